@@ -1,0 +1,318 @@
+//! The coding-agent boundary (spec §10.0): the runner/session traits every adapter implements,
+//! the normalized event stream they emit, and the cancellation handle the orchestrator uses to stop
+//! a running turn from another thread.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use serde::Serialize;
+
+/// Normalized agent event kinds (spec §10.0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentEventKind {
+    /// The agent session started (carries `session_id = <agent_session_id>-<turn>`).
+    SessionStarted,
+    /// The session could not start.
+    StartupFailed,
+    /// A turn finished successfully.
+    TurnCompleted,
+    /// A turn failed.
+    TurnFailed,
+    /// A turn was cancelled (stop requested).
+    TurnCancelled,
+    /// The agent asked for user input; the turn fails.
+    TurnInputRequired,
+    /// A tool call was denied by the permission posture.
+    PermissionDenied,
+    /// The agent used a tool.
+    ToolUse,
+    /// Assistant text, retries and other activity.
+    Notification,
+    /// A recognized protocol line with nothing to report.
+    OtherMessage,
+    /// A protocol line that could not be parsed.
+    Malformed,
+}
+
+impl AgentEventKind {
+    /// snake_case name, as in logs and the JSON API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentEventKind::SessionStarted => "session_started",
+            AgentEventKind::StartupFailed => "startup_failed",
+            AgentEventKind::TurnCompleted => "turn_completed",
+            AgentEventKind::TurnFailed => "turn_failed",
+            AgentEventKind::TurnCancelled => "turn_cancelled",
+            AgentEventKind::TurnInputRequired => "turn_input_required",
+            AgentEventKind::PermissionDenied => "permission_denied",
+            AgentEventKind::ToolUse => "tool_use",
+            AgentEventKind::Notification => "notification",
+            AgentEventKind::OtherMessage => "other_message",
+            AgentEventKind::Malformed => "malformed",
+        }
+    }
+}
+
+/// Token counts (per-invocation deltas when carried by an event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct TokenUsage {
+    /// Input tokens (not counting cache reads/writes).
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Cache-read input tokens.
+    pub cache_read_input_tokens: u64,
+    /// Cache-creation input tokens.
+    pub cache_creation_input_tokens: u64,
+}
+
+impl TokenUsage {
+    /// input + output (cache tokens are reported separately).
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    /// Add another usage into this one.
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+    }
+}
+
+/// One normalized event from an agent session (spec §10.0).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentEvent {
+    /// What happened.
+    pub kind: AgentEventKind,
+    /// When Baton saw it.
+    #[serde(with = "crate::timefmt::serde_system_time")]
+    pub at: SystemTime,
+    /// A short, single-line, bounded summary (untrusted text: escape before rendering).
+    pub summary: String,
+    /// `<agent_session_id>-<turn>` when known.
+    pub session_id: Option<String>,
+    /// The agent's process id when known.
+    pub agent_pid: Option<u32>,
+    /// Token usage *delta* to add (never a cumulative figure).
+    pub usage_delta: Option<TokenUsage>,
+    /// Session-cumulative cost in USD as reported by the agent (record the latest, never add).
+    pub session_cost_usd: Option<f64>,
+}
+
+impl AgentEvent {
+    /// An event with just a kind and summary, stamped now.
+    pub fn new(kind: AgentEventKind, summary: impl Into<String>) -> Self {
+        AgentEvent {
+            kind,
+            at: SystemTime::now(),
+            summary: summary.into(),
+            session_id: None,
+            agent_pid: None,
+            usage_delta: None,
+            session_cost_usd: None,
+        }
+    }
+}
+
+/// Normalized error categories (spec §10.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentErrorKind {
+    /// The agent command does not exist (exit 127).
+    AgentNotFound,
+    /// The workspace is not a directory inside the root.
+    InvalidWorkspaceCwd,
+    /// The process could not be started or failed before its session began.
+    StartupFailed,
+    /// The turn exceeded `turn_timeout_ms`.
+    TurnTimeout,
+    /// The process exited before completing the turn, or with a non-zero code.
+    ProcessExit,
+    /// The agent reported a failure.
+    TurnFailed,
+    /// The turn was cancelled by Baton.
+    TurnCancelled,
+    /// The agent asked for user input.
+    TurnInputRequired,
+    /// The protocol stream could not be understood (e.g. no result line).
+    ParseError,
+}
+
+impl AgentErrorKind {
+    /// snake_case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentErrorKind::AgentNotFound => "agent_not_found",
+            AgentErrorKind::InvalidWorkspaceCwd => "invalid_workspace_cwd",
+            AgentErrorKind::StartupFailed => "startup_failed",
+            AgentErrorKind::TurnTimeout => "turn_timeout",
+            AgentErrorKind::ProcessExit => "process_exit",
+            AgentErrorKind::TurnFailed => "turn_failed",
+            AgentErrorKind::TurnCancelled => "turn_cancelled",
+            AgentErrorKind::TurnInputRequired => "turn_input_required",
+            AgentErrorKind::ParseError => "parse_error",
+        }
+    }
+}
+
+/// An agent failure with its category.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentError {
+    /// Category (spec §10.3).
+    pub kind: AgentErrorKind,
+    /// Detail (bounded; may include a stderr tail).
+    pub message: String,
+}
+
+impl AgentError {
+    /// Build an error.
+    pub fn new(kind: AgentErrorKind, message: impl Into<String>) -> Self {
+        AgentError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for AgentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind.as_str(), self.message)
+    }
+}
+
+impl std::error::Error for AgentError {}
+
+/// What a successful turn reports.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TurnSummary {
+    /// The agent's own session id.
+    pub agent_session_id: Option<String>,
+    /// Usage of this turn (delta).
+    pub usage: TokenUsage,
+    /// Session-cumulative cost, when reported.
+    pub session_cost_usd: Option<f64>,
+    /// Final assistant text, truncated.
+    pub result_text: Option<String>,
+}
+
+/// Context for starting a session.
+#[derive(Debug, Clone)]
+pub struct SessionContext {
+    /// The issue identifier (for logs and the child environment).
+    pub issue_identifier: String,
+    /// The absolute workspace path; the agent's cwd.
+    pub workspace: PathBuf,
+    /// The canonical workspace root, to re-check containment before launch.
+    pub workspace_root: PathBuf,
+    /// Agent session id to resume (persisted from an earlier run), if any.
+    pub resume_session_id: Option<String>,
+}
+
+/// Cancellation handle shared between the orchestrator (which cancels) and a running turn (which
+/// selects on `receiver()` and stops its process group).
+#[derive(Clone)]
+pub struct CancelToken {
+    flag: Arc<AtomicBool>,
+    tx: Sender<()>,
+    rx: Receiver<()>,
+}
+
+impl Default for CancelToken {
+    fn default() -> Self {
+        let (tx, rx) = bounded(1);
+        CancelToken {
+            flag: Arc::new(AtomicBool::new(false)),
+            tx,
+            rx,
+        }
+    }
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CancelToken(cancelled={})", self.is_cancelled())
+    }
+}
+
+impl CancelToken {
+    /// A fresh, uncancelled token.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Request cancellation (idempotent).
+    pub fn cancel(&self) {
+        self.flag.store(true, Ordering::SeqCst);
+        let _ = self.tx.try_send(());
+    }
+    /// True once `cancel` was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.flag.load(Ordering::SeqCst)
+    }
+    /// A receiver that becomes ready when cancelled (for `select!`). Only one waiter consumes the
+    /// wake-up; always re-check `is_cancelled()`.
+    pub fn receiver(&self) -> &Receiver<()> {
+        &self.rx
+    }
+}
+
+/// A live agent session (one per worker run); turns run one after another on it.
+pub trait AgentSession: Send {
+    /// Run one turn with `prompt`, streaming normalized events to `on_event` until it ends.
+    /// Must return within `turn_timeout_ms`, and promptly after `cancel` is cancelled, leaving no
+    /// process behind.
+    fn run_turn(
+        &mut self,
+        prompt: &str,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<TurnSummary, AgentError>;
+    /// The agent's own session id once known.
+    fn agent_session_id(&self) -> Option<String>;
+    /// End the session and make sure no process is left.
+    fn stop(&mut self);
+}
+
+/// Builds sessions for one configured agent kind.
+pub trait AgentRunner: Send + Sync {
+    /// Start a session in `ctx.workspace` (validated against the root before anything launches).
+    fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError>;
+}
+
+/// Check that `workspace` is an existing directory strictly inside `root` (both canonicalized);
+/// the invariant every adapter checks before launching (spec §9.5).
+pub fn validate_workspace_cwd(workspace: &Path, root: &Path) -> Result<PathBuf, AgentError> {
+    let err = |m: String| AgentError::new(AgentErrorKind::InvalidWorkspaceCwd, m);
+    let ws = workspace.canonicalize().map_err(|e| {
+        err(format!(
+            "workspace {} is not accessible: {e}",
+            workspace.display()
+        ))
+    })?;
+    let root = root.canonicalize().map_err(|e| {
+        err(format!(
+            "workspace root {} is not accessible: {e}",
+            root.display()
+        ))
+    })?;
+    if !ws.is_dir() {
+        return Err(err(format!(
+            "workspace {} is not a directory",
+            ws.display()
+        )));
+    }
+    if ws == root || !ws.starts_with(&root) {
+        return Err(err(format!(
+            "workspace {} is outside the workspace root {}",
+            ws.display(),
+            root.display()
+        )));
+    }
+    Ok(ws)
+}

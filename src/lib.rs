@@ -1,0 +1,10 @@
+//! Baton: a small, auditable daemon that turns a GitHub Projects (v2) board into finished work.
+//!
+//! See `ARCHITECTURE.md` for how the modules fit together.
+
+pub mod agent;
+pub mod model;
+pub mod status;
+pub mod timefmt;
+pub mod tracker;
+pub mod workflow;

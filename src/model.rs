@@ -1,0 +1,72 @@
+//! The normalized domain model shared by the tracker, the orchestrator, prompts and the status surface
+//! (spec §4.1.1).
+
+use serde::{Deserialize, Serialize};
+
+/// A normalized GitHub issue on the configured Projects (v2) board (spec §4.1.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Issue {
+    /// GraphQL node id of the Issue (`I_…`); the internal map key.
+    pub id: String,
+    /// GraphQL node id of the ProjectV2Item (`PVTI_…`) linking the issue to the project.
+    pub item_id: String,
+    /// `<owner>__<repo>-<number>`, e.g. `acme__myrepo-123`; used for logs and workspace names.
+    pub identifier: String,
+    /// The issue number within its repository.
+    pub number: u64,
+    /// `owner/name` of the repository.
+    pub repository: String,
+    /// Issue title (untrusted text).
+    pub title: String,
+    /// Issue body (untrusted text), if any.
+    pub description: Option<String>,
+    /// 1-based position of the `priority_field` option; lower is more urgent; `None` when unset.
+    pub priority: Option<u32>,
+    /// The project Status option name (trimmed), e.g. `In Progress`.
+    pub state: String,
+    /// Linked branch name, when known.
+    pub branch_name: Option<String>,
+    /// HTML URL of the issue.
+    pub url: Option<String>,
+    /// Labels, trimmed, lowercased and deduplicated.
+    pub labels: Vec<String>,
+    /// Issues that block this one.
+    pub blocked_by: Vec<BlockerRef>,
+    /// True when the underlying GitHub issue is CLOSED (always terminal, whatever its Status).
+    pub closed: bool,
+    /// RFC 3339 creation timestamp, when known.
+    pub created_at: Option<String>,
+    /// RFC 3339 update timestamp, when known.
+    pub updated_at: Option<String>,
+}
+
+/// A "blocked by" reference (spec §4.1.1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct BlockerRef {
+    /// GraphQL node id of the blocking issue.
+    pub id: String,
+    /// `<owner>__<repo>-<number>` of the blocking issue.
+    pub identifier: String,
+    /// The blocker's Status on the same project when present; otherwise `OPEN`/`CLOSED`.
+    pub state: String,
+    /// True when the blocker counts as terminal (terminal Status, or CLOSED when not on the project).
+    pub terminal: bool,
+}
+
+/// Normalize a state or label for comparison: trim, then lowercase (spec §4.2).
+pub fn normalize_name(s: &str) -> String {
+    s.trim().to_lowercase()
+}
+
+impl Issue {
+    /// The issue's state normalized for comparison.
+    pub fn normalized_state(&self) -> String {
+        normalize_name(&self.state)
+    }
+
+    /// True when the issue carries `label` (compared trimmed and lowercased).
+    pub fn has_label(&self, label: &str) -> bool {
+        let want = normalize_name(label);
+        !want.is_empty() && self.labels.iter().any(|l| normalize_name(l) == want)
+    }
+}

@@ -1,0 +1,217 @@
+//! What the status surface sees: plain, serializable snapshots of orchestrator state (spec §13.3,
+//! §13.7) and the request type the HTTP thread sends to the main loop. The HTTP thread never touches
+//! orchestrator state; it asks over a channel and renders what comes back.
+
+use crossbeam_channel::Sender;
+use serde::Serialize;
+
+use crate::tracker::RateLimitInfo;
+
+/// Number of rows per section.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Counts {
+    /// Running workers.
+    pub running: usize,
+    /// Queued retries.
+    pub retrying: usize,
+    /// Parked/blocked issues.
+    pub blocked: usize,
+}
+
+/// Token totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Tokens {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// input + output.
+    pub total_tokens: u64,
+}
+
+/// One running worker (spec §13.3).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunningRow {
+    /// Issue node id.
+    pub issue_id: String,
+    /// `<owner>__<repo>-<number>`.
+    pub issue_identifier: String,
+    /// Issue title (untrusted).
+    pub title: String,
+    /// Issue URL.
+    pub url: Option<String>,
+    /// Status option name.
+    pub state: String,
+    /// `<agent_session_id>-<turn>`.
+    pub session_id: Option<String>,
+    /// Turns run by this worker.
+    pub turn_count: u32,
+    /// Last event kind.
+    pub last_event: Option<String>,
+    /// Last event summary (untrusted).
+    pub last_message: Option<String>,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339.
+    pub last_event_at: Option<String>,
+    /// Tokens of this worker run.
+    pub tokens: Tokens,
+    /// Latest session-cumulative cost in USD.
+    pub cost_usd: Option<f64>,
+    /// Retry attempt number of this run (null on a first run).
+    pub attempt: Option<u32>,
+}
+
+/// One queued retry.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetryRow {
+    /// Issue node id.
+    pub issue_id: String,
+    /// Identifier.
+    pub issue_identifier: String,
+    /// Issue URL, when known.
+    pub url: Option<String>,
+    /// Attempt number the retry will run as.
+    pub attempt: u32,
+    /// RFC 3339 due time.
+    pub due_at: String,
+    /// Milliseconds until due (0 when overdue).
+    pub due_in_ms: u64,
+    /// Why it is retrying.
+    pub error: Option<String>,
+}
+
+/// An issue Baton will not dispatch until something changes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BlockedRow {
+    /// Issue node id.
+    pub issue_id: String,
+    /// Identifier.
+    pub issue_identifier: String,
+    /// Issue URL, when known.
+    pub url: Option<String>,
+    /// Status when it was parked.
+    pub state: String,
+    /// Why (e.g. `max_attempts reached`, `max_runs_per_issue reached`).
+    pub reason: String,
+    /// RFC 3339.
+    pub since: String,
+}
+
+/// Aggregate agent totals (spec §13.5).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AgentTotals {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// input + output.
+    pub total_tokens: u64,
+    /// Ended sessions' runtime plus live elapsed time of running ones.
+    pub seconds_running: f64,
+    /// Sum of the latest session-cumulative costs.
+    pub cost_usd: f64,
+}
+
+/// Tracker health for operators.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TrackerHealth {
+    /// RFC 3339 time of the last successful candidate poll.
+    pub last_successful_poll_at: Option<String>,
+    /// Last poll error, if the most recent poll failed.
+    pub last_error: Option<String>,
+    /// GraphQL budget.
+    pub rate_limit: Option<RateLimitInfo>,
+}
+
+/// `GET /api/v1/state`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct StateSnapshot {
+    /// RFC 3339.
+    pub generated_at: String,
+    /// Section sizes.
+    pub counts: Counts,
+    /// Running workers.
+    pub running: Vec<RunningRow>,
+    /// Retry queue.
+    pub retrying: Vec<RetryRow>,
+    /// Parked issues.
+    pub blocked: Vec<BlockedRow>,
+    /// Totals.
+    pub agent_totals: AgentTotals,
+    /// Agent-reported rate limits, when any (null otherwise).
+    pub rate_limits: Option<serde_json::Value>,
+    /// GitHub side.
+    pub tracker: TrackerHealth,
+}
+
+/// A recent normalized agent event for the per-issue view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RecentEvent {
+    /// RFC 3339.
+    pub at: String,
+    /// Event kind (snake_case).
+    pub event: String,
+    /// Bounded summary (untrusted).
+    pub message: String,
+}
+
+/// `GET /api/v1/<issue_identifier>`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IssueDetail {
+    /// Identifier.
+    pub issue_identifier: String,
+    /// Issue node id.
+    pub issue_id: String,
+    /// `running`, `retrying` or `blocked`.
+    pub status: String,
+    /// Workspace path.
+    pub workspace: Option<String>,
+    /// Attempts so far.
+    pub attempts: u32,
+    /// Running row, when running.
+    pub running: Option<RunningRow>,
+    /// Retry row, when queued.
+    pub retry: Option<RetryRow>,
+    /// Blocked row, when parked.
+    pub blocked: Option<BlockedRow>,
+    /// Last error.
+    pub last_error: Option<String>,
+    /// The most recent events, oldest first (bounded ring).
+    pub recent_events: Vec<RecentEvent>,
+}
+
+/// `POST /api/v1/refresh` acknowledgement.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RefreshAck {
+    /// Always true.
+    pub queued: bool,
+    /// True when it joined an already pending refresh.
+    pub coalesced: bool,
+    /// RFC 3339.
+    pub requested_at: String,
+    /// `["poll", "reconcile"]`.
+    pub operations: Vec<String>,
+}
+
+/// A request from the HTTP thread to the main loop; the loop answers on `reply`.
+#[derive(Debug)]
+pub enum ControlRequest {
+    /// Whole-state snapshot.
+    State {
+        /// Where to send it.
+        reply: Sender<StateSnapshot>,
+    },
+    /// One issue by identifier; `None` when unknown.
+    Issue {
+        /// `<owner>__<repo>-<number>`.
+        identifier: String,
+        /// Where to send it.
+        reply: Sender<Option<IssueDetail>>,
+    },
+    /// Queue an immediate poll + reconcile (coalesced).
+    Refresh {
+        /// Where to send the ack.
+        reply: Sender<RefreshAck>,
+    },
+}

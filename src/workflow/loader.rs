@@ -1,0 +1,263 @@
+//! WORKFLOW.md loading (spec §5.1–5.2): split YAML front matter from the prompt body, with typed
+//! errors whose line/column count in the file (not in the front matter).
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_yaml::{Mapping, Value};
+
+use super::config::{parse_config, ConfigEnv, ParsedConfig};
+use super::template::PromptTemplate;
+
+/// The largest WORKFLOW.md Baton reads.
+pub const MAX_WORKFLOW_BYTES: u64 = 1024 * 1024;
+
+/// The prompt used when the body is empty (spec §5.4).
+pub const DEFAULT_PROMPT: &str = "You are working on a GitHub issue.";
+
+/// A loaded, validated workflow: typed config plus the compiled prompt template.
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    /// The file it was read from (as given; not canonicalized).
+    pub path: PathBuf,
+    /// The typed config and its load warnings.
+    pub config: ParsedConfig,
+    /// The compiled prompt template (already dry-rendered).
+    pub template: PromptTemplate,
+    /// The trimmed prompt body as written (empty ⇒ the default prompt is used).
+    pub prompt_source: String,
+    /// FNV-1a hash of the file bytes, to skip no-op reloads.
+    pub content_hash: u64,
+}
+
+/// A typed workflow loading error (spec §5.5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkflowError {
+    /// `missing_workflow_file`, `workflow_parse_error`, `workflow_front_matter_not_a_map`,
+    /// `workflow_too_large`, `invalid_config`, `template_parse_error`, `template_render_error`, …
+    pub class: &'static str,
+    /// The file concerned.
+    pub path: PathBuf,
+    /// What went wrong, with `line L column C` when known.
+    pub message: String,
+}
+
+impl fmt::Display for WorkflowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}: {}",
+            self.class,
+            self.path.display(),
+            self.message
+        )
+    }
+}
+
+impl std::error::Error for WorkflowError {}
+
+/// The raw split of a WORKFLOW.md file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SplitWorkflow {
+    /// The front matter map (empty when absent).
+    pub front_matter: Mapping,
+    /// The trimmed body.
+    pub body: String,
+    /// 1-based file line where the trimmed body starts (for template error positions).
+    pub body_first_line: usize,
+}
+
+/// FNV-1a 64-bit hash (stable across builds, unlike `DefaultHasher`).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Read a file with the size cap; errors are `missing_workflow_file` or `workflow_too_large`.
+pub fn read_workflow_bytes(path: &Path) -> Result<Vec<u8>, WorkflowError> {
+    let err = |class, message: String| WorkflowError {
+        class,
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = std::fs::File::open(path).map_err(|e| {
+        err(
+            "missing_workflow_file",
+            format!("cannot read the file: {e}"),
+        )
+    })?;
+    let mut buf = Vec::new();
+    file.take(MAX_WORKFLOW_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| {
+            err(
+                "missing_workflow_file",
+                format!("cannot read the file: {e}"),
+            )
+        })?;
+    if buf.len() as u64 > MAX_WORKFLOW_BYTES {
+        return Err(err(
+            "workflow_too_large",
+            format!(
+                "the file is larger than {} bytes; WORKFLOW.md must be at most 1 MiB",
+                MAX_WORKFLOW_BYTES
+            ),
+        ));
+    }
+    Ok(buf)
+}
+
+/// Split `text` into front matter and body (spec §5.2).
+pub fn split_workflow(path: &Path, text: &str) -> Result<SplitWorkflow, WorkflowError> {
+    let err = |class, message: String| WorkflowError {
+        class,
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let is_fence = |l: &str| l.trim_end_matches(['\n', '\r']).trim_end() == "---";
+    if lines.first().is_none_or(|l| !is_fence(l)) {
+        let (body, first) = trim_body(&lines, 0);
+        return Ok(SplitWorkflow {
+            front_matter: Mapping::new(),
+            body,
+            body_first_line: first,
+        });
+    }
+    let Some(close) = lines
+        .iter()
+        .skip(1)
+        .position(|l| is_fence(l))
+        .map(|i| i + 1)
+    else {
+        return Err(err(
+            "workflow_parse_error",
+            "line 1: front matter opened with `---` is never closed by a second `---` line".into(),
+        ));
+    };
+    let yaml: String = lines[1..close].concat();
+    let front_matter = if yaml.trim().is_empty() {
+        Mapping::new()
+    } else {
+        let value: Value = serde_yaml::from_str(&yaml).map_err(|e| {
+            let msg = strip_location(&e.to_string());
+            match e.location() {
+                // The YAML starts on file line 2.
+                Some(loc) => err(
+                    "workflow_parse_error",
+                    format!(
+                        "line {} column {}: invalid YAML front matter: {msg}",
+                        loc.line() + 1,
+                        loc.column()
+                    ),
+                ),
+                None => err(
+                    "workflow_parse_error",
+                    format!("invalid YAML front matter: {msg}"),
+                ),
+            }
+        })?;
+        match value {
+            Value::Mapping(m) => m,
+            Value::Null => Mapping::new(),
+            other => {
+                let kind = match other {
+                    Value::Sequence(_) => "a list",
+                    Value::String(_) => "a string",
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    _ => "not a map",
+                };
+                return Err(err(
+                    "workflow_front_matter_not_a_map",
+                    format!("line 2: the front matter must be a YAML map of settings, got {kind}"),
+                ));
+            }
+        }
+    };
+    let (body, first) = trim_body(&lines, close + 1);
+    Ok(SplitWorkflow {
+        front_matter,
+        body,
+        body_first_line: first,
+    })
+}
+
+/// Trim the body starting at line index `start`; return it and its first non-blank 1-based line.
+fn trim_body(lines: &[&str], start: usize) -> (String, usize) {
+    let rest = &lines[start.min(lines.len())..];
+    let skip = rest.iter().take_while(|l| l.trim().is_empty()).count();
+    let body: String = rest[skip..].concat();
+    (body.trim().to_string(), start + skip + 1)
+}
+
+/// serde_yaml appends " at line L column C" to messages; we print our own file-relative position.
+fn strip_location(msg: &str) -> String {
+    match msg.find(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+/// Load, parse and validate a WORKFLOW.md: config errors and template errors are reported here so
+/// a bad file never replaces a good one.
+pub fn load_workflow(path: &Path, env: &dyn ConfigEnv) -> Result<Workflow, WorkflowError> {
+    let bytes = read_workflow_bytes(path)?;
+    let content_hash = fnv1a64(&bytes);
+    let text = String::from_utf8(bytes).map_err(|e| WorkflowError {
+        class: "workflow_parse_error",
+        path: path.to_path_buf(),
+        message: format!(
+            "the file is not valid UTF-8 (byte {})",
+            e.utf8_error().valid_up_to()
+        ),
+    })?;
+    let split = split_workflow(path, &text)?;
+    let dir = workflow_dir(path);
+    let config = parse_config(&split.front_matter, &dir, env).map_err(|e| WorkflowError {
+        class: e.class,
+        path: path.to_path_buf(),
+        message: e.message,
+    })?;
+    let source = if split.body.is_empty() {
+        DEFAULT_PROMPT.to_string()
+    } else {
+        split.body.clone()
+    };
+    let template =
+        PromptTemplate::compile(&source, split.body_first_line).map_err(|e| WorkflowError {
+            class: e.class,
+            path: path.to_path_buf(),
+            message: e.message,
+        })?;
+    template.validate().map_err(|e| WorkflowError {
+        class: e.class,
+        path: path.to_path_buf(),
+        message: e.message,
+    })?;
+    Ok(Workflow {
+        path: path.to_path_buf(),
+        config,
+        template,
+        prompt_source: split.body,
+        content_hash,
+    })
+}
+
+/// The absolute directory holding the workflow file.
+pub fn workflow_dir(path: &Path) -> PathBuf {
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    super::config::normalize_lexically(abs.parent().unwrap_or(Path::new("/")))
+}

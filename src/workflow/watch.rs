@@ -1,0 +1,1 @@
+//! Hot reload of WORKFLOW.md (spec §6.2). PLACEHOLDER: being implemented.
