@@ -3,7 +3,11 @@
 //! See `ARCHITECTURE.md` for how the modules fit together.
 
 pub mod agent;
+pub mod app;
+pub mod cli;
+pub mod logging;
 pub mod model;
+pub mod signals;
 pub mod status;
 pub mod timefmt;
 pub mod tracker;

@@ -1,1 +1,73 @@
-//! Hot reload of WORKFLOW.md (spec §6.2). PLACEHOLDER: being implemented.
+//! Hot reload of WORKFLOW.md (spec §6.2): watch the file's *parent directory* with notify (editors save
+//! by writing a temp file and renaming it over the original, which kills a watch on the file itself)
+//! and turn relevant events into "may have changed" pings. The main loop debounces the pings, re-reads
+//! the file and compares a content hash; it also `stat`s the file every poll tick as a safety net in
+//! case an event is missed.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+use notify::{Event, EventKind, RecursiveMode, Watcher};
+
+/// Keeps the OS watch alive; drop it to stop watching.
+pub struct WorkflowWatcher {
+    _watcher: notify::RecommendedWatcher,
+    /// The directory being watched.
+    pub dir: PathBuf,
+}
+
+/// True when a notify event may mean the workflow file changed. Our own reads (access events)
+/// never count; events on other files in the directory are ignored.
+pub fn is_relevant(event: &Event, file_name: &OsString) -> bool {
+    if matches!(event.kind, EventKind::Access(_)) {
+        return false;
+    }
+    // Rescans (overflow) carry no paths: treat them as "maybe changed".
+    if event.paths.is_empty() {
+        return true;
+    }
+    event
+        .paths
+        .iter()
+        .any(|p| p.file_name() == Some(file_name.as_os_str()))
+}
+
+/// Start watching `workflow_path`'s parent directory. Returns the watcher handle and a receiver of
+/// undebounced pings (coalesced: at most one is pending at a time).
+pub fn watch_workflow(workflow_path: &Path) -> Result<(WorkflowWatcher, Receiver<()>), String> {
+    let abs = super::loader::workflow_dir(workflow_path);
+    let file_name: OsString = workflow_path
+        .file_name()
+        .ok_or_else(|| format!("{} has no file name", workflow_path.display()))?
+        .to_os_string();
+    let (tx, rx): (Sender<()>, Receiver<()>) = bounded(1);
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<Event>| match res {
+        Ok(ev) if is_relevant(&ev, &file_name) => {
+            // Full means a ping is already pending; that one covers this change too.
+            let _ = tx.try_send(());
+        }
+        Ok(_) => {}
+        Err(e) => {
+            log::warn!("event=workflow_watch_error error={e:?}; the poll-tick stat check still detects changes");
+            let _ = tx.try_send(());
+        }
+    })
+    .map_err(|e| format!("cannot create a file watcher: {e}"))?;
+    watcher
+        .watch(&abs, RecursiveMode::NonRecursive)
+        .map_err(|e| format!("cannot watch {}: {e}", abs.display()))?;
+    Ok((
+        WorkflowWatcher {
+            _watcher: watcher,
+            dir: abs,
+        },
+        rx,
+    ))
+}
+
+/// A cheap fingerprint of the file for the per-tick safety-net check: (mtime, length).
+pub fn stat_fingerprint(path: &Path) -> Option<(std::time::SystemTime, u64)> {
+    let md = std::fs::metadata(path).ok()?;
+    Some((md.modified().ok()?, md.len()))
+}

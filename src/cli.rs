@@ -1,0 +1,229 @@
+//! Command-line parsing (lexopt) and the `--help` text.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Exit code: clean shutdown (SIGINT/SIGTERM) or a healthy `baton check`.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: startup or validation failure (bad WORKFLOW.md, config, tracker, …).
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit code: usage error (unknown flag, bad flag value).
+pub const EXIT_USAGE: i32 = 2;
+
+/// The help text printed by `--help`.
+pub const HELP: &str = "\
+baton — run coding agents on the issues of a GitHub Projects (v2) board
+
+USAGE:
+    baton [OPTIONS] [PATH-TO-WORKFLOW.md]        run the daemon
+    baton check [PATH-TO-WORKFLOW.md]            preflight: validate, resolve the project, show the plan
+
+ARGS:
+    PATH-TO-WORKFLOW.md   workflow file (YAML front matter + prompt template);
+                          default: ./WORKFLOW.md in the current directory
+
+OPTIONS:
+    --port N              serve the dashboard and JSON API on port N (0 = ephemeral);
+                          overrides server.port in WORKFLOW.md
+    --bind ADDR           address for the dashboard/API (default 127.0.0.1; overrides server.host)
+    --log-level LEVEL     error | warn | info | debug | trace (default info; overrides RUST_LOG)
+    -h, --help            print this help
+    -V, --version         print the version
+
+ENVIRONMENT:
+    GITHUB_TOKEN          tracker token when tracker.token is not set (then `gh auth token`)
+    RUST_LOG              log filter, e.g. `info` or `baton=debug` (--log-level wins)
+    JOURNAL_STREAM        set by systemd: log lines get <N> priority prefixes and no timestamps
+
+EXIT CODES:
+    0   clean shutdown after SIGINT/SIGTERM (all agents stopped); `baton check` found no problem
+    1   startup/validation failure (missing or invalid WORKFLOW.md, config, tracker); `check` found a problem
+    2   usage error (unknown option, bad option value)
+
+Reloads WORKFLOW.md automatically when it changes; an invalid edit keeps the last good config.
+";
+
+/// What the command line asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Run the daemon.
+    Run(RunArgs),
+    /// `baton check [PATH]`.
+    Check {
+        /// The workflow file.
+        workflow: PathBuf,
+        /// `--log-level`, if given.
+        log_level: Option<log::LevelFilter>,
+    },
+    /// `--help`.
+    Help,
+    /// `--version`.
+    Version,
+}
+
+/// Options of the daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunArgs {
+    /// The workflow file (positional path, else `./WORKFLOW.md`).
+    pub workflow: PathBuf,
+    /// `--port`.
+    pub port: Option<u16>,
+    /// `--bind`.
+    pub bind: Option<String>,
+    /// `--log-level`.
+    pub log_level: Option<log::LevelFilter>,
+}
+
+/// A usage error message (exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Parse arguments (without the program name).
+pub fn parse<I>(args: I) -> Result<Command, UsageError>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    use lexopt::prelude::*;
+    let mut parser = lexopt::Parser::from_args(args);
+    let mut port = None;
+    let mut bind = None;
+    let mut log_level = None;
+    let mut positional: Vec<OsString> = Vec::new();
+    let usage = |e: lexopt::Error| UsageError(format!("{e}; try `baton --help`"));
+    while let Some(arg) = parser.next().map_err(usage)? {
+        match arg {
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Short('V') | Long("version") => return Ok(Command::Version),
+            Long("port") => {
+                let v = parser.value().map_err(usage)?;
+                let s = v.to_string_lossy();
+                port = Some(s.parse::<u16>().map_err(|_| {
+                    UsageError(format!(
+                        "--port must be an integer from 0 to 65535, got {s:?}"
+                    ))
+                })?);
+            }
+            Long("bind") => {
+                let v = parser.value().map_err(usage)?;
+                let s = v
+                    .into_string()
+                    .map_err(|_| UsageError("--bind must be valid UTF-8".into()))?;
+                if s.trim().is_empty() {
+                    return Err(UsageError("--bind must not be empty".into()));
+                }
+                bind = Some(s);
+            }
+            Long("log-level") => {
+                let v = parser.value().map_err(usage)?;
+                let s = v.to_string_lossy().to_string();
+                log_level = Some(s.parse::<log::LevelFilter>().map_err(|_| {
+                    UsageError(format!(
+                        "--log-level must be one of off, error, warn, info, debug, trace; got {s:?}"
+                    ))
+                })?);
+            }
+            Value(v) => positional.push(v),
+            _ => return Err(usage(arg.unexpected())),
+        }
+    }
+    let is_check = positional.first().is_some_and(|p| p == "check");
+    if is_check {
+        positional.remove(0);
+        if port.is_some() || bind.is_some() {
+            return Err(UsageError("`baton check` takes no --port/--bind".into()));
+        }
+    }
+    if positional.len() > 1 {
+        return Err(UsageError(format!(
+            "expected at most one workflow path, got {}; try `baton --help`",
+            positional.len()
+        )));
+    }
+    let workflow = positional
+        .pop()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("WORKFLOW.md"));
+    if is_check {
+        Ok(Command::Check {
+            workflow,
+            log_level,
+        })
+    } else {
+        Ok(Command::Run(RunArgs {
+            workflow,
+            port,
+            bind,
+            log_level,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Command, UsageError> {
+        parse(args.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn default_path_is_cwd_workflow() {
+        let Command::Run(r) = run(&[]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.workflow, PathBuf::from("WORKFLOW.md"));
+        assert_eq!(r.port, None);
+    }
+
+    #[test]
+    fn positional_path_and_flags() {
+        let Command::Run(r) = run(&[
+            "--port",
+            "0",
+            "--bind",
+            "0.0.0.0",
+            "x/W.md",
+            "--log-level",
+            "debug",
+        ])
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.workflow, PathBuf::from("x/W.md"));
+        assert_eq!(r.port, Some(0));
+        assert_eq!(r.bind.as_deref(), Some("0.0.0.0"));
+        assert_eq!(r.log_level, Some(log::LevelFilter::Debug));
+    }
+
+    #[test]
+    fn check_subcommand() {
+        assert_eq!(
+            run(&["check", "a.md"]).unwrap(),
+            Command::Check {
+                workflow: PathBuf::from("a.md"),
+                log_level: None
+            }
+        );
+        assert!(run(&["check", "--port", "1"]).is_err());
+    }
+
+    #[test]
+    fn usage_errors() {
+        assert!(run(&["--port", "70000"]).unwrap_err().0.contains("--port"));
+        assert!(run(&["--nope"]).is_err());
+        assert!(run(&["a", "b"]).is_err());
+        assert!(run(&["--log-level", "loud"])
+            .unwrap_err()
+            .0
+            .contains("--log-level"));
+        assert_eq!(run(&["--help"]).unwrap(), Command::Help);
+        assert_eq!(run(&["-V"]).unwrap(), Command::Version);
+    }
+}

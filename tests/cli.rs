@@ -1,0 +1,194 @@
+//! Spec §17.7: the built binary's CLI surface — exit codes and one-line error messages.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn baton() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
+    c.env_remove("GITHUB_TOKEN")
+        .env_remove("RUST_LOG")
+        .env_remove("JOURNAL_STREAM");
+    c
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("baton-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn help_documents_usage_and_exit_codes() {
+    let out = baton().arg("--help").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let s = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "--port",
+        "--bind",
+        "--log-level",
+        "PATH-TO-WORKFLOW.md",
+        "baton check",
+        "EXIT CODES",
+        "JOURNAL_STREAM",
+    ] {
+        assert!(s.contains(needle), "help lacks {needle}");
+    }
+}
+
+#[test]
+fn version_prints_the_crate_version() {
+    let out = baton().arg("--version").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().trim(),
+        format!("baton {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    for args in [
+        &["--bogus"][..],
+        &["--port", "x"],
+        &["a.md", "b.md"],
+        &["--log-level", "loud"],
+    ] {
+        let out = baton().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.starts_with("baton: usage error:"), "{err}");
+    }
+}
+
+#[test]
+fn missing_default_workflow_is_one_line_exit_1() {
+    let d = tempdir("missing");
+    let out = baton().current_dir(&d).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("missing_workflow_file"), "{err}");
+    assert!(err.contains("WORKFLOW.md"), "{err}");
+    assert!(!err.contains("panicked"));
+}
+
+#[test]
+fn positional_path_wins_over_cwd_default() {
+    let d = tempdir("positional");
+    // A valid-looking ./WORKFLOW.md in cwd must not be used when a path is given.
+    std::fs::write(d.join("WORKFLOW.md"), "---\n- not a map\n---\n").unwrap();
+    let other = d.join("other.md");
+    std::fs::write(&other, "---\ntracker: [x]\n---\n").unwrap();
+    let out = baton().current_dir(&d).arg(&other).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.contains("other.md") && err.contains("tracker must be a map"),
+        "{err}"
+    );
+    // Without the positional path the cwd file is used.
+    let out = baton().current_dir(&d).output().unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("workflow_front_matter_not_a_map"), "{err}");
+}
+
+#[test]
+fn bad_workflow_gives_one_actionable_line() {
+    let d = tempdir("bad");
+    let p = d.join("W.md");
+    std::fs::write(&p, "---\ntracker:\n  kind: github_projects\n  owner: acme\n  project_number: 1\n  token: t\nagent:\n  kind: claude_code\n  max_turns: 0\n---\nx\n").unwrap();
+    let out = baton().arg(&p).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("agent.max_turns must be a positive integer, got 0"),
+        "{err}"
+    );
+    assert!(err.contains("W.md"), "{err}");
+}
+
+#[test]
+fn missing_token_fails_startup_without_leaking_anything() {
+    let d = tempdir("notoken");
+    let p = d.join("W.md");
+    std::fs::write(&p, "---\ntracker:\n  kind: github_projects\n  owner: acme\n  project_number: 1\n  token: $BATON_TEST_UNSET_TOKEN\nagent:\n  kind: claude_code\n---\nx\n").unwrap();
+    let out = baton()
+        .arg(&p)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("missing_tracker_token"), "{err}");
+}
+
+/// Wait for the child with a bounded deadline; kill it if it overruns.
+fn wait_bounded(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn valid_workflow(dir: &Path) -> PathBuf {
+    let p = dir.join("WORKFLOW.md");
+    // The endpoint is a closed local port: polls fail fast, the daemon keeps running.
+    std::fs::write(
+        &p,
+        format!(
+            "---\ntracker:\n  kind: github_projects\n  endpoint: http://127.0.0.1:9/graphql\n  owner: acme\n  project_number: 1\n  token: t\n  timeout_ms: 500\nworkspace:\n  root: {}\nagent:\n  kind: claude_code\npolling:\n  interval_ms: 60000\n---\nDo {{{{ issue.title }}}}\n",
+            dir.join("ws").display()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn sigterm_and_sigint_exit_cleanly_with_code_0() {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let d = tempdir(&format!("sig{sig}"));
+        let p = valid_workflow(&d);
+        let mut child = baton().arg(&p).stderr(Stdio::piped()).spawn().unwrap();
+        let mut stderr = child.stderr.take().unwrap();
+        // Wait until the daemon logged its startup line, so the handlers are installed.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let mut sent = false;
+            while let Ok(n) = stderr.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if !sent && String::from_utf8_lossy(&buf).contains("event=startup") {
+                    sent = true;
+                    let _ = tx.send(());
+                }
+            }
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("daemon logged startup");
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let st = wait_bounded(&mut child, Duration::from_secs(20))
+            .expect("daemon exits after the signal");
+        assert_eq!(st.code(), Some(0), "signal {sig}");
+    }
+}

@@ -1,0 +1,456 @@
+//! Spec §17.1: WORKFLOW.md loading and typed config (defaults, `$VAR`, `~`, errors that name the key).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use baton::workflow::config::{AgentKind, ConfigEnv, OwnerType, TokenSource};
+use baton::workflow::loader::{load_workflow, split_workflow, DEFAULT_PROMPT, MAX_WORKFLOW_BYTES};
+
+#[derive(Default)]
+struct FakeEnv {
+    vars: HashMap<String, String>,
+    home: Option<PathBuf>,
+    gh: Option<String>,
+}
+
+impl ConfigEnv for FakeEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        self.vars.get(name).cloned()
+    }
+    fn home(&self) -> Option<PathBuf> {
+        self.home.clone()
+    }
+    fn gh_auth_token(&self) -> Option<String> {
+        self.gh.clone()
+    }
+}
+
+fn env(vars: &[(&str, &str)]) -> FakeEnv {
+    FakeEnv {
+        vars: vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        home: Some(PathBuf::from("/home/op")),
+        gh: None,
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("baton-test-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn defaults_apply_when_keys_are_absent() {
+    let d = tempdir("defaults");
+    let p = write(
+        &d,
+        "WORKFLOW.md",
+        "---\ntracker:\n  kind: github_projects\n---\nHello\n",
+    );
+    let wf = load_workflow(&p, &env(&[])).unwrap();
+    let c = &wf.config.config;
+    assert_eq!(c.tracker.endpoint, "https://api.github.com/graphql");
+    assert_eq!(c.tracker.owner_type, OwnerType::Organization);
+    assert_eq!(c.tracker.status_field, "Status");
+    assert_eq!(c.tracker.active_states, vec!["Todo", "In Progress"]);
+    assert_eq!(c.tracker.terminal_states, vec!["Done"]);
+    assert_eq!(c.tracker.page_size, 50);
+    assert!(!c.tracker.server_side_filter);
+    assert_eq!(c.tracker.timeout_ms, 30_000);
+    assert_eq!(c.poll_interval_ms, 30_000);
+    assert_eq!(
+        c.workspace_root,
+        std::env::temp_dir().join("baton_workspaces")
+    );
+    assert_eq!(c.hooks.timeout_ms, 60_000);
+    assert_eq!(c.agent.kind, None);
+    assert_eq!(c.agent.max_concurrent_agents, 10);
+    assert_eq!(c.agent.max_turns, 20);
+    assert_eq!(c.agent.max_retry_backoff_ms, 300_000);
+    assert_eq!(c.agent.max_attempts, None);
+    assert_eq!(c.agent.max_runs_per_issue, 10);
+    assert_eq!(c.claude_code.command, "claude");
+    assert_eq!(c.claude_code.permission_mode, "acceptEdits");
+    assert_eq!(c.claude_code.turn_timeout_ms, 3_600_000);
+    assert_eq!(c.claude_code.stall_timeout_ms, 300_000);
+    assert_eq!(c.copilot.command, "copilot");
+    assert!(!c.copilot.allow_all_tools);
+    assert_eq!(c.server.port, None);
+    assert_eq!(wf.prompt_source, "Hello");
+}
+
+#[test]
+fn no_front_matter_means_whole_file_is_prompt() {
+    let d = tempdir("nofm");
+    let p = write(
+        &d,
+        "W.md",
+        "\n\n  Just a prompt about {{ issue.title }}.\n\n",
+    );
+    let wf = load_workflow(&p, &env(&[])).unwrap();
+    assert_eq!(wf.prompt_source, "Just a prompt about {{ issue.title }}.");
+    assert_eq!(wf.config.config.tracker.kind, None);
+}
+
+#[test]
+fn empty_body_uses_default_prompt() {
+    let d = tempdir("empty");
+    let p = write(&d, "W.md", "---\npolling:\n  interval_ms: 5\n---\n   \n");
+    let wf = load_workflow(&p, &env(&[])).unwrap();
+    assert_eq!(wf.prompt_source, "");
+    let issue = baton::model::Issue::default();
+    assert_eq!(wf.template.render(&issue, None).unwrap(), DEFAULT_PROMPT);
+}
+
+#[test]
+fn missing_file_is_typed() {
+    let e = load_workflow(Path::new("/nonexistent/dir/WORKFLOW.md"), &env(&[])).unwrap_err();
+    assert_eq!(e.class, "missing_workflow_file");
+    assert!(e.to_string().contains("/nonexistent/dir/WORKFLOW.md"));
+}
+
+#[test]
+fn yaml_error_reports_file_line_and_column() {
+    let d = tempdir("badyaml");
+    // Line 4 of the file has the bad indentation/colon.
+    let p = write(
+        &d,
+        "W.md",
+        "---\ntracker:\n  kind: github_projects\n  owner: [unclosed\n---\nbody\n",
+    );
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert_eq!(e.class, "workflow_parse_error");
+    assert!(e.message.contains("line "), "{}", e.message);
+    let line: usize = e
+        .message
+        .split("line ")
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (4..=6).contains(&line),
+        "line should be counted in the file: {}",
+        e.message
+    );
+}
+
+#[test]
+fn yaml_error_line_is_file_relative_exact() {
+    let d = tempdir("badyaml2");
+    let p = write(&d, "W.md", "---\na: 1\nb: 2\nc: : :\n---\n");
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert_eq!(e.class, "workflow_parse_error");
+    assert!(e.message.starts_with("line 4 column"), "{}", e.message);
+}
+
+#[test]
+fn unclosed_front_matter_is_a_parse_error() {
+    let d = tempdir("unclosed");
+    let p = write(&d, "W.md", "---\na: 1\nbody without fence\n");
+    assert_eq!(
+        load_workflow(&p, &env(&[])).unwrap_err().class,
+        "workflow_parse_error"
+    );
+}
+
+#[test]
+fn non_map_front_matter_is_typed() {
+    let d = tempdir("nonmap");
+    let p = write(&d, "W.md", "---\n- a\n- b\n---\nbody\n");
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert_eq!(e.class, "workflow_front_matter_not_a_map");
+    assert!(e.message.contains("a list"));
+}
+
+#[test]
+fn oversized_file_is_rejected_with_a_clear_error() {
+    let d = tempdir("big");
+    let p = d.join("W.md");
+    std::fs::write(&p, vec![b'a'; MAX_WORKFLOW_BYTES as usize + 10]).unwrap();
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert_eq!(e.class, "workflow_too_large");
+    assert!(e.message.contains("1 MiB"));
+}
+
+#[test]
+fn var_indirection_only_for_exact_dollar_name() {
+    let d = tempdir("vars");
+    let text = "---\ntracker:\n  kind: github_projects\n  token: $MY_TOKEN\n  owner: $OWNER\n  endpoint: https://ghe.example/$NOT_EXPANDED\nclaude_code:\n  command: $HOME/bin/claude --x\n---\n";
+    let p = write(&d, "W.md", text);
+    let wf = load_workflow(
+        &p,
+        &env(&[
+            ("MY_TOKEN", "s3cr3t"),
+            ("OWNER", "acme"),
+            ("NOT_EXPANDED", "zz"),
+        ]),
+    )
+    .unwrap();
+    let c = &wf.config.config;
+    assert_eq!(c.tracker.token.as_ref().unwrap().expose(), "s3cr3t");
+    assert_eq!(c.tracker.token_source, Some(TokenSource::EnvReference));
+    assert_eq!(c.tracker.owner.as_deref(), Some("acme"));
+    assert_eq!(
+        c.tracker.endpoint, "https://ghe.example/$NOT_EXPANDED",
+        "URLs are never rewritten"
+    );
+    assert_eq!(
+        c.claude_code.command, "$HOME/bin/claude --x",
+        "shell commands are never rewritten"
+    );
+    // The token never shows up in Debug output.
+    assert!(!format!("{c:?}").contains("s3cr3t"));
+}
+
+#[test]
+fn empty_env_var_means_missing_and_falls_back() {
+    let d = tempdir("emptyvar");
+    let p = write(
+        &d,
+        "W.md",
+        "---\ntracker:\n  kind: github_projects\n  token: $EMPTY\n---\n",
+    );
+    let wf = load_workflow(&p, &env(&[("EMPTY", ""), ("GITHUB_TOKEN", "ghp_x")])).unwrap();
+    // An explicit token reference that resolves empty is missing; it does not silently use GITHUB_TOKEN.
+    assert!(wf.config.config.tracker.token.is_none());
+    let errs = wf.config.config.preflight_errors();
+    assert!(errs.iter().any(|e| e.class == "missing_tracker_token"));
+    assert!(errs.iter().all(|e| !e.message.contains("ghp_x")));
+}
+
+#[test]
+fn token_falls_back_to_github_token_then_gh() {
+    let d = tempdir("fallback");
+    let p = write(&d, "W.md", "---\ntracker:\n  kind: github_projects\n---\n");
+    let wf = load_workflow(&p, &env(&[("GITHUB_TOKEN", "from-env")])).unwrap();
+    assert_eq!(
+        wf.config.config.tracker.token.as_ref().unwrap().expose(),
+        "from-env"
+    );
+    assert_eq!(
+        wf.config.config.tracker.token_source,
+        Some(TokenSource::GithubTokenEnv)
+    );
+    let mut e = env(&[]);
+    e.gh = Some("from-gh".into());
+    let wf = load_workflow(&p, &e).unwrap();
+    assert_eq!(
+        wf.config.config.tracker.token.as_ref().unwrap().expose(),
+        "from-gh"
+    );
+    assert_eq!(
+        wf.config.config.tracker.token_source,
+        Some(TokenSource::GhCli)
+    );
+}
+
+#[test]
+fn workspace_root_expansion() {
+    let d = tempdir("root");
+    let cases: &[(&str, PathBuf)] = &[
+        ("~/ws", PathBuf::from("/home/op/ws")),
+        ("~", PathBuf::from("/home/op")),
+        ("$WS_ROOT", PathBuf::from("/srv/ws")),
+        ("$WS_ROOT/sub", PathBuf::from("/srv/ws/sub")),
+        ("rel/dir", d.join("rel/dir")),
+        ("./a/../b", d.join("b")),
+        ("/abs/path", PathBuf::from("/abs/path")),
+    ];
+    for (raw, want) in cases {
+        let p = write(
+            &d,
+            "W.md",
+            &format!("---\nworkspace:\n  root: \"{raw}\"\n---\n"),
+        );
+        let wf = load_workflow(&p, &env(&[("WS_ROOT", "/srv/ws")])).unwrap();
+        assert_eq!(&wf.config.config.workspace_root, want, "root {raw}");
+    }
+    let p = write(&d, "W.md", "---\nworkspace:\n  root: $UNSET_VAR\n---\n");
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert!(e.message.contains("workspace.root"), "{}", e.message);
+}
+
+#[test]
+fn validation_errors_name_key_and_value() {
+    let d = tempdir("invalid");
+    let cases = [
+        (
+            "agent:\n  max_turns: 0",
+            "agent.max_turns must be a positive integer, got 0",
+        ),
+        (
+            "agent:\n  max_concurrent_agents: -3",
+            "agent.max_concurrent_agents must be a positive integer, got -3",
+        ),
+        (
+            "agent:\n  kind: codex",
+            "agent.kind must be claude_code or copilot, got \"codex\"",
+        ),
+        (
+            "polling:\n  interval_ms: soon",
+            "polling.interval_ms must be a positive integer, got \"soon\"",
+        ),
+        (
+            "tracker:\n  owner_type: team",
+            "tracker.owner_type must be organization or user, got \"team\"",
+        ),
+        (
+            "tracker:\n  page_size: 101",
+            "tracker.page_size must be an integer from 1 to 100, got 101",
+        ),
+        (
+            "tracker:\n  repos: [acme]",
+            "tracker.repos must be a list of owner/name strings, got \"acme\"",
+        ),
+        (
+            "tracker:\n  active_states: Todo",
+            "tracker.active_states must be a list of strings, got \"Todo\"",
+        ),
+        (
+            "copilot:\n  allow_all_tools: yes-please",
+            "copilot.allow_all_tools must be true or false",
+        ),
+        (
+            "claude_code:\n  command: \"  \"",
+            "claude_code.command must be a non-empty shell command",
+        ),
+        (
+            "server:\n  port: 70000",
+            "server.port must be an integer from 0 to 65535, got 70000",
+        ),
+        ("hooks: [a]", "hooks must be a map of settings, got a list"),
+    ];
+    for (yaml, want) in cases {
+        let p = write(&d, "W.md", &format!("---\n{yaml}\n---\n"));
+        let e = load_workflow(&p, &env(&[])).unwrap_err();
+        assert_eq!(e.class, "invalid_config", "{yaml}");
+        assert!(
+            e.message.contains(want),
+            "{yaml}: got {:?}, want {want:?}",
+            e.message
+        );
+    }
+}
+
+#[test]
+fn secret_type_errors_never_echo_the_value() {
+    let d = tempdir("secret");
+    let p = write(&d, "W.md", "---\ntracker:\n  token: [ghp_leaky]\n---\n");
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert!(e.message.contains("tracker.token"));
+    assert!(!e.to_string().contains("ghp_leaky"));
+}
+
+#[test]
+fn kinds_are_enforced_at_preflight() {
+    let d = tempdir("kinds");
+    let p = write(
+        &d,
+        "W.md",
+        "---\ntracker:\n  kind: linear\n  token: t\n  owner: o\n  project_number: 1\nagent:\n  kind: copilot\n---\n",
+    );
+    let wf = load_workflow(&p, &env(&[])).unwrap();
+    assert_eq!(wf.config.config.agent.kind, Some(AgentKind::Copilot));
+    let errs = wf.config.config.preflight_errors();
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!(errs[0].class, "unsupported_tracker_kind");
+
+    let p = write(&d, "W.md", "---\ntracker:\n  kind: github_projects\n---\n");
+    let classes: Vec<_> = load_workflow(&p, &env(&[]))
+        .unwrap()
+        .config
+        .config
+        .preflight_errors()
+        .iter()
+        .map(|e| e.class)
+        .collect();
+    assert!(classes.contains(&"missing_tracker_token"));
+    assert!(classes.contains(&"missing_tracker_project"));
+    assert!(classes.contains(&"missing_agent_kind"));
+}
+
+#[test]
+fn per_state_limits_are_normalized_and_bad_entries_ignored() {
+    let d = tempdir("bystate");
+    let p = write(
+        &d,
+        "W.md",
+        "---\nagent:\n  max_concurrent_agents_by_state:\n    \" In Progress \": 2\n    Todo: 0\n    Review: lots\n    Done: 1\n---\n",
+    );
+    let wf = load_workflow(&p, &env(&[])).unwrap();
+    let m = &wf.config.config.agent.max_concurrent_agents_by_state;
+    assert_eq!(m.get("in progress"), Some(&2));
+    assert_eq!(m.get("done"), Some(&1));
+    assert_eq!(m.len(), 2);
+    assert_eq!(wf.config.warnings.len(), 2, "{:?}", wf.config.warnings);
+}
+
+#[test]
+fn unknown_keys_warn_with_did_you_mean() {
+    let d = tempdir("unknown");
+    let p = write(
+        &d,
+        "W.md",
+        "---\ntraker:\n  kind: x\nagent:\n  max_turn: 3\nfuture_extension: {}\n---\n",
+    );
+    let wf = load_workflow(&p, &env(&[])).unwrap();
+    let w = wf.config.warnings.join("\n");
+    assert!(
+        w.contains("unknown config key `traker` is ignored; did you mean `tracker`?"),
+        "{w}"
+    );
+    assert!(
+        w.contains(
+            "unknown config key `agent.max_turn` is ignored; did you mean `agent.max_turns`?"
+        ),
+        "{w}"
+    );
+    assert!(
+        w.contains("unknown config key `future_extension` is ignored"),
+        "{w}"
+    );
+}
+
+#[test]
+fn example_workflow_loads_and_validates() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("WORKFLOW.example.md");
+    let wf = load_workflow(&p, &env(&[("GITHUB_TOKEN", "x")])).unwrap();
+    let c = &wf.config.config;
+    assert!(
+        c.preflight_errors().is_empty(),
+        "{:?}",
+        c.preflight_errors()
+    );
+    assert_eq!(c.agent.kind, Some(AgentKind::ClaudeCode));
+    assert_eq!(c.tracker.project_number, Some(7));
+    assert!(wf.config.warnings.is_empty(), "{:?}", wf.config.warnings);
+    assert!(wf.prompt_source.contains("gh pr create"));
+    assert!(wf.prompt_source.contains("gh issue comment"));
+    assert!(wf.prompt_source.contains("gh project item-edit"));
+}
+
+#[test]
+fn split_handles_crlf_and_bom() {
+    let s = split_workflow(
+        Path::new("W.md"),
+        "\u{feff}---\r\na: 1\r\n---\r\n\r\nbody\r\n",
+    )
+    .unwrap();
+    assert_eq!(s.front_matter.len(), 1);
+    assert_eq!(s.body, "body");
+    assert_eq!(s.body_first_line, 5);
+}
