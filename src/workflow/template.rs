@@ -179,15 +179,20 @@ fn engine() -> &'static Engine<'static> {
         e.add_function("and", |a: Value, b: Value| truthy(&a) && truthy(&b));
         e.add_function("or", |a: Value, b: Value| truthy(&a) || truthy(&b));
         e.add_function("contains", filter_contains);
-        e.add_function("default", |a: Value, b: Value| {
-            if blank(&a) {
-                b
-            } else {
-                a
-            }
-        });
+        e.add_function(
+            "default",
+            |a: Value, b: Value| {
+                if blank(&a) {
+                    b
+                } else {
+                    a
+                }
+            },
+        );
         e.add_function("join", filter_join);
-        e.add_function("upcase", |v: Value| change_case(v, "upcase", str::to_uppercase));
+        e.add_function("upcase", |v: Value| {
+            change_case(v, "upcase", str::to_uppercase)
+        });
         e.add_function("downcase", |v: Value| {
             change_case(v, "downcase", str::to_lowercase)
         });
@@ -475,6 +480,8 @@ struct Prepared {
     shadow: String,
     /// Byte offsets in `compiled` where `else if` (7 bytes) replaced `elsif` (5 bytes).
     elsif_at: Vec<usize>,
+    /// Offset in `compiled` of a `{{`/`{%`/`{#` that is never closed, if any.
+    unclosed: Option<usize>,
 }
 
 /// The next `{{`, `{%` or `{#` at or after `from`.
@@ -484,11 +491,11 @@ fn find_open(b: &[u8], from: usize) -> Option<usize> {
 }
 
 /// The end (exclusive) of the tag whose body starts at `p`: after the first `}}`/`%}` outside a
-/// string literal, or the end of the text.
-fn tag_end(b: &[u8], mut p: usize) -> usize {
+/// string literal (`Some`), or `None` when the text ends first.
+fn tag_end(b: &[u8], mut p: usize) -> Option<usize> {
     while p < b.len() {
         if b[p..].starts_with(b"}}") || b[p..].starts_with(b"%}") {
-            return p + 2;
+            return Some(p + 2);
         }
         if b[p] == b'"' {
             p += 1;
@@ -506,7 +513,7 @@ fn tag_end(b: &[u8], mut p: usize) -> usize {
         }
         p += 1;
     }
-    b.len()
+    None
 }
 
 /// Where the `elsif` keyword starts inside a `{% … %}` tag, if the tag is an `elsif`.
@@ -516,7 +523,10 @@ fn elsif_keyword(tag: &str) -> Option<usize> {
     if b.get(k) == Some(&b'-') {
         k += 1;
     }
-    while b.get(k).is_some_and(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n')) {
+    while b
+        .get(k)
+        .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
+    {
         k += 1;
     }
     let after = b.get(k + 5).copied();
@@ -540,6 +550,7 @@ fn prepare(src: &str) -> Prepared {
     let mut compiled = String::with_capacity(src.len() + 16);
     let mut shadow = String::with_capacity(src.len() + 16);
     let mut elsif_at = Vec::new();
+    let mut unclosed = None;
     let mut i = 0;
     while i < b.len() {
         let Some(j) = find_open(b, i) else {
@@ -551,12 +562,20 @@ fn prepare(src: &str) -> Prepared {
             // A comment: upon ignores its content, so it is shadowed like raw text.
             let end = (j + 2..b.len().saturating_sub(1))
                 .find(|&p| b[p] == b'#' && b[p + 1] == b'}')
-                .map_or(b.len(), |p| p + 2);
+                .map(|p| p + 2);
+            if end.is_none() {
+                unclosed.get_or_insert(compiled.len());
+            }
+            let end = end.unwrap_or(b.len());
             push_text(&src[j..end], &mut compiled, &mut shadow);
             i = end;
             continue;
         }
-        let end = tag_end(b, j + 2).min(b.len());
+        let end = tag_end(b, j + 2);
+        if end.is_none() {
+            unclosed.get_or_insert(compiled.len());
+        }
+        let end = end.unwrap_or(b.len()).min(b.len());
         let tag = &src[j..end];
         match (b[j + 1] == b'%').then(|| elsif_keyword(tag)).flatten() {
             Some(k) => {
@@ -578,6 +597,7 @@ fn prepare(src: &str) -> Prepared {
         compiled,
         shadow,
         elsif_at,
+        unclosed,
     }
 }
 
@@ -663,9 +683,28 @@ impl Locator<'_> {
     fn describe(&self, err: &upon::Error, located: &upon::Error, parse: bool) -> String {
         let reason = upon_reason(err);
         let off = self.offset(located);
-        let detail = match off {
-            Some(off) if !parse => self.render_detail(&reason, off),
-            _ => format!("invalid template syntax: {reason}"),
+        let (detail, off) = match (off, self.prepared.unclosed) {
+            (Some(off), _) if !parse => self.render_detail(&reason, off),
+            (_, Some(open)) if parse && reason.contains("found EOF") => {
+                let opener = self.prepared.compiled.get(open..open + 2).unwrap_or("{{");
+                let closer = match opener {
+                    "{%" => "%}",
+                    "{#" => "#}",
+                    _ => "}}",
+                };
+                (
+                    format!("invalid template syntax: `{opener}` is never closed with `{closer}`"),
+                    Some(open),
+                )
+            }
+            (Some(off), _) => (
+                format!(
+                    "invalid template syntax: {}",
+                    self.parse_detail(&reason, off)
+                ),
+                Some(off),
+            ),
+            (None, _) => (format!("invalid template syntax: {reason}"), None),
         };
         match off {
             Some(off) => format!("{}: {detail}", self.position(self.to_original(off))),
@@ -673,10 +712,41 @@ impl Locator<'_> {
         }
     }
 
-    fn render_detail(&self, reason: &str, off: usize) -> String {
+    /// The wording for a syntax error at `off` (hints for the usual Liquid habits).
+    fn parse_detail(&self, reason: &str, off: usize) -> String {
+        let compiled = &self.prepared.compiled;
+        if reason.contains("expected keyword, found identifier") {
+            let (_, word) = word_at(compiled, off, false);
+            return format!(
+                "unknown tag `{word}` (tags: if, elsif, else, endif, for, endfor, with, endwith)"
+            );
+        }
+        if reason.contains("unexpected character") {
+            let ch = compiled
+                .get(off..)
+                .and_then(|t| t.chars().next())
+                .unwrap_or(' ');
+            let hint = if matches!(ch, '=' | '!' | '<' | '>' | '&') {
+                "; there are no comparison operators, use filters: `a | eq: b`, `a | and: b`"
+            } else {
+                ""
+            };
+            return format!("unexpected character `{ch}`{hint}");
+        }
+        if reason.contains("unexpected end expression") || reason.contains("unexpected end block") {
+            return format!(
+                "{reason}; to print a literal `}}}}` or `%}}` write {{{{ \"}}}}\" }}}}"
+            );
+        }
+        reason.to_string()
+    }
+
+    /// The wording for a render error at `off`, and the offset to report (a variable error
+    /// points at the start of its dotted path).
+    fn render_detail(&self, reason: &str, off: usize) -> (String, Option<usize>) {
         let compiled = &self.prepared.compiled;
         if reason.contains("not found in map") || reason.contains("not found in this scope") {
-            let path = word_at(compiled, off, true);
+            let (start, path) = word_at(compiled, off, true);
             let hint = if path.starts_with("issue.") {
                 format!(" (issue fields: {})", ISSUE_FIELDS.join(", "))
             } else if reason.contains("scope") {
@@ -684,32 +754,32 @@ impl Locator<'_> {
             } else {
                 String::new()
             };
-            return format!("unknown variable `{path}`{hint}");
+            return (format!("unknown variable `{path}`{hint}"), Some(start));
         }
-        if reason.contains("unknown function") || reason.contains("unknown formatter or function")
+        let detail = if reason.contains("unknown function")
+            || reason.contains("unknown formatter or function")
         {
-            let name = word_at(compiled, off, false);
-            return format!(
-                "unknown filter `{name}` (filters: {})",
-                FILTERS.join(", ")
-            );
-        }
-        if reason.contains("function expects") {
-            return format!(
+            let (_, name) = word_at(compiled, off, false);
+            format!("unknown filter `{name}` (filters: {})", FILTERS.join(", "))
+        } else if reason.contains("unknown template") {
+            "`include` is not supported in prompt templates".to_string()
+        } else if reason.contains("function expects") {
+            format!(
                 "a filter got the wrong number of arguments ({reason}; the value before `|` \
                  counts as the first)"
-            );
-        }
-        if reason.contains("key-based access") || reason.contains("integer-based access") {
-            let path = word_at(compiled, off, true);
-            return format!("`{path}`: {reason}");
-        }
-        reason.to_string()
+            )
+        } else if reason.contains("key-based access") || reason.contains("integer-based access") {
+            let (start, path) = word_at(compiled, off, true);
+            return (format!("`{path}`: {reason}"), Some(start));
+        } else {
+            reason.to_string()
+        };
+        (detail, Some(off))
     }
 }
 
-/// The identifier (or dotted path when `path`) around byte `off` of `text`.
-fn word_at(text: &str, off: usize, path: bool) -> String {
+/// The identifier (or dotted path when `path`) around byte `off` of `text`, with its start.
+fn word_at(text: &str, off: usize, path: bool) -> (usize, String) {
     let b = text.as_bytes();
     let keep = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || (path && (c == b'.' || c == b'?'));
     let off = off.min(b.len());
@@ -721,10 +791,11 @@ fn word_at(text: &str, off: usize, path: bool) -> String {
     while end < b.len() && keep(b[end]) {
         end += 1;
     }
-    text.get(start..end)
-        .unwrap_or("")
-        .trim_matches(|c| c == '.' || c == '?')
-        .to_string()
+    while start < end && matches!(b[start], b'.' | b'?') {
+        start += 1;
+    }
+    let word = text.get(start..end).unwrap_or("");
+    (start, word.trim_end_matches(['.', '?']).to_string())
 }
 
 #[cfg(test)]
@@ -752,7 +823,9 @@ mod tests {
 
     #[test]
     fn unterminated_tags_do_not_panic() {
-        for src in ["{{", "{%", "{#", "{% elsif", "{{ \"abc", "{{ \"\\", "{", "é{%-"] {
+        for src in [
+            "{{", "{%", "{#", "{% elsif", "{{ \"abc", "{{ \"\\", "{", "é{%-",
+        ] {
             let p = prepare(src);
             assert_eq!(p.shadow.len(), p.compiled.len(), "{src:?}");
         }
@@ -760,7 +833,11 @@ mod tests {
 
     #[test]
     fn word_at_extracts_paths() {
-        assert_eq!(word_at("{{ issue.titel }}", 8, true), "issue.titel");
-        assert_eq!(word_at("{{ x | shout }}", 7, false), "shout");
+        assert_eq!(
+            word_at("{{ issue.titel }}", 8, true),
+            (3, "issue.titel".into())
+        );
+        assert_eq!(word_at("{{ x | shout }}", 7, false), (7, "shout".into()));
+        assert_eq!(word_at("{{ ?.x }}", 3, true), (5, "x".into()));
     }
 }
