@@ -120,11 +120,24 @@ impl PromptTemplate {
         })
     }
 
-    /// Dry-render against a fully populated sample issue with `attempt` null and 1.
+    /// Dry-render against a fully populated sample issue with `attempt` null and 1, then check
+    /// the branches no dry render reached for unknown filters, `issue` fields and variables.
     pub fn validate(&self) -> Result<(), TemplateError> {
         let issue = sample_issue();
         self.render(&issue, None)?;
         self.render(&issue, Some(1))?;
+        let c = &self.inner;
+        if let Some((off, detail)) = static_check(&c.prepared.compiled) {
+            let locator = Locator {
+                original: &c.original,
+                prepared: &c.prepared,
+                first_line: c.first_line,
+            };
+            return Err(TemplateError {
+                class: TEMPLATE_RENDER_ERROR,
+                message: format!("{}: {detail}", locator.position(locator.to_original(off))),
+            });
+        }
         Ok(())
     }
 
@@ -599,6 +612,106 @@ fn prepare(src: &str) -> Prepared {
         elsif_at,
         unclosed,
     }
+}
+
+/// upon's block keywords (never variables).
+const KEYWORDS: &[&str] = &[
+    "if", "not", "else", "endif", "for", "in", "endfor", "with", "as", "endwith", "include",
+    "true", "false",
+];
+
+/// A rough token of a tag body: identifiers, numbers and single punctuation characters
+/// (string literals are skipped), with byte offsets in the compiled text.
+fn tag_tokens(text: &str, start: usize, end: usize) -> Vec<(usize, &str)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut p = start;
+    while p < end {
+        let c = b[p];
+        if c == b'"' {
+            p += 1;
+            while p < end && b[p] != b'"' {
+                p += if b[p] == b'\\' { 2 } else { 1 };
+            }
+            p += 1;
+        } else if c.is_ascii_alphanumeric() || c == b'_' {
+            let q = (p..end)
+                .find(|&q| !(b[q].is_ascii_alphanumeric() || b[q] == b'_'))
+                .unwrap_or(end);
+            out.push((p, &text[p..q]));
+            p = q;
+        } else if c.is_ascii_punctuation() {
+            out.push((p, &text[p..p + 1]));
+            p += 1;
+        } else {
+            p += 1;
+        }
+    }
+    out
+}
+
+/// Checks every tag, rendered or not: filters must be known, root variables must be `issue`,
+/// `attempt`, `loop` or declared by some `for`/`with`, and `issue.X` must be an issue field.
+/// Returns the first problem's offset in `compiled` and its wording. Scopes are ignored, so
+/// this can miss mistakes but never rejects a template that renders.
+fn static_check(compiled: &str) -> Option<(usize, String)> {
+    let b = compiled.as_bytes();
+    let mut tags = Vec::new();
+    let mut i = 0;
+    while let Some(j) = find_open(b, i) {
+        let close: &[u8] = if b[j + 1] == b'#' { b"#}" } else { b"" };
+        let end = if close.is_empty() {
+            tag_end(b, j + 2)?
+        } else {
+            (j + 2..b.len().saturating_sub(1)).find(|&p| b[p..].starts_with(close))? + 2
+        };
+        if close.is_empty() {
+            tags.push(tag_tokens(compiled, j + 2, end - 2));
+        }
+        i = end;
+    }
+    let mut declared: Vec<&str> = vec!["issue", "attempt", "loop"];
+    for t in &tags {
+        let words: Vec<&str> = t.iter().map(|(_, w)| *w).filter(|w| *w != "-").collect();
+        if words.first() == Some(&"for") {
+            let names = words[1..].iter().take_while(|w| **w != "in");
+            declared.extend(names.filter(|w| **w != ","));
+        }
+        if let Some(k) = words.iter().position(|w| *w == "as") {
+            declared.extend(words.get(k + 1));
+        }
+    }
+    let issue_rebound = declared.iter().filter(|w| **w == "issue").count() > 1;
+    for t in &tags {
+        for (k, &(off, word)) in t.iter().enumerate() {
+            let first = word.as_bytes()[0];
+            if !(first.is_ascii_alphabetic() || first == b'_') || KEYWORDS.contains(&word) {
+                continue;
+            }
+            let prev = |n: usize| k.checked_sub(n).map(|i| t[i].1);
+            let next = t.get(k + 1).map(|x| x.1);
+            if prev(1) == Some("|") || next == Some("(") {
+                if !FILTERS.contains(&word) {
+                    let list = FILTERS.join(", ");
+                    return Some((off, format!("unknown filter `{word}` (filters: {list})")));
+                }
+            } else if prev(1) == Some(".") {
+                let root = prev(2) == Some("issue") && !matches!(prev(3), Some(".") | Some("?"));
+                if root && !issue_rebound && !ISSUE_FIELDS.contains(&word) {
+                    let fields = ISSUE_FIELDS.join(", ");
+                    let msg = format!("unknown variable `issue.{word}` (issue fields: {fields})");
+                    return Some((t[k - 2].0, msg));
+                }
+            } else if prev(1) != Some("?") && !declared.contains(&word) {
+                let msg = format!(
+                    "unknown variable `{word}` (variables: issue, attempt, and loop variables \
+                     inside for)"
+                );
+                return Some((off, msg));
+            }
+        }
+    }
+    None
 }
 
 /// upon's zero-based (line, column) of an error, read from its `{:#}` rendering
