@@ -460,3 +460,42 @@ fn branches_no_dry_render_reaches_are_checked_too() {
         {% if false %}{{ issue?.nothing }}{{ ?.undefined }}{{ [1, 2.5, -0x2a, \"s t r\", true] }}{{ {\"k\": 1} }}{% endif %}\
         {% if not false %}{{ issue.labels.0 }}{% endif %}");
 }
+
+struct NoEnv;
+impl baton::workflow::config::ConfigEnv for NoEnv {
+    fn var(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn home(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+    fn gh_auth_token(&self) -> Option<String> {
+        None
+    }
+}
+
+#[test]
+fn workflow_loader_reports_template_errors_at_file_lines() {
+    let dir = std::env::temp_dir().join(format!("baton-template-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("WORKFLOW.md");
+    let front = "---\npolling:\n  interval_ms: 5000\n---\n\n";
+    std::fs::write(&path, format!("{front}Work on {{{{ issue.title }}}}.\n\n{{% if attempt %}}{{{{ attempt | shout }}}}{{% endif %}}\n")).unwrap();
+    let e = baton::workflow::loader::load_workflow(&path, &NoEnv).unwrap_err();
+    assert_eq!(e.class, "template_render_error");
+    assert!(
+        e.message
+            .starts_with("line 8 column 30: unknown filter `shout`"),
+        "{e}"
+    );
+
+    std::fs::write(&path, format!("{front}Work on it.\n{{% elsif %}}\n")).unwrap();
+    let e = baton::workflow::loader::load_workflow(&path, &NoEnv).unwrap_err();
+    assert_eq!(e.class, "template_parse_error");
+    assert!(e.message.starts_with("line 7 column "), "{e}");
+
+    std::fs::write(&path, format!("{front}{{% if attempt %}}Retry {{{{ attempt }}}}.{{% elsif issue.closed %}}Closed.{{% endif %}}\n")).unwrap();
+    let wf = baton::workflow::loader::load_workflow(&path, &NoEnv).unwrap();
+    assert_eq!(wf.template.render(&issue(), Some(2)).unwrap(), "Retry 2.");
+    let _ = std::fs::remove_dir_all(&dir);
+}
