@@ -499,3 +499,25 @@ fn workflow_loader_reports_template_errors_at_file_lines() {
     assert_eq!(wf.template.render(&issue(), Some(2)).unwrap(), "Retry 2.");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn documented_extras_work() {
+    assert_eq!(ok("[{{ issue?.nothing }}]"), "[]");
+    assert_eq!(ok("a  {{- issue.number -}}  b"), "a7b");
+    assert_eq!(
+        ok("{% with issue.labels | join: \"/\" as all %}{{ all }}{% endwith %}"),
+        "bug/auth"
+    );
+    assert_eq!(
+        ok("{% if not issue.closed %}open{% endif %}{# note #}"),
+        "open"
+    );
+    assert_eq!(
+        ok("{% for l in issue.labels %}{{ loop.index }}{% endfor %}"),
+        "01"
+    );
+    assert_eq!(
+        ok("{% if issue.labels | contains: \"bug\" | and: issue.description %}yes{% endif %}"),
+        "yes"
+    );
+}
