@@ -7,7 +7,7 @@
 #[path = "support/fake_anthropic.rs"]
 mod fake_anthropic;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use baton::agent::claude::ClaudeRunner;
@@ -78,7 +78,7 @@ impl Env {
             resume_session_id: None,
         }
     }
-    fn runner(&self, bin: &PathBuf, fake: &FakeAnthropic, cfg: ClaudeCodeConfig) -> ClaudeRunner {
+    fn runner(&self, bin: &Path, fake: &FakeAnthropic, cfg: ClaudeCodeConfig) -> ClaudeRunner {
         let mut cfg = cfg;
         cfg.command = format!("'{}'", bin.display());
         ClaudeRunner::new(cfg).with_env(vec![
