@@ -415,6 +415,42 @@ fn hang_hits_the_turn_timeout_and_the_group_is_killed() {
 }
 
 #[test]
+fn closed_stdout_but_running_process_still_hits_the_deadline() {
+    let env = Env::new("closeout");
+    let r = runner(800, vec![("FAKE_CLAUDE_MODE", "close_stdout_hang".into())]);
+    let mut s = r.start_session(&env.ctx()).unwrap();
+    let t = run(s.as_mut(), "x", &CancelToken::new());
+    assert_eq!(
+        t.result.as_ref().unwrap_err().kind,
+        AgentErrorKind::TurnTimeout
+    );
+    assert!(t.elapsed < Duration::from_secs(10), "{:?}", t.elapsed);
+    assert!(reaped(pid_of(&t)));
+
+    // The same, stopped by a cancel instead of the deadline.
+    let r = runner(
+        60_000,
+        vec![("FAKE_CLAUDE_MODE", "close_stdout_hang".into())],
+    );
+    let mut s = r.start_session(&env.ctx()).unwrap();
+    let cancel = CancelToken::new();
+    let c = cancel.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        c.cancel();
+    });
+    let t = run(s.as_mut(), "x", &cancel);
+    canceller.join().unwrap();
+    assert_eq!(
+        t.result.as_ref().unwrap_err().kind,
+        AgentErrorKind::TurnCancelled
+    );
+    assert_eq!(t.events.last().unwrap().kind, AgentEventKind::TurnCancelled);
+    assert!(t.elapsed < Duration::from_secs(10), "{:?}", t.elapsed);
+    assert!(reaped(pid_of(&t)));
+}
+
+#[test]
 fn cancel_stops_a_process_that_ignores_sigterm() {
     let env = Env::new("ignterm");
     let r = runner(60_000, vec![("FAKE_CLAUDE_MODE", "ignore_term".into())]);

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::process::{
-    describe_exit, is_command_not_found, AgentProcess, ProcessSpec, Recv, StdoutItem,
+    describe_exit, is_command_not_found, AgentProcess, ProcessSpec, Recv, StdoutItem, WaitExit,
     DEFAULT_KILL_GRACE,
 };
 use super::{
@@ -692,18 +692,23 @@ impl AgentSession for ClaudeSession {
                     emit(parser.event(AgentEventKind::Malformed, format!("stdout read error: {e}")))
                 }
                 Recv::Item(StdoutItem::Eof) | Recv::Closed => {
-                    let wait = if parser.result().is_some() {
-                        EXIT_WAIT_AFTER_EOF
+                    // stdout is closed; the CLI normally exits right after its result line.
+                    let wait_until = if parser.result().is_some() {
+                        deadline.min(Instant::now() + EXIT_WAIT_AFTER_EOF)
                     } else {
-                        deadline.saturating_duration_since(Instant::now())
+                        deadline
                     };
-                    let status = match proc.wait_exit(wait) {
-                        Some(s) => Some(s),
-                        None if Instant::now() >= deadline => {
+                    let status = match proc.wait_exit_or_cancel(cancel, wait_until) {
+                        WaitExit::Exited(s) => s,
+                        WaitExit::Cancelled => {
+                            proc.terminate(self.runner.kill_grace);
+                            break TurnEnd::Cancelled;
+                        }
+                        WaitExit::TimedOut if Instant::now() >= deadline => {
                             proc.terminate(self.runner.kill_grace);
                             break TurnEnd::TimedOut;
                         }
-                        None => proc.terminate(self.runner.kill_grace),
+                        WaitExit::TimedOut => proc.terminate(self.runner.kill_grace),
                     };
                     break match status {
                         Some(s) => {

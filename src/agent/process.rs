@@ -137,6 +137,17 @@ pub enum Recv {
     Idle,
 }
 
+/// What [`AgentProcess::wait_exit_or_cancel`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitExit {
+    /// The leader was reaped (status `None` only if waitpid failed).
+    Exited(Option<ExitStatus>),
+    /// The cancel token fired first.
+    Cancelled,
+    /// The deadline passed first.
+    TimedOut,
+}
+
 #[derive(Debug, Default)]
 struct ExitState {
     /// Set (under the lock) the moment the leader is reaped; no signal is sent after that.
@@ -303,6 +314,28 @@ impl AgentProcess {
     pub fn wait_exit(&self, timeout: Duration) -> Option<ExitStatus> {
         let _ = self.exited.recv_timeout(timeout);
         self.exit_status()
+    }
+
+    /// Wait until the leader is reaped, the cancel token fires, or `deadline` passes — whichever
+    /// comes first (for the time after stdout EOF, when the process may still be running).
+    pub fn wait_exit_or_cancel(&self, cancel: &CancelToken, deadline: Instant) -> WaitExit {
+        loop {
+            if self.has_exited() {
+                return WaitExit::Exited(self.exit_status());
+            }
+            if cancel.is_cancelled() {
+                return WaitExit::Cancelled;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return WaitExit::TimedOut;
+            }
+            select! {
+                recv(self.exited) -> _ => return WaitExit::Exited(self.exit_status()),
+                recv(cancel.receiver()) -> _ => {}
+                recv(after(deadline - now)) -> _ => {}
+            }
+        }
     }
 
     /// Send `signal` to the whole process group, unless the leader was already reaped.

@@ -12,6 +12,7 @@ set) before anything else. Modes:
   huge        one FAKE_CLAUDE_HUGE_BYTES long line (no newline for a while), then a success result
   grandchild  start a background `sleep` that keeps stdout open (pid in FAKE_CLAUDE_PID_FILE),
               print a success result and exit 0
+  close_stdout_hang  print an init line, close stdout, then sleep forever
   noresult    print an init line and exit 0
   stdin       report whether stdin is at EOF (result text "stdin-eof" / "stdin-open"), exit 0
 """
@@ -103,6 +104,12 @@ def main():
             f.write(str(p.pid))
         result("left a grandchild behind")
         os._exit(0)
+    elif mode == "close_stdout_hang":
+        init()
+        sys.stdout.flush()
+        os.close(1)
+        while True:
+            time.sleep(3600)
     elif mode == "noresult":
         init()
     elif mode == "stdin":
