@@ -1,0 +1,921 @@
+//! Claude Code CLI adapter (spec §10.1, CLI subprocess mode), built against the real
+//! `@anthropic-ai/claude-code@2.1.332` stream-json protocol.
+//!
+//! Every turn is one `claude -p … --output-format stream-json --verbose` invocation (through
+//! [`super::process`]); continuation turns add `--resume <agent_session_id>`, so the CLI's session
+//! (and its id) stays the same across turns. The pure [`StreamParser`] turns stdout lines into
+//! normalized [`AgentEvent`]s; the pure [`turn_outcome`] decides the turn result from the `result`
+//! line and how the process ended.
+//!
+//! Usage (§13.5): `result.usage` is per invocation and is reported **once per turn**, as the
+//! `usage_delta` of the terminal event (`turn_completed` / `turn_failed` / …) and again in
+//! [`TurnSummary::usage`] — add one of them, not both. `total_cost_usd` is session-cumulative and is
+//! reported as `session_cost_usd` (record the latest value, never add). Assistant-line usage is the
+//! `message_start` placeholder and is ignored.
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::process::{
+    describe_exit, is_command_not_found, AgentProcess, ProcessSpec, Recv, StdoutItem, WaitExit,
+    DEFAULT_KILL_GRACE,
+};
+use super::{
+    validate_workspace_cwd, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
+    AgentSession, CancelToken, SessionContext, TokenUsage, TurnSummary,
+};
+use crate::workflow::config::ClaudeCodeConfig;
+
+/// Longest event summary (characters).
+pub const SUMMARY_MAX_CHARS: usize = 200;
+/// Longest `TurnSummary::result_text` (characters).
+pub const RESULT_TEXT_MAX_CHARS: usize = 2000;
+/// The CLI clamps `CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS` to at least this.
+const CLI_MIN_TIMEOUT_MS: i64 = 10_000;
+/// After the result line and stdout EOF, how long to wait for the CLI to exit by itself.
+const EXIT_WAIT_AFTER_EOF: Duration = Duration::from_secs(10);
+
+/// The `result` line of one invocation, reduced to what Baton uses.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResultInfo {
+    /// `subtype` (`success`, `error_max_turns`, `error_during_execution`, …).
+    pub subtype: String,
+    /// `is_error` (true also for API failures reported as `subtype: "success"`).
+    pub is_error: bool,
+    /// `terminal_reason` when present (`completed`, `api_error`, `max_turns`, …).
+    pub terminal_reason: Option<String>,
+    /// `api_error_status` when present.
+    pub api_error_status: Option<i64>,
+    /// `result` text (absent on error subtypes), truncated.
+    pub result_text: Option<String>,
+    /// `errors[]` (error subtypes), each truncated.
+    pub errors: Vec<String>,
+    /// `usage` of this invocation.
+    pub usage: TokenUsage,
+    /// `total_cost_usd`: cumulative over the whole session.
+    pub total_cost_usd: Option<f64>,
+    /// Tool names of `permission_denials[]`.
+    pub permission_denials: Vec<String>,
+    /// `num_turns` (model calls in this invocation).
+    pub num_turns: Option<u64>,
+}
+
+/// Pure line-by-line parser of one invocation's stdout.
+#[derive(Debug, Clone)]
+pub struct StreamParser {
+    turn_number: u32,
+    emit_session_started: bool,
+    agent_session_id: Option<String>,
+    result: Option<ResultInfo>,
+    reported_denials: HashSet<String>,
+    asked_for_input: bool,
+    saw_init: bool,
+}
+
+impl StreamParser {
+    /// A parser for turn `turn_number` (1-based). `session_started` is emitted on the init line of
+    /// turn 1 only; later turns only carry the incremented `session_id`.
+    pub fn new(turn_number: u32, known_session_id: Option<String>) -> Self {
+        StreamParser {
+            turn_number,
+            emit_session_started: turn_number <= 1,
+            agent_session_id: known_session_id,
+            result: None,
+            reported_denials: HashSet::new(),
+            asked_for_input: false,
+            saw_init: false,
+        }
+    }
+
+    /// The agent's session id once seen (or the one passed in).
+    pub fn agent_session_id(&self) -> Option<&str> {
+        self.agent_session_id.as_deref()
+    }
+
+    /// `<agent_session_id>-<turn_number>` once the agent session id is known.
+    pub fn session_id(&self) -> Option<String> {
+        self.agent_session_id
+            .as_ref()
+            .map(|id| format!("{id}-{}", self.turn_number))
+    }
+
+    /// The result line, once seen.
+    pub fn result(&self) -> Option<&ResultInfo> {
+        self.result.as_ref()
+    }
+
+    /// True once a `system/init` line was seen.
+    pub fn saw_init(&self) -> bool {
+        self.saw_init
+    }
+
+    /// True when the agent tried to ask the user something (`AskUserQuestion`) this turn.
+    pub fn asked_for_input(&self) -> bool {
+        self.asked_for_input
+    }
+
+    /// Parse one stdout line into zero or more events (never panics; bad lines ⇒ `malformed`).
+    pub fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            return Vec::new();
+        }
+        let value: Value = match serde_json::from_str(trimmed) {
+            Ok(v) => v,
+            Err(e) => {
+                return vec![self.event(
+                    AgentEventKind::Malformed,
+                    format!("non-JSON line ({e}): {}", truncate(trimmed, 80)),
+                )]
+            }
+        };
+        let Some(obj) = value.as_object() else {
+            return vec![self.event(
+                AgentEventKind::Malformed,
+                format!("non-object JSON line: {}", truncate(trimmed, 80)),
+            )];
+        };
+        if self.agent_session_id.is_none() {
+            if let Some(id) = obj.get("session_id").and_then(Value::as_str) {
+                if !id.is_empty() {
+                    self.agent_session_id = Some(truncate(id, 128));
+                }
+            }
+        }
+        let ty = obj.get("type").and_then(Value::as_str).unwrap_or("");
+        match ty {
+            "system" => self.parse_system(&value),
+            "assistant" => self.parse_assistant(&value),
+            "user" => vec![self.event(AgentEventKind::OtherMessage, summarize_user(&value))],
+            "result" => self.parse_result(&value),
+            "" => vec![self.event(AgentEventKind::Malformed, "JSON line without a type")],
+            other => vec![self.event(
+                AgentEventKind::OtherMessage,
+                format!("unhandled message type {}", truncate(other, 40)),
+            )],
+        }
+    }
+
+    /// The event for a line the reader had to skip (longer than the line bound).
+    pub fn line_too_long(&self, bytes: usize) -> AgentEvent {
+        self.event(
+            AgentEventKind::Malformed,
+            format!("stdout line too long ({bytes} bytes), skipped"),
+        )
+    }
+
+    /// An event stamped with this turn's session id.
+    pub fn event(&self, kind: AgentEventKind, summary: impl Into<String>) -> AgentEvent {
+        let mut ev = AgentEvent::new(kind, one_line(&summary.into(), SUMMARY_MAX_CHARS));
+        ev.session_id = self.session_id();
+        ev
+    }
+
+    fn parse_system(&mut self, v: &Value) -> Vec<AgentEvent> {
+        let subtype = str_at(v, "subtype").unwrap_or("");
+        match subtype {
+            "init" => {
+                self.saw_init = true;
+                if let Some(id) = str_at(v, "session_id") {
+                    if !id.is_empty() {
+                        self.agent_session_id = Some(truncate(id, 128));
+                    }
+                }
+                let summary = format!(
+                    "session {} model={} permission_mode={} version={}",
+                    if self.emit_session_started {
+                        "started"
+                    } else {
+                        "resumed"
+                    },
+                    str_at(v, "model").unwrap_or("?"),
+                    str_at(v, "permissionMode").unwrap_or("?"),
+                    str_at(v, "claude_code_version").unwrap_or("?"),
+                );
+                let kind = if self.emit_session_started {
+                    self.emit_session_started = false;
+                    AgentEventKind::SessionStarted
+                } else {
+                    AgentEventKind::OtherMessage
+                };
+                vec![self.event(kind, summary)]
+            }
+            "permission_denied" => {
+                let tool = str_at(v, "tool_name").unwrap_or("?");
+                if let Some(id) = str_at(v, "tool_use_id") {
+                    self.reported_denials.insert(id.to_string());
+                }
+                let msg = str_at(v, "message")
+                    .or_else(|| str_at(v, "decision_reason"))
+                    .unwrap_or("");
+                vec![self.event(
+                    AgentEventKind::PermissionDenied,
+                    format!("{}: {msg}", truncate(tool, 60)),
+                )]
+            }
+            "api_retry" => {
+                let status = v
+                    .get("error_status")
+                    .and_then(Value::as_i64)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "none".into());
+                vec![self.event(
+                    AgentEventKind::Notification,
+                    format!(
+                        "api retry attempt={}/{} error={} status={status} delay_ms={}",
+                        num_at(v, "attempt"),
+                        num_at(v, "max_retries"),
+                        str_at(v, "error").unwrap_or("?"),
+                        num_at(v, "retry_delay_ms"),
+                    ),
+                )]
+            }
+            other => vec![self.event(
+                AgentEventKind::OtherMessage,
+                format!("system/{}", truncate(other, 40)),
+            )],
+        }
+    }
+
+    fn parse_assistant(&mut self, v: &Value) -> Vec<AgentEvent> {
+        let Some(content) = v.pointer("/message/content").and_then(Value::as_array) else {
+            return vec![self.event(AgentEventKind::OtherMessage, "assistant message")];
+        };
+        let api_error = v.get("is_api_error_message").and_then(Value::as_bool) == Some(true);
+        let mut out = Vec::new();
+        for block in content {
+            match str_at(block, "type").unwrap_or("") {
+                "text" => {
+                    let text = str_at(block, "text").unwrap_or("");
+                    let summary = if api_error {
+                        format!("api error: {text}")
+                    } else {
+                        text.to_string()
+                    };
+                    out.push(self.event(AgentEventKind::Notification, summary));
+                }
+                "tool_use" => {
+                    let name = str_at(block, "name").unwrap_or("?");
+                    if name == "AskUserQuestion" {
+                        self.asked_for_input = true;
+                    }
+                    let detail = block
+                        .get("input")
+                        .map(summarize_tool_input)
+                        .unwrap_or_default();
+                    let summary = if detail.is_empty() {
+                        truncate(name, 60)
+                    } else {
+                        format!("{}: {detail}", truncate(name, 60))
+                    };
+                    out.push(self.event(AgentEventKind::ToolUse, summary));
+                }
+                "thinking" | "redacted_thinking" => {
+                    out.push(self.event(AgentEventKind::OtherMessage, "thinking"))
+                }
+                other => out.push(self.event(
+                    AgentEventKind::OtherMessage,
+                    format!("assistant {} block", truncate(other, 40)),
+                )),
+            }
+        }
+        out
+    }
+
+    fn parse_result(&mut self, v: &Value) -> Vec<AgentEvent> {
+        let usage = v.get("usage").map(parse_usage).unwrap_or_default();
+        let mut denials = Vec::new();
+        let mut out = Vec::new();
+        if let Some(list) = v.get("permission_denials").and_then(Value::as_array) {
+            for d in list {
+                let tool = str_at(d, "tool_name").unwrap_or("?");
+                denials.push(truncate(tool, 60));
+                let id = str_at(d, "tool_use_id").unwrap_or("");
+                if id.is_empty() || !self.reported_denials.contains(id) {
+                    if !id.is_empty() {
+                        self.reported_denials.insert(id.to_string());
+                    }
+                    out.push(self.event(
+                        AgentEventKind::PermissionDenied,
+                        format!("{}: denied (reported in result)", truncate(tool, 60)),
+                    ));
+                }
+            }
+        }
+        let info = ResultInfo {
+            subtype: str_at(v, "subtype").unwrap_or("").to_string(),
+            is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(true),
+            terminal_reason: str_at(v, "terminal_reason").map(|s| truncate(s, 60)),
+            api_error_status: v.get("api_error_status").and_then(Value::as_i64),
+            result_text: str_at(v, "result").map(|s| truncate(s, RESULT_TEXT_MAX_CHARS)),
+            errors: v
+                .get("errors")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .take(10)
+                        .map(|e| match e.as_str() {
+                            Some(s) => truncate(s, 300),
+                            None => truncate(&e.to_string(), 300),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            usage,
+            total_cost_usd: v
+                .get("total_cost_usd")
+                .and_then(Value::as_f64)
+                .filter(|c| c.is_finite() && *c >= 0.0),
+            permission_denials: denials,
+            num_turns: v.get("num_turns").and_then(Value::as_u64),
+        };
+        // Only the first result line of an invocation counts (a `-p` run has exactly one).
+        if self.result.is_none() {
+            self.result = Some(info);
+        } else {
+            out.push(self.event(AgentEventKind::Malformed, "second result line ignored"));
+        }
+        out
+    }
+}
+
+/// How the invocation ended, as seen by the turn loop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// The process exited (`code` is `None` when killed by `signal`).
+    Exited {
+        /// Exit code.
+        code: Option<i32>,
+        /// Terminating signal.
+        signal: Option<i32>,
+    },
+    /// `turn_timeout_ms` passed; the group was killed.
+    TimedOut,
+    /// The cancel token fired; the group was killed.
+    Cancelled,
+}
+
+/// The terminal event kind and the turn result for `result` + `end` (pure; spec §10.0/§10.3).
+///
+/// Success only when the result has `is_error: false` *and* the process exited 0.
+pub fn turn_outcome(
+    result: Option<&ResultInfo>,
+    end: &TurnEnd,
+    asked_for_input: bool,
+    stderr_tail: &str,
+) -> Result<TurnSummary, AgentError> {
+    let with_stderr = |m: String| {
+        if stderr_tail.is_empty() {
+            m
+        } else {
+            format!("{m}; stderr: {}", one_line(stderr_tail, 500))
+        }
+    };
+    let (code, signal) = match end {
+        TurnEnd::Cancelled => {
+            return Err(AgentError::new(
+                AgentErrorKind::TurnCancelled,
+                "turn cancelled",
+            ))
+        }
+        TurnEnd::TimedOut => {
+            return Err(AgentError::new(
+                AgentErrorKind::TurnTimeout,
+                "turn_timeout_ms exceeded; process group killed",
+            ))
+        }
+        TurnEnd::Exited { code, signal } => (*code, *signal),
+    };
+    let exit_desc = match (code, signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown exit".into(),
+    };
+    let Some(r) = result else {
+        if code == Some(127) {
+            return Err(AgentError::new(
+                AgentErrorKind::AgentNotFound,
+                with_stderr("agent command not found (exit code 127)".into()),
+            ));
+        }
+        if code == Some(0) {
+            return Err(AgentError::new(
+                AgentErrorKind::ParseError,
+                with_stderr("process exited 0 without a result line".into()),
+            ));
+        }
+        return Err(AgentError::new(
+            AgentErrorKind::ProcessExit,
+            with_stderr(format!("process ended without a result line ({exit_desc})")),
+        ));
+    };
+    let requires_input = asked_for_input
+        || r.permission_denials.iter().any(|t| t == "AskUserQuestion")
+        || r.terminal_reason
+            .as_deref()
+            .is_some_and(|t| t.starts_with("tool_deferred"));
+    if requires_input {
+        return Err(AgentError::new(
+            AgentErrorKind::TurnInputRequired,
+            "the agent asked for user input; headless turns never wait",
+        ));
+    }
+    if !r.is_error && code == Some(0) {
+        return Ok(TurnSummary {
+            agent_session_id: None,
+            usage: r.usage,
+            session_cost_usd: r.total_cost_usd,
+            result_text: r.result_text.clone(),
+        });
+    }
+    if !r.is_error {
+        return Err(AgentError::new(
+            AgentErrorKind::ProcessExit,
+            with_stderr(format!(
+                "result was a success but the process ended with {exit_desc}"
+            )),
+        ));
+    }
+    let mut detail = format!("subtype={}", r.subtype);
+    if let Some(t) = &r.terminal_reason {
+        detail.push_str(&format!(" terminal_reason={t}"));
+    }
+    if let Some(s) = r.api_error_status {
+        detail.push_str(&format!(" api_error_status={s}"));
+    }
+    if let Some(t) = &r.result_text {
+        detail.push_str(&format!(": {}", one_line(t, 300)));
+    }
+    if !r.errors.is_empty() {
+        detail.push_str(&format!(": {}", one_line(&r.errors.join("; "), 300)));
+    }
+    detail.push_str(&format!(" ({exit_desc})"));
+    Err(AgentError::new(AgentErrorKind::TurnFailed, detail))
+}
+
+/// The terminal event kind for an outcome.
+pub fn terminal_event_kind(outcome: &Result<TurnSummary, AgentError>) -> AgentEventKind {
+    match outcome {
+        Ok(_) => AgentEventKind::TurnCompleted,
+        Err(e) => match e.kind {
+            AgentErrorKind::TurnCancelled => AgentEventKind::TurnCancelled,
+            AgentErrorKind::TurnInputRequired => AgentEventKind::TurnInputRequired,
+            AgentErrorKind::AgentNotFound | AgentErrorKind::StartupFailed => {
+                AgentEventKind::StartupFailed
+            }
+            _ => AgentEventKind::TurnFailed,
+        },
+    }
+}
+
+/// Continuation guidance sent as the prompt of turns ≥ 2 (the resumed session already holds the
+/// full task prompt; this only nudges it on).
+pub fn continuation_guidance(issue_identifier: &str, turn_number: u32, max_turns: u32) -> String {
+    format!(
+        "Continuation turn {turn_number} of at most {max_turns} for issue {issue_identifier}. \
+         The issue is still in an active state. Re-check the current state of the workspace and \
+         of the issue, then continue the task from where you left off: do not start over and do \
+         not repeat work that is already done. If the task is complete, make sure the work is \
+         delivered (committed, pushed and the issue moved as the task prompt instructs), then \
+         stop."
+    )
+}
+
+/// The CLI arguments of one turn (everything after `<command>`). The prompt comes last, after
+/// `--`, so neither a shell nor the CLI's option parser can read it as anything but the prompt.
+pub fn claude_args(cfg: &ClaudeCodeConfig, resume: Option<&str>, prompt: &str) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    let mut push = |s: &str| a.push(OsString::from(s));
+    push("-p");
+    push("--output-format");
+    push("stream-json");
+    push("--verbose");
+    push("--permission-mode");
+    push(&cfg.permission_mode);
+    if let Some(m) = cfg.model.as_deref().filter(|m| !m.is_empty()) {
+        push("--model");
+        push(m);
+    }
+    if !cfg.allowed_tools.is_empty() {
+        push("--allowedTools");
+        for t in &cfg.allowed_tools {
+            push(t);
+        }
+    }
+    if !cfg.disallowed_tools.is_empty() {
+        push("--disallowedTools");
+        for t in &cfg.disallowed_tools {
+            push(t);
+        }
+    }
+    if let Some(p) = cfg
+        .append_system_prompt
+        .as_deref()
+        .filter(|p| !p.is_empty())
+    {
+        push("--append-system-prompt");
+        push(p);
+    }
+    if let Some(id) = resume {
+        push("--resume");
+        push(id);
+    }
+    for e in &cfg.extra_args {
+        push(e);
+    }
+    push("--");
+    push(prompt);
+    a
+}
+
+/// Environment timeouts set for the child so the CLI fails by itself before Baton's stall timer:
+/// `API_TIMEOUT_MS` and `CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS` = max(10000, 2/5 × stall_timeout_ms)
+/// (the byte-idle watchdog retries once silently, so twice the value must stay below the stall
+/// timeout). Variables already present in `operator_env` are left alone; nothing when stall
+/// detection is disabled (`stall_timeout_ms <= 0`).
+pub fn child_timeout_env(
+    stall_timeout_ms: i64,
+    operator_env: impl Fn(&str) -> bool,
+) -> Vec<(String, String)> {
+    if stall_timeout_ms <= 0 {
+        return Vec::new();
+    }
+    let v = (stall_timeout_ms.saturating_mul(2) / 5).max(CLI_MIN_TIMEOUT_MS);
+    ["API_TIMEOUT_MS", "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS"]
+        .into_iter()
+        .filter(|k| !operator_env(k))
+        .map(|k| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Builds [`ClaudeSession`]s from `claude_code.*`.
+#[derive(Debug, Clone)]
+pub struct ClaudeRunner {
+    cfg: ClaudeCodeConfig,
+    extra_env: Vec<(String, String)>,
+    kill_grace: Duration,
+    max_line_bytes: usize,
+}
+
+impl ClaudeRunner {
+    /// A runner for this config.
+    pub fn new(cfg: ClaudeCodeConfig) -> Self {
+        ClaudeRunner {
+            cfg,
+            extra_env: Vec::new(),
+            kill_grace: DEFAULT_KILL_GRACE,
+            max_line_bytes: super::process::DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+
+    /// Extra environment variables for every child (they win over Baton's defaults).
+    pub fn with_env(mut self, env: Vec<(String, String)>) -> Self {
+        self.extra_env = env;
+        self
+    }
+
+    /// Grace between SIGTERM and SIGKILL when stopping a turn (default 3 s).
+    pub fn with_kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+
+    /// Bound of one stdout line (default 10 MB).
+    pub fn with_max_line_bytes(mut self, n: usize) -> Self {
+        self.max_line_bytes = n;
+        self
+    }
+}
+
+impl AgentRunner for ClaudeRunner {
+    fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+        let cwd = validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
+        Ok(Box::new(ClaudeSession {
+            runner: self.clone(),
+            cwd,
+            workspace_root: ctx.workspace_root.clone(),
+            issue_identifier: ctx.issue_identifier.clone(),
+            agent_session_id: ctx.resume_session_id.clone(),
+            turn_number: 0,
+        }))
+    }
+}
+
+/// One Claude session: a sequence of `-p` invocations sharing the CLI's session via `--resume`.
+/// No process outlives `run_turn`.
+#[derive(Debug)]
+pub struct ClaudeSession {
+    runner: ClaudeRunner,
+    cwd: std::path::PathBuf,
+    workspace_root: std::path::PathBuf,
+    issue_identifier: String,
+    agent_session_id: Option<String>,
+    turn_number: u32,
+}
+
+impl ClaudeSession {
+    /// Turns started so far.
+    pub fn turn_number(&self) -> u32 {
+        self.turn_number
+    }
+
+    fn spec(&self, prompt: &str) -> ProcessSpec {
+        let cfg = &self.runner.cfg;
+        let mut spec = ProcessSpec::new(cfg.command.clone(), self.cwd.clone());
+        spec.args = claude_args(cfg, self.agent_session_id.as_deref(), prompt);
+        spec.max_line_bytes = self.runner.max_line_bytes;
+        let overridden = |k: &str| {
+            std::env::var_os(k).is_some() || self.runner.extra_env.iter().any(|(ek, _)| ek == k)
+        };
+        for (k, v) in child_timeout_env(cfg.stall_timeout_ms, overridden) {
+            spec.env(k, v);
+        }
+        spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
+        for (k, v) in &self.runner.extra_env {
+            spec.env(k, v);
+        }
+        spec
+    }
+}
+
+impl AgentSession for ClaudeSession {
+    fn run_turn(
+        &mut self,
+        prompt: &str,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<TurnSummary, AgentError> {
+        self.turn_number += 1;
+        let turn = self.turn_number;
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(self.runner.cfg.turn_timeout_ms.max(1));
+        let mut parser = StreamParser::new(turn, self.agent_session_id.clone());
+
+        // Re-check containment right before every launch (the workspace may have changed).
+        if let Err(e) = validate_workspace_cwd(&self.cwd, &self.workspace_root) {
+            on_event(parser.event(AgentEventKind::StartupFailed, e.to_string()));
+            return Err(e);
+        }
+        let spec = self.spec(prompt);
+        let proc = match AgentProcess::spawn(&spec) {
+            Ok(p) => p,
+            Err(e) => {
+                on_event(parser.event(AgentEventKind::StartupFailed, e.to_string()));
+                return Err(e);
+            }
+        };
+        let pid = proc.pid();
+        log::info!(
+            "claude turn started issue_identifier={} turn={} agent_pid={} resume={}",
+            self.issue_identifier,
+            turn,
+            pid,
+            self.agent_session_id.is_some()
+        );
+        let mut emit = |mut ev: AgentEvent| {
+            ev.agent_pid = Some(pid);
+            on_event(ev);
+        };
+
+        let end = loop {
+            match proc.recv(cancel, deadline, None) {
+                Recv::Item(StdoutItem::Line(l)) => {
+                    for ev in parser.parse_line(&l) {
+                        emit(ev);
+                    }
+                }
+                Recv::Item(StdoutItem::LineTooLong { bytes }) => emit(parser.line_too_long(bytes)),
+                Recv::Item(StdoutItem::ReadError(e)) => {
+                    emit(parser.event(AgentEventKind::Malformed, format!("stdout read error: {e}")))
+                }
+                Recv::Item(StdoutItem::Eof) | Recv::Closed => {
+                    // stdout is closed; the CLI normally exits right after its result line.
+                    let wait_until = if parser.result().is_some() {
+                        deadline.min(Instant::now() + EXIT_WAIT_AFTER_EOF)
+                    } else {
+                        deadline
+                    };
+                    let status = match proc.wait_exit_or_cancel(cancel, wait_until) {
+                        WaitExit::Exited(s) => s,
+                        WaitExit::Cancelled => {
+                            proc.terminate(self.runner.kill_grace);
+                            break TurnEnd::Cancelled;
+                        }
+                        WaitExit::TimedOut if Instant::now() >= deadline => {
+                            proc.terminate(self.runner.kill_grace);
+                            break TurnEnd::TimedOut;
+                        }
+                        WaitExit::TimedOut => proc.terminate(self.runner.kill_grace),
+                    };
+                    break match status {
+                        Some(s) => {
+                            use std::os::unix::process::ExitStatusExt;
+                            TurnEnd::Exited {
+                                code: s.code(),
+                                signal: s.signal(),
+                            }
+                        }
+                        None => TurnEnd::Exited {
+                            code: None,
+                            signal: None,
+                        },
+                    };
+                }
+                Recv::Cancelled => {
+                    proc.terminate(self.runner.kill_grace);
+                    break TurnEnd::Cancelled;
+                }
+                Recv::TurnTimeout | Recv::Idle => {
+                    proc.terminate(self.runner.kill_grace);
+                    break TurnEnd::TimedOut;
+                }
+            }
+        };
+        let stderr = proc.stderr_tail_after(Duration::from_millis(200));
+        if let Some(status) = proc.exit_status() {
+            log::debug!(
+                "claude process ended issue_identifier={} agent_pid={pid} {}",
+                self.issue_identifier,
+                describe_exit(&status)
+            );
+            if is_command_not_found(&status) && parser.result().is_none() {
+                log::warn!(
+                    "claude command not found issue_identifier={} command={:?}",
+                    self.issue_identifier,
+                    self.runner.cfg.command
+                );
+            }
+        }
+        drop(proc);
+
+        if let Some(id) = parser.agent_session_id() {
+            self.agent_session_id = Some(id.to_string());
+        }
+        let mut outcome = turn_outcome(parser.result(), &end, parser.asked_for_input(), &stderr);
+        let usage = parser.result().map(|r| r.usage);
+        let cost = parser.result().and_then(|r| r.total_cost_usd);
+        if let Ok(summary) = &mut outcome {
+            summary.agent_session_id = self.agent_session_id.clone();
+        }
+        let summary_text = match &outcome {
+            Ok(s) => format!(
+                "turn {turn} completed in {} ms{}",
+                started.elapsed().as_millis(),
+                s.result_text
+                    .as_deref()
+                    .map(|t| format!(": {t}"))
+                    .unwrap_or_default()
+            ),
+            Err(e) => e.to_string(),
+        };
+        let mut ev = parser.event(terminal_event_kind(&outcome), summary_text);
+        ev.usage_delta = usage;
+        ev.session_cost_usd = cost;
+        emit(ev);
+        match &outcome {
+            Ok(_) => log::info!(
+                "claude turn completed issue_identifier={} session_id={} turn={turn}",
+                self.issue_identifier,
+                parser.session_id().unwrap_or_default()
+            ),
+            Err(e) => log::warn!(
+                "claude turn failed issue_identifier={} session_id={} turn={turn} error={}",
+                self.issue_identifier,
+                parser.session_id().unwrap_or_default(),
+                e
+            ),
+        }
+        outcome
+    }
+
+    fn agent_session_id(&self) -> Option<String> {
+        self.agent_session_id.clone()
+    }
+
+    fn stop(&mut self) {
+        // Every invocation is terminated and reaped before `run_turn` returns: nothing to stop.
+    }
+}
+
+fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn num_at(v: &Value, key: &str) -> String {
+    match v.get(key) {
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "?".into(),
+    }
+}
+
+fn parse_usage(u: &Value) -> TokenUsage {
+    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    TokenUsage {
+        input_tokens: n("input_tokens"),
+        output_tokens: n("output_tokens"),
+        cache_read_input_tokens: n("cache_read_input_tokens"),
+        cache_creation_input_tokens: n("cache_creation_input_tokens"),
+    }
+}
+
+fn summarize_tool_input(input: &Value) -> String {
+    for key in [
+        "command",
+        "file_path",
+        "path",
+        "pattern",
+        "url",
+        "description",
+        "prompt",
+    ] {
+        if let Some(s) = input.get(key).and_then(Value::as_str) {
+            return one_line(s, 120);
+        }
+    }
+    String::new()
+}
+
+fn summarize_user(v: &Value) -> String {
+    let blocks = v
+        .pointer("/message/content")
+        .and_then(Value::as_array)
+        .map(|a| a.as_slice())
+        .unwrap_or(&[]);
+    let results = blocks
+        .iter()
+        .filter(|b| str_at(b, "type") == Some("tool_result"))
+        .count();
+    let errors = blocks
+        .iter()
+        .filter(|b| b.get("is_error").and_then(Value::as_bool) == Some(true))
+        .count();
+    if results > 0 {
+        format!("tool results={results} errors={errors}")
+    } else {
+        "user message".into()
+    }
+}
+
+/// First `max` characters (char-boundary safe).
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(max).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Collapse whitespace/control characters to single spaces, then truncate.
+fn one_line(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max * 4));
+    let mut last_space = false;
+    for c in s.chars() {
+        if c.is_whitespace() || c.is_control() {
+            if !last_space && !out.is_empty() {
+                out.push(' ');
+            }
+            last_space = true;
+        } else {
+            out.push(c);
+            last_space = false;
+        }
+        if out.len() > max * 4 {
+            break;
+        }
+    }
+    truncate(out.trim_end(), max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_env_respects_operator_and_clamp() {
+        let env = child_timeout_env(300_000, |_| false);
+        assert_eq!(
+            env,
+            vec![
+                ("API_TIMEOUT_MS".into(), "120000".into()),
+                ("CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS".into(), "120000".into())
+            ]
+        );
+        let env = child_timeout_env(1000, |k| k == "API_TIMEOUT_MS");
+        assert_eq!(
+            env,
+            vec![("CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS".into(), "10000".into())]
+        );
+        assert!(child_timeout_env(0, |_| false).is_empty());
+    }
+
+    #[test]
+    fn one_line_collapses_and_bounds() {
+        assert_eq!(one_line("a\n\n b\tc", 100), "a b c");
+        assert_eq!(one_line(&"é".repeat(500), 3), "ééé…");
+    }
+}

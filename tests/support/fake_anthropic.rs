@@ -1,0 +1,215 @@
+//! A scripted fake Anthropic Messages API for the real-CLI tests (127.0.0.1, ephemeral port).
+//!
+//! `POST /v1/messages` answers with a streaming SSE reply shaped like the real API (message_start,
+//! content_block_start/delta/stop, message_delta, message_stop). The reply is chosen by how many
+//! assistant messages the request carries, so a resumed session (whose request holds the whole
+//! history) continues the script deterministically. Every request is recorded.
+
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use serde_json::{json, Value};
+use tiny_http::{Header, Response, Server};
+
+/// One scripted model reply.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// A text-only reply (`stop_reason: end_turn`).
+    Text(String),
+    /// Optional text, then one tool call (`stop_reason: tool_use`).
+    ToolUse {
+        /// Text block before the call.
+        text: Option<String>,
+        /// Tool name (`Write`, `Bash`, …).
+        name: String,
+        /// Tool input.
+        input: Value,
+    },
+    /// An HTTP error with an Anthropic-style error body.
+    Error(u16),
+}
+
+/// What the fake saw in one request.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// Request path with query.
+    pub url: String,
+    /// `x-claude-code-session-id` header.
+    pub session_header: Option<String>,
+    /// Assistant messages in the request (selects the step).
+    pub n_assistant: usize,
+    /// All text of the last user message.
+    pub last_user_text: String,
+    /// `model` of the request.
+    pub model: String,
+}
+
+/// The running fake; stops on drop.
+pub struct FakeAnthropic {
+    /// `http://127.0.0.1:<port>`.
+    pub base_url: String,
+    server: Arc<Server>,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeAnthropic {
+    /// Start serving `steps` (step `i` answers a request that carries `i` assistant messages; past
+    /// the end, a plain "done" text).
+    pub fn start(steps: Vec<Step>) -> FakeAnthropic {
+        let server = Arc::new(Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
+        let port = server.server_addr().to_ip().expect("ip listener").port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let thread = {
+            let server = Arc::clone(&server);
+            let requests = Arc::clone(&requests);
+            std::thread::spawn(move || {
+                for mut req in server.incoming_requests() {
+                    let mut body = String::new();
+                    let _ = req.as_reader().read_to_string(&mut body);
+                    let url = req.url().to_string();
+                    if !url.starts_with("/v1/messages") || url.starts_with("/v1/messages/") {
+                        let _ =
+                            req.respond(Response::from_string("not found").with_status_code(404));
+                        continue;
+                    }
+                    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                    let messages = v["messages"].as_array().cloned().unwrap_or_default();
+                    let n_assistant = messages.iter().filter(|m| m["role"] == "assistant").count();
+                    let last_user_text = messages
+                        .iter()
+                        .rev()
+                        .find(|m| m["role"] == "user")
+                        .map(text_of)
+                        .unwrap_or_default();
+                    let session_header = req
+                        .headers()
+                        .iter()
+                        .find(|h| h.field.equiv("x-claude-code-session-id"))
+                        .map(|h| h.value.to_string());
+                    let model = v["model"].as_str().unwrap_or("").to_string();
+                    requests.lock().unwrap().push(Recorded {
+                        url,
+                        session_header,
+                        n_assistant,
+                        last_user_text,
+                        model: model.clone(),
+                    });
+                    let step = steps
+                        .get(n_assistant)
+                        .cloned()
+                        .unwrap_or_else(|| Step::Text("done".into()));
+                    let _ = match step {
+                        Step::Error(status) => req.respond(
+                            Response::from_string(
+                                json!({"type":"error","error":{"type":"api_error","message":"fake internal error"}})
+                                    .to_string(),
+                            )
+                            .with_status_code(status)
+                            .with_header(header("content-type", "application/json")),
+                        ),
+                        step => req.respond(
+                            Response::from_string(sse(&step, n_assistant, &model))
+                                .with_header(header("content-type", "text/event-stream"))
+                                .with_header(header("cache-control", "no-cache")),
+                        ),
+                    };
+                }
+            })
+        };
+        FakeAnthropic {
+            base_url: format!("http://127.0.0.1:{port}"),
+            server,
+            requests,
+            thread: Some(thread),
+        }
+    }
+
+    /// The requests seen so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+impl Drop for FakeAnthropic {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn header(k: &str, v: &str) -> Header {
+    Header::from_bytes(k.as_bytes(), v.as_bytes()).unwrap()
+}
+
+fn text_of(m: &Value) -> String {
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Usage of reply `i`: input 1000 + 100·i, output 10 + i, cache 50 written / 200 read.
+pub fn usage_of(i: usize) -> (u64, u64) {
+    (1000 + 100 * i as u64, 10 + i as u64)
+}
+
+fn sse(step: &Step, i: usize, model: &str) -> String {
+    let (input, output) = usage_of(i);
+    let mut events: Vec<Value> = vec![json!({
+        "type": "message_start",
+        "message": {"id": format!("msg_fake_{i:04}"), "type": "message", "role": "assistant",
+            "model": model, "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": input, "output_tokens": 1,
+                      "cache_creation_input_tokens": 50, "cache_read_input_tokens": 200}}
+    })];
+    let mut index = 0;
+    let text_block = |events: &mut Vec<Value>, text: &str, index: &mut usize| {
+        events.push(json!({"type":"content_block_start","index":*index,"content_block":{"type":"text","text":""}}));
+        events.push(json!({"type":"content_block_delta","index":*index,"delta":{"type":"text_delta","text":text}}));
+        events.push(json!({"type":"content_block_stop","index":*index}));
+        *index += 1;
+    };
+    let stop_reason = match step {
+        Step::Text(t) => {
+            text_block(&mut events, t, &mut index);
+            "end_turn"
+        }
+        Step::ToolUse { text, name, input } => {
+            if let Some(t) = text {
+                text_block(&mut events, t, &mut index);
+            }
+            events.push(json!({"type":"content_block_start","index":index,
+                "content_block":{"type":"tool_use","id":format!("toolu_fake_{i:04}"),"name":name,"input":{}}}));
+            events.push(json!({"type":"content_block_delta","index":index,
+                "delta":{"type":"input_json_delta","partial_json":input.to_string()}}));
+            events.push(json!({"type":"content_block_stop","index":index}));
+            "tool_use"
+        }
+        Step::Error(_) => unreachable!("errors are not streamed"),
+    };
+    events.push(
+        json!({"type":"message_delta","delta":{"stop_reason":stop_reason,"stop_sequence":null},
+        "usage":{"output_tokens":output,"input_tokens":input,
+                 "cache_creation_input_tokens":50,"cache_read_input_tokens":200}}),
+    );
+    events.push(json!({"type":"message_stop"}));
+    let mut out = String::new();
+    for e in events {
+        out.push_str(&format!(
+            "event: {}\ndata: {}\n\n",
+            e["type"].as_str().unwrap(),
+            e
+        ));
+    }
+    out
+}
