@@ -2,6 +2,9 @@
 //! the normalized event stream they emit, and the cancellation handle the orchestrator uses to stop
 //! a running turn from another thread.
 
+pub mod copilot;
+pub mod process;
+
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
