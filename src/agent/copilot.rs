@@ -1,6 +1,6 @@
 //! GitHub Copilot CLI adapter (spec §10.2), targeting `@github/copilot@1.0.102`.
 //!
-//! Every turn is one `copilot -p <prompt> --output-format json …` process (see [`build_args`]),
+//! Every turn is one `copilot --prompt=<prompt> --output-format json …` process (see [`build_args`]),
 //! launched through [`super::process`] (`bash -lc '<command> "$@"'`, prompt as a positional
 //! argument, cwd = workspace, stdin `/dev/null`, own process group, group kill on stop).
 //!
@@ -67,19 +67,21 @@ impl SessionArg {
 }
 
 /// The CLI arguments of one turn (everything after `<copilot.command>`), in order:
-/// `-p <prompt> --output-format json --no-auto-update --no-color <session flag>
+/// `--prompt=<prompt> --output-format json --no-auto-update --no-color <session flag>
 /// [--usage-output-file <f>] [--allow-all-tools] [--allow-tool=<p>]… [--deny-tool=<p>]…
 /// [--model=<m>] <extra_args…>`. Values are attached with `=` so a value starting with `-` is
-/// never taken for a flag.
+/// never taken for a flag: `--prompt=<prompt>` is `-p <prompt>`, except that an issue text
+/// starting with `--` cannot turn into CLI flags (the real CLI rejects `-p --x …`).
 pub fn build_args(
     cfg: &CopilotConfig,
     prompt: &str,
     session: &SessionArg,
     usage_file: Option<&Path>,
 ) -> Vec<OsString> {
+    let mut prompt_arg = OsString::from("--prompt=");
+    prompt_arg.push(prompt);
     let mut a: Vec<OsString> = vec![
-        "-p".into(),
-        prompt.into(),
+        prompt_arg,
         "--output-format".into(),
         "json".into(),
         "--no-auto-update".into(),
@@ -136,6 +138,7 @@ pub fn format_uuid_v4(mut b: [u8; 16]) -> String {
 pub struct CopilotRunner {
     cfg: CopilotConfig,
     env: Vec<(OsString, OsString)>,
+    env_remove: Vec<OsString>,
     kill_grace: Duration,
 }
 
@@ -145,8 +148,15 @@ impl CopilotRunner {
         CopilotRunner {
             cfg,
             env: Vec::new(),
+            env_remove: Vec::new(),
             kill_grace: DEFAULT_KILL_GRACE,
         }
+    }
+
+    /// Remove an inherited environment variable from every CLI process (e.g. `GH_TOKEN` in tests).
+    pub fn without_env(mut self, key: impl Into<OsString>) -> Self {
+        self.env_remove.push(key.into());
+        self
     }
 
     /// Extra environment variables for every CLI process (e.g. the BYOK/offline settings in tests).
@@ -185,6 +195,7 @@ impl AgentRunner for CopilotRunner {
         Ok(Box::new(CopilotSession {
             cfg: self.cfg.clone(),
             env: self.env.clone(),
+            env_remove: self.env_remove.clone(),
             kill_grace: self.kill_grace,
             issue_identifier: ctx.issue_identifier.clone(),
             workspace,
@@ -211,6 +222,7 @@ fn create_private_temp_dir() -> std::io::Result<PathBuf> {
 pub struct CopilotSession {
     cfg: CopilotConfig,
     env: Vec<(OsString, OsString)>,
+    env_remove: Vec<OsString>,
     kill_grace: Duration,
     issue_identifier: String,
     workspace: PathBuf,
@@ -263,6 +275,7 @@ impl CopilotSession {
         if !self.cfg.allow_all_tools {
             spec.env_remove.push(ALLOW_ALL_ENV.into());
         }
+        spec.env_remove.extend(self.env_remove.iter().cloned());
         spec.env.extend(self.env.iter().cloned());
         spec.env.push((
             "BATON_ISSUE_IDENTIFIER".into(),
@@ -539,8 +552,7 @@ mod tests {
         assert_eq!(
             a,
             [
-                "-p",
-                "do it; rm -rf / $(x) `y`",
+                "--prompt=do it; rm -rf / $(x) `y`",
                 "--output-format",
                 "json",
                 "--no-auto-update",
@@ -561,7 +573,7 @@ mod tests {
         c.extra_args = vec!["--add-dir".into(), "/x".into()];
         let a = strs(build_args(&c, "p", &SessionArg::Resume("u2".into()), None));
         assert_eq!(
-            &a[6..],
+            &a[5..],
             [
                 "--resume=u2",
                 "--allow-tool=shell(gh:*)",
