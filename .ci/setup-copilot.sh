@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the pinned GitHub Copilot CLI into a local npm prefix (idempotent) and exports
-# BATON_COPILOT_BIN for tests/copilot_real_cli.rs. Meant to be `source`d (by .ci/run); running it
+# BATON_COPILOT_BIN (and BATON_COPILOT_CACHE_HOME) for tests/copilot_real_cli.rs. Meant to be `source`d (by .ci/run); running it
 # directly also works and prints the export line.
 #
 #   BATON_COPILOT_PREFIX  where to install (default: $HOME/.cache/baton/copilot-<version>)
@@ -33,6 +33,10 @@ _baton_copilot_setup() {
     # `copilot --version` works offline (the `version` subcommand does a network check: avoid it).
     "$bin" --version >/dev/null 2>&1 || { echo "setup-copilot: $bin --version failed" >&2; return 1; }
     export BATON_COPILOT_BIN="$bin"
-    echo "export BATON_COPILOT_BIN=$bin"
+    # Where that first run extracted the CLI bundle (235 MB); the tests reuse it instead of
+    # re-extracting into every temp HOME.
+    export BATON_COPILOT_CACHE_HOME="${COPILOT_CACHE_HOME:-${HOME}/.cache/copilot}"
+    echo "export BATON_COPILOT_BIN=$BATON_COPILOT_BIN"
+    echo "export BATON_COPILOT_CACHE_HOME=$BATON_COPILOT_CACHE_HOME"
 }
 _baton_copilot_setup
