@@ -3,6 +3,7 @@
 //! a running turn from another thread.
 
 pub mod claude;
+pub mod copilot;
 pub mod process;
 
 use std::fmt;

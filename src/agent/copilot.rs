@@ -1,0 +1,605 @@
+//! GitHub Copilot CLI adapter (spec §10.2), targeting `@github/copilot@1.0.102`.
+//!
+//! Every turn is one `copilot --prompt=<prompt> --output-format json …` process (see [`build_args`]),
+//! launched through [`super::process`] (`bash -lc '<command> "$@"'`, prompt as a positional
+//! argument, cwd = workspace, stdin `/dev/null`, own process group, group kill on stop).
+//!
+//! * **Sessions**: the JSONL stream has no session-start event, so Baton picks a UUIDv4 and passes
+//!   `--session-id=<uuid>` on the first turn and `--resume=<uuid>` later; `session_started` is
+//!   emitted with `<uuid>-<turn>` when each turn's process starts. A resume the CLI does not know
+//!   (exit 1, nothing on stdout, "No session … matched" on stderr) falls back once per turn to a
+//!   new session in the same workspace.
+//! * **Events**: [`parse::StreamParser`] maps each stdout line to one normalized event.
+//! * **Usage**: `--usage-output-file` in a Baton-owned temp dir, read after exit; its totals are
+//!   cumulative per session, so [`usage::UsageTracker`] reports deltas. Missing figures are zero,
+//!   flagged unavailable (logged and noted in the terminal event), never invented.
+
+pub mod parse;
+pub mod usage;
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{after, select};
+
+use self::parse::{is_uuid, ProcessEnd, StreamParser, TurnOutcome};
+use self::usage::{read_usage_file, TurnUsage, UsageTracker};
+use super::process::{AgentProcess, ProcessSpec, Recv, StdoutItem, DEFAULT_KILL_GRACE};
+use super::{
+    validate_workspace_cwd, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
+    AgentSession, CancelToken, SessionContext, TurnSummary,
+};
+use crate::workflow::config::CopilotConfig;
+
+/// The CLI version this adapter was written and tested against.
+pub const TARGET_CLI_VERSION: &str = "1.0.102";
+
+/// Environment variable that makes the CLI approve every tool (and trust the cwd); removed from the
+/// child's environment unless `copilot.allow_all_tools` is true, so the posture stays explicit.
+pub const ALLOW_ALL_ENV: &str = "COPILOT_ALLOW_ALL";
+
+/// How long to wait for the process to be reaped after its stdout closed before killing it.
+const EXIT_AFTER_EOF_WAIT: Duration = Duration::from_secs(10);
+/// How long to wait for the stderr reader after exit.
+const STDERR_WAIT: Duration = Duration::from_secs(2);
+
+/// How a turn addresses its session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionArg {
+    /// `--session-id=<uuid>`: create a session with this id.
+    New(String),
+    /// `--resume=<uuid>`: continue an existing session.
+    Resume(String),
+}
+
+impl SessionArg {
+    /// The session id either way.
+    pub fn id(&self) -> &str {
+        match self {
+            SessionArg::New(id) | SessionArg::Resume(id) => id,
+        }
+    }
+}
+
+/// The CLI arguments of one turn (everything after `<copilot.command>`), in order:
+/// `--prompt=<prompt> --output-format json --no-auto-update --no-color <session flag>
+/// [--usage-output-file <f>] [--allow-all-tools] [--allow-tool=<p>]… [--deny-tool=<p>]…
+/// [--model=<m>] <extra_args…>`. Values are attached with `=` so a value starting with `-` is
+/// never taken for a flag: `--prompt=<prompt>` is `-p <prompt>`, except that an issue text
+/// starting with `--` cannot turn into CLI flags (the real CLI rejects `-p --x …`).
+pub fn build_args(
+    cfg: &CopilotConfig,
+    prompt: &str,
+    session: &SessionArg,
+    usage_file: Option<&Path>,
+) -> Vec<OsString> {
+    let mut prompt_arg = OsString::from("--prompt=");
+    prompt_arg.push(prompt);
+    let mut a: Vec<OsString> = vec![
+        prompt_arg,
+        "--output-format".into(),
+        "json".into(),
+        "--no-auto-update".into(),
+        "--no-color".into(),
+    ];
+    a.push(match session {
+        SessionArg::New(id) => format!("--session-id={id}").into(),
+        SessionArg::Resume(id) => format!("--resume={id}").into(),
+    });
+    if let Some(f) = usage_file {
+        a.push("--usage-output-file".into());
+        a.push(f.as_os_str().to_owned());
+    }
+    if cfg.allow_all_tools {
+        a.push("--allow-all-tools".into());
+    }
+    for t in &cfg.allow_tools {
+        a.push(format!("--allow-tool={t}").into());
+    }
+    for t in &cfg.deny_tools {
+        a.push(format!("--deny-tool={t}").into());
+    }
+    if let Some(m) = cfg.model.as_deref().filter(|m| !m.trim().is_empty()) {
+        a.push(format!("--model={m}").into());
+    }
+    a.extend(cfg.extra_args.iter().map(OsString::from));
+    a
+}
+
+/// A random UUIDv4 from `/dev/urandom` (lower-case, hyphenated).
+pub fn new_uuid_v4() -> std::io::Result<String> {
+    let mut b = [0u8; 16];
+    fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
+    Ok(format_uuid_v4(b))
+}
+
+/// Format 16 random bytes as a UUIDv4 (sets the version and variant bits).
+pub fn format_uuid_v4(mut b: [u8; 16]) -> String {
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Builds Copilot sessions from `copilot.*` config.
+#[derive(Debug, Clone)]
+pub struct CopilotRunner {
+    cfg: CopilotConfig,
+    env: Vec<(OsString, OsString)>,
+    env_remove: Vec<OsString>,
+    kill_grace: Duration,
+}
+
+impl CopilotRunner {
+    /// A runner for `cfg`.
+    pub fn new(cfg: CopilotConfig) -> Self {
+        CopilotRunner {
+            cfg,
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+
+    /// Remove an inherited environment variable from every CLI process (e.g. `GH_TOKEN` in tests).
+    pub fn without_env(mut self, key: impl Into<OsString>) -> Self {
+        self.env_remove.push(key.into());
+        self
+    }
+
+    /// Extra environment variables for every CLI process (e.g. the BYOK/offline settings in tests).
+    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Grace between SIGTERM and SIGKILL when a turn is stopped (default 3 s).
+    pub fn with_kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+}
+
+impl AgentRunner for CopilotRunner {
+    fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+        let workspace = validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
+        let startup = |m: String| AgentError::new(AgentErrorKind::StartupFailed, m);
+        let (session, resuming) = match ctx.resume_session_id.as_deref() {
+            Some(id) if is_uuid(id) => (id.to_ascii_lowercase(), true),
+            other => {
+                if let Some(bad) = other {
+                    log::warn!(
+                        "ignoring persisted copilot session id that is not a UUID issue_identifier={} value_len={}",
+                        ctx.issue_identifier,
+                        bad.len()
+                    );
+                }
+                let id = new_uuid_v4().map_err(|e| startup(format!("no randomness: {e}")))?;
+                (id, false)
+            }
+        };
+        let temp_dir = create_private_temp_dir()
+            .map_err(|e| startup(format!("could not create a temp dir for usage files: {e}")))?;
+        Ok(Box::new(CopilotSession {
+            cfg: self.cfg.clone(),
+            env: self.env.clone(),
+            env_remove: self.env_remove.clone(),
+            kill_grace: self.kill_grace,
+            issue_identifier: ctx.issue_identifier.clone(),
+            workspace,
+            workspace_root: ctx.workspace_root.clone(),
+            session_id: session,
+            session_exists: resuming,
+            turn: 0,
+            usage: UsageTracker::new(),
+            last_usage: None,
+            temp_dir: Some(temp_dir),
+        }))
+    }
+}
+
+/// Create `$TMPDIR/baton-copilot-<uuid>` with mode 0700 (fails if it exists: no symlink games).
+fn create_private_temp_dir() -> std::io::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("baton-copilot-{}", new_uuid_v4()?));
+    fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    Ok(dir)
+}
+
+/// One Copilot session in one workspace: turns run as successive CLI processes on one session id.
+#[derive(Debug)]
+pub struct CopilotSession {
+    cfg: CopilotConfig,
+    env: Vec<(OsString, OsString)>,
+    env_remove: Vec<OsString>,
+    kill_grace: Duration,
+    issue_identifier: String,
+    workspace: PathBuf,
+    workspace_root: PathBuf,
+    session_id: String,
+    /// True once the CLI has (probably) created the session, so the next turn resumes it.
+    session_exists: bool,
+    turn: u32,
+    usage: UsageTracker,
+    last_usage: Option<TurnUsage>,
+    temp_dir: Option<PathBuf>,
+}
+
+/// What one CLI invocation produced.
+struct Attempt {
+    parser: StreamParser,
+    end: ProcessEnd,
+    usage_file: Option<PathBuf>,
+}
+
+impl CopilotSession {
+    /// Usage of the last finished turn (`available == false` when the CLI gave no figures).
+    pub fn last_usage(&self) -> Option<TurnUsage> {
+        self.last_usage
+    }
+
+    /// The Baton-owned temp dir holding the usage files (removed on stop).
+    pub fn temp_dir(&self) -> Option<&Path> {
+        self.temp_dir.as_deref()
+    }
+
+    fn run_attempt(
+        &mut self,
+        prompt: &str,
+        session: &SessionArg,
+        attempt_no: u32,
+        deadline: Instant,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<Attempt, AgentError> {
+        let usage_file = self
+            .temp_dir
+            .as_ref()
+            .map(|d| d.join(format!("usage-{}-{attempt_no}.json", self.turn)));
+        if let Some(f) = &usage_file {
+            let _ = fs::remove_file(f);
+        }
+        let mut spec = ProcessSpec::new(self.cfg.command.clone(), self.workspace.clone());
+        spec.args = build_args(&self.cfg, prompt, session, usage_file.as_deref());
+        if !self.cfg.allow_all_tools {
+            spec.env_remove.push(ALLOW_ALL_ENV.into());
+        }
+        spec.env_remove.extend(self.env_remove.iter().cloned());
+        spec.env.extend(self.env.iter().cloned());
+        spec.env.push((
+            "BATON_ISSUE_IDENTIFIER".into(),
+            self.issue_identifier.clone().into(),
+        ));
+        let proc = AgentProcess::spawn(&spec)?;
+        let pid = proc.pid();
+        let turn_session = format!("{}-{}", session.id(), self.turn);
+        log::info!(
+            "copilot turn started issue_identifier={} session_id={} agent_pid={} mode={}",
+            self.issue_identifier,
+            turn_session,
+            pid,
+            match session {
+                SessionArg::New(_) => "new",
+                SessionArg::Resume(_) => "resume",
+            }
+        );
+        let mut started = AgentEvent::new(
+            AgentEventKind::SessionStarted,
+            format!("copilot process started (turn {})", self.turn),
+        );
+        started.session_id = Some(turn_session.clone());
+        started.agent_pid = Some(pid);
+        on_event(started);
+
+        let mut parser = StreamParser::new();
+        let mut end = ProcessEnd::default();
+        let mut emit = |mut ev: AgentEvent| {
+            ev.session_id = Some(turn_session.clone());
+            ev.agent_pid = Some(pid);
+            on_event(ev);
+        };
+        loop {
+            match proc.recv(cancel, deadline, None) {
+                Recv::Item(StdoutItem::Line(line)) => emit(parser.parse_line(&line)),
+                Recv::Item(StdoutItem::LineTooLong { bytes }) => emit(AgentEvent::new(
+                    AgentEventKind::Malformed,
+                    format!("stdout line of {bytes} bytes exceeds the line bound; skipped"),
+                )),
+                Recv::Item(StdoutItem::ReadError(e)) => emit(AgentEvent::new(
+                    AgentEventKind::Malformed,
+                    parse::bound(&format!("reading stdout failed: {e}")),
+                )),
+                Recv::Item(StdoutItem::Eof) | Recv::Closed => break,
+                Recv::Cancelled => {
+                    end.cancelled = true;
+                    break;
+                }
+                Recv::TurnTimeout => {
+                    end.timed_out = true;
+                    break;
+                }
+                Recv::Idle => {}
+            }
+        }
+        let status = if end.cancelled || end.timed_out {
+            log::info!(
+                "stopping copilot process group issue_identifier={} session_id={} agent_pid={} reason={}",
+                self.issue_identifier,
+                turn_session,
+                pid,
+                if end.cancelled { "cancelled" } else { "turn_timeout" }
+            );
+            proc.terminate(self.kill_grace)
+        } else {
+            // stdout closed: the process is exiting. Wait (bounded, cancellable) for the reap.
+            let wait = deadline
+                .saturating_duration_since(Instant::now())
+                .min(EXIT_AFTER_EOF_WAIT);
+            select! {
+                recv(proc.exited()) -> _ => {}
+                recv(cancel.receiver()) -> _ => end.cancelled = cancel.is_cancelled(),
+                recv(after(wait)) -> _ => {}
+            }
+            if proc.has_exited() {
+                proc.exit_status()
+            } else {
+                if !end.cancelled && Instant::now() >= deadline {
+                    end.timed_out = true;
+                }
+                proc.terminate(self.kill_grace)
+            }
+        };
+        if let Some(st) = status {
+            end.exit_code = st.code();
+            end.signal = st.signal();
+        }
+        end.stderr_tail = proc.stderr_tail_after(STDERR_WAIT);
+        drop(proc);
+        Ok(Attempt {
+            parser,
+            end,
+            usage_file,
+        })
+    }
+}
+
+impl AgentSession for CopilotSession {
+    fn run_turn(
+        &mut self,
+        prompt: &str,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<TurnSummary, AgentError> {
+        // The workspace must still be where it was (spec §9.5) before anything launches.
+        self.workspace = validate_workspace_cwd(&self.workspace, &self.workspace_root)?;
+        let deadline = Instant::now() + Duration::from_millis(self.cfg.turn_timeout_ms.max(1));
+        self.turn += 1;
+        let mut session = if self.session_exists {
+            SessionArg::Resume(self.session_id.clone())
+        } else {
+            SessionArg::New(self.session_id.clone())
+        };
+        let mut attempt_no = 0;
+        let attempt = loop {
+            attempt_no += 1;
+            let a = self.run_attempt(prompt, &session, attempt_no, deadline, cancel, on_event)?;
+            let unknown =
+                matches!(session, SessionArg::Resume(_)) && a.parser.is_unknown_resume(&a.end);
+            if unknown && attempt_no == 1 {
+                let new_id = new_uuid_v4().map_err(|e| {
+                    AgentError::new(AgentErrorKind::StartupFailed, format!("no randomness: {e}"))
+                })?;
+                log::warn!(
+                    "copilot session unknown to the CLI; starting a new session in the same workspace issue_identifier={} old_session_id={} session_id={}",
+                    self.issue_identifier,
+                    self.session_id,
+                    new_id
+                );
+                let mut ev = AgentEvent::new(
+                    AgentEventKind::Notification,
+                    format!(
+                        "resume of session {} failed (unknown session); continuing in new session {new_id}",
+                        self.session_id
+                    ),
+                );
+                ev.session_id = Some(format!("{}-{}", self.session_id, self.turn));
+                on_event(ev);
+                self.session_id = new_id.clone();
+                self.session_exists = false;
+                self.usage.reset();
+                session = SessionArg::New(new_id);
+                continue;
+            }
+            break a;
+        };
+        // Any process that got as far as printing events has created (or resumed) the session.
+        if attempt.parser.line_count() > 0 {
+            self.session_exists = true;
+        }
+        if let Some(reported) = attempt.parser.result_session_id() {
+            if !reported.eq_ignore_ascii_case(&self.session_id) {
+                log::warn!(
+                    "copilot reported a different session id issue_identifier={} session_id={} reported={}",
+                    self.issue_identifier,
+                    self.session_id,
+                    reported
+                );
+            }
+        }
+        let reading = match &attempt.usage_file {
+            Some(f) => {
+                let r = read_usage_file(f);
+                let _ = fs::remove_file(f);
+                r
+            }
+            None => Err("no usage file configured".into()),
+        };
+        if let Err(why) = &reading {
+            log::info!(
+                "copilot token usage unavailable for this turn; reporting zero issue_identifier={} session_id={}-{} reason={}",
+                self.issue_identifier,
+                self.session_id,
+                self.turn,
+                parse::bound(why)
+            );
+        }
+        let turn_usage = self.usage.record(reading);
+        self.last_usage = Some(turn_usage);
+        let usage_note = if turn_usage.available {
+            format!(
+                "tokens in={} out={}",
+                turn_usage.delta.input_tokens, turn_usage.delta.output_tokens
+            )
+        } else {
+            "tokens unavailable (reported as 0)".to_string()
+        };
+        let turn_session = format!("{}-{}", self.session_id, self.turn);
+        let outcome = attempt.parser.finish(&attempt.end);
+        let (kind, summary) = match &outcome {
+            TurnOutcome::Completed => (AgentEventKind::TurnCompleted, "turn completed".to_string()),
+            TurnOutcome::Failed(e) => (
+                match e.kind {
+                    AgentErrorKind::TurnCancelled => AgentEventKind::TurnCancelled,
+                    AgentErrorKind::TurnInputRequired => AgentEventKind::TurnInputRequired,
+                    _ => AgentEventKind::TurnFailed,
+                },
+                format!("{}: {}", e.kind.as_str(), e.message),
+            ),
+        };
+        let mut ev = AgentEvent::new(kind, parse::bound(&format!("{summary}; {usage_note}")));
+        ev.session_id = Some(turn_session.clone());
+        ev.usage_delta = Some(turn_usage.delta);
+        on_event(ev);
+        log::info!(
+            "copilot turn ended issue_identifier={} session_id={} outcome={} usage_available={} input_tokens={} output_tokens={}",
+            self.issue_identifier,
+            turn_session,
+            kind.as_str(),
+            turn_usage.available,
+            turn_usage.delta.input_tokens,
+            turn_usage.delta.output_tokens
+        );
+        match outcome {
+            TurnOutcome::Completed => Ok(TurnSummary {
+                agent_session_id: Some(self.session_id.clone()),
+                usage: turn_usage.delta,
+                session_cost_usd: None,
+                result_text: attempt.parser.last_text().map(str::to_owned),
+            }),
+            TurnOutcome::Failed(e) => Err(e),
+        }
+    }
+
+    fn agent_session_id(&self) -> Option<String> {
+        Some(self.session_id.clone())
+    }
+
+    fn stop(&mut self) {
+        // Each turn's process is stopped and reaped before run_turn returns; only the temp dir is
+        // left to clean up.
+        if let Some(d) = self.temp_dir.take() {
+            let _ = fs::remove_dir_all(d);
+        }
+    }
+}
+
+impl Drop for CopilotSession {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> CopilotConfig {
+        CopilotConfig {
+            command: "copilot".into(),
+            model: None,
+            allow_all_tools: false,
+            allow_tools: vec![],
+            deny_tools: vec![],
+            extra_args: vec![],
+            turn_timeout_ms: 1000,
+            stall_timeout_ms: 1000,
+        }
+    }
+
+    fn strs(v: Vec<OsString>) -> Vec<String> {
+        v.into_iter().map(|s| s.into_string().unwrap()).collect()
+    }
+
+    #[test]
+    fn first_turn_args() {
+        let a = strs(build_args(
+            &cfg(),
+            "do it; rm -rf / $(x) `y`",
+            &SessionArg::New("u1".into()),
+            Some(Path::new("/t/usage.json")),
+        ));
+        assert_eq!(
+            a,
+            [
+                "--prompt=do it; rm -rf / $(x) `y`",
+                "--output-format",
+                "json",
+                "--no-auto-update",
+                "--no-color",
+                "--session-id=u1",
+                "--usage-output-file",
+                "/t/usage.json"
+            ]
+        );
+    }
+
+    #[test]
+    fn permissions_model_and_extra_args() {
+        let mut c = cfg();
+        c.allow_tools = vec!["shell(gh:*)".into(), "write".into()];
+        c.deny_tools = vec!["shell(rm)".into()];
+        c.model = Some("gpt-4.1".into());
+        c.extra_args = vec!["--add-dir".into(), "/x".into()];
+        let a = strs(build_args(&c, "p", &SessionArg::Resume("u2".into()), None));
+        assert_eq!(
+            &a[5..],
+            [
+                "--resume=u2",
+                "--allow-tool=shell(gh:*)",
+                "--allow-tool=write",
+                "--deny-tool=shell(rm)",
+                "--model=gpt-4.1",
+                "--add-dir",
+                "/x"
+            ]
+        );
+        assert!(!a.contains(&"--allow-all-tools".to_string()));
+        c.allow_all_tools = true;
+        let a = strs(build_args(&c, "p", &SessionArg::Resume("u2".into()), None));
+        assert!(a.contains(&"--allow-all-tools".to_string()));
+    }
+
+    #[test]
+    fn uuid_v4_shape() {
+        let u = format_uuid_v4([0xff; 16]);
+        assert_eq!(u, "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        let u = format_uuid_v4([0; 16]);
+        assert_eq!(u, "00000000-0000-4000-8000-000000000000");
+        let a = new_uuid_v4().unwrap();
+        let b = new_uuid_v4().unwrap();
+        assert!(is_uuid(&a) && is_uuid(&b));
+        assert_ne!(a, b);
+        assert_eq!(&a[14..15], "4");
+    }
+}

@@ -1,0 +1,469 @@
+//! Pure parser of the Copilot CLI `--output-format json` stream (JSONL, CLI 1.0.102): every stdout
+//! line becomes exactly one normalized [`AgentEvent`] (so every line counts as activity for the
+//! stall timer), and [`StreamParser::finish`] decides the turn outcome from what was seen plus how
+//! the process ended. No I/O here; the session feeds lines in and reads the verdict out.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::agent::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind};
+
+/// Longest summary kept on an event (characters); longer text is cut with `…`.
+pub const SUMMARY_MAX_CHARS: usize = 240;
+/// Longest final assistant text kept for the turn summary (characters).
+pub const RESULT_TEXT_MAX_CHARS: usize = 4000;
+/// Tool calls remembered between `tool.execution_start` and `tool.execution_complete`.
+const MAX_TRACKED_TOOL_CALLS: usize = 256;
+
+/// How the CLI process ended, as seen by the session (input to [`StreamParser::finish`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessEnd {
+    /// Exit code, when the process exited normally.
+    pub exit_code: Option<i32>,
+    /// Terminating signal, when it was killed by one.
+    pub signal: Option<i32>,
+    /// Baton cancelled the turn (stop requested).
+    pub cancelled: bool,
+    /// Baton killed it because `turn_timeout_ms` elapsed.
+    pub timed_out: bool,
+    /// The last part of stderr (already bounded), for error messages.
+    pub stderr_tail: String,
+}
+
+/// The verdict on a finished turn.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnOutcome {
+    /// `result{exitCode:0}`, no abort, no error, clean exit.
+    Completed,
+    /// Anything else, with the normalized error.
+    Failed(AgentError),
+}
+
+/// Incremental state over one turn's stdout lines.
+#[derive(Debug, Default)]
+pub struct StreamParser {
+    lines: u64,
+    malformed: u64,
+    /// `toolCallId` → tool name, to name the tool in `execution_complete` summaries.
+    tool_names: HashMap<String, String>,
+    result_seen: bool,
+    result_exit_code: Option<i64>,
+    result_session_id: Option<String>,
+    result_outcome: Option<String>,
+    aborted: Option<String>,
+    session_error: Option<String>,
+    input_required: Option<String>,
+    last_text: Option<String>,
+    premium_requests: Option<f64>,
+    permission_denials: u32,
+}
+
+impl StreamParser {
+    /// A parser for a new turn.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Parse one stdout line into one normalized event (never panics; bad input ⇒ `malformed`).
+    pub fn parse_line(&mut self, line: &str) -> AgentEvent {
+        self.lines += 1;
+        let line = line.trim_end_matches(['\r', '\n']);
+        let value: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => return self.malformed(format!("not JSON ({e}): {}", excerpt(line))),
+        };
+        let Some(obj) = value.as_object() else {
+            return self.malformed(format!("not a JSON object: {}", excerpt(line)));
+        };
+        let Some(kind) = obj.get("type").and_then(Value::as_str) else {
+            return self.malformed(format!("no \"type\" field: {}", excerpt(line)));
+        };
+        let null = Value::Null;
+        let data = obj.get("data").unwrap_or(&null);
+        self.map_event(kind, data, &value)
+    }
+
+    fn malformed(&mut self, summary: String) -> AgentEvent {
+        self.malformed += 1;
+        AgentEvent::new(AgentEventKind::Malformed, bound(&summary))
+    }
+
+    fn map_event(&mut self, kind: &str, data: &Value, whole: &Value) -> AgentEvent {
+        use AgentEventKind as K;
+        let ev = |k: AgentEventKind, s: String| AgentEvent::new(k, bound(&s));
+        match kind {
+            "tool.execution_start" => {
+                let id = str_field(data, "toolCallId").unwrap_or_default();
+                let name = str_field(data, "toolName").unwrap_or_else(|| "tool".into());
+                if !id.is_empty() && self.tool_names.len() < MAX_TRACKED_TOOL_CALLS {
+                    self.tool_names.insert(id, name.clone());
+                }
+                let detail = data
+                    .get("arguments")
+                    .map(tool_arguments_summary)
+                    .unwrap_or_default();
+                ev(K::ToolUse, format!("tool {name} started{detail}"))
+            }
+            "tool.execution_complete" => {
+                let id = str_field(data, "toolCallId").unwrap_or_default();
+                let name = self
+                    .tool_names
+                    .remove(&id)
+                    .or_else(|| str_field(data, "toolName"))
+                    .unwrap_or_else(|| "tool".into());
+                let success = data.get("success").and_then(Value::as_bool);
+                let err = data.get("error");
+                let code = err.and_then(|e| str_field(e, "code"));
+                let msg = err
+                    .and_then(|e| str_field(e, "message"))
+                    .unwrap_or_default();
+                if code.as_deref() == Some("denied") {
+                    self.permission_denials += 1;
+                    ev(K::PermissionDenied, format!("tool {name} denied: {msg}"))
+                } else if success == Some(true) {
+                    ev(K::ToolUse, format!("tool {name} completed"))
+                } else {
+                    let code = code.map(|c| format!(" ({c})")).unwrap_or_default();
+                    ev(K::ToolUse, format!("tool {name} failed{code}: {msg}"))
+                }
+            }
+            "assistant.message" => {
+                let content = str_field(data, "content").unwrap_or_default();
+                if !content.trim().is_empty() {
+                    self.last_text = Some(truncate_chars(&content, RESULT_TEXT_MAX_CHARS));
+                    ev(K::Notification, format!("assistant: {content}"))
+                } else {
+                    let tools: Vec<String> = data
+                        .get("toolRequests")
+                        .and_then(Value::as_array)
+                        .map(|reqs| {
+                            reqs.iter()
+                                .take(8)
+                                .filter_map(|r| str_field(r, "name"))
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    if tools.is_empty() {
+                        ev(K::Notification, "assistant: (empty message)".into())
+                    } else {
+                        ev(
+                            K::Notification,
+                            format!("assistant requests tools: {}", tools.join(", ")),
+                        )
+                    }
+                }
+            }
+            "assistant.message_delta" | "assistant.reasoning_delta" => {
+                let text = str_field(data, "deltaContent").unwrap_or_default();
+                ev(K::Notification, format!("{kind}: {text}"))
+            }
+            "tool.shell_output" | "tool.execution_partial_result" | "tool.execution_progress" => {
+                ev(K::Notification, kind.to_string())
+            }
+            "session.info" | "session.warning" => {
+                let t = str_field(data, "infoType")
+                    .or_else(|| str_field(data, "warningType"))
+                    .unwrap_or_default();
+                let msg = str_field(data, "message").unwrap_or_default();
+                ev(K::Notification, format!("{kind} {t}: {msg}"))
+            }
+            "assistant.turn_retry" => ev(K::Notification, "model call retried".into()),
+            "model.call_failure" => {
+                let status = data
+                    .get("statusCode")
+                    .and_then(Value::as_i64)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|| "?".into());
+                ev(
+                    K::Notification,
+                    format!("model call failed: status {status}"),
+                )
+            }
+            "session.error" => {
+                let t = str_field(data, "errorType").unwrap_or_else(|| "error".into());
+                let msg = str_field(data, "message").unwrap_or_default();
+                let summary = bound(&format!("{t}: {msg}"));
+                self.session_error.get_or_insert(summary.clone());
+                ev(K::TurnFailed, format!("session error {summary}"))
+            }
+            "abort" => {
+                let reason = str_field(data, "reason").unwrap_or_else(|| "unknown".into());
+                self.aborted.get_or_insert(reason.clone());
+                ev(K::Notification, format!("agent aborted: {reason}"))
+            }
+            "assistant.idle" => {
+                if data.get("aborted").and_then(Value::as_bool) == Some(true) {
+                    self.aborted.get_or_insert_with(|| "aborted".into());
+                    ev(K::Notification, "agent idle (aborted)".into())
+                } else {
+                    ev(K::OtherMessage, "agent idle".into())
+                }
+            }
+            "result" => {
+                self.result_seen = true;
+                self.result_exit_code = whole.get("exitCode").and_then(Value::as_i64);
+                self.result_session_id = str_field(whole, "sessionId").filter(|s| is_uuid(s));
+                self.result_outcome = str_field(whole, "outcome");
+                self.premium_requests = whole
+                    .get("usage")
+                    .and_then(|u| u.get("premiumRequests"))
+                    .and_then(Value::as_f64);
+                let code = self
+                    .result_exit_code
+                    .map(|c| c.to_string())
+                    .unwrap_or_else(|| "missing".into());
+                let outcome = self
+                    .result_outcome
+                    .as_deref()
+                    .map(|o| format!(" outcome={o}"))
+                    .unwrap_or_default();
+                ev(K::OtherMessage, format!("result exitCode={code}{outcome}"))
+            }
+            k if k.starts_with("user_input.requested")
+                || k.starts_with("elicitation.requested") =>
+            {
+                self.input_required.get_or_insert_with(|| k.to_string());
+                ev(
+                    K::TurnInputRequired,
+                    format!("agent requested user input ({k})"),
+                )
+            }
+            other => ev(K::OtherMessage, other.to_string()),
+        }
+    }
+
+    /// The session id the CLI reported in its `result` line (a UUID), if any.
+    pub fn result_session_id(&self) -> Option<&str> {
+        self.result_session_id.as_deref()
+    }
+
+    /// The last non-empty assistant message (bounded).
+    pub fn last_text(&self) -> Option<&str> {
+        self.last_text.as_deref()
+    }
+
+    /// `result.usage.premiumRequests` when reported (0 in BYOK mode).
+    pub fn premium_requests(&self) -> Option<f64> {
+        self.premium_requests
+    }
+
+    /// Lines parsed so far.
+    pub fn line_count(&self) -> u64 {
+        self.lines
+    }
+
+    /// Lines that were not valid protocol lines.
+    pub fn malformed_count(&self) -> u64 {
+        self.malformed
+    }
+
+    /// Tool calls denied by the permission rules.
+    pub fn permission_denials(&self) -> u32 {
+        self.permission_denials
+    }
+
+    /// True when the run looks like `--resume=<id>` naming an unknown session: exit 1, nothing on
+    /// stdout, and the CLI's "No session … matched" text on stderr.
+    pub fn is_unknown_resume(&self, end: &ProcessEnd) -> bool {
+        self.lines == 0
+            && end.exit_code == Some(1)
+            && !end.cancelled
+            && !end.timed_out
+            && end.stderr_tail.contains("No session")
+            && end.stderr_tail.contains("matched")
+    }
+
+    /// Decide the turn outcome. Precedence: Baton's own cancel/timeout, agent abort, user input
+    /// required, `session.error`, missing `result`, `result` failure, non-zero exit; only a clean
+    /// `result{exitCode:0}` with exit 0 is success.
+    pub fn finish(&self, end: &ProcessEnd) -> TurnOutcome {
+        use AgentErrorKind as E;
+        let fail = |k: AgentErrorKind, m: String| TurnOutcome::Failed(AgentError::new(k, m));
+        let how = describe_end(end);
+        let stderr = if end.stderr_tail.trim().is_empty() {
+            String::new()
+        } else {
+            format!("; stderr: {}", bound(end.stderr_tail.trim()))
+        };
+        if end.cancelled {
+            return fail(E::TurnCancelled, "turn cancelled by Baton".into());
+        }
+        if end.timed_out {
+            return fail(
+                E::TurnTimeout,
+                "turn exceeded copilot.turn_timeout_ms".into(),
+            );
+        }
+        if let Some(reason) = &self.aborted {
+            return fail(
+                E::TurnCancelled,
+                format!("agent aborted the turn ({reason}); {how}"),
+            );
+        }
+        if let Some(what) = &self.input_required {
+            return fail(
+                E::TurnInputRequired,
+                format!("agent requested user input ({what})"),
+            );
+        }
+        if let Some(msg) = &self.session_error {
+            return fail(E::TurnFailed, format!("agent reported {msg}; {how}"));
+        }
+        if !self.result_seen {
+            if self.lines == 0 && end.exit_code == Some(127) {
+                return fail(
+                    E::AgentNotFound,
+                    format!("copilot command not found (exit 127){stderr}"),
+                );
+            }
+            if end.exit_code == Some(0) {
+                return fail(
+                    E::ParseError,
+                    format!("stream ended without a result line; {how}{stderr}"),
+                );
+            }
+            return fail(
+                E::ProcessExit,
+                format!("{how} without a result line{stderr}"),
+            );
+        }
+        if self.result_outcome.as_deref() == Some("blocked") {
+            return fail(E::TurnFailed, "agent reported outcome=blocked".into());
+        }
+        match self.result_exit_code {
+            Some(0) => {}
+            Some(c) => {
+                return fail(
+                    E::TurnFailed,
+                    format!("result reported exitCode={c}; {how}{stderr}"),
+                )
+            }
+            None => return fail(E::ParseError, "result line without exitCode".into()),
+        }
+        if end.exit_code != Some(0) {
+            return fail(E::ProcessExit, format!("{how} after a result line{stderr}"));
+        }
+        TurnOutcome::Completed
+    }
+}
+
+fn describe_end(end: &ProcessEnd) -> String {
+    match (end.exit_code, end.signal) {
+        (Some(c), _) => format!("process exited with code {c}"),
+        (None, Some(s)) => format!("process killed by signal {s}"),
+        (None, None) => "process ended".into(),
+    }
+}
+
+fn str_field(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// A short ` : <command>` / ` : <path>` detail for a tool's arguments.
+fn tool_arguments_summary(args: &Value) -> String {
+    for key in ["command", "path", "pattern", "url", "description"] {
+        if let Some(s) = args.get(key).and_then(Value::as_str) {
+            return format!(": {s}");
+        }
+    }
+    String::new()
+}
+
+/// True for a canonical hyphenated UUID (36 chars, hex digits and four dashes).
+pub fn is_uuid(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+/// One line, control characters replaced, at most [`SUMMARY_MAX_CHARS`] characters.
+pub fn bound(s: &str) -> String {
+    let flat: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    truncate_chars(&flat, SUMMARY_MAX_CHARS)
+}
+
+fn excerpt(line: &str) -> String {
+    truncate_chars(line, 80)
+}
+
+fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_lines_are_malformed_not_panics() {
+        let mut p = StreamParser::new();
+        for line in [
+            "",
+            "{",
+            "[]",
+            "42",
+            "\"x\"",
+            "{\"data\":{}}",
+            "{\"type\":7}",
+            "\u{0}",
+        ] {
+            assert_eq!(
+                p.parse_line(line).kind,
+                AgentEventKind::Malformed,
+                "{line:?}"
+            );
+        }
+        assert_eq!(p.malformed_count(), 8);
+    }
+
+    #[test]
+    fn wrong_field_types_do_not_panic() {
+        let mut p = StreamParser::new();
+        let lines = [
+            r#"{"type":"tool.execution_start","data":5}"#,
+            r#"{"type":"tool.execution_complete","data":{"error":"x","success":"yes"}}"#,
+            r#"{"type":"assistant.message","data":{"content":[1],"toolRequests":{"a":1}}}"#,
+            r#"{"type":"result","exitCode":"0","sessionId":12}"#,
+            r#"{"type":"session.error","data":null}"#,
+        ];
+        for l in lines {
+            let _ = p.parse_line(l);
+        }
+        assert!(matches!(
+            p.finish(&ProcessEnd {
+                exit_code: Some(0),
+                ..Default::default()
+            }),
+            TurnOutcome::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn summaries_are_bounded_single_lines() {
+        let mut p = StreamParser::new();
+        let long = "é\n".repeat(10_000);
+        let line = serde_json::json!({"type":"assistant.message","data":{"content": long}});
+        let ev = p.parse_line(&line.to_string());
+        assert!(ev.summary.chars().count() <= SUMMARY_MAX_CHARS + 1);
+        assert!(!ev.summary.contains('\n'));
+        assert!(p.last_text().unwrap().chars().count() <= RESULT_TEXT_MAX_CHARS + 1);
+    }
+
+    #[test]
+    fn uuid_check() {
+        assert!(is_uuid("0b470000-0000-4000-8000-0000000000a1"));
+        assert!(!is_uuid("0b470000-0000-4000-8000-0000000000a"));
+        assert!(!is_uuid("0b470000x0000-4000-8000-0000000000a1"));
+        assert!(!is_uuid("--resume=0000-4000-8000-00000000000a1"));
+    }
+}

@@ -1,0 +1,368 @@
+//! The Copilot JSONL parser over every captured real transcript of `@github/copilot@1.0.102`
+//! (`fixtures/copilot/`, copied from the shared transcript set): event mapping, turn outcome,
+//! session id, and usage-file deltas.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use baton::agent::copilot::parse::{ProcessEnd, StreamParser, TurnOutcome};
+use baton::agent::copilot::usage::{read_usage_file, UsageTracker};
+use baton::agent::{AgentErrorKind, AgentEvent, AgentEventKind};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/copilot")
+        .join(name)
+}
+
+struct Run {
+    parser: StreamParser,
+    events: Vec<AgentEvent>,
+    end: ProcessEnd,
+    lines: usize,
+}
+
+fn run(name: &str) -> Run {
+    let dir = fixture(name);
+    let stdout = fs::read_to_string(dir.join("stdout.txt")).unwrap();
+    let stderr = fs::read_to_string(dir.join("stderr.txt")).unwrap_or_default();
+    let code: i32 = fs::read_to_string(dir.join("exit_code.txt"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut parser = StreamParser::new();
+    let events: Vec<AgentEvent> = stdout.lines().map(|l| parser.parse_line(l)).collect();
+    let end = ProcessEnd {
+        exit_code: Some(code),
+        stderr_tail: stderr,
+        ..Default::default()
+    };
+    Run {
+        lines: stdout.lines().count(),
+        parser,
+        events,
+        end,
+    }
+}
+
+fn kinds(r: &Run, k: AgentEventKind) -> Vec<&AgentEvent> {
+    r.events.iter().filter(|e| e.kind == k).collect()
+}
+
+fn failure_kind(r: &Run) -> Option<AgentErrorKind> {
+    match r.parser.finish(&r.end) {
+        TurnOutcome::Completed => None,
+        TurnOutcome::Failed(e) => Some(e.kind),
+    }
+}
+
+const ALL: &[&str] = &[
+    "01-simple-text",
+    "02-simple-json",
+    "03-shell-allowed-text",
+    "04-shell-allowed-json",
+    "05-shell-denied-rule-text",
+    "06-shell-denied-rule-json",
+    "07-shell-no-approval-json",
+    "08-resume-turn1-json",
+    "09-resume-turn2-json",
+    "10-resume-turn3-text",
+    "11-model-400-json",
+    "12-model-400-text",
+    "13-resume-unknown",
+    "14-silent-shell",
+    "15-acp-allow",
+    "16-acp-reject",
+    "17-otel-file-exporter",
+    "18-sigterm-json",
+];
+
+const JSON_RUNS: &[&str] = &[
+    "02-simple-json",
+    "04-shell-allowed-json",
+    "06-shell-denied-rule-json",
+    "07-shell-no-approval-json",
+    "08-resume-turn1-json",
+    "09-resume-turn2-json",
+    "11-model-400-json",
+    "17-otel-file-exporter",
+    "18-sigterm-json",
+];
+
+#[test]
+fn every_line_of_every_transcript_gives_exactly_one_bounded_event() {
+    for name in ALL {
+        let r = run(name);
+        assert_eq!(r.events.len(), r.lines, "{name}");
+        for e in &r.events {
+            assert!(!e.summary.contains('\n'), "{name}: {:?}", e.summary);
+            assert!(e.summary.chars().count() <= 241, "{name}");
+        }
+    }
+}
+
+#[test]
+fn json_transcripts_have_no_malformed_lines_and_a_uuid_session() {
+    for name in JSON_RUNS {
+        let r = run(name);
+        assert!(kinds(&r, AgentEventKind::Malformed).is_empty(), "{name}");
+        let sid = r.parser.result_session_id().expect(name);
+        assert_eq!(sid.len(), 36, "{name}");
+    }
+}
+
+#[test]
+fn non_json_output_is_malformed_and_never_success() {
+    // Text mode, --silent, and ACP probe logs are not the JSONL protocol: every line is malformed
+    // and, without a result line, the turn fails even with exit code 0.
+    for name in [
+        "01-simple-text",
+        "03-shell-allowed-text",
+        "05-shell-denied-rule-text",
+        "10-resume-turn3-text",
+        "14-silent-shell",
+        "15-acp-allow",
+        "16-acp-reject",
+    ] {
+        let r = run(name);
+        assert!(r.lines > 0, "{name}");
+        assert_eq!(
+            kinds(&r, AgentEventKind::Malformed).len(),
+            r.lines,
+            "{name}"
+        );
+        assert_eq!(failure_kind(&r), Some(AgentErrorKind::ParseError), "{name}");
+    }
+}
+
+#[test]
+fn simple_json_completes_with_final_text() {
+    let r = run("02-simple-json");
+    assert_eq!(failure_kind(&r), None);
+    assert!(r
+        .parser
+        .last_text()
+        .unwrap()
+        .starts_with("Hi! I am the fake backend. I have seen 1 user message"));
+    assert!(kinds(&r, AgentEventKind::ToolUse).is_empty());
+    assert!(!kinds(&r, AgentEventKind::Notification).is_empty());
+    assert_eq!(r.parser.premium_requests(), Some(0.0));
+}
+
+#[test]
+fn allowed_shell_tool_is_tool_use_start_and_completion() {
+    for name in ["04-shell-allowed-json", "17-otel-file-exporter"] {
+        let r = run(name);
+        assert_eq!(failure_kind(&r), None, "{name}");
+        let tools: Vec<&str> = kinds(&r, AgentEventKind::ToolUse)
+            .iter()
+            .map(|e| e.summary.as_str())
+            .collect();
+        assert_eq!(
+            tools,
+            [
+                "tool bash started: echo hello-from-tool",
+                "tool bash completed"
+            ],
+            "{name}"
+        );
+        assert!(kinds(&r, AgentEventKind::PermissionDenied).is_empty());
+        assert!(r.parser.last_text().unwrap().contains("hello-from-tool"));
+    }
+}
+
+#[test]
+fn denied_tools_are_permission_denied_and_the_turn_still_completes() {
+    let r = run("06-shell-denied-rule-json");
+    let denied = kinds(&r, AgentEventKind::PermissionDenied);
+    assert_eq!(denied.len(), 1);
+    assert!(denied[0].summary.starts_with("tool bash denied: "));
+    assert!(denied[0].summary.contains("`shell(rm)`"));
+    assert_eq!(r.parser.permission_denials(), 1);
+    assert_eq!(failure_kind(&r), None);
+
+    let r = run("07-shell-no-approval-json");
+    let denied = kinds(&r, AgentEventKind::PermissionDenied);
+    assert_eq!(denied.len(), 1);
+    assert!(denied[0]
+        .summary
+        .contains("no interactive user response was available"));
+    assert_eq!(failure_kind(&r), None);
+}
+
+#[test]
+fn resumed_turns_echo_the_baton_chosen_session_id() {
+    for name in ["08-resume-turn1-json", "09-resume-turn2-json"] {
+        let r = run(name);
+        assert_eq!(
+            r.parser.result_session_id(),
+            Some("0b470000-0000-4000-8000-0000000000a1"),
+            "{name}"
+        );
+        assert_eq!(failure_kind(&r), None);
+    }
+    assert!(run("09-resume-turn2-json")
+        .parser
+        .last_text()
+        .unwrap()
+        .contains("seen 2 user message(s)"));
+}
+
+#[test]
+fn model_error_is_turn_failed() {
+    let r = run("11-model-400-json");
+    let failed = kinds(&r, AgentEventKind::TurnFailed);
+    assert_eq!(failed.len(), 1);
+    assert!(failed[0]
+        .summary
+        .contains("400 fake backend scripted bad request"));
+    match r.parser.finish(&r.end) {
+        TurnOutcome::Failed(e) => {
+            assert_eq!(e.kind, AgentErrorKind::TurnFailed);
+            assert!(e.message.contains("400"), "{}", e.message);
+        }
+        TurnOutcome::Completed => panic!("a model error must not complete"),
+    }
+}
+
+#[test]
+fn text_mode_model_error_without_output_is_process_exit() {
+    let r = run("12-model-400-text");
+    assert_eq!(r.lines, 0);
+    match r.parser.finish(&r.end) {
+        TurnOutcome::Failed(e) => {
+            assert_eq!(e.kind, AgentErrorKind::ProcessExit);
+            assert!(e.message.contains("400 fake backend scripted bad request"));
+        }
+        TurnOutcome::Completed => panic!(),
+    }
+    assert!(!r.parser.is_unknown_resume(&r.end));
+}
+
+#[test]
+fn unknown_resume_is_detected_for_the_fallback() {
+    let r = run("13-resume-unknown");
+    assert_eq!(r.lines, 0);
+    assert!(r.parser.is_unknown_resume(&r.end));
+    assert_eq!(failure_kind(&r), Some(AgentErrorKind::ProcessExit));
+    // The same stderr with a cancel, or with stdout lines, is not an unknown resume.
+    let mut end = r.end.clone();
+    end.cancelled = true;
+    assert!(!r.parser.is_unknown_resume(&end));
+    assert!(!run("02-simple-json").parser.is_unknown_resume(&r.end));
+}
+
+#[test]
+fn sigterm_abort_is_cancelled_even_though_result_says_exit_0() {
+    let r = run("18-sigterm-json");
+    assert!(r
+        .events
+        .iter()
+        .any(|e| e.summary == "agent aborted: user_initiated"));
+    match r.parser.finish(&r.end) {
+        TurnOutcome::Failed(e) => assert_eq!(e.kind, AgentErrorKind::TurnCancelled),
+        TurnOutcome::Completed => panic!("an aborted turn must not complete"),
+    }
+    // With the result line but exit code 143 and no abort (hypothetically) it is still a failure.
+    let mut p = StreamParser::new();
+    p.parse_line(
+        r#"{"type":"result","sessionId":"0b470000-0000-4000-8000-0000000000a1","exitCode":0}"#,
+    );
+    let end = ProcessEnd {
+        exit_code: Some(143),
+        ..Default::default()
+    };
+    assert!(
+        matches!(p.finish(&end), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::ProcessExit)
+    );
+}
+
+#[test]
+fn truncated_stream_without_result_is_never_success() {
+    let stdout = fs::read_to_string(fixture("02-simple-json/stdout.txt")).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    let mut p = StreamParser::new();
+    for l in &lines[..lines.len() - 1] {
+        p.parse_line(l);
+    }
+    let end = ProcessEnd {
+        exit_code: Some(0),
+        ..Default::default()
+    };
+    assert!(
+        matches!(p.finish(&end), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::ParseError)
+    );
+    let killed = ProcessEnd {
+        signal: Some(9),
+        ..Default::default()
+    };
+    assert!(
+        matches!(p.finish(&killed), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::ProcessExit)
+    );
+    // The full stream completes.
+    p.parse_line(lines[lines.len() - 1]);
+    assert_eq!(p.finish(&end), TurnOutcome::Completed);
+    // ...but not if Baton cancelled or timed out meanwhile.
+    let cancelled = ProcessEnd {
+        exit_code: Some(0),
+        cancelled: true,
+        ..Default::default()
+    };
+    assert!(
+        matches!(p.finish(&cancelled), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::TurnCancelled)
+    );
+}
+
+#[test]
+fn blocked_result_fails() {
+    let mut p = StreamParser::new();
+    p.parse_line(r#"{"type":"result","exitCode":1,"outcome":"blocked","blocker":{}}"#);
+    let end = ProcessEnd {
+        exit_code: Some(1),
+        ..Default::default()
+    };
+    assert!(
+        matches!(p.finish(&end), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::TurnFailed)
+    );
+}
+
+#[test]
+fn command_not_found_is_agent_not_found() {
+    let p = StreamParser::new();
+    let end = ProcessEnd {
+        exit_code: Some(127),
+        stderr_tail: "bash: line 1: copilot: command not found".into(),
+        ..Default::default()
+    };
+    assert!(
+        matches!(p.finish(&end), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::AgentNotFound)
+    );
+}
+
+#[test]
+fn usage_files_are_cumulative_and_become_deltas() {
+    let t1 = read_usage_file(&fixture("08-resume-turn1-json/usage.json")).unwrap();
+    let t2 = read_usage_file(&fixture("09-resume-turn2-json/usage.json")).unwrap();
+    assert_eq!(
+        (t1.tokens.input_tokens, t1.tokens.output_tokens),
+        (1234, 56)
+    );
+    assert_eq!(
+        (t2.tokens.input_tokens, t2.tokens.output_tokens),
+        (2468, 112)
+    );
+    let mut tracker = UsageTracker::new();
+    let a = tracker.record(Ok(t1));
+    let b = tracker.record(Ok(t2));
+    assert!(a.available && b.available);
+    assert_eq!((a.delta.input_tokens, a.delta.output_tokens), (1234, 56));
+    assert_eq!((b.delta.input_tokens, b.delta.output_tokens), (1234, 56));
+    // A turn without a usage file is zero and flagged, not invented.
+    let c = tracker.record(read_usage_file(&fixture("13-resume-unknown/usage.json")));
+    assert!(!c.available);
+    assert_eq!(c.delta.total(), 0);
+    // The tool run (two model calls) reports both calls.
+    let t = read_usage_file(&fixture("04-shell-allowed-json/usage.json")).unwrap();
+    assert_eq!((t.tokens.input_tokens, t.tokens.output_tokens), (2468, 112));
+}
