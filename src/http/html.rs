@@ -180,12 +180,7 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
     h.push_str("</dd><dt>GraphQL points</dt><dd>");
     match &tr.rate_limit {
         Some(rl) => {
-            let _ = write!(
-                h,
-                "{} of {} left",
-                opt_num(rl.remaining),
-                opt_num(rl.limit)
-            );
+            let _ = write!(h, "{} of {} left", opt_num(rl.remaining), opt_num(rl.limit));
             if let Some(reset) = &rl.reset_at {
                 let _ = write!(h, ", resets {}", escape(reset));
             }
@@ -338,11 +333,7 @@ fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
                 let _ = write!(s, " <span class=\"muted\">{}</span>", ago_text(at, now));
             }
             if let Some(msg) = r.last_message.as_deref().filter(|m| !m.is_empty()) {
-                let _ = write!(
-                    s,
-                    "<br>{}",
-                    escape(&truncate(msg, CELL_MESSAGE_CHARS))
-                );
+                let _ = write!(s, "<br>{}", escape(&truncate(msg, CELL_MESSAGE_CHARS)));
             }
             s
         }

@@ -421,7 +421,10 @@ mod tests {
     fn resolves_routes_methods_and_unknown_paths() {
         assert_eq!(resolve("GET", "/"), Dispatch::Route(Route::Dashboard));
         assert_eq!(resolve("HEAD", "/?x=1"), Dispatch::Route(Route::Dashboard));
-        assert_eq!(resolve("GET", "/api/v1/state"), Dispatch::Route(Route::State));
+        assert_eq!(
+            resolve("GET", "/api/v1/state"),
+            Dispatch::Route(Route::State)
+        );
         assert_eq!(
             resolve("GET", "/api/v1/acme__app-7"),
             Dispatch::Route(Route::IssueApi("acme__app-7".into()))
@@ -430,7 +433,10 @@ mod tests {
             resolve("GET", "/issues/acme__app%2D7"),
             Dispatch::Route(Route::IssuePage("acme__app-7".into()))
         );
-        assert_eq!(resolve("POST", "/api/v1/refresh"), Dispatch::Route(Route::Refresh));
+        assert_eq!(
+            resolve("POST", "/api/v1/refresh"),
+            Dispatch::Route(Route::Refresh)
+        );
         assert_eq!(
             resolve("POST", "/api/v1/webhooks/github"),
             Dispatch::Route(Route::GithubWebhook)
@@ -443,15 +449,30 @@ mod tests {
             resolve("DELETE", "/api/v1/state"),
             Dispatch::MethodNotAllowed("GET, HEAD")
         );
-        assert_eq!(resolve("POST", "/"), Dispatch::MethodNotAllowed("GET, HEAD"));
-        for p in ["/nope", "/api/v1/", "/api/v1/a/b", "/issues/", "/api/v2/state", ""] {
+        assert_eq!(
+            resolve("POST", "/"),
+            Dispatch::MethodNotAllowed("GET, HEAD")
+        );
+        for p in [
+            "/nope",
+            "/api/v1/",
+            "/api/v1/a/b",
+            "/issues/",
+            "/api/v2/state",
+            "",
+        ] {
             assert_eq!(resolve("GET", p), Dispatch::NotFound, "{p:?}");
         }
     }
 
     #[test]
     fn bad_percent_encodings_do_not_panic_and_fail_validation() {
-        for p in ["/api/v1/%", "/api/v1/%zz", "/api/v1/%ff%fe", "/api/v1/%E2%82"] {
+        for p in [
+            "/api/v1/%",
+            "/api/v1/%zz",
+            "/api/v1/%ff%fe",
+            "/api/v1/%E2%82",
+        ] {
             match resolve("GET", p) {
                 Dispatch::Route(Route::IssueApi(id)) => assert!(!is_plausible_identifier(&id)),
                 other => panic!("{p}: {other:?}"),
@@ -459,7 +480,9 @@ mod tests {
         }
         assert!(is_plausible_identifier("my.org__repo-name-12"));
         assert!(!is_plausible_identifier("a b"));
-        assert!(!is_plausible_identifier(&"a".repeat(MAX_IDENTIFIER_LEN + 1)));
+        assert!(!is_plausible_identifier(
+            &"a".repeat(MAX_IDENTIFIER_LEN + 1)
+        ));
     }
 
     #[test]

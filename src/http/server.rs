@@ -177,7 +177,10 @@ fn accept_loop(
                     Arc::new(s)
                 }
                 Err(e) => {
-                    log::warn!("http server rebind failed addr={addr} error={e} retry_in_ms={}", backoff.as_millis());
+                    log::warn!(
+                        "http server rebind failed addr={addr} error={e} retry_in_ms={}",
+                        backoff.as_millis()
+                    );
                     if pause(&wake, &shared, backoff) {
                         return;
                     }
@@ -298,7 +301,11 @@ fn read_body(rq: &mut Request, max: usize) -> Result<Vec<u8>, Reply> {
         Ok(_) => Ok(body),
         Err(e) => {
             log::debug!("http request body unreadable error={e}");
-            Err(Reply::error(400, "bad_request", "could not read the request body"))
+            Err(Reply::error(
+                400,
+                "bad_request",
+                "could not read the request body",
+            ))
         }
     }
 }

@@ -96,7 +96,10 @@ mod tests {
             sig,
             "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
         );
-        assert_eq!(verify_signature(&secret, b"Hello, World!", Some(&sig)), Ok(()));
+        assert_eq!(
+            verify_signature(&secret, b"Hello, World!", Some(&sig)),
+            Ok(())
+        );
         let upper = sig.replace("sha256=", "").to_uppercase();
         assert_eq!(
             verify_signature(&secret, b"Hello, World!", Some(&format!("sha256={upper}"))),
@@ -108,8 +111,17 @@ mod tests {
     fn rejects_missing_malformed_and_wrong_signatures() {
         let secret = Secret::new("s3cret");
         let body = br#"{"action":"edited"}"#;
-        assert_eq!(verify_signature(&secret, body, None), Err(SignatureError::Missing));
-        for bad in ["", "sha1=abc", "sha256=", "sha256=zz", &"sha256=".repeat(20)] {
+        assert_eq!(
+            verify_signature(&secret, body, None),
+            Err(SignatureError::Missing)
+        );
+        for bad in [
+            "",
+            "sha1=abc",
+            "sha256=",
+            "sha256=zz",
+            &"sha256=".repeat(20),
+        ] {
             assert_eq!(
                 verify_signature(&secret, body, Some(bad)),
                 Err(SignatureError::Malformed),
