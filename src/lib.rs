@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod app;
 pub mod cli;
+pub mod http;
 pub mod logging;
 pub mod model;
 pub mod signals;

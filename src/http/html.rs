@@ -1,0 +1,645 @@
+//! Server-rendered, self-contained HTML for the dashboard (`/`) and the per-issue page
+//! (`/issues/<identifier>`). Every value that came from GitHub or an agent goes through
+//! [`escape`]; links to issues are emitted only for `http`/`https` URLs ([`safe_link`]).
+//!
+//! The pages reload themselves with a meta refresh; one constant inline script ticks the retry
+//! countdowns between reloads. The `Content-Security-Policy` ([`content_security_policy`]) allows
+//! exactly that script by its SHA-256 hash, so even a missed escape could not run injected code.
+
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+use std::time::SystemTime;
+
+use crate::status::{BlockedRow, IssueDetail, RetryRow, RunningRow, StateSnapshot};
+use crate::timefmt;
+
+/// Seconds between automatic reloads of the dashboard and issue pages.
+pub const REFRESH_SECONDS: u32 = 5;
+
+/// Longest agent message shown in a dashboard cell (characters); the issue page shows more.
+const CELL_MESSAGE_CHARS: usize = 200;
+/// Longest event message shown on the issue page (characters).
+const EVENT_MESSAGE_CHARS: usize = 2000;
+
+/// The only script on any page: ticks `[data-due-ms]` countdowns and marks the page as live.
+const COUNTDOWN_SCRIPT: &str = "(function(){var t0=Date.now();\
+document.documentElement.setAttribute('data-js','on');\
+function fmt(ms){var s=Math.max(0,Math.ceil(ms/1000));var m=Math.floor(s/60);s%=60;\
+return m>0?m+'m '+(s<10?'0':'')+s+'s':s+'s';}\
+function tick(){var els=document.querySelectorAll('[data-due-ms]');\
+for(var i=0;i<els.length;i++){var d=parseInt(els[i].getAttribute('data-due-ms'),10);\
+if(!isNaN(d)){els[i].textContent=fmt(d-(Date.now()-t0));}}}\
+tick();setInterval(tick,1000);})();";
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222}\
+h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .4em}\
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3em .5em;\
+border-bottom:1px solid #ddd;vertical-align:top}th{background:#f4f4f4}\
+.muted{color:#777}.err{color:#a00}.num{text-align:right;font-variant-numeric:tabular-nums}\
+pre{background:#f7f7f7;padding:.5em;overflow:auto;white-space:pre-wrap;word-break:break-word}\
+dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:600}dd{margin:0}";
+
+/// HTML-escape text for element content and double- or single-quoted attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// `url` when it is an absolute `http://` or `https://` URL without whitespace or control
+/// characters; `None` otherwise (e.g. `javascript:`, `data:`, relative URLs), so it is shown as
+/// text instead of a link.
+pub fn safe_link(url: &str) -> Option<&str> {
+    let lower_prefix: String = url.chars().take(8).collect::<String>().to_ascii_lowercase();
+    let scheme_ok = lower_prefix.starts_with("https://") || lower_prefix.starts_with("http://");
+    let chars_ok = !url.chars().any(|c| c.is_whitespace() || c.is_control());
+    (scheme_ok && chars_ok && url.len() > "http://".len()).then_some(url)
+}
+
+/// The `Content-Security-Policy` for HTML responses: nothing external, inline styles, and only
+/// the countdown script (by hash).
+pub fn content_security_policy() -> &'static str {
+    static CSP: OnceLock<String> = OnceLock::new();
+    CSP.get_or_init(|| {
+        let digest = ring::digest::digest(&ring::digest::SHA256, COUNTDOWN_SCRIPT.as_bytes());
+        format!(
+            "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{}'; \
+             img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            base64(digest.as_ref())
+        )
+    })
+}
+
+/// Percent-encode an identifier for use as a path segment (`/issues/<identifier>`).
+pub fn path_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+/// Render the dashboard for `snap` as seen at `now`.
+pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
+    let mut h = String::with_capacity(8 * 1024);
+    page_start(&mut h, "Baton");
+    let _ = write!(
+        h,
+        "<h1>Baton</h1><p class=\"muted\">Snapshot {} · {} running · {} retrying · {} blocked · \
+         reloads every {REFRESH_SECONDS}s · <a href=\"/api/v1/state\">JSON</a></p>",
+        escape(&snap.generated_at),
+        snap.counts.running,
+        snap.counts.retrying,
+        snap.counts.blocked,
+    );
+
+    h.push_str("<h2 id=\"running\">Running</h2>");
+    if snap.running.is_empty() {
+        h.push_str("<p class=\"muted\">No running agents.</p>");
+    } else {
+        h.push_str(
+            "<table id=\"running-table\"><thead><tr><th>Issue</th><th>Title</th><th>State</th>\
+             <th class=\"num\">Turns</th><th>Age</th><th>Last event</th>\
+             <th class=\"num\">Tokens</th><th class=\"num\">Cost</th></tr></thead><tbody>",
+        );
+        for row in &snap.running {
+            running_row(&mut h, row, now);
+        }
+        h.push_str("</tbody></table>");
+    }
+
+    h.push_str("<h2 id=\"retrying\">Retry queue</h2>");
+    if snap.retrying.is_empty() {
+        h.push_str("<p class=\"muted\">No retries queued.</p>");
+    } else {
+        h.push_str(
+            "<table id=\"retry-table\"><thead><tr><th>Issue</th><th class=\"num\">Attempt</th>\
+             <th>Due in</th><th>Due at</th><th>Error</th></tr></thead><tbody>",
+        );
+        for row in &snap.retrying {
+            retry_row(&mut h, row);
+        }
+        h.push_str("</tbody></table>");
+    }
+
+    h.push_str("<h2 id=\"blocked\">Blocked</h2>");
+    if snap.blocked.is_empty() {
+        h.push_str("<p class=\"muted\">No blocked issues.</p>");
+    } else {
+        h.push_str(
+            "<table id=\"blocked-table\"><thead><tr><th>Issue</th><th>State</th><th>Reason</th>\
+             <th>Since</th></tr></thead><tbody>",
+        );
+        for row in &snap.blocked {
+            blocked_row(&mut h, row, now);
+        }
+        h.push_str("</tbody></table>");
+    }
+
+    let t = &snap.agent_totals;
+    let _ = write!(
+        h,
+        "<h2 id=\"totals\">Totals</h2><dl><dt>Input tokens</dt><dd>{}</dd><dt>Output tokens</dt>\
+         <dd>{}</dd><dt>Total tokens</dt><dd>{}</dd><dt>Agent runtime</dt><dd>{}</dd>\
+         <dt>Cost</dt><dd>{}</dd></dl>",
+        thousands(t.input_tokens),
+        thousands(t.output_tokens),
+        thousands(t.total_tokens),
+        duration_text(t.seconds_running.max(0.0) as u64),
+        cost_text(Some(t.cost_usd)),
+    );
+
+    let tr = &snap.tracker;
+    h.push_str("<h2 id=\"tracker\">GitHub</h2><dl><dt>Last successful poll</dt><dd>");
+    match &tr.last_successful_poll_at {
+        Some(at) => {
+            let _ = write!(h, "{} ({})", escape(at), ago_text(at, now));
+        }
+        None => h.push_str("<span class=\"muted\">never</span>"),
+    }
+    h.push_str("</dd><dt>Last poll error</dt><dd>");
+    match &tr.last_error {
+        Some(e) => {
+            let _ = write!(h, "<span class=\"err\">{}</span>", escape(e));
+        }
+        None => h.push_str("<span class=\"muted\">none</span>"),
+    }
+    h.push_str("</dd><dt>GraphQL points</dt><dd>");
+    match &tr.rate_limit {
+        Some(rl) => {
+            let _ = write!(h, "{} of {} left", opt_num(rl.remaining), opt_num(rl.limit));
+            if let Some(reset) = &rl.reset_at {
+                let _ = write!(h, ", resets {}", escape(reset));
+            }
+            if let Some(cost) = rl.last_cost {
+                let _ = write!(h, ", last query cost {cost}");
+            }
+        }
+        None => h.push_str("<span class=\"muted\">unknown</span>"),
+    }
+    h.push_str("</dd></dl>");
+
+    h.push_str("<h2 id=\"rate-limits\">Agent rate limits</h2>");
+    match &snap.rate_limits {
+        Some(v) if !v.is_null() => {
+            let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
+            let _ = write!(h, "<pre>{}</pre>", escape(&pretty));
+        }
+        _ => h.push_str("<p class=\"muted\">None reported.</p>"),
+    }
+    page_end(&mut h);
+    h
+}
+
+/// Render the per-issue page for `detail` as seen at `now`.
+pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
+    let mut h = String::with_capacity(8 * 1024);
+    page_start(&mut h, &format!("Baton · {}", d.issue_identifier));
+    let url = d
+        .running
+        .as_ref()
+        .and_then(|r| r.url.as_deref())
+        .or_else(|| d.retry.as_ref().and_then(|r| r.url.as_deref()))
+        .or_else(|| d.blocked.as_ref().and_then(|r| r.url.as_deref()));
+    let _ = write!(
+        h,
+        "<p><a href=\"/\">← Dashboard</a> · <a href=\"/api/v1/{}\">JSON</a></p><h1>{}</h1>",
+        path_segment(&d.issue_identifier),
+        issue_link(&d.issue_identifier, url),
+    );
+    if let Some(r) = &d.running {
+        let _ = write!(h, "<p id=\"issue-title\">{}</p>", escape(&r.title));
+    }
+    let _ = write!(
+        h,
+        "<dl><dt>Status</dt><dd id=\"issue-status\">{}</dd><dt>Issue id</dt><dd>{}</dd>\
+         <dt>Workspace</dt><dd>{}</dd><dt>Attempts</dt><dd>{}</dd><dt>Last error</dt><dd>{}</dd>",
+        escape(&d.status),
+        escape(&d.issue_id),
+        d.workspace
+            .as_deref()
+            .map(escape)
+            .unwrap_or_else(|| "<span class=\"muted\">none</span>".into()),
+        d.attempts,
+        d.last_error
+            .as_deref()
+            .map(|e| format!("<span class=\"err\">{}</span>", escape(e)))
+            .unwrap_or_else(|| "<span class=\"muted\">none</span>".into()),
+    );
+    if let Some(r) = &d.running {
+        let _ = write!(
+            h,
+            "<dt>State</dt><dd>{}</dd><dt>Session</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd>\
+             <dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} total</dd>\
+             <dt>Cost</dt><dd>{}</dd>",
+            escape(&r.state),
+            escape(r.session_id.as_deref().unwrap_or("—")),
+            r.turn_count,
+            age_text(&r.started_at, now),
+            thousands(r.tokens.input_tokens),
+            thousands(r.tokens.output_tokens),
+            thousands(r.tokens.total_tokens),
+            cost_text(r.cost_usd),
+        );
+    }
+    if let Some(r) = &d.retry {
+        let _ = write!(
+            h,
+            "<dt>Retry attempt</dt><dd>{}</dd><dt>Retry due in</dt><dd>{}</dd>",
+            r.attempt,
+            countdown(r.due_in_ms),
+        );
+    }
+    if let Some(b) = &d.blocked {
+        let _ = write!(
+            h,
+            "<dt>Blocked because</dt><dd class=\"err\">{}</dd><dt>Blocked since</dt><dd>{}</dd>",
+            escape(&b.reason),
+            escape(&b.since),
+        );
+    }
+    h.push_str("</dl><h2 id=\"events\">Recent events</h2>");
+    if d.recent_events.is_empty() {
+        h.push_str("<p class=\"muted\">No events recorded.</p>");
+    } else {
+        h.push_str(
+            "<table id=\"events-table\"><thead><tr><th>At</th><th>Event</th><th>Message</th></tr>\
+             </thead><tbody>",
+        );
+        // Newest first reads best on a page that reloads itself.
+        for ev in d.recent_events.iter().rev() {
+            let _ = write!(
+                h,
+                "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&ev.at),
+                escape(&ev.event),
+                escape(&truncate(&ev.message, EVENT_MESSAGE_CHARS)),
+            );
+        }
+        h.push_str("</tbody></table>");
+    }
+    page_end(&mut h);
+    h
+}
+
+/// A small HTML error page (unknown issue, snapshot timeout) for the HTML routes.
+pub fn render_error_page(title: &str, message: &str) -> String {
+    let mut h = String::new();
+    page_start(&mut h, "Baton");
+    let _ = write!(
+        h,
+        "<p><a href=\"/\">← Dashboard</a></p><h1>{}</h1><p class=\"err\">{}</p>",
+        escape(title),
+        escape(message)
+    );
+    page_end(&mut h);
+    h
+}
+
+fn page_start(h: &mut String, title: &str) {
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <meta name=\"referrer\" content=\"no-referrer\">\
+         <meta http-equiv=\"refresh\" content=\"{REFRESH_SECONDS}\">\
+         <title>{}</title><style>{STYLE}</style></head><body>",
+        escape(title)
+    );
+}
+
+fn page_end(h: &mut String) {
+    let _ = write!(h, "<script>{COUNTDOWN_SCRIPT}</script></body></html>");
+}
+
+fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
+    let last = match &r.last_event {
+        Some(ev) => {
+            let mut s = format!("<b>{}</b>", escape(ev));
+            if let Some(at) = &r.last_event_at {
+                let _ = write!(s, " <span class=\"muted\">{}</span>", ago_text(at, now));
+            }
+            if let Some(msg) = r.last_message.as_deref().filter(|m| !m.is_empty()) {
+                let _ = write!(s, "<br>{}", escape(&truncate(msg, CELL_MESSAGE_CHARS)));
+            }
+            s
+        }
+        None => "<span class=\"muted\">—</span>".to_string(),
+    };
+    let _ = write!(
+        h,
+        "<tr class=\"running-row\" data-issue=\"{id}\"><td>{link} <a class=\"muted\" \
+         href=\"/issues/{seg}\">details</a></td><td class=\"title\">{title}</td><td>{state}</td>\
+         <td class=\"num\">{turns}</td><td>{age}</td><td>{last}</td>\
+         <td class=\"num\" title=\"{input} in / {output} out\">{total}</td>\
+         <td class=\"num\">{cost}</td></tr>",
+        id = escape(&r.issue_identifier),
+        link = issue_link(&r.issue_identifier, r.url.as_deref()),
+        seg = path_segment(&r.issue_identifier),
+        title = escape(&r.title),
+        state = escape(&r.state),
+        turns = r.turn_count,
+        age = age_text(&r.started_at, now),
+        input = thousands(r.tokens.input_tokens),
+        output = thousands(r.tokens.output_tokens),
+        total = thousands(r.tokens.total_tokens),
+        cost = cost_text(r.cost_usd),
+    );
+}
+
+fn retry_row(h: &mut String, r: &RetryRow) {
+    let _ = write!(
+        h,
+        "<tr class=\"retry-row\" data-issue=\"{id}\"><td>{link} <a class=\"muted\" \
+         href=\"/issues/{seg}\">details</a></td><td class=\"num\">{attempt}</td><td>{due}</td>\
+         <td>{due_at}</td><td class=\"err\">{error}</td></tr>",
+        id = escape(&r.issue_identifier),
+        link = issue_link(&r.issue_identifier, r.url.as_deref()),
+        seg = path_segment(&r.issue_identifier),
+        attempt = r.attempt,
+        due = countdown(r.due_in_ms),
+        due_at = escape(&r.due_at),
+        error = escape(r.error.as_deref().unwrap_or("")),
+    );
+}
+
+fn blocked_row(h: &mut String, b: &BlockedRow, now: SystemTime) {
+    let _ = write!(
+        h,
+        "<tr class=\"blocked-row\" data-issue=\"{id}\"><td>{link} <a class=\"muted\" \
+         href=\"/issues/{seg}\">details</a></td><td>{state}</td><td class=\"err\">{reason}</td>\
+         <td>{since} <span class=\"muted\">({ago})</span></td></tr>",
+        id = escape(&b.issue_identifier),
+        link = issue_link(&b.issue_identifier, b.url.as_deref()),
+        seg = path_segment(&b.issue_identifier),
+        state = escape(&b.state),
+        reason = escape(&b.reason),
+        since = escape(&b.since),
+        ago = ago_text(&b.since, now),
+    );
+}
+
+/// The identifier, linked to the issue URL only when that URL is http(s).
+fn issue_link(identifier: &str, url: Option<&str>) -> String {
+    match url.and_then(safe_link) {
+        Some(u) => format!(
+            "<a class=\"issue-link\" href=\"{}\" rel=\"noopener noreferrer\">{}</a>",
+            escape(u),
+            escape(identifier)
+        ),
+        None => format!("<span class=\"issue-id\">{}</span>", escape(identifier)),
+    }
+}
+
+fn countdown(due_in_ms: u64) -> String {
+    format!(
+        "<span class=\"countdown\" data-due-ms=\"{due_in_ms}\">{}</span>",
+        duration_text(due_in_ms.div_ceil(1000))
+    )
+}
+
+fn age_text(started_at: &str, now: SystemTime) -> String {
+    match timefmt::parse_rfc3339(started_at) {
+        Some(t) => duration_text(now.duration_since(t).map(|d| d.as_secs()).unwrap_or(0)),
+        None => "<span class=\"muted\">?</span>".to_string(),
+    }
+}
+
+fn ago_text(at: &str, now: SystemTime) -> String {
+    match timefmt::parse_rfc3339(at) {
+        Some(t) => format!(
+            "{} ago",
+            duration_text(now.duration_since(t).map(|d| d.as_secs()).unwrap_or(0))
+        ),
+        None => escape(at),
+    }
+}
+
+/// `42s`, `3m 05s`, `2h 07m`, `3d 04h`.
+fn duration_text(secs: u64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    if d > 0 {
+        format!("{d}d {h:02}h")
+    } else if h > 0 {
+        format!("{h}h {m:02}m")
+    } else if m > 0 {
+        format!("{m}m {s:02}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn cost_text(cost: Option<f64>) -> String {
+    match cost {
+        Some(c) if c.is_finite() => format!("${c:.4}"),
+        _ => "—".to_string(),
+    }
+}
+
+fn opt_num(n: Option<i64>) -> String {
+    n.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    let mut it = s.char_indices();
+    match it.nth(max_chars) {
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+        None => s.to_string(),
+    }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(TABLE[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::status::{Counts, RecentEvent, Tokens};
+
+    fn now() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(1_700_000_100)
+    }
+
+    fn running(title: &str, url: Option<&str>) -> RunningRow {
+        RunningRow {
+            issue_id: "I_1".into(),
+            issue_identifier: "acme__app-1".into(),
+            title: title.into(),
+            url: url.map(String::from),
+            state: "In Progress".into(),
+            session_id: Some("s-1".into()),
+            turn_count: 3,
+            last_event: Some("turn_completed".into()),
+            last_message: Some("did <b>things</b>".into()),
+            started_at: "2023-11-14T22:13:20Z".into(),
+            last_event_at: Some("2023-11-14T22:14:20Z".into()),
+            tokens: Tokens {
+                input_tokens: 1200,
+                output_tokens: 34,
+                total_tokens: 1234,
+            },
+            cost_usd: Some(0.5),
+            attempt: None,
+        }
+    }
+
+    #[test]
+    fn escapes_markup_and_quotes() {
+        assert_eq!(
+            escape(r#"<script>alert("x")</script> & 'y'"#),
+            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
+        );
+    }
+
+    #[test]
+    fn links_only_http_and_https() {
+        assert_eq!(
+            safe_link("https://github.com/a/b/issues/1"),
+            Some("https://github.com/a/b/issues/1")
+        );
+        assert!(safe_link("HTTP://example.com/x").is_some());
+        for bad in [
+            "javascript:alert(1)",
+            "JaVaScRiPt:alert(1)",
+            " https://x",
+            "data:text/html,hi",
+            "//evil.example",
+            "/relative",
+            "https://x y",
+            "https://x\n",
+            "http://",
+        ] {
+            assert_eq!(safe_link(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn dashboard_escapes_titles_and_refuses_javascript_links() {
+        let snap = StateSnapshot {
+            generated_at: "2023-11-14T22:15:00Z".into(),
+            counts: Counts {
+                running: 2,
+                retrying: 0,
+                blocked: 0,
+            },
+            running: vec![
+                running(
+                    "<script>alert(1)</script>",
+                    Some("https://github.com/acme/app/issues/1"),
+                ),
+                RunningRow {
+                    issue_identifier: "acme__app-2".into(),
+                    ..running("x\" onmouseover=\"alert(2)", Some("javascript:alert(3)"))
+                },
+            ],
+            ..Default::default()
+        };
+        let html = render_dashboard(&snap, now());
+        assert!(!html.contains("<script>alert(1)"), "{html}");
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(!html.contains("javascript:"));
+        assert!(html.contains("x&quot; onmouseover=&quot;alert(2)"));
+        assert!(html.contains("href=\"https://github.com/acme/app/issues/1\""));
+        assert!(html.contains("<span class=\"issue-id\">acme__app-2</span>"));
+        assert!(html.contains("did &lt;b&gt;things&lt;/b&gt;"));
+        assert!(html.contains(">1,234<"));
+        assert!(html.contains(">1m 40s<"), "age from started_at");
+        // The only script on the page is the constant countdown script.
+        assert_eq!(html.matches("<script>").count(), 1);
+    }
+
+    #[test]
+    fn issue_page_lists_events_newest_first_and_escaped() {
+        let d = IssueDetail {
+            issue_identifier: "acme__app-1".into(),
+            issue_id: "I_1".into(),
+            status: "running".into(),
+            workspace: Some("/w/acme__app-1".into()),
+            attempts: 1,
+            running: Some(running("t", None)),
+            retry: None,
+            blocked: None,
+            last_error: None,
+            recent_events: vec![
+                RecentEvent {
+                    at: "2023-11-14T22:13:21Z".into(),
+                    event: "session_started".into(),
+                    message: "first".into(),
+                },
+                RecentEvent {
+                    at: "2023-11-14T22:13:22Z".into(),
+                    event: "notification".into(),
+                    message: "<img src=x onerror=alert(1)>".into(),
+                },
+            ],
+        };
+        let html = render_issue_page(&d, now());
+        let second = html.find("&lt;img src=x onerror=alert(1)&gt;").unwrap();
+        let first = html.find(">first<").unwrap();
+        assert!(second < first, "newest first");
+        assert!(!html.contains("<img"));
+    }
+
+    #[test]
+    fn helpers_format_and_truncate_safely() {
+        assert_eq!(duration_text(5), "5s");
+        assert_eq!(duration_text(185), "3m 05s");
+        assert_eq!(duration_text(7_500), "2h 05m");
+        assert_eq!(duration_text(90_000), "1d 01h");
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(truncate("ééé", 2), "éé…");
+        assert_eq!(truncate("ab", 2), "ab");
+        assert_eq!(path_segment("acme__app-1"), "acme__app-1");
+        assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert!(content_security_policy().contains("script-src 'sha256-"));
+    }
+}

@@ -1,0 +1,93 @@
+//! Optional status surface (spec §13.7): a tiny_http server with a server-rendered dashboard,
+//! a JSON API under `/api/v1/*`, a refresh trigger and a signed GitHub webhook route.
+//!
+//! The HTTP threads never touch orchestrator state: every answer comes from the main loop via
+//! [`crate::status::ControlRequest`] with a timeout. See `ARCHITECTURE.d/http.md`.
+
+pub mod html;
+pub mod routes;
+mod server;
+pub mod webhook;
+
+use std::time::Duration;
+
+pub use server::{spawn, HttpHandle};
+
+use crate::workflow::config::{Secret, ServerConfig};
+
+/// Default bind host: loopback only.
+pub const DEFAULT_BIND: &str = "127.0.0.1";
+/// Default wait for the main loop's answer.
+pub const DEFAULT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Default request-body cap (GitHub `projects_v2_item` deliveries are a few KiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// How to run the HTTP server.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Host or IP to bind (`127.0.0.1` by default).
+    pub bind: String,
+    /// Port; `0` picks an ephemeral one (see [`HttpHandle::local_addr`]).
+    pub port: u16,
+    /// `server.webhook_secret`; `None` disables `POST /api/v1/webhooks/github` (404).
+    pub webhook_secret: Option<Secret>,
+    /// How long a request waits for the main loop before answering 503 `snapshot_timeout`.
+    pub snapshot_timeout: Duration,
+    /// Largest accepted request body; larger ones get 413.
+    pub max_body_bytes: usize,
+}
+
+impl HttpOptions {
+    /// Options with defaults for everything but the address.
+    pub fn new(bind: impl Into<String>, port: u16) -> Self {
+        HttpOptions {
+            bind: bind.into(),
+            port,
+            webhook_secret: None,
+            snapshot_timeout: DEFAULT_SNAPSHOT_TIMEOUT,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+
+    /// Apply precedence: `--port` over `server.port`, `--bind` over `server.host` over
+    /// `127.0.0.1`. `None` when neither port is given (server disabled).
+    pub fn from_config(
+        cli_port: Option<u16>,
+        cli_bind: Option<&str>,
+        server: &ServerConfig,
+    ) -> Option<HttpOptions> {
+        let port = cli_port.or(server.port)?;
+        let bind = cli_bind
+            .map(str::to_string)
+            .or_else(|| server.host.clone())
+            .filter(|h| !h.trim().is_empty())
+            .unwrap_or_else(|| DEFAULT_BIND.to_string());
+        Some(HttpOptions {
+            webhook_secret: server.webhook_secret.clone(),
+            ..HttpOptions::new(bind, port)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_wins_over_config_and_loopback_is_default() {
+        let cfg = ServerConfig {
+            port: Some(8080),
+            host: Some("0.0.0.0".into()),
+            webhook_secret: Some(Secret::new("s")),
+        };
+        let o = HttpOptions::from_config(Some(9000), Some("::1"), &cfg).unwrap();
+        assert_eq!((o.bind.as_str(), o.port), ("::1", 9000));
+        assert!(o.webhook_secret.is_some());
+        let o = HttpOptions::from_config(None, None, &cfg).unwrap();
+        assert_eq!((o.bind.as_str(), o.port), ("0.0.0.0", 8080));
+        let empty = ServerConfig::default();
+        assert!(HttpOptions::from_config(None, Some("0.0.0.0"), &empty).is_none());
+        let o = HttpOptions::from_config(Some(0), None, &empty).unwrap();
+        assert_eq!((o.bind.as_str(), o.port), (DEFAULT_BIND, 0));
+    }
+}

@@ -1,0 +1,518 @@
+//! Routing and request handling, independent of tiny_http: [`resolve`] maps a method and URL to
+//! a [`Route`] (or a 404/405), [`handle`] turns a route plus request data into a [`Reply`].
+//! Orchestrator state is only ever obtained through [`ControlClient`], which asks the main loop
+//! over a channel and gives up after a timeout.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{bounded, RecvTimeoutError, SendTimeoutError, Sender};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::http::{html, webhook};
+use crate::status::{ControlRequest, IssueDetail, RefreshAck, StateSnapshot};
+use crate::workflow::config::Secret;
+
+/// Longest identifier accepted in a URL (bytes).
+pub const MAX_IDENTIFIER_LEN: usize = 200;
+
+/// A known route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `GET /`.
+    Dashboard,
+    /// `GET /issues/<identifier>` (percent-decoded; may still be invalid).
+    IssuePage(String),
+    /// `GET /api/v1/state`.
+    State,
+    /// `GET /api/v1/<identifier>` (percent-decoded; may still be invalid).
+    IssueApi(String),
+    /// `POST /api/v1/refresh`.
+    Refresh,
+    /// `POST /api/v1/webhooks/github`.
+    GithubWebhook,
+}
+
+impl Route {
+    /// The methods this route answers, as sent in `Allow`.
+    pub fn allow(&self) -> &'static str {
+        match self {
+            Route::Refresh | Route::GithubWebhook => "POST",
+            _ => "GET, HEAD",
+        }
+    }
+
+    /// Whether the handler needs the request body (read capped by the server).
+    pub fn takes_body(&self) -> bool {
+        matches!(self, Route::Refresh | Route::GithubWebhook)
+    }
+
+    fn accepts(&self, method: &str) -> bool {
+        match self {
+            Route::Refresh | Route::GithubWebhook => method == "POST",
+            _ => method == "GET" || method == "HEAD",
+        }
+    }
+}
+
+/// Outcome of routing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Known route, accepted method.
+    Route(Route),
+    /// Known route, other method: `405` with this `Allow` value.
+    MethodNotAllowed(&'static str),
+    /// No such route: `404`.
+    NotFound,
+}
+
+/// Map a request method and URL (path plus optional query) to a route.
+pub fn resolve(method: &str, url: &str) -> Dispatch {
+    let path = url.split(['?', '#']).next().unwrap_or("");
+    let route = if path == "/" {
+        Some(Route::Dashboard)
+    } else if let Some(rest) = path.strip_prefix("/issues/") {
+        single_segment(rest).map(Route::IssuePage)
+    } else if let Some(rest) = path.strip_prefix("/api/v1/") {
+        match rest {
+            "state" => Some(Route::State),
+            "refresh" => Some(Route::Refresh),
+            "webhooks/github" => Some(Route::GithubWebhook),
+            _ => single_segment(rest).map(Route::IssueApi),
+        }
+    } else {
+        None
+    };
+    match route {
+        Some(r) if r.accepts(method) => Dispatch::Route(r),
+        Some(r) => Dispatch::MethodNotAllowed(r.allow()),
+        None => Dispatch::NotFound,
+    }
+}
+
+/// A non-empty path segment without `/`, percent-decoded (invalid encodings are kept verbatim
+/// and later fail identifier validation).
+fn single_segment(s: &str) -> Option<String> {
+    if s.is_empty() || s.contains('/') {
+        return None;
+    }
+    Some(percent_decode(s).unwrap_or_else(|| s.to_string()))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3)?;
+            let hex = std::str::from_utf8(hex).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Whether `id` looks like an identifier Baton can know (`[A-Za-z0-9._-]`, bounded length).
+pub fn is_plausible_identifier(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_IDENTIFIER_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// Body type of a reply (each maps to one constant `Content-Type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContentKind {
+    /// `application/json`.
+    Json,
+    /// `text/html; charset=utf-8`.
+    Html,
+}
+
+/// A response before it is put on the wire; headers are chosen by the server from constants.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// Body type.
+    pub kind: ContentKind,
+    /// Body.
+    pub body: String,
+    /// `Allow` header value for 405 replies.
+    pub allow: Option<&'static str>,
+}
+
+impl Reply {
+    /// A JSON reply.
+    pub fn json<T: Serialize>(status: u16, value: &T) -> Reply {
+        let body = serde_json::to_string(value).unwrap_or_else(|_| {
+            r#"{"error":{"code":"internal","message":"serialization failed"}}"#.into()
+        });
+        Reply {
+            status,
+            kind: ContentKind::Json,
+            body,
+            allow: None,
+        }
+    }
+
+    /// The JSON error envelope `{"error":{"code":…,"message":…}}`.
+    pub fn error(status: u16, code: &str, message: &str) -> Reply {
+        Reply::json(
+            status,
+            &json!({"error": {"code": code, "message": message}}),
+        )
+    }
+
+    /// An HTML reply.
+    pub fn html(status: u16, body: String) -> Reply {
+        Reply {
+            status,
+            kind: ContentKind::Html,
+            body,
+            allow: None,
+        }
+    }
+
+    /// `405` with `Allow`.
+    pub fn method_not_allowed(allow: &'static str) -> Reply {
+        Reply {
+            allow: Some(allow),
+            ..Reply::error(
+                405,
+                "method_not_allowed",
+                &format!("this route accepts {allow}"),
+            )
+        }
+    }
+
+    /// `404` for an unknown route.
+    pub fn not_found() -> Reply {
+        Reply::error(404, "not_found", "no such route")
+    }
+
+    /// `413` for a body over the cap.
+    pub fn payload_too_large(max: usize) -> Reply {
+        Reply::error(
+            413,
+            "payload_too_large",
+            &format!("request body exceeds {max} bytes"),
+        )
+    }
+}
+
+/// Why the main loop gave no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskError {
+    /// No answer within the snapshot timeout.
+    Timeout,
+    /// The main loop is gone (channel closed or reply dropped).
+    Unavailable,
+}
+
+/// Asks the main loop for snapshots and refreshes; never touches orchestrator state itself.
+#[derive(Debug, Clone)]
+pub struct ControlClient {
+    tx: Sender<ControlRequest>,
+    timeout: Duration,
+}
+
+impl ControlClient {
+    /// Send requests on `tx`, waiting at most `timeout` for each answer (send included).
+    pub fn new(tx: Sender<ControlRequest>, timeout: Duration) -> Self {
+        ControlClient { tx, timeout }
+    }
+
+    /// The configured answer timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> ControlRequest) -> Result<T, AskError> {
+        let deadline = Instant::now() + self.timeout;
+        // Capacity 1: a late answer never blocks the main loop, even after we gave up.
+        let (reply_tx, reply_rx) = bounded(1);
+        match self.tx.send_timeout(make(reply_tx), self.timeout) {
+            Ok(()) => {}
+            Err(SendTimeoutError::Timeout(_)) => return Err(AskError::Timeout),
+            Err(SendTimeoutError::Disconnected(_)) => return Err(AskError::Unavailable),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match reply_rx.recv_timeout(left) {
+            Ok(v) => Ok(v),
+            Err(RecvTimeoutError::Timeout) => Err(AskError::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Err(AskError::Unavailable),
+        }
+    }
+
+    /// Whole-state snapshot.
+    pub fn state(&self) -> Result<StateSnapshot, AskError> {
+        self.ask(|reply| ControlRequest::State { reply })
+    }
+
+    /// One issue; `Ok(None)` when the main loop does not know it.
+    pub fn issue(&self, identifier: &str) -> Result<Option<IssueDetail>, AskError> {
+        self.ask(|reply| ControlRequest::Issue {
+            identifier: identifier.to_string(),
+            reply,
+        })
+    }
+
+    /// Queue a (coalesced) poll + reconcile.
+    pub fn refresh(&self) -> Result<RefreshAck, AskError> {
+        self.ask(|reply| ControlRequest::Refresh { reply })
+    }
+}
+
+/// What the handlers need: the control channel and the webhook secret.
+#[derive(Debug, Clone)]
+pub struct App {
+    /// Channel to the main loop.
+    pub control: ControlClient,
+    /// `server.webhook_secret`; `None` disables the webhook route (404).
+    pub webhook_secret: Option<Secret>,
+}
+
+/// Request data a handler may look at (the body only for routes that take one).
+#[derive(Debug, Clone, Default)]
+pub struct Incoming {
+    /// `X-Hub-Signature-256`.
+    pub signature: Option<String>,
+    /// `X-GitHub-Event`.
+    pub github_event: Option<String>,
+    /// Raw body (capped by the server).
+    pub body: Vec<u8>,
+}
+
+/// Events that queue a refresh. `issues` is accepted too because user-owned projects have no
+/// `projects_v2_item` webhook, while a repository webhook can deliver issue changes.
+const REFRESH_EVENTS: &[&str] = &["projects_v2_item", "issues"];
+
+/// Produce the reply for an accepted route.
+pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Reply {
+    match route {
+        Route::State => match app.control.state() {
+            Ok(snap) => Reply::json(200, &snap),
+            Err(e) => ask_error_json(e, app.control.timeout()),
+        },
+        Route::IssueApi(id) => {
+            if !is_plausible_identifier(id) {
+                return issue_not_found_json(id);
+            }
+            match app.control.issue(id) {
+                Ok(Some(detail)) => Reply::json(200, &detail),
+                Ok(None) => issue_not_found_json(id),
+                Err(e) => ask_error_json(e, app.control.timeout()),
+            }
+        }
+        Route::Refresh => refresh_reply(app),
+        Route::GithubWebhook => webhook_reply(app, req),
+        Route::Dashboard => match app.control.state() {
+            Ok(snap) => Reply::html(200, html::render_dashboard(&snap, now)),
+            Err(e) => ask_error_html(e, app.control.timeout()),
+        },
+        Route::IssuePage(id) => {
+            let found = if is_plausible_identifier(id) {
+                app.control.issue(id)
+            } else {
+                Ok(None)
+            };
+            match found {
+                Ok(Some(detail)) => Reply::html(200, html::render_issue_page(&detail, now)),
+                Ok(None) => Reply::html(
+                    404,
+                    html::render_error_page(
+                        "Issue not found",
+                        &format!("Baton is not tracking {}.", clip(id)),
+                    ),
+                ),
+                Err(e) => ask_error_html(e, app.control.timeout()),
+            }
+        }
+    }
+}
+
+fn refresh_reply(app: &App) -> Reply {
+    match app.control.refresh() {
+        Ok(ack) => Reply::json(202, &ack),
+        Err(e) => ask_error_json(e, app.control.timeout()),
+    }
+}
+
+fn webhook_reply(app: &App, req: &Incoming) -> Reply {
+    let Some(secret) = &app.webhook_secret else {
+        return Reply::error(
+            404,
+            "webhook_disabled",
+            "the webhook route is disabled: server.webhook_secret is not set",
+        );
+    };
+    if let Err(e) = webhook::verify_signature(secret, &req.body, req.signature.as_deref()) {
+        log::warn!("http webhook rejected reason={e:?}");
+        return Reply::error(401, "invalid_signature", e.message());
+    }
+    let event = req.github_event.as_deref().unwrap_or("").trim();
+    if event == "ping" {
+        return Reply::json(200, &json!({"ok": true, "event": "ping"}));
+    }
+    if REFRESH_EVENTS.contains(&event) {
+        log::info!("http webhook accepted event={event}");
+        return refresh_reply(app);
+    }
+    Reply::json(
+        200,
+        &json!({"queued": false, "ignored": true, "event": clip(event)}),
+    )
+}
+
+fn issue_not_found_json(id: &str) -> Reply {
+    Reply::error(
+        404,
+        "issue_not_found",
+        &format!("issue {} is not known to Baton", clip(id)),
+    )
+}
+
+fn ask_error_json(e: AskError, timeout: Duration) -> Reply {
+    match e {
+        AskError::Timeout => Reply::error(
+            503,
+            "snapshot_timeout",
+            &format!(
+                "the orchestrator did not answer within {} ms",
+                timeout.as_millis()
+            ),
+        ),
+        AskError::Unavailable => Reply::error(
+            503,
+            "unavailable",
+            "the orchestrator is not accepting requests",
+        ),
+    }
+}
+
+fn ask_error_html(e: AskError, timeout: Duration) -> Reply {
+    let msg = match e {
+        AskError::Timeout => format!(
+            "The orchestrator did not answer within {} ms; this page retries on its own.",
+            timeout.as_millis()
+        ),
+        AskError::Unavailable => "The orchestrator is not accepting requests.".to_string(),
+    };
+    Reply::html(503, html::render_error_page("Snapshot unavailable", &msg))
+}
+
+/// Bound an untrusted string before echoing it back (JSON/HTML escaping happens later).
+fn clip(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_routes_methods_and_unknown_paths() {
+        assert_eq!(resolve("GET", "/"), Dispatch::Route(Route::Dashboard));
+        assert_eq!(resolve("HEAD", "/?x=1"), Dispatch::Route(Route::Dashboard));
+        assert_eq!(
+            resolve("GET", "/api/v1/state"),
+            Dispatch::Route(Route::State)
+        );
+        assert_eq!(
+            resolve("GET", "/api/v1/acme__app-7"),
+            Dispatch::Route(Route::IssueApi("acme__app-7".into()))
+        );
+        assert_eq!(
+            resolve("GET", "/issues/acme__app%2D7"),
+            Dispatch::Route(Route::IssuePage("acme__app-7".into()))
+        );
+        assert_eq!(
+            resolve("POST", "/api/v1/refresh"),
+            Dispatch::Route(Route::Refresh)
+        );
+        assert_eq!(
+            resolve("POST", "/api/v1/webhooks/github"),
+            Dispatch::Route(Route::GithubWebhook)
+        );
+        assert_eq!(
+            resolve("GET", "/api/v1/refresh"),
+            Dispatch::MethodNotAllowed("POST")
+        );
+        assert_eq!(
+            resolve("DELETE", "/api/v1/state"),
+            Dispatch::MethodNotAllowed("GET, HEAD")
+        );
+        assert_eq!(
+            resolve("POST", "/"),
+            Dispatch::MethodNotAllowed("GET, HEAD")
+        );
+        for p in [
+            "/nope",
+            "/api/v1/",
+            "/api/v1/a/b",
+            "/issues/",
+            "/api/v2/state",
+            "",
+        ] {
+            assert_eq!(resolve("GET", p), Dispatch::NotFound, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn bad_percent_encodings_do_not_panic_and_fail_validation() {
+        for p in [
+            "/api/v1/%",
+            "/api/v1/%zz",
+            "/api/v1/%ff%fe",
+            "/api/v1/%E2%82",
+        ] {
+            match resolve("GET", p) {
+                Dispatch::Route(Route::IssueApi(id)) => assert!(!is_plausible_identifier(&id)),
+                other => panic!("{p}: {other:?}"),
+            }
+        }
+        assert!(is_plausible_identifier("my.org__repo-name-12"));
+        assert!(!is_plausible_identifier("a b"));
+        assert!(!is_plausible_identifier(
+            &"a".repeat(MAX_IDENTIFIER_LEN + 1)
+        ));
+    }
+
+    #[test]
+    fn webhook_without_secret_is_disabled_and_never_asks_the_loop() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let app = App {
+            control: ControlClient::new(tx, Duration::from_millis(10)),
+            webhook_secret: None,
+        };
+        let r = handle(
+            &Route::GithubWebhook,
+            &app,
+            &Incoming::default(),
+            SystemTime::now(),
+        );
+        assert_eq!(r.status, 404);
+        assert!(r.body.contains("webhook_disabled"));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn closed_control_channel_is_unavailable() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        drop(rx);
+        let app = App {
+            control: ControlClient::new(tx, Duration::from_millis(10)),
+            webhook_secret: None,
+        };
+        let r = handle(&Route::State, &app, &Incoming::default(), SystemTime::now());
+        assert_eq!(r.status, 503);
+        assert!(r.body.contains("\"unavailable\""));
+    }
+}
