@@ -553,7 +553,7 @@ fn push_text(text: &str, compiled: &mut String, shadow: &mut String) {
         if ch.is_ascii() {
             shadow.push(ch);
         } else {
-            shadow.extend(std::iter::repeat('~').take(ch.len_utf8()));
+            shadow.extend(std::iter::repeat_n('~', ch.len_utf8()));
         }
     }
 }
