@@ -3,6 +3,7 @@
 //! See `ARCHITECTURE.md` for how the modules fit together.
 
 pub mod agent;
+pub mod check;
 pub mod model;
 pub mod status;
 pub mod timefmt;

@@ -423,6 +423,10 @@ impl GithubTracker {
         project: &ProjectInfo,
         item: &'a Value,
     ) -> Result<(&'a Value, Issue), DropReason> {
+        if !item.is_object() {
+            log::warn!("tracker_item_skipped reason=\"item is not an object\"");
+            return Err(DropReason::Malformed);
+        }
         let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
         if item.get("isArchived").and_then(Value::as_bool) == Some(true) {
             return Err(DropReason::Archived);
