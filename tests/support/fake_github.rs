@@ -698,7 +698,7 @@ fn fault_answer(f: Fault) -> Answer {
 }
 
 fn rate_limit_body(s: &State, cost: i64) -> Value {
-    json!({"limit":5000,"cost":cost,"remaining":s.remaining,"used":5000 - s.remaining,"resetAt":"2026-07-25T17:20:00Z","nodeCount":100})
+    json!({"limit":5000,"cost":cost,"remaining":s.remaining,"used":5000 - s.remaining,"resetAt":"2100-01-01T00:00:00Z","nodeCount":100})
 }
 
 fn not_found(path: Value, message: String) -> Value {

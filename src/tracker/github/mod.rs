@@ -34,6 +34,21 @@ pub const TRACKER_KIND: &str = "github_projects";
 /// Ids per `nodes(ids:)` request (GitHub rejects more than 100).
 pub const MAX_IDS_PER_REQUEST: usize = 100;
 
+/// Log targets of the HTTP stack. At TRACE, `ureq_proto` hex-dumps the raw request bytes,
+/// including the `Authorization: Bearer` header; the process logger MUST cap these targets at
+/// DEBUG (see [`wire_log_allowed`]). DEBUG and above were checked to carry no token.
+pub const WIRE_LOG_TARGETS: &[&str] = &["ureq_proto", "ureq", "rustls"];
+
+/// False for log records that could carry the token (TRACE from [`WIRE_LOG_TARGETS`]). Use it in
+/// the logger's filter, e.g. `env_logger::Builder::filter_module("ureq_proto", LevelFilter::Debug)`
+/// for each target.
+pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
+    level != log::Level::Trace
+        || !WIRE_LOG_TARGETS
+            .iter()
+            .any(|t| target == *t || target.starts_with(&format!("{t}::")))
+}
+
 /// Guard against a server that never stops paging (100 000 items at 100 per page).
 const MAX_PAGES: usize = 1000;
 
