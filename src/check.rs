@@ -455,7 +455,7 @@ mod tests {
         c.priority = Some(2);
         c.created_at = Some("2020-01-01T00:00:00Z".into());
         c.identifier = "c".into();
-        let mut v = vec![&a, &b, &c];
+        let mut v = [&a, &b, &c];
         v.sort_by(|x, y| dispatch_order(x, y));
         let ids: Vec<&str> = v.iter().map(|i| i.identifier.as_str()).collect();
         assert_eq!(ids, vec!["c", "b", "a"]);
