@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod check;
 pub mod cli;
 pub mod http;
 pub mod logging;

@@ -111,3 +111,5 @@ pub trait Tracker: Send + Sync {
     /// The last rate-limit budget seen, if any.
     fn rate_limit(&self) -> Option<RateLimitInfo>;
 }
+
+pub mod github;

@@ -1,0 +1,727 @@
+//! The GitHub Projects (v2) tracker (spec §11): project resolution with a cache, paginated item
+//! reads, refresh by node id, normalization, blocker degradation and rate-limit accounting.
+//!
+//! Filtering contract: the tracker drops non-Issue items (drafts, pull requests, redacted),
+//! archived items and items without a Status, applies the `tracker.repos` scope and the Status
+//! filter, and drops CLOSED issues from candidates (closed is always terminal). Label rules
+//! (`required_labels`/`excluded_labels`) and the blocker rule stay with the orchestrator's
+//! eligibility check (Symphony §11.1: "the orchestrator applies required_labels … after
+//! normalization"), so a refresh can observe a label being removed from a running issue.
+
+pub mod client;
+pub mod normalize;
+pub mod project;
+pub mod queries;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use self::client::{GraphqlClient, Reply};
+use self::normalize::{DropReason, OptionValue};
+use self::project::{PriorityField, ProjectInfo};
+use self::queries::Query;
+use crate::model::{normalize_name, Issue};
+use crate::tracker::{RateLimitInfo, Tracker, TrackerError, TrackerErrorKind};
+use crate::workflow::config::{OwnerType, TrackerConfig};
+
+/// The only supported `tracker.kind`.
+pub const TRACKER_KIND: &str = "github_projects";
+
+/// Ids per `nodes(ids:)` request (GitHub rejects more than 100).
+pub const MAX_IDS_PER_REQUEST: usize = 100;
+
+/// Log targets of the HTTP stack. At TRACE, `ureq_proto` hex-dumps the raw request bytes,
+/// including the `Authorization: Bearer` header; the process logger MUST cap these targets at
+/// DEBUG (see [`wire_log_allowed`]). DEBUG and above were checked to carry no token.
+pub const WIRE_LOG_TARGETS: &[&str] = &["ureq_proto", "ureq", "rustls"];
+
+/// False for log records that could carry the token (TRACE from [`WIRE_LOG_TARGETS`]). Use it in
+/// the logger's filter, e.g. `env_logger::Builder::filter_module("ureq_proto", LevelFilter::Debug)`
+/// for each target.
+pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
+    level != log::Level::Trace
+        || !WIRE_LOG_TARGETS
+            .iter()
+            .any(|t| target == *t || target.starts_with(&format!("{t}::")))
+}
+
+/// Guard against a server that never stops paging (100 000 items at 100 per page).
+const MAX_PAGES: usize = 1000;
+
+/// Counts of project items that did not become issues, by reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DroppedCounts {
+    /// Draft issues.
+    pub drafts: usize,
+    /// Pull requests.
+    pub pull_requests: usize,
+    /// Redacted items.
+    pub redacted: usize,
+    /// Archived items.
+    pub archived: usize,
+    /// Malformed issue records (logged).
+    pub malformed: usize,
+    /// Issues without a Status value.
+    pub no_status: usize,
+}
+
+impl DroppedCounts {
+    fn count(&mut self, r: DropReason) {
+        match r {
+            DropReason::Draft => self.drafts += 1,
+            DropReason::PullRequest => self.pull_requests += 1,
+            DropReason::Redacted => self.redacted += 1,
+            DropReason::Archived => self.archived += 1,
+            DropReason::Malformed => self.malformed += 1,
+            DropReason::NoStatus => self.no_status += 1,
+        }
+    }
+}
+
+/// Every Issue item on the board with a Status, normalized, in board order (no repo/status
+/// filter), plus what was dropped. Used by `baton check` and by the filtered reads.
+#[derive(Debug, Clone, Default)]
+pub struct Board {
+    /// Normalized issues in project position order.
+    pub issues: Vec<Issue>,
+    /// Items that did not become issues.
+    pub dropped: DroppedCounts,
+}
+
+/// Requests and rate-limit points spent by one tracker operation (logged at debug level).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpStats {
+    /// HTTP requests sent.
+    pub requests: u32,
+    /// Sum of `rateLimit.cost` reported.
+    pub cost: i64,
+}
+
+/// The GitHub Projects v2 implementation of [`Tracker`].
+pub struct GithubTracker {
+    cfg: TrackerConfig,
+    owner: String,
+    number: u64,
+    client: GraphqlClient,
+    project: Mutex<Option<Arc<ProjectInfo>>>,
+    /// Cleared when the server's schema lacks `Issue.blockedBy` (blockers degrade to `[]`).
+    deps_supported: AtomicBool,
+    /// Cleared when the server rejects `items(query:)`.
+    filter_supported: AtomicBool,
+    rate: Mutex<Option<RateLimitInfo>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl std::fmt::Debug for GithubTracker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GithubTracker")
+            .field("endpoint", &self.cfg.endpoint)
+            .field("owner", &self.owner)
+            .field("number", &self.number)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GithubTracker {
+    /// Build a tracker from config. Fails with `unsupported_tracker_kind`,
+    /// `missing_tracker_token` or `missing_tracker_project` before any request.
+    pub fn new(cfg: &TrackerConfig) -> Result<Self, TrackerError> {
+        match cfg.kind.as_deref() {
+            Some(TRACKER_KIND) => {}
+            Some(other) => {
+                return Err(TrackerError::new(
+                    TrackerErrorKind::UnsupportedTrackerKind,
+                    format!("tracker.kind must be {TRACKER_KIND}, got {other:?}"),
+                ))
+            }
+            None => {
+                return Err(TrackerError::new(
+                    TrackerErrorKind::UnsupportedTrackerKind,
+                    format!("tracker.kind is required; set it to {TRACKER_KIND}"),
+                ))
+            }
+        }
+        let token = cfg.token.clone().ok_or_else(|| {
+            TrackerError::new(
+                TrackerErrorKind::MissingTrackerToken,
+                "tracker.token is missing: set tracker.token (literal or $VAR), export GITHUB_TOKEN, or run `gh auth login`",
+            )
+        })?;
+        let owner = cfg
+            .owner
+            .clone()
+            .filter(|o| !o.trim().is_empty())
+            .ok_or_else(|| {
+                TrackerError::new(
+                    TrackerErrorKind::MissingTrackerProject,
+                    "tracker.owner is required (organization or user login owning the project)",
+                )
+            })?;
+        let number = cfg.project_number.ok_or_else(|| {
+            TrackerError::new(
+                TrackerErrorKind::MissingTrackerProject,
+                "tracker.project_number is required (the number in the project's URL)",
+            )
+        })?;
+        let client = GraphqlClient::new(
+            &cfg.endpoint,
+            token,
+            Duration::from_millis(cfg.timeout_ms.max(1)),
+        );
+        Ok(GithubTracker {
+            cfg: cfg.clone(),
+            owner,
+            number,
+            client,
+            project: Mutex::new(None),
+            deps_supported: AtomicBool::new(true),
+            filter_supported: AtomicBool::new(true),
+            rate: Mutex::new(None),
+        })
+    }
+
+    /// The tracker config this instance was built from.
+    pub fn config(&self) -> &TrackerConfig {
+        &self.cfg
+    }
+
+    /// The cached project, resolving it first when needed (1 request).
+    pub fn project(&self) -> Result<Arc<ProjectInfo>, TrackerError> {
+        if let Some(p) = lock(&self.project).clone() {
+            return Ok(p);
+        }
+        let mut stats = OpStats::default();
+        let res = self.resolve_project(&mut stats);
+        self.log_stats("resolve_project", &stats);
+        match res {
+            Ok(p) => {
+                let p = Arc::new(p);
+                *lock(&self.project) = Some(p.clone());
+                Ok(p)
+            }
+            Err(e) => {
+                *lock(&self.project) = None;
+                Err(e)
+            }
+        }
+    }
+
+    /// True when blockers are read (false after an older server rejected `Issue.blockedBy`).
+    pub fn dependencies_supported(&self) -> bool {
+        self.deps_supported.load(Ordering::Relaxed)
+    }
+
+    fn resolve_project(&self, stats: &mut OpStats) -> Result<ProjectInfo, TrackerError> {
+        let q = match self.cfg.owner_type {
+            OwnerType::Organization => &queries::RESOLVE_ORG_PROJECT,
+            OwnerType::User => &queries::RESOLVE_USER_PROJECT,
+        };
+        let vars = json!({
+            "owner": self.owner,
+            "number": self.number,
+            "statusField": self.cfg.status_field,
+            "priorityField": self.cfg.priority_field.clone().unwrap_or_default(),
+            "withPriority": self.cfg.priority_field.is_some(),
+        });
+        let reply = self.request(q, vars, stats)?;
+        let p = project::parse_project(
+            &reply,
+            &self.owner,
+            self.cfg.owner_type,
+            self.number,
+            &self.cfg.status_field,
+            self.cfg.priority_field.as_deref(),
+            self.client.token(),
+        )?;
+        if let PriorityField::Unusable(why) = &p.priority {
+            log::warn!("tracker_priority_field_unusable reason={why:?}");
+        }
+        log::debug!(
+            "tracker_project_resolved project_id={} status_options={}",
+            p.id,
+            p.status.options.len()
+        );
+        Ok(p)
+    }
+
+    fn request(&self, q: &Query, vars: Value, stats: &mut OpStats) -> Result<Reply, TrackerError> {
+        stats.requests += 1;
+        let reply = self.client.post(q.name, q.text, vars)?;
+        if let Some(rl) = reply.rate_limit() {
+            stats.cost += rl.last_cost.unwrap_or(0);
+            *lock(&self.rate) = Some(rl);
+        }
+        Ok(reply)
+    }
+
+    fn log_stats(&self, op: &str, stats: &OpStats) {
+        let rl = lock(&self.rate).clone();
+        let remaining = rl
+            .as_ref()
+            .and_then(|r| r.remaining)
+            .map_or("unknown".to_string(), |r| r.to_string());
+        let reset = rl
+            .and_then(|r| r.reset_at)
+            .unwrap_or_else(|| "unknown".into());
+        log::debug!(
+            "tracker_requests op={op} requests={} cost={} remaining={remaining} reset_at={reset}",
+            stats.requests,
+            stats.cost
+        );
+    }
+
+    /// Page through every non-archived item and normalize the Issues (no repo/status filter).
+    /// With `filter_states` and `tracker.server_side_filter`, the pages are narrowed server-side.
+    pub fn fetch_board(&self, filter_states: Option<&[String]>) -> Result<Board, TrackerError> {
+        let mut stats = OpStats::default();
+        let res = self.fetch_board_inner(filter_states, &mut stats);
+        self.log_stats("fetch_board", &stats);
+        res
+    }
+
+    fn fetch_board_inner(
+        &self,
+        filter_states: Option<&[String]>,
+        stats: &mut OpStats,
+    ) -> Result<Board, TrackerError> {
+        let project = self.project()?;
+        let mut raw: Vec<Value> = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut seen_cursors: HashSet<String> = HashSet::new();
+        let mut pages = 0usize;
+        loop {
+            let filter = match filter_states {
+                Some(states)
+                    if self.cfg.server_side_filter
+                        && self.filter_supported.load(Ordering::Relaxed) =>
+                {
+                    Some(server_filter(&self.cfg.status_field, states))
+                }
+                _ => None,
+            };
+            let deps = self.deps_supported.load(Ordering::Relaxed);
+            let q = match (&filter, deps) {
+                (Some(_), true) => &queries::PROJECT_ITEMS_FILTERED,
+                (_, true) => &queries::PROJECT_ITEMS,
+                (_, false) => &queries::PROJECT_ITEMS_NO_DEPS,
+            };
+            let mut vars = json!({
+                "projectId": project.id,
+                "first": self.cfg.page_size.clamp(1, 100),
+                "after": cursor,
+                "statusField": self.cfg.status_field,
+                "priorityField": self.cfg.priority_field.clone().unwrap_or_default(),
+                "withPriority": matches!(project.priority, PriorityField::Resolved(_)),
+            });
+            if let Some(f) = &filter {
+                vars["query"] = json!(f);
+            }
+            let reply = self.request(q, vars, stats)?;
+            if let Some(e) = reply.errors.iter().find(|e| e.is_schema_capability_error()) {
+                let about_deps =
+                    e.field_name.as_deref() == Some("blockedBy") || e.message.contains("blockedBy");
+                if deps && about_deps {
+                    log::warn!("tracker_dependencies_unavailable reason=\"the server's schema has no Issue.blockedBy\" effect=\"blocked_by is [] from now on\"");
+                    self.deps_supported.store(false, Ordering::Relaxed);
+                    continue;
+                }
+                if filter.is_some() && !about_deps {
+                    log::warn!("tracker_server_side_filter_unavailable reason=\"the server rejects items(query:)\" effect=\"filtering client-side only\"");
+                    self.filter_supported.store(false, Ordering::Relaxed);
+                    raw.clear();
+                    cursor = None;
+                    seen_cursors.clear();
+                    pages = 0;
+                    continue;
+                }
+            }
+            // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
+            // the item is then dropped as redacted. Anything else fails the read.
+            reply.check_errors(self.client.token(), |e| {
+                e.kind.as_deref() != Some("NOT_FOUND")
+                    && e.path.len() > 3
+                    && e.path.get(2).and_then(Value::as_str) == Some("nodes")
+            })?;
+            let node = reply.data.get("node").unwrap_or(&Value::Null);
+            if node.is_null() {
+                // The cached project id no longer resolves: drop the cache so the next
+                // validation re-resolves it.
+                self.reset_cache();
+                return Err(TrackerError::new(
+                    TrackerErrorKind::MissingTrackerProject,
+                    format!(
+                        "project #{} of {:?} no longer resolves (deleted, or no longer visible to the token)",
+                        self.number, self.owner
+                    ),
+                ));
+            }
+            let items = node
+                .get("items")
+                .ok_or_else(|| unknown("project node without items"))?;
+            let nodes = items
+                .get("nodes")
+                .and_then(Value::as_array)
+                .ok_or_else(|| unknown("items without a nodes list"))?;
+            raw.extend(nodes.iter().cloned());
+            let info = items
+                .get("pageInfo")
+                .ok_or_else(|| unknown("items without pageInfo"))?;
+            let has_next = info
+                .get("hasNextPage")
+                .and_then(Value::as_bool)
+                .ok_or_else(|| unknown("pageInfo without hasNextPage"))?;
+            pages += 1;
+            if !has_next {
+                break;
+            }
+            let end = info
+                .get("endCursor")
+                .and_then(Value::as_str)
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| {
+                    TrackerError::new(
+                        TrackerErrorKind::GithubMissingEndCursor,
+                        format!("page {pages} reports hasNextPage without an endCursor"),
+                    )
+                })?;
+            if !seen_cursors.insert(end.to_string()) || pages >= MAX_PAGES {
+                return Err(TrackerError::new(
+                    TrackerErrorKind::GithubUnknownPayload,
+                    format!(
+                        "pagination does not advance (page {pages}, repeated or endless cursor)"
+                    ),
+                ));
+            }
+            cursor = Some(end.to_string());
+        }
+        Ok(self.normalize_board(&project, &raw))
+    }
+
+    fn normalize_board(&self, project: &ProjectInfo, raw: &[Value]) -> Board {
+        let mut board = Board::default();
+        // Status of every Issue on this board, for blocker resolution without extra requests.
+        // Why not ask GitHub: a nested `blockedBy { projectItems { fieldValueByName } }` per item
+        // multiplies the page cost by ~10 (100 items x 20 blockers x 10 project items), while the
+        // poll already reads every non-archived item of the board. Blockers off the board (or
+        // archived) fall back to OPEN/CLOSED as the spec allows.
+        let mut status_by_id: HashMap<&str, String> = HashMap::new();
+        let mut kept: Vec<(&Value, Issue)> = Vec::new();
+        for item in raw {
+            match self.normalize_item(project, item) {
+                Ok((content, issue)) => {
+                    status_by_id.insert(content["id"].as_str().unwrap_or(""), issue.state.clone());
+                    kept.push((content, issue));
+                }
+                Err(reason) => board.dropped.count(reason),
+            }
+        }
+        let deps = self.deps_supported.load(Ordering::Relaxed);
+        for (content, mut issue) in kept {
+            if deps {
+                issue.blocked_by =
+                    normalize::normalize_blockers(content, &self.cfg.terminal_states, |b| {
+                        b.get("id")
+                            .and_then(Value::as_str)
+                            .and_then(|id| status_by_id.get(id).cloned())
+                    });
+            }
+            board.issues.push(issue);
+        }
+        board
+    }
+
+    fn normalize_item<'a>(
+        &self,
+        project: &ProjectInfo,
+        item: &'a Value,
+    ) -> Result<(&'a Value, Issue), DropReason> {
+        if !item.is_object() {
+            log::warn!("tracker_item_skipped reason=\"item is not an object\"");
+            return Err(DropReason::Malformed);
+        }
+        let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
+        if item.get("isArchived").and_then(Value::as_bool) == Some(true) {
+            return Err(DropReason::Archived);
+        }
+        let content = item.get("content").unwrap_or(&Value::Null);
+        let typename = content.get("__typename").and_then(Value::as_str);
+        match (item.get("type").and_then(Value::as_str), typename) {
+            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(DropReason::Draft),
+            (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => {
+                return Err(DropReason::PullRequest)
+            }
+            (_, Some("Issue")) => {}
+            (Some("REDACTED"), _) | (_, None) => return Err(DropReason::Redacted),
+            (_, Some(other)) => {
+                log::warn!("tracker_item_skipped item_id={item_id} reason=\"unexpected content type {other}\"");
+                return Err(DropReason::Malformed);
+            }
+        }
+        let Some(status) = normalize::option_value(item.get("status")) else {
+            return Err(DropReason::NoStatus);
+        };
+        let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
+        match normalize::normalize_issue(content, item_id, &status.name, priority) {
+            Ok(issue) => Ok((content, issue)),
+            Err(why) => {
+                log::warn!(
+                    "tracker_item_skipped item_id={item_id} reason={:?}",
+                    client::truncate(&why, 200)
+                );
+                Err(DropReason::Malformed)
+            }
+        }
+    }
+
+    fn priority_of(&self, project: &ProjectInfo, v: Option<OptionValue>) -> Option<u32> {
+        let v = v?;
+        match &project.priority {
+            PriorityField::Resolved(f) => f.position(v.option_id.as_deref(), Some(&v.name)),
+            _ => None,
+        }
+    }
+
+    fn in_repo_scope(&self, issue: &Issue) -> bool {
+        self.cfg.repos.is_empty()
+            || self
+                .cfg
+                .repos
+                .iter()
+                .any(|r| r.trim().eq_ignore_ascii_case(&issue.repository))
+    }
+
+    fn refresh_chunk(
+        &self,
+        project: &ProjectInfo,
+        ids: &[String],
+        stats: &mut OpStats,
+        out: &mut Vec<Issue>,
+    ) -> Result<(), TrackerError> {
+        let reply = loop {
+            let deps = self.deps_supported.load(Ordering::Relaxed);
+            let q = if deps {
+                &queries::REFRESH_ISSUES
+            } else {
+                &queries::REFRESH_ISSUES_NO_DEPS
+            };
+            let vars = json!({
+                "ids": ids,
+                "statusField": self.cfg.status_field,
+                "priorityField": self.cfg.priority_field.clone().unwrap_or_default(),
+                "withPriority": matches!(project.priority, PriorityField::Resolved(_)),
+            });
+            let reply = self.request(q, vars, stats)?;
+            let deps_error = reply.errors.iter().any(|e| {
+                e.is_schema_capability_error()
+                    && (e.field_name.as_deref() == Some("blockedBy")
+                        || e.message.contains("blockedBy"))
+            });
+            if deps && deps_error {
+                log::warn!("tracker_dependencies_unavailable reason=\"the server's schema has no Issue.blockedBy\" effect=\"blocked_by is [] from now on\"");
+                self.deps_supported.store(false, Ordering::Relaxed);
+                continue;
+            }
+            break reply;
+        };
+        let gone: HashSet<usize> = reply
+            .errors
+            .iter()
+            .filter(|e| e.kind.as_deref() == Some("NOT_FOUND") && e.root_field() == Some("nodes"))
+            .filter_map(|e| e.node_index())
+            .collect();
+        reply.check_errors(self.client.token(), |e| {
+            e.kind.as_deref() == Some("NOT_FOUND")
+                && e.root_field() == Some("nodes")
+                && e.node_index().is_some()
+        })?;
+        let nodes = reply
+            .data
+            .get("nodes")
+            .and_then(Value::as_array)
+            .ok_or_else(|| unknown("refresh reply without a nodes list"))?;
+        if nodes.len() != ids.len() {
+            return Err(unknown(&format!(
+                "refresh asked for {} ids and got {} nodes",
+                ids.len(),
+                nodes.len()
+            )));
+        }
+        for (i, node) in nodes.iter().enumerate() {
+            let id = &ids[i];
+            if node.is_null() {
+                if gone.contains(&i) {
+                    log::debug!("tracker_issue_gone issue_id={id}");
+                } else {
+                    log::warn!(
+                        "tracker_issue_gone issue_id={id} reason=\"null node without NOT_FOUND\""
+                    );
+                }
+                continue;
+            }
+            if node.get("__typename").and_then(Value::as_str) != Some("Issue") {
+                log::warn!("tracker_issue_gone issue_id={id} reason=\"id is not an Issue\"");
+                continue;
+            }
+            let Some(item) = normalize::item_on_project(node, &project.id) else {
+                log::debug!("tracker_issue_left_project issue_id={id}");
+                continue;
+            };
+            let Some(status) = normalize::option_value(item.get("status")) else {
+                log::debug!("tracker_issue_left_project issue_id={id} reason=\"no Status value\"");
+                continue;
+            };
+            let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
+            let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
+            let mut issue = normalize::normalize_issue(node, item_id, &status.name, priority)
+                .map_err(|why| {
+                    TrackerError::new(
+                        TrackerErrorKind::GithubUnknownPayload,
+                        format!("refresh of issue {id}: {}", client::truncate(&why, 200)),
+                    )
+                })?;
+            if !self.in_repo_scope(&issue) {
+                log::debug!("tracker_issue_out_of_scope issue_id={id} reason=\"tracker.repos\"");
+                continue;
+            }
+            if self.deps_supported.load(Ordering::Relaxed) {
+                issue.blocked_by =
+                    normalize::normalize_blockers(node, &self.cfg.terminal_states, |b| {
+                        normalize::item_on_project(b, &project.id)
+                            .and_then(|it| normalize::option_value(it.get("status")))
+                            .map(|v| v.name)
+                    });
+            }
+            out.push(issue);
+        }
+        Ok(())
+    }
+}
+
+fn unknown(what: &str) -> TrackerError {
+    TrackerError::new(TrackerErrorKind::GithubUnknownPayload, what.to_string())
+}
+
+/// The `items(query:)` filter for `states` in GitHub's project filter syntax (best effort; the
+/// grammar is undocumented, so results are always re-filtered client-side).
+pub fn server_filter(status_field: &str, states: &[String]) -> String {
+    let field: String = status_field
+        .trim()
+        .to_lowercase()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join("-");
+    let values: Vec<String> = states
+        .iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(|s| format!("\"{}\"", s.replace('"', "")))
+        .collect();
+    format!("is:issue {field}:{}", values.join(","))
+}
+
+fn state_in(list: &[String], state: &str) -> bool {
+    let n = normalize_name(state);
+    list.iter().any(|s| normalize_name(s) == n)
+}
+
+impl Tracker for GithubTracker {
+    fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
+        let active = self.cfg.active_states.clone();
+        let board = self.fetch_board(Some(&active))?;
+        Ok(board
+            .issues
+            .into_iter()
+            .filter(|i| {
+                state_in(&active, &i.state)
+                    && !state_in(&self.cfg.terminal_states, &i.state)
+                    && !i.closed
+                    && self.in_repo_scope(i)
+            })
+            .collect())
+    }
+
+    /// Issues whose Status is one of `states`. When `states` names a configured terminal state,
+    /// CLOSED issues are included whatever their Status (closed is always terminal).
+    fn fetch_issues_by_states(&self, states: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        if states.iter().all(|s| s.trim().is_empty()) {
+            return Ok(Vec::new());
+        }
+        let wants_terminal = states
+            .iter()
+            .any(|s| state_in(&self.cfg.terminal_states, s));
+        // Closed issues in other Statuses are needed too, so never narrow server-side then.
+        let board = self.fetch_board(if wants_terminal { None } else { Some(states) })?;
+        Ok(board
+            .issues
+            .into_iter()
+            .filter(|i| {
+                (state_in(states, &i.state) || (wants_terminal && i.closed))
+                    && self.in_repo_scope(i)
+            })
+            .collect())
+    }
+
+    fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        let mut unique: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
+        for id in ids {
+            let id = id.trim();
+            if !id.is_empty() && seen.insert(id.to_string()) {
+                unique.push(id.to_string());
+            }
+        }
+        if unique.is_empty() {
+            return Ok(Vec::new());
+        }
+        let project = self.project()?;
+        let mut stats = OpStats::default();
+        let mut out = Vec::new();
+        let mut res = Ok(());
+        for chunk in unique.chunks(MAX_IDS_PER_REQUEST) {
+            res = self.refresh_chunk(&project, chunk, &mut stats, &mut out);
+            if res.is_err() {
+                break;
+            }
+        }
+        self.log_stats("fetch_issue_states_by_ids", &stats);
+        res.map(|_| out)
+    }
+
+    fn validate(&self) -> Result<(), TrackerError> {
+        self.project().map(|_| ())
+    }
+
+    fn reset_cache(&self) {
+        *lock(&self.project) = None;
+        self.deps_supported.store(true, Ordering::Relaxed);
+        self.filter_supported.store(true, Ordering::Relaxed);
+    }
+
+    fn rate_limit(&self) -> Option<RateLimitInfo> {
+        lock(&self.rate).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_filter_quotes_states() {
+        assert_eq!(
+            server_filter("Status", &["Todo".into(), "In Progress".into()]),
+            "is:issue status:\"Todo\",\"In Progress\""
+        );
+        assert_eq!(
+            server_filter("Work State", &["a\"b".into()]),
+            "is:issue work-state:\"ab\""
+        );
+    }
+}

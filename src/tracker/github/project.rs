@@ -1,0 +1,226 @@
+//! Project resolution (spec §11.2): the cached ProjectV2 id, the Status single-select field and
+//! its options, and the optional priority field's options, parsed from a `Resolve*Project` reply.
+
+use serde_json::Value;
+
+use super::client::Reply;
+use crate::tracker::{TrackerError, TrackerErrorKind};
+use crate::workflow::config::{OwnerType, Secret};
+
+/// One option of a single-select field, in board order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldOption {
+    /// Option id (8 hex chars on github.com).
+    pub id: String,
+    /// Option name as shown on the board (trimmed).
+    pub name: String,
+}
+
+/// A resolved single-select field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SingleSelectField {
+    /// Field node id (`PVTSSF_…`).
+    pub id: String,
+    /// Field name.
+    pub name: String,
+    /// Options in board order (position 1 first).
+    pub options: Vec<FieldOption>,
+}
+
+impl SingleSelectField {
+    /// 1-based position of the option with `option_id` (else by trimmed, case-insensitive name).
+    pub fn position(&self, option_id: Option<&str>, name: Option<&str>) -> Option<u32> {
+        if let Some(id) = option_id {
+            if let Some(i) = self.options.iter().position(|o| o.id == id) {
+                return Some(i as u32 + 1);
+            }
+        }
+        let want = crate::model::normalize_name(name?);
+        self.options
+            .iter()
+            .position(|o| crate::model::normalize_name(&o.name) == want)
+            .map(|i| i as u32 + 1)
+    }
+}
+
+/// The configured priority field after resolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PriorityField {
+    /// `tracker.priority_field` is not set: priority is always null.
+    NotConfigured,
+    /// Resolved single-select field.
+    Resolved(SingleSelectField),
+    /// Configured but unusable (missing, not single-select): priority is null; the text says why.
+    Unusable(String),
+}
+
+/// Everything cached about the configured project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectInfo {
+    /// ProjectV2 node id (`PVT_…`).
+    pub id: String,
+    /// Owner login as configured.
+    pub owner: String,
+    /// Project number.
+    pub number: u64,
+    /// Project title (untrusted text).
+    pub title: String,
+    /// Project URL, when reported.
+    pub url: Option<String>,
+    /// True when the project is closed.
+    pub closed: bool,
+    /// The Status field.
+    pub status: SingleSelectField,
+    /// The priority field.
+    pub priority: PriorityField,
+}
+
+/// Parse a resolution reply; NOT_FOUND owner/project and a missing or non-single-select status
+/// field are `missing_tracker_project` errors naming the owner, number and field.
+pub fn parse_project(
+    reply: &Reply,
+    owner: &str,
+    owner_type: OwnerType,
+    number: u64,
+    status_field: &str,
+    priority_field: Option<&str>,
+    token: &Secret,
+) -> Result<ProjectInfo, TrackerError> {
+    let kind_word = match owner_type {
+        OwnerType::Organization => "organization",
+        OwnerType::User => "user",
+    };
+    let missing = |msg: String| TrackerError::new(TrackerErrorKind::MissingTrackerProject, msg);
+    let not_found = |e: &super::client::GraphqlError| e.kind.as_deref() == Some("NOT_FOUND");
+    if reply
+        .errors
+        .iter()
+        .any(|e| not_found(e) && e.path.len() == 1)
+    {
+        return Err(missing(format!(
+            "tracker.owner: {kind_word} {owner:?} was not found or is not visible to the token (check tracker.owner and tracker.owner_type)"
+        )));
+    }
+    if reply
+        .errors
+        .iter()
+        .any(|e| not_found(e) && e.path.len() >= 2)
+    {
+        return Err(missing(format!(
+            "tracker.project_number: project #{number} of {kind_word} {owner:?} was not found or is not visible to the token (the token needs read:project)"
+        )));
+    }
+    reply.check_errors(token, |_| false)?;
+    let owner_v = reply.data.get("owner").unwrap_or(&Value::Null);
+    if owner_v.is_null() {
+        return Err(missing(format!(
+            "tracker.owner: {kind_word} {owner:?} was not found or is not visible to the token"
+        )));
+    }
+    let project = owner_v.get("projectV2").unwrap_or(&Value::Null);
+    if project.is_null() {
+        return Err(missing(format!(
+            "tracker.project_number: project #{number} of {kind_word} {owner:?} was not found or is not visible to the token"
+        )));
+    }
+    let id = project
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            TrackerError::new(
+                TrackerErrorKind::GithubUnknownPayload,
+                "project resolution reply has no project id",
+            )
+        })?;
+    let where_ = format!("project #{number} of {kind_word} {owner:?}");
+    let status = match parse_single_select(project.get("statusField")) {
+        Ok(f) if f.options.is_empty() => {
+            return Err(missing(format!(
+                "tracker.status_field: field {status_field:?} on {where_} has no options"
+            )))
+        }
+        Ok(f) => f,
+        Err(None) => {
+            return Err(missing(format!(
+                "tracker.status_field: {where_} has no field named {status_field:?}"
+            )))
+        }
+        Err(Some(t)) => {
+            return Err(missing(format!(
+                "tracker.status_field: field {status_field:?} on {where_} is a {t}, not a single-select field"
+            )))
+        }
+    };
+    let priority = match priority_field {
+        None => PriorityField::NotConfigured,
+        Some(name) => match parse_single_select(project.get("priorityField")) {
+            Ok(f) => PriorityField::Resolved(f),
+            Err(None) => PriorityField::Unusable(format!(
+                "tracker.priority_field: {where_} has no field named {name:?}; priority is null"
+            )),
+            Err(Some(t)) => PriorityField::Unusable(format!(
+                "tracker.priority_field: field {name:?} on {where_} is a {t}, not a single-select field; priority is null"
+            )),
+        },
+    };
+    Ok(ProjectInfo {
+        id: id.to_string(),
+        owner: owner.to_string(),
+        number,
+        title: project
+            .get("title")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        url: project
+            .get("url")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        closed: project
+            .get("closed")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        status,
+        priority,
+    })
+}
+
+/// `Err(None)` = absent/null; `Err(Some(typename))` = not single-select (or malformed).
+fn parse_single_select(v: Option<&Value>) -> Result<SingleSelectField, Option<String>> {
+    let v = match v {
+        None | Some(Value::Null) => return Err(None),
+        Some(v) => v,
+    };
+    let typename = v.get("__typename").and_then(Value::as_str).unwrap_or("");
+    if typename != "ProjectV2SingleSelectField" {
+        let t = match typename {
+            "ProjectV2IterationField" => "iteration field".to_string(),
+            "ProjectV2Field" => "plain (text/number/date) field".to_string(),
+            "" => "field of unknown type".to_string(),
+            other => other.to_string(),
+        };
+        return Err(Some(t));
+    }
+    let (Some(id), Some(name), Some(opts)) = (
+        v.get("id").and_then(Value::as_str),
+        v.get("name").and_then(Value::as_str),
+        v.get("options").and_then(Value::as_array),
+    ) else {
+        return Err(Some("malformed single-select field".into()));
+    };
+    let options = opts
+        .iter()
+        .filter_map(|o| {
+            Some(FieldOption {
+                id: o.get("id")?.as_str()?.to_string(),
+                name: o.get("name")?.as_str()?.trim().to_string(),
+            })
+        })
+        .collect();
+    Ok(SingleSelectField {
+        id: id.to_string(),
+        name: name.to_string(),
+        options,
+    })
+}

@@ -1,0 +1,1045 @@
+//! A faithful fake of GitHub's GraphQL endpoint for Projects (v2), on 127.0.0.1 (tiny_http).
+//!
+//! It serves one board (a JSON fixture under `fixtures/boards/` or one built in code), answers
+//! Baton's operations by `operationName` with GitHub's response shapes (API-NOTES §3: pageInfo
+//! and opaque cursors, `null` field values, Draft/PR/REDACTED items, archived items, NOT_FOUND
+//! with paths, `undefinedField` on servers without `blockedBy`, rate-limit headers and body), and
+//! records every request so tests can assert request counts. Faults (401, secondary/primary rate
+//! limits, 502, garbage, slow, insufficient scopes, raw) are queued and served one per request.
+//! The board can be changed while the server runs (set status, close, remove, add label, …).
+//!
+//! Use from any test file: `mod support;` then `support::fake_github::FakeGithub::start(board)`.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// The token the fake accepts (as `Authorization: Bearer …`).
+pub const FAKE_TOKEN: &str = "ghp_fakeTOKEN0123456789abcdefSECRET";
+
+/// `x-ratelimit-reset` the fake reports (2100-01-01, always in the future).
+pub const FAKE_RESET_EPOCH: u64 = 4_102_444_800;
+
+/// A board fixture.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BoardFixture {
+    /// Owner login.
+    pub owner: String,
+    /// `organization` or `user`.
+    #[serde(default = "default_owner_type")]
+    pub owner_type: String,
+    /// Project number.
+    pub project_number: u64,
+    /// Project title.
+    #[serde(default)]
+    pub title: String,
+    /// Project fields in board order.
+    pub fields: Vec<FieldFixture>,
+    /// Items in board (position) order.
+    #[serde(default)]
+    pub items: Vec<ItemFixture>,
+    /// Issues that exist but are not on this project (e.g. blockers elsewhere).
+    #[serde(default)]
+    pub extra_issues: Vec<IssueFixture>,
+}
+
+fn default_owner_type() -> String {
+    "organization".into()
+}
+
+/// A project field.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FieldFixture {
+    /// Field name.
+    pub name: String,
+    /// `single_select` (default), `text`, `number`, `iteration`.
+    #[serde(rename = "type", default = "default_field_type")]
+    pub kind: String,
+    /// Option names for single-select fields.
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+fn default_field_type() -> String {
+    "single_select".into()
+}
+
+/// A project item.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ItemFixture {
+    /// Stable item id (assigned at start when absent).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// `ISSUE` (default), `DRAFT_ISSUE`, `PULL_REQUEST`, `REDACTED`.
+    #[serde(rename = "type", default = "default_item_type")]
+    pub kind: String,
+    /// Status option name (None = unset).
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Priority option name (None = unset).
+    #[serde(default)]
+    pub priority: Option<String>,
+    /// Archived items are hidden from `items` and flagged in `projectItems`.
+    #[serde(default)]
+    pub archived: bool,
+    /// The issue, for `ISSUE` items.
+    #[serde(default)]
+    pub issue: Option<IssueFixture>,
+    /// A draft/PR title (unused by Baton).
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+fn default_item_type() -> String {
+    "ISSUE".into()
+}
+
+/// An issue.
+#[derive(Debug, Clone, Deserialize)]
+pub struct IssueFixture {
+    /// `owner/name`.
+    pub repo: String,
+    /// Issue number.
+    pub number: u64,
+    /// Title.
+    #[serde(default)]
+    pub title: String,
+    /// Body (GitHub sends `""` for none).
+    #[serde(default)]
+    pub body: String,
+    /// `OPEN` or `CLOSED`.
+    #[serde(default = "default_issue_state")]
+    pub state: String,
+    /// Label names as on GitHub.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// RFC 3339.
+    #[serde(default = "default_time")]
+    pub created_at: String,
+    /// RFC 3339.
+    #[serde(default = "default_time")]
+    pub updated_at: String,
+    /// Blockers as `owner/repo#number`.
+    #[serde(default)]
+    pub blocked_by: Vec<String>,
+    /// Other projects this issue is on (their project ids), with a Status there.
+    #[serde(default)]
+    pub other_projects: Vec<String>,
+    /// False once deleted (refresh then answers NOT_FOUND).
+    #[serde(default = "yes")]
+    pub exists: bool,
+}
+
+fn default_issue_state() -> String {
+    "OPEN".into()
+}
+fn default_time() -> String {
+    "2026-01-01T00:00:00Z".into()
+}
+fn yes() -> bool {
+    true
+}
+
+impl IssueFixture {
+    /// An open issue with defaults.
+    pub fn new(repo: &str, number: u64, title: &str) -> Self {
+        IssueFixture {
+            repo: repo.into(),
+            number,
+            title: title.into(),
+            body: String::new(),
+            state: "OPEN".into(),
+            labels: Vec::new(),
+            created_at: default_time(),
+            updated_at: default_time(),
+            blocked_by: Vec::new(),
+            other_projects: Vec::new(),
+            exists: true,
+        }
+    }
+
+    /// `owner/repo#number`.
+    pub fn reference(&self) -> String {
+        format!("{}#{}", self.repo, self.number)
+    }
+}
+
+impl BoardFixture {
+    /// Load a fixture file (relative paths resolve from the crate root).
+    pub fn load(path: impl AsRef<Path>) -> Self {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(path.as_ref());
+        let text = std::fs::read_to_string(&p)
+            .unwrap_or_else(|e| panic!("read fixture {}: {e}", p.display()));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse fixture {}: {e}", p.display()))
+    }
+
+    /// An empty org board with Status (Todo, In Progress, In Review, Done) and Priority (P0–P2).
+    pub fn empty(owner: &str, number: u64) -> Self {
+        BoardFixture {
+            owner: owner.into(),
+            owner_type: "organization".into(),
+            project_number: number,
+            title: "Generated".into(),
+            fields: vec![
+                FieldFixture {
+                    name: "Status".into(),
+                    kind: "single_select".into(),
+                    options: vec![
+                        "Todo".into(),
+                        "In Progress".into(),
+                        "In Review".into(),
+                        "Done".into(),
+                    ],
+                },
+                FieldFixture {
+                    name: "Priority".into(),
+                    kind: "single_select".into(),
+                    options: vec!["P0".into(), "P1".into(), "P2".into()],
+                },
+            ],
+            items: Vec::new(),
+            extra_issues: Vec::new(),
+        }
+    }
+
+    /// Append an issue item with `status`.
+    pub fn push_issue(&mut self, issue: IssueFixture, status: Option<&str>) -> &mut Self {
+        self.items.push(ItemFixture {
+            id: None,
+            kind: "ISSUE".into(),
+            status: status.map(str::to_string),
+            priority: None,
+            archived: false,
+            issue: Some(issue),
+            title: None,
+        });
+        self
+    }
+
+    /// A board of `n` open issues in `acme/app` numbered 1..=n, all in `status`.
+    pub fn generated(n: u64, status: &str) -> Self {
+        let mut b = BoardFixture::empty("acme", 7);
+        for i in 1..=n {
+            b.push_issue(
+                IssueFixture::new("acme/app", i, &format!("Issue {i}")),
+                Some(status),
+            );
+        }
+        b
+    }
+}
+
+/// A queued misbehaviour, served instead of (or before) the next answer.
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// HTTP 401 Bad credentials, with `x-ratelimit-remaining: 0` like GitHub.
+    Unauthorized,
+    /// HTTP `status` (403/429) secondary rate limit, with an optional `retry-after`.
+    SecondaryRateLimit {
+        /// 403 or 429.
+        status: u16,
+        /// `retry-after` seconds.
+        retry_after: Option<u64>,
+    },
+    /// HTTP 200 primary limit error with `type` spelled `spelling` (`RATE_LIMITED`/`RATE_LIMIT`).
+    PrimaryRateLimit {
+        /// The `type` value.
+        spelling: &'static str,
+        /// `x-ratelimit-remaining` sent.
+        remaining: u64,
+    },
+    /// HTTP 502 with GitHub's `"data":"null"` timeout body.
+    BadGateway,
+    /// HTTP 200 with a non-JSON body.
+    Garbage,
+    /// Wait this long, then answer normally.
+    Slow(Duration),
+    /// HTTP 200 INSUFFICIENT_SCOPES.
+    InsufficientScopes,
+    /// Exactly this reply.
+    Raw {
+        /// HTTP status.
+        status: u16,
+        /// Extra headers.
+        headers: Vec<(String, String)>,
+        /// Body.
+        body: String,
+    },
+}
+
+/// One request as received.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// HTTP method.
+    pub method: String,
+    /// `operationName` of the body.
+    pub operation: String,
+    /// `variables` of the body.
+    pub variables: Value,
+    /// The `query` text.
+    pub query: String,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+    /// The `User-Agent` header, if any.
+    pub user_agent: Option<String>,
+}
+
+struct State {
+    board: BoardFixture,
+    project_id: String,
+    faults: VecDeque<Fault>,
+    requests: Vec<RecordedRequest>,
+    supports_dependencies: bool,
+    supports_items_query: bool,
+    break_end_cursor: bool,
+    remaining: i64,
+    next_item: u64,
+}
+
+/// The running fake. Stops when dropped.
+pub struct FakeGithub {
+    port: u16,
+    state: Arc<Mutex<State>>,
+    server: Arc<tiny_http::Server>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn lock(s: &Mutex<State>) -> MutexGuard<'_, State> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn b64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (c[0] as u32) << 16
+            | (*c.get(1).unwrap_or(&0) as u32) << 8
+            | *c.get(2).unwrap_or(&0) as u32;
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn option_id(name: &str) -> String {
+    // FNV-1a, 8 hex chars like GitHub's option ids.
+    let mut h: u32 = 0x811c9dc5;
+    for b in name.bytes() {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x01000193);
+    }
+    format!("{h:08x}")
+}
+
+/// The fake's node id for an issue `owner/repo#n`.
+pub fn issue_node_id(reference: &str) -> String {
+    format!("I_kwDO{}", b64(reference.as_bytes()).trim_end_matches('='))
+}
+
+impl FakeGithub {
+    /// Serve `board` on 127.0.0.1 (ephemeral port).
+    pub fn start(mut board: BoardFixture) -> Self {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind fake GitHub"));
+        let port = server.server_addr().to_ip().expect("ip listener").port();
+        let mut next_item = 1u64;
+        for it in &mut board.items {
+            if it.id.is_none() {
+                it.id = Some(format!("PVTI_lADOAAABc84AAAAAzg{next_item:06}"));
+                next_item += 1;
+            }
+        }
+        let project_id = format!(
+            "PVT_kwDO{}",
+            b64(format!("{}#{}", board.owner, board.project_number).as_bytes())
+                .trim_end_matches('=')
+        );
+        let state = Arc::new(Mutex::new(State {
+            board,
+            project_id,
+            faults: VecDeque::new(),
+            requests: Vec::new(),
+            supports_dependencies: true,
+            supports_items_query: true,
+            break_end_cursor: false,
+            remaining: 5000,
+            next_item,
+        }));
+        let (srv, st) = (server.clone(), state.clone());
+        let thread = std::thread::spawn(move || {
+            while let Ok(req) = srv.recv() {
+                let st = st.clone();
+                std::thread::spawn(move || handle(req, &st));
+            }
+        });
+        FakeGithub {
+            port,
+            state,
+            server,
+            thread: Some(thread),
+        }
+    }
+
+    /// Load `fixtures/boards/<name>` and serve it.
+    pub fn from_fixture(rel_path: &str) -> Self {
+        Self::start(BoardFixture::load(rel_path))
+    }
+
+    /// `http://127.0.0.1:<port>/graphql`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}/graphql", self.port)
+    }
+
+    /// The project's node id.
+    pub fn project_id(&self) -> String {
+        lock(&self.state).project_id.clone()
+    }
+
+    /// All requests so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.state).requests.clone()
+    }
+
+    /// Number of requests so far.
+    pub fn request_count(&self) -> usize {
+        lock(&self.state).requests.len()
+    }
+
+    /// Forget recorded requests.
+    pub fn clear_requests(&self) {
+        lock(&self.state).requests.clear();
+    }
+
+    /// Operation names of the requests so far.
+    pub fn operations(&self) -> Vec<String> {
+        lock(&self.state)
+            .requests
+            .iter()
+            .map(|r| r.operation.clone())
+            .collect()
+    }
+
+    /// Queue a fault for the next request.
+    pub fn push_fault(&self, f: Fault) {
+        lock(&self.state).faults.push_back(f);
+    }
+
+    /// Behave like a server whose schema lacks `Issue.blockedBy` (older GHES).
+    pub fn set_supports_dependencies(&self, v: bool) {
+        lock(&self.state).supports_dependencies = v;
+    }
+
+    /// Behave like a server whose `items` has no `query:` argument.
+    pub fn set_supports_items_query(&self, v: bool) {
+        lock(&self.state).supports_items_query = v;
+    }
+
+    /// Answer `hasNextPage: true` with `endCursor: null` (a pagination integrity fault).
+    pub fn set_break_end_cursor(&self, v: bool) {
+        lock(&self.state).break_end_cursor = v;
+    }
+
+    fn with_item<R>(&self, reference: &str, f: impl FnOnce(&mut ItemFixture) -> R) -> R {
+        let mut st = lock(&self.state);
+        let it = st
+            .board
+            .items
+            .iter_mut()
+            .find(|i| i.issue.as_ref().map(IssueFixture::reference).as_deref() == Some(reference))
+            .unwrap_or_else(|| panic!("no item for {reference}"));
+        f(it)
+    }
+
+    fn with_issue<R>(&self, reference: &str, f: impl FnOnce(&mut IssueFixture) -> R) -> R {
+        let mut st = lock(&self.state);
+        let st = &mut *st;
+        let issue = st
+            .board
+            .items
+            .iter_mut()
+            .filter_map(|i| i.issue.as_mut())
+            .chain(st.board.extra_issues.iter_mut())
+            .find(|i| i.reference() == reference)
+            .unwrap_or_else(|| panic!("no issue {reference}"));
+        f(issue)
+    }
+
+    /// Set the Status of the item for `owner/repo#n` (None = unset).
+    pub fn set_status(&self, reference: &str, status: Option<&str>) {
+        self.with_item(reference, |it| it.status = status.map(str::to_string));
+    }
+
+    /// Set the priority option of the item for `owner/repo#n`.
+    pub fn set_priority(&self, reference: &str, priority: Option<&str>) {
+        self.with_item(reference, |it| it.priority = priority.map(str::to_string));
+    }
+
+    /// Archive the item for `owner/repo#n`.
+    pub fn archive_item(&self, reference: &str) {
+        self.with_item(reference, |it| it.archived = true);
+    }
+
+    /// Close the issue `owner/repo#n` (its Status is unchanged).
+    pub fn close_issue(&self, reference: &str) {
+        self.with_issue(reference, |i| i.state = "CLOSED".into());
+    }
+
+    /// Add a label to `owner/repo#n`.
+    pub fn add_label(&self, reference: &str, label: &str) {
+        self.with_issue(reference, |i| i.labels.push(label.into()));
+    }
+
+    /// Remove a label from `owner/repo#n`.
+    pub fn remove_label(&self, reference: &str, label: &str) {
+        self.with_issue(reference, |i| i.labels.retain(|l| l != label));
+    }
+
+    /// Delete the issue (refresh answers NOT_FOUND; its item disappears from the board).
+    pub fn delete_issue(&self, reference: &str) {
+        let mut st = lock(&self.state);
+        st.board.items.retain(|i| {
+            i.issue.as_ref().map(IssueFixture::reference).as_deref() != Some(reference)
+        });
+        st.board.extra_issues.retain(|i| i.reference() != reference);
+    }
+
+    /// Remove the item from the project; the issue still exists (moved to `extra_issues`).
+    pub fn remove_item(&self, reference: &str) {
+        let mut st = lock(&self.state);
+        if let Some(pos) = st.board.items.iter().position(|i| {
+            i.issue.as_ref().map(IssueFixture::reference).as_deref() == Some(reference)
+        }) {
+            let it = st.board.items.remove(pos);
+            if let Some(issue) = it.issue {
+                st.board.extra_issues.push(issue);
+            }
+        }
+    }
+
+    /// Add an issue item at the end of the board.
+    pub fn add_issue(&self, issue: IssueFixture, status: Option<&str>) {
+        let mut st = lock(&self.state);
+        let id = format!("PVTI_lADOAAABc84AAAAAzg{:06}", st.next_item);
+        st.next_item += 1;
+        st.board.items.push(ItemFixture {
+            id: Some(id),
+            kind: "ISSUE".into(),
+            status: status.map(str::to_string),
+            priority: None,
+            archived: false,
+            issue: Some(issue),
+            title: None,
+        });
+    }
+}
+
+impl Drop for FakeGithub {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+fn rate_headers(remaining: i64) -> Vec<(String, String)> {
+    vec![
+        ("x-ratelimit-limit".into(), "5000".into()),
+        ("x-ratelimit-remaining".into(), remaining.to_string()),
+        ("x-ratelimit-used".into(), (5000 - remaining).to_string()),
+        ("x-ratelimit-reset".into(), FAKE_RESET_EPOCH.to_string()),
+        ("x-ratelimit-resource".into(), "graphql".into()),
+    ]
+}
+
+fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
+    let header = |name: &'static str| {
+        req.headers()
+            .iter()
+            .find(|h| h.field.equiv(name))
+            .map(|h| h.value.as_str().to_string())
+    };
+    let authorization = header("Authorization");
+    let user_agent = header("User-Agent");
+    let method = req.method().as_str().to_string();
+    let mut body = String::new();
+    let _ = req
+        .as_reader()
+        .take(4 * 1024 * 1024)
+        .read_to_string(&mut body);
+    let parsed: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let operation = parsed["operationName"].as_str().unwrap_or("").to_string();
+    let query = parsed["query"].as_str().unwrap_or("").to_string();
+    let variables = parsed.get("variables").cloned().unwrap_or(Value::Null);
+
+    let fault = {
+        let mut s = lock(st);
+        s.requests.push(RecordedRequest {
+            method: method.clone(),
+            operation: operation.clone(),
+            variables: variables.clone(),
+            query: query.clone(),
+            authorization: authorization.clone(),
+            user_agent: user_agent.clone(),
+        });
+        s.faults.pop_front()
+    };
+    if let Some(Fault::Slow(d)) = &fault {
+        std::thread::sleep(*d);
+    }
+    let answer = match fault {
+        Some(
+            f @ (Fault::Unauthorized
+            | Fault::SecondaryRateLimit { .. }
+            | Fault::PrimaryRateLimit { .. }
+            | Fault::BadGateway
+            | Fault::Garbage
+            | Fault::InsufficientScopes
+            | Fault::Raw { .. }),
+        ) => fault_answer(f),
+        _ => {
+            if method != "POST" {
+                Answer { status: 404, headers: vec![], body: r#"{"message":"Not Found","documentation_url":"https://docs.github.com/graphql"}"#.into() }
+            } else if authorization.as_deref() != Some(&format!("Bearer {FAKE_TOKEN}")) {
+                fault_answer(Fault::Unauthorized)
+            } else if user_agent.as_deref().unwrap_or("").is_empty() {
+                Answer { status: 403, headers: vec![], body: r#"{"message":"Request forbidden by administrative rules. Please make sure your request has a User-Agent header"}"#.into() }
+            } else {
+                let mut s = lock(st);
+                s.remaining -= 1;
+                let remaining = s.remaining;
+                let data = answer_operation(&s, &operation, &query, &variables);
+                Answer {
+                    status: 200,
+                    headers: rate_headers(remaining),
+                    body: data.to_string(),
+                }
+            }
+        }
+    };
+    let mut resp = tiny_http::Response::from_string(answer.body).with_status_code(answer.status);
+    let mut headers = vec![
+        (
+            "content-type".to_string(),
+            "application/json; charset=utf-8".to_string(),
+        ),
+        (
+            "x-github-request-id".to_string(),
+            "0402:25A1:11044F5:2F2D8B9:61E465B9".to_string(),
+        ),
+    ];
+    headers.extend(answer.headers);
+    for (k, v) in headers {
+        if let Ok(h) = tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()) {
+            resp.add_header(h);
+        }
+    }
+    let _ = req.respond(resp);
+}
+
+fn fault_answer(f: Fault) -> Answer {
+    match f {
+        Fault::Unauthorized => Answer {
+            status: 401,
+            headers: vec![
+                ("x-ratelimit-limit".into(), "0".into()),
+                ("x-ratelimit-remaining".into(), "0".into()),
+                ("x-ratelimit-reset".into(), (FAKE_RESET_EPOCH + 3600).to_string()),
+                ("x-ratelimit-resource".into(), "graphql".into()),
+            ],
+            body: r#"{"message":"Bad credentials","documentation_url":"https://docs.github.com/graphql"}"#.into(),
+        },
+        Fault::SecondaryRateLimit { status, retry_after } => Answer {
+            status,
+            headers: retry_after.map(|s| ("retry-after".to_string(), s.to_string())).into_iter().collect(),
+            body: r#"{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID 0402:25A1:11044F5:2F2D8B9:61E465B9.","documentation_url":"https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}"#.into(),
+        },
+        Fault::PrimaryRateLimit { spelling, remaining } => {
+            let mut headers = rate_headers(remaining as i64);
+            headers.retain(|(k, _)| k != "x-ratelimit-remaining");
+            headers.push(("x-ratelimit-remaining".into(), remaining.to_string()));
+            let body = if spelling == "RATE_LIMIT" {
+                json!({"errors":[{"type":"RATE_LIMIT","code":"graphql_rate_limit","message":"API rate limit already exceeded for user ID 1234567."}]})
+            } else {
+                json!({"errors":[{"type": spelling,"message":"API rate limit exceeded for user ID 1234567."}]})
+            };
+            Answer { status: 200, headers, body: body.to_string() }
+        }
+        Fault::BadGateway => Answer {
+            status: 502,
+            headers: vec![],
+            body: r#"{"data":"null","errors":[{"message":"Something went wrong while executing your query. This may be the result of a timeout, or it could be a GitHub bug. Please include `8FF2:721B:31D84D5:6EF58BD:5BCF3079` when reporting this issue."}]}"#.into(),
+        },
+        Fault::Garbage => Answer { status: 200, headers: rate_headers(4000), body: "<html><body>Unicorn!</body></html>".into() },
+        Fault::InsufficientScopes => Answer {
+            status: 200,
+            headers: rate_headers(4000),
+            body: r#"{"errors":[{"type":"INSUFFICIENT_SCOPES","locations":[{"line":3,"column":5}],"message":"Your token has not been granted the required scopes to execute this query. The 'projectV2' field requires one of the following scopes: ['read:project'], but your token has only been granted the: ['repo'] scopes. Please modify your token's scopes at: https://github.com/settings/tokens."}]}"#.into(),
+        },
+        Fault::Raw { status, headers, body } => Answer { status, headers, body },
+        Fault::Slow(_) => unreachable!(),
+    }
+}
+
+fn rate_limit_body(s: &State, cost: i64) -> Value {
+    json!({"limit":5000,"cost":cost,"remaining":s.remaining,"used":5000 - s.remaining,"resetAt":"2100-01-01T00:00:00Z","nodeCount":100})
+}
+
+fn not_found(path: Value, message: String) -> Value {
+    json!({"type":"NOT_FOUND","path":path,"locations":[{"line":2,"column":3}],"message":message})
+}
+
+fn answer_operation(s: &State, op: &str, query: &str, vars: &Value) -> Value {
+    if query.contains("blockedBy(") && !s.supports_dependencies {
+        return json!({"errors":[{"path":["query","node","... on ProjectV2","items","nodes","content","... on Issue","blockedBy"],"extensions":{"code":"undefinedField","typeName":"Issue","fieldName":"blockedBy"},"locations":[{"line":30,"column":15}],"message":"Field 'blockedBy' doesn't exist on type 'Issue'"}]});
+    }
+    if query.contains("query: $query") && !s.supports_items_query {
+        return json!({"errors":[{"path":["query","node","... on ProjectV2","items","query"],"extensions":{"code":"argumentNotAccepted","name":"items","typeName":"Field","argumentName":"query"},"locations":[{"line":18,"column":7}],"message":"Field 'items' doesn't accept argument 'query'"}]});
+    }
+    match op {
+        "ResolveOrgProject" | "ResolveUserProject" => resolve_project(s, query, vars),
+        "ProjectItems" | "ProjectItemsNoDeps" | "ProjectItemsFiltered" => {
+            items_page(s, vars, query.contains("blockedBy("))
+        }
+        "RefreshIssues" | "RefreshIssuesNoDeps" => refresh(s, vars, query.contains("blockedBy(")),
+        _ => json!({"errors":[{"message":format!("fake GitHub: unknown operation {op:?}")}]}),
+    }
+}
+
+fn resolve_project(s: &State, query: &str, vars: &Value) -> Value {
+    let b = &s.board;
+    let asked_org = query.contains("organization(login:");
+    let kind_ok = asked_org == (b.owner_type == "organization");
+    let login = vars["owner"].as_str().unwrap_or("");
+    let rl = rate_limit_body(s, 1);
+    if !kind_ok || !login.eq_ignore_ascii_case(&b.owner) {
+        let msg = if asked_org {
+            format!("Could not resolve to an Organization with the login of '{login}'.")
+        } else {
+            format!("Could not resolve to a User with the login of '{login}'.")
+        };
+        return json!({"data":{"owner":null,"rateLimit":rl},"errors":[not_found(json!(["owner"]), msg)]});
+    }
+    let number = vars["number"].as_u64().unwrap_or(0);
+    if number != b.project_number {
+        return json!({"data":{"owner":{"projectV2":null},"rateLimit":rl},"errors":[not_found(json!(["owner","projectV2"]), format!("Could not resolve to a ProjectV2 with the number {number}."))]});
+    }
+    let field = |name: &str| -> Value {
+        match b.fields.iter().find(|f| f.name == name) {
+            None => Value::Null,
+            Some(f) if f.kind == "single_select" => json!({
+                "__typename":"ProjectV2SingleSelectField",
+                "id": format!("PVTSSF_lADO{}", option_id(&f.name)),
+                "name": f.name,
+                "options": f.options.iter().map(|o| json!({"id":option_id(o),"name":o})).collect::<Vec<_>>(),
+            }),
+            Some(f) if f.kind == "iteration" => json!({"__typename":"ProjectV2IterationField"}),
+            Some(_) => json!({"__typename":"ProjectV2Field"}),
+        }
+    };
+    let mut project = Map::new();
+    project.insert("id".into(), json!(s.project_id));
+    project.insert("number".into(), json!(b.project_number));
+    project.insert("title".into(), json!(b.title));
+    project.insert(
+        "url".into(),
+        json!(format!(
+            "https://github.com/orgs/{}/projects/{}",
+            b.owner, b.project_number
+        )),
+    );
+    project.insert("closed".into(), json!(false));
+    project.insert(
+        "statusField".into(),
+        field(vars["statusField"].as_str().unwrap_or("")),
+    );
+    if vars["withPriority"].as_bool() == Some(true) {
+        project.insert(
+            "priorityField".into(),
+            field(vars["priorityField"].as_str().unwrap_or("")),
+        );
+    }
+    json!({"data":{"owner":{"projectV2":project},"rateLimit":rl}})
+}
+
+fn field_value(s: &State, field_name: &str, value: &Option<String>) -> Value {
+    let Some(v) = value else { return Value::Null };
+    match s.board.fields.iter().find(|f| f.name == field_name) {
+        None => Value::Null,
+        Some(f) if f.kind == "single_select" => {
+            json!({"__typename":"ProjectV2ItemFieldSingleSelectValue","name":v,"optionId":option_id(v)})
+        }
+        Some(_) => json!({"__typename":"ProjectV2ItemFieldTextValue"}),
+    }
+}
+
+fn find_issue<'a>(
+    s: &'a State,
+    reference: &str,
+) -> Option<(&'a IssueFixture, Option<&'a ItemFixture>)> {
+    for it in &s.board.items {
+        if let Some(i) = &it.issue {
+            if i.reference() == reference && i.exists {
+                return Some((i, Some(it)));
+            }
+        }
+    }
+    s.board
+        .extra_issues
+        .iter()
+        .find(|i| i.reference() == reference && i.exists)
+        .map(|i| (i, None))
+}
+
+fn issue_json(s: &State, i: &IssueFixture) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("__typename".into(), json!("Issue"));
+    m.insert("id".into(), json!(issue_node_id(&i.reference())));
+    m.insert("number".into(), json!(i.number));
+    m.insert("title".into(), json!(i.title));
+    m.insert("body".into(), json!(i.body));
+    m.insert(
+        "url".into(),
+        json!(format!("https://github.com/{}/issues/{}", i.repo, i.number)),
+    );
+    m.insert("state".into(), json!(i.state));
+    m.insert("createdAt".into(), json!(i.created_at));
+    m.insert("updatedAt".into(), json!(i.updated_at));
+    m.insert(
+        "labels".into(),
+        json!({"nodes": i.labels.iter().take(50).map(|l| json!({"name": l})).collect::<Vec<_>>()}),
+    );
+    m.insert("repository".into(), json!({"nameWithOwner": i.repo}));
+    let _ = s;
+    m
+}
+
+fn blocker_json(
+    s: &State,
+    reference: &str,
+    with_project_items: bool,
+    status_field: &str,
+) -> Option<Value> {
+    let (b, item) = find_issue(s, reference)?;
+    let mut m = Map::new();
+    m.insert("id".into(), json!(issue_node_id(reference)));
+    m.insert("number".into(), json!(b.number));
+    m.insert("state".into(), json!(b.state));
+    m.insert("repository".into(), json!({"nameWithOwner": b.repo}));
+    if with_project_items {
+        m.insert(
+            "projectItems".into(),
+            project_items_json(s, b, item, status_field, None),
+        );
+    }
+    Some(Value::Object(m))
+}
+
+fn project_items_json(
+    s: &State,
+    i: &IssueFixture,
+    item: Option<&ItemFixture>,
+    status_field: &str,
+    priority_field: Option<&str>,
+) -> Value {
+    let mut nodes = Vec::new();
+    for other in &i.other_projects {
+        nodes.push(json!({"id":"PVTI_other","isArchived":false,"project":{"id":other},"status":{"__typename":"ProjectV2ItemFieldSingleSelectValue","name":"Todo","optionId":"f75ad846"}}));
+    }
+    if let Some(it) = item {
+        let mut m = Map::new();
+        m.insert("id".into(), json!(it.id));
+        m.insert("isArchived".into(), json!(it.archived));
+        m.insert("project".into(), json!({"id": s.project_id}));
+        m.insert("status".into(), field_value(s, status_field, &it.status));
+        if let Some(pf) = priority_field {
+            m.insert("priority".into(), field_value(s, pf, &it.priority));
+        }
+        nodes.push(Value::Object(m));
+    }
+    json!({"nodes": nodes})
+}
+
+fn cursor(index: usize) -> String {
+    b64(format!("cursor:v2:{index}").as_bytes())
+}
+
+fn matches_filter(status: &Option<String>, filter: &str) -> bool {
+    // Minimal `is:issue <field>:"A","B"` support (what Baton sends).
+    let Some(spec) = filter
+        .split_whitespace()
+        .find(|t| t.contains(':') && !t.starts_with("is:"))
+    else {
+        return true;
+    };
+    let rest = filter[filter.find(spec).unwrap_or(0)..]
+        .split_once(':')
+        .map(|x| x.1)
+        .unwrap_or("");
+    let wanted: Vec<String> = rest
+        .split(',')
+        .map(|v| v.trim().trim_matches('"').to_lowercase())
+        .collect();
+    status
+        .as_ref()
+        .is_some_and(|s| wanted.contains(&s.to_lowercase()))
+}
+
+fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
+    if vars["projectId"].as_str() != Some(&s.project_id) {
+        let id = vars["projectId"].as_str().unwrap_or("");
+        return json!({"data":{"node":null,"rateLimit":rate_limit_body(s, 1)},"errors":[not_found(json!(["node"]), format!("Could not resolve to a node with the global id of '{id}'."))]});
+    }
+    let first = vars["first"].as_u64().unwrap_or(0);
+    if first == 0 || first > 100 {
+        return json!({"errors":[{"message":format!("Requesting {first} records on the `items` connection exceeds the `first` limit of 100 records."),"locations":[{"line":4,"column":7}]}]});
+    }
+    let status_field = vars["statusField"].as_str().unwrap_or("Status");
+    let priority_field = (vars["withPriority"].as_bool() == Some(true))
+        .then(|| vars["priorityField"].as_str().unwrap_or(""));
+    let filter = vars.get("query").and_then(Value::as_str).unwrap_or("");
+    let visible: Vec<&ItemFixture> = s
+        .board
+        .items
+        .iter()
+        .filter(|i| !i.archived)
+        .filter(|i| i.issue.as_ref().map_or(true, |x| x.exists))
+        .filter(|i| filter.is_empty() || (i.kind == "ISSUE" && matches_filter(&i.status, filter)))
+        .collect();
+    let start = match vars["after"].as_str() {
+        None => 0,
+        Some(c) => (0..=visible.len())
+            .find(|i| cursor(*i) == c)
+            .map(|i| i + 1)
+            .unwrap_or(visible.len()),
+    };
+    let page: Vec<&ItemFixture> = visible
+        .iter()
+        .skip(start)
+        .take(first as usize)
+        .copied()
+        .collect();
+    let has_next = start + page.len() < visible.len();
+    let nodes: Vec<Value> = page
+        .iter()
+        .map(|it| {
+            let mut m = Map::new();
+            m.insert("id".into(), json!(it.id));
+            m.insert("type".into(), json!(it.kind));
+            m.insert("isArchived".into(), json!(it.archived));
+            m.insert(
+                "status".into(),
+                if it.kind == "REDACTED" {
+                    Value::Null
+                } else {
+                    field_value(s, status_field, &it.status)
+                },
+            );
+            if let Some(pf) = priority_field {
+                m.insert("priority".into(), field_value(s, pf, &it.priority));
+            }
+            let content = match it.kind.as_str() {
+                "DRAFT_ISSUE" => json!({"__typename":"DraftIssue"}),
+                "PULL_REQUEST" => json!({"__typename":"PullRequest"}),
+                "REDACTED" => Value::Null,
+                _ => match &it.issue {
+                    None => Value::Null,
+                    Some(i) => {
+                        let mut c = issue_json(s, i);
+                        if wants_deps {
+                            let blockers: Vec<Value> = i
+                                .blocked_by
+                                .iter()
+                                .filter_map(|r| blocker_json(s, r, false, status_field))
+                                .collect();
+                            c.insert("blockedBy".into(), json!({"nodes": blockers}));
+                        }
+                        Value::Object(c)
+                    }
+                },
+            };
+            m.insert("content".into(), content);
+            Value::Object(m)
+        })
+        .collect();
+    // An empty page (and the injected integrity fault) has a null endCursor.
+    let end_cursor = if page.is_empty() || (has_next && s.break_end_cursor) {
+        Value::Null
+    } else {
+        json!(cursor(start + page.len() - 1))
+    };
+    let rl_cost = ((1 + 2 * page.len() as i64) as f64 / 100.0)
+        .round()
+        .max(1.0) as i64;
+    json!({"data":{"node":{"__typename":"ProjectV2","items":{"pageInfo":{"hasNextPage":has_next,"endCursor":end_cursor},"nodes":nodes}},"rateLimit":rate_limit_body(s, rl_cost)}})
+}
+
+fn refresh(s: &State, vars: &Value, wants_deps: bool) -> Value {
+    let ids: Vec<&str> = vars["ids"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if ids.len() > 100 {
+        return json!({"data":null,"errors":[{"message":format!("You may not provide more than 100 node ids; you provided {}.", ids.len()),"type":"ARGUMENT_LIMIT","path":["nodes"],"locations":[{"line":1,"column":3}]}]});
+    }
+    let status_field = vars["statusField"].as_str().unwrap_or("Status");
+    let priority_field = (vars["withPriority"].as_bool() == Some(true))
+        .then(|| vars["priorityField"].as_str().unwrap_or(""));
+    let mut nodes = Vec::new();
+    let mut errors = Vec::new();
+    for (idx, id) in ids.iter().enumerate() {
+        let found = s
+            .board
+            .items
+            .iter()
+            .filter_map(|it| it.issue.as_ref().map(|i| (i, Some(it))))
+            .chain(s.board.extra_issues.iter().map(|i| (i, None)))
+            .find(|(i, _)| i.exists && issue_node_id(&i.reference()) == *id);
+        match found {
+            None => {
+                nodes.push(Value::Null);
+                errors.push(not_found(
+                    json!(["nodes", idx]),
+                    format!("Could not resolve to a node with the global id of '{id}'."),
+                ));
+            }
+            Some((i, item)) => {
+                let mut m = issue_json(s, i);
+                m.insert(
+                    "projectItems".into(),
+                    project_items_json(s, i, item, status_field, priority_field),
+                );
+                if wants_deps {
+                    let blockers: Vec<Value> = i
+                        .blocked_by
+                        .iter()
+                        .filter_map(|r| blocker_json(s, r, true, status_field))
+                        .collect();
+                    m.insert("blockedBy".into(), json!({"nodes": blockers}));
+                }
+                nodes.push(Value::Object(m));
+            }
+        }
+    }
+    let mut out = json!({"data":{"nodes":nodes,"rateLimit":rate_limit_body(s, 1)}});
+    if !errors.is_empty() {
+        out["errors"] = Value::Array(errors);
+    }
+    out
+}

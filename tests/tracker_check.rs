@@ -1,0 +1,154 @@
+//! `baton check` against the fake GitHub: a healthy board and a misspelled state.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use baton::check::run_check_with_env;
+use baton::workflow::config::ConfigEnv;
+use support::fake_github::{FakeGithub, Fault, FAKE_TOKEN};
+
+struct TestEnv;
+
+impl ConfigEnv for TestEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        (name == "BATON_FAKE_GITHUB_TOKEN").then(|| FAKE_TOKEN.to_string())
+    }
+    fn home(&self) -> Option<PathBuf> {
+        Some(std::env::temp_dir())
+    }
+    fn gh_auth_token(&self) -> Option<String> {
+        None
+    }
+}
+
+/// Copy `fixtures/workflows/check-acme.md` into a fresh temp dir with the fake's endpoint and
+/// `edit` applied.
+fn workflow(fake: &FakeGithub, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/workflows/check-acme.md");
+    let text = std::fs::read_to_string(src).unwrap();
+    let text = text.replace("http://127.0.0.1:9/graphql", &fake.endpoint());
+    let dir = std::env::temp_dir().join(format!("baton-check-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("WORKFLOW.md");
+    std::fs::write(&path, edit(text)).unwrap();
+    path
+}
+
+fn run(path: &Path) -> (i32, String) {
+    let mut out = Vec::new();
+    let code = run_check_with_env(path, &TestEnv, &mut out);
+    (code, String::from_utf8(out).unwrap())
+}
+
+#[test]
+fn healthy_board_prints_plan_in_dispatch_order_with_reasons() {
+    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
+    let (code, out) = run(&workflow(&fake, "healthy", |t| t));
+    println!("{out}");
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("ok    project: acme #7 \"Roadmap\" (PVT_"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "status field \"Status\": \"Todo\" | \"In Progress\" | \"In Review\" | \"Done\""
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("ok    active states: \"Todo\", \"In Progress\""),
+        "{out}"
+    );
+    assert!(out.contains("rate limit: "), "{out}");
+    assert!(
+        out.contains("skipped 1 draft, 1 pull request, 1 redacted"),
+        "{out}"
+    );
+    // Dispatch order: priority (P0=1, P1=2), then null priority by created_at.
+    let plan = [
+        "dispatch order (4 of 9 active issues):",
+        "  1. acme__app-2  [Todo]  priority 1  \"Crash on empty config\"",
+        "  2. acme__app-1  [Todo]  priority 2  \"Add retry to uploads\"",
+        "  3. acme__lib-3  [In Progress]  priority -  \"Port parser to streaming\"",
+        "  4. acme__app-6  [Todo]  priority -  \"Docs for retry\"",
+        "not dispatching (5):",
+    ];
+    let joined = plan.join("\n");
+    assert!(out.contains(&joined), "expected\n{joined}\nin\n{out}");
+    for reason in [
+        "acme__app-4  [Todo]  blocked by acme__lib-3 (In Progress)",
+        "acme__app-7  [Todo]  closed on GitHub",
+        "acme__app-8  [Todo]  has excluded label wontfix",
+        "acme__website-9  [Todo]  repository acme/website is not in tracker.repos",
+        "acme__app-10  [Todo]  missing required label baton",
+    ] {
+        assert!(out.contains(reason), "missing {reason:?} in\n{out}");
+    }
+    assert!(out.ends_with("result: healthy (0 problems)\n"), "{out}");
+    assert!(!out.contains(FAKE_TOKEN));
+}
+
+#[test]
+fn misspelled_state_is_flagged_with_a_hint_and_exit_1() {
+    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
+    let path = workflow(&fake, "typo", |t| {
+        t.replace(
+            "active_states: [Todo, In Progress]",
+            "active_states: [todo, In Progess]",
+        )
+    });
+    let (code, out) = run(&path);
+    println!("{out}");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("note  active state \"todo\" matches option \"Todo\" ignoring case"),
+        "{out}"
+    );
+    assert!(
+        out.contains("FAIL  tracker.active_states: \"In Progess\" matches no option of the status field (did you mean \"In Progress\"?)"),
+        "{out}"
+    );
+    assert!(out.ends_with("result: 1 problem\n"), "{out}");
+}
+
+#[test]
+fn unreachable_project_and_bad_token_fail_cleanly() {
+    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
+    let (code, out) = run(&workflow(&fake, "nf", |t| {
+        t.replace("project_number: 7", "project_number: 8")
+    }));
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("FAIL  project: missing_tracker_project: tracker.project_number: project #8"),
+        "{out}"
+    );
+
+    fake.push_fault(Fault::Unauthorized);
+    let (code, out) = run(&workflow(&fake, "auth", |t| t));
+    assert_eq!(code, 1);
+    assert!(out.contains("github_auth"), "{out}");
+    assert!(!out.contains(FAKE_TOKEN));
+}
+
+#[test]
+fn missing_workflow_and_missing_config_are_problems() {
+    let (code, out) = run(Path::new("/nonexistent/WORKFLOW.md"));
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("FAIL  workflow: missing_workflow_file"),
+        "{out}"
+    );
+
+    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
+    let (code, out) = run(&workflow(&fake, "noowner", |t| {
+        t.replace("  owner: acme\n", "")
+    }));
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("FAIL  missing_tracker_project: tracker.owner is required"),
+        "{out}"
+    );
+    assert_eq!(fake.request_count(), 0);
+}

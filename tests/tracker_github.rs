@@ -1,0 +1,736 @@
+//! GitHub Projects v2 tracker against the fake GitHub (spec §17.3).
+
+mod support;
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use baton::model::Issue;
+use baton::tracker::github::GithubTracker;
+use baton::tracker::{Tracker, TrackerErrorKind};
+use baton::workflow::config::{OwnerType, Secret, TrackerConfig};
+use serde_json::json;
+use support::fake_github::{
+    issue_node_id, BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_RESET_EPOCH, FAKE_TOKEN,
+};
+
+fn cfg(fake: &FakeGithub) -> TrackerConfig {
+    TrackerConfig {
+        kind: Some("github_projects".into()),
+        endpoint: fake.endpoint(),
+        token: Some(Secret::new(FAKE_TOKEN)),
+        token_source: None,
+        owner: Some("acme".into()),
+        owner_type: OwnerType::Organization,
+        project_number: Some(7),
+        status_field: "Status".into(),
+        priority_field: Some("Priority".into()),
+        repos: vec![],
+        required_labels: vec![],
+        excluded_labels: vec![],
+        active_states: vec!["Todo".into(), "In Progress".into()],
+        terminal_states: vec!["Done".into()],
+        page_size: 50,
+        server_side_filter: false,
+        timeout_ms: 5000,
+    }
+}
+
+fn acme() -> FakeGithub {
+    FakeGithub::from_fixture("fixtures/boards/acme.json")
+}
+
+fn idents(v: &[Issue]) -> Vec<&str> {
+    v.iter().map(|i| i.identifier.as_str()).collect()
+}
+
+fn find<'a>(v: &'a [Issue], ident: &str) -> &'a Issue {
+    v.iter()
+        .find(|i| i.identifier == ident)
+        .unwrap_or_else(|| panic!("{ident} missing"))
+}
+
+#[test]
+fn resolves_org_project_once_and_sends_auth_and_user_agent() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    t.validate().unwrap();
+    t.fetch_candidate_issues().unwrap();
+    t.fetch_candidate_issues().unwrap();
+    assert_eq!(
+        fake.operations(),
+        vec!["ResolveOrgProject", "ProjectItems", "ProjectItems"],
+        "the project is resolved once and cached"
+    );
+    let req = &fake.requests()[0];
+    assert_eq!(req.method, "POST");
+    assert_eq!(
+        req.authorization.as_deref(),
+        Some(format!("Bearer {FAKE_TOKEN}").as_str())
+    );
+    assert!(req.user_agent.as_deref().unwrap().starts_with("baton/"));
+    assert_eq!(req.variables["owner"], "acme");
+    assert_eq!(req.variables["number"], 7);
+    // reset_cache (WORKFLOW reload) forces a new resolution.
+    t.reset_cache();
+    t.validate().unwrap();
+    assert_eq!(fake.operations().last().unwrap(), "ResolveOrgProject");
+}
+
+#[test]
+fn owner_type_user_uses_user_lookup() {
+    let mut board = BoardFixture::load("fixtures/boards/acme.json");
+    board.owner_type = "user".into();
+    let fake = FakeGithub::start(board);
+    let mut c = cfg(&fake);
+    c.owner_type = OwnerType::User;
+    let t = GithubTracker::new(&c).unwrap();
+    t.validate().unwrap();
+    assert_eq!(fake.operations(), vec!["ResolveUserProject"]);
+    assert!(fake.requests()[0].query.contains("user(login: $owner)"));
+
+    // The same board looked up as an organization does not resolve; the error names the owner.
+    c.owner_type = OwnerType::Organization;
+    let t = GithubTracker::new(&c).unwrap();
+    let e = t.validate().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::MissingTrackerProject);
+    assert!(e.message.contains("organization \"acme\""), "{e}");
+}
+
+#[test]
+fn validation_errors_name_owner_number_and_field() {
+    let fake = acme();
+    let mut c = cfg(&fake);
+    c.project_number = Some(42);
+    let e = GithubTracker::new(&c).unwrap().validate().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::MissingTrackerProject);
+    assert!(
+        e.message.contains("#42") && e.message.contains("acme"),
+        "{e}"
+    );
+
+    let mut c = cfg(&fake);
+    c.status_field = "Stage".into();
+    let e = GithubTracker::new(&c).unwrap().validate().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::MissingTrackerProject);
+    assert!(
+        e.message.contains("\"Stage\"") && e.message.contains("#7"),
+        "{e}"
+    );
+
+    let mut c = cfg(&fake);
+    c.status_field = "Estimate".into();
+    let e = GithubTracker::new(&c).unwrap().validate().unwrap_err();
+    assert!(e.message.contains("not a single-select"), "{e}");
+
+    // A failed validation is not cached: the next call asks again.
+    fake.clear_requests();
+    let t = GithubTracker::new(&c).unwrap();
+    assert!(t.validate().is_err());
+    assert!(t.validate().is_err());
+    assert_eq!(fake.request_count(), 2);
+}
+
+#[test]
+fn constructor_rejects_bad_config_without_requests() {
+    let fake = acme();
+    let mut c = cfg(&fake);
+    c.kind = Some("linear".into());
+    assert_eq!(
+        GithubTracker::new(&c).unwrap_err().kind,
+        TrackerErrorKind::UnsupportedTrackerKind
+    );
+    c.kind = None;
+    assert_eq!(
+        GithubTracker::new(&c).unwrap_err().kind,
+        TrackerErrorKind::UnsupportedTrackerKind
+    );
+    let mut c = cfg(&fake);
+    c.token = None;
+    assert_eq!(
+        GithubTracker::new(&c).unwrap_err().kind,
+        TrackerErrorKind::MissingTrackerToken
+    );
+    let mut c = cfg(&fake);
+    c.owner = None;
+    assert_eq!(
+        GithubTracker::new(&c).unwrap_err().kind,
+        TrackerErrorKind::MissingTrackerProject
+    );
+    let mut c = cfg(&fake);
+    c.project_number = None;
+    assert_eq!(
+        GithubTracker::new(&c).unwrap_err().kind,
+        TrackerErrorKind::MissingTrackerProject
+    );
+    assert_eq!(fake.request_count(), 0);
+}
+
+#[test]
+fn candidates_filter_status_repos_closed_and_drop_non_issues() {
+    let fake = acme();
+    let mut c = cfg(&fake);
+    c.repos = vec!["acme/app".into(), "ACME/lib".into()];
+    let t = GithubTracker::new(&c).unwrap();
+    let got = t.fetch_candidate_issues().unwrap();
+    // Board order; #7 closed, #9 other repo, #11 Done, #12 no Status, #13 archived, #14 In Review,
+    // the draft, the PR and the redacted item are all absent. Labels stay for the orchestrator.
+    assert_eq!(
+        idents(&got),
+        vec![
+            "acme__app-1",
+            "acme__app-2",
+            "acme__lib-3",
+            "acme__app-4",
+            "acme__app-6",
+            "acme__app-8",
+            "acme__app-10"
+        ]
+    );
+    let two = find(&got, "acme__app-2");
+    assert_eq!(two.labels, vec!["baton", "bug"]);
+    assert_eq!(two.priority, Some(1));
+    assert_eq!(two.repository, "acme/app");
+    assert_eq!(two.number, 2);
+    assert_eq!(two.id, issue_node_id("acme/app#2"));
+    assert!(two.item_id.starts_with("PVTI_"));
+    assert_eq!(
+        two.url.as_deref(),
+        Some("https://github.com/acme/app/issues/2")
+    );
+    assert_eq!(two.created_at.as_deref(), Some("2026-01-03T10:00:00Z"));
+    assert_eq!(find(&got, "acme__app-1").priority, Some(2));
+    assert_eq!(
+        find(&got, "acme__app-1").description.as_deref(),
+        Some("Uploads fail on flaky networks.")
+    );
+    assert_eq!(find(&got, "acme__lib-3").priority, None);
+    assert_eq!(find(&got, "acme__lib-3").state, "In Progress");
+    assert!(got.iter().all(|i| !i.closed));
+}
+
+#[test]
+fn board_counts_dropped_items() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let board = t.fetch_board(None).unwrap();
+    let d = &board.dropped;
+    assert_eq!(
+        (
+            d.drafts,
+            d.pull_requests,
+            d.redacted,
+            d.no_status,
+            d.malformed
+        ),
+        (1, 1, 1, 1, 0)
+    );
+    assert!(
+        board.issues.iter().all(|i| i.identifier != "acme__app-13"),
+        "archived items are hidden"
+    );
+}
+
+#[test]
+fn blockers_resolve_status_on_project_else_open_closed() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let got = t.fetch_candidate_issues().unwrap();
+    let four = &find(&got, "acme__app-4").blocked_by;
+    assert_eq!(four.len(), 1);
+    assert_eq!(
+        (
+            four[0].identifier.as_str(),
+            four[0].state.as_str(),
+            four[0].terminal
+        ),
+        ("acme__lib-3", "In Progress", false)
+    );
+    assert_eq!(four[0].id, issue_node_id("acme/lib#3"));
+    let six: Vec<(&str, &str, bool)> = find(&got, "acme__app-6")
+        .blocked_by
+        .iter()
+        .map(|b| (b.identifier.as_str(), b.state.as_str(), b.terminal))
+        .collect();
+    assert_eq!(
+        six,
+        vec![
+            ("acme__lib-9", "CLOSED", true),
+            ("acme__app-11", "Done", true)
+        ]
+    );
+
+    // Refresh reads blockers through their own project items.
+    let r = t
+        .fetch_issue_states_by_ids(&[issue_node_id("acme/app#4")])
+        .unwrap();
+    assert_eq!(r[0].blocked_by[0].state, "In Progress");
+    fake.set_status("acme/lib#3", Some("Done"));
+    let r = t
+        .fetch_issue_states_by_ids(&[issue_node_id("acme/app#4")])
+        .unwrap();
+    assert_eq!(
+        (
+            r[0].blocked_by[0].state.as_str(),
+            r[0].blocked_by[0].terminal
+        ),
+        ("Done", true)
+    );
+}
+
+#[test]
+fn blockers_degrade_to_empty_when_schema_lacks_them_and_stop_asking() {
+    let fake = acme();
+    fake.set_supports_dependencies(false);
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let got = t.fetch_candidate_issues().unwrap();
+    assert!(got.iter().all(|i| i.blocked_by.is_empty()));
+    assert_eq!(find(&got, "acme__app-4").identifier, "acme__app-4");
+    t.fetch_candidate_issues().unwrap();
+    t.fetch_issue_states_by_ids(&[issue_node_id("acme/app#4")])
+        .unwrap();
+    assert_eq!(
+        fake.operations(),
+        vec![
+            "ResolveOrgProject",
+            "ProjectItems",
+            "ProjectItemsNoDeps",
+            "ProjectItemsNoDeps",
+            "RefreshIssuesNoDeps"
+        ]
+    );
+    assert!(!t.dependencies_supported());
+}
+
+#[test]
+fn other_validation_errors_are_errors_not_degradation() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    fake.push_fault(Fault::Raw {
+        status: 200,
+        headers: vec![],
+        body: json!({"errors":[{"extensions":{"code":"undefinedField","typeName":"Issue","fieldName":"frobnicate"},"message":"Field 'frobnicate' doesn't exist on type 'Issue'"}]}).to_string(),
+    });
+    let e = t.fetch_candidate_issues().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::GithubGraphqlErrors);
+    assert!(t.dependencies_supported());
+}
+
+#[test]
+fn pagination_preserves_order_over_three_pages() {
+    let fake = FakeGithub::start(BoardFixture::generated(7, "Todo"));
+    let mut c = cfg(&fake);
+    c.page_size = 3;
+    let t = GithubTracker::new(&c).unwrap();
+    let got = t.fetch_candidate_issues().unwrap();
+    let want: Vec<String> = (1..=7).map(|n| format!("acme__app-{n}")).collect();
+    assert_eq!(
+        idents(&got),
+        want.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    let reqs = fake.requests();
+    let pages: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.operation == "ProjectItems")
+        .collect();
+    assert_eq!(pages.len(), 3);
+    assert!(pages[0].variables["after"].is_null());
+    assert_eq!(pages[0].variables["first"], 3);
+    assert!(pages[1].variables["after"].is_string());
+    assert_ne!(pages[1].variables["after"], pages[2].variables["after"]);
+}
+
+#[test]
+fn missing_end_cursor_with_next_page_is_typed_error() {
+    let fake = FakeGithub::start(BoardFixture::generated(5, "Todo"));
+    fake.set_break_end_cursor(true);
+    let mut c = cfg(&fake);
+    c.page_size = 2;
+    let e = GithubTracker::new(&c)
+        .unwrap()
+        .fetch_candidate_issues()
+        .unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::GithubMissingEndCursor);
+}
+
+#[test]
+fn closed_issues_are_terminal_whatever_their_status() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let done = t.fetch_issues_by_states(&["Done".into()]).unwrap();
+    // #11 is Done; #7 is closed but still in Todo: terminal too.
+    assert_eq!(idents(&done), vec!["acme__app-7", "acme__app-11"]);
+    assert!(find(&done, "acme__app-7").closed);
+    let r = t
+        .fetch_issue_states_by_ids(&[issue_node_id("acme/app#7")])
+        .unwrap();
+    assert!(r[0].closed);
+    assert_eq!(r[0].state, "Todo");
+    // Closing a running issue shows up in refresh and removes it from candidates.
+    fake.close_issue("acme/app#1");
+    assert!(
+        t.fetch_issue_states_by_ids(&[issue_node_id("acme/app#1")])
+            .unwrap()[0]
+            .closed
+    );
+    assert!(t
+        .fetch_candidate_issues()
+        .unwrap()
+        .iter()
+        .all(|i| i.identifier != "acme__app-1"));
+    let by_state = t.fetch_issues_by_states(&["In Review".into()]).unwrap();
+    assert_eq!(idents(&by_state), vec!["acme__app-14"]);
+}
+
+#[test]
+fn refresh_by_ids_reflects_changes_and_omits_gone_issues() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let ids: Vec<String> = [
+        "acme/app#1",
+        "acme/app#2",
+        "acme/lib#3",
+        "acme/app#4",
+        "acme/app#6",
+    ]
+    .iter()
+    .map(|r| issue_node_id(r))
+    .collect();
+    fake.set_status("acme/app#1", Some("In Review"));
+    fake.remove_label("acme/app#1", "baton");
+    fake.delete_issue("acme/app#2");
+    fake.remove_item("acme/lib#3");
+    fake.archive_item("acme/app#4");
+    fake.clear_requests();
+    let got = t.fetch_issue_states_by_ids(&ids).unwrap();
+    assert_eq!(idents(&got), vec!["acme__app-1", "acme__app-6"]);
+    let one = find(&got, "acme__app-1");
+    assert_eq!(one.state, "In Review");
+    assert!(one.labels.is_empty());
+    assert_eq!(one.priority, Some(2));
+    assert!(one.item_id.starts_with("PVTI_"));
+    assert_eq!(
+        fake.operations(),
+        vec!["ResolveOrgProject", "RefreshIssues"]
+    );
+    assert_eq!(
+        fake.requests()[1].variables["ids"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+}
+
+#[test]
+fn refresh_picks_the_item_on_our_project() {
+    let mut board = BoardFixture::empty("acme", 7);
+    let mut i = IssueFixture::new("acme/app", 1, "multi");
+    i.other_projects = vec!["PVT_someoneelse".into()];
+    board.push_issue(i, Some("In Progress"));
+    let fake = FakeGithub::start(board);
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let got = t
+        .fetch_issue_states_by_ids(&[issue_node_id("acme/app#1")])
+        .unwrap();
+    assert_eq!(got[0].state, "In Progress");
+}
+
+#[test]
+fn refresh_failures_are_errors_not_omissions() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    let ids = vec![issue_node_id("acme/app#1")];
+    for (fault, kind) in [
+        (Fault::BadGateway, TrackerErrorKind::GithubApiStatus),
+        (
+            Fault::SecondaryRateLimit {
+                status: 403,
+                retry_after: Some(30),
+            },
+            TrackerErrorKind::GithubRateLimited,
+        ),
+        (Fault::Garbage, TrackerErrorKind::GithubUnknownPayload),
+        (Fault::Unauthorized, TrackerErrorKind::GithubAuth),
+    ] {
+        fake.push_fault(fault);
+        assert_eq!(t.fetch_issue_states_by_ids(&ids).unwrap_err().kind, kind);
+    }
+    // A malformed record fails the refresh instead of being silently omitted.
+    fake.push_fault(Fault::Raw {
+        status: 200,
+        headers: vec![],
+        body: json!({"data":{"nodes":[{"__typename":"Issue","id":ids[0],"title":"x","state":"OPEN","repository":{"nameWithOwner":"acme/app"},
+            "projectItems":{"nodes":[{"id":"PVTI_1","isArchived":false,"project":{"id":fake.project_id()},"status":{"__typename":"ProjectV2ItemFieldSingleSelectValue","name":"Todo","optionId":"x"}}]}}]}}).to_string(),
+    });
+    let e = t.fetch_issue_states_by_ids(&ids).unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::GithubUnknownPayload);
+    assert!(e.message.contains("number"), "{e}");
+}
+
+#[test]
+fn more_than_100_ids_are_chunked() {
+    let fake = FakeGithub::start(BoardFixture::generated(150, "In Progress"));
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let mut ids: Vec<String> = (1..=150)
+        .map(|n| issue_node_id(&format!("acme/app#{n}")))
+        .collect();
+    ids.push(ids[0].clone()); // duplicates are asked once
+    let got = t.fetch_issue_states_by_ids(&ids).unwrap();
+    assert_eq!(got.len(), 150);
+    let sizes: Vec<usize> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.operation == "RefreshIssues")
+        .map(|r| r.variables["ids"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(sizes, vec![100, 50]);
+}
+
+#[test]
+fn empty_inputs_make_no_request() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    assert!(t.fetch_issues_by_states(&[]).unwrap().is_empty());
+    assert!(t.fetch_issue_states_by_ids(&[]).unwrap().is_empty());
+    assert!(t
+        .fetch_issue_states_by_ids(&["  ".into()])
+        .unwrap()
+        .is_empty());
+    assert_eq!(fake.request_count(), 0);
+}
+
+#[test]
+fn error_classes_map_from_faults() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    let before = SystemTime::now();
+    fake.push_fault(Fault::SecondaryRateLimit {
+        status: 403,
+        retry_after: Some(30),
+    });
+    let e = t.fetch_candidate_issues().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::GithubRateLimited);
+    let wait = e.retry_at.unwrap().duration_since(before).unwrap();
+    assert!(
+        wait >= Duration::from_secs(29) && wait <= Duration::from_secs(40),
+        "{wait:?}"
+    );
+
+    fake.push_fault(Fault::SecondaryRateLimit {
+        status: 429,
+        retry_after: None,
+    });
+    let e = t.fetch_candidate_issues().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::GithubRateLimited);
+    assert!(e.retry_at.unwrap().duration_since(before).unwrap() >= Duration::from_secs(60));
+
+    fake.push_fault(Fault::SecondaryRateLimit {
+        status: 403,
+        retry_after: None,
+    });
+    let e = t.fetch_candidate_issues().unwrap_err();
+    assert!(e.retry_at.unwrap().duration_since(before).unwrap() >= Duration::from_secs(60));
+
+    for spelling in ["RATE_LIMITED", "RATE_LIMIT"] {
+        for remaining in [0, 1] {
+            fake.push_fault(Fault::PrimaryRateLimit {
+                spelling,
+                remaining,
+            });
+            let e = t.fetch_candidate_issues().unwrap_err();
+            assert_eq!(e.kind, TrackerErrorKind::GithubRateLimited, "{spelling}");
+            assert_eq!(
+                e.retry_at,
+                Some(UNIX_EPOCH + Duration::from_secs(FAKE_RESET_EPOCH + 1))
+            );
+        }
+    }
+
+    fake.push_fault(Fault::Unauthorized);
+    let e = t.fetch_candidate_issues().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::GithubAuth);
+    assert!(e.retry_at.is_none(), "401 is not a rate limit");
+
+    fake.push_fault(Fault::InsufficientScopes);
+    let e = t.fetch_candidate_issues().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::GithubAuth);
+    assert!(e.message.contains("read:project"));
+
+    fake.push_fault(Fault::BadGateway);
+    assert_eq!(
+        t.fetch_candidate_issues().unwrap_err().kind,
+        TrackerErrorKind::GithubApiStatus
+    );
+    fake.push_fault(Fault::Raw {
+        status: 500,
+        headers: vec![],
+        body: "oops".into(),
+    });
+    assert_eq!(
+        t.fetch_candidate_issues().unwrap_err().kind,
+        TrackerErrorKind::GithubApiStatus
+    );
+    fake.push_fault(Fault::Garbage);
+    assert_eq!(
+        t.fetch_candidate_issues().unwrap_err().kind,
+        TrackerErrorKind::GithubUnknownPayload
+    );
+    fake.push_fault(Fault::Raw {
+        status: 200,
+        headers: vec![],
+        body: r#"{"data":{"node":{"items":{"nodes":"nope"}}}}"#.into(),
+    });
+    assert_eq!(
+        t.fetch_candidate_issues().unwrap_err().kind,
+        TrackerErrorKind::GithubUnknownPayload
+    );
+    fake.push_fault(Fault::Raw {
+        status: 200,
+        headers: vec![],
+        body: r#"{"data":null,"errors":[{"type":"SOMETHING","message":"boom"}]}"#.into(),
+    });
+    assert_eq!(
+        t.fetch_candidate_issues().unwrap_err().kind,
+        TrackerErrorKind::GithubGraphqlErrors
+    );
+    // And the tracker still works afterwards.
+    assert!(!t.fetch_candidate_issues().unwrap().is_empty());
+}
+
+#[test]
+fn slow_responses_and_dead_endpoints_are_transport_errors() {
+    let fake = acme();
+    let mut c = cfg(&fake);
+    c.timeout_ms = 300;
+    let t = GithubTracker::new(&c).unwrap();
+    t.validate().unwrap();
+    fake.push_fault(Fault::Slow(Duration::from_secs(2)));
+    let e = t.fetch_candidate_issues().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::GithubApiRequest);
+    assert!(e.message.contains("timed out"), "{e}");
+
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    c.endpoint = format!("http://127.0.0.1:{port}/graphql");
+    let e = GithubTracker::new(&c).unwrap().validate().unwrap_err();
+    assert_eq!(e.kind, TrackerErrorKind::GithubApiRequest);
+}
+
+#[test]
+fn malformed_items_are_skipped_in_list_reads() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    let good = json!({"__typename":"Issue","id":"I_good","number":5,"title":"ok","body":"","url":null,"state":"OPEN","createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:00Z","labels":{"nodes":[]},"repository":{"nameWithOwner":"acme/app"},"blockedBy":{"nodes":[]}});
+    let mut bad = good.clone();
+    bad["number"] = json!(null);
+    bad["id"] = json!("I_bad");
+    let status =
+        json!({"__typename":"ProjectV2ItemFieldSingleSelectValue","name":"Todo","optionId":"x"});
+    fake.push_fault(Fault::Raw {
+        status: 200,
+        headers: vec![],
+        body: json!({"data":{"node":{"__typename":"ProjectV2","items":{"pageInfo":{"hasNextPage":false,"endCursor":"Y3Vyc29yOnYyOpLOAAXc9Q=="},"nodes":[
+            {"id":"PVTI_a","type":"ISSUE","isArchived":false,"status":status,"priority":null,"content":bad},
+            {"id":"PVTI_b","type":"ISSUE","isArchived":false,"status":status,"priority":{},"content":good},
+            {"id":"PVTI_c","type":"ISSUE","isArchived":false,"status":{},"content":good},
+            {"id":"PVTI_d","type":"ISSUE","isArchived":true,"status":status,"content":good},
+            {"id":"PVTI_e","type":"DRAFT_ISSUE","isArchived":false,"status":status,"content":{}},
+            "not an object"
+        ]}},"rateLimit":null}}).to_string(),
+    });
+    let board = t.fetch_board(None).unwrap();
+    assert_eq!(idents(&board.issues), vec!["acme__app-5"]);
+    assert_eq!(
+        board.dropped.malformed, 2,
+        "a missing number and a non-object item"
+    );
+    assert_eq!(board.dropped.no_status, 1);
+    assert_eq!(board.dropped.archived, 1);
+    assert_eq!(board.dropped.drafts, 1);
+}
+
+#[test]
+fn steady_state_tick_over_100_items_costs_at_most_two_requests() {
+    let fake = FakeGithub::start(BoardFixture::generated(100, "Todo"));
+    let mut c = cfg(&fake);
+    c.page_size = 100;
+    let t = GithubTracker::new(&c).unwrap();
+    let running: Vec<String> = (1..=5)
+        .map(|n| issue_node_id(&format!("acme/app#{n}")))
+        .collect();
+    // First tick resolves the project.
+    t.validate().unwrap();
+    assert_eq!(t.fetch_candidate_issues().unwrap().len(), 100);
+    t.fetch_issue_states_by_ids(&running).unwrap();
+    fake.clear_requests();
+    // Steady state: preflight validation (cached) + reconcile + candidates.
+    t.fetch_issue_states_by_ids(&running).unwrap();
+    t.validate().unwrap();
+    assert_eq!(t.fetch_candidate_issues().unwrap().len(), 100);
+    assert_eq!(fake.operations(), vec!["RefreshIssues", "ProjectItems"]);
+    let rl = t.rate_limit().unwrap();
+    assert!(rl.remaining.is_some() && rl.reset_at.is_some() && rl.last_cost.is_some());
+}
+
+#[test]
+fn server_side_filter_narrows_and_falls_back() {
+    let fake = acme();
+    let mut c = cfg(&fake);
+    c.server_side_filter = true;
+    let t = GithubTracker::new(&c).unwrap();
+    let got = t.fetch_candidate_issues().unwrap();
+    assert!(idents(&got).contains(&"acme__app-1"));
+    let req = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.operation == "ProjectItemsFiltered")
+        .unwrap();
+    assert_eq!(
+        req.variables["query"],
+        "is:issue status:\"Todo\",\"In Progress\""
+    );
+
+    let fake = acme();
+    fake.set_supports_items_query(false);
+    let mut c = cfg(&fake);
+    c.server_side_filter = true;
+    let t = GithubTracker::new(&c).unwrap();
+    let again = t.fetch_candidate_issues().unwrap();
+    assert_eq!(idents(&again), idents(&got));
+    t.fetch_candidate_issues().unwrap();
+    assert_eq!(
+        fake.operations(),
+        vec![
+            "ResolveOrgProject",
+            "ProjectItemsFiltered",
+            "ProjectItems",
+            "ProjectItems"
+        ]
+    );
+}
+
+#[test]
+fn priority_is_null_when_field_unset_or_unusable() {
+    let fake = acme();
+    let mut c = cfg(&fake);
+    c.priority_field = None;
+    let got = GithubTracker::new(&c)
+        .unwrap()
+        .fetch_candidate_issues()
+        .unwrap();
+    assert!(got.iter().all(|i| i.priority.is_none()));
+    assert_eq!(fake.requests()[1].variables["withPriority"], false);
+    c.priority_field = Some("Estimate".into());
+    let got = GithubTracker::new(&c)
+        .unwrap()
+        .fetch_candidate_issues()
+        .unwrap();
+    assert!(got.iter().all(|i| i.priority.is_none()));
+}

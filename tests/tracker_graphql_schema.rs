@@ -1,0 +1,114 @@
+//! Every GraphQL document Baton sends validates against GitHub's public schema.
+//!
+//! Uses `scripts/validate_graphql.py` (graphql-core; installed by `.ci/setup-tracker.sh`). The
+//! schema is looked up at `../shared/github-graphql/schema.graphql` (CI clones the repo next to
+//! `shared/`) and `/work/shared/github-graphql/schema.graphql`, or `$BATON_GITHUB_SCHEMA`. Outside
+//! CI a missing schema or validator skips with a printed reason; with `CI=true` it fails.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use baton::tracker::github::queries::ALL;
+
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn skip_or_fail(reason: &str) {
+    if in_ci() {
+        panic!("CI=true but {reason}");
+    }
+    eprintln!("SKIP tracker_graphql_schema: {reason}");
+}
+
+fn schema_path() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Ok(p) = std::env::var("BATON_GITHUB_SCHEMA") {
+        candidates.push(PathBuf::from(p));
+    }
+    candidates.push(root.join("../shared/github-graphql/schema.graphql"));
+    candidates.push(PathBuf::from("/work/shared/github-graphql/schema.graphql"));
+    candidates.into_iter().find(|p| p.is_file())
+}
+
+#[test]
+fn every_query_validates_against_github_schema() {
+    let Some(schema) = schema_path() else {
+        return skip_or_fail("GitHub schema not found (../shared/github-graphql/schema.graphql)");
+    };
+    let python = std::env::var("BATON_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = Command::new(&python)
+        .args(["-c", "import graphql"])
+        .output();
+    match probe {
+        Ok(o) if o.status.success() => {}
+        _ => {
+            return skip_or_fail(&format!(
+                "{python} with graphql-core is not available (run .ci/setup-tracker.sh)"
+            ))
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("src/tracker/github/queries");
+    // Every .graphql file on disk is registered in queries::ALL, and vice versa.
+    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".graphql"))
+        .collect();
+    on_disk.sort();
+    let mut registered: Vec<String> = ALL.iter().map(|q| q.file.to_string()).collect();
+    registered.sort();
+    assert_eq!(
+        on_disk, registered,
+        "queries::ALL and the .graphql files differ"
+    );
+
+    let out = Command::new(&python)
+        .arg(root.join("scripts/validate_graphql.py"))
+        .arg(&schema)
+        .args(on_disk.iter().map(|f| dir.join(f)))
+        .output()
+        .expect("run validate_graphql.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "GraphQL validation failed:\n{stdout}\n{stderr}"
+    );
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("ok ")).count(),
+        ALL.len(),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn validator_rejects_an_invalid_document() {
+    // Guard against a validator that accepts everything.
+    let Some(schema) = schema_path() else {
+        return skip_or_fail("GitHub schema not found");
+    };
+    let python = std::env::var("BATON_PYTHON").unwrap_or_else(|_| "python3".into());
+    if !Command::new(&python)
+        .args(["-c", "import graphql"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return skip_or_fail("graphql-core is not available");
+    }
+    let bad = std::env::temp_dir().join(format!("baton-bad-{}.graphql", std::process::id()));
+    std::fs::write(&bad, "query Bad { viewer { login noSuchField } }").unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(&python)
+        .arg(root.join("scripts/validate_graphql.py"))
+        .arg(&schema)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&bad);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("noSuchField"));
+}
