@@ -919,7 +919,7 @@ fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
         .items
         .iter()
         .filter(|i| !i.archived)
-        .filter(|i| i.issue.as_ref().map_or(true, |x| x.exists))
+        .filter(|i| i.issue.as_ref().is_none_or(|x| x.exists))
         .filter(|i| filter.is_empty() || (i.kind == "ISSUE" && matches_filter(&i.status, filter)))
         .collect();
     let start = match vars["after"].as_str() {
