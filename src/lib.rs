@@ -4,7 +4,10 @@
 
 pub mod agent;
 pub mod model;
+pub mod orchestrator;
+pub mod runtime;
 pub mod status;
 pub mod timefmt;
 pub mod tracker;
 pub mod workflow;
+pub mod workspace;

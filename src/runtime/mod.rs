@@ -1,0 +1,1 @@
+//! Runtime: the main loop, worker threads and tracker thread around the pure core.
