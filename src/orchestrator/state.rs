@@ -104,7 +104,7 @@ pub enum WorkerPhase {
 }
 
 /// Why the orchestrator asked a worker to stop; decides what happens when it has exited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     /// Issue reached a terminal state or was closed: clean the workspace, release.
