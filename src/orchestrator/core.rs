@@ -44,6 +44,8 @@ pub enum WorkerOutcome {
 }
 
 /// Progress reports from a worker.
+// Short-lived messages; boxing the issue would only add noise.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkerProgress {
     /// Entered a phase.
@@ -115,6 +117,7 @@ pub enum Event {
 }
 
 /// Outputs of the core, executed by the runtime.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Refresh `running_ids` by id, run preflight, fetch candidates; answer with `PollResult`.
@@ -743,7 +746,7 @@ fn on_worker_exit(
     now: Millis,
     out: &mut Vec<Action>,
 ) {
-    if state.running.get(id).is_none_or(|e| e.run_id != run_id) {
+    if state.running.get(id).map(|e| e.run_id) != Some(run_id) {
         debug!("ignoring exit of an unknown worker issue_id={id} run_id={run_id}");
         return;
     }
