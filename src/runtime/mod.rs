@@ -1,1 +1,5 @@
-//! Runtime: the main loop, worker threads and tracker thread around the pure core.
+//! The runtime around the pure core: the daemon main loop (`daemon`), worker threads running the
+//! attempt algorithm (`worker`) and the tracker threads that keep GitHub calls off the loop.
+
+pub mod daemon;
+pub mod worker;
