@@ -57,8 +57,14 @@ fn creates_then_reuses_and_runs_after_create_only_once() {
     let w2 = ensure_workspace(&root, &path, &h, &env).unwrap();
     assert!(!w2.created_now);
     assert_eq!(w1.path, w2.path);
-    assert_eq!(fs::read_to_string(w2.path.join("marker")).unwrap(), "created\n");
-    assert_eq!(fs::read_to_string(w2.path.join("work.txt")).unwrap(), "keep me");
+    assert_eq!(
+        fs::read_to_string(w2.path.join("marker")).unwrap(),
+        "created\n"
+    );
+    assert_eq!(
+        fs::read_to_string(w2.path.join("work.txt")).unwrap(),
+        "keep me"
+    );
 }
 
 #[test]
@@ -70,7 +76,10 @@ fn failing_after_create_removes_the_half_made_directory() {
         ..hooks()
     };
     let err = ensure_workspace(&root, &path, &h, &HookEnv::for_issue(&issue(), &path)).unwrap_err();
-    assert!(err.0.contains("after_create") && err.0.contains("status 3"), "{err}");
+    assert!(
+        err.0.contains("after_create") && err.0.contains("status 3"),
+        "{err}"
+    );
     assert!(!path.exists());
 }
 
@@ -82,7 +91,11 @@ fn an_existing_file_at_the_workspace_path_fails_safely() {
     let err =
         ensure_workspace(&root, &path, &hooks(), &HookEnv::for_issue(&issue(), &path)).unwrap_err();
     assert!(err.0.contains("not a directory"), "{err}");
-    assert_eq!(fs::read_to_string(&path).unwrap(), "not a dir", "left untouched");
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        "not a dir",
+        "left untouched"
+    );
 }
 
 #[test]
@@ -103,18 +116,35 @@ fn a_symlink_escaping_the_root_is_rejected_and_never_followed_on_removal() {
         ..hooks()
     };
     assert!(remove_workspace(&root, &path, &h, &env).unwrap());
-    assert!(!path.exists() && fs::symlink_metadata(&path).is_err(), "link removed");
+    assert!(
+        !path.exists() && fs::symlink_metadata(&path).is_err(),
+        "link removed"
+    );
     assert!(outside.join("precious").exists(), "target untouched");
-    assert!(!outside.join("ran-before-remove").exists(), "no hook through the link");
+    assert!(
+        !outside.join("ran-before-remove").exists(),
+        "no hook through the link"
+    );
 }
 
 #[test]
 fn paths_that_are_not_a_direct_child_of_the_root_are_refused() {
     let root = tmpdir("child");
     let env = HookEnv::default();
-    for p in [root.join("a/b"), root.join(".."), root.clone(), PathBuf::from("/tmp")] {
-        assert!(ensure_workspace(&root, &p, &hooks(), &env).is_err(), "{p:?}");
-        assert!(remove_workspace(&root, &p, &hooks(), &env).is_err(), "{p:?}");
+    for p in [
+        root.join("a/b"),
+        root.join(".."),
+        root.clone(),
+        PathBuf::from("/tmp"),
+    ] {
+        assert!(
+            ensure_workspace(&root, &p, &hooks(), &env).is_err(),
+            "{p:?}"
+        );
+        assert!(
+            remove_workspace(&root, &p, &hooks(), &env).is_err(),
+            "{p:?}"
+        );
     }
 }
 
@@ -126,20 +156,27 @@ fn remove_runs_before_remove_and_ignores_its_failure() {
     ensure_workspace(&root, &path, &hooks(), &env).unwrap();
     let log = root.join("before_remove.log");
     let h = HooksConfig {
-        before_remove: Some(format!("echo \"$BATON_ISSUE_IDENTIFIER\" > {}; exit 1", log.display())),
+        before_remove: Some(format!(
+            "echo \"$BATON_ISSUE_IDENTIFIER\" > {}; exit 1",
+            log.display()
+        )),
         ..hooks()
     };
     assert!(remove_workspace(&root, &path, &h, &env).unwrap());
     assert!(!path.exists());
     assert_eq!(fs::read_to_string(&log).unwrap(), "acme__repo-12\n");
-    assert!(!remove_workspace(&root, &path, &h, &env).unwrap(), "missing is fine");
+    assert!(
+        !remove_workspace(&root, &path, &h, &env).unwrap(),
+        "missing is fine"
+    );
 }
 
 #[test]
 fn hooks_get_the_baton_environment_and_run_in_the_workspace() {
     let root = tmpdir("env");
     let path = workspace_path(&root, "acme__repo-12");
-    let ws = ensure_workspace(&root, &path, &hooks(), &HookEnv::for_issue(&issue(), &path)).unwrap();
+    let ws =
+        ensure_workspace(&root, &path, &hooks(), &HookEnv::for_issue(&issue(), &path)).unwrap();
     let env = HookEnv::for_issue(&issue(), &ws.path);
     let out = run_hook(
         "pwd; echo \"$BATON_ISSUE_ID|$BATON_ISSUE_IDENTIFIER|$BATON_ISSUE_NUMBER|$BATON_ISSUE_REPO|$BATON_ISSUE_URL|$BATON_ISSUE_STATUS|$BATON_WORKSPACE\"",
@@ -162,7 +199,12 @@ fn hooks_get_the_baton_environment_and_run_in_the_workspace() {
 #[test]
 fn hook_failure_reports_status_and_output() {
     let dir = tmpdir("fail");
-    match run_hook("echo out; echo err >&2; exit 7", &dir, &HookEnv::default(), 5_000) {
+    match run_hook(
+        "echo out; echo err >&2; exit 7",
+        &dir,
+        &HookEnv::default(),
+        5_000,
+    ) {
         Err(HookError::Failed(o)) => {
             assert_eq!(o.code, Some(7));
             assert_eq!(o.stdout, "out\n");
@@ -179,9 +221,22 @@ fn hook_timeout_kills_the_whole_process_group() {
     let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
     let started = std::time::Instant::now();
     let r = run_hook(&script, &dir, &HookEnv::default(), 300);
-    assert!(matches!(r, Err(HookError::Timeout { timeout_ms: 300, .. })), "{r:?}");
+    assert!(
+        matches!(
+            r,
+            Err(HookError::Timeout {
+                timeout_ms: 300,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(10), "bounded");
-    let pid: i32 = fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let pid: i32 = fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     // The background child was in the hook's group and must be gone (allow reaping by init).
     let mut alive = true;
     for _ in 0..100 {
