@@ -1,0 +1,966 @@
+//! The decision core: `handle(state, event, now) -> Vec<Action>`. Every scheduling decision of
+//! spec §7, §8 and §16 happens here, as a pure function of the state, one event and the current
+//! time. The runtime executes the returned actions and feeds their results back as events; timers
+//! are not threads but [`next_deadline`], the earliest moment `Event::Wake` has work to do.
+
+use std::path::PathBuf;
+
+use log::{debug, error, info, warn};
+
+use crate::agent::AgentEvent;
+use crate::model::Issue;
+use crate::tracker::RateLimitInfo;
+use crate::workspace::workspace_path;
+
+use super::rules::{self, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR};
+use super::state::{
+    BlockedEntry, EventRecord, Millis, OrchestratorState, Policy, RetryEntry, RetryKind,
+    RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS, RECENT_EVENTS_CAP,
+};
+
+/// Why a poll produced no candidates.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PollSkip {
+    /// Dispatch preflight failed (config or `tracker.validate()`): skip dispatch, keep reconciling.
+    Preflight(String),
+    /// The candidate fetch failed.
+    Tracker {
+        /// Error text (no secrets).
+        message: String,
+        /// For rate limits: do not poll before this.
+        retry_at: Option<Millis>,
+    },
+}
+
+/// How a worker thread ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerOutcome {
+    /// The turn loop finished (issue left active, max_turns reached, …): continuation retry.
+    Normal,
+    /// The attempt failed with a reason: backoff retry.
+    Failed(String),
+    /// The worker honoured a cancellation.
+    Cancelled,
+}
+
+/// Progress reports from a worker.
+// Short-lived messages; boxing the issue would only add noise.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerProgress {
+    /// Entered a phase.
+    Phase(WorkerPhase),
+    /// Turn `n` (1-based) is starting.
+    TurnStarted(u32),
+    /// The worker refreshed its issue between turns.
+    IssueRefreshed(Issue),
+}
+
+/// Inputs to the core.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// A timer moment: start whatever is due (poll tick, retry refreshes, stall kills).
+    Wake,
+    /// Result of an `Action::StartPoll`: running-issue refresh, then candidates.
+    PollResult {
+        /// Ids that were refreshed (as sent in `StartPoll`).
+        running_ids: Vec<String>,
+        /// `None` when no refresh was needed; `Err` keeps workers running.
+        refreshed: Option<Result<Vec<Issue>, String>>,
+        /// Active candidates, or why there are none this tick.
+        candidates: Result<Vec<Issue>, PollSkip>,
+        /// Latest GraphQL budget.
+        rate_limit: Option<RateLimitInfo>,
+    },
+    /// Result of an `Action::FetchRetryIssue`.
+    RetryRefreshed {
+        /// Issue id.
+        issue_id: String,
+        /// Retry generation it was fetched for.
+        seq: u64,
+        /// `Ok(None)` when the issue is gone.
+        result: Result<Option<Issue>, String>,
+    },
+    /// A worker progress report.
+    WorkerProgress {
+        /// Issue id.
+        issue_id: String,
+        /// Run id from `Action::Dispatch`.
+        run_id: u64,
+        /// What happened.
+        progress: WorkerProgress,
+    },
+    /// A normalized agent event from a worker.
+    AgentUpdate {
+        /// Issue id.
+        issue_id: String,
+        /// Run id.
+        run_id: u64,
+        /// The event.
+        event: AgentEvent,
+    },
+    /// The worker thread ended (after `after_run`).
+    WorkerExited {
+        /// Issue id.
+        issue_id: String,
+        /// Run id.
+        run_id: u64,
+        /// How.
+        outcome: WorkerOutcome,
+    },
+    /// A valid WORKFLOW.md reload.
+    ConfigReloaded(Policy),
+    /// Operator asked for an immediate poll + reconcile.
+    RefreshRequested,
+    /// SIGINT/SIGTERM.
+    Shutdown,
+}
+
+/// Outputs of the core, executed by the runtime.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Refresh `running_ids` by id, run preflight, fetch candidates; answer with `PollResult`.
+    StartPoll {
+        /// Running issue ids to refresh (may be empty).
+        running_ids: Vec<String>,
+    },
+    /// Fetch one issue by id for a due retry; answer with `RetryRefreshed`.
+    FetchRetryIssue {
+        /// Issue id.
+        issue_id: String,
+        /// Retry generation.
+        seq: u64,
+    },
+    /// Start a worker thread.
+    Dispatch {
+        /// Unique run id (echo it in worker events).
+        run_id: u64,
+        /// The issue snapshot.
+        issue: Issue,
+        /// `None` for a first run, else the retry attempt (template `attempt`).
+        attempt: Option<u32>,
+        /// `<root>/<key>`, recorded now.
+        workspace_path: PathBuf,
+    },
+    /// Cancel a running worker (its agent process group is killed, `after_run` runs).
+    StopWorker {
+        /// Issue id.
+        issue_id: String,
+        /// Run id.
+        run_id: u64,
+        /// Why.
+        reason: StopReason,
+    },
+    /// Remove a workspace (after its worker has exited), running `before_remove`.
+    CleanWorkspace {
+        /// Issue id (hook env).
+        issue_id: String,
+        /// Identifier (hook env / logs).
+        identifier: String,
+        /// The path recorded at dispatch.
+        workspace_path: PathBuf,
+    },
+    /// Reply to a refresh request.
+    RefreshAck {
+        /// Joined an already pending or running poll.
+        coalesced: bool,
+    },
+    /// Shutdown requested and no worker is left.
+    ShutdownComplete,
+}
+
+/// Apply one event at time `now`; return what the runtime must do.
+pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<Action> {
+    let mut out = Vec::new();
+    match event {
+        Event::Wake => on_wake(state, now, &mut out),
+        Event::PollResult {
+            running_ids,
+            refreshed,
+            candidates,
+            rate_limit,
+        } => on_poll_result(
+            state,
+            running_ids,
+            refreshed,
+            candidates,
+            rate_limit,
+            now,
+            &mut out,
+        ),
+        Event::RetryRefreshed {
+            issue_id,
+            seq,
+            result,
+        } => on_retry_refreshed(state, &issue_id, seq, result, now, &mut out),
+        Event::WorkerProgress {
+            issue_id,
+            run_id,
+            progress,
+        } => on_progress(state, &issue_id, run_id, progress, now),
+        Event::AgentUpdate {
+            issue_id,
+            run_id,
+            event,
+        } => on_agent_update(state, &issue_id, run_id, event, now),
+        Event::WorkerExited {
+            issue_id,
+            run_id,
+            outcome,
+        } => on_worker_exit(state, &issue_id, run_id, outcome, now, &mut out),
+        Event::ConfigReloaded(policy) => on_reload(state, policy, now),
+        Event::RefreshRequested => {
+            let coalesced = state.poll.in_flight || state.poll.refresh_pending;
+            if state.poll.in_flight {
+                state.poll.refresh_pending = true;
+            } else if !state.shutting_down {
+                state.poll.next_poll_at = state.poll.next_poll_at.min(now);
+                state.poll.not_before = None;
+                start_poll_if_due(state, now, &mut out);
+            }
+            out.push(Action::RefreshAck { coalesced });
+        }
+        Event::Shutdown => on_shutdown(state, &mut out),
+    }
+    out
+}
+
+/// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled).
+pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
+    if state.shutting_down {
+        return None;
+    }
+    let mut best: Option<Millis> = None;
+    let mut consider = |t: Millis| best = Some(best.map_or(t, |b| b.min(t)));
+    if !state.poll.in_flight {
+        consider(
+            state
+                .poll
+                .next_poll_at
+                .max(state.poll.not_before.unwrap_or(0)),
+        );
+    }
+    for r in state.retry_attempts.values().filter(|r| !r.in_flight) {
+        consider(r.due_at);
+    }
+    if state.policy.stall_timeout_ms > 0 {
+        let stall = state.policy.stall_timeout_ms as u64;
+        for e in state.running.values() {
+            if e.stop.is_none() && e.phase == WorkerPhase::Agent {
+                consider(activity_at(e).saturating_add(stall).saturating_add(1));
+            }
+        }
+    }
+    best
+}
+
+/// When stall measurement starts: last agent event, or phase/turn entry when later or none.
+fn activity_at(e: &RunningEntry) -> Millis {
+    e.last_event_at.unwrap_or(0).max(e.phase_entered_at)
+}
+
+fn on_wake(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
+    if state.shutting_down {
+        return;
+    }
+    detect_stalls(state, now, out);
+    let due: Vec<String> = state
+        .retry_attempts
+        .values()
+        .filter(|r| !r.in_flight && r.due_at <= now)
+        .map(|r| r.issue_id.clone())
+        .collect();
+    for id in due {
+        if let Some(r) = state.retry_attempts.get_mut(&id) {
+            r.in_flight = true;
+            debug!(
+                "retry due issue_id={} issue_identifier={} attempt={}",
+                r.issue_id, r.identifier, r.attempt
+            );
+            out.push(Action::FetchRetryIssue {
+                issue_id: id,
+                seq: r.seq,
+            });
+        }
+    }
+    start_poll_if_due(state, now, out);
+}
+
+/// Part A of reconciliation (spec §8.5): stop agents silent for longer than `stall_timeout_ms`.
+fn detect_stalls(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
+    if state.policy.stall_timeout_ms <= 0 {
+        return;
+    }
+    let stall = state.policy.stall_timeout_ms as u64;
+    for e in state.running.values_mut() {
+        if e.stop.is_some() || e.phase != WorkerPhase::Agent {
+            continue;
+        }
+        let idle = now.saturating_sub(activity_at(e));
+        if idle > stall {
+            warn!(
+                "agent stalled, stopping worker issue_id={} issue_identifier={} session_id={} idle_ms={} stall_timeout_ms={}",
+                e.issue.id,
+                e.issue.identifier,
+                e.session_id.as_deref().unwrap_or("-"),
+                idle,
+                stall
+            );
+            e.stop = Some(StopReason::Stalled);
+            out.push(Action::StopWorker {
+                issue_id: e.issue.id.clone(),
+                run_id: e.run_id,
+                reason: StopReason::Stalled,
+            });
+        }
+    }
+}
+
+fn start_poll_if_due(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
+    if state.shutting_down || state.poll.in_flight {
+        return;
+    }
+    let due = state
+        .poll
+        .next_poll_at
+        .max(state.poll.not_before.unwrap_or(0));
+    if now < due {
+        return;
+    }
+    state.poll.in_flight = true;
+    state.poll.last_started_at = Some(now);
+    state.poll.next_poll_at = now.saturating_add(state.policy.poll_interval_ms);
+    let running_ids: Vec<String> = state.running.keys().cloned().collect();
+    out.push(Action::StartPoll { running_ids });
+}
+
+#[allow(clippy::too_many_arguments)]
+fn on_poll_result(
+    state: &mut OrchestratorState,
+    running_ids: Vec<String>,
+    refreshed: Option<Result<Vec<Issue>, String>>,
+    candidates: Result<Vec<Issue>, PollSkip>,
+    rate_limit: Option<RateLimitInfo>,
+    now: Millis,
+    out: &mut Vec<Action>,
+) {
+    state.poll.in_flight = false;
+    if rate_limit.is_some() {
+        state.poll.rate_limit = rate_limit;
+    }
+    if state.poll.refresh_pending {
+        state.poll.refresh_pending = false;
+        state.poll.next_poll_at = now;
+    }
+    // 1. Reconcile (Part B) before anything is dispatched.
+    match refreshed {
+        Some(Ok(issues)) => reconcile(state, &running_ids, issues, out),
+        Some(Err(e)) => warn!(
+            "running issue refresh failed; keeping workers error={:?} running={}",
+            e,
+            running_ids.len()
+        ),
+        None => {}
+    }
+    if state.shutting_down {
+        return;
+    }
+    // 2./3. Preflight and candidates.
+    let mut issues = match candidates {
+        Ok(v) => {
+            state.poll.last_success_at = Some(now);
+            state.poll.last_error = None;
+            state.poll.not_before = None;
+            v
+        }
+        Err(PollSkip::Preflight(msg)) => {
+            error!("dispatch preflight failed; skipping dispatch this tick error={msg:?}");
+            state.poll.last_error = Some(msg);
+            return;
+        }
+        Err(PollSkip::Tracker { message, retry_at }) => {
+            warn!("candidate fetch failed; skipping this tick error={message:?}");
+            state.poll.last_error = Some(message);
+            state.poll.not_before = retry_at;
+            return;
+        }
+    };
+    release_changed_blocks(state, &issues);
+    // 4./5. Sort and dispatch while slots remain.
+    rules::sort_for_dispatch(&mut issues);
+    for issue in issues {
+        if rules::global_slots(state) == 0 {
+            break;
+        }
+        if !should_dispatch(state, &issue) {
+            continue;
+        }
+        if runs_exhausted(state, &issue.id) {
+            let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
+            park(state, &issue, "max_runs_per_issue reached", path, now);
+            continue;
+        }
+        dispatch(state, issue, None, now, out);
+    }
+}
+
+/// Part B of reconciliation (spec §8.5, §16.3).
+fn reconcile(
+    state: &mut OrchestratorState,
+    requested: &[String],
+    issues: Vec<Issue>,
+    out: &mut Vec<Action>,
+) {
+    for id in requested {
+        let policy = state.policy.clone();
+        let Some(entry) = state.running.get_mut(id) else {
+            continue; // exited meanwhile
+        };
+        if entry.stop.is_some() {
+            continue;
+        }
+        let found = issues.iter().find(|i| &i.id == id);
+        let reason = match found {
+            None => Some(StopReason::Missing),
+            Some(i) if rules::is_terminal(&policy, i) => Some(StopReason::Terminal),
+            Some(i) if !rules::is_active(&policy, i) => Some(StopReason::Inactive),
+            Some(i) if !rules::is_routable(&policy, i) => Some(StopReason::Unroutable),
+            Some(i) => {
+                entry.issue = i.clone();
+                None
+            }
+        };
+        if let Some(reason) = reason {
+            if let Some(i) = found {
+                entry.issue = i.clone();
+            }
+            info!(
+                "stopping worker issue_id={} issue_identifier={} reason={} state={:?}",
+                entry.issue.id,
+                entry.issue.identifier,
+                reason.as_str(),
+                entry.issue.state
+            );
+            entry.stop = Some(reason);
+            out.push(Action::StopWorker {
+                issue_id: id.clone(),
+                run_id: entry.run_id,
+                reason,
+            });
+        }
+    }
+}
+
+/// Un-park blocked issues whose state or labels changed, or that left the active candidates.
+fn release_changed_blocks(state: &mut OrchestratorState, candidates: &[Issue]) {
+    let ids: Vec<String> = state.blocked.keys().cloned().collect();
+    for id in ids {
+        let changed = match candidates.iter().find(|i| i.id == id) {
+            None => true,
+            Some(i) => state.blocked[&id].fingerprint != rules::block_fingerprint(i),
+        };
+        if changed {
+            if let Some(b) = state.blocked.remove(&id) {
+                info!(
+                    "issue unblocked issue_id={} issue_identifier={} reason=\"state or labels changed\"",
+                    b.issue_id, b.identifier
+                );
+            }
+            state.runs_since_active.remove(&id);
+            state.recent_events.remove(&id);
+            state.last_errors.remove(&id);
+        }
+    }
+}
+
+fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
+    rules::issue_dispatchable(&state.policy, issue)
+        && !state.running.contains_key(&issue.id)
+        && !state.claimed.contains(&issue.id)
+        && !state.blocked.contains_key(&issue.id)
+        && rules::state_slot_free(state, &issue.state)
+}
+
+fn runs_exhausted(state: &OrchestratorState, id: &str) -> bool {
+    state.runs_since_active.get(id).copied().unwrap_or(0) >= state.policy.max_runs_per_issue
+}
+
+/// Dispatch bookkeeping (spec §16.4).
+fn dispatch(
+    state: &mut OrchestratorState,
+    issue: Issue,
+    attempt: Option<u32>,
+    now: Millis,
+    out: &mut Vec<Action>,
+) {
+    let run_id = state.next_run_id;
+    state.next_run_id += 1;
+    let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
+    let runs = state.runs_since_active.entry(issue.id.clone()).or_insert(0);
+    *runs += 1;
+    info!(
+        "dispatching issue_id={} issue_identifier={} attempt={} run={} workspace={}",
+        issue.id,
+        issue.identifier,
+        attempt.map_or("null".to_string(), |a| a.to_string()),
+        runs,
+        path.display()
+    );
+    state.claimed.insert(issue.id.clone());
+    state.retry_attempts.remove(&issue.id);
+    state.blocked.remove(&issue.id);
+    state.running.insert(
+        issue.id.clone(),
+        RunningEntry {
+            run_id,
+            issue: issue.clone(),
+            workspace_path: path.clone(),
+            attempt,
+            started_at: now,
+            phase: WorkerPhase::Preparing,
+            phase_entered_at: now,
+            session_id: None,
+            agent_pid: None,
+            last_event: None,
+            last_event_at: None,
+            last_message: None,
+            turn_count: 0,
+            tokens: TokenCounts::default(),
+            cost_usd: None,
+            stop: None,
+        },
+    );
+    out.push(Action::Dispatch {
+        run_id,
+        issue,
+        attempt,
+        workspace_path: path,
+    });
+}
+
+/// Release the claim and forget per-issue bookkeeping; `left_active` also resets the run count.
+fn release(state: &mut OrchestratorState, id: &str, left_active: bool) {
+    state.claimed.remove(id);
+    state.retry_attempts.remove(id);
+    if left_active {
+        state.runs_since_active.remove(id);
+        state.last_errors.remove(id);
+    }
+    if !state.blocked.contains_key(id) {
+        state.recent_events.remove(id);
+    }
+}
+
+fn park(
+    state: &mut OrchestratorState,
+    issue: &Issue,
+    reason: &str,
+    workspace_path: PathBuf,
+    now: Millis,
+) {
+    warn!(
+        "issue parked as blocked issue_id={} issue_identifier={} reason={:?} state={:?} runs={} max_runs_per_issue={} max_attempts={}; move it out of its active state or change its labels to release it",
+        issue.id,
+        issue.identifier,
+        reason,
+        issue.state,
+        state.runs_since_active.get(&issue.id).copied().unwrap_or(0),
+        state.policy.max_runs_per_issue,
+        state.policy.max_attempts.map_or("unlimited".into(), |a| a.to_string())
+    );
+    state.claimed.remove(&issue.id);
+    state.retry_attempts.remove(&issue.id);
+    state.blocked.insert(
+        issue.id.clone(),
+        BlockedEntry {
+            issue_id: issue.id.clone(),
+            identifier: issue.identifier.clone(),
+            url: issue.url.clone(),
+            state: issue.state.clone(),
+            reason: reason.to_string(),
+            since: now,
+            fingerprint: rules::block_fingerprint(issue),
+            workspace_path,
+        },
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+fn schedule_retry(
+    state: &mut OrchestratorState,
+    issue: &Issue,
+    attempt: u32,
+    kind: RetryKind,
+    error: Option<String>,
+    workspace_path: PathBuf,
+    now: Millis,
+) {
+    let delay = match kind {
+        RetryKind::Continuation => CONTINUATION_DELAY_MS,
+        RetryKind::Failure => rules::failure_backoff_ms(attempt, state.policy.max_retry_backoff_ms),
+    };
+    let seq = state.next_retry_seq;
+    state.next_retry_seq += 1;
+    info!(
+        "retry scheduled issue_id={} issue_identifier={} attempt={} delay_ms={} error={:?}",
+        issue.id,
+        issue.identifier,
+        attempt,
+        delay,
+        error.as_deref().unwrap_or("")
+    );
+    if let Some(e) = &error {
+        state.last_errors.insert(issue.id.clone(), e.clone());
+    }
+    state.claimed.insert(issue.id.clone());
+    // Replacing the entry cancels the old timer: its seq no longer matches.
+    state.retry_attempts.insert(
+        issue.id.clone(),
+        RetryEntry {
+            issue_id: issue.id.clone(),
+            identifier: issue.identifier.clone(),
+            url: issue.url.clone(),
+            attempt,
+            due_at: now.saturating_add(delay),
+            error,
+            kind,
+            seq,
+            in_flight: false,
+            workspace_path,
+        },
+    );
+}
+
+/// Failure retry, or park when it would exceed `agent.max_attempts`.
+fn failure_retry(
+    state: &mut OrchestratorState,
+    issue: &Issue,
+    attempt: u32,
+    error: String,
+    workspace_path: PathBuf,
+    now: Millis,
+) {
+    if let Some(max) = state.policy.max_attempts {
+        if attempt > max {
+            state.last_errors.insert(issue.id.clone(), error);
+            park(state, issue, "max_attempts reached", workspace_path, now);
+            return;
+        }
+    }
+    schedule_retry(
+        state,
+        issue,
+        attempt,
+        RetryKind::Failure,
+        Some(error),
+        workspace_path,
+        now,
+    );
+}
+
+fn on_progress(
+    state: &mut OrchestratorState,
+    id: &str,
+    run_id: u64,
+    progress: WorkerProgress,
+    now: Millis,
+) {
+    let Some(e) = state.running.get_mut(id).filter(|e| e.run_id == run_id) else {
+        return;
+    };
+    match progress {
+        WorkerProgress::Phase(p) => {
+            e.phase = p;
+            e.phase_entered_at = now;
+        }
+        WorkerProgress::TurnStarted(n) => {
+            e.turn_count = n;
+            e.phase_entered_at = now;
+        }
+        WorkerProgress::IssueRefreshed(i) => {
+            if i.id == e.issue.id {
+                e.issue = i;
+            }
+        }
+    }
+}
+
+fn bounded_summary(s: &str) -> String {
+    let one_line: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(EVENT_SUMMARY_CHARS)
+        .collect();
+    one_line
+}
+
+fn on_agent_update(
+    state: &mut OrchestratorState,
+    id: &str,
+    run_id: u64,
+    ev: AgentEvent,
+    now: Millis,
+) {
+    let Some(e) = state.running.get_mut(id).filter(|e| e.run_id == run_id) else {
+        return;
+    };
+    let kind = ev.kind.as_str().to_string();
+    let message = bounded_summary(&ev.summary);
+    e.last_event = Some(kind.clone());
+    e.last_event_at = Some(now);
+    e.last_message = Some(message.clone());
+    if let Some(sid) = ev.session_id {
+        e.session_id = Some(bounded_summary(&sid));
+    }
+    if ev.agent_pid.is_some() {
+        e.agent_pid = ev.agent_pid;
+    }
+    if let Some(d) = ev.usage_delta {
+        e.tokens.add(&d);
+        state.agent_totals.tokens.add(&d);
+    }
+    if let Some(c) = ev.session_cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+        let prev = e.cost_usd.unwrap_or(0.0);
+        // Session-cumulative: add the difference; a drop means a new session started over.
+        state.agent_totals.cost_usd += if c >= prev { c - prev } else { c };
+        e.cost_usd = Some(c);
+    }
+    let ring = state.recent_events.entry(id.to_string()).or_default();
+    if ring.len() >= RECENT_EVENTS_CAP {
+        ring.pop_front();
+    }
+    ring.push_back(EventRecord {
+        at: now,
+        event: kind,
+        message,
+    });
+}
+
+/// Worker exit (spec §16.6), honouring a stop the orchestrator requested.
+fn on_worker_exit(
+    state: &mut OrchestratorState,
+    id: &str,
+    run_id: u64,
+    outcome: WorkerOutcome,
+    now: Millis,
+    out: &mut Vec<Action>,
+) {
+    if state.running.get(id).map(|e| e.run_id) != Some(run_id) {
+        debug!("ignoring exit of an unknown worker issue_id={id} run_id={run_id}");
+        return;
+    }
+    let Some(entry) = state.running.remove(id) else {
+        return;
+    };
+    let secs = now.saturating_sub(entry.started_at) as f64 / 1000.0;
+    state.agent_totals.ended_seconds += secs;
+    let issue = entry.issue.clone();
+    let path = entry.workspace_path.clone();
+    info!(
+        "worker exited issue_id={} issue_identifier={} session_id={} outcome={:?} stop={} runtime_s={:.1}",
+        issue.id,
+        issue.identifier,
+        entry.session_id.as_deref().unwrap_or("-"),
+        outcome,
+        entry.stop.map_or("none", |s| s.as_str()),
+        secs
+    );
+    if state.shutting_down {
+        release(state, id, false);
+        if state.running.is_empty() {
+            out.push(Action::ShutdownComplete);
+        }
+        return;
+    }
+    let next_attempt = entry.attempt.unwrap_or(0).saturating_add(1);
+    match entry.stop {
+        Some(StopReason::Terminal) => {
+            release(state, id, true);
+            state.completed.insert(id.to_string());
+            out.push(Action::CleanWorkspace {
+                issue_id: issue.id.clone(),
+                identifier: issue.identifier.clone(),
+                workspace_path: path,
+            });
+        }
+        Some(StopReason::Inactive) | Some(StopReason::Missing) => release(state, id, true),
+        Some(StopReason::Unroutable) | Some(StopReason::Shutdown) => release(state, id, false),
+        Some(StopReason::Stalled) => {
+            let msg = format!(
+                "stalled: no agent activity for more than {} ms",
+                state.policy.stall_timeout_ms
+            );
+            failure_retry(state, &issue, next_attempt, msg, path, now);
+        }
+        None => match outcome {
+            WorkerOutcome::Normal => {
+                state.completed.insert(id.to_string());
+                schedule_retry(state, &issue, 1, RetryKind::Continuation, None, path, now);
+            }
+            WorkerOutcome::Failed(reason) => {
+                let msg = format!("worker exited: {}", bounded_summary(&reason));
+                failure_retry(state, &issue, next_attempt, msg, path, now);
+            }
+            WorkerOutcome::Cancelled => {
+                failure_retry(
+                    state,
+                    &issue,
+                    next_attempt,
+                    "worker exited: cancelled".into(),
+                    path,
+                    now,
+                );
+            }
+        },
+    }
+}
+
+/// Retry timer handling (spec §8.4, §16.6) once the issue was refreshed by id.
+fn on_retry_refreshed(
+    state: &mut OrchestratorState,
+    id: &str,
+    seq: u64,
+    result: Result<Option<Issue>, String>,
+    now: Millis,
+    out: &mut Vec<Action>,
+) {
+    let Some(entry) = state
+        .retry_attempts
+        .get(id)
+        .filter(|r| r.seq == seq)
+        .cloned()
+    else {
+        debug!("ignoring stale retry result issue_id={id} seq={seq}");
+        return;
+    };
+    state.retry_attempts.remove(id);
+    if state.shutting_down {
+        release(state, id, false);
+        return;
+    }
+    let placeholder = || Issue {
+        id: entry.issue_id.clone(),
+        identifier: entry.identifier.clone(),
+        url: entry.url.clone(),
+        ..Issue::default()
+    };
+    let issue = match result {
+        Err(e) => {
+            let msg = format!("retry refresh failed: {}", bounded_summary(&e));
+            schedule_retry(
+                state,
+                &placeholder(),
+                entry.attempt.saturating_add(1),
+                RetryKind::Failure,
+                Some(msg),
+                entry.workspace_path,
+                now,
+            );
+            return;
+        }
+        Ok(None) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=\"issue no longer on the project\"",
+                entry.issue_id, entry.identifier
+            );
+            release(state, id, true);
+            return;
+        }
+        Ok(Some(i)) => i,
+    };
+    let p = &state.policy;
+    if rules::is_terminal(p, &issue) {
+        info!(
+            "releasing claim issue_id={} issue_identifier={} reason=terminal state={:?}",
+            issue.id, issue.identifier, issue.state
+        );
+        release(state, id, true);
+        out.push(Action::CleanWorkspace {
+            issue_id: issue.id.clone(),
+            identifier: issue.identifier.clone(),
+            workspace_path: entry.workspace_path,
+        });
+        return;
+    }
+    if !rules::is_active(p, &issue) {
+        info!(
+            "releasing claim issue_id={} issue_identifier={} reason=inactive state={:?}",
+            issue.id, issue.identifier, issue.state
+        );
+        release(state, id, true);
+        return;
+    }
+    if !rules::issue_dispatchable(p, &issue) || state.running.contains_key(id) {
+        info!(
+            "releasing claim issue_id={} issue_identifier={} reason=\"not routable or blocked\"",
+            issue.id, issue.identifier
+        );
+        release(state, id, false);
+        return;
+    }
+    if runs_exhausted(state, id) {
+        park(
+            state,
+            &issue,
+            "max_runs_per_issue reached",
+            entry.workspace_path,
+            now,
+        );
+        return;
+    }
+    if rules::global_slots(state) == 0 || !rules::state_slot_free(state, &issue.state) {
+        schedule_retry(
+            state,
+            &issue,
+            entry.attempt.saturating_add(1),
+            RetryKind::Failure,
+            Some(NO_SLOTS_ERROR.to_string()),
+            entry.workspace_path,
+            now,
+        );
+        return;
+    }
+    dispatch(state, issue, Some(entry.attempt), now, out);
+}
+
+fn on_reload(state: &mut OrchestratorState, policy: Policy, _now: Millis) {
+    if policy.poll_interval_ms != state.policy.poll_interval_ms && !state.poll.in_flight {
+        if let Some(last) = state.poll.last_started_at {
+            state.poll.next_poll_at = last.saturating_add(policy.poll_interval_ms);
+        }
+    }
+    info!(
+        "workflow config applied poll_interval_ms={} max_concurrent_agents={} stall_timeout_ms={}",
+        policy.poll_interval_ms, policy.max_concurrent_agents, policy.stall_timeout_ms
+    );
+    state.policy = policy;
+}
+
+fn on_shutdown(state: &mut OrchestratorState, out: &mut Vec<Action>) {
+    if !state.shutting_down {
+        info!(
+            "shutdown: stopping dispatch and {} worker(s)",
+            state.running.len()
+        );
+    }
+    state.shutting_down = true;
+    let queued: Vec<String> = state.retry_attempts.keys().cloned().collect();
+    for id in queued {
+        release(state, &id, false);
+    }
+    for e in state.running.values_mut() {
+        if e.stop != Some(StopReason::Shutdown) {
+            // Even workers already stopping get the shutdown cancel again (idempotent).
+            e.stop = Some(StopReason::Shutdown);
+            out.push(Action::StopWorker {
+                issue_id: e.issue.id.clone(),
+                run_id: e.run_id,
+                reason: StopReason::Shutdown,
+            });
+        }
+    }
+    if state.running.is_empty() {
+        out.push(Action::ShutdownComplete);
+    }
+}

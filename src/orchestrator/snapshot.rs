@@ -1,0 +1,158 @@
+//! Building the status surface's rows (spec §13.3, §13.5) from orchestrator state. Pure: the
+//! runtime calls these when the HTTP thread asks.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use crate::status::{
+    AgentTotals, BlockedRow, Counts, IssueDetail, RecentEvent, RetryRow, RunningRow, StateSnapshot,
+    Tokens, TrackerHealth,
+};
+use crate::timefmt::rfc3339_millis;
+
+use super::state::{BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry};
+
+/// RFC 3339 (milliseconds) of an orchestrator-clock time.
+pub fn fmt_millis(t: Millis) -> String {
+    rfc3339_millis(UNIX_EPOCH + Duration::from_millis(t))
+}
+
+fn running_row(e: &RunningEntry) -> RunningRow {
+    RunningRow {
+        issue_id: e.issue.id.clone(),
+        issue_identifier: e.issue.identifier.clone(),
+        title: e.issue.title.clone(),
+        url: e.issue.url.clone(),
+        state: e.issue.state.clone(),
+        session_id: e.session_id.clone(),
+        turn_count: e.turn_count,
+        last_event: e.last_event.clone(),
+        last_message: e.last_message.clone(),
+        started_at: fmt_millis(e.started_at),
+        last_event_at: e.last_event_at.map(fmt_millis),
+        tokens: Tokens {
+            input_tokens: e.tokens.input_tokens,
+            output_tokens: e.tokens.output_tokens,
+            total_tokens: e.tokens.total_tokens,
+        },
+        cost_usd: e.cost_usd,
+        attempt: e.attempt,
+    }
+}
+
+fn retry_row(r: &RetryEntry, now: Millis) -> RetryRow {
+    RetryRow {
+        issue_id: r.issue_id.clone(),
+        issue_identifier: r.identifier.clone(),
+        url: r.url.clone(),
+        attempt: r.attempt,
+        due_at: fmt_millis(r.due_at),
+        due_in_ms: r.due_at.saturating_sub(now),
+        error: r.error.clone(),
+    }
+}
+
+fn blocked_row(b: &BlockedEntry) -> BlockedRow {
+    BlockedRow {
+        issue_id: b.issue_id.clone(),
+        issue_identifier: b.identifier.clone(),
+        url: b.url.clone(),
+        state: b.state.clone(),
+        reason: b.reason.clone(),
+        since: fmt_millis(b.since),
+    }
+}
+
+/// `GET /api/v1/state`: rows sorted by identifier; runtime totals include live elapsed time.
+pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
+    let mut running: Vec<RunningRow> = s.running.values().map(running_row).collect();
+    running.sort_by(|a, b| a.issue_identifier.cmp(&b.issue_identifier));
+    let mut retrying: Vec<RetryRow> = s
+        .retry_attempts
+        .values()
+        .map(|r| retry_row(r, now))
+        .collect();
+    retrying.sort_by(|a, b| {
+        a.due_at
+            .cmp(&b.due_at)
+            .then(a.issue_identifier.cmp(&b.issue_identifier))
+    });
+    let mut blocked: Vec<BlockedRow> = s.blocked.values().map(blocked_row).collect();
+    blocked.sort_by(|a, b| a.issue_identifier.cmp(&b.issue_identifier));
+    let live: f64 = s
+        .running
+        .values()
+        .map(|e| now.saturating_sub(e.started_at) as f64 / 1000.0)
+        .sum();
+    let t = &s.agent_totals;
+    StateSnapshot {
+        generated_at: fmt_millis(now),
+        counts: Counts {
+            running: running.len(),
+            retrying: retrying.len(),
+            blocked: blocked.len(),
+        },
+        running,
+        retrying,
+        blocked,
+        agent_totals: AgentTotals {
+            input_tokens: t.tokens.input_tokens,
+            output_tokens: t.tokens.output_tokens,
+            total_tokens: t.tokens.total_tokens,
+            seconds_running: t.ended_seconds + live,
+            cost_usd: t.cost_usd,
+        },
+        rate_limits: s.agent_rate_limits.clone(),
+        tracker: TrackerHealth {
+            last_successful_poll_at: s.poll.last_success_at.map(fmt_millis),
+            last_error: s.poll.last_error.clone(),
+            rate_limit: s.poll.rate_limit.clone(),
+        },
+    }
+}
+
+/// `GET /api/v1/<issue_identifier>`: `None` when the issue is not running, retrying or blocked.
+pub fn issue_detail(s: &OrchestratorState, identifier: &str, now: Millis) -> Option<IssueDetail> {
+    let running = s
+        .running
+        .values()
+        .find(|e| e.issue.identifier == identifier);
+    let retry = s
+        .retry_attempts
+        .values()
+        .find(|r| r.identifier == identifier);
+    let blocked = s.blocked.values().find(|b| b.identifier == identifier);
+    let (issue_id, status, workspace) = if let Some(e) = running {
+        (e.issue.id.clone(), "running", Some(&e.workspace_path))
+    } else if let Some(r) = retry {
+        (r.issue_id.clone(), "retrying", Some(&r.workspace_path))
+    } else if let Some(b) = blocked {
+        (b.issue_id.clone(), "blocked", Some(&b.workspace_path))
+    } else {
+        return None;
+    };
+    let recent_events = s
+        .recent_events
+        .get(&issue_id)
+        .map(|ring| {
+            ring.iter()
+                .map(|r| RecentEvent {
+                    at: fmt_millis(r.at),
+                    event: r.event.clone(),
+                    message: r.message.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(IssueDetail {
+        issue_identifier: identifier.to_string(),
+        issue_id: issue_id.clone(),
+        status: status.to_string(),
+        workspace: workspace.map(|p| p.display().to_string()),
+        attempts: s.runs_since_active.get(&issue_id).copied().unwrap_or(0),
+        running: running.map(running_row),
+        retry: retry.map(|r| retry_row(r, now)),
+        blocked: blocked.map(blocked_row),
+        last_error: s.last_errors.get(&issue_id).cloned(),
+        recent_events,
+    })
+}

@@ -1,0 +1,344 @@
+//! The single authoritative scheduler state (spec §4.1.8), plain and serializable. Times are
+//! milliseconds on the orchestrator clock ([`Millis`]): Unix-epoch based so they render as RFC 3339,
+//! but advanced monotonically by the runtime (and freely by tests).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::Issue;
+use crate::tracker::RateLimitInfo;
+use crate::workflow::config::ServiceConfig;
+
+/// Milliseconds since the Unix epoch on the orchestrator clock.
+pub type Millis = u64;
+
+/// Bound of the per-issue ring of recent agent events.
+pub const RECENT_EVENTS_CAP: usize = 200;
+/// Characters kept of one event summary.
+pub const EVENT_SUMMARY_CHARS: usize = 500;
+
+/// The scheduling-relevant slice of the config, re-applied on every valid reload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Policy {
+    /// `polling.interval_ms`.
+    pub poll_interval_ms: u64,
+    /// `agent.max_concurrent_agents`.
+    pub max_concurrent_agents: u32,
+    /// `agent.max_concurrent_agents_by_state` (normalized keys).
+    pub max_concurrent_agents_by_state: BTreeMap<String, u32>,
+    /// `agent.max_retry_backoff_ms`.
+    pub max_retry_backoff_ms: u64,
+    /// `agent.max_attempts`.
+    pub max_attempts: Option<u32>,
+    /// `agent.max_runs_per_issue`.
+    pub max_runs_per_issue: u32,
+    /// The selected runner's `stall_timeout_ms` (`<= 0` disables stall detection).
+    pub stall_timeout_ms: i64,
+    /// `tracker.active_states`.
+    pub active_states: Vec<String>,
+    /// `tracker.terminal_states`.
+    pub terminal_states: Vec<String>,
+    /// `tracker.required_labels`.
+    pub required_labels: Vec<String>,
+    /// `tracker.excluded_labels`.
+    pub excluded_labels: Vec<String>,
+    /// `tracker.repos` (empty = all).
+    pub repos: Vec<String>,
+    /// `workspace.root` (absolute) used for new dispatches.
+    pub workspace_root: PathBuf,
+}
+
+impl Policy {
+    /// Extract the policy from a typed config.
+    pub fn from_config(c: &ServiceConfig) -> Self {
+        Policy {
+            poll_interval_ms: c.poll_interval_ms,
+            max_concurrent_agents: c.agent.max_concurrent_agents,
+            max_concurrent_agents_by_state: c.agent.max_concurrent_agents_by_state.clone(),
+            max_retry_backoff_ms: c.agent.max_retry_backoff_ms,
+            max_attempts: c.agent.max_attempts,
+            max_runs_per_issue: c.agent.max_runs_per_issue,
+            stall_timeout_ms: c.runner_timeouts().stall_timeout_ms,
+            active_states: c.tracker.active_states.clone(),
+            terminal_states: c.tracker.terminal_states.clone(),
+            required_labels: c.tracker.required_labels.clone(),
+            excluded_labels: c.tracker.excluded_labels.clone(),
+            repos: c.tracker.repos.clone(),
+            workspace_root: c.workspace_root.clone(),
+        }
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            poll_interval_ms: 30_000,
+            max_concurrent_agents: 10,
+            max_concurrent_agents_by_state: BTreeMap::new(),
+            max_retry_backoff_ms: 300_000,
+            max_attempts: None,
+            max_runs_per_issue: 10,
+            stall_timeout_ms: 300_000,
+            active_states: vec!["Todo".into(), "In Progress".into()],
+            terminal_states: vec!["Done".into()],
+            required_labels: vec![],
+            excluded_labels: vec![],
+            repos: vec![],
+            workspace_root: std::env::temp_dir().join("baton_workspaces"),
+        }
+    }
+}
+
+/// Where a worker is in its attempt (spec §7.2, coarse).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerPhase {
+    /// Workspace preparation and `before_run` (hook deadlines apply, no stall detection).
+    Preparing,
+    /// Agent session startup and turns (stall detection applies).
+    Agent,
+    /// Session stopped, `after_run` running.
+    Finishing,
+}
+
+/// Why the orchestrator asked a worker to stop; decides what happens when it has exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// Issue reached a terminal state or was closed: clean the workspace, release.
+    Terminal,
+    /// Issue left the active states: release, keep the workspace.
+    Inactive,
+    /// Issue is still active but no longer routable (labels/repo): release, keep the workspace.
+    Unroutable,
+    /// Issue no longer visible on the project: release, keep the workspace.
+    Missing,
+    /// No agent activity for `stall_timeout_ms`: failure retry.
+    Stalled,
+    /// Service shutdown: release.
+    Shutdown,
+}
+
+impl StopReason {
+    /// snake_case name for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Terminal => "terminal",
+            StopReason::Inactive => "inactive",
+            StopReason::Unroutable => "unroutable",
+            StopReason::Missing => "missing",
+            StopReason::Stalled => "stalled",
+            StopReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// Token counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenCounts {
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// input + output.
+    pub total_tokens: u64,
+}
+
+impl TokenCounts {
+    /// Add a usage delta.
+    pub fn add(&mut self, d: &crate::agent::TokenUsage) {
+        self.input_tokens = self.input_tokens.saturating_add(d.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(d.output_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(d.total());
+    }
+}
+
+/// One running worker (spec §16.4 running entry).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunningEntry {
+    /// Unique id of this worker run; events of other runs are ignored.
+    pub run_id: u64,
+    /// Latest known issue snapshot.
+    pub issue: Issue,
+    /// Workspace path recorded at dispatch (used for cleanup, whatever the config says later).
+    pub workspace_path: PathBuf,
+    /// Retry attempt this run is (`None` for a first run).
+    pub attempt: Option<u32>,
+    /// When the worker was dispatched.
+    pub started_at: Millis,
+    /// Current phase.
+    pub phase: WorkerPhase,
+    /// When the current phase (or turn) began.
+    pub phase_entered_at: Millis,
+    /// `<agent_session_id>-<turn>`.
+    pub session_id: Option<String>,
+    /// Agent process id.
+    pub agent_pid: Option<u32>,
+    /// Last event kind.
+    pub last_event: Option<String>,
+    /// When the last agent event arrived.
+    pub last_event_at: Option<Millis>,
+    /// Last event summary (bounded, untrusted).
+    pub last_message: Option<String>,
+    /// Turns started by this worker.
+    pub turn_count: u32,
+    /// Tokens of this run.
+    pub tokens: TokenCounts,
+    /// Latest session-cumulative cost.
+    pub cost_usd: Option<f64>,
+    /// Set once the orchestrator asked the worker to stop.
+    pub stop: Option<StopReason>,
+}
+
+/// Kind of a queued retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryKind {
+    /// 1 s re-check after a normal exit.
+    Continuation,
+    /// Exponential backoff after a failure.
+    Failure,
+}
+
+/// A queued retry (spec §4.1.7); the timer is `due_at` itself (see `core::next_deadline`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetryEntry {
+    /// Issue node id.
+    pub issue_id: String,
+    /// Identifier for logs/status.
+    pub identifier: String,
+    /// Issue URL, when known.
+    pub url: Option<String>,
+    /// Attempt number the retry runs as (1-based).
+    pub attempt: u32,
+    /// Due time.
+    pub due_at: Millis,
+    /// Why.
+    pub error: Option<String>,
+    /// Continuation or failure.
+    pub kind: RetryKind,
+    /// Generation; results for another generation are stale and ignored.
+    pub seq: u64,
+    /// True while its issue refresh is in flight.
+    pub in_flight: bool,
+    /// Workspace of the previous run (for terminal cleanup).
+    pub workspace_path: PathBuf,
+}
+
+/// An issue parked until its state or labels change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlockedEntry {
+    /// Issue node id.
+    pub issue_id: String,
+    /// Identifier.
+    pub identifier: String,
+    /// URL.
+    pub url: Option<String>,
+    /// Status when parked.
+    pub state: String,
+    /// `max_attempts reached`, `max_runs_per_issue reached`.
+    pub reason: String,
+    /// When parked.
+    pub since: Millis,
+    /// Normalized state + labels at parking time; a different value releases the block.
+    pub fingerprint: String,
+    /// Workspace of the last run.
+    pub workspace_path: PathBuf,
+}
+
+/// A recorded agent event for the per-issue view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// When it arrived.
+    pub at: Millis,
+    /// Kind (snake_case).
+    pub event: String,
+    /// Bounded summary (untrusted).
+    pub message: String,
+}
+
+/// Aggregate agent totals (spec §13.5).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    /// Tokens of all runs.
+    pub tokens: TokenCounts,
+    /// Runtime of ended runs in seconds.
+    pub ended_seconds: f64,
+    /// Sum of session costs (latest cumulative per session).
+    pub cost_usd: f64,
+}
+
+/// The poll cycle bookkeeping.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PollState {
+    /// When the next poll tick is due.
+    pub next_poll_at: Millis,
+    /// When the last poll started.
+    pub last_started_at: Option<Millis>,
+    /// A poll is out at the tracker thread.
+    pub in_flight: bool,
+    /// A refresh was requested while a poll was in flight.
+    pub refresh_pending: bool,
+    /// Last successful candidate fetch.
+    pub last_success_at: Option<Millis>,
+    /// Last poll/preflight error (cleared by success).
+    pub last_error: Option<String>,
+    /// Do not start a poll before this (GitHub rate limit `retry_at`).
+    pub not_before: Option<Millis>,
+    /// Latest GraphQL budget.
+    #[serde(skip)]
+    pub rate_limit: Option<RateLimitInfo>,
+}
+
+/// Orchestrator runtime state (spec §4.1.8) plus Baton's parking and observability bookkeeping.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OrchestratorState {
+    /// Effective scheduling policy.
+    pub policy: Policy,
+    /// issue id → running worker.
+    pub running: BTreeMap<String, RunningEntry>,
+    /// Issue ids reserved: running or retry-queued.
+    pub claimed: BTreeSet<String>,
+    /// issue id → queued retry.
+    pub retry_attempts: BTreeMap<String, RetryEntry>,
+    /// Issue ids that exited normally at least once (bookkeeping only).
+    pub completed: BTreeSet<String>,
+    /// issue id → parked entry.
+    pub blocked: BTreeMap<String, BlockedEntry>,
+    /// Worker runs since the issue last entered an active state.
+    pub runs_since_active: BTreeMap<String, u32>,
+    /// Last error per issue (for the issue view).
+    pub last_errors: BTreeMap<String, String>,
+    /// Aggregates.
+    pub agent_totals: Totals,
+    /// Latest agent rate-limit payload (none of the current adapters report one).
+    pub agent_rate_limits: Option<serde_json::Value>,
+    /// Poll cycle.
+    pub poll: PollState,
+    /// issue id → last events (bounded ring).
+    pub recent_events: BTreeMap<String, VecDeque<EventRecord>>,
+    /// Next worker run id.
+    pub next_run_id: u64,
+    /// Next retry generation.
+    pub next_retry_seq: u64,
+    /// Set by shutdown: no dispatch, no retries.
+    pub shutting_down: bool,
+}
+
+impl OrchestratorState {
+    /// Fresh state with `policy`; the first poll is due at `now`.
+    pub fn new(policy: Policy, now: Millis) -> Self {
+        OrchestratorState {
+            policy,
+            poll: PollState {
+                next_poll_at: now,
+                ..PollState::default()
+            },
+            next_run_id: 1,
+            next_retry_seq: 1,
+            ..OrchestratorState::default()
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! The runtime around the pure core: the daemon main loop (`daemon`), worker threads running the
+//! attempt algorithm (`worker`) and the tracker threads that keep GitHub calls off the loop.
+
+pub mod daemon;
+pub mod worker;

@@ -1,0 +1,256 @@
+//! One worker thread per running issue: the §16 attempt algorithm (workspace, `before_run`, agent
+//! session, turn loop with an issue refresh between turns, `after_run`) against the
+//! `AgentRunner`/`Tracker` traits. Everything it learns goes back to the main loop as
+//! `orchestrator::Event`s; its last message is always `WorkerExited`, even after a panic.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::Sender;
+use log::{info, warn};
+
+use crate::agent::{AgentRunner, AgentSession, CancelToken, SessionContext};
+use crate::model::Issue;
+use crate::orchestrator::rules;
+use crate::orchestrator::{Event, Policy, WorkerOutcome, WorkerPhase, WorkerProgress};
+use crate::tracker::Tracker;
+use crate::workflow::config::HooksConfig;
+use crate::workflow::template::PromptTemplate;
+use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
+use crate::workspace::{ensure_workspace, Workspace};
+
+/// Everything one worker run needs; built by the main loop from the config current at dispatch.
+pub struct WorkerContext {
+    /// Run id from `Action::Dispatch` (echoed in every event).
+    pub run_id: u64,
+    /// The issue as dispatched.
+    pub issue: Issue,
+    /// `None` on a first run; the retry attempt otherwise.
+    pub attempt: Option<u32>,
+    /// `<root>/<key>`, recorded at dispatch.
+    pub workspace_path: PathBuf,
+    /// Hooks and their timeout.
+    pub hooks: HooksConfig,
+    /// `agent.max_turns`.
+    pub max_turns: u32,
+    /// The compiled prompt template.
+    pub template: PromptTemplate,
+    /// States/labels for the between-turns active check.
+    pub policy: Policy,
+    /// The agent adapter.
+    pub runner: Arc<dyn AgentRunner>,
+    /// The tracker (for the between-turns refresh).
+    pub tracker: Arc<dyn Tracker>,
+    /// Cancelled by the main loop to stop this run.
+    pub cancel: CancelToken,
+    /// Events to the main loop.
+    pub events: Sender<Event>,
+}
+
+/// Guidance sent as the prompt of turns after the first (the task prompt is already in the
+/// session's history).
+pub fn continuation_prompt(issue: &Issue, turn: u32, max_turns: u32) -> String {
+    format!(
+        "Continue working on GitHub issue {identifier} (continuation turn {turn} of at most \
+         {max_turns} in this session). The original task is above in this conversation; do not \
+         start over or redo work that is already done. First check the current status: the \
+         workspace contents, git status, open pull requests and the issue's project Status. Then \
+         take the next concrete step. When the work is complete, move the issue to its handoff \
+         Status as the task instructions say, and stop.",
+        identifier = issue.identifier,
+    )
+}
+
+/// Start the worker thread. On spawn failure the caller reports the exit itself.
+pub fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
+    let name = format!("worker-{}", ctx.issue.identifier);
+    thread::Builder::new().name(name).spawn(move || {
+        let issue_id = ctx.issue.id.clone();
+        let identifier = ctx.issue.identifier.clone();
+        let run_id = ctx.run_id;
+        let events = ctx.events.clone();
+        let outcome = match catch_unwind(AssertUnwindSafe(|| run_attempt(&ctx))) {
+            Ok(o) => o,
+            Err(_) => {
+                warn!("worker panicked issue_id={issue_id} issue_identifier={identifier}");
+                WorkerOutcome::Failed("worker panicked".into())
+            }
+        };
+        let _ = events.send(Event::WorkerExited {
+            issue_id,
+            run_id,
+            outcome,
+        });
+    })
+}
+
+struct Run<'a> {
+    ctx: &'a WorkerContext,
+    issue: Issue,
+    workspace: Option<Workspace>,
+}
+
+impl Run<'_> {
+    fn progress(&self, p: WorkerProgress) {
+        let _ = self.ctx.events.send(Event::WorkerProgress {
+            issue_id: self.ctx.issue.id.clone(),
+            run_id: self.ctx.run_id,
+            progress: p,
+        });
+    }
+
+    /// Stop the session (if any), enter Finishing, run `after_run` best-effort.
+    fn finish(&self, session: Option<&mut Box<dyn AgentSession>>) {
+        if let Some(s) = session {
+            s.stop();
+        }
+        self.progress(WorkerProgress::Phase(WorkerPhase::Finishing));
+        if let Some(ws) = &self.workspace {
+            let env = HookEnv::for_issue(&self.issue, &ws.path);
+            let _ = run_configured_hook(
+                HookKind::AfterRun,
+                self.ctx.hooks.after_run.as_deref(),
+                &ws.path,
+                &env,
+                self.ctx.hooks.timeout_ms,
+            );
+        }
+    }
+
+    fn failed_or_cancelled(&self, msg: String) -> WorkerOutcome {
+        if self.ctx.cancel.is_cancelled() {
+            WorkerOutcome::Cancelled
+        } else {
+            WorkerOutcome::Failed(msg)
+        }
+    }
+}
+
+/// The attempt algorithm (baton §16). Returns how the run ended.
+pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
+    let mut run = Run {
+        ctx,
+        issue: ctx.issue.clone(),
+        workspace: None,
+    };
+    let id = &ctx.issue.id;
+    let ident = &ctx.issue.identifier;
+    let root = ctx
+        .workspace_path
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let env = HookEnv::for_issue(&ctx.issue, &ctx.workspace_path);
+    let ws = match ensure_workspace(&root, &ctx.workspace_path, &ctx.hooks, &env) {
+        Ok(ws) => ws,
+        Err(e) => return WorkerOutcome::Failed(format!("workspace error: {e}")),
+    };
+    if ctx.cancel.is_cancelled() {
+        return WorkerOutcome::Cancelled;
+    }
+    let env = HookEnv::for_issue(&ctx.issue, &ws.path);
+    if let Err(e) = run_configured_hook(
+        HookKind::BeforeRun,
+        ctx.hooks.before_run.as_deref(),
+        &ws.path,
+        &env,
+        ctx.hooks.timeout_ms,
+    ) {
+        return run.failed_or_cancelled(format!("before_run hook error: {e}"));
+    }
+    run.workspace = Some(ws.clone());
+    if ctx.cancel.is_cancelled() {
+        run.finish(None);
+        return WorkerOutcome::Cancelled;
+    }
+    run.progress(WorkerProgress::Phase(WorkerPhase::Agent));
+    let sctx = SessionContext {
+        issue_identifier: ident.clone(),
+        workspace: ws.path.clone(),
+        workspace_root: root.canonicalize().unwrap_or(root.clone()),
+        resume_session_id: None,
+    };
+    let mut session = match ctx.runner.start_session(&sctx) {
+        Ok(s) => s,
+        Err(e) => {
+            run.finish(None);
+            return run.failed_or_cancelled(format!("agent session startup error: {e}"));
+        }
+    };
+    let max_turns = ctx.max_turns.max(1);
+    let mut turn: u32 = 1;
+    loop {
+        run.progress(WorkerProgress::TurnStarted(turn));
+        let prompt = if turn == 1 {
+            match ctx.template.render(&run.issue, ctx.attempt) {
+                Ok(p) => p,
+                Err(e) => {
+                    run.finish(Some(&mut session));
+                    return WorkerOutcome::Failed(format!("prompt error: {e}"));
+                }
+            }
+        } else {
+            continuation_prompt(&run.issue, turn, max_turns)
+        };
+        info!(
+            "turn starting issue_id={id} issue_identifier={ident} turn={turn} max_turns={max_turns} session_id={}",
+            session.agent_session_id().as_deref().unwrap_or("-")
+        );
+        let events = ctx.events.clone();
+        let run_id = ctx.run_id;
+        let mut on_event = |ev| {
+            let _ = events.send(Event::AgentUpdate {
+                issue_id: id.clone(),
+                run_id,
+                event: ev,
+            });
+        };
+        let result = session.run_turn(&prompt, &ctx.cancel, &mut on_event);
+        if let Err(e) = result {
+            run.finish(Some(&mut session));
+            return run.failed_or_cancelled(format!("agent turn error: {e}"));
+        }
+        if ctx.cancel.is_cancelled() {
+            run.finish(Some(&mut session));
+            return WorkerOutcome::Cancelled;
+        }
+        let refreshed = match ctx
+            .tracker
+            .fetch_issue_states_by_ids(std::slice::from_ref(id))
+        {
+            Ok(v) => v,
+            Err(e) => {
+                run.finish(Some(&mut session));
+                return run.failed_or_cancelled(format!("issue state refresh error: {e}"));
+            }
+        };
+        let Some(fresh) = refreshed.into_iter().find(|i| &i.id == id) else {
+            info!(
+                "issue no longer on the project; ending run issue_id={id} issue_identifier={ident}"
+            );
+            break;
+        };
+        run.issue = fresh.clone();
+        run.progress(WorkerProgress::IssueRefreshed(fresh));
+        if !rules::is_active(&ctx.policy, &run.issue)
+            || !rules::is_routable(&ctx.policy, &run.issue)
+        {
+            info!(
+                "issue no longer active/routable; ending run issue_id={id} issue_identifier={ident} state={:?}",
+                run.issue.state
+            );
+            break;
+        }
+        if turn >= max_turns {
+            info!(
+                "max_turns reached; ending run issue_id={id} issue_identifier={ident} turns={turn}"
+            );
+            break;
+        }
+        turn += 1;
+    }
+    run.finish(Some(&mut session));
+    WorkerOutcome::Normal
+}

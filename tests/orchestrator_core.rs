@@ -1,0 +1,1040 @@
+//! Deterministic tests of the pure scheduling core (spec §17.4 and Baton regressions), driven by a
+//! virtual clock: no threads, no sleeps.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use baton::agent::{AgentEvent, AgentEventKind, TokenUsage};
+use baton::model::{BlockerRef, Issue};
+use baton::orchestrator::core::{handle, next_deadline, Action, Event, PollSkip};
+use baton::orchestrator::snapshot::{issue_detail, state_snapshot};
+use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RECENT_EVENTS_CAP};
+use baton::orchestrator::{StopReason, WorkerOutcome, WorkerPhase, WorkerProgress};
+
+const T0: Millis = 1_700_000_000_000;
+
+fn issue(n: u64, state: &str) -> Issue {
+    Issue {
+        id: format!("I_{n}"),
+        item_id: format!("PVTI_{n}"),
+        identifier: format!("acme__repo-{n}"),
+        number: n,
+        repository: "acme/repo".into(),
+        title: format!("Issue {n}"),
+        state: state.into(),
+        url: Some(format!("https://github.com/acme/repo/issues/{n}")),
+        ..Issue::default()
+    }
+}
+
+fn policy() -> Policy {
+    Policy {
+        poll_interval_ms: 30_000,
+        max_concurrent_agents: 10,
+        stall_timeout_ms: 300_000,
+        workspace_root: PathBuf::from("/ws"),
+        ..Policy::default()
+    }
+}
+
+struct H {
+    s: OrchestratorState,
+    now: Millis,
+}
+
+impl H {
+    fn new(p: Policy) -> Self {
+        H {
+            s: OrchestratorState::new(p, T0),
+            now: T0,
+        }
+    }
+    fn ev(&mut self, e: Event) -> Vec<Action> {
+        let out = handle(&mut self.s, e, self.now);
+        self.check_invariants();
+        out
+    }
+    fn advance(&mut self, ms: u64) {
+        self.now += ms;
+    }
+    /// Advance to the next deadline and wake.
+    fn wake_at_deadline(&mut self) -> Vec<Action> {
+        let d = next_deadline(&self.s).expect("a deadline");
+        assert!(d >= self.now, "deadline in the past");
+        self.now = d;
+        self.ev(Event::Wake)
+    }
+    /// Claims never leak: claimed == running ∪ retrying, and blocked issues are unclaimed.
+    fn check_invariants(&self) {
+        let expect: BTreeSet<String> = self
+            .s
+            .running
+            .keys()
+            .chain(self.s.retry_attempts.keys())
+            .cloned()
+            .collect();
+        assert_eq!(
+            self.s.claimed, expect,
+            "claimed must equal running ∪ retrying"
+        );
+        for id in self.s.blocked.keys() {
+            assert!(
+                !self.s.claimed.contains(id),
+                "blocked {id} must not be claimed"
+            );
+        }
+    }
+    /// A whole poll tick: wake (must start a poll), then feed results.
+    fn tick(
+        &mut self,
+        refreshed: Option<Result<Vec<Issue>, String>>,
+        candidates: Result<Vec<Issue>, PollSkip>,
+    ) -> Vec<Action> {
+        let a = self.ev(Event::Wake);
+        let running_ids = a
+            .iter()
+            .find_map(|x| match x {
+                Action::StartPoll { running_ids } => Some(running_ids.clone()),
+                _ => None,
+            })
+            .expect("wake must start a poll");
+        let refreshed = if running_ids.is_empty() {
+            None
+        } else {
+            refreshed
+        };
+        let mut out: Vec<Action> = a
+            .into_iter()
+            .filter(|x| !matches!(x, Action::StartPoll { .. }))
+            .collect();
+        out.extend(self.ev(Event::PollResult {
+            running_ids,
+            refreshed,
+            candidates,
+            rate_limit: None,
+        }));
+        out
+    }
+    fn poll_due(&mut self) {
+        self.now = self.now.max(self.s.poll.next_poll_at);
+    }
+    fn run_id(&self, n: u64) -> u64 {
+        self.s.running[&format!("I_{n}")].run_id
+    }
+    fn exit(&mut self, n: u64, outcome: WorkerOutcome) -> Vec<Action> {
+        let run_id = self.run_id(n);
+        self.ev(Event::WorkerExited {
+            issue_id: format!("I_{n}"),
+            run_id,
+            outcome,
+        })
+    }
+    fn agent_phase(&mut self, n: u64) {
+        let run_id = self.run_id(n);
+        self.ev(Event::WorkerProgress {
+            issue_id: format!("I_{n}"),
+            run_id,
+            progress: WorkerProgress::Phase(WorkerPhase::Agent),
+        });
+    }
+    fn agent_event(&mut self, n: u64, ev: AgentEvent) {
+        let run_id = self.run_id(n);
+        self.ev(Event::AgentUpdate {
+            issue_id: format!("I_{n}"),
+            run_id,
+            event: ev,
+        });
+    }
+    /// Fire the retry of issue n: wake at its due time, answer the refresh with `result`.
+    fn fire_retry(&mut self, n: u64, result: Result<Option<Issue>, String>) -> Vec<Action> {
+        let id = format!("I_{n}");
+        let due = self.s.retry_attempts[&id].due_at;
+        self.now = self.now.max(due);
+        let a = self.ev(Event::Wake);
+        // A poll tick that happens to be due at the same moment is answered as skipped.
+        if let Some(running_ids) = a.iter().find_map(|x| match x {
+            Action::StartPoll { running_ids } => Some(running_ids.clone()),
+            _ => None,
+        }) {
+            self.ev(Event::PollResult {
+                running_ids,
+                refreshed: None,
+                candidates: Err(PollSkip::Tracker {
+                    message: "test: skipped".into(),
+                    retry_at: None,
+                }),
+                rate_limit: None,
+            });
+        }
+        let seq = a
+            .iter()
+            .find_map(|x| match x {
+                Action::FetchRetryIssue { issue_id, seq } if *issue_id == id => Some(*seq),
+                _ => None,
+            })
+            .expect("retry fetch");
+        self.ev(Event::RetryRefreshed {
+            issue_id: id,
+            seq,
+            result,
+        })
+    }
+}
+
+fn dispatched(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Dispatch { issue, .. } => Some(issue.id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn stops(actions: &[Action]) -> Vec<(String, StopReason)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::StopWorker {
+                issue_id, reason, ..
+            } => Some((issue_id.clone(), *reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn cleans(actions: &[Action]) -> Vec<PathBuf> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::CleanWorkspace { workspace_path, .. } => Some(workspace_path.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn ev(kind: AgentEventKind) -> AgentEvent {
+    AgentEvent::new(kind, "something happened")
+}
+
+// ---------------------------------------------------------------- dispatch
+
+#[test]
+fn first_tick_is_immediate_and_dispatches_in_priority_then_age_order() {
+    let mut h = H::new(Policy {
+        max_concurrent_agents: 2,
+        ..policy()
+    });
+    assert_eq!(next_deadline(&h.s), Some(T0), "immediate first tick");
+    let mut a = issue(1, "Todo");
+    a.priority = Some(3);
+    let mut b = issue(2, "Todo");
+    b.priority = None;
+    let mut c = issue(3, "Todo");
+    c.priority = Some(1);
+    c.created_at = Some("2024-02-01T00:00:00Z".into());
+    let mut d = issue(4, "Todo");
+    d.priority = Some(1);
+    d.created_at = Some("2024-01-01T00:00:00Z".into());
+    let out = h.tick(None, Ok(vec![a, b, c, d]));
+    assert_eq!(dispatched(&out), ["I_4", "I_3"]);
+    assert_eq!(
+        next_deadline(&h.s),
+        Some(T0 + 30_000),
+        "next tick one interval later"
+    );
+}
+
+#[test]
+fn dispatch_records_workspace_path_and_null_attempt() {
+    let mut h = H::new(policy());
+    let out = h.tick(None, Ok(vec![issue(7, "In Progress")]));
+    match &out[..] {
+        [Action::Dispatch {
+            attempt,
+            workspace_path,
+            ..
+        }] => {
+            assert_eq!(*attempt, None);
+            assert_eq!(workspace_path, &PathBuf::from("/ws/acme__repo-7"));
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(
+        h.s.running["I_7"].workspace_path,
+        PathBuf::from("/ws/acme__repo-7")
+    );
+}
+
+#[test]
+fn ineligible_candidates_are_skipped() {
+    let mut h = H::new(Policy {
+        required_labels: vec!["Baton".into()],
+        excluded_labels: vec!["on-hold".into()],
+        repos: vec!["acme/repo".into()],
+        ..policy()
+    });
+    let mut ok = issue(1, "Todo");
+    ok.labels = vec!["BATON ".into()]; // case/whitespace-insensitive
+    let unlabeled = issue(2, "Todo");
+    let mut held = issue(3, "Todo");
+    held.labels = vec!["baton".into(), "on-hold".into()];
+    let mut other_repo = issue(4, "Todo");
+    other_repo.labels = vec!["baton".into()];
+    other_repo.repository = "acme/other".into();
+    let mut terminal = issue(5, "Done");
+    terminal.labels = vec!["baton".into()];
+    let mut closed = issue(6, "Todo");
+    closed.labels = vec!["baton".into()];
+    closed.closed = true;
+    let mut backlog = issue(7, "Backlog");
+    backlog.labels = vec!["baton".into()];
+    let mut untitled = issue(8, "Todo");
+    untitled.labels = vec!["baton".into()];
+    untitled.title = String::new();
+    let out = h.tick(
+        None,
+        Ok(vec![
+            ok, unlabeled, held, other_repo, terminal, closed, backlog, untitled,
+        ]),
+    );
+    assert_eq!(dispatched(&out), ["I_1"]);
+}
+
+#[test]
+fn todo_issue_with_open_blocker_waits_but_in_progress_does_not() {
+    let mut h = H::new(policy());
+    let blocker = BlockerRef {
+        id: "I_99".into(),
+        identifier: "acme__repo-99".into(),
+        state: "In Progress".into(),
+        terminal: false,
+    };
+    let mut todo = issue(1, "Todo");
+    todo.blocked_by = vec![blocker.clone()];
+    let mut wip = issue(2, "In Progress");
+    wip.blocked_by = vec![blocker.clone()];
+    let out = h.tick(None, Ok(vec![todo.clone(), wip]));
+    assert_eq!(dispatched(&out), ["I_2"]);
+    h.poll_due();
+    todo.blocked_by[0].state = "Done".into();
+    let out = h.tick(Some(Ok(vec![issue(2, "In Progress")])), Ok(vec![todo]));
+    assert_eq!(dispatched(&out), ["I_1"]);
+}
+
+#[test]
+fn running_or_claimed_issues_are_not_dispatched_twice() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.poll_due();
+    let out = h.tick(Some(Ok(vec![issue(1, "Todo")])), Ok(vec![issue(1, "Todo")]));
+    assert!(dispatched(&out).is_empty());
+    // Retry-queued (claimed) issues are not dispatched by the poll either.
+    h.exit(1, WorkerOutcome::Failed("boom".into()));
+    h.poll_due();
+    let out = h.tick(None, Ok(vec![issue(1, "Todo")]));
+    assert!(dispatched(&out).is_empty());
+    assert!(h.s.retry_attempts.contains_key("I_1"));
+}
+
+#[test]
+fn global_and_per_state_slots_limit_dispatch() {
+    let mut by_state = std::collections::BTreeMap::new();
+    by_state.insert("todo".to_string(), 1);
+    let mut h = H::new(Policy {
+        max_concurrent_agents: 3,
+        max_concurrent_agents_by_state: by_state,
+        ..policy()
+    });
+    let out = h.tick(
+        None,
+        Ok(vec![
+            issue(1, "Todo"),
+            issue(2, "Todo"),
+            issue(3, "In Progress"),
+            issue(4, "In Progress"),
+            issue(5, "In Progress"),
+        ]),
+    );
+    assert_eq!(dispatched(&out), ["I_1", "I_3", "I_4"]);
+}
+
+#[test]
+fn per_state_limits_apply_after_reload() {
+    let mut h = H::new(policy());
+    let out = h.tick(None, Ok(vec![issue(1, "Todo")]));
+    assert_eq!(dispatched(&out).len(), 1);
+    let mut by_state = std::collections::BTreeMap::new();
+    by_state.insert("todo".to_string(), 1);
+    h.ev(Event::ConfigReloaded(Policy {
+        max_concurrent_agents_by_state: by_state,
+        ..policy()
+    }));
+    h.poll_due();
+    let out = h.tick(
+        Some(Ok(vec![issue(1, "Todo")])),
+        Ok(vec![
+            issue(1, "Todo"),
+            issue(2, "Todo"),
+            issue(3, "In Progress"),
+        ]),
+    );
+    assert_eq!(dispatched(&out), ["I_3"], "todo is full after the reload");
+}
+
+#[test]
+fn reload_reapplies_poll_interval() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![]));
+    assert_eq!(next_deadline(&h.s), Some(T0 + 30_000));
+    h.ev(Event::ConfigReloaded(Policy {
+        poll_interval_ms: 5_000,
+        ..policy()
+    }));
+    assert_eq!(next_deadline(&h.s), Some(T0 + 5_000));
+}
+
+#[test]
+fn preflight_failure_skips_dispatch_but_reconciles() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.poll_due();
+    let out = h.tick(
+        Some(Ok(vec![issue(1, "Done")])),
+        Err(PollSkip::Preflight("missing_tracker_token: ...".into())),
+    );
+    assert_eq!(stops(&out), [("I_1".to_string(), StopReason::Terminal)]);
+    assert!(dispatched(&out).is_empty());
+    assert_eq!(
+        state_snapshot(&h.s, h.now).tracker.last_error.as_deref(),
+        Some("missing_tracker_token: ...")
+    );
+}
+
+#[test]
+fn candidate_fetch_failure_skips_the_tick_and_honours_rate_limit_retry_at() {
+    let mut h = H::new(policy());
+    let out = h.tick(
+        None,
+        Err(PollSkip::Tracker {
+            message: "github_rate_limited".into(),
+            retry_at: Some(T0 + 90_000),
+        }),
+    );
+    assert!(out.is_empty());
+    assert_eq!(next_deadline(&h.s), Some(T0 + 90_000));
+}
+
+// ---------------------------------------------------------------- reconciliation
+
+#[test]
+fn reconciliation_with_no_running_issues_requests_no_refresh() {
+    let mut h = H::new(policy());
+    let a = h.ev(Event::Wake);
+    assert_eq!(
+        a,
+        vec![Action::StartPoll {
+            running_ids: vec![]
+        }]
+    );
+}
+
+#[test]
+fn active_refresh_updates_the_running_snapshot() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.poll_due();
+    let mut updated = issue(1, "In Progress");
+    updated.title = "Renamed".into();
+    let out = h.tick(Some(Ok(vec![updated])), Ok(vec![]));
+    assert!(stops(&out).is_empty());
+    assert_eq!(h.s.running["I_1"].issue.state, "In Progress");
+    assert_eq!(state_snapshot(&h.s, h.now).running[0].title, "Renamed");
+}
+
+#[test]
+fn non_active_state_stops_without_cleanup() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.poll_due();
+    let out = h.tick(Some(Ok(vec![issue(1, "Backlog")])), Ok(vec![]));
+    assert_eq!(stops(&out), [("I_1".to_string(), StopReason::Inactive)]);
+    let out = h.exit(1, WorkerOutcome::Cancelled);
+    assert!(cleans(&out).is_empty());
+    assert!(h.s.claimed.is_empty() && h.s.retry_attempts.is_empty());
+}
+
+#[test]
+fn missing_issue_stops_without_cleanup() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.poll_due();
+    let out = h.tick(Some(Ok(vec![])), Ok(vec![]));
+    assert_eq!(stops(&out), [("I_1".to_string(), StopReason::Missing)]);
+    let out = h.exit(1, WorkerOutcome::Cancelled);
+    assert!(cleans(&out).is_empty());
+    assert!(h.s.claimed.is_empty());
+}
+
+#[test]
+fn terminal_state_stops_then_cleans_the_recorded_path_after_exit() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    // A reload moves the workspace root; cleanup must still use the path recorded at dispatch.
+    h.ev(Event::ConfigReloaded(Policy {
+        workspace_root: PathBuf::from("/elsewhere"),
+        ..policy()
+    }));
+    h.poll_due();
+    let out = h.tick(Some(Ok(vec![issue(1, "Done")])), Ok(vec![]));
+    assert_eq!(stops(&out), [("I_1".to_string(), StopReason::Terminal)]);
+    assert!(
+        cleans(&out).is_empty(),
+        "no cleanup while the worker still runs"
+    );
+    assert!(
+        h.s.claimed.contains("I_1"),
+        "claim held until the worker exits"
+    );
+    let out = h.exit(1, WorkerOutcome::Cancelled);
+    assert_eq!(cleans(&out), [PathBuf::from("/ws/acme__repo-1")]);
+    assert!(h.s.claimed.is_empty() && h.s.retry_attempts.is_empty());
+}
+
+#[test]
+fn closed_issue_counts_as_terminal() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "In Progress")]));
+    h.poll_due();
+    let mut closed = issue(1, "In Progress");
+    closed.closed = true;
+    let out = h.tick(Some(Ok(vec![closed])), Ok(vec![]));
+    assert_eq!(stops(&out), [("I_1".to_string(), StopReason::Terminal)]);
+}
+
+#[test]
+fn label_removal_mid_run_stops_the_worker_and_keeps_the_workspace() {
+    let mut h = H::new(Policy {
+        required_labels: vec!["baton".into()],
+        ..policy()
+    });
+    let mut i = issue(1, "In Progress");
+    i.labels = vec!["baton".into()];
+    h.tick(None, Ok(vec![i]));
+    h.poll_due();
+    let out = h.tick(Some(Ok(vec![issue(1, "In Progress")])), Ok(vec![]));
+    assert_eq!(stops(&out), [("I_1".to_string(), StopReason::Unroutable)]);
+    let out = h.exit(1, WorkerOutcome::Cancelled);
+    assert!(cleans(&out).is_empty());
+    assert!(h.s.claimed.is_empty() && h.s.retry_attempts.is_empty());
+}
+
+#[test]
+fn refresh_failure_during_reconciliation_never_stops_or_releases_workers() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.poll_due();
+    let out = h.tick(Some(Err("github_api_status: HTTP 502".into())), Ok(vec![]));
+    assert!(stops(&out).is_empty());
+    assert!(h.s.running.contains_key("I_1") && h.s.claimed.contains("I_1"));
+    assert!(h.s.running["I_1"].stop.is_none());
+}
+
+#[test]
+fn reconcile_ignores_a_run_that_exited_while_the_poll_was_in_flight() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.poll_due();
+    let a = h.ev(Event::Wake);
+    assert!(matches!(&a[..], [Action::StartPoll { running_ids }] if running_ids == &["I_1"]));
+    h.exit(1, WorkerOutcome::Normal);
+    let out = h.ev(Event::PollResult {
+        running_ids: vec!["I_1".into()],
+        refreshed: Some(Ok(vec![])),
+        candidates: Ok(vec![]),
+        rate_limit: None,
+    });
+    assert!(stops(&out).is_empty());
+    assert!(h.s.retry_attempts.contains_key("I_1"), "continuation kept");
+}
+
+// ---------------------------------------------------------------- stall detection
+
+#[test]
+fn stall_detection_kills_a_silent_agent_and_schedules_a_retry() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.advance(5_000); // workspace preparation time is not counted
+    h.agent_phase(1);
+    let entered = h.now;
+    // Ticks inside the window do nothing.
+    h.now = entered + 300_000;
+    assert!(stops(&h.ev(Event::Wake)).is_empty());
+    // The deadline is exactly one past the timeout.
+    let out = h.wake_at_deadline();
+    assert_eq!(h.now, entered + 300_001);
+    assert_eq!(stops(&out), [("I_1".to_string(), StopReason::Stalled)]);
+    h.advance(100);
+    h.exit(1, WorkerOutcome::Cancelled);
+    let r = &h.s.retry_attempts["I_1"];
+    assert_eq!(r.attempt, 1);
+    assert_eq!(r.due_at, h.now + 10_000);
+    assert!(r.error.as_deref().unwrap().contains("stalled"));
+}
+
+#[test]
+fn a_chatty_long_running_agent_is_never_stalled() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    // Two hours of activity, one event every 4 minutes (< 5 min stall timeout).
+    for _ in 0..30 {
+        h.advance(240_000);
+        h.agent_event(1, ev(AgentEventKind::Notification));
+        let out = h.ev(Event::Wake);
+        assert!(stops(&out).is_empty(), "stall measured from the last event");
+        // Keep the tick machinery happy.
+        if let Some(Action::StartPoll { running_ids }) = out.first().cloned() {
+            h.ev(Event::PollResult {
+                running_ids,
+                refreshed: Some(Ok(vec![issue(1, "Todo")])),
+                candidates: Ok(vec![]),
+                rate_limit: None,
+            });
+        }
+    }
+    assert!(h.s.running["I_1"].stop.is_none());
+}
+
+#[test]
+fn no_stall_detection_during_workspace_preparation_or_when_disabled() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.advance(3_600_000); // a very slow before_run hook
+    assert!(stops(&h.ev(Event::Wake)).is_empty());
+
+    let mut h = H::new(Policy {
+        stall_timeout_ms: 0,
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    h.advance(86_400_000);
+    assert!(stops(&h.ev(Event::Wake)).is_empty());
+}
+
+// ---------------------------------------------------------------- retries
+
+#[test]
+fn normal_exit_schedules_a_one_second_continuation_with_attempt_1() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.advance(60_000);
+    h.exit(1, WorkerOutcome::Normal);
+    let r = &h.s.retry_attempts["I_1"];
+    assert_eq!(
+        (r.attempt, r.due_at, r.error.clone()),
+        (1, h.now + 1000, None)
+    );
+    assert_eq!(r.identifier, "acme__repo-1");
+    assert!(h.s.completed.contains("I_1"));
+    assert!(next_deadline(&h.s) <= Some(h.now + 1000));
+    let out = h.fire_retry(1, Ok(Some(issue(1, "In Progress"))));
+    match &out[..] {
+        [Action::Dispatch { attempt, .. }] => assert_eq!(*attempt, Some(1)),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn abnormal_exits_back_off_exponentially_up_to_the_cap() {
+    let mut h = H::new(Policy {
+        max_retry_backoff_ms: 35_000,
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    let mut delays = vec![];
+    for _ in 0..4 {
+        h.exit(1, WorkerOutcome::Failed("agent turn error".into()));
+        let r = h.s.retry_attempts["I_1"].clone();
+        delays.push((r.attempt, r.due_at - h.now));
+        assert_eq!(r.error.as_deref(), Some("worker exited: agent turn error"));
+        let out = h.fire_retry(1, Ok(Some(issue(1, "Todo"))));
+        assert_eq!(dispatched(&out), ["I_1"]);
+    }
+    assert_eq!(delays, [(1, 10_000), (2, 20_000), (3, 35_000), (4, 35_000)]);
+}
+
+#[test]
+fn retry_entries_show_in_the_snapshot() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.exit(1, WorkerOutcome::Failed("x".into()));
+    h.advance(4_000);
+    let snap = state_snapshot(&h.s, h.now);
+    assert_eq!(snap.counts.retrying, 1);
+    let row = &snap.retrying[0];
+    assert_eq!(row.attempt, 1);
+    assert_eq!(row.due_in_ms, 6_000);
+    assert_eq!(row.issue_identifier, "acme__repo-1");
+    assert_eq!(row.error.as_deref(), Some("worker exited: x"));
+    assert!(row.url.is_some());
+}
+
+#[test]
+fn retry_whose_refresh_fails_is_rescheduled_not_dropped() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.exit(1, WorkerOutcome::Normal);
+    h.fire_retry(1, Err("github_api_request: timeout".into()));
+    let r = &h.s.retry_attempts["I_1"];
+    assert_eq!(r.attempt, 2);
+    assert_eq!(r.due_at, h.now + 20_000);
+    assert!(r
+        .error
+        .as_deref()
+        .unwrap()
+        .starts_with("retry refresh failed"));
+    assert!(h.s.claimed.contains("I_1"));
+}
+
+#[test]
+fn retry_releases_when_gone_inactive_or_unroutable_and_cleans_when_terminal() {
+    for (result, expect_clean) in [
+        (Ok(None), false),
+        (Ok(Some(issue(1, "Backlog"))), false),
+        (Ok(Some(issue(1, "Done"))), true),
+    ] {
+        let mut h = H::new(policy());
+        h.tick(None, Ok(vec![issue(1, "Todo")]));
+        h.exit(1, WorkerOutcome::Normal);
+        let out = h.fire_retry(1, result);
+        assert!(dispatched(&out).is_empty());
+        assert_eq!(!cleans(&out).is_empty(), expect_clean);
+        assert!(h.s.claimed.is_empty() && h.s.retry_attempts.is_empty());
+    }
+    let mut h = H::new(Policy {
+        excluded_labels: vec!["hold".into()],
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.exit(1, WorkerOutcome::Normal);
+    let mut held = issue(1, "Todo");
+    held.labels = vec!["hold".into()];
+    let out = h.fire_retry(1, Ok(Some(held)));
+    assert!(dispatched(&out).is_empty() && h.s.claimed.is_empty());
+}
+
+#[test]
+fn slot_exhaustion_requeues_with_an_explicit_error() {
+    let mut h = H::new(Policy {
+        max_concurrent_agents: 1,
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.exit(1, WorkerOutcome::Normal);
+    // Another issue takes the only slot before the continuation fires (operator refresh).
+    let a = h.ev(Event::RefreshRequested);
+    assert!(matches!(&a[0], Action::StartPoll { running_ids } if running_ids.is_empty()));
+    let out = h.ev(Event::PollResult {
+        running_ids: vec![],
+        refreshed: None,
+        candidates: Ok(vec![issue(1, "Todo"), issue(2, "Todo")]),
+        rate_limit: None,
+    });
+    assert_eq!(dispatched(&out), ["I_2"], "retry-queued I_1 stays claimed");
+    let out = h.fire_retry(1, Ok(Some(issue(1, "Todo"))));
+    assert!(dispatched(&out).is_empty());
+    let r = &h.s.retry_attempts["I_1"];
+    assert_eq!(r.error.as_deref(), Some("no available orchestrator slots"));
+    assert_eq!(r.attempt, 2);
+}
+
+#[test]
+fn a_stale_retry_result_after_redispatch_is_ignored() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.exit(1, WorkerOutcome::Normal);
+    // Retry fires; its refresh goes out (seq A) ...
+    h.now = h.s.retry_attempts["I_1"].due_at;
+    let a = h.ev(Event::Wake);
+    let seq_a = match &a[..] {
+        [Action::FetchRetryIssue { seq, .. }, ..] => *seq,
+        other => panic!("{other:?}"),
+    };
+    // ... nothing else is due while it is in flight (no busy loop on the same retry).
+    assert_ne!(next_deadline(&h.s), Some(h.now));
+    let out = h.ev(Event::RetryRefreshed {
+        issue_id: "I_1".into(),
+        seq: seq_a,
+        result: Ok(Some(issue(1, "Todo"))),
+    });
+    assert_eq!(dispatched(&out), ["I_1"]);
+    // A duplicate/late answer for the same generation must not dispatch a second worker.
+    let out = h.ev(Event::RetryRefreshed {
+        issue_id: "I_1".into(),
+        seq: seq_a,
+        result: Ok(Some(issue(1, "Todo"))),
+    });
+    assert!(out.is_empty());
+    // Nor may a wake at the old due time.
+    assert!(dispatched(&h.ev(Event::Wake)).is_empty());
+    assert_eq!(h.s.running.len(), 1);
+    // A newer retry replaces an older one: the old generation's result is ignored.
+    h.exit(1, WorkerOutcome::Failed("x".into()));
+    let old_seq = h.s.retry_attempts["I_1"].seq;
+    h.exit_with_new_retry_check(old_seq);
+}
+
+impl H {
+    fn exit_with_new_retry_check(&mut self, old_seq: u64) {
+        let out = self.ev(Event::RetryRefreshed {
+            issue_id: "I_1".into(),
+            seq: old_seq + 1000,
+            result: Ok(Some(issue(1, "Todo"))),
+        });
+        assert!(out.is_empty(), "unknown generation ignored");
+        assert!(self.s.retry_attempts.contains_key("I_1"));
+    }
+}
+
+#[test]
+fn events_from_an_old_run_are_ignored() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    let old = h.run_id(1);
+    h.exit(1, WorkerOutcome::Normal);
+    h.fire_retry(1, Ok(Some(issue(1, "Todo"))));
+    let out = h.ev(Event::WorkerExited {
+        issue_id: "I_1".into(),
+        run_id: old,
+        outcome: WorkerOutcome::Failed("late".into()),
+    });
+    assert!(out.is_empty());
+    assert!(h.s.running.contains_key("I_1"));
+}
+
+// ---------------------------------------------------------------- parking
+
+#[test]
+fn max_attempts_parks_the_issue_until_its_state_or_labels_change() {
+    let mut h = H::new(Policy {
+        max_attempts: Some(2),
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.exit(1, WorkerOutcome::Failed("a".into())); // -> attempt 1
+    h.fire_retry(1, Ok(Some(issue(1, "Todo"))));
+    h.exit(1, WorkerOutcome::Failed("b".into())); // -> attempt 2
+    h.fire_retry(1, Ok(Some(issue(1, "Todo"))));
+    h.exit(1, WorkerOutcome::Failed("c".into())); // attempt 3 > 2 -> parked
+    assert!(h.s.retry_attempts.is_empty());
+    let snap = state_snapshot(&h.s, h.now);
+    assert_eq!(snap.counts.blocked, 1);
+    assert_eq!(snap.blocked[0].reason, "max_attempts reached");
+    let d = issue_detail(&h.s, "acme__repo-1", h.now).unwrap();
+    assert_eq!(d.status, "blocked");
+    assert_eq!(d.last_error.as_deref(), Some("worker exited: c"));
+    // Unchanged: still parked.
+    h.poll_due();
+    assert!(dispatched(&h.tick(None, Ok(vec![issue(1, "Todo")]))).is_empty());
+    // Moved to another active state: released and dispatched again.
+    h.poll_due();
+    let out = h.tick(None, Ok(vec![issue(1, "In Progress")]));
+    assert_eq!(dispatched(&out), ["I_1"]);
+    assert!(h.s.blocked.is_empty());
+}
+
+#[test]
+fn an_issue_that_stays_active_after_n_normal_exits_is_parked() {
+    let mut h = H::new(Policy {
+        max_runs_per_issue: 3,
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "In Progress")]));
+    for _ in 0..2 {
+        h.exit(1, WorkerOutcome::Normal);
+        let out = h.fire_retry(1, Ok(Some(issue(1, "In Progress"))));
+        assert_eq!(dispatched(&out), ["I_1"]);
+    }
+    h.exit(1, WorkerOutcome::Normal);
+    let out = h.fire_retry(1, Ok(Some(issue(1, "In Progress"))));
+    assert!(dispatched(&out).is_empty(), "third run was the last");
+    assert_eq!(h.s.blocked["I_1"].reason, "max_runs_per_issue reached");
+    // Polls do not dispatch it again while it sits unchanged in an active state.
+    h.poll_due();
+    assert!(dispatched(&h.tick(None, Ok(vec![issue(1, "In Progress")]))).is_empty());
+    // Once it leaves the active states and comes back, it has a fresh budget.
+    h.poll_due();
+    h.tick(None, Ok(vec![]));
+    h.poll_due();
+    let out = h.tick(None, Ok(vec![issue(1, "In Progress")]));
+    assert_eq!(dispatched(&out), ["I_1"]);
+    assert_eq!(h.s.runs_since_active["I_1"], 1);
+}
+
+#[test]
+fn leaving_the_active_states_resets_the_run_budget() {
+    let mut h = H::new(Policy {
+        max_runs_per_issue: 2,
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.exit(1, WorkerOutcome::Normal);
+    h.fire_retry(1, Ok(Some(issue(1, "Backlog")))); // released, budget reset
+    h.poll_due();
+    assert_eq!(
+        dispatched(&h.tick(None, Ok(vec![issue(1, "Todo")]))),
+        ["I_1"]
+    );
+    h.exit(1, WorkerOutcome::Normal);
+    assert_eq!(
+        dispatched(&h.fire_retry(1, Ok(Some(issue(1, "Todo"))))),
+        ["I_1"]
+    );
+}
+
+// ---------------------------------------------------------------- accounting & snapshots
+
+#[test]
+fn tokens_cost_and_runtime_are_accounted_per_13_5() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    let mut e = ev(AgentEventKind::SessionStarted);
+    e.session_id = Some("sess-1".into());
+    e.agent_pid = Some(4242);
+    h.agent_event(1, e);
+    for (i, o, cost) in [(100, 10, 0.5), (50, 5, 0.75)] {
+        let mut e = ev(AgentEventKind::TurnCompleted);
+        e.usage_delta = Some(TokenUsage {
+            input_tokens: i,
+            output_tokens: o,
+            ..TokenUsage::default()
+        });
+        e.session_cost_usd = Some(cost);
+        h.agent_event(1, e);
+    }
+    h.advance(10_000);
+    let snap = state_snapshot(&h.s, h.now);
+    assert_eq!(snap.agent_totals.input_tokens, 150);
+    assert_eq!(snap.agent_totals.output_tokens, 15);
+    assert_eq!(snap.agent_totals.total_tokens, 165);
+    assert!(
+        (snap.agent_totals.cost_usd - 0.75).abs() < 1e-9,
+        "cumulative cost not double-counted"
+    );
+    assert!(
+        (snap.agent_totals.seconds_running - 10.0).abs() < 1e-9,
+        "live elapsed included"
+    );
+    let row = &snap.running[0];
+    assert_eq!(row.session_id.as_deref(), Some("sess-1"));
+    assert_eq!(row.tokens.total_tokens, 165);
+    assert_eq!(row.cost_usd, Some(0.75));
+    assert_eq!(row.last_event.as_deref(), Some("turn_completed"));
+    assert!(row.url.is_some());
+    assert!(snap.rate_limits.is_none());
+    // Runtime moves into the ended total at exit; nothing double-counted afterwards.
+    h.exit(1, WorkerOutcome::Normal);
+    h.advance(5_000);
+    let snap = state_snapshot(&h.s, h.now);
+    assert!((snap.agent_totals.seconds_running - 10.0).abs() < 1e-9);
+    assert_eq!(snap.agent_totals.total_tokens, 165);
+}
+
+#[test]
+fn turn_count_and_recent_events_ring_is_bounded() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    let run = h.run_id(1);
+    h.ev(Event::WorkerProgress {
+        issue_id: "I_1".into(),
+        run_id: run,
+        progress: WorkerProgress::TurnStarted(3),
+    });
+    for i in 0..(RECENT_EVENTS_CAP + 50) {
+        let mut e = ev(AgentEventKind::ToolUse);
+        e.summary = format!("event {i}\n{}", "x".repeat(10_000));
+        h.agent_event(1, e);
+    }
+    let d = issue_detail(&h.s, "acme__repo-1", h.now).unwrap();
+    assert_eq!(d.status, "running");
+    assert_eq!(d.running.as_ref().unwrap().turn_count, 3);
+    assert_eq!(d.recent_events.len(), RECENT_EVENTS_CAP);
+    assert!(d.recent_events[0].message.starts_with("event 50 "));
+    assert!(d
+        .recent_events
+        .iter()
+        .all(|e| e.message.chars().count() <= 500));
+    assert!(d.recent_events.iter().all(|e| !e.message.contains('\n')));
+    assert_eq!(d.workspace.as_deref(), Some("/ws/acme__repo-1"));
+    assert!(issue_detail(&h.s, "acme__repo-404", h.now).is_none());
+}
+
+// ---------------------------------------------------------------- refresh & shutdown
+
+#[test]
+fn refresh_requests_start_a_poll_now_and_coalesce() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![]));
+    h.advance(1_000);
+    let out = h.ev(Event::RefreshRequested);
+    assert!(matches!(out[0], Action::StartPoll { .. }));
+    assert_eq!(out[1], Action::RefreshAck { coalesced: false });
+    let out = h.ev(Event::RefreshRequested);
+    assert_eq!(out, vec![Action::RefreshAck { coalesced: true }]);
+    // When the in-flight poll returns, the pending refresh polls again immediately.
+    h.ev(Event::PollResult {
+        running_ids: vec![],
+        refreshed: None,
+        candidates: Ok(vec![]),
+        rate_limit: None,
+    });
+    assert_eq!(next_deadline(&h.s), Some(h.now));
+}
+
+#[test]
+fn shutdown_stops_every_worker_releases_retries_and_completes_after_exits() {
+    let mut h = H::new(policy());
+    h.tick(
+        None,
+        Ok(vec![issue(1, "Todo"), issue(2, "Todo"), issue(3, "Todo")]),
+    );
+    h.exit(3, WorkerOutcome::Failed("x".into()));
+    let out = h.ev(Event::Shutdown);
+    let mut s = stops(&out);
+    s.sort();
+    assert_eq!(
+        s,
+        [
+            ("I_1".to_string(), StopReason::Shutdown),
+            ("I_2".to_string(), StopReason::Shutdown)
+        ]
+    );
+    assert!(h.s.retry_attempts.is_empty());
+    assert_eq!(next_deadline(&h.s), None, "no more ticks");
+    assert!(h.ev(Event::Wake).is_empty());
+    assert!(h.exit(1, WorkerOutcome::Cancelled).is_empty());
+    assert_eq!(
+        h.exit(2, WorkerOutcome::Cancelled),
+        vec![Action::ShutdownComplete]
+    );
+    assert!(h.s.claimed.is_empty());
+}
+
+#[test]
+fn shutdown_with_nothing_running_completes_at_once() {
+    let mut h = H::new(policy());
+    assert_eq!(h.ev(Event::Shutdown), vec![Action::ShutdownComplete]);
+}
+
+#[test]
+fn state_is_serializable() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.exit(1, WorkerOutcome::Normal);
+    let json = serde_json::to_string(&h.s).unwrap();
+    let back: OrchestratorState = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, h.s);
+}

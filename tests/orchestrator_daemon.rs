@@ -1,0 +1,475 @@
+//! Daemon-level tests: the real main loop, worker threads, workspaces and hooks, with an in-process
+//! fake tracker (a mutable board) and a scriptable fake agent runner. Waits are bounded and driven
+//! by observable state (snapshots over the control channel), never by fixed sleeps.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded, Sender};
+
+use baton::agent::{
+    AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken,
+    SessionContext, TokenUsage, TurnSummary,
+};
+use baton::model::Issue;
+use baton::runtime::daemon::{run, DaemonOptions};
+use baton::status::{ControlRequest, IssueDetail, StateSnapshot};
+use baton::tracker::{RateLimitInfo, Tracker, TrackerError};
+use baton::workflow::config::{ConfigEnv, ServiceConfig};
+use baton::workflow::loader::load_workflow;
+
+// ------------------------------------------------------------------ fakes
+
+#[derive(Default)]
+struct Board {
+    issues: BTreeMap<String, Issue>,
+}
+
+#[derive(Clone, Default)]
+struct FakeTracker {
+    board: Arc<Mutex<Board>>,
+    active: Vec<String>,
+}
+
+impl FakeTracker {
+    fn set_state(&self, id: &str, state: &str) {
+        if let Some(i) = self.board.lock().unwrap().issues.get_mut(id) {
+            i.state = state.into();
+        }
+    }
+    fn add(&self, i: Issue) {
+        self.board.lock().unwrap().issues.insert(i.id.clone(), i);
+    }
+}
+
+impl Tracker for FakeTracker {
+    fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
+        let b = self.board.lock().unwrap();
+        Ok(b.issues
+            .values()
+            .filter(|i| self.active.iter().any(|a| a.eq_ignore_ascii_case(&i.state)))
+            .cloned()
+            .collect())
+    }
+    fn fetch_issues_by_states(&self, states: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        let b = self.board.lock().unwrap();
+        Ok(b.issues
+            .values()
+            .filter(|i| states.iter().any(|s| s.eq_ignore_ascii_case(&i.state)))
+            .cloned()
+            .collect())
+    }
+    fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        let b = self.board.lock().unwrap();
+        Ok(ids
+            .iter()
+            .filter_map(|id| b.issues.get(id).cloned())
+            .collect())
+    }
+    fn validate(&self) -> Result<(), TrackerError> {
+        Ok(())
+    }
+    fn reset_cache(&self) {}
+    fn rate_limit(&self) -> Option<RateLimitInfo> {
+        None
+    }
+}
+
+/// What the fake agent does in one turn.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum TurnScript {
+    /// Emit a few events and complete.
+    Complete,
+    /// Complete, after moving the issue to `Done` on the board (like an agent's `gh` call).
+    CompleteAndFinish,
+    /// Block until cancelled.
+    Hang,
+}
+
+#[derive(Default)]
+struct AgentLog {
+    prompts: Vec<(String, u32, String)>, // (identifier, turn, prompt)
+    sessions_started: usize,
+    sessions_stopped: usize,
+    cancelled_turns: usize,
+    cwd: Vec<PathBuf>,
+}
+
+#[derive(Clone)]
+struct FakeRunner {
+    log: Arc<Mutex<AgentLog>>,
+    /// Script by (run number of this issue, turn) -> action; default Complete.
+    script: Arc<dyn Fn(usize, u32) -> TurnScript + Send + Sync>,
+    tracker: FakeTracker,
+}
+
+struct FakeSession {
+    runner: FakeRunner,
+    identifier: String,
+    issue_id: String,
+    run_no: usize,
+    turn: u32,
+}
+
+impl AgentRunner for FakeRunner {
+    fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+        baton::agent::validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
+        let mut log = self.log.lock().unwrap();
+        log.sessions_started += 1;
+        log.cwd.push(ctx.workspace.clone());
+        let issue_id = self
+            .tracker
+            .board
+            .lock()
+            .unwrap()
+            .issues
+            .values()
+            .find(|i| i.identifier == ctx.issue_identifier)
+            .map(|i| i.id.clone())
+            .unwrap_or_default();
+        Ok(Box::new(FakeSession {
+            runner: self.clone(),
+            identifier: ctx.issue_identifier.clone(),
+            issue_id,
+            run_no: log.sessions_started,
+            turn: 0,
+        }))
+    }
+}
+
+impl AgentSession for FakeSession {
+    fn run_turn(
+        &mut self,
+        prompt: &str,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<TurnSummary, AgentError> {
+        self.turn += 1;
+        self.runner.log.lock().unwrap().prompts.push((
+            self.identifier.clone(),
+            self.turn,
+            prompt.to_string(),
+        ));
+        let mut e = AgentEvent::new(AgentEventKind::SessionStarted, "session started");
+        e.session_id = Some(format!("sess{}-{}", self.run_no, self.turn));
+        on_event(e);
+        match (self.runner.script)(self.run_no, self.turn) {
+            TurnScript::Hang => {
+                on_event(AgentEvent::new(
+                    AgentEventKind::Notification,
+                    "thinking hard",
+                ));
+                let _ = cancel.receiver().recv_timeout(Duration::from_secs(30));
+                self.runner.log.lock().unwrap().cancelled_turns += 1;
+                on_event(AgentEvent::new(AgentEventKind::TurnCancelled, "cancelled"));
+                return Err(AgentError::new(AgentErrorKind::TurnCancelled, "cancelled"));
+            }
+            TurnScript::CompleteAndFinish => {
+                self.runner.tracker.set_state(&self.issue_id, "Done");
+            }
+            TurnScript::Complete => {}
+        }
+        on_event(AgentEvent::new(
+            AgentEventKind::ToolUse,
+            "Bash(gh issue view)",
+        ));
+        let mut done = AgentEvent::new(AgentEventKind::TurnCompleted, "done");
+        let usage = TokenUsage {
+            input_tokens: 100,
+            output_tokens: 10,
+            ..TokenUsage::default()
+        };
+        done.usage_delta = Some(usage);
+        done.session_cost_usd = Some(0.01 * self.turn as f64);
+        on_event(done);
+        Ok(TurnSummary {
+            agent_session_id: Some(format!("sess{}", self.run_no)),
+            usage,
+            session_cost_usd: Some(0.01 * self.turn as f64),
+            result_text: Some("ok".into()),
+        })
+    }
+    fn agent_session_id(&self) -> Option<String> {
+        Some(format!("sess{}", self.run_no))
+    }
+    fn stop(&mut self) {
+        self.runner.log.lock().unwrap().sessions_stopped += 1;
+    }
+}
+
+struct NoEnv;
+
+impl ConfigEnv for NoEnv {
+    fn var(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn home(&self) -> Option<PathBuf> {
+        None
+    }
+    fn gh_auth_token(&self) -> Option<String> {
+        None
+    }
+}
+
+// ------------------------------------------------------------------ harness
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("baton-daemon-test-{}-{name}", std::process::id()));
+    let _ = fs::remove_dir_all(&d);
+    fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn workflow_text(dir: &Path, extra_agent: &str) -> String {
+    format!(
+        "---\ntracker:\n  kind: github_projects\n  token: test-token\n  owner: acme\n  project_number: 1\n\
+         polling:\n  interval_ms: 200\nworkspace:\n  root: {root}\nhooks:\n  after_create: \"echo created > .created\"\n  \
+         after_run: \"echo \\\"$BATON_ISSUE_IDENTIFIER\\\" >> {log}\"\n  timeout_ms: 5000\n\
+         agent:\n  kind: claude_code\n  max_turns: 2\n{extra_agent}---\nWork on the issue.\n",
+        root = dir.join("ws").display(),
+        log = dir.join("after_run.log").display(),
+    )
+}
+
+fn issue(n: u64, state: &str) -> Issue {
+    Issue {
+        id: format!("I_{n}"),
+        item_id: format!("PVTI_{n}"),
+        identifier: format!("acme__repo-{n}"),
+        number: n,
+        repository: "acme/repo".into(),
+        title: format!("Issue {n}"),
+        state: state.into(),
+        url: Some(format!("https://github.com/acme/repo/issues/{n}")),
+        ..Issue::default()
+    }
+}
+
+struct Running {
+    control: Sender<ControlRequest>,
+    reload: Sender<()>,
+    shutdown: Sender<()>,
+    handle: thread::JoinHandle<Result<(), String>>,
+}
+
+fn start(dir: &Path, tracker: FakeTracker, runner: FakeRunner, extra_agent: &str) -> Running {
+    let wf_path = dir.join("WORKFLOW.md");
+    fs::write(&wf_path, workflow_text(dir, extra_agent)).unwrap();
+    let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(NoEnv);
+    let initial = load_workflow(&wf_path, &*env).expect("valid workflow");
+    let (control, control_rx) = unbounded();
+    let (reload, reload_rx) = unbounded();
+    let (shutdown, shutdown_rx) = bounded(1);
+    let t = tracker.clone();
+    let opts = DaemonOptions {
+        workflow_path: wf_path,
+        initial,
+        tracker_factory: Box::new(move |_: &ServiceConfig| {
+            Ok(Arc::new(t.clone()) as Arc<dyn Tracker>)
+        }),
+        runner_factory: Box::new(move |_: &ServiceConfig| {
+            Arc::new(runner.clone()) as Arc<dyn AgentRunner>
+        }),
+        reload_rx,
+        shutdown_rx,
+        control_rx,
+        config_env: env,
+    };
+    let handle = thread::spawn(move || run(opts));
+    Running {
+        control,
+        reload,
+        shutdown,
+        handle,
+    }
+}
+
+impl Running {
+    fn snapshot(&self) -> StateSnapshot {
+        let (tx, rx) = bounded(1);
+        self.control
+            .send(ControlRequest::State { reply: tx })
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("snapshot reply")
+    }
+    fn detail(&self, identifier: &str) -> Option<IssueDetail> {
+        let (tx, rx) = bounded(1);
+        self.control
+            .send(ControlRequest::Issue {
+                identifier: identifier.into(),
+                reply: tx,
+            })
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("detail reply")
+    }
+    /// Wait (bounded) until `pred` holds for a snapshot.
+    fn wait_for(&self, what: &str, pred: impl Fn(&StateSnapshot) -> bool) -> StateSnapshot {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.snapshot();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {s:#?}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn stop(self) {
+        self.shutdown.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !self.handle.is_finished() {
+            assert!(Instant::now() < deadline, "daemon did not shut down");
+            thread::sleep(Duration::from_millis(20));
+        }
+        self.handle.join().unwrap().expect("clean shutdown");
+    }
+}
+
+fn wait_until(what: &str, pred: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !pred() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ------------------------------------------------------------------ tests
+
+#[test]
+fn dispatch_continuation_and_terminal_cleanup() {
+    let dir = tmpdir("lifecycle");
+    let tracker = FakeTracker {
+        active: vec!["Todo".into(), "In Progress".into()],
+        ..FakeTracker::default()
+    };
+    tracker.add(issue(1, "In Progress"));
+    let log = Arc::new(Mutex::new(AgentLog::default()));
+    // Run 1: two turns (max_turns) and a normal exit; run 2 (continuation): the agent moves the
+    // issue to Done during its first turn.
+    let runner = FakeRunner {
+        log: log.clone(),
+        script: Arc::new(|run, _turn| {
+            if run >= 2 {
+                TurnScript::CompleteAndFinish
+            } else {
+                TurnScript::Complete
+            }
+        }),
+        tracker: tracker.clone(),
+    };
+    let ws = dir.join("ws").join("acme__repo-1");
+    let d = start(&dir, tracker.clone(), runner, "");
+    wait_until("the workspace to be created", || {
+        ws.join(".created").exists()
+    });
+    wait_until("two sessions", || log.lock().unwrap().sessions_started >= 2);
+    wait_until("terminal cleanup", || !ws.exists());
+    let snap = d.wait_for("idle", |s| s.counts.running == 0 && s.counts.retrying == 0);
+    {
+        let log = log.lock().unwrap();
+        let turns: Vec<u32> = log.prompts.iter().map(|p| p.1).collect();
+        assert_eq!(
+            turns,
+            [1, 2, 1],
+            "max_turns=2 bounds run 1; run 2 ends when Done"
+        );
+        assert_eq!(log.prompts[0].2, "Work on the issue.");
+        assert!(log.prompts[1]
+            .2
+            .contains("Continue working on GitHub issue acme__repo-1"));
+        assert!(log.prompts[1].2.contains("turn 2 of at most 2"));
+        assert_eq!(log.sessions_stopped, 2, "every session stopped");
+        assert!(log.cwd.iter().all(|c| c.ends_with("acme__repo-1")));
+    }
+    assert_eq!(snap.agent_totals.input_tokens, 300);
+    assert_eq!(snap.agent_totals.total_tokens, 330);
+    assert!(snap.agent_totals.seconds_running > 0.0);
+    let after_run = fs::read_to_string(dir.join("after_run.log")).unwrap();
+    assert_eq!(after_run.lines().count(), 2, "after_run after each attempt");
+    assert!(d.detail("acme__repo-1").is_none(), "released");
+    d.stop();
+}
+
+#[test]
+fn shutdown_cancels_running_agents_runs_after_run_and_returns() {
+    let dir = tmpdir("shutdown");
+    let tracker = FakeTracker {
+        active: vec!["Todo".into(), "In Progress".into()],
+        ..FakeTracker::default()
+    };
+    tracker.add(issue(1, "Todo"));
+    tracker.add(issue(2, "Todo"));
+    let log = Arc::new(Mutex::new(AgentLog::default()));
+    let runner = FakeRunner {
+        log: log.clone(),
+        script: Arc::new(|_, _| TurnScript::Hang),
+        tracker: tracker.clone(),
+    };
+    let d = start(&dir, tracker, runner, "");
+    let snap = d.wait_for("two running agents", |s| {
+        s.counts.running == 2 && s.running.iter().all(|r| r.last_event.is_some())
+    });
+    assert_eq!(snap.running[0].issue_identifier, "acme__repo-1");
+    assert_eq!(snap.running[0].turn_count, 1);
+    let detail = d.detail("acme__repo-2").expect("running issue detail");
+    assert_eq!(detail.status, "running");
+    assert!(detail
+        .recent_events
+        .iter()
+        .any(|e| e.event == "notification"));
+    // A refresh request is acknowledged without waiting for GitHub.
+    let (tx, rx) = bounded(1);
+    d.control
+        .send(ControlRequest::Refresh { reply: tx })
+        .unwrap();
+    let ack = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(ack.queued);
+    d.stop();
+    let log = log.lock().unwrap();
+    assert_eq!(log.cancelled_turns, 2);
+    assert_eq!(log.sessions_stopped, 2);
+    let after_run = fs::read_to_string(dir.join("after_run.log")).unwrap();
+    assert_eq!(after_run.lines().count(), 2, "after_run ran for both");
+}
+
+#[test]
+fn workflow_reload_applies_valid_edits_and_keeps_the_last_good_config() {
+    let dir = tmpdir("reload");
+    let tracker = FakeTracker {
+        active: vec!["Todo".into(), "In Progress".into()],
+        ..FakeTracker::default()
+    };
+    tracker.add(issue(1, "Todo"));
+    tracker.add(issue(2, "Todo"));
+    let log = Arc::new(Mutex::new(AgentLog::default()));
+    let runner = FakeRunner {
+        log: log.clone(),
+        script: Arc::new(|_, _| TurnScript::Hang),
+        tracker: tracker.clone(),
+    };
+    let d = start(&dir, tracker, runner, "  max_concurrent_agents: 1\n");
+    d.wait_for("one running", |s| s.counts.running == 1);
+    // An invalid edit: the daemon keeps running with the old config.
+    fs::write(dir.join("WORKFLOW.md"), "---\ntracker: [unclosed\n---\n").unwrap();
+    d.reload.send(()).unwrap();
+    thread::sleep(Duration::from_millis(400)); // past the debounce; nothing to observe but liveness
+    assert_eq!(d.snapshot().counts.running, 1);
+    // A valid edit raising the cap dispatches the second issue.
+    fs::write(
+        dir.join("WORKFLOW.md"),
+        workflow_text(&dir, "  max_concurrent_agents: 2\n"),
+    )
+    .unwrap();
+    d.reload.send(()).unwrap();
+    d.wait_for("two running after reload", |s| s.counts.running == 2);
+    d.stop();
+}
