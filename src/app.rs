@@ -4,8 +4,17 @@
 use std::ffi::OsString;
 use std::path::Path;
 
+use std::sync::Arc;
+
+use crate::agent::claude::ClaudeRunner;
+use crate::agent::copilot::CopilotRunner;
+use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
-use crate::workflow::config::ProcessEnv;
+use crate::http::HttpOptions;
+use crate::runtime::daemon::DaemonOptions;
+use crate::tracker::github::GithubTracker;
+use crate::tracker::{Tracker, TrackerError};
+use crate::workflow::config::{AgentKind, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::{load_workflow, Workflow};
 
 /// Run `baton` with `args` (without the program name); returns the exit code.
@@ -67,15 +76,21 @@ pub fn load_for_startup(path: &Path) -> Result<Workflow, String> {
 }
 
 fn run_check(path: &Path) -> i32 {
-    match load_for_startup(path) {
-        Ok(_) => {
-            println!("workflow {} is valid", path.display());
-            EXIT_OK
-        }
-        Err(e) => {
-            eprintln!("baton: {e}");
-            EXIT_FAILURE
-        }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    crate::check::run_check(path, &mut out)
+}
+
+/// The real tracker for a config (GitHub Projects v2).
+pub fn github_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
+    Ok(Arc::new(GithubTracker::new(&cfg.tracker)?))
+}
+
+/// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
+pub fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
+    match cfg.agent.kind {
+        Some(AgentKind::Copilot) => Arc::new(CopilotRunner::new(cfg.copilot.clone())),
+        _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone())),
     }
 }
 
@@ -87,26 +102,47 @@ fn run_daemon(args: RunArgs) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    let shutdown = match crate::signals::shutdown_channel() {
+    let shutdown_rx = match crate::signals::shutdown_channel() {
         Ok(rx) => rx,
         Err(e) => {
             eprintln!("baton: startup_failed: cannot install signal handlers: {e}");
             return EXIT_FAILURE;
         }
     };
-    let (_watcher, _reload_rx) = match crate::workflow::watch::watch_workflow(&args.workflow) {
+    let (_watcher, reload_rx) = match crate::workflow::watch::watch_workflow(&args.workflow) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("baton: startup_failed: {e}");
+            eprintln!("baton: startup_failed: {}: {e}", args.workflow.display());
             return EXIT_FAILURE;
         }
     };
-    log::info!(
-        "event=startup workflow={} poll_interval_ms={}",
-        wf.path.display(),
-        wf.config.config.poll_interval_ms
-    );
-    let _ = shutdown.recv();
-    log::info!("event=shutdown reason=signal");
-    EXIT_OK
+    let (control_tx, control_rx) = crossbeam_channel::bounded(64);
+    let _http =
+        match HttpOptions::from_config(args.port, args.bind.as_deref(), &wf.config.config.server) {
+            None => None,
+            Some(opts) => match crate::http::spawn(opts, control_tx) {
+                Ok(h) => Some(h),
+                Err(e) => {
+                    eprintln!("baton: startup_failed: dashboard/API server: {e}");
+                    return EXIT_FAILURE;
+                }
+            },
+        };
+    let opts = DaemonOptions {
+        workflow_path: args.workflow.clone(),
+        initial: wf,
+        tracker_factory: Box::new(github_tracker),
+        runner_factory: Box::new(agent_runner),
+        reload_rx,
+        shutdown_rx,
+        control_rx,
+        config_env: Arc::new(ProcessEnv),
+    };
+    match crate::runtime::daemon::run(opts) {
+        Ok(()) => EXIT_OK,
+        Err(e) => {
+            eprintln!("baton: {}: {e}", args.workflow.display());
+            EXIT_FAILURE
+        }
+    }
 }

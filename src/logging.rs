@@ -88,12 +88,18 @@ pub fn init(level: Option<log::LevelFilter>) {
         builder.parse_filters(&spec);
     }
     if let Some(l) = level {
-        builder.filter_level(l);
-        // A global level from the CLI overrides per-module directives from RUST_LOG too.
+        // `--log-level` sets Baton's own level and wins over RUST_LOG; dependencies stay at
+        // most at info (their debug output is wire noise; use RUST_LOG=ureq=debug to see it).
+        builder.filter_level(l.min(log::LevelFilter::Info));
         builder.filter_module("baton", l);
     }
+    // ureq's protocol layer hex-dumps raw requests (Authorization header included) at TRACE:
+    // the formatter below drops every TRACE record of those targets, whatever RUST_LOG says.
     builder.target(env_logger::Target::Pipe(Box::new(ForgivingStderr)));
     builder.format(move |buf, record| {
+        if !crate::tracker::github::wire_log_allowed(record.target(), record.level()) {
+            return Ok(());
+        }
         let line = format_line(
             style,
             record.level(),

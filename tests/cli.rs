@@ -1,5 +1,7 @@
 //! Spec §17.7: the built binary's CLI surface — exit codes and one-line error messages.
 
+mod support;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -145,13 +147,12 @@ fn wait_bounded(
     }
 }
 
-fn valid_workflow(dir: &Path) -> PathBuf {
+fn workflow_for(dir: &Path, endpoint: &str) -> PathBuf {
     let p = dir.join("WORKFLOW.md");
-    // The endpoint is a closed local port: polls fail fast, the daemon keeps running.
     std::fs::write(
         &p,
         format!(
-            "---\ntracker:\n  kind: github_projects\n  endpoint: http://127.0.0.1:9/graphql\n  owner: acme\n  project_number: 1\n  token: t\n  timeout_ms: 500\nworkspace:\n  root: {}\nagent:\n  kind: claude_code\npolling:\n  interval_ms: 60000\n---\nDo {{{{ issue.title }}}}\n",
+            "---\ntracker:\n  kind: github_projects\n  endpoint: {endpoint}\n  owner: acme\n  project_number: 7\n  token: $BATON_CLI_TOKEN\n  timeout_ms: 2000\n  active_states: [Nothing]\nworkspace:\n  root: {}\nagent:\n  kind: claude_code\npolling:\n  interval_ms: 60000\n---\nDo {{{{ issue.title }}}}\n",
             dir.join("ws").display()
         ),
     )
@@ -160,11 +161,42 @@ fn valid_workflow(dir: &Path) -> PathBuf {
 }
 
 #[test]
+fn unreachable_tracker_fails_startup_with_one_line() {
+    let d = tempdir("unreachable");
+    // A closed local port: project resolution fails at startup.
+    let p = workflow_for(&d, "http://127.0.0.1:9/graphql");
+    let out = baton()
+        .arg(&p)
+        .env("BATON_CLI_TOKEN", "tok-secret-123")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("baton: ") && last.contains("github_api_request"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("tok-secret-123"),
+        "the token never appears: {err}"
+    );
+}
+
+#[test]
 fn sigterm_and_sigint_exit_cleanly_with_code_0() {
     for sig in [libc::SIGTERM, libc::SIGINT] {
         let d = tempdir(&format!("sig{sig}"));
-        let p = valid_workflow(&d);
-        let mut child = baton().arg(&p).stderr(Stdio::piped()).spawn().unwrap();
+        let github = support::fake_github::FakeGithub::start(
+            support::fake_github::BoardFixture::empty("acme", 7),
+        );
+        let p = workflow_for(&d, &github.endpoint());
+        let mut child = baton()
+            .arg(&p)
+            .env("BATON_CLI_TOKEN", support::fake_github::FAKE_TOKEN)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         let mut stderr = child.stderr.take().unwrap();
         // Wait until the daemon logged its startup line, so the handlers are installed.
         let (tx, rx) = std::sync::mpsc::channel();

@@ -254,14 +254,14 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         done: false,
     };
     info!(
-        "baton started workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
+        "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
         d.opts_path.display(),
         cfg.poll_interval_ms,
         cfg.agent.max_concurrent_agents,
         cfg.workspace_root.display()
     );
     d.main_loop(events_rx, tracker_rx, reload_rx, shutdown_rx, control_rx);
-    info!("baton stopped");
+    info!("event=shutdown_complete");
     Ok(())
 }
 

@@ -59,6 +59,15 @@ impl FakeAnthropic {
     /// Start serving `steps` (step `i` answers a request that carries `i` assistant messages; past
     /// the end, a plain "done" text).
     pub fn start(steps: Vec<Step>) -> FakeAnthropic {
+        Self::start_with_hook(steps, |_| {})
+    }
+
+    /// Like [`FakeAnthropic::start`], but calls `hook` with each recorded request before replying
+    /// (end-to-end tests use it to change the board at a precise point of the conversation).
+    pub fn start_with_hook(
+        steps: Vec<Step>,
+        hook: impl Fn(&Recorded) + Send + 'static,
+    ) -> FakeAnthropic {
         let server = Arc::new(Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
         let port = server.server_addr().to_ip().expect("ip listener").port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -90,13 +99,15 @@ impl FakeAnthropic {
                         .find(|h| h.field.equiv("x-claude-code-session-id"))
                         .map(|h| h.value.to_string());
                     let model = v["model"].as_str().unwrap_or("").to_string();
-                    requests.lock().unwrap().push(Recorded {
+                    let rec = Recorded {
                         url,
                         session_header,
                         n_assistant,
                         last_user_text,
                         model: model.clone(),
-                    });
+                    };
+                    hook(&rec);
+                    requests.lock().unwrap().push(rec);
                     let step = steps
                         .get(n_assistant)
                         .cloned()

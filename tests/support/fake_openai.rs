@@ -60,6 +60,13 @@ pub struct FakeOpenAi {
 impl FakeOpenAi {
     /// Start on an ephemeral port on 127.0.0.1.
     pub fn start() -> FakeOpenAi {
+        Self::start_with_hook(|_| {})
+    }
+
+    /// Like [`FakeOpenAi::start`], but calls `hook(user_message_count)` for every chat completion
+    /// request before replying (end-to-end tests change the board at a precise turn with it).
+    pub fn start_with_hook(hook: impl Fn(usize) + Send + Sync + 'static) -> FakeOpenAi {
+        let hook: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(hook);
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
         let port = server.server_addr().to_ip().expect("ip listener").port();
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -69,7 +76,8 @@ impl FakeOpenAi {
             thread::spawn(move || {
                 for req in server.incoming_requests() {
                     let requests = Arc::clone(&requests);
-                    thread::spawn(move || handle(req, &requests));
+                    let hook = Arc::clone(&hook);
+                    thread::spawn(move || handle(req, &requests, &*hook));
                 }
             })
         };
@@ -106,7 +114,7 @@ enum Plan {
     Slow,
 }
 
-fn handle(mut req: tiny_http::Request, log: &Mutex<Vec<RecordedRequest>>) {
+fn handle(mut req: tiny_http::Request, log: &Mutex<Vec<RecordedRequest>>, hook: &dyn Fn(usize)) {
     let path = req.url().to_string();
     let has_bearer = req
         .headers()
@@ -155,6 +163,7 @@ fn handle(mut req: tiny_http::Request, log: &Mutex<Vec<RecordedRequest>>) {
         .map(text_of)
         .collect();
     let last_user = users.last().cloned().unwrap_or_default();
+    hook(users.len());
     let plan = if roles.last().map(String::as_str) == Some("tool") {
         let result = messages.last().map(text_of).unwrap_or_default();
         Plan::Text(format!("Tool result was: {result}"))

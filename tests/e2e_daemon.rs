@@ -1,0 +1,579 @@
+//! Process-level end-to-end tests: the built `baton` binary against the fake GitHub (tests/support),
+//! with (1) a scripted fake agent CLI, (2) the real Claude Code CLI against a fake Messages API, and
+//! (3) the real Copilot CLI against a fake Chat Completions API. The daemon's own HTTP API
+//! (`--port 0`) is how the tests observe it. Waits are bounded polls, never fixed sleeps.
+
+mod support;
+
+#[path = "support/fake_anthropic.rs"]
+mod fake_anthropic;
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::fake_github::{BoardFixture, FakeGithub, IssueFixture, FAKE_TOKEN};
+
+const ISSUE: &str = "acme/api#1";
+const IDENT: &str = "acme__api-1";
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("baton-e2e-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn board() -> BoardFixture {
+    let mut b = BoardFixture::empty("acme", 7);
+    let mut issue = IssueFixture::new("acme/api", 1, "Add a <b>greeting</b> file");
+    issue.body = "Create hello.txt. $(touch /tmp/never) `id`".into();
+    b.push_issue(issue, Some("Todo"));
+    b
+}
+
+/// Poll `f` every 25 ms until it returns `Some`, or panic after `limit` with `what`.
+fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Like [`wait_for`], but on timeout the panic message carries the daemon's log.
+fn wait_daemon<T>(d: &Daemon, what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if start.elapsed() >= limit {
+            panic!(
+                "timed out after {limit:?} waiting for {what}; daemon log:\n{}",
+                d.log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// A running `baton` daemon with captured stderr.
+struct Daemon {
+    child: Option<Child>,
+    log: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    fn start(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> Daemon {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+        cmd.arg("--port")
+            .arg("0")
+            .arg("--log-level")
+            .arg("debug")
+            .arg(workflow)
+            .env_remove("GITHUB_TOKEN")
+            .env_remove("RUST_LOG")
+            .env_remove("JOURNAL_STREAM")
+            .env("HOME", home)
+            .env("BATON_E2E_TOKEN", FAKE_TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn baton");
+        let mut stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        Daemon {
+            child: Some(child),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn addr(&self) -> String {
+        wait_for("the HTTP listening line", Duration::from_secs(30), || {
+            let log = self.log();
+            let i = log.find("http server listening addr=")?;
+            let rest = &log[i + "http server listening addr=".len()..];
+            Some(rest.split_whitespace().next()?.to_string())
+        })
+    }
+
+    /// `GET path` on the daemon's API; returns (status, body).
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(self.addr()).expect("connect to baton");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        let status = raw
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = raw
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    fn state(&self) -> Value {
+        let (code, body) = self.get("/api/v1/state");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str(&body).expect("state is JSON")
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = self.child.as_ref().unwrap().id() as i32;
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid, sig) };
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit status.
+    fn terminate(mut self, limit: Duration) -> ExitStatus {
+        self.signal(libc::SIGTERM);
+        let mut child = self.child.take().unwrap();
+        let start = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "baton did not exit within {limit:?} of SIGTERM; log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    let r = unsafe { libc::kill(pid, 0) };
+    if r != 0 {
+        return false;
+    }
+    // A zombie still "exists"; treat it as gone only if its state is Z.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => !s
+            .split(") ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn write_workflow(
+    dir: &Path,
+    github: &FakeGithub,
+    agent_yaml: &str,
+    extra: &str,
+    body: &str,
+) -> PathBuf {
+    let p = dir.join("WORKFLOW.md");
+    let text = format!(
+        "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $BATON_E2E_TOKEN\n  owner: acme\n  project_number: 7\n  active_states: [Todo, In Progress]\n  terminal_states: [Done]\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: |\n    echo created > .baton-created\n{agent_yaml}{extra}---\n{body}\n",
+        github.endpoint(),
+        dir.join("ws").display(),
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A fake Claude-compatible agent: prints stream-json for one successful turn, or hangs with a
+/// background grandchild. Every invocation is appended to `$E2E_LOG`.
+const FAKE_AGENT: &str = r#"#!/usr/bin/env bash
+echo "run pid=$$ pgid=$(ps -o pgid= $$ | tr -d ' ') cwd=$PWD resume=$(printf '%s ' "$@" | grep -o -- '--resume [^ ]*' | cut -d' ' -f2)" >> "$E2E_LOG"
+echo '{"type":"system","subtype":"init","session_id":"e2e-session-1","model":"fake","tools":[]}'
+if [ "${E2E_MODE:-ok}" = hang ]; then
+  sleep 300 &
+  echo "grandchild $!" >> "$E2E_LOG"
+  wait
+  exit 0
+fi
+echo '{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"working on it"}],"usage":{"input_tokens":999,"output_tokens":999}},"session_id":"e2e-session-1"}'
+echo "touched" >> agent-was-here.txt
+echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"e2e-session-1","total_cost_usd":0.25,"num_turns":1,"usage":{"input_tokens":100,"output_tokens":10}}'
+"#;
+
+fn fake_agent(dir: &Path) -> PathBuf {
+    let p = dir.join("fake-claude");
+    std::fs::write(&p, FAKE_AGENT).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+fn runs(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("run "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn fake_agent_dispatch_continuation_terminal_cleanup_and_sigterm() {
+    let dir = tempdir("fake");
+    let github = FakeGithub::start(board());
+    let agent = fake_agent(&dir);
+    let agent_log = dir.join("agent.log");
+    let wf = write_workflow(
+        &dir,
+        &github,
+        &format!("agent:\n  kind: claude_code\n  max_turns: 1\n  max_runs_per_issue: 50\nclaude_code:\n  command: \"'{}'\"\n", agent.display()),
+        "",
+        "Work on {{ issue.identifier }}: {{ issue.title }}",
+    );
+    let daemon = Daemon::start(&wf, &dir, &[("E2E_LOG", agent_log.display().to_string())]);
+    let ws = dir.join("ws").join(IDENT);
+
+    // Dispatch: workspace created (after_create ran there) and the agent ran in it.
+    wait_for("first agent run", Duration::from_secs(30), || {
+        (!runs(&agent_log).is_empty()).then_some(())
+    });
+    assert!(
+        ws.join(".baton-created").exists(),
+        "after_create ran in the workspace"
+    );
+    assert!(
+        runs(&agent_log)[0].contains(&format!("cwd={}", ws.display())),
+        "{:?}",
+        runs(&agent_log)
+    );
+
+    // Continuation: after a normal exit the issue is still active, so it runs again (~1 s later).
+    wait_for("a continuation run", Duration::from_secs(30), || {
+        (runs(&agent_log).len() >= 2).then_some(())
+    });
+    let state = daemon.state();
+    let totals = &state["agent_totals"];
+    assert!(totals["input_tokens"].as_u64().unwrap() >= 100, "{state}");
+    assert_eq!(
+        totals["input_tokens"].as_u64().unwrap() % 100,
+        0,
+        "only result usage is counted: {state}"
+    );
+
+    // The issue detail route knows it, with recent events.
+    let (code, body) = daemon.get(&format!("/api/v1/{IDENT}"));
+    assert_eq!(code, 200, "{body}");
+    let detail: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(detail["issue_identifier"], IDENT);
+    assert!(
+        detail["recent_events"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty()),
+        "{detail}"
+    );
+    let (code, html) = daemon.get("/");
+    assert_eq!(code, 200);
+    assert!(
+        html.contains("Add a &lt;b&gt;greeting&lt;/b&gt; file")
+            || !html.contains("<b>greeting</b>"),
+        "title escaped"
+    );
+
+    // Terminal: moving the item to Done stops the worker and removes its workspace.
+    github.set_status(ISSUE, Some("Done"));
+    wait_for(
+        "terminal cleanup of the workspace",
+        Duration::from_secs(30),
+        || (!ws.exists()).then_some(()),
+    );
+    let state = daemon.state();
+    assert_eq!(state["counts"]["running"], 0, "{state}");
+    assert_eq!(state["counts"]["retrying"], 0, "{state}");
+    let st = daemon.terminate(Duration::from_secs(30));
+    assert_eq!(st.code(), Some(0));
+    assert!(
+        !Path::new("/tmp/never").exists(),
+        "issue text never reached a shell"
+    );
+}
+
+#[test]
+fn sigterm_stops_hung_agents_and_their_children() {
+    let dir = tempdir("hang");
+    let github = FakeGithub::start(board());
+    let agent = fake_agent(&dir);
+    let agent_log = dir.join("agent.log");
+    let wf = write_workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\nclaude_code:\n  command: \"'{}'\"\n",
+            agent.display()
+        ),
+        "",
+        "Work on {{ issue.identifier }}",
+    );
+    let daemon = Daemon::start(
+        &wf,
+        &dir,
+        &[
+            ("E2E_LOG", agent_log.display().to_string()),
+            ("E2E_MODE", "hang".into()),
+        ],
+    );
+    let (agent_pid, grandchild) = wait_for(
+        "the hung agent and its grandchild",
+        Duration::from_secs(30),
+        || {
+            let text = std::fs::read_to_string(&agent_log).ok()?;
+            let pid: i32 = text
+                .lines()
+                .find(|l| l.starts_with("run "))?
+                .split("pid=")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()?;
+            let gc: i32 = text
+                .lines()
+                .find(|l| l.starts_with("grandchild "))?
+                .split(' ')
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some((pid, gc))
+        },
+    );
+    assert!(pid_alive(agent_pid) && pid_alive(grandchild));
+    let st = daemon.terminate(Duration::from_secs(40));
+    assert_eq!(st.code(), Some(0), "clean shutdown");
+    wait_for(
+        "agent processes to be gone",
+        Duration::from_secs(10),
+        || (!pid_alive(agent_pid) && !pid_alive(grandchild)).then_some(()),
+    );
+}
+
+fn bin_or_skip(var: &str, test: &str, setup: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).filter(|v| !v.is_empty()) {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{test}: CI=true but {var} is unset; source {setup}")
+        }
+        None => {
+            eprintln!("SKIP {test}: {var} is unset (source {setup} to install the pinned CLI)");
+            None
+        }
+    }
+}
+
+#[test]
+fn real_claude_two_turns_on_one_session_with_token_totals() {
+    let Some(claude) = bin_or_skip(
+        "BATON_CLAUDE_BIN",
+        "real_claude_two_turns",
+        ".ci/setup-claude.sh",
+    ) else {
+        return;
+    };
+    let dir = tempdir("claude");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let github = Arc::new(FakeGithub::start(board()));
+    let g = Arc::clone(&github);
+    use fake_anthropic::Step;
+    // Turn 1: a Write tool call, then text. Turn 2 (resumed): text. While turn 2's request is in
+    // flight the issue moves to In Review, so the worker stops after turn 2 and is released.
+    let api = fake_anthropic::FakeAnthropic::start_with_hook(
+        vec![
+            Step::ToolUse {
+                text: Some("Writing the file.".into()),
+                name: "Write".into(),
+                input: serde_json::json!({"file_path": "hello.txt", "content": "hello from claude\n"}),
+            },
+            Step::Text("Turn one is done.".into()),
+            Step::Text("Turn two is done.".into()),
+        ],
+        move |rec| {
+            if rec.n_assistant == 2 {
+                g.set_status(ISSUE, Some("In Review"));
+            }
+        },
+    );
+    let wf = write_workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\n  max_turns: 5\nclaude_code:\n  command: \"'{}'\"\n  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
+            claude.display()
+        ),
+        "",
+        "Create hello.txt for {{ issue.identifier }}.",
+    );
+    let daemon = Daemon::start(
+        &wf,
+        &home,
+        &[
+            ("ANTHROPIC_BASE_URL", api.base_url.clone()),
+            ("ANTHROPIC_API_KEY", "dummy".into()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+            ("DISABLE_TELEMETRY", "1".into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+        ],
+    );
+    let ws = dir.join("ws").join(IDENT);
+    wait_daemon(
+        &daemon,
+        "the issue to be released after two turns",
+        Duration::from_secs(120),
+        || {
+            let s = daemon.state();
+            let done = api.requests().len() >= 3
+                && s["counts"]["running"] == 0
+                && s["counts"]["retrying"] == 0
+                && daemon.log().contains("releasing claim");
+            done.then_some(())
+        },
+    );
+    let reqs = api.requests();
+    assert_eq!(reqs.len(), 3, "two turns: 2 API calls then 1: {reqs:?}");
+    let sessions: Vec<_> = reqs.iter().map(|r| r.session_header.clone()).collect();
+    assert!(
+        sessions[0].is_some() && sessions.iter().all(|s| s == &sessions[0]),
+        "one session: {sessions:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
+        "hello from claude\n"
+    );
+    let s = daemon.state();
+    // result.usage per invocation: turn 1 = 1000+1100 in / 10+11 out; turn 2 = 1200 / 12.
+    assert_eq!(s["agent_totals"]["input_tokens"], 3300, "{s}");
+    assert_eq!(s["agent_totals"]["output_tokens"], 33, "{s}");
+    assert!(
+        ws.exists(),
+        "In Review is not terminal: the workspace stays"
+    );
+    let st = daemon.terminate(Duration::from_secs(30));
+    assert_eq!(st.code(), Some(0));
+}
+
+#[test]
+fn real_copilot_two_turns_on_one_session() {
+    let Some(copilot) = bin_or_skip(
+        "BATON_COPILOT_BIN",
+        "real_copilot_two_turns",
+        ".ci/setup-copilot.sh",
+    ) else {
+        return;
+    };
+    let dir = tempdir("copilot");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let github = Arc::new(FakeGithub::start(board()));
+    let g = Arc::clone(&github);
+    // The second chat request of the session carries two user messages (context kept by --resume):
+    // move the issue out of the active states then, so the worker stops after turn 2.
+    let api = fake_openai::FakeOpenAi::start_with_hook(move |users| {
+        if users >= 2 {
+            g.set_status(ISSUE, Some("In Review"));
+        }
+    });
+    let cache = std::env::var("BATON_COPILOT_CACHE_HOME").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/copilot",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    let wf = write_workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: copilot\n  max_turns: 5\ncopilot:\n  command: \"'{}'\"\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
+            copilot.display()
+        ),
+        "",
+        "REMEMBER:pineapple Work on {{ issue.identifier }}.",
+    );
+    let daemon = Daemon::start(
+        &wf,
+        &home,
+        &[
+            ("COPILOT_OFFLINE", "true".into()),
+            ("COPILOT_PROVIDER_BASE_URL", api.base_url.clone()),
+            ("COPILOT_PROVIDER_API_KEY", "dummy".into()),
+            ("COPILOT_MODEL", "gpt-4.1".into()),
+            ("COPILOT_CACHE_HOME", cache),
+            ("NO_COLOR", "1".into()),
+        ],
+    );
+    wait_daemon(
+        &daemon,
+        "the issue to be released after two turns",
+        Duration::from_secs(150),
+        || {
+            let s = daemon.state();
+            (api.requests().len() >= 2
+                && s["counts"]["running"] == 0
+                && s["counts"]["retrying"] == 0)
+                .then_some(())
+        },
+    );
+    let log = daemon.log();
+    let runs: Vec<&str> = log.lines().filter(|l| l.contains("session_id=")).collect();
+    assert!(!runs.is_empty(), "{log}");
+    let reqs = api.requests();
+    assert_eq!(reqs.len(), 2, "one completion per turn: {reqs:?}");
+    let s = daemon.state();
+    let input = s["agent_totals"]["input_tokens"].as_u64().unwrap();
+    // Usage comes from the CLI's usage file (cumulative per session, recorded as deltas):
+    // exactly two completions' worth, or zero when the CLI reported none — never double-counted.
+    assert!(input == 0 || input == 2 * fake_openai::PROMPT_TOKENS, "{s}");
+    let st = daemon.terminate(Duration::from_secs(30));
+    assert_eq!(st.code(), Some(0));
+}
