@@ -6,7 +6,6 @@
 //! The eligibility rules here mirror spec §8.2 for reporting only; the orchestrator owns the real
 //! dispatch decision.
 
-use std::cmp::Ordering;
 use std::io::Write;
 use std::path::Path;
 
@@ -195,7 +194,7 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
             Some(why) => held.push((i, why)),
         }
     }
-    ready.sort_by(|a, b| dispatch_order(a, b));
+    ready.sort_by(|a, b| crate::orchestrator::rules::dispatch_order(a, b));
     r.raw(format!(
         "dispatch order ({} of {} active issues):",
         ready.len(),
@@ -253,7 +252,12 @@ fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&
         all_ok = false;
         let hint = options
             .iter()
-            .map(|o| (edit_distance(&normalize_name(o), &normalize_name(s)), o))
+            .map(|o| {
+                (
+                    crate::workflow::config::edit_distance(&normalize_name(o), &normalize_name(s)),
+                    o,
+                )
+            })
             .filter(|(d, _)| *d <= 3)
             .min_by_key(|(d, _)| *d)
             .map(|(_, o)| format!(" (did you mean {}?)", quoted(o)))
@@ -326,7 +330,8 @@ pub fn ineligibility_reason(issue: &Issue, cfg: &TrackerConfig) -> Option<String
         let blockers: Vec<String> = issue
             .blocked_by
             .iter()
-            .filter(|b| !b.terminal)
+            // Same rule as `orchestrator::rules::blockers_allow`.
+            .filter(|b| !b.terminal && !contains(&cfg.terminal_states, &b.state))
             .map(|b| format!("{} ({})", b.identifier, truncate(&b.state, 40)))
             .collect();
         if !blockers.is_empty() {
@@ -334,45 +339,6 @@ pub fn ineligibility_reason(issue: &Issue, cfg: &TrackerConfig) -> Option<String
         }
     }
     (!why.is_empty()).then(|| why.join("; "))
-}
-
-/// Dispatch order (spec §8.2): priority ascending (null last), then oldest `created_at`, then
-/// identifier.
-pub fn dispatch_order(a: &Issue, b: &Issue) -> Ordering {
-    let pa = a.priority.unwrap_or(u32::MAX);
-    let pb = b.priority.unwrap_or(u32::MAX);
-    let ca = a
-        .created_at
-        .as_deref()
-        .and_then(crate::timefmt::parse_rfc3339);
-    let cb = b
-        .created_at
-        .as_deref()
-        .and_then(crate::timefmt::parse_rfc3339);
-    let created = match (ca, cb) {
-        (Some(x), Some(y)) => x.cmp(&y),
-        (Some(_), None) => Ordering::Less,
-        (None, Some(_)) => Ordering::Greater,
-        (None, None) => Ordering::Equal,
-    };
-    pa.cmp(&pb)
-        .then(created)
-        .then_with(|| a.identifier.cmp(&b.identifier))
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]
@@ -456,7 +422,7 @@ mod tests {
         c.created_at = Some("2020-01-01T00:00:00Z".into());
         c.identifier = "c".into();
         let mut v = [&a, &b, &c];
-        v.sort_by(|x, y| dispatch_order(x, y));
+        v.sort_by(|a, b| crate::orchestrator::rules::dispatch_order(a, b));
         let ids: Vec<&str> = v.iter().map(|i| i.identifier.as_str()).collect();
         assert_eq!(ids, vec!["c", "b", "a"]);
     }

@@ -152,6 +152,31 @@ impl Daemon {
         (status, body)
     }
 
+    /// `POST path` with an empty body; returns (status, body).
+    fn post(&self, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(self.addr()).expect("connect to baton");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(s, "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        let status = raw
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = raw
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
     fn state(&self) -> Value {
         let (code, body) = self.get("/api/v1/state");
         assert_eq!(code, 200, "{body}");
@@ -397,6 +422,133 @@ fn sigterm_stops_hung_agents_and_their_children() {
         Duration::from_secs(10),
         || (!pid_alive(agent_pid) && !pid_alive(grandchild)).then_some(()),
     );
+}
+
+#[test]
+fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
+    let dir = tempdir("reload");
+    let github = FakeGithub::start(board());
+    let agent = fake_agent(&dir);
+    let agent_log = dir.join("agent.log");
+    let agent_yaml = format!(
+        "agent:\n  kind: claude_code\n  max_turns: 1\nclaude_code:\n  command: \"'{}'\"\n",
+        agent.display()
+    );
+    // Start with no matching active state: nothing is dispatched.
+    let wf = write_workflow(
+        &dir,
+        &github,
+        &agent_yaml,
+        "",
+        "Work on {{ issue.identifier }}",
+    );
+    let original = std::fs::read_to_string(&wf).unwrap();
+    let idle = original.replace(
+        "active_states: [Todo, In Progress]",
+        "active_states: [Someday]",
+    );
+    std::fs::write(&wf, &idle).unwrap();
+    let mut daemon = Daemon::start(&wf, &dir, &[("E2E_LOG", agent_log.display().to_string())]);
+    let polls = |g: &FakeGithub| {
+        g.operations()
+            .iter()
+            .filter(|o| o.contains("ProjectItems"))
+            .count()
+    };
+    wait_daemon(&daemon, "a few idle polls", Duration::from_secs(30), || {
+        (polls(&github) >= 3).then_some(())
+    });
+    assert!(
+        runs(&agent_log).is_empty(),
+        "nothing dispatched while no state is active"
+    );
+
+    // An invalid edit (editor-style: write a temp file, rename over) is reported and ignored.
+    let tmp = dir.join(".WORKFLOW.md.tmp");
+    std::fs::write(
+        &tmp,
+        idle.replace(
+            "polling:\n  interval_ms: 300",
+            "polling:\n  interval_ms: [oops",
+        ),
+    )
+    .unwrap();
+    std::fs::rename(&tmp, &wf).unwrap();
+    wait_daemon(&daemon, "the reload error", Duration::from_secs(30), || {
+        daemon
+            .log()
+            .contains("workflow reload failed")
+            .then_some(())
+    });
+    let log = daemon.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains("workflow reload failed"))
+        .unwrap();
+    assert!(
+        line.contains("WORKFLOW.md") && line.contains("line "),
+        "names file and line: {line}"
+    );
+    assert!(daemon.alive(), "an invalid edit never stops the daemon");
+    let before = polls(&github);
+    wait_daemon(
+        &daemon,
+        "polling to continue on the last good config",
+        Duration::from_secs(30),
+        || (polls(&github) >= before + 2).then_some(()),
+    );
+    assert!(runs(&agent_log).is_empty());
+
+    // A valid edit re-applies the states: the Todo issue is dispatched.
+    std::fs::write(&tmp, &original).unwrap();
+    std::fs::rename(&tmp, &wf).unwrap();
+    wait_daemon(
+        &daemon,
+        "dispatch after the valid reload",
+        Duration::from_secs(30),
+        || (!runs(&agent_log).is_empty()).then_some(()),
+    );
+    assert!(daemon.log().contains("workflow reloaded"));
+    assert_eq!(daemon.terminate(Duration::from_secs(30)).code(), Some(0));
+}
+
+#[test]
+fn a_broken_stderr_never_stops_the_daemon() {
+    let dir = tempdir("stderr");
+    let github = FakeGithub::start(board());
+    let wf = write_workflow(
+        &dir,
+        &github,
+        "agent:\n  kind: claude_code\nclaude_code:\n  command: /nonexistent/agent\n",
+        "",
+        "x",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("--log-level")
+        .arg("debug")
+        .arg(&wf)
+        .env("BATON_E2E_TOKEN", FAKE_TOKEN)
+        .env_remove("JOURNAL_STREAM")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end: every log write now fails with EPIPE.
+    drop(child.stderr.take());
+    // It keeps polling (and failing agent launches, which log a lot) with nowhere to log.
+    wait_for(
+        "several polls with a broken stderr",
+        Duration::from_secs(30),
+        || (github.operations().len() >= 6).then_some(()),
+    );
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = wait_for("exit after SIGTERM", Duration::from_secs(30), || {
+        child.try_wait().unwrap()
+    });
+    assert_eq!(st.code(), Some(0));
 }
 
 fn bin_or_skip(var: &str, test: &str, setup: &str) -> Option<PathBuf> {
