@@ -342,11 +342,24 @@ fn fake_agent_dispatch_continuation_terminal_cleanup_and_sigterm() {
     );
     let (code, html) = daemon.get("/");
     assert_eq!(code, 200);
-    assert!(
-        html.contains("Add a &lt;b&gt;greeting&lt;/b&gt; file")
-            || !html.contains("<b>greeting</b>"),
-        "title escaped"
+    assert!(html.contains(IDENT), "dashboard lists the issue");
+    assert!(!html.contains("<b>greeting</b>"), "title escaped");
+    let (code, html) = daemon.get(&format!("/issues/{IDENT}"));
+    assert_eq!(code, 200);
+    assert!(html.contains(IDENT));
+    let (code, body) = daemon.get("/api/v1/acme__nope-9");
+    assert_eq!(code, 404);
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["error"]["code"],
+        "issue_not_found"
     );
+    let (code, body) = daemon.post("/api/v1/refresh");
+    assert_eq!(code, 202, "{body}");
+    let ack: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ack["queued"], true);
+    assert_eq!(ack["operations"], serde_json::json!(["poll", "reconcile"]));
+    let (code, _) = daemon.get("/api/v1/refresh");
+    assert_eq!(code, 405);
 
     // Terminal: moving the item to Done stops the worker and removes its workspace.
     github.set_status(ISSUE, Some("Done"));
