@@ -471,19 +471,6 @@ pub fn terminal_event_kind(outcome: &Result<TurnSummary, AgentError>) -> AgentEv
     }
 }
 
-/// Continuation guidance sent as the prompt of turns ≥ 2 (the resumed session already holds the
-/// full task prompt; this only nudges it on).
-pub fn continuation_guidance(issue_identifier: &str, turn_number: u32, max_turns: u32) -> String {
-    format!(
-        "Continuation turn {turn_number} of at most {max_turns} for issue {issue_identifier}. \
-         The issue is still in an active state. Re-check the current state of the workspace and \
-         of the issue, then continue the task from where you left off: do not start over and do \
-         not repeat work that is already done. If the task is complete, make sure the work is \
-         delivered (committed, pushed and the issue moved as the task prompt instructs), then \
-         stop."
-    )
-}
-
 /// The CLI arguments of one turn (everything after `<command>`). The prompt comes last, after
 /// `--`, so neither a shell nor the CLI's option parser can read it as anything but the prompt.
 pub fn claude_args(cfg: &ClaudeCodeConfig, resume: Option<&str>, prompt: &str) -> Vec<OsString> {

@@ -53,12 +53,13 @@ pub struct WorkerContext {
 /// session's history).
 pub fn continuation_prompt(issue: &Issue, turn: u32, max_turns: u32) -> String {
     format!(
-        "Continue working on GitHub issue {identifier} (continuation turn {turn} of at most \
-         {max_turns} in this session). The original task is above in this conversation; do not \
-         start over or redo work that is already done. First check the current status: the \
-         workspace contents, git status, open pull requests and the issue's project Status. Then \
-         take the next concrete step. When the work is complete, move the issue to its handoff \
-         Status as the task instructions say, and stop.",
+        "Continuation turn {turn} of at most {max_turns} for GitHub issue {identifier}. The issue \
+         is still in an active state and the original task is above in this conversation. \
+         Re-check the current state first (workspace contents, git status, open pull requests and \
+         the issue's project Status), then continue from where you left off: do not start over \
+         and do not repeat work that is already done. If the task is complete, make sure the work \
+         is delivered (committed, pushed, and the issue moved to its handoff Status as the task \
+         instructions say), then stop.",
         identifier = issue.identifier,
     )
 }
