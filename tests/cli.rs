@@ -224,3 +224,48 @@ fn sigterm_and_sigint_exit_cleanly_with_code_0() {
         assert_eq!(st.code(), Some(0), "signal {sig}");
     }
 }
+
+fn check_workflow(dir: &Path, endpoint: &str, edit: impl Fn(String) -> String) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/workflows/check-acme.md");
+    let text = std::fs::read_to_string(src)
+        .unwrap()
+        .replace("http://127.0.0.1:9/graphql", endpoint);
+    let p = dir.join("WORKFLOW.md");
+    std::fs::write(&p, edit(text)).unwrap();
+    p
+}
+
+#[test]
+fn check_subcommand_prints_the_plan_and_flags_misspelled_states() {
+    let github = support::fake_github::FakeGithub::from_fixture("fixtures/boards/acme.json");
+    let d = tempdir("check");
+    let p = check_workflow(&d, &github.endpoint(), |t| t);
+    let out = baton()
+        .arg("check")
+        .arg(&p)
+        .env("BATON_FAKE_GITHUB_TOKEN", support::fake_github::FAKE_TOKEN)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("dispatch order (4 of 9 active issues):"),
+        "{text}"
+    );
+    assert!(text.contains("1. acme__app-2"), "{text}");
+    assert!(!text.contains(support::fake_github::FAKE_TOKEN));
+
+    let p = check_workflow(&d, &github.endpoint(), |t| {
+        t.replace("[Todo, In Progress]", "[Todo, In Progres]")
+    });
+    let out = baton()
+        .arg("check")
+        .arg(&p)
+        .env("BATON_FAKE_GITHUB_TOKEN", support::fake_github::FAKE_TOKEN)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("In Progres"), "{text}");
+    assert!(text.contains("did you mean"), "{text}");
+}
