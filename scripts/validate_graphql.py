@@ -4,6 +4,12 @@
 Usage: validate_graphql.py SCHEMA.graphql DOC.graphql [DOC.graphql ...]
 Exit 0 when every document is valid; 1 with one line per error otherwise; 2 on usage/setup errors.
 
+Each DOC must be a complete document as sent. The files under src/tracker/github/queries/ are not:
+an operation there spreads fragments kept in queries/fragments/, which queries.rs appends at compile
+time. tests/tracker_graphql_schema.rs writes the assembled documents to
+target/tmp/graphql-documents/<OperationName>.graphql and passes those here (unused or undefined
+fragments fail validation, so the per-operation fragment lists in queries.rs are checked too).
+
 GitHub's published SDL repeats `UpdateIssueInput.labels` (243 times in the 2026-07 dump), which a
 strict SDL validation rejects, so the schema is built with assume_valid_sdl=True; the documents
 themselves are fully validated.

@@ -1,5 +1,8 @@
 //! Every GraphQL document Baton sends validates against GitHub's public schema.
 //!
+//! The documents are validated as assembled by `queries.rs` (operation + its fragment files),
+//! written to `$CARGO_TARGET_TMPDIR/graphql-documents/<OperationName>.graphql`.
+//!
 //! Uses `scripts/validate_graphql.py` (graphql-core; installed by `.ci/setup-tracker.sh`). The
 //! schema is looked up at `../shared/github-graphql/schema.graphql` (CI clones the repo next to
 //! `shared/`) and `/work/shared/github-graphql/schema.graphql`, or `$BATON_GITHUB_SCHEMA`. Outside
@@ -8,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use baton::tracker::github::queries::ALL;
+use baton::tracker::github::queries::{all_documents, ALL};
 
 fn in_ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
@@ -51,25 +54,40 @@ fn every_query_validates_against_github_schema() {
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("src/tracker/github/queries");
-    // Every .graphql file on disk is registered in queries::ALL, and vice versa.
-    let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".graphql"))
-        .collect();
-    on_disk.sort();
+    // Every operation file and every fragment file on disk is used, and vice versa.
     let mut registered: Vec<String> = ALL.iter().map(|q| q.file.to_string()).collect();
     registered.sort();
     assert_eq!(
-        on_disk, registered,
+        graphql_files(&dir),
+        registered,
         "queries::ALL and the .graphql files differ"
     );
+    let mut used: Vec<String> = ALL
+        .iter()
+        .flat_map(|q| q.fragments.iter().map(|f| f.to_string()))
+        .collect();
+    used.sort();
+    used.dedup();
+    assert_eq!(
+        graphql_files(&dir.join("fragments")),
+        used,
+        "fragment files and the fragments the operations use differ"
+    );
 
+    // Validate the assembled documents exactly as sent, one file per operation.
+    let out_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("graphql-documents");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let mut paths = Vec::new();
+    for (name, text) in all_documents() {
+        let path = out_dir.join(format!("{name}.graphql"));
+        std::fs::write(&path, text).unwrap();
+        paths.push(path);
+    }
     let out = Command::new(&python)
         .arg(root.join("scripts/validate_graphql.py"))
         .arg(&schema)
-        .args(on_disk.iter().map(|f| dir.join(f)))
+        .args(&paths)
         .output()
         .expect("run validate_graphql.py");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -83,6 +101,18 @@ fn every_query_validates_against_github_schema() {
         ALL.len(),
         "{stdout}"
     );
+}
+
+/// The `.graphql` file names directly in `dir`, sorted.
+fn graphql_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".graphql"))
+        .collect();
+    names.sort();
+    names
 }
 
 #[test]
