@@ -236,6 +236,19 @@ fn pid_alive(pid: i32) -> bool {
     }
 }
 
+/// Rewrite the workflow's poll interval. The real-CLI tests use a long one: the issue leaves its
+/// active states while turn 2 is in flight, and a reconciliation poll in that window would
+/// (correctly) cancel turn 2; with no poll due, the worker's own between-turns refresh sees it.
+fn slow_polling(wf: &Path) {
+    let text = std::fs::read_to_string(wf).unwrap();
+    let slow = text.replace(
+        "polling:\n  interval_ms: 300\n",
+        "polling:\n  interval_ms: 600000\n",
+    );
+    assert_ne!(text, slow);
+    std::fs::write(wf, slow).unwrap();
+}
+
 fn write_workflow(
     dir: &Path,
     github: &FakeGithub,
@@ -620,6 +633,7 @@ fn real_claude_two_turns_on_one_session_with_token_totals() {
         "",
         "Create hello.txt for {{ issue.identifier }}.",
     );
+    slow_polling(&wf);
     let daemon = Daemon::start(
         &wf,
         &home,
@@ -705,6 +719,7 @@ fn real_copilot_two_turns_on_one_session() {
         "",
         "REMEMBER:pineapple Work on {{ issue.identifier }}.",
     );
+    slow_polling(&wf);
     let daemon = Daemon::start(
         &wf,
         &home,
