@@ -383,9 +383,7 @@ fn dispatch_continuation_and_terminal_cleanup() {
             "max_turns=2 bounds run 1; run 2 ends when Done"
         );
         assert_eq!(log.prompts[0].2, "Work on the issue.");
-        assert!(log.prompts[1]
-            .2
-            .contains("Continue working on GitHub issue acme__repo-1"));
+        assert!(log.prompts[1].2.contains("for GitHub issue acme__repo-1"));
         assert!(log.prompts[1].2.contains("turn 2 of at most 2"));
         assert_eq!(log.sessions_stopped, 2, "every session stopped");
         assert!(log.cwd.iter().all(|c| c.ends_with("acme__repo-1")));
