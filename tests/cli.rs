@@ -97,11 +97,20 @@ fn positional_path_wins_over_cwd_default() {
     assert!(err.contains("workflow_front_matter_not_a_map"), "{err}");
 }
 
+/// A `W.md` whose tracker section has kind/owner/number and then `rest` (more tracker keys first).
+fn workflow_file(tag: &str, rest: &str) -> PathBuf {
+    let p = tempdir(tag).join("W.md");
+    let text = format!("---\ntracker:\n  kind: github_projects\n  owner: acme\n  project_number: 1\n  {rest}\n---\nx\n");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
 #[test]
 fn bad_workflow_gives_one_actionable_line() {
-    let d = tempdir("bad");
-    let p = d.join("W.md");
-    std::fs::write(&p, "---\ntracker:\n  kind: github_projects\n  owner: acme\n  project_number: 1\n  token: t\nagent:\n  kind: claude_code\n  max_turns: 0\n---\nx\n").unwrap();
+    let p = workflow_file(
+        "bad",
+        "token: t\nagent:\n  kind: claude_code\n  max_turns: 0",
+    );
     let out = baton().arg(&p).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
@@ -115,9 +124,10 @@ fn bad_workflow_gives_one_actionable_line() {
 
 #[test]
 fn missing_token_fails_startup_without_leaking_anything() {
-    let d = tempdir("notoken");
-    let p = d.join("W.md");
-    std::fs::write(&p, "---\ntracker:\n  kind: github_projects\n  owner: acme\n  project_number: 1\n  token: $BATON_TEST_UNSET_TOKEN\nagent:\n  kind: claude_code\n---\nx\n").unwrap();
+    let p = workflow_file(
+        "notoken",
+        "token: $BATON_TEST_UNSET_TOKEN\nagent:\n  kind: claude_code",
+    );
     let out = baton()
         .arg(&p)
         .env("PATH", "/usr/bin:/bin")

@@ -131,32 +131,21 @@ impl Daemon {
 
     /// `GET path` on the daemon's API; returns (status, body).
     fn get(&self, path: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(self.addr()).expect("connect to baton");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut raw = String::new();
-        let _ = s.read_to_string(&mut raw);
-        let status = raw
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = raw
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, body)
+        self.request("GET", path)
     }
 
     /// `POST path` with an empty body; returns (status, body).
     fn post(&self, path: &str) -> (u16, String) {
+        self.request("POST", path)
+    }
+
+    fn request(&self, method: &str, path: &str) -> (u16, String) {
         let mut s = TcpStream::connect(self.addr()).expect("connect to baton");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(s, "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).unwrap();
         let mut raw = String::new();
         let _ = s.read_to_string(&mut raw);
         let status = raw
