@@ -8,6 +8,9 @@
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
 
+#[path = "support/procs.rs"]
+mod procs;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -155,15 +158,7 @@ fn of_kind(events: &[AgentEvent], k: AgentEventKind) -> Vec<&AgentEvent> {
 /// True once no process is left in group `pgid`. Members killed by the reaper may linger for a
 /// moment as zombies until their new parent reaps them, so this waits (bounded) for that.
 fn group_is_gone(pgid: u32) -> bool {
-    for _ in 0..100 {
-        // SAFETY: signal 0 only checks for existence.
-        let r = unsafe { libc::kill(-(pgid as libc::pid_t), 0) };
-        if r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
-            return true;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    false
+    procs::wait_group_gone(pgid as i32, std::time::Duration::from_secs(10))
 }
 
 #[test]

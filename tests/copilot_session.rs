@@ -2,6 +2,9 @@
 //! against `tests/support/fake-copilot.sh`, which replays the captured real transcripts. Runs
 //! everywhere (needs only bash); the real CLI is covered by `tests/copilot_real_cli.rs`.
 
+#[path = "support/procs.rs"]
+mod procs;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -326,13 +329,5 @@ fn allow_all_env_is_removed_unless_configured() {
 }
 
 fn group_is_gone(pgid: u32) -> bool {
-    for _ in 0..100 {
-        // SAFETY: signal 0 only checks for existence.
-        let r = unsafe { libc::kill(-(pgid as libc::pid_t), 0) };
-        if r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
+    procs::wait_group_gone(pgid as i32, std::time::Duration::from_secs(10))
 }

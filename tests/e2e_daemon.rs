@@ -5,6 +5,9 @@
 
 mod support;
 
+#[path = "support/procs.rs"]
+mod procs;
+
 #[path = "support/fake_anthropic.rs"]
 mod fake_anthropic;
 #[path = "support/fake_openai.rs"]
@@ -206,22 +209,6 @@ impl Drop for Daemon {
             let _ = c.kill();
             let _ = c.wait();
         }
-    }
-}
-
-fn pid_alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    let r = unsafe { libc::kill(pid, 0) };
-    if r != 0 {
-        return false;
-    }
-    // A zombie still "exists"; treat it as gone only if its state is Z.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s
-            .split(") ")
-            .nth(1)
-            .is_some_and(|rest| rest.starts_with('Z')),
-        Err(_) => false,
     }
 }
 
@@ -429,13 +416,13 @@ fn sigterm_stops_hung_agents_and_their_children() {
             Some((pid, gc))
         },
     );
-    assert!(pid_alive(agent_pid) && pid_alive(grandchild));
+    assert!(procs::pid_alive(agent_pid) && procs::pid_alive(grandchild));
     let st = daemon.terminate(Duration::from_secs(40));
     assert_eq!(st.code(), Some(0), "clean shutdown");
     wait_for(
         "agent processes to be gone",
         Duration::from_secs(10),
-        || (!pid_alive(agent_pid) && !pid_alive(grandchild)).then_some(()),
+        || (!procs::pid_alive(agent_pid) && !procs::pid_alive(grandchild)).then_some(()),
     );
 }
 
