@@ -566,6 +566,15 @@ fn bin_or_skip(var: &str, test: &str, setup: &str) -> Option<PathBuf> {
     }
 }
 
+/// A temp dir with a private `HOME` for the CLI, and the fake board shared with the fake model
+/// API's hook (which moves the issue at a precise turn).
+fn real_cli_sandbox(tag: &str) -> (PathBuf, PathBuf, Arc<FakeGithub>) {
+    let dir = tempdir(tag);
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    (dir, home, Arc::new(FakeGithub::start(board())))
+}
+
 #[test]
 fn real_claude_two_turns_on_one_session_with_token_totals() {
     let Some(claude) = bin_or_skip(
@@ -575,10 +584,7 @@ fn real_claude_two_turns_on_one_session_with_token_totals() {
     ) else {
         return;
     };
-    let dir = tempdir("claude");
-    let home = dir.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let github = Arc::new(FakeGithub::start(board()));
+    let (dir, home, github) = real_cli_sandbox("claude");
     let g = Arc::clone(&github);
     use fake_anthropic::Step;
     // Turn 1: a Write tool call, then text. Turn 2 (resumed): text. While turn 2's request is in
@@ -667,10 +673,7 @@ fn real_copilot_two_turns_on_one_session() {
     ) else {
         return;
     };
-    let dir = tempdir("copilot");
-    let home = dir.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let github = Arc::new(FakeGithub::start(board()));
+    let (dir, home, github) = real_cli_sandbox("copilot");
     let g = Arc::clone(&github);
     // The second chat request of the session carries two user messages (context kept by --resume):
     // move the issue out of the active states then, so the worker stops after turn 2.

@@ -1,6 +1,10 @@
 //! Deterministic tests of the pure scheduling core (spec §17.4 and Baton regressions), driven by a
 //! virtual clock: no threads, no sleeps.
 
+#[path = "support/issues.rs"]
+mod issues;
+use issues::issue;
+
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -12,20 +16,6 @@ use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RECENT_EVENT
 use baton::orchestrator::{StopReason, WorkerOutcome, WorkerPhase, WorkerProgress};
 
 const T0: Millis = 1_700_000_000_000;
-
-fn issue(n: u64, state: &str) -> Issue {
-    Issue {
-        id: format!("I_{n}"),
-        item_id: format!("PVTI_{n}"),
-        identifier: format!("acme__repo-{n}"),
-        number: n,
-        repository: "acme/repo".into(),
-        title: format!("Issue {n}"),
-        state: state.into(),
-        url: Some(format!("https://github.com/acme/repo/issues/{n}")),
-        ..Issue::default()
-    }
-}
 
 fn policy() -> Policy {
     Policy {

@@ -2,6 +2,10 @@
 //! fake tracker (a mutable board) and a scriptable fake agent runner. Waits are bounded and driven
 //! by observable state (snapshots over the control channel), never by fixed sleeps.
 
+#[path = "support/issues.rs"]
+mod issues;
+use issues::issue;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -235,20 +239,6 @@ fn workflow_text(dir: &Path, extra_agent: &str) -> String {
     )
 }
 
-fn issue(n: u64, state: &str) -> Issue {
-    Issue {
-        id: format!("I_{n}"),
-        item_id: format!("PVTI_{n}"),
-        identifier: format!("acme__repo-{n}"),
-        number: n,
-        repository: "acme/repo".into(),
-        title: format!("Issue {n}"),
-        state: state.into(),
-        url: Some(format!("https://github.com/acme/repo/issues/{n}")),
-        ..Issue::default()
-    }
-}
-
 struct Running {
     control: Sender<ControlRequest>,
     reload: Sender<()>,
@@ -334,6 +324,23 @@ impl Running {
     }
 }
 
+/// A board with two Todo issues and an agent whose turns hang until cancelled.
+fn two_todo_issues_with_hanging_agents() -> (FakeTracker, Arc<Mutex<AgentLog>>, FakeRunner) {
+    let tracker = FakeTracker {
+        active: vec!["Todo".into(), "In Progress".into()],
+        ..FakeTracker::default()
+    };
+    tracker.add(issue(1, "Todo"));
+    tracker.add(issue(2, "Todo"));
+    let log = Arc::new(Mutex::new(AgentLog::default()));
+    let runner = FakeRunner {
+        log: log.clone(),
+        script: Arc::new(|_, _| TurnScript::Hang),
+        tracker: tracker.clone(),
+    };
+    (tracker, log, runner)
+}
+
 fn wait_until(what: &str, pred: impl Fn() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !pred() {
@@ -400,18 +407,7 @@ fn dispatch_continuation_and_terminal_cleanup() {
 #[test]
 fn shutdown_cancels_running_agents_runs_after_run_and_returns() {
     let dir = tmpdir("shutdown");
-    let tracker = FakeTracker {
-        active: vec!["Todo".into(), "In Progress".into()],
-        ..FakeTracker::default()
-    };
-    tracker.add(issue(1, "Todo"));
-    tracker.add(issue(2, "Todo"));
-    let log = Arc::new(Mutex::new(AgentLog::default()));
-    let runner = FakeRunner {
-        log: log.clone(),
-        script: Arc::new(|_, _| TurnScript::Hang),
-        tracker: tracker.clone(),
-    };
+    let (tracker, log, runner) = two_todo_issues_with_hanging_agents();
     let d = start(&dir, tracker, runner, "");
     let snap = d.wait_for("two running agents", |s| {
         s.counts.running == 2 && s.running.iter().all(|r| r.last_event.is_some())
@@ -442,18 +438,7 @@ fn shutdown_cancels_running_agents_runs_after_run_and_returns() {
 #[test]
 fn workflow_reload_applies_valid_edits_and_keeps_the_last_good_config() {
     let dir = tmpdir("reload");
-    let tracker = FakeTracker {
-        active: vec!["Todo".into(), "In Progress".into()],
-        ..FakeTracker::default()
-    };
-    tracker.add(issue(1, "Todo"));
-    tracker.add(issue(2, "Todo"));
-    let log = Arc::new(Mutex::new(AgentLog::default()));
-    let runner = FakeRunner {
-        log: log.clone(),
-        script: Arc::new(|_, _| TurnScript::Hang),
-        tracker: tracker.clone(),
-    };
+    let (tracker, _log, runner) = two_todo_issues_with_hanging_agents();
     let d = start(&dir, tracker, runner, "  max_concurrent_agents: 1\n");
     d.wait_for("one running", |s| s.counts.running == 1);
     // An invalid edit: the daemon keeps running with the old config.
