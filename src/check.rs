@@ -9,9 +9,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::model::{normalize_name, Issue};
+use crate::model::{contains_name, normalize_name, Issue};
+use crate::text::single_line as truncate;
 use crate::tracker::github::project::PriorityField;
-use crate::tracker::github::{client::truncate, GithubTracker};
+use crate::tracker::github::GithubTracker;
 use crate::tracker::Tracker;
 use crate::workflow::config::{ConfigEnv, ProcessEnv, TrackerConfig};
 use crate::workflow::loader::load_workflow;
@@ -184,7 +185,7 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     let active: Vec<&Issue> = board
         .issues
         .iter()
-        .filter(|i| contains(&tcfg.active_states, &i.state))
+        .filter(|i| contains_name(&tcfg.active_states, &i.state))
         .collect();
     let mut ready: Vec<&Issue> = Vec::new();
     let mut held: Vec<(&Issue, String)> = Vec::new();
@@ -231,8 +232,7 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
 fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&str]) {
     let mut all_ok = true;
     for s in states {
-        if let Some(exact) = options.iter().find(|o| **o == s.trim()) {
-            let _ = exact;
+        if options.iter().any(|o| *o == s.trim()) {
             continue;
         }
         if let Some(o) = options
@@ -279,11 +279,6 @@ fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&
     }
 }
 
-fn contains(list: &[String], name: &str) -> bool {
-    let n = normalize_name(name);
-    list.iter().any(|s| normalize_name(s) == n)
-}
-
 /// Why an issue in an active state would not dispatch (spec §8.2, minus claims and slots), or
 /// `None` when it would. Several reasons are joined with `; `.
 pub fn ineligibility_reason(issue: &Issue, cfg: &TrackerConfig) -> Option<String> {
@@ -291,17 +286,12 @@ pub fn ineligibility_reason(issue: &Issue, cfg: &TrackerConfig) -> Option<String
     if issue.closed {
         why.push("closed on GitHub (closed issues are terminal)".into());
     }
-    if contains(&cfg.terminal_states, &issue.state) {
+    if contains_name(&cfg.terminal_states, &issue.state) {
         why.push(format!("Status {:?} is terminal", issue.state));
-    } else if !contains(&cfg.active_states, &issue.state) {
+    } else if !contains_name(&cfg.active_states, &issue.state) {
         why.push(format!("Status {:?} is not an active state", issue.state));
     }
-    if !cfg.repos.is_empty()
-        && !cfg
-            .repos
-            .iter()
-            .any(|r| r.trim().eq_ignore_ascii_case(&issue.repository))
-    {
+    if !cfg.repos.is_empty() && !contains_name(&cfg.repos, &issue.repository) {
         why.push(format!(
             "repository {} is not in tracker.repos",
             issue.repository
@@ -331,7 +321,7 @@ pub fn ineligibility_reason(issue: &Issue, cfg: &TrackerConfig) -> Option<String
             .blocked_by
             .iter()
             // Same rule as `orchestrator::rules::blockers_allow`.
-            .filter(|b| !b.terminal && !contains(&cfg.terminal_states, &b.state))
+            .filter(|b| !b.terminal && !contains_name(&cfg.terminal_states, &b.state))
             .map(|b| format!("{} ({})", b.identifier, truncate(&b.state, 40)))
             .collect();
         if !blockers.is_empty() {

@@ -13,6 +13,7 @@ pub mod orchestrator;
 pub mod runtime;
 pub mod signals;
 pub mod status;
+pub mod text;
 pub mod timefmt;
 pub mod tracker;
 pub mod workflow;

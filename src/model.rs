@@ -58,6 +58,12 @@ pub fn normalize_name(s: &str) -> String {
     s.trim().to_lowercase()
 }
 
+/// True when `list` holds `name`, both compared trimmed and lowercased (states, labels, repos).
+pub fn contains_name(list: &[String], name: &str) -> bool {
+    let n = normalize_name(name);
+    list.iter().any(|s| normalize_name(s) == n)
+}
+
 impl Issue {
     /// The issue's state normalized for comparison.
     pub fn normalized_state(&self) -> String {

@@ -13,6 +13,7 @@
 //! reported as `session_cost_usd` (record the latest value, never add). Assistant-line usage is the
 //! `message_start` placeholder and is ignored.
 
+use crate::text::truncate_chars;
 use std::collections::HashSet;
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
@@ -128,20 +129,20 @@ impl StreamParser {
             Err(e) => {
                 return vec![self.event(
                     AgentEventKind::Malformed,
-                    format!("non-JSON line ({e}): {}", truncate(trimmed, 80)),
+                    format!("non-JSON line ({e}): {}", truncate_chars(trimmed, 80)),
                 )]
             }
         };
         let Some(obj) = value.as_object() else {
             return vec![self.event(
                 AgentEventKind::Malformed,
-                format!("non-object JSON line: {}", truncate(trimmed, 80)),
+                format!("non-object JSON line: {}", truncate_chars(trimmed, 80)),
             )];
         };
         if self.agent_session_id.is_none() {
             if let Some(id) = obj.get("session_id").and_then(Value::as_str) {
                 if !id.is_empty() {
-                    self.agent_session_id = Some(truncate(id, 128));
+                    self.agent_session_id = Some(truncate_chars(id, 128));
                 }
             }
         }
@@ -154,7 +155,7 @@ impl StreamParser {
             "" => vec![self.event(AgentEventKind::Malformed, "JSON line without a type")],
             other => vec![self.event(
                 AgentEventKind::OtherMessage,
-                format!("unhandled message type {}", truncate(other, 40)),
+                format!("unhandled message type {}", truncate_chars(other, 40)),
             )],
         }
     }
@@ -181,7 +182,7 @@ impl StreamParser {
                 self.saw_init = true;
                 if let Some(id) = str_at(v, "session_id") {
                     if !id.is_empty() {
-                        self.agent_session_id = Some(truncate(id, 128));
+                        self.agent_session_id = Some(truncate_chars(id, 128));
                     }
                 }
                 let summary = format!(
@@ -213,7 +214,7 @@ impl StreamParser {
                     .unwrap_or("");
                 vec![self.event(
                     AgentEventKind::PermissionDenied,
-                    format!("{}: {msg}", truncate(tool, 60)),
+                    format!("{}: {msg}", truncate_chars(tool, 60)),
                 )]
             }
             "api_retry" => {
@@ -235,7 +236,7 @@ impl StreamParser {
             }
             other => vec![self.event(
                 AgentEventKind::OtherMessage,
-                format!("system/{}", truncate(other, 40)),
+                format!("system/{}", truncate_chars(other, 40)),
             )],
         }
     }
@@ -267,9 +268,9 @@ impl StreamParser {
                         .map(summarize_tool_input)
                         .unwrap_or_default();
                     let summary = if detail.is_empty() {
-                        truncate(name, 60)
+                        truncate_chars(name, 60)
                     } else {
-                        format!("{}: {detail}", truncate(name, 60))
+                        format!("{}: {detail}", truncate_chars(name, 60))
                     };
                     out.push(self.event(AgentEventKind::ToolUse, summary));
                 }
@@ -278,7 +279,7 @@ impl StreamParser {
                 }
                 other => out.push(self.event(
                     AgentEventKind::OtherMessage,
-                    format!("assistant {} block", truncate(other, 40)),
+                    format!("assistant {} block", truncate_chars(other, 40)),
                 )),
             }
         }
@@ -292,7 +293,7 @@ impl StreamParser {
         if let Some(list) = v.get("permission_denials").and_then(Value::as_array) {
             for d in list {
                 let tool = str_at(d, "tool_name").unwrap_or("?");
-                denials.push(truncate(tool, 60));
+                denials.push(truncate_chars(tool, 60));
                 let id = str_at(d, "tool_use_id").unwrap_or("");
                 if id.is_empty() || !self.reported_denials.contains(id) {
                     if !id.is_empty() {
@@ -300,7 +301,7 @@ impl StreamParser {
                     }
                     out.push(self.event(
                         AgentEventKind::PermissionDenied,
-                        format!("{}: denied (reported in result)", truncate(tool, 60)),
+                        format!("{}: denied (reported in result)", truncate_chars(tool, 60)),
                     ));
                 }
             }
@@ -308,9 +309,9 @@ impl StreamParser {
         let info = ResultInfo {
             subtype: str_at(v, "subtype").unwrap_or("").to_string(),
             is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(true),
-            terminal_reason: str_at(v, "terminal_reason").map(|s| truncate(s, 60)),
+            terminal_reason: str_at(v, "terminal_reason").map(|s| truncate_chars(s, 60)),
             api_error_status: v.get("api_error_status").and_then(Value::as_i64),
-            result_text: str_at(v, "result").map(|s| truncate(s, RESULT_TEXT_MAX_CHARS)),
+            result_text: str_at(v, "result").map(|s| truncate_chars(s, RESULT_TEXT_MAX_CHARS)),
             errors: v
                 .get("errors")
                 .and_then(Value::as_array)
@@ -318,8 +319,8 @@ impl StreamParser {
                     a.iter()
                         .take(10)
                         .map(|e| match e.as_str() {
-                            Some(s) => truncate(s, 300),
-                            None => truncate(&e.to_string(), 300),
+                            Some(s) => truncate_chars(s, 300),
+                            None => truncate_chars(&e.to_string(), 300),
                         })
                         .collect()
                 })
@@ -604,11 +605,6 @@ pub struct ClaudeSession {
 }
 
 impl ClaudeSession {
-    /// Turns started so far.
-    pub fn turn_number(&self) -> u32 {
-        self.turn_number
-    }
-
     fn spec(&self, prompt: &str) -> ProcessSpec {
         let cfg = &self.runner.cfg;
         let mut spec = ProcessSpec::new(cfg.command.clone(), self.cwd.clone());
@@ -668,7 +664,7 @@ impl AgentSession for ClaudeSession {
         };
 
         let end = loop {
-            match proc.recv(cancel, deadline, None) {
+            match proc.recv(cancel, deadline) {
                 Recv::Item(StdoutItem::Line(l)) => {
                     for ev in parser.parse_line(&l) {
                         emit(ev);
@@ -715,7 +711,7 @@ impl AgentSession for ClaudeSession {
                     proc.terminate(self.runner.kill_grace);
                     break TurnEnd::Cancelled;
                 }
-                Recv::TurnTimeout | Recv::Idle => {
+                Recv::TurnTimeout => {
                     proc.terminate(self.runner.kill_grace);
                     break TurnEnd::TimedOut;
                 }
@@ -846,17 +842,6 @@ fn summarize_user(v: &Value) -> String {
     }
 }
 
-/// First `max` characters (char-boundary safe).
-fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut t: String = s.chars().take(max).collect();
-        t.push('…');
-        t
-    }
-}
-
 /// Collapse whitespace/control characters to single spaces, then truncate.
 fn one_line(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max * 4));
@@ -875,7 +860,7 @@ fn one_line(s: &str, max: usize) -> String {
             break;
         }
     }
-    truncate(out.trim_end(), max)
+    truncate_chars(out.trim_end(), max)
 }
 
 #[cfg(test)]

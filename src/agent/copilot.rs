@@ -25,19 +25,14 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, select};
-
 use self::parse::{is_uuid, ProcessEnd, StreamParser, TurnOutcome};
-use self::usage::{read_usage_file, TurnUsage, UsageTracker};
-use super::process::{AgentProcess, ProcessSpec, Recv, StdoutItem, DEFAULT_KILL_GRACE};
+use self::usage::{read_usage_file, UsageTracker};
+use super::process::{AgentProcess, ProcessSpec, Recv, StdoutItem, WaitExit, DEFAULT_KILL_GRACE};
 use super::{
     validate_workspace_cwd, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
     AgentSession, CancelToken, SessionContext, TurnSummary,
 };
 use crate::workflow::config::CopilotConfig;
-
-/// The CLI version this adapter was written and tested against.
-pub const TARGET_CLI_VERSION: &str = "1.0.102";
 
 /// Environment variable that makes the CLI approve every tool (and trust the cwd); removed from the
 /// child's environment unless `copilot.allow_all_tools` is true, so the posture stays explicit.
@@ -204,7 +199,6 @@ impl AgentRunner for CopilotRunner {
             session_exists: resuming,
             turn: 0,
             usage: UsageTracker::new(),
-            last_usage: None,
             temp_dir: Some(temp_dir),
         }))
     }
@@ -232,7 +226,6 @@ pub struct CopilotSession {
     session_exists: bool,
     turn: u32,
     usage: UsageTracker,
-    last_usage: Option<TurnUsage>,
     temp_dir: Option<PathBuf>,
 }
 
@@ -244,16 +237,6 @@ struct Attempt {
 }
 
 impl CopilotSession {
-    /// Usage of the last finished turn (`available == false` when the CLI gave no figures).
-    pub fn last_usage(&self) -> Option<TurnUsage> {
-        self.last_usage
-    }
-
-    /// The Baton-owned temp dir holding the usage files (removed on stop).
-    pub fn temp_dir(&self) -> Option<&Path> {
-        self.temp_dir.as_deref()
-    }
-
     fn run_attempt(
         &mut self,
         prompt: &str,
@@ -310,7 +293,7 @@ impl CopilotSession {
             on_event(ev);
         };
         loop {
-            match proc.recv(cancel, deadline, None) {
+            match proc.recv(cancel, deadline) {
                 Recv::Item(StdoutItem::Line(line)) => emit(parser.parse_line(&line)),
                 Recv::Item(StdoutItem::LineTooLong { bytes }) => emit(AgentEvent::new(
                     AgentEventKind::Malformed,
@@ -329,7 +312,6 @@ impl CopilotSession {
                     end.timed_out = true;
                     break;
                 }
-                Recv::Idle => {}
             }
         }
         let status = if end.cancelled || end.timed_out {
@@ -343,21 +325,17 @@ impl CopilotSession {
             proc.terminate(self.kill_grace)
         } else {
             // stdout closed: the process is exiting. Wait (bounded, cancellable) for the reap.
-            let wait = deadline
-                .saturating_duration_since(Instant::now())
-                .min(EXIT_AFTER_EOF_WAIT);
-            select! {
-                recv(proc.exited()) -> _ => {}
-                recv(cancel.receiver()) -> _ => end.cancelled = cancel.is_cancelled(),
-                recv(after(wait)) -> _ => {}
-            }
-            if proc.has_exited() {
-                proc.exit_status()
-            } else {
-                if !end.cancelled && Instant::now() >= deadline {
-                    end.timed_out = true;
+            let wait_until = deadline.min(Instant::now() + EXIT_AFTER_EOF_WAIT);
+            match proc.wait_exit_or_cancel(cancel, wait_until) {
+                WaitExit::Exited(status) => status,
+                WaitExit::Cancelled => {
+                    end.cancelled = true;
+                    proc.terminate(self.kill_grace)
                 }
-                proc.terminate(self.kill_grace)
+                WaitExit::TimedOut => {
+                    end.timed_out = Instant::now() >= deadline;
+                    proc.terminate(self.kill_grace)
+                }
             }
         };
         if let Some(st) = status {
@@ -455,7 +433,6 @@ impl AgentSession for CopilotSession {
             );
         }
         let turn_usage = self.usage.record(reading);
-        self.last_usage = Some(turn_usage);
         let usage_note = if turn_usage.available {
             format!(
                 "tokens in={} out={}",

@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, bounded, never, select, Receiver, Sender};
+use crossbeam_channel::{after, bounded, select, Receiver, Sender};
 
 use super::{AgentError, AgentErrorKind, CancelToken};
 
@@ -133,8 +133,6 @@ pub enum Recv {
     Cancelled,
     /// The turn deadline passed.
     TurnTimeout,
-    /// The idle (stall) deadline passed without any stdout item.
-    Idle,
 }
 
 /// What [`AgentProcess::wait_exit_or_cancel`] returned.
@@ -253,11 +251,6 @@ impl AgentProcess {
         self.pid
     }
 
-    /// The raw stdout channel (for callers that build their own `select!`).
-    pub fn lines(&self) -> &Receiver<StdoutItem> {
-        &self.lines
-    }
-
     /// A receiver that becomes ready (disconnected) once the leader has been reaped.
     pub fn exited(&self) -> &Receiver<()> {
         &self.exited
@@ -273,14 +266,10 @@ impl AgentProcess {
         self.exit.lock().map(|s| s.reaped).unwrap_or(true)
     }
 
-    /// Wait for the next stdout item, the cancel token, the turn deadline or the idle deadline
-    /// (`None` = no idle bound), whichever comes first. Never blocks past `turn_deadline`.
-    pub fn recv(
-        &self,
-        cancel: &CancelToken,
-        turn_deadline: Instant,
-        idle_deadline: Option<Instant>,
-    ) -> Recv {
+    /// Wait for the next stdout item, the cancel token or the turn deadline, whichever comes
+    /// first. Never blocks past `turn_deadline`. (Inactivity is the orchestrator's stall timer's
+    /// business; it cancels through the token.)
+    pub fn recv(&self, cancel: &CancelToken, turn_deadline: Instant) -> Recv {
         if cancel.is_cancelled() {
             return Recv::Cancelled;
         }
@@ -289,10 +278,6 @@ impl AgentProcess {
             return Recv::TurnTimeout;
         }
         let turn_timer = after(turn_deadline - now);
-        let idle_timer = match idle_deadline {
-            Some(d) => after(d.saturating_duration_since(now)),
-            None => never(),
-        };
         loop {
             select! {
                 recv(self.lines) -> msg => return match msg {
@@ -305,7 +290,6 @@ impl AgentProcess {
                     }
                 }
                 recv(turn_timer) -> _ => return Recv::TurnTimeout,
-                recv(idle_timer) -> _ => return Recv::Idle,
             }
         }
     }

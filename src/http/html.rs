@@ -6,6 +6,7 @@
 //! countdowns between reloads. The `Content-Security-Policy` ([`content_security_policy`]) allows
 //! exactly that script by its SHA-256 hash, so even a missed escape could not run injected code.
 
+use crate::text::truncate_chars;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::SystemTime;
@@ -286,7 +287,7 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
                 "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(&ev.at),
                 escape(&ev.event),
-                escape(&truncate(&ev.message, EVENT_MESSAGE_CHARS)),
+                escape(&truncate_chars(&ev.message, EVENT_MESSAGE_CHARS)),
             );
         }
         h.push_str("</tbody></table>");
@@ -333,7 +334,11 @@ fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
                 let _ = write!(s, " <span class=\"muted\">{}</span>", ago_text(at, now));
             }
             if let Some(msg) = r.last_message.as_deref().filter(|m| !m.is_empty()) {
-                let _ = write!(s, "<br>{}", escape(&truncate(msg, CELL_MESSAGE_CHARS)));
+                let _ = write!(
+                    s,
+                    "<br>{}",
+                    escape(&truncate_chars(msg, CELL_MESSAGE_CHARS))
+                );
             }
             s
         }
@@ -463,14 +468,6 @@ fn cost_text(cost: Option<f64>) -> String {
 
 fn opt_num(n: Option<i64>) -> String {
     n.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
-}
-
-fn truncate(s: &str, max_chars: usize) -> String {
-    let mut it = s.char_indices();
-    match it.nth(max_chars) {
-        Some((idx, _)) => format!("{}…", &s[..idx]),
-        None => s.to_string(),
-    }
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -633,8 +630,8 @@ mod tests {
         assert_eq!(duration_text(90_000), "1d 01h");
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(1_234_567), "1,234,567");
-        assert_eq!(truncate("ééé", 2), "éé…");
-        assert_eq!(truncate("ab", 2), "ab");
+        assert_eq!(truncate_chars("ééé", 2), "éé…");
+        assert_eq!(truncate_chars("ab", 2), "ab");
         assert_eq!(path_segment("acme__app-1"), "acme__app-1");
         assert_eq!(path_segment("a/b c"), "a%2Fb%20c");
         assert_eq!(base64(b"foobar"), "Zm9vYmFy");

@@ -335,7 +335,6 @@ fn start_poll_if_due(state: &mut OrchestratorState, now: Millis, out: &mut Vec<A
     out.push(Action::StartPoll { running_ids });
 }
 
-#[allow(clippy::too_many_arguments)]
 fn on_poll_result(
     state: &mut OrchestratorState,
     running_ids: Vec<String>,
@@ -412,8 +411,8 @@ fn reconcile(
     issues: Vec<Issue>,
     out: &mut Vec<Action>,
 ) {
+    let policy = &state.policy;
     for id in requested {
-        let policy = state.policy.clone();
         let Some(entry) = state.running.get_mut(id) else {
             continue; // exited meanwhile
         };
@@ -421,20 +420,17 @@ fn reconcile(
             continue;
         }
         let found = issues.iter().find(|i| &i.id == id);
+        if let Some(i) = found {
+            entry.issue = i.clone();
+        }
         let reason = match found {
             None => Some(StopReason::Missing),
-            Some(i) if rules::is_terminal(&policy, i) => Some(StopReason::Terminal),
-            Some(i) if !rules::is_active(&policy, i) => Some(StopReason::Inactive),
-            Some(i) if !rules::is_routable(&policy, i) => Some(StopReason::Unroutable),
-            Some(i) => {
-                entry.issue = i.clone();
-                None
-            }
+            Some(i) if rules::is_terminal(policy, i) => Some(StopReason::Terminal),
+            Some(i) if !rules::is_active(policy, i) => Some(StopReason::Inactive),
+            Some(i) if !rules::is_routable(policy, i) => Some(StopReason::Unroutable),
+            Some(_) => None,
         };
         if let Some(reason) = reason {
-            if let Some(i) = found {
-                entry.issue = i.clone();
-            }
             info!(
                 "stopping worker issue_id={} issue_identifier={} reason={} state={:?}",
                 entry.issue.id,
@@ -586,7 +582,6 @@ fn park(
     );
 }
 
-#[allow(clippy::too_many_arguments)]
 fn schedule_retry(
     state: &mut OrchestratorState,
     issue: &Issue,

@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 
-use crate::model::{normalize_name, Issue};
+use crate::model::{contains_name as contains, normalize_name, Issue};
 use crate::timefmt::parse_rfc3339;
 
 use super::state::{OrchestratorState, Policy};
@@ -14,11 +14,6 @@ pub const CONTINUATION_DELAY_MS: u64 = 1000;
 pub const FAILURE_BASE_MS: u64 = 10_000;
 /// Requeue reason when no slot is free (spec §8.4).
 pub const NO_SLOTS_ERROR: &str = "no available orchestrator slots";
-
-fn contains(list: &[String], name: &str) -> bool {
-    let n = normalize_name(name);
-    list.iter().any(|s| normalize_name(s) == n)
-}
 
 /// Terminal: the GitHub issue is CLOSED, or its Status is a terminal state.
 pub fn is_terminal(p: &Policy, issue: &Issue) -> bool {
@@ -33,10 +28,7 @@ pub fn is_active(p: &Policy, issue: &Issue) -> bool {
 /// Routable (Symphony §8.2 `issue_routable`): repository allowed, every required label present
 /// (a blank configured label matches nothing), no excluded label present.
 pub fn is_routable(p: &Policy, issue: &Issue) -> bool {
-    let repo_ok = p.repos.is_empty()
-        || p.repos
-            .iter()
-            .any(|r| normalize_name(r) == normalize_name(&issue.repository));
+    let repo_ok = p.repos.is_empty() || contains(&p.repos, &issue.repository);
     repo_ok
         && p.required_labels.iter().all(|l| issue.has_label(l))
         && !p.excluded_labels.iter().any(|l| issue.has_label(l))

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
 use log::{debug, error, info, warn};
@@ -23,7 +23,8 @@ use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
 use crate::tracker::{Tracker, TrackerError};
 use crate::workflow::config::{ConfigEnv, ServiceConfig};
-use crate::workflow::loader::{load_workflow, Workflow};
+use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};
+use crate::workflow::watch::stat_fingerprint;
 use crate::workspace::hooks::HookEnv;
 use crate::workspace::{remove_workspace, workspace_path};
 
@@ -159,12 +160,6 @@ fn run_tracker_job(job: TrackerJob) -> Event {
     }
 }
 
-/// (mtime, len) of the workflow file, for the per-tick safety-net reload check.
-fn file_stamp(path: &Path) -> Option<(SystemTime, u64)> {
-    let m = std::fs::metadata(path).ok()?;
-    Some((m.modified().unwrap_or(UNIX_EPOCH), m.len()))
-}
-
 struct WorkerHandle {
     run_id: u64,
     cancel: CancelToken,
@@ -232,7 +227,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     tracker_thread("tracker-poll", poll_jobs_rx, tracker_tx.clone());
     tracker_thread("tracker-retry", retry_jobs_rx, tracker_tx);
     let mut d = Daemon {
-        stamp: file_stamp(&workflow_path),
+        stamp: stat_fingerprint(&workflow_path),
         opts_path: workflow_path,
         env: config_env,
         tracker_factory,
@@ -470,7 +465,7 @@ impl Daemon {
 
     fn start_poll(&mut self, running_ids: Vec<String>) {
         // Safety net for missed watch events: re-read the file when its stamp changed.
-        let stamp = file_stamp(&self.opts_path);
+        let stamp = stat_fingerprint(&self.opts_path);
         if stamp != self.stamp {
             self.reload();
         }
@@ -549,9 +544,23 @@ impl Daemon {
     /// Re-read WORKFLOW.md; apply it when valid and changed, else keep the last good config and
     /// log the problem once.
     fn reload(&mut self) {
-        self.stamp = file_stamp(&self.opts_path);
-        let wf = match load_workflow(&self.opts_path, &*self.env) {
-            Ok(wf) => wf,
+        self.stamp = stat_fingerprint(&self.opts_path);
+        // Compare the raw bytes first: touches, watcher noise and saves without changes cost one
+        // read and a hash, not a YAML parse, token lookup and template dry-renders.
+        let loaded = read_workflow_bytes(&self.opts_path).and_then(|bytes| {
+            if fnv1a64(&bytes) == self.workflow.content_hash {
+                Ok(None)
+            } else {
+                parse_workflow_bytes(&self.opts_path, bytes, &*self.env).map(Some)
+            }
+        });
+        let wf = match loaded {
+            Ok(Some(wf)) => wf,
+            Ok(None) => {
+                self.last_reload_error = None;
+                debug!("workflow unchanged; reload skipped");
+                return;
+            }
             Err(e) => {
                 let msg = e.to_string();
                 if self.last_reload_error.as_deref() != Some(msg.as_str()) {
@@ -562,17 +571,12 @@ impl Daemon {
             }
         };
         self.last_reload_error = None;
-        if wf.content_hash == self.workflow.content_hash {
-            debug!("workflow unchanged; reload skipped");
-            return;
-        }
         for w in &wf.config.warnings {
             warn!("workflow config warning: {w}");
         }
-        let new_cfg = config(&wf).clone();
-        let old_cfg = config(&self.workflow).clone();
-        if new_cfg.tracker != old_cfg.tracker {
-            match (self.tracker_factory)(&new_cfg) {
+        let new_cfg = config(&wf);
+        if new_cfg.tracker != config(&self.workflow).tracker {
+            match (self.tracker_factory)(new_cfg) {
                 Ok(t) => self.tracker = t,
                 Err(e) => {
                     error!("new tracker config rejected; keeping the previous tracker error={e}")
@@ -581,9 +585,10 @@ impl Daemon {
         } else {
             self.tracker.reset_cache();
         }
-        self.runner = (self.runner_factory)(&new_cfg);
+        self.runner = (self.runner_factory)(new_cfg);
+        let policy = Policy::from_config(new_cfg);
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());
-        self.core(Event::ConfigReloaded(Policy::from_config(&new_cfg)));
+        self.core(Event::ConfigReloaded(policy));
     }
 }

@@ -170,7 +170,7 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
     let sctx = SessionContext {
         issue_identifier: ident.clone(),
         workspace: ws.path.clone(),
-        workspace_root: root.canonicalize().unwrap_or(root.clone()),
+        workspace_root: root.clone(), // adapters canonicalize it when they validate the cwd
         resume_session_id: None,
     };
     let mut session = match ctx.runner.start_session(&sctx) {

@@ -252,16 +252,6 @@ impl ServiceConfig {
         }
     }
 
-    /// True when `state` (any case/whitespace) is one of `tracker.active_states`.
-    pub fn is_active_state(&self, state: &str) -> bool {
-        contains_name(&self.tracker.active_states, state)
-    }
-
-    /// True when `state` (any case/whitespace) is one of `tracker.terminal_states`.
-    pub fn is_terminal_state(&self, state: &str) -> bool {
-        contains_name(&self.tracker.terminal_states, state)
-    }
-
     /// Dispatch preflight validation (spec §6.3) of the parts that need no network.
     /// Returns every problem, each naming the key.
     pub fn preflight_errors(&self) -> Vec<ConfigError> {
@@ -316,11 +306,6 @@ impl ServiceConfig {
         }
         errs
     }
-}
-
-fn contains_name(list: &[String], name: &str) -> bool {
-    let n = crate::model::normalize_name(name);
-    list.iter().any(|s| crate::model::normalize_name(s) == n)
 }
 
 /// A configuration problem: a class (e.g. `invalid_config`) and a message naming key and value.

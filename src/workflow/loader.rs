@@ -208,7 +208,15 @@ fn strip_location(msg: &str) -> String {
 /// Load, parse and validate a WORKFLOW.md: config errors and template errors are reported here so
 /// a bad file never replaces a good one.
 pub fn load_workflow(path: &Path, env: &dyn ConfigEnv) -> Result<Workflow, WorkflowError> {
-    let bytes = read_workflow_bytes(path)?;
+    parse_workflow_bytes(path, read_workflow_bytes(path)?, env)
+}
+
+/// [`load_workflow`] for bytes already read from `path` (by [`read_workflow_bytes`]).
+pub fn parse_workflow_bytes(
+    path: &Path,
+    bytes: Vec<u8>,
+    env: &dyn ConfigEnv,
+) -> Result<Workflow, WorkflowError> {
     let content_hash = fnv1a64(&bytes);
     let text = String::from_utf8(bytes).map_err(|e| WorkflowError {
         class: "workflow_parse_error",

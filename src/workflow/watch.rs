@@ -5,7 +5,7 @@
 //! case an event is missed.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use notify::{Event, EventKind, RecursiveMode, Watcher};
@@ -13,8 +13,6 @@ use notify::{Event, EventKind, RecursiveMode, Watcher};
 /// Keeps the OS watch alive; drop it to stop watching.
 pub struct WorkflowWatcher {
     _watcher: notify::RecommendedWatcher,
-    /// The directory being watched.
-    pub dir: PathBuf,
 }
 
 /// True when a notify event may mean the workflow file changed. Our own reads (access events)
@@ -57,17 +55,12 @@ pub fn watch_workflow(workflow_path: &Path) -> Result<(WorkflowWatcher, Receiver
     watcher
         .watch(&abs, RecursiveMode::NonRecursive)
         .map_err(|e| format!("cannot watch {}: {e}", abs.display()))?;
-    Ok((
-        WorkflowWatcher {
-            _watcher: watcher,
-            dir: abs,
-        },
-        rx,
-    ))
+    Ok((WorkflowWatcher { _watcher: watcher }, rx))
 }
 
-/// A cheap fingerprint of the file for the per-tick safety-net check: (mtime, length).
+/// A cheap fingerprint of the file for the per-tick safety-net check: (mtime, length); the mtime
+/// is the epoch on platforms that cannot report it. `None` when the file cannot be stat'ed.
 pub fn stat_fingerprint(path: &Path) -> Option<(std::time::SystemTime, u64)> {
     let md = std::fs::metadata(path).ok()?;
-    Some((md.modified().ok()?, md.len()))
+    Some((md.modified().unwrap_or(std::time::UNIX_EPOCH), md.len()))
 }

@@ -108,12 +108,9 @@ pub fn ensure_workspace(
     let root_canon = canonical_root(root)?;
     let target = root_canon.join(path.file_name().unwrap_or_default());
     let created_now = match fs::symlink_metadata(&target) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            // Follow it only to check where it leads; escaping links are rejected.
-            check_contained(&root_canon, &target)?;
-            false
-        }
-        Ok(meta) if meta.is_dir() => false,
+        // An existing symlink is followed only by the containment check below, which rejects
+        // links that escape the root or do not lead to a directory.
+        Ok(meta) if meta.file_type().is_symlink() || meta.is_dir() => false,
         Ok(_) => {
             return Err(WorkspaceError(format!(
                 "workspace path {} exists and is not a directory; refusing to replace it",

@@ -3,6 +3,7 @@
 //! stall timer), and [`StreamParser::finish`] decides the turn outcome from what was seen plus how
 //! the process ended. No I/O here; the session feeds lines in and reads the verdict out.
 
+use crate::text::{single_line, truncate_chars};
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -382,22 +383,11 @@ pub fn is_uuid(s: &str) -> bool {
 
 /// One line, control characters replaced, at most [`SUMMARY_MAX_CHARS`] characters.
 pub fn bound(s: &str) -> String {
-    let flat: String = s
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    truncate_chars(&flat, SUMMARY_MAX_CHARS)
+    single_line(s, SUMMARY_MAX_CHARS)
 }
 
 fn excerpt(line: &str) -> String {
     truncate_chars(line, 80)
-}
-
-fn truncate_chars(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        None => s.to_string(),
-        Some((idx, _)) => format!("{}…", &s[..idx]),
-    }
 }
 
 #[cfg(test)]

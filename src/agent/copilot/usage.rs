@@ -101,11 +101,6 @@ impl UsageTracker {
         self.last = None;
     }
 
-    /// The last totals seen.
-    pub fn last_totals(&self) -> Option<UsageTotals> {
-        self.last
-    }
-
     /// Record this turn's reading. `Err` (no file, bad JSON) ⇒ zero delta flagged unavailable and
     /// the previous totals are kept. A figure lower than before is taken as a counter reset (the
     /// new value is the delta), never as a negative.

@@ -3,6 +3,7 @@
 //! API-NOTES §2.8). The token is only ever put in the `Authorization` header; every message built
 //! from server text is passed through [`scrub`] so it can never leak.
 
+use crate::text::single_line;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -148,7 +149,7 @@ pub fn describe_errors(errors: &[GraphqlError], token: &Secret) -> String {
         .take(3)
         .map(|e| {
             let label = e.kind.as_deref().or(e.code.as_deref()).unwrap_or("ERROR");
-            format!("{label}: {}", truncate(&scrub(&e.message, token), 300))
+            format!("{label}: {}", single_line(&scrub(&e.message, token), 300))
         })
         .collect();
     if errors.len() > 3 {
@@ -165,19 +166,6 @@ pub fn scrub(text: &str, token: &Secret) -> String {
         return text.to_string();
     }
     text.replace(t, "***")
-}
-
-/// Cut `s` to at most `max` chars, appending `…` when cut; control characters become spaces.
-pub fn truncate(s: &str, max: usize) -> String {
-    let mut out: String = s
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if s.chars().count() > max {
-        out.push('…');
-    }
-    out
 }
 
 /// Classify a raw HTTP reply (pure; `now` injected for the retry times).
@@ -197,7 +185,7 @@ pub fn classify_response(
         .as_ref()
         .and_then(|v| v.get("message"))
         .and_then(Value::as_str)
-        .map(|m| truncate(&scrub(m, token), 300));
+        .map(|m| single_line(&scrub(m, token), 300));
     let shown = rest_message
         .clone()
         .unwrap_or_else(|| format!("{} byte body", body.len()));

@@ -24,7 +24,7 @@ use self::client::{GraphqlClient, Reply};
 use self::normalize::{DropReason, OptionValue};
 use self::project::{PriorityField, ProjectInfo};
 use self::queries::Query;
-use crate::model::{normalize_name, Issue};
+use crate::model::{contains_name, Issue};
 use crate::tracker::{RateLimitInfo, Tracker, TrackerError, TrackerErrorKind};
 use crate::workflow::config::{OwnerType, TrackerConfig};
 
@@ -185,11 +185,6 @@ impl GithubTracker {
             filter_supported: AtomicBool::new(true),
             rate: Mutex::new(None),
         })
-    }
-
-    /// The tracker config this instance was built from.
-    pub fn config(&self) -> &TrackerConfig {
-        &self.cfg
     }
 
     /// The cached project, resolving it first when needed (1 request).
@@ -473,7 +468,7 @@ impl GithubTracker {
             Err(why) => {
                 log::warn!(
                     "tracker_item_skipped item_id={item_id} reason={:?}",
-                    client::truncate(&why, 200)
+                    crate::text::single_line(&why, 200)
                 );
                 Err(DropReason::Malformed)
             }
@@ -489,12 +484,7 @@ impl GithubTracker {
     }
 
     fn in_repo_scope(&self, issue: &Issue) -> bool {
-        self.cfg.repos.is_empty()
-            || self
-                .cfg
-                .repos
-                .iter()
-                .any(|r| r.trim().eq_ignore_ascii_case(&issue.repository))
+        self.cfg.repos.is_empty() || contains_name(&self.cfg.repos, &issue.repository)
     }
 
     fn refresh_chunk(
@@ -583,7 +573,10 @@ impl GithubTracker {
                 .map_err(|why| {
                     TrackerError::new(
                         TrackerErrorKind::GithubUnknownPayload,
-                        format!("refresh of issue {id}: {}", client::truncate(&why, 200)),
+                        format!(
+                            "refresh of issue {id}: {}",
+                            crate::text::single_line(&why, 200)
+                        ),
                     )
                 })?;
             if !self.in_repo_scope(&issue) {
@@ -626,11 +619,6 @@ pub fn server_filter(status_field: &str, states: &[String]) -> String {
     format!("is:issue {field}:{}", values.join(","))
 }
 
-fn state_in(list: &[String], state: &str) -> bool {
-    let n = normalize_name(state);
-    list.iter().any(|s| normalize_name(s) == n)
-}
-
 impl Tracker for GithubTracker {
     fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
         let active = self.cfg.active_states.clone();
@@ -639,8 +627,8 @@ impl Tracker for GithubTracker {
             .issues
             .into_iter()
             .filter(|i| {
-                state_in(&active, &i.state)
-                    && !state_in(&self.cfg.terminal_states, &i.state)
+                contains_name(&active, &i.state)
+                    && !contains_name(&self.cfg.terminal_states, &i.state)
                     && !i.closed
                     && self.in_repo_scope(i)
             })
@@ -655,14 +643,14 @@ impl Tracker for GithubTracker {
         }
         let wants_terminal = states
             .iter()
-            .any(|s| state_in(&self.cfg.terminal_states, s));
+            .any(|s| contains_name(&self.cfg.terminal_states, s));
         // Closed issues in other Statuses are needed too, so never narrow server-side then.
         let board = self.fetch_board(if wants_terminal { None } else { Some(states) })?;
         Ok(board
             .issues
             .into_iter()
             .filter(|i| {
-                (state_in(states, &i.state) || (wants_terminal && i.closed))
+                (contains_name(states, &i.state) || (wants_terminal && i.closed))
                     && self.in_repo_scope(i)
             })
             .collect())

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::model::{normalize_name, BlockerRef, Issue};
+use crate::model::{contains_name, normalize_name, BlockerRef, Issue};
 
 /// Why a project item did not become an issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,10 +166,7 @@ pub fn normalize_blockers(
         let closed = b.get("state").and_then(Value::as_str) == Some("CLOSED");
         let (state, terminal) = match status_on_project(b) {
             Some(status) => {
-                let t = closed
-                    || terminal_states
-                        .iter()
-                        .any(|s| normalize_name(s) == normalize_name(&status));
+                let t = closed || contains_name(terminal_states, &status);
                 (status, t)
             }
             None if closed => ("CLOSED".to_string(), true),

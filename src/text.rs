@@ -1,0 +1,36 @@
+//! Bounding untrusted text for summaries, logs and pages.
+
+/// `s` cut to at most `max` characters, with `…` appended when something was cut.
+pub fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+    }
+}
+
+/// Like [`truncate_chars`], with every control character (newlines included) turned into a space,
+/// so the result is one line. Only the first `max + 1` characters are looked at.
+pub fn single_line(s: &str, max: usize) -> String {
+    let mut out: String = s
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if s.chars().nth(max).is_some() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_on_characters_not_bytes() {
+        assert_eq!(truncate_chars("ééé", 2), "éé…");
+        assert_eq!(truncate_chars("éé", 2), "éé");
+        assert_eq!(single_line("a\nb\tc", 10), "a b c");
+        assert_eq!(single_line("a\nbcd", 3), "a b…");
+    }
+}
