@@ -113,7 +113,11 @@ fn a_rejected_token_flips_at_once_and_a_success_flips_back() {
 fn transient_failures_flip_only_after_the_window() {
     let t0 = Instant::now();
     let mut inputs = ready_at(t0);
-    for class in ["github_api_status", "github_rate_limited", "github_api_request"] {
+    for class in [
+        "github_api_status",
+        "github_rate_limited",
+        "github_api_request",
+    ] {
         inputs.last_failure_class = Some(class);
         assert_eq!(readyz(&inputs, t0 + 90 * SEC), Ok(()), "{class}");
         assert_eq!(
@@ -203,5 +207,15 @@ fn probe_sees_a_live_loop_then_a_wedged_one_then_a_gone_one() {
     assert_eq!(probe_livez(ask(&control), 5 * SEC), Ok(()));
     assert_eq!(probe_livez(|_| false, SEC), Err(NotLive::Gone));
     // A loop that drops the request without answering is gone, not slow.
-    assert_eq!(probe_livez(|reply| { drop(reply); true }, SEC).err(), Some(NotLive::Gone));
+    assert_eq!(
+        probe_livez(
+            |reply| {
+                drop(reply);
+                true
+            },
+            SEC
+        )
+        .err(),
+        Some(NotLive::Gone)
+    );
 }

@@ -174,13 +174,17 @@ fn parse_labels<'a>(mut s: &'a str, out: &mut Vec<(String, String)>) -> Result<&
         if out.iter().any(|(n, _)| n == name) {
             return Err(format!("label {name} twice"));
         }
-        s = s[eq + 1..].strip_prefix('"').ok_or("label value not quoted")?;
+        s = s[eq + 1..]
+            .strip_prefix('"')
+            .ok_or("label value not quoted")?;
         let (raw, rest) = split_quoted(s)?;
         out.push((name.to_string(), unescape(raw, true)?));
         if let Some(rest) = rest.strip_prefix('}') {
             return Ok(rest);
         }
-        s = rest.strip_prefix(',').ok_or("expected , or } after a label")?;
+        s = rest
+            .strip_prefix(',')
+            .ok_or("expected , or } after a label")?;
     }
 }
 
@@ -235,14 +239,17 @@ fn parse_value(s: &str) -> Result<f64, String> {
     };
     let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
     let mantissa_ok = match mantissa.split_once('.') {
-        Some((a, b)) => (digits(a) || a.is_empty()) && (digits(b) || b.is_empty()) && mantissa != ".",
+        Some((a, b)) => {
+            (digits(a) || a.is_empty()) && (digits(b) || b.is_empty()) && mantissa != "."
+        }
         None => digits(mantissa),
     };
     let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['+', '-']).unwrap_or(e)));
     if !mantissa_ok || !exponent_ok {
         return Err(format!("bad value {s:?}"));
     }
-    s.parse::<f64>().map_err(|e| format!("bad value {s:?}: {e}"))
+    s.parse::<f64>()
+        .map_err(|e| format!("bad value {s:?}: {e}"))
 }
 
 /// Metric names `[a-zA-Z_:][a-zA-Z0-9_:]*`; label names `[a-zA-Z_][a-zA-Z0-9_]*`, not `__…`.
@@ -270,7 +277,12 @@ fn check_histogram(f: &Family) -> Result<(), String> {
     }
     let mut by_labels: BTreeMap<Vec<(String, String)>, Series> = BTreeMap::new();
     for s in &f.samples {
-        let mut labels: Vec<_> = s.labels.iter().filter(|(n, _)| n != "le").cloned().collect();
+        let mut labels: Vec<_> = s
+            .labels
+            .iter()
+            .filter(|(n, _)| n != "le")
+            .cloned()
+            .collect();
         labels.sort();
         let le = s.labels.iter().find(|(n, _)| n == "le");
         let entry = by_labels.entry(labels).or_default();
@@ -380,7 +392,11 @@ fn busy() -> MetricsSnapshot {
 fn an_empty_snapshot_is_valid_and_shows_the_build() {
     let fams = parsed(&MetricsSnapshot::default());
     assert_eq!(
-        value(&fams, "baton_build_info", &[("version", env!("CARGO_PKG_VERSION"))]),
+        value(
+            &fams,
+            "baton_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
         1.0
     );
     assert_eq!(value(&fams, "baton_polls_total", &[]), 0.0);
@@ -436,7 +452,11 @@ fn values_come_through_exactly() {
     let fams = parsed(&busy());
     assert_eq!(value(&fams, "baton_polls_total", &[]), 12.0);
     assert_eq!(
-        value(&fams, "baton_poll_errors_total", &[("class", "github_auth")]),
+        value(
+            &fams,
+            "baton_poll_errors_total",
+            &[("class", "github_auth")]
+        ),
         1.0
     );
     assert_eq!(
@@ -444,7 +464,11 @@ fn values_come_through_exactly() {
         1.0
     );
     assert_eq!(
-        value(&fams, "baton_parked_issues", &[("reason", "budget_exceeded")]),
+        value(
+            &fams,
+            "baton_parked_issues",
+            &[("reason", "budget_exceeded")]
+        ),
         1.0
     );
     assert_eq!(
@@ -457,7 +481,10 @@ fn values_come_through_exactly() {
         value(&fams, "baton_last_successful_poll_timestamp_seconds", &[]),
         1_767_225_600.25
     );
-    assert_eq!(value(&fams, "baton_tracker_rate_limit_remaining", &[]), 4990.0);
+    assert_eq!(
+        value(&fams, "baton_tracker_rate_limit_remaining", &[]),
+        4990.0
+    );
     assert_eq!(
         value(&fams, "baton_host_running_agents", &[("host", "build-1")]),
         2.0
@@ -471,11 +498,19 @@ fn values_come_through_exactly() {
     assert_eq!(b("+Inf"), 5.0);
     assert_eq!(value(&fams, "baton_poll_duration_seconds_count", &[]), 5.0);
     assert_eq!(
-        value(&fams, "baton_state_write_duration_seconds_bucket", &[("le", "0.001")]),
+        value(
+            &fams,
+            "baton_state_write_duration_seconds_bucket",
+            &[("le", "0.001")]
+        ),
         1.0
     );
     assert_eq!(
-        value(&fams, "baton_state_write_duration_seconds_bucket", &[("le", "0.0005")]),
+        value(
+            &fams,
+            "baton_state_write_duration_seconds_bucket",
+            &[("le", "0.0005")]
+        ),
         0.0
     );
 }
@@ -488,7 +523,11 @@ fn counters_move_after_a_poll_a_dispatch_and_a_failure() {
     m.record_poll(Duration::from_millis(300), None, at);
     m.dispatches += 1;
     m.record_worker_exit("failed");
-    m.record_poll(Duration::from_secs(2), Some("github_api_status"), at + Duration::from_secs(30));
+    m.record_poll(
+        Duration::from_secs(2),
+        Some("github_api_status"),
+        at + Duration::from_secs(30),
+    );
     let after = parsed(&m);
     assert_eq!(value(&before, "baton_polls_total", &[]), 0.0);
     assert_eq!(value(&after, "baton_polls_total", &[]), 2.0);
@@ -498,7 +537,11 @@ fn counters_move_after_a_poll_a_dispatch_and_a_failure() {
         1.0
     );
     assert_eq!(
-        value(&after, "baton_poll_errors_total", &[("class", "github_api_status")]),
+        value(
+            &after,
+            "baton_poll_errors_total",
+            &[("class", "github_api_status")]
+        ),
         1.0
     );
     // The failed poll does not move the last success.
@@ -557,7 +600,11 @@ fn help_text_and_extra_labels_escape_through_the_writer() {
     let mut h = Histogram::new(&B);
     h.observe(0.7);
     e.histogram("baton_test_seconds", &[("path", "a\"b\\c\nd")], &h);
-    e.histogram("baton_test_seconds", &[("path", "other")], &Histogram::new(&B));
+    e.histogram(
+        "baton_test_seconds",
+        &[("path", "other")],
+        &Histogram::new(&B),
+    );
     let text = e.finish();
     let fams = parse(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
     assert_eq!(
@@ -592,7 +639,15 @@ fn special_floats_are_written_in_prometheus_syntax() {
         let back = parse_value(text).unwrap();
         assert!(back == v || (back.is_nan() && v.is_nan()), "{text}");
     }
-    for v in [0.1, 123.456, 1e14 + 0.5, 9.999e-5, 2f64.powi(60), f64::MAX, f64::MIN_POSITIVE] {
+    for v in [
+        0.1,
+        123.456,
+        1e14 + 0.5,
+        9.999e-5,
+        2f64.powi(60),
+        f64::MAX,
+        f64::MIN_POSITIVE,
+    ] {
         assert_eq!(parse_value(&format_float(v)).unwrap(), v, "{v}");
     }
 }

@@ -154,7 +154,12 @@ fn without_notify_socket_everything_is_a_no_op() {
 fn unsupported_or_overlong_addresses_disable_without_panicking() {
     let long = format!("/{}", "x".repeat(200));
     let long_abstract = format!("@{}", "x".repeat(200));
-    for raw in ["relative/path", "vsock:2:1234", long.as_str(), long_abstract.as_str()] {
+    for raw in [
+        "relative/path",
+        "vsock:2:1234",
+        long.as_str(),
+        long_abstract.as_str(),
+    ] {
         let n = Notifier::from_vars(Some(OsStr::new(raw)), Some(OsStr::new("1000000")), None, 1);
         assert!(!n.is_enabled(), "{raw}");
         assert!(!n.ready());
@@ -219,14 +224,28 @@ fn watchdog_usec_parsing_saturates_and_rejects_garbage() {
     assert_eq!(p("20000000", Some(""), 7), None);
     assert_eq!(p("20000000", Some("99999999999999999999999"), 7), None);
     // Off, garbage, signs and whitespace.
-    for bad in ["0", "", " 20000000", "20000000 ", "+20", "-20", "2e7", "20s", "0x10", "١٢"] {
+    for bad in [
+        "0",
+        "",
+        " 20000000",
+        "20000000 ",
+        "+20",
+        "-20",
+        "2e7",
+        "20s",
+        "0x10",
+        "١٢",
+    ] {
         assert_eq!(p(bad, None, 7), None, "{bad:?}");
     }
     // Infinity and values beyond u64 saturate to infinity: no watchdog, no overflow.
     assert_eq!(p(&u64::MAX.to_string(), None, 7), None);
     assert_eq!(p("99999999999999999999999999999999", None, 7), None);
     // Huge but finite, and tiny, values are clamped.
-    assert_eq!(p(&(u64::MAX - 1).to_string(), None, 7), Some(WATCHDOG_MAX_INTERVAL));
+    assert_eq!(
+        p(&(u64::MAX - 1).to_string(), None, 7),
+        Some(WATCHDOG_MAX_INTERVAL)
+    );
     assert_eq!(p("1", None, 7), Some(WATCHDOG_MIN_INTERVAL));
     assert_eq!(parse_watchdog(None, None, 7), None);
     assert_eq!(parse_watchdog(None, Some(b"7"), 7), None);

@@ -96,12 +96,10 @@ impl Histogram {
     /// `(upper bound, cumulative count)` per bucket, ending with `(+Inf, count)`.
     pub fn cumulative(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
         let bounds = self.bounds.iter().copied().chain([f64::INFINITY]);
-        bounds
-            .zip(self.counts.iter())
-            .scan(0u64, |acc, (b, c)| {
-                *acc = acc.saturating_add(*c);
-                Some((b, *acc))
-            })
+        bounds.zip(self.counts.iter()).scan(0u64, |acc, (b, c)| {
+            *acc = acc.saturating_add(*c);
+            Some((b, *acc))
+        })
     }
 }
 
@@ -271,10 +269,7 @@ mod tests {
             h.observe(v);
         }
         let c: Vec<_> = h.cumulative().collect();
-        assert_eq!(
-            c,
-            vec![(0.1, 3), (1.0, 4), (10.0, 4), (f64::INFINITY, 5)]
-        );
+        assert_eq!(c, vec![(0.1, 3), (1.0, 4), (10.0, 4), (f64::INFINITY, 5)]);
         assert_eq!(h.count(), 5);
         assert!((h.sum() - 20.65).abs() < 1e-9);
     }

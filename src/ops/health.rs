@@ -50,7 +50,10 @@ pub enum NotLive {
 ///
 /// `ask` delivers the reply sender to the main loop (e.g. as a control event); it returns
 /// `false` when the loop's channel is closed. The main loop answers by sending `()`.
-pub fn probe_livez(ask: impl FnOnce(Sender<()>) -> bool, deadline: Duration) -> Result<(), NotLive> {
+pub fn probe_livez(
+    ask: impl FnOnce(Sender<()>) -> bool,
+    deadline: Duration,
+) -> Result<(), NotLive> {
     let (reply, answer) = bounded(1);
     if !ask(reply) {
         return Err(NotLive::Gone);
@@ -171,7 +174,9 @@ pub fn readyz(inputs: &ReadyInputs<'_>, now: Instant) -> Result<(), NotReady> {
         }
     }
     let Some(last_success) = inputs.last_success else {
-        return Err(inputs.last_failure_class.map_or(NotReady::NeverPolled, failing));
+        return Err(inputs
+            .last_failure_class
+            .map_or(NotReady::NeverPolled, failing));
     };
     let age = now.saturating_duration_since(last_success);
     if age > ready_window(inputs.polling_interval) {

@@ -114,7 +114,12 @@ impl Default for MetricsSnapshot {
 
 impl MetricsSnapshot {
     /// Count one finished poll: its duration, and its error class if it failed.
-    pub fn record_poll(&mut self, took: Duration, error_class: Option<&'static str>, at: SystemTime) {
+    pub fn record_poll(
+        &mut self,
+        took: Duration,
+        error_class: Option<&'static str>,
+        at: SystemTime,
+    ) {
         self.polls = self.polls.saturating_add(1);
         self.poll_duration.observe_duration(took);
         match error_class {
@@ -146,10 +151,19 @@ pub fn render(m: &MetricsSnapshot) -> String {
         &[("version", env!("CARGO_PKG_VERSION"))],
         1.0,
     );
-    e.single("baton_polls_total", Counter, "Tracker polls.", m.polls as f64);
+    e.single(
+        "baton_polls_total",
+        Counter,
+        "Tracker polls.",
+        m.polls as f64,
+    );
     labelled(
         &mut e,
-        ("baton_poll_errors_total", Counter, "Failed tracker polls by error class."),
+        (
+            "baton_poll_errors_total",
+            Counter,
+            "Failed tracker polls by error class.",
+        ),
         "class",
         m.poll_errors.iter().map(|(k, v)| (*k, *v)),
     );
@@ -161,7 +175,11 @@ pub fn render(m: &MetricsSnapshot) -> String {
     );
     labelled(
         &mut e,
-        ("baton_worker_exits_total", Counter, "Agent worker exits by outcome."),
+        (
+            "baton_worker_exits_total",
+            Counter,
+            "Agent worker exits by outcome.",
+        ),
         "outcome",
         m.worker_exits.iter().map(|(k, v)| (*k, *v)),
     );
@@ -173,11 +191,20 @@ pub fn render(m: &MetricsSnapshot) -> String {
     );
     labelled(
         &mut e,
-        ("baton_parked_issues", Gauge, "Issues parked now, by reason."),
+        (
+            "baton_parked_issues",
+            Gauge,
+            "Issues parked now, by reason.",
+        ),
         "reason",
         m.parked.iter().map(|(k, v)| (*k, *v)),
     );
-    e.single("baton_running_agents", Gauge, "Agents running now.", m.running as f64);
+    e.single(
+        "baton_running_agents",
+        Gauge,
+        "Agents running now.",
+        m.running as f64,
+    );
     e.single(
         "baton_retrying_issues",
         Gauge,
@@ -187,7 +214,11 @@ pub fn render(m: &MetricsSnapshot) -> String {
     let t = m.tokens;
     labelled(
         &mut e,
-        ("baton_agent_tokens_total", Counter, "Agent tokens by kind (cache reads and writes separate)."),
+        (
+            "baton_agent_tokens_total",
+            Counter,
+            "Agent tokens by kind (cache reads and writes separate).",
+        ),
         "kind",
         [
             ("input", t.input),
@@ -202,7 +233,12 @@ pub fn render(m: &MetricsSnapshot) -> String {
         "Agent-reported cost in US dollars.",
         m.cost_usd,
     );
-    e.single("baton_agent_turns_total", Counter, "Agent turns.", m.agent_turns as f64);
+    e.single(
+        "baton_agent_turns_total",
+        Counter,
+        "Agent turns.",
+        m.agent_turns as f64,
+    );
     render_tracker(&mut e, m);
     e.family(
         "baton_poll_duration_seconds",
@@ -215,11 +251,19 @@ pub fn render(m: &MetricsSnapshot) -> String {
         MetricType::Histogram,
         "State file write duration in seconds.",
     );
-    e.histogram("baton_state_write_duration_seconds", &[], &m.state_write_duration);
+    e.histogram(
+        "baton_state_write_duration_seconds",
+        &[],
+        &m.state_write_duration,
+    );
     if !m.host_running.is_empty() {
         labelled(
             &mut e,
-            ("baton_host_running_agents", Gauge, "Agents running now per SSH host."),
+            (
+                "baton_host_running_agents",
+                Gauge,
+                "Agents running now per SSH host.",
+            ),
             "host",
             m.host_running.iter().map(|(k, v)| (k.as_str(), *v)),
         );
