@@ -105,7 +105,7 @@ fn parse_line(
     if base != f.name {
         return Err(format!("sample of another family than {}", f.name));
     }
-    if f.kind == "counter" && !(sample.value >= 0.0) {
+    if f.kind == "counter" && (sample.value.is_nan() || sample.value < 0.0) {
         return Err("counter must be a non-negative number".into());
     }
     let mut sorted = sample.labels.clone();
@@ -142,7 +142,7 @@ fn open_family<'a>(families: &'a mut Vec<Family>, name: &str) -> Result<&'a mut 
 /// `name{label="value",...} value` (no timestamp: Baton never writes one).
 fn parse_sample(line: &str) -> Result<Sample, String> {
     let name_end = line
-        .find(|c: char| c == '{' || c == ' ')
+        .find(['{', ' '])
         .ok_or("sample without value")?;
     let name = &line[..name_end];
     check_name(name, true)?;
