@@ -141,9 +141,7 @@ fn open_family<'a>(families: &'a mut Vec<Family>, name: &str) -> Result<&'a mut 
 
 /// `name{label="value",...} value` (no timestamp: Baton never writes one).
 fn parse_sample(line: &str) -> Result<Sample, String> {
-    let name_end = line
-        .find(['{', ' '])
-        .ok_or("sample without value")?;
+    let name_end = line.find(['{', ' ']).ok_or("sample without value")?;
     let name = &line[..name_end];
     check_name(name, true)?;
     let mut rest = &line[name_end..];

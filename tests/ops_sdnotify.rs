@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use baton::ops::sdnotify::{
-    parse_watchdog, status_line, Notifier, STATUS_MAX_BYTES, WATCHDOG_MAX_INTERVAL,
+    parse_watchdog, status_line, summary, Notifier, STATUS_MAX_BYTES, WATCHDOG_MAX_INTERVAL,
     WATCHDOG_MIN_INTERVAL,
 };
 
@@ -263,4 +263,56 @@ fn a_listener_that_never_reads_cannot_block_the_sender() {
     let sent = (0..1_000_000).take_while(|_| n.watchdog()).count();
     assert!(sent > 0 && sent < 1_000_000, "sent {sent}");
     assert!(!n.watchdog());
+}
+
+#[test]
+fn status_summary_names_counts_and_last_poll() {
+    use std::time::UNIX_EPOCH;
+    let at = UNIX_EPOCH + Duration::from_secs(1_767_268_800);
+    assert_eq!(
+        summary(2, 1, 0, Some(at)),
+        "running 2, retrying 1, parked 0; last poll 2026-01-01T12:00:00Z"
+    );
+    assert_eq!(
+        summary(0, 0, 3, None),
+        "running 0, retrying 0, parked 3; last poll never"
+    );
+    // Clocks RFC 3339 cannot show never panic.
+    let before = UNIX_EPOCH - Duration::from_secs(1);
+    let far = UNIX_EPOCH + Duration::from_secs(400_000_000_000);
+    for t in [before, far] {
+        assert!(summary(0, 0, 0, Some(t)).ends_with("last poll unknown"));
+    }
+}
+
+#[test]
+fn watchdog_pings_follow_the_pacer_and_stop_while_the_loop_is_wedged() {
+    use baton::ops::sdnotify::WatchdogPacer;
+    use std::time::Instant;
+    let dir = TempDir::new("pace");
+    let path = dir.0.join("notify.sock");
+    let sock = UnixDatagram::bind(&path).unwrap();
+    let n = Notifier::from_vars(
+        Some(path.as_os_str()),
+        Some(OsStr::new("30000000")),
+        None,
+        1,
+    );
+    let every = n.watchdog_interval().unwrap();
+    let t0 = Instant::now();
+    let mut pacer = WatchdogPacer::new(every, t0);
+    // A stand-in main loop woken every second of virtual time, wedged from 60 s to 120 s.
+    let mut pinged_at = Vec::new();
+    for s in 0..=180u64 {
+        let now = t0 + Duration::from_secs(s);
+        let wedged = (60..120).contains(&s);
+        if !wedged && pacer.due(now) {
+            assert!(n.watchdog());
+            assert_eq!(recv(&sock), "WATCHDOG=1");
+            pinged_at.push(s);
+        }
+        assert!(pacer.deadline() <= now + every);
+    }
+    assert_eq!(pinged_at, [0, 15, 30, 45, 120, 135, 150, 165, 180]);
+    assert_empty(&sock);
 }

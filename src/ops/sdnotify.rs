@@ -10,7 +10,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::warn;
 
@@ -156,6 +156,38 @@ impl Notifier {
     }
 }
 
+/// When the main loop pings the watchdog next. Driven by the caller's clock, so tests can use a
+/// virtual one; the loop wakes up by [`WatchdogPacer::deadline`] and pings when
+/// [`WatchdogPacer::due`] says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchdogPacer {
+    /// Ping interval ([`Notifier::watchdog_interval`]).
+    every: Duration,
+    /// When the next ping is due.
+    next: Instant,
+}
+
+impl WatchdogPacer {
+    /// A pacer whose first ping is due at `now`.
+    pub fn new(every: Duration, now: Instant) -> Self {
+        WatchdogPacer { every, next: now }
+    }
+
+    /// When the next ping is due (the main loop's latest wake-up).
+    pub fn deadline(&self) -> Instant {
+        self.next
+    }
+
+    /// Whether a ping is due at `now`; if so, the next one is scheduled `every` after `now`.
+    pub fn due(&mut self, now: Instant) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.next = now.checked_add(self.every).unwrap_or(now);
+        true
+    }
+}
+
 /// Open an unbound, non-blocking datagram socket and resolve `$NOTIFY_SOCKET`.
 fn open(raw: &[u8]) -> std::io::Result<(UnixDatagram, SocketAddr)> {
     let addr = match raw.split_first() {
@@ -203,6 +235,23 @@ fn parse_digits(bytes: &[u8]) -> Option<u64> {
     Some(bytes.iter().fold(0u64, |acc, d| {
         acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
     }))
+}
+
+/// The `STATUS=` summary: `running 2, retrying 1, parked 0; last poll 2026-01-01T12:00:00Z`
+/// (`last poll never` before the first one; `last poll unknown` for a clock outside 1970..=9999,
+/// which RFC 3339 formatting cannot show).
+pub fn summary(running: u64, retrying: u64, parked: u64, last_poll: Option<SystemTime>) -> String {
+    const YEAR_10000: u64 = 253_402_300_800;
+    let formattable = |t: &SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .is_ok_and(|d| d.as_secs() < YEAR_10000)
+    };
+    let last = match last_poll {
+        None => "never".to_string(),
+        Some(t) if formattable(&t) => crate::timefmt::rfc3339(t),
+        Some(_) => "unknown".to_string(),
+    };
+    format!("running {running}, retrying {retrying}, parked {parked}; last poll {last}")
 }
 
 /// One line of status text: control characters become spaces, the ends are trimmed, and the
