@@ -94,7 +94,7 @@ impl Histogram {
     }
 
     /// `(upper bound, cumulative count)` per bucket, ending with `(+Inf, count)`.
-    pub fn cumulative(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+    pub(crate) fn cumulative(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
         let bounds = self.bounds.iter().copied().chain([f64::INFINITY]);
         bounds.zip(self.counts.iter()).scan(0u64, |acc, (b, c)| {
             *acc = acc.saturating_add(*c);
@@ -186,7 +186,7 @@ fn write_labels(out: &mut String, labels: &[(&str, &str)]) {
 }
 
 /// Escape a label value: `\` → `\\`, `"` → `\"`, newline → `\n`.
-pub fn escape_label_value(value: &str) -> String {
+pub(crate) fn escape_label_value(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {
@@ -200,7 +200,7 @@ pub fn escape_label_value(value: &str) -> String {
 }
 
 /// Escape HELP text: `\` → `\\`, newline → `\n`.
-pub fn escape_help(text: &str) -> String {
+pub(crate) fn escape_help(text: &str) -> String {
     text.replace('\\', "\\\\").replace('\n', "\\n")
 }
 

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::exposition::MetricType::{Counter, Gauge};
 use super::exposition::{Exposition, Histogram, MetricType};
 
 /// Bucket upper bounds (seconds) of `baton_poll_duration_seconds`: a board read is
@@ -143,137 +144,156 @@ fn bump(map: &mut BTreeMap<&'static str, u64>, key: &'static str) {
 /// The `GET /metrics` body. Families with no known value (rate limits before the first poll,
 /// per-host gauges without SSH hosts) are left out.
 pub fn render(m: &MetricsSnapshot) -> String {
-    use MetricType::{Counter, Gauge};
     let mut e = Exposition::new();
     e.family("baton_build_info", Gauge, "Build information; always 1.");
-    e.sample(
-        "baton_build_info",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
-    );
-    e.single(
-        "baton_polls_total",
-        Counter,
-        "Tracker polls.",
-        m.polls as f64,
-    );
-    labelled(
-        &mut e,
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    e.sample("baton_build_info", &version, 1.0);
+    render_scalars(&mut e, m);
+    render_labelled(&mut e, m);
+    render_tracker(&mut e, m);
+    render_histograms(&mut e, m);
+    e.finish()
+}
+
+/// The unlabelled counters and gauges of the work and the agents.
+fn render_scalars(e: &mut Exposition, m: &MetricsSnapshot) {
+    let scalars = [
+        (
+            "baton_polls_total",
+            Counter,
+            "Tracker polls.",
+            m.polls as f64,
+        ),
+        (
+            "baton_dispatches_total",
+            Counter,
+            "Agent workers dispatched.",
+            m.dispatches as f64,
+        ),
+        (
+            "baton_retries_scheduled_total",
+            Counter,
+            "Retries scheduled.",
+            m.retries_scheduled as f64,
+        ),
+        (
+            "baton_running_agents",
+            Gauge,
+            "Agents running now.",
+            m.running as f64,
+        ),
+        (
+            "baton_retrying_issues",
+            Gauge,
+            "Issues waiting for a retry.",
+            m.retrying as f64,
+        ),
+        (
+            "baton_agent_cost_usd_total",
+            Counter,
+            "Agent-reported cost in US dollars.",
+            m.cost_usd,
+        ),
+        (
+            "baton_agent_turns_total",
+            Counter,
+            "Agent turns.",
+            m.agent_turns as f64,
+        ),
+    ];
+    for (name, kind, help, value) in scalars {
+        e.single(name, kind, help, value);
+    }
+}
+
+/// The families with one label each; every label value comes from a bounded set.
+fn render_labelled(e: &mut Exposition, m: &MetricsSnapshot) {
+    let pairs = |map: &BTreeMap<&'static str, u64>| -> Vec<(&str, u64)> {
+        map.iter().map(|(k, v)| (*k, *v)).collect()
+    };
+    let t = m.tokens;
+    let tokens = vec![
+        ("input", t.input),
+        ("output", t.output),
+        ("cache_read", t.cache_read),
+        ("cache_creation", t.cache_creation),
+    ];
+    let hosts: Vec<(&str, u64)> = m
+        .host_running
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    let labelled = [
         (
             "baton_poll_errors_total",
             Counter,
             "Failed tracker polls by error class.",
+            "class",
+            pairs(&m.poll_errors),
         ),
-        "class",
-        m.poll_errors.iter().map(|(k, v)| (*k, *v)),
-    );
-    e.single(
-        "baton_dispatches_total",
-        Counter,
-        "Agent workers dispatched.",
-        m.dispatches as f64,
-    );
-    labelled(
-        &mut e,
         (
             "baton_worker_exits_total",
             Counter,
             "Agent worker exits by outcome.",
+            "outcome",
+            pairs(&m.worker_exits),
         ),
-        "outcome",
-        m.worker_exits.iter().map(|(k, v)| (*k, *v)),
-    );
-    e.single(
-        "baton_retries_scheduled_total",
-        Counter,
-        "Retries scheduled.",
-        m.retries_scheduled as f64,
-    );
-    labelled(
-        &mut e,
         (
             "baton_parked_issues",
             Gauge,
             "Issues parked now, by reason.",
+            "reason",
+            pairs(&m.parked),
         ),
-        "reason",
-        m.parked.iter().map(|(k, v)| (*k, *v)),
-    );
-    e.single(
-        "baton_running_agents",
-        Gauge,
-        "Agents running now.",
-        m.running as f64,
-    );
-    e.single(
-        "baton_retrying_issues",
-        Gauge,
-        "Issues waiting for a retry.",
-        m.retrying as f64,
-    );
-    let t = m.tokens;
-    labelled(
-        &mut e,
         (
             "baton_agent_tokens_total",
             Counter,
             "Agent tokens by kind (cache reads and writes separate).",
+            "kind",
+            tokens,
         ),
-        "kind",
-        [
-            ("input", t.input),
-            ("output", t.output),
-            ("cache_read", t.cache_read),
-            ("cache_creation", t.cache_creation),
-        ],
-    );
-    e.single(
-        "baton_agent_cost_usd_total",
-        Counter,
-        "Agent-reported cost in US dollars.",
-        m.cost_usd,
-    );
-    e.single(
-        "baton_agent_turns_total",
-        Counter,
-        "Agent turns.",
-        m.agent_turns as f64,
-    );
-    render_tracker(&mut e, m);
-    e.family(
-        "baton_poll_duration_seconds",
-        MetricType::Histogram,
-        "Tracker poll duration in seconds.",
-    );
-    e.histogram("baton_poll_duration_seconds", &[], &m.poll_duration);
-    e.family(
-        "baton_state_write_duration_seconds",
-        MetricType::Histogram,
-        "State file write duration in seconds.",
-    );
-    e.histogram(
-        "baton_state_write_duration_seconds",
-        &[],
-        &m.state_write_duration,
-    );
-    if !m.host_running.is_empty() {
-        labelled(
-            &mut e,
-            (
-                "baton_host_running_agents",
-                Gauge,
-                "Agents running now per SSH host.",
-            ),
+        (
+            "baton_host_running_agents",
+            Gauge,
+            "Agents running now per SSH host.",
             "host",
-            m.host_running.iter().map(|(k, v)| (k.as_str(), *v)),
-        );
+            hosts,
+        ),
+    ];
+    for (name, kind, help, label, values) in labelled {
+        // Without SSH hosts the per-host family is left out entirely.
+        if label == "host" && values.is_empty() {
+            continue;
+        }
+        e.family(name, kind, help);
+        for (value, n) in values {
+            e.sample(name, &[(label, value)], n as f64);
+        }
     }
-    e.finish()
+}
+
+/// The duration histograms.
+fn render_histograms(e: &mut Exposition, m: &MetricsSnapshot) {
+    let histograms = [
+        (
+            "baton_poll_duration_seconds",
+            "Tracker poll duration in seconds.",
+            &m.poll_duration,
+        ),
+        (
+            "baton_state_write_duration_seconds",
+            "State file write duration in seconds.",
+            &m.state_write_duration,
+        ),
+    ];
+    for (name, help, h) in histograms {
+        e.family(name, MetricType::Histogram, help);
+        e.histogram(name, &[], h);
+    }
 }
 
 /// The tracker's rate-limit gauges, points and last success (each only when known).
 fn render_tracker(e: &mut Exposition, m: &MetricsSnapshot) {
-    use MetricType::{Counter, Gauge};
     let optional = [
         (
             "baton_tracker_rate_limit_remaining",
@@ -312,18 +332,5 @@ fn render_tracker(e: &mut Exposition, m: &MetricsSnapshot) {
             "When the last tracker poll succeeded, in unix seconds.",
             secs,
         );
-    }
-}
-
-/// A family with one label; written with no samples when `values` is empty.
-fn labelled<'a>(
-    e: &mut Exposition,
-    (name, kind, help): (&str, MetricType, &str),
-    label: &str,
-    values: impl IntoIterator<Item = (&'a str, u64)>,
-) {
-    e.family(name, kind, help);
-    for (value, n) in values {
-        e.sample(name, &[(label, value)], n as f64);
     }
 }
