@@ -9,6 +9,7 @@ pub mod cli;
 pub mod http;
 pub mod logging;
 pub mod model;
+pub mod ops;
 pub mod orchestrator;
 pub mod runtime;
 pub mod signals;

@@ -1,0 +1,286 @@
+//! A hand-written writer for the Prometheus text exposition format 0.0.4, and a fixed-bucket
+//! [`Histogram`].
+//!
+//! Rules it keeps: `# HELP` and `# TYPE` once per family, before its samples, and each family's
+//! samples in one group; label values escape `\`, `"` and newline; HELP text escapes `\` and
+//! newline; floats are `+Inf`, `-Inf`, `NaN`, plain integers, or Rust's shortest round-trip
+//! decimal (exponent form only for very large or very small magnitudes).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// The `Content-Type` of a 0.0.4 exposition.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A metric family's type, as written on its `# TYPE` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    /// Only goes up (names end in `_total` by convention).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// `_bucket{le=…}`, `_sum`, `_count`.
+    Histogram,
+}
+
+impl MetricType {
+    /// The keyword on the `# TYPE` line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+        }
+    }
+}
+
+/// Observations counted into fixed buckets (upper bounds in seconds, ascending, `+Inf` implied).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Histogram {
+    /// Upper bounds, ascending, finite.
+    bounds: &'static [f64],
+    /// Per-bucket (not cumulative) counts; one more than `bounds` for `+Inf`.
+    counts: Vec<u64>,
+    /// Sum of all observations.
+    sum: f64,
+    /// Number of observations.
+    count: u64,
+}
+
+impl Histogram {
+    /// An empty histogram over `bounds` (ascending, finite; checked in debug builds).
+    pub fn new(bounds: &'static [f64]) -> Self {
+        debug_assert!(
+            bounds.windows(2).all(|w| w[0] < w[1]) && bounds.iter().all(|b| b.is_finite()),
+            "histogram bounds must be finite and strictly ascending"
+        );
+        Histogram {
+            bounds,
+            counts: vec![0; bounds.len() + 1],
+            sum: 0.0,
+            count: 0,
+        }
+    }
+
+    /// Count one observation in seconds. NaN is ignored; negative values count as 0.
+    pub fn observe(&mut self, seconds: f64) {
+        if seconds.is_nan() {
+            return;
+        }
+        let v = seconds.max(0.0);
+        let i = self
+            .bounds
+            .iter()
+            .position(|b| v <= *b)
+            .unwrap_or(self.bounds.len());
+        self.counts[i] = self.counts[i].saturating_add(1);
+        self.count = self.count.saturating_add(1);
+        self.sum += v;
+    }
+
+    /// Count one duration.
+    pub fn observe_duration(&mut self, d: Duration) {
+        self.observe(d.as_secs_f64());
+    }
+
+    /// Number of observations.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Sum of the observations, in seconds.
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    /// `(upper bound, cumulative count)` per bucket, ending with `(+Inf, count)`.
+    pub(crate) fn cumulative(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        let bounds = self.bounds.iter().copied().chain([f64::INFINITY]);
+        bounds.zip(self.counts.iter()).scan(0u64, |acc, (b, c)| {
+            *acc = acc.saturating_add(*c);
+            Some((b, *acc))
+        })
+    }
+}
+
+/// Builds one exposition text. Families must be written one at a time: [`Exposition::family`]
+/// then that family's samples.
+#[derive(Debug, Default)]
+pub struct Exposition {
+    /// The text so far.
+    out: String,
+    /// Families already written (checked in debug builds).
+    families: Vec<String>,
+}
+
+impl Exposition {
+    /// An empty exposition.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Start a family: its `# HELP` and `# TYPE` lines.
+    pub fn family(&mut self, name: &str, kind: MetricType, help: &str) {
+        debug_assert!(is_metric_name(name), "bad metric name {name:?}");
+        debug_assert!(
+            !self.families.iter().any(|f| f == name),
+            "metric family {name} written twice"
+        );
+        self.families.push(name.to_string());
+        let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.out, "# TYPE {name} {}", kind.as_str());
+    }
+
+    /// One sample line: `name{labels} value`.
+    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.out.push_str(name);
+        write_labels(&mut self.out, labels);
+        self.out.push(' ');
+        self.out.push_str(&format_float(value));
+        self.out.push('\n');
+    }
+
+    /// A whole family with one unlabelled sample.
+    pub fn single(&mut self, name: &str, kind: MetricType, help: &str, value: f64) {
+        self.family(name, kind, help);
+        self.sample(name, &[], value);
+    }
+
+    /// The `_bucket`, `_sum` and `_count` samples of one histogram series (after
+    /// [`Exposition::family`] with [`MetricType::Histogram`]).
+    pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &Histogram) {
+        let bucket = format!("{name}_bucket");
+        for (bound, cumulative) in h.cumulative() {
+            let le = format_float(bound);
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, cumulative as f64);
+        }
+        self.sample(&format!("{name}_sum"), labels, h.sum());
+        self.sample(&format!("{name}_count"), labels, h.count() as f64);
+    }
+
+    /// The finished text.
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+/// `{a="x",b="y"}`, or nothing without labels.
+fn write_labels(out: &mut String, labels: &[(&str, &str)]) {
+    if labels.is_empty() {
+        return;
+    }
+    out.push('{');
+    for (i, (name, value)) in labels.iter().enumerate() {
+        debug_assert!(is_label_name(name), "bad label name {name:?}");
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(name);
+        out.push_str("=\"");
+        out.push_str(&escape_label_value(value));
+        out.push('"');
+    }
+    out.push('}');
+}
+
+/// Escape a label value: `\` → `\\`, `"` → `\"`, newline → `\n`.
+pub(crate) fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Escape HELP text: `\` → `\\`, newline → `\n`.
+pub(crate) fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A sample value: `+Inf`, `-Inf`, `NaN`, an integer without exponent below 1e15, the shortest
+/// round-trip decimal for ordinary magnitudes, and exponent form (`1e300`, `1.5e-7`) otherwise.
+pub fn format_float(v: f64) -> String {
+    if v.is_nan() {
+        return "NaN".into();
+    }
+    if v.is_infinite() {
+        return if v > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    if v == 0.0 {
+        return "0".into(); // also -0.0
+    }
+    let abs = v.abs();
+    if !(1e-4..1e15).contains(&abs) {
+        return format!("{v:e}");
+    }
+    format!("{v}")
+}
+
+/// `[a-zA-Z_:][a-zA-Z0-9_:]*`.
+fn is_metric_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// `[a-zA-Z_][a-zA-Z0-9_]*`, not starting with the reserved `__`.
+fn is_label_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    !name.starts_with("__")
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats() {
+        assert_eq!(format_float(f64::INFINITY), "+Inf");
+        assert_eq!(format_float(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(format_float(f64::NAN), "NaN");
+        assert_eq!(format_float(-0.0), "0");
+        assert_eq!(format_float(3.0), "3");
+        assert_eq!(format_float(0.1), "0.1");
+        assert_eq!(format_float(0.0025), "0.0025");
+        assert_eq!(format_float(123456789.0), "123456789");
+        assert_eq!(format_float(1e300), "1e300");
+        assert_eq!(format_float(1.5e-7), "1.5e-7");
+        assert_eq!(format_float(-2.5), "-2.5");
+    }
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        static B: [f64; 3] = [0.1, 1.0, 10.0];
+        let mut h = Histogram::new(&B);
+        for v in [0.05, 0.1, 0.5, 20.0, f64::NAN, -1.0] {
+            h.observe(v);
+        }
+        let c: Vec<_> = h.cumulative().collect();
+        assert_eq!(c, vec![(0.1, 3), (1.0, 4), (10.0, 4), (f64::INFINITY, 5)]);
+        assert_eq!(h.count(), 5);
+        assert!((h.sum() - 20.65).abs() < 1e-9);
+    }
+
+    #[test]
+    fn names() {
+        assert!(is_metric_name("baton_polls_total"));
+        assert!(!is_metric_name("1x"));
+        assert!(!is_metric_name(""));
+        assert!(is_label_name("le"));
+        assert!(!is_label_name("__name__"));
+        assert!(!is_label_name("a-b"));
+    }
+}

@@ -1,0 +1,336 @@
+//! Baton's metrics: a plain [`MetricsSnapshot`] the daemon fills in, and [`render`] that turns it
+//! into the `GET /metrics` body (Prometheus text format 0.0.4, every name prefixed `baton_`).
+//!
+//! There is no registry: the main loop owns one `MetricsSnapshot`, bumps its fields where the
+//! events happen, and hands a clone to the HTTP thread.
+//!
+//! # Adding a metric
+//! Add a field (with its unit in the doc comment), then one family in [`render`]. Label values
+//! must come from a bounded set: an error class, an outcome, a configured host id. Never an
+//! issue identifier, title, URL or message.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::exposition::MetricType::{Counter, Gauge};
+use super::exposition::{Exposition, Histogram, MetricType};
+
+/// Bucket upper bounds (seconds) of `baton_poll_duration_seconds`: a board read is
+/// one or more GraphQL round trips.
+pub const POLL_DURATION_BUCKETS: [f64; 11] =
+    [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0];
+
+/// Bucket upper bounds (seconds) of `baton_state_write_duration_seconds`: one atomic
+/// write-and-rename of the state file.
+pub const STATE_WRITE_DURATION_BUCKETS: [f64; 11] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+
+/// Every value `GET /metrics` shows, as plain data.
+///
+/// **Cardinality rule:** map keys become label values, so they must come from bounded sets:
+/// error classes (`TrackerErrorKind::as_str`), worker outcomes, park reason *classes* (such as
+/// `budget_exceeded`, never the message), and host ids from the configuration. The
+/// `&'static str` keys enforce this for everything but hosts. Never use issue identifiers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricsSnapshot {
+    /// Tracker polls started (`baton_polls_total`).
+    pub polls: u64,
+    /// Failed polls by error class (`baton_poll_errors_total{class}`).
+    pub poll_errors: BTreeMap<&'static str, u64>,
+    /// Workers dispatched (`baton_dispatches_total`).
+    pub dispatches: u64,
+    /// Worker exits by outcome, e.g. `normal`, `failed`, `stopped` (`baton_worker_exits_total{outcome}`).
+    pub worker_exits: BTreeMap<&'static str, u64>,
+    /// Retries scheduled (`baton_retries_scheduled_total`).
+    pub retries_scheduled: u64,
+    /// Issues parked now, by reason class (`baton_parked_issues{reason}`).
+    pub parked: BTreeMap<&'static str, u64>,
+    /// Agents running now (`baton_running_agents`).
+    pub running: u64,
+    /// Issues waiting for a retry now (`baton_retrying_issues`).
+    pub retrying: u64,
+    /// Agent token totals (`baton_agent_tokens_total{kind}`).
+    pub tokens: TokenTotals,
+    /// Agent-reported cost in US dollars (`baton_agent_cost_usd_total`).
+    pub cost_usd: f64,
+    /// Agent turns completed or failed (`baton_agent_turns_total`).
+    pub agent_turns: u64,
+    /// The tracker's rate-limit budget left, when known (`baton_tracker_rate_limit_remaining`).
+    pub rate_limit_remaining: Option<u64>,
+    /// The tracker's rate-limit budget size, when known (`baton_tracker_rate_limit_limit`).
+    pub rate_limit_limit: Option<u64>,
+    /// Rate-limit points used by the last poll, when known (`baton_tracker_poll_points`).
+    pub last_poll_points: Option<u64>,
+    /// Rate-limit points used by all polls (`baton_tracker_points_total`).
+    pub points_total: u64,
+    /// When the last poll succeeded (`baton_last_successful_poll_timestamp_seconds`).
+    pub last_successful_poll: Option<SystemTime>,
+    /// Poll durations (`baton_poll_duration_seconds`).
+    pub poll_duration: Histogram,
+    /// State-file write durations (`baton_state_write_duration_seconds`).
+    pub state_write_duration: Histogram,
+    /// Agents running now per SSH host id; empty without SSH hosts (`baton_host_running_agents{host}`).
+    pub host_running: BTreeMap<String, u64>,
+}
+
+/// Agent token counters (each a lifetime total).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenTotals {
+    /// Input tokens, not counting cache reads or writes.
+    pub input: u64,
+    /// Output tokens.
+    pub output: u64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read: u64,
+    /// Input tokens written to the prompt cache.
+    pub cache_creation: u64,
+}
+
+impl Default for MetricsSnapshot {
+    fn default() -> Self {
+        MetricsSnapshot {
+            polls: 0,
+            poll_errors: BTreeMap::new(),
+            dispatches: 0,
+            worker_exits: BTreeMap::new(),
+            retries_scheduled: 0,
+            parked: BTreeMap::new(),
+            running: 0,
+            retrying: 0,
+            tokens: TokenTotals::default(),
+            cost_usd: 0.0,
+            agent_turns: 0,
+            rate_limit_remaining: None,
+            rate_limit_limit: None,
+            last_poll_points: None,
+            points_total: 0,
+            last_successful_poll: None,
+            poll_duration: Histogram::new(&POLL_DURATION_BUCKETS),
+            state_write_duration: Histogram::new(&STATE_WRITE_DURATION_BUCKETS),
+            host_running: BTreeMap::new(),
+        }
+    }
+}
+
+impl MetricsSnapshot {
+    /// Count one finished poll: its duration, and its error class if it failed.
+    pub fn record_poll(
+        &mut self,
+        took: Duration,
+        error_class: Option<&'static str>,
+        at: SystemTime,
+    ) {
+        self.polls = self.polls.saturating_add(1);
+        self.poll_duration.observe_duration(took);
+        match error_class {
+            Some(class) => bump(&mut self.poll_errors, class),
+            None => self.last_successful_poll = Some(at),
+        }
+    }
+
+    /// Count one worker exit.
+    pub fn record_worker_exit(&mut self, outcome: &'static str) {
+        bump(&mut self.worker_exits, outcome);
+    }
+}
+
+/// Add one to `map[key]`, saturating.
+fn bump(map: &mut BTreeMap<&'static str, u64>, key: &'static str) {
+    let n = map.entry(key).or_insert(0);
+    *n = n.saturating_add(1);
+}
+
+/// The `GET /metrics` body. Families with no known value (rate limits before the first poll,
+/// per-host gauges without SSH hosts) are left out.
+pub fn render(m: &MetricsSnapshot) -> String {
+    let mut e = Exposition::new();
+    e.family("baton_build_info", Gauge, "Build information; always 1.");
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    e.sample("baton_build_info", &version, 1.0);
+    render_scalars(&mut e, m);
+    render_labelled(&mut e, m);
+    render_tracker(&mut e, m);
+    render_histograms(&mut e, m);
+    e.finish()
+}
+
+/// The unlabelled counters and gauges of the work and the agents.
+fn render_scalars(e: &mut Exposition, m: &MetricsSnapshot) {
+    let scalars = [
+        (
+            "baton_polls_total",
+            Counter,
+            "Tracker polls.",
+            m.polls as f64,
+        ),
+        (
+            "baton_dispatches_total",
+            Counter,
+            "Agent workers dispatched.",
+            m.dispatches as f64,
+        ),
+        (
+            "baton_retries_scheduled_total",
+            Counter,
+            "Retries scheduled.",
+            m.retries_scheduled as f64,
+        ),
+        (
+            "baton_running_agents",
+            Gauge,
+            "Agents running now.",
+            m.running as f64,
+        ),
+        (
+            "baton_retrying_issues",
+            Gauge,
+            "Issues waiting for a retry.",
+            m.retrying as f64,
+        ),
+        (
+            "baton_agent_cost_usd_total",
+            Counter,
+            "Agent-reported cost in US dollars.",
+            m.cost_usd,
+        ),
+        (
+            "baton_agent_turns_total",
+            Counter,
+            "Agent turns.",
+            m.agent_turns as f64,
+        ),
+    ];
+    for (name, kind, help, value) in scalars {
+        e.single(name, kind, help, value);
+    }
+}
+
+/// The families with one label each; every label value comes from a bounded set.
+fn render_labelled(e: &mut Exposition, m: &MetricsSnapshot) {
+    let pairs = |map: &BTreeMap<&'static str, u64>| -> Vec<(&str, u64)> {
+        map.iter().map(|(k, v)| (*k, *v)).collect()
+    };
+    let t = m.tokens;
+    let tokens = vec![
+        ("input", t.input),
+        ("output", t.output),
+        ("cache_read", t.cache_read),
+        ("cache_creation", t.cache_creation),
+    ];
+    let hosts: Vec<(&str, u64)> = m
+        .host_running
+        .iter()
+        .map(|(k, v)| (k.as_str(), *v))
+        .collect();
+    let labelled = [
+        (
+            "baton_poll_errors_total",
+            Counter,
+            "Failed tracker polls by error class.",
+            "class",
+            pairs(&m.poll_errors),
+        ),
+        (
+            "baton_worker_exits_total",
+            Counter,
+            "Agent worker exits by outcome.",
+            "outcome",
+            pairs(&m.worker_exits),
+        ),
+        (
+            "baton_parked_issues",
+            Gauge,
+            "Issues parked now, by reason.",
+            "reason",
+            pairs(&m.parked),
+        ),
+        (
+            "baton_agent_tokens_total",
+            Counter,
+            "Agent tokens by kind (cache reads and writes separate).",
+            "kind",
+            tokens,
+        ),
+        (
+            "baton_host_running_agents",
+            Gauge,
+            "Agents running now per SSH host.",
+            "host",
+            hosts,
+        ),
+    ];
+    for (name, kind, help, label, values) in labelled {
+        // Without SSH hosts the per-host family is left out entirely.
+        if label == "host" && values.is_empty() {
+            continue;
+        }
+        e.family(name, kind, help);
+        for (value, n) in values {
+            e.sample(name, &[(label, value)], n as f64);
+        }
+    }
+}
+
+/// The duration histograms.
+fn render_histograms(e: &mut Exposition, m: &MetricsSnapshot) {
+    let histograms = [
+        (
+            "baton_poll_duration_seconds",
+            "Tracker poll duration in seconds.",
+            &m.poll_duration,
+        ),
+        (
+            "baton_state_write_duration_seconds",
+            "State file write duration in seconds.",
+            &m.state_write_duration,
+        ),
+    ];
+    for (name, help, h) in histograms {
+        e.family(name, MetricType::Histogram, help);
+        e.histogram(name, &[], h);
+    }
+}
+
+/// The tracker's rate-limit gauges, points and last success (each only when known).
+fn render_tracker(e: &mut Exposition, m: &MetricsSnapshot) {
+    let optional = [
+        (
+            "baton_tracker_rate_limit_remaining",
+            "Tracker rate-limit points left in the current window.",
+            m.rate_limit_remaining,
+        ),
+        (
+            "baton_tracker_rate_limit_limit",
+            "Tracker rate-limit points per window.",
+            m.rate_limit_limit,
+        ),
+        (
+            "baton_tracker_poll_points",
+            "Tracker rate-limit points used by the last poll.",
+            m.last_poll_points,
+        ),
+    ];
+    for (name, help, value) in optional {
+        if let Some(v) = value {
+            e.single(name, Gauge, help, v as f64);
+        }
+    }
+    e.single(
+        "baton_tracker_points_total",
+        Counter,
+        "Tracker rate-limit points used by all polls.",
+        m.points_total as f64,
+    );
+    if let Some(at) = m.last_successful_poll {
+        let secs = at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        e.single(
+            "baton_last_successful_poll_timestamp_seconds",
+            Gauge,
+            "When the last tracker poll succeeded, in unix seconds.",
+            secs,
+        );
+    }
+}

@@ -1,0 +1,221 @@
+//! `/livez` and `/readyz` decisions on a virtual clock, and the liveness probe against a
+//! responsive and a wedged "main loop".
+
+use std::time::{Duration, Instant};
+
+use baton::ops::health::{
+    is_transient_class, livez, probe_livez, ready_window, readyz, NotLive, NotReady, ReadyInputs,
+    LIVEZ_DEADLINE, READY_JSON,
+};
+use crossbeam_channel::{unbounded, Sender};
+
+const SEC: Duration = Duration::from_secs(1);
+
+/// A ready daemon: recovery done, polling every 30 s, last success at `t0`.
+fn ready_at(t0: Instant) -> ReadyInputs<'static> {
+    ReadyInputs {
+        recovery_done: true,
+        shutting_down: false,
+        polling_interval: 30 * SEC,
+        last_success: Some(t0),
+        last_failure_class: None,
+    }
+}
+
+#[test]
+fn transient_and_non_transient_classes() {
+    for class in [
+        "github_auth",
+        "missing_tracker_project",
+        "missing_tracker_token",
+        "unsupported_tracker_kind",
+        "invalid_config",
+    ] {
+        assert!(!is_transient_class(class), "{class}");
+    }
+    for class in [
+        "github_api_status",
+        "github_api_request",
+        "github_rate_limited",
+        "github_graphql_errors",
+        "github_unknown_payload",
+        "something_new",
+    ] {
+        assert!(is_transient_class(class), "{class}");
+    }
+}
+
+#[test]
+fn window_is_three_intervals_but_at_least_a_minute() {
+    assert_eq!(ready_window(5 * SEC), 60 * SEC);
+    assert_eq!(ready_window(30 * SEC), 90 * SEC);
+    assert_eq!(ready_window(Duration::MAX), Duration::MAX);
+}
+
+#[test]
+fn ready_after_recovery_and_a_successful_poll() {
+    let t0 = Instant::now();
+    assert_eq!(readyz(&ready_at(t0), t0), Ok(()));
+    assert_eq!(readyz(&ready_at(t0), t0 + 90 * SEC), Ok(()));
+    // A clock that went backwards is not an error.
+    assert_eq!(readyz(&ready_at(t0 + SEC), t0), Ok(()));
+}
+
+#[test]
+fn not_ready_before_recovery_or_the_first_poll() {
+    let t0 = Instant::now();
+    let mut inputs = ready_at(t0);
+    inputs.last_success = None;
+    assert_eq!(readyz(&inputs, t0), Err(NotReady::NeverPolled));
+    inputs.recovery_done = false;
+    assert_eq!(readyz(&inputs, t0), Err(NotReady::Starting));
+    // A failed first poll names its class, even a transient one.
+    let mut first_failed = ready_at(t0);
+    first_failed.last_success = None;
+    first_failed.last_failure_class = Some("github_api_status");
+    assert_eq!(
+        readyz(&first_failed, t0),
+        Err(NotReady::TrackerFailing {
+            class: "github_api_status".into()
+        })
+    );
+}
+
+#[test]
+fn a_rejected_token_flips_at_once_and_a_success_flips_back() {
+    let t0 = Instant::now();
+    let mut inputs = ready_at(t0);
+    inputs.last_failure_class = Some("github_auth");
+    let err = readyz(&inputs, t0 + SEC).unwrap_err();
+    assert_eq!(
+        err,
+        NotReady::TrackerFailing {
+            class: "github_auth".into()
+        }
+    );
+    let body: serde_json::Value = serde_json::from_str(&err.to_json()).unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({
+            "ready": false,
+            "reason": "tracker_failing",
+            "class": "github_auth",
+            "message": "tracker failing with class github_auth",
+        })
+    );
+    // The next poll succeeds.
+    inputs.last_failure_class = None;
+    inputs.last_success = Some(t0 + 31 * SEC);
+    assert_eq!(readyz(&inputs, t0 + 31 * SEC), Ok(()));
+}
+
+#[test]
+fn transient_failures_flip_only_after_the_window() {
+    let t0 = Instant::now();
+    let mut inputs = ready_at(t0);
+    for class in [
+        "github_api_status",
+        "github_rate_limited",
+        "github_api_request",
+    ] {
+        inputs.last_failure_class = Some(class);
+        assert_eq!(readyz(&inputs, t0 + 90 * SEC), Ok(()), "{class}");
+        assert_eq!(
+            readyz(&inputs, t0 + 91 * SEC),
+            Err(NotReady::TrackerFailing {
+                class: class.into()
+            })
+        );
+    }
+}
+
+#[test]
+fn polls_that_stop_happening_flip_after_the_window() {
+    let t0 = Instant::now();
+    let inputs = ready_at(t0);
+    let err = readyz(&inputs, t0 + 100 * SEC).unwrap_err();
+    assert_eq!(err, NotReady::Stale { seconds: 100 });
+    assert_eq!(err.code(), "poll_stale");
+    assert_eq!(err.message(), "no successful poll for 100 s");
+}
+
+#[test]
+fn shutting_down_wins() {
+    let t0 = Instant::now();
+    let mut inputs = ready_at(t0);
+    inputs.shutting_down = true;
+    inputs.last_failure_class = Some("github_auth");
+    let err = readyz(&inputs, t0).unwrap_err();
+    assert_eq!(err, NotReady::ShuttingDown);
+    let body: serde_json::Value = serde_json::from_str(&err.to_json()).unwrap();
+    assert_eq!(body["reason"], "shutting_down");
+    assert_eq!(body["message"], "shutting down");
+    assert!(body.get("class").is_none());
+    assert_eq!(NotReady::NeverPolled.message(), "never polled");
+    let ok: serde_json::Value = serde_json::from_str(READY_JSON).unwrap();
+    assert_eq!(ok["ready"], true);
+}
+
+#[test]
+fn livez_needs_an_answer_within_two_seconds() {
+    let t0 = Instant::now();
+    assert_eq!(livez(t0, Some(t0)), Ok(()));
+    assert_eq!(livez(t0, Some(t0 + LIVEZ_DEADLINE)), Ok(()));
+    assert_eq!(
+        livez(t0, Some(t0 + LIVEZ_DEADLINE + Duration::from_millis(1))),
+        Err(NotLive::Timeout)
+    );
+    assert_eq!(livez(t0, None), Err(NotLive::Timeout));
+}
+
+/// A stand-in main loop: answers liveness requests unless `wedged` receives a blocking
+/// control request first.
+fn spawn_loop() -> (Sender<Sender<()>>, Sender<crossbeam_channel::Receiver<()>>) {
+    let (control_tx, control_rx) = unbounded::<Sender<()>>();
+    let (wedge_tx, wedge_rx) = unbounded::<crossbeam_channel::Receiver<()>>();
+    std::thread::spawn(move || loop {
+        crossbeam_channel::select! {
+            recv(control_rx) -> reply => match reply {
+                Ok(reply) => { let _ = reply.send(()); }
+                Err(_) => return,
+            },
+            recv(wedge_rx) -> block => if let Ok(block) = block {
+                // An injected blocking control request: the loop hangs until released.
+                let _ = block.recv();
+            },
+        }
+    });
+    (control_tx, wedge_tx)
+}
+
+#[test]
+fn probe_sees_a_live_loop_then_a_wedged_one_then_a_gone_one() {
+    let (control, wedge) = spawn_loop();
+    let ask = |c: &Sender<Sender<()>>| {
+        let c = c.clone();
+        move |reply| c.send(reply).is_ok()
+    };
+    assert_eq!(probe_livez(ask(&control), 5 * SEC), Ok(()));
+    let (release, block) = unbounded::<()>();
+    wedge.send(block).unwrap();
+    assert_eq!(
+        probe_livez(ask(&control), Duration::from_millis(50)),
+        Err(NotLive::Timeout)
+    );
+    drop(release);
+    // Released: it answers again (the stale request from the timed-out probe is harmless).
+    assert_eq!(probe_livez(ask(&control), 5 * SEC), Ok(()));
+    assert_eq!(probe_livez(|_| false, SEC), Err(NotLive::Gone));
+    // A loop that drops the request without answering is gone, not slow.
+    assert_eq!(
+        probe_livez(
+            |reply| {
+                drop(reply);
+                true
+            },
+            SEC
+        )
+        .err(),
+        Some(NotLive::Gone)
+    );
+}

@@ -1,0 +1,686 @@
+//! `/metrics` body: checked line by line with a strict Prometheus text-format 0.0.4 parser written
+//! here (grammar, HELP/TYPE before samples, one group per family, no duplicate series, histogram
+//! buckets), and hostile label values that must round-trip through escaping.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, UNIX_EPOCH};
+
+use baton::ops::exposition::{format_float, Exposition, Histogram, MetricType, CONTENT_TYPE};
+use baton::ops::metrics::{render, MetricsSnapshot, TokenTotals};
+
+// ---------------------------------------------------------------------------------------------
+// A strict parser for the text exposition format 0.0.4.
+// ---------------------------------------------------------------------------------------------
+
+/// One sample line.
+#[derive(Debug, Clone, PartialEq)]
+struct Sample {
+    name: String,
+    labels: Vec<(String, String)>,
+    value: f64,
+}
+
+/// One metric family with its metadata and samples, in order.
+#[derive(Debug, Clone)]
+struct Family {
+    name: String,
+    kind: String,
+    help: String,
+    samples: Vec<Sample>,
+}
+
+/// Parse an exposition, or say which line breaks which rule.
+fn parse(text: &str) -> Result<Vec<Family>, String> {
+    if !text.ends_with('\n') {
+        return Err("text must end with a newline".into());
+    }
+    let mut families: Vec<Family> = Vec::new();
+    let mut series = BTreeSet::new();
+    for (i, line) in text[..text.len() - 1].split('\n').enumerate() {
+        let at = |e: String| format!("line {}: {e}: {line:?}", i + 1);
+        parse_line(line, &mut families, &mut series).map_err(at)?;
+    }
+    for f in &families {
+        if f.help.is_empty() {
+            return Err(format!("{}: no HELP", f.name));
+        }
+        if f.kind.is_empty() {
+            return Err(format!("{}: no TYPE", f.name));
+        }
+        if f.kind == "histogram" {
+            check_histogram(f)?;
+        }
+    }
+    Ok(families)
+}
+
+/// One line: a HELP or TYPE comment, or a sample of the current family.
+fn parse_line(
+    line: &str,
+    families: &mut Vec<Family>,
+    series: &mut BTreeSet<String>,
+) -> Result<(), String> {
+    if line.is_empty() || line.contains('\r') {
+        return Err("empty line or carriage return".into());
+    }
+    if let Some(rest) = line.strip_prefix("# HELP ") {
+        let (name, help) = rest.split_once(' ').ok_or("HELP without text")?;
+        let f = open_family(families, name)?;
+        if !f.help.is_empty() || !f.samples.is_empty() {
+            return Err("second HELP, or HELP after samples".into());
+        }
+        f.help = unescape(help, false)?;
+        if f.help.is_empty() {
+            return Err("empty HELP".into());
+        }
+        return Ok(());
+    }
+    if let Some(rest) = line.strip_prefix("# TYPE ") {
+        let (name, kind) = rest.split_once(' ').ok_or("TYPE without a type")?;
+        if !["counter", "gauge", "histogram", "summary", "untyped"].contains(&kind) {
+            return Err(format!("unknown type {kind:?}"));
+        }
+        let f = open_family(families, name)?;
+        if !f.kind.is_empty() || !f.samples.is_empty() {
+            return Err("second TYPE, or TYPE after samples".into());
+        }
+        f.kind = kind.to_string();
+        return Ok(());
+    }
+    if line.starts_with('#') {
+        return Err("only HELP and TYPE comments are expected".into());
+    }
+    let sample = parse_sample(line)?;
+    let f = families.last_mut().ok_or("sample before any HELP/TYPE")?;
+    if f.kind.is_empty() || f.help.is_empty() {
+        return Err("sample before its family's HELP and TYPE".into());
+    }
+    let base = match f.kind.as_str() {
+        "histogram" => ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| sample.name.strip_suffix(s))
+            .ok_or("histogram sample without _bucket/_sum/_count")?,
+        _ => sample.name.as_str(),
+    };
+    if base != f.name {
+        return Err(format!("sample of another family than {}", f.name));
+    }
+    if f.kind == "counter" && (sample.value.is_nan() || sample.value < 0.0) {
+        return Err("counter must be a non-negative number".into());
+    }
+    let mut sorted = sample.labels.clone();
+    sorted.sort();
+    if !series.insert(format!("{}{sorted:?}", sample.name)) {
+        return Err("duplicate series".into());
+    }
+    f.samples.push(sample);
+    Ok(())
+}
+
+/// The family `name`, started now if this is its first line; a family may not come back after
+/// another one started.
+fn open_family<'a>(families: &'a mut Vec<Family>, name: &str) -> Result<&'a mut Family, String> {
+    check_name(name, true)?;
+    if !name.starts_with("baton_") {
+        return Err("metric without the baton_ prefix".into());
+    }
+    let current = families.last().is_some_and(|f| f.name == name);
+    if !current {
+        if families.iter().any(|f| f.name == name) {
+            return Err("family split into two groups".into());
+        }
+        families.push(Family {
+            name: name.to_string(),
+            kind: String::new(),
+            help: String::new(),
+            samples: Vec::new(),
+        });
+    }
+    Ok(families.last_mut().unwrap())
+}
+
+/// `name{label="value",...} value` (no timestamp: Baton never writes one).
+fn parse_sample(line: &str) -> Result<Sample, String> {
+    let name_end = line.find(['{', ' ']).ok_or("sample without value")?;
+    let name = &line[..name_end];
+    check_name(name, true)?;
+    let mut rest = &line[name_end..];
+    let mut labels = Vec::new();
+    if let Some(after) = rest.strip_prefix('{') {
+        rest = parse_labels(after, &mut labels)?;
+    }
+    let value = rest.strip_prefix(' ').ok_or("no space before the value")?;
+    if value.contains(' ') {
+        return Err("trailing fields (timestamps are not expected)".into());
+    }
+    Ok(Sample {
+        name: name.to_string(),
+        labels,
+        value: parse_value(value)?,
+    })
+}
+
+/// Labels up to and including `}`; returns the rest of the line.
+fn parse_labels<'a>(mut s: &'a str, out: &mut Vec<(String, String)>) -> Result<&'a str, String> {
+    if let Some(rest) = s.strip_prefix('}') {
+        return Err(format!("empty label set before {rest:?}"));
+    }
+    loop {
+        let eq = s.find('=').ok_or("label without =")?;
+        let name = &s[..eq];
+        check_name(name, false)?;
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(format!("label {name} twice"));
+        }
+        s = s[eq + 1..]
+            .strip_prefix('"')
+            .ok_or("label value not quoted")?;
+        let (raw, rest) = split_quoted(s)?;
+        out.push((name.to_string(), unescape(raw, true)?));
+        if let Some(rest) = rest.strip_prefix('}') {
+            return Ok(rest);
+        }
+        s = rest
+            .strip_prefix(',')
+            .ok_or("expected , or } after a label")?;
+    }
+}
+
+/// Split at the closing unescaped `"`: (raw escaped content, rest after the quote).
+fn split_quoted(s: &str) -> Result<(&str, &str), String> {
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        match (escaped, c) {
+            (true, _) => escaped = false,
+            (false, '\\') => escaped = true,
+            (false, '"') => return Ok((&s[..i], &s[i + 1..])),
+            _ => {}
+        }
+    }
+    Err("unterminated label value".into())
+}
+
+/// Undo escaping: `\\` and `\n` everywhere, `\"` only in label values; nothing else.
+fn unescape(s: &str, label: bool) -> Result<String, String> {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '"' && label {
+            return Err("raw quote in label value".into());
+        }
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('\\') => out.push('\\'),
+            Some('n') => out.push('\n'),
+            Some('"') if label => out.push('"'),
+            other => return Err(format!("bad escape \\{other:?}")),
+        }
+    }
+    Ok(out)
+}
+
+/// `NaN`, `+Inf`, `-Inf` or a decimal float (Go `ParseFloat` syntax without hex or `_`).
+fn parse_value(s: &str) -> Result<f64, String> {
+    match s {
+        "NaN" => return Ok(f64::NAN),
+        "+Inf" => return Ok(f64::INFINITY),
+        "-Inf" => return Ok(f64::NEG_INFINITY),
+        _ => {}
+    }
+    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(i) => (&body[..i], Some(&body[i + 1..])),
+        None => (body, None),
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match mantissa.split_once('.') {
+        Some((a, b)) => {
+            (digits(a) || a.is_empty()) && (digits(b) || b.is_empty()) && mantissa != "."
+        }
+        None => digits(mantissa),
+    };
+    let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['+', '-']).unwrap_or(e)));
+    if !mantissa_ok || !exponent_ok {
+        return Err(format!("bad value {s:?}"));
+    }
+    s.parse::<f64>()
+        .map_err(|e| format!("bad value {s:?}: {e}"))
+}
+
+/// Metric names `[a-zA-Z_:][a-zA-Z0-9_:]*`; label names `[a-zA-Z_][a-zA-Z0-9_]*`, not `__…`.
+fn check_name(name: &str, metric: bool) -> Result<(), String> {
+    let extra = |c: char| metric && c == ':';
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || extra(c));
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || extra(c));
+    if !first_ok || !rest_ok || (!metric && name.starts_with("__")) {
+        return Err(format!("bad name {name:?}"));
+    }
+    Ok(())
+}
+
+/// Per label set (without `le`): ascending `le`, non-decreasing counts, a final `+Inf` equal to
+/// `_count`, and one `_sum`.
+fn check_histogram(f: &Family) -> Result<(), String> {
+    #[derive(Default)]
+    struct Series {
+        buckets: Vec<(f64, f64)>,
+        sum: Option<f64>,
+        count: Option<f64>,
+    }
+    let mut by_labels: BTreeMap<Vec<(String, String)>, Series> = BTreeMap::new();
+    for s in &f.samples {
+        let mut labels: Vec<_> = s
+            .labels
+            .iter()
+            .filter(|(n, _)| n != "le")
+            .cloned()
+            .collect();
+        labels.sort();
+        let le = s.labels.iter().find(|(n, _)| n == "le");
+        let entry = by_labels.entry(labels).or_default();
+        let suffix = &s.name[f.name.len()..];
+        match (suffix, le) {
+            ("_bucket", Some((_, le))) => entry.buckets.push((parse_value(le)?, s.value)),
+            ("_sum", None) => entry.sum = Some(s.value),
+            ("_count", None) => entry.count = Some(s.value),
+            _ => return Err(format!("{}: le on the wrong sample", s.name)),
+        }
+    }
+    for (labels, s) in by_labels {
+        let err = |m: &str| Err(format!("{} {labels:?}: {m}", f.name));
+        if s.buckets.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return err("le not strictly ascending");
+        }
+        if s.buckets.windows(2).any(|w| w[0].1 > w[1].1) {
+            return err("bucket counts decrease");
+        }
+        let Some(&(last_le, last_count)) = s.buckets.last() else {
+            return err("no buckets");
+        };
+        if last_le != f64::INFINITY {
+            return err("last bucket is not +Inf");
+        }
+        if s.count != Some(last_count) {
+            return err("+Inf bucket differs from _count");
+        }
+        if s.sum.is_none() {
+            return err("no _sum");
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Helpers over parsed families.
+// ---------------------------------------------------------------------------------------------
+
+fn family<'a>(fams: &'a [Family], name: &str) -> &'a Family {
+    fams.iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no family {name}"))
+}
+
+/// The value of the sample `name` with exactly `labels`.
+fn value(fams: &[Family], name: &str, labels: &[(&str, &str)]) -> f64 {
+    let want: Vec<(String, String)> = labels
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    fams.iter()
+        .flat_map(|f| &f.samples)
+        .find(|s| s.name == name && s.labels == want)
+        .unwrap_or_else(|| panic!("no sample {name} {labels:?}"))
+        .value
+}
+
+fn parsed(m: &MetricsSnapshot) -> Vec<Family> {
+    let text = render(m);
+    parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// A snapshot with every field set, including hostile host ids.
+fn busy() -> MetricsSnapshot {
+    let mut m = MetricsSnapshot {
+        polls: 12,
+        dispatches: 5,
+        retries_scheduled: 3,
+        running: 2,
+        retrying: 1,
+        tokens: TokenTotals {
+            input: 1000,
+            output: 250,
+            cache_read: 40_000,
+            cache_creation: 1200,
+        },
+        cost_usd: 0.1 + 0.2,
+        agent_turns: 9,
+        rate_limit_remaining: Some(4990),
+        rate_limit_limit: Some(5000),
+        last_poll_points: Some(1),
+        points_total: 12,
+        last_successful_poll: Some(UNIX_EPOCH + Duration::from_millis(1_767_225_600_250)),
+        ..MetricsSnapshot::default()
+    };
+    m.poll_errors.insert("github_api_status", 2);
+    m.poll_errors.insert("github_auth", 1);
+    m.worker_exits.insert("normal", 3);
+    m.worker_exits.insert("failed", 1);
+    m.parked.insert("budget_exceeded", 1);
+    for s in [0.03, 0.2, 0.2, 1.7, 400.0] {
+        m.poll_duration.observe(s);
+    }
+    m.state_write_duration
+        .observe_duration(Duration::from_micros(800));
+    m.host_running.insert("build-1".into(), 2);
+    m.host_running.insert("local".into(), 0);
+    m
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests.
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_empty_snapshot_is_valid_and_shows_the_build() {
+    let fams = parsed(&MetricsSnapshot::default());
+    assert_eq!(
+        value(
+            &fams,
+            "baton_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    assert_eq!(value(&fams, "baton_polls_total", &[]), 0.0);
+    assert_eq!(value(&fams, "baton_poll_duration_seconds_count", &[]), 0.0);
+    // Unknown values are left out rather than shown as 0.
+    for absent in [
+        "baton_tracker_rate_limit_remaining",
+        "baton_last_successful_poll_timestamp_seconds",
+        "baton_host_running_agents",
+    ] {
+        assert!(fams.iter().all(|f| f.name != absent), "{absent}");
+    }
+    assert_eq!(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+#[test]
+fn every_metric_the_issue_lists_is_there_with_its_type() {
+    let fams = parsed(&busy());
+    let expected = [
+        ("baton_build_info", "gauge"),
+        ("baton_polls_total", "counter"),
+        ("baton_poll_errors_total", "counter"),
+        ("baton_dispatches_total", "counter"),
+        ("baton_worker_exits_total", "counter"),
+        ("baton_retries_scheduled_total", "counter"),
+        ("baton_parked_issues", "gauge"),
+        ("baton_running_agents", "gauge"),
+        ("baton_retrying_issues", "gauge"),
+        ("baton_agent_tokens_total", "counter"),
+        ("baton_agent_cost_usd_total", "counter"),
+        ("baton_agent_turns_total", "counter"),
+        ("baton_tracker_rate_limit_remaining", "gauge"),
+        ("baton_tracker_rate_limit_limit", "gauge"),
+        ("baton_tracker_poll_points", "gauge"),
+        ("baton_tracker_points_total", "counter"),
+        ("baton_last_successful_poll_timestamp_seconds", "gauge"),
+        ("baton_poll_duration_seconds", "histogram"),
+        ("baton_state_write_duration_seconds", "histogram"),
+        ("baton_host_running_agents", "gauge"),
+    ];
+    for (name, kind) in expected {
+        assert_eq!(family(&fams, name).kind, kind, "{name}");
+    }
+    assert_eq!(fams.len(), expected.len());
+    // Counter families follow the _total convention.
+    for f in fams.iter().filter(|f| f.kind == "counter") {
+        assert!(f.name.ends_with("_total"), "{}", f.name);
+    }
+}
+
+#[test]
+fn values_come_through_exactly() {
+    let fams = parsed(&busy());
+    assert_eq!(value(&fams, "baton_polls_total", &[]), 12.0);
+    assert_eq!(
+        value(
+            &fams,
+            "baton_poll_errors_total",
+            &[("class", "github_auth")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&fams, "baton_worker_exits_total", &[("outcome", "failed")]),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &fams,
+            "baton_parked_issues",
+            &[("reason", "budget_exceeded")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&fams, "baton_agent_tokens_total", &[("kind", "cache_read")]),
+        40_000.0
+    );
+    // Floats round-trip bit for bit.
+    assert_eq!(value(&fams, "baton_agent_cost_usd_total", &[]), 0.1 + 0.2);
+    assert_eq!(
+        value(&fams, "baton_last_successful_poll_timestamp_seconds", &[]),
+        1_767_225_600.25
+    );
+    assert_eq!(
+        value(&fams, "baton_tracker_rate_limit_remaining", &[]),
+        4990.0
+    );
+    assert_eq!(
+        value(&fams, "baton_host_running_agents", &[("host", "build-1")]),
+        2.0
+    );
+    // Histogram: 0.03 | 0.2 0.2 | 1.7 | 400 (beyond the last bound).
+    let b = |le: &str| value(&fams, "baton_poll_duration_seconds_bucket", &[("le", le)]);
+    assert_eq!(b("0.05"), 1.0);
+    assert_eq!(b("0.25"), 3.0);
+    assert_eq!(b("2.5"), 4.0);
+    assert_eq!(b("120"), 4.0);
+    assert_eq!(b("+Inf"), 5.0);
+    assert_eq!(value(&fams, "baton_poll_duration_seconds_count", &[]), 5.0);
+    assert_eq!(
+        value(
+            &fams,
+            "baton_state_write_duration_seconds_bucket",
+            &[("le", "0.001")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &fams,
+            "baton_state_write_duration_seconds_bucket",
+            &[("le", "0.0005")]
+        ),
+        0.0
+    );
+}
+
+#[test]
+fn counters_move_after_a_poll_a_dispatch_and_a_failure() {
+    let mut m = MetricsSnapshot::default();
+    let before = parsed(&m);
+    let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    m.record_poll(Duration::from_millis(300), None, at);
+    m.dispatches += 1;
+    m.record_worker_exit("failed");
+    m.record_poll(
+        Duration::from_secs(2),
+        Some("github_api_status"),
+        at + Duration::from_secs(30),
+    );
+    let after = parsed(&m);
+    assert_eq!(value(&before, "baton_polls_total", &[]), 0.0);
+    assert_eq!(value(&after, "baton_polls_total", &[]), 2.0);
+    assert_eq!(value(&after, "baton_dispatches_total", &[]), 1.0);
+    assert_eq!(
+        value(&after, "baton_worker_exits_total", &[("outcome", "failed")]),
+        1.0
+    );
+    assert_eq!(
+        value(
+            &after,
+            "baton_poll_errors_total",
+            &[("class", "github_api_status")]
+        ),
+        1.0
+    );
+    // The failed poll does not move the last success.
+    assert_eq!(
+        value(&after, "baton_last_successful_poll_timestamp_seconds", &[]),
+        1_800_000_000.0
+    );
+    assert_eq!(value(&after, "baton_poll_duration_seconds_count", &[]), 2.0);
+    assert_eq!(value(&after, "baton_poll_duration_seconds_sum", &[]), 2.3);
+}
+
+#[test]
+fn hostile_label_values_round_trip() {
+    let hostile = [
+        "quote\"inside",
+        "back\\slash",
+        "new\nline",
+        "\\\"",
+        "\\n literally",
+        "trailing\\",
+        "ünïcødé 🚀 ✓",
+        "} fake=\"1\" {",
+        "",
+    ];
+    let mut m = MetricsSnapshot::default();
+    for (i, h) in hostile.iter().enumerate() {
+        m.host_running.insert(h.to_string(), i as u64);
+    }
+    let fams = parsed(&m);
+    let f = family(&fams, "baton_host_running_agents");
+    let got: BTreeMap<String, f64> = f
+        .samples
+        .iter()
+        .map(|s| {
+            assert_eq!(s.labels.len(), 1);
+            (s.labels[0].1.clone(), s.value)
+        })
+        .collect();
+    let want: BTreeMap<String, f64> = hostile
+        .iter()
+        .enumerate()
+        .map(|(i, h)| (h.to_string(), i as f64))
+        .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn help_text_and_extra_labels_escape_through_the_writer() {
+    let mut e = Exposition::new();
+    e.family(
+        "baton_test_seconds",
+        MetricType::Histogram,
+        "Line one\nline two with a \\ backslash and \"quotes\".",
+    );
+    static B: [f64; 2] = [0.5, 1.0];
+    let mut h = Histogram::new(&B);
+    h.observe(0.7);
+    e.histogram("baton_test_seconds", &[("path", "a\"b\\c\nd")], &h);
+    e.histogram(
+        "baton_test_seconds",
+        &[("path", "other")],
+        &Histogram::new(&B),
+    );
+    let text = e.finish();
+    let fams = parse(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
+    assert_eq!(
+        fams[0].help,
+        "Line one\nline two with a \\ backslash and \"quotes\"."
+    );
+    assert_eq!(
+        value(
+            &fams,
+            "baton_test_seconds_bucket",
+            &[("path", "a\"b\\c\nd"), ("le", "1")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&fams, "baton_test_seconds_count", &[("path", "other")]),
+        0.0
+    );
+}
+
+#[test]
+fn special_floats_are_written_in_prometheus_syntax() {
+    for (v, text) in [
+        (f64::INFINITY, "+Inf"),
+        (f64::NEG_INFINITY, "-Inf"),
+        (f64::NAN, "NaN"),
+        (42.0, "42"),
+        (1e21, "1e21"),
+        (0.000_001, "1e-6"),
+    ] {
+        assert_eq!(format_float(v), text);
+        let back = parse_value(text).unwrap();
+        assert!(back == v || (back.is_nan() && v.is_nan()), "{text}");
+    }
+    for v in [
+        0.1,
+        123.456,
+        1e14 + 0.5,
+        9.999e-5,
+        2f64.powi(60),
+        f64::MAX,
+        f64::MIN_POSITIVE,
+    ] {
+        assert_eq!(parse_value(&format_float(v)).unwrap(), v, "{v}");
+    }
+}
+
+/// The parser must be strict, or the tests above prove nothing.
+#[test]
+fn the_parser_rejects_malformed_expositions() {
+    let head = "# HELP baton_x_total X.\n# TYPE baton_x_total counter\n";
+    let hist = "# HELP baton_h H.\n# TYPE baton_h histogram\n";
+    let bad = [
+        "baton_x_total 1\n".to_string(),                       // no HELP/TYPE
+        format!("{head}baton_x_total 1"),                      // no final newline
+        format!("{head}baton_x_total 1\nbaton_x_total 2\n"),   // duplicate series
+        format!("{head}baton_x_total -1\n"),                   // negative counter
+        format!("{head}baton_x_total{{a=\"x\\q\"}} 1\n"),      // bad escape
+        format!("{head}baton_x_total{{a=\"x}} 1\n"),           // unterminated value
+        format!("{head}baton_x_total{{a=\"1\",a=\"2\"}} 1\n"), // label twice
+        format!("{head}baton_x_total{{__a=\"1\"}} 1\n"),       // reserved label name
+        format!("{head}baton_x_total 1 1700000000\n"),         // timestamp
+        format!("{head}baton_x_total 0x10\n"),                 // hex value
+        format!("{head}baton_x_total  1\n"),                   // double space
+        format!("{head}\nbaton_x_total 1\n"),                  // empty line
+        format!("{head}# TYPE baton_x_total gauge\n"),         // second TYPE
+        format!("{head}baton_y 1\n"),                          // sample of an undeclared family
+        format!("{head}# HELP baton_y Y.\n# TYPE baton_y gauge\nbaton_y 1\n{head}"), // split family
+        format!("{hist}baton_h_bucket{{le=\"1\"}} 2\nbaton_h_bucket{{le=\"+Inf\"}} 1\nbaton_h_sum 1\nbaton_h_count 1\n"),
+        format!("{hist}baton_h_bucket{{le=\"1\"}} 1\nbaton_h_bucket{{le=\"+Inf\"}} 2\nbaton_h_sum 1\nbaton_h_count 3\n"),
+        format!("{hist}baton_h_bucket{{le=\"1\"}} 1\nbaton_h_sum 1\nbaton_h_count 1\n"),
+        format!("{hist}baton_h_bucket{{le=\"2\"}} 1\nbaton_h_bucket{{le=\"1\"}} 1\nbaton_h_bucket{{le=\"+Inf\"}} 1\nbaton_h_sum 1\nbaton_h_count 1\n"),
+        format!("{hist}baton_h_bucket{{le=\"+Inf\"}} 1\nbaton_h_count 1\n"),
+        "# HELP other_x X.\n# TYPE other_x gauge\nother_x 1\n".to_string(),
+    ];
+    for text in bad {
+        assert!(parse(&text).is_err(), "accepted:\n{text}");
+    }
+    let good = format!("{head}baton_x_total{{a=\"q\\\"\\\\\\n\"}} 1.5e3\n{hist}baton_h_bucket{{le=\"1\"}} 1\nbaton_h_bucket{{le=\"+Inf\"}} 1\nbaton_h_sum 0.5\nbaton_h_count 1\n");
+    parse(&good).unwrap();
+}
