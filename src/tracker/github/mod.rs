@@ -9,6 +9,7 @@
 //! normalization"), so a refresh can observe a label being removed from a running issue.
 
 pub mod client;
+pub mod config;
 pub mod normalize;
 pub mod project;
 pub mod queries;
@@ -21,14 +22,15 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, Reply};
+use self::config::OwnerType;
 use self::normalize::{DropReason, OptionValue};
 use self::project::{PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
-use crate::tracker::{RateLimitInfo, Tracker, TrackerError, TrackerErrorKind};
-use crate::workflow::config::{OwnerType, TrackerConfig};
+use crate::tracker::TrackerConfig;
+use crate::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
 
-/// The only supported `tracker.kind`.
+/// This tracker's `tracker.kind`.
 pub const TRACKER_KIND: &str = "github_projects";
 
 /// Ids per `nodes(ids:)` request (GitHub rejects more than 100).
@@ -112,7 +114,7 @@ pub struct GithubTracker {
     deps_supported: AtomicBool,
     /// Cleared when the server rejects `items(query:)`.
     filter_supported: AtomicBool,
-    rate: Mutex<Option<RateLimitInfo>>,
+    rate: Mutex<Option<TrackerBudget>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -133,43 +135,17 @@ impl GithubTracker {
     /// Build a tracker from config. Fails with `unsupported_tracker_kind`,
     /// `missing_tracker_token` or `missing_tracker_project` before any request.
     pub fn new(cfg: &TrackerConfig) -> Result<Self, TrackerError> {
-        match cfg.kind.as_deref() {
-            Some(TRACKER_KIND) => {}
-            Some(other) => {
-                return Err(TrackerError::new(
-                    TrackerErrorKind::UnsupportedTrackerKind,
-                    format!("tracker.kind must be {TRACKER_KIND}, got {other:?}"),
-                ))
-            }
-            None => {
-                return Err(TrackerError::new(
-                    TrackerErrorKind::UnsupportedTrackerKind,
-                    format!("tracker.kind is required; set it to {TRACKER_KIND}"),
-                ))
-            }
+        if cfg.kind.as_deref() != Some(TRACKER_KIND) {
+            return Err(TrackerError::new(
+                TrackerErrorKind::UnsupportedTrackerKind,
+                crate::tracker::config::kind_message(cfg.kind.as_deref()),
+            ));
         }
-        let token = cfg.token.clone().ok_or_else(|| {
-            TrackerError::new(
-                TrackerErrorKind::MissingTrackerToken,
-                "tracker.token is missing: set tracker.token (literal or $VAR), export GITHUB_TOKEN, or run `gh auth login`",
-            )
-        })?;
-        let owner = cfg
-            .owner
-            .clone()
-            .filter(|o| !o.trim().is_empty())
-            .ok_or_else(|| {
-                TrackerError::new(
-                    TrackerErrorKind::MissingTrackerProject,
-                    "tracker.owner is required (organization or user login owning the project)",
-                )
-            })?;
-        let number = cfg.project_number.ok_or_else(|| {
-            TrackerError::new(
-                TrackerErrorKind::MissingTrackerProject,
-                "tracker.project_number is required (the number in the project's URL)",
-            )
-        })?;
+        let config::Required {
+            token,
+            owner,
+            number,
+        } = config::required(cfg).map_err(|mut errs| errs.remove(0))?;
         let client = GraphqlClient::new(
             &cfg.endpoint,
             token,
@@ -381,14 +357,14 @@ impl GithubTracker {
                 .and_then(Value::as_str)
                 .filter(|c| !c.is_empty())
                 .ok_or_else(|| {
-                    TrackerError::new(
-                        TrackerErrorKind::GithubMissingEndCursor,
+                    error(
+                        TrackerErrorKind::Pagination,
                         format!("page {pages} reports hasNextPage without an endCursor"),
                     )
                 })?;
             if !seen_cursors.insert(end.to_string()) || pages >= MAX_PAGES {
-                return Err(TrackerError::new(
-                    TrackerErrorKind::GithubUnknownPayload,
+                return Err(error(
+                    TrackerErrorKind::Payload,
                     format!(
                         "pagination does not advance (page {pages}, repeated or endless cursor)"
                     ),
@@ -571,8 +547,8 @@ impl GithubTracker {
             let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
             let mut issue = normalize::normalize_issue(node, item_id, &status.name, priority)
                 .map_err(|why| {
-                    TrackerError::new(
-                        TrackerErrorKind::GithubUnknownPayload,
+                    error(
+                        TrackerErrorKind::Payload,
                         format!(
                             "refresh of issue {id}: {}",
                             crate::text::single_line(&why, 200)
@@ -598,7 +574,28 @@ impl GithubTracker {
 }
 
 fn unknown(what: &str) -> TrackerError {
-    TrackerError::new(TrackerErrorKind::GithubUnknownPayload, what.to_string())
+    error(TrackerErrorKind::Payload, what)
+}
+
+/// The GitHub tracker's stable class name for an error kind (logs, `baton check`, the API).
+pub(crate) fn class(kind: TrackerErrorKind) -> &'static str {
+    match kind {
+        TrackerErrorKind::Transport => "github_api_request",
+        TrackerErrorKind::Status => "github_api_status",
+        TrackerErrorKind::Auth => "github_auth",
+        TrackerErrorKind::RateLimited => "github_rate_limited",
+        TrackerErrorKind::Query => "github_graphql_errors",
+        TrackerErrorKind::Payload => "github_unknown_payload",
+        TrackerErrorKind::Pagination => "github_missing_end_cursor",
+        TrackerErrorKind::UnsupportedTrackerKind
+        | TrackerErrorKind::MissingTrackerToken
+        | TrackerErrorKind::MissingTrackerProject => kind.as_str(),
+    }
+}
+
+/// An error of this tracker, named by [`class`].
+pub(crate) fn error(kind: TrackerErrorKind, message: impl Into<String>) -> TrackerError {
+    TrackerError::with_class(kind, class(kind), message)
 }
 
 /// The `items(query:)` filter for `states` in GitHub's project filter syntax (best effort; the
@@ -692,7 +689,7 @@ impl Tracker for GithubTracker {
         self.filter_supported.store(true, Ordering::Relaxed);
     }
 
-    fn rate_limit(&self) -> Option<RateLimitInfo> {
+    fn rate_limit(&self) -> Option<TrackerBudget> {
         lock(&self.rate).clone()
     }
 }

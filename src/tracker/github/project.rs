@@ -128,8 +128,8 @@ pub fn parse_project(
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .ok_or_else(|| {
-            TrackerError::new(
-                TrackerErrorKind::GithubUnknownPayload,
+            super::error(
+                TrackerErrorKind::Payload,
                 "project resolution reply has no project id",
             )
         })?;
