@@ -97,7 +97,7 @@ pub fn init(level: Option<log::LevelFilter>) {
     // the formatter below drops every TRACE record of those targets, whatever RUST_LOG says.
     builder.target(env_logger::Target::Pipe(Box::new(ForgivingStderr)));
     builder.format(move |buf, record| {
-        if !crate::tracker::github::wire_log_allowed(record.target(), record.level()) {
+        if !crate::tracker::wire_log_allowed(record.target(), record.level()) {
             return Ok(());
         }
         let line = format_line(
@@ -126,18 +126,13 @@ mod tests {
             format_line(LogStyle::Journald, Level::Error, "baton", "boom", t),
             "<3>baton: boom"
         );
-        assert_eq!(
-            format_line(LogStyle::Journald, Level::Warn, "b", "m", t),
-            "<4>b: m"
-        );
-        assert_eq!(
-            format_line(LogStyle::Journald, Level::Info, "b", "m", t),
-            "<6>b: m"
-        );
-        assert_eq!(
-            format_line(LogStyle::Journald, Level::Debug, "b", "m", t),
-            "<7>b: m"
-        );
+        for (level, want) in [
+            (Level::Warn, "<4>b: m"),
+            (Level::Info, "<6>b: m"),
+            (Level::Debug, "<7>b: m"),
+        ] {
+            assert_eq!(format_line(LogStyle::Journald, level, "b", "m", t), want);
+        }
     }
 
     #[test]

@@ -3,18 +3,20 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A normalized GitHub issue on the configured Projects (v2) board (spec §4.1.1).
+/// A normalized issue from the tracker (spec §4.1.1). Field docs give the GitHub Projects (v2)
+/// meaning; another tracker fills what applies and leaves the rest empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Issue {
-    /// GraphQL node id of the Issue (`I_…`); the internal map key.
+    /// The tracker's stable id (GitHub: the Issue node id `I_…`); the internal map key.
     pub id: String,
-    /// GraphQL node id of the ProjectV2Item (`PVTI_…`) linking the issue to the project.
+    /// The id of the board entry (GitHub: the ProjectV2Item node id `PVTI_…`); may be empty.
     pub item_id: String,
-    /// `<owner>__<repo>-<number>`, e.g. `acme__myrepo-123`; used for logs and workspace names.
+    /// Human-readable key used for logs and workspace names (GitHub: `<owner>__<repo>-<number>`,
+    /// e.g. `acme__myrepo-123`).
     pub identifier: String,
-    /// The issue number within its repository.
+    /// The issue number (GitHub: within its repository).
     pub number: u64,
-    /// `owner/name` of the repository.
+    /// `owner/name` of the repository (empty when the tracker has none).
     pub repository: String,
     /// Issue title (untrusted text).
     pub title: String,
@@ -22,17 +24,18 @@ pub struct Issue {
     pub description: Option<String>,
     /// 1-based position of the `priority_field` option; lower is more urgent; `None` when unset.
     pub priority: Option<u32>,
-    /// The project Status option name (trimmed), e.g. `In Progress`.
+    /// The state name (trimmed), e.g. `In Progress` (GitHub: the project Status option).
     pub state: String,
     /// Linked branch name, when known.
     pub branch_name: Option<String>,
-    /// HTML URL of the issue.
+    /// URL of the issue (GitHub: its HTML page).
     pub url: Option<String>,
     /// Labels, trimmed, lowercased and deduplicated.
     pub labels: Vec<String>,
     /// Issues that block this one.
     pub blocked_by: Vec<BlockerRef>,
-    /// True when the underlying GitHub issue is CLOSED (always terminal, whatever its Status).
+    /// True when the issue is closed outside the board (GitHub: CLOSED), which is always
+    /// terminal whatever its state.
     pub closed: bool,
     /// RFC 3339 creation timestamp, when known.
     pub created_at: Option<String>,
@@ -43,13 +46,15 @@ pub struct Issue {
 /// A "blocked by" reference (spec §4.1.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct BlockerRef {
-    /// GraphQL node id of the blocking issue.
+    /// The blocking issue's id.
     pub id: String,
-    /// `<owner>__<repo>-<number>` of the blocking issue.
+    /// The blocking issue's identifier.
     pub identifier: String,
-    /// The blocker's Status on the same project when present; otherwise `OPEN`/`CLOSED`.
+    /// The blocker's state (GitHub: its Status on the same project when present, otherwise
+    /// `OPEN`/`CLOSED`).
     pub state: String,
-    /// True when the blocker counts as terminal (terminal Status, or CLOSED when not on the project).
+    /// True when the blocker counts as terminal (a terminal state, or GitHub CLOSED when not on
+    /// the project).
     pub terminal: bool,
 }
 

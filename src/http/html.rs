@@ -1,5 +1,5 @@
 //! Server-rendered, self-contained HTML for the dashboard (`/`) and the per-issue page
-//! (`/issues/<identifier>`). Every value that came from GitHub or an agent goes through
+//! (`/issues/<identifier>`). Every value that came from the tracker or an agent goes through
 //! [`escape`]; links to issues are emitted only for `http`/`https` URLs ([`safe_link`]).
 //!
 //! The pages reload themselves with a meta refresh; one constant inline script ticks the retry
@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use crate::status::{BlockedRow, IssueDetail, RetryRow, RunningRow, StateSnapshot};
+use crate::status::{BlockedRow, IssueDetail, RetryRow, RunningRow, StateSnapshot, TrackerHealth};
 use crate::timefmt;
 
 /// Seconds between automatic reloads of the dashboard and issue pages.
@@ -107,48 +107,34 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
         snap.counts.blocked,
     );
 
-    h.push_str("<h2 id=\"running\">Running</h2>");
-    if snap.running.is_empty() {
-        h.push_str("<p class=\"muted\">No running agents.</p>");
-    } else {
-        h.push_str(
-            "<table id=\"running-table\"><thead><tr><th>Issue</th><th>Title</th><th>State</th>\
-             <th class=\"num\">Turns</th><th>Age</th><th>Last event</th>\
-             <th class=\"num\">Tokens</th><th class=\"num\">Cost</th></tr></thead><tbody>",
-        );
-        for row in &snap.running {
-            running_row(&mut h, row, now);
-        }
-        h.push_str("</tbody></table>");
-    }
-
-    h.push_str("<h2 id=\"retrying\">Retry queue</h2>");
-    if snap.retrying.is_empty() {
-        h.push_str("<p class=\"muted\">No retries queued.</p>");
-    } else {
-        h.push_str(
-            "<table id=\"retry-table\"><thead><tr><th>Issue</th><th class=\"num\">Attempt</th>\
-             <th>Due in</th><th>Due at</th><th>Error</th></tr></thead><tbody>",
-        );
-        for row in &snap.retrying {
-            retry_row(&mut h, row);
-        }
-        h.push_str("</tbody></table>");
-    }
-
-    h.push_str("<h2 id=\"blocked\">Blocked</h2>");
-    if snap.blocked.is_empty() {
-        h.push_str("<p class=\"muted\">No blocked issues.</p>");
-    } else {
-        h.push_str(
-            "<table id=\"blocked-table\"><thead><tr><th>Issue</th><th>State</th><th>Reason</th>\
-             <th>Since</th></tr></thead><tbody>",
-        );
-        for row in &snap.blocked {
-            blocked_row(&mut h, row, now);
-        }
-        h.push_str("</tbody></table>");
-    }
+    table_section(
+        &mut h,
+        ("running", "Running", "No running agents."),
+        "running-table",
+        "<th>Issue</th><th>Title</th><th>State</th>\
+         <th class=\"num\">Turns</th><th>Age</th><th>Last event</th>\
+         <th class=\"num\">Tokens</th><th class=\"num\">Cost</th>",
+        &snap.running,
+        |h, row| running_row(h, row, now),
+    );
+    table_section(
+        &mut h,
+        ("retrying", "Retry queue", "No retries queued."),
+        "retry-table",
+        "<th>Issue</th><th class=\"num\">Attempt</th>\
+         <th>Due in</th><th>Due at</th><th>Error</th>",
+        &snap.retrying,
+        retry_row,
+    );
+    table_section(
+        &mut h,
+        ("blocked", "Blocked", "No blocked issues."),
+        "blocked-table",
+        "<th>Issue</th><th>State</th><th>Reason</th>\
+         <th>Since</th>",
+        &snap.blocked,
+        |h, row| blocked_row(h, row, now),
+    );
 
     let t = &snap.agent_totals;
     let _ = write!(
@@ -163,8 +149,22 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
         cost_text(Some(t.cost_usd)),
     );
 
-    let tr = &snap.tracker;
-    h.push_str("<h2 id=\"tracker\">GitHub</h2><dl><dt>Last successful poll</dt><dd>");
+    tracker_section(&mut h, &snap.tracker, now);
+    h.push_str("<h2 id=\"rate-limits\">Agent rate limits</h2>");
+    match &snap.rate_limits {
+        Some(v) if !v.is_null() => {
+            let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
+            let _ = write!(h, "<pre>{}</pre>", escape(&pretty));
+        }
+        _ => h.push_str("<p class=\"muted\">None reported.</p>"),
+    }
+    page_end(&mut h);
+    h
+}
+
+/// The tracker health section: last poll, last error, request budget.
+fn tracker_section(h: &mut String, tr: &TrackerHealth, now: SystemTime) {
+    h.push_str("<h2 id=\"tracker\">Tracker</h2><dl><dt>Last successful poll</dt><dd>");
     match &tr.last_successful_poll_at {
         Some(at) => {
             let _ = write!(h, "{} ({})", escape(at), ago_text(at, now));
@@ -178,7 +178,7 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
         }
         None => h.push_str("<span class=\"muted\">none</span>"),
     }
-    h.push_str("</dd><dt>GraphQL points</dt><dd>");
+    h.push_str("</dd><dt>Request budget</dt><dd>");
     match &tr.rate_limit {
         Some(rl) => {
             let _ = write!(h, "{} of {} left", opt_num(rl.remaining), opt_num(rl.limit));
@@ -186,23 +186,37 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
                 let _ = write!(h, ", resets {}", escape(reset));
             }
             if let Some(cost) = rl.last_cost {
-                let _ = write!(h, ", last query cost {cost}");
+                let _ = write!(h, ", last request cost {cost}");
             }
         }
         None => h.push_str("<span class=\"muted\">unknown</span>"),
     }
     h.push_str("</dd></dl>");
+}
 
-    h.push_str("<h2 id=\"rate-limits\">Agent rate limits</h2>");
-    match &snap.rate_limits {
-        Some(v) if !v.is_null() => {
-            let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
-            let _ = write!(h, "<pre>{}</pre>", escape(&pretty));
-        }
-        _ => h.push_str("<p class=\"muted\">None reported.</p>"),
+/// One dashboard section: a heading (`id`, title, text shown when empty), then a table of
+/// `rows` with the given header cells.
+fn table_section<T>(
+    h: &mut String,
+    (id, title, empty): (&str, &str, &str),
+    table_id: &str,
+    head: &str,
+    rows: &[T],
+    mut row: impl FnMut(&mut String, &T),
+) {
+    let _ = write!(h, "<h2 id=\"{id}\">{title}</h2>");
+    if rows.is_empty() {
+        let _ = write!(h, "<p class=\"muted\">{empty}</p>");
+        return;
     }
-    page_end(&mut h);
-    h
+    let _ = write!(
+        h,
+        "<table id=\"{table_id}\"><thead><tr>{head}</tr></thead><tbody>"
+    );
+    for r in rows {
+        row(h, r);
+    }
+    h.push_str("</tbody></table>");
 }
 
 /// Render the per-issue page for `detail` as seen at `now`.

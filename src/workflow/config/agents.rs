@@ -54,9 +54,9 @@ pub(crate) const KNOWN_SECTIONS: &[(&str, &[&str])] = &[
 /// `claude_code.*` (spec §5.3.6).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaudeCodeConfig {
-    /// Shell command launching the CLI (default `claude`); never rewritten.
+    /// Shell command launching Claude Code (default `claude`); never rewritten.
     pub command: String,
-    /// `--model`.
+    /// `claude --model`.
     pub model: Option<String>,
     /// `--permission-mode` (default `acceptEdits`), passed through.
     pub permission_mode: String,
@@ -66,11 +66,11 @@ pub struct ClaudeCodeConfig {
     pub disallowed_tools: Vec<String>,
     /// `--append-system-prompt`.
     pub append_system_prompt: Option<String>,
-    /// Extra CLI arguments, appended verbatim.
+    /// Further `claude` arguments, appended verbatim.
     pub extra_args: Vec<String>,
-    /// Bound of one turn in ms (default 3600000).
+    /// Bound of one Claude Code turn in ms (default 3600000).
     pub turn_timeout_ms: u64,
-    /// Inactivity bound in ms (default 300000); `<= 0` disables stall detection.
+    /// Claude Code inactivity bound in ms (default 300000); `<= 0` disables stall detection.
     pub stall_timeout_ms: i64,
 }
 
@@ -92,22 +92,19 @@ impl ClaudeCodeConfig {
 
     /// Parse `claude_code.*` with its defaults.
     pub(crate) fn parse(s: &Section<'_>, env: &dyn ConfigEnv) -> Result<Self, ConfigError> {
+        let cli = CliKeys::parse(s, env, "claude")?;
         Ok(ClaudeCodeConfig {
-            command: s.command("command")?.unwrap_or_else(|| "claude".into()),
-            model: s.string("model", env)?,
             permission_mode: s
                 .string("permission_mode", env)?
                 .unwrap_or_else(|| "acceptEdits".into()),
             allowed_tools: s.string_list("allowed_tools")?.unwrap_or_default(),
             disallowed_tools: s.string_list("disallowed_tools")?.unwrap_or_default(),
             append_system_prompt: s.plain_string("append_system_prompt")?,
-            extra_args: s.string_list("extra_args")?.unwrap_or_default(),
-            turn_timeout_ms: s
-                .positive("turn_timeout_ms")?
-                .unwrap_or(DEFAULT_TURN_TIMEOUT_MS),
-            stall_timeout_ms: s
-                .int("stall_timeout_ms")?
-                .unwrap_or(DEFAULT_STALL_TIMEOUT_MS),
+            command: cli.command,
+            model: cli.model,
+            extra_args: cli.extra_args,
+            turn_timeout_ms: cli.turn_timeout_ms,
+            stall_timeout_ms: cli.stall_timeout_ms,
         })
     }
 }
@@ -115,9 +112,9 @@ impl ClaudeCodeConfig {
 /// `copilot.*` (spec §5.3.7).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CopilotConfig {
-    /// Shell command launching the CLI (default `copilot`); never rewritten.
+    /// Shell command launching the Copilot CLI (default `copilot`); never rewritten.
     pub command: String,
-    /// `--model`.
+    /// `copilot --model`.
     pub model: Option<String>,
     /// `--allow-all-tools` (default false; an explicit operator choice).
     pub allow_all_tools: bool,
@@ -125,11 +122,11 @@ pub struct CopilotConfig {
     pub allow_tools: Vec<String>,
     /// Repeated `--deny-tool`.
     pub deny_tools: Vec<String>,
-    /// Extra CLI arguments, appended verbatim.
+    /// Further `copilot` arguments, appended verbatim.
     pub extra_args: Vec<String>,
-    /// Bound of one turn in ms (default 3600000).
+    /// Bound of one Copilot turn in ms (default 3600000).
     pub turn_timeout_ms: u64,
-    /// Inactivity bound in ms (default 300000); `<= 0` disables stall detection.
+    /// Copilot inactivity bound in ms (default 300000); `<= 0` disables stall detection.
     pub stall_timeout_ms: i64,
 }
 
@@ -150,12 +147,40 @@ impl CopilotConfig {
 
     /// Parse `copilot.*` with its defaults.
     pub(crate) fn parse(s: &Section<'_>, env: &dyn ConfigEnv) -> Result<Self, ConfigError> {
+        let cli = CliKeys::parse(s, env, "copilot")?;
         Ok(CopilotConfig {
-            command: s.command("command")?.unwrap_or_else(|| "copilot".into()),
-            model: s.string("model", env)?,
+            command: cli.command,
+            model: cli.model,
             allow_all_tools: s.boolean("allow_all_tools")?.unwrap_or(false),
             allow_tools: s.string_list("allow_tools")?.unwrap_or_default(),
             deny_tools: s.string_list("deny_tools")?.unwrap_or_default(),
+            extra_args: cli.extra_args,
+            turn_timeout_ms: cli.turn_timeout_ms,
+            stall_timeout_ms: cli.stall_timeout_ms,
+        })
+    }
+}
+
+/// The keys every CLI agent section has, parsed with their defaults.
+struct CliKeys {
+    command: String,
+    model: Option<String>,
+    extra_args: Vec<String>,
+    turn_timeout_ms: u64,
+    stall_timeout_ms: i64,
+}
+
+impl CliKeys {
+    fn parse(
+        s: &Section<'_>,
+        env: &dyn ConfigEnv,
+        default_command: &str,
+    ) -> Result<Self, ConfigError> {
+        Ok(CliKeys {
+            command: s
+                .command("command")?
+                .unwrap_or_else(|| default_command.into()),
+            model: s.string("model", env)?,
             extra_args: s.string_list("extra_args")?.unwrap_or_default(),
             turn_timeout_ms: s
                 .positive("turn_timeout_ms")?
