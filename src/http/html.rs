@@ -194,18 +194,40 @@ fn tracker_section(h: &mut String, tr: &TrackerHealth, now: SystemTime) {
     h.push_str("</dd></dl>");
 }
 
+/// The `<dt>/<dd>` rows of a running worker on the issue page.
+fn running_details(h: &mut String, r: &RunningRow, now: SystemTime) {
+    let _ = write!(
+        h,
+        "<dt>State</dt><dd>{}</dd><dt>Session</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd>\
+         <dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} total</dd>\
+         <dt>Cost</dt><dd>{}</dd>",
+        escape(&r.state),
+        escape(r.session_id.as_deref().unwrap_or("—")),
+        r.turn_count,
+        age_text(&r.started_at, now),
+        thousands(r.tokens.input_tokens),
+        thousands(r.tokens.output_tokens),
+        thousands(r.tokens.total_tokens),
+        cost_text(r.cost_usd),
+    );
+}
+
 /// One dashboard section: a heading (`id`, title, text shown when empty), then a table of
 /// `rows` with the given header cells.
-fn table_section<T>(
+fn table_section<'a, T: 'a, I>(
     h: &mut String,
     (id, title, empty): (&str, &str, &str),
     table_id: &str,
     head: &str,
-    rows: &[T],
+    rows: I,
     mut row: impl FnMut(&mut String, &T),
-) {
+) where
+    I: IntoIterator<Item = &'a T>,
+    I::IntoIter: ExactSizeIterator,
+{
+    let rows = rows.into_iter();
     let _ = write!(h, "<h2 id=\"{id}\">{title}</h2>");
-    if rows.is_empty() {
+    if rows.len() == 0 {
         let _ = write!(h, "<p class=\"muted\">{empty}</p>");
         return;
     }
@@ -255,20 +277,7 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
             .unwrap_or_else(|| "<span class=\"muted\">none</span>".into()),
     );
     if let Some(r) = &d.running {
-        let _ = write!(
-            h,
-            "<dt>State</dt><dd>{}</dd><dt>Session</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd>\
-             <dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} total</dd>\
-             <dt>Cost</dt><dd>{}</dd>",
-            escape(&r.state),
-            escape(r.session_id.as_deref().unwrap_or("—")),
-            r.turn_count,
-            age_text(&r.started_at, now),
-            thousands(r.tokens.input_tokens),
-            thousands(r.tokens.output_tokens),
-            thousands(r.tokens.total_tokens),
-            cost_text(r.cost_usd),
-        );
+        running_details(&mut h, r, now);
     }
     if let Some(r) = &d.retry {
         let _ = write!(
@@ -286,16 +295,15 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
             escape(&b.since),
         );
     }
-    h.push_str("</dl><h2 id=\"events\">Recent events</h2>");
-    if d.recent_events.is_empty() {
-        h.push_str("<p class=\"muted\">No events recorded.</p>");
-    } else {
-        h.push_str(
-            "<table id=\"events-table\"><thead><tr><th>At</th><th>Event</th><th>Message</th></tr>\
-             </thead><tbody>",
-        );
+    h.push_str("</dl>");
+    table_section(
+        &mut h,
+        ("events", "Recent events", "No events recorded."),
+        "events-table",
+        "<th>At</th><th>Event</th><th>Message</th>",
         // Newest first reads best on a page that reloads itself.
-        for ev in d.recent_events.iter().rev() {
+        d.recent_events.iter().rev(),
+        |h, ev| {
             let _ = write!(
                 h,
                 "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -303,9 +311,8 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
                 escape(&ev.event),
                 escape(&truncate_chars(&ev.message, EVENT_MESSAGE_CHARS)),
             );
-        }
-        h.push_str("</tbody></table>");
-    }
+        },
+    );
     page_end(&mut h);
     h
 }

@@ -186,58 +186,15 @@ pub fn classify_response(
         .and_then(|v| v.get("message"))
         .and_then(Value::as_str)
         .map(|m| single_line(&scrub(m, token), 300));
-    let shown = rest_message
-        .clone()
-        .unwrap_or_else(|| format!("{} byte body", body.len()));
-
-    if status == 401 {
-        return Err(super::error(
-            TrackerErrorKind::Auth,
-            format!(
-                "GitHub rejected the token (HTTP 401: {shown}); check tracker.token (scopes: read:project and repository read)"
-            ),
-        ));
-    }
-    if status == 403 || status == 429 {
-        let lower = rest_message.as_deref().unwrap_or("").to_lowercase();
-        let secondary = lower.contains("secondary rate limit") || lower.contains("abuse detection");
-        if secondary || meta.retry_after_secs.is_some() || status == 429 {
-            let wait = meta
-                .retry_after_secs
-                .map(Duration::from_secs)
-                .unwrap_or(SECONDARY_LIMIT_DEFAULT_WAIT);
-            return Err(rate_limited(
-                format!("secondary rate limit (HTTP {status}: {shown})"),
-                now + wait,
-            ));
-        }
-        if meta.remaining == Some(0) {
-            if let Some(reset) = meta.reset_epoch {
-                return Err(rate_limited(
-                    format!("primary rate limit (HTTP {status}: {shown})"),
-                    reset_time(reset, now),
-                ));
-            }
-        }
-        return Err(super::error(
-            TrackerErrorKind::Auth,
-            format!("GitHub refused the request (HTTP 403: {shown})"),
-        ));
-    }
     if status != 200 {
-        // 502/504 bodies may be GraphQL-ish (`{"data":"null","errors":[...]}`).
-        let detail = rest_message.or_else(|| {
-            parsed
-                .as_ref()
-                .map(|v| describe_errors(&parse_errors(v), token))
-                .filter(|s| !s.is_empty())
-        });
-        return Err(super::error(
-            TrackerErrorKind::Status,
-            match detail {
-                Some(d) => format!("GitHub answered HTTP {status}: {d}"),
-                None => format!("GitHub answered HTTP {status} ({} byte body)", body.len()),
-            },
+        return Err(classify_failure(
+            status,
+            meta,
+            parsed.as_ref(),
+            rest_message,
+            body.len(),
+            token,
+            now,
         ));
     }
     let Some(Value::Object(obj)) = parsed else {
@@ -285,6 +242,68 @@ pub fn classify_response(
         errors,
         meta: meta.clone(),
     })
+}
+
+/// The error for a non-200 reply: auth, rate limit (primary or secondary) or status.
+fn classify_failure(
+    status: u16,
+    meta: &ResponseMeta,
+    parsed: Option<&Value>,
+    rest_message: Option<String>,
+    body_len: usize,
+    token: &Secret,
+    now: SystemTime,
+) -> TrackerError {
+    let shown = rest_message
+        .clone()
+        .unwrap_or_else(|| format!("{body_len} byte body"));
+    if status == 401 {
+        return super::error(
+            TrackerErrorKind::Auth,
+            format!(
+                "GitHub rejected the token (HTTP 401: {shown}); check tracker.token (scopes: read:project and repository read)"
+            ),
+        );
+    }
+    if status == 403 || status == 429 {
+        let lower = rest_message.as_deref().unwrap_or("").to_lowercase();
+        let secondary = lower.contains("secondary rate limit") || lower.contains("abuse detection");
+        if secondary || meta.retry_after_secs.is_some() || status == 429 {
+            let wait = meta
+                .retry_after_secs
+                .map(Duration::from_secs)
+                .unwrap_or(SECONDARY_LIMIT_DEFAULT_WAIT);
+            return rate_limited(
+                format!("secondary rate limit (HTTP {status}: {shown})"),
+                now + wait,
+            );
+        }
+        if meta.remaining == Some(0) {
+            if let Some(reset) = meta.reset_epoch {
+                return rate_limited(
+                    format!("primary rate limit (HTTP {status}: {shown})"),
+                    reset_time(reset, now),
+                );
+            }
+        }
+        return super::error(
+            TrackerErrorKind::Auth,
+            format!("GitHub refused the request (HTTP 403: {shown})"),
+        );
+    }
+    // 502/504 bodies may be GraphQL-ish (`{"data":"null","errors":[...]}`).
+    let detail = rest_message.or_else(|| {
+        parsed
+            .map(|v| describe_errors(&parse_errors(v), token))
+            .filter(|s| !s.is_empty())
+    });
+    super::error(
+        TrackerErrorKind::Status,
+        match detail {
+            Some(d) => format!("GitHub answered HTTP {status}: {d}"),
+            None => format!("GitHub answered HTTP {status} ({body_len} byte body)"),
+        },
+    )
 }
 
 fn rate_limited(message: String, at: SystemTime) -> TrackerError {
