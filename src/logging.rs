@@ -9,7 +9,7 @@ use log::Level;
 
 /// Log line style.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogStyle {
+pub(crate) enum LogStyle {
     /// `2026-11-29T19:17:17.123Z INFO  baton::x: message`.
     Timestamped,
     /// `<6>baton::x: message` for journald.
@@ -18,7 +18,7 @@ pub enum LogStyle {
 
 impl LogStyle {
     /// Journald style when `JOURNAL_STREAM` is set and non-empty.
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         match std::env::var_os("JOURNAL_STREAM") {
             Some(v) if !v.is_empty() => LogStyle::Journald,
             _ => LogStyle::Timestamped,
@@ -27,7 +27,7 @@ impl LogStyle {
 }
 
 /// The sd-daemon priority for a log level (`<3>` err, `<4>` warning, `<6>` info, `<7>` debug).
-pub fn sd_priority(level: Level) -> &'static str {
+pub(crate) fn sd_priority(level: Level) -> &'static str {
     match level {
         Level::Error => "<3>",
         Level::Warn => "<4>",
@@ -38,7 +38,7 @@ pub fn sd_priority(level: Level) -> &'static str {
 
 /// Format one log line (without the trailing newline). Newlines inside the message are escaped so
 /// one event is one line (agent and issue text may contain them).
-pub fn format_line(
+pub(crate) fn format_line(
     style: LogStyle,
     level: Level,
     target: &str,

@@ -59,24 +59,24 @@ pub struct BlockerRef {
 }
 
 /// Normalize a state or label for comparison: trim, then lowercase (spec §4.2).
-pub fn normalize_name(s: &str) -> String {
+pub(crate) fn normalize_name(s: &str) -> String {
     s.trim().to_lowercase()
 }
 
 /// True when `list` holds `name`, both compared trimmed and lowercased (states, labels, repos).
-pub fn contains_name(list: &[String], name: &str) -> bool {
+pub(crate) fn contains_name(list: &[String], name: &str) -> bool {
     let n = normalize_name(name);
     list.iter().any(|s| normalize_name(s) == n)
 }
 
 impl Issue {
     /// The issue's state normalized for comparison.
-    pub fn normalized_state(&self) -> String {
+    pub(crate) fn normalized_state(&self) -> String {
         normalize_name(&self.state)
     }
 
     /// True when the issue carries `label` (compared trimmed and lowercased).
-    pub fn has_label(&self, label: &str) -> bool {
+    pub(crate) fn has_label(&self, label: &str) -> bool {
         let want = normalize_name(label);
         !want.is_empty() && self.labels.iter().any(|l| normalize_name(l) == want)
     }

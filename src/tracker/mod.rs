@@ -78,7 +78,7 @@ impl TrackerError {
     }
 
     /// Build an error with a tracker-specific class name, without a retry time.
-    pub fn with_class(
+    pub(crate) fn with_class(
         kind: TrackerErrorKind,
         class: &'static str,
         message: impl Into<String>,

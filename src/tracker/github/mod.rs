@@ -8,10 +8,10 @@
 //! eligibility check (Symphony §11.1: "the orchestrator applies required_labels … after
 //! normalization"), so a refresh can observe a label being removed from a running issue.
 
-pub mod client;
-pub mod config;
-pub mod normalize;
-pub mod project;
+pub(crate) mod client;
+pub(crate) mod config;
+pub(crate) mod normalize;
+pub(crate) mod project;
 pub mod queries;
 
 use std::collections::{HashMap, HashSet};
@@ -31,15 +31,15 @@ use crate::tracker::TrackerConfig;
 use crate::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
 
 /// This tracker's `tracker.kind`.
-pub const TRACKER_KIND: &str = "github_projects";
+pub(crate) const TRACKER_KIND: &str = "github_projects";
 
 /// Ids per `nodes(ids:)` request (GitHub rejects more than 100).
-pub const MAX_IDS_PER_REQUEST: usize = 100;
+pub(crate) const MAX_IDS_PER_REQUEST: usize = 100;
 
 /// Log targets of the HTTP stack. At TRACE, `ureq_proto` hex-dumps the raw request bytes,
 /// including the `Authorization: Bearer` header; the process logger MUST cap these targets at
 /// DEBUG (see [`wire_log_allowed`]). DEBUG and above were checked to carry no token.
-pub const WIRE_LOG_TARGETS: &[&str] = &["ureq_proto", "ureq", "rustls"];
+pub(crate) const WIRE_LOG_TARGETS: &[&str] = &["ureq_proto", "ureq", "rustls"];
 
 /// False for log records that could carry the token (TRACE from [`WIRE_LOG_TARGETS`]). Use it in
 /// the logger's filter, e.g. `env_logger::Builder::filter_module("ureq_proto", LevelFilter::Debug)`
@@ -96,7 +96,7 @@ pub struct Board {
 
 /// Requests and rate-limit points spent by one tracker operation (logged at debug level).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OpStats {
+struct OpStats {
     /// HTTP requests sent.
     pub requests: u32,
     /// Sum of `rateLimit.cost` reported.
@@ -164,7 +164,7 @@ impl GithubTracker {
     }
 
     /// The cached project, resolving it first when needed (1 request).
-    pub fn project(&self) -> Result<Arc<ProjectInfo>, TrackerError> {
+    pub(crate) fn project(&self) -> Result<Arc<ProjectInfo>, TrackerError> {
         if let Some(p) = lock(&self.project).clone() {
             return Ok(p);
         }
@@ -658,7 +658,7 @@ pub(crate) fn error(kind: TrackerErrorKind, message: impl Into<String>) -> Track
 
 /// The `items(query:)` filter for `states` in GitHub's project filter syntax (best effort; the
 /// grammar is undocumented, so results are always re-filtered client-side).
-pub fn server_filter(status_field: &str, states: &[String]) -> String {
+fn server_filter(status_field: &str, states: &[String]) -> String {
     let field: String = status_field
         .trim()
         .to_lowercase()

@@ -78,7 +78,7 @@ fn unknown_key_message(key: &str, known: &[&str]) -> String {
 }
 
 /// Levenshtein distance (small strings only); used for "did you mean" hints.
-pub fn edit_distance(a: &str, b: &str) -> usize {
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();

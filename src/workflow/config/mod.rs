@@ -18,7 +18,7 @@ pub(crate) mod section;
 
 use self::agents::AgentSettings;
 pub use self::agents::{AgentKind, ClaudeCodeConfig, CopilotConfig};
-pub use self::keys::edit_distance;
+pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
 pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
 
@@ -197,7 +197,7 @@ pub trait ConfigEnv {
 }
 
 /// The real process environment.
-pub struct ProcessEnv;
+pub(crate) struct ProcessEnv;
 
 impl ConfigEnv for ProcessEnv {
     fn var(&self, name: &str) -> Option<String> {
@@ -235,7 +235,7 @@ pub struct ParsedConfig {
 ///
 /// `workflow_dir` is the directory holding WORKFLOW.md (for a relative `workspace.root`).
 /// `tracker.*` is parsed by the tracker kind's module, the agent sections by [`agents`].
-pub fn parse_config(
+pub(crate) fn parse_config(
     front_matter: &Mapping,
     workflow_dir: &Path,
     env: &dyn ConfigEnv,
@@ -421,7 +421,7 @@ fn resolve_path(raw: &str, workflow_dir: &Path, env: &dyn ConfigEnv) -> Option<P
 }
 
 /// Remove `.` and `..` components without touching the filesystem.
-pub fn normalize_lexically(p: &Path) -> PathBuf {
+pub(crate) fn normalize_lexically(p: &Path) -> PathBuf {
     use std::path::Component;
     let mut out = PathBuf::new();
     for c in p.components() {
