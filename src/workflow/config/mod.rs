@@ -388,9 +388,10 @@ fn parse_server(server: &Section<'_>, env: &dyn ConfigEnv) -> Result<ServerConfi
     })
 }
 
-/// Resolve `workspace.root`: `$VAR` (whole value), `~`/`~/…`, then relative to the workflow dir.
-/// Returns `None` when a referenced variable is unset or empty.
-fn resolve_path(raw: &str, workflow_dir: &Path, env: &dyn ConfigEnv) -> Option<PathBuf> {
+/// Resolve a path setting (`workspace.root`; also for a tracker kind's path, e.g. a board
+/// directory): `$VAR` (whole value) or a leading `$VAR/…`, `~`/`~/…`, then relative to the
+/// workflow dir. Returns `None` when a referenced variable is unset or empty.
+pub(crate) fn resolve_path(raw: &str, workflow_dir: &Path, env: &dyn ConfigEnv) -> Option<PathBuf> {
     let raw = raw.trim();
     let expanded: String = if let Some(name) = env_reference(raw) {
         env.var(name).filter(|v| !v.is_empty())?
