@@ -211,4 +211,23 @@ mod tests {
             "tracker.kind must be github_projects, got \"jira\""
         );
     }
+
+    #[test]
+    fn preflight_and_the_constructor_share_one_text() {
+        use crate::tracker::github::GithubTracker;
+        let cfg = TrackerConfig {
+            kind: Some("github_projects".into()),
+            ..TrackerConfig::default()
+        };
+        let pre: Vec<String> = preflight(&cfg).iter().map(|e| e.to_string()).collect();
+        assert_eq!(pre.len(), 3, "{pre:?}");
+        let err = GithubTracker::new(&cfg).unwrap_err();
+        assert_eq!(pre[0], err.to_string());
+        let none = TrackerConfig::default();
+        let pre = preflight(&none);
+        assert_eq!(pre[0].class, "missing_tracker_kind");
+        let err = GithubTracker::new(&none).unwrap_err();
+        assert_eq!(err.class, "unsupported_tracker_kind");
+        assert_eq!(err.message, pre[0].message);
+    }
 }
