@@ -9,7 +9,7 @@ use log::Level;
 
 /// Log line style.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogStyle {
+pub(crate) enum LogStyle {
     /// `2026-11-29T19:17:17.123Z INFO  baton::x: message`.
     Timestamped,
     /// `<6>baton::x: message` for journald.
@@ -18,7 +18,7 @@ pub enum LogStyle {
 
 impl LogStyle {
     /// Journald style when `JOURNAL_STREAM` is set and non-empty.
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         match std::env::var_os("JOURNAL_STREAM") {
             Some(v) if !v.is_empty() => LogStyle::Journald,
             _ => LogStyle::Timestamped,
@@ -27,7 +27,7 @@ impl LogStyle {
 }
 
 /// The sd-daemon priority for a log level (`<3>` err, `<4>` warning, `<6>` info, `<7>` debug).
-pub fn sd_priority(level: Level) -> &'static str {
+pub(crate) fn sd_priority(level: Level) -> &'static str {
     match level {
         Level::Error => "<3>",
         Level::Warn => "<4>",
@@ -38,7 +38,7 @@ pub fn sd_priority(level: Level) -> &'static str {
 
 /// Format one log line (without the trailing newline). Newlines inside the message are escaped so
 /// one event is one line (agent and issue text may contain them).
-pub fn format_line(
+pub(crate) fn format_line(
     style: LogStyle,
     level: Level,
     target: &str,
@@ -97,7 +97,7 @@ pub fn init(level: Option<log::LevelFilter>) {
     // the formatter below drops every TRACE record of those targets, whatever RUST_LOG says.
     builder.target(env_logger::Target::Pipe(Box::new(ForgivingStderr)));
     builder.format(move |buf, record| {
-        if !crate::tracker::github::wire_log_allowed(record.target(), record.level()) {
+        if !crate::tracker::wire_log_allowed(record.target(), record.level()) {
             return Ok(());
         }
         let line = format_line(
@@ -126,18 +126,13 @@ mod tests {
             format_line(LogStyle::Journald, Level::Error, "baton", "boom", t),
             "<3>baton: boom"
         );
-        assert_eq!(
-            format_line(LogStyle::Journald, Level::Warn, "b", "m", t),
-            "<4>b: m"
-        );
-        assert_eq!(
-            format_line(LogStyle::Journald, Level::Info, "b", "m", t),
-            "<6>b: m"
-        );
-        assert_eq!(
-            format_line(LogStyle::Journald, Level::Debug, "b", "m", t),
-            "<7>b: m"
-        );
+        for (level, want) in [
+            (Level::Warn, "<4>b: m"),
+            (Level::Info, "<6>b: m"),
+            (Level::Debug, "<7>b: m"),
+        ] {
+            assert_eq!(format_line(LogStyle::Journald, level, "b", "m", t), want);
+        }
     }
 
     #[test]

@@ -3,18 +3,20 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A normalized GitHub issue on the configured Projects (v2) board (spec §4.1.1).
+/// A normalized issue from the tracker (spec §4.1.1). Field docs give the GitHub Projects (v2)
+/// meaning; another tracker fills what applies and leaves the rest empty.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Issue {
-    /// GraphQL node id of the Issue (`I_…`); the internal map key.
+    /// The tracker's stable id (GitHub: the Issue node id `I_…`); the internal map key.
     pub id: String,
-    /// GraphQL node id of the ProjectV2Item (`PVTI_…`) linking the issue to the project.
+    /// The id of the board entry (GitHub: the ProjectV2Item node id `PVTI_…`); may be empty.
     pub item_id: String,
-    /// `<owner>__<repo>-<number>`, e.g. `acme__myrepo-123`; used for logs and workspace names.
+    /// Human-readable key used for logs and workspace names (GitHub: `<owner>__<repo>-<number>`,
+    /// e.g. `acme__myrepo-123`).
     pub identifier: String,
-    /// The issue number within its repository.
+    /// The issue number (GitHub: within its repository).
     pub number: u64,
-    /// `owner/name` of the repository.
+    /// `owner/name` of the repository (empty when the tracker has none).
     pub repository: String,
     /// Issue title (untrusted text).
     pub title: String,
@@ -22,17 +24,18 @@ pub struct Issue {
     pub description: Option<String>,
     /// 1-based position of the `priority_field` option; lower is more urgent; `None` when unset.
     pub priority: Option<u32>,
-    /// The project Status option name (trimmed), e.g. `In Progress`.
+    /// The state name (trimmed), e.g. `In Progress` (GitHub: the project Status option).
     pub state: String,
     /// Linked branch name, when known.
     pub branch_name: Option<String>,
-    /// HTML URL of the issue.
+    /// URL of the issue (GitHub: its HTML page).
     pub url: Option<String>,
     /// Labels, trimmed, lowercased and deduplicated.
     pub labels: Vec<String>,
     /// Issues that block this one.
     pub blocked_by: Vec<BlockerRef>,
-    /// True when the underlying GitHub issue is CLOSED (always terminal, whatever its Status).
+    /// True when the issue is closed outside the board (GitHub: CLOSED), which is always
+    /// terminal whatever its state.
     pub closed: bool,
     /// RFC 3339 creation timestamp, when known.
     pub created_at: Option<String>,
@@ -43,35 +46,37 @@ pub struct Issue {
 /// A "blocked by" reference (spec §4.1.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct BlockerRef {
-    /// GraphQL node id of the blocking issue.
+    /// The blocking issue's id.
     pub id: String,
-    /// `<owner>__<repo>-<number>` of the blocking issue.
+    /// The blocking issue's identifier.
     pub identifier: String,
-    /// The blocker's Status on the same project when present; otherwise `OPEN`/`CLOSED`.
+    /// The blocker's state (GitHub: its Status on the same project when present, otherwise
+    /// `OPEN`/`CLOSED`).
     pub state: String,
-    /// True when the blocker counts as terminal (terminal Status, or CLOSED when not on the project).
+    /// True when the blocker counts as terminal (a terminal state, or GitHub CLOSED when not on
+    /// the project).
     pub terminal: bool,
 }
 
 /// Normalize a state or label for comparison: trim, then lowercase (spec §4.2).
-pub fn normalize_name(s: &str) -> String {
+pub(crate) fn normalize_name(s: &str) -> String {
     s.trim().to_lowercase()
 }
 
 /// True when `list` holds `name`, both compared trimmed and lowercased (states, labels, repos).
-pub fn contains_name(list: &[String], name: &str) -> bool {
+pub(crate) fn contains_name(list: &[String], name: &str) -> bool {
     let n = normalize_name(name);
     list.iter().any(|s| normalize_name(s) == n)
 }
 
 impl Issue {
     /// The issue's state normalized for comparison.
-    pub fn normalized_state(&self) -> String {
+    pub(crate) fn normalized_state(&self) -> String {
         normalize_name(&self.state)
     }
 
     /// True when the issue carries `label` (compared trimmed and lowercased).
-    pub fn has_label(&self, label: &str) -> bool {
+    pub(crate) fn has_label(&self, label: &str) -> bool {
         let want = normalize_name(label);
         !want.is_empty() && self.labels.iter().any(|l| normalize_name(l) == want)
     }

@@ -5,7 +5,7 @@
 use crossbeam_channel::Sender;
 use serde::Serialize;
 
-use crate::tracker::RateLimitInfo;
+use crate::tracker::TrackerBudget;
 
 /// Number of rows per section.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -120,8 +120,9 @@ pub struct TrackerHealth {
     pub last_successful_poll_at: Option<String>,
     /// Last poll error, if the most recent poll failed.
     pub last_error: Option<String>,
-    /// GraphQL budget.
-    pub rate_limit: Option<RateLimitInfo>,
+    /// The tracker's request budget (GitHub: GraphQL points); null when it reports none.
+    /// Named `rate_limit` in the JSON API.
+    pub rate_limit: Option<TrackerBudget>,
 }
 
 /// `GET /api/v1/state`.
@@ -139,9 +140,10 @@ pub struct StateSnapshot {
     pub blocked: Vec<BlockedRow>,
     /// Totals.
     pub agent_totals: AgentTotals,
-    /// Agent-reported rate limits, when any (null otherwise).
+    /// Agent-reported rate limits. Always null today: no agent adapter reports them yet. The
+    /// field stays in the JSON API (documented as `rate_limits`) for when one does.
     pub rate_limits: Option<serde_json::Value>,
-    /// GitHub side.
+    /// Tracker health.
     pub tracker: TrackerHealth,
 }
 

@@ -1,7 +1,7 @@
 //! Bounding untrusted text for summaries, logs and pages.
 
 /// `s` cut to at most `max` characters, with `…` appended when something was cut.
-pub fn truncate_chars(s: &str, max: usize) -> String {
+pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         None => s.to_string(),
         Some((idx, _)) => format!("{}…", &s[..idx]),
@@ -10,7 +10,7 @@ pub fn truncate_chars(s: &str, max: usize) -> String {
 
 /// Like [`truncate_chars`], with every control character (newlines included) turned into a space,
 /// so the result is one line. Only the first `max + 1` characters are looked at.
-pub fn single_line(s: &str, max: usize) -> String {
+pub(crate) fn single_line(s: &str, max: usize) -> String {
     let mut out: String = s
         .chars()
         .take(max)

@@ -3,29 +3,29 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Format a time as RFC 3339 UTC with second precision, e.g. `2026-11-29T19:17:17Z`.
-pub fn rfc3339(t: SystemTime) -> String {
+pub(crate) fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// Format a time as RFC 3339 UTC with millisecond precision.
-pub fn rfc3339_millis(t: SystemTime) -> String {
+pub(crate) fn rfc3339_millis(t: SystemTime) -> String {
     humantime::format_rfc3339_millis(t).to_string()
 }
 
 /// Parse an RFC 3339 timestamp (as GitHub sends, e.g. `2024-01-02T03:04:05Z`).
-pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     humantime::parse_rfc3339_weak(s.trim()).ok()
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn unix_millis(t: SystemTime) -> u64 {
+pub(crate) fn unix_millis(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .unwrap_or(Duration::ZERO)
         .as_millis() as u64
 }
 
 /// serde adapter: `SystemTime` as an RFC 3339 string.
-pub mod serde_system_time {
+pub(crate) mod serde_system_time {
     use std::time::SystemTime;
 
     use serde::Serializer;

@@ -313,7 +313,8 @@ fn other_validation_errors_are_errors_not_degradation() {
         body: json!({"errors":[{"extensions":{"code":"undefinedField","typeName":"Issue","fieldName":"frobnicate"},"message":"Field 'frobnicate' doesn't exist on type 'Issue'"}]}).to_string(),
     });
     let e = t.fetch_candidate_issues().unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::GithubGraphqlErrors);
+    assert_eq!(e.kind, TrackerErrorKind::Query);
+    assert_eq!(e.class, "github_graphql_errors");
     assert!(t.dependencies_supported());
 }
 
@@ -351,7 +352,8 @@ fn missing_end_cursor_with_next_page_is_typed_error() {
         .unwrap()
         .fetch_candidate_issues()
         .unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::GithubMissingEndCursor);
+    assert_eq!(e.kind, TrackerErrorKind::Pagination);
+    assert_eq!(e.class, "github_missing_end_cursor");
 }
 
 #[test]
@@ -443,20 +445,32 @@ fn refresh_failures_are_errors_not_omissions() {
     let t = GithubTracker::new(&cfg(&fake)).unwrap();
     t.validate().unwrap();
     let ids = vec![issue_node_id("acme/app#1")];
-    for (fault, kind) in [
-        (Fault::BadGateway, TrackerErrorKind::GithubApiStatus),
+    // The GitHub tracker keeps its stable class names (logs, `baton check`, the API).
+    for (fault, kind, class) in [
+        (
+            Fault::BadGateway,
+            TrackerErrorKind::Status,
+            "github_api_status",
+        ),
         (
             Fault::SecondaryRateLimit {
                 status: 403,
                 retry_after: Some(30),
             },
-            TrackerErrorKind::GithubRateLimited,
+            TrackerErrorKind::RateLimited,
+            "github_rate_limited",
         ),
-        (Fault::Garbage, TrackerErrorKind::GithubUnknownPayload),
-        (Fault::Unauthorized, TrackerErrorKind::GithubAuth),
+        (
+            Fault::Garbage,
+            TrackerErrorKind::Payload,
+            "github_unknown_payload",
+        ),
+        (Fault::Unauthorized, TrackerErrorKind::Auth, "github_auth"),
     ] {
         fake.push_fault(fault);
-        assert_eq!(t.fetch_issue_states_by_ids(&ids).unwrap_err().kind, kind);
+        let e = t.fetch_issue_states_by_ids(&ids).unwrap_err();
+        assert_eq!((e.kind, e.class), (kind, class));
+        assert!(e.to_string().starts_with(&format!("{class}: ")), "{e}");
     }
     // A malformed record fails the refresh instead of being silently omitted.
     fake.push_fault(Fault::Raw {
@@ -466,7 +480,7 @@ fn refresh_failures_are_errors_not_omissions() {
             "projectItems":{"nodes":[{"id":"PVTI_1","isArchived":false,"project":{"id":fake.project_id()},"status":{"__typename":"ProjectV2ItemFieldSingleSelectValue","name":"Todo","optionId":"x"}}]}}]}}).to_string(),
     });
     let e = t.fetch_issue_states_by_ids(&ids).unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::GithubUnknownPayload);
+    assert_eq!(e.kind, TrackerErrorKind::Payload);
     assert!(e.message.contains("number"), "{e}");
 }
 
@@ -513,7 +527,7 @@ fn error_classes_map_from_faults() {
         retry_after: Some(30),
     });
     let e = t.fetch_candidate_issues().unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::GithubRateLimited);
+    assert_eq!(e.kind, TrackerErrorKind::RateLimited);
     let wait = e.retry_at.unwrap().duration_since(before).unwrap();
     assert!(
         wait >= Duration::from_secs(29) && wait <= Duration::from_secs(40),
@@ -525,7 +539,7 @@ fn error_classes_map_from_faults() {
         retry_after: None,
     });
     let e = t.fetch_candidate_issues().unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::GithubRateLimited);
+    assert_eq!(e.kind, TrackerErrorKind::RateLimited);
     assert!(e.retry_at.unwrap().duration_since(before).unwrap() >= Duration::from_secs(60));
 
     fake.push_fault(Fault::SecondaryRateLimit {
@@ -542,7 +556,7 @@ fn error_classes_map_from_faults() {
                 remaining,
             });
             let e = t.fetch_candidate_issues().unwrap_err();
-            assert_eq!(e.kind, TrackerErrorKind::GithubRateLimited, "{spelling}");
+            assert_eq!(e.kind, TrackerErrorKind::RateLimited, "{spelling}");
             assert_eq!(
                 e.retry_at,
                 Some(UNIX_EPOCH + Duration::from_secs(FAKE_RESET_EPOCH + 1))
@@ -552,18 +566,18 @@ fn error_classes_map_from_faults() {
 
     fake.push_fault(Fault::Unauthorized);
     let e = t.fetch_candidate_issues().unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::GithubAuth);
+    assert_eq!(e.kind, TrackerErrorKind::Auth);
     assert!(e.retry_at.is_none(), "401 is not a rate limit");
 
     fake.push_fault(Fault::InsufficientScopes);
     let e = t.fetch_candidate_issues().unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::GithubAuth);
+    assert_eq!(e.kind, TrackerErrorKind::Auth);
     assert!(e.message.contains("read:project"));
 
     fake.push_fault(Fault::BadGateway);
     assert_eq!(
         t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::GithubApiStatus
+        TrackerErrorKind::Status
     );
     fake.push_fault(Fault::Raw {
         status: 500,
@@ -572,12 +586,12 @@ fn error_classes_map_from_faults() {
     });
     assert_eq!(
         t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::GithubApiStatus
+        TrackerErrorKind::Status
     );
     fake.push_fault(Fault::Garbage);
     assert_eq!(
         t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::GithubUnknownPayload
+        TrackerErrorKind::Payload
     );
     fake.push_fault(Fault::Raw {
         status: 200,
@@ -586,7 +600,7 @@ fn error_classes_map_from_faults() {
     });
     assert_eq!(
         t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::GithubUnknownPayload
+        TrackerErrorKind::Payload
     );
     fake.push_fault(Fault::Raw {
         status: 200,
@@ -595,7 +609,7 @@ fn error_classes_map_from_faults() {
     });
     assert_eq!(
         t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::GithubGraphqlErrors
+        TrackerErrorKind::Query
     );
     // And the tracker still works afterwards.
     assert!(!t.fetch_candidate_issues().unwrap().is_empty());
@@ -610,7 +624,7 @@ fn slow_responses_and_dead_endpoints_are_transport_errors() {
     t.validate().unwrap();
     fake.push_fault(Fault::Slow(Duration::from_secs(2)));
     let e = t.fetch_candidate_issues().unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::GithubApiRequest);
+    assert_eq!(e.kind, TrackerErrorKind::Transport);
     assert!(e.message.contains("timed out"), "{e}");
 
     let port = {
@@ -619,7 +633,7 @@ fn slow_responses_and_dead_endpoints_are_transport_errors() {
     };
     c.endpoint = format!("http://127.0.0.1:{port}/graphql");
     let e = GithubTracker::new(&c).unwrap().validate().unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::GithubApiRequest);
+    assert_eq!(e.kind, TrackerErrorKind::Transport);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Server-rendered, self-contained HTML for the dashboard (`/`) and the per-issue page
-//! (`/issues/<identifier>`). Every value that came from GitHub or an agent goes through
+//! (`/issues/<identifier>`). Every value that came from the tracker or an agent goes through
 //! [`escape`]; links to issues are emitted only for `http`/`https` URLs ([`safe_link`]).
 //!
 //! The pages reload themselves with a meta refresh; one constant inline script ticks the retry
@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use crate::status::{BlockedRow, IssueDetail, RetryRow, RunningRow, StateSnapshot};
+use crate::status::{BlockedRow, IssueDetail, RetryRow, RunningRow, StateSnapshot, TrackerHealth};
 use crate::timefmt;
 
 /// Seconds between automatic reloads of the dashboard and issue pages.
@@ -107,48 +107,34 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
         snap.counts.blocked,
     );
 
-    h.push_str("<h2 id=\"running\">Running</h2>");
-    if snap.running.is_empty() {
-        h.push_str("<p class=\"muted\">No running agents.</p>");
-    } else {
-        h.push_str(
-            "<table id=\"running-table\"><thead><tr><th>Issue</th><th>Title</th><th>State</th>\
-             <th class=\"num\">Turns</th><th>Age</th><th>Last event</th>\
-             <th class=\"num\">Tokens</th><th class=\"num\">Cost</th></tr></thead><tbody>",
-        );
-        for row in &snap.running {
-            running_row(&mut h, row, now);
-        }
-        h.push_str("</tbody></table>");
-    }
-
-    h.push_str("<h2 id=\"retrying\">Retry queue</h2>");
-    if snap.retrying.is_empty() {
-        h.push_str("<p class=\"muted\">No retries queued.</p>");
-    } else {
-        h.push_str(
-            "<table id=\"retry-table\"><thead><tr><th>Issue</th><th class=\"num\">Attempt</th>\
-             <th>Due in</th><th>Due at</th><th>Error</th></tr></thead><tbody>",
-        );
-        for row in &snap.retrying {
-            retry_row(&mut h, row);
-        }
-        h.push_str("</tbody></table>");
-    }
-
-    h.push_str("<h2 id=\"blocked\">Blocked</h2>");
-    if snap.blocked.is_empty() {
-        h.push_str("<p class=\"muted\">No blocked issues.</p>");
-    } else {
-        h.push_str(
-            "<table id=\"blocked-table\"><thead><tr><th>Issue</th><th>State</th><th>Reason</th>\
-             <th>Since</th></tr></thead><tbody>",
-        );
-        for row in &snap.blocked {
-            blocked_row(&mut h, row, now);
-        }
-        h.push_str("</tbody></table>");
-    }
+    table_section(
+        &mut h,
+        ("running", "Running", "No running agents."),
+        "running-table",
+        "<th>Issue</th><th>Title</th><th>State</th>\
+         <th class=\"num\">Turns</th><th>Age</th><th>Last event</th>\
+         <th class=\"num\">Tokens</th><th class=\"num\">Cost</th>",
+        &snap.running,
+        |h, row| running_row(h, row, now),
+    );
+    table_section(
+        &mut h,
+        ("retrying", "Retry queue", "No retries queued."),
+        "retry-table",
+        "<th>Issue</th><th class=\"num\">Attempt</th>\
+         <th>Due in</th><th>Due at</th><th>Error</th>",
+        &snap.retrying,
+        retry_row,
+    );
+    table_section(
+        &mut h,
+        ("blocked", "Blocked", "No blocked issues."),
+        "blocked-table",
+        "<th>Issue</th><th>State</th><th>Reason</th>\
+         <th>Since</th>",
+        &snap.blocked,
+        |h, row| blocked_row(h, row, now),
+    );
 
     let t = &snap.agent_totals;
     let _ = write!(
@@ -163,8 +149,22 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
         cost_text(Some(t.cost_usd)),
     );
 
-    let tr = &snap.tracker;
-    h.push_str("<h2 id=\"tracker\">GitHub</h2><dl><dt>Last successful poll</dt><dd>");
+    tracker_section(&mut h, &snap.tracker, now);
+    h.push_str("<h2 id=\"rate-limits\">Agent rate limits</h2>");
+    match &snap.rate_limits {
+        Some(v) if !v.is_null() => {
+            let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
+            let _ = write!(h, "<pre>{}</pre>", escape(&pretty));
+        }
+        _ => h.push_str("<p class=\"muted\">None reported.</p>"),
+    }
+    page_end(&mut h);
+    h
+}
+
+/// The tracker health section: last poll, last error, request budget.
+fn tracker_section(h: &mut String, tr: &TrackerHealth, now: SystemTime) {
+    h.push_str("<h2 id=\"tracker\">Tracker</h2><dl><dt>Last successful poll</dt><dd>");
     match &tr.last_successful_poll_at {
         Some(at) => {
             let _ = write!(h, "{} ({})", escape(at), ago_text(at, now));
@@ -178,7 +178,7 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
         }
         None => h.push_str("<span class=\"muted\">none</span>"),
     }
-    h.push_str("</dd><dt>GraphQL points</dt><dd>");
+    h.push_str("</dd><dt>Request budget</dt><dd>");
     match &tr.rate_limit {
         Some(rl) => {
             let _ = write!(h, "{} of {} left", opt_num(rl.remaining), opt_num(rl.limit));
@@ -186,23 +186,59 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
                 let _ = write!(h, ", resets {}", escape(reset));
             }
             if let Some(cost) = rl.last_cost {
-                let _ = write!(h, ", last query cost {cost}");
+                let _ = write!(h, ", last request cost {cost}");
             }
         }
         None => h.push_str("<span class=\"muted\">unknown</span>"),
     }
     h.push_str("</dd></dl>");
+}
 
-    h.push_str("<h2 id=\"rate-limits\">Agent rate limits</h2>");
-    match &snap.rate_limits {
-        Some(v) if !v.is_null() => {
-            let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
-            let _ = write!(h, "<pre>{}</pre>", escape(&pretty));
-        }
-        _ => h.push_str("<p class=\"muted\">None reported.</p>"),
+/// The `<dt>/<dd>` rows of a running worker on the issue page.
+fn running_details(h: &mut String, r: &RunningRow, now: SystemTime) {
+    let _ = write!(
+        h,
+        "<dt>State</dt><dd>{}</dd><dt>Session</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd>\
+         <dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} total</dd>\
+         <dt>Cost</dt><dd>{}</dd>",
+        escape(&r.state),
+        escape(r.session_id.as_deref().unwrap_or("—")),
+        r.turn_count,
+        age_text(&r.started_at, now),
+        thousands(r.tokens.input_tokens),
+        thousands(r.tokens.output_tokens),
+        thousands(r.tokens.total_tokens),
+        cost_text(r.cost_usd),
+    );
+}
+
+/// One dashboard section: a heading (`id`, title, text shown when empty), then a table of
+/// `rows` with the given header cells.
+fn table_section<'a, T: 'a, I>(
+    h: &mut String,
+    (id, title, empty): (&str, &str, &str),
+    table_id: &str,
+    head: &str,
+    rows: I,
+    mut row: impl FnMut(&mut String, &T),
+) where
+    I: IntoIterator<Item = &'a T>,
+    I::IntoIter: ExactSizeIterator,
+{
+    let rows = rows.into_iter();
+    let _ = write!(h, "<h2 id=\"{id}\">{title}</h2>");
+    if rows.len() == 0 {
+        let _ = write!(h, "<p class=\"muted\">{empty}</p>");
+        return;
     }
-    page_end(&mut h);
-    h
+    let _ = write!(
+        h,
+        "<table id=\"{table_id}\"><thead><tr>{head}</tr></thead><tbody>"
+    );
+    for r in rows {
+        row(h, r);
+    }
+    h.push_str("</tbody></table>");
 }
 
 /// Render the per-issue page for `detail` as seen at `now`.
@@ -241,20 +277,7 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
             .unwrap_or_else(|| "<span class=\"muted\">none</span>".into()),
     );
     if let Some(r) = &d.running {
-        let _ = write!(
-            h,
-            "<dt>State</dt><dd>{}</dd><dt>Session</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd>\
-             <dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} total</dd>\
-             <dt>Cost</dt><dd>{}</dd>",
-            escape(&r.state),
-            escape(r.session_id.as_deref().unwrap_or("—")),
-            r.turn_count,
-            age_text(&r.started_at, now),
-            thousands(r.tokens.input_tokens),
-            thousands(r.tokens.output_tokens),
-            thousands(r.tokens.total_tokens),
-            cost_text(r.cost_usd),
-        );
+        running_details(&mut h, r, now);
     }
     if let Some(r) = &d.retry {
         let _ = write!(
@@ -272,16 +295,15 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
             escape(&b.since),
         );
     }
-    h.push_str("</dl><h2 id=\"events\">Recent events</h2>");
-    if d.recent_events.is_empty() {
-        h.push_str("<p class=\"muted\">No events recorded.</p>");
-    } else {
-        h.push_str(
-            "<table id=\"events-table\"><thead><tr><th>At</th><th>Event</th><th>Message</th></tr>\
-             </thead><tbody>",
-        );
+    h.push_str("</dl>");
+    table_section(
+        &mut h,
+        ("events", "Recent events", "No events recorded."),
+        "events-table",
+        "<th>At</th><th>Event</th><th>Message</th>",
         // Newest first reads best on a page that reloads itself.
-        for ev in d.recent_events.iter().rev() {
+        d.recent_events.iter().rev(),
+        |h, ev| {
             let _ = write!(
                 h,
                 "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -289,9 +311,8 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
                 escape(&ev.event),
                 escape(&truncate_chars(&ev.message, EVENT_MESSAGE_CHARS)),
             );
-        }
-        h.push_str("</tbody></table>");
-    }
+        },
+    );
     page_end(&mut h);
     h
 }

@@ -4,8 +4,8 @@
 //! The HTTP threads never touch orchestrator state: every answer comes from the main loop via
 //! [`crate::status::ControlRequest`] with a timeout. See `ARCHITECTURE.d/http.md`.
 
-pub mod html;
-pub mod routes;
+pub(crate) mod html;
+pub(crate) mod routes;
 mod server;
 pub mod webhook;
 
@@ -16,11 +16,11 @@ pub use server::{spawn, HttpHandle};
 use crate::workflow::config::{Secret, ServerConfig};
 
 /// Default bind host: loopback only.
-pub const DEFAULT_BIND: &str = "127.0.0.1";
+pub(crate) const DEFAULT_BIND: &str = "127.0.0.1";
 /// Default wait for the main loop's answer.
-pub const DEFAULT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Default request-body cap (GitHub `projects_v2_item` deliveries are a few KiB).
-pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
+pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// How to run the HTTP server.
 #[derive(Debug, Clone)]
@@ -51,7 +51,7 @@ impl HttpOptions {
 
     /// Apply precedence: `--port` over `server.port`, `--bind` over `server.host` over
     /// `127.0.0.1`. `None` when neither port is given (server disabled).
-    pub fn from_config(
+    pub(crate) fn from_config(
         cli_port: Option<u16>,
         cli_bind: Option<&str>,
         server: &ServerConfig,

@@ -181,10 +181,9 @@ fn accept_loop(
                         "http server rebind failed addr={addr} error={e} retry_in_ms={}",
                         backoff.as_millis()
                     );
-                    if pause(&wake, &shared, backoff) {
+                    if pause(&wake, &shared, &mut backoff) {
                         return;
                     }
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
                     continue;
                 }
             },
@@ -215,16 +214,17 @@ fn accept_loop(
             "http server request stream failed addr={addr} error={failure} rebuild_in_ms={}",
             backoff.as_millis()
         );
-        if pause(&wake, &shared, backoff) {
+        if pause(&wake, &shared, &mut backoff) {
             return;
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }
 
-/// Sleep up to `d`; true when shutdown was requested meanwhile.
-fn pause(wake: &Receiver<()>, shared: &Shared, d: Duration) -> bool {
-    let _ = wake.recv_timeout(d);
+/// Sleep up to `*backoff`, then double it (capped) for the next failure; true when shutdown was
+/// requested meanwhile.
+fn pause(wake: &Receiver<()>, shared: &Shared, backoff: &mut Duration) -> bool {
+    let _ = wake.recv_timeout(*backoff);
+    *backoff = (*backoff * 2).min(BACKOFF_MAX);
     shared.shutdown.load(Ordering::SeqCst)
 }
 

@@ -6,13 +6,13 @@ use ring::hmac;
 use crate::workflow::config::Secret;
 
 /// Header carrying the signature.
-pub const SIGNATURE_HEADER: &str = "X-Hub-Signature-256";
+pub(crate) const SIGNATURE_HEADER: &str = "X-Hub-Signature-256";
 /// Header carrying the event name (`projects_v2_item`, `ping`, …).
-pub const EVENT_HEADER: &str = "X-GitHub-Event";
+pub(crate) const EVENT_HEADER: &str = "X-GitHub-Event";
 
 /// Why a delivery's signature was rejected (the message is safe to return to the caller).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignatureError {
+pub(crate) enum SignatureError {
     /// No `X-Hub-Signature-256` header.
     Missing,
     /// Not `sha256=` followed by 64 hex digits.
@@ -33,7 +33,7 @@ impl SignatureError {
 }
 
 /// Check `header` (the raw `X-Hub-Signature-256` value) against the HMAC-SHA256 of `body`.
-pub fn verify_signature(
+pub(crate) fn verify_signature(
     secret: &Secret,
     body: &[u8],
     header: Option<&str>,

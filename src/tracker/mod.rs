@@ -1,60 +1,70 @@
 //! The issue tracker boundary (spec §11): the `Tracker` trait the orchestrator and workers call,
-//! and the typed error classes (spec §11.4). The GitHub Projects v2 implementation lives in
-//! `tracker::github`.
+//! the tracker-neutral error classes (spec §11.4) and request budget, and the registry of tracker
+//! kinds (`config`): each kind parses its own `tracker.*` keys, checks them, and builds its
+//! tracker. The GitHub Projects v2 implementation lives in `tracker::github`.
 
 use std::fmt;
 use std::time::SystemTime;
 
 use crate::model::Issue;
 
-/// Error class of a tracker failure (spec §11.4).
+/// Error class of a tracker failure (spec §11.4), in tracker-neutral terms. The stable string
+/// that logs, `baton check` and the API show is [`TrackerError::class`]: each tracker kind names
+/// its own classes (the GitHub tracker keeps `github_api_request`, `github_auth`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TrackerErrorKind {
-    /// `tracker.kind` is not `github_projects`.
+    /// `tracker.kind` is missing or names another tracker.
     UnsupportedTrackerKind,
-    /// No token after `$VAR`/`GITHUB_TOKEN`/`gh auth token` resolution.
+    /// No credentials for a tracker that needs them.
     MissingTrackerToken,
-    /// Owner/number missing, or the project (or its status field) does not resolve.
+    /// The board/project is not configured, or does not resolve.
     MissingTrackerProject,
-    /// Transport failure (DNS, connect, TLS, timeout, body too large).
-    GithubApiRequest,
-    /// Non-200 HTTP status (other than rate limits and auth).
-    GithubApiStatus,
-    /// 401 Bad credentials / 403 without a rate-limit marker.
-    GithubAuth,
-    /// Primary or secondary rate limit; `retry_at` says when to try again.
-    GithubRateLimited,
-    /// GraphQL `errors` in an otherwise readable response.
-    GithubGraphqlErrors,
-    /// A body that is not the expected JSON shape.
-    GithubUnknownPayload,
-    /// `hasNextPage: true` without an `endCursor`.
-    GithubMissingEndCursor,
+    /// Transport failure (DNS, connect, TLS, timeout, body too large, I/O).
+    Transport,
+    /// An unexpected response status (other than rate limits and auth).
+    Status,
+    /// Credentials rejected or insufficient.
+    Auth,
+    /// The request budget is exhausted; `retry_at` says when to try again.
+    RateLimited,
+    /// The tracker rejected the query itself (e.g. GraphQL `errors`).
+    Query,
+    /// An answer that is not the expected shape.
+    Payload,
+    /// Paging that cannot continue (e.g. `hasNextPage` without a cursor).
+    Pagination,
 }
 
+#[allow(non_upper_case_globals)]
 impl TrackerErrorKind {
-    /// The stable snake_case class name used in logs and `baton check`.
+    /// Old name of [`TrackerErrorKind::Status`], kept for callers written before the neutral names.
+    pub const GithubApiStatus: TrackerErrorKind = TrackerErrorKind::Status;
+
+    /// The default class name of the kind, used when a tracker names no class of its own.
     pub fn as_str(self) -> &'static str {
         match self {
             TrackerErrorKind::UnsupportedTrackerKind => "unsupported_tracker_kind",
             TrackerErrorKind::MissingTrackerToken => "missing_tracker_token",
             TrackerErrorKind::MissingTrackerProject => "missing_tracker_project",
-            TrackerErrorKind::GithubApiRequest => "github_api_request",
-            TrackerErrorKind::GithubApiStatus => "github_api_status",
-            TrackerErrorKind::GithubAuth => "github_auth",
-            TrackerErrorKind::GithubRateLimited => "github_rate_limited",
-            TrackerErrorKind::GithubGraphqlErrors => "github_graphql_errors",
-            TrackerErrorKind::GithubUnknownPayload => "github_unknown_payload",
-            TrackerErrorKind::GithubMissingEndCursor => "github_missing_end_cursor",
+            TrackerErrorKind::Transport => "tracker_request",
+            TrackerErrorKind::Status => "tracker_status",
+            TrackerErrorKind::Auth => "tracker_auth",
+            TrackerErrorKind::RateLimited => "tracker_rate_limited",
+            TrackerErrorKind::Query => "tracker_query_errors",
+            TrackerErrorKind::Payload => "tracker_unknown_payload",
+            TrackerErrorKind::Pagination => "tracker_pagination",
         }
     }
 }
 
-/// A tracker failure. Never carries the token.
+/// A tracker failure. Never carries a credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrackerError {
     /// The error class.
     pub kind: TrackerErrorKind,
+    /// The stable snake_case name shown in logs, `baton check` and the API (tracker-specific,
+    /// e.g. `github_auth`).
+    pub class: &'static str,
     /// Human-readable detail (no secrets).
     pub message: String,
     /// For rate limits: when a retry may succeed.
@@ -62,10 +72,20 @@ pub struct TrackerError {
 }
 
 impl TrackerError {
-    /// Build an error without a retry time.
+    /// Build an error named by the kind's default class, without a retry time.
     pub fn new(kind: TrackerErrorKind, message: impl Into<String>) -> Self {
+        Self::with_class(kind, kind.as_str(), message)
+    }
+
+    /// Build an error with a tracker-specific class name, without a retry time.
+    pub(crate) fn with_class(
+        kind: TrackerErrorKind,
+        class: &'static str,
+        message: impl Into<String>,
+    ) -> Self {
         TrackerError {
             kind,
+            class,
             message: message.into(),
             retry_at: None,
         }
@@ -74,24 +94,28 @@ impl TrackerError {
 
 impl fmt::Display for TrackerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.kind.as_str(), self.message)
+        write!(f, "{}: {}", self.class, self.message)
     }
 }
 
 impl std::error::Error for TrackerError {}
 
-/// The GraphQL rate-limit budget last reported by GitHub.
+/// The request budget a tracker last reported (GitHub: GraphQL rate-limit points). Trackers
+/// without a budget report none. Serialized as the API's `tracker.rate_limit` object.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct RateLimitInfo {
-    /// Points left in the window.
+pub struct TrackerBudget {
+    /// Units left in the window.
     pub remaining: Option<i64>,
-    /// Window size in points.
+    /// Window size in units.
     pub limit: Option<i64>,
     /// RFC 3339 reset time.
     pub reset_at: Option<String>,
-    /// Points the last request cost.
+    /// Units the last request cost.
     pub last_cost: Option<i64>,
 }
+
+/// Old name of [`TrackerBudget`], kept so existing callers compile.
+pub type RateLimitInfo = TrackerBudget;
 
 /// The tracker operations Baton needs (spec §11.1). Implementations are shared between the main
 /// loop's tracker thread and worker threads, so they take `&self` and synchronize internally.
@@ -108,8 +132,17 @@ pub trait Tracker: Send + Sync {
     fn validate(&self) -> Result<(), TrackerError>;
     /// Drop cached project/field ids (called on WORKFLOW reload).
     fn reset_cache(&self);
-    /// The last rate-limit budget seen, if any.
-    fn rate_limit(&self) -> Option<RateLimitInfo>;
+    /// The last request budget seen, if any (`None` for trackers without one).
+    fn rate_limit(&self) -> Option<TrackerBudget>;
 }
 
+pub mod config;
 pub mod github;
+
+pub use config::{open, TrackerConfig};
+
+/// False for log records that could carry a tracker credential (the HTTP stack's wire dumps);
+/// the process logger drops them whatever `RUST_LOG` says.
+pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
+    github::wire_log_allowed(target, level)
+}

@@ -69,7 +69,7 @@ pub struct SplitWorkflow {
 }
 
 /// FNV-1a 64-bit hash (stable across builds, unlike `DefaultHasher`).
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);
@@ -79,7 +79,7 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
 }
 
 /// Read a file with the size cap; errors are `missing_workflow_file` or `workflow_too_large`.
-pub fn read_workflow_bytes(path: &Path) -> Result<Vec<u8>, WorkflowError> {
+pub(crate) fn read_workflow_bytes(path: &Path) -> Result<Vec<u8>, WorkflowError> {
     let err = |class, message: String| WorkflowError {
         class,
         path: path.to_path_buf(),
@@ -212,7 +212,7 @@ pub fn load_workflow(path: &Path, env: &dyn ConfigEnv) -> Result<Workflow, Workf
 }
 
 /// [`load_workflow`] for bytes already read from `path` (by [`read_workflow_bytes`]).
-pub fn parse_workflow_bytes(
+pub(crate) fn parse_workflow_bytes(
     path: &Path,
     bytes: Vec<u8>,
     env: &dyn ConfigEnv,
@@ -259,7 +259,7 @@ pub fn parse_workflow_bytes(
 }
 
 /// The absolute directory holding the workflow file.
-pub fn workflow_dir(path: &Path) -> PathBuf {
+pub(crate) fn workflow_dir(path: &Path) -> PathBuf {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {

@@ -19,17 +19,17 @@ use upon::{Engine, Value};
 use crate::model::{BlockerRef, Issue};
 
 /// Error class for a template that does not compile.
-pub const TEMPLATE_PARSE_ERROR: &str = "template_parse_error";
+pub(crate) const TEMPLATE_PARSE_ERROR: &str = "template_parse_error";
 /// Error class for a template that compiles but fails to render.
-pub const TEMPLATE_RENDER_ERROR: &str = "template_render_error";
+pub(crate) const TEMPLATE_RENDER_ERROR: &str = "template_render_error";
 
 /// The filters registered on the engine, in the order they are documented.
-pub const FILTERS: &[&str] = &[
+pub(crate) const FILTERS: &[&str] = &[
     "eq", "ne", "and", "or", "contains", "default", "join", "upcase", "downcase", "size", "plus",
 ];
 
 /// The fields of the `issue` variable.
-pub const ISSUE_FIELDS: &[&str] = &[
+pub(crate) const ISSUE_FIELDS: &[&str] = &[
     "id",
     "item_id",
     "identifier",

@@ -17,7 +17,7 @@ pub struct WorkflowWatcher {
 
 /// True when a notify event may mean the workflow file changed. Our own reads (access events)
 /// never count; events on other files in the directory are ignored.
-pub fn is_relevant(event: &Event, file_name: &OsString) -> bool {
+pub(crate) fn is_relevant(event: &Event, file_name: &OsString) -> bool {
     if matches!(event.kind, EventKind::Access(_)) {
         return false;
     }

@@ -15,7 +15,7 @@ use baton::status::{
     AgentTotals, BlockedRow, ControlRequest, Counts, IssueDetail, RecentEvent, RefreshAck,
     RetryRow, RunningRow, StateSnapshot, Tokens, TrackerHealth,
 };
-use baton::tracker::RateLimitInfo;
+use baton::tracker::TrackerBudget;
 use baton::workflow::config::Secret;
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
@@ -94,7 +94,7 @@ pub fn fixture_state() -> StateSnapshot {
         tracker: TrackerHealth {
             last_successful_poll_at: Some("2026-01-01T00:01:30Z".into()),
             last_error: None,
-            rate_limit: Some(RateLimitInfo {
+            rate_limit: Some(TrackerBudget {
                 remaining: Some(4990),
                 limit: Some(5000),
                 reset_at: Some("2026-01-01T01:00:00Z".into()),

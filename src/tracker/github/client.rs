@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::tracker::{RateLimitInfo, TrackerError, TrackerErrorKind};
+use crate::tracker::{TrackerBudget, TrackerError, TrackerErrorKind};
 use crate::workflow::config::Secret;
 
 /// The largest response body Baton reads from GitHub (a 100-item page is well under 1 MiB).
@@ -82,10 +82,10 @@ pub struct Reply {
 
 impl Reply {
     /// The budget reported by this reply: the body's `rateLimit` when present, else the headers.
-    pub fn rate_limit(&self) -> Option<RateLimitInfo> {
+    pub fn rate_limit(&self) -> Option<TrackerBudget> {
         let body = self.data.get("rateLimit").filter(|v| v.is_object());
         if let Some(rl) = body {
-            return Some(RateLimitInfo {
+            return Some(TrackerBudget {
                 remaining: rl.get("remaining").and_then(Value::as_i64),
                 limit: rl.get("limit").and_then(Value::as_i64),
                 reset_at: rl
@@ -98,7 +98,7 @@ impl Reply {
         if self.meta.remaining.is_none() && self.meta.limit.is_none() {
             return None;
         }
-        Some(RateLimitInfo {
+        Some(TrackerBudget {
             remaining: self.meta.remaining,
             limit: self.meta.limit,
             reset_at: self
@@ -131,11 +131,11 @@ impl Reply {
             )
         });
         let kind = if auth {
-            TrackerErrorKind::GithubAuth
+            TrackerErrorKind::Auth
         } else {
-            TrackerErrorKind::GithubGraphqlErrors
+            TrackerErrorKind::Query
         };
-        Err(TrackerError::new(
+        Err(super::error(
             kind,
             describe_errors(&fatal.into_iter().cloned().collect::<Vec<_>>(), token),
         ))
@@ -186,63 +186,20 @@ pub fn classify_response(
         .and_then(|v| v.get("message"))
         .and_then(Value::as_str)
         .map(|m| single_line(&scrub(m, token), 300));
-    let shown = rest_message
-        .clone()
-        .unwrap_or_else(|| format!("{} byte body", body.len()));
-
-    if status == 401 {
-        return Err(TrackerError::new(
-            TrackerErrorKind::GithubAuth,
-            format!(
-                "GitHub rejected the token (HTTP 401: {shown}); check tracker.token (scopes: read:project and repository read)"
-            ),
-        ));
-    }
-    if status == 403 || status == 429 {
-        let lower = rest_message.as_deref().unwrap_or("").to_lowercase();
-        let secondary = lower.contains("secondary rate limit") || lower.contains("abuse detection");
-        if secondary || meta.retry_after_secs.is_some() || status == 429 {
-            let wait = meta
-                .retry_after_secs
-                .map(Duration::from_secs)
-                .unwrap_or(SECONDARY_LIMIT_DEFAULT_WAIT);
-            return Err(rate_limited(
-                format!("secondary rate limit (HTTP {status}: {shown})"),
-                now + wait,
-            ));
-        }
-        if meta.remaining == Some(0) {
-            if let Some(reset) = meta.reset_epoch {
-                return Err(rate_limited(
-                    format!("primary rate limit (HTTP {status}: {shown})"),
-                    reset_time(reset, now),
-                ));
-            }
-        }
-        return Err(TrackerError::new(
-            TrackerErrorKind::GithubAuth,
-            format!("GitHub refused the request (HTTP 403: {shown})"),
-        ));
-    }
     if status != 200 {
-        // 502/504 bodies may be GraphQL-ish (`{"data":"null","errors":[...]}`).
-        let detail = rest_message.or_else(|| {
-            parsed
-                .as_ref()
-                .map(|v| describe_errors(&parse_errors(v), token))
-                .filter(|s| !s.is_empty())
-        });
-        return Err(TrackerError::new(
-            TrackerErrorKind::GithubApiStatus,
-            match detail {
-                Some(d) => format!("GitHub answered HTTP {status}: {d}"),
-                None => format!("GitHub answered HTTP {status} ({} byte body)", body.len()),
-            },
+        return Err(classify_failure(
+            status,
+            meta,
+            parsed.as_ref(),
+            rest_message,
+            body.len(),
+            token,
+            now,
         ));
     }
     let Some(Value::Object(obj)) = parsed else {
-        return Err(TrackerError::new(
-            TrackerErrorKind::GithubUnknownPayload,
+        return Err(super::error(
+            TrackerErrorKind::Payload,
             format!(
                 "GitHub answered HTTP 200 with a body that is not a JSON object ({} bytes)",
                 body.len()
@@ -268,15 +225,15 @@ pub fn classify_response(
         None | Some(Value::Null) => Value::Null,
         Some(d @ Value::Object(_)) => d.clone(),
         Some(_) => {
-            return Err(TrackerError::new(
-                TrackerErrorKind::GithubUnknownPayload,
+            return Err(super::error(
+                TrackerErrorKind::Payload,
                 "GitHub answered with a `data` member that is not an object",
             ))
         }
     };
     if data.is_null() && errors.is_empty() {
-        return Err(TrackerError::new(
-            TrackerErrorKind::GithubUnknownPayload,
+        return Err(super::error(
+            TrackerErrorKind::Payload,
             "GitHub answered HTTP 200 without `data` or `errors`",
         ));
     }
@@ -287,11 +244,73 @@ pub fn classify_response(
     })
 }
 
+/// The error for a non-200 reply: auth, rate limit (primary or secondary) or status.
+fn classify_failure(
+    status: u16,
+    meta: &ResponseMeta,
+    parsed: Option<&Value>,
+    rest_message: Option<String>,
+    body_len: usize,
+    token: &Secret,
+    now: SystemTime,
+) -> TrackerError {
+    let shown = rest_message
+        .clone()
+        .unwrap_or_else(|| format!("{body_len} byte body"));
+    if status == 401 {
+        return super::error(
+            TrackerErrorKind::Auth,
+            format!(
+                "GitHub rejected the token (HTTP 401: {shown}); check tracker.token (scopes: read:project and repository read)"
+            ),
+        );
+    }
+    if status == 403 || status == 429 {
+        let lower = rest_message.as_deref().unwrap_or("").to_lowercase();
+        let secondary = lower.contains("secondary rate limit") || lower.contains("abuse detection");
+        if secondary || meta.retry_after_secs.is_some() || status == 429 {
+            let wait = meta
+                .retry_after_secs
+                .map(Duration::from_secs)
+                .unwrap_or(SECONDARY_LIMIT_DEFAULT_WAIT);
+            return rate_limited(
+                format!("secondary rate limit (HTTP {status}: {shown})"),
+                now + wait,
+            );
+        }
+        if meta.remaining == Some(0) {
+            if let Some(reset) = meta.reset_epoch {
+                return rate_limited(
+                    format!("primary rate limit (HTTP {status}: {shown})"),
+                    reset_time(reset, now),
+                );
+            }
+        }
+        return super::error(
+            TrackerErrorKind::Auth,
+            format!("GitHub refused the request (HTTP 403: {shown})"),
+        );
+    }
+    // 502/504 bodies may be GraphQL-ish (`{"data":"null","errors":[...]}`).
+    let detail = rest_message.or_else(|| {
+        parsed
+            .map(|v| describe_errors(&parse_errors(v), token))
+            .filter(|s| !s.is_empty())
+    });
+    super::error(
+        TrackerErrorKind::Status,
+        match detail {
+            Some(d) => format!("GitHub answered HTTP {status}: {d}"),
+            None => format!("GitHub answered HTTP {status} ({body_len} byte body)"),
+        },
+    )
+}
+
 fn rate_limited(message: String, at: SystemTime) -> TrackerError {
+    let message = format!("{message}; retry after {}", crate::timefmt::rfc3339(at));
     TrackerError {
-        kind: TrackerErrorKind::GithubRateLimited,
-        message: format!("{message}; retry after {}", crate::timefmt::rfc3339(at)),
         retry_at: Some(at),
+        ..super::error(TrackerErrorKind::RateLimited, message)
     }
 }
 
@@ -415,8 +434,8 @@ impl GraphqlClient {
             }
             other => scrub(&other.to_string(), &self.token),
         };
-        TrackerError::new(
-            TrackerErrorKind::GithubApiRequest,
+        super::error(
+            TrackerErrorKind::Transport,
             format!("request {operation} to {} failed: {what}", self.endpoint),
         )
     }
@@ -443,7 +462,7 @@ mod tests {
         };
         let body = r#"{"message":"Bad credentials","documentation_url":"https://docs.github.com/graphql"}"#;
         let e = classify_response(401, &meta, body, &tok(), now()).unwrap_err();
-        assert_eq!(e.kind, TrackerErrorKind::GithubAuth);
+        assert_eq!(e.kind, TrackerErrorKind::Auth);
         assert!(e.retry_at.is_none());
         assert!(e.message.contains("Bad credentials"));
     }
@@ -456,20 +475,20 @@ mod tests {
             ..Default::default()
         };
         let e = classify_response(403, &meta, body, &tok(), now()).unwrap_err();
-        assert_eq!(e.kind, TrackerErrorKind::GithubRateLimited);
+        assert_eq!(e.kind, TrackerErrorKind::RateLimited);
         assert_eq!(e.retry_at, Some(now() + Duration::from_secs(120)));
         let e = classify_response(403, &ResponseMeta::default(), body, &tok(), now()).unwrap_err();
         assert_eq!(e.retry_at, Some(now() + Duration::from_secs(60)));
         let e =
             classify_response(429, &ResponseMeta::default(), "garbage", &tok(), now()).unwrap_err();
-        assert_eq!(e.kind, TrackerErrorKind::GithubRateLimited);
+        assert_eq!(e.kind, TrackerErrorKind::RateLimited);
     }
 
     #[test]
     fn plain_403_is_auth() {
         let body = r#"{"message":"Resource not accessible by integration"}"#;
         let e = classify_response(403, &ResponseMeta::default(), body, &tok(), now()).unwrap_err();
-        assert_eq!(e.kind, TrackerErrorKind::GithubAuth);
+        assert_eq!(e.kind, TrackerErrorKind::Auth);
     }
 
     #[test]
@@ -484,7 +503,7 @@ mod tests {
             r#"{"errors":[{"type":"RATE_LIMIT","code":"graphql_rate_limit","message":"API rate limit already exceeded for user ID 1."}]}"#,
         ] {
             let e = classify_response(200, &meta, body, &tok(), now()).unwrap_err();
-            assert_eq!(e.kind, TrackerErrorKind::GithubRateLimited);
+            assert_eq!(e.kind, TrackerErrorKind::RateLimited);
             assert_eq!(
                 e.retry_at,
                 Some(UNIX_EPOCH + Duration::from_secs(1_785_000_501))
@@ -496,7 +515,7 @@ mod tests {
     fn gateway_timeout_with_string_null_data_is_status_error() {
         let body = r#"{"data":"null","errors":[{"message":"Something went wrong while executing your query."}]}"#;
         let e = classify_response(502, &ResponseMeta::default(), body, &tok(), now()).unwrap_err();
-        assert_eq!(e.kind, TrackerErrorKind::GithubApiStatus);
+        assert_eq!(e.kind, TrackerErrorKind::Status);
         assert!(e.message.contains("502"));
     }
 
@@ -512,7 +531,7 @@ mod tests {
         ] {
             let e =
                 classify_response(200, &ResponseMeta::default(), body, &tok(), now()).unwrap_err();
-            assert_eq!(e.kind, TrackerErrorKind::GithubUnknownPayload, "{body}");
+            assert_eq!(e.kind, TrackerErrorKind::Payload, "{body}");
         }
     }
 

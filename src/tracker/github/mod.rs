@@ -8,9 +8,10 @@
 //! eligibility check (Symphony §11.1: "the orchestrator applies required_labels … after
 //! normalization"), so a refresh can observe a label being removed from a running issue.
 
-pub mod client;
-pub mod normalize;
-pub mod project;
+pub(crate) mod client;
+pub(crate) mod config;
+pub(crate) mod normalize;
+pub(crate) mod project;
 pub mod queries;
 
 use std::collections::{HashMap, HashSet};
@@ -21,23 +22,24 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, Reply};
+use self::config::OwnerType;
 use self::normalize::{DropReason, OptionValue};
 use self::project::{PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
-use crate::tracker::{RateLimitInfo, Tracker, TrackerError, TrackerErrorKind};
-use crate::workflow::config::{OwnerType, TrackerConfig};
+use crate::tracker::TrackerConfig;
+use crate::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
 
-/// The only supported `tracker.kind`.
-pub const TRACKER_KIND: &str = "github_projects";
+/// This tracker's `tracker.kind`.
+pub(crate) const TRACKER_KIND: &str = "github_projects";
 
 /// Ids per `nodes(ids:)` request (GitHub rejects more than 100).
-pub const MAX_IDS_PER_REQUEST: usize = 100;
+pub(crate) const MAX_IDS_PER_REQUEST: usize = 100;
 
 /// Log targets of the HTTP stack. At TRACE, `ureq_proto` hex-dumps the raw request bytes,
 /// including the `Authorization: Bearer` header; the process logger MUST cap these targets at
 /// DEBUG (see [`wire_log_allowed`]). DEBUG and above were checked to carry no token.
-pub const WIRE_LOG_TARGETS: &[&str] = &["ureq_proto", "ureq", "rustls"];
+pub(crate) const WIRE_LOG_TARGETS: &[&str] = &["ureq_proto", "ureq", "rustls"];
 
 /// False for log records that could carry the token (TRACE from [`WIRE_LOG_TARGETS`]). Use it in
 /// the logger's filter, e.g. `env_logger::Builder::filter_module("ureq_proto", LevelFilter::Debug)`
@@ -94,7 +96,7 @@ pub struct Board {
 
 /// Requests and rate-limit points spent by one tracker operation (logged at debug level).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct OpStats {
+struct OpStats {
     /// HTTP requests sent.
     pub requests: u32,
     /// Sum of `rateLimit.cost` reported.
@@ -112,7 +114,7 @@ pub struct GithubTracker {
     deps_supported: AtomicBool,
     /// Cleared when the server rejects `items(query:)`.
     filter_supported: AtomicBool,
-    rate: Mutex<Option<RateLimitInfo>>,
+    rate: Mutex<Option<TrackerBudget>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -133,43 +135,17 @@ impl GithubTracker {
     /// Build a tracker from config. Fails with `unsupported_tracker_kind`,
     /// `missing_tracker_token` or `missing_tracker_project` before any request.
     pub fn new(cfg: &TrackerConfig) -> Result<Self, TrackerError> {
-        match cfg.kind.as_deref() {
-            Some(TRACKER_KIND) => {}
-            Some(other) => {
-                return Err(TrackerError::new(
-                    TrackerErrorKind::UnsupportedTrackerKind,
-                    format!("tracker.kind must be {TRACKER_KIND}, got {other:?}"),
-                ))
-            }
-            None => {
-                return Err(TrackerError::new(
-                    TrackerErrorKind::UnsupportedTrackerKind,
-                    format!("tracker.kind is required; set it to {TRACKER_KIND}"),
-                ))
-            }
+        if cfg.kind.as_deref() != Some(TRACKER_KIND) {
+            return Err(TrackerError::new(
+                TrackerErrorKind::UnsupportedTrackerKind,
+                crate::tracker::config::kind_message(cfg.kind.as_deref()),
+            ));
         }
-        let token = cfg.token.clone().ok_or_else(|| {
-            TrackerError::new(
-                TrackerErrorKind::MissingTrackerToken,
-                "tracker.token is missing: set tracker.token (literal or $VAR), export GITHUB_TOKEN, or run `gh auth login`",
-            )
-        })?;
-        let owner = cfg
-            .owner
-            .clone()
-            .filter(|o| !o.trim().is_empty())
-            .ok_or_else(|| {
-                TrackerError::new(
-                    TrackerErrorKind::MissingTrackerProject,
-                    "tracker.owner is required (organization or user login owning the project)",
-                )
-            })?;
-        let number = cfg.project_number.ok_or_else(|| {
-            TrackerError::new(
-                TrackerErrorKind::MissingTrackerProject,
-                "tracker.project_number is required (the number in the project's URL)",
-            )
-        })?;
+        let config::Required {
+            token,
+            owner,
+            number,
+        } = config::required(cfg).map_err(|mut errs| errs.remove(0))?;
         let client = GraphqlClient::new(
             &cfg.endpoint,
             token,
@@ -188,7 +164,7 @@ impl GithubTracker {
     }
 
     /// The cached project, resolving it first when needed (1 request).
-    pub fn project(&self) -> Result<Arc<ProjectInfo>, TrackerError> {
+    pub(crate) fn project(&self) -> Result<Arc<ProjectInfo>, TrackerError> {
         if let Some(p) = lock(&self.project).clone() {
             return Ok(p);
         }
@@ -301,35 +277,12 @@ impl GithubTracker {
                 }
                 _ => None,
             };
-            let deps = self.deps_supported.load(Ordering::Relaxed);
-            let q = match (&filter, deps) {
-                (Some(_), true) => &queries::PROJECT_ITEMS_FILTERED,
-                (_, true) => &queries::PROJECT_ITEMS,
-                (_, false) => &queries::PROJECT_ITEMS_NO_DEPS,
-            };
-            let mut vars = json!({
-                "projectId": project.id,
-                "first": self.cfg.page_size.clamp(1, 100),
-                "after": cursor,
-                "statusField": self.cfg.status_field,
-                "priorityField": self.cfg.priority_field.clone().unwrap_or_default(),
-                "withPriority": matches!(project.priority, PriorityField::Resolved(_)),
-            });
-            if let Some(f) = &filter {
-                vars["query"] = json!(f);
-            }
-            let reply = self.request(q, vars, stats)?;
-            if let Some(e) = reply.errors.iter().find(|e| e.is_schema_capability_error()) {
-                let about_deps =
-                    e.field_name.as_deref() == Some("blockedBy") || e.message.contains("blockedBy");
-                if deps && about_deps {
-                    log::warn!("tracker_dependencies_unavailable reason=\"the server's schema has no Issue.blockedBy\" effect=\"blocked_by is [] from now on\"");
-                    self.deps_supported.store(false, Ordering::Relaxed);
-                    continue;
-                }
-                if filter.is_some() && !about_deps {
-                    log::warn!("tracker_server_side_filter_unavailable reason=\"the server rejects items(query:)\" effect=\"filtering client-side only\"");
-                    self.filter_supported.store(false, Ordering::Relaxed);
+            let reply =
+                self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
+            match self.degrade_on_capability_error(&reply, filter.is_some()) {
+                Degraded::No => {}
+                Degraded::Dependencies => continue,
+                Degraded::Filter => {
                     raw.clear();
                     cursor = None;
                     seen_cursors.clear();
@@ -357,38 +310,13 @@ impl GithubTracker {
                     ),
                 ));
             }
-            let items = node
-                .get("items")
-                .ok_or_else(|| unknown("project node without items"))?;
-            let nodes = items
-                .get("nodes")
-                .and_then(Value::as_array)
-                .ok_or_else(|| unknown("items without a nodes list"))?;
-            raw.extend(nodes.iter().cloned());
-            let info = items
-                .get("pageInfo")
-                .ok_or_else(|| unknown("items without pageInfo"))?;
-            let has_next = info
-                .get("hasNextPage")
-                .and_then(Value::as_bool)
-                .ok_or_else(|| unknown("pageInfo without hasNextPage"))?;
             pages += 1;
-            if !has_next {
-                break;
-            }
-            let end = info
-                .get("endCursor")
-                .and_then(Value::as_str)
-                .filter(|c| !c.is_empty())
-                .ok_or_else(|| {
-                    TrackerError::new(
-                        TrackerErrorKind::GithubMissingEndCursor,
-                        format!("page {pages} reports hasNextPage without an endCursor"),
-                    )
-                })?;
+            let (nodes, next) = read_page(node, pages)?;
+            raw.extend(nodes.iter().cloned());
+            let Some(end) = next else { break };
             if !seen_cursors.insert(end.to_string()) || pages >= MAX_PAGES {
-                return Err(TrackerError::new(
-                    TrackerErrorKind::GithubUnknownPayload,
+                return Err(error(
+                    TrackerErrorKind::Payload,
                     format!(
                         "pagination does not advance (page {pages}, repeated or endless cursor)"
                     ),
@@ -397,6 +325,63 @@ impl GithubTracker {
             cursor = Some(end.to_string());
         }
         Ok(self.normalize_board(&project, &raw))
+    }
+
+    /// Request one page of project items (with blockers unless the server lacks them).
+    fn request_items(
+        &self,
+        project: &ProjectInfo,
+        filter: Option<&str>,
+        cursor: Option<&str>,
+        stats: &mut OpStats,
+    ) -> Result<Reply, TrackerError> {
+        let deps = self.deps_supported.load(Ordering::Relaxed);
+        let q = match (filter, deps) {
+            (Some(_), true) => &queries::PROJECT_ITEMS_FILTERED,
+            (_, true) => &queries::PROJECT_ITEMS,
+            (_, false) => &queries::PROJECT_ITEMS_NO_DEPS,
+        };
+        let mut vars = json!({
+            "projectId": project.id,
+            "first": self.cfg.page_size.clamp(1, 100),
+            "after": cursor,
+        });
+        self.field_vars(project, &mut vars);
+        if let Some(f) = filter {
+            vars["query"] = json!(f);
+        }
+        self.request(q, vars, stats)
+    }
+
+    /// Add the status/priority field variables every item query takes.
+    fn field_vars(&self, project: &ProjectInfo, vars: &mut Value) {
+        vars["statusField"] = json!(self.cfg.status_field);
+        vars["priorityField"] = json!(self.cfg.priority_field.clone().unwrap_or_default());
+        vars["withPriority"] = json!(matches!(project.priority, PriorityField::Resolved(_)));
+    }
+
+    /// Turn off what the server's schema rejects (blockers, then the server-side filter), so the
+    /// caller retries without it.
+    fn degrade_on_capability_error(&self, reply: &Reply, filtered: bool) -> Degraded {
+        let Some(e) = reply.errors.iter().find(|e| e.is_schema_capability_error()) else {
+            return Degraded::No;
+        };
+        let deps = self.deps_supported.load(Ordering::Relaxed);
+        if deps && is_about_blockers(e) {
+            self.disable_dependencies();
+            return Degraded::Dependencies;
+        }
+        if filtered && !is_about_blockers(e) {
+            log::warn!("tracker_server_side_filter_unavailable reason=\"the server rejects items(query:)\" effect=\"filtering client-side only\"");
+            self.filter_supported.store(false, Ordering::Relaxed);
+            return Degraded::Filter;
+        }
+        Degraded::No
+    }
+
+    fn disable_dependencies(&self) {
+        log::warn!("tracker_dependencies_unavailable reason=\"the server's schema has no Issue.blockedBy\" effect=\"blocked_by is [] from now on\"");
+        self.deps_supported.store(false, Ordering::Relaxed);
     }
 
     fn normalize_board(&self, project: &ProjectInfo, raw: &[Value]) -> Board {
@@ -501,21 +486,15 @@ impl GithubTracker {
             } else {
                 &queries::REFRESH_ISSUES_NO_DEPS
             };
-            let vars = json!({
-                "ids": ids,
-                "statusField": self.cfg.status_field,
-                "priorityField": self.cfg.priority_field.clone().unwrap_or_default(),
-                "withPriority": matches!(project.priority, PriorityField::Resolved(_)),
-            });
+            let mut vars = json!({ "ids": ids });
+            self.field_vars(project, &mut vars);
             let reply = self.request(q, vars, stats)?;
-            let deps_error = reply.errors.iter().any(|e| {
-                e.is_schema_capability_error()
-                    && (e.field_name.as_deref() == Some("blockedBy")
-                        || e.message.contains("blockedBy"))
-            });
+            let deps_error = reply
+                .errors
+                .iter()
+                .any(|e| e.is_schema_capability_error() && is_about_blockers(e));
             if deps && deps_error {
-                log::warn!("tracker_dependencies_unavailable reason=\"the server's schema has no Issue.blockedBy\" effect=\"blocked_by is [] from now on\"");
-                self.deps_supported.store(false, Ordering::Relaxed);
+                self.disable_dependencies();
                 continue;
             }
             break reply;
@@ -543,67 +522,143 @@ impl GithubTracker {
                 nodes.len()
             )));
         }
-        for (i, node) in nodes.iter().enumerate() {
-            let id = &ids[i];
-            if node.is_null() {
-                if gone.contains(&i) {
-                    log::debug!("tracker_issue_gone issue_id={id}");
-                } else {
-                    log::warn!(
-                        "tracker_issue_gone issue_id={id} reason=\"null node without NOT_FOUND\""
-                    );
-                }
-                continue;
+        for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
+            if let Some(issue) = self.refreshed_issue(project, id, node, gone.contains(&i))? {
+                out.push(issue);
             }
-            if node.get("__typename").and_then(Value::as_str) != Some("Issue") {
-                log::warn!("tracker_issue_gone issue_id={id} reason=\"id is not an Issue\"");
-                continue;
-            }
-            let Some(item) = normalize::item_on_project(node, &project.id) else {
-                log::debug!("tracker_issue_left_project issue_id={id}");
-                continue;
-            };
-            let Some(status) = normalize::option_value(item.get("status")) else {
-                log::debug!("tracker_issue_left_project issue_id={id} reason=\"no Status value\"");
-                continue;
-            };
-            let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
-            let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
-            let mut issue = normalize::normalize_issue(node, item_id, &status.name, priority)
-                .map_err(|why| {
-                    TrackerError::new(
-                        TrackerErrorKind::GithubUnknownPayload,
-                        format!(
-                            "refresh of issue {id}: {}",
-                            crate::text::single_line(&why, 200)
-                        ),
-                    )
-                })?;
-            if !self.in_repo_scope(&issue) {
-                log::debug!("tracker_issue_out_of_scope issue_id={id} reason=\"tracker.repos\"");
-                continue;
-            }
-            if self.deps_supported.load(Ordering::Relaxed) {
-                issue.blocked_by =
-                    normalize::normalize_blockers(node, &self.cfg.terminal_states, |b| {
-                        normalize::item_on_project(b, &project.id)
-                            .and_then(|it| normalize::option_value(it.get("status")))
-                            .map(|v| v.name)
-                    });
-            }
-            out.push(issue);
         }
         Ok(())
+    }
+
+    /// One node of a refresh reply as an issue; `None` (logged) when the id no longer resolves to
+    /// an issue on the project in scope. `gone` says GitHub reported the id NOT_FOUND.
+    fn refreshed_issue(
+        &self,
+        project: &ProjectInfo,
+        id: &str,
+        node: &Value,
+        gone: bool,
+    ) -> Result<Option<Issue>, TrackerError> {
+        if node.is_null() {
+            if gone {
+                log::debug!("tracker_issue_gone issue_id={id}");
+            } else {
+                log::warn!(
+                    "tracker_issue_gone issue_id={id} reason=\"null node without NOT_FOUND\""
+                );
+            }
+            return Ok(None);
+        }
+        if node.get("__typename").and_then(Value::as_str) != Some("Issue") {
+            log::warn!("tracker_issue_gone issue_id={id} reason=\"id is not an Issue\"");
+            return Ok(None);
+        }
+        let Some(item) = normalize::item_on_project(node, &project.id) else {
+            log::debug!("tracker_issue_left_project issue_id={id}");
+            return Ok(None);
+        };
+        let Some(status) = normalize::option_value(item.get("status")) else {
+            log::debug!("tracker_issue_left_project issue_id={id} reason=\"no Status value\"");
+            return Ok(None);
+        };
+        let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
+        let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
+        let mut issue =
+            normalize::normalize_issue(node, item_id, &status.name, priority).map_err(|why| {
+                let why = crate::text::single_line(&why, 200);
+                error(
+                    TrackerErrorKind::Payload,
+                    format!("refresh of issue {id}: {why}"),
+                )
+            })?;
+        if !self.in_repo_scope(&issue) {
+            log::debug!("tracker_issue_out_of_scope issue_id={id} reason=\"tracker.repos\"");
+            return Ok(None);
+        }
+        if self.deps_supported.load(Ordering::Relaxed) {
+            issue.blocked_by =
+                normalize::normalize_blockers(node, &self.cfg.terminal_states, |b| {
+                    normalize::item_on_project(b, &project.id)
+                        .and_then(|it| normalize::option_value(it.get("status")))
+                        .map(|v| v.name)
+                });
+        }
+        Ok(Some(issue))
+    }
+}
+
+/// What [`GithubTracker::degrade_on_capability_error`] turned off.
+enum Degraded {
+    /// Nothing: the reply is to be read as is.
+    No,
+    /// Blockers (retry the page without them).
+    Dependencies,
+    /// The server-side filter (restart paging without it).
+    Filter,
+}
+
+/// True for a schema error about `Issue.blockedBy`.
+fn is_about_blockers(e: &client::GraphqlError) -> bool {
+    e.field_name.as_deref() == Some("blockedBy") || e.message.contains("blockedBy")
+}
+
+/// The item nodes of one `items` page and the cursor of the next page (`None` on the last one).
+fn read_page(node: &Value, page: usize) -> Result<(&Vec<Value>, Option<&str>), TrackerError> {
+    let items = node
+        .get("items")
+        .ok_or_else(|| unknown("project node without items"))?;
+    let nodes = items
+        .get("nodes")
+        .and_then(Value::as_array)
+        .ok_or_else(|| unknown("items without a nodes list"))?;
+    let info = items
+        .get("pageInfo")
+        .ok_or_else(|| unknown("items without pageInfo"))?;
+    let has_next = info.get("hasNextPage").and_then(Value::as_bool);
+    match has_next.ok_or_else(|| unknown("pageInfo without hasNextPage"))? {
+        false => Ok((nodes, None)),
+        true => info
+            .get("endCursor")
+            .and_then(Value::as_str)
+            .filter(|c| !c.is_empty())
+            .map(|end| (nodes, Some(end)))
+            .ok_or_else(|| {
+                error(
+                    TrackerErrorKind::Pagination,
+                    format!("page {page} reports hasNextPage without an endCursor"),
+                )
+            }),
     }
 }
 
 fn unknown(what: &str) -> TrackerError {
-    TrackerError::new(TrackerErrorKind::GithubUnknownPayload, what.to_string())
+    error(TrackerErrorKind::Payload, what)
+}
+
+/// The GitHub tracker's stable class name for an error kind (logs, `baton check`, the API).
+pub(crate) fn class(kind: TrackerErrorKind) -> &'static str {
+    match kind {
+        TrackerErrorKind::Transport => "github_api_request",
+        TrackerErrorKind::Status => "github_api_status",
+        TrackerErrorKind::Auth => "github_auth",
+        TrackerErrorKind::RateLimited => "github_rate_limited",
+        TrackerErrorKind::Query => "github_graphql_errors",
+        TrackerErrorKind::Payload => "github_unknown_payload",
+        TrackerErrorKind::Pagination => "github_missing_end_cursor",
+        TrackerErrorKind::UnsupportedTrackerKind
+        | TrackerErrorKind::MissingTrackerToken
+        | TrackerErrorKind::MissingTrackerProject => kind.as_str(),
+    }
+}
+
+/// An error of this tracker, named by [`class`].
+pub(crate) fn error(kind: TrackerErrorKind, message: impl Into<String>) -> TrackerError {
+    TrackerError::with_class(kind, class(kind), message)
 }
 
 /// The `items(query:)` filter for `states` in GitHub's project filter syntax (best effort; the
 /// grammar is undocumented, so results are always re-filtered client-side).
-pub fn server_filter(status_field: &str, states: &[String]) -> String {
+fn server_filter(status_field: &str, states: &[String]) -> String {
     let field: String = status_field
         .trim()
         .to_lowercase()
@@ -692,7 +747,7 @@ impl Tracker for GithubTracker {
         self.filter_supported.store(true, Ordering::Relaxed);
     }
 
-    fn rate_limit(&self) -> Option<RateLimitInfo> {
+    fn rate_limit(&self) -> Option<TrackerBudget> {
         lock(&self.rate).clone()
     }
 }

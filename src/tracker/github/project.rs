@@ -90,80 +90,18 @@ pub fn parse_project(
         OwnerType::Organization => "organization",
         OwnerType::User => "user",
     };
-    let missing = |msg: String| TrackerError::new(TrackerErrorKind::MissingTrackerProject, msg);
-    let not_found = |e: &super::client::GraphqlError| e.kind.as_deref() == Some("NOT_FOUND");
-    if reply
-        .errors
-        .iter()
-        .any(|e| not_found(e) && e.path.len() == 1)
-    {
-        return Err(missing(format!(
-            "tracker.owner: {kind_word} {owner:?} was not found or is not visible to the token (check tracker.owner and tracker.owner_type)"
-        )));
-    }
-    if reply
-        .errors
-        .iter()
-        .any(|e| not_found(e) && e.path.len() >= 2)
-    {
-        return Err(missing(format!(
-            "tracker.project_number: project #{number} of {kind_word} {owner:?} was not found or is not visible to the token (the token needs read:project)"
-        )));
-    }
-    reply.check_errors(token, |_| false)?;
-    let owner_v = reply.data.get("owner").unwrap_or(&Value::Null);
-    if owner_v.is_null() {
-        return Err(missing(format!(
-            "tracker.owner: {kind_word} {owner:?} was not found or is not visible to the token"
-        )));
-    }
-    let project = owner_v.get("projectV2").unwrap_or(&Value::Null);
-    if project.is_null() {
-        return Err(missing(format!(
-            "tracker.project_number: project #{number} of {kind_word} {owner:?} was not found or is not visible to the token"
-        )));
-    }
+    let project = project_node(reply, owner, kind_word, number, token)?;
     let id = project
         .get("id")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .ok_or_else(|| {
-            TrackerError::new(
-                TrackerErrorKind::GithubUnknownPayload,
+            super::error(
+                TrackerErrorKind::Payload,
                 "project resolution reply has no project id",
             )
         })?;
     let where_ = format!("project #{number} of {kind_word} {owner:?}");
-    let status = match parse_single_select(project.get("statusField")) {
-        Ok(f) if f.options.is_empty() => {
-            return Err(missing(format!(
-                "tracker.status_field: field {status_field:?} on {where_} has no options"
-            )))
-        }
-        Ok(f) => f,
-        Err(None) => {
-            return Err(missing(format!(
-                "tracker.status_field: {where_} has no field named {status_field:?}"
-            )))
-        }
-        Err(Some(t)) => {
-            return Err(missing(format!(
-                "tracker.status_field: field {status_field:?} on {where_} is a {t}, not a single-select field"
-            )))
-        }
-    };
-    let priority = match priority_field {
-        None => PriorityField::NotConfigured,
-        Some(name) => match parse_single_select(project.get("priorityField")) {
-            Ok(f) => PriorityField::Resolved(f),
-            Err(None) => PriorityField::Unusable(format!(
-                "tracker.priority_field: {where_} has no field named {name:?}; priority is null"
-            )),
-            Err(Some(t)) => PriorityField::Unusable(format!(
-                "tracker.priority_field: field {name:?} on {where_} is a {t}, not a single-select field; priority is null"
-            )),
-        },
-    };
     Ok(ProjectInfo {
         id: id.to_string(),
         owner: owner.to_string(),
@@ -181,9 +119,88 @@ pub fn parse_project(
             .get("closed")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        status,
-        priority,
+        status: status_field_of(project, status_field, &where_)?,
+        priority: priority_field_of(project, priority_field, &where_),
     })
+}
+
+fn missing(msg: String) -> TrackerError {
+    TrackerError::new(TrackerErrorKind::MissingTrackerProject, msg)
+}
+
+/// The `projectV2` object of the reply, or why the owner or project does not resolve.
+fn project_node<'a>(
+    reply: &'a Reply,
+    owner: &str,
+    kind_word: &str,
+    number: u64,
+    token: &Secret,
+) -> Result<&'a Value, TrackerError> {
+    let not_found = |min_path: usize, max_path: usize| {
+        reply.errors.iter().any(|e| {
+            e.kind.as_deref() == Some("NOT_FOUND") && (min_path..=max_path).contains(&e.path.len())
+        })
+    };
+    let owner_missing = format!(
+        "tracker.owner: {kind_word} {owner:?} was not found or is not visible to the token"
+    );
+    let project_missing = format!("tracker.project_number: project #{number} of {kind_word} {owner:?} was not found or is not visible to the token");
+    if not_found(1, 1) {
+        return Err(missing(format!(
+            "{owner_missing} (check tracker.owner and tracker.owner_type)"
+        )));
+    }
+    if not_found(2, usize::MAX) {
+        return Err(missing(format!(
+            "{project_missing} (the token needs read:project)"
+        )));
+    }
+    reply.check_errors(token, |_| false)?;
+    let owner_v = reply.data.get("owner").unwrap_or(&Value::Null);
+    if owner_v.is_null() {
+        return Err(missing(owner_missing));
+    }
+    let project = owner_v.get("projectV2").unwrap_or(&Value::Null);
+    if project.is_null() {
+        return Err(missing(project_missing));
+    }
+    Ok(project)
+}
+
+/// The Status field: it must exist, be single-select and have options.
+fn status_field_of(
+    project: &Value,
+    name: &str,
+    where_: &str,
+) -> Result<SingleSelectField, TrackerError> {
+    match parse_single_select(project.get("statusField")) {
+        Ok(f) if f.options.is_empty() => Err(missing(format!(
+            "tracker.status_field: field {name:?} on {where_} has no options"
+        ))),
+        Ok(f) => Ok(f),
+        Err(None) => Err(missing(format!(
+            "tracker.status_field: {where_} has no field named {name:?}"
+        ))),
+        Err(Some(t)) => Err(missing(format!(
+            "tracker.status_field: field {name:?} on {where_} is a {t}, not a single-select field"
+        ))),
+    }
+}
+
+/// The priority field: when configured but unusable, priority is null and the reason is kept.
+fn priority_field_of(project: &Value, name: Option<&str>, where_: &str) -> PriorityField {
+    let Some(name) = name else {
+        return PriorityField::NotConfigured;
+    };
+    match parse_single_select(project.get("priorityField")) {
+        Ok(f) => PriorityField::Resolved(f),
+        Err(None) => PriorityField::Unusable(format!(
+            "tracker.priority_field: {where_} has no field named {name:?}; priority is null"
+        )),
+        Err(Some(t)) => PriorityField::Unusable(format!(
+            "tracker.priority_field: field {name:?} on {where_} is a {t}, not a single-select field; priority is null"
+        )),
+    }
 }
 
 /// `Err(None)` = absent/null; `Err(Some(typename))` = not single-select (or malformed).

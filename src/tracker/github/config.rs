@@ -1,0 +1,170 @@
+//! The `github_projects` part of `tracker.*` (spec §5.3.1): its keys, their parsing (token
+//! resolution included), and the preflight check shared by `baton check`, startup and
+//! [`super::GithubTracker::new`].
+
+use std::sync::Arc;
+
+use super::{GithubTracker, TRACKER_KIND};
+use crate::tracker::config::{ParseContext, TrackerAdapter, TrackerConfig};
+use crate::tracker::{Tracker, TrackerError, TrackerErrorKind};
+use crate::workflow::config::section::{SecretOrigin, Section};
+use crate::workflow::config::{ConfigError, Secret};
+
+/// Default GitHub GraphQL endpoint.
+pub const DEFAULT_ENDPOINT: &str = "https://api.github.com/graphql";
+
+/// Where the tracker token came from (for operator messages; never the value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenSource {
+    /// A literal in WORKFLOW.md.
+    Literal,
+    /// `$NAME` in WORKFLOW.md.
+    EnvReference,
+    /// The `GITHUB_TOKEN` environment variable (key omitted).
+    GithubTokenEnv,
+    /// `gh auth token`.
+    GhCli,
+}
+
+/// `tracker.owner_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerType {
+    /// `organization` (default): resolved with `organization(login:)`.
+    Organization,
+    /// `user`: resolved with `user(login:)`.
+    User,
+}
+
+/// The `github_projects` entry of the tracker registry.
+pub(crate) const ADAPTER: TrackerAdapter = TrackerAdapter {
+    kind: TRACKER_KIND,
+    keys: &[
+        "kind",
+        "endpoint",
+        "token",
+        "owner",
+        "owner_type",
+        "project_number",
+        "status_field",
+        "priority_field",
+        "repos",
+        "required_labels",
+        "excluded_labels",
+        "active_states",
+        "terminal_states",
+        "page_size",
+        "server_side_filter",
+        "timeout_ms",
+    ],
+    parse,
+    check,
+    open,
+};
+
+fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
+    Ok(Arc::new(GithubTracker::new(cfg)?))
+}
+
+/// Parse the GitHub keys of `tracker.*` into `cfg`.
+fn parse(
+    s: &Section<'_>,
+    ctx: &ParseContext<'_>,
+    cfg: &mut TrackerConfig,
+) -> Result<(), ConfigError> {
+    let env = ctx.env;
+    (cfg.token, cfg.token_source) = match s.secret("token", env)? {
+        Some((tok, SecretOrigin::Literal)) => (Some(tok), Some(TokenSource::Literal)),
+        Some((tok, SecretOrigin::EnvReference)) => (Some(tok), Some(TokenSource::EnvReference)),
+        None if s.is_set("token") => (None, None),
+        None => match env.var("GITHUB_TOKEN").filter(|v| !v.is_empty()) {
+            Some(v) => (Some(Secret::new(v)), Some(TokenSource::GithubTokenEnv)),
+            None => match env.gh_auth_token() {
+                Some(v) => (Some(Secret::new(v)), Some(TokenSource::GhCli)),
+                None => (None, None),
+            },
+        },
+    };
+    cfg.owner_type = match s.string("owner_type", env)?.as_deref() {
+        None | Some("organization") | Some("org") => OwnerType::Organization,
+        Some("user") => OwnerType::User,
+        Some(other) => {
+            return Err(s.invalid("owner_type", "organization or user", &format!("{other:?}")))
+        }
+    };
+    let page_size = s.uint("page_size")?.unwrap_or(50);
+    if !(1..=100).contains(&page_size) {
+        let got = page_size.to_string();
+        return Err(s.invalid("page_size", "an integer from 1 to 100", &got));
+    }
+    cfg.page_size = page_size as u32;
+    if let Some(endpoint) = s.plain_string("endpoint")? {
+        cfg.endpoint = endpoint;
+    }
+    cfg.owner = s.string("owner", env)?;
+    cfg.project_number = match s.uint("project_number")? {
+        Some(0) => return Err(s.invalid("project_number", "a positive integer", "0")),
+        other => other,
+    };
+    if let Some(field) = s.string("status_field", env)? {
+        cfg.status_field = field;
+    }
+    cfg.priority_field = s.string("priority_field", env)?;
+    cfg.repos = s.string_list("repos")?.unwrap_or_default();
+    cfg.server_side_filter = s.boolean("server_side_filter")?.unwrap_or(false);
+    cfg.timeout_ms = s.positive("timeout_ms")?.unwrap_or(30_000);
+    for repo in &cfg.repos {
+        let parts: Vec<&str> = repo.split('/').collect();
+        if parts.len() != 2 || parts.iter().any(|p| p.trim().is_empty()) {
+            let got = format!("{repo:?}");
+            return Err(s.invalid("repos", "a list of owner/name strings", &got));
+        }
+    }
+    Ok(())
+}
+
+/// The settings a [`GithubTracker`] cannot start without.
+pub(crate) struct Required {
+    /// The token.
+    pub token: Secret,
+    /// The owner login (non-blank).
+    pub owner: String,
+    /// The project number.
+    pub number: u64,
+}
+
+/// The required settings, or every missing one as a typed error naming the key.
+pub(crate) fn required(cfg: &TrackerConfig) -> Result<Required, Vec<TrackerError>> {
+    let mut errs = Vec::new();
+    let token = cfg.token.clone();
+    if token.is_none() {
+        errs.push(TrackerError::new(
+            TrackerErrorKind::MissingTrackerToken,
+            "tracker.token is missing: set tracker.token (literal or $VAR), export GITHUB_TOKEN, or run `gh auth login`",
+        ));
+    }
+    let owner = cfg.owner.clone().filter(|o| !o.trim().is_empty());
+    if owner.is_none() {
+        errs.push(TrackerError::new(
+            TrackerErrorKind::MissingTrackerProject,
+            "tracker.owner is required (organization or user login owning the project)",
+        ));
+    }
+    if cfg.project_number.is_none() {
+        errs.push(TrackerError::new(
+            TrackerErrorKind::MissingTrackerProject,
+            "tracker.project_number is required (the number in the project's URL)",
+        ));
+    }
+    match (token, owner, cfg.project_number) {
+        (Some(token), Some(owner), Some(number)) => Ok(Required {
+            token,
+            owner,
+            number,
+        }),
+        _ => Err(errs),
+    }
+}
+
+fn check(cfg: &TrackerConfig) -> Vec<TrackerError> {
+    required(cfg).err().unwrap_or_default()
+}

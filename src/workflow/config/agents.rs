@@ -1,0 +1,239 @@
+//! `agent.kind` and the per-agent sections `claude_code.*` (spec §5.3.6) and `copilot.*`
+//! (§5.3.7): their typed configs, key lists and parsers.
+//!
+//! Each agent's part (config struct, keys, `parse`) is self-contained so that it can move into its
+//! adapter module (`agent::claude`, `agent::copilot`) as is. Adding an agent: a config struct
+//! with a `parse`, a [`KNOWN_SECTIONS`] entry, an [`AgentKind`] variant, and one arm in
+//! [`AgentKind::from_config`] and in [`super::ServiceConfig::agent_settings`].
+
+use super::section::Section;
+use super::{ConfigEnv, ConfigError};
+
+/// Default bound of one turn (both agents), in ms.
+const DEFAULT_TURN_TIMEOUT_MS: u64 = 3_600_000;
+/// Default inactivity bound (both agents), in ms.
+const DEFAULT_STALL_TIMEOUT_MS: i64 = 300_000;
+
+/// `agent.kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentKind {
+    /// Claude Code CLI (`claude -p --output-format stream-json`).
+    ClaudeCode,
+    /// GitHub Copilot CLI (`copilot -p --output-format json`).
+    Copilot,
+}
+
+impl AgentKind {
+    /// What `agent.kind` accepts, for error messages.
+    pub(crate) const EXPECTED: &'static str = "claude_code or copilot";
+
+    /// The agent registry: the kind for a config spelling, `None` when unknown.
+    pub(crate) fn from_config(s: &str) -> Option<Self> {
+        match s {
+            "claude_code" => Some(AgentKind::ClaudeCode),
+            "copilot" => Some(AgentKind::Copilot),
+            _ => None,
+        }
+    }
+
+    /// The config spelling (`claude_code` / `copilot`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::ClaudeCode => "claude_code",
+            AgentKind::Copilot => "copilot",
+        }
+    }
+}
+
+/// The agent sections and their keys, for unknown-key hints.
+pub(crate) const KNOWN_SECTIONS: &[(&str, &[&str])] = &[
+    (ClaudeCodeConfig::SECTION, ClaudeCodeConfig::KEYS),
+    (CopilotConfig::SECTION, CopilotConfig::KEYS),
+];
+
+/// `claude_code.*` (spec §5.3.6).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaudeCodeConfig {
+    /// Shell command launching Claude Code (default `claude`); never rewritten.
+    pub command: String,
+    /// `claude --model`.
+    pub model: Option<String>,
+    /// `--permission-mode` (default `acceptEdits`), passed through.
+    pub permission_mode: String,
+    /// `--allowedTools` entries.
+    pub allowed_tools: Vec<String>,
+    /// `--disallowedTools` entries.
+    pub disallowed_tools: Vec<String>,
+    /// `--append-system-prompt`.
+    pub append_system_prompt: Option<String>,
+    /// Further `claude` arguments, appended verbatim.
+    pub extra_args: Vec<String>,
+    /// Bound of one Claude Code turn in ms (default 3600000).
+    pub turn_timeout_ms: u64,
+    /// Claude Code inactivity bound in ms (default 300000); `<= 0` disables stall detection.
+    pub stall_timeout_ms: i64,
+}
+
+impl ClaudeCodeConfig {
+    /// The section name.
+    pub(crate) const SECTION: &'static str = "claude_code";
+    /// Every key of the section.
+    pub(crate) const KEYS: &'static [&'static str] = &[
+        "command",
+        "model",
+        "permission_mode",
+        "allowed_tools",
+        "disallowed_tools",
+        "append_system_prompt",
+        "extra_args",
+        "turn_timeout_ms",
+        "stall_timeout_ms",
+    ];
+
+    /// Parse `claude_code.*` with its defaults.
+    pub(crate) fn parse(s: &Section<'_>, env: &dyn ConfigEnv) -> Result<Self, ConfigError> {
+        let cli = CliKeys::parse(s, env, "claude")?;
+        Ok(ClaudeCodeConfig {
+            permission_mode: s
+                .string("permission_mode", env)?
+                .unwrap_or_else(|| "acceptEdits".into()),
+            allowed_tools: s.string_list("allowed_tools")?.unwrap_or_default(),
+            disallowed_tools: s.string_list("disallowed_tools")?.unwrap_or_default(),
+            append_system_prompt: s.plain_string("append_system_prompt")?,
+            command: cli.command,
+            model: cli.model,
+            extra_args: cli.extra_args,
+            turn_timeout_ms: cli.turn_timeout_ms,
+            stall_timeout_ms: cli.stall_timeout_ms,
+        })
+    }
+}
+
+/// `copilot.*` (spec §5.3.7).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopilotConfig {
+    /// Shell command launching the Copilot CLI (default `copilot`); never rewritten.
+    pub command: String,
+    /// `copilot --model`.
+    pub model: Option<String>,
+    /// `--allow-all-tools` (default false; an explicit operator choice).
+    pub allow_all_tools: bool,
+    /// Repeated `--allow-tool`.
+    pub allow_tools: Vec<String>,
+    /// Repeated `--deny-tool`.
+    pub deny_tools: Vec<String>,
+    /// Further `copilot` arguments, appended verbatim.
+    pub extra_args: Vec<String>,
+    /// Bound of one Copilot turn in ms (default 3600000).
+    pub turn_timeout_ms: u64,
+    /// Copilot inactivity bound in ms (default 300000); `<= 0` disables stall detection.
+    pub stall_timeout_ms: i64,
+}
+
+impl CopilotConfig {
+    /// The section name.
+    pub(crate) const SECTION: &'static str = "copilot";
+    /// Every key of the section.
+    pub(crate) const KEYS: &'static [&'static str] = &[
+        "command",
+        "model",
+        "allow_all_tools",
+        "allow_tools",
+        "deny_tools",
+        "extra_args",
+        "turn_timeout_ms",
+        "stall_timeout_ms",
+    ];
+
+    /// Parse `copilot.*` with its defaults.
+    pub(crate) fn parse(s: &Section<'_>, env: &dyn ConfigEnv) -> Result<Self, ConfigError> {
+        let cli = CliKeys::parse(s, env, "copilot")?;
+        Ok(CopilotConfig {
+            command: cli.command,
+            model: cli.model,
+            allow_all_tools: s.boolean("allow_all_tools")?.unwrap_or(false),
+            allow_tools: s.string_list("allow_tools")?.unwrap_or_default(),
+            deny_tools: s.string_list("deny_tools")?.unwrap_or_default(),
+            extra_args: cli.extra_args,
+            turn_timeout_ms: cli.turn_timeout_ms,
+            stall_timeout_ms: cli.stall_timeout_ms,
+        })
+    }
+}
+
+/// The keys every CLI agent section has, parsed with their defaults.
+struct CliKeys {
+    command: String,
+    model: Option<String>,
+    extra_args: Vec<String>,
+    turn_timeout_ms: u64,
+    stall_timeout_ms: i64,
+}
+
+impl CliKeys {
+    fn parse(
+        s: &Section<'_>,
+        env: &dyn ConfigEnv,
+        default_command: &str,
+    ) -> Result<Self, ConfigError> {
+        Ok(CliKeys {
+            command: s
+                .command("command")?
+                .unwrap_or_else(|| default_command.into()),
+            model: s.string("model", env)?,
+            extra_args: s.string_list("extra_args")?.unwrap_or_default(),
+            turn_timeout_ms: s
+                .positive("turn_timeout_ms")?
+                .unwrap_or(DEFAULT_TURN_TIMEOUT_MS),
+            stall_timeout_ms: s
+                .int("stall_timeout_ms")?
+                .unwrap_or(DEFAULT_STALL_TIMEOUT_MS),
+        })
+    }
+}
+
+/// What the core needs from the selected agent's section (see
+/// [`super::ServiceConfig::agent_settings`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AgentSettings<'a> {
+    /// The section name, for messages.
+    pub section: &'static str,
+    /// The section's `command`.
+    pub command: &'a str,
+    /// Bound of one turn in ms.
+    pub turn_timeout_ms: u64,
+    /// Inactivity bound in ms; `<= 0` disables stall detection.
+    pub stall_timeout_ms: i64,
+}
+
+impl<'a> AgentSettings<'a> {
+    /// The settings of Claude Code's section.
+    pub(crate) fn claude_code(c: &'a ClaudeCodeConfig) -> Self {
+        AgentSettings {
+            section: ClaudeCodeConfig::SECTION,
+            command: &c.command,
+            turn_timeout_ms: c.turn_timeout_ms,
+            stall_timeout_ms: c.stall_timeout_ms,
+        }
+    }
+
+    /// The settings of Copilot's section.
+    pub(crate) fn copilot(c: &'a CopilotConfig) -> Self {
+        AgentSettings {
+            section: CopilotConfig::SECTION,
+            command: &c.command,
+            turn_timeout_ms: c.turn_timeout_ms,
+            stall_timeout_ms: c.stall_timeout_ms,
+        }
+    }
+
+    /// Preflight of the section: a blank command cannot start the agent.
+    pub(crate) fn preflight_error(&self) -> Option<ConfigError> {
+        self.command.trim().is_empty().then(|| {
+            ConfigError::new(
+                "invalid_config",
+                format!("{}.command must be a non-empty shell command", self.section),
+            )
+        })
+    }
+}

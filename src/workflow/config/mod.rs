@@ -1,0 +1,438 @@
+//! Typed configuration from the WORKFLOW.md front matter (spec §5.3, §6): defaults, `$VAR`
+//! indirection, `~` expansion for `workspace.root`, coercion and validation with messages that
+//! name the key and the bad value (never a secret).
+//!
+//! The sections are parsed by their owners through the shared typed reader [`section`]:
+//! `tracker.*` by the tracker kind's module (registry in `crate::tracker::config`), the agent
+//! sections by [`agents`], the core sections here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_yaml::{Mapping, Value};
+
+pub mod agents;
+pub(crate) mod keys;
+pub(crate) mod section;
+
+use self::agents::AgentSettings;
+pub use self::agents::{AgentKind, ClaudeCodeConfig, CopilotConfig};
+pub(crate) use self::keys::edit_distance;
+use self::section::{describe, env_reference, Section};
+pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
+
+/// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a secret value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    /// The secret value; only for putting it on the wire.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// `hooks.*` (spec §5.3.4).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HooksConfig {
+    /// Runs once when a workspace directory is created; failure is fatal to the creation.
+    pub after_create: Option<String>,
+    /// Runs before each attempt; failure is fatal to the attempt.
+    pub before_run: Option<String>,
+    /// Runs after each attempt; failure is logged and ignored.
+    pub after_run: Option<String>,
+    /// Runs before a workspace is removed; failure is logged and ignored.
+    pub before_remove: Option<String>,
+    /// Timeout for every hook in ms (default 60000).
+    pub timeout_ms: u64,
+}
+
+/// `agent.*` (spec §5.3.5).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// Which adapter runs the agent. `None` when absent (a preflight error).
+    pub kind: Option<AgentKind>,
+    /// Global concurrency cap (default 10).
+    pub max_concurrent_agents: u32,
+    /// Turns per worker run (default 20).
+    pub max_turns: u32,
+    /// Cap of the failure backoff in ms (default 300000).
+    pub max_retry_backoff_ms: u64,
+    /// Per-state caps, keys normalized (trim + lowercase).
+    pub max_concurrent_agents_by_state: BTreeMap<String, u32>,
+    /// Failure retries stop after this attempt number (default unlimited).
+    pub max_attempts: Option<u32>,
+    /// Worker runs since the issue last entered an active state before it is parked (default 10).
+    pub max_runs_per_issue: u32,
+}
+
+/// `server.*` (spec §13.7, extension).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ServerConfig {
+    /// Port for the dashboard/API; `None` = disabled; `0` = ephemeral. `--port` wins.
+    pub port: Option<u16>,
+    /// Bind address (default `127.0.0.1`). `--bind` wins.
+    pub host: Option<String>,
+    /// Secret for `X-Hub-Signature-256` on the webhook route; `None` disables the route.
+    pub webhook_secret: Option<Secret>,
+}
+
+/// The whole typed configuration (spec §4.1.3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceConfig {
+    /// `tracker.*`.
+    pub tracker: TrackerConfig,
+    /// `polling.interval_ms` (default 30000).
+    pub poll_interval_ms: u64,
+    /// `workspace.root`, absolute.
+    pub workspace_root: PathBuf,
+    /// `hooks.*`.
+    pub hooks: HooksConfig,
+    /// `agent.*`.
+    pub agent: AgentConfig,
+    /// `claude_code.*`.
+    pub claude_code: ClaudeCodeConfig,
+    /// `copilot.*`.
+    pub copilot: CopilotConfig,
+    /// `server.*`.
+    pub server: ServerConfig,
+}
+
+/// Turn and stall timeouts of the selected runner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunnerTimeouts {
+    /// Bound of one turn in ms.
+    pub turn_timeout_ms: u64,
+    /// Inactivity bound in ms; `<= 0` disables stall detection.
+    pub stall_timeout_ms: i64,
+}
+
+impl ServiceConfig {
+    /// The agent registry: the settings of the section `agent.kind` selects (Claude Code's when
+    /// unset; preflight rejects that).
+    pub(crate) fn agent_settings(&self) -> AgentSettings<'_> {
+        match self.agent.kind {
+            Some(AgentKind::Copilot) => AgentSettings::copilot(&self.copilot),
+            Some(AgentKind::ClaudeCode) | None => AgentSettings::claude_code(&self.claude_code),
+        }
+    }
+
+    /// The timeouts of the runner selected by `agent.kind` (Claude's when unset).
+    pub fn runner_timeouts(&self) -> RunnerTimeouts {
+        let a = self.agent_settings();
+        RunnerTimeouts {
+            turn_timeout_ms: a.turn_timeout_ms,
+            stall_timeout_ms: a.stall_timeout_ms,
+        }
+    }
+
+    /// Dispatch preflight validation (spec §6.3) of the parts that need no network.
+    /// Returns every problem, each naming the key.
+    pub fn preflight_errors(&self) -> Vec<ConfigError> {
+        let mut errs = crate::tracker::config::preflight(&self.tracker);
+        if self.agent.kind.is_none() {
+            errs.push(ConfigError::new(
+                "missing_agent_kind",
+                format!("agent.kind is required; set it to {}", AgentKind::EXPECTED),
+            ));
+        } else {
+            errs.extend(self.agent_settings().preflight_error());
+        }
+        errs
+    }
+}
+
+/// A configuration problem: a class (e.g. `invalid_config`) and a message naming key and value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Stable error class, e.g. `invalid_config`, `unsupported_tracker_kind`.
+    pub class: &'static str,
+    /// Human message naming the key and the bad value (never a secret).
+    pub message: String,
+}
+
+impl ConfigError {
+    /// Build an error.
+    pub fn new(class: &'static str, message: impl Into<String>) -> Self {
+        ConfigError {
+            class,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.class, self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The environment the config resolves against; injectable for tests.
+pub trait ConfigEnv {
+    /// An environment variable, `None` when unset.
+    fn var(&self, name: &str) -> Option<String>;
+    /// The user's home directory for `~`.
+    fn home(&self) -> Option<PathBuf>;
+    /// The output of `gh auth token` when `gh` is installed and logged in.
+    fn gh_auth_token(&self) -> Option<String>;
+}
+
+/// The real process environment.
+pub(crate) struct ProcessEnv;
+
+impl ConfigEnv for ProcessEnv {
+    fn var(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+    fn home(&self) -> Option<PathBuf> {
+        std::env::var_os("HOME").map(PathBuf::from)
+    }
+    fn gh_auth_token(&self) -> Option<String> {
+        // Only when `gh` is on PATH; never through a shell; stdin closed so it cannot prompt.
+        let out = std::process::Command::new("gh")
+            .args(["auth", "token"])
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let tok = String::from_utf8(out.stdout).ok()?.trim().to_string();
+        (!tok.is_empty()).then_some(tok)
+    }
+}
+
+/// The result of parsing: the config plus warnings to log once (unknown keys, ignored entries).
+#[derive(Debug, Clone)]
+pub struct ParsedConfig {
+    /// The typed config.
+    pub config: ServiceConfig,
+    /// Operator-facing warnings (unknown keys with hints, ignored per-state entries).
+    pub warnings: Vec<String>,
+}
+
+/// Parse the front matter map into a typed config.
+///
+/// `workflow_dir` is the directory holding WORKFLOW.md (for a relative `workspace.root`).
+/// `tracker.*` is parsed by the tracker kind's module, the agent sections by [`agents`].
+pub(crate) fn parse_config(
+    front_matter: &Mapping,
+    workflow_dir: &Path,
+    env: &dyn ConfigEnv,
+) -> Result<ParsedConfig, ConfigError> {
+    let section = |name| Section::new(front_matter, name);
+    let (tracker, polling, workspace) = (
+        section("tracker")?,
+        section("polling")?,
+        section("workspace")?,
+    );
+    let (hooks, agent, server) = (section("hooks")?, section("agent")?, section("server")?);
+    let claude_code = section(ClaudeCodeConfig::SECTION)?;
+    let copilot = section(CopilotConfig::SECTION)?;
+
+    let kind = tracker.string("kind", env).ok().flatten();
+    let mut warnings = Vec::new();
+    keys::check_unknown_keys(
+        front_matter,
+        &keys::known_keys(kind.as_deref()),
+        &mut warnings,
+    );
+    let ctx = crate::tracker::config::ParseContext { env, workflow_dir };
+    let tracker = crate::tracker::config::parse(&tracker, &ctx)?;
+    let poll_interval_ms = polling.positive("interval_ms")?.unwrap_or(30_000);
+    let workspace_root = parse_workspace_root(&workspace, workflow_dir, env)?;
+    let hooks = parse_hooks(&hooks)?;
+    let agent = parse_agent(&agent, env, &mut warnings)?;
+    let claude_code = ClaudeCodeConfig::parse(&claude_code, env)?;
+    let copilot = CopilotConfig::parse(&copilot, env)?;
+    let server = parse_server(&server, env)?;
+    Ok(ParsedConfig {
+        config: ServiceConfig {
+            tracker,
+            poll_interval_ms,
+            workspace_root,
+            hooks,
+            agent,
+            claude_code,
+            copilot,
+            server,
+        },
+        warnings,
+    })
+}
+
+/// `workspace.root` (default `<tmp>/baton_workspaces`).
+fn parse_workspace_root(
+    workspace: &Section<'_>,
+    workflow_dir: &Path,
+    env: &dyn ConfigEnv,
+) -> Result<PathBuf, ConfigError> {
+    match workspace.raw("root") {
+        None | Some(Value::Null) => Ok(std::env::temp_dir().join("baton_workspaces")),
+        Some(Value::String(s)) => resolve_path(s, workflow_dir, env).ok_or_else(|| {
+            let got = format!("{s:?}");
+            workspace.invalid("root", "a path (or $VAR naming a set variable)", &got)
+        }),
+        Some(other) => Err(workspace.invalid("root", "a path string", &describe(other))),
+    }
+}
+
+/// `hooks.*`.
+fn parse_hooks(hooks: &Section<'_>) -> Result<HooksConfig, ConfigError> {
+    Ok(HooksConfig {
+        after_create: hooks.script("after_create")?,
+        before_run: hooks.script("before_run")?,
+        after_run: hooks.script("after_run")?,
+        before_remove: hooks.script("before_remove")?,
+        timeout_ms: hooks.positive("timeout_ms")?.unwrap_or(60_000),
+    })
+}
+
+/// `agent.*` (the agent sections themselves are parsed by [`agents`]).
+fn parse_agent(
+    agent: &Section<'_>,
+    env: &dyn ConfigEnv,
+    warnings: &mut Vec<String>,
+) -> Result<AgentConfig, ConfigError> {
+    let kind = match agent.string("kind", env)?.as_deref() {
+        None => None,
+        Some(k) => Some(
+            AgentKind::from_config(k)
+                .ok_or_else(|| agent.invalid("kind", AgentKind::EXPECTED, &format!("{k:?}")))?,
+        ),
+    };
+    Ok(AgentConfig {
+        kind,
+        max_concurrent_agents: agent.positive_u32("max_concurrent_agents")?.unwrap_or(10),
+        max_turns: agent.positive_u32("max_turns")?.unwrap_or(20),
+        max_retry_backoff_ms: agent.positive("max_retry_backoff_ms")?.unwrap_or(300_000),
+        max_concurrent_agents_by_state: parse_by_state(agent, warnings)?,
+        max_attempts: agent.positive_u32("max_attempts")?,
+        max_runs_per_issue: agent.positive_u32("max_runs_per_issue")?.unwrap_or(10),
+    })
+}
+
+/// `agent.max_concurrent_agents_by_state`: keys normalized; bad entries are warned about and
+/// ignored.
+fn parse_by_state(
+    agent: &Section<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<BTreeMap<String, u32>, ConfigError> {
+    const KEY: &str = "max_concurrent_agents_by_state";
+    let mut by_state = BTreeMap::new();
+    let m = match agent.raw(KEY) {
+        None | Some(Value::Null) => return Ok(by_state),
+        Some(Value::Mapping(m)) => m,
+        Some(other) => {
+            let expected = "a map of state name to positive integer";
+            return Err(agent.invalid(KEY, expected, &describe(other)));
+        }
+    };
+    for (k, v) in m {
+        let key = match k {
+            Value::String(s) if !s.trim().is_empty() => crate::model::normalize_name(s),
+            other => {
+                warnings.push(format!(
+                    "agent.{KEY}: ignoring entry with key {}: keys must be state names",
+                    describe(other)
+                ));
+                continue;
+            }
+        };
+        match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
+            Some(n) if n >= 1 => {
+                by_state.insert(key, n);
+            }
+            _ => warnings.push(format!(
+                "agent.{KEY}.{key}: ignoring {}: must be a positive integer",
+                describe(v)
+            )),
+        }
+    }
+    Ok(by_state)
+}
+
+/// `server.*`.
+fn parse_server(server: &Section<'_>, env: &dyn ConfigEnv) -> Result<ServerConfig, ConfigError> {
+    let port =
+        match server.uint("port")? {
+            None => None,
+            Some(p) => Some(u16::try_from(p).map_err(|_| {
+                server.invalid("port", "an integer from 0 to 65535", &p.to_string())
+            })?),
+        };
+    Ok(ServerConfig {
+        port,
+        host: server.plain_string("host")?,
+        webhook_secret: server.secret("webhook_secret", env)?.map(|(s, _)| s),
+    })
+}
+
+/// Resolve a path setting (`workspace.root`; also for a tracker kind's path, e.g. a board
+/// directory): `$VAR` (whole value) or a leading `$VAR/…`, `~`/`~/…`, then relative to the
+/// workflow dir. Returns `None` when a referenced variable is unset or empty.
+pub(crate) fn resolve_path(raw: &str, workflow_dir: &Path, env: &dyn ConfigEnv) -> Option<PathBuf> {
+    let raw = raw.trim();
+    let expanded: String = if let Some(name) = env_reference(raw) {
+        env.var(name).filter(|v| !v.is_empty())?
+    } else if let Some(rest) = raw.strip_prefix('$') {
+        // `$VAR/sub/dir`: expand the leading variable only.
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let (name, tail) = rest.split_at(end);
+        let val = env.var(name).filter(|v| !v.is_empty())?;
+        format!("{val}{tail}")
+    } else {
+        raw.to_string()
+    };
+    let path = if expanded == "~" {
+        env.home()?
+    } else if let Some(rest) = expanded.strip_prefix("~/") {
+        env.home()?.join(rest)
+    } else {
+        PathBuf::from(&expanded)
+    };
+    let abs = if path.is_absolute() {
+        path
+    } else {
+        workflow_dir.join(path)
+    };
+    Some(normalize_lexically(&abs))
+}
+
+/// Remove `.` and `..` components without touching the filesystem.
+pub(crate) fn normalize_lexically(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
