@@ -112,4 +112,5 @@ pub trait Tracker: Send + Sync {
     fn rate_limit(&self) -> Option<RateLimitInfo>;
 }
 
+pub mod backlog;
 pub mod github;
