@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::model::{contains_name, normalize_name, BlockerRef, Issue};
 
-use super::parse::{
-    identifier_for, id_number, priority_rank, BoardConfig, TaskFile, TaskProblem,
-};
+use super::parse::{id_number, identifier_for, priority_rank, BoardConfig, TaskFile, TaskProblem};
 
 /// The blocker state reported for a dependency with no readable task file.
 pub const MISSING_BLOCKER_STATE: &str = "MISSING";
@@ -143,7 +141,7 @@ impl Board {
                 paths,
             });
         }
-        tasks.sort_by(|a, b| id_sort_key(&a.task.id).cmp(&id_sort_key(&b.task.id)));
+        tasks.sort_by_cached_key(|t| id_sort_key(&t.task.id));
         warnings.sort_by(|a, b| a.paths.cmp(&b.paths));
         let by_id = tasks
             .iter()
@@ -336,9 +334,21 @@ mod tests {
             Path::new("/b"),
             BoardConfig::default(),
             vec![
-                scanned("/b/tasks/task-1 - a.md", Location::Tasks, &task("task-1", "To Do", "")),
-                scanned("/b/completed/task-01 - b.md", Location::Completed, &task("TASK-01", "Done", "")),
-                scanned("/b/tasks/task-2 - c.md", Location::Tasks, &task("task-2", "To Do", "task-1")),
+                scanned(
+                    "/b/tasks/task-1 - a.md",
+                    Location::Tasks,
+                    &task("task-1", "To Do", ""),
+                ),
+                scanned(
+                    "/b/completed/task-01 - b.md",
+                    Location::Completed,
+                    &task("TASK-01", "Done", ""),
+                ),
+                scanned(
+                    "/b/tasks/task-2 - c.md",
+                    Location::Tasks,
+                    &task("task-2", "To Do", "task-1"),
+                ),
             ],
         );
         assert_eq!(b.tasks.len(), 1);
@@ -346,8 +356,16 @@ mod tests {
         let w = &b.warnings[0];
         assert_eq!(w.kind, WarningKind::DuplicateId);
         assert!(w.message.contains("TASK-1"), "{}", w.message);
-        assert!(w.message.contains("/b/tasks/task-1 - a.md"), "{}", w.message);
-        assert!(w.message.contains("/b/completed/task-01 - b.md"), "{}", w.message);
+        assert!(
+            w.message.contains("/b/tasks/task-1 - a.md"),
+            "{}",
+            w.message
+        );
+        assert!(
+            w.message.contains("/b/completed/task-01 - b.md"),
+            "{}",
+            w.message
+        );
         // The duplicated id now counts as a missing, non-terminal blocker.
         let i = &b.issues(&[])[0];
         assert_eq!(i.blocked_by[0].state, MISSING_BLOCKER_STATE);
@@ -360,17 +378,35 @@ mod tests {
             Path::new("/b"),
             BoardConfig::default(),
             vec![
-                scanned("/b/tasks/task-10.md", Location::Tasks, &task("task-10", "To Do", "")),
-                scanned("/b/tasks/task-2.md", Location::Tasks, &task("task-2", "Done", "")),
-                scanned("/b/archive/tasks/task-3.md", Location::Archived, &task("task-3", "To Do", "")),
+                scanned(
+                    "/b/tasks/task-10.md",
+                    Location::Tasks,
+                    &task("task-10", "To Do", ""),
+                ),
+                scanned(
+                    "/b/tasks/task-2.md",
+                    Location::Tasks,
+                    &task("task-2", "Done", ""),
+                ),
+                scanned(
+                    "/b/archive/tasks/task-3.md",
+                    Location::Archived,
+                    &task("task-3", "To Do", ""),
+                ),
             ],
         );
         let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let ids = |v: Vec<Issue>| v.into_iter().map(|i| i.identifier).collect::<Vec<_>>();
         let (active, terminal) = (s(&["To Do"]), s(&["Done"]));
         assert_eq!(ids(b.candidate_issues(&active, &terminal)), ["task-10"]);
-        assert_eq!(ids(b.issues_by_states(&terminal, &terminal)), ["task-2", "task-3"]);
-        assert_eq!(ids(b.issues_by_states(&active, &terminal)), ["task-3", "task-10"]);
+        assert_eq!(
+            ids(b.issues_by_states(&terminal, &terminal)),
+            ["task-2", "task-3"]
+        );
+        assert_eq!(
+            ids(b.issues_by_states(&active, &terminal)),
+            ["task-3", "task-10"]
+        );
         assert_eq!(
             ids(b.issues_by_ids(&s(&["task-3", "TASK-003", "task-9"]), &terminal)),
             ["task-3"]

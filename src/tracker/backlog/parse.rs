@@ -179,7 +179,9 @@ impl std::fmt::Display for TaskProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TaskProblem::TooLarge(n) => write!(f, "file is {n} bytes, over the 1 MiB limit"),
-            TaskProblem::NotUtf8(at) => write!(f, "not valid UTF-8 (first bad byte at offset {at})"),
+            TaskProblem::NotUtf8(at) => {
+                write!(f, "not valid UTF-8 (first bad byte at offset {at})")
+            }
             TaskProblem::BrokenFrontMatter(why) => write!(f, "broken front matter: {why}"),
             TaskProblem::MissingField(k) => write!(f, "front matter has no `{k}`"),
             TaskProblem::BadId(id) => write!(f, "id {id:?} is not like TASK-12"),
@@ -229,8 +231,12 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
             .priority
             .map(|p| normalize_name(&p.text()))
             .filter(|p| !p.is_empty()),
-        created_at: raw.created_date.and_then(|d| backlog_date_to_rfc3339(&d.text())),
-        updated_at: raw.updated_date.and_then(|d| backlog_date_to_rfc3339(&d.text())),
+        created_at: raw
+            .created_date
+            .and_then(|d| backlog_date_to_rfc3339(&d.text())),
+        updated_at: raw
+            .updated_date
+            .and_then(|d| backlog_date_to_rfc3339(&d.text())),
         body: body.trim().to_string(),
     })
 }
@@ -269,7 +275,11 @@ pub fn canonical_id(id: &str) -> Option<String> {
         let trimmed = seg.trim_start_matches('0');
         segments.push(if trimmed.is_empty() { "0" } else { trimmed });
     }
-    Some(format!("{}-{}", prefix.to_ascii_uppercase(), segments.join(".")))
+    Some(format!(
+        "{}-{}",
+        prefix.to_ascii_uppercase(),
+        segments.join(".")
+    ))
 }
 
 /// The letters before the `-` of a canonical id (`TASK` for `TASK-12`).
@@ -353,7 +363,9 @@ mod tests {
         assert_eq!(canonical_id(" TASK-007 ").as_deref(), Some("TASK-7"));
         assert_eq!(canonical_id("back-119.02").as_deref(), Some("BACK-119.2"));
         assert_eq!(canonical_id("task-0").as_deref(), Some("TASK-0"));
-        for bad in ["12", "task-", "task-x", "-1", "ta sk-1", "task-1.", "tâsk-1"] {
+        for bad in [
+            "12", "task-", "task-x", "-1", "ta sk-1", "task-1.", "tâsk-1",
+        ] {
             assert_eq!(canonical_id(bad), None, "{bad}");
         }
         assert_eq!(id_number("TASK-3.1"), 3);
@@ -374,7 +386,14 @@ mod tests {
             f("2026-11-30T06:40").as_deref(),
             Some("2026-11-30T06:40:00Z")
         );
-        for bad in ["", "2026-02-30", "2026-11-30 25:00", "30-11-26", "2026-11-30 06:4x", "é"] {
+        for bad in [
+            "",
+            "2026-02-30",
+            "2026-11-30 25:00",
+            "30-11-26",
+            "2026-11-30 06:4x",
+            "é",
+        ] {
             assert_eq!(f(bad), None, "{bad}");
         }
     }
@@ -436,7 +455,10 @@ mod tests {
             e("---\nid: [\n---\n"),
             TaskProblem::BrokenFrontMatter(_)
         ));
-        assert!(matches!(e("no front matter"), TaskProblem::BrokenFrontMatter(_)));
+        assert!(matches!(
+            e("no front matter"),
+            TaskProblem::BrokenFrontMatter(_)
+        ));
         assert_eq!(
             parse_task_bytes(b"---\nid: task-1\n---\n\xff").unwrap_err(),
             TaskProblem::NotUtf8(19)

@@ -118,7 +118,8 @@ fn read_config(dir: &Path) -> Result<(BoardConfig, Option<BoardWarning>), BoardE
         };
         return Ok((BoardConfig::default(), Some(warning)));
     };
-    let bytes = read_capped(&path).map_err(|p| err(BoardErrorKind::BadConfig, &path, p.to_string()))?;
+    let bytes =
+        read_capped(&path).map_err(|p| err(BoardErrorKind::BadConfig, &path, p.to_string()))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| {
         err(
             BoardErrorKind::BadConfig,

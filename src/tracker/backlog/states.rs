@@ -47,12 +47,22 @@ mod tests {
     #[test]
     fn names_the_misspelled_state_with_a_hint() {
         let statuses = v(&["To Do", "In Progress", "Done"]);
-        assert!(validate_states(&statuses, &v(&["to do", " In Progress"]), &v(&["DONE"])).is_empty());
+        assert!(
+            validate_states(&statuses, &v(&["to do", " In Progress"]), &v(&["DONE"])).is_empty()
+        );
         let m = validate_states(&statuses, &v(&["To Do", "In Progres"]), &v(&["Closed"]));
         assert_eq!(m.len(), 2);
-        assert!(m[0].starts_with("tracker.active_states: \"In Progres\""), "{}", m[0]);
+        assert!(
+            m[0].starts_with("tracker.active_states: \"In Progres\""),
+            "{}",
+            m[0]
+        );
         assert!(m[0].ends_with("did you mean \"In Progress\"?"), "{}", m[0]);
-        assert!(m[1].starts_with("tracker.terminal_states: \"Closed\""), "{}", m[1]);
+        assert!(
+            m[1].starts_with("tracker.terminal_states: \"Closed\""),
+            "{}",
+            m[1]
+        );
         assert!(!m[1].contains("did you mean"), "{}", m[1]);
     }
 }
