@@ -308,16 +308,19 @@ mod tests {
     use super::super::parse::parse_task;
     use super::*;
 
-    fn scanned(path: &str, location: Location, text: &str) -> ScannedFile {
-        ScannedFile {
-            path: PathBuf::from(path),
-            location,
-            parsed: parse_task(text),
-        }
-    }
-
-    fn task(id: &str, status: &str, deps: &str) -> String {
-        format!("---\nid: {id}\ntitle: T {id}\nstatus: {status}\ndependencies: [{deps}]\n---\n")
+    /// A board from `(path, location, id, status, dependencies)` rows.
+    fn board(rows: &[(&str, Location, &str, &str, &str)]) -> Board {
+        let files = rows
+            .iter()
+            .map(|(path, location, id, status, deps)| ScannedFile {
+                path: PathBuf::from(path),
+                location: *location,
+                parsed: parse_task(&format!(
+                    "---\nid: {id}\ntitle: T {id}\nstatus: {status}\ndependencies: [{deps}]\n---\n"
+                )),
+            })
+            .collect();
+        Board::assemble(Path::new("/b"), BoardConfig::default(), files)
     }
 
     #[test]
@@ -330,27 +333,29 @@ mod tests {
 
     #[test]
     fn duplicates_are_all_skipped_and_named() {
-        let b = Board::assemble(
-            Path::new("/b"),
-            BoardConfig::default(),
-            vec![
-                scanned(
-                    "/b/tasks/task-1 - a.md",
-                    Location::Tasks,
-                    &task("task-1", "To Do", ""),
-                ),
-                scanned(
-                    "/b/completed/task-01 - b.md",
-                    Location::Completed,
-                    &task("TASK-01", "Done", ""),
-                ),
-                scanned(
-                    "/b/tasks/task-2 - c.md",
-                    Location::Tasks,
-                    &task("task-2", "To Do", "task-1"),
-                ),
-            ],
-        );
+        let b = board(&[
+            (
+                "/b/tasks/task-1 - a.md",
+                Location::Tasks,
+                "task-1",
+                "To Do",
+                "",
+            ),
+            (
+                "/b/completed/task-01 - b.md",
+                Location::Completed,
+                "TASK-01",
+                "Done",
+                "",
+            ),
+            (
+                "/b/tasks/task-2 - c.md",
+                Location::Tasks,
+                "task-2",
+                "To Do",
+                "task-1",
+            ),
+        ]);
         assert_eq!(b.tasks.len(), 1);
         assert_eq!(b.warnings.len(), 1);
         let w = &b.warnings[0];
@@ -374,27 +379,23 @@ mod tests {
 
     #[test]
     fn selection_follows_github_semantics() {
-        let b = Board::assemble(
-            Path::new("/b"),
-            BoardConfig::default(),
-            vec![
-                scanned(
-                    "/b/tasks/task-10.md",
-                    Location::Tasks,
-                    &task("task-10", "To Do", ""),
-                ),
-                scanned(
-                    "/b/tasks/task-2.md",
-                    Location::Tasks,
-                    &task("task-2", "Done", ""),
-                ),
-                scanned(
-                    "/b/archive/tasks/task-3.md",
-                    Location::Archived,
-                    &task("task-3", "To Do", ""),
-                ),
-            ],
-        );
+        let b = board(&[
+            (
+                "/b/tasks/task-10.md",
+                Location::Tasks,
+                "task-10",
+                "To Do",
+                "",
+            ),
+            ("/b/tasks/task-2.md", Location::Tasks, "task-2", "Done", ""),
+            (
+                "/b/archive/tasks/task-3.md",
+                Location::Archived,
+                "task-3",
+                "To Do",
+                "",
+            ),
+        ]);
         let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let ids = |v: Vec<Issue>| v.into_iter().map(|i| i.identifier).collect::<Vec<_>>();
         let (active, terminal) = (s(&["To Do"]), s(&["Done"]));
