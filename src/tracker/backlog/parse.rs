@@ -17,6 +17,7 @@
 //! ---
 //! ```
 
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use crate::model::normalize_name;
@@ -50,50 +51,106 @@ impl Default for BoardConfig {
 }
 
 /// A YAML scalar read as text (Backlog.md stringifies ids, titles and list items the same way).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum Scalar {
-    Str(String),
-    Int(i64),
-    Float(f64),
-    Bool(bool),
-}
+#[derive(Debug, Clone)]
+struct Scalar(String);
 
 impl Scalar {
     fn text(&self) -> String {
-        match self {
-            Scalar::Str(s) => s.clone(),
-            Scalar::Int(n) => n.to_string(),
-            Scalar::Float(f) => f.to_string(),
-            Scalar::Bool(b) => b.to_string(),
-        }
+        self.0.clone()
     }
 }
 
-/// A list of scalars, or one scalar meaning a one-item list.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-enum ScalarList {
-    Many(Vec<Option<Scalar>>),
-    One(Scalar),
+/// Accepts text, numbers and booleans; the error names what was found instead, and serde_yaml
+/// prefixes the key and the line (`labels[0]: invalid type: map, expected text …`).
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("text")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
+        Ok(Scalar(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
 }
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A list of scalars (null items skipped), or one scalar meaning a one-item list.
+#[derive(Debug, Clone)]
+struct ScalarList(Vec<Scalar>);
 
 impl ScalarList {
     /// Trimmed, non-empty item texts.
     fn texts(&self) -> Vec<String> {
-        let items: Vec<String> = match self {
-            ScalarList::Many(v) => v.iter().flatten().map(Scalar::text).collect(),
-            ScalarList::One(s) => vec![s.text()],
-        };
-        items
-            .into_iter()
-            .map(|s| s.trim().to_string())
+        self.0
+            .iter()
+            .map(|s| s.0.trim().to_string())
             .filter(|s| !s.is_empty())
             .collect()
     }
 }
 
+struct ScalarListVisitor;
+
+impl<'de> Visitor<'de> for ScalarListVisitor {
+    type Value = ScalarList;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of text items")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ScalarList, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Option<Scalar>>()? {
+            items.extend(item);
+        }
+        Ok(ScalarList(items))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_str(v).map(|s| ScalarList(vec![s]))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_i64(v).map(|s| ScalarList(vec![s]))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_u64(v).map(|s| ScalarList(vec![s]))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_f64(v).map(|s| ScalarList(vec![s]))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_bool(v).map(|s| ScalarList(vec![s]))
+    }
+}
+
+impl<'de> Deserialize<'de> for ScalarList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarListVisitor)
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a mapping of config keys")]
 struct RawConfig {
     statuses: Option<ScalarList>,
     priorities: Option<ScalarList>,
@@ -124,6 +181,7 @@ pub fn parse_config(text: &str) -> Result<BoardConfig, String> {
 }
 
 #[derive(Debug, Deserialize)]
+#[serde(expecting = "a mapping of front matter keys")]
 struct RawTask {
     id: Option<Scalar>,
     title: Option<Scalar>,
@@ -459,6 +517,22 @@ mod tests {
             e("no front matter"),
             TaskProblem::BrokenFrontMatter(_)
         ));
+        // Type errors name the key and the position.
+        let labels = e("---\nid: task-1\ntitle: x\nstatus: y\nlabels: {a: b}\n---\n").to_string();
+        assert!(
+            labels.contains("labels: invalid type: map, expected a list of text items at line 4"),
+            "{labels}"
+        );
+        let list = e("---\n- a\n---\n").to_string();
+        assert!(
+            list.contains("expected a mapping of front matter keys"),
+            "{list}"
+        );
+        let lenient = parse_task(
+            "---\nid: task-1\ntitle: 12\nstatus: To Do\nlabels: [a, null, 3, true]\n---\n",
+        )
+        .unwrap();
+        assert_eq!((lenient.title.as_str(), lenient.labels.len()), ("12", 3));
         assert_eq!(
             parse_task_bytes(b"---\nid: task-1\n---\n\xff").unwrap_err(),
             TaskProblem::NotUtf8(19)
