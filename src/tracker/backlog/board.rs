@@ -160,7 +160,10 @@ impl Board {
     /// The task with this id (any spelling `canonical_id` accepts).
     pub fn get(&self, id: &str) -> Option<&BoardTask> {
         let canon = super::parse::canonical_id(id)?;
-        self.by_id.get(&canon).map(|&i| &self.tasks[i])
+        self.by_id
+            .get(&canon)
+            .and_then(|&i| self.tasks.get(i))
+            .filter(|t| t.task.id == canon)
     }
 
     /// Every task as an issue. `terminal_states` only decides each blocker's `terminal` flag.
