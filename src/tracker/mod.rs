@@ -136,6 +136,7 @@ pub trait Tracker: Send + Sync {
     fn rate_limit(&self) -> Option<TrackerBudget>;
 }
 
+pub mod backlog;
 pub mod config;
 pub mod github;
 

@@ -1,0 +1,419 @@
+//! A whole Backlog.md board, assembled from parsed task files (pure: no I/O), and its mapping to
+//! normalized [`Issue`]s with the same selection rules as the GitHub tracker.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use crate::model::{contains_name, normalize_name, BlockerRef, Issue};
+
+use super::parse::{id_number, identifier_for, priority_rank, BoardConfig, TaskFile, TaskProblem};
+
+/// The blocker state reported for a dependency with no readable task file.
+pub const MISSING_BLOCKER_STATE: &str = "MISSING";
+
+/// Where a task file lives on the board.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Location {
+    /// `tasks/`: the live board; the task's `status` decides.
+    Tasks,
+    /// `completed/` (`backlog task complete`): terminal whatever its status.
+    Completed,
+    /// `archive/tasks/` (`backlog task archive`, which keeps the old status): terminal.
+    Archived,
+}
+
+impl Location {
+    /// The board sub-directory, relative to the board directory.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Location::Tasks => "tasks",
+            Location::Completed => "completed",
+            Location::Archived => "archive/tasks",
+        }
+    }
+
+    /// True for `completed/` and `archive/tasks/`.
+    pub fn is_terminal(self) -> bool {
+        self != Location::Tasks
+    }
+}
+
+/// One readable task on the board.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoardTask {
+    /// The task file.
+    pub path: PathBuf,
+    /// Which folder it is in.
+    pub location: Location,
+    /// Its parsed content.
+    pub task: TaskFile,
+}
+
+impl BoardTask {
+    /// True when the task is in `completed/` or `archive/tasks/` (mapped to `Issue::closed`).
+    pub fn terminal_by_location(&self) -> bool {
+        self.location.is_terminal()
+    }
+}
+
+/// What kind of problem a [`BoardWarning`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WarningKind {
+    /// One task file was skipped (see the message).
+    SkippedFile,
+    /// Several files carry the same id; all of them were skipped.
+    DuplicateId,
+    /// `config.yml` is absent; Backlog.md's defaults were used.
+    MissingConfig,
+}
+
+/// A problem found while reading the board; the board is still usable without the named files.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct BoardWarning {
+    /// The kind of problem.
+    pub kind: WarningKind,
+    /// The file(s) concerned.
+    pub paths: Vec<PathBuf>,
+    /// One line naming the file(s) and the problem.
+    pub message: String,
+}
+
+/// One file the reader looked at, before assembly.
+#[derive(Debug, Clone)]
+pub struct ScannedFile {
+    /// The file.
+    pub path: PathBuf,
+    /// Its folder.
+    pub location: Location,
+    /// Its parse result.
+    pub parsed: Result<TaskFile, TaskProblem>,
+}
+
+/// A board snapshot: every readable, uniquely identified task plus the warnings about the rest.
+#[derive(Debug, Clone, Default)]
+pub struct Board {
+    /// The board directory as read.
+    pub dir: PathBuf,
+    /// Its `config.yml`.
+    pub config: BoardConfig,
+    /// Readable tasks, ordered by id (numerically per segment).
+    pub tasks: Vec<BoardTask>,
+    /// Skipped files and other problems, in a stable order.
+    pub warnings: Vec<BoardWarning>,
+    by_id: HashMap<String, usize>,
+}
+
+impl Board {
+    /// Assemble a board from scanned files: unreadable files become warnings, and every file of
+    /// an id claimed by more than one file is dropped with one warning naming them all.
+    pub fn assemble(dir: &Path, config: BoardConfig, files: Vec<ScannedFile>) -> Board {
+        let mut warnings = Vec::new();
+        let mut groups: HashMap<String, Vec<BoardTask>> = HashMap::new();
+        for f in files {
+            match f.parsed {
+                Ok(task) => groups.entry(task.id.clone()).or_default().push(BoardTask {
+                    path: f.path,
+                    location: f.location,
+                    task,
+                }),
+                Err(problem) => warnings.push(BoardWarning {
+                    kind: WarningKind::SkippedFile,
+                    message: format!("skipping task file {}: {problem}", f.path.display()),
+                    paths: vec![f.path],
+                }),
+            }
+        }
+        let mut tasks = Vec::new();
+        for (id, mut group) in groups {
+            if group.len() == 1 {
+                tasks.extend(group.pop());
+                continue;
+            }
+            let mut paths: Vec<PathBuf> = group.into_iter().map(|t| t.path).collect();
+            paths.sort();
+            let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            warnings.push(BoardWarning {
+                kind: WarningKind::DuplicateId,
+                message: format!(
+                    "duplicate task id {id}: skipping all of {}",
+                    names.join(", ")
+                ),
+                paths,
+            });
+        }
+        tasks.sort_by_cached_key(|t| id_sort_key(&t.task.id));
+        warnings.sort_by(|a, b| a.paths.cmp(&b.paths));
+        let by_id = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.task.id.clone(), i))
+            .collect();
+        Board {
+            dir: dir.to_path_buf(),
+            config,
+            tasks,
+            warnings,
+            by_id,
+        }
+    }
+
+    /// The task with this id (any spelling `canonical_id` accepts).
+    pub fn get(&self, id: &str) -> Option<&BoardTask> {
+        let canon = super::parse::canonical_id(id)?;
+        self.by_id
+            .get(&canon)
+            .and_then(|&i| self.tasks.get(i))
+            .filter(|t| t.task.id == canon)
+    }
+
+    /// Every task as an issue. `terminal_states` only decides each blocker's `terminal` flag.
+    pub fn issues(&self, terminal_states: &[String]) -> Vec<Issue> {
+        self.tasks
+            .iter()
+            .map(|t| self.to_issue(t, terminal_states))
+            .collect()
+    }
+
+    /// `Tracker::fetch_candidate_issues`: status in `active_states`, not terminal, not in
+    /// `completed/` or `archive/tasks/`.
+    pub fn candidate_issues(
+        &self,
+        active_states: &[String],
+        terminal_states: &[String],
+    ) -> Vec<Issue> {
+        self.tasks
+            .iter()
+            .filter(|t| {
+                !t.terminal_by_location()
+                    && contains_name(active_states, &t.task.status)
+                    && !contains_name(terminal_states, &t.task.status)
+            })
+            .map(|t| self.to_issue(t, terminal_states))
+            .collect()
+    }
+
+    /// `Tracker::fetch_issues_by_states`: status in `states`; when `states` names a terminal
+    /// state, tasks in `completed/` and `archive/tasks/` are included whatever their status.
+    pub fn issues_by_states(&self, states: &[String], terminal_states: &[String]) -> Vec<Issue> {
+        let wants_terminal = states.iter().any(|s| contains_name(terminal_states, s));
+        self.tasks
+            .iter()
+            .filter(|t| {
+                contains_name(states, &t.task.status)
+                    || (wants_terminal && t.terminal_by_location())
+            })
+            .map(|t| self.to_issue(t, terminal_states))
+            .collect()
+    }
+
+    /// `Tracker::fetch_issue_states_by_ids`: the tasks with these ids; unknown ids are omitted.
+    pub fn issues_by_ids(&self, ids: &[String], terminal_states: &[String]) -> Vec<Issue> {
+        let mut seen = std::collections::HashSet::new();
+        ids.iter()
+            .filter_map(|id| self.get(id))
+            .filter(|t| seen.insert(t.task.id.clone()))
+            .map(|t| self.to_issue(t, terminal_states))
+            .collect()
+    }
+
+    /// Map one task to the normalized issue (see the module docs of `tracker::backlog`).
+    pub fn to_issue(&self, t: &BoardTask, terminal_states: &[String]) -> Issue {
+        let task = &t.task;
+        let mut labels: Vec<String> = Vec::new();
+        for l in &task.labels {
+            let l = normalize_name(l);
+            if !l.is_empty() && !labels.contains(&l) {
+                labels.push(l);
+            }
+        }
+        Issue {
+            id: task.id.clone(),
+            item_id: String::new(),
+            identifier: identifier_for(&task.id),
+            number: id_number(&task.id),
+            repository: String::new(),
+            title: task.title.clone(),
+            description: Some(task.body.clone()).filter(|b| !b.is_empty()),
+            priority: priority_rank(task.priority.as_deref(), &self.config.priorities),
+            state: task.status.clone(),
+            branch_name: None,
+            url: Some(file_url(&t.path)),
+            labels,
+            blocked_by: task
+                .dependencies
+                .iter()
+                .map(|d| self.blocker(d, terminal_states))
+                .collect(),
+            closed: t.terminal_by_location(),
+            created_at: task.created_at.clone(),
+            updated_at: task.updated_at.clone(),
+        }
+    }
+
+    /// The blocker reference for dependency `id`, read from the blocker's own file. A missing
+    /// (or skipped) blocker is [`MISSING_BLOCKER_STATE`] and non-terminal.
+    fn blocker(&self, id: &str, terminal_states: &[String]) -> BlockerRef {
+        match self.get(id) {
+            Some(b) => BlockerRef {
+                id: b.task.id.clone(),
+                identifier: identifier_for(&b.task.id),
+                state: b.task.status.clone(),
+                terminal: b.terminal_by_location()
+                    || contains_name(terminal_states, &b.task.status),
+            },
+            None => BlockerRef {
+                id: id.to_string(),
+                identifier: identifier_for(id),
+                state: MISSING_BLOCKER_STATE.to_string(),
+                terminal: false,
+            },
+        }
+    }
+}
+
+/// Sort key: the prefix, then each numeric segment as a number (`TASK-2` before `TASK-10`).
+fn id_sort_key(id: &str) -> (String, Vec<u64>) {
+    let (prefix, body) = id.split_once('-').unwrap_or((id, ""));
+    let nums = body
+        .split('.')
+        .map(|s| s.parse::<u64>().unwrap_or(u64::MAX))
+        .collect();
+    (prefix.to_string(), nums)
+}
+
+/// A `file://` URL for an absolute path, percent-encoding every byte outside
+/// `[A-Za-z0-9-._~/]` (spaces, `%`, `#`, `?`, non-ASCII UTF-8, …).
+pub fn file_url(path: &Path) -> String {
+    #[cfg(unix)]
+    let bytes = {
+        use std::os::unix::ffi::OsStrExt;
+        path.as_os_str().as_bytes().to_vec()
+    };
+    #[cfg(not(unix))]
+    let bytes = path.to_string_lossy().replace('\\', "/").into_bytes();
+    let mut out = String::with_capacity(bytes.len() + 8);
+    out.push_str("file://");
+    if bytes.first() != Some(&b'/') {
+        out.push('/');
+    }
+    for b in bytes {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse::parse_task;
+    use super::*;
+
+    /// A board from `(path, location, id, status, dependencies)` rows.
+    fn board(rows: &[(&str, Location, &str, &str, &str)]) -> Board {
+        let files = rows
+            .iter()
+            .map(|(path, location, id, status, deps)| ScannedFile {
+                path: PathBuf::from(path),
+                location: *location,
+                parsed: parse_task(&format!(
+                    "---\nid: {id}\ntitle: T {id}\nstatus: {status}\ndependencies: [{deps}]\n---\n"
+                )),
+            })
+            .collect();
+        Board::assemble(Path::new("/b"), BoardConfig::default(), files)
+    }
+
+    #[test]
+    fn file_urls_are_percent_encoded() {
+        assert_eq!(
+            file_url(Path::new("/b/tasks/task-1 - Ünï #1%.md")),
+            "file:///b/tasks/task-1%20-%20%C3%9Cn%C3%AF%20%231%25.md"
+        );
+    }
+
+    #[test]
+    fn duplicates_are_all_skipped_and_named() {
+        let b = board(&[
+            (
+                "/b/tasks/task-1 - a.md",
+                Location::Tasks,
+                "task-1",
+                "To Do",
+                "",
+            ),
+            (
+                "/b/completed/task-01 - b.md",
+                Location::Completed,
+                "TASK-01",
+                "Done",
+                "",
+            ),
+            (
+                "/b/tasks/task-2 - c.md",
+                Location::Tasks,
+                "task-2",
+                "To Do",
+                "task-1",
+            ),
+        ]);
+        assert_eq!(b.tasks.len(), 1);
+        assert_eq!(b.warnings.len(), 1);
+        let w = &b.warnings[0];
+        assert_eq!(w.kind, WarningKind::DuplicateId);
+        assert!(w.message.contains("TASK-1"), "{}", w.message);
+        assert!(
+            w.message.contains("/b/tasks/task-1 - a.md"),
+            "{}",
+            w.message
+        );
+        assert!(
+            w.message.contains("/b/completed/task-01 - b.md"),
+            "{}",
+            w.message
+        );
+        // The duplicated id now counts as a missing, non-terminal blocker.
+        let i = &b.issues(&[])[0];
+        assert_eq!(i.blocked_by[0].state, MISSING_BLOCKER_STATE);
+        assert!(!i.blocked_by[0].terminal);
+    }
+
+    #[test]
+    fn selection_follows_github_semantics() {
+        let b = board(&[
+            (
+                "/b/tasks/task-10.md",
+                Location::Tasks,
+                "task-10",
+                "To Do",
+                "",
+            ),
+            ("/b/tasks/task-2.md", Location::Tasks, "task-2", "Done", ""),
+            (
+                "/b/archive/tasks/task-3.md",
+                Location::Archived,
+                "task-3",
+                "To Do",
+                "",
+            ),
+        ]);
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let ids = |v: Vec<Issue>| v.into_iter().map(|i| i.identifier).collect::<Vec<_>>();
+        let (active, terminal) = (s(&["To Do"]), s(&["Done"]));
+        assert_eq!(ids(b.candidate_issues(&active, &terminal)), ["task-10"]);
+        assert_eq!(
+            ids(b.issues_by_states(&terminal, &terminal)),
+            ["task-2", "task-3"]
+        );
+        assert_eq!(
+            ids(b.issues_by_states(&active, &terminal)),
+            ["task-3", "task-10"]
+        );
+        assert_eq!(
+            ids(b.issues_by_ids(&s(&["task-3", "TASK-003", "task-9"]), &terminal)),
+            ["task-3"]
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! A local tracker: a Backlog.md board (npm `backlog.md`) in the repository, read-only.
+//!
+//! The board directory (default `backlog/`) holds `config.yml` (its `statuses`) and one Markdown
+//! file per task with YAML front matter, `tasks/task-<n> - <Title>.md`. Baton reads `tasks/`,
+//! `completed/` and `archive/tasks/`; `drafts/` is ignored.
+//!
+//! How a task maps to an [`Issue`](crate::model::Issue):
+//! - `id` → `id` in Backlog.md's canonical form (`TASK-12`, the way `backlog` prints it; ids
+//!   compare case-insensitively and ignoring leading zeros) and `identifier` lower-cased
+//!   (`task-12`, as in the file name); `number` is the top-level number (`12`; `3` for the
+//!   subtask `TASK-3.1`, whose full numeric part [`parse::id_number_text`] gives);
+//! - `title` → `title`; the Markdown body → `description`; `status` → `state`;
+//! - `labels` → `labels` (trimmed, lowercased, deduplicated);
+//! - `priority` → its 1-based position in `config.yml` `priorities` (default high, medium, low,
+//!   so 1/2/3); missing or unknown → `None`;
+//! - `dependencies` → `blocked_by`, each blocker's state read from its own file (a missing one
+//!   is `MISSING` and non-terminal);
+//! - `created_date`/`updated_date` (`YYYY-MM-DD` or `YYYY-MM-DD HH:MM`, UTC) → RFC 3339;
+//! - the file path → `url` as a percent-encoded `file://` URL; `repository` is empty.
+//!
+//! Tasks in `completed/` and `archive/tasks/` keep their own status as `state` (an archived task
+//! may still say `To Do`) and get `closed = true`, which the orchestrator already treats as
+//! terminal whatever the state, exactly like a CLOSED GitHub issue.
+//!
+//! Layers: [`parse`] (pure text → typed rows), [`board`] (pure assembly, duplicates, mapping,
+//! selection), [`read`] (the filesystem walk), [`states`] (config validation), and
+//! [`BoardReader`], which logs each warning once while it persists.
+
+pub mod board;
+pub mod parse;
+pub mod read;
+pub mod states;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+pub use board::{Board, BoardTask, BoardWarning, Location, WarningKind};
+pub use read::{read_board, BoardError, BoardErrorKind, MAX_FILE_BYTES};
+pub use states::validate_states;
+
+/// Reads one board repeatedly (each refresh re-reads it) and logs each warning once: when it
+/// first appears, and again only if it disappears and comes back.
+#[derive(Debug)]
+pub struct BoardReader {
+    dir: PathBuf,
+    reported: HashSet<BoardWarning>,
+}
+
+impl BoardReader {
+    /// A reader for the board at `dir` (nothing is read yet).
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        BoardReader {
+            dir: dir.into(),
+            reported: HashSet::new(),
+        }
+    }
+
+    /// The board directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Read the board now. New warnings are logged (`log::error!` for duplicate ids,
+    /// `log::warn!` otherwise); all current warnings are also in the returned board.
+    pub fn read(&mut self) -> Result<Board, BoardError> {
+        let board = read_board(&self.dir)?;
+        let current: HashSet<BoardWarning> = board.warnings.iter().cloned().collect();
+        for w in &board.warnings {
+            if self.reported.contains(w) {
+                continue;
+            }
+            match w.kind {
+                WarningKind::DuplicateId => log::error!("backlog board: {}", w.message),
+                _ => log::warn!("backlog board: {}", w.message),
+            }
+        }
+        self.reported = current;
+        Ok(board)
+    }
+}

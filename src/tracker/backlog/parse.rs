@@ -1,0 +1,541 @@
+//! Pure parsing of a Backlog.md board's files: `config.yml` and one task file (YAML front matter
+//! between `---` lines, then a Markdown body). No I/O here; `read.rs` walks the directory.
+//!
+//! The format is the one the `backlog` CLI (npm `backlog.md`) writes, e.g.
+//!
+//! ```text
+//! ---
+//! id: TASK-2
+//! title: 'Write docs: README & quick start'
+//! status: To Do
+//! created_date: '2026-11-30 06:40'
+//! labels:
+//!   - docs
+//! dependencies:
+//!   - TASK-1
+//! priority: low
+//! ---
+//! ```
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::model::normalize_name;
+
+/// The statuses Backlog.md uses when `config.yml` has no `statuses` key.
+pub const DEFAULT_STATUSES: [&str; 3] = ["To Do", "In Progress", "Done"];
+/// The priorities Backlog.md uses when `config.yml` has no `priorities` key (most urgent first).
+pub const DEFAULT_PRIORITIES: [&str; 3] = ["high", "medium", "low"];
+/// The task id prefix when `config.yml` has no `task_prefix` key.
+pub const DEFAULT_TASK_PREFIX: &str = "task";
+
+/// What Baton needs from a board's `config.yml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoardConfig {
+    /// The board's statuses, in column order (`statuses`, or [`DEFAULT_STATUSES`]).
+    pub statuses: Vec<String>,
+    /// Priority values, most urgent first (`priorities`, or [`DEFAULT_PRIORITIES`]).
+    pub priorities: Vec<String>,
+    /// Task id and file name prefix, lowercased (`task_prefix`, or `task`).
+    pub task_prefix: String,
+}
+
+impl Default for BoardConfig {
+    fn default() -> Self {
+        BoardConfig {
+            statuses: DEFAULT_STATUSES.iter().map(|s| s.to_string()).collect(),
+            priorities: DEFAULT_PRIORITIES.iter().map(|s| s.to_string()).collect(),
+            task_prefix: DEFAULT_TASK_PREFIX.to_string(),
+        }
+    }
+}
+
+/// A YAML scalar read as text (Backlog.md stringifies ids, titles and list items the same way).
+#[derive(Debug, Clone)]
+struct Scalar(String);
+
+impl Scalar {
+    fn text(&self) -> String {
+        self.0.clone()
+    }
+}
+
+/// Accepts text, numbers and booleans; the error names what was found instead, and serde_yaml
+/// prefixes the key and the line (`labels[0]: invalid type: map, expected text …`).
+struct ScalarVisitor;
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Scalar;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("text")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
+        Ok(Scalar(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
+        Ok(Scalar(v.to_string()))
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A list of scalars (null items skipped), or one scalar meaning a one-item list.
+#[derive(Debug, Clone)]
+struct ScalarList(Vec<Scalar>);
+
+impl ScalarList {
+    /// Trimmed, non-empty item texts.
+    fn texts(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|s| s.0.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+}
+
+struct ScalarListVisitor;
+
+impl<'de> Visitor<'de> for ScalarListVisitor {
+    type Value = ScalarList;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list of text items")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ScalarList, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Option<Scalar>>()? {
+            items.extend(item);
+        }
+        Ok(ScalarList(items))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_str(v).map(|s| ScalarList(vec![s]))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_i64(v).map(|s| ScalarList(vec![s]))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_u64(v).map(|s| ScalarList(vec![s]))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_f64(v).map(|s| ScalarList(vec![s]))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<ScalarList, E> {
+        ScalarVisitor.visit_bool(v).map(|s| ScalarList(vec![s]))
+    }
+}
+
+impl<'de> Deserialize<'de> for ScalarList {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarListVisitor)
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a mapping of config keys")]
+struct RawConfig {
+    statuses: Option<ScalarList>,
+    priorities: Option<ScalarList>,
+    task_prefix: Option<Scalar>,
+}
+
+/// Parse `config.yml`. Unknown keys are ignored; absent keys take Backlog.md's defaults.
+/// Errors are YAML errors (or a non-mapping document), as text.
+pub fn parse_config(text: &str) -> Result<BoardConfig, String> {
+    let raw: RawConfig = if text.trim().is_empty() {
+        RawConfig::default()
+    } else {
+        serde_yaml::from_str(text).map_err(|e| e.to_string())?
+    };
+    let mut cfg = BoardConfig::default();
+    if let Some(s) = raw.statuses.map(|l| l.texts()).filter(|l| !l.is_empty()) {
+        cfg.statuses = s;
+    }
+    if let Some(p) = raw.priorities.map(|l| l.texts()).filter(|l| !l.is_empty()) {
+        cfg.priorities = p;
+    }
+    if let Some(p) = raw.task_prefix.map(|p| p.text().trim().to_lowercase()) {
+        if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphabetic()) {
+            cfg.task_prefix = p;
+        }
+    }
+    Ok(cfg)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a mapping of front matter keys")]
+struct RawTask {
+    id: Option<Scalar>,
+    title: Option<Scalar>,
+    status: Option<Scalar>,
+    labels: Option<ScalarList>,
+    dependencies: Option<ScalarList>,
+    priority: Option<Scalar>,
+    created_date: Option<Scalar>,
+    updated_date: Option<Scalar>,
+}
+
+/// One task file's front matter and body, typed. Ids are canonical (see [`canonical_id`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskFile {
+    /// Canonical id, e.g. `TASK-12` (upper-case, leading zeros dropped), as `backlog` prints it.
+    pub id: String,
+    /// Title (trimmed).
+    pub title: String,
+    /// Status (trimmed), e.g. `In Progress`.
+    pub status: String,
+    /// Labels as written (trimmed, blanks dropped).
+    pub labels: Vec<String>,
+    /// Canonical ids of the tasks this one depends on, in file order, deduplicated.
+    pub dependencies: Vec<String>,
+    /// The `priority` value, lowercased, when set.
+    pub priority: Option<String>,
+    /// `created_date` as RFC 3339 UTC, when present and readable.
+    pub created_at: Option<String>,
+    /// `updated_date` as RFC 3339 UTC, when present and readable.
+    pub updated_at: Option<String>,
+    /// The Markdown body after the front matter, trimmed.
+    pub body: String,
+}
+
+/// Why a task file could not be read as a task (the file is skipped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskProblem {
+    /// Larger than the size cap (bytes seen).
+    TooLarge(u64),
+    /// Not UTF-8; the byte offset of the first invalid byte.
+    NotUtf8(usize),
+    /// No `---` front matter block, or YAML that does not parse as a mapping.
+    BrokenFrontMatter(String),
+    /// A required key (`id`, `title`, `status`) is missing or blank.
+    MissingField(&'static str),
+    /// The `id` is not `<letters>-<number>[.<number>…]`.
+    BadId(String),
+    /// The file could not be read (I/O error text).
+    Unreadable(String),
+}
+
+impl std::fmt::Display for TaskProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TaskProblem::TooLarge(n) => write!(f, "file is {n} bytes, over the 1 MiB limit"),
+            TaskProblem::NotUtf8(at) => {
+                write!(f, "not valid UTF-8 (first bad byte at offset {at})")
+            }
+            TaskProblem::BrokenFrontMatter(why) => write!(f, "broken front matter: {why}"),
+            TaskProblem::MissingField(k) => write!(f, "front matter has no `{k}`"),
+            TaskProblem::BadId(id) => write!(f, "id {id:?} is not like TASK-12"),
+            TaskProblem::Unreadable(e) => write!(f, "cannot read file: {e}"),
+        }
+    }
+}
+
+/// Parse one task file from its bytes (UTF-8 checked here, so a non-UTF-8 body is one problem).
+pub fn parse_task_bytes(bytes: &[u8]) -> Result<TaskFile, TaskProblem> {
+    let text = std::str::from_utf8(bytes).map_err(|e| TaskProblem::NotUtf8(e.valid_up_to()))?;
+    parse_task(text)
+}
+
+/// Parse one task file's text.
+pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
+    let (yaml, body) = split_front_matter(text)
+        .ok_or_else(|| TaskProblem::BrokenFrontMatter("no `---` block at the top".into()))?;
+    let raw: RawTask = serde_yaml::from_str(yaml).map_err(|e| {
+        TaskProblem::BrokenFrontMatter(crate::text::single_line(&e.to_string(), 200))
+    })?;
+    let required = |v: &Option<Scalar>, key: &'static str| {
+        v.as_ref()
+            .map(|s| s.text().trim().to_string())
+            .filter(|s| !s.is_empty())
+            .ok_or(TaskProblem::MissingField(key))
+    };
+    let id_text = required(&raw.id, "id")?;
+    let id = canonical_id(&id_text).ok_or(TaskProblem::BadId(id_text))?;
+    let status = required(&raw.status, "status")?;
+    let title = required(&raw.title, "title")?;
+    let mut dependencies: Vec<String> = Vec::new();
+    for d in raw.dependencies.map(|l| l.texts()).unwrap_or_default() {
+        // A bare number (`- 3`) refers to a task with this board's prefix.
+        let canon = canonical_id(&d).or_else(|| canonical_id(&format!("{}-{d}", id_prefix(&id))));
+        if let Some(c) = canon.filter(|c| *c != id && !dependencies.contains(c)) {
+            dependencies.push(c);
+        }
+    }
+    Ok(TaskFile {
+        id,
+        title,
+        status,
+        labels: raw.labels.map(|l| l.texts()).unwrap_or_default(),
+        dependencies,
+        priority: raw
+            .priority
+            .map(|p| normalize_name(&p.text()))
+            .filter(|p| !p.is_empty()),
+        created_at: raw
+            .created_date
+            .and_then(|d| backlog_date_to_rfc3339(&d.text())),
+        updated_at: raw
+            .updated_date
+            .and_then(|d| backlog_date_to_rfc3339(&d.text())),
+        body: body.trim().to_string(),
+    })
+}
+
+/// Split `---\n<yaml>\n---\n<body>` (LF or CRLF). `None` when the text does not open with a
+/// `---` line or has no closing `---` line.
+pub fn split_front_matter(text: &str) -> Option<(&str, &str)> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let rest = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))?;
+    let mut offset = 0;
+    for line in rest.split_inclusive('\n') {
+        if line.trim_end_matches(['\r', '\n']) == "---" {
+            let yaml = &rest[..offset];
+            return Some((yaml, &rest[offset + line.len()..]));
+        }
+        offset += line.len();
+    }
+    None
+}
+
+/// Backlog.md's canonical task id: `<PREFIX>-<n>[.<n>…]` upper-cased with leading zeros dropped
+/// from each numeric segment (`task-007` and `TASK-7` are the same task). `None` when `id` is not
+/// letters, `-`, then dot-separated decimal numbers.
+pub fn canonical_id(id: &str) -> Option<String> {
+    let (prefix, body) = id.trim().split_once('-')?;
+    if prefix.is_empty() || !prefix.chars().all(|c| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let mut segments = Vec::new();
+    for seg in body.split('.') {
+        if seg.is_empty() || !seg.chars().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        let trimmed = seg.trim_start_matches('0');
+        segments.push(if trimmed.is_empty() { "0" } else { trimmed });
+    }
+    Some(format!(
+        "{}-{}",
+        prefix.to_ascii_uppercase(),
+        segments.join(".")
+    ))
+}
+
+/// The letters before the `-` of a canonical id (`TASK` for `TASK-12`).
+pub fn id_prefix(id: &str) -> &str {
+    id.split_once('-').map(|(p, _)| p).unwrap_or("")
+}
+
+/// The numeric part of an id: `12` for `TASK-12`, `3.1` for the subtask `TASK-3.1`
+/// (for `BATON_ISSUE_NUMBER`).
+pub fn id_number_text(id: &str) -> &str {
+    id.split_once('-').map(|(_, n)| n).unwrap_or("")
+}
+
+/// The top-level task number of an id (`3` for `TASK-3.1`); 0 when it does not fit a `u64`.
+pub fn id_number(id: &str) -> u64 {
+    id_number_text(id)
+        .split('.')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The identifier Baton shows and keys workspaces by: the canonical id lower-cased (`task-12`),
+/// as in the task's file name.
+pub fn identifier_for(id: &str) -> String {
+    id.to_ascii_lowercase()
+}
+
+/// Convert a Backlog.md date to RFC 3339 UTC (Backlog.md writes UTC): `YYYY-MM-DD` (older
+/// releases), `YYYY-MM-DD HH:MM` (current releases) or `YYYY-MM-DDTHH:MM`. `None` otherwise.
+pub fn backlog_date_to_rfc3339(s: &str) -> Option<String> {
+    let s = s.trim();
+    let (date, time) = match s.len() {
+        10 => (s, "00:00"),
+        16 if matches!(s.as_bytes()[10], b' ' | b'T') => (s.get(..10)?, s.get(11..)?),
+        _ => return None,
+    };
+    let out = format!("{date}T{time}:00Z");
+    // Validate the shape and the calendar (rejects 2026-02-30, 25:00, stray characters).
+    crate::timefmt::parse_rfc3339(&out)?;
+    let shape_ok = out.bytes().enumerate().all(|(i, b)| match i {
+        4 | 7 => b == b'-',
+        10 => b == b'T',
+        13 | 16 => b == b':',
+        19 => b == b'Z',
+        _ => b.is_ascii_digit(),
+    });
+    shape_ok.then_some(out)
+}
+
+/// 1-based position of `value` in `priorities` (compared trimmed and lowercased); `None` when
+/// unset or not a configured priority. With the default list: high → 1, medium → 2, low → 3.
+pub fn priority_rank(value: Option<&str>, priorities: &[String]) -> Option<u32> {
+    let v = normalize_name(value?);
+    let pos = priorities.iter().position(|p| normalize_name(p) == v)?;
+    u32::try_from(pos).ok()?.checked_add(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_front_matter_lf_and_crlf() {
+        assert_eq!(
+            split_front_matter("---\nid: A-1\n---\nbody\n"),
+            Some(("id: A-1\n", "body\n"))
+        );
+        assert_eq!(
+            split_front_matter("---\r\nid: A-1\r\n---\r\nbody"),
+            Some(("id: A-1\r\n", "body"))
+        );
+        assert_eq!(split_front_matter("---\n---\n"), Some(("", "")));
+        assert_eq!(split_front_matter("id: A-1\n---\n"), None);
+        assert_eq!(split_front_matter("---\nid: A-1\n"), None);
+    }
+
+    #[test]
+    fn canonical_ids() {
+        assert_eq!(canonical_id("task-12").as_deref(), Some("TASK-12"));
+        assert_eq!(canonical_id(" TASK-007 ").as_deref(), Some("TASK-7"));
+        assert_eq!(canonical_id("back-119.02").as_deref(), Some("BACK-119.2"));
+        assert_eq!(canonical_id("task-0").as_deref(), Some("TASK-0"));
+        for bad in [
+            "12", "task-", "task-x", "-1", "ta sk-1", "task-1.", "tâsk-1",
+        ] {
+            assert_eq!(canonical_id(bad), None, "{bad}");
+        }
+        assert_eq!(id_number("TASK-3.1"), 3);
+        assert_eq!(id_number_text("TASK-3.1"), "3.1");
+        assert_eq!(id_number("TASK-99999999999999999999999"), 0);
+        assert_eq!(identifier_for("TASK-12"), "task-12");
+    }
+
+    #[test]
+    fn dates_both_forms() {
+        let f = backlog_date_to_rfc3339;
+        assert_eq!(f("2025-06-09").as_deref(), Some("2025-06-09T00:00:00Z"));
+        assert_eq!(
+            f("2026-11-30 06:40").as_deref(),
+            Some("2026-11-30T06:40:00Z")
+        );
+        assert_eq!(
+            f("2026-11-30T06:40").as_deref(),
+            Some("2026-11-30T06:40:00Z")
+        );
+        for bad in [
+            "",
+            "2026-02-30",
+            "2026-11-30 25:00",
+            "30-11-26",
+            "2026-11-30 06:4x",
+            "é",
+        ] {
+            assert_eq!(f(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn priority_ranks() {
+        let p = BoardConfig::default().priorities;
+        assert_eq!(priority_rank(Some("high"), &p), Some(1));
+        assert_eq!(priority_rank(Some(" Medium "), &p), Some(2));
+        assert_eq!(priority_rank(Some("low"), &p), Some(3));
+        assert_eq!(priority_rank(Some("urgent"), &p), None);
+        assert_eq!(priority_rank(None, &p), None);
+    }
+
+    #[test]
+    fn config_defaults_and_values() {
+        assert_eq!(parse_config("").unwrap(), BoardConfig::default());
+        let c = parse_config(
+            "project_name: \"X\"\nstatuses: [\"Todo\", 'Doing', Done]\ntask_prefix: \"back\"\n\
+             definition_of_done: [\"a\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.statuses, ["Todo", "Doing", "Done"]);
+        assert_eq!(c.task_prefix, "back");
+        let block = parse_config("statuses:\n  - A\n  - B\npriorities: [P1, P2]\n").unwrap();
+        assert_eq!(block.statuses, ["A", "B"]);
+        assert_eq!(block.priorities, ["P1", "P2"]);
+        assert!(parse_config("statuses: [\"A\"\n").is_err());
+        assert!(parse_config("- a\n- b\n").is_err());
+    }
+
+    #[test]
+    fn task_fields_and_problems() {
+        let t = parse_task(
+            "---\nid: task-3\ntitle: T\nstatus: To Do\nlabels: solo\ndependencies: [1, TASK-01, task-3]\n\
+             priority: HIGH\ncreated_date: 2025-06-09\n---\n\n body \n",
+        )
+        .unwrap();
+        assert_eq!(t.id, "TASK-3");
+        assert_eq!(t.labels, ["solo"]);
+        assert_eq!(t.dependencies, ["TASK-1"]);
+        assert_eq!(t.priority.as_deref(), Some("high"));
+        assert_eq!(t.created_at.as_deref(), Some("2025-06-09T00:00:00Z"));
+        assert_eq!(t.body, "body");
+        let e = |s: &str| parse_task(s).unwrap_err();
+        assert_eq!(
+            e("---\ntitle: T\nstatus: A\n---\n"),
+            TaskProblem::MissingField("id")
+        );
+        assert_eq!(
+            e("---\nid: task-1\ntitle: T\nstatus: ''\n---\n"),
+            TaskProblem::MissingField("status")
+        );
+        assert_eq!(
+            e("---\nid: nope\ntitle: T\nstatus: A\n---\n"),
+            TaskProblem::BadId("nope".into())
+        );
+        assert!(matches!(
+            e("---\nid: [\n---\n"),
+            TaskProblem::BrokenFrontMatter(_)
+        ));
+        assert!(matches!(
+            e("no front matter"),
+            TaskProblem::BrokenFrontMatter(_)
+        ));
+        // Type errors name the key and the position.
+        let labels = e("---\nid: task-1\ntitle: x\nstatus: y\nlabels: {a: b}\n---\n").to_string();
+        assert!(
+            labels.contains("labels: invalid type: map, expected a list of text items at line 4"),
+            "{labels}"
+        );
+        let list = e("---\n- a\n---\n").to_string();
+        assert!(
+            list.contains("expected a mapping of front matter keys"),
+            "{list}"
+        );
+        let lenient = parse_task(
+            "---\nid: task-1\ntitle: 12\nstatus: To Do\nlabels: [a, null, 3, true]\n---\n",
+        )
+        .unwrap();
+        assert_eq!((lenient.title.as_str(), lenient.labels.len()), ("12", 3));
+        assert_eq!(
+            parse_task_bytes(b"---\nid: task-1\n---\n\xff").unwrap_err(),
+            TaskProblem::NotUtf8(19)
+        );
+    }
+}
