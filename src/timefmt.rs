@@ -13,7 +13,7 @@ pub(crate) fn rfc3339_millis(t: SystemTime) -> String {
 }
 
 /// Parse an RFC 3339 timestamp (as GitHub sends, e.g. `2024-01-02T03:04:05Z`).
-pub(crate) fn parse_rfc3339(s: &str) -> Option<SystemTime> {
+pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
     humantime::parse_rfc3339_weak(s.trim()).ok()
 }
 
