@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use baton::agent::{AgentEvent, AgentEventKind, TokenUsage};
 use baton::model::{BlockerRef, Issue};
-use baton::orchestrator::core::{handle, next_deadline, Action, Event, PollSkip};
+use baton::orchestrator::engine::{handle, next_deadline, Action, Event, PollSkip};
 use baton::orchestrator::snapshot::{issue_detail, state_snapshot};
 use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RECENT_EVENTS_CAP};
 use baton::orchestrator::{StopReason, WorkerOutcome, WorkerPhase, WorkerProgress};

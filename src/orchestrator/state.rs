@@ -3,13 +3,14 @@
 //! but advanced monotonically by the runtime (and freely by tests).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_yaml::Mapping;
 
 use crate::model::Issue;
 use crate::tracker::RateLimitInfo;
-use crate::workflow::config::ServiceConfig;
+use crate::workflow::config::{parse_config, ConfigEnv, ServiceConfig};
 
 /// Milliseconds since the Unix epoch on the orchestrator clock.
 pub type Millis = u64;
@@ -72,21 +73,25 @@ impl Policy {
 }
 
 impl Default for Policy {
+    /// The policy of a WORKFLOW.md that sets nothing: the config parser's defaults, so the default
+    /// values have one source of truth (`workflow::config`).
     fn default() -> Self {
-        Policy {
-            poll_interval_ms: 30_000,
-            max_concurrent_agents: 10,
-            max_concurrent_agents_by_state: BTreeMap::new(),
-            max_retry_backoff_ms: 300_000,
-            max_attempts: None,
-            max_runs_per_issue: 10,
-            stall_timeout_ms: 300_000,
-            active_states: vec!["Todo".into(), "In Progress".into()],
-            terminal_states: vec!["Done".into()],
-            required_labels: vec![],
-            excluded_labels: vec![],
-            repos: vec![],
-            workspace_root: std::env::temp_dir().join("baton_workspaces"),
+        struct NoEnv;
+        impl ConfigEnv for NoEnv {
+            fn var(&self, _: &str) -> Option<String> {
+                None
+            }
+            fn home(&self) -> Option<PathBuf> {
+                None
+            }
+            fn gh_auth_token(&self) -> Option<String> {
+                None
+            }
+        }
+        match parse_config(&Mapping::new(), Path::new("/"), &NoEnv) {
+            Ok(parsed) => Policy::from_config(&parsed.config),
+            // Unreachable: an empty front matter has nothing to reject.
+            Err(e) => unreachable!("the empty config must parse: {e}"),
         }
     }
 }
@@ -202,7 +207,7 @@ pub enum RetryKind {
     Failure,
 }
 
-/// A queued retry (spec §4.1.7); the timer is `due_at` itself (see `core::next_deadline`).
+/// A queued retry (spec §4.1.7); the timer is `due_at` itself (see `engine::next_deadline`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetryEntry {
     /// Issue node id.

@@ -12,7 +12,7 @@ use crate::model::Issue;
 use crate::tracker::RateLimitInfo;
 use crate::workspace::workspace_path;
 
-use super::rules::{self, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR};
+use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR};
 use super::state::{
     BlockedEntry, EventRecord, Millis, OrchestratorState, Policy, RetryEntry, RetryKind,
     RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS, RECENT_EVENTS_CAP,
@@ -425,10 +425,7 @@ fn reconcile(
         }
         let reason = match found {
             None => Some(StopReason::Missing),
-            Some(i) if rules::is_terminal(policy, i) => Some(StopReason::Terminal),
-            Some(i) if !rules::is_active(policy, i) => Some(StopReason::Inactive),
-            Some(i) if !rules::is_routable(policy, i) => Some(StopReason::Unroutable),
-            Some(_) => None,
+            Some(i) => rules::stop_reason(policy, i),
         };
         if let Some(reason) = reason {
             info!(
@@ -471,7 +468,7 @@ fn release_changed_blocks(state: &mut OrchestratorState, candidates: &[Issue]) {
 }
 
 fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
-    rules::issue_dispatchable(&state.policy, issue)
+    rules::is_eligible(&state.policy, issue)
         && !state.running.contains_key(&issue.id)
         && !state.claimed.contains(&issue.id)
         && !state.blocked.contains_key(&issue.id)
@@ -864,35 +861,38 @@ fn on_retry_refreshed(
         }
         Ok(Some(i)) => i,
     };
-    let p = &state.policy;
-    if rules::is_terminal(p, &issue) {
-        info!(
-            "releasing claim issue_id={} issue_identifier={} reason=terminal state={:?}",
-            issue.id, issue.identifier, issue.state
-        );
-        release(state, id, true);
-        out.push(Action::CleanWorkspace {
-            issue_id: issue.id.clone(),
-            identifier: issue.identifier.clone(),
-            workspace_path: entry.workspace_path,
-        });
-        return;
-    }
-    if !rules::is_active(p, &issue) {
-        info!(
-            "releasing claim issue_id={} issue_identifier={} reason=inactive state={:?}",
-            issue.id, issue.identifier, issue.state
-        );
-        release(state, id, true);
-        return;
-    }
-    if !rules::issue_dispatchable(p, &issue) || state.running.contains_key(id) {
-        info!(
-            "releasing claim issue_id={} issue_identifier={} reason=\"not routable or blocked\"",
-            issue.id, issue.identifier
-        );
-        release(state, id, false);
-        return;
+    let reasons = rules::ineligibility(&state.policy, &issue);
+    match reasons.iter().filter_map(Ineligible::stop_reason).min() {
+        Some(StopReason::Terminal) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=terminal state={:?}",
+                issue.id, issue.identifier, issue.state
+            );
+            release(state, id, true);
+            out.push(Action::CleanWorkspace {
+                issue_id: issue.id.clone(),
+                identifier: issue.identifier.clone(),
+                workspace_path: entry.workspace_path,
+            });
+            return;
+        }
+        Some(StopReason::Inactive) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=inactive state={:?}",
+                issue.id, issue.identifier, issue.state
+            );
+            release(state, id, true);
+            return;
+        }
+        _ if !reasons.is_empty() || state.running.contains_key(id) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=\"not routable or blocked\"",
+                issue.id, issue.identifier
+            );
+            release(state, id, false);
+            return;
+        }
+        _ => {}
     }
     if runs_exhausted(state, id) {
         park(
