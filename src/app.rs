@@ -11,6 +11,7 @@ use crate::agent::copilot::CopilotRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::http::HttpOptions;
+use crate::runtime::clock::SystemClock;
 use crate::runtime::daemon::DaemonOptions;
 use crate::tracker::github::GithubTracker;
 use crate::tracker::{Tracker, TrackerError};
@@ -137,6 +138,7 @@ fn run_daemon(args: RunArgs) -> i32 {
         shutdown_rx,
         control_rx,
         config_env: Arc::new(ProcessEnv),
+        clock: Arc::new(SystemClock::new()),
     };
     match crate::runtime::daemon::run(opts) {
         Ok(()) => EXIT_OK,

@@ -12,7 +12,7 @@ use crate::model::Issue;
 use crate::tracker::RateLimitInfo;
 use crate::workspace::workspace_path;
 
-use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR};
+use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
     BlockedEntry, EventRecord, Millis, OrchestratorState, Policy, RetryEntry, RetryKind,
     RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS, RECENT_EVENTS_CAP,
@@ -99,6 +99,16 @@ pub enum Event {
         /// The event.
         event: AgentEvent,
     },
+    /// Consecutive agent events of one run, applied exactly like the single events in order
+    /// (the runtime merges bursts into one).
+    AgentUpdates {
+        /// Issue id.
+        issue_id: String,
+        /// Run id.
+        run_id: u64,
+        /// The events, oldest first.
+        events: Vec<AgentEvent>,
+    },
     /// The worker thread ended (after `after_run`).
     WorkerExited {
         /// Issue id.
@@ -108,6 +118,9 @@ pub enum Event {
         /// How.
         outcome: WorkerOutcome,
     },
+    /// WORKFLOW.md may have changed: re-read it once the pings have been quiet for
+    /// [`RELOAD_DEBOUNCE_MS`] (`Action::ReloadWorkflow`).
+    ReloadRequested,
     /// A valid WORKFLOW.md reload.
     ConfigReloaded(Policy),
     /// Operator asked for an immediate poll + reconcile.
@@ -161,12 +174,15 @@ pub enum Action {
         /// The path recorded at dispatch.
         workspace_path: PathBuf,
     },
+    /// Re-read WORKFLOW.md (the debounce elapsed); a valid change comes back as
+    /// `Event::ConfigReloaded`.
+    ReloadWorkflow,
     /// Reply to a refresh request.
     RefreshAck {
         /// Joined an already pending or running poll.
         coalesced: bool,
     },
-    /// Shutdown requested and no worker is left.
+    /// Shutdown requested and no worker is left (or the grace period is over).
     ShutdownComplete,
 }
 
@@ -203,12 +219,21 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             issue_id,
             run_id,
             event,
-        } => on_agent_update(state, &issue_id, run_id, event, now),
+        } => on_agent_updates(state, &issue_id, run_id, vec![event], now),
+        Event::AgentUpdates {
+            issue_id,
+            run_id,
+            events,
+        } => on_agent_updates(state, &issue_id, run_id, events, now),
         Event::WorkerExited {
             issue_id,
             run_id,
             outcome,
         } => on_worker_exit(state, &issue_id, run_id, outcome, now, &mut out),
+        Event::ReloadRequested => {
+            // Trailing debounce: every ping pushes the re-read back.
+            state.reload_due = Some(now.saturating_add(RELOAD_DEBOUNCE_MS));
+        }
         Event::ConfigReloaded(policy) => on_reload(state, policy, now),
         Event::RefreshRequested => {
             let coalesced = state.poll.in_flight || state.poll.refresh_pending;
@@ -221,18 +246,20 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             }
             out.push(Action::RefreshAck { coalesced });
         }
-        Event::Shutdown => on_shutdown(state, &mut out),
+        Event::Shutdown => on_shutdown(state, now, &mut out),
     }
     out
 }
 
 /// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled).
 pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
-    if state.shutting_down {
-        return None;
-    }
     let mut best: Option<Millis> = None;
     let mut consider = |t: Millis| best = Some(best.map_or(t, |b| b.min(t)));
+    state.reload_due.into_iter().for_each(&mut consider);
+    if state.shutting_down {
+        state.shutdown_deadline.into_iter().for_each(&mut consider);
+        return best;
+    }
     if !state.poll.in_flight {
         consider(
             state
@@ -261,7 +288,15 @@ fn activity_at(e: &RunningEntry) -> Millis {
 }
 
 fn on_wake(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
+    if state.reload_due.is_some_and(|t| t <= now) {
+        // Reload first and alone: the new config is applied before anything else due now runs
+        // (the runtime wakes again at once, the other deadlines having passed).
+        state.reload_due = None;
+        out.push(Action::ReloadWorkflow);
+        return;
+    }
     if state.shutting_down {
+        shutdown_grace_check(state, now, out);
         return;
     }
     detect_stalls(state, now, out);
@@ -687,46 +722,48 @@ fn bounded_summary(s: &str) -> String {
     one_line
 }
 
-fn on_agent_update(
+fn on_agent_updates(
     state: &mut OrchestratorState,
     id: &str,
     run_id: u64,
-    ev: AgentEvent,
+    events: Vec<AgentEvent>,
     now: Millis,
 ) {
     let Some(e) = state.running.get_mut(id).filter(|e| e.run_id == run_id) else {
         return;
     };
-    let kind = ev.kind.as_str().to_string();
-    let message = bounded_summary(&ev.summary);
-    e.last_event = Some(kind.clone());
-    e.last_event_at = Some(now);
-    e.last_message = Some(message.clone());
-    if let Some(sid) = ev.session_id {
-        e.session_id = Some(bounded_summary(&sid));
-    }
-    if ev.agent_pid.is_some() {
-        e.agent_pid = ev.agent_pid;
-    }
-    if let Some(d) = ev.usage_delta {
-        e.tokens.add(&d);
-        state.agent_totals.tokens.add(&d);
-    }
-    if let Some(c) = ev.session_cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
-        let prev = e.cost_usd.unwrap_or(0.0);
-        // Session-cumulative: add the difference; a drop means a new session started over.
-        state.agent_totals.cost_usd += if c >= prev { c - prev } else { c };
-        e.cost_usd = Some(c);
-    }
     let ring = state.recent_events.entry(id.to_string()).or_default();
-    if ring.len() >= RECENT_EVENTS_CAP {
-        ring.pop_front();
+    for ev in events {
+        let kind = ev.kind.as_str().to_string();
+        let message = bounded_summary(&ev.summary);
+        e.last_event = Some(kind.clone());
+        e.last_event_at = Some(now);
+        e.last_message = Some(message.clone());
+        if let Some(sid) = ev.session_id {
+            e.session_id = Some(bounded_summary(&sid));
+        }
+        if ev.agent_pid.is_some() {
+            e.agent_pid = ev.agent_pid;
+        }
+        if let Some(d) = ev.usage_delta {
+            e.tokens.add(&d);
+            state.agent_totals.tokens.add(&d);
+        }
+        if let Some(c) = ev.session_cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+            let prev = e.cost_usd.unwrap_or(0.0);
+            // Session-cumulative: add the difference; a drop means a new session started over.
+            state.agent_totals.cost_usd += if c >= prev { c - prev } else { c };
+            e.cost_usd = Some(c);
+        }
+        if ring.len() >= RECENT_EVENTS_CAP {
+            ring.pop_front();
+        }
+        ring.push_back(EventRecord {
+            at: now,
+            event: kind,
+            message,
+        });
     }
-    ring.push_back(EventRecord {
-        at: now,
-        event: kind,
-        message,
-    });
 }
 
 /// Worker exit (spec §16.6), honouring a stop the orchestrator requested.
@@ -932,12 +969,13 @@ fn on_reload(state: &mut OrchestratorState, policy: Policy, _now: Millis) {
     state.policy = policy;
 }
 
-fn on_shutdown(state: &mut OrchestratorState, out: &mut Vec<Action>) {
+fn on_shutdown(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
     if !state.shutting_down {
         info!(
             "shutdown: stopping dispatch and {} worker(s)",
             state.running.len()
         );
+        state.shutdown_deadline = Some(now.saturating_add(state.policy.shutdown_grace_ms));
     }
     state.shutting_down = true;
     let queued: Vec<String> = state.retry_attempts.keys().cloned().collect();
@@ -956,6 +994,19 @@ fn on_shutdown(state: &mut OrchestratorState, out: &mut Vec<Action>) {
         }
     }
     if state.running.is_empty() {
+        out.push(Action::ShutdownComplete);
+    }
+}
+
+/// Bound the shutdown: once the grace period is over, exit with workers still running.
+fn shutdown_grace_check(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
+    if state.shutdown_deadline.is_some_and(|t| t <= now) {
+        state.shutdown_deadline = None;
+        error!(
+            "shutdown: {} worker(s) did not stop within {} s; exiting anyway",
+            state.running.len(),
+            state.policy.shutdown_grace_ms / 1000
+        );
         out.push(Action::ShutdownComplete);
     }
 }

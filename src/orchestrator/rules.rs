@@ -14,6 +14,10 @@ use super::state::{OrchestratorState, Policy, StopReason};
 pub const CONTINUATION_DELAY_MS: u64 = 1000;
 /// Base of the failure backoff (spec §8.4).
 pub const FAILURE_BASE_MS: u64 = 10_000;
+/// Quiet time after the last "WORKFLOW.md may have changed" ping before it is re-read.
+pub const RELOAD_DEBOUNCE_MS: u64 = 200;
+/// Shutdown waits `hooks.timeout_ms` plus this for workers to stop before exiting anyway.
+pub const SHUTDOWN_GRACE_EXTRA_MS: u64 = 30_000;
 /// Requeue reason when no slot is free (spec §8.4).
 pub const NO_SLOTS_ERROR: &str = "no available orchestrator slots";
 

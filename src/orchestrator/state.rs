@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_yaml::Mapping;
 
 use crate::model::Issue;
+use crate::orchestrator::rules::SHUTDOWN_GRACE_EXTRA_MS;
 use crate::tracker::RateLimitInfo;
 use crate::workflow::config::{parse_config, ConfigEnv, ServiceConfig};
 
@@ -49,6 +50,8 @@ pub struct Policy {
     pub repos: Vec<String>,
     /// `workspace.root` (absolute) used for new dispatches.
     pub workspace_root: PathBuf,
+    /// How long shutdown waits for workers: `hooks.timeout_ms` + 30 s (`after_run` must fit).
+    pub shutdown_grace_ms: u64,
 }
 
 impl Policy {
@@ -68,6 +71,7 @@ impl Policy {
             excluded_labels: c.tracker.excluded_labels.clone(),
             repos: c.tracker.repos.clone(),
             workspace_root: c.workspace_root.clone(),
+            shutdown_grace_ms: c.hooks.timeout_ms.saturating_add(SHUTDOWN_GRACE_EXTRA_MS),
         }
     }
 }
@@ -318,8 +322,6 @@ pub struct OrchestratorState {
     pub last_errors: BTreeMap<String, String>,
     /// Aggregates.
     pub agent_totals: Totals,
-    /// Latest agent rate-limit payload (none of the current adapters report one).
-    pub agent_rate_limits: Option<serde_json::Value>,
     /// Poll cycle.
     pub poll: PollState,
     /// issue id → last events (bounded ring).
@@ -330,6 +332,12 @@ pub struct OrchestratorState {
     pub next_retry_seq: u64,
     /// Set by shutdown: no dispatch, no retries.
     pub shutting_down: bool,
+    /// When shutdown stops waiting for workers (set by the first shutdown request).
+    #[serde(default)]
+    pub shutdown_deadline: Option<Millis>,
+    /// When WORKFLOW.md is re-read (debounced reload pings).
+    #[serde(default)]
+    pub reload_due: Option<Millis>,
 }
 
 impl OrchestratorState {
