@@ -13,13 +13,13 @@ use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Policy};
 use crate::text::single_line as truncate;
 use crate::tracker::github::project::PriorityField;
-use crate::tracker::github::GithubTracker;
+use crate::tracker::github::{Board, GithubTracker};
 use crate::tracker::Tracker;
-use crate::workflow::config::{ConfigEnv, ProcessEnv};
+use crate::workflow::config::{ConfigEnv, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
 /// Run the check against the real environment; writes the report to `out`, returns the exit code.
-pub fn run_check(workflow_path: &Path, out: &mut dyn Write) -> i32 {
+pub(crate) fn run_check(workflow_path: &Path, out: &mut dyn Write) -> i32 {
     run_check_with_env(workflow_path, &ProcessEnv, out)
 }
 
@@ -98,11 +98,22 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
             return r.finish();
         }
     };
+    if check_project(r, &tracker, cfg) {
+        if let Some(board) = check_board(r, &tracker) {
+            print_plan(r, &board.issues, cfg);
+        }
+    }
+    r.finish()
+}
+
+/// The project, its Status and priority fields, the configured states and the rate limit;
+/// false when the project cannot be resolved.
+fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &ServiceConfig) -> bool {
     let project = match tracker.project() {
         Ok(p) => p,
         Err(e) => {
             r.fail(format!("project: {e}"));
-            return r.finish();
+            return false;
         }
     };
     r.ok(format!(
@@ -155,11 +166,16 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
         )),
         None => r.ok("rate limit: not reported (rate limits disabled on this server)"),
     }
+    true
+}
+
+/// Fetch the whole board and summarize what was skipped; `None` when the fetch failed.
+fn check_board(r: &mut Report<'_>, tracker: &GithubTracker) -> Option<Board> {
     let board = match tracker.fetch_board(None) {
         Ok(b) => b,
         Err(e) => {
             r.fail(format!("board: {e}"));
-            return r.finish();
+            return None;
         }
     };
     let d = &board.dropped;
@@ -182,10 +198,14 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
             "this server has no issue dependencies: blockers are ignored",
         );
     }
+    Some(board)
+}
+
+/// The active issues the scheduler would dispatch, in its order, and why the others would not.
+fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
     // The scheduler's own rule, so the plan is what the daemon would do (minus claims and slots).
     let policy = Policy::from_config(cfg);
-    let active: Vec<&Issue> = board
-        .issues
+    let active: Vec<&Issue> = issues
         .iter()
         .filter(|i| contains_name(&policy.active_states, &i.state))
         .collect();
@@ -231,7 +251,6 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
             why
         ));
     }
-    r.finish()
 }
 
 fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&str]) {

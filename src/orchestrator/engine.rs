@@ -3,7 +3,7 @@
 //! time. The runtime executes the returned actions and feeds their results back as events; timers
 //! are not threads but [`next_deadline`], the earliest moment `Event::Wake` has work to do.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use log::{debug, error, info, warn};
 
@@ -234,7 +234,7 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             // Trailing debounce: every ping pushes the re-read back.
             state.reload_due = Some(now.saturating_add(RELOAD_DEBOUNCE_MS));
         }
-        Event::ConfigReloaded(policy) => on_reload(state, policy, now),
+        Event::ConfigReloaded(policy) => on_reload(state, policy),
         Event::RefreshRequested => {
             let coalesced = state.poll.in_flight || state.poll.refresh_pending;
             if state.poll.in_flight {
@@ -898,38 +898,8 @@ fn on_retry_refreshed(
         }
         Ok(Some(i)) => i,
     };
-    let reasons = rules::ineligibility(&state.policy, &issue);
-    match reasons.iter().filter_map(Ineligible::stop_reason).min() {
-        Some(StopReason::Terminal) => {
-            info!(
-                "releasing claim issue_id={} issue_identifier={} reason=terminal state={:?}",
-                issue.id, issue.identifier, issue.state
-            );
-            release(state, id, true);
-            out.push(Action::CleanWorkspace {
-                issue_id: issue.id.clone(),
-                identifier: issue.identifier.clone(),
-                workspace_path: entry.workspace_path,
-            });
-            return;
-        }
-        Some(StopReason::Inactive) => {
-            info!(
-                "releasing claim issue_id={} issue_identifier={} reason=inactive state={:?}",
-                issue.id, issue.identifier, issue.state
-            );
-            release(state, id, true);
-            return;
-        }
-        _ if !reasons.is_empty() || state.running.contains_key(id) => {
-            info!(
-                "releasing claim issue_id={} issue_identifier={} reason=\"not routable or blocked\"",
-                issue.id, issue.identifier
-            );
-            release(state, id, false);
-            return;
-        }
-        _ => {}
+    if release_if_ineligible(state, &issue, &entry.workspace_path, out) {
+        return;
     }
     if runs_exhausted(state, id) {
         park(
@@ -956,7 +926,50 @@ fn on_retry_refreshed(
     dispatch(state, issue, Some(entry.attempt), now, out);
 }
 
-fn on_reload(state: &mut OrchestratorState, policy: Policy, _now: Millis) {
+/// The eligibility half of a due retry (spec §16.6): release the claim (and clean the workspace
+/// when terminal) unless the refreshed issue may run again now. True when released.
+fn release_if_ineligible(
+    state: &mut OrchestratorState,
+    issue: &Issue,
+    workspace_path: &Path,
+    out: &mut Vec<Action>,
+) -> bool {
+    let reasons = rules::ineligibility(&state.policy, issue);
+    match reasons.iter().filter_map(Ineligible::stop_reason).min() {
+        Some(StopReason::Terminal) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=terminal state={:?}",
+                issue.id, issue.identifier, issue.state
+            );
+            release(state, &issue.id, true);
+            out.push(Action::CleanWorkspace {
+                issue_id: issue.id.clone(),
+                identifier: issue.identifier.clone(),
+                workspace_path: workspace_path.to_path_buf(),
+            });
+            true
+        }
+        Some(StopReason::Inactive) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=inactive state={:?}",
+                issue.id, issue.identifier, issue.state
+            );
+            release(state, &issue.id, true);
+            true
+        }
+        _ if !reasons.is_empty() || state.running.contains_key(&issue.id) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=\"not routable or blocked\"",
+                issue.id, issue.identifier
+            );
+            release(state, &issue.id, false);
+            true
+        }
+        _ => false,
+    }
+}
+
+fn on_reload(state: &mut OrchestratorState, policy: Policy) {
     if policy.poll_interval_ms != state.policy.poll_interval_ms && !state.poll.in_flight {
         if let Some(last) = state.poll.last_started_at {
             state.poll.next_poll_at = last.saturating_add(policy.poll_interval_ms);

@@ -11,18 +11,18 @@ use crate::timefmt::parse_rfc3339;
 use super::state::{OrchestratorState, Policy, StopReason};
 
 /// Delay of the continuation re-check after a normal worker exit (spec §8.4).
-pub const CONTINUATION_DELAY_MS: u64 = 1000;
+pub(crate) const CONTINUATION_DELAY_MS: u64 = 1000;
 /// Base of the failure backoff (spec §8.4).
-pub const FAILURE_BASE_MS: u64 = 10_000;
+pub(crate) const FAILURE_BASE_MS: u64 = 10_000;
 /// Quiet time after the last "WORKFLOW.md may have changed" ping before it is re-read.
 pub const RELOAD_DEBOUNCE_MS: u64 = 200;
 /// Shutdown waits `hooks.timeout_ms` plus this for workers to stop before exiting anyway.
-pub const SHUTDOWN_GRACE_EXTRA_MS: u64 = 30_000;
+pub(crate) const SHUTDOWN_GRACE_EXTRA_MS: u64 = 30_000;
 /// Requeue reason when no slot is free (spec §8.4).
-pub const NO_SLOTS_ERROR: &str = "no available orchestrator slots";
+pub(crate) const NO_SLOTS_ERROR: &str = "no available orchestrator slots";
 
 /// Terminal: the GitHub issue is CLOSED, or its Status is a terminal state.
-pub fn is_terminal(p: &Policy, issue: &Issue) -> bool {
+pub(crate) fn is_terminal(p: &Policy, issue: &Issue) -> bool {
     issue.closed || contains(&p.terminal_states, &issue.state)
 }
 
@@ -145,12 +145,12 @@ pub fn ineligibility(p: &Policy, issue: &Issue) -> Vec<Ineligible> {
 }
 
 /// True when [`ineligibility`] finds nothing.
-pub fn is_eligible(p: &Policy, issue: &Issue) -> bool {
+pub(crate) fn is_eligible(p: &Policy, issue: &Issue) -> bool {
     ineligibility(p, issue).is_empty()
 }
 
 /// The stop a running worker of `issue` needs (the most severe of its problems), if any.
-pub fn stop_reason(p: &Policy, issue: &Issue) -> Option<StopReason> {
+pub(crate) fn stop_reason(p: &Policy, issue: &Issue) -> Option<StopReason> {
     ineligibility(p, issue)
         .iter()
         .filter_map(Ineligible::stop_reason)
@@ -189,17 +189,17 @@ pub fn dispatch_order(a: &Issue, b: &Issue) -> Ordering {
 }
 
 /// Sort candidates for dispatch.
-pub fn sort_for_dispatch(issues: &mut [Issue]) {
+pub(crate) fn sort_for_dispatch(issues: &mut [Issue]) {
     issues.sort_by(dispatch_order);
 }
 
 /// Free global slots: `max(max_concurrent_agents - running, 0)`.
-pub fn global_slots(s: &OrchestratorState) -> usize {
+pub(crate) fn global_slots(s: &OrchestratorState) -> usize {
     (s.policy.max_concurrent_agents as usize).saturating_sub(s.running.len())
 }
 
 /// True when another worker in `state` fits the per-state cap (falls back to the global cap).
-pub fn state_slot_free(s: &OrchestratorState, state: &str) -> bool {
+pub(crate) fn state_slot_free(s: &OrchestratorState, state: &str) -> bool {
     let key = normalize_name(state);
     let cap = s
         .policy
@@ -217,13 +217,13 @@ pub fn state_slot_free(s: &OrchestratorState, state: &str) -> bool {
 }
 
 /// Failure backoff: `min(10000 · 2^(attempt−1), cap)` (attempt ≥ 1), without overflow.
-pub fn failure_backoff_ms(attempt: u32, cap_ms: u64) -> u64 {
+pub(crate) fn failure_backoff_ms(attempt: u32, cap_ms: u64) -> u64 {
     let exp = attempt.saturating_sub(1).min(40);
     FAILURE_BASE_MS.saturating_mul(1u64 << exp).min(cap_ms)
 }
 
 /// A fingerprint of what un-parks a blocked issue: normalized state and sorted labels.
-pub fn block_fingerprint(issue: &Issue) -> String {
+pub(crate) fn block_fingerprint(issue: &Issue) -> String {
     let mut labels: Vec<String> = issue.labels.iter().map(|l| normalize_name(l)).collect();
     labels.sort();
     labels.dedup();

@@ -12,7 +12,7 @@ use crate::timefmt::rfc3339_millis;
 use super::state::{BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry};
 
 /// RFC 3339 (milliseconds) of an orchestrator-clock time.
-pub fn fmt_millis(t: Millis) -> String {
+pub(crate) fn fmt_millis(t: Millis) -> String {
     rfc3339_millis(UNIX_EPOCH + Duration::from_millis(t))
 }
 

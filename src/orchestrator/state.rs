@@ -19,7 +19,7 @@ pub type Millis = u64;
 /// Bound of the per-issue ring of recent agent events.
 pub const RECENT_EVENTS_CAP: usize = 200;
 /// Characters kept of one event summary.
-pub const EVENT_SUMMARY_CHARS: usize = 500;
+pub(crate) const EVENT_SUMMARY_CHARS: usize = 500;
 
 /// The scheduling-relevant slice of the config, re-applied on every valid reload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

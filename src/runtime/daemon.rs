@@ -31,7 +31,7 @@ use crate::workflow::watch::stat_fingerprint;
 use crate::workspace::hooks::HookEnv;
 use crate::workspace::{remove_workspace, workspace_path};
 
-pub use super::clock::{Clock, ManualClock, SystemClock};
+use super::clock::Clock;
 use super::worker::{spawn_worker, WorkerContext};
 
 /// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
@@ -283,7 +283,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
 }
 
 /// Remove workspaces of issues already in terminal states (spec §8.6); warn and continue on error.
-pub fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
+fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
     let issues = match tracker.fetch_issues_by_states(&cfg.tracker.terminal_states) {
         Ok(v) => v,
         Err(e) => {
