@@ -1,7 +1,8 @@
 //! The decision core: `handle(state, event, now) -> Vec<Action>`. Every scheduling decision of
 //! spec §7, §8 and §16 happens here, as a pure function of the state, one event and the current
 //! time. The runtime executes the returned actions and feeds their results back as events; timers
-//! are not threads but [`next_deadline`], the earliest moment `Event::Wake` has work to do.
+//! (poll tick, retries, stall checks, the reload debounce, the shutdown grace period) are not
+//! threads but [`next_deadline`], the earliest moment `Event::Wake` has work to do.
 
 use std::path::{Path, PathBuf};
 
@@ -251,7 +252,8 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
     out
 }
 
-/// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled).
+/// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled):
+/// the debounced reload, and either the shutdown grace end or the poll, retry and stall timers.
 pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
     let mut best: Option<Millis> = None;
     let mut consider = |t: Millis| best = Some(best.map_or(t, |b| b.min(t)));
