@@ -11,6 +11,7 @@ use crate::agent::copilot::CopilotRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::http::HttpOptions;
+use crate::runtime::clock::SystemClock;
 use crate::runtime::daemon::DaemonOptions;
 use crate::tracker::github::GithubTracker;
 use crate::tracker::{Tracker, TrackerError};
@@ -53,7 +54,7 @@ where
 }
 
 /// Load and validate the workflow for startup; on failure print one actionable line.
-pub fn load_for_startup(path: &Path) -> Result<Workflow, String> {
+pub(crate) fn load_for_startup(path: &Path) -> Result<Workflow, String> {
     let wf = load_workflow(path, &ProcessEnv).map_err(|e| e.to_string())?;
     for w in &wf.config.warnings {
         log::warn!("event=config_warning file={} {w}", path.display());
@@ -82,12 +83,12 @@ fn run_check(path: &Path) -> i32 {
 }
 
 /// The real tracker for a config (GitHub Projects v2).
-pub fn github_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
+pub(crate) fn github_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
     Ok(Arc::new(GithubTracker::new(&cfg.tracker)?))
 }
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
-pub fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
+pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => Arc::new(CopilotRunner::new(cfg.copilot.clone())),
         _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone())),
@@ -137,6 +138,7 @@ fn run_daemon(args: RunArgs) -> i32 {
         shutdown_rx,
         control_rx,
         config_env: Arc::new(ProcessEnv),
+        clock: Arc::new(SystemClock::new()),
     };
     match crate::runtime::daemon::run(opts) {
         Ok(()) => EXIT_OK,

@@ -3,22 +3,23 @@
 //! prints the rate-limit budget, then lists the candidate issues in dispatch order and, for every
 //! other active issue, why it would not dispatch. Exit code 0 when healthy, 1 on any problem.
 //!
-//! The eligibility rules here mirror spec §8.2 for reporting only; the orchestrator owns the real
-//! dispatch decision.
+//! The eligibility verdicts come from `orchestrator::rules::ineligibility`, the function the
+//! scheduler itself dispatches by.
 
 use std::io::Write;
 use std::path::Path;
 
 use crate::model::{contains_name, normalize_name, Issue};
+use crate::orchestrator::{rules, Policy};
 use crate::text::single_line as truncate;
 use crate::tracker::github::project::PriorityField;
-use crate::tracker::github::GithubTracker;
+use crate::tracker::github::{Board, GithubTracker};
 use crate::tracker::Tracker;
-use crate::workflow::config::{ConfigEnv, ProcessEnv, TrackerConfig};
+use crate::workflow::config::{ConfigEnv, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
 /// Run the check against the real environment; writes the report to `out`, returns the exit code.
-pub fn run_check(workflow_path: &Path, out: &mut dyn Write) -> i32 {
+pub(crate) fn run_check(workflow_path: &Path, out: &mut dyn Write) -> i32 {
     run_check_with_env(workflow_path, &ProcessEnv, out)
 }
 
@@ -97,11 +98,22 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
             return r.finish();
         }
     };
+    if check_project(r, &tracker, cfg) {
+        if let Some(board) = check_board(r, &tracker) {
+            print_plan(r, &board.issues, cfg);
+        }
+    }
+    r.finish()
+}
+
+/// The project, its Status and priority fields, the configured states and the rate limit;
+/// false when the project cannot be resolved.
+fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &ServiceConfig) -> bool {
     let project = match tracker.project() {
         Ok(p) => p,
         Err(e) => {
             r.fail(format!("project: {e}"));
-            return r.finish();
+            return false;
         }
     };
     r.ok(format!(
@@ -154,11 +166,16 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
         )),
         None => r.ok("rate limit: not reported (rate limits disabled on this server)"),
     }
+    true
+}
+
+/// Fetch the whole board and summarize what was skipped; `None` when the fetch failed.
+fn check_board(r: &mut Report<'_>, tracker: &GithubTracker) -> Option<Board> {
     let board = match tracker.fetch_board(None) {
         Ok(b) => b,
         Err(e) => {
             r.fail(format!("board: {e}"));
-            return r.finish();
+            return None;
         }
     };
     let d = &board.dropped;
@@ -181,21 +198,29 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
             "this server has no issue dependencies: blockers are ignored",
         );
     }
-    let tcfg = &cfg.tracker;
-    let active: Vec<&Issue> = board
-        .issues
+    Some(board)
+}
+
+/// The active issues the scheduler would dispatch, in its order, and why the others would not.
+fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
+    // The scheduler's own rule, so the plan is what the daemon would do (minus claims and slots).
+    let policy = Policy::from_config(cfg);
+    let active: Vec<&Issue> = issues
         .iter()
-        .filter(|i| contains_name(&tcfg.active_states, &i.state))
+        .filter(|i| contains_name(&policy.active_states, &i.state))
         .collect();
     let mut ready: Vec<&Issue> = Vec::new();
     let mut held: Vec<(&Issue, String)> = Vec::new();
     for i in &active {
-        match ineligibility_reason(i, tcfg) {
-            None => ready.push(i),
-            Some(why) => held.push((i, why)),
+        let why = rules::ineligibility(&policy, i);
+        if why.is_empty() {
+            ready.push(i);
+        } else {
+            let why: Vec<String> = why.iter().map(ToString::to_string).collect();
+            held.push((i, why.join("; ")));
         }
     }
-    ready.sort_by(|a, b| crate::orchestrator::rules::dispatch_order(a, b));
+    ready.sort_by(|a, b| rules::dispatch_order(a, b));
     r.raw(format!(
         "dispatch order ({} of {} active issues):",
         ready.len(),
@@ -226,7 +251,6 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
             why
         ));
     }
-    r.finish()
 }
 
 fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&str]) {
@@ -276,144 +300,5 @@ fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
-    }
-}
-
-/// Why an issue in an active state would not dispatch (spec §8.2, minus claims and slots), or
-/// `None` when it would. Several reasons are joined with `; `.
-pub fn ineligibility_reason(issue: &Issue, cfg: &TrackerConfig) -> Option<String> {
-    let mut why: Vec<String> = Vec::new();
-    if issue.closed {
-        why.push("closed on GitHub (closed issues are terminal)".into());
-    }
-    if contains_name(&cfg.terminal_states, &issue.state) {
-        why.push(format!("Status {:?} is terminal", issue.state));
-    } else if !contains_name(&cfg.active_states, &issue.state) {
-        why.push(format!("Status {:?} is not an active state", issue.state));
-    }
-    if !cfg.repos.is_empty() && !contains_name(&cfg.repos, &issue.repository) {
-        why.push(format!(
-            "repository {} is not in tracker.repos",
-            issue.repository
-        ));
-    }
-    let missing: Vec<&str> = cfg
-        .required_labels
-        .iter()
-        .filter(|l| !issue.has_label(l))
-        .map(String::as_str)
-        .collect();
-    if !missing.is_empty() {
-        why.push(format!("missing required label {}", missing.join(", ")));
-    }
-    let excluded: Vec<&str> = cfg
-        .excluded_labels
-        .iter()
-        .filter(|l| issue.has_label(l))
-        .map(String::as_str)
-        .collect();
-    if !excluded.is_empty() {
-        why.push(format!("has excluded label {}", excluded.join(", ")));
-    }
-    let first_active = cfg.active_states.first().map(|s| normalize_name(s));
-    if first_active.as_deref() == Some(issue.normalized_state().as_str()) {
-        let blockers: Vec<String> = issue
-            .blocked_by
-            .iter()
-            // Same rule as `orchestrator::rules::blockers_allow`.
-            .filter(|b| !b.terminal && !contains_name(&cfg.terminal_states, &b.state))
-            .map(|b| format!("{} ({})", b.identifier, truncate(&b.state, 40)))
-            .collect();
-        if !blockers.is_empty() {
-            why.push(format!("blocked by {}", blockers.join(", ")));
-        }
-    }
-    (!why.is_empty()).then(|| why.join("; "))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::BlockerRef;
-
-    fn cfg() -> TrackerConfig {
-        TrackerConfig {
-            kind: Some("github_projects".into()),
-            endpoint: String::new(),
-            token: None,
-            token_source: None,
-            owner: None,
-            owner_type: crate::workflow::config::OwnerType::Organization,
-            project_number: None,
-            status_field: "Status".into(),
-            priority_field: None,
-            repos: vec!["acme/app".into()],
-            required_labels: vec!["baton".into()],
-            excluded_labels: vec!["wontfix".into()],
-            active_states: vec!["Todo".into(), "In Progress".into()],
-            terminal_states: vec!["Done".into()],
-            page_size: 50,
-            server_side_filter: false,
-            timeout_ms: 1000,
-        }
-    }
-
-    fn issue(state: &str, labels: &[&str]) -> Issue {
-        Issue {
-            id: "I_1".into(),
-            identifier: "acme__app-1".into(),
-            repository: "acme/app".into(),
-            title: "t".into(),
-            state: state.into(),
-            labels: labels.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn reasons() {
-        let c = cfg();
-        assert_eq!(ineligibility_reason(&issue("todo", &["baton"]), &c), None);
-        let mut i = issue("Todo", &["wontfix"]);
-        i.repository = "acme/web".into();
-        i.closed = true;
-        i.blocked_by = vec![BlockerRef {
-            id: "I_2".into(),
-            identifier: "acme__app-2".into(),
-            state: "OPEN".into(),
-            terminal: false,
-        }];
-        let why = ineligibility_reason(&i, &c).unwrap();
-        for part in [
-            "closed",
-            "not in tracker.repos",
-            "missing required label baton",
-            "excluded label wontfix",
-            "blocked by acme__app-2 (OPEN)",
-        ] {
-            assert!(why.contains(part), "{why}");
-        }
-        // The blocker rule applies to the first active state only.
-        let mut i = issue("In Progress", &["baton"]);
-        i.blocked_by = vec![BlockerRef::default()];
-        assert_eq!(ineligibility_reason(&i, &c), None);
-    }
-
-    #[test]
-    fn order() {
-        let mut a = issue("Todo", &[]);
-        a.priority = None;
-        a.identifier = "a".into();
-        let mut b = issue("Todo", &[]);
-        b.priority = Some(2);
-        b.identifier = "b".into();
-        let mut c = issue("Todo", &[]);
-        c.priority = Some(2);
-        c.created_at = Some("2020-01-01T00:00:00Z".into());
-        c.identifier = "c".into();
-        let mut v = [&a, &b, &c];
-        v.sort_by(|a, b| crate::orchestrator::rules::dispatch_order(a, b));
-        let ids: Vec<&str> = v.iter().map(|i| i.identifier.as_str()).collect();
-        assert_eq!(ids, vec!["c", "b", "a"]);
     }
 }

@@ -20,7 +20,7 @@ extern "C" fn on_signal(_sig: libc::c_int) {
 
 /// Install SIGINT and SIGTERM handlers and return a receiver that gets one message per signal.
 /// Call once per process.
-pub fn shutdown_channel() -> std::io::Result<Receiver<()>> {
+pub(crate) fn shutdown_channel() -> std::io::Result<Receiver<()>> {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: plain pipe(2) call with a valid 2-element array.
     if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {

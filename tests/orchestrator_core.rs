@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use baton::agent::{AgentEvent, AgentEventKind, TokenUsage};
 use baton::model::{BlockerRef, Issue};
-use baton::orchestrator::core::{handle, next_deadline, Action, Event, PollSkip};
+use baton::orchestrator::engine::{handle, next_deadline, Action, Event, PollSkip};
+use baton::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 use baton::orchestrator::snapshot::{issue_detail, state_snapshot};
 use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RECENT_EVENTS_CAP};
 use baton::orchestrator::{StopReason, WorkerOutcome, WorkerPhase, WorkerProgress};
@@ -1003,7 +1004,12 @@ fn shutdown_stops_every_worker_releases_retries_and_completes_after_exits() {
         ]
     );
     assert!(h.s.retry_attempts.is_empty());
-    assert_eq!(next_deadline(&h.s), None, "no more ticks");
+    let grace = h.s.policy.shutdown_grace_ms;
+    assert_eq!(
+        next_deadline(&h.s),
+        Some(h.now + grace),
+        "no more ticks but the grace deadline"
+    );
     assert!(h.ev(Event::Wake).is_empty());
     assert!(h.exit(1, WorkerOutcome::Cancelled).is_empty());
     assert_eq!(
@@ -1027,4 +1033,74 @@ fn state_is_serializable() {
     let json = serde_json::to_string(&h.s).unwrap();
     let back: OrchestratorState = serde_json::from_str(&json).unwrap();
     assert_eq!(back, h.s);
+}
+
+#[test]
+fn shutdown_gives_up_waiting_after_the_grace_period() {
+    let mut h = H::new(Policy {
+        shutdown_grace_ms: 35_000,
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.ev(Event::Shutdown);
+    h.advance(10_000);
+    assert!(
+        h.ev(Event::Shutdown).is_empty(),
+        "a second signal changes nothing"
+    );
+    assert_eq!(next_deadline(&h.s), Some(T0 + 35_000));
+    h.advance(24_999);
+    assert!(h.ev(Event::Wake).is_empty());
+    assert_eq!(h.wake_at_deadline(), vec![Action::ShutdownComplete]);
+    assert_eq!(h.now, T0 + 35_000);
+}
+
+#[test]
+fn reload_pings_are_debounced_into_one_reload() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![]));
+    h.ev(Event::ReloadRequested);
+    h.advance(150);
+    h.ev(Event::ReloadRequested);
+    assert_eq!(next_deadline(&h.s), Some(h.now + RELOAD_DEBOUNCE_MS));
+    h.advance(150);
+    assert!(
+        h.ev(Event::Wake).is_empty(),
+        "the second ping restarted the wait"
+    );
+    assert_eq!(h.wake_at_deadline(), vec![Action::ReloadWorkflow]);
+    assert_eq!(h.s.reload_due, None);
+    // A due reload runs alone, before a poll due at the same moment.
+    h.ev(Event::ReloadRequested);
+    h.now = h.s.poll.next_poll_at.max(h.now + RELOAD_DEBOUNCE_MS);
+    assert_eq!(h.ev(Event::Wake), vec![Action::ReloadWorkflow]);
+    assert!(matches!(h.ev(Event::Wake)[..], [Action::StartPoll { .. }]));
+    // Reloads still happen during shutdown.
+    h.ev(Event::Shutdown);
+    h.ev(Event::ReloadRequested);
+    assert_eq!(h.wake_at_deadline(), vec![Action::ReloadWorkflow]);
+}
+
+#[test]
+fn a_batch_of_agent_updates_equals_the_single_updates() {
+    let events = [
+        ev(AgentEventKind::SessionStarted),
+        ev(AgentEventKind::ToolUse),
+        ev(AgentEventKind::TurnCompleted),
+    ];
+    let mut one = H::new(policy());
+    one.tick(None, Ok(vec![issue(1, "Todo")]));
+    let mut batch = H::new(policy());
+    batch.tick(None, Ok(vec![issue(1, "Todo")]));
+    let run_id = one.run_id(1);
+    for e in events.clone() {
+        one.agent_event(1, e);
+    }
+    batch.ev(Event::AgentUpdates {
+        issue_id: "I_1".into(),
+        run_id,
+        events: events.to_vec(),
+    });
+    assert_eq!(one.s, batch.s);
+    assert_eq!(one.s.recent_events["I_1"].len(), 3);
 }

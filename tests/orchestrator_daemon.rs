@@ -1,11 +1,14 @@
 //! Daemon-level tests: the real main loop, worker threads, workspaces and hooks, with an in-process
-//! fake tracker (a mutable board) and a scriptable fake agent runner. Waits are bounded and driven
-//! by observable state (snapshots over the control channel), never by fixed sleeps.
+//! fake tracker (a mutable board) and a scriptable fake agent runner, on a virtual clock. Waits are
+//! bounded and driven by observable state: a failed check waits for the loop's next turn (a
+//! worker or tracker report) and, when the loop stays idle, advances virtual time to its next
+//! deadline. Nothing sleeps for a deadline.
 
 #[path = "support/issues.rs"]
 mod issues;
 use issues::issue;
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,14 +16,15 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded, Sender};
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use baton::agent::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken,
     SessionContext, TokenUsage, TurnSummary,
 };
 use baton::model::Issue;
-use baton::runtime::daemon::{run, DaemonOptions};
+use baton::runtime::clock::{Clock, ManualClock};
+use baton::runtime::daemon::{run, DaemonOptions, RELOAD_DEBOUNCE_MS};
 use baton::status::{ControlRequest, IssueDetail, StateSnapshot};
 use baton::tracker::{RateLimitInfo, Tracker, TrackerError};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
@@ -105,6 +109,8 @@ struct AgentLog {
 
 #[derive(Clone)]
 struct FakeRunner {
+    /// The daemon's virtual clock: a completed turn takes one virtual second.
+    clock: Arc<ManualClock>,
     log: Arc<Mutex<AgentLog>>,
     /// Script by (run number of this issue, turn) -> action; default Complete.
     script: Arc<dyn Fn(usize, u32) -> TurnScript + Send + Sync>,
@@ -177,6 +183,7 @@ impl AgentSession for FakeSession {
             }
             TurnScript::Complete => {}
         }
+        self.runner.clock.advance(1_000);
         on_event(AgentEvent::new(
             AgentEventKind::ToolUse,
             "Bash(gh issue view)",
@@ -239,11 +246,24 @@ fn workflow_text(dir: &Path, extra_agent: &str) -> String {
     )
 }
 
+/// Start of virtual time (any Unix-epoch millisecond value).
+const T0: u64 = 1_700_000_000_000;
+/// Real-time bound of every wait.
+const WAIT_LIMIT: Duration = Duration::from_secs(20);
+/// How long the loop must stay idle before virtual time moves.
+const IDLE: Duration = Duration::from_millis(20);
+/// Most virtual time one idle step moves (one poll interval of the test workflow): a test never
+/// jumps straight to a far deadline such as the stall timeout.
+const MAX_STEP_MS: u64 = 200;
+
 struct Running {
+    clock: Arc<ManualClock>,
     control: Sender<ControlRequest>,
     reload: Sender<()>,
     shutdown: Sender<()>,
-    handle: thread::JoinHandle<Result<(), String>>,
+    exited: Receiver<Result<(), String>>,
+    /// Control requests sent so far; each costs the loop one turn.
+    requests: Cell<u64>,
 }
 
 fn start(dir: &Path, tracker: FakeTracker, runner: FakeRunner, extra_agent: &str) -> Running {
@@ -254,6 +274,7 @@ fn start(dir: &Path, tracker: FakeTracker, runner: FakeRunner, extra_agent: &str
     let (control, control_rx) = unbounded();
     let (reload, reload_rx) = unbounded();
     let (shutdown, shutdown_rx) = bounded(1);
+    let clock = runner.clock.clone();
     let t = tracker.clone();
     let opts = DaemonOptions {
         workflow_path: wf_path,
@@ -268,59 +289,96 @@ fn start(dir: &Path, tracker: FakeTracker, runner: FakeRunner, extra_agent: &str
         shutdown_rx,
         control_rx,
         config_env: env,
+        clock: clock.clone(),
     };
-    let handle = thread::spawn(move || run(opts));
+    let (exit_tx, exited) = bounded(1);
+    thread::spawn(move || {
+        let _ = exit_tx.send(run(opts));
+    });
     Running {
+        clock,
         control,
         reload,
         shutdown,
-        handle,
+        exited,
+        requests: Cell::new(0),
     }
 }
 
 impl Running {
-    fn snapshot(&self) -> StateSnapshot {
+    fn request<T>(&self, make: impl FnOnce(Sender<T>) -> ControlRequest) -> T {
         let (tx, rx) = bounded(1);
-        self.control
-            .send(ControlRequest::State { reply: tx })
-            .unwrap();
-        rx.recv_timeout(Duration::from_secs(5))
-            .expect("snapshot reply")
+        self.requests.set(self.requests.get() + 1);
+        self.control.send(make(tx)).unwrap();
+        rx.recv_timeout(WAIT_LIMIT).expect("control reply")
+    }
+    fn snapshot(&self) -> StateSnapshot {
+        self.request(|reply| ControlRequest::State { reply })
     }
     fn detail(&self, identifier: &str) -> Option<IssueDetail> {
-        let (tx, rx) = bounded(1);
-        self.control
-            .send(ControlRequest::Issue {
-                identifier: identifier.into(),
-                reply: tx,
-            })
-            .unwrap();
-        rx.recv_timeout(Duration::from_secs(5))
-            .expect("detail reply")
+        self.request(|reply| ControlRequest::Issue {
+            identifier: identifier.into(),
+            reply,
+        })
+    }
+    /// Let the daemon progress once: wait for a loop turn beyond `seen` (a report arrived and
+    /// was handled); when none comes within [`IDLE`], advance virtual time toward the loop's
+    /// next deadline.
+    fn step(&self, seen: u64) {
+        if !self.clock.wait_turn_after(seen, IDLE) {
+            let now = self.clock.now();
+            self.clock.advance_to_deadline(now + MAX_STEP_MS);
+        }
+    }
+    /// Wait (bounded) until `pred` holds, stepping the daemon between checks.
+    fn wait_until(&self, what: &str, mut pred: impl FnMut() -> bool) {
+        let limit = Instant::now() + WAIT_LIMIT;
+        loop {
+            let turns = self.clock.turns();
+            let asked = self.requests.get();
+            if pred() {
+                return;
+            }
+            assert!(Instant::now() < limit, "timed out waiting for {what}");
+            // The check's own control requests each cost one turn; they are not progress.
+            self.step(turns + (self.requests.get() - asked));
+        }
     }
     /// Wait (bounded) until `pred` holds for a snapshot.
     fn wait_for(&self, what: &str, pred: impl Fn(&StateSnapshot) -> bool) -> StateSnapshot {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
+        let mut last = None;
+        self.wait_until(what, || {
             let s = self.snapshot();
-            if pred(&s) {
-                return s;
+            let ok = pred(&s);
+            last = Some(s);
+            ok
+        });
+        last.expect("a snapshot")
+    }
+    /// Let `ms` of virtual time pass, the loop handling whatever comes meanwhile.
+    fn run_for(&self, ms: u64) {
+        let end = self.clock.now() + ms;
+        let limit = Instant::now() + WAIT_LIMIT;
+        while self.clock.now() < end {
+            assert!(Instant::now() < limit, "virtual time did not reach {end}");
+            let seen = self.clock.turns();
+            if !self.clock.wait_turn_after(seen, IDLE) {
+                let now = self.clock.now();
+                let target = end.min(now + MAX_STEP_MS);
+                if self.clock.deadline().is_some() {
+                    self.clock.advance_to_deadline(target);
+                } else {
+                    self.clock.advance(target - now);
+                }
             }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}: {s:#?}"
-            );
-            thread::sleep(Duration::from_millis(20));
         }
     }
     fn stop(self) {
         self.shutdown.send(()).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.handle.is_finished() {
-            assert!(Instant::now() < deadline, "daemon did not shut down");
-            thread::sleep(Duration::from_millis(20));
-        }
-        self.handle.join().unwrap().expect("clean shutdown");
+        self.exited
+            .recv_timeout(WAIT_LIMIT)
+            .expect("daemon did not shut down")
+            .expect("clean shutdown");
     }
 }
 
@@ -334,19 +392,12 @@ fn two_todo_issues_with_hanging_agents() -> (FakeTracker, Arc<Mutex<AgentLog>>, 
     tracker.add(issue(2, "Todo"));
     let log = Arc::new(Mutex::new(AgentLog::default()));
     let runner = FakeRunner {
+        clock: Arc::new(ManualClock::new(T0)),
         log: log.clone(),
         script: Arc::new(|_, _| TurnScript::Hang),
         tracker: tracker.clone(),
     };
     (tracker, log, runner)
-}
-
-fn wait_until(what: &str, pred: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !pred() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(20));
-    }
 }
 
 // ------------------------------------------------------------------ tests
@@ -363,6 +414,7 @@ fn dispatch_continuation_and_terminal_cleanup() {
     // Run 1: two turns (max_turns) and a normal exit; run 2 (continuation): the agent moves the
     // issue to Done during its first turn.
     let runner = FakeRunner {
+        clock: Arc::new(ManualClock::new(T0)),
         log: log.clone(),
         script: Arc::new(|run, _turn| {
             if run >= 2 {
@@ -375,11 +427,11 @@ fn dispatch_continuation_and_terminal_cleanup() {
     };
     let ws = dir.join("ws").join("acme__repo-1");
     let d = start(&dir, tracker.clone(), runner, "");
-    wait_until("the workspace to be created", || {
+    d.wait_until("the workspace to be created", || {
         ws.join(".created").exists()
     });
-    wait_until("two sessions", || log.lock().unwrap().sessions_started >= 2);
-    wait_until("terminal cleanup", || !ws.exists());
+    d.wait_until("two sessions", || log.lock().unwrap().sessions_started >= 2);
+    d.wait_until("terminal cleanup", || !ws.exists());
     let snap = d.wait_for("idle", |s| s.counts.running == 0 && s.counts.retrying == 0);
     {
         let log = log.lock().unwrap();
@@ -444,7 +496,8 @@ fn workflow_reload_applies_valid_edits_and_keeps_the_last_good_config() {
     // An invalid edit: the daemon keeps running with the old config.
     fs::write(dir.join("WORKFLOW.md"), "---\ntracker: [unclosed\n---\n").unwrap();
     d.reload.send(()).unwrap();
-    thread::sleep(Duration::from_millis(400)); // past the debounce; nothing to observe but liveness
+    // Past the debounce (virtual time); nothing to observe but liveness.
+    d.run_for(2 * RELOAD_DEBOUNCE_MS);
     assert_eq!(d.snapshot().counts.running, 1);
     // A valid edit raising the cap dispatches the second issue.
     fs::write(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use baton::check::run_check_with_env;
 use baton::workflow::config::ConfigEnv;
-use support::fake_github::{FakeGithub, Fault, FAKE_TOKEN};
+use support::fake_github::{FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
 
 struct TestEnv;
 
@@ -88,6 +88,26 @@ fn healthy_board_prints_plan_in_dispatch_order_with_reasons() {
     }
     assert!(out.ends_with("result: healthy (0 problems)\n"), "{out}");
     assert!(!out.contains(FAKE_TOKEN));
+}
+
+#[test]
+fn an_issue_with_a_blank_title_is_not_ready() {
+    // The scheduler never dispatches an issue without a title, so `check` must not list it as ready.
+    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
+    let mut blank = IssueFixture::new("acme/app", 11, "  ");
+    blank.labels = vec!["baton".into()];
+    fake.add_issue(blank, Some("Todo"));
+    let (code, out) = run(&workflow(&fake, "blank-title", |t| t));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("dispatch order (4 of 10 active issues):"),
+        "{out}"
+    );
+    assert!(out.contains("not dispatching (6):"), "{out}");
+    assert!(
+        out.contains("  acme__app-11  [Todo]  required field title is blank\n"),
+        "{out}"
+    );
 }
 
 #[test]

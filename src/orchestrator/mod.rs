@@ -1,13 +1,13 @@
 //! The scheduling core (spec §7, §8): plain serializable state (`state`), pure rules (`rules`),
-//! the event → decision → action function (`core`) and status rows (`snapshot`). Nothing in this
+//! the event → decision → action function (`engine`) and status rows (`snapshot`). Nothing in this
 //! module performs I/O, spawns threads or reads a clock; `crate::runtime` does that.
 
-pub mod core;
+pub mod engine;
 pub mod rules;
 pub mod snapshot;
 pub mod state;
 
-pub use self::core::{
+pub use self::engine::{
     handle, next_deadline, Action, Event, PollSkip, WorkerOutcome, WorkerProgress,
 };
 pub use self::state::{Millis, OrchestratorState, Policy, StopReason, WorkerPhase};

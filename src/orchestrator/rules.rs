@@ -1,22 +1,28 @@
-//! Pure scheduling rules (spec §8.2–§8.4): eligibility, routability, dispatch order, slots and
-//! backoff math. No state mutation here.
+//! Pure scheduling rules (spec §8.2–§8.4): the one eligibility function ([`ineligibility`]),
+//! dispatch order, slots and backoff math. No state mutation here.
 
 use std::cmp::Ordering;
+use std::fmt;
 
 use crate::model::{contains_name as contains, normalize_name, Issue};
+use crate::text::single_line;
 use crate::timefmt::parse_rfc3339;
 
-use super::state::{OrchestratorState, Policy};
+use super::state::{OrchestratorState, Policy, StopReason};
 
 /// Delay of the continuation re-check after a normal worker exit (spec §8.4).
-pub const CONTINUATION_DELAY_MS: u64 = 1000;
+pub(crate) const CONTINUATION_DELAY_MS: u64 = 1000;
 /// Base of the failure backoff (spec §8.4).
-pub const FAILURE_BASE_MS: u64 = 10_000;
+pub(crate) const FAILURE_BASE_MS: u64 = 10_000;
+/// Quiet time after the last "WORKFLOW.md may have changed" ping before it is re-read.
+pub const RELOAD_DEBOUNCE_MS: u64 = 200;
+/// Shutdown waits `hooks.timeout_ms` plus this for workers to stop before exiting anyway.
+pub(crate) const SHUTDOWN_GRACE_EXTRA_MS: u64 = 30_000;
 /// Requeue reason when no slot is free (spec §8.4).
-pub const NO_SLOTS_ERROR: &str = "no available orchestrator slots";
+pub(crate) const NO_SLOTS_ERROR: &str = "no available orchestrator slots";
 
 /// Terminal: the GitHub issue is CLOSED, or its Status is a terminal state.
-pub fn is_terminal(p: &Policy, issue: &Issue) -> bool {
+pub(crate) fn is_terminal(p: &Policy, issue: &Issue) -> bool {
     issue.closed || contains(&p.terminal_states, &issue.state)
 }
 
@@ -28,41 +34,144 @@ pub fn is_active(p: &Policy, issue: &Issue) -> bool {
 /// Routable (Symphony §8.2 `issue_routable`): repository allowed, every required label present
 /// (a blank configured label matches nothing), no excluded label present.
 pub fn is_routable(p: &Policy, issue: &Issue) -> bool {
-    let repo_ok = p.repos.is_empty() || contains(&p.repos, &issue.repository);
-    repo_ok
-        && p.required_labels.iter().all(|l| issue.has_label(l))
-        && !p.excluded_labels.iter().any(|l| issue.has_label(l))
+    ineligibility(p, issue)
+        .iter()
+        .all(|r| r.stop_reason() != Some(StopReason::Unroutable))
 }
 
-/// The record has the fields dispatch needs.
-pub fn has_required_fields(issue: &Issue) -> bool {
-    !issue.id.trim().is_empty()
-        && !issue.identifier.trim().is_empty()
-        && !issue.title.trim().is_empty()
-        && !issue.state.trim().is_empty()
+/// Why an issue is not dispatchable (spec §8.2); claims and slots are checked separately.
+/// `Display` is the operator text `baton check` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ineligible {
+    /// A field dispatch needs (`id`, `identifier`, `title`, `state`) is blank.
+    BlankField(&'static str),
+    /// The issue is closed (closed issues are terminal whatever their Status).
+    Closed,
+    /// Its Status is a terminal state.
+    TerminalState(String),
+    /// Its Status is not an active state.
+    InactiveState(String),
+    /// Its repository is not in `tracker.repos`.
+    RepoNotAllowed(String),
+    /// Required labels it lacks.
+    MissingLabels(Vec<String>),
+    /// Excluded labels it carries.
+    ExcludedLabels(Vec<String>),
+    /// Non-terminal blockers `(identifier, state)` of an issue in the first active state.
+    BlockedBy(Vec<(String, String)>),
+}
+
+impl Ineligible {
+    /// How a *running* worker of an issue with this problem is stopped (spec §8.5); `None` for
+    /// problems that only gate a new dispatch (blank fields, blockers).
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        match self {
+            Ineligible::Closed | Ineligible::TerminalState(_) => Some(StopReason::Terminal),
+            Ineligible::InactiveState(_) => Some(StopReason::Inactive),
+            Ineligible::RepoNotAllowed(_)
+            | Ineligible::MissingLabels(_)
+            | Ineligible::ExcludedLabels(_) => Some(StopReason::Unroutable),
+            Ineligible::BlankField(_) | Ineligible::BlockedBy(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Ineligible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Ineligible::BlankField(name) => write!(f, "required field {name} is blank"),
+            Ineligible::Closed => f.write_str("closed on GitHub (closed issues are terminal)"),
+            Ineligible::TerminalState(s) => write!(f, "Status {s:?} is terminal"),
+            Ineligible::InactiveState(s) => write!(f, "Status {s:?} is not an active state"),
+            Ineligible::RepoNotAllowed(r) => write!(f, "repository {r} is not in tracker.repos"),
+            Ineligible::MissingLabels(l) => write!(f, "missing required label {}", l.join(", ")),
+            Ineligible::ExcludedLabels(l) => write!(f, "has excluded label {}", l.join(", ")),
+            Ineligible::BlockedBy(b) => {
+                let list: Vec<String> = b
+                    .iter()
+                    .map(|(id, state)| format!("{id} ({})", single_line(state, 40)))
+                    .collect();
+                write!(f, "blocked by {}", list.join(", "))
+            }
+        }
+    }
+}
+
+/// THE eligibility rule (spec §8.2): every reason `issue` is not dispatchable under `p`, in a
+/// stable order; empty when it is. The engine's dispatch and retry decisions, the running-issue
+/// reconciliation (through [`Ineligible::stop_reason`]) and `baton check` all use it.
+pub fn ineligibility(p: &Policy, issue: &Issue) -> Vec<Ineligible> {
+    let mut why = Vec::new();
+    for (name, value) in [
+        ("id", &issue.id),
+        ("identifier", &issue.identifier),
+        ("title", &issue.title),
+        ("state", &issue.state),
+    ] {
+        if value.trim().is_empty() {
+            why.push(Ineligible::BlankField(name));
+        }
+    }
+    if issue.closed {
+        why.push(Ineligible::Closed);
+    }
+    if contains(&p.terminal_states, &issue.state) {
+        why.push(Ineligible::TerminalState(issue.state.clone()));
+    } else if !contains(&p.active_states, &issue.state) {
+        why.push(Ineligible::InactiveState(issue.state.clone()));
+    }
+    if !p.repos.is_empty() && !contains(&p.repos, &issue.repository) {
+        why.push(Ineligible::RepoNotAllowed(issue.repository.clone()));
+    }
+    let labels = |want: bool, list: &[String]| -> Vec<String> {
+        list.iter()
+            .filter(|l| issue.has_label(l) == want)
+            .cloned()
+            .collect()
+    };
+    let missing = labels(false, &p.required_labels);
+    if !missing.is_empty() {
+        why.push(Ineligible::MissingLabels(missing));
+    }
+    let excluded = labels(true, &p.excluded_labels);
+    if !excluded.is_empty() {
+        why.push(Ineligible::ExcludedLabels(excluded));
+    }
+    let blockers = open_blockers(p, issue);
+    if !blockers.is_empty() {
+        why.push(Ineligible::BlockedBy(blockers));
+    }
+    why
+}
+
+/// True when [`ineligibility`] finds nothing.
+pub(crate) fn is_eligible(p: &Policy, issue: &Issue) -> bool {
+    ineligibility(p, issue).is_empty()
+}
+
+/// The stop a running worker of `issue` needs (the most severe of its problems), if any.
+pub(crate) fn stop_reason(p: &Policy, issue: &Issue) -> Option<StopReason> {
+    ineligibility(p, issue)
+        .iter()
+        .filter_map(Ineligible::stop_reason)
+        .min()
 }
 
 /// Blocker rule: an issue in the *first* active state is not dispatched while any blocker is
-/// non-terminal.
-pub fn blockers_allow(p: &Policy, issue: &Issue) -> bool {
+/// non-terminal. Returns those blockers as `(identifier, state)`.
+fn open_blockers(p: &Policy, issue: &Issue) -> Vec<(String, String)> {
     let Some(first) = p.active_states.first() else {
-        return true;
+        return Vec::new();
     };
     if normalize_name(first) != issue.normalized_state() {
-        return true;
+        return Vec::new();
     }
     issue
         .blocked_by
         .iter()
-        .all(|b| b.terminal || contains(&p.terminal_states, &b.state))
-}
-
-/// Everything about the issue itself that dispatch requires (claims and slots checked separately).
-pub fn issue_dispatchable(p: &Policy, issue: &Issue) -> bool {
-    has_required_fields(issue)
-        && is_active(p, issue)
-        && is_routable(p, issue)
-        && blockers_allow(p, issue)
+        .filter(|b| !b.terminal && !contains(&p.terminal_states, &b.state))
+        .map(|b| (b.identifier.clone(), b.state.clone()))
+        .collect()
 }
 
 /// Dispatch order: priority ascending (null last), `created_at` oldest first (null/unparseable
@@ -80,17 +189,17 @@ pub fn dispatch_order(a: &Issue, b: &Issue) -> Ordering {
 }
 
 /// Sort candidates for dispatch.
-pub fn sort_for_dispatch(issues: &mut [Issue]) {
+pub(crate) fn sort_for_dispatch(issues: &mut [Issue]) {
     issues.sort_by(dispatch_order);
 }
 
 /// Free global slots: `max(max_concurrent_agents - running, 0)`.
-pub fn global_slots(s: &OrchestratorState) -> usize {
+pub(crate) fn global_slots(s: &OrchestratorState) -> usize {
     (s.policy.max_concurrent_agents as usize).saturating_sub(s.running.len())
 }
 
 /// True when another worker in `state` fits the per-state cap (falls back to the global cap).
-pub fn state_slot_free(s: &OrchestratorState, state: &str) -> bool {
+pub(crate) fn state_slot_free(s: &OrchestratorState, state: &str) -> bool {
     let key = normalize_name(state);
     let cap = s
         .policy
@@ -108,13 +217,13 @@ pub fn state_slot_free(s: &OrchestratorState, state: &str) -> bool {
 }
 
 /// Failure backoff: `min(10000 · 2^(attempt−1), cap)` (attempt ≥ 1), without overflow.
-pub fn failure_backoff_ms(attempt: u32, cap_ms: u64) -> u64 {
+pub(crate) fn failure_backoff_ms(attempt: u32, cap_ms: u64) -> u64 {
     let exp = attempt.saturating_sub(1).min(40);
     FAILURE_BASE_MS.saturating_mul(1u64 << exp).min(cap_ms)
 }
 
 /// A fingerprint of what un-parks a blocked issue: normalized state and sorted labels.
-pub fn block_fingerprint(issue: &Issue) -> String {
+pub(crate) fn block_fingerprint(issue: &Issue) -> String {
     let mut labels: Vec<String> = issue.labels.iter().map(|l| normalize_name(l)).collect();
     labels.sort();
     labels.dedup();
@@ -230,23 +339,83 @@ mod tests {
             state: "In Progress".into(),
             terminal: false,
         }];
-        assert!(!blockers_allow(&p, &i));
+        assert!(!open_blockers(&p, &i).is_empty());
         i.state = "In Progress".into();
-        assert!(blockers_allow(&p, &i));
+        assert!(open_blockers(&p, &i).is_empty());
         i.state = "Todo".into();
         i.blocked_by[0].state = "Done".into();
-        assert!(blockers_allow(&p, &i));
+        assert!(open_blockers(&p, &i).is_empty());
         i.blocked_by[0].state = "CLOSED".into();
         i.blocked_by[0].terminal = true;
-        assert!(blockers_allow(&p, &i));
+        assert!(open_blockers(&p, &i).is_empty());
     }
 
     #[test]
-    fn missing_fields_are_not_dispatchable() {
+    fn blank_fields_are_not_dispatchable() {
         let p = Policy::default();
         let mut i = issue("1", "Todo");
-        assert!(issue_dispatchable(&p, &i));
+        assert!(is_eligible(&p, &i));
         i.title = " ".into();
-        assert!(!issue_dispatchable(&p, &i));
+        assert_eq!(ineligibility(&p, &i), [Ineligible::BlankField("title")]);
+        assert_eq!(
+            ineligibility(&p, &i)[0].to_string(),
+            "required field title is blank"
+        );
+        assert_eq!(stop_reason(&p, &i), None, "a running issue is not stopped");
+    }
+
+    #[test]
+    fn every_reason_is_reported_with_the_check_text() {
+        let p = Policy {
+            repos: vec!["acme/app".into()],
+            required_labels: vec!["baton".into()],
+            excluded_labels: vec!["wontfix".into()],
+            ..Policy::default()
+        };
+        let mut i = issue("1", "todo");
+        i.repository = "acme/app".into();
+        i.labels = vec!["baton".into()];
+        assert!(is_eligible(&p, &i));
+        i.labels = vec!["wontfix".into()];
+        i.repository = "acme/web".into();
+        i.closed = true;
+        i.blocked_by = vec![BlockerRef {
+            id: "I_2".into(),
+            identifier: "acme__app-2".into(),
+            state: "OPEN".into(),
+            terminal: false,
+        }];
+        let why: Vec<String> = ineligibility(&p, &i)
+            .iter()
+            .map(|r| r.to_string())
+            .collect();
+        assert_eq!(
+            why,
+            [
+                "closed on GitHub (closed issues are terminal)",
+                "repository acme/web is not in tracker.repos",
+                "missing required label baton",
+                "has excluded label wontfix",
+                "blocked by acme__app-2 (OPEN)",
+            ]
+        );
+        assert_eq!(stop_reason(&p, &i), Some(StopReason::Terminal));
+        i.closed = false;
+        assert_eq!(stop_reason(&p, &i), Some(StopReason::Unroutable));
+        i.state = "Backlog".into();
+        assert_eq!(
+            ineligibility(&p, &i)[0].to_string(),
+            "Status \"Backlog\" is not an active state"
+        );
+        assert_eq!(stop_reason(&p, &i), Some(StopReason::Inactive));
+        i.state = "Done".into();
+        assert_eq!(
+            ineligibility(&p, &i)[0].to_string(),
+            "Status \"Done\" is terminal"
+        );
+        // The blocker rule applies to the first active state only.
+        let mut i = issue("1", "In Progress");
+        i.blocked_by = vec![BlockerRef::default()];
+        assert!(open_blockers(&p, &i).is_empty());
     }
 }

@@ -12,7 +12,7 @@ use crate::timefmt::rfc3339_millis;
 use super::state::{BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry};
 
 /// RFC 3339 (milliseconds) of an orchestrator-clock time.
-pub fn fmt_millis(t: Millis) -> String {
+pub(crate) fn fmt_millis(t: Millis) -> String {
     rfc3339_millis(UNIX_EPOCH + Duration::from_millis(t))
 }
 
@@ -101,7 +101,8 @@ pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
             seconds_running: t.ended_seconds + live,
             cost_usd: t.cost_usd,
         },
-        rate_limits: s.agent_rate_limits.clone(),
+        // No agent adapter reports a rate-limit payload.
+        rate_limits: None,
         tracker: TrackerHealth {
             last_successful_poll_at: s.poll.last_success_at.map(fmt_millis),
             last_error: s.poll.last_error.clone(),

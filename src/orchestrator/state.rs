@@ -3,13 +3,15 @@
 //! but advanced monotonically by the runtime (and freely by tests).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_yaml::Mapping;
 
 use crate::model::Issue;
+use crate::orchestrator::rules::SHUTDOWN_GRACE_EXTRA_MS;
 use crate::tracker::RateLimitInfo;
-use crate::workflow::config::ServiceConfig;
+use crate::workflow::config::{parse_config, ConfigEnv, ServiceConfig};
 
 /// Milliseconds since the Unix epoch on the orchestrator clock.
 pub type Millis = u64;
@@ -17,7 +19,7 @@ pub type Millis = u64;
 /// Bound of the per-issue ring of recent agent events.
 pub const RECENT_EVENTS_CAP: usize = 200;
 /// Characters kept of one event summary.
-pub const EVENT_SUMMARY_CHARS: usize = 500;
+pub(crate) const EVENT_SUMMARY_CHARS: usize = 500;
 
 /// The scheduling-relevant slice of the config, re-applied on every valid reload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +50,8 @@ pub struct Policy {
     pub repos: Vec<String>,
     /// `workspace.root` (absolute) used for new dispatches.
     pub workspace_root: PathBuf,
+    /// How long shutdown waits for workers: `hooks.timeout_ms` + 30 s (`after_run` must fit).
+    pub shutdown_grace_ms: u64,
 }
 
 impl Policy {
@@ -67,26 +71,31 @@ impl Policy {
             excluded_labels: c.tracker.excluded_labels.clone(),
             repos: c.tracker.repos.clone(),
             workspace_root: c.workspace_root.clone(),
+            shutdown_grace_ms: c.hooks.timeout_ms.saturating_add(SHUTDOWN_GRACE_EXTRA_MS),
         }
     }
 }
 
 impl Default for Policy {
+    /// The policy of a WORKFLOW.md that sets nothing: the config parser's defaults, so the default
+    /// values have one source of truth (`workflow::config`).
     fn default() -> Self {
-        Policy {
-            poll_interval_ms: 30_000,
-            max_concurrent_agents: 10,
-            max_concurrent_agents_by_state: BTreeMap::new(),
-            max_retry_backoff_ms: 300_000,
-            max_attempts: None,
-            max_runs_per_issue: 10,
-            stall_timeout_ms: 300_000,
-            active_states: vec!["Todo".into(), "In Progress".into()],
-            terminal_states: vec!["Done".into()],
-            required_labels: vec![],
-            excluded_labels: vec![],
-            repos: vec![],
-            workspace_root: std::env::temp_dir().join("baton_workspaces"),
+        struct NoEnv;
+        impl ConfigEnv for NoEnv {
+            fn var(&self, _: &str) -> Option<String> {
+                None
+            }
+            fn home(&self) -> Option<PathBuf> {
+                None
+            }
+            fn gh_auth_token(&self) -> Option<String> {
+                None
+            }
+        }
+        match parse_config(&Mapping::new(), Path::new("/"), &NoEnv) {
+            Ok(parsed) => Policy::from_config(&parsed.config),
+            // Unreachable: an empty front matter has nothing to reject.
+            Err(e) => unreachable!("the empty config must parse: {e}"),
         }
     }
 }
@@ -202,7 +211,7 @@ pub enum RetryKind {
     Failure,
 }
 
-/// A queued retry (spec §4.1.7); the timer is `due_at` itself (see `core::next_deadline`).
+/// A queued retry (spec §4.1.7); the timer is `due_at` itself (see `engine::next_deadline`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetryEntry {
     /// Issue node id.
@@ -313,8 +322,6 @@ pub struct OrchestratorState {
     pub last_errors: BTreeMap<String, String>,
     /// Aggregates.
     pub agent_totals: Totals,
-    /// Latest agent rate-limit payload (none of the current adapters report one).
-    pub agent_rate_limits: Option<serde_json::Value>,
     /// Poll cycle.
     pub poll: PollState,
     /// issue id → last events (bounded ring).
@@ -325,6 +332,12 @@ pub struct OrchestratorState {
     pub next_retry_seq: u64,
     /// Set by shutdown: no dispatch, no retries.
     pub shutting_down: bool,
+    /// When shutdown stops waiting for workers (set by the first shutdown request).
+    #[serde(default)]
+    pub shutdown_deadline: Option<Millis>,
+    /// When WORKFLOW.md is re-read (debounced reload pings).
+    #[serde(default)]
+    pub reload_due: Option<Millis>,
 }
 
 impl OrchestratorState {

@@ -1,13 +1,17 @@
-//! The daemon main loop: one `select!` over worker events, tracker results, HTTP control requests,
-//! reload pings and shutdown; every event goes through `orchestrator::handle`, and the returned
-//! actions are executed here. Tracker calls run on two tracker threads (polls, retry refreshes)
-//! so a slow GitHub never blocks the loop or a snapshot reply. Timers are `next_deadline()`.
+//! The daemon main loop, shaped like rust-analyzer's: [`LoopEvent`] is everything the loop waits
+//! for, `next_event` holds the only `select!`, and `handle_event` feeds the event (a drained burst,
+//! for worker reports) to the pure engine, `orchestrator::handle`, and executes the returned
+//! actions. An action whose result is another engine event (a reloaded config, a failed spawn)
+//! queues it; the engine is never re-entered from inside action execution. Every timer (poll,
+//! retries, stalls, the reload debounce, the shutdown grace) is an engine deadline, and time comes
+//! from the injected [`Clock`]. Tracker calls run on two tracker threads (polls, retry refreshes),
+//! so a slow GitHub never blocks the loop or a snapshot reply.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
 use log::{debug, error, info, warn};
@@ -16,26 +20,25 @@ use crate::agent::{AgentRunner, CancelToken};
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
-    handle, next_deadline, Action, Event, Millis, OrchestratorState, Policy, PollSkip,
-    WorkerOutcome,
+    handle, next_deadline, Action, Event, OrchestratorState, Policy, PollSkip, WorkerOutcome,
 };
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
 use crate::tracker::{Tracker, TrackerError};
-use crate::workflow::config::{ConfigEnv, ServiceConfig};
+use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
 use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};
 use crate::workflow::watch::stat_fingerprint;
 use crate::workspace::hooks::HookEnv;
 use crate::workspace::{remove_workspace, workspace_path};
 
+use super::clock::Clock;
 use super::worker::{spawn_worker, WorkerContext};
 
-/// Debounce of "WORKFLOW.md may have changed" pings.
-pub const RELOAD_DEBOUNCE_MS: u64 = 200;
-/// Most events of one burst handled before timers are checked again.
+/// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
+pub use crate::orchestrator::rules::RELOAD_DEBOUNCE_MS;
+
+/// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
-/// Wait used when nothing is scheduled.
-const IDLE_WAIT: Duration = Duration::from_secs(60);
 
 /// Builds a tracker for a config.
 pub type TrackerFactory =
@@ -61,25 +64,35 @@ pub struct DaemonOptions {
     pub control_rx: Receiver<ControlRequest>,
     /// Environment for reloading the config.
     pub config_env: Arc<dyn ConfigEnv + Send + Sync>,
+    /// Time source ([`SystemClock`] in production, [`ManualClock`] in tests).
+    pub clock: Arc<dyn Clock>,
 }
 
-/// Orchestrator clock: Unix-epoch milliseconds at start, advanced by a monotonic `Instant`.
-#[derive(Debug, Clone, Copy)]
-struct Clock {
-    base: Millis,
-    start: Instant,
+/// Everything the main loop reacts to.
+enum LoopEvent {
+    /// The armed engine deadline came (or the idle wait ended).
+    Tick,
+    /// A report from a worker thread (the rest of its burst is drained by `handle_event`).
+    Worker(Event),
+    /// A tracker thread's result.
+    Tracker(Event),
+    /// WORKFLOW.md may have changed.
+    ReloadPing,
+    /// SIGINT/SIGTERM.
+    Signal,
+    /// A request from the HTTP thread.
+    Control(ControlRequest),
+    /// An engine event produced by executing an action, handled before any new input.
+    Queued(Event),
 }
 
-impl Clock {
-    fn new() -> Self {
-        Clock {
-            base: unix_millis(SystemTime::now()),
-            start: Instant::now(),
-        }
-    }
-    fn now(&self) -> Millis {
-        self.base + self.start.elapsed().as_millis() as Millis
-    }
+/// The loop's input channels; a disconnected one is replaced by `never()`.
+struct Inbox {
+    workers: Receiver<Event>,
+    tracker: Receiver<Event>,
+    reload: Receiver<()>,
+    signals: Receiver<()>,
+    control: Receiver<ControlRequest>,
 }
 
 enum TrackerJob {
@@ -174,17 +187,17 @@ struct Daemon {
     tracker: Arc<dyn Tracker>,
     runner: Arc<dyn AgentRunner>,
     state: OrchestratorState,
-    clock: Clock,
+    clock: Arc<dyn Clock>,
+    /// Engine events produced by actions, handled before any new input.
+    queue: VecDeque<Event>,
     events_tx: Sender<Event>,
     poll_jobs: Sender<TrackerJob>,
     retry_jobs: Sender<TrackerJob>,
     workers: HashMap<String, WorkerHandle>,
-    reload_due: Option<Millis>,
     stamp: Option<(SystemTime, u64)>,
     last_reload_error: Option<String>,
     last_preflight: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
-    shutdown_started: Option<Instant>,
     done: bool,
 }
 
@@ -206,6 +219,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         shutdown_rx,
         control_rx,
         config_env,
+        clock,
     } = opts;
     let cfg = config(&initial).clone();
     let errs = cfg.preflight_errors();
@@ -219,7 +233,6 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         .map_err(|e| format!("startup validation failed: {e}"))?;
     startup_terminal_cleanup(&*tracker, &cfg);
     let runner = runner_factory(&cfg);
-    let clock = Clock::new();
     let (events_tx, events_rx) = unbounded();
     let (tracker_tx, tracker_rx) = unbounded();
     let (poll_jobs, poll_jobs_rx) = unbounded();
@@ -237,15 +250,14 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         tracker,
         runner,
         clock,
+        queue: VecDeque::new(),
         events_tx,
         poll_jobs,
         retry_jobs,
         workers: HashMap::new(),
-        reload_due: None,
         last_reload_error: None,
         last_preflight: None,
         pending_acks: Vec::new(),
-        shutdown_started: None,
         done: false,
     };
     info!(
@@ -255,13 +267,23 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         cfg.agent.max_concurrent_agents,
         cfg.workspace_root.display()
     );
-    d.main_loop(events_rx, tracker_rx, reload_rx, shutdown_rx, control_rx);
+    let mut inbox = Inbox {
+        workers: events_rx,
+        tracker: tracker_rx,
+        reload: reload_rx,
+        signals: shutdown_rx,
+        control: control_rx,
+    };
+    while !d.done {
+        let ev = d.next_event(&mut inbox);
+        d.handle_event(ev, &inbox);
+    }
     info!("event=shutdown_complete");
     Ok(())
 }
 
 /// Remove workspaces of issues already in terminal states (spec §8.6); warn and continue on error.
-pub fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
+fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
     let issues = match tracker.fetch_issues_by_states(&cfg.tracker.terminal_states) {
         Ok(v) => v,
         Err(e) => {
@@ -275,7 +297,7 @@ pub fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
     }
 }
 
-fn clean_workspace(hooks: &crate::workflow::config::HooksConfig, issue: &Issue, path: &Path) {
+fn clean_workspace(hooks: &HooksConfig, issue: &Issue, path: &Path) {
     let root = path.parent().unwrap_or(Path::new("/"));
     let env = HookEnv::for_issue(issue, path);
     match remove_workspace(root, path, hooks, &env) {
@@ -293,95 +315,97 @@ fn clean_workspace(hooks: &crate::workflow::config::HooksConfig, issue: &Issue, 
     }
 }
 
+/// Merge consecutive `AgentUpdate`s of the same run into one `AgentUpdates`; every other event
+/// keeps its place. Lossless: the engine applies a batch exactly like its events in order.
+fn coalesce(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
+    let mut out: Vec<Event> = Vec::new();
+    for ev in events {
+        let Event::AgentUpdate {
+            issue_id,
+            run_id,
+            event,
+        } = ev
+        else {
+            out.push(ev);
+            continue;
+        };
+        match out.last_mut() {
+            Some(Event::AgentUpdates {
+                issue_id: i,
+                run_id: r,
+                events,
+            }) if *i == issue_id && *r == run_id => events.push(event),
+            _ => out.push(Event::AgentUpdates {
+                issue_id,
+                run_id,
+                events: vec![event],
+            }),
+        }
+    }
+    out
+}
+
 impl Daemon {
-    fn main_loop(
-        &mut self,
-        events_rx: Receiver<Event>,
-        tracker_rx: Receiver<Event>,
-        mut reload_rx: Receiver<()>,
-        mut shutdown_rx: Receiver<()>,
-        mut control_rx: Receiver<ControlRequest>,
-    ) {
-        while !self.done {
-            let timeout = self.timeout();
+    /// The next thing to react to: a queued engine event first, else whatever input arrives
+    /// first, or the tick of the earliest engine deadline. The loop's only `select!`.
+    fn next_event(&mut self, inbox: &mut Inbox) -> LoopEvent {
+        if let Some(ev) = self.queue.pop_front() {
+            return LoopEvent::Queued(ev);
+        }
+        let mut timer = self.clock.timer(next_deadline(&self.state));
+        loop {
             select! {
-                recv(events_rx) -> m => {
-                    if let Ok(ev) = m {
-                        self.core(ev);
-                        for ev in events_rx.try_iter().take(BURST) {
-                            self.core(ev);
-                        }
-                    }
-                }
-                recv(tracker_rx) -> m => {
-                    if let Ok(ev) = m {
-                        self.core(ev);
-                    }
-                }
-                recv(control_rx) -> m => match m {
-                    Ok(req) => self.control(req),
-                    Err(_) => control_rx = never(),
+                recv(inbox.workers) -> m => match m {
+                    Ok(ev) => return LoopEvent::Worker(ev),
+                    Err(_) => inbox.workers = never(),
                 },
-                recv(reload_rx) -> m => match m {
-                    Ok(()) => {
-                        for _ in reload_rx.try_iter() {}
-                        self.reload_due = Some(self.clock.now() + RELOAD_DEBOUNCE_MS);
-                    }
-                    Err(_) => reload_rx = never(),
+                recv(inbox.tracker) -> m => match m {
+                    Ok(ev) => return LoopEvent::Tracker(ev),
+                    Err(_) => inbox.tracker = never(),
                 },
-                recv(shutdown_rx) -> m => {
-                    if m.is_err() {
-                        shutdown_rx = never();
-                    } else if self.shutdown_started.is_none() {
-                        self.shutdown_started = Some(Instant::now());
-                        self.core(Event::Shutdown);
-                    }
+                recv(inbox.control) -> m => match m {
+                    Ok(req) => return LoopEvent::Control(req),
+                    Err(_) => inbox.control = never(),
                 },
-                default(timeout) => {}
-            }
-            self.timers();
-        }
-    }
-
-    /// Time until the earliest deadline (core, reload debounce, shutdown grace).
-    fn timeout(&self) -> Duration {
-        let now = self.clock.now();
-        let mut t = next_deadline(&self.state);
-        if let Some(r) = self.reload_due {
-            t = Some(t.map_or(r, |x| x.min(r)));
-        }
-        let mut wait = t.map_or(IDLE_WAIT, |d| Duration::from_millis(d.saturating_sub(now)));
-        if self.shutdown_started.is_some() {
-            wait = wait.min(Duration::from_millis(500));
-        }
-        wait
-    }
-
-    /// Run whatever is due: the debounced reload, then the core's timers; bound shutdown.
-    fn timers(&mut self) {
-        let now = self.clock.now();
-        if self.reload_due.is_some_and(|r| r <= now) {
-            self.reload_due = None;
-            self.reload();
-        }
-        if next_deadline(&self.state).is_some_and(|d| d <= self.clock.now()) {
-            self.core(Event::Wake);
-        }
-        if let Some(started) = self.shutdown_started {
-            let grace = Duration::from_millis(config(&self.workflow).hooks.timeout_ms)
-                + Duration::from_secs(30);
-            if !self.done && started.elapsed() > grace {
-                error!(
-                    "shutdown: {} worker(s) did not stop within {} s; exiting anyway",
-                    self.workers.len(),
-                    grace.as_secs()
-                );
-                self.done = true;
+                recv(inbox.reload) -> m => match m {
+                    Ok(()) => return LoopEvent::ReloadPing,
+                    Err(_) => inbox.reload = never(),
+                },
+                recv(inbox.signals) -> m => match m {
+                    Ok(()) => return LoopEvent::Signal,
+                    Err(_) => inbox.signals = never(),
+                },
+                recv(timer) -> m => match m {
+                    Ok(_) => return LoopEvent::Tick,
+                    Err(_) => timer = never(),
+                },
             }
         }
     }
 
-    fn core(&mut self, ev: Event) {
+    /// React to one loop event, coalescing bursts: worker reports are drained (bounded) and
+    /// their agent updates merged, reload pings are drained into one.
+    fn handle_event(&mut self, ev: LoopEvent, inbox: &Inbox) {
+        match ev {
+            LoopEvent::Tick => self.engine(Event::Wake),
+            LoopEvent::Worker(first) => {
+                let burst = std::iter::once(first).chain(inbox.workers.try_iter().take(BURST));
+                for ev in coalesce(burst) {
+                    self.engine(ev);
+                }
+            }
+            LoopEvent::Tracker(ev) | LoopEvent::Queued(ev) => self.engine(ev),
+            LoopEvent::ReloadPing => {
+                for _ in inbox.reload.try_iter() {}
+                self.engine(Event::ReloadRequested);
+            }
+            LoopEvent::Signal => self.engine(Event::Shutdown),
+            LoopEvent::Control(req) => self.control(req),
+        }
+    }
+
+    /// One engine step: apply `ev` at the current time and execute the resulting actions.
+    fn engine(&mut self, ev: Event) {
         if let Event::WorkerExited {
             issue_id, run_id, ..
         } = &ev
@@ -395,71 +419,73 @@ impl Daemon {
             }
         }
         let now = self.clock.now();
-        let actions = handle(&mut self.state, ev, now);
-        self.execute(actions);
+        for action in handle(&mut self.state, ev, now) {
+            self.execute(action);
+        }
     }
 
-    fn execute(&mut self, actions: Vec<Action>) {
-        for a in actions {
-            match a {
-                Action::StartPoll { running_ids } => self.start_poll(running_ids),
-                Action::FetchRetryIssue { issue_id, seq } => {
-                    let _ = self.retry_jobs.send(TrackerJob::Retry {
-                        tracker: self.tracker.clone(),
-                        issue_id,
-                        seq,
-                    });
-                }
-                Action::Dispatch {
-                    run_id,
-                    issue,
-                    attempt,
-                    workspace_path,
-                } => self.dispatch(run_id, issue, attempt, workspace_path),
-                Action::StopWorker {
+    fn execute(&mut self, action: Action) {
+        match action {
+            Action::StartPoll { running_ids } => self.start_poll(running_ids),
+            Action::FetchRetryIssue { issue_id, seq } => {
+                let _ = self.retry_jobs.send(TrackerJob::Retry {
+                    tracker: self.tracker.clone(),
                     issue_id,
-                    run_id,
-                    reason,
-                } => {
-                    if let Some(w) = self.workers.get(&issue_id).filter(|w| w.run_id == run_id) {
-                        info!(
-                            "cancelling worker issue_id={issue_id} run_id={run_id} reason={}",
-                            reason.as_str()
-                        );
-                        w.cancel.cancel();
-                    }
-                }
-                Action::CleanWorkspace {
-                    issue_id,
-                    identifier,
-                    workspace_path,
-                } => {
-                    let hooks = config(&self.workflow).hooks.clone();
-                    let issue = Issue {
-                        id: issue_id,
-                        identifier,
-                        ..Issue::default()
-                    };
-                    let spawned = thread::Builder::new()
-                        .name("workspace-clean".into())
-                        .spawn(move || clean_workspace(&hooks, &issue, &workspace_path));
-                    if let Err(e) = spawned {
-                        warn!("cannot start workspace cleanup error={e}");
-                    }
-                }
-                Action::RefreshAck { coalesced } => {
-                    let ack = RefreshAck {
-                        queued: true,
-                        coalesced,
-                        requested_at: fmt_millis(self.clock.now()),
-                        operations: vec!["poll".into(), "reconcile".into()],
-                    };
-                    for tx in self.pending_acks.drain(..) {
-                        let _ = tx.send(ack.clone());
-                    }
-                }
-                Action::ShutdownComplete => self.done = true,
+                    seq,
+                });
             }
+            Action::Dispatch {
+                run_id,
+                issue,
+                attempt,
+                workspace_path,
+            } => self.dispatch(run_id, issue, attempt, workspace_path),
+            Action::StopWorker {
+                issue_id,
+                run_id,
+                reason,
+            } => {
+                if let Some(w) = self.workers.get(&issue_id).filter(|w| w.run_id == run_id) {
+                    info!(
+                        "cancelling worker issue_id={issue_id} run_id={run_id} reason={}",
+                        reason.as_str()
+                    );
+                    w.cancel.cancel();
+                }
+            }
+            Action::CleanWorkspace {
+                issue_id,
+                identifier,
+                workspace_path,
+            } => self.clean_in_background(issue_id, identifier, workspace_path),
+            Action::ReloadWorkflow => self.reload(),
+            Action::RefreshAck { coalesced } => {
+                let ack = RefreshAck {
+                    queued: true,
+                    coalesced,
+                    requested_at: fmt_millis(self.clock.now()),
+                    operations: vec!["poll".into(), "reconcile".into()],
+                };
+                for tx in self.pending_acks.drain(..) {
+                    let _ = tx.send(ack.clone());
+                }
+            }
+            Action::ShutdownComplete => self.done = true,
+        }
+    }
+
+    fn clean_in_background(&self, issue_id: String, identifier: String, path: PathBuf) {
+        let hooks = config(&self.workflow).hooks.clone();
+        let issue = Issue {
+            id: issue_id,
+            identifier,
+            ..Issue::default()
+        };
+        let spawned = thread::Builder::new()
+            .name("workspace-clean".into())
+            .spawn(move || clean_workspace(&hooks, &issue, &path));
+        if let Err(e) = spawned {
+            warn!("cannot start workspace cleanup error={e}");
         }
     }
 
@@ -516,7 +542,7 @@ impl Daemon {
                     "failed to spawn agent worker issue_id={} issue_identifier={} error={e}",
                     issue.id, issue.identifier
                 );
-                self.core(Event::WorkerExited {
+                self.queue.push_back(Event::WorkerExited {
                     issue_id: issue.id,
                     run_id,
                     outcome: WorkerOutcome::Failed("failed to spawn agent".into()),
@@ -536,13 +562,13 @@ impl Daemon {
             }
             ControlRequest::Refresh { reply } => {
                 self.pending_acks.push(reply);
-                self.core(Event::RefreshRequested);
+                self.engine(Event::RefreshRequested);
             }
         }
     }
 
-    /// Re-read WORKFLOW.md; apply it when valid and changed, else keep the last good config and
-    /// log the problem once.
+    /// Re-read WORKFLOW.md; when valid and changed, swap in the new workflow, tracker and runner
+    /// and queue `ConfigReloaded`, else keep the last good config and log the problem once.
     fn reload(&mut self) {
         self.stamp = stat_fingerprint(&self.opts_path);
         // Compare the raw bytes first: touches, watcher noise and saves without changes cost one
@@ -589,6 +615,53 @@ impl Daemon {
         let policy = Policy::from_config(new_cfg);
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());
-        self.core(Event::ConfigReloaded(policy));
+        self.queue.push_back(Event::ConfigReloaded(policy));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{AgentEvent, AgentEventKind};
+
+    fn update(issue: &str, run_id: u64, text: &str) -> Event {
+        Event::AgentUpdate {
+            issue_id: issue.into(),
+            run_id,
+            event: AgentEvent::new(AgentEventKind::Notification, text),
+        }
+    }
+
+    #[test]
+    fn coalesce_merges_only_consecutive_updates_of_one_run() {
+        let out = coalesce([
+            update("I_1", 1, "a"),
+            update("I_1", 1, "b"),
+            update("I_1", 2, "c"),
+            Event::Wake,
+            update("I_1", 2, "d"),
+        ]);
+        let shape: Vec<(String, usize)> = out
+            .iter()
+            .map(|e| match e {
+                Event::AgentUpdates {
+                    issue_id, events, ..
+                } => (issue_id.clone(), events.len()),
+                other => (format!("{other:?}"), 0),
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("I_1".to_string(), 2),
+                ("I_1".to_string(), 1),
+                ("Wake".to_string(), 0),
+                ("I_1".to_string(), 1)
+            ]
+        );
+        let Event::AgentUpdates { events, .. } = &out[0] else {
+            unreachable!()
+        };
+        assert_eq!(events[1].summary, "b", "order kept");
     }
 }

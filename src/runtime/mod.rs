@@ -1,5 +1,7 @@
-//! The runtime around the pure core: the daemon main loop (`daemon`), worker threads running the
-//! attempt algorithm (`worker`) and the tracker threads that keep GitHub calls off the loop.
+//! The runtime around the pure core: the daemon main loop (`daemon`), its injected time source
+//! (`clock`), worker threads running the attempt algorithm (`worker`) and the tracker threads
+//! that keep GitHub calls off the loop.
 
+pub mod clock;
 pub mod daemon;
 pub mod worker;

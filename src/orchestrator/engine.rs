@@ -1,9 +1,10 @@
 //! The decision core: `handle(state, event, now) -> Vec<Action>`. Every scheduling decision of
 //! spec §7, §8 and §16 happens here, as a pure function of the state, one event and the current
 //! time. The runtime executes the returned actions and feeds their results back as events; timers
-//! are not threads but [`next_deadline`], the earliest moment `Event::Wake` has work to do.
+//! (poll tick, retries, stall checks, the reload debounce, the shutdown grace period) are not
+//! threads but [`next_deadline`], the earliest moment `Event::Wake` has work to do.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use log::{debug, error, info, warn};
 
@@ -12,7 +13,7 @@ use crate::model::Issue;
 use crate::tracker::RateLimitInfo;
 use crate::workspace::workspace_path;
 
-use super::rules::{self, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR};
+use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
     BlockedEntry, EventRecord, Millis, OrchestratorState, Policy, RetryEntry, RetryKind,
     RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS, RECENT_EVENTS_CAP,
@@ -99,6 +100,16 @@ pub enum Event {
         /// The event.
         event: AgentEvent,
     },
+    /// Consecutive agent events of one run, applied exactly like the single events in order
+    /// (the runtime merges bursts into one).
+    AgentUpdates {
+        /// Issue id.
+        issue_id: String,
+        /// Run id.
+        run_id: u64,
+        /// The events, oldest first.
+        events: Vec<AgentEvent>,
+    },
     /// The worker thread ended (after `after_run`).
     WorkerExited {
         /// Issue id.
@@ -108,6 +119,9 @@ pub enum Event {
         /// How.
         outcome: WorkerOutcome,
     },
+    /// WORKFLOW.md may have changed: re-read it once the pings have been quiet for
+    /// [`RELOAD_DEBOUNCE_MS`] (`Action::ReloadWorkflow`).
+    ReloadRequested,
     /// A valid WORKFLOW.md reload.
     ConfigReloaded(Policy),
     /// Operator asked for an immediate poll + reconcile.
@@ -161,12 +175,15 @@ pub enum Action {
         /// The path recorded at dispatch.
         workspace_path: PathBuf,
     },
+    /// Re-read WORKFLOW.md (the debounce elapsed); a valid change comes back as
+    /// `Event::ConfigReloaded`.
+    ReloadWorkflow,
     /// Reply to a refresh request.
     RefreshAck {
         /// Joined an already pending or running poll.
         coalesced: bool,
     },
-    /// Shutdown requested and no worker is left.
+    /// Shutdown requested and no worker is left (or the grace period is over).
     ShutdownComplete,
 }
 
@@ -203,13 +220,22 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             issue_id,
             run_id,
             event,
-        } => on_agent_update(state, &issue_id, run_id, event, now),
+        } => on_agent_updates(state, &issue_id, run_id, vec![event], now),
+        Event::AgentUpdates {
+            issue_id,
+            run_id,
+            events,
+        } => on_agent_updates(state, &issue_id, run_id, events, now),
         Event::WorkerExited {
             issue_id,
             run_id,
             outcome,
         } => on_worker_exit(state, &issue_id, run_id, outcome, now, &mut out),
-        Event::ConfigReloaded(policy) => on_reload(state, policy, now),
+        Event::ReloadRequested => {
+            // Trailing debounce: every ping pushes the re-read back.
+            state.reload_due = Some(now.saturating_add(RELOAD_DEBOUNCE_MS));
+        }
+        Event::ConfigReloaded(policy) => on_reload(state, policy),
         Event::RefreshRequested => {
             let coalesced = state.poll.in_flight || state.poll.refresh_pending;
             if state.poll.in_flight {
@@ -221,18 +247,21 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             }
             out.push(Action::RefreshAck { coalesced });
         }
-        Event::Shutdown => on_shutdown(state, &mut out),
+        Event::Shutdown => on_shutdown(state, now, &mut out),
     }
     out
 }
 
-/// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled).
+/// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled):
+/// the debounced reload, and either the shutdown grace end or the poll, retry and stall timers.
 pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
-    if state.shutting_down {
-        return None;
-    }
     let mut best: Option<Millis> = None;
     let mut consider = |t: Millis| best = Some(best.map_or(t, |b| b.min(t)));
+    state.reload_due.into_iter().for_each(&mut consider);
+    if state.shutting_down {
+        state.shutdown_deadline.into_iter().for_each(&mut consider);
+        return best;
+    }
     if !state.poll.in_flight {
         consider(
             state
@@ -261,7 +290,15 @@ fn activity_at(e: &RunningEntry) -> Millis {
 }
 
 fn on_wake(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
+    if state.reload_due.is_some_and(|t| t <= now) {
+        // Reload first and alone: the new config is applied before anything else due now runs
+        // (the runtime wakes again at once, the other deadlines having passed).
+        state.reload_due = None;
+        out.push(Action::ReloadWorkflow);
+        return;
+    }
     if state.shutting_down {
+        shutdown_grace_check(state, now, out);
         return;
     }
     detect_stalls(state, now, out);
@@ -425,10 +462,7 @@ fn reconcile(
         }
         let reason = match found {
             None => Some(StopReason::Missing),
-            Some(i) if rules::is_terminal(policy, i) => Some(StopReason::Terminal),
-            Some(i) if !rules::is_active(policy, i) => Some(StopReason::Inactive),
-            Some(i) if !rules::is_routable(policy, i) => Some(StopReason::Unroutable),
-            Some(_) => None,
+            Some(i) => rules::stop_reason(policy, i),
         };
         if let Some(reason) = reason {
             info!(
@@ -471,7 +505,7 @@ fn release_changed_blocks(state: &mut OrchestratorState, candidates: &[Issue]) {
 }
 
 fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
-    rules::issue_dispatchable(&state.policy, issue)
+    rules::is_eligible(&state.policy, issue)
         && !state.running.contains_key(&issue.id)
         && !state.claimed.contains(&issue.id)
         && !state.blocked.contains_key(&issue.id)
@@ -690,46 +724,48 @@ fn bounded_summary(s: &str) -> String {
     one_line
 }
 
-fn on_agent_update(
+fn on_agent_updates(
     state: &mut OrchestratorState,
     id: &str,
     run_id: u64,
-    ev: AgentEvent,
+    events: Vec<AgentEvent>,
     now: Millis,
 ) {
     let Some(e) = state.running.get_mut(id).filter(|e| e.run_id == run_id) else {
         return;
     };
-    let kind = ev.kind.as_str().to_string();
-    let message = bounded_summary(&ev.summary);
-    e.last_event = Some(kind.clone());
-    e.last_event_at = Some(now);
-    e.last_message = Some(message.clone());
-    if let Some(sid) = ev.session_id {
-        e.session_id = Some(bounded_summary(&sid));
-    }
-    if ev.agent_pid.is_some() {
-        e.agent_pid = ev.agent_pid;
-    }
-    if let Some(d) = ev.usage_delta {
-        e.tokens.add(&d);
-        state.agent_totals.tokens.add(&d);
-    }
-    if let Some(c) = ev.session_cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
-        let prev = e.cost_usd.unwrap_or(0.0);
-        // Session-cumulative: add the difference; a drop means a new session started over.
-        state.agent_totals.cost_usd += if c >= prev { c - prev } else { c };
-        e.cost_usd = Some(c);
-    }
     let ring = state.recent_events.entry(id.to_string()).or_default();
-    if ring.len() >= RECENT_EVENTS_CAP {
-        ring.pop_front();
+    for ev in events {
+        let kind = ev.kind.as_str().to_string();
+        let message = bounded_summary(&ev.summary);
+        e.last_event = Some(kind.clone());
+        e.last_event_at = Some(now);
+        e.last_message = Some(message.clone());
+        if let Some(sid) = ev.session_id {
+            e.session_id = Some(bounded_summary(&sid));
+        }
+        if ev.agent_pid.is_some() {
+            e.agent_pid = ev.agent_pid;
+        }
+        if let Some(d) = ev.usage_delta {
+            e.tokens.add(&d);
+            state.agent_totals.tokens.add(&d);
+        }
+        if let Some(c) = ev.session_cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+            let prev = e.cost_usd.unwrap_or(0.0);
+            // Session-cumulative: add the difference; a drop means a new session started over.
+            state.agent_totals.cost_usd += if c >= prev { c - prev } else { c };
+            e.cost_usd = Some(c);
+        }
+        if ring.len() >= RECENT_EVENTS_CAP {
+            ring.pop_front();
+        }
+        ring.push_back(EventRecord {
+            at: now,
+            event: kind,
+            message,
+        });
     }
-    ring.push_back(EventRecord {
-        at: now,
-        event: kind,
-        message,
-    });
 }
 
 /// Worker exit (spec §16.6), honouring a stop the orchestrator requested.
@@ -864,34 +900,7 @@ fn on_retry_refreshed(
         }
         Ok(Some(i)) => i,
     };
-    let p = &state.policy;
-    if rules::is_terminal(p, &issue) {
-        info!(
-            "releasing claim issue_id={} issue_identifier={} reason=terminal state={:?}",
-            issue.id, issue.identifier, issue.state
-        );
-        release(state, id, true);
-        out.push(Action::CleanWorkspace {
-            issue_id: issue.id.clone(),
-            identifier: issue.identifier.clone(),
-            workspace_path: entry.workspace_path,
-        });
-        return;
-    }
-    if !rules::is_active(p, &issue) {
-        info!(
-            "releasing claim issue_id={} issue_identifier={} reason=inactive state={:?}",
-            issue.id, issue.identifier, issue.state
-        );
-        release(state, id, true);
-        return;
-    }
-    if !rules::issue_dispatchable(p, &issue) || state.running.contains_key(id) {
-        info!(
-            "releasing claim issue_id={} issue_identifier={} reason=\"not routable or blocked\"",
-            issue.id, issue.identifier
-        );
-        release(state, id, false);
+    if release_if_ineligible(state, &issue, &entry.workspace_path, out) {
         return;
     }
     if runs_exhausted(state, id) {
@@ -919,7 +928,50 @@ fn on_retry_refreshed(
     dispatch(state, issue, Some(entry.attempt), now, out);
 }
 
-fn on_reload(state: &mut OrchestratorState, policy: Policy, _now: Millis) {
+/// The eligibility half of a due retry (spec §16.6): release the claim (and clean the workspace
+/// when terminal) unless the refreshed issue may run again now. True when released.
+fn release_if_ineligible(
+    state: &mut OrchestratorState,
+    issue: &Issue,
+    workspace_path: &Path,
+    out: &mut Vec<Action>,
+) -> bool {
+    let reasons = rules::ineligibility(&state.policy, issue);
+    match reasons.iter().filter_map(Ineligible::stop_reason).min() {
+        Some(StopReason::Terminal) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=terminal state={:?}",
+                issue.id, issue.identifier, issue.state
+            );
+            release(state, &issue.id, true);
+            out.push(Action::CleanWorkspace {
+                issue_id: issue.id.clone(),
+                identifier: issue.identifier.clone(),
+                workspace_path: workspace_path.to_path_buf(),
+            });
+            true
+        }
+        Some(StopReason::Inactive) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=inactive state={:?}",
+                issue.id, issue.identifier, issue.state
+            );
+            release(state, &issue.id, true);
+            true
+        }
+        _ if !reasons.is_empty() || state.running.contains_key(&issue.id) => {
+            info!(
+                "releasing claim issue_id={} issue_identifier={} reason=\"not routable or blocked\"",
+                issue.id, issue.identifier
+            );
+            release(state, &issue.id, false);
+            true
+        }
+        _ => false,
+    }
+}
+
+fn on_reload(state: &mut OrchestratorState, policy: Policy) {
     if policy.poll_interval_ms != state.policy.poll_interval_ms && !state.poll.in_flight {
         if let Some(last) = state.poll.last_started_at {
             state.poll.next_poll_at = last.saturating_add(policy.poll_interval_ms);
@@ -932,12 +984,13 @@ fn on_reload(state: &mut OrchestratorState, policy: Policy, _now: Millis) {
     state.policy = policy;
 }
 
-fn on_shutdown(state: &mut OrchestratorState, out: &mut Vec<Action>) {
+fn on_shutdown(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
     if !state.shutting_down {
         info!(
             "shutdown: stopping dispatch and {} worker(s)",
             state.running.len()
         );
+        state.shutdown_deadline = Some(now.saturating_add(state.policy.shutdown_grace_ms));
     }
     state.shutting_down = true;
     let queued: Vec<String> = state.retry_attempts.keys().cloned().collect();
@@ -956,6 +1009,19 @@ fn on_shutdown(state: &mut OrchestratorState, out: &mut Vec<Action>) {
         }
     }
     if state.running.is_empty() {
+        out.push(Action::ShutdownComplete);
+    }
+}
+
+/// Bound the shutdown: once the grace period is over, exit with workers still running.
+fn shutdown_grace_check(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
+    if state.shutdown_deadline.is_some_and(|t| t <= now) {
+        state.shutdown_deadline = None;
+        error!(
+            "shutdown: {} worker(s) did not stop within {} s; exiting anyway",
+            state.running.len(),
+            state.policy.shutdown_grace_ms / 1000
+        );
         out.push(Action::ShutdownComplete);
     }
 }
