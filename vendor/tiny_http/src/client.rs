@@ -118,6 +118,10 @@ impl ClientConnection {
             let (method, path, version) = {
                 let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
 
+                // BATON PATCH 4: no control bytes (bare CR, LF, HTAB, NUL) in a request line.
+                if !crate::framing::request_line_ok(line.as_str()) {
+                    return Err(ReadError::WrongRequestLine);
+                }
                 parse_request_line(
                     line.as_str().trim(), // TODO: remove this conversion
                 )?
@@ -139,11 +143,18 @@ impl ClientConnection {
                             "Too many headers",
                         )));
                     }
-                    headers.push(match FromStr::from_str(line.as_str().trim()) {
-                        // TODO: remove this conversion
+                    // BATON PATCH 4: strict header syntax (no obs-fold, no whitespace before
+                    // the colon, no control bytes), instead of trimming the line.
+                    headers.push(match crate::framing::parse_header_line(line.as_str()) {
                         Ok(h) => h,
                         _ => return Err(ReadError::WrongHeader(version)),
                     });
+                }
+
+                // BATON PATCH 4: refuse ambiguous framing (CL+TE, duplicate CL, TE other
+                // than `chunked`) before anything reads a body.
+                if crate::framing::request_framing(&headers, &version).is_err() {
+                    return Err(ReadError::WrongHeader(version));
                 }
 
                 headers
@@ -203,7 +214,8 @@ impl Iterator for ClientConnection {
             let rq = match self.read() {
                 Err(ReadError::WrongRequestLine) => {
                     let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(400));
+                    // BATON PATCH 4: say that the connection closes.
+                    let response = Response::new_empty(StatusCode(400)).with_header(close_header());
                     response
                         .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
                         .ok();
@@ -213,7 +225,8 @@ impl Iterator for ClientConnection {
 
                 Err(ReadError::WrongHeader(ver)) => {
                     let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(400));
+                    // BATON PATCH 4: say that the connection closes.
+                    let response = Response::new_empty(StatusCode(400)).with_header(close_header());
                     response.raw_print(writer, ver, &[], false, None).ok();
                     return None; // we don't know where the next request would start,
                                  // se we have to close
@@ -275,10 +288,22 @@ impl Iterator for ClientConnection {
                 _ => (),
             };
 
+            // BATON PATCH 4: a chunked request is the last one on its connection. The body
+            // decoder is lenient and is not drained when the application leaves it unread,
+            // so the bytes after it are never parsed as another request.
+            if rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding")) {
+                self.no_more_requests = true;
+            }
+
             // returning the request
             return Some(rq);
         }
     }
+}
+
+/// BATON PATCH 4: `Connection: close`, sent with every 400 after which the connection closes.
+fn close_header() -> crate::Header {
+    crate::Header::from_bytes(&b"Connection"[..], &b"close"[..]).expect("static header")
 }
 
 /// Parses a "HTTP/1.1" string.
@@ -303,6 +328,10 @@ fn parse_request_line(line: &str) -> Result<(Method, String, HTTPVersion), ReadE
     let method = parts.next().and_then(|w| w.parse().ok());
     let path = parts.next().map(ToOwned::to_owned);
     let version = parts.next().and_then(|w| parse_http_version(w).ok());
+    // BATON PATCH 4: exactly three parts.
+    if parts.next().is_some() {
+        return Err(ReadError::WrongRequestLine);
+    }
 
     method
         .and_then(|method| Some((method, path?, version?)))

@@ -119,6 +119,7 @@ pub use test::TestRequest;
 mod client;
 mod common;
 mod connection;
+mod framing; // BATON PATCH 4
 mod request;
 mod response;
 mod ssl;
