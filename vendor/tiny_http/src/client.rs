@@ -6,9 +6,13 @@ use std::io::{BufReader, BufWriter, ErrorKind, Read};
 
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::common::{HTTPVersion, Method};
+use crate::util::refined_tcp_stream::HeadDeadline;
 use crate::util::RefinedTcpStream;
+use crate::util::Turn;
 use crate::util::{SequentialReader, SequentialReaderBuilder, SequentialWriterBuilder};
 use crate::Request;
 
@@ -39,6 +43,22 @@ pub struct ClientConnection {
 
     // true if the connection goes through SSL
     secure: bool,
+
+    /// BATON PATCH 6: the request-head deadline shared with the read half of the socket.
+    head_deadline: Arc<HeadDeadline>,
+}
+
+/// BATON PATCH 5: what a connection handler should do with a parked connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Readiness {
+    /// Bytes of the next request are waiting: read its head now.
+    Ready,
+    /// Nothing arrived yet (no request in flight).
+    Idle,
+    /// A previous request's body reader still holds the stream.
+    InFlight,
+    /// The client closed, or no further request may come: drop the connection.
+    Closed,
 }
 
 /// Error that can happen when reading a request.
@@ -59,6 +79,7 @@ impl ClientConnection {
     ) -> ClientConnection {
         let remote_addr = read_socket.peer_addr();
         let secure = read_socket.secure();
+        let head_deadline = read_socket.head_deadline();
 
         let mut source = SequentialReaderBuilder::new(BufReader::with_capacity(1024, read_socket));
         let first_header = source.next().unwrap();
@@ -70,6 +91,34 @@ impl ClientConnection {
             next_header_source: first_header,
             no_more_requests: false,
             secure,
+            head_deadline,
+        }
+    }
+
+    /// BATON PATCH 6: bounds reading the next request head (and a small body read with it).
+    pub(crate) fn set_head_deadline(&self, deadline: Option<Instant>) {
+        self.head_deadline.set(deadline);
+    }
+
+    /// BATON PATCH 5: waits up to `wait` (at most about twice that) to learn whether the next
+    /// request can be read without blocking a thread on an idle client.
+    pub(crate) fn poll(&mut self, wait: Duration) -> Readiness {
+        let no_more_requests = self.no_more_requests;
+        let reader = match self.next_header_source.turn(wait) {
+            Turn::Pending => return Readiness::InFlight,
+            Turn::Lost => return Readiness::Closed,
+            Turn::Mine(reader) => reader,
+        };
+        if no_more_requests {
+            return Readiness::Closed;
+        }
+        if !reader.buffer().is_empty() {
+            return Readiness::Ready; // a pipelined request is already buffered
+        }
+        match reader.get_mut().poll_readable(wait) {
+            Ok(Some(true)) => Readiness::Ready,
+            Ok(None) => Readiness::Idle,
+            Ok(Some(false)) | Err(_) => Readiness::Closed,
         }
     }
 
@@ -177,7 +226,9 @@ impl ClientConnection {
             path,
             version.clone(),
             headers,
-            *self.remote_addr.as_ref().unwrap(),
+            // BATON PATCH 5: `peer_addr` fails when the client has already gone; upstream
+            // panicked here (one thread per connection made that harmless).
+            self.remote_addr.as_ref().ok().copied().flatten(),
             data_source,
             writer,
         )
