@@ -266,7 +266,7 @@ impl Iterator for ClientConnection {
                 Err(ReadError::WrongRequestLine) => {
                     let writer = self.sink.next().unwrap();
                     // BATON PATCH 4: say that the connection closes.
-                    let response = Response::new_empty(StatusCode(400)).with_header(close_header());
+                    let response = Response::new_empty(StatusCode(400)).with_connection_close();
                     response
                         .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
                         .ok();
@@ -277,7 +277,7 @@ impl Iterator for ClientConnection {
                 Err(ReadError::WrongHeader(ver)) => {
                     let writer = self.sink.next().unwrap();
                     // BATON PATCH 4: say that the connection closes.
-                    let response = Response::new_empty(StatusCode(400)).with_header(close_header());
+                    let response = Response::new_empty(StatusCode(400)).with_connection_close();
                     response.raw_print(writer, ver, &[], false, None).ok();
                     return None; // we don't know where the next request would start,
                                  // se we have to close
@@ -350,11 +350,6 @@ impl Iterator for ClientConnection {
             return Some(rq);
         }
     }
-}
-
-/// BATON PATCH 4: `Connection: close`, sent with every 400 after which the connection closes.
-fn close_header() -> crate::Header {
-    crate::Header::from_bytes(&b"Connection"[..], &b"close"[..]).expect("static header")
 }
 
 /// Parses a "HTTP/1.1" string.
