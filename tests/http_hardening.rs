@@ -254,15 +254,19 @@ fn idle_and_keep_alive_connections_are_closed_after_the_head_deadline() {
 fn idle_flood(f: &Fixture, n: usize) -> (Vec<TcpStream>, usize, bool, Duration) {
     let mut conns = Vec::with_capacity(n);
     let mut peak = threads_in_process();
+    let mut slowest = Duration::ZERO;
     for i in 0..n {
+        let t = Instant::now();
         match TcpStream::connect(f.addr) {
             Ok(s) => conns.push(s),
             Err(e) => panic!("connection {i} failed: {e}"),
         }
+        slowest = slowest.max(t.elapsed());
         if i % 100 == 0 {
             peak = peak.max(threads_in_process());
         }
     }
+    eprintln!("slowest connect: {slowest:?}");
     let settle = Instant::now() + Duration::from_millis(500);
     while Instant::now() < settle {
         peak = peak.max(threads_in_process());
@@ -308,11 +312,13 @@ fn bench_ten_thousand_idle_connections() {
         .unwrap_or(10_000);
     let baseline = threads_in_process();
     let f = Fixture::start(ConnectionLimits::default());
+    let opening = Instant::now();
     let (conns, peak, answered, latency) = idle_flood(&f, n);
     println!(
-        "http_conns: connections={} threads_peak={} threads_baseline={} answered={} \
-         answer_ms={}",
+        "http_conns: connections={} open_ms={} threads_peak={} threads_baseline={} \
+         answered={} answer_ms={}",
         conns.len(),
+        opening.elapsed().as_millis(),
         peak,
         baseline,
         answered,

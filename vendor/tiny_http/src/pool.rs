@@ -138,7 +138,9 @@ impl ConnPool {
                 st.held += 1;
                 None
             };
-            st.queue.push_back(Parked {
+            // At the front: a new client has likely sent its request already; one that waits
+            // behind hundreds of idle connections would see them polled first.
+            st.queue.push_front(Parked {
                 conn,
                 idle_since: Some(Instant::now()),
             });

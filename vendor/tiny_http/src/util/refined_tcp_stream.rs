@@ -133,10 +133,10 @@ pub struct RefinedTcpStream {
     stream: Stream,
     close_read: bool,
     close_write: bool,
-    /// BATON PATCH 6: the request-head deadline; `timeout_changed` is true while the socket
-    /// timeout differs from the deadline's `base`.
+    /// BATON PATCH 6: the request-head deadline; `timeout` is the read timeout last set on
+    /// the socket when it differs from the deadline's `base`.
     head: Arc<HeadDeadline>,
-    timeout_changed: bool,
+    timeout: Option<Duration>,
 }
 
 impl RefinedTcpStream {
@@ -167,7 +167,7 @@ impl RefinedTcpStream {
             close_read: true,
             close_write: false,
             head: head.clone(),
-            timeout_changed: false,
+            timeout: None,
         };
 
         let write = RefinedTcpStream {
@@ -175,7 +175,7 @@ impl RefinedTcpStream {
             close_read: false,
             close_write: true,
             head,
-            timeout_changed: false,
+            timeout: None,
         };
 
         Ok((read, write))
@@ -190,9 +190,18 @@ impl RefinedTcpStream {
     /// it. `Ok(Some(true))`: bytes are waiting; `Ok(Some(false))`: the client closed;
     /// `Ok(None)`: nothing yet. Only call while no request body is being read.
     pub(crate) fn poll_readable(&mut self, wait: Duration) -> IoResult<Option<bool>> {
-        self.stream.set_read_timeout(wait)?;
-        self.timeout_changed = true;
+        self.set_timeout(wait)?;
         self.stream.peek_readable()
+    }
+
+    /// Sets the socket's read timeout unless it is already `wait`.
+    fn set_timeout(&mut self, wait: Duration) -> IoResult<()> {
+        let current = self.timeout.unwrap_or(self.head.base);
+        if current != wait {
+            self.stream.set_read_timeout(wait)?;
+        }
+        self.timeout = Some(wait).filter(|w| *w != self.head.base);
+        Ok(())
     }
 
     /// BATON PATCH 6: applies the head deadline (or restores the base timeout) before a read.
@@ -203,16 +212,13 @@ impl RefinedTcpStream {
                 if now >= deadline {
                     return Err(IoError::new(ErrorKind::TimedOut, "request head deadline"));
                 }
-                let wait = (deadline - now).min(self.head.base);
-                self.stream.set_read_timeout(wait)?;
-                self.timeout_changed = true;
+                // Never zero: `set_read_timeout` refuses a zero duration.
+                let wait = (deadline - now).min(self.head.base).max(Duration::from_millis(1));
+                self.set_timeout(wait)?;
                 Ok(Some(deadline))
             }
             None => {
-                if self.timeout_changed {
-                    self.stream.set_read_timeout(self.head.base)?;
-                    self.timeout_changed = false;
-                }
+                self.set_timeout(self.head.base)?;
                 Ok(None)
             }
         }
