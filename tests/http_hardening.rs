@@ -180,6 +180,25 @@ fn a_chunked_request_is_the_last_on_its_connection() {
 }
 
 #[test]
+fn an_unread_body_ends_the_connection_instead_of_holding_the_application() {
+    let _serial = serial();
+    let f = Fixture::start(ConnectionLimits::default());
+    // A huge declared body that never comes, except a request hidden in its first bytes.
+    let raw = format!(
+        "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{SMUGGLED}"
+    );
+    let started = Instant::now();
+    let (text, closed) = f.exchange(raw.as_bytes(), Duration::from_secs(10));
+    assert!(text.starts_with("HTTP/1.1 200"), "{text:?}");
+    assert_eq!(text.matches("HTTP/1.").count(), 1, "{text:?}");
+    assert!(closed);
+    // The responder did not spend the socket timeout draining the body.
+    assert!(f.answers("/probe"));
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert_eq!(f.served(), vec!["/big", "/probe"]);
+}
+
+#[test]
 fn well_framed_pipelined_requests_are_still_served_on_one_connection() {
     let _serial = serial();
     let f = Fixture::start(ConnectionLimits::default());

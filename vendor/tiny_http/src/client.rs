@@ -109,7 +109,9 @@ impl ClientConnection {
             Turn::Lost => return Readiness::Closed,
             Turn::Mine(reader) => reader,
         };
-        if no_more_requests {
+        // BATON PATCH 7: the rest of an unread body (maybe already buffered) is never a
+        // request head.
+        if no_more_requests || self.head_deadline.is_abandoned() {
             return Readiness::Closed;
         }
         if !reader.buffer().is_empty() {
@@ -231,6 +233,7 @@ impl ClientConnection {
             self.remote_addr.as_ref().ok().copied().flatten(),
             data_source,
             writer,
+            Some(self.head_deadline.clone()), // BATON PATCH 7
         )
         .map_err(|e| {
             use crate::request;

@@ -318,7 +318,7 @@ impl Server {
         let socket_timeout = limits.socket_timeout;
         let pool = pool::ConnPool::new(limits, messages.clone());
         thread::Builder::new()
-            .name("http-accept".into())
+            .name("tinyhttp-accept".into())
             .spawn(move || {
                 log::debug!("Running accept thread");
                 while !inside_close_trigger.load(Relaxed) {

@@ -186,7 +186,7 @@ fn evict_longest_idle(queue: &mut VecDeque<Parked>) -> Option<Parked> {
 
 fn spawn_handler(shared: Arc<Shared>) -> std::io::Result<()> {
     thread::Builder::new()
-        .name("http-conn".into())
+        .name("tinyhttp-conn".into())
         .spawn(move || handler_loop(&shared))
         .map(|_| ())
 }

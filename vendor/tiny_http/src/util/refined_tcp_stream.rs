@@ -1,6 +1,7 @@
 use std::io::Result as IoResult;
 use std::io::{Error as IoError, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -112,13 +113,28 @@ impl Write for Stream {
 /// `ClientConnection` and the read half of its stream. While it is set, every read of the
 /// socket waits at most until the deadline (so trickling one byte a second cannot stretch
 /// it), and fails with `TimedOut` once it has passed. Cleared, reads use `base` again.
+///
+/// BATON PATCH 7: it also records that a request body was left unread (`abandon`); from
+/// then on the stream reads as ended, so the connection closes instead of parsing the rest
+/// of that body as the next request.
 #[derive(Debug)]
 pub(crate) struct HeadDeadline {
     deadline: Mutex<Option<Instant>>,
     base: Duration,
+    abandoned: AtomicBool,
 }
 
 impl HeadDeadline {
+    /// BATON PATCH 7: no further request may be read from this connection.
+    pub(crate) fn abandon(&self) {
+        self.abandoned.store(true, Ordering::SeqCst);
+    }
+
+    /// BATON PATCH 7: true once a request body was left unread.
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::SeqCst)
+    }
+
     /// Sets (`Some`) or clears (`None`) the deadline.
     pub(crate) fn set(&self, deadline: Option<Instant>) {
         *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
@@ -160,6 +176,7 @@ impl RefinedTcpStream {
         let head = Arc::new(HeadDeadline {
             deadline: Mutex::new(None),
             base: base_timeout,
+            abandoned: AtomicBool::new(false),
         });
 
         let read = RefinedTcpStream {
@@ -249,6 +266,10 @@ impl Drop for RefinedTcpStream {
 
 impl Read for RefinedTcpStream {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
+        // BATON PATCH 7: an unread body ended the connection.
+        if self.head.is_abandoned() {
+            return Ok(0);
+        }
         // BATON PATCH 6: bounded by the request-head deadline while one is set.
         let deadline = self.prepare_read()?;
         match self.stream.read(buf) {
