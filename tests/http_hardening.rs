@@ -113,23 +113,50 @@ const SMUGGLED: &str = "GET /api/v1/state HTTP/1.1\r\nHost: x\r\n\r\n";
 fn ambiguous_heads() -> Vec<(&'static str, String)> {
     let head = |headers: &str| format!("POST /hook HTTP/1.1\r\nHost: x\r\n{headers}\r\n");
     vec![
-        ("CL then TE", head("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n")),
-        ("TE then CL", head("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n")),
-        ("duplicate equal CL", head("Content-Length: 5\r\nContent-Length: 5\r\n")),
-        ("duplicate CL", head("Content-Length: 5\r\nContent-Length: 0\r\n")),
+        (
+            "CL then TE",
+            head("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n"),
+        ),
+        (
+            "TE then CL",
+            head("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n"),
+        ),
+        (
+            "duplicate equal CL",
+            head("Content-Length: 5\r\nContent-Length: 5\r\n"),
+        ),
+        (
+            "duplicate CL",
+            head("Content-Length: 5\r\nContent-Length: 0\r\n"),
+        ),
         ("CL list", head("Content-Length: 5, 5\r\n")),
         ("CL sign", head("Content-Length: +5\r\n")),
         ("CL junk", head("Content-Length: 5x\r\n")),
         ("TE list", head("Transfer-Encoding: chunked, identity\r\n")),
         ("TE identity", head("Transfer-Encoding: identity\r\n")),
         ("TE xchunked", head("Transfer-Encoding: xchunked\r\n")),
-        ("TE twice", head("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n")),
-        ("space before colon", head("Transfer-Encoding : chunked\r\n")),
+        (
+            "TE twice",
+            head("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"),
+        ),
+        (
+            "space before colon",
+            head("Transfer-Encoding : chunked\r\n"),
+        ),
         ("tab before value", head("Transfer-Encoding:\tchunked\r\n")),
         ("vertical tab", head("Transfer-Encoding: \x0bchunked\r\n")),
-        ("obs-fold", head("X-Pad: a\r\n Transfer-Encoding: chunked\r\n")),
-        ("folded TE value", head("Transfer-Encoding:\r\n chunked\r\n")),
-        ("bare LF in a value", head("X-Pad: a\nTransfer-Encoding: chunked\r\n")),
+        (
+            "obs-fold",
+            head("X-Pad: a\r\n Transfer-Encoding: chunked\r\n"),
+        ),
+        (
+            "folded TE value",
+            head("Transfer-Encoding:\r\n chunked\r\n"),
+        ),
+        (
+            "bare LF in a value",
+            head("X-Pad: a\nTransfer-Encoding: chunked\r\n"),
+        ),
         (
             "TE on HTTP/1.0",
             "POST /hook HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".into(),
@@ -184,9 +211,8 @@ fn an_unread_body_ends_the_connection_instead_of_holding_the_application() {
     let _serial = serial();
     let f = Fixture::start(ConnectionLimits::default());
     // A huge declared body that never comes, except a request hidden in its first bytes.
-    let raw = format!(
-        "POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{SMUGGLED}"
-    );
+    let raw =
+        format!("POST /big HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n{SMUGGLED}");
     let started = Instant::now();
     let (text, closed) = f.exchange(raw.as_bytes(), Duration::from_secs(10));
     assert!(text.starts_with("HTTP/1.1 200"), "{text:?}");
@@ -194,7 +220,11 @@ fn an_unread_body_ends_the_connection_instead_of_holding_the_application() {
     assert!(closed);
     // The responder did not spend the socket timeout draining the body.
     assert!(f.answers("/probe"));
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(f.served(), vec!["/big", "/probe"]);
 }
 
@@ -239,7 +269,10 @@ fn a_slowloris_head_is_closed_by_the_head_deadline() {
     let took = started.elapsed();
     assert!(closed, "still open after {took:?}");
     assert!(took < Duration::from_secs(3), "closed only after {took:?}");
-    assert!(text.is_empty() || text.starts_with("HTTP/1.1 408"), "{text:?}");
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 408"),
+        "{text:?}"
+    );
     drop(s);
     let _ = trickle.join();
     assert!(f.served().is_empty());
@@ -315,7 +348,10 @@ fn idle_connections_do_not_cost_threads_and_the_server_keeps_answering() {
         peak <= baseline + cap + 3,
         "{peak} threads (baseline {baseline}, cap {cap})"
     );
-    assert!(latency < Duration::from_secs(5), "answered after {latency:?}");
+    assert!(
+        latency < Duration::from_secs(5),
+        "answered after {latency:?}"
+    );
     drop(conns);
 }
 

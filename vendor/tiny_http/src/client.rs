@@ -6,13 +6,13 @@ use std::io::{BufReader, BufWriter, ErrorKind, Read};
 
 use std::net::SocketAddr;
 use std::str::FromStr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::Arc; // BATON PATCH 6
+use std::time::{Duration, Instant}; // BATON PATCH 5, 6
 
 use crate::common::{HTTPVersion, Method};
-use crate::util::refined_tcp_stream::HeadDeadline;
+use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 6
 use crate::util::RefinedTcpStream;
-use crate::util::Turn;
+use crate::util::Turn; // BATON PATCH 5
 use crate::util::{SequentialReader, SequentialReaderBuilder, SequentialWriterBuilder};
 use crate::Request;
 

@@ -105,8 +105,7 @@ mod tests {
     use super::*;
 
     fn framing(lines: &[&str], version: HTTPVersion) -> Result<Framing, ()> {
-        let headers: Result<Vec<Header>, ()> =
-            lines.iter().map(|l| parse_header_line(l)).collect();
+        let headers: Result<Vec<Header>, ()> = lines.iter().map(|l| parse_header_line(l)).collect();
         request_framing(&headers?, &version)
     }
 

@@ -261,6 +261,7 @@ impl Server {
         listener: L,
         ssl_config: Option<SslConfig>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        // BATON PATCH 5: the default connection limits.
         Self::from_listener_with_limits(listener, ssl_config, ConnectionLimits::default())
     }
 

@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 
 use std::sync::mpsc::Sender;
-use std::sync::Arc;
+use std::sync::Arc; // BATON PATCH 7
 
-use crate::util::refined_tcp_stream::HeadDeadline;
+use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 7
 
 use crate::util::{EqualReader, FusedReader};
 use crate::{HTTPVersion, Header, Method, Response, StatusCode};
@@ -217,8 +217,8 @@ where
 
             Box::new(Cursor::new(buffer)) as Box<dyn Read + Send + 'static>
         } else {
+            // BATON PATCH 7 (below): an unread body ends the connection, not drained.
             let (data_reader, _) = EqualReader::new(source_data, content_length); // TODO:
-            // BATON PATCH 7: an unread body ends the connection instead of being drained.
             let data_reader = match conn {
                 Some(conn) => data_reader.end_connection_if_unread(conn),
                 None => data_reader,

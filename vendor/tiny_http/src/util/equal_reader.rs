@@ -2,9 +2,9 @@ use std::io::Read;
 use std::io::Result as IoResult;
 use std::sync::mpsc::channel;
 use std::sync::mpsc::{Receiver, Sender};
-use std::sync::Arc;
+use std::sync::Arc; // BATON PATCH 7
 
-use crate::util::refined_tcp_stream::HeadDeadline;
+use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 7
 
 /// A `Reader` that reads exactly the number of bytes from a sub-reader.
 ///

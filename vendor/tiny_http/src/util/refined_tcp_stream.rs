@@ -1,9 +1,9 @@
 use std::io::Result as IoResult;
-use std::io::{Error as IoError, ErrorKind, Read, Write};
+use std::io::{Error as IoError, ErrorKind, Read, Write}; // BATON PATCH 6
 use std::net::{Shutdown, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering}; // BATON PATCH 7
+use std::sync::{Arc, Mutex}; // BATON PATCH 6
+use std::time::{Duration, Instant}; // BATON PATCH 6
 
 use crate::connection::Connection;
 #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
