@@ -279,6 +279,49 @@ fn a_slowloris_head_is_closed_by_the_head_deadline() {
 }
 
 #[test]
+fn many_slowloris_clients_cannot_hold_the_handlers() {
+    let _serial = serial();
+    // Ten times more trickling clients than handler threads.
+    let f = Fixture::start(ConnectionLimits {
+        max_handlers: 4,
+        ..short_timeouts()
+    });
+    let mut slow: Vec<TcpStream> = (0..40).map(|_| f.connect()).collect();
+    let writers: Vec<TcpStream> = slow.iter().map(|s| s.try_clone().unwrap()).collect();
+    let started = Instant::now();
+    let trickle = thread::spawn(move || {
+        let head = b"GET /slow HTTP/1.1\r\nHost: x\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        let mut writers = writers;
+        for b in head {
+            writers.retain_mut(|w| w.write_all(&[*b]).is_ok());
+            if writers.is_empty() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    });
+    // A real client is served while they trickle.
+    thread::sleep(Duration::from_millis(150));
+    let asked = Instant::now();
+    assert!(f.answers("/real"));
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    // And every trickling connection is closed by its head deadline.
+    for s in &mut slow {
+        let (_, closed) = read_until_closed(s);
+        assert!(closed);
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(4), "last closed after {took:?}");
+    drop(slow);
+    let _ = trickle.join();
+    assert_eq!(f.served(), vec!["/real"]);
+}
+
+#[test]
 fn idle_and_keep_alive_connections_are_closed_after_the_head_deadline() {
     let _serial = serial();
     let f = Fixture::start(short_timeouts());

@@ -95,6 +95,12 @@ impl ClientConnection {
         }
     }
 
+    /// BATON PATCH 5: true once no further request may be read (`Connection: close`, HTTP/1.0,
+    /// a chunked request): the connection can be dropped as soon as its last request is out.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.no_more_requests
+    }
+
     /// BATON PATCH 6: bounds reading the next request head (and a small body read with it).
     pub(crate) fn set_head_deadline(&self, deadline: Option<Instant>) {
         self.head_deadline.set(deadline);

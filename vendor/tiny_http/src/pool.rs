@@ -23,6 +23,8 @@ use crate::Message;
 
 /// How long a handler waits on one parked connection before moving on to the next.
 const POLL_SLICE: Duration = Duration::from_millis(50);
+/// Time to read a head whose deadline passed while it waited to be polled.
+const LATE_HEAD_GRACE: Duration = Duration::from_millis(100);
 /// A handler with nothing to do for this long exits (the pool grows back on demand).
 const HANDLER_IDLE_EXIT: Duration = Duration::from_secs(10);
 
@@ -255,17 +257,19 @@ fn serve(shared: &Shared, mut parked: Parked) -> Option<Parked> {
             (since.elapsed() < timeout).then_some(parked)
         }
         Readiness::Ready => {
-            // A head that started in time but was polled late (many parked connections)
-            // still gets a moment to arrive whole.
+            // A head sent in time but polled late (many parked connections) is in the socket
+            // buffer already: a short grace reads it, and costs a slow client little.
             let now = Instant::now();
             let since = parked.idle_since.unwrap_or(now);
-            let deadline = (since + timeout).max(now + timeout.min(Duration::from_secs(1)));
+            let deadline = (since + timeout).max(now + LATE_HEAD_GRACE);
             parked.conn.set_head_deadline(Some(deadline));
             let request = parked.conn.next();
             parked.conn.set_head_deadline(None);
             let request = request?; // None: answered (400, 408, ...) or gone; close
             shared.messages.push(request.into());
-            Some(Parked {
+            // The last request: dropping the connection now closes the socket once the
+            // application is done with the request, without a handler watching it.
+            (!parked.conn.is_finished()).then_some(Parked {
                 idle_since: None,
                 ..parked
             })

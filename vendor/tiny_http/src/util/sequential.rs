@@ -148,7 +148,10 @@ impl<R: Read + Send> Read for SequentialReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
         let mut reader = match self.inner {
             SequentialReaderInner::MyTurn(ref mut reader) => return reader.read(buf),
-            SequentialReaderInner::Waiting(ref mut recv) => recv.recv().unwrap(),
+            // BATON PATCH 5: a vanished predecessor is an error, not a panic.
+            SequentialReaderInner::Waiting(ref mut recv) => recv.recv().map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "stream released")
+            })?,
             SequentialReaderInner::Empty => unreachable!(),
         };
 
@@ -189,9 +192,14 @@ where
             SequentialReaderInner::MyTurn(reader) => {
                 self.next.send(reader).ok();
             }
+            // BATON PATCH 5: never block. Dropped while a request in flight still holds the
+            // stream (a connection handler dropping a connection that takes no further
+            // request), the stream is closed when that request releases it, since nobody
+            // receives it any more. Upstream blocked the dropping thread until then.
             SequentialReaderInner::Waiting(recv) => {
-                let reader = recv.recv().unwrap();
-                self.next.send(reader).ok();
+                if let Ok(reader) = recv.try_recv() {
+                    self.next.send(reader).ok();
+                }
             }
             SequentialReaderInner::Empty => (),
         }
