@@ -18,4 +18,4 @@ fi
 ulimit -n "$need"
 BATON_HTTP_CONNS="$conns" cargo test --release --locked --test http_hardening -- \
   --ignored --exact bench_ten_thousand_idle_connections --nocapture 2>&1 |
-  grep -E '^http_conns:|test result|panicked|threads'
+  grep -E '^http_conns:|slowest connect|test result|panicked|threads'
