@@ -6,9 +6,13 @@ use std::io::{BufReader, BufWriter, ErrorKind, Read};
 
 use std::net::SocketAddr;
 use std::str::FromStr;
+use std::sync::Arc; // BATON PATCH 6
+use std::time::{Duration, Instant}; // BATON PATCH 5, 6
 
 use crate::common::{HTTPVersion, Method};
+use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 6
 use crate::util::RefinedTcpStream;
+use crate::util::Turn; // BATON PATCH 5
 use crate::util::{SequentialReader, SequentialReaderBuilder, SequentialWriterBuilder};
 use crate::Request;
 
@@ -39,6 +43,22 @@ pub struct ClientConnection {
 
     // true if the connection goes through SSL
     secure: bool,
+
+    /// BATON PATCH 6: the request-head deadline shared with the read half of the socket.
+    head_deadline: Arc<HeadDeadline>,
+}
+
+/// BATON PATCH 5: what a connection handler should do with a parked connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Readiness {
+    /// Bytes of the next request are waiting: read its head now.
+    Ready,
+    /// Nothing arrived yet (no request in flight).
+    Idle,
+    /// A previous request's body reader still holds the stream.
+    InFlight,
+    /// The client closed, or no further request may come: drop the connection.
+    Closed,
 }
 
 /// Error that can happen when reading a request.
@@ -59,6 +79,7 @@ impl ClientConnection {
     ) -> ClientConnection {
         let remote_addr = read_socket.peer_addr();
         let secure = read_socket.secure();
+        let head_deadline = read_socket.head_deadline();
 
         let mut source = SequentialReaderBuilder::new(BufReader::with_capacity(1024, read_socket));
         let first_header = source.next().unwrap();
@@ -70,6 +91,42 @@ impl ClientConnection {
             next_header_source: first_header,
             no_more_requests: false,
             secure,
+            head_deadline,
+        }
+    }
+
+    /// BATON PATCH 5: true once no further request may be read (`Connection: close`, HTTP/1.0,
+    /// a chunked request): the connection can be dropped as soon as its last request is out.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.no_more_requests
+    }
+
+    /// BATON PATCH 6: bounds reading the next request head (and a small body read with it).
+    pub(crate) fn set_head_deadline(&self, deadline: Option<Instant>) {
+        self.head_deadline.set(deadline);
+    }
+
+    /// BATON PATCH 5: waits up to `wait` (at most about twice that) to learn whether the next
+    /// request can be read without blocking a thread on an idle client.
+    pub(crate) fn poll(&mut self, wait: Duration) -> Readiness {
+        let no_more_requests = self.no_more_requests;
+        let reader = match self.next_header_source.turn(wait) {
+            Turn::Pending => return Readiness::InFlight,
+            Turn::Lost => return Readiness::Closed,
+            Turn::Mine(reader) => reader,
+        };
+        // BATON PATCH 7: the rest of an unread body (maybe already buffered) is never a
+        // request head.
+        if no_more_requests || self.head_deadline.is_abandoned() {
+            return Readiness::Closed;
+        }
+        if !reader.buffer().is_empty() {
+            return Readiness::Ready; // a pipelined request is already buffered
+        }
+        match reader.get_mut().poll_readable(wait) {
+            Ok(Some(true)) => Readiness::Ready,
+            Ok(None) => Readiness::Idle,
+            Ok(Some(false)) | Err(_) => Readiness::Closed,
         }
     }
 
@@ -118,6 +175,10 @@ impl ClientConnection {
             let (method, path, version) = {
                 let line = self.read_next_line().map_err(ReadError::ReadIoError)?;
 
+                // BATON PATCH 4: no control bytes (bare CR, LF, HTAB, NUL) in a request line.
+                if !crate::framing::request_line_ok(line.as_str()) {
+                    return Err(ReadError::WrongRequestLine);
+                }
                 parse_request_line(
                     line.as_str().trim(), // TODO: remove this conversion
                 )?
@@ -139,11 +200,18 @@ impl ClientConnection {
                             "Too many headers",
                         )));
                     }
-                    headers.push(match FromStr::from_str(line.as_str().trim()) {
-                        // TODO: remove this conversion
+                    // BATON PATCH 4: strict header syntax (no obs-fold, no whitespace before
+                    // the colon, no control bytes), instead of trimming the line.
+                    headers.push(match crate::framing::parse_header_line(line.as_str()) {
                         Ok(h) => h,
                         _ => return Err(ReadError::WrongHeader(version)),
                     });
+                }
+
+                // BATON PATCH 4: refuse ambiguous framing (CL+TE, duplicate CL, TE other
+                // than `chunked`) before anything reads a body.
+                if crate::framing::request_framing(&headers, &version).is_err() {
+                    return Err(ReadError::WrongHeader(version));
                 }
 
                 headers
@@ -166,9 +234,12 @@ impl ClientConnection {
             path,
             version.clone(),
             headers,
-            *self.remote_addr.as_ref().unwrap(),
+            // BATON PATCH 5: `peer_addr` fails when the client has already gone; upstream
+            // panicked here (one thread per connection made that harmless).
+            self.remote_addr.as_ref().ok().copied().flatten(),
             data_source,
             writer,
+            Some(self.head_deadline.clone()), // BATON PATCH 7
         )
         .map_err(|e| {
             use crate::request;
@@ -203,7 +274,8 @@ impl Iterator for ClientConnection {
             let rq = match self.read() {
                 Err(ReadError::WrongRequestLine) => {
                     let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(400));
+                    // BATON PATCH 4: say that the connection closes.
+                    let response = Response::new_empty(StatusCode(400)).with_connection_close();
                     response
                         .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
                         .ok();
@@ -213,7 +285,8 @@ impl Iterator for ClientConnection {
 
                 Err(ReadError::WrongHeader(ver)) => {
                     let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(400));
+                    // BATON PATCH 4: say that the connection closes.
+                    let response = Response::new_empty(StatusCode(400)).with_connection_close();
                     response.raw_print(writer, ver, &[], false, None).ok();
                     return None; // we don't know where the next request would start,
                                  // se we have to close
@@ -275,6 +348,13 @@ impl Iterator for ClientConnection {
                 _ => (),
             };
 
+            // BATON PATCH 4: a chunked request is the last one on its connection. The body
+            // decoder is lenient and is not drained when the application leaves it unread,
+            // so the bytes after it are never parsed as another request.
+            if rq.headers().iter().any(|h| h.field.equiv("Transfer-Encoding")) {
+                self.no_more_requests = true;
+            }
+
             // returning the request
             return Some(rq);
         }
@@ -303,6 +383,10 @@ fn parse_request_line(line: &str) -> Result<(Method, String, HTTPVersion), ReadE
     let method = parts.next().and_then(|w| w.parse().ok());
     let path = parts.next().map(ToOwned::to_owned);
     let version = parts.next().and_then(|w| parse_http_version(w).ok());
+    // BATON PATCH 4: exactly three parts.
+    if parts.next().is_some() {
+        return Err(ReadError::WrongRequestLine);
+    }
 
     method
         .and_then(|method| Some((method, path?, version?)))

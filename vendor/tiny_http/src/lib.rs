@@ -112,6 +112,7 @@ use util::MessagesQueue;
 
 pub use common::{HTTPVersion, Header, HeaderField, Method, StatusCode};
 pub use connection::{ConfigListenAddr, ListenAddr, Listener};
+pub use pool::ConnectionLimits; // BATON PATCH 5
 pub use request::{ReadWrite, Request};
 pub use response::{Response, ResponseBox};
 pub use test::TestRequest;
@@ -119,6 +120,8 @@ pub use test::TestRequest;
 mod client;
 mod common;
 mod connection;
+mod framing; // BATON PATCH 4
+mod pool; // BATON PATCH 5
 mod request;
 mod response;
 mod ssl;
@@ -204,6 +207,18 @@ impl Server {
         })
     }
 
+    /// BATON PATCH 5: like [`Server::http`], with other connection limits and timeouts.
+    pub fn http_with_limits<A>(
+        addr: A,
+        limits: ConnectionLimits,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>>
+    where
+        A: ToSocketAddrs,
+    {
+        let listener = ConfigListenAddr::from_socket_addrs(addr)?.bind()?;
+        Self::from_listener_with_limits(listener, None, limits)
+    }
+
     /// Shortcut for an HTTPS server on a specific address.
     #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
     #[inline]
@@ -245,6 +260,16 @@ impl Server {
     pub fn from_listener<L: Into<Listener>>(
         listener: L,
         ssl_config: Option<SslConfig>,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
+        // BATON PATCH 5: the default connection limits.
+        Self::from_listener_with_limits(listener, ssl_config, ConnectionLimits::default())
+    }
+
+    /// BATON PATCH 5: like [`Server::from_listener`], with other connection limits.
+    pub fn from_listener_with_limits<L: Into<Listener>>(
+        listener: L,
+        ssl_config: Option<SslConfig>,
+        limits: ConnectionLimits,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         let listener = listener.into();
         // building the "close" variable
@@ -288,70 +313,51 @@ impl Server {
 
         let inside_close_trigger = close_trigger.clone();
         let inside_messages = messages.clone();
-        thread::spawn(move || {
-            // a tasks pool is used to dispatch the connections into threads
-            let tasks_pool = util::TaskPool::new();
-
-            log::debug!("Running accept thread");
-            while !inside_close_trigger.load(Relaxed) {
-                let new_client = match server.accept() {
-                    Ok((sock, _)) => {
-                        use util::RefinedTcpStream;
-                        // BATON PATCH 2: bound slow or silent clients (headers, bodies, drains).
-                        sock.set_timeouts(SOCKET_TIMEOUT);
-                        let (read_closable, write_closable) = match ssl {
-                            None => RefinedTcpStream::new(sock),
-                            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-                            Some(ref ssl) => {
-                                // trying to apply SSL over the connection
-                                // if an error occurs, we just close the socket and resume listening
-                                let sock = match ssl.accept(sock) {
-                                    Ok(s) => s,
-                                    Err(_) => continue,
-                                };
-
-                                RefinedTcpStream::new(sock)
-                            }
-                            #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
-                            Some(ref _ssl) => unreachable!(),
-                        };
-
-                        Ok(ClientConnection::new(write_closable, read_closable))
-                    }
-                    Err(e) => Err(e),
-                };
-
-                match new_client {
-                    Ok(client) => {
-                        let messages = inside_messages.clone();
-                        let mut client = Some(client);
-                        tasks_pool.spawn(Box::new(move || {
-                            if let Some(client) = client.take() {
-                                // Synchronization is needed for HTTPS requests to avoid a deadlock
-                                if client.secure() {
-                                    let (sender, receiver) = mpsc::channel();
-                                    for rq in client {
-                                        messages.push(rq.with_notify_sender(sender.clone()).into());
-                                        receiver.recv().unwrap();
-                                    }
-                                } else {
-                                    for rq in client {
-                                        messages.push(rq.into());
-                                    }
-                                }
-                            }
-                        }));
-                    }
-
-                    Err(e) => {
-                        log::error!("Error accepting new client: {}", e);
-                        inside_messages.push(e.into());
-                        break;
+        // BATON PATCH 5: a bounded pool of connection handlers instead of upstream's
+        // thread per connection; transient accept errors (out of file descriptors, say) no
+        // longer end the accept loop, and a failed socket clone drops one connection.
+        let socket_timeout = limits.socket_timeout;
+        let pool = pool::ConnPool::new(limits, messages.clone());
+        thread::Builder::new()
+            .name("tinyhttp-accept".into())
+            .spawn(move || {
+                log::debug!("Running accept thread");
+                while !inside_close_trigger.load(Relaxed) {
+                    let sock = match server.accept() {
+                        Ok((sock, _)) => sock,
+                        Err(e) if pool::accept_error_is_transient(&e) => {
+                            log::warn!("Transient error accepting a client: {}", e);
+                            thread::sleep(Duration::from_millis(50));
+                            continue;
+                        }
+                        Err(e) => {
+                            log::error!("Error accepting new client: {}", e);
+                            inside_messages.push(e.into());
+                            break;
+                        }
+                    };
+                    // BATON PATCH 2: bound slow or silent clients (bodies, drains, responses).
+                    sock.set_timeouts(socket_timeout);
+                    use util::RefinedTcpStream;
+                    let halves = match ssl {
+                        None => RefinedTcpStream::new(sock, socket_timeout),
+                        #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
+                        Some(ref ssl) => match ssl.accept(sock) {
+                            // if SSL fails, close the socket and resume listening
+                            Ok(s) => RefinedTcpStream::new(s, socket_timeout),
+                            Err(_) => continue,
+                        },
+                        #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
+                        Some(ref _ssl) => unreachable!(),
+                    };
+                    match halves {
+                        Ok((read, write)) => pool.submit(ClientConnection::new(write, read)),
+                        Err(e) => log::warn!("Cannot set up a client connection: {}", e),
                     }
                 }
-            }
-            log::debug!("Terminating accept thread");
-        });
+                pool.close();
+                log::debug!("Terminating accept thread");
+            })?;
 
         // result
         Ok(Server {

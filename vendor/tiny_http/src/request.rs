@@ -6,6 +6,9 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 
 use std::sync::mpsc::Sender;
+use std::sync::Arc; // BATON PATCH 7
+
+use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 7
 
 use crate::util::{EqualReader, FusedReader};
 use crate::{HTTPVersion, Header, Method, Response, StatusCode};
@@ -135,6 +138,8 @@ pub fn new_request<R, W>(
     remote_addr: Option<SocketAddr>,
     mut source_data: R,
     writer: W,
+    // BATON PATCH 7: the connection to end when a large body is left unread.
+    conn: Option<Arc<HeadDeadline>>,
 ) -> Result<Request, RequestCreationError>
 where
     R: Read + Send + 'static,
@@ -212,7 +217,12 @@ where
 
             Box::new(Cursor::new(buffer)) as Box<dyn Read + Send + 'static>
         } else {
+            // BATON PATCH 7 (below): an unread body ends the connection, not drained.
             let (data_reader, _) = EqualReader::new(source_data, content_length); // TODO:
+            let data_reader = match conn {
+                Some(conn) => data_reader.end_connection_if_unread(conn),
+                None => data_reader,
+            };
             Box::new(FusedReader::new(data_reader)) as Box<dyn Read + Send + 'static>
         }
     } else if transfer_encoding.is_some() {

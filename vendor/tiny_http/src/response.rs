@@ -298,6 +298,14 @@ where
         self
     }
 
+    /// BATON PATCH 4: adds `Connection: close` (refused by `add_header`) to an error
+    /// response after which the server closes the connection.
+    pub(crate) fn with_connection_close(mut self) -> Response<R> {
+        self.headers
+            .push(Header::from_bytes(&b"Connection"[..], &b"close"[..]).expect("static header"));
+        self
+    }
+
     /// Returns the same request, but with a different status code.
     #[inline]
     pub fn with_status_code<S>(mut self, code: S) -> Response<R>

@@ -2,6 +2,9 @@ use std::io::Read;
 use std::io::Result as IoResult;
 use std::sync::mpsc::channel;
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc; // BATON PATCH 7
+
+use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 7
 
 /// A `Reader` that reads exactly the number of bytes from a sub-reader.
 ///
@@ -15,6 +18,8 @@ where
     reader: R,
     size: usize,
     last_read_signal: Sender<IoResult<()>>,
+    /// BATON PATCH 7: the connection to end if the body is left unread.
+    on_unread: Option<Arc<HeadDeadline>>,
 }
 
 impl<R> EqualReader<R>
@@ -28,9 +33,18 @@ where
             reader,
             size,
             last_read_signal: tx,
+            on_unread: None,
         };
 
         (r, rx)
+    }
+
+    /// BATON PATCH 7: if dropped before the whole body was read, end the connection instead
+    /// of draining the rest. A drain read a declared length (up to 2^64 bytes) at the
+    /// client's pace, holding the application's thread that dropped the request.
+    pub(crate) fn end_connection_if_unread(mut self, conn: Arc<HeadDeadline>) -> Self {
+        self.on_unread = Some(conn);
+        self
     }
 }
 
@@ -65,6 +79,13 @@ where
 {
     fn drop(&mut self) {
         let mut remaining_to_read = self.size;
+
+        // BATON PATCH 7: end the connection rather than drain an unread body.
+        if let (true, Some(conn)) = (remaining_to_read > 0, self.on_unread.as_ref()) {
+            conn.abandon();
+            self.last_read_signal.send(Ok(())).ok();
+            return;
+        }
 
         // BATON PATCH 1: drain through a fixed buffer; the declared Content-Length is
         // attacker-controlled and `vec![0; remaining]` aborted the process on huge values.

@@ -110,11 +110,48 @@ impl<W: Write + Send> Iterator for SequentialWriterBuilder<W> {
     }
 }
 
+/// BATON PATCH 5: whose turn it is to read the stream (see [`SequentialReader::turn`]).
+pub(crate) enum Turn<'a, R> {
+    /// The stream is this reader's: the previous request released it.
+    Mine(&'a mut R),
+    /// A previous request (its body reader) still holds the stream.
+    Pending,
+    /// The previous reader vanished without handing the stream on; the connection is dead.
+    Lost,
+}
+
+impl<R: Read + Send> SequentialReader<R> {
+    /// BATON PATCH 5: waits up to `wait` for this reader's turn, without blocking forever as
+    /// `read` does, so that one thread can watch many connections.
+    pub(crate) fn turn(&mut self, wait: std::time::Duration) -> Turn<'_, R> {
+        use std::sync::mpsc::RecvTimeoutError;
+        if let SequentialReaderInner::Waiting(ref recv) = self.inner {
+            match recv.recv_timeout(wait) {
+                Ok(reader) => self.inner = SequentialReaderInner::MyTurn(reader),
+                Err(RecvTimeoutError::Timeout) => return Turn::Pending,
+                Err(RecvTimeoutError::Disconnected) => {
+                    // Nothing will ever arrive: make `Drop` a no-op instead of a panic.
+                    self.inner = SequentialReaderInner::Empty;
+                    return Turn::Lost;
+                }
+            }
+        }
+        match self.inner {
+            SequentialReaderInner::MyTurn(ref mut reader) => Turn::Mine(reader),
+            SequentialReaderInner::Waiting(_) => Turn::Pending,
+            SequentialReaderInner::Empty => Turn::Lost,
+        }
+    }
+}
+
 impl<R: Read + Send> Read for SequentialReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
         let mut reader = match self.inner {
             SequentialReaderInner::MyTurn(ref mut reader) => return reader.read(buf),
-            SequentialReaderInner::Waiting(ref mut recv) => recv.recv().unwrap(),
+            // BATON PATCH 5: a vanished predecessor is an error, not a panic.
+            SequentialReaderInner::Waiting(ref mut recv) => recv.recv().map_err(|_| {
+                std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "stream released")
+            })?,
             SequentialReaderInner::Empty => unreachable!(),
         };
 
@@ -155,9 +192,14 @@ where
             SequentialReaderInner::MyTurn(reader) => {
                 self.next.send(reader).ok();
             }
+            // BATON PATCH 5: never block. Dropped while a request in flight still holds the
+            // stream (a connection handler dropping a connection that takes no further
+            // request), the stream is closed when that request releases it, since nobody
+            // receives it any more. Upstream blocked the dropping thread until then.
             SequentialReaderInner::Waiting(recv) => {
-                let reader = recv.recv().unwrap();
-                self.next.send(reader).ok();
+                if let Ok(reader) = recv.try_recv() {
+                    self.next.send(reader).ok();
+                }
             }
             SequentialReaderInner::Empty => (),
         }
