@@ -1,0 +1,197 @@
+//! The one turn driver for CLI agents: [`run_invocation`] spawns one agent invocation through a
+//! [`Host`], pumps its stdout lines into the adapter's [`TurnParser`], enforces the turn deadline
+//! and the [`CancelToken`], stops the process group (SIGTERM, grace, SIGKILL) and returns one
+//! [`ProcessEnd`]. An adapter supplies only argv/env ([`ProcessSpec`]), the line parser, and the
+//! mapping of parser state + [`ProcessEnd`] to an outcome; [`terminal_event_kind`] maps that outcome
+//! to the terminal event.
+//!
+//! End of an invocation: stdout EOF *and* the leader reaped; or the result line *and* the leader
+//! reaped (a descendant that left the group with `setsid` may still hold stdout open: it is not
+//! waited for); or the deadline / a cancel (the group is stopped). After stdout EOF the driver
+//! waits for the exit up to [`EXIT_WAIT_AFTER_EOF`] when the result line arrived, else up to the
+//! deadline; after the exit it keeps reading stdout up to [`EXIT_WAIT_AFTER_EOF`] for a result
+//! line still in the pipe.
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{after, never, select};
+
+use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, CancelToken};
+use crate::host::{describe_exit, Host, Process, ProcessSpec, StdoutItem};
+
+/// After stdout closed with a result line (or the leader exited), how long to wait for the rest.
+pub const EXIT_WAIT_AFTER_EOF: Duration = Duration::from_secs(10);
+/// How long to wait for stderr to close after the end, so the tail is complete.
+const STDERR_WAIT: Duration = Duration::from_millis(500);
+
+/// What the driver needs from an adapter for one invocation.
+pub(crate) trait TurnParser {
+    /// Events to emit right after the process started (e.g. `session_started`); also the place
+    /// to log the start.
+    fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
+        Vec::new()
+    }
+    /// Normalized events for one stdout line.
+    fn parse_line(&mut self, line: &str) -> Vec<AgentEvent>;
+    /// An event of `kind` stamped like the parser's own (session id…).
+    fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent;
+    /// True once the invocation's terminal result line arrived.
+    fn result_seen(&self) -> bool;
+}
+
+/// How an invocation ended (the one end state every adapter maps to an outcome).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessEnd {
+    /// Exit code, when the process exited normally.
+    pub exit_code: Option<i32>,
+    /// Terminating signal, when it was killed by one.
+    pub signal: Option<i32>,
+    /// Baton cancelled the turn (stop requested); the group was stopped.
+    pub cancelled: bool,
+    /// `turn_timeout_ms` passed; the group was stopped.
+    pub timed_out: bool,
+    /// The last part of stderr (already bounded), for error messages.
+    pub stderr_tail: String,
+}
+
+impl ProcessEnd {
+    /// `exit code 1`, `killed by signal 15` or `unknown exit`.
+    pub fn describe(&self) -> String {
+        describe_exit(self.exit_code, self.signal)
+    }
+}
+
+/// Limits of one invocation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The turn deadline.
+    pub deadline: Instant,
+    /// Grace between SIGTERM and SIGKILL when stopping the group.
+    pub kill_grace: Duration,
+}
+
+/// Run one invocation of `spec` on `host` to its end (see the module docs). Every event gets the
+/// agent's pid. Fails only when the process could not be started (`startup_failed`).
+pub(crate) fn run_invocation(
+    host: &dyn Host,
+    spec: &ProcessSpec,
+    parser: &mut dyn TurnParser,
+    limits: Limits,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(AgentEvent),
+) -> Result<(ProcessEnd, u32), AgentError> {
+    let proc = host.spawn(spec).map_err(|e| {
+        AgentError::new(
+            AgentErrorKind::StartupFailed,
+            format!("could not start {:?}: {e}", spec.shell),
+        )
+    })?;
+    let pid = proc.pid();
+    let mut emit = |mut ev: AgentEvent| {
+        ev.agent_pid.get_or_insert(pid);
+        on_event(ev);
+    };
+    for ev in parser.started(pid) {
+        emit(ev);
+    }
+    let mut end = pump(proc.as_ref(), parser, limits, cancel, &mut emit);
+    if let Some(st) = proc.exit_status() {
+        end.exit_code = st.code();
+        end.signal = st.signal();
+    }
+    end.stderr_tail = proc.stderr_tail_after(STDERR_WAIT);
+    Ok((end, pid))
+}
+
+/// The read/wait loop: returns with the leader reaped (or given up on after SIGKILL).
+fn pump(
+    proc: &dyn Process,
+    parser: &mut dyn TurnParser,
+    limits: Limits,
+    cancel: &CancelToken,
+    emit: &mut dyn FnMut(AgentEvent),
+) -> ProcessEnd {
+    let mut lines = proc.lines().clone();
+    let mut exited = proc.exited().clone();
+    let mut eof_at: Option<Instant> = None;
+    let mut exited_at: Option<Instant> = None;
+    let stop = |how: fn(&mut ProcessEnd)| {
+        proc.terminate(limits.kill_grace);
+        let mut end = ProcessEnd::default();
+        how(&mut end);
+        end
+    };
+    loop {
+        if cancel.is_cancelled() {
+            return stop(|e| e.cancelled = true);
+        }
+        if exited_at.is_some() && (eof_at.is_some() || parser.result_seen()) {
+            // Lines already queued still count; a setsid'd holder of stdout is not waited for.
+            while let Ok(item) = lines.try_recv() {
+                feed(parser, item, emit);
+            }
+            return stop(|_| {});
+        }
+        let limit = match (eof_at, exited_at) {
+            (Some(t), None) if parser.result_seen() => limits.deadline.min(t + EXIT_WAIT_AFTER_EOF),
+            (_, Some(t)) => limits.deadline.min(t + EXIT_WAIT_AFTER_EOF),
+            _ => limits.deadline,
+        };
+        let now = Instant::now();
+        if now >= limit {
+            if now >= limits.deadline {
+                return stop(|e| e.timed_out = true);
+            }
+            // Stdout closed but the process lingers, or it exited but stdout stays open.
+            return stop(|_| {});
+        }
+        select! {
+            recv(lines) -> item => match item {
+                Ok(StdoutItem::Eof) | Err(_) => {
+                    eof_at = Some(Instant::now());
+                    lines = never();
+                }
+                Ok(item) => feed(parser, item, emit),
+            },
+            recv(exited) -> _ => {
+                exited_at = Some(Instant::now());
+                exited = never();
+            }
+            recv(cancel.receiver()) -> _ => {}
+            recv(after(limit - now)) -> _ => {}
+        }
+    }
+}
+
+fn feed(parser: &mut dyn TurnParser, item: StdoutItem, emit: &mut dyn FnMut(AgentEvent)) {
+    let malformed = |p: &dyn TurnParser, s: String| p.event(AgentEventKind::Malformed, s);
+    match item {
+        StdoutItem::Line(l) => {
+            for ev in parser.parse_line(&l) {
+                emit(ev);
+            }
+        }
+        StdoutItem::LineTooLong { bytes } => emit(malformed(
+            parser,
+            format!("stdout line too long ({bytes} bytes), skipped"),
+        )),
+        StdoutItem::ReadError(e) => emit(malformed(parser, format!("stdout read error: {e}"))),
+        StdoutItem::Chunk(_) | StdoutItem::Eof => {}
+    }
+}
+
+/// The terminal event kind for an outcome.
+pub fn terminal_event_kind<T>(outcome: &Result<T, AgentError>) -> AgentEventKind {
+    match outcome {
+        Ok(_) => AgentEventKind::TurnCompleted,
+        Err(e) => match e.kind {
+            AgentErrorKind::TurnCancelled => AgentEventKind::TurnCancelled,
+            AgentErrorKind::TurnInputRequired => AgentEventKind::TurnInputRequired,
+            AgentErrorKind::AgentNotFound | AgentErrorKind::StartupFailed => {
+                AgentEventKind::StartupFailed
+            }
+            _ => AgentEventKind::TurnFailed,
+        },
+    }
+}
