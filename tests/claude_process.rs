@@ -506,6 +506,33 @@ fn grandchild_holding_stdout_is_killed_and_nothing_lingers() {
 }
 
 #[test]
+fn result_and_exit_complete_the_turn_even_if_a_setsid_descendant_holds_stdout() {
+    let env = Env::new("setsid");
+    let pid_file = env.file("grandchild.pid");
+    let r = runner(
+        60_000,
+        vec![
+            ("FAKE_CLAUDE_MODE", "setsid_grandchild".into()),
+            ("FAKE_CLAUDE_PID_FILE", pid_file.display().to_string()),
+        ],
+    );
+    let mut s = r.start_session(&env.ctx()).unwrap();
+    let t = run(s.as_mut(), "x", &CancelToken::new());
+    let gc: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The escaped process is out of any group Baton may signal; the test cleans it up itself.
+    unsafe { libc::kill(gc, libc::SIGKILL) };
+    assert!(t.result.is_ok(), "{:?}", t.result);
+    assert_eq!(t.events.last().unwrap().kind, AgentEventKind::TurnCompleted);
+    // Not held until the turn timeout (60 s) by the open pipe.
+    assert!(t.elapsed < Duration::from_secs(10), "{:?}", t.elapsed);
+    assert!(reaped(pid_of(&t)));
+}
+
+#[test]
 fn missing_result_line_with_exit_0_is_a_parse_error() {
     let env = Env::new("noresult");
     let r = runner(10_000, vec![("FAKE_CLAUDE_MODE", "noresult".into())]);
