@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
-use super::json::{num_at, one_line, str_at, tool_input_detail};
+use super::json::{int_text, num_at, one_line, str_at, tool_input_detail};
 use super::{
     check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
     AgentSession, CancelToken, SessionContext, TokenUsage, TurnSummary,
@@ -211,11 +211,7 @@ impl StreamParser {
                 )]
             }
             "api_retry" => {
-                let status = v
-                    .get("error_status")
-                    .and_then(Value::as_i64)
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "none".into());
+                let status = int_text(v, "error_status", "none");
                 vec![self.event(
                     AgentEventKind::Notification,
                     format!(

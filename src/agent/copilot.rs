@@ -192,11 +192,7 @@ impl AgentRunner for CopilotRunner {
         let temp_dir = create_private_temp_dir()
             .map_err(|e| startup(format!("could not create a temp dir for usage files: {e}")))?;
         Ok(Box::new(CopilotSession {
-            cfg: self.cfg.clone(),
-            env: self.env.clone(),
-            env_remove: self.env_remove.clone(),
-            kill_grace: self.kill_grace,
-            host: Arc::clone(&self.host),
+            runner: self.clone(),
             issue_identifier: ctx.issue_identifier.clone(),
             workspace,
             workspace_root: ctx.workspace_root.clone(),
@@ -219,11 +215,7 @@ fn create_private_temp_dir() -> std::io::Result<PathBuf> {
 /// One Copilot session in one workspace: turns run as successive CLI processes on one session id.
 #[derive(Debug)]
 pub struct CopilotSession {
-    cfg: CopilotConfig,
-    env: Vec<(OsString, OsString)>,
-    env_remove: Vec<OsString>,
-    kill_grace: Duration,
-    host: Arc<dyn Host>,
+    runner: CopilotRunner,
     issue_identifier: String,
     workspace: PathBuf,
     workspace_root: PathBuf,
@@ -297,18 +289,19 @@ impl CopilotSession {
         if let Some(f) = &usage_file {
             let _ = fs::remove_file(f);
         }
-        let mut spec = ProcessSpec::command(&self.cfg.command, self.workspace.clone());
+        let mut spec = ProcessSpec::command(&self.runner.cfg.command, self.workspace.clone());
         spec.args.extend(build_args(
-            &self.cfg,
+            &self.runner.cfg,
             prompt,
             session,
             usage_file.as_deref(),
         ));
-        if !self.cfg.allow_all_tools {
+        if !self.runner.cfg.allow_all_tools {
             spec.env_remove.push(ALLOW_ALL_ENV.into());
         }
-        spec.env_remove.extend(self.env_remove.iter().cloned());
-        spec.env.extend(self.env.iter().cloned());
+        spec.env_remove
+            .extend(self.runner.env_remove.iter().cloned());
+        spec.env.extend(self.runner.env.iter().cloned());
         spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
         let mut inv = Invocation {
             parser: StreamParser::new(),
@@ -321,7 +314,7 @@ impl CopilotSession {
             turn: self.turn,
         };
         let (end, pid) = run_invocation(
-            self.host.as_ref(),
+            self.runner.host.as_ref(),
             &spec,
             &mut inv,
             limits,
@@ -352,10 +345,11 @@ impl AgentSession for CopilotSession {
         on_event: &mut dyn FnMut(AgentEvent),
     ) -> Result<TurnSummary, AgentError> {
         // The workspace must still be where it was (spec §9.5) before anything launches.
-        self.workspace = check_cwd_on(self.host.as_ref(), &self.workspace, &self.workspace_root)?;
+        let r = &self.runner;
+        self.workspace = check_cwd_on(r.host.as_ref(), &self.workspace, &self.workspace_root)?;
         let limits = Limits {
-            deadline: Instant::now() + Duration::from_millis(self.cfg.turn_timeout_ms.max(1)),
-            kill_grace: self.kill_grace,
+            deadline: Instant::now() + Duration::from_millis(r.cfg.turn_timeout_ms.max(1)),
+            kill_grace: r.kill_grace,
         };
         self.turn += 1;
         let mut session = if self.session_exists {

@@ -4,13 +4,11 @@
 //!
 //! [`supervisor`]: super::supervisor
 
-use std::ffi::OsString;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
-use super::{hook, supervisor, HookError, HookOutput, Host, Process, ProcessSpec};
+use super::{supervisor, Host, Process, ProcessSpec};
 use super::{Workspace, WorkspaceError};
 
 /// This machine.
@@ -94,21 +92,6 @@ impl Host for LocalHost {
 
     fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>> {
         Ok(Box::new(supervisor::spawn(spec)?))
-    }
-
-    fn run_hook(
-        &self,
-        script: &str,
-        cwd: &Path,
-        env: &[(OsString, OsString)],
-        timeout: Duration,
-    ) -> Result<HookOutput, HookError> {
-        let started = Instant::now();
-        let mut spec = ProcessSpec::hook(script, cwd);
-        spec.env = env.to_vec();
-        spec.stderr_tail_bytes = hook::MAX_CAPTURE_BYTES;
-        let proc = supervisor::spawn(&spec).map_err(|e| HookError::Spawn(e.to_string()))?;
-        hook::supervise(&proc, started, timeout)
     }
 }
 

@@ -79,15 +79,23 @@ pub trait Host: Send + Sync + fmt::Debug {
     /// Start `spec` as the leader of a new process group (see [`ProcessSpec`]).
     fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>>;
 
-    /// Run a hook script (`sh -lc <script>`) in `cwd` with `env`, killing its whole group after
-    /// `timeout`.
+    /// Run a hook script (`sh -lc <script>`) in `cwd` with `env` on this host, killing its whole
+    /// group after `timeout`. Output: the head of stdout and the tail of stderr, bounded.
     fn run_hook(
         &self,
         script: &str,
         cwd: &Path,
         env: &[(OsString, OsString)],
         timeout: Duration,
-    ) -> Result<HookOutput, HookError>;
+    ) -> Result<HookOutput, HookError> {
+        let started = std::time::Instant::now();
+        let mut spec = ProcessSpec::hook(script, cwd);
+        spec.env = env.to_vec();
+        let proc = self
+            .spawn(&spec)
+            .map_err(|e| HookError::Spawn(e.to_string()))?;
+        hook::supervise(proc.as_ref(), started, timeout)
+    }
 }
 
 /// How stdout is delivered on [`Process::lines`].
@@ -155,6 +163,7 @@ impl ProcessSpec {
             script: script.to_string(),
             args: Vec::new(),
             stdout: StdoutMode::Chunks,
+            stderr_tail_bytes: MAX_CAPTURE_BYTES,
             label: "hook",
             ..ProcessSpec::command("", cwd)
         }

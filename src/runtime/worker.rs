@@ -19,8 +19,8 @@ use crate::orchestrator::{Event, Policy, WorkerOutcome, WorkerPhase, WorkerProgr
 use crate::tracker::Tracker;
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
-use crate::workspace::hooks::{run_configured_hook_on, HookEnv, HookKind};
-use crate::workspace::{ensure_workspace_on, Workspace};
+use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
+use crate::workspace::{ensure_workspace, Workspace};
 
 /// Everything one worker run needs; built by the main loop from the config current at dispatch.
 pub struct WorkerContext {
@@ -113,7 +113,7 @@ impl Run<'_> {
         self.progress(WorkerProgress::Phase(WorkerPhase::Finishing));
         if let Some(ws) = &self.workspace {
             let env = HookEnv::for_issue(&self.issue, &ws.path);
-            let _ = run_configured_hook_on(
+            let _ = run_configured_hook(
                 self.host,
                 HookKind::AfterRun,
                 self.ctx.hooks.after_run.as_deref(),
@@ -176,13 +176,13 @@ impl Run<'_> {
     fn prepare(&mut self, root: &Path) -> Result<(), WorkerOutcome> {
         let ctx = self.ctx;
         let env = HookEnv::for_issue(&ctx.issue, &ctx.workspace_path);
-        let ws = ensure_workspace_on(self.host, root, &ctx.workspace_path, &ctx.hooks, &env)
+        let ws = ensure_workspace(self.host, root, &ctx.workspace_path, &ctx.hooks, &env)
             .map_err(|e| WorkerOutcome::Failed(format!("workspace error: {e}")))?;
         if ctx.cancel.is_cancelled() {
             return Err(WorkerOutcome::Cancelled);
         }
         let env = HookEnv::for_issue(&ctx.issue, &ws.path);
-        if let Err(e) = run_configured_hook_on(
+        if let Err(e) = run_configured_hook(
             self.host,
             HookKind::BeforeRun,
             ctx.hooks.before_run.as_deref(),

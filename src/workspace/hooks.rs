@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::host::{Host, LocalHost};
+use crate::host::Host;
 use crate::model::Issue;
 
 pub use crate::host::{HookError, HookOutput, MAX_CAPTURE_BYTES};
@@ -101,19 +101,9 @@ pub fn truncate_for_log(s: &str) -> String {
     tail.replace('\n', "\\n").replace('\r', "\\r")
 }
 
-/// Run `script` with `sh -lc` in `cwd` on this machine with the hook environment; kill its whole
+/// Run `script` with `sh -lc` in `cwd` on `host` with the hook environment; kill its whole
 /// process group after `timeout_ms`. Never leaves a process of the group behind on timeout.
 pub fn run_hook(
-    script: &str,
-    cwd: &Path,
-    env: &HookEnv,
-    timeout_ms: u64,
-) -> Result<HookOutput, HookError> {
-    run_hook_on(&LocalHost, script, cwd, env, timeout_ms)
-}
-
-/// [`run_hook`] on `host`.
-pub fn run_hook_on(
     host: &dyn Host,
     script: &str,
     cwd: &Path,
@@ -124,20 +114,9 @@ pub fn run_hook_on(
     host.run_hook(script, cwd, &vars, Duration::from_millis(timeout_ms))
 }
 
-/// [`run_configured_hook_on`] on this machine.
-pub fn run_configured_hook(
-    kind: HookKind,
-    script: Option<&str>,
-    cwd: &Path,
-    env: &HookEnv,
-    timeout_ms: u64,
-) -> Result<(), String> {
-    run_configured_hook_on(&LocalHost, kind, script, cwd, env, timeout_ms)
-}
-
 /// Run a hook if configured and log start/failure/timeout with issue context. Returns `Err` with
 /// a one-line reason when it failed (callers decide whether that is fatal).
-pub fn run_configured_hook_on(
+pub fn run_configured_hook(
     host: &dyn Host,
     kind: HookKind,
     script: Option<&str>,
@@ -155,7 +134,7 @@ pub fn run_configured_hook_on(
         env.issue_identifier,
         cwd.display()
     );
-    match run_hook_on(host, script, cwd, env, timeout_ms) {
+    match run_hook(host, script, cwd, env, timeout_ms) {
         Ok(o) => {
             log::debug!(
                 "hook finished hook={} issue_identifier={} elapsed_ms={} stdout={:?}",

@@ -9,25 +9,15 @@ use std::path::Path;
 
 use crate::host::{Host, LocalHost};
 use crate::workflow::config::HooksConfig;
-use hooks::{run_configured_hook_on, HookEnv, HookKind};
+use hooks::{run_configured_hook, HookEnv, HookKind};
 
 pub use crate::host::{Workspace, WorkspaceError};
 pub use key::{workspace_key, workspace_path};
 
-/// [`ensure_workspace_on`] on this machine.
-pub fn ensure_workspace(
-    root: &Path,
-    path: &Path,
-    hooks: &HooksConfig,
-    env: &HookEnv,
-) -> Result<Workspace, WorkspaceError> {
-    ensure_workspace_on(&LocalHost, root, path, hooks, env)
-}
-
 /// Ensure `path` (= `<root>/<key>`, as recorded at dispatch) exists as a directory inside `root`
 /// on `host` (spec §9.2). An existing non-directory or an escaping symlink fails without touching
 /// anything. On creation runs `after_create`; if that fails the half-made directory is removed.
-pub fn ensure_workspace_on(
+pub fn ensure_workspace(
     host: &dyn Host,
     root: &Path,
     path: &Path,
@@ -38,7 +28,7 @@ pub fn ensure_workspace_on(
     if ws.created_now {
         let mut env = env.clone();
         env.workspace = ws.path.clone();
-        if let Err(e) = run_configured_hook_on(
+        if let Err(e) = run_configured_hook(
             host,
             HookKind::AfterCreate,
             hooks.after_create.as_deref(),
@@ -58,7 +48,7 @@ pub fn ensure_workspace_on(
     Ok(ws)
 }
 
-/// [`remove_workspace_on`] on this machine.
+/// [`remove_workspace_on`] on this machine (the daemon's entry point).
 pub fn remove_workspace(
     root: &Path,
     path: &Path,
@@ -81,7 +71,7 @@ pub fn remove_workspace_on(
     host.remove_workspace(root, path, &mut |target| {
         let mut env = env.clone();
         env.workspace = target.to_path_buf();
-        let _ = run_configured_hook_on(
+        let _ = run_configured_hook(
             host,
             HookKind::BeforeRemove,
             hooks.before_remove.as_deref(),

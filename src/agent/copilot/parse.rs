@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::agent::json::{str_at, tool_input_detail};
+use crate::agent::json::{int_text, str_at, tool_input_detail};
 use crate::agent::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind};
 
 pub use crate::agent::driver::ProcessEnd;
@@ -150,11 +150,7 @@ impl StreamParser {
             }
             "assistant.turn_retry" => ev(K::Notification, "model call retried".into()),
             "model.call_failure" => {
-                let status = data
-                    .get("statusCode")
-                    .and_then(Value::as_i64)
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "?".into());
+                let status = int_text(data, "statusCode", "?");
                 ev(
                     K::Notification,
                     format!("model call failed: status {status}"),
