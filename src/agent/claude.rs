@@ -36,7 +36,7 @@ pub use super::driver::ProcessEnd;
 /// Longest event summary (characters).
 pub const SUMMARY_MAX_CHARS: usize = 200;
 /// Longest `TurnSummary::result_text` (characters).
-pub const RESULT_TEXT_MAX_CHARS: usize = 2000;
+pub(crate) const RESULT_TEXT_MAX_CHARS: usize = 2000;
 /// The CLI clamps `CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS` to at least this.
 const CLI_MIN_TIMEOUT_MS: i64 = 10_000;
 
@@ -406,6 +406,14 @@ pub fn turn_outcome(
             )),
         ));
     }
+    Err(AgentError::new(
+        AgentErrorKind::TurnFailed,
+        failure_detail(r, &exit_desc),
+    ))
+}
+
+/// `subtype=… terminal_reason=… api_error_status=…: <text> (<exit>)` for a failed result.
+fn failure_detail(r: &ResultInfo, exit_desc: &str) -> String {
     let mut detail = format!("subtype={}", r.subtype);
     if let Some(t) = &r.terminal_reason {
         detail.push_str(&format!(" terminal_reason={t}"));
@@ -420,12 +428,16 @@ pub fn turn_outcome(
         detail.push_str(&format!(": {}", one_line(&r.errors.join("; "), 300)));
     }
     detail.push_str(&format!(" ({exit_desc})"));
-    Err(AgentError::new(AgentErrorKind::TurnFailed, detail))
+    detail
 }
 
 /// The CLI arguments of one turn (everything after `<command>`). The prompt comes last, after
 /// `--`, so neither a shell nor the CLI's option parser can read it as anything but the prompt.
-pub fn claude_args(cfg: &ClaudeCodeConfig, resume: Option<&str>, prompt: &str) -> Vec<OsString> {
+pub(crate) fn claude_args(
+    cfg: &ClaudeCodeConfig,
+    resume: Option<&str>,
+    prompt: &str,
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |s: &str| a.push(OsString::from(s));
     push("-p");
@@ -475,7 +487,7 @@ pub fn claude_args(cfg: &ClaudeCodeConfig, resume: Option<&str>, prompt: &str) -
 /// (the byte-idle watchdog retries once silently, so twice the value must stay below the stall
 /// timeout). Variables already present in `operator_env` are left alone; nothing when stall
 /// detection is disabled (`stall_timeout_ms <= 0`).
-pub fn child_timeout_env(
+pub(crate) fn child_timeout_env(
     stall_timeout_ms: i64,
     operator_env: impl Fn(&str) -> bool,
 ) -> Vec<(String, String)> {
@@ -554,7 +566,7 @@ impl AgentRunner for ClaudeRunner {
 /// One Claude session: a sequence of `-p` invocations sharing the CLI's session via `--resume`.
 /// No process outlives `run_turn`.
 #[derive(Debug)]
-pub struct ClaudeSession {
+pub(crate) struct ClaudeSession {
     runner: ClaudeRunner,
     cwd: PathBuf,
     workspace_root: PathBuf,

@@ -37,11 +37,11 @@ use crate::workflow::config::CopilotConfig;
 
 /// Environment variable that makes the CLI approve every tool (and trust the cwd); removed from the
 /// child's environment unless `copilot.allow_all_tools` is true, so the posture stays explicit.
-pub const ALLOW_ALL_ENV: &str = "COPILOT_ALLOW_ALL";
+pub(crate) const ALLOW_ALL_ENV: &str = "COPILOT_ALLOW_ALL";
 
 /// How a turn addresses its session.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionArg {
+pub(crate) enum SessionArg {
     /// `--session-id=<uuid>`: create a session with this id.
     New(String),
     /// `--resume=<uuid>`: continue an existing session.
@@ -50,7 +50,7 @@ pub enum SessionArg {
 
 impl SessionArg {
     /// The session id either way.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         match self {
             SessionArg::New(id) | SessionArg::Resume(id) => id,
         }
@@ -63,7 +63,7 @@ impl SessionArg {
 /// [--model=<m>] <extra_args…>`. Values are attached with `=` so a value starting with `-` is
 /// never taken for a flag: `--prompt=<prompt>` is `-p <prompt>`, except that an issue text
 /// starting with `--` cannot turn into CLI flags (the real CLI rejects `-p --x …`).
-pub fn build_args(
+pub(crate) fn build_args(
     cfg: &CopilotConfig,
     prompt: &str,
     session: &SessionArg,
@@ -103,14 +103,14 @@ pub fn build_args(
 }
 
 /// A random UUIDv4 from `/dev/urandom` (lower-case, hyphenated).
-pub fn new_uuid_v4() -> std::io::Result<String> {
+pub(crate) fn new_uuid_v4() -> std::io::Result<String> {
     let mut b = [0u8; 16];
     fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
     Ok(format_uuid_v4(b))
 }
 
 /// Format 16 random bytes as a UUIDv4 (sets the version and variant bits).
-pub fn format_uuid_v4(mut b: [u8; 16]) -> String {
+pub(crate) fn format_uuid_v4(mut b: [u8; 16]) -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
@@ -214,7 +214,7 @@ fn create_private_temp_dir() -> std::io::Result<PathBuf> {
 
 /// One Copilot session in one workspace: turns run as successive CLI processes on one session id.
 #[derive(Debug)]
-pub struct CopilotSession {
+pub(crate) struct CopilotSession {
     runner: CopilotRunner,
     issue_identifier: String,
     workspace: PathBuf,
@@ -335,6 +335,77 @@ impl CopilotSession {
             usage_file,
         })
     }
+
+    /// Run the turn's invocation; a resume the CLI does not know falls back once to a new session
+    /// in the same workspace.
+    fn run_with_fallback(
+        &mut self,
+        prompt: &str,
+        limits: Limits,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<Attempt, AgentError> {
+        let session = if self.session_exists {
+            SessionArg::Resume(self.session_id.clone())
+        } else {
+            SessionArg::New(self.session_id.clone())
+        };
+        let a = self.run_attempt(prompt, &session, 1, limits, cancel, on_event)?;
+        if !(matches!(session, SessionArg::Resume(_)) && a.parser.is_unknown_resume(&a.end)) {
+            return Ok(a);
+        }
+        let new_id = new_uuid_v4().map_err(|e| {
+            AgentError::new(AgentErrorKind::StartupFailed, format!("no randomness: {e}"))
+        })?;
+        log::warn!(
+            "copilot session unknown to the CLI; starting a new session in the same workspace issue_identifier={} old_session_id={} session_id={}",
+            self.issue_identifier,
+            self.session_id,
+            new_id
+        );
+        let mut ev = AgentEvent::new(
+            AgentEventKind::Notification,
+            format!(
+                "resume of session {} failed (unknown session); continuing in new session {new_id}",
+                self.session_id
+            ),
+        );
+        ev.session_id = Some(format!("{}-{}", self.session_id, self.turn));
+        on_event(ev);
+        self.session_id = new_id.clone();
+        self.session_exists = false;
+        self.usage.reset();
+        self.run_attempt(
+            prompt,
+            &SessionArg::New(new_id),
+            2,
+            limits,
+            cancel,
+            on_event,
+        )
+    }
+
+    /// Read (and delete) the invocation's usage file into this turn's delta.
+    fn read_usage(&mut self, usage_file: Option<&Path>) -> usage::TurnUsage {
+        let reading = match usage_file {
+            Some(f) => {
+                let r = read_usage_file(f);
+                let _ = fs::remove_file(f);
+                r
+            }
+            None => Err("no usage file configured".into()),
+        };
+        if let Err(why) = &reading {
+            log::info!(
+                "copilot token usage unavailable for this turn; reporting zero issue_identifier={} session_id={}-{} reason={}",
+                self.issue_identifier,
+                self.session_id,
+                self.turn,
+                parse::bound(why)
+            );
+        }
+        self.usage.record(reading)
+    }
 }
 
 impl AgentSession for CopilotSession {
@@ -352,44 +423,7 @@ impl AgentSession for CopilotSession {
             kill_grace: r.kill_grace,
         };
         self.turn += 1;
-        let mut session = if self.session_exists {
-            SessionArg::Resume(self.session_id.clone())
-        } else {
-            SessionArg::New(self.session_id.clone())
-        };
-        let mut attempt_no = 0;
-        let attempt = loop {
-            attempt_no += 1;
-            let a = self.run_attempt(prompt, &session, attempt_no, limits, cancel, on_event)?;
-            let unknown =
-                matches!(session, SessionArg::Resume(_)) && a.parser.is_unknown_resume(&a.end);
-            if unknown && attempt_no == 1 {
-                let new_id = new_uuid_v4().map_err(|e| {
-                    AgentError::new(AgentErrorKind::StartupFailed, format!("no randomness: {e}"))
-                })?;
-                log::warn!(
-                    "copilot session unknown to the CLI; starting a new session in the same workspace issue_identifier={} old_session_id={} session_id={}",
-                    self.issue_identifier,
-                    self.session_id,
-                    new_id
-                );
-                let mut ev = AgentEvent::new(
-                    AgentEventKind::Notification,
-                    format!(
-                        "resume of session {} failed (unknown session); continuing in new session {new_id}",
-                        self.session_id
-                    ),
-                );
-                ev.session_id = Some(format!("{}-{}", self.session_id, self.turn));
-                on_event(ev);
-                self.session_id = new_id.clone();
-                self.session_exists = false;
-                self.usage.reset();
-                session = SessionArg::New(new_id);
-                continue;
-            }
-            break a;
-        };
+        let attempt = self.run_with_fallback(prompt, limits, cancel, on_event)?;
         // Any process that got as far as printing events has created (or resumed) the session.
         if attempt.parser.line_count() > 0 {
             self.session_exists = true;
@@ -404,24 +438,7 @@ impl AgentSession for CopilotSession {
                 );
             }
         }
-        let reading = match &attempt.usage_file {
-            Some(f) => {
-                let r = read_usage_file(f);
-                let _ = fs::remove_file(f);
-                r
-            }
-            None => Err("no usage file configured".into()),
-        };
-        if let Err(why) = &reading {
-            log::info!(
-                "copilot token usage unavailable for this turn; reporting zero issue_identifier={} session_id={}-{} reason={}",
-                self.issue_identifier,
-                self.session_id,
-                self.turn,
-                parse::bound(why)
-            );
-        }
-        let turn_usage = self.usage.record(reading);
+        let turn_usage = self.read_usage(attempt.usage_file.as_deref());
         let usage_note = if turn_usage.available {
             format!(
                 "tokens in={} out={}",

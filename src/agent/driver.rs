@@ -21,7 +21,7 @@ use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, CancelToken}
 use crate::host::{describe_exit, Host, Process, ProcessSpec, StdoutItem};
 
 /// After stdout closed with a result line (or the leader exited), how long to wait for the rest.
-pub const EXIT_WAIT_AFTER_EOF: Duration = Duration::from_secs(10);
+pub(crate) const EXIT_WAIT_AFTER_EOF: Duration = Duration::from_secs(10);
 /// How long to wait for stderr to close after the end, so the tail is complete.
 const STDERR_WAIT: Duration = Duration::from_millis(500);
 
@@ -182,7 +182,7 @@ fn feed(parser: &mut dyn TurnParser, item: StdoutItem, emit: &mut dyn FnMut(Agen
 }
 
 /// The terminal event kind for an outcome.
-pub fn terminal_event_kind<T>(outcome: &Result<T, AgentError>) -> AgentEventKind {
+pub(crate) fn terminal_event_kind<T>(outcome: &Result<T, AgentError>) -> AgentEventKind {
     match outcome {
         Ok(_) => AgentEventKind::TurnCompleted,
         Err(e) => match e.kind {

@@ -4,7 +4,7 @@
 
 pub mod claude;
 pub mod copilot;
-pub mod driver;
+pub(crate) mod driver;
 mod json;
 
 use std::fmt;

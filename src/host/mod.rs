@@ -28,7 +28,7 @@ pub use local::LocalHost;
 /// Default bound of one stdout line (10 MB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;
 /// Default size of the kept stderr tail (8 KiB).
-pub const DEFAULT_STDERR_TAIL_BYTES: usize = 8 * 1024;
+pub(crate) const DEFAULT_STDERR_TAIL_BYTES: usize = 8 * 1024;
 /// Default grace between SIGTERM and SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
 /// How long [`Process::terminate`] waits for the reap after SIGKILL before giving up.
@@ -262,7 +262,7 @@ pub trait Process: Send + fmt::Debug {
 
 /// A short description of how a process ended: `exit code 1`, `killed by signal 15`, or
 /// `unknown exit`.
-pub fn describe_exit(code: Option<i32>, signal: Option<i32>) -> String {
+pub(crate) fn describe_exit(code: Option<i32>, signal: Option<i32>) -> String {
     match (code, signal) {
         (Some(c), _) => format!("exit code {c}"),
         (None, Some(s)) => format!("killed by signal {s}"),

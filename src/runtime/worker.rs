@@ -66,7 +66,7 @@ pub fn continuation_prompt(issue: &Issue, turn: u32, max_turns: u32) -> String {
 }
 
 /// Start the worker thread. On spawn failure the caller reports the exit itself.
-pub fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
+pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
     let name = format!("worker-{}", ctx.issue.identifier);
     thread::Builder::new().name(name).spawn(move || {
         let issue_id = ctx.issue.id.clone();

@@ -15,7 +15,7 @@ pub const LOG_OUTPUT_CHARS: usize = 2000;
 
 /// Which hook (spec §5.3.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookKind {
+pub(crate) enum HookKind {
     /// After a workspace directory was created (fatal).
     AfterCreate,
     /// Before each attempt (fatal).
@@ -28,7 +28,7 @@ pub enum HookKind {
 
 impl HookKind {
     /// Config spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             HookKind::AfterCreate => "after_create",
             HookKind::BeforeRun => "before_run",
@@ -116,7 +116,7 @@ pub fn run_hook(
 
 /// Run a hook if configured and log start/failure/timeout with issue context. Returns `Err` with
 /// a one-line reason when it failed (callers decide whether that is fatal).
-pub fn run_configured_hook(
+pub(crate) fn run_configured_hook(
     host: &dyn Host,
     kind: HookKind,
     script: Option<&str>,
