@@ -70,12 +70,14 @@ pub(crate) fn supervise(
     let mut lines: Receiver<StdoutItem> = proc.lines().clone();
     let deadline = started + timeout;
     let mut timed_out = false;
+    let mut eof = false;
     // Pump stdout (so the child never blocks on a full pipe) until the leader is reaped.
     while !proc.has_exited() {
         let left = deadline.saturating_duration_since(Instant::now());
         select! {
             recv(lines) -> item => {
                 if !keep(item.ok(), &mut stdout) {
+                    eof = true;
                     lines = never();
                 }
             }
@@ -90,11 +92,9 @@ pub(crate) fn supervise(
     }
     // Drain what is left, bounded in case something escaped the group and holds the pipe.
     let drain_until = Instant::now() + OUTPUT_WAIT;
-    loop {
+    while !eof {
         let left = drain_until.saturating_duration_since(Instant::now());
-        if !keep(lines.recv_timeout(left).ok(), &mut stdout) {
-            break;
-        }
+        eof = !keep(lines.recv_timeout(left).ok(), &mut stdout);
     }
     let _ = proc
         .stderr_done()
