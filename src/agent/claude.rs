@@ -1,8 +1,8 @@
 //! Claude Code CLI adapter (spec §10.1, CLI subprocess mode), built against the real
 //! `@anthropic-ai/claude-code@2.1.332` stream-json protocol.
 //!
-//! Every turn is one `claude -p … --output-format stream-json --verbose` invocation (through
-//! [`super::process`]); continuation turns add `--resume <agent_session_id>`, so the CLI's session
+//! Every turn is one `claude -p … --output-format stream-json --verbose` invocation run by the turn
+//! driver (`agent::driver`) on the runner's host; continuation turns add `--resume <agent_session_id>`, so the CLI's session
 //! (and its id) stays the same across turns. The pure [`StreamParser`] turns stdout lines into
 //! normalized [`AgentEvent`]s; the pure [`turn_outcome`] decides the turn result from the `result`
 //! line and how the process ended.
@@ -502,7 +502,7 @@ pub(crate) fn child_timeout_env(
         .collect()
 }
 
-/// Builds [`ClaudeSession`]s from `claude_code.*`.
+/// Builds Claude sessions from `claude_code.*`.
 #[derive(Debug, Clone)]
 pub struct ClaudeRunner {
     cfg: ClaudeCodeConfig,

@@ -1,8 +1,9 @@
 //! GitHub Copilot CLI adapter (spec §10.2), targeting `@github/copilot@1.0.102`.
 //!
-//! Every turn is one `copilot --prompt=<prompt> --output-format json …` process (see [`build_args`]),
-//! launched through [`super::process`] (`bash -lc '<command> "$@"'`, prompt as a positional
-//! argument, cwd = workspace, stdin `/dev/null`, own process group, group kill on stop).
+//! Every turn is one `copilot --prompt=<prompt> --output-format json …` process (see `build_args`),
+//! run by the turn driver (`agent::driver`) on the runner's host (`bash -lc '<command> "$@"'`,
+//! prompt as a positional argument, cwd = workspace, stdin `/dev/null`, own process group, group
+//! kill on stop).
 //!
 //! * **Sessions**: the JSONL stream has no session-start event, so Baton picks a UUIDv4 and passes
 //!   `--session-id=<uuid>` on the first turn and `--resume=<uuid>` later; `session_started` is

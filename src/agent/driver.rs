@@ -5,6 +5,11 @@
 //! mapping of parser state + [`ProcessEnd`] to an outcome; [`terminal_event_kind`] maps that outcome
 //! to the terminal event.
 //!
+//! Adding a CLI agent: one file with a runner (config → `AgentRunner`), argv/env building into a
+//! `ProcessSpec::command`, a stream parser implementing [`TurnParser`], and an outcome function
+//! from the parser's state and the [`ProcessEnd`]; `run_turn` calls [`run_invocation`], maps the
+//! outcome with [`terminal_event_kind`] and emits the terminal event.
+//!
 //! End of an invocation: stdout EOF *and* the leader reaped; or the result line *and* the leader
 //! reaped (a descendant that left the group with `setsid` may still hold stdout open: it is not
 //! waited for); or the deadline / a cancel (the group is stopped). After stdout EOF the driver

@@ -3,11 +3,18 @@
 //! and reap it — goes through one object-safe [`Host`].
 //!
 //! [`LocalHost`] is the only implementation today: `std::fs` for workspaces and the
-//! [`supervisor`] for processes (one `waitid(WNOWAIT)` design shared by hooks and agents). A
+//! `supervisor` for processes (one `waitid(WNOWAIT)` design shared by hooks and agents). A
 //! remote host (SSH, spec Appendix A) is another implementation: it runs the same [`ProcessSpec`]
 //! remotely and hands back its own [`Process`] (e.g. the local `ssh` client whose group signals
 //! are forwarded to the remote pgid). Nothing outside this module calls `killpg`, starts a shell
 //! or deletes a workspace directory.
+//!
+//! Adding a host: implement [`Host`] — the three workspace operations with the same containment
+//! rules as [`LocalHost`], and `spawn`, returning a [`Process`] whose `pid` is the (remote) group
+//! id, whose `signal_group` reaches that group only while its leader is unreaped, and whose
+//! `lines`/`exited`/`stderr_done` channels close when the process ends (a dropped connection must
+//! end them too). `run_hook` then works unchanged (it is built on `spawn`); give the agent runners
+//! the host with `with_host` and the worker runs workspaces and hooks there.
 
 mod hook;
 mod local;
