@@ -45,6 +45,7 @@ impl Env {
             workspace: self.ws.clone(),
             workspace_root: self.root.clone(),
             resume_session_id: None,
+            host: baton::host::LocalHost::shared(),
         }
     }
 }

@@ -27,7 +27,7 @@ use super::{
     check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
     AgentSession, CancelToken, SessionContext, TokenUsage, TurnSummary,
 };
-use crate::host::{Host, LocalHost, ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE};
+use crate::host::{Host, ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE};
 use crate::text::truncate_chars;
 use crate::workflow::config::ClaudeCodeConfig;
 
@@ -509,18 +509,16 @@ pub struct ClaudeRunner {
     extra_env: Vec<(String, String)>,
     kill_grace: Duration,
     max_line_bytes: usize,
-    host: Arc<dyn Host>,
 }
 
 impl ClaudeRunner {
-    /// A runner for this config (on this machine).
+    /// A runner for this config.
     pub fn new(cfg: ClaudeCodeConfig) -> Self {
         ClaudeRunner {
             cfg,
             extra_env: Vec::new(),
             kill_grace: DEFAULT_KILL_GRACE,
             max_line_bytes: crate::host::DEFAULT_MAX_LINE_BYTES,
-            host: Arc::new(LocalHost),
         }
     }
 
@@ -541,19 +539,14 @@ impl ClaudeRunner {
         self.max_line_bytes = n;
         self
     }
-
-    /// Run the CLI on `host` instead of this machine.
-    pub fn with_host(mut self, host: Arc<dyn Host>) -> Self {
-        self.host = host;
-        self
-    }
 }
 
 impl AgentRunner for ClaudeRunner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        let cwd = check_cwd_on(self.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
+        let cwd = check_cwd_on(ctx.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
         Ok(Box::new(ClaudeSession {
             runner: self.clone(),
+            host: Arc::clone(&ctx.host),
             cwd,
             workspace_root: ctx.workspace_root.clone(),
             issue_identifier: ctx.issue_identifier.clone(),
@@ -568,6 +561,7 @@ impl AgentRunner for ClaudeRunner {
 #[derive(Debug)]
 pub(crate) struct ClaudeSession {
     runner: ClaudeRunner,
+    host: Arc<dyn Host>,
     cwd: PathBuf,
     workspace_root: PathBuf,
     issue_identifier: String,
@@ -649,7 +643,7 @@ impl AgentSession for ClaudeSession {
             resume: self.agent_session_id.is_some(),
         };
         // Re-check containment right before every launch (the workspace may have changed), then run.
-        let host = self.runner.host.as_ref();
+        let host = self.host.as_ref();
         let ran = check_cwd_on(host, &self.cwd, &self.workspace_root).and_then(|_| {
             run_invocation(host, &self.spec(prompt), &mut inv, limits, cancel, on_event)
         });

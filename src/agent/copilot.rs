@@ -33,7 +33,7 @@ use super::{
     check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
     AgentSession, CancelToken, SessionContext, TurnSummary,
 };
-use crate::host::{Host, LocalHost, ProcessSpec, DEFAULT_KILL_GRACE};
+use crate::host::{Host, ProcessSpec, DEFAULT_KILL_GRACE};
 use crate::workflow::config::CopilotConfig;
 
 /// Environment variable that makes the CLI approve every tool (and trust the cwd); removed from the
@@ -132,7 +132,6 @@ pub struct CopilotRunner {
     env: Vec<(OsString, OsString)>,
     env_remove: Vec<OsString>,
     kill_grace: Duration,
-    host: Arc<dyn Host>,
 }
 
 impl CopilotRunner {
@@ -143,14 +142,7 @@ impl CopilotRunner {
             env: Vec::new(),
             env_remove: Vec::new(),
             kill_grace: DEFAULT_KILL_GRACE,
-            host: Arc::new(LocalHost),
         }
-    }
-
-    /// Run the CLI on `host` instead of this machine.
-    pub fn with_host(mut self, host: Arc<dyn Host>) -> Self {
-        self.host = host;
-        self
     }
 
     /// Remove an inherited environment variable from every CLI process (e.g. `GH_TOKEN` in tests).
@@ -174,7 +166,7 @@ impl CopilotRunner {
 
 impl AgentRunner for CopilotRunner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        let workspace = check_cwd_on(self.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
+        let workspace = check_cwd_on(ctx.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
         let startup = |m: String| AgentError::new(AgentErrorKind::StartupFailed, m);
         let (session, resuming) = match ctx.resume_session_id.as_deref() {
             Some(id) if is_uuid(id) => (id.to_ascii_lowercase(), true),
@@ -194,6 +186,7 @@ impl AgentRunner for CopilotRunner {
             .map_err(|e| startup(format!("could not create a temp dir for usage files: {e}")))?;
         Ok(Box::new(CopilotSession {
             runner: self.clone(),
+            host: Arc::clone(&ctx.host),
             issue_identifier: ctx.issue_identifier.clone(),
             workspace,
             workspace_root: ctx.workspace_root.clone(),
@@ -217,6 +210,7 @@ fn create_private_temp_dir() -> std::io::Result<PathBuf> {
 #[derive(Debug)]
 pub(crate) struct CopilotSession {
     runner: CopilotRunner,
+    host: Arc<dyn Host>,
     issue_identifier: String,
     workspace: PathBuf,
     workspace_root: PathBuf,
@@ -315,7 +309,7 @@ impl CopilotSession {
             turn: self.turn,
         };
         let (end, pid) = run_invocation(
-            self.runner.host.as_ref(),
+            self.host.as_ref(),
             &spec,
             &mut inv,
             limits,
@@ -418,7 +412,7 @@ impl AgentSession for CopilotSession {
     ) -> Result<TurnSummary, AgentError> {
         // The workspace must still be where it was (spec §9.5) before anything launches.
         let r = &self.runner;
-        self.workspace = check_cwd_on(r.host.as_ref(), &self.workspace, &self.workspace_root)?;
+        self.workspace = check_cwd_on(self.host.as_ref(), &self.workspace, &self.workspace_root)?;
         let limits = Limits {
             deadline: Instant::now() + Duration::from_millis(r.cfg.turn_timeout_ms.max(1)),
             kill_grace: r.kill_grace,

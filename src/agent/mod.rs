@@ -219,6 +219,8 @@ pub struct SessionContext {
     pub workspace_root: PathBuf,
     /// Agent session id to resume (persisted from an earlier run), if any.
     pub resume_session_id: Option<String>,
+    /// Where the workspace lives and the agent runs.
+    pub host: Arc<dyn Host>,
 }
 
 /// Cancellation handle shared between the orchestrator (which cancels) and a running turn (which

@@ -15,6 +15,13 @@ use super::{Workspace, WorkspaceError};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalHost;
 
+impl LocalHost {
+    /// This machine as a shareable host.
+    pub fn shared() -> std::sync::Arc<dyn Host> {
+        std::sync::Arc::new(LocalHost)
+    }
+}
+
 impl Host for LocalHost {
     fn create_workspace(&self, root: &Path, path: &Path) -> Result<Workspace, WorkspaceError> {
         check_name(root, path)?;

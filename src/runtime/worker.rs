@@ -90,8 +90,9 @@ pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>
 
 struct Run<'a> {
     ctx: &'a WorkerContext,
-    /// Where the workspace and hooks live (the agent runner carries its own host).
-    host: &'a dyn Host,
+    /// Where the workspace, the hooks and the agent run. Always this machine until the daemon
+    /// picks a host per dispatch (SSH workers) and passes it in the `WorkerContext`.
+    host: Arc<dyn Host>,
     issue: Issue,
     workspace: Option<Workspace>,
 }
@@ -114,7 +115,7 @@ impl Run<'_> {
         if let Some(ws) = &self.workspace {
             let env = HookEnv::for_issue(&self.issue, &ws.path);
             let _ = run_configured_hook(
-                self.host,
+                self.host.as_ref(),
                 HookKind::AfterRun,
                 self.ctx.hooks.after_run.as_deref(),
                 &ws.path,
@@ -137,7 +138,7 @@ impl Run<'_> {
 pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
     let mut run = Run {
         ctx,
-        host: &LocalHost,
+        host: LocalHost::shared(),
         issue: ctx.issue.clone(),
         workspace: None,
     };
@@ -158,6 +159,7 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
         workspace: ws.path,
         workspace_root: root, // adapters canonicalize it when they validate the cwd
         resume_session_id: None,
+        host: Arc::clone(&run.host),
     };
     let mut session = match ctx.runner.start_session(&sctx) {
         Ok(s) => s,
@@ -176,14 +178,20 @@ impl Run<'_> {
     fn prepare(&mut self, root: &Path) -> Result<(), WorkerOutcome> {
         let ctx = self.ctx;
         let env = HookEnv::for_issue(&ctx.issue, &ctx.workspace_path);
-        let ws = ensure_workspace(self.host, root, &ctx.workspace_path, &ctx.hooks, &env)
-            .map_err(|e| WorkerOutcome::Failed(format!("workspace error: {e}")))?;
+        let ws = ensure_workspace(
+            self.host.as_ref(),
+            root,
+            &ctx.workspace_path,
+            &ctx.hooks,
+            &env,
+        )
+        .map_err(|e| WorkerOutcome::Failed(format!("workspace error: {e}")))?;
         if ctx.cancel.is_cancelled() {
             return Err(WorkerOutcome::Cancelled);
         }
         let env = HookEnv::for_issue(&ctx.issue, &ws.path);
         if let Err(e) = run_configured_hook(
-            self.host,
+            self.host.as_ref(),
             HookKind::BeforeRun,
             ctx.hooks.before_run.as_deref(),
             &ws.path,
