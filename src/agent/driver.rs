@@ -200,3 +200,193 @@ pub(crate) fn terminal_event_kind<T>(outcome: &Result<T, AgentError>) -> AgentEv
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{Workspace, WorkspaceError};
+    use crossbeam_channel::{bounded, Receiver, Sender};
+    use std::path::{Path, PathBuf};
+    use std::process::ExitStatus;
+    use std::sync::{Arc, Mutex};
+
+    /// A process that is not a local child: what a remote host would hand back.
+    #[derive(Debug)]
+    struct Scripted {
+        lines: Receiver<StdoutItem>,
+        exited: Receiver<()>,
+        exit_tx: Mutex<Option<Sender<()>>>,
+        status: Mutex<Option<ExitStatus>>,
+        signals: Arc<Mutex<Vec<i32>>>,
+        stderr_done: Receiver<()>,
+    }
+
+    impl Process for Scripted {
+        fn pid(&self) -> u32 {
+            4242
+        }
+        fn lines(&self) -> &Receiver<StdoutItem> {
+            &self.lines
+        }
+        fn exited(&self) -> &Receiver<()> {
+            &self.exited
+        }
+        fn exit_status(&self) -> Option<ExitStatus> {
+            *self.status.lock().unwrap()
+        }
+        fn has_exited(&self) -> bool {
+            self.status.lock().unwrap().is_some()
+        }
+        fn signal_group(&self, signal: i32) -> bool {
+            self.signals.lock().unwrap().push(signal);
+            if !self.has_exited() {
+                *self.status.lock().unwrap() = Some(ExitStatus::from_raw(signal));
+                self.exit_tx.lock().unwrap().take();
+            }
+            true
+        }
+        fn stderr_bytes(&self) -> Vec<u8> {
+            b"remote stderr".to_vec()
+        }
+        fn stderr_done(&self) -> &Receiver<()> {
+            &self.stderr_done
+        }
+    }
+
+    /// A host whose one process is scripted by the test.
+    #[derive(Debug)]
+    struct ScriptedHost(Mutex<Option<Scripted>>);
+
+    impl Host for ScriptedHost {
+        fn create_workspace(&self, _: &Path, _: &Path) -> Result<Workspace, WorkspaceError> {
+            unimplemented!()
+        }
+        fn check_workspace(&self, _: &Path, p: &Path) -> Result<PathBuf, WorkspaceError> {
+            Ok(p.to_path_buf())
+        }
+        fn remove_workspace(
+            &self,
+            _: &Path,
+            _: &Path,
+            _: &mut dyn FnMut(&Path),
+        ) -> Result<bool, WorkspaceError> {
+            unimplemented!()
+        }
+        fn spawn(&self, _: &ProcessSpec) -> std::io::Result<Box<dyn Process>> {
+            Ok(Box::new(self.0.lock().unwrap().take().unwrap()))
+        }
+    }
+
+    struct Lines {
+        seen: Vec<String>,
+    }
+
+    impl TurnParser for Lines {
+        fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
+            self.seen.push(line.to_string());
+            vec![AgentEvent::new(AgentEventKind::OtherMessage, line)]
+        }
+        fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent {
+            AgentEvent::new(kind, summary)
+        }
+        fn result_seen(&self) -> bool {
+            self.seen.iter().any(|l| l == "result")
+        }
+    }
+
+    type Script = (ScriptedHost, Sender<StdoutItem>, Arc<Mutex<Vec<i32>>>);
+
+    fn scripted() -> Script {
+        let (line_tx, lines) = bounded(16);
+        let (exit_tx, exited) = bounded(0);
+        let (_, stderr_done) = bounded::<()>(0);
+        let signals = Arc::new(Mutex::new(Vec::new()));
+        let p = Scripted {
+            lines,
+            exited,
+            exit_tx: Mutex::new(Some(exit_tx)),
+            status: Mutex::new(None),
+            signals: Arc::clone(&signals),
+            stderr_done,
+        };
+        (ScriptedHost(Mutex::new(Some(p))), line_tx, signals)
+    }
+
+    fn limits(ms: u64) -> Limits {
+        Limits {
+            deadline: Instant::now() + Duration::from_millis(ms),
+            kill_grace: Duration::from_millis(50),
+        }
+    }
+
+    #[test]
+    fn result_then_exit_ends_the_turn_while_stdout_stays_open() {
+        let (host, tx, _signals) = scripted();
+        tx.send(StdoutItem::Line("init".into())).unwrap();
+        tx.send(StdoutItem::Line("result".into())).unwrap();
+        // The leader exits (status 0) but stdout never reaches EOF: `tx` stays alive.
+        {
+            let guard = host.0.lock().unwrap();
+            let p = guard.as_ref().unwrap();
+            *p.status.lock().unwrap() = Some(ExitStatus::from_raw(0));
+            p.exit_tx.lock().unwrap().take();
+        }
+        let mut parser = Lines { seen: Vec::new() };
+        let mut events = Vec::new();
+        let spec = ProcessSpec::command("x", "/");
+        let (end, pid) = run_invocation(
+            &host,
+            &spec,
+            &mut parser,
+            limits(60_000),
+            &CancelToken::new(),
+            &mut |e| events.push(e),
+        )
+        .unwrap();
+        assert_eq!(pid, 4242);
+        assert_eq!(end.exit_code, Some(0));
+        assert!(!end.timed_out && !end.cancelled);
+        assert_eq!(end.stderr_tail, "remote stderr");
+        assert_eq!(parser.seen, ["init", "result"]);
+        assert!(events.iter().all(|e| e.agent_pid == Some(4242)));
+        drop(tx);
+    }
+
+    #[test]
+    fn cancel_signals_the_group_through_the_process_handle() {
+        let (host, tx, signals) = scripted();
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        let spec = ProcessSpec::command("x", "/");
+        let (end, _) = run_invocation(
+            &host,
+            &spec,
+            &mut Lines { seen: Vec::new() },
+            limits(60_000),
+            &cancel,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(end.cancelled);
+        assert_eq!(signals.lock().unwrap().first(), Some(&libc::SIGTERM));
+        drop(tx);
+    }
+
+    #[test]
+    fn deadline_times_out_and_stops_the_group() {
+        let (host, tx, signals) = scripted();
+        let spec = ProcessSpec::command("x", "/");
+        let (end, _) = run_invocation(
+            &host,
+            &spec,
+            &mut Lines { seen: Vec::new() },
+            limits(0),
+            &CancelToken::new(),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(end.timed_out);
+        assert_eq!(signals.lock().unwrap().first(), Some(&libc::SIGTERM));
+        drop(tx);
+    }
+}
