@@ -61,7 +61,7 @@ pub fn remove_workspace(
 /// Remove the workspace at `path` (recorded at dispatch or derived from the identifier at startup)
 /// on `host`: run `before_remove` (failures logged, ignored), then delete it. A symlink is
 /// unlinked, never followed; anything not inside the root is left alone. Missing paths are fine.
-pub fn remove_workspace_on(
+pub(crate) fn remove_workspace_on(
     host: &dyn Host,
     root: &Path,
     path: &Path,
