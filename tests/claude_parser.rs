@@ -1,7 +1,7 @@
 //! Every captured real-CLI transcript (`fixtures/claude/*.jsonl`) through the stream-json parser
 //! and the outcome rules: normalized events, session id, usage, cost, outcome.
 
-use baton::agent::claude::{turn_outcome, ResultInfo, StreamParser, TurnEnd, SUMMARY_MAX_CHARS};
+use baton::agent::claude::{turn_outcome, ProcessEnd, ResultInfo, StreamParser, SUMMARY_MAX_CHARS};
 use baton::agent::{AgentErrorKind, AgentEvent, AgentEventKind, TokenUsage};
 use AgentEventKind::*;
 
@@ -54,10 +54,17 @@ fn parse(name: &str) -> Parsed {
     parse_with(name, 1, None)
 }
 
-fn exited(code: i32) -> TurnEnd {
-    TurnEnd::Exited {
-        code: Some(code),
-        signal: None,
+fn exited(code: i32) -> ProcessEnd {
+    ProcessEnd {
+        exit_code: Some(code),
+        ..Default::default()
+    }
+}
+
+fn exited_with(code: i32, stderr: &str) -> ProcessEnd {
+    ProcessEnd {
+        stderr_tail: stderr.into(),
+        ..exited(code)
     }
 }
 
@@ -85,7 +92,7 @@ fn a_text_session_started_text_and_success() {
     let r = p.result();
     assert_eq!(r.usage, usage(1000, 10, 200, 50));
     assert!((r.total_cost_usd.unwrap() - 0.0033975).abs() < 1e-9);
-    let ok = turn_outcome(Some(r), &exited(0), false, "").expect("success");
+    let ok = turn_outcome(Some(r), &exited(0), false).expect("success");
     assert_eq!(ok.usage, usage(1000, 10, 200, 50));
     assert_eq!(ok.session_cost_usd, r.total_cost_usd);
     assert!(ok.result_text.is_some());
@@ -109,7 +116,7 @@ fn b_bash_allowed_tool_use_and_summed_result_usage() {
     // Assistant lines carry 1000/1 each; the result's per-invocation sum is what counts.
     assert_eq!(p.result().usage, usage(2100, 21, 400, 100));
     assert_eq!(p.result().total_cost_usd, Some(0.0094));
-    assert!(turn_outcome(p.parser.result(), &exited(0), false, "").is_ok());
+    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
@@ -124,7 +131,7 @@ fn c_bash_denied_reports_one_permission_denied_and_succeeds() {
         .unwrap();
     assert_eq!(d.summary, "Bash: This command requires approval");
     assert_eq!(p.result().permission_denials, vec!["Bash".to_string()]);
-    assert!(turn_outcome(p.parser.result(), &exited(0), false, "").is_ok());
+    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
@@ -139,7 +146,7 @@ fn c2_write_denied_in_default_mode() {
     assert!(d
         .summary
         .starts_with("Write: Claude requested permissions to write"));
-    assert!(turn_outcome(p.parser.result(), &exited(0), false, "").is_ok());
+    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
@@ -147,7 +154,7 @@ fn c3_disallowed_tool_is_no_permission_denial() {
     let p = parse("c3_disallowed_tool");
     assert_eq!(p.count(PermissionDenied), 0);
     assert_eq!(p.count(ToolUse), 1);
-    assert!(turn_outcome(p.parser.result(), &exited(0), false, "").is_ok());
+    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
@@ -179,8 +186,8 @@ fn d_resume_keeps_session_adds_usage_and_reports_latest_cost() {
         .iter()
         .all(|e| e.session_id.as_deref() == Some(&*format!("{id}-2"))));
 
-    let t1 = turn_outcome(first.parser.result(), &exited(0), false, "").unwrap();
-    let t2 = turn_outcome(second.parser.result(), &exited(0), false, "").unwrap();
+    let t1 = turn_outcome(first.parser.result(), &exited(0), false).unwrap();
+    let t2 = turn_outcome(second.parser.result(), &exited(0), false).unwrap();
     assert_eq!(t2.usage, usage(1200, 12, 200, 50), "per invocation");
     let mut total = TokenUsage::default();
     total.add(&t1.usage);
@@ -201,7 +208,7 @@ fn d2_unknown_resume_id_fails_the_turn() {
         Some("11111111-2222-3333-4444-555555555555")
     );
     let stderr = "No conversation found with session ID: 11111111-2222-3333-4444-555555555555";
-    let e = turn_outcome(p.parser.result(), &exited(1), false, stderr).unwrap_err();
+    let e = turn_outcome(p.parser.result(), &exited_with(1, stderr), false).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::TurnFailed);
     assert!(e.message.contains("error_during_execution"));
     assert!(e.message.contains("No conversation found"));
@@ -234,11 +241,11 @@ fn api_errors_are_failed_turns_despite_subtype_success() {
         assert_eq!(r.subtype, "success");
         assert!(r.is_error);
         assert_eq!(r.api_error_status, status, "{case}");
-        let e = turn_outcome(Some(r), &exited(1), false, "").unwrap_err();
+        let e = turn_outcome(Some(r), &exited(1), false).unwrap_err();
         assert_eq!(e.kind, AgentErrorKind::TurnFailed, "{case}");
         assert!(e.message.contains("terminal_reason=api_error"), "{case}");
         // Even an exit code of 0 would not make an is_error result a success.
-        assert!(turn_outcome(Some(r), &exited(0), false, "").is_err());
+        assert!(turn_outcome(Some(r), &exited(0), false).is_err());
     }
 }
 
@@ -262,7 +269,7 @@ fn e3_error_then_recover_succeeds() {
             .count(),
         2
     );
-    assert!(turn_outcome(p.parser.result(), &exited(0), false, "").is_ok());
+    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
@@ -270,7 +277,7 @@ fn f5_stream_idle_failure_still_reports_usage() {
     let p = parse("f5_stall_byte_idle_timeout");
     let r = p.result();
     assert_eq!(r.usage.input_tokens, 1000);
-    let e = turn_outcome(Some(r), &exited(1), false, "").unwrap_err();
+    let e = turn_outcome(Some(r), &exited(1), false).unwrap_err();
     assert!(e.message.contains("stream idle"), "{}", e.message);
 }
 
@@ -286,18 +293,34 @@ fn hangs_without_result_line_are_process_exits() {
         let p = parse(case);
         assert!(p.parser.result().is_none(), "{case}");
         assert_eq!(p.count(SessionStarted), 1, "{case}");
-        let killed = TurnEnd::Exited {
-            code: None,
+        let killed = ProcessEnd {
             signal: Some(15),
+            ..Default::default()
         };
-        let e = turn_outcome(None, &killed, false, "").unwrap_err();
+        let e = turn_outcome(None, &killed, false).unwrap_err();
         assert_eq!(e.kind, AgentErrorKind::ProcessExit, "{case}");
         assert!(e.message.contains("without a result line"));
-        let e = turn_outcome(None, &exited(143), false, "").unwrap_err();
+        let e = turn_outcome(None, &exited(143), false).unwrap_err();
         assert_eq!(e.kind, AgentErrorKind::ProcessExit);
-        let e = turn_outcome(None, &TurnEnd::TimedOut, false, "").unwrap_err();
+        let e = turn_outcome(
+            None,
+            &ProcessEnd {
+                timed_out: true,
+                ..Default::default()
+            },
+            false,
+        )
+        .unwrap_err();
         assert_eq!(e.kind, AgentErrorKind::TurnTimeout);
-        let e = turn_outcome(None, &TurnEnd::Cancelled, false, "").unwrap_err();
+        let e = turn_outcome(
+            None,
+            &ProcessEnd {
+                cancelled: true,
+                ..Default::default()
+            },
+            false,
+        )
+        .unwrap_err();
         assert_eq!(e.kind, AgentErrorKind::TurnCancelled);
     }
 }
@@ -308,7 +331,7 @@ fn g_max_turns_fails_with_the_cli_error() {
     let r = p.result();
     assert_eq!(r.subtype, "error_max_turns");
     assert_eq!(r.result_text, None);
-    let e = turn_outcome(Some(r), &exited(1), false, "").unwrap_err();
+    let e = turn_outcome(Some(r), &exited(1), false).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::TurnFailed);
     assert!(e.message.contains("Reached maximum number of turns (1)"));
     assert_eq!(r.usage.input_tokens, 1000);
@@ -325,7 +348,7 @@ fn i_write_and_edit_tool_uses() {
         .collect();
     assert_eq!(tools, vec!["Write", "Edit"]);
     assert_eq!(p.result().usage, usage(3300, 33, 600, 150));
-    assert!(turn_outcome(p.parser.result(), &exited(0), false, "").is_ok());
+    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
@@ -337,26 +360,31 @@ fn stream_json_input_cases_are_tolerated() {
     assert_eq!(h.count(Malformed), 1);
     assert_eq!(h.result().usage.input_tokens, 2100);
     let j = parse("j_interrupt_stream_json");
-    let e = turn_outcome(j.parser.result(), &exited(1), false, "").unwrap_err();
+    let e = turn_outcome(j.parser.result(), &exited(1), false).unwrap_err();
     assert!(e.message.contains("aborted_streaming"));
     let a2 = parse("a2_partial_messages");
     assert_eq!(a2.count(Malformed), 0);
-    assert!(turn_outcome(a2.parser.result(), &exited(0), false, "").is_ok());
+    assert!(turn_outcome(a2.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
 fn success_result_with_nonzero_exit_is_process_exit() {
     let p = parse("a_text");
-    let e = turn_outcome(p.parser.result(), &exited(2), false, "boom").unwrap_err();
+    let e = turn_outcome(p.parser.result(), &exited_with(2, "boom"), false).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::ProcessExit);
     assert!(e.message.contains("stderr: boom"));
 }
 
 #[test]
 fn no_result_exit_0_is_parse_error_and_127_is_not_found() {
-    let e = turn_outcome(None, &exited(0), false, "").unwrap_err();
+    let e = turn_outcome(None, &exited(0), false).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::ParseError);
-    let e = turn_outcome(None, &exited(127), false, "bash: claude: command not found").unwrap_err();
+    let e = turn_outcome(
+        None,
+        &exited_with(127, "bash: claude: command not found"),
+        false,
+    )
+    .unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::AgentNotFound);
     assert!(e.message.contains("command not found"));
 }
@@ -367,7 +395,7 @@ fn asking_for_user_input_fails_the_turn() {
     p.parse_line(r#"{"type":"assistant","session_id":"s","message":{"content":[{"type":"tool_use","name":"AskUserQuestion","input":{}}]}}"#);
     p.parse_line(r#"{"type":"result","subtype":"success","is_error":false,"usage":{}}"#);
     assert!(p.asked_for_input());
-    let e = turn_outcome(p.result(), &exited(0), true, "").unwrap_err();
+    let e = turn_outcome(p.result(), &exited(0), true).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::TurnInputRequired);
 }
 

@@ -45,6 +45,7 @@ impl Env {
             workspace: self.ws.clone(),
             workspace_root: self.root.clone(),
             resume_session_id: None,
+            host: baton::host::LocalHost::shared(),
         }
     }
 }
@@ -502,6 +503,33 @@ fn grandchild_holding_stdout_is_killed_and_nothing_lingers() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(is_dead(gc), "grandchild {gc} still running");
+    assert!(reaped(pid_of(&t)));
+}
+
+#[test]
+fn result_and_exit_complete_the_turn_even_if_a_setsid_descendant_holds_stdout() {
+    let env = Env::new("setsid");
+    let pid_file = env.file("grandchild.pid");
+    let r = runner(
+        60_000,
+        vec![
+            ("FAKE_CLAUDE_MODE", "setsid_grandchild".into()),
+            ("FAKE_CLAUDE_PID_FILE", pid_file.display().to_string()),
+        ],
+    );
+    let mut s = r.start_session(&env.ctx()).unwrap();
+    let t = run(s.as_mut(), "x", &CancelToken::new());
+    let gc: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The escaped process is out of any group Baton may signal; the test cleans it up itself.
+    unsafe { libc::kill(gc, libc::SIGKILL) };
+    assert!(t.result.is_ok(), "{:?}", t.result);
+    assert_eq!(t.events.last().unwrap().kind, AgentEventKind::TurnCompleted);
+    // Not held until the turn timeout (60 s) by the open pipe.
+    assert!(t.elapsed < Duration::from_secs(10), "{:?}", t.elapsed);
     assert!(reaped(pid_of(&t)));
 }
 

@@ -76,6 +76,7 @@ impl Env {
             workspace: self.ws.clone(),
             workspace_root: self.root.clone(),
             resume_session_id: None,
+            host: baton::host::LocalHost::shared(),
         }
     }
     fn runner(&self, bin: &Path, fake: &FakeAnthropic, cfg: ClaudeCodeConfig) -> ClaudeRunner {

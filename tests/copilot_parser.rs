@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use baton::agent::copilot::parse::{ProcessEnd, StreamParser, TurnOutcome};
+use baton::agent::copilot::parse::{ProcessEnd, StreamParser};
 use baton::agent::copilot::usage::{read_usage_file, UsageTracker};
 use baton::agent::{AgentErrorKind, AgentEvent, AgentEventKind};
 
@@ -52,8 +52,8 @@ fn kinds(r: &Run, k: AgentEventKind) -> Vec<&AgentEvent> {
 
 fn failure_kind(r: &Run) -> Option<AgentErrorKind> {
     match r.parser.finish(&r.end) {
-        TurnOutcome::Completed => None,
-        TurnOutcome::Failed(e) => Some(e.kind),
+        Ok(()) => None,
+        Err(e) => Some(e.kind),
     }
 }
 
@@ -218,11 +218,11 @@ fn model_error_is_turn_failed() {
         .summary
         .contains("400 fake backend scripted bad request"));
     match r.parser.finish(&r.end) {
-        TurnOutcome::Failed(e) => {
+        Err(e) => {
             assert_eq!(e.kind, AgentErrorKind::TurnFailed);
             assert!(e.message.contains("400"), "{}", e.message);
         }
-        TurnOutcome::Completed => panic!("a model error must not complete"),
+        Ok(()) => panic!("a model error must not complete"),
     }
 }
 
@@ -231,11 +231,11 @@ fn text_mode_model_error_without_output_is_process_exit() {
     let r = run("12-model-400-text");
     assert_eq!(r.lines, 0);
     match r.parser.finish(&r.end) {
-        TurnOutcome::Failed(e) => {
+        Err(e) => {
             assert_eq!(e.kind, AgentErrorKind::ProcessExit);
             assert!(e.message.contains("400 fake backend scripted bad request"));
         }
-        TurnOutcome::Completed => panic!(),
+        Ok(()) => panic!(),
     }
     assert!(!r.parser.is_unknown_resume(&r.end));
 }
@@ -261,8 +261,8 @@ fn sigterm_abort_is_cancelled_even_though_result_says_exit_0() {
         .iter()
         .any(|e| e.summary == "agent aborted: user_initiated"));
     match r.parser.finish(&r.end) {
-        TurnOutcome::Failed(e) => assert_eq!(e.kind, AgentErrorKind::TurnCancelled),
-        TurnOutcome::Completed => panic!("an aborted turn must not complete"),
+        Err(e) => assert_eq!(e.kind, AgentErrorKind::TurnCancelled),
+        Ok(()) => panic!("an aborted turn must not complete"),
     }
     // With the result line but exit code 143 and no abort (hypothetically) it is still a failure.
     let mut p = StreamParser::new();
@@ -273,9 +273,7 @@ fn sigterm_abort_is_cancelled_even_though_result_says_exit_0() {
         exit_code: Some(143),
         ..Default::default()
     };
-    assert!(
-        matches!(p.finish(&end), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::ProcessExit)
-    );
+    assert!(matches!(p.finish(&end), Err(e) if e.kind == AgentErrorKind::ProcessExit));
 }
 
 #[test]
@@ -290,28 +288,22 @@ fn truncated_stream_without_result_is_never_success() {
         exit_code: Some(0),
         ..Default::default()
     };
-    assert!(
-        matches!(p.finish(&end), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::ParseError)
-    );
+    assert!(matches!(p.finish(&end), Err(e) if e.kind == AgentErrorKind::ParseError));
     let killed = ProcessEnd {
         signal: Some(9),
         ..Default::default()
     };
-    assert!(
-        matches!(p.finish(&killed), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::ProcessExit)
-    );
+    assert!(matches!(p.finish(&killed), Err(e) if e.kind == AgentErrorKind::ProcessExit));
     // The full stream completes.
     p.parse_line(lines[lines.len() - 1]);
-    assert_eq!(p.finish(&end), TurnOutcome::Completed);
+    assert_eq!(p.finish(&end), Ok(()));
     // ...but not if Baton cancelled or timed out meanwhile.
     let cancelled = ProcessEnd {
         exit_code: Some(0),
         cancelled: true,
         ..Default::default()
     };
-    assert!(
-        matches!(p.finish(&cancelled), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::TurnCancelled)
-    );
+    assert!(matches!(p.finish(&cancelled), Err(e) if e.kind == AgentErrorKind::TurnCancelled));
 }
 
 #[test]
@@ -322,9 +314,7 @@ fn blocked_result_fails() {
         exit_code: Some(1),
         ..Default::default()
     };
-    assert!(
-        matches!(p.finish(&end), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::TurnFailed)
-    );
+    assert!(matches!(p.finish(&end), Err(e) if e.kind == AgentErrorKind::TurnFailed));
 }
 
 #[test]
@@ -335,9 +325,7 @@ fn command_not_found_is_agent_not_found() {
         stderr_tail: "bash: line 1: copilot: command not found".into(),
         ..Default::default()
     };
-    assert!(
-        matches!(p.finish(&end), TurnOutcome::Failed(e) if e.kind == AgentErrorKind::AgentNotFound)
-    );
+    assert!(matches!(p.finish(&end), Err(e) if e.kind == AgentErrorKind::AgentNotFound));
 }
 
 #[test]

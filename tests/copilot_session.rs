@@ -49,6 +49,7 @@ impl Sandbox {
             workspace: self.workspace.clone(),
             workspace_root: self.root.clone(),
             resume_session_id: resume.map(str::to_owned),
+            host: baton::host::LocalHost::shared(),
         }
     }
 

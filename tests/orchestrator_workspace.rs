@@ -5,6 +5,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use baton::host::LocalHost;
 use baton::model::Issue;
 use baton::workflow::config::HooksConfig;
 use baton::workspace::hooks::{run_hook, HookEnv, HookError};
@@ -49,10 +50,10 @@ fn creates_then_reuses_and_runs_after_create_only_once() {
         ..hooks()
     };
     let env = HookEnv::for_issue(&issue(), &path);
-    let w1 = ensure_workspace(&root, &path, &h, &env).unwrap();
+    let w1 = ensure_workspace(&LocalHost, &root, &path, &h, &env).unwrap();
     assert!(w1.created_now && w1.path.is_dir());
     fs::write(w1.path.join("work.txt"), "keep me").unwrap();
-    let w2 = ensure_workspace(&root, &path, &h, &env).unwrap();
+    let w2 = ensure_workspace(&LocalHost, &root, &path, &h, &env).unwrap();
     assert!(!w2.created_now);
     assert_eq!(w1.path, w2.path);
     assert_eq!(
@@ -73,7 +74,14 @@ fn failing_after_create_removes_the_half_made_directory() {
         after_create: Some("touch partial; exit 3".into()),
         ..hooks()
     };
-    let err = ensure_workspace(&root, &path, &h, &HookEnv::for_issue(&issue(), &path)).unwrap_err();
+    let err = ensure_workspace(
+        &LocalHost,
+        &root,
+        &path,
+        &h,
+        &HookEnv::for_issue(&issue(), &path),
+    )
+    .unwrap_err();
     assert!(
         err.0.contains("after_create") && err.0.contains("status 3"),
         "{err}"
@@ -86,8 +94,14 @@ fn an_existing_file_at_the_workspace_path_fails_safely() {
     let root = tmpdir("file");
     let path = workspace_path(&root, "acme__repo-12");
     fs::write(&path, "not a dir").unwrap();
-    let err =
-        ensure_workspace(&root, &path, &hooks(), &HookEnv::for_issue(&issue(), &path)).unwrap_err();
+    let err = ensure_workspace(
+        &LocalHost,
+        &root,
+        &path,
+        &hooks(),
+        &HookEnv::for_issue(&issue(), &path),
+    )
+    .unwrap_err();
     assert!(err.0.contains("not a directory"), "{err}");
     assert_eq!(
         fs::read_to_string(&path).unwrap(),
@@ -107,7 +121,7 @@ fn a_symlink_escaping_the_root_is_rejected_and_never_followed_on_removal() {
     let path = workspace_path(&root, "acme__repo-12");
     std::os::unix::fs::symlink(&outside, &path).unwrap();
     let env = HookEnv::for_issue(&issue(), &path);
-    let err = ensure_workspace(&root, &path, &hooks(), &env).unwrap_err();
+    let err = ensure_workspace(&LocalHost, &root, &path, &hooks(), &env).unwrap_err();
     assert!(err.0.contains("outside the workspace root"), "{err}");
     let h = HooksConfig {
         before_remove: Some("touch ran-before-remove".into()),
@@ -136,7 +150,7 @@ fn paths_that_are_not_a_direct_child_of_the_root_are_refused() {
         PathBuf::from("/tmp"),
     ] {
         assert!(
-            ensure_workspace(&root, &p, &hooks(), &env).is_err(),
+            ensure_workspace(&LocalHost, &root, &p, &hooks(), &env).is_err(),
             "{p:?}"
         );
         assert!(
@@ -151,7 +165,7 @@ fn remove_runs_before_remove_and_ignores_its_failure() {
     let root = tmpdir("remove");
     let path = workspace_path(&root, "acme__repo-12");
     let env = HookEnv::for_issue(&issue(), &path);
-    ensure_workspace(&root, &path, &hooks(), &env).unwrap();
+    ensure_workspace(&LocalHost, &root, &path, &hooks(), &env).unwrap();
     let log = root.join("before_remove.log");
     let h = HooksConfig {
         before_remove: Some(format!(
@@ -173,10 +187,17 @@ fn remove_runs_before_remove_and_ignores_its_failure() {
 fn hooks_get_the_baton_environment_and_run_in_the_workspace() {
     let root = tmpdir("env");
     let path = workspace_path(&root, "acme__repo-12");
-    let ws =
-        ensure_workspace(&root, &path, &hooks(), &HookEnv::for_issue(&issue(), &path)).unwrap();
+    let ws = ensure_workspace(
+        &LocalHost,
+        &root,
+        &path,
+        &hooks(),
+        &HookEnv::for_issue(&issue(), &path),
+    )
+    .unwrap();
     let env = HookEnv::for_issue(&issue(), &ws.path);
     let out = run_hook(
+        &LocalHost,
         "pwd; echo \"$BATON_ISSUE_ID|$BATON_ISSUE_IDENTIFIER|$BATON_ISSUE_NUMBER|$BATON_ISSUE_REPO|$BATON_ISSUE_URL|$BATON_ISSUE_STATUS|$BATON_WORKSPACE\"",
         &ws.path,
         &env,
@@ -198,6 +219,7 @@ fn hooks_get_the_baton_environment_and_run_in_the_workspace() {
 fn hook_failure_reports_status_and_output() {
     let dir = tmpdir("fail");
     match run_hook(
+        &LocalHost,
         "echo out; echo err >&2; exit 7",
         &dir,
         &HookEnv::default(),
@@ -218,7 +240,7 @@ fn hook_timeout_kills_the_whole_process_group() {
     let pidfile = dir.join("bg.pid");
     let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
     let started = std::time::Instant::now();
-    let r = run_hook(&script, &dir, &HookEnv::default(), 300);
+    let r = run_hook(&LocalHost, &script, &dir, &HookEnv::default(), 300);
     assert!(
         matches!(
             r,
@@ -245,6 +267,7 @@ fn hook_timeout_kills_the_whole_process_group() {
 fn huge_hook_output_is_bounded() {
     let dir = tmpdir("huge");
     let out = run_hook(
+        &LocalHost,
         "head -c 5000000 /dev/zero | tr '\\0' x",
         &dir,
         &HookEnv::default(),

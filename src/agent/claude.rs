@@ -1,8 +1,8 @@
 //! Claude Code CLI adapter (spec §10.1, CLI subprocess mode), built against the real
 //! `@anthropic-ai/claude-code@2.1.332` stream-json protocol.
 //!
-//! Every turn is one `claude -p … --output-format stream-json --verbose` invocation (through
-//! [`super::process`]); continuation turns add `--resume <agent_session_id>`, so the CLI's session
+//! Every turn is one `claude -p … --output-format stream-json --verbose` invocation run by the turn
+//! driver (`agent::driver`) on the runner's host; continuation turns add `--resume <agent_session_id>`, so the CLI's session
 //! (and its id) stays the same across turns. The pure [`StreamParser`] turns stdout lines into
 //! normalized [`AgentEvent`]s; the pure [`turn_outcome`] decides the turn result from the `result`
 //! line and how the process ended.
@@ -13,31 +13,32 @@
 //! reported as `session_cost_usd` (record the latest value, never add). Assistant-line usage is the
 //! `message_start` placeholder and is ignored.
 
-use crate::text::truncate_chars;
 use std::collections::HashSet;
 use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::process::{
-    describe_exit, is_command_not_found, AgentProcess, ProcessSpec, Recv, StdoutItem, WaitExit,
-    DEFAULT_KILL_GRACE,
-};
+use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
+use super::json::{int_text, num_at, one_line, str_at, tool_input_detail};
 use super::{
-    validate_workspace_cwd, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
+    check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
     AgentSession, CancelToken, SessionContext, TokenUsage, TurnSummary,
 };
+use crate::host::{Host, ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE};
+use crate::text::truncate_chars;
 use crate::workflow::config::ClaudeCodeConfig;
+
+pub use super::driver::ProcessEnd;
 
 /// Longest event summary (characters).
 pub const SUMMARY_MAX_CHARS: usize = 200;
 /// Longest `TurnSummary::result_text` (characters).
-pub const RESULT_TEXT_MAX_CHARS: usize = 2000;
+pub(crate) const RESULT_TEXT_MAX_CHARS: usize = 2000;
 /// The CLI clamps `CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS` to at least this.
 const CLI_MIN_TIMEOUT_MS: i64 = 10_000;
-/// After the result line and stdout EOF, how long to wait for the CLI to exit by itself.
-const EXIT_WAIT_AFTER_EOF: Duration = Duration::from_secs(10);
 
 /// The `result` line of one invocation, reduced to what Baton uses.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -160,14 +161,6 @@ impl StreamParser {
         }
     }
 
-    /// The event for a line the reader had to skip (longer than the line bound).
-    pub fn line_too_long(&self, bytes: usize) -> AgentEvent {
-        self.event(
-            AgentEventKind::Malformed,
-            format!("stdout line too long ({bytes} bytes), skipped"),
-        )
-    }
-
     /// An event stamped with this turn's session id.
     pub fn event(&self, kind: AgentEventKind, summary: impl Into<String>) -> AgentEvent {
         let mut ev = AgentEvent::new(kind, one_line(&summary.into(), SUMMARY_MAX_CHARS));
@@ -218,11 +211,7 @@ impl StreamParser {
                 )]
             }
             "api_retry" => {
-                let status = v
-                    .get("error_status")
-                    .and_then(Value::as_i64)
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "none".into());
+                let status = int_text(v, "error_status", "none");
                 vec![self.event(
                     AgentEventKind::Notification,
                     format!(
@@ -265,7 +254,7 @@ impl StreamParser {
                     }
                     let detail = block
                         .get("input")
-                        .map(summarize_tool_input)
+                        .map(tool_input_detail)
                         .unwrap_or_default();
                     let summary = if detail.is_empty() {
                         truncate_chars(name, 60)
@@ -343,58 +332,35 @@ impl StreamParser {
     }
 }
 
-/// How the invocation ended, as seen by the turn loop.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TurnEnd {
-    /// The process exited (`code` is `None` when killed by `signal`).
-    Exited {
-        /// Exit code.
-        code: Option<i32>,
-        /// Terminating signal.
-        signal: Option<i32>,
-    },
-    /// `turn_timeout_ms` passed; the group was killed.
-    TimedOut,
-    /// The cancel token fired; the group was killed.
-    Cancelled,
-}
-
 /// The terminal event kind and the turn result for `result` + `end` (pure; spec §10.0/§10.3).
 ///
 /// Success only when the result has `is_error: false` *and* the process exited 0.
 pub fn turn_outcome(
     result: Option<&ResultInfo>,
-    end: &TurnEnd,
+    end: &ProcessEnd,
     asked_for_input: bool,
-    stderr_tail: &str,
 ) -> Result<TurnSummary, AgentError> {
     let with_stderr = |m: String| {
-        if stderr_tail.is_empty() {
+        if end.stderr_tail.is_empty() {
             m
         } else {
-            format!("{m}; stderr: {}", one_line(stderr_tail, 500))
+            format!("{m}; stderr: {}", one_line(&end.stderr_tail, 500))
         }
     };
-    let (code, signal) = match end {
-        TurnEnd::Cancelled => {
-            return Err(AgentError::new(
-                AgentErrorKind::TurnCancelled,
-                "turn cancelled",
-            ))
-        }
-        TurnEnd::TimedOut => {
-            return Err(AgentError::new(
-                AgentErrorKind::TurnTimeout,
-                "turn_timeout_ms exceeded; process group killed",
-            ))
-        }
-        TurnEnd::Exited { code, signal } => (*code, *signal),
-    };
-    let exit_desc = match (code, signal) {
-        (Some(c), _) => format!("exit code {c}"),
-        (None, Some(s)) => format!("killed by signal {s}"),
-        _ => "unknown exit".into(),
-    };
+    if end.cancelled {
+        return Err(AgentError::new(
+            AgentErrorKind::TurnCancelled,
+            "turn cancelled",
+        ));
+    }
+    if end.timed_out {
+        return Err(AgentError::new(
+            AgentErrorKind::TurnTimeout,
+            "turn_timeout_ms exceeded; process group killed",
+        ));
+    }
+    let code = end.exit_code;
+    let exit_desc = end.describe();
     let Some(r) = result else {
         if code == Some(127) {
             return Err(AgentError::new(
@@ -440,6 +406,14 @@ pub fn turn_outcome(
             )),
         ));
     }
+    Err(AgentError::new(
+        AgentErrorKind::TurnFailed,
+        failure_detail(r, &exit_desc),
+    ))
+}
+
+/// `subtype=… terminal_reason=… api_error_status=…: <text> (<exit>)` for a failed result.
+fn failure_detail(r: &ResultInfo, exit_desc: &str) -> String {
     let mut detail = format!("subtype={}", r.subtype);
     if let Some(t) = &r.terminal_reason {
         detail.push_str(&format!(" terminal_reason={t}"));
@@ -454,27 +428,16 @@ pub fn turn_outcome(
         detail.push_str(&format!(": {}", one_line(&r.errors.join("; "), 300)));
     }
     detail.push_str(&format!(" ({exit_desc})"));
-    Err(AgentError::new(AgentErrorKind::TurnFailed, detail))
-}
-
-/// The terminal event kind for an outcome.
-pub fn terminal_event_kind(outcome: &Result<TurnSummary, AgentError>) -> AgentEventKind {
-    match outcome {
-        Ok(_) => AgentEventKind::TurnCompleted,
-        Err(e) => match e.kind {
-            AgentErrorKind::TurnCancelled => AgentEventKind::TurnCancelled,
-            AgentErrorKind::TurnInputRequired => AgentEventKind::TurnInputRequired,
-            AgentErrorKind::AgentNotFound | AgentErrorKind::StartupFailed => {
-                AgentEventKind::StartupFailed
-            }
-            _ => AgentEventKind::TurnFailed,
-        },
-    }
+    detail
 }
 
 /// The CLI arguments of one turn (everything after `<command>`). The prompt comes last, after
 /// `--`, so neither a shell nor the CLI's option parser can read it as anything but the prompt.
-pub fn claude_args(cfg: &ClaudeCodeConfig, resume: Option<&str>, prompt: &str) -> Vec<OsString> {
+pub(crate) fn claude_args(
+    cfg: &ClaudeCodeConfig,
+    resume: Option<&str>,
+    prompt: &str,
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |s: &str| a.push(OsString::from(s));
     push("-p");
@@ -524,7 +487,7 @@ pub fn claude_args(cfg: &ClaudeCodeConfig, resume: Option<&str>, prompt: &str) -
 /// (the byte-idle watchdog retries once silently, so twice the value must stay below the stall
 /// timeout). Variables already present in `operator_env` are left alone; nothing when stall
 /// detection is disabled (`stall_timeout_ms <= 0`).
-pub fn child_timeout_env(
+pub(crate) fn child_timeout_env(
     stall_timeout_ms: i64,
     operator_env: impl Fn(&str) -> bool,
 ) -> Vec<(String, String)> {
@@ -539,7 +502,7 @@ pub fn child_timeout_env(
         .collect()
 }
 
-/// Builds [`ClaudeSession`]s from `claude_code.*`.
+/// Builds Claude sessions from `claude_code.*`.
 #[derive(Debug, Clone)]
 pub struct ClaudeRunner {
     cfg: ClaudeCodeConfig,
@@ -555,7 +518,7 @@ impl ClaudeRunner {
             cfg,
             extra_env: Vec::new(),
             kill_grace: DEFAULT_KILL_GRACE,
-            max_line_bytes: super::process::DEFAULT_MAX_LINE_BYTES,
+            max_line_bytes: crate::host::DEFAULT_MAX_LINE_BYTES,
         }
     }
 
@@ -580,9 +543,10 @@ impl ClaudeRunner {
 
 impl AgentRunner for ClaudeRunner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        let cwd = validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
+        let cwd = check_cwd_on(ctx.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
         Ok(Box::new(ClaudeSession {
             runner: self.clone(),
+            host: Arc::clone(&ctx.host),
             cwd,
             workspace_root: ctx.workspace_root.clone(),
             issue_identifier: ctx.issue_identifier.clone(),
@@ -595,10 +559,11 @@ impl AgentRunner for ClaudeRunner {
 /// One Claude session: a sequence of `-p` invocations sharing the CLI's session via `--resume`.
 /// No process outlives `run_turn`.
 #[derive(Debug)]
-pub struct ClaudeSession {
+pub(crate) struct ClaudeSession {
     runner: ClaudeRunner,
-    cwd: std::path::PathBuf,
-    workspace_root: std::path::PathBuf,
+    host: Arc<dyn Host>,
+    cwd: PathBuf,
+    workspace_root: PathBuf,
     issue_identifier: String,
     agent_session_id: Option<String>,
     turn_number: u32,
@@ -607,9 +572,12 @@ pub struct ClaudeSession {
 impl ClaudeSession {
     fn spec(&self, prompt: &str) -> ProcessSpec {
         let cfg = &self.runner.cfg;
-        let mut spec = ProcessSpec::new(cfg.command.clone(), self.cwd.clone());
-        spec.args = claude_args(cfg, self.agent_session_id.as_deref(), prompt);
-        spec.max_line_bytes = self.runner.max_line_bytes;
+        let mut spec = ProcessSpec::command(&cfg.command, self.cwd.clone());
+        spec.args
+            .extend(claude_args(cfg, self.agent_session_id.as_deref(), prompt));
+        spec.stdout = StdoutMode::Lines {
+            max_line_bytes: self.runner.max_line_bytes,
+        };
         let overridden = |k: &str| {
             std::env::var_os(k).is_some() || self.runner.extra_env.iter().any(|(ek, _)| ek == k)
         };
@@ -624,6 +592,37 @@ impl ClaudeSession {
     }
 }
 
+/// The driver's view of one Claude invocation.
+struct Invocation<'a> {
+    parser: StreamParser,
+    issue_identifier: &'a str,
+    resume: bool,
+}
+
+impl TurnParser for Invocation<'_> {
+    fn started(&mut self, pid: u32) -> Vec<AgentEvent> {
+        log::info!(
+            "claude turn started issue_identifier={} turn={} agent_pid={pid} resume={}",
+            self.issue_identifier,
+            self.parser.turn_number,
+            self.resume
+        );
+        Vec::new()
+    }
+
+    fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
+        self.parser.parse_line(line)
+    }
+
+    fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent {
+        self.parser.event(kind, summary)
+    }
+
+    fn result_seen(&self) -> bool {
+        self.parser.result.is_some()
+    }
+}
+
 impl AgentSession for ClaudeSession {
     fn run_turn(
         &mut self,
@@ -634,112 +633,44 @@ impl AgentSession for ClaudeSession {
         self.turn_number += 1;
         let turn = self.turn_number;
         let started = Instant::now();
-        let deadline = started + Duration::from_millis(self.runner.cfg.turn_timeout_ms.max(1));
-        let mut parser = StreamParser::new(turn, self.agent_session_id.clone());
-
-        // Re-check containment right before every launch (the workspace may have changed).
-        if let Err(e) = validate_workspace_cwd(&self.cwd, &self.workspace_root) {
-            on_event(parser.event(AgentEventKind::StartupFailed, e.to_string()));
-            return Err(e);
-        }
-        let spec = self.spec(prompt);
-        let proc = match AgentProcess::spawn(&spec) {
-            Ok(p) => p,
+        let limits = Limits {
+            deadline: started + Duration::from_millis(self.runner.cfg.turn_timeout_ms.max(1)),
+            kill_grace: self.runner.kill_grace,
+        };
+        let mut inv = Invocation {
+            parser: StreamParser::new(turn, self.agent_session_id.clone()),
+            issue_identifier: &self.issue_identifier,
+            resume: self.agent_session_id.is_some(),
+        };
+        // Re-check containment right before every launch (the workspace may have changed), then run.
+        let host = self.host.as_ref();
+        let ran = check_cwd_on(host, &self.cwd, &self.workspace_root).and_then(|_| {
+            run_invocation(host, &self.spec(prompt), &mut inv, limits, cancel, on_event)
+        });
+        let parser = inv.parser;
+        let (end, pid) = match ran {
+            Ok(r) => r,
             Err(e) => {
                 on_event(parser.event(AgentEventKind::StartupFailed, e.to_string()));
                 return Err(e);
             }
         };
-        let pid = proc.pid();
-        log::info!(
-            "claude turn started issue_identifier={} turn={} agent_pid={} resume={}",
+        log::debug!(
+            "claude process ended issue_identifier={} agent_pid={pid} {}",
             self.issue_identifier,
-            turn,
-            pid,
-            self.agent_session_id.is_some()
+            end.describe()
         );
-        let mut emit = |mut ev: AgentEvent| {
-            ev.agent_pid = Some(pid);
-            on_event(ev);
-        };
-
-        let end = loop {
-            match proc.recv(cancel, deadline) {
-                Recv::Item(StdoutItem::Line(l)) => {
-                    for ev in parser.parse_line(&l) {
-                        emit(ev);
-                    }
-                }
-                Recv::Item(StdoutItem::LineTooLong { bytes }) => emit(parser.line_too_long(bytes)),
-                Recv::Item(StdoutItem::ReadError(e)) => {
-                    emit(parser.event(AgentEventKind::Malformed, format!("stdout read error: {e}")))
-                }
-                Recv::Item(StdoutItem::Eof) | Recv::Closed => {
-                    // stdout is closed; the CLI normally exits right after its result line.
-                    let wait_until = if parser.result().is_some() {
-                        deadline.min(Instant::now() + EXIT_WAIT_AFTER_EOF)
-                    } else {
-                        deadline
-                    };
-                    let status = match proc.wait_exit_or_cancel(cancel, wait_until) {
-                        WaitExit::Exited(s) => s,
-                        WaitExit::Cancelled => {
-                            proc.terminate(self.runner.kill_grace);
-                            break TurnEnd::Cancelled;
-                        }
-                        WaitExit::TimedOut if Instant::now() >= deadline => {
-                            proc.terminate(self.runner.kill_grace);
-                            break TurnEnd::TimedOut;
-                        }
-                        WaitExit::TimedOut => proc.terminate(self.runner.kill_grace),
-                    };
-                    break match status {
-                        Some(s) => {
-                            use std::os::unix::process::ExitStatusExt;
-                            TurnEnd::Exited {
-                                code: s.code(),
-                                signal: s.signal(),
-                            }
-                        }
-                        None => TurnEnd::Exited {
-                            code: None,
-                            signal: None,
-                        },
-                    };
-                }
-                Recv::Cancelled => {
-                    proc.terminate(self.runner.kill_grace);
-                    break TurnEnd::Cancelled;
-                }
-                Recv::TurnTimeout => {
-                    proc.terminate(self.runner.kill_grace);
-                    break TurnEnd::TimedOut;
-                }
-            }
-        };
-        let stderr = proc.stderr_tail_after(Duration::from_millis(200));
-        if let Some(status) = proc.exit_status() {
-            log::debug!(
-                "claude process ended issue_identifier={} agent_pid={pid} {}",
+        if end.exit_code == Some(127) && parser.result().is_none() {
+            log::warn!(
+                "claude command not found issue_identifier={} command={:?}",
                 self.issue_identifier,
-                describe_exit(&status)
+                self.runner.cfg.command
             );
-            if is_command_not_found(&status) && parser.result().is_none() {
-                log::warn!(
-                    "claude command not found issue_identifier={} command={:?}",
-                    self.issue_identifier,
-                    self.runner.cfg.command
-                );
-            }
         }
-        drop(proc);
-
         if let Some(id) = parser.agent_session_id() {
             self.agent_session_id = Some(id.to_string());
         }
-        let mut outcome = turn_outcome(parser.result(), &end, parser.asked_for_input(), &stderr);
-        let usage = parser.result().map(|r| r.usage);
-        let cost = parser.result().and_then(|r| r.total_cost_usd);
+        let mut outcome = turn_outcome(parser.result(), &end, parser.asked_for_input());
         if let Ok(summary) = &mut outcome {
             summary.agent_session_id = self.agent_session_id.clone();
         }
@@ -755,20 +686,19 @@ impl AgentSession for ClaudeSession {
             Err(e) => e.to_string(),
         };
         let mut ev = parser.event(terminal_event_kind(&outcome), summary_text);
-        ev.usage_delta = usage;
-        ev.session_cost_usd = cost;
-        emit(ev);
+        ev.agent_pid = Some(pid);
+        ev.usage_delta = parser.result().map(|r| r.usage);
+        ev.session_cost_usd = parser.result().and_then(|r| r.total_cost_usd);
+        on_event(ev);
+        let session_id = parser.session_id().unwrap_or_default();
         match &outcome {
             Ok(_) => log::info!(
-                "claude turn completed issue_identifier={} session_id={} turn={turn}",
+                "claude turn completed issue_identifier={} session_id={session_id} turn={turn}",
                 self.issue_identifier,
-                parser.session_id().unwrap_or_default()
             ),
             Err(e) => log::warn!(
-                "claude turn failed issue_identifier={} session_id={} turn={turn} error={}",
+                "claude turn failed issue_identifier={} session_id={session_id} turn={turn} error={e}",
                 self.issue_identifier,
-                parser.session_id().unwrap_or_default(),
-                e
             ),
         }
         outcome
@@ -783,17 +713,6 @@ impl AgentSession for ClaudeSession {
     }
 }
 
-fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
-
-fn num_at(v: &Value, key: &str) -> String {
-    match v.get(key) {
-        Some(Value::Number(n)) => n.to_string(),
-        _ => "?".into(),
-    }
-}
-
 fn parse_usage(u: &Value) -> TokenUsage {
     let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
     TokenUsage {
@@ -802,23 +721,6 @@ fn parse_usage(u: &Value) -> TokenUsage {
         cache_read_input_tokens: n("cache_read_input_tokens"),
         cache_creation_input_tokens: n("cache_creation_input_tokens"),
     }
-}
-
-fn summarize_tool_input(input: &Value) -> String {
-    for key in [
-        "command",
-        "file_path",
-        "path",
-        "pattern",
-        "url",
-        "description",
-        "prompt",
-    ] {
-        if let Some(s) = input.get(key).and_then(Value::as_str) {
-            return one_line(s, 120);
-        }
-    }
-    String::new()
 }
 
 fn summarize_user(v: &Value) -> String {
@@ -842,27 +744,6 @@ fn summarize_user(v: &Value) -> String {
     }
 }
 
-/// Collapse whitespace/control characters to single spaces, then truncate.
-fn one_line(s: &str, max: usize) -> String {
-    let mut out = String::with_capacity(s.len().min(max * 4));
-    let mut last_space = false;
-    for c in s.chars() {
-        if c.is_whitespace() || c.is_control() {
-            if !last_space && !out.is_empty() {
-                out.push(' ');
-            }
-            last_space = true;
-        } else {
-            out.push(c);
-            last_space = false;
-        }
-        if out.len() > max * 4 {
-            break;
-        }
-    }
-    truncate_chars(out.trim_end(), max)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -883,11 +764,5 @@ mod tests {
             vec![("CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS".into(), "10000".into())]
         );
         assert!(child_timeout_env(0, |_| false).is_empty());
-    }
-
-    #[test]
-    fn one_line_collapses_and_bounds() {
-        assert_eq!(one_line("a\n\n b\tc", 100), "a b c");
-        assert_eq!(one_line(&"é".repeat(500), 3), "ééé…");
     }
 }

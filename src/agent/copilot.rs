@@ -1,8 +1,9 @@
 //! GitHub Copilot CLI adapter (spec §10.2), targeting `@github/copilot@1.0.102`.
 //!
-//! Every turn is one `copilot --prompt=<prompt> --output-format json …` process (see [`build_args`]),
-//! launched through [`super::process`] (`bash -lc '<command> "$@"'`, prompt as a positional
-//! argument, cwd = workspace, stdin `/dev/null`, own process group, group kill on stop).
+//! Every turn is one `copilot --prompt=<prompt> --output-format json …` process (see `build_args`),
+//! run by the turn driver (`agent::driver`) on the runner's host (`bash -lc '<command> "$@"'`,
+//! prompt as a positional argument, cwd = workspace, stdin `/dev/null`, own process group, group
+//! kill on stop).
 //!
 //! * **Sessions**: the JSONL stream has no session-start event, so Baton picks a UUIDv4 and passes
 //!   `--session-id=<uuid>` on the first turn and `--resume=<uuid>` later; `session_started` is
@@ -21,31 +22,27 @@ use std::ffi::OsString;
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use self::parse::{is_uuid, ProcessEnd, StreamParser, TurnOutcome};
+use self::parse::{is_uuid, ProcessEnd, StreamParser};
 use self::usage::{read_usage_file, UsageTracker};
-use super::process::{AgentProcess, ProcessSpec, Recv, StdoutItem, WaitExit, DEFAULT_KILL_GRACE};
+use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
 use super::{
-    validate_workspace_cwd, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
+    check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
     AgentSession, CancelToken, SessionContext, TurnSummary,
 };
+use crate::host::{Host, ProcessSpec, DEFAULT_KILL_GRACE};
 use crate::workflow::config::CopilotConfig;
 
 /// Environment variable that makes the CLI approve every tool (and trust the cwd); removed from the
 /// child's environment unless `copilot.allow_all_tools` is true, so the posture stays explicit.
-pub const ALLOW_ALL_ENV: &str = "COPILOT_ALLOW_ALL";
-
-/// How long to wait for the process to be reaped after its stdout closed before killing it.
-const EXIT_AFTER_EOF_WAIT: Duration = Duration::from_secs(10);
-/// How long to wait for the stderr reader after exit.
-const STDERR_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const ALLOW_ALL_ENV: &str = "COPILOT_ALLOW_ALL";
 
 /// How a turn addresses its session.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SessionArg {
+pub(crate) enum SessionArg {
     /// `--session-id=<uuid>`: create a session with this id.
     New(String),
     /// `--resume=<uuid>`: continue an existing session.
@@ -54,7 +51,7 @@ pub enum SessionArg {
 
 impl SessionArg {
     /// The session id either way.
-    pub fn id(&self) -> &str {
+    pub(crate) fn id(&self) -> &str {
         match self {
             SessionArg::New(id) | SessionArg::Resume(id) => id,
         }
@@ -67,7 +64,7 @@ impl SessionArg {
 /// [--model=<m>] <extra_args…>`. Values are attached with `=` so a value starting with `-` is
 /// never taken for a flag: `--prompt=<prompt>` is `-p <prompt>`, except that an issue text
 /// starting with `--` cannot turn into CLI flags (the real CLI rejects `-p --x …`).
-pub fn build_args(
+pub(crate) fn build_args(
     cfg: &CopilotConfig,
     prompt: &str,
     session: &SessionArg,
@@ -107,14 +104,14 @@ pub fn build_args(
 }
 
 /// A random UUIDv4 from `/dev/urandom` (lower-case, hyphenated).
-pub fn new_uuid_v4() -> std::io::Result<String> {
+pub(crate) fn new_uuid_v4() -> std::io::Result<String> {
     let mut b = [0u8; 16];
     fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
     Ok(format_uuid_v4(b))
 }
 
 /// Format 16 random bytes as a UUIDv4 (sets the version and variant bits).
-pub fn format_uuid_v4(mut b: [u8; 16]) -> String {
+pub(crate) fn format_uuid_v4(mut b: [u8; 16]) -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
@@ -169,7 +166,7 @@ impl CopilotRunner {
 
 impl AgentRunner for CopilotRunner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        let workspace = validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
+        let workspace = check_cwd_on(ctx.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
         let startup = |m: String| AgentError::new(AgentErrorKind::StartupFailed, m);
         let (session, resuming) = match ctx.resume_session_id.as_deref() {
             Some(id) if is_uuid(id) => (id.to_ascii_lowercase(), true),
@@ -188,10 +185,8 @@ impl AgentRunner for CopilotRunner {
         let temp_dir = create_private_temp_dir()
             .map_err(|e| startup(format!("could not create a temp dir for usage files: {e}")))?;
         Ok(Box::new(CopilotSession {
-            cfg: self.cfg.clone(),
-            env: self.env.clone(),
-            env_remove: self.env_remove.clone(),
-            kill_grace: self.kill_grace,
+            runner: self.clone(),
+            host: Arc::clone(&ctx.host),
             issue_identifier: ctx.issue_identifier.clone(),
             workspace,
             workspace_root: ctx.workspace_root.clone(),
@@ -213,11 +208,9 @@ fn create_private_temp_dir() -> std::io::Result<PathBuf> {
 
 /// One Copilot session in one workspace: turns run as successive CLI processes on one session id.
 #[derive(Debug)]
-pub struct CopilotSession {
-    cfg: CopilotConfig,
-    env: Vec<(OsString, OsString)>,
-    env_remove: Vec<OsString>,
-    kill_grace: Duration,
+pub(crate) struct CopilotSession {
+    runner: CopilotRunner,
+    host: Arc<dyn Host>,
     issue_identifier: String,
     workspace: PathBuf,
     workspace_root: PathBuf,
@@ -236,13 +229,51 @@ struct Attempt {
     usage_file: Option<PathBuf>,
 }
 
+/// The driver's view of one Copilot invocation: every event carries `<session>-<turn>`.
+struct Invocation<'a> {
+    parser: StreamParser,
+    turn_session: String,
+    issue_identifier: &'a str,
+    mode: &'static str,
+    turn: u32,
+}
+
+impl TurnParser for Invocation<'_> {
+    fn started(&mut self, pid: u32) -> Vec<AgentEvent> {
+        log::info!(
+            "copilot turn started issue_identifier={} session_id={} agent_pid={pid} mode={}",
+            self.issue_identifier,
+            self.turn_session,
+            self.mode
+        );
+        let summary = format!("copilot process started (turn {})", self.turn);
+        vec![self.event(AgentEventKind::SessionStarted, summary)]
+    }
+
+    fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
+        let mut ev = self.parser.parse_line(line);
+        ev.session_id = Some(self.turn_session.clone());
+        vec![ev]
+    }
+
+    fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent {
+        let mut ev = AgentEvent::new(kind, parse::bound(&summary));
+        ev.session_id = Some(self.turn_session.clone());
+        ev
+    }
+
+    fn result_seen(&self) -> bool {
+        self.parser.result_seen()
+    }
+}
+
 impl CopilotSession {
     fn run_attempt(
         &mut self,
         prompt: &str,
         session: &SessionArg,
         attempt_no: u32,
-        deadline: Instant,
+        limits: Limits,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
     ) -> Result<Attempt, AgentError> {
@@ -253,169 +284,105 @@ impl CopilotSession {
         if let Some(f) = &usage_file {
             let _ = fs::remove_file(f);
         }
-        let mut spec = ProcessSpec::new(self.cfg.command.clone(), self.workspace.clone());
-        spec.args = build_args(&self.cfg, prompt, session, usage_file.as_deref());
-        if !self.cfg.allow_all_tools {
+        let mut spec = ProcessSpec::command(&self.runner.cfg.command, self.workspace.clone());
+        spec.args.extend(build_args(
+            &self.runner.cfg,
+            prompt,
+            session,
+            usage_file.as_deref(),
+        ));
+        if !self.runner.cfg.allow_all_tools {
             spec.env_remove.push(ALLOW_ALL_ENV.into());
         }
-        spec.env_remove.extend(self.env_remove.iter().cloned());
-        spec.env.extend(self.env.iter().cloned());
-        spec.env.push((
-            "BATON_ISSUE_IDENTIFIER".into(),
-            self.issue_identifier.clone().into(),
-        ));
-        let proc = AgentProcess::spawn(&spec)?;
-        let pid = proc.pid();
-        let turn_session = format!("{}-{}", session.id(), self.turn);
-        log::info!(
-            "copilot turn started issue_identifier={} session_id={} agent_pid={} mode={}",
-            self.issue_identifier,
-            turn_session,
-            pid,
-            match session {
+        spec.env_remove
+            .extend(self.runner.env_remove.iter().cloned());
+        spec.env.extend(self.runner.env.iter().cloned());
+        spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
+        let mut inv = Invocation {
+            parser: StreamParser::new(),
+            turn_session: format!("{}-{}", session.id(), self.turn),
+            issue_identifier: &self.issue_identifier,
+            mode: match session {
                 SessionArg::New(_) => "new",
                 SessionArg::Resume(_) => "resume",
-            }
-        );
-        let mut started = AgentEvent::new(
-            AgentEventKind::SessionStarted,
-            format!("copilot process started (turn {})", self.turn),
-        );
-        started.session_id = Some(turn_session.clone());
-        started.agent_pid = Some(pid);
-        on_event(started);
-
-        let mut parser = StreamParser::new();
-        let mut end = ProcessEnd::default();
-        let mut emit = |mut ev: AgentEvent| {
-            ev.session_id = Some(turn_session.clone());
-            ev.agent_pid = Some(pid);
-            on_event(ev);
+            },
+            turn: self.turn,
         };
-        loop {
-            match proc.recv(cancel, deadline) {
-                Recv::Item(StdoutItem::Line(line)) => emit(parser.parse_line(&line)),
-                Recv::Item(StdoutItem::LineTooLong { bytes }) => emit(AgentEvent::new(
-                    AgentEventKind::Malformed,
-                    format!("stdout line of {bytes} bytes exceeds the line bound; skipped"),
-                )),
-                Recv::Item(StdoutItem::ReadError(e)) => emit(AgentEvent::new(
-                    AgentEventKind::Malformed,
-                    parse::bound(&format!("reading stdout failed: {e}")),
-                )),
-                Recv::Item(StdoutItem::Eof) | Recv::Closed => break,
-                Recv::Cancelled => {
-                    end.cancelled = true;
-                    break;
-                }
-                Recv::TurnTimeout => {
-                    end.timed_out = true;
-                    break;
-                }
-            }
-        }
-        let status = if end.cancelled || end.timed_out {
+        let (end, pid) = run_invocation(
+            self.host.as_ref(),
+            &spec,
+            &mut inv,
+            limits,
+            cancel,
+            on_event,
+        )?;
+        if end.cancelled || end.timed_out {
             log::info!(
-                "stopping copilot process group issue_identifier={} session_id={} agent_pid={} reason={}",
+                "stopping copilot process group issue_identifier={} session_id={} agent_pid={pid} reason={}",
                 self.issue_identifier,
-                turn_session,
-                pid,
+                inv.turn_session,
                 if end.cancelled { "cancelled" } else { "turn_timeout" }
             );
-            proc.terminate(self.kill_grace)
-        } else {
-            // stdout closed: the process is exiting. Wait (bounded, cancellable) for the reap.
-            let wait_until = deadline.min(Instant::now() + EXIT_AFTER_EOF_WAIT);
-            match proc.wait_exit_or_cancel(cancel, wait_until) {
-                WaitExit::Exited(status) => status,
-                WaitExit::Cancelled => {
-                    end.cancelled = true;
-                    proc.terminate(self.kill_grace)
-                }
-                WaitExit::TimedOut => {
-                    end.timed_out = Instant::now() >= deadline;
-                    proc.terminate(self.kill_grace)
-                }
-            }
-        };
-        if let Some(st) = status {
-            end.exit_code = st.code();
-            end.signal = st.signal();
         }
-        end.stderr_tail = proc.stderr_tail_after(STDERR_WAIT);
-        drop(proc);
         Ok(Attempt {
-            parser,
+            parser: inv.parser,
             end,
             usage_file,
         })
     }
-}
 
-impl AgentSession for CopilotSession {
-    fn run_turn(
+    /// Run the turn's invocation; a resume the CLI does not know falls back once to a new session
+    /// in the same workspace.
+    fn run_with_fallback(
         &mut self,
         prompt: &str,
+        limits: Limits,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<TurnSummary, AgentError> {
-        // The workspace must still be where it was (spec §9.5) before anything launches.
-        self.workspace = validate_workspace_cwd(&self.workspace, &self.workspace_root)?;
-        let deadline = Instant::now() + Duration::from_millis(self.cfg.turn_timeout_ms.max(1));
-        self.turn += 1;
-        let mut session = if self.session_exists {
+    ) -> Result<Attempt, AgentError> {
+        let session = if self.session_exists {
             SessionArg::Resume(self.session_id.clone())
         } else {
             SessionArg::New(self.session_id.clone())
         };
-        let mut attempt_no = 0;
-        let attempt = loop {
-            attempt_no += 1;
-            let a = self.run_attempt(prompt, &session, attempt_no, deadline, cancel, on_event)?;
-            let unknown =
-                matches!(session, SessionArg::Resume(_)) && a.parser.is_unknown_resume(&a.end);
-            if unknown && attempt_no == 1 {
-                let new_id = new_uuid_v4().map_err(|e| {
-                    AgentError::new(AgentErrorKind::StartupFailed, format!("no randomness: {e}"))
-                })?;
-                log::warn!(
-                    "copilot session unknown to the CLI; starting a new session in the same workspace issue_identifier={} old_session_id={} session_id={}",
-                    self.issue_identifier,
-                    self.session_id,
-                    new_id
-                );
-                let mut ev = AgentEvent::new(
-                    AgentEventKind::Notification,
-                    format!(
-                        "resume of session {} failed (unknown session); continuing in new session {new_id}",
-                        self.session_id
-                    ),
-                );
-                ev.session_id = Some(format!("{}-{}", self.session_id, self.turn));
-                on_event(ev);
-                self.session_id = new_id.clone();
-                self.session_exists = false;
-                self.usage.reset();
-                session = SessionArg::New(new_id);
-                continue;
-            }
-            break a;
-        };
-        // Any process that got as far as printing events has created (or resumed) the session.
-        if attempt.parser.line_count() > 0 {
-            self.session_exists = true;
+        let a = self.run_attempt(prompt, &session, 1, limits, cancel, on_event)?;
+        if !(matches!(session, SessionArg::Resume(_)) && a.parser.is_unknown_resume(&a.end)) {
+            return Ok(a);
         }
-        if let Some(reported) = attempt.parser.result_session_id() {
-            if !reported.eq_ignore_ascii_case(&self.session_id) {
-                log::warn!(
-                    "copilot reported a different session id issue_identifier={} session_id={} reported={}",
-                    self.issue_identifier,
-                    self.session_id,
-                    reported
-                );
-            }
-        }
-        let reading = match &attempt.usage_file {
+        let new_id = new_uuid_v4().map_err(|e| {
+            AgentError::new(AgentErrorKind::StartupFailed, format!("no randomness: {e}"))
+        })?;
+        log::warn!(
+            "copilot session unknown to the CLI; starting a new session in the same workspace issue_identifier={} old_session_id={} session_id={}",
+            self.issue_identifier,
+            self.session_id,
+            new_id
+        );
+        let mut ev = AgentEvent::new(
+            AgentEventKind::Notification,
+            format!(
+                "resume of session {} failed (unknown session); continuing in new session {new_id}",
+                self.session_id
+            ),
+        );
+        ev.session_id = Some(format!("{}-{}", self.session_id, self.turn));
+        on_event(ev);
+        self.session_id = new_id.clone();
+        self.session_exists = false;
+        self.usage.reset();
+        self.run_attempt(
+            prompt,
+            &SessionArg::New(new_id),
+            2,
+            limits,
+            cancel,
+            on_event,
+        )
+    }
+
+    /// Read (and delete) the invocation's usage file into this turn's delta.
+    fn read_usage(&mut self, usage_file: Option<&Path>) -> usage::TurnUsage {
+        let reading = match usage_file {
             Some(f) => {
                 let r = read_usage_file(f);
                 let _ = fs::remove_file(f);
@@ -432,7 +399,41 @@ impl AgentSession for CopilotSession {
                 parse::bound(why)
             );
         }
-        let turn_usage = self.usage.record(reading);
+        self.usage.record(reading)
+    }
+}
+
+impl AgentSession for CopilotSession {
+    fn run_turn(
+        &mut self,
+        prompt: &str,
+        cancel: &CancelToken,
+        on_event: &mut dyn FnMut(AgentEvent),
+    ) -> Result<TurnSummary, AgentError> {
+        // The workspace must still be where it was (spec §9.5) before anything launches.
+        let r = &self.runner;
+        self.workspace = check_cwd_on(self.host.as_ref(), &self.workspace, &self.workspace_root)?;
+        let limits = Limits {
+            deadline: Instant::now() + Duration::from_millis(r.cfg.turn_timeout_ms.max(1)),
+            kill_grace: r.kill_grace,
+        };
+        self.turn += 1;
+        let attempt = self.run_with_fallback(prompt, limits, cancel, on_event)?;
+        // Any process that got as far as printing events has created (or resumed) the session.
+        if attempt.parser.line_count() > 0 {
+            self.session_exists = true;
+        }
+        if let Some(reported) = attempt.parser.result_session_id() {
+            if !reported.eq_ignore_ascii_case(&self.session_id) {
+                log::warn!(
+                    "copilot reported a different session id issue_identifier={} session_id={} reported={}",
+                    self.issue_identifier,
+                    self.session_id,
+                    reported
+                );
+            }
+        }
+        let turn_usage = self.read_usage(attempt.usage_file.as_deref());
         let usage_note = if turn_usage.available {
             format!(
                 "tokens in={} out={}",
@@ -443,16 +444,10 @@ impl AgentSession for CopilotSession {
         };
         let turn_session = format!("{}-{}", self.session_id, self.turn);
         let outcome = attempt.parser.finish(&attempt.end);
-        let (kind, summary) = match &outcome {
-            TurnOutcome::Completed => (AgentEventKind::TurnCompleted, "turn completed".to_string()),
-            TurnOutcome::Failed(e) => (
-                match e.kind {
-                    AgentErrorKind::TurnCancelled => AgentEventKind::TurnCancelled,
-                    AgentErrorKind::TurnInputRequired => AgentEventKind::TurnInputRequired,
-                    _ => AgentEventKind::TurnFailed,
-                },
-                format!("{}: {}", e.kind.as_str(), e.message),
-            ),
+        let kind = terminal_event_kind(&outcome);
+        let summary = match &outcome {
+            Ok(()) => "turn completed".to_string(),
+            Err(e) => e.to_string(),
         };
         let mut ev = AgentEvent::new(kind, parse::bound(&format!("{summary}; {usage_note}")));
         ev.session_id = Some(turn_session.clone());
@@ -467,15 +462,12 @@ impl AgentSession for CopilotSession {
             turn_usage.delta.input_tokens,
             turn_usage.delta.output_tokens
         );
-        match outcome {
-            TurnOutcome::Completed => Ok(TurnSummary {
-                agent_session_id: Some(self.session_id.clone()),
-                usage: turn_usage.delta,
-                session_cost_usd: None,
-                result_text: attempt.parser.last_text().map(str::to_owned),
-            }),
-            TurnOutcome::Failed(e) => Err(e),
-        }
+        outcome.map(|()| TurnSummary {
+            agent_session_id: Some(self.session_id.clone()),
+            usage: turn_usage.delta,
+            session_cost_usd: None,
+            result_text: attempt.parser.last_text().map(str::to_owned),
+        })
     }
 
     fn agent_session_id(&self) -> Option<String> {

@@ -4,16 +4,18 @@
 
 pub mod claude;
 pub mod copilot;
-pub mod process;
+pub(crate) mod driver;
+mod json;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde::Serialize;
+
+use crate::host::{Host, LocalHost};
 
 /// Normalized agent event kinds (spec §10.0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -78,15 +80,19 @@ pub struct TokenUsage {
 impl TokenUsage {
     /// input + output (cache tokens are reported separately).
     pub fn total(&self) -> u64 {
-        self.input_tokens + self.output_tokens
+        self.input_tokens.saturating_add(self.output_tokens)
     }
 
     /// Add another usage into this one.
     pub fn add(&mut self, other: &TokenUsage) {
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_input_tokens += other.cache_read_input_tokens;
-        self.cache_creation_input_tokens += other.cache_creation_input_tokens;
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_input_tokens = self
+            .cache_read_input_tokens
+            .saturating_add(other.cache_read_input_tokens);
+        self.cache_creation_input_tokens = self
+            .cache_creation_input_tokens
+            .saturating_add(other.cache_creation_input_tokens);
     }
 }
 
@@ -95,9 +101,6 @@ impl TokenUsage {
 pub struct AgentEvent {
     /// What happened.
     pub kind: AgentEventKind,
-    /// When Baton saw it.
-    #[serde(with = "crate::timefmt::serde_system_time")]
-    pub at: SystemTime,
     /// A short, single-line, bounded summary (untrusted text: escape before rendering).
     pub summary: String,
     /// `<agent_session_id>-<turn>` when known.
@@ -111,11 +114,10 @@ pub struct AgentEvent {
 }
 
 impl AgentEvent {
-    /// An event with just a kind and summary, stamped now.
+    /// An event with just a kind and summary.
     pub fn new(kind: AgentEventKind, summary: impl Into<String>) -> Self {
         AgentEvent {
             kind,
-            at: SystemTime::now(),
             summary: summary.into(),
             session_id: None,
             agent_pid: None,
@@ -217,6 +219,8 @@ pub struct SessionContext {
     pub workspace_root: PathBuf,
     /// Agent session id to resume (persisted from an earlier run), if any.
     pub resume_session_id: Option<String>,
+    /// Where the workspace lives and the agent runs.
+    pub host: Arc<dyn Host>,
 }
 
 /// Cancellation handle shared between the orchestrator (which cancels) and a running turn (which
@@ -289,34 +293,18 @@ pub trait AgentRunner: Send + Sync {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError>;
 }
 
-/// Check that `workspace` is an existing directory strictly inside `root` (both canonicalized);
-/// the invariant every adapter checks before launching (spec §9.5).
+/// Check that `workspace` is an existing directory strictly inside `root` (both resolved) on this
+/// machine; the invariant every adapter checks before launching (spec §9.5).
 pub fn validate_workspace_cwd(workspace: &Path, root: &Path) -> Result<PathBuf, AgentError> {
-    let err = |m: String| AgentError::new(AgentErrorKind::InvalidWorkspaceCwd, m);
-    let ws = workspace.canonicalize().map_err(|e| {
-        err(format!(
-            "workspace {} is not accessible: {e}",
-            workspace.display()
-        ))
-    })?;
-    let root = root.canonicalize().map_err(|e| {
-        err(format!(
-            "workspace root {} is not accessible: {e}",
-            root.display()
-        ))
-    })?;
-    if !ws.is_dir() {
-        return Err(err(format!(
-            "workspace {} is not a directory",
-            ws.display()
-        )));
-    }
-    if ws == root || !ws.starts_with(&root) {
-        return Err(err(format!(
-            "workspace {} is outside the workspace root {}",
-            ws.display(),
-            root.display()
-        )));
-    }
-    Ok(ws)
+    check_cwd_on(&LocalHost, workspace, root)
+}
+
+/// [`validate_workspace_cwd`] on `host`, as an `invalid_workspace_cwd` error.
+pub(crate) fn check_cwd_on(
+    host: &dyn Host,
+    workspace: &Path,
+    root: &Path,
+) -> Result<PathBuf, AgentError> {
+    host.check_workspace(root, workspace)
+        .map_err(|e| AgentError::new(AgentErrorKind::InvalidWorkspaceCwd, e.0))
 }

@@ -4,7 +4,7 @@
 //! `orchestrator::Event`s; its last message is always `WorkerExited`, even after a panic.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
@@ -12,6 +12,7 @@ use crossbeam_channel::Sender;
 use log::{info, warn};
 
 use crate::agent::{AgentRunner, AgentSession, CancelToken, SessionContext};
+use crate::host::{Host, LocalHost};
 use crate::model::Issue;
 use crate::orchestrator::rules;
 use crate::orchestrator::{Event, Policy, WorkerOutcome, WorkerPhase, WorkerProgress};
@@ -65,7 +66,7 @@ pub fn continuation_prompt(issue: &Issue, turn: u32, max_turns: u32) -> String {
 }
 
 /// Start the worker thread. On spawn failure the caller reports the exit itself.
-pub fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
+pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
     let name = format!("worker-{}", ctx.issue.identifier);
     thread::Builder::new().name(name).spawn(move || {
         let issue_id = ctx.issue.id.clone();
@@ -89,6 +90,9 @@ pub fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
 
 struct Run<'a> {
     ctx: &'a WorkerContext,
+    /// Where the workspace, the hooks and the agent run. Always this machine until the daemon
+    /// picks a host per dispatch (SSH workers) and passes it in the `WorkerContext`.
+    host: Arc<dyn Host>,
     issue: Issue,
     workspace: Option<Workspace>,
 }
@@ -111,6 +115,7 @@ impl Run<'_> {
         if let Some(ws) = &self.workspace {
             let env = HookEnv::for_issue(&self.issue, &ws.path);
             let _ = run_configured_hook(
+                self.host.as_ref(),
                 HookKind::AfterRun,
                 self.ctx.hooks.after_run.as_deref(),
                 &ws.path,
@@ -133,45 +138,28 @@ impl Run<'_> {
 pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
     let mut run = Run {
         ctx,
+        host: LocalHost::shared(),
         issue: ctx.issue.clone(),
         workspace: None,
     };
-    let id = &ctx.issue.id;
-    let ident = &ctx.issue.identifier;
     let root = ctx
         .workspace_path
         .parent()
         .map(PathBuf::from)
         .unwrap_or_default();
-    let env = HookEnv::for_issue(&ctx.issue, &ctx.workspace_path);
-    let ws = match ensure_workspace(&root, &ctx.workspace_path, &ctx.hooks, &env) {
-        Ok(ws) => ws,
-        Err(e) => return WorkerOutcome::Failed(format!("workspace error: {e}")),
+    if let Err(outcome) = run.prepare(&root) {
+        return outcome;
+    }
+    let Some(ws) = run.workspace.clone() else {
+        return WorkerOutcome::Failed("workspace error: not prepared".into());
     };
-    if ctx.cancel.is_cancelled() {
-        return WorkerOutcome::Cancelled;
-    }
-    let env = HookEnv::for_issue(&ctx.issue, &ws.path);
-    if let Err(e) = run_configured_hook(
-        HookKind::BeforeRun,
-        ctx.hooks.before_run.as_deref(),
-        &ws.path,
-        &env,
-        ctx.hooks.timeout_ms,
-    ) {
-        return run.failed_or_cancelled(format!("before_run hook error: {e}"));
-    }
-    run.workspace = Some(ws.clone());
-    if ctx.cancel.is_cancelled() {
-        run.finish(None);
-        return WorkerOutcome::Cancelled;
-    }
     run.progress(WorkerProgress::Phase(WorkerPhase::Agent));
     let sctx = SessionContext {
-        issue_identifier: ident.clone(),
-        workspace: ws.path.clone(),
-        workspace_root: root.clone(), // adapters canonicalize it when they validate the cwd
+        issue_identifier: ctx.issue.identifier.clone(),
+        workspace: ws.path,
+        workspace_root: root, // adapters canonicalize it when they validate the cwd
         resume_session_id: None,
+        host: Arc::clone(&run.host),
     };
     let mut session = match ctx.runner.start_session(&sctx) {
         Ok(s) => s,
@@ -180,78 +168,123 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
             return run.failed_or_cancelled(format!("agent session startup error: {e}"));
         }
     };
-    let max_turns = ctx.max_turns.max(1);
-    let mut turn: u32 = 1;
-    loop {
-        run.progress(WorkerProgress::TurnStarted(turn));
-        let prompt = if turn == 1 {
-            match ctx.template.render(&run.issue, ctx.attempt) {
-                Ok(p) => p,
-                Err(e) => {
-                    run.finish(Some(&mut session));
-                    return WorkerOutcome::Failed(format!("prompt error: {e}"));
-                }
-            }
-        } else {
-            continuation_prompt(&run.issue, turn, max_turns)
-        };
-        info!(
-            "turn starting issue_id={id} issue_identifier={ident} turn={turn} max_turns={max_turns} session_id={}",
-            session.agent_session_id().as_deref().unwrap_or("-")
-        );
-        let events = ctx.events.clone();
-        let run_id = ctx.run_id;
-        let mut on_event = |ev| {
-            let _ = events.send(Event::AgentUpdate {
-                issue_id: id.clone(),
-                run_id,
-                event: ev,
-            });
-        };
-        let result = session.run_turn(&prompt, &ctx.cancel, &mut on_event);
-        if let Err(e) = result {
-            run.finish(Some(&mut session));
-            return run.failed_or_cancelled(format!("agent turn error: {e}"));
-        }
+    let outcome = run.turns(&mut session);
+    run.finish(Some(&mut session));
+    outcome
+}
+
+impl Run<'_> {
+    /// Ensure the workspace and run `before_run`; `Err` carries the outcome when the run ends here.
+    fn prepare(&mut self, root: &Path) -> Result<(), WorkerOutcome> {
+        let ctx = self.ctx;
+        let env = HookEnv::for_issue(&ctx.issue, &ctx.workspace_path);
+        let ws = ensure_workspace(
+            self.host.as_ref(),
+            root,
+            &ctx.workspace_path,
+            &ctx.hooks,
+            &env,
+        )
+        .map_err(|e| WorkerOutcome::Failed(format!("workspace error: {e}")))?;
         if ctx.cancel.is_cancelled() {
-            run.finish(Some(&mut session));
-            return WorkerOutcome::Cancelled;
+            return Err(WorkerOutcome::Cancelled);
         }
-        let refreshed = match ctx
+        let env = HookEnv::for_issue(&ctx.issue, &ws.path);
+        if let Err(e) = run_configured_hook(
+            self.host.as_ref(),
+            HookKind::BeforeRun,
+            ctx.hooks.before_run.as_deref(),
+            &ws.path,
+            &env,
+            ctx.hooks.timeout_ms,
+        ) {
+            return Err(self.failed_or_cancelled(format!("before_run hook error: {e}")));
+        }
+        self.workspace = Some(ws);
+        if ctx.cancel.is_cancelled() {
+            self.finish(None);
+            return Err(WorkerOutcome::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// The turn loop with the issue refresh between turns; the caller finishes the run.
+    fn turns(&mut self, session: &mut Box<dyn AgentSession>) -> WorkerOutcome {
+        let ctx = self.ctx;
+        let id = &ctx.issue.id;
+        let ident = &ctx.issue.identifier;
+        let max_turns = ctx.max_turns.max(1);
+        let mut turn: u32 = 1;
+        loop {
+            self.progress(WorkerProgress::TurnStarted(turn));
+            let prompt = if turn == 1 {
+                match ctx.template.render(&self.issue, ctx.attempt) {
+                    Ok(p) => p,
+                    Err(e) => return WorkerOutcome::Failed(format!("prompt error: {e}")),
+                }
+            } else {
+                continuation_prompt(&self.issue, turn, max_turns)
+            };
+            info!(
+                "turn starting issue_id={id} issue_identifier={ident} turn={turn} max_turns={max_turns} session_id={}",
+                session.agent_session_id().as_deref().unwrap_or("-")
+            );
+            let events = ctx.events.clone();
+            let run_id = ctx.run_id;
+            let mut on_event = |ev| {
+                let _ = events.send(Event::AgentUpdate {
+                    issue_id: id.clone(),
+                    run_id,
+                    event: ev,
+                });
+            };
+            if let Err(e) = session.run_turn(&prompt, &ctx.cancel, &mut on_event) {
+                return self.failed_or_cancelled(format!("agent turn error: {e}"));
+            }
+            if ctx.cancel.is_cancelled() {
+                return WorkerOutcome::Cancelled;
+            }
+            match self.refresh() {
+                Err(e) => return self.failed_or_cancelled(e),
+                Ok(false) => return WorkerOutcome::Normal,
+                Ok(true) => {}
+            }
+            if turn >= max_turns {
+                info!(
+                    "max_turns reached; ending run issue_id={id} issue_identifier={ident} turns={turn}"
+                );
+                return WorkerOutcome::Normal;
+            }
+            turn += 1;
+        }
+    }
+
+    /// Re-read the issue between turns; `Ok(false)` when the run should end normally.
+    fn refresh(&mut self) -> Result<bool, String> {
+        let ctx = self.ctx;
+        let id = &ctx.issue.id;
+        let ident = &ctx.issue.identifier;
+        let refreshed = ctx
             .tracker
             .fetch_issue_states_by_ids(std::slice::from_ref(id))
-        {
-            Ok(v) => v,
-            Err(e) => {
-                run.finish(Some(&mut session));
-                return run.failed_or_cancelled(format!("issue state refresh error: {e}"));
-            }
-        };
+            .map_err(|e| format!("issue state refresh error: {e}"))?;
         let Some(fresh) = refreshed.into_iter().find(|i| &i.id == id) else {
             info!(
                 "issue no longer on the project; ending run issue_id={id} issue_identifier={ident}"
             );
-            break;
+            return Ok(false);
         };
-        run.issue = fresh.clone();
-        run.progress(WorkerProgress::IssueRefreshed(fresh));
-        if !rules::is_active(&ctx.policy, &run.issue)
-            || !rules::is_routable(&ctx.policy, &run.issue)
+        self.issue = fresh.clone();
+        self.progress(WorkerProgress::IssueRefreshed(fresh));
+        if !rules::is_active(&ctx.policy, &self.issue)
+            || !rules::is_routable(&ctx.policy, &self.issue)
         {
             info!(
                 "issue no longer active/routable; ending run issue_id={id} issue_identifier={ident} state={:?}",
-                run.issue.state
+                self.issue.state
             );
-            break;
+            return Ok(false);
         }
-        if turn >= max_turns {
-            info!(
-                "max_turns reached; ending run issue_id={id} issue_identifier={ident} turns={turn}"
-            );
-            break;
-        }
-        turn += 1;
+        Ok(true)
     }
-    run.finish(Some(&mut session));
-    WorkerOutcome::Normal
 }

@@ -1,27 +1,21 @@
-//! Workspace hooks (spec §9.4, baton §5.3.4): a trusted shell script run with `sh -lc` in the
-//! workspace, in its own process group, killed as a group when `hooks.timeout_ms` passes. Output
-//! is captured (bounded) for the log; issue data only ever travels in environment variables, never
-//! through the shell parser.
+//! Workspace hooks (spec §9.4, baton §5.3.4): a trusted shell script run by the [`Host`] with
+//! `sh -lc` in the workspace, in its own process group, killed as a group when `hooks.timeout_ms`
+//! passes. Output is captured (bounded) for the log; issue data only ever travels in environment
+//! variables, never through the shell parser.
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{bounded, RecvTimeoutError};
-
+use crate::host::Host;
 use crate::model::Issue;
 
-/// Bytes of each output stream kept (the rest is read and discarded).
-pub const MAX_CAPTURE_BYTES: usize = 64 * 1024;
+pub use crate::host::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 /// Characters of hook output shown in one log line.
 pub const LOG_OUTPUT_CHARS: usize = 2000;
 
 /// Which hook (spec §5.3.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookKind {
+pub(crate) enum HookKind {
     /// After a workspace directory was created (fatal).
     AfterCreate,
     /// Before each attempt (fatal).
@@ -34,7 +28,7 @@ pub enum HookKind {
 
 impl HookKind {
     /// Config spelling.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             HookKind::AfterCreate => "after_create",
             HookKind::BeforeRun => "before_run",
@@ -94,50 +88,6 @@ impl HookEnv {
     }
 }
 
-/// What a finished hook produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HookOutput {
-    /// Exit code (`None` when killed by a signal).
-    pub code: Option<i32>,
-    /// Captured stdout (bounded, lossy UTF-8).
-    pub stdout: String,
-    /// Captured stderr (bounded, lossy UTF-8).
-    pub stderr: String,
-    /// How long it ran.
-    pub elapsed: Duration,
-}
-
-/// Why a hook failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HookError {
-    /// `sh` could not be started.
-    Spawn(String),
-    /// It ran longer than `hooks.timeout_ms`; its process group was killed.
-    Timeout {
-        /// The configured bound.
-        timeout_ms: u64,
-        /// Output captured before the kill.
-        output: HookOutput,
-    },
-    /// It exited non-zero (or by a signal).
-    Failed(HookOutput),
-}
-
-impl std::fmt::Display for HookError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HookError::Spawn(e) => write!(f, "could not start sh: {e}"),
-            HookError::Timeout { timeout_ms, .. } => {
-                write!(f, "timed out after {timeout_ms} ms (process group killed)")
-            }
-            HookError::Failed(o) => match o.code {
-                Some(c) => write!(f, "exited with status {c}"),
-                None => write!(f, "was killed by a signal"),
-            },
-        }
-    }
-}
-
 /// Shorten hook output for one log line: last `LOG_OUTPUT_CHARS` chars, newlines escaped.
 pub fn truncate_for_log(s: &str) -> String {
     let s = s.trim();
@@ -151,117 +101,23 @@ pub fn truncate_for_log(s: &str) -> String {
     tail.replace('\n', "\\n").replace('\r', "\\r")
 }
 
-fn read_bounded(mut r: impl Read) -> String {
-    let mut kept = Vec::new();
-    let mut buf = [0u8; 8192];
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = MAX_CAPTURE_BYTES.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-            }
-        }
-    }
-    String::from_utf8_lossy(&kept).into_owned()
-}
-
-/// Run `script` with `sh -lc` in `cwd` with the hook environment; kill its whole process group
-/// after `timeout_ms`. Never leaves a process of the group behind on timeout.
+/// Run `script` with `sh -lc` in `cwd` on `host` with the hook environment; kill its whole
+/// process group after `timeout_ms`. Never leaves a process of the group behind on timeout.
 pub fn run_hook(
+    host: &dyn Host,
     script: &str,
     cwd: &Path,
     env: &HookEnv,
     timeout_ms: u64,
 ) -> Result<HookOutput, HookError> {
-    let started = Instant::now();
-    let mut cmd = Command::new("sh");
-    cmd.arg("-lc")
-        .arg(script)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    for (k, v) in env.vars() {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().map_err(|e| HookError::Spawn(e.to_string()))?;
-    let pid = child.id() as i32;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let (out_tx, out_rx) = bounded::<(u8, String)>(2);
-    if let Some(s) = stdout {
-        let tx = out_tx.clone();
-        thread::spawn(move || {
-            let _ = tx.send((1, read_bounded(s)));
-        });
-    }
-    if let Some(s) = stderr {
-        let tx = out_tx.clone();
-        thread::spawn(move || {
-            let _ = tx.send((2, read_bounded(s)));
-        });
-    }
-    drop(out_tx);
-    let (exit_tx, exit_rx) = bounded(1);
-    thread::spawn(move || {
-        let _ = exit_tx.send(child.wait());
-    });
-    let timeout = Duration::from_millis(timeout_ms);
-    let status = match exit_rx.recv_timeout(timeout) {
-        Ok(s) => {
-            // The shell is gone; kill stragglers it left in its group so pipes close.
-            kill_group(pid);
-            Some(s)
-        }
-        Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
-            kill_group(pid);
-            let _ = exit_rx.recv_timeout(Duration::from_secs(5));
-            None
-        }
-    };
-    // Collect output; bounded wait in case something escaped the group and holds a pipe.
-    let (mut out, mut err) = (String::new(), String::new());
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while let Ok((which, text)) =
-        out_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-    {
-        if which == 1 {
-            out = text;
-        } else {
-            err = text;
-        }
-    }
-    let output = |code| HookOutput {
-        code,
-        stdout: out.clone(),
-        stderr: err.clone(),
-        elapsed: started.elapsed(),
-    };
-    match status {
-        None => Err(HookError::Timeout {
-            timeout_ms,
-            output: output(None),
-        }),
-        Some(Err(e)) => Err(HookError::Spawn(format!("wait failed: {e}"))),
-        Some(Ok(st)) if st.success() => Ok(output(Some(0))),
-        Some(Ok(st)) => Err(HookError::Failed(output(st.code()))),
-    }
-}
-
-fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: plain syscall; pgid is the hook's own process group (process_group(0)).
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-    }
+    let vars: Vec<_> = env.vars().into_iter().map(|(k, v)| (k.into(), v)).collect();
+    host.run_hook(script, cwd, &vars, Duration::from_millis(timeout_ms))
 }
 
 /// Run a hook if configured and log start/failure/timeout with issue context. Returns `Err` with
 /// a one-line reason when it failed (callers decide whether that is fatal).
-pub fn run_configured_hook(
+pub(crate) fn run_configured_hook(
+    host: &dyn Host,
     kind: HookKind,
     script: Option<&str>,
     cwd: &Path,
@@ -278,7 +134,7 @@ pub fn run_configured_hook(
         env.issue_identifier,
         cwd.display()
     );
-    match run_hook(script, cwd, env, timeout_ms) {
+    match run_hook(host, script, cwd, env, timeout_ms) {
         Ok(o) => {
             log::debug!(
                 "hook finished hook={} issue_identifier={} elapsed_ms={} stdout={:?}",

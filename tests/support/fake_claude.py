@@ -12,6 +12,7 @@ set) before anything else. Modes:
   huge        one FAKE_CLAUDE_HUGE_BYTES long line (no newline for a while), then a success result
   grandchild  start a background `sleep` that keeps stdout open (pid in FAKE_CLAUDE_PID_FILE),
               print a success result and exit 0
+  setsid_grandchild  like grandchild, but the `sleep` runs in its own session (out of the group)
   close_stdout_hang  print an init line, close stdout, then sleep forever
   noresult    print an init line and exit 0
   stdin       report whether stdin is at EOF (result text "stdin-eof" / "stdin-open"), exit 0
@@ -103,6 +104,14 @@ def main():
         with open(os.environ["FAKE_CLAUDE_PID_FILE"], "w") as f:
             f.write(str(p.pid))
         result("left a grandchild behind")
+        os._exit(0)
+    elif mode == "setsid_grandchild":
+        init()
+        # Own session: group signals cannot reach it; it inherits stdout and keeps the pipe open.
+        p = subprocess.Popen(["sleep", "1000"], start_new_session=True)
+        with open(os.environ["FAKE_CLAUDE_PID_FILE"], "w") as f:
+            f.write(str(p.pid))
+        result("left a setsid grandchild behind")
         os._exit(0)
     elif mode == "close_stdout_hang":
         init()

@@ -8,44 +8,22 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::agent::json::{int_text, str_at, tool_input_detail};
 use crate::agent::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind};
+
+pub use crate::agent::driver::ProcessEnd;
 
 /// Longest summary kept on an event (characters); longer text is cut with `…`.
 pub const SUMMARY_MAX_CHARS: usize = 240;
 /// Longest final assistant text kept for the turn summary (characters).
-pub const RESULT_TEXT_MAX_CHARS: usize = 4000;
+pub(crate) const RESULT_TEXT_MAX_CHARS: usize = 4000;
 /// Tool calls remembered between `tool.execution_start` and `tool.execution_complete`.
 const MAX_TRACKED_TOOL_CALLS: usize = 256;
-
-/// How the CLI process ended, as seen by the session (input to [`StreamParser::finish`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ProcessEnd {
-    /// Exit code, when the process exited normally.
-    pub exit_code: Option<i32>,
-    /// Terminating signal, when it was killed by one.
-    pub signal: Option<i32>,
-    /// Baton cancelled the turn (stop requested).
-    pub cancelled: bool,
-    /// Baton killed it because `turn_timeout_ms` elapsed.
-    pub timed_out: bool,
-    /// The last part of stderr (already bounded), for error messages.
-    pub stderr_tail: String,
-}
-
-/// The verdict on a finished turn.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TurnOutcome {
-    /// `result{exitCode:0}`, no abort, no error, clean exit.
-    Completed,
-    /// Anything else, with the normalized error.
-    Failed(AgentError),
-}
 
 /// Incremental state over one turn's stdout lines.
 #[derive(Debug, Default)]
 pub struct StreamParser {
     lines: u64,
-    malformed: u64,
     /// `toolCallId` → tool name, to name the tool in `execution_complete` summaries.
     tool_names: HashMap<String, String>,
     result_seen: bool,
@@ -85,11 +63,12 @@ impl StreamParser {
         self.map_event(kind, data, &value)
     }
 
-    fn malformed(&mut self, summary: String) -> AgentEvent {
-        self.malformed += 1;
+    fn malformed(&self, summary: String) -> AgentEvent {
         AgentEvent::new(AgentEventKind::Malformed, bound(&summary))
     }
 
+    // Long on purpose: one match arm per protocol event type is the mapping table; splitting it
+    // would scatter that table over many functions.
     fn map_event(&mut self, kind: &str, data: &Value, whole: &Value) -> AgentEvent {
         use AgentEventKind as K;
         let ev = |k: AgentEventKind, s: String| AgentEvent::new(k, bound(&s));
@@ -171,11 +150,7 @@ impl StreamParser {
             }
             "assistant.turn_retry" => ev(K::Notification, "model call retried".into()),
             "model.call_failure" => {
-                let status = data
-                    .get("statusCode")
-                    .and_then(Value::as_i64)
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|| "?".into());
+                let status = int_text(data, "statusCode", "?");
                 ev(
                     K::Notification,
                     format!("model call failed: status {status}"),
@@ -250,13 +225,8 @@ impl StreamParser {
     }
 
     /// Lines parsed so far.
-    pub fn line_count(&self) -> u64 {
+    pub(crate) fn line_count(&self) -> u64 {
         self.lines
-    }
-
-    /// Lines that were not valid protocol lines.
-    pub fn malformed_count(&self) -> u64 {
-        self.malformed
     }
 
     /// Tool calls denied by the permission rules.
@@ -275,13 +245,18 @@ impl StreamParser {
             && end.stderr_tail.contains("matched")
     }
 
+    /// True once the `result` line was seen.
+    pub(crate) fn result_seen(&self) -> bool {
+        self.result_seen
+    }
+
     /// Decide the turn outcome. Precedence: Baton's own cancel/timeout, agent abort, user input
     /// required, `session.error`, missing `result`, `result` failure, non-zero exit; only a clean
     /// `result{exitCode:0}` with exit 0 is success.
-    pub fn finish(&self, end: &ProcessEnd) -> TurnOutcome {
+    pub fn finish(&self, end: &ProcessEnd) -> Result<(), AgentError> {
         use AgentErrorKind as E;
-        let fail = |k: AgentErrorKind, m: String| TurnOutcome::Failed(AgentError::new(k, m));
-        let how = describe_end(end);
+        let fail = |k: AgentErrorKind, m: String| Err(AgentError::new(k, m));
+        let how = format!("process {}", end.describe());
         let stderr = if end.stderr_tail.trim().is_empty() {
             String::new()
         } else {
@@ -345,34 +320,24 @@ impl StreamParser {
         if end.exit_code != Some(0) {
             return fail(E::ProcessExit, format!("{how} after a result line{stderr}"));
         }
-        TurnOutcome::Completed
-    }
-}
-
-fn describe_end(end: &ProcessEnd) -> String {
-    match (end.exit_code, end.signal) {
-        (Some(c), _) => format!("process exited with code {c}"),
-        (None, Some(s)) => format!("process killed by signal {s}"),
-        (None, None) => "process ended".into(),
+        Ok(())
     }
 }
 
 fn str_field(v: &Value, key: &str) -> Option<String> {
-    v.get(key).and_then(Value::as_str).map(str::to_owned)
+    str_at(v, key).map(str::to_owned)
 }
 
 /// A short ` : <command>` / ` : <path>` detail for a tool's arguments.
 fn tool_arguments_summary(args: &Value) -> String {
-    for key in ["command", "path", "pattern", "url", "description"] {
-        if let Some(s) = args.get(key).and_then(Value::as_str) {
-            return format!(": {s}");
-        }
+    match tool_input_detail(args) {
+        d if d.is_empty() => d,
+        d => format!(": {d}"),
     }
-    String::new()
 }
 
 /// True for a canonical hyphenated UUID (36 chars, hex digits and four dashes).
-pub fn is_uuid(s: &str) -> bool {
+pub(crate) fn is_uuid(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 36
         && b.iter().enumerate().all(|(i, c)| match i {
@@ -382,7 +347,7 @@ pub fn is_uuid(s: &str) -> bool {
 }
 
 /// One line, control characters replaced, at most [`SUMMARY_MAX_CHARS`] characters.
-pub fn bound(s: &str) -> String {
+pub(crate) fn bound(s: &str) -> String {
     single_line(s, SUMMARY_MAX_CHARS)
 }
 
@@ -413,7 +378,6 @@ mod tests {
                 "{line:?}"
             );
         }
-        assert_eq!(p.malformed_count(), 8);
     }
 
     #[test]
@@ -429,13 +393,12 @@ mod tests {
         for l in lines {
             let _ = p.parse_line(l);
         }
-        assert!(matches!(
-            p.finish(&ProcessEnd {
+        assert!(p
+            .finish(&ProcessEnd {
                 exit_code: Some(0),
                 ..Default::default()
-            }),
-            TurnOutcome::Failed(_)
-        ));
+            })
+            .is_err());
     }
 
     #[test]

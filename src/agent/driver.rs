@@ -1,0 +1,392 @@
+//! The one turn driver for CLI agents: [`run_invocation`] spawns one agent invocation through a
+//! [`Host`], pumps its stdout lines into the adapter's [`TurnParser`], enforces the turn deadline
+//! and the [`CancelToken`], stops the process group (SIGTERM, grace, SIGKILL) and returns one
+//! [`ProcessEnd`]. An adapter supplies only argv/env ([`ProcessSpec`]), the line parser, and the
+//! mapping of parser state + [`ProcessEnd`] to an outcome; [`terminal_event_kind`] maps that outcome
+//! to the terminal event.
+//!
+//! Adding a CLI agent: one file with a runner (config → `AgentRunner`), argv/env building into a
+//! `ProcessSpec::command`, a stream parser implementing [`TurnParser`], and an outcome function
+//! from the parser's state and the [`ProcessEnd`]; `run_turn` calls [`run_invocation`], maps the
+//! outcome with [`terminal_event_kind`] and emits the terminal event.
+//!
+//! End of an invocation: stdout EOF *and* the leader reaped; or the result line *and* the leader
+//! reaped (a descendant that left the group with `setsid` may still hold stdout open: it is not
+//! waited for); or the deadline / a cancel (the group is stopped). After stdout EOF the driver
+//! waits for the exit up to [`EXIT_WAIT_AFTER_EOF`] when the result line arrived, else up to the
+//! deadline; after the exit it keeps reading stdout up to [`EXIT_WAIT_AFTER_EOF`] for a result
+//! line still in the pipe.
+
+use std::os::unix::process::ExitStatusExt;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{after, never, select};
+
+use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, CancelToken};
+use crate::host::{describe_exit, Host, Process, ProcessSpec, StdoutItem};
+
+/// After stdout closed with a result line (or the leader exited), how long to wait for the rest.
+pub(crate) const EXIT_WAIT_AFTER_EOF: Duration = Duration::from_secs(10);
+/// How long to wait for stderr to close after the end, so the tail is complete.
+const STDERR_WAIT: Duration = Duration::from_millis(500);
+
+/// What the driver needs from an adapter for one invocation.
+pub(crate) trait TurnParser {
+    /// Events to emit right after the process started (e.g. `session_started`); also the place
+    /// to log the start.
+    fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
+        Vec::new()
+    }
+    /// Normalized events for one stdout line.
+    fn parse_line(&mut self, line: &str) -> Vec<AgentEvent>;
+    /// An event of `kind` stamped like the parser's own (session id…).
+    fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent;
+    /// True once the invocation's terminal result line arrived.
+    fn result_seen(&self) -> bool;
+}
+
+/// How an invocation ended (the one end state every adapter maps to an outcome).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessEnd {
+    /// Exit code, when the process exited normally.
+    pub exit_code: Option<i32>,
+    /// Terminating signal, when it was killed by one.
+    pub signal: Option<i32>,
+    /// Baton cancelled the turn (stop requested); the group was stopped.
+    pub cancelled: bool,
+    /// `turn_timeout_ms` passed; the group was stopped.
+    pub timed_out: bool,
+    /// The last part of stderr (already bounded), for error messages.
+    pub stderr_tail: String,
+}
+
+impl ProcessEnd {
+    /// `exit code 1`, `killed by signal 15` or `unknown exit`.
+    pub fn describe(&self) -> String {
+        describe_exit(self.exit_code, self.signal)
+    }
+}
+
+/// Limits of one invocation.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// The turn deadline.
+    pub deadline: Instant,
+    /// Grace between SIGTERM and SIGKILL when stopping the group.
+    pub kill_grace: Duration,
+}
+
+/// Run one invocation of `spec` on `host` to its end (see the module docs). Every event gets the
+/// agent's pid. Fails only when the process could not be started (`startup_failed`).
+pub(crate) fn run_invocation(
+    host: &dyn Host,
+    spec: &ProcessSpec,
+    parser: &mut dyn TurnParser,
+    limits: Limits,
+    cancel: &CancelToken,
+    on_event: &mut dyn FnMut(AgentEvent),
+) -> Result<(ProcessEnd, u32), AgentError> {
+    let proc = host.spawn(spec).map_err(|e| {
+        AgentError::new(
+            AgentErrorKind::StartupFailed,
+            format!("could not start {:?}: {e}", spec.shell),
+        )
+    })?;
+    let pid = proc.pid();
+    let mut emit = |mut ev: AgentEvent| {
+        ev.agent_pid.get_or_insert(pid);
+        on_event(ev);
+    };
+    for ev in parser.started(pid) {
+        emit(ev);
+    }
+    let mut end = pump(proc.as_ref(), parser, limits, cancel, &mut emit);
+    if let Some(st) = proc.exit_status() {
+        end.exit_code = st.code();
+        end.signal = st.signal();
+    }
+    end.stderr_tail = proc.stderr_tail_after(STDERR_WAIT);
+    Ok((end, pid))
+}
+
+/// The read/wait loop: returns with the leader reaped (or given up on after SIGKILL).
+fn pump(
+    proc: &dyn Process,
+    parser: &mut dyn TurnParser,
+    limits: Limits,
+    cancel: &CancelToken,
+    emit: &mut dyn FnMut(AgentEvent),
+) -> ProcessEnd {
+    let mut lines = proc.lines().clone();
+    let mut exited = proc.exited().clone();
+    let mut eof_at: Option<Instant> = None;
+    let mut exited_at: Option<Instant> = None;
+    let stop = |how: fn(&mut ProcessEnd)| {
+        proc.terminate(limits.kill_grace);
+        let mut end = ProcessEnd::default();
+        how(&mut end);
+        end
+    };
+    loop {
+        if cancel.is_cancelled() {
+            return stop(|e| e.cancelled = true);
+        }
+        if exited_at.is_some() && (eof_at.is_some() || parser.result_seen()) {
+            // Lines already queued still count; a setsid'd holder of stdout is not waited for.
+            while let Ok(item) = lines.try_recv() {
+                feed(parser, item, emit);
+            }
+            return stop(|_| {});
+        }
+        let limit = match (eof_at, exited_at) {
+            (Some(t), None) if parser.result_seen() => limits.deadline.min(t + EXIT_WAIT_AFTER_EOF),
+            (_, Some(t)) => limits.deadline.min(t + EXIT_WAIT_AFTER_EOF),
+            _ => limits.deadline,
+        };
+        let now = Instant::now();
+        if now >= limit {
+            if now >= limits.deadline {
+                return stop(|e| e.timed_out = true);
+            }
+            // Stdout closed but the process lingers, or it exited but stdout stays open.
+            return stop(|_| {});
+        }
+        select! {
+            recv(lines) -> item => match item {
+                Ok(StdoutItem::Eof) | Err(_) => {
+                    eof_at = Some(Instant::now());
+                    lines = never();
+                }
+                Ok(item) => feed(parser, item, emit),
+            },
+            recv(exited) -> _ => {
+                exited_at = Some(Instant::now());
+                exited = never();
+            }
+            recv(cancel.receiver()) -> _ => {}
+            recv(after(limit - now)) -> _ => {}
+        }
+    }
+}
+
+fn feed(parser: &mut dyn TurnParser, item: StdoutItem, emit: &mut dyn FnMut(AgentEvent)) {
+    let malformed = |p: &dyn TurnParser, s: String| p.event(AgentEventKind::Malformed, s);
+    match item {
+        StdoutItem::Line(l) => {
+            for ev in parser.parse_line(&l) {
+                emit(ev);
+            }
+        }
+        StdoutItem::LineTooLong { bytes } => emit(malformed(
+            parser,
+            format!("stdout line too long ({bytes} bytes), skipped"),
+        )),
+        StdoutItem::ReadError(e) => emit(malformed(parser, format!("stdout read error: {e}"))),
+        StdoutItem::Chunk(_) | StdoutItem::Eof => {}
+    }
+}
+
+/// The terminal event kind for an outcome.
+pub(crate) fn terminal_event_kind<T>(outcome: &Result<T, AgentError>) -> AgentEventKind {
+    match outcome {
+        Ok(_) => AgentEventKind::TurnCompleted,
+        Err(e) => match e.kind {
+            AgentErrorKind::TurnCancelled => AgentEventKind::TurnCancelled,
+            AgentErrorKind::TurnInputRequired => AgentEventKind::TurnInputRequired,
+            AgentErrorKind::AgentNotFound | AgentErrorKind::StartupFailed => {
+                AgentEventKind::StartupFailed
+            }
+            _ => AgentEventKind::TurnFailed,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::{Workspace, WorkspaceError};
+    use crossbeam_channel::{bounded, Receiver, Sender};
+    use std::path::{Path, PathBuf};
+    use std::process::ExitStatus;
+    use std::sync::{Arc, Mutex};
+
+    /// A process that is not a local child: what a remote host would hand back.
+    #[derive(Debug)]
+    struct Scripted {
+        lines: Receiver<StdoutItem>,
+        exited: Receiver<()>,
+        exit_tx: Mutex<Option<Sender<()>>>,
+        status: Mutex<Option<ExitStatus>>,
+        signals: Arc<Mutex<Vec<i32>>>,
+        stderr_done: Receiver<()>,
+    }
+
+    impl Process for Scripted {
+        fn pid(&self) -> u32 {
+            4242
+        }
+        fn lines(&self) -> &Receiver<StdoutItem> {
+            &self.lines
+        }
+        fn exited(&self) -> &Receiver<()> {
+            &self.exited
+        }
+        fn exit_status(&self) -> Option<ExitStatus> {
+            *self.status.lock().unwrap()
+        }
+        fn has_exited(&self) -> bool {
+            self.status.lock().unwrap().is_some()
+        }
+        fn signal_group(&self, signal: i32) -> bool {
+            self.signals.lock().unwrap().push(signal);
+            if !self.has_exited() {
+                *self.status.lock().unwrap() = Some(ExitStatus::from_raw(signal));
+                self.exit_tx.lock().unwrap().take();
+            }
+            true
+        }
+        fn stderr_bytes(&self) -> Vec<u8> {
+            b"remote stderr".to_vec()
+        }
+        fn stderr_done(&self) -> &Receiver<()> {
+            &self.stderr_done
+        }
+    }
+
+    /// A host whose one process is scripted by the test.
+    #[derive(Debug)]
+    struct ScriptedHost(Mutex<Option<Scripted>>);
+
+    impl Host for ScriptedHost {
+        fn create_workspace(&self, _: &Path, _: &Path) -> Result<Workspace, WorkspaceError> {
+            unimplemented!()
+        }
+        fn check_workspace(&self, _: &Path, p: &Path) -> Result<PathBuf, WorkspaceError> {
+            Ok(p.to_path_buf())
+        }
+        fn remove_workspace(
+            &self,
+            _: &Path,
+            _: &Path,
+            _: &mut dyn FnMut(&Path),
+        ) -> Result<bool, WorkspaceError> {
+            unimplemented!()
+        }
+        fn spawn(&self, _: &ProcessSpec) -> std::io::Result<Box<dyn Process>> {
+            Ok(Box::new(self.0.lock().unwrap().take().unwrap()))
+        }
+    }
+
+    struct Lines {
+        seen: Vec<String>,
+    }
+
+    impl TurnParser for Lines {
+        fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
+            self.seen.push(line.to_string());
+            vec![AgentEvent::new(AgentEventKind::OtherMessage, line)]
+        }
+        fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent {
+            AgentEvent::new(kind, summary)
+        }
+        fn result_seen(&self) -> bool {
+            self.seen.iter().any(|l| l == "result")
+        }
+    }
+
+    type Script = (ScriptedHost, Sender<StdoutItem>, Arc<Mutex<Vec<i32>>>);
+
+    fn scripted() -> Script {
+        let (line_tx, lines) = bounded(16);
+        let (exit_tx, exited) = bounded(0);
+        let (_, stderr_done) = bounded::<()>(0);
+        let signals = Arc::new(Mutex::new(Vec::new()));
+        let p = Scripted {
+            lines,
+            exited,
+            exit_tx: Mutex::new(Some(exit_tx)),
+            status: Mutex::new(None),
+            signals: Arc::clone(&signals),
+            stderr_done,
+        };
+        (ScriptedHost(Mutex::new(Some(p))), line_tx, signals)
+    }
+
+    fn limits(ms: u64) -> Limits {
+        Limits {
+            deadline: Instant::now() + Duration::from_millis(ms),
+            kill_grace: Duration::from_millis(50),
+        }
+    }
+
+    #[test]
+    fn result_then_exit_ends_the_turn_while_stdout_stays_open() {
+        let (host, tx, _signals) = scripted();
+        tx.send(StdoutItem::Line("init".into())).unwrap();
+        tx.send(StdoutItem::Line("result".into())).unwrap();
+        // The leader exits (status 0) but stdout never reaches EOF: `tx` stays alive.
+        {
+            let guard = host.0.lock().unwrap();
+            let p = guard.as_ref().unwrap();
+            *p.status.lock().unwrap() = Some(ExitStatus::from_raw(0));
+            p.exit_tx.lock().unwrap().take();
+        }
+        let mut parser = Lines { seen: Vec::new() };
+        let mut events = Vec::new();
+        let spec = ProcessSpec::command("x", "/");
+        let (end, pid) = run_invocation(
+            &host,
+            &spec,
+            &mut parser,
+            limits(60_000),
+            &CancelToken::new(),
+            &mut |e| events.push(e),
+        )
+        .unwrap();
+        assert_eq!(pid, 4242);
+        assert_eq!(end.exit_code, Some(0));
+        assert!(!end.timed_out && !end.cancelled);
+        assert_eq!(end.stderr_tail, "remote stderr");
+        assert_eq!(parser.seen, ["init", "result"]);
+        assert!(events.iter().all(|e| e.agent_pid == Some(4242)));
+        drop(tx);
+    }
+
+    #[test]
+    fn cancel_signals_the_group_through_the_process_handle() {
+        let (host, tx, signals) = scripted();
+        let cancel = CancelToken::new();
+        cancel.cancel();
+        let spec = ProcessSpec::command("x", "/");
+        let (end, _) = run_invocation(
+            &host,
+            &spec,
+            &mut Lines { seen: Vec::new() },
+            limits(60_000),
+            &cancel,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(end.cancelled);
+        assert_eq!(signals.lock().unwrap().first(), Some(&libc::SIGTERM));
+        drop(tx);
+    }
+
+    #[test]
+    fn deadline_times_out_and_stops_the_group() {
+        let (host, tx, signals) = scripted();
+        let spec = ProcessSpec::command("x", "/");
+        let (end, _) = run_invocation(
+            &host,
+            &spec,
+            &mut Lines { seen: Vec::new() },
+            limits(0),
+            &CancelToken::new(),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(end.timed_out);
+        assert_eq!(signals.lock().unwrap().first(), Some(&libc::SIGTERM));
+        drop(tx);
+    }
+}

@@ -1,0 +1,278 @@
+//! The execution-host seam: everything a run does to the world — prepare, contain-check and remove
+//! a workspace, run a hook, spawn an agent CLI as its own process group, read its output, signal
+//! and reap it — goes through one object-safe [`Host`].
+//!
+//! [`LocalHost`] is the only implementation today: `std::fs` for workspaces and the
+//! `supervisor` for processes (one `waitid(WNOWAIT)` design shared by hooks and agents). A
+//! remote host (SSH, spec Appendix A) is another implementation: it runs the same [`ProcessSpec`]
+//! remotely and hands back its own [`Process`] (e.g. the local `ssh` client whose group signals
+//! are forwarded to the remote pgid). Nothing outside this module calls `killpg`, starts a shell
+//! or deletes a workspace directory.
+//!
+//! Adding a host: implement [`Host`] — the three workspace operations with the same containment
+//! rules as [`LocalHost`], and `spawn`, returning a [`Process`] whose `pid` is the (remote) group
+//! id, whose `signal_group` reaches that group only while its leader is unreaped, and whose
+//! `lines`/`exited`/`stderr_done` channels close when the process ends (a dropped connection must
+//! end them too). `run_hook` then works unchanged (it is built on `spawn`); give the agent runners
+//! the host with `with_host` and the worker runs workspaces and hooks there.
+
+mod hook;
+mod local;
+mod supervisor;
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use crossbeam_channel::Receiver;
+
+pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
+pub use local::LocalHost;
+
+/// Default bound of one stdout line (10 MB).
+pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;
+/// Default size of the kept stderr tail (8 KiB).
+pub(crate) const DEFAULT_STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// Default grace between SIGTERM and SIGKILL.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
+/// How long [`Process::terminate`] waits for the reap after SIGKILL before giving up.
+const REAP_WAIT_AFTER_KILL: Duration = Duration::from_secs(5);
+
+/// A prepared workspace (spec §4.1.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    /// Canonical absolute path.
+    pub path: PathBuf,
+    /// True when this call created the directory.
+    pub created_now: bool,
+}
+
+/// A workspace failure (spec §14.1 class 2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceError(pub String);
+
+impl fmt::Display for WorkspaceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for WorkspaceError {}
+
+/// Where runs execute. Object-safe; shared between threads as `Arc<dyn Host>` / `&dyn Host`.
+pub trait Host: Send + Sync + fmt::Debug {
+    /// Ensure `path` (= `<root>/<key>`) exists as a directory strictly inside `root` (creating the
+    /// root and the directory when missing). An existing non-directory or an escaping symlink
+    /// fails without touching anything.
+    fn create_workspace(&self, root: &Path, path: &Path) -> Result<Workspace, WorkspaceError>;
+
+    /// Check that `path` is an existing directory strictly inside `root` (both resolved); returns
+    /// the resolved path. Run before every launch (spec §9.5).
+    fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError>;
+
+    /// Remove the workspace `path` inside `root`: a symlink or non-directory is unlinked (never
+    /// followed); a directory gets `before_remove(<resolved path>)` called first, then is deleted
+    /// with its contents. Returns false when there was nothing to remove.
+    fn remove_workspace(
+        &self,
+        root: &Path,
+        path: &Path,
+        before_remove: &mut dyn FnMut(&Path),
+    ) -> Result<bool, WorkspaceError>;
+
+    /// Start `spec` as the leader of a new process group (see [`ProcessSpec`]).
+    fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>>;
+
+    /// Run a hook script (`sh -lc <script>`) in `cwd` with `env` on this host, killing its whole
+    /// group after `timeout`. Output: the head of stdout and the tail of stderr, bounded.
+    fn run_hook(
+        &self,
+        script: &str,
+        cwd: &Path,
+        env: &[(OsString, OsString)],
+        timeout: Duration,
+    ) -> Result<HookOutput, HookError> {
+        let started = std::time::Instant::now();
+        let mut spec = ProcessSpec::hook(script, cwd);
+        spec.env = env.to_vec();
+        let proc = self
+            .spawn(&spec)
+            .map_err(|e| HookError::Spawn(e.to_string()))?;
+        hook::supervise(proc.as_ref(), started, timeout)
+    }
+}
+
+/// How stdout is delivered on [`Process::lines`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdoutMode {
+    /// Bounded lines (`max_line_bytes`); a longer line becomes [`StdoutItem::LineTooLong`].
+    Lines {
+        /// Bound of one line in bytes.
+        max_line_bytes: usize,
+    },
+    /// Raw chunks ([`StdoutItem::Chunk`]); the consumer bounds what it keeps.
+    Chunks,
+}
+
+/// One process to launch: `<shell> -lc <script> [<arg0> <args…>]` in `cwd`, stdin `/dev/null`,
+/// stdout/stderr piped, as the leader of a new process group.
+///
+/// Only `script` is shell text (operator-trusted); `args` are positional parameters no shell ever
+/// parses, so issue text can travel there safely.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// Shell binary (`bash` for agents, `sh` for hooks; tests may point elsewhere).
+    pub shell: OsString,
+    /// The text after `-lc`.
+    pub script: String,
+    /// `$0` followed by the positional arguments (`"$@"`); empty for none.
+    pub args: Vec<OsString>,
+    /// Working directory (check it with [`Host::check_workspace`] first).
+    pub cwd: PathBuf,
+    /// Extra environment variables set for the child (added to the inherited environment).
+    pub env: Vec<(OsString, OsString)>,
+    /// Environment variables removed from the child's environment.
+    pub env_remove: Vec<OsString>,
+    /// How stdout is read.
+    pub stdout: StdoutMode,
+    /// Bytes of stderr kept (the tail) for error messages.
+    pub stderr_tail_bytes: usize,
+    /// Short label for thread names and logs (`agent`, `hook`).
+    pub label: &'static str,
+}
+
+impl ProcessSpec {
+    /// An agent CLI invocation: `bash -lc '<command> "$@"' bash <args…>` — the operator-trusted
+    /// `command` is the only shell text; push the CLI arguments with [`ProcessSpec::arg`].
+    pub fn command(command: &str, cwd: impl Into<PathBuf>) -> Self {
+        ProcessSpec {
+            shell: OsString::from("bash"),
+            script: format!("{command} \"$@\""),
+            args: vec![OsString::from("bash")],
+            cwd: cwd.into(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            stdout: StdoutMode::Lines {
+                max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            },
+            stderr_tail_bytes: DEFAULT_STDERR_TAIL_BYTES,
+            label: "agent",
+        }
+    }
+
+    /// A hook: `sh -lc <script>` with no positional arguments; stdout in raw chunks.
+    pub fn hook(script: &str, cwd: impl Into<PathBuf>) -> Self {
+        ProcessSpec {
+            shell: OsString::from("sh"),
+            script: script.to_string(),
+            args: Vec::new(),
+            stdout: StdoutMode::Chunks,
+            stderr_tail_bytes: MAX_CAPTURE_BYTES,
+            label: "hook",
+            ..ProcessSpec::command("", cwd)
+        }
+    }
+
+    /// Append one positional argument.
+    pub fn arg(&mut self, a: impl Into<OsString>) -> &mut Self {
+        self.args.push(a.into());
+        self
+    }
+
+    /// Set one extra environment variable.
+    pub fn env(&mut self, k: impl Into<OsString>, v: impl Into<OsString>) -> &mut Self {
+        self.env.push((k.into(), v.into()));
+        self
+    }
+}
+
+/// One item from the stdout reader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StdoutItem {
+    /// One complete line without its `\n` (and `\r`); invalid UTF-8 is replaced lossily.
+    Line(String),
+    /// A line longer than the bound was skipped; `bytes` is its full length.
+    LineTooLong {
+        /// Length of the skipped line in bytes.
+        bytes: usize,
+    },
+    /// Raw bytes ([`StdoutMode::Chunks`]).
+    Chunk(Vec<u8>),
+    /// Reading stdout failed (reported once, then `Eof`).
+    ReadError(String),
+    /// stdout closed (the child and every holder of the pipe are gone or closed it).
+    Eof,
+}
+
+/// A running process group started by a [`Host`]. The leader stays unreaped (a zombie at worst)
+/// until the implementation has cleared its group, so signalling the group never hits a reused
+/// pid. Dropping a handle whose leader is still running terminates the group.
+pub trait Process: Send + fmt::Debug {
+    /// The leader's pid, which is also the process group id (on the executing host).
+    fn pid(&self) -> u32;
+    /// stdout items, ending with [`StdoutItem::Eof`] (then disconnected).
+    fn lines(&self) -> &Receiver<StdoutItem>;
+    /// Becomes ready (disconnected) once the leader has been reaped.
+    fn exited(&self) -> &Receiver<()>;
+    /// The exit status once reaped (`None` before, or when it could not be collected).
+    fn exit_status(&self) -> Option<ExitStatus>;
+    /// True once the leader has been reaped.
+    fn has_exited(&self) -> bool;
+    /// Send `signal` to the whole group unless the leader was already reaped; true when sent.
+    fn signal_group(&self, signal: i32) -> bool;
+    /// The kept stderr tail, raw.
+    fn stderr_bytes(&self) -> Vec<u8>;
+    /// Becomes ready (disconnected) once stderr reached EOF.
+    fn stderr_done(&self) -> &Receiver<()>;
+
+    /// The kept stderr tail (lossy UTF-8), trimmed.
+    fn stderr_tail(&self) -> String {
+        String::from_utf8_lossy(&self.stderr_bytes())
+            .trim()
+            .to_string()
+    }
+
+    /// Wait up to `timeout` for the leader to be reaped; its status if it was.
+    fn wait_exit(&self, timeout: Duration) -> Option<ExitStatus> {
+        let _ = self.exited().recv_timeout(timeout);
+        self.exit_status()
+    }
+
+    /// Stop the group: SIGTERM, wait up to `grace`, then SIGKILL and wait (bounded) for the reap.
+    /// Idempotent. Returns the exit status when the leader was reaped.
+    fn terminate(&self, grace: Duration) -> Option<ExitStatus> {
+        if self.has_exited() {
+            return self.exit_status();
+        }
+        self.signal_group(libc::SIGTERM);
+        if let Some(st) = self.wait_exit(grace) {
+            return Some(st);
+        }
+        log::warn!(
+            "agent process ignored SIGTERM; sending SIGKILL agent_pid={} grace_ms={}",
+            self.pid(),
+            grace.as_millis()
+        );
+        self.signal_group(libc::SIGKILL);
+        self.wait_exit(REAP_WAIT_AFTER_KILL)
+    }
+
+    /// Wait up to `timeout` for stderr to reach EOF (so the tail is complete), then return it.
+    fn stderr_tail_after(&self, timeout: Duration) -> String {
+        let _ = self.stderr_done().recv_timeout(timeout);
+        self.stderr_tail()
+    }
+}
+
+/// A short description of how a process ended: `exit code 1`, `killed by signal 15`, or
+/// `unknown exit`.
+pub(crate) fn describe_exit(code: Option<i32>, signal: Option<i32>) -> String {
+    match (code, signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        _ => "unknown exit".to_string(),
+    }
+}

@@ -1,0 +1,431 @@
+//! The one local process supervisor, used by hooks and agents alike.
+//!
+//! * The child is the leader of a **new process group** (`process_group(0)`), stdin `/dev/null`,
+//!   stdout/stderr piped.
+//! * A named stdout thread either splits lines with a bounded buffer (a longer line is never held
+//!   in memory: it becomes [`StdoutItem::LineTooLong`] and is skipped up to the next newline; after
+//!   a line over [`SHRINK_ABOVE`] the buffer shrinks back) or forwards raw chunks.
+//! * A named stderr thread keeps only a bounded tail.
+//! * A named waiter thread waits for the leader to exit *without reaping it*
+//!   (`waitid(WNOWAIT)`), kills whatever is left in its group (no orphans), then reaps it (no
+//!   zombies). The leader stays a zombie until then, so its pgid cannot be reused while Baton may
+//!   still signal the group; [`Process::signal_group`] only signals while the leader is unreaped
+//!   (checked under the lock the waiter holds while reaping).
+//!
+//! A grandchild that moves itself into another process group or session (`setsid`) escapes group
+//! signals; no group-based supervisor can reach it. The turn driver does not wait for such a
+//! process to close stdout once the leader has exited.
+
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
+
+use super::{Process, ProcessSpec, StdoutItem, StdoutMode};
+
+/// Capacity of the stdout channel (back-pressure on the child beyond this).
+const LINE_CHANNEL_CAPACITY: usize = 16;
+/// Line buffers that grew above this are shrunk back after the line is emitted.
+pub(crate) const SHRINK_ABOVE: usize = 1024 * 1024;
+/// What a shrunk line buffer keeps.
+const SHRUNK_CAPACITY: usize = 64 * 1024;
+
+#[derive(Debug, Default)]
+struct ExitState {
+    reaped: bool,
+    status: Option<ExitStatus>,
+}
+
+/// A local process group started by [`spawn`].
+pub(crate) struct LocalProcess {
+    pid: u32,
+    lines: Receiver<StdoutItem>,
+    exit: Arc<Mutex<ExitState>>,
+    exited: Receiver<()>,
+    stderr_tail: Arc<Mutex<VecDeque<u8>>>,
+    stderr_done: Receiver<()>,
+}
+
+impl std::fmt::Debug for LocalProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalProcess")
+            .field("pid", &self.pid)
+            .finish()
+    }
+}
+
+/// Launch `spec` locally (see the module docs).
+pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
+    let mut cmd = Command::new(&spec.shell);
+    cmd.arg("-lc")
+        .arg(&spec.script)
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for k in &spec.env_remove {
+        cmd.env_remove(k);
+    }
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn()?;
+    let pid = child.id();
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return Err(io::Error::other("stdio was not piped"));
+    };
+    // From here on the waiter thread owns reaping; dropping a std Child never kills or waits.
+    drop(child);
+    // Until the waiter runs, a failure to start a thread must not leave the group behind.
+    let fail = |e: io::Error| {
+        // SAFETY: plain syscall on a group we just created and have not reaped.
+        unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
+        io::Error::other(format!("could not start a supervisor thread: {e}"))
+    };
+    let label = spec.label;
+
+    let (line_tx, lines) = bounded(LINE_CHANNEL_CAPACITY);
+    let mode = spec.stdout;
+    thread::Builder::new()
+        .name(format!("{label}-stdout-{pid}"))
+        .spawn(move || match mode {
+            StdoutMode::Lines { max_line_bytes } => read_lines(stdout, max_line_bytes, line_tx),
+            StdoutMode::Chunks => read_chunks(stdout, line_tx),
+        })
+        .map_err(fail)?;
+
+    let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+    let (stderr_done_tx, stderr_done) = bounded::<()>(0);
+    let tail = Arc::clone(&stderr_tail);
+    let cap = spec.stderr_tail_bytes;
+    thread::Builder::new()
+        .name(format!("{label}-stderr-{pid}"))
+        .spawn(move || {
+            read_tail(stderr, cap, &tail);
+            drop(stderr_done_tx);
+        })
+        .map_err(fail)?;
+
+    let exit = Arc::new(Mutex::new(ExitState::default()));
+    let (exited_tx, exited) = bounded::<()>(0);
+    let state = Arc::clone(&exit);
+    thread::Builder::new()
+        .name(format!("{label}-wait-{pid}"))
+        .spawn(move || wait_and_reap(pid, &state, exited_tx))
+        .map_err(fail)?;
+
+    Ok(LocalProcess {
+        pid,
+        lines,
+        exit,
+        exited,
+        stderr_tail,
+        stderr_done,
+    })
+}
+
+impl Process for LocalProcess {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn lines(&self) -> &Receiver<StdoutItem> {
+        &self.lines
+    }
+
+    fn exited(&self) -> &Receiver<()> {
+        &self.exited
+    }
+
+    fn exit_status(&self) -> Option<ExitStatus> {
+        self.exit.lock().map(|s| s.status).unwrap_or(None)
+    }
+
+    fn has_exited(&self) -> bool {
+        self.exit.lock().map(|s| s.reaped).unwrap_or(true)
+    }
+
+    fn signal_group(&self, signal: i32) -> bool {
+        let Ok(guard) = self.exit.lock() else {
+            return false;
+        };
+        if guard.reaped {
+            return false;
+        }
+        // SAFETY: plain syscall; the leader is not reaped (checked under the lock that the
+        // reaper holds while reaping), so the pgid still names this group.
+        unsafe { libc::killpg(self.pid as libc::pid_t, signal) == 0 }
+    }
+
+    fn stderr_bytes(&self) -> Vec<u8> {
+        match self.stderr_tail.lock() {
+            Ok(b) => b.iter().copied().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn stderr_done(&self) -> &Receiver<()> {
+        &self.stderr_done
+    }
+}
+
+impl Drop for LocalProcess {
+    fn drop(&mut self) {
+        if !self.has_exited() {
+            self.terminate(Duration::from_millis(500));
+        }
+    }
+}
+
+/// Accumulates one line with a bound; skips (and measures) longer lines.
+#[derive(Debug, Default)]
+pub(crate) struct LineBuf {
+    line: Vec<u8>,
+    /// Some(bytes seen) while skipping an overlong line.
+    skipping: Option<usize>,
+    max: usize,
+}
+
+impl LineBuf {
+    pub(crate) fn new(max: usize) -> Self {
+        LineBuf {
+            max: max.max(1),
+            ..Default::default()
+        }
+    }
+
+    fn absorb(&mut self, chunk: &[u8]) {
+        if let Some(n) = &mut self.skipping {
+            *n = n.saturating_add(chunk.len());
+        } else if self.line.len().saturating_add(chunk.len()) > self.max {
+            self.skipping = Some(self.line.len().saturating_add(chunk.len()));
+            self.line = Vec::new(); // release the memory now
+        } else {
+            self.line.extend_from_slice(chunk);
+        }
+    }
+
+    fn pending(&self) -> bool {
+        !self.line.is_empty() || self.skipping.is_some()
+    }
+
+    /// The finished line (or the overlong marker); the buffer is reset (and shrunk when big).
+    pub(crate) fn take(&mut self) -> StdoutItem {
+        if let Some(bytes) = self.skipping.take() {
+            return StdoutItem::LineTooLong { bytes };
+        }
+        if self.line.last() == Some(&b'\r') {
+            self.line.pop();
+        }
+        let s = String::from_utf8_lossy(&self.line).into_owned();
+        self.line.clear();
+        if self.line.capacity() > SHRINK_ABOVE {
+            self.line.shrink_to(SHRUNK_CAPACITY);
+        }
+        StdoutItem::Line(s)
+    }
+
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.line.capacity()
+    }
+}
+
+/// Split `r` into bounded lines and send them; ends with `Eof`. Stops early when the receiver is gone.
+pub(crate) fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>) {
+    let mut reader = BufReader::with_capacity(64 * 1024, r);
+    let mut buf = LineBuf::new(max_line);
+    loop {
+        let (consumed, newline) = match reader.fill_buf() {
+            Ok([]) => break,
+            Ok(chunk) => match chunk.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    buf.absorb(&chunk[..i]);
+                    (i + 1, true)
+                }
+                None => {
+                    buf.absorb(chunk);
+                    (chunk.len(), false)
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let _ = tx.send(StdoutItem::ReadError(e.to_string()));
+                let _ = tx.send(StdoutItem::Eof);
+                return;
+            }
+        };
+        reader.consume(consumed);
+        if newline && tx.send(buf.take()).is_err() {
+            return;
+        }
+    }
+    if buf.pending() && tx.send(buf.take()).is_err() {
+        return;
+    }
+    let _ = tx.send(StdoutItem::Eof);
+}
+
+/// Forward raw chunks of `r`; ends with `Eof`. Stops early when the receiver is gone.
+fn read_chunks<R: Read>(mut r: R, tx: Sender<StdoutItem>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if tx.send(StdoutItem::Chunk(buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let _ = tx.send(StdoutItem::ReadError(e.to_string()));
+                break;
+            }
+        }
+    }
+    let _ = tx.send(StdoutItem::Eof);
+}
+
+/// Keep the last `cap` bytes of `r` in `tail`.
+fn read_tail<R: Read>(mut r: R, cap: usize, tail: &Mutex<VecDeque<u8>>) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if let Ok(mut t) = tail.lock() {
+                    t.extend(&buf[..n]);
+                    let excess = t.len().saturating_sub(cap);
+                    t.drain(..excess);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// Wait for the leader to exit without reaping it, kill the rest of its group, then reap it.
+fn wait_and_reap(pid: u32, exit: &Mutex<ExitState>, exited_tx: Sender<()>) {
+    let p = pid as libc::pid_t;
+    loop {
+        // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: plain syscall on our own child.
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                p as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        if r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break; // exited, or ECHILD etc.: fall through to the reaping attempt below
+        }
+    }
+    let mut guard = match exit.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    };
+    // The leader is a zombie, so the pgid is still ours: clear out stray group members.
+    // SAFETY: plain syscall; see above.
+    unsafe {
+        libc::killpg(p, libc::SIGKILL);
+    }
+    let mut status: libc::c_int = 0;
+    loop {
+        // SAFETY: plain syscall on our own child.
+        let r = unsafe { libc::waitpid(p, &mut status, 0) };
+        if r == p {
+            guard.status = Some(ExitStatus::from_raw(status));
+            break;
+        }
+        if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        break;
+    }
+    guard.reaped = true;
+    drop(guard);
+    drop(exited_tx);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(input: &[u8], max: usize) -> Vec<StdoutItem> {
+        let (tx, rx) = bounded(1024);
+        read_lines(input, max, tx);
+        rx.try_iter().collect()
+    }
+
+    #[test]
+    fn splits_lines_and_strips_cr() {
+        let items = collect(b"a\r\nbb\n\nlast", 100);
+        assert_eq!(
+            items,
+            vec![
+                StdoutItem::Line("a".into()),
+                StdoutItem::Line("bb".into()),
+                StdoutItem::Line("".into()),
+                StdoutItem::Line("last".into()),
+                StdoutItem::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn overlong_line_is_skipped_to_next_newline() {
+        let mut input = vec![b'x'; 50];
+        input.extend_from_slice(b"\nok\n");
+        input.extend(vec![b'y'; 11]);
+        let items = collect(&input, 10);
+        assert_eq!(
+            items,
+            vec![
+                StdoutItem::LineTooLong { bytes: 50 },
+                StdoutItem::Line("ok".into()),
+                StdoutItem::LineTooLong { bytes: 11 },
+                StdoutItem::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn invalid_utf8_is_lossy() {
+        let items = collect(b"\xff\xfe{}\n", 100);
+        assert!(matches!(&items[0], StdoutItem::Line(s) if s.ends_with("{}")));
+    }
+
+    #[test]
+    fn buffer_shrinks_after_a_big_line() {
+        let mut buf = LineBuf::new(10 * 1024 * 1024);
+        buf.absorb(&vec![b'x'; 3 * 1024 * 1024]);
+        assert!(buf.capacity() >= 3 * 1024 * 1024);
+        assert!(matches!(buf.take(), StdoutItem::Line(s) if s.len() == 3 * 1024 * 1024));
+        assert!(buf.capacity() <= SHRUNK_CAPACITY, "{}", buf.capacity());
+        buf.absorb(b"ok");
+        assert_eq!(buf.take(), StdoutItem::Line("ok".into()));
+    }
+
+    #[test]
+    fn chunks_mode_forwards_raw_bytes() {
+        let (tx, rx) = bounded(1024);
+        read_chunks(&b"no newline"[..], tx);
+        let items: Vec<_> = rx.try_iter().collect();
+        assert_eq!(
+            items,
+            vec![StdoutItem::Chunk(b"no newline".to_vec()), StdoutItem::Eof]
+        );
+    }
+}
