@@ -24,18 +24,6 @@ pub(crate) fn unix_millis(t: SystemTime) -> u64 {
         .as_millis() as u64
 }
 
-/// serde adapter: `SystemTime` as an RFC 3339 string.
-pub(crate) mod serde_system_time {
-    use std::time::SystemTime;
-
-    use serde::Serializer;
-
-    /// Serialize as RFC 3339 with milliseconds.
-    pub fn serialize<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::rfc3339_millis(*t))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

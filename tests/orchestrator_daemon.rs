@@ -26,7 +26,7 @@ use baton::model::Issue;
 use baton::runtime::clock::{Clock, ManualClock};
 use baton::runtime::daemon::{run, DaemonOptions, RELOAD_DEBOUNCE_MS};
 use baton::status::{ControlRequest, IssueDetail, StateSnapshot};
-use baton::tracker::{RateLimitInfo, Tracker, TrackerError};
+use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
 use baton::workflow::loader::load_workflow;
 
@@ -82,7 +82,7 @@ impl Tracker for FakeTracker {
         Ok(())
     }
     fn reset_cache(&self) {}
-    fn rate_limit(&self) -> Option<RateLimitInfo> {
+    fn rate_limit(&self) -> Option<TrackerBudget> {
         None
     }
 }

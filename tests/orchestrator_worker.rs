@@ -14,7 +14,7 @@ use baton::agent::{
 use baton::model::Issue;
 use baton::orchestrator::{Event, Policy, WorkerOutcome};
 use baton::runtime::worker::{continuation_prompt, run_attempt, WorkerContext};
-use baton::tracker::{RateLimitInfo, Tracker, TrackerError, TrackerErrorKind};
+use baton::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
 use baton::workflow::config::HooksConfig;
 use baton::workflow::template::PromptTemplate;
 use baton::workspace::workspace_path;
@@ -49,7 +49,7 @@ impl Tracker for T {
         Ok(())
     }
     fn reset_cache(&self) {}
-    fn rate_limit(&self) -> Option<RateLimitInfo> {
+    fn rate_limit(&self) -> Option<TrackerBudget> {
         None
     }
 }
@@ -207,7 +207,7 @@ fn session_startup_failure_runs_after_run_and_fails() {
 fn refresh_failure_between_turns_stops_the_session_and_fails() {
     let name = format!("w-refresh-{}", std::process::id());
     cleanup_marker(&name);
-    let err = TrackerError::new(TrackerErrorKind::GithubApiStatus, "HTTP 502");
+    let err = TrackerError::new(TrackerErrorKind::Status, "HTTP 502");
     let (out, c) = run_case(
         &name,
         hooks_with_after_run(&name),

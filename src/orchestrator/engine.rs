@@ -10,7 +10,7 @@ use log::{debug, error, info, warn};
 
 use crate::agent::AgentEvent;
 use crate::model::Issue;
-use crate::tracker::RateLimitInfo;
+use crate::tracker::TrackerBudget;
 use crate::workspace::workspace_path;
 
 use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
@@ -71,7 +71,7 @@ pub enum Event {
         /// Active candidates, or why there are none this tick.
         candidates: Result<Vec<Issue>, PollSkip>,
         /// Latest GraphQL budget.
-        rate_limit: Option<RateLimitInfo>,
+        rate_limit: Option<TrackerBudget>,
     },
     /// Result of an `Action::FetchRetryIssue`.
     RetryRefreshed {
@@ -377,7 +377,7 @@ fn on_poll_result(
     running_ids: Vec<String>,
     refreshed: Option<Result<Vec<Issue>, String>>,
     candidates: Result<Vec<Issue>, PollSkip>,
-    rate_limit: Option<RateLimitInfo>,
+    rate_limit: Option<TrackerBudget>,
     now: Millis,
     out: &mut Vec<Action>,
 ) {

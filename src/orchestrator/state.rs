@@ -10,7 +10,7 @@ use serde_yaml::Mapping;
 
 use crate::model::Issue;
 use crate::orchestrator::rules::SHUTDOWN_GRACE_EXTRA_MS;
-use crate::tracker::RateLimitInfo;
+use crate::tracker::TrackerBudget;
 use crate::workflow::config::{parse_config, ConfigEnv, ServiceConfig};
 
 /// Milliseconds since the Unix epoch on the orchestrator clock.
@@ -298,7 +298,7 @@ pub struct PollState {
     pub not_before: Option<Millis>,
     /// Latest GraphQL budget.
     #[serde(skip)]
-    pub rate_limit: Option<RateLimitInfo>,
+    pub rate_limit: Option<TrackerBudget>,
 }
 
 /// Orchestrator runtime state (spec §4.1.8) plus Baton's parking and observability bookkeeping.

@@ -35,11 +35,7 @@ pub enum TrackerErrorKind {
     Pagination,
 }
 
-#[allow(non_upper_case_globals)]
 impl TrackerErrorKind {
-    /// Old name of [`TrackerErrorKind::Status`], kept for callers written before the neutral names.
-    pub const GithubApiStatus: TrackerErrorKind = TrackerErrorKind::Status;
-
     /// The default class name of the kind, used when a tracker names no class of its own.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -113,9 +109,6 @@ pub struct TrackerBudget {
     /// Units the last request cost.
     pub last_cost: Option<i64>,
 }
-
-/// Old name of [`TrackerBudget`], kept so existing callers compile.
-pub type RateLimitInfo = TrackerBudget;
 
 /// The tracker operations Baton needs (spec §11.1). Implementations are shared between the main
 /// loop's tracker thread and worker threads, so they take `&self` and synchronize internally.
