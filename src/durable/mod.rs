@@ -27,7 +27,7 @@ pub mod store;
 pub mod write_policy;
 
 pub use lock::{lock_holder, LockHolder, StateLock};
-pub use procs::{group_alive, leader_start_time, stop_orphan_group, OrphanOutcome};
+pub use procs::{group_alive, group_running, leader_start_time, stop_orphan_group, OrphanOutcome};
 pub use recover::{
     recover, OrphanToStop, RecoveredCounts, RecoveredParked, RecoveredRetry, RecoveryPlan, ResumeInfo,
 };

@@ -23,9 +23,35 @@ pub fn leader_start_time(pid: u32) -> Option<u64> {
 /// Field 22 of a `/proc/<pid>/stat` line. The command name (field 2) is in parentheses and may
 /// itself contain spaces and `)`, so fields are counted after the **last** `)`.
 pub fn parse_start_time(stat: &str) -> Option<u64> {
+    stat_field(stat, 22)?.parse().ok()
+}
+
+/// Field `n` (1-based, `n >= 3`) of a `/proc/<pid>/stat` line, counted after the last `)`.
+fn stat_field(stat: &str, n: usize) -> Option<&str> {
     let rest = &stat[stat.rfind(')')? + 1..];
-    // `rest` starts at field 3 (state); field 22 is the 20th field from there.
-    rest.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
+    // `rest` starts at field 3 (state).
+    rest.split_ascii_whitespace().nth(n.checked_sub(3)?)
+}
+
+/// True if a process that is not a zombie is in group `pgid` (a scan of `/proc`). Zombies
+/// still count for [`group_alive`] until their parent (for orphans: init) reaps them, which
+/// may lag; they run nothing, so a group of zombies is stopped. False for pgid 0 and 1.
+pub fn group_running(pgid: u32) -> bool {
+    if signalable(pgid).is_none() {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true; // cannot tell: assume alive
+    };
+    let pgid = pgid.to_string();
+    entries.filter_map(Result::ok).any(|e| {
+        let name = e.file_name();
+        let is_pid = name.to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+        is_pid
+            && std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+                stat_field(&stat, 5) == Some(pgid.as_str()) && stat_field(&stat, 3) != Some("Z")
+            })
+    })
 }
 
 /// A pgid we may signal: a group never has id 0 or 1 (init), and it must fit a `pid_t`.
@@ -114,6 +140,9 @@ pub fn stop_orphan_group(pgid: u32, expected_start_time: u64, grace: Duration) -
         None if group_alive(pgid) => return OrphanOutcome::LeaderGone,
         None => return OrphanOutcome::NotRunning,
     }
+    if !group_running(pgid) {
+        return OrphanOutcome::NotRunning; // only zombies left: nothing to stop
+    }
     match kill_group(p, libc::SIGTERM) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EPERM) => return OrphanOutcome::NotPermitted,
@@ -134,11 +163,11 @@ pub fn stop_orphan_group(pgid: u32, expected_start_time: u64, grace: Duration) -
     }
 }
 
-/// Poll until the group has no process left (true) or `limit` passed (false).
+/// Poll until the group has no process left but zombies (true) or `limit` passed (false).
 fn wait_gone(pgid: u32, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     loop {
-        if !group_alive(pgid) {
+        if !group_alive(pgid) || !group_running(pgid) {
             return true;
         }
         let now = Instant::now();
@@ -163,6 +192,9 @@ mod tests {
         );
         assert_eq!(parse_start_time("12 (x) S 1 2"), None);
         assert_eq!(parse_start_time("garbage"), None);
+        assert_eq!(stat_field(&format!("1 (x) {tail}"), 3), Some("S"));
+        assert_eq!(stat_field(&format!("1 (x) {tail}"), 5), Some("2"));
+        assert_eq!(stat_field("1 (x) S", 2), None);
         assert_eq!(parse_start_time(""), None);
     }
 
