@@ -56,7 +56,10 @@ fn reused_pid_is_left_alone_and_the_recorded_group_is_stopped() {
     let out = stop_orphan_group(pgid, wrong, Duration::from_millis(50));
     assert_eq!(out, OrphanOutcome::StartTimeMismatch { found: start });
     assert!(!out.stopped());
-    assert!(group_running(pgid), "a different start time is a reused pid: not signalled");
+    assert!(
+        group_running(pgid),
+        "a different start time is a reused pid: not signalled"
+    );
     assert!(reaped.try_recv().is_err());
 
     let out = stop_orphan_group(pgid, start, Duration::from_secs(5));
@@ -87,7 +90,10 @@ fn group_ignoring_sigterm_is_killed_after_the_grace_period() {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
             let _ = tx.send(line);
         }
     });
@@ -100,7 +106,10 @@ fn group_ignoring_sigterm_is_killed_after_the_grace_period() {
     let t0 = Instant::now();
     let out = stop_orphan_group(pgid, start, Duration::from_millis(300));
     assert_eq!(out, OrphanOutcome::Killed);
-    assert!(t0.elapsed() >= Duration::from_millis(300), "grace period honoured");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(300),
+        "grace period honoured"
+    );
     // The reparented background sleep may linger as a zombie until init reaps it; nothing in
     // the group runs any more.
     assert!(!group_running(pgid), "the background sleep too");

@@ -75,7 +75,10 @@ fn a_running_entry_is_an_immediate_resume_that_is_not_a_failed_attempt() {
     retried.agent = Some("claude".into());
     let mut no_session = known("e");
     no_session.running = run(1, None); // pgid 1 is never an orphan to signal
-    let plan = recover(&StoredState::new(vec![first_run, retried, no_session], NOW), NOW);
+    let plan = recover(
+        &StoredState::new(vec![first_run, retried, no_session], NOW),
+        NOW,
+    );
 
     let orphans: Vec<_> = plan
         .orphans_to_stop
@@ -107,7 +110,10 @@ fn a_running_entry_is_an_immediate_resume_that_is_not_a_failed_attempt() {
         ("copilot", "claude-session-1"),
         "run's agent kind wins; the issue's last session id fills in"
     );
-    assert_eq!(plan.counts["d"].runs, 6, "the interrupted run was already counted");
+    assert_eq!(
+        plan.counts["d"].runs, 6,
+        "the interrupted run was already counted"
+    );
     assert_eq!(plan.retries[2].resume, None, "no session id: fresh session");
     assert_eq!(plan.resumed_sessions(), 2);
 }

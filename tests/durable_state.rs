@@ -134,7 +134,10 @@ fn second_locker_gets_state_locked_with_the_holder_pid() {
     drop(held);
     assert_eq!(lock_holder(&t.0), None, "released on drop");
     let again = dir.lock().unwrap();
-    assert!(lock_holder(&t.0).is_some(), "the probe did not take the lock");
+    assert!(
+        lock_holder(&t.0).is_some(),
+        "the probe did not take the lock"
+    );
     drop(again);
 }
 
@@ -146,7 +149,7 @@ fn corrupt_or_truncated_file_is_moved_aside_and_start_is_fresh() {
     let cases = [
         full[..full.len() / 2].to_string(), // truncated
         "\u{0}\u{1}garbage".to_string(),
-        r#"{"issues": []}"#.to_string(),                         // no version
+        r#"{"issues": []}"#.to_string(), // no version
         r#"{"schema_version": 1, "issues": [{"id": 5}]}"#.into(), // wrong shape
         String::new(),
     ];
@@ -164,9 +167,16 @@ fn corrupt_or_truncated_file_is_moved_aside_and_start_is_fresh() {
     // Same timestamp twice: the earlier copy is not overwritten.
     fs::write(dir.state_file(), "x").unwrap();
     let again = dir.load(1_000).unwrap();
-    assert_eq!(again.moved_aside, Some(t.0.join("state.json.corrupt-1000-1")));
+    assert_eq!(
+        again.moved_aside,
+        Some(t.0.join("state.json.corrupt-1000-1"))
+    );
     dir.save(&state_of(1)).unwrap();
-    assert_eq!(dir.load(9).unwrap().state, state_of(1), "fresh start writes again");
+    assert_eq!(
+        dir.load(9).unwrap().state,
+        state_of(1),
+        "fresh start writes again"
+    );
 }
 
 #[test]
@@ -185,7 +195,11 @@ fn newer_schema_version_is_refused_and_left_untouched() {
         "{err}"
     );
     assert_eq!(fs::read_to_string(dir.state_file()).unwrap(), newer);
-    assert_eq!(fs::read_dir(&t.0).unwrap().count(), 1, "nothing moved aside");
+    assert_eq!(
+        fs::read_dir(&t.0).unwrap().count(),
+        1,
+        "nothing moved aside"
+    );
 }
 
 #[test]
@@ -212,7 +226,10 @@ fn unknown_fields_are_ignored_and_missing_ones_default() {
     let run = issues[0].running.as_ref().unwrap();
     assert_eq!((run.pgid, run.leader_start_time), (77, 9));
     let retry = issues[1].retry.as_ref().unwrap();
-    assert_eq!((retry.error.as_deref(), retry.kind), (None, StoredRetryKind::Failure));
+    assert_eq!(
+        (retry.error.as_deref(), retry.kind),
+        (None, StoredRetryKind::Failure)
+    );
 }
 
 /// Make `dir` unwritable. Root ignores directory permissions, so as root the directory is
@@ -244,7 +261,10 @@ fn unwritable_dir_fails_the_write_keeps_the_state_and_retries_later() {
     let dir = StateDir::open(&t.0).unwrap();
     let mut w = StateWriter::new(WritePolicy::new(100, 1_000));
     assert!(w.offer(vec![issue(1)], 0));
-    assert!(matches!(w.write_if_due(&dir, 0), WriteOutcome::Written { recovered: false }));
+    assert!(matches!(
+        w.write_if_due(&dir, 0),
+        WriteOutcome::Written { recovered: false }
+    ));
 
     let restore = make_unwritable(&t.0);
     assert!(dir.save(&state_of(2)).is_err(), "save returns an error");
@@ -258,10 +278,16 @@ fn unwritable_dir_fails_the_write_keeps_the_state_and_retries_later() {
     }
     assert_eq!(w.next_due(), Some(1_500), "retried after the back-off");
     assert!(matches!(w.write_if_due(&dir, 1_499), WriteOutcome::NotDue));
-    assert!(matches!(w.write_if_due(&dir, 1_500), WriteOutcome::Failed { first: false, .. }));
+    assert!(matches!(
+        w.write_if_due(&dir, 1_500),
+        WriteOutcome::Failed { first: false, .. }
+    ));
     restore();
 
-    assert!(matches!(w.write_if_due(&dir, 2_500), WriteOutcome::Written { recovered: true }));
+    assert!(matches!(
+        w.write_if_due(&dir, 2_500),
+        WriteOutcome::Written { recovered: true }
+    ));
     assert_eq!(dir.load(0).unwrap().state.issues, vec![issue(1), issue(2)]);
 }
 
@@ -276,7 +302,10 @@ fn writer_writes_only_changes_and_flushes_on_shutdown() {
     assert!(!dir.state_file().exists());
 
     assert!(w.offer(vec![issue(2)], 10));
-    assert!(matches!(w.write_if_due(&dir, 10), WriteOutcome::Written { .. }));
+    assert!(matches!(
+        w.write_if_due(&dir, 10),
+        WriteOutcome::Written { .. }
+    ));
     assert_eq!(dir.load(0).unwrap().state.written_at, 10);
     assert!(w.offer(vec![issue(3)], 20));
     assert!(!w.offer(vec![issue(3)], 30), "already pending");
@@ -287,7 +316,10 @@ fn writer_writes_only_changes_and_flushes_on_shutdown() {
     assert!(matches!(w.flush(&dir, 70), WriteOutcome::Clean));
 
     assert!(w.offer(vec![issue(4)], 80));
-    assert!(!w.offer(vec![issue(3)], 90), "changed back to what is on disk");
+    assert!(
+        !w.offer(vec![issue(3)], 90),
+        "changed back to what is on disk"
+    );
     assert_eq!(w.next_due(), None);
 }
 
@@ -298,8 +330,9 @@ fn writer_writes_only_changes_and_flushes_on_shutdown() {
 fn bench_state_write_1000_issues() {
     let t = TempDir::new("bench");
     let dir = match std::env::var_os("BATON_BENCH_DIR") {
-        Some(d) => StateDir::open(PathBuf::from(d).join(format!("bench-{}", std::process::id())))
-            .unwrap(),
+        Some(d) => {
+            StateDir::open(PathBuf::from(d).join(format!("bench-{}", std::process::id()))).unwrap()
+        }
         None => StateDir::open(&t.0).unwrap(),
     };
     let state = state_of(1_000);
@@ -323,7 +356,9 @@ fn bench_state_write_1000_issues() {
         );
     };
     report("save with fsync   ", &|s| dir.save(s).unwrap());
-    report("save without fsync", &|s| dir.save_without_fsync(s).unwrap());
+    report("save without fsync", &|s| {
+        dir.save_without_fsync(s).unwrap()
+    });
 
     let t0 = Instant::now();
     let n = 200;
@@ -345,7 +380,10 @@ fn bench_state_write_1000_issues() {
     );
     let t0 = Instant::now();
     let loaded = dir.load(0).unwrap();
-    println!("load              : {:.3} ms", t0.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "load              : {:.3} ms",
+        t0.elapsed().as_secs_f64() * 1e3
+    );
     assert_eq!(loaded.state, state);
     let size = fs::metadata(dir.state_file()).unwrap().len();
     println!("file size         : {size} bytes for 1000 issues (every field set)");

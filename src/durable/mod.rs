@@ -29,7 +29,8 @@ pub mod write_policy;
 pub use lock::{lock_holder, LockHolder, StateLock};
 pub use procs::{group_alive, group_running, leader_start_time, stop_orphan_group, OrphanOutcome};
 pub use recover::{
-    recover, OrphanToStop, RecoveredCounts, RecoveredParked, RecoveredRetry, RecoveryPlan, ResumeInfo,
+    recover, OrphanToStop, RecoveredCounts, RecoveredParked, RecoveredRetry, RecoveryPlan,
+    ResumeInfo,
 };
 pub use schema::{
     StoredIssue, StoredParked, StoredRetry, StoredRetryKind, StoredRun, StoredState, StoredTotals,

@@ -46,7 +46,9 @@ pub fn group_running(pgid: u32) -> bool {
     let pgid = pgid.to_string();
     entries.filter_map(Result::ok).any(|e| {
         let name = e.file_name();
-        let is_pid = name.to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
+        let is_pid = name
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
         is_pid
             && std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
                 stat_field(&stat, 5) == Some(pgid.as_str()) && stat_field(&stat, 3) != Some("Z")
@@ -185,7 +187,10 @@ mod tests {
     #[test]
     fn start_time_is_field_22_after_the_last_paren() {
         let tail = "S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 424242 20 21";
-        assert_eq!(parse_start_time(&format!("12 (sleep) {tail}")), Some(424242));
+        assert_eq!(
+            parse_start_time(&format!("12 (sleep) {tail}")),
+            Some(424242)
+        );
         assert_eq!(
             parse_start_time(&format!("12 (a) b) (c ) {tail}")),
             Some(424242)
@@ -201,8 +206,14 @@ mod tests {
     #[test]
     fn own_start_time_is_readable_and_init_is_never_signalled() {
         assert!(leader_start_time(std::process::id()).is_some());
-        assert_eq!(stop_orphan_group(1, 0, Duration::ZERO), OrphanOutcome::InvalidPgid);
-        assert_eq!(stop_orphan_group(0, 0, Duration::ZERO), OrphanOutcome::InvalidPgid);
+        assert_eq!(
+            stop_orphan_group(1, 0, Duration::ZERO),
+            OrphanOutcome::InvalidPgid
+        );
+        assert_eq!(
+            stop_orphan_group(0, 0, Duration::ZERO),
+            OrphanOutcome::InvalidPgid
+        );
         assert_eq!(
             stop_orphan_group(u32::MAX, 0, Duration::ZERO),
             OrphanOutcome::InvalidPgid

@@ -164,7 +164,8 @@ impl StateDir {
             target = self.dir.join(format!("{STATE_FILE}.corrupt-{now}-{n}"));
             n = n.saturating_add(1);
         }
-        fs::rename(path, &target).map_err(|e| StoreError::io("move aside corrupt state", path, e))?;
+        fs::rename(path, &target)
+            .map_err(|e| StoreError::io("move aside corrupt state", path, e))?;
         Ok(empty(Some(target), Some(problem)))
     }
 

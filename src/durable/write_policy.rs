@@ -216,7 +216,10 @@ mod tests {
         let mut p = WritePolicy::new(100, 5_000);
         assert_eq!(p.due_at(), None);
         p.mark_changed(1_000);
-        assert!(p.should_write(1_000), "first change after a quiet period: at once");
+        assert!(
+            p.should_write(1_000),
+            "first change after a quiet period: at once"
+        );
         p.wrote(1_000);
         p.mark_changed(1_010);
         p.mark_changed(1_050);
@@ -226,7 +229,11 @@ mod tests {
         p.wrote(1_100);
         assert_eq!(p.due_at(), None);
         p.mark_changed(5_000);
-        assert_eq!(p.due_at(), Some(5_000), "long after the last write: at once");
+        assert_eq!(
+            p.due_at(),
+            Some(5_000),
+            "long after the last write: at once"
+        );
     }
 
     #[test]
