@@ -67,6 +67,7 @@ fn reused_pid_is_left_alone_and_the_recorded_group_is_stopped() {
     assert!(out.stopped());
     assert!(!group_running(pgid));
     reaped.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(!group_alive(pgid), "reaped: not even a zombie is left");
 
     assert_eq!(
         stop_orphan_group(pgid, start, Duration::from_millis(10)),
