@@ -10,6 +10,7 @@
 //!   probe for `baton check` that does not take the lock.
 //! * [`write_policy`]: when to write (only on change, at most one write per 100 ms, a forced final
 //!   write, back-off after a failure); pure and driven by a caller-supplied clock.
+//! * [`saver`]: an optional writer thread, so the fsyncs do not block the main loop.
 //! * [`procs`]: process identity (`/proc/<pid>/stat` start time) and stopping an orphaned agent
 //!   process group without ever signalling a reused pid.
 //! * [`recover`]: the pure startup plan from a stored state and the wall clock.
@@ -17,11 +18,13 @@
 //! Daemon startup order: [`StateDir::open`] → [`StateDir::lock`] → [`StateDir::load`] →
 //! [`recover::recover`] → [`procs::stop_orphan_group`] for each planned orphan → first poll.
 //! After each core step: project the core state into issues → [`StateWriter::offer`] →
-//! [`StateWriter::write_if_due`]; on shutdown [`StateWriter::flush`].
+//! [`StateWriter::write_if_due`] (or [`StateWriter::take_due`] → [`BackgroundSaver::submit`],
+//! report → [`StateWriter::finish`]); on shutdown [`StateWriter::flush`].
 
 pub mod lock;
 pub mod procs;
 pub mod recover;
+pub mod saver;
 pub mod schema;
 pub mod store;
 pub mod write_policy;
@@ -32,6 +35,7 @@ pub use recover::{
     recover, OrphanToStop, RecoveredCounts, RecoveredParked, RecoveredRetry, RecoveryPlan,
     ResumeInfo,
 };
+pub use saver::{BackgroundSaver, SaveReport};
 pub use schema::{
     StoredIssue, StoredParked, StoredRetry, StoredRetryKind, StoredRun, StoredState, StoredTotals,
     SCHEMA_VERSION,

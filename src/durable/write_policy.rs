@@ -116,11 +116,17 @@ pub enum WriteOutcome {
 /// Change detection plus [`WritePolicy`]: holds the latest projection until it is written.
 /// Changes are detected by comparing the projected issues with the last written ones (the
 /// `written_at` stamp is not part of the comparison).
+///
+/// Synchronous use: [`StateWriter::write_if_due`] and [`StateWriter::flush`]. Off the main
+/// thread (see [`super::saver::BackgroundSaver`]): [`StateWriter::take_due`] hands out the
+/// state to write, [`StateWriter::finish`] takes the result back; one write is in flight at a
+/// time.
 #[derive(Debug, Default)]
 pub struct StateWriter {
     policy: WritePolicy,
     written: Option<Vec<StoredIssue>>,
     pending: Option<Vec<StoredIssue>>,
+    in_flight: bool,
 }
 
 impl StateWriter {
@@ -128,8 +134,7 @@ impl StateWriter {
     pub fn new(policy: WritePolicy) -> Self {
         StateWriter {
             policy,
-            written: None,
-            pending: None,
+            ..StateWriter::default()
         }
     }
 
@@ -139,13 +144,14 @@ impl StateWriter {
         self.written = Some(issues);
     }
 
-    /// Offer the current projection at `now`; returns true if it differs from what will be on
-    /// disk (i.e. a write is now pending).
+    /// Offer the current projection at `now`; returns true if a write is now pending for it.
+    /// While a write is in flight every new projection is kept (what reaches the disk is not
+    /// known yet).
     pub fn offer(&mut self, issues: Vec<StoredIssue>, now: u64) -> bool {
         if self.pending.as_ref() == Some(&issues) {
             return false;
         }
-        if self.written.as_ref() == Some(&issues) {
+        if !self.in_flight && self.written.as_ref() == Some(&issues) {
             self.pending = None;
             self.policy.mark_clean();
             return false;
@@ -155,8 +161,12 @@ impl StateWriter {
         true
     }
 
-    /// When the pending write is due (a deadline for the main loop), `None` when clean.
+    /// When the pending write is due (a deadline for the main loop); `None` when clean or while
+    /// a write is in flight (its completion wakes the loop).
     pub fn next_due(&self) -> Option<u64> {
+        if self.in_flight {
+            return None;
+        }
         self.pending.as_ref().and(self.policy.due_at())
     }
 
@@ -165,45 +175,80 @@ impl StateWriter {
         &self.policy
     }
 
-    /// Write the pending projection if it is due at `now` (`now` also stamps `written_at`).
-    pub fn write_if_due(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
-        if self.pending.is_none() {
-            return WriteOutcome::Clean;
-        }
-        if !self.policy.should_write(now) {
-            return WriteOutcome::NotDue;
-        }
-        self.write(dir, now)
+    /// True while a write handed out by [`StateWriter::take_due`] has not been finished.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight
     }
 
-    /// Write the pending projection now, whatever the timer says (shutdown's final write).
-    pub fn flush(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
-        if self.pending.is_none() {
-            return WriteOutcome::Clean;
+    /// The state to write now, if one is due at `now` and none is in flight (`now` stamps
+    /// `written_at`). Pass it back with the result to [`StateWriter::finish`].
+    pub fn take_due(&mut self, now: u64) -> Option<StoredState> {
+        if self.in_flight || !self.policy.should_write(now) {
+            return None;
         }
-        self.write(dir, now)
+        self.take(now)
     }
 
-    fn write(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
-        let Some(issues) = self.pending.take() else {
-            return WriteOutcome::Clean;
-        };
-        let state = StoredState::new(issues, now);
-        match dir.save(&state) {
+    fn take(&mut self, now: u64) -> Option<StoredState> {
+        let issues = self.pending.take()?;
+        self.in_flight = true;
+        Some(StoredState::new(issues, now))
+    }
+
+    /// Record the result of writing `state` (from [`StateWriter::take_due`]) at `now`. On
+    /// failure the state is kept (unless a newer projection is pending) and retried later.
+    pub fn finish(
+        &mut self,
+        state: StoredState,
+        result: Result<(), StoreError>,
+        now: u64,
+    ) -> WriteOutcome {
+        self.in_flight = false;
+        match result {
             Ok(()) => {
                 self.written = Some(state.issues);
-                WriteOutcome::Written {
-                    recovered: self.policy.wrote(now),
+                let recovered = self.policy.wrote(now);
+                if self.pending.is_some() {
+                    if self.pending == self.written {
+                        self.pending = None;
+                    } else {
+                        self.policy.mark_changed(now);
+                    }
                 }
+                WriteOutcome::Written { recovered }
             }
             Err(error) => {
-                self.pending = Some(state.issues);
+                self.pending.get_or_insert(state.issues);
                 WriteOutcome::Failed {
                     error,
                     first: self.policy.failed(now),
                 }
             }
         }
+    }
+
+    /// Write the pending projection if it is due at `now`, on this thread.
+    pub fn write_if_due(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
+        match self.take_due(now) {
+            Some(state) => self.save(dir, state, now),
+            None if self.pending.is_none() => WriteOutcome::Clean,
+            None => WriteOutcome::NotDue,
+        }
+    }
+
+    /// Write the pending projection now, whatever the timer says (shutdown's final write). With
+    /// a [`super::saver::BackgroundSaver`], stop it and [`StateWriter::finish`] its last report
+    /// first: two writers must never run at once.
+    pub fn flush(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
+        match self.take(now) {
+            Some(state) => self.save(dir, state, now),
+            None => WriteOutcome::Clean,
+        }
+    }
+
+    fn save(&mut self, dir: &StateDir, state: StoredState, now: u64) -> WriteOutcome {
+        let result = dir.save(&state);
+        self.finish(state, result, now)
     }
 }
 
