@@ -147,11 +147,15 @@ impl StateDir {
         let path = self.state_file();
         let bytes = match read_bounded(&path) {
             Ok(Some(b)) => b,
-            Ok(None) => return Ok(empty(None, None)),
+            Ok(None) => return Ok(fresh(None, None)),
             Err(problem) => return self.move_aside(&path, problem, now_unix_ms),
         };
         match parse(&bytes) {
-            Ok(state) => Ok(empty(None, None).with_state(state)),
+            Ok(state) => Ok(Loaded {
+                state,
+                moved_aside: None,
+                problem: None,
+            }),
             Err(Parse::Newer(found)) => Err(StoreError::VersionUnsupported { path, found }),
             Err(Parse::Corrupt(problem)) => self.move_aside(&path, problem, now_unix_ms),
         }
@@ -166,7 +170,7 @@ impl StateDir {
         }
         fs::rename(path, &target)
             .map_err(|e| StoreError::io("move aside corrupt state", path, e))?;
-        Ok(empty(Some(target), Some(problem)))
+        Ok(fresh(Some(target), Some(problem)))
     }
 
     /// Write `state` crash-safely: temp file in the directory, fsync, rename over `state.json`,
@@ -214,18 +218,12 @@ impl StateDir {
     }
 }
 
-fn empty(moved_aside: Option<PathBuf>, problem: Option<String>) -> Loaded {
+/// An empty state (no file, or one moved aside).
+fn fresh(moved_aside: Option<PathBuf>, problem: Option<String>) -> Loaded {
     Loaded {
         state: StoredState::default(),
         moved_aside,
         problem,
-    }
-}
-
-impl Loaded {
-    fn with_state(mut self, state: StoredState) -> Self {
-        self.state = state;
-        self
     }
 }
 
