@@ -479,3 +479,77 @@ fn a_failed_background_write_is_retried_with_the_newest_state() {
         "newest state, not the failed one"
     );
 }
+
+#[test]
+fn a_killed_holder_releases_the_lock_and_children_do_not_inherit_it() {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let t = TempDir::new("lock-proc");
+    let dir = StateDir::open(&t.0).unwrap();
+    let lock_file = t.0.join("lock");
+
+    // Another process group holds the lock and writes its pid, as a Baton would
+    // (util-linux `flock`; skipped where it is missing).
+    let Ok(mut holder) = Command::new("flock")
+        .arg("-n")
+        .arg(&lock_file)
+        .args(["sh", "-c", "echo $$ > \"$0\"; exec sleep 60"])
+        .arg(&lock_file)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+    else {
+        eprintln!("skipping: no flock(1)");
+        return;
+    };
+    let me = std::process::id();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (err, pid) = loop {
+        assert!(Instant::now() < deadline, "flock(1) never took the lock");
+        let written = fs::read_to_string(&lock_file).ok();
+        let pid = written.and_then(|s| s.trim().parse::<u32>().ok());
+        match (dir.lock(), pid) {
+            (Err(e), Some(pid)) if pid != me => break (e, pid),
+            (Ok(l), _) => drop(l), // flock(1) has not taken it yet
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        err.to_string(),
+        format!("state_locked: {} is in use by pid {pid}", t.0.display())
+    );
+    assert_eq!(lock_holder(&t.0).unwrap().pid, Some(pid));
+    // SIGKILL the holder's group: the kernel releases the lock.
+    let pgid = i32::try_from(holder.id()).unwrap();
+    // SAFETY: kill(2) on the process group we just created (pgid > 1).
+    assert_eq!(unsafe { libc::kill(-pgid, libc::SIGKILL) }, 0);
+    holder.wait().unwrap();
+    // The group's other member (the exec'd sleep) exits asynchronously.
+    let lock = lock_within(&dir, Duration::from_secs(10)).expect("lock never released");
+
+    // Our lock is close-on-exec: a child that outlives us does not keep it. (The exec'ing child
+    // drops its copy a moment after spawn returns, hence the bounded poll.)
+    let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+    drop(lock);
+    let again = lock_within(&dir, Duration::from_secs(5));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        again.is_ok(),
+        "a child inherited the lock: {:?}",
+        again.err()
+    );
+}
+
+/// Poll [`StateDir::lock`] until it succeeds or `limit` passes (the last error).
+fn lock_within(dir: &StateDir, limit: Duration) -> Result<baton::durable::StateLock, StoreError> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match dir.lock() {
+            Err(e) if Instant::now() < deadline => drop(e),
+            other => return other,
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
