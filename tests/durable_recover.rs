@@ -172,3 +172,24 @@ fn an_empty_state_plans_nothing() {
     let plan = recover(&StoredState::default(), NOW);
     assert_eq!(plan, Default::default());
 }
+
+#[test]
+fn summary_counts_what_check_reports() {
+    let mut a = known("a");
+    a.retry = retry(NOW, 1);
+    a.session_id = Some("s".into());
+    let mut b = known("b");
+    b.running = run(9, Some("t"));
+    let mut c = known("c");
+    c.parked = Some(StoredParked {
+        reason: "max_attempts reached".into(),
+        state: "Todo".into(),
+        fingerprint: String::new(),
+        since: 0,
+    });
+    let s = StoredState::new(vec![a, b, c, known("d")], NOW).summary();
+    assert_eq!(
+        s.to_string(),
+        "issues=4 retries=1 parked=1 running=1 sessions=2"
+    );
+}

@@ -37,8 +37,8 @@ pub use recover::{
 };
 pub use saver::{BackgroundSaver, SaveReport};
 pub use schema::{
-    StoredIssue, StoredParked, StoredRetry, StoredRetryKind, StoredRun, StoredState, StoredTotals,
-    SCHEMA_VERSION,
+    StateSummary, StoredIssue, StoredParked, StoredRetry, StoredRetryKind, StoredRun, StoredState,
+    StoredTotals, SCHEMA_VERSION,
 };
 pub use store::{Loaded, StateDir, StoreError};
 pub use write_policy::{StateWriter, WriteOutcome, WritePolicy};

@@ -46,6 +46,48 @@ impl StoredState {
     }
 }
 
+/// Counts of a stored state, for `baton check` (`issues=N retries=N parked=N running=N
+/// sessions=N`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateSummary {
+    /// Known issues.
+    pub issues: usize,
+    /// Queued retries.
+    pub retries: usize,
+    /// Parked issues.
+    pub parked: usize,
+    /// Runs that were in progress when the file was written.
+    pub running: usize,
+    /// Issues with a recorded agent session id.
+    pub sessions: usize,
+}
+
+impl std::fmt::Display for StateSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "issues={} retries={} parked={} running={} sessions={}",
+            self.issues, self.retries, self.parked, self.running, self.sessions
+        )
+    }
+}
+
+impl StoredState {
+    /// Counts for `baton check`.
+    pub fn summary(&self) -> StateSummary {
+        let count = |f: fn(&StoredIssue) -> bool| self.issues.iter().filter(|i| f(i)).count();
+        StateSummary {
+            issues: self.issues.len(),
+            retries: count(|i| i.retry.is_some()),
+            parked: count(|i| i.parked.is_some()),
+            running: count(|i| i.running.is_some()),
+            sessions: count(|i| {
+                i.session_id.is_some() || i.running.as_ref().is_some_and(|r| r.session_id.is_some())
+            }),
+        }
+    }
+}
+
 /// Everything kept about one issue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StoredIssue {
