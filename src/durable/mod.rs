@@ -13,7 +13,7 @@
 //! * [`saver`]: an optional writer thread, so the fsyncs do not block the main loop.
 //! * [`procs`]: process identity (`/proc/<pid>/stat` start time) and stopping an orphaned agent
 //!   process group without ever signalling a reused pid.
-//! * [`recover`]: the pure startup plan from a stored state and the wall clock.
+//! * [`recover`](mod@recover): the pure startup plan from a stored state and the wall clock.
 //!
 //! Daemon startup order: [`StateDir::open`] → [`StateDir::lock`] → [`StateDir::load`] →
 //! [`recover::recover`] → [`procs::stop_orphan_group`] for each planned orphan → first poll.
