@@ -1,0 +1,117 @@
+//! Orphaned agent process groups: a reused pid is never signalled, a group that ignores SIGTERM
+//! is SIGKILLed.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use baton::durable::{
+    group_alive, group_running, leader_start_time, stop_orphan_group, OrphanOutcome,
+};
+
+/// A child in its own process group, reaped by a thread (as init reaps a dead daemon's orphans),
+/// so the group vanishes once its processes exit. The receiver fires when it is reaped.
+fn spawn_group(script: &str) -> (u32, mpsc::Receiver<()>) {
+    let mut child: Child = Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("spawn sh");
+    let pgid = child.id();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = child.wait();
+        let _ = tx.send(());
+    });
+    (pgid, rx)
+}
+
+/// Wait (bounded) until `pid` has a readable start time, i.e. it has been forked.
+fn start_time_of(pid: u32) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(t) = leader_start_time(pid) {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "no /proc entry for {pid}");
+        thread::yield_now();
+    }
+}
+
+/// Wait until the shell reports `ready` (its trap is installed) on stdout.
+fn wait_ready(rx: &mpsc::Receiver<String>) {
+    rx.recv_timeout(Duration::from_secs(10))
+        .expect("child did not report ready");
+}
+
+#[test]
+fn reused_pid_is_left_alone_and_the_recorded_group_is_stopped() {
+    let (pgid, reaped) = spawn_group("exec sleep 60");
+    let start = start_time_of(pgid);
+
+    let wrong = start.wrapping_add(1);
+    let out = stop_orphan_group(pgid, wrong, Duration::from_millis(50));
+    assert_eq!(out, OrphanOutcome::StartTimeMismatch { found: start });
+    assert!(!out.stopped());
+    assert!(
+        group_running(pgid),
+        "a different start time is a reused pid: not signalled"
+    );
+    assert!(reaped.try_recv().is_err());
+
+    let out = stop_orphan_group(pgid, start, Duration::from_secs(5));
+    assert_eq!(out, OrphanOutcome::Terminated);
+    assert!(out.stopped());
+    assert!(!group_running(pgid));
+    reaped.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(!group_alive(pgid), "reaped: not even a zombie is left");
+
+    assert_eq!(
+        stop_orphan_group(pgid, start, Duration::from_millis(10)),
+        OrphanOutcome::NotRunning
+    );
+}
+
+#[test]
+fn group_ignoring_sigterm_is_killed_after_the_grace_period() {
+    // The shell ignores TERM and so does its background child (ignored dispositions are
+    // inherited); it reports readiness on stdout once the trap is set.
+    let mut child = Command::new("sh")
+        .args(["-c", r#"trap "" TERM; sleep 60 & echo ready; wait"#])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    thread::spawn(move || {
+        let _ = child.wait();
+    });
+    wait_ready(&rx);
+    let start = start_time_of(pgid);
+
+    let t0 = Instant::now();
+    let out = stop_orphan_group(pgid, start, Duration::from_millis(300));
+    assert_eq!(out, OrphanOutcome::Killed);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(300),
+        "grace period honoured"
+    );
+    // The reparented background sleep may linger as a zombie until init reaps it; nothing in
+    // the group runs any more.
+    assert!(!group_running(pgid), "the background sleep too");
+}
