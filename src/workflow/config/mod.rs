@@ -81,6 +81,12 @@ pub struct AgentConfig {
     pub max_attempts: Option<u32>,
     /// Worker runs since the issue last entered an active state before it is parked (default 10).
     pub max_runs_per_issue: u32,
+    /// Lifetime agent-reported cost per issue in USD before it is parked (default unlimited).
+    pub max_cost_usd_per_issue: Option<f64>,
+    /// Lifetime tokens per issue, cache reads and writes included (default unlimited).
+    pub max_tokens_per_issue: Option<u64>,
+    /// Lifetime agent turns per issue, across runs (default unlimited).
+    pub max_turns_per_issue: Option<u32>,
 }
 
 /// `server.*` (spec §13.7, extension).
@@ -329,6 +335,9 @@ fn parse_agent(
         max_concurrent_agents_by_state: parse_by_state(agent, warnings)?,
         max_attempts: agent.positive_u32("max_attempts")?,
         max_runs_per_issue: agent.positive_u32("max_runs_per_issue")?.unwrap_or(10),
+        max_cost_usd_per_issue: agent.positive_number("max_cost_usd_per_issue")?,
+        max_tokens_per_issue: agent.positive("max_tokens_per_issue")?,
+        max_turns_per_issue: agent.positive_u32("max_turns_per_issue")?,
     })
 }
 
