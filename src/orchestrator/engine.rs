@@ -435,7 +435,14 @@ fn on_poll_result(
         }
         if runs_exhausted(state, &issue.id) {
             let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
-            park(state, &issue, ParkKind::MaxRuns, "max_runs_per_issue reached", path, now);
+            park(
+                state,
+                &issue,
+                ParkKind::MaxRuns,
+                "max_runs_per_issue reached",
+                path,
+                now,
+            );
             continue;
         }
         if let Some(reason) = over_budget(state, &issue.id) {
