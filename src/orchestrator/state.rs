@@ -361,8 +361,8 @@ pub struct Totals {
     pub turns: u64,
 }
 
-/// Event counters of the engine (for `GET /metrics`; they restart at zero with the process).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Event counters of the engine (for `GET /metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     /// Retries scheduled (continuation and failure).
     pub retries_scheduled: u64,
@@ -433,7 +433,7 @@ pub struct OrchestratorState {
     #[serde(default)]
     pub spend: BTreeMap<String, IssueSpend>,
     /// Event counters for metrics.
-    #[serde(skip)]
+    #[serde(default)]
     pub counters: Counters,
 }
 
