@@ -918,3 +918,112 @@ fn metrics_health_and_systemd_notify_from_the_real_binary() {
     assert_eq!(stopping.len(), 1);
     assert!(stopping[0].0 > messages(&got, "READY=1")[0].0);
 }
+
+#[test]
+fn real_claude_cost_budget_parks_after_the_crossing_turn() {
+    let Some(claude) = bin_or_skip(
+        "BATON_CLAUDE_BIN",
+        "real_claude_cost_budget",
+        ".ci/setup-claude.sh",
+    ) else {
+        return;
+    };
+    let (dir, home, github) = real_cli_sandbox("claude-budget");
+    use fake_anthropic::Step;
+    // Every reply reports 1000+ input, 50 cache-write and 200 cache-read tokens: at the CLI's own
+    // prices turn 1 alone costs more than the $0.0001 limit, so no turn 2 may start.
+    let api = fake_anthropic::FakeAnthropic::start(vec![
+        Step::Text("Turn one is done.".into()),
+        Step::Text("Turn two must never run.".into()),
+    ]);
+    let wf = write_workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\n  max_turns: 5\n  max_cost_usd_per_issue: 0.0001\nclaude_code:\n  command: \"'{}'\"\n  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
+            claude.display()
+        ),
+        "",
+        "Work on {{ issue.identifier }}.",
+    );
+    let daemon = Daemon::start(
+        &wf,
+        &home,
+        &[
+            ("ANTHROPIC_BASE_URL", api.base_url.clone()),
+            ("ANTHROPIC_API_KEY", "dummy".into()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+            ("DISABLE_TELEMETRY", "1".into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+        ],
+    );
+    let s = wait_daemon(
+        &daemon,
+        "the issue to be parked for its budget",
+        Duration::from_secs(120),
+        || {
+            let s = daemon.state();
+            (s["counts"]["blocked"] == 1 && s["counts"]["running"] == 0).then_some(s)
+        },
+    );
+    let reason = s["blocked"][0]["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.starts_with("budget exceeded: cost $") && reason.ends_with(" > $0.0001"),
+        "{reason}"
+    );
+    assert_eq!(
+        api.requests().len(),
+        1,
+        "no second turn: {:?}",
+        api.requests()
+    );
+    assert_eq!(s["budget"]["max_cost_usd_per_issue"], 0.0001, "{s}");
+    let (code, body) = daemon.get(&format!("/api/v1/{IDENT}"));
+    assert_eq!(code, 200, "{body}");
+    let detail: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(detail["status"], "blocked", "{detail}");
+    assert_eq!(detail["spend"]["turns"], 1, "{detail}");
+    assert!(
+        detail["spend"]["cost_usd"].as_f64().unwrap() > 0.0001,
+        "{detail}"
+    );
+    let tokens = &detail["spend"]["tokens"];
+    assert!(
+        tokens["cache_read_input_tokens"].as_u64().unwrap() > 0,
+        "{detail}"
+    );
+    assert_eq!(
+        tokens["total_tokens"].as_u64().unwrap(),
+        [
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens"
+        ]
+        .iter()
+        .map(|k| tokens[*k].as_u64().unwrap())
+        .sum::<u64>(),
+        "totals include cache tokens: {detail}"
+    );
+    let fams = metrics(&daemon);
+    assert_eq!(
+        metric(
+            &fams,
+            "baton_parked_issues",
+            &[("reason", "budget_exceeded")]
+        ),
+        1.0
+    );
+    assert!(metric(&fams, "baton_agent_cost_usd_total", &[]) > 0.0001);
+    assert!(metric(&fams, "baton_agent_tokens_total", &[("kind", "cache_read")]) > 0.0);
+    assert_eq!(metric(&fams, "baton_agent_turns_total", &[]), 1.0);
+    // Still parked on later polls: no new dispatch.
+    let polls = metric(&fams, "baton_polls_total", &[]);
+    wait_daemon(&daemon, "two more polls", Duration::from_secs(10), || {
+        (metric(&metrics(&daemon), "baton_polls_total", &[]) >= polls + 2.0).then_some(())
+    });
+    assert_eq!(api.requests().len(), 1);
+    assert_eq!(daemon.state()["counts"]["blocked"], 1);
+    let st = daemon.terminate(Duration::from_secs(30));
+    assert_eq!(st.code(), Some(0));
+}
