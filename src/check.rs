@@ -15,7 +15,7 @@ use crate::text::single_line as truncate;
 use crate::tracker::github::project::PriorityField;
 use crate::tracker::github::{Board, GithubTracker};
 use crate::tracker::Tracker;
-use crate::workflow::config::{ConfigEnv, ProcessEnv, ServiceConfig};
+use crate::workflow::config::{AgentKind, ConfigEnv, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
 /// Run the check against the real environment; writes the report to `out`, returns the exit code.
@@ -85,6 +85,7 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     for w in &wf.config.warnings {
         r.line("warn", w);
     }
+    print_budget(r, cfg);
     for e in cfg.preflight_errors() {
         r.fail(format!("{}: {}", e.class, e.message));
     }
@@ -104,6 +105,37 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
         }
     }
     r.finish()
+}
+
+/// The per-issue budget limits; spend itself lives in the daemon (dashboard, `/api/v1/*`,
+/// `/metrics`).
+fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
+    let a = &cfg.agent;
+    let mut limits = Vec::new();
+    if let Some(c) = a.max_cost_usd_per_issue {
+        limits.push(format!("cost ${}", crate::orchestrator::budget::usd(c)));
+    }
+    if let Some(t) = a.max_tokens_per_issue {
+        limits.push(format!("{t} tokens (cache reads and writes included)"));
+    }
+    if let Some(t) = a.max_turns_per_issue {
+        limits.push(format!("{t} turns"));
+    }
+    if limits.is_empty() {
+        r.ok("budget per issue: unlimited (spend is shown on the dashboard and in the API)");
+    } else {
+        r.ok(format!(
+            "budget per issue: {} (spend is shown on the dashboard and in the API)",
+            limits.join(", ")
+        ));
+    }
+    if a.max_cost_usd_per_issue.is_some() && a.kind == Some(AgentKind::Copilot) {
+        r.line(
+            "warn",
+            "agent.max_cost_usd_per_issue does not apply to copilot (it reports no cost); \
+             use agent.max_tokens_per_issue or agent.max_turns_per_issue",
+        );
+    }
 }
 
 /// The project, its Status and priority fields, the configured states and the rate limit;

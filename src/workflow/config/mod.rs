@@ -445,3 +445,90 @@ pub(crate) fn normalize_lexically(p: &Path) -> PathBuf {
     }
     out
 }
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    struct NoEnv;
+    impl ConfigEnv for NoEnv {
+        fn var(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn home(&self) -> Option<PathBuf> {
+            None
+        }
+        fn gh_auth_token(&self) -> Option<String> {
+            None
+        }
+    }
+
+    fn agent(yaml: &str) -> Result<AgentConfig, ConfigError> {
+        let m: Mapping = serde_yaml::from_str(&format!("agent:\n{yaml}")).unwrap();
+        parse_config(&m, Path::new("/"), &NoEnv).map(|p| p.config.agent)
+    }
+
+    #[test]
+    fn budget_keys_are_optional_and_typed() {
+        let a = agent("  kind: claude_code\n").unwrap();
+        assert_eq!(
+            (
+                a.max_cost_usd_per_issue,
+                a.max_tokens_per_issue,
+                a.max_turns_per_issue
+            ),
+            (None, None, None)
+        );
+        let a = agent(
+            "  max_cost_usd_per_issue: 0.25\n  max_tokens_per_issue: 2000000\n  max_turns_per_issue: 40\n",
+        )
+        .unwrap();
+        assert_eq!(a.max_cost_usd_per_issue, Some(0.25));
+        assert_eq!(a.max_tokens_per_issue, Some(2_000_000));
+        assert_eq!(a.max_turns_per_issue, Some(40));
+        assert_eq!(
+            agent("  max_cost_usd_per_issue: 3\n")
+                .unwrap()
+                .max_cost_usd_per_issue,
+            Some(3.0)
+        );
+    }
+
+    #[test]
+    fn bad_budget_values_name_the_key_and_the_value() {
+        for (yaml, message) in [
+            (
+                "  max_cost_usd_per_issue: 0\n",
+                "agent.max_cost_usd_per_issue must be a positive number, got 0",
+            ),
+            (
+                "  max_cost_usd_per_issue: -1.5\n",
+                "agent.max_cost_usd_per_issue must be a positive number, got -1.5",
+            ),
+            (
+                "  max_cost_usd_per_issue: lots\n",
+                "agent.max_cost_usd_per_issue must be a positive number, got \"lots\"",
+            ),
+            (
+                "  max_cost_usd_per_issue: .nan\n",
+                "agent.max_cost_usd_per_issue must be a positive number, got .nan",
+            ),
+            (
+                "  max_tokens_per_issue: 1.5\n",
+                "agent.max_tokens_per_issue must be a positive integer, got 1.5",
+            ),
+            (
+                "  max_turns_per_issue: 0\n",
+                "agent.max_turns_per_issue must be a positive integer, got 0",
+            ),
+            (
+                "  max_turns_per_issue: 99999999999\n",
+                "agent.max_turns_per_issue must be a positive integer, got 99999999999",
+            ),
+        ] {
+            let e = agent(yaml).unwrap_err();
+            assert_eq!(e.class, "invalid_config", "{yaml}");
+            assert_eq!(e.message, message, "{yaml}");
+        }
+    }
+}
