@@ -76,37 +76,46 @@ mod tests {
     fn the_first_reached_limit_is_named() {
         let mut spend = IssueSpend {
             cost_usd: 0.31,
-            turns: 2,
+            turns: 3,
             ..IssueSpend::default()
         };
         spend.tokens.total_tokens = 500;
-        let none = Budget::default();
-        assert_eq!(violation(&none, &spend), None);
-        let cost = Budget {
-            max_cost_usd: Some(0.25),
-            ..Budget::default()
-        };
-        assert_eq!(
-            violation(&cost, &spend).unwrap(),
-            "budget exceeded: cost $0.31 > $0.25"
-        );
-        let tokens = Budget {
-            max_tokens: Some(500),
-            ..Budget::default()
-        };
-        assert_eq!(
-            violation(&tokens, &spend).unwrap(),
-            "budget exceeded: tokens 500 >= 500"
-        );
-        let turns = Budget {
-            max_turns: Some(3),
-            ..Budget::default()
-        };
-        assert_eq!(violation(&turns, &spend), None);
-        spend.turns = 3;
-        assert_eq!(
-            violation(&turns, &spend).unwrap(),
-            "budget exceeded: turns 3 >= 3"
-        );
+        let (cost, tokens, turns) = (Some(0.25), Some(500), Some(3));
+        let cases = [
+            (Budget::default(), None),
+            (
+                Budget {
+                    max_cost_usd: cost,
+                    max_tokens: tokens,
+                    max_turns: turns,
+                },
+                Some("budget exceeded: cost $0.31 > $0.25"),
+            ),
+            (
+                Budget {
+                    max_tokens: tokens,
+                    ..Budget::default()
+                },
+                Some("budget exceeded: tokens 500 >= 500"),
+            ),
+            (
+                Budget {
+                    max_turns: turns,
+                    ..Budget::default()
+                },
+                Some("budget exceeded: turns 3 >= 3"),
+            ),
+            (
+                Budget {
+                    max_cost_usd: Some(1.0),
+                    max_tokens: Some(501),
+                    max_turns: Some(4),
+                },
+                None,
+            ),
+        ];
+        for (budget, want) in cases {
+            assert_eq!(violation(&budget, &spend).as_deref(), want, "{budget:?}");
+        }
     }
 }

@@ -11,7 +11,7 @@ use serde_yaml::Mapping;
 use crate::model::Issue;
 use crate::orchestrator::rules::SHUTDOWN_GRACE_EXTRA_MS;
 use crate::tracker::RateLimitInfo;
-use crate::workflow::config::{parse_config, ConfigEnv, ServiceConfig};
+use crate::workflow::config::{parse_config, EmptyEnv, ServiceConfig};
 
 /// Milliseconds since the Unix epoch on the orchestrator clock.
 pub type Millis = u64;
@@ -112,19 +112,7 @@ impl Default for Policy {
     /// The policy of a WORKFLOW.md that sets nothing: the config parser's defaults, so the default
     /// values have one source of truth (`workflow::config`).
     fn default() -> Self {
-        struct NoEnv;
-        impl ConfigEnv for NoEnv {
-            fn var(&self, _: &str) -> Option<String> {
-                None
-            }
-            fn home(&self) -> Option<PathBuf> {
-                None
-            }
-            fn gh_auth_token(&self) -> Option<String> {
-                None
-            }
-        }
-        match parse_config(&Mapping::new(), Path::new("/"), &NoEnv) {
+        match parse_config(&Mapping::new(), Path::new("/"), &EmptyEnv) {
             Ok(parsed) => Policy::from_config(&parsed.config),
             // Unreachable: an empty front matter has nothing to reject.
             Err(e) => unreachable!("the empty config must parse: {e}"),

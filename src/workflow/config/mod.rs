@@ -202,6 +202,21 @@ pub trait ConfigEnv {
     fn gh_auth_token(&self) -> Option<String>;
 }
 
+/// An empty environment: no variables, no home, no `gh` (defaults and tests).
+pub(crate) struct EmptyEnv;
+
+impl ConfigEnv for EmptyEnv {
+    fn var(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn home(&self) -> Option<PathBuf> {
+        None
+    }
+    fn gh_auth_token(&self) -> Option<String> {
+        None
+    }
+}
+
 /// The real process environment.
 pub(crate) struct ProcessEnv;
 
@@ -450,22 +465,9 @@ pub(crate) fn normalize_lexically(p: &Path) -> PathBuf {
 mod budget_tests {
     use super::*;
 
-    struct NoEnv;
-    impl ConfigEnv for NoEnv {
-        fn var(&self, _: &str) -> Option<String> {
-            None
-        }
-        fn home(&self) -> Option<PathBuf> {
-            None
-        }
-        fn gh_auth_token(&self) -> Option<String> {
-            None
-        }
-    }
-
     fn agent(yaml: &str) -> Result<AgentConfig, ConfigError> {
         let m: Mapping = serde_yaml::from_str(&format!("agent:\n{yaml}")).unwrap();
-        parse_config(&m, Path::new("/"), &NoEnv).map(|p| p.config.agent)
+        parse_config(&m, Path::new("/"), &EmptyEnv).map(|p| p.config.agent)
     }
 
     #[test]
