@@ -176,8 +176,8 @@ pub struct StateSnapshot {
     pub agent_totals: AgentTotals,
     /// Per-issue budget limits in force.
     pub budget: BudgetLimits,
-    /// Agent-reported rate limits. Always null today: no agent adapter reports them yet. The
-    /// field stays in the JSON API (documented as `rate_limits`) for when one does.
+    /// Agent-reported rate limits: `OrchestratorState::agent_rate_limits`, null until an agent
+    /// adapter reports them.
     pub rate_limits: Option<serde_json::Value>,
     /// Tracker health.
     pub tracker: TrackerHealth,

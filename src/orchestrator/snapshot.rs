@@ -133,9 +133,7 @@ pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
             cost_usd: t.cost_usd,
         },
         budget: limits(&s.policy.budget),
-        // No agent adapter reports a rate-limit payload yet; the section is filled from the
-        // snapshot's `rate_limits` once one does.
-        rate_limits: None,
+        rate_limits: s.agent_rate_limits.clone(),
         tracker: TrackerHealth {
             last_successful_poll_at: s.poll.last_success_at.map(fmt_millis),
             last_error: s.poll.last_error.clone(),

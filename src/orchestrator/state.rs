@@ -423,6 +423,10 @@ pub struct OrchestratorState {
     /// Event counters for metrics.
     #[serde(default)]
     pub counters: Counters,
+    /// The latest agent-reported rate limits (the snapshot's `rate_limits`); `None` until an
+    /// agent adapter reports them (Claude's `rate_limit_event`).
+    #[serde(default)]
+    pub agent_rate_limits: Option<serde_json::Value>,
 }
 
 impl OrchestratorState {

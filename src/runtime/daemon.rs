@@ -6,6 +6,10 @@
 //! retries, stalls, the reload debounce, the shutdown grace) is an engine deadline, and time comes
 //! from the injected [`Clock`]. Tracker calls run on two tracker threads (polls, retry refreshes),
 //! so a slow GitHub never blocks the loop or a snapshot reply.
+//!
+//! Operations (`ops`): after every event the loop copies its gauges and counters into the shared
+//! metrics and readiness facts that `/metrics` and `/readyz` read, and talks to systemd; the
+//! watchdog ping is a real-time deadline in the same `select!`, so a wedged loop stops pinging.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
