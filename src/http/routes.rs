@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::http::{html, webhook};
-use crate::ops::health::{probe_livez, NotLive, LIVEZ_DEADLINE, READY_JSON};
+use crate::ops::health::{NotLive, LIVEZ_DEADLINE, READY_JSON};
 use crate::ops::shared::OpsShared;
 use crate::status::{ControlRequest, IssueDetail, RefreshAck, StateSnapshot};
 use crate::workflow::config::Secret;
@@ -268,10 +268,19 @@ impl ControlClient {
     }
 
     fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> ControlRequest) -> Result<T, AskError> {
-        let deadline = Instant::now() + self.timeout;
+        self.ask_within(self.timeout, make)
+    }
+
+    /// Send a request and wait for its answer, both within `timeout` in total.
+    fn ask_within<T>(
+        &self,
+        timeout: Duration,
+        make: impl FnOnce(Sender<T>) -> ControlRequest,
+    ) -> Result<T, AskError> {
+        let deadline = Instant::now() + timeout;
         // Capacity 1: a late answer never blocks the main loop, even after we gave up.
         let (reply_tx, reply_rx) = bounded(1);
-        match self.tx.send_timeout(make(reply_tx), self.timeout) {
+        match self.tx.send_timeout(make(reply_tx), timeout) {
             Ok(()) => {}
             Err(SendTimeoutError::Timeout(_)) => return Err(AskError::Timeout),
             Err(SendTimeoutError::Disconnected(_)) => return Err(AskError::Unavailable),
@@ -305,14 +314,11 @@ impl ControlClient {
     /// Liveness: the main loop answers a ping within [`LIVEZ_DEADLINE`] (whatever the snapshot
     /// timeout is).
     pub fn ping(&self) -> Result<(), NotLive> {
-        probe_livez(
-            |reply| {
-                self.tx
-                    .send_timeout(ControlRequest::Ping { reply }, LIVEZ_DEADLINE)
-                    .is_ok()
-            },
-            LIVEZ_DEADLINE,
-        )
+        self.ask_within(LIVEZ_DEADLINE, |reply| ControlRequest::Ping { reply })
+            .map_err(|e| match e {
+                AskError::Timeout => NotLive::Timeout,
+                AskError::Unavailable => NotLive::Gone,
+            })
     }
 }
 
