@@ -1,8 +1,10 @@
 //! Routing and request handling, independent of tiny_http: [`resolve`] maps a method and URL to
 //! a [`Route`] (or a 404/405), [`handle`] turns a route plus request data into a [`Reply`].
 //! Orchestrator state is only ever obtained through [`ControlClient`], which asks the main loop
-//! over a channel and gives up after a timeout.
+//! over a channel and gives up after a timeout; `/metrics` and `/readyz` read the
+//! [`OpsShared`] the loop publishes instead.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{bounded, RecvTimeoutError, SendTimeoutError, Sender};
@@ -14,7 +16,6 @@ use crate::ops::health::{NotLive, LIVEZ_DEADLINE, READY_JSON};
 use crate::ops::shared::OpsShared;
 use crate::status::{ControlRequest, IssueDetail, RefreshAck, StateSnapshot};
 use crate::workflow::config::Secret;
-use std::sync::Arc;
 
 /// Longest identifier accepted in a URL (bytes).
 pub const MAX_IDENTIFIER_LEN: usize = 200;
