@@ -23,7 +23,7 @@ pub(crate) fn run_check(workflow_path: &Path, out: &mut dyn Write) -> i32 {
     run_check_with_env(workflow_path, &ProcessEnv, out)
 }
 
-/// [`run_check`] with an injected environment (tests).
+/// `run_check` with an injected environment (tests).
 pub fn run_check_with_env(workflow_path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
     let mut r = Report { out, problems: 0 };
     let code = check(workflow_path, env, &mut r);
