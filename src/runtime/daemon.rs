@@ -73,7 +73,8 @@ pub struct DaemonOptions {
     pub control_rx: Receiver<ControlRequest>,
     /// Environment for reloading the config.
     pub config_env: Arc<dyn ConfigEnv + Send + Sync>,
-    /// Time source ([`SystemClock`](super::clock::SystemClock) in production, [`ManualClock`](super::clock::ManualClock) in tests).
+    /// Time source ([`SystemClock`](super::clock::SystemClock) in production,
+    /// [`ManualClock`](super::clock::ManualClock) in tests).
     pub clock: Arc<dyn Clock>,
 }
 
