@@ -334,3 +334,39 @@ fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::config::{parse_config, EmptyEnv};
+
+    fn budget_lines(agent_yaml: &str) -> String {
+        let m: serde_yaml::Mapping =
+            serde_yaml::from_str(&format!("agent:\n{agent_yaml}")).unwrap();
+        let cfg = parse_config(&m, Path::new("/"), &EmptyEnv).unwrap().config;
+        let mut buf = Vec::new();
+        let mut r = Report {
+            out: &mut buf,
+            problems: 0,
+        };
+        print_budget(&mut r, &cfg);
+        assert_eq!(r.problems, 0, "limits are never a problem");
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn budget_limits_are_printed_and_copilot_cost_is_flagged() {
+        assert!(budget_lines("  kind: claude_code\n").contains("budget per issue: unlimited"));
+        let out = budget_lines(
+            "  kind: copilot\n  max_cost_usd_per_issue: 2.5\n  max_tokens_per_issue: 1000\n  max_turns_per_issue: 9\n",
+        );
+        assert!(
+            out.contains("budget per issue: cost $2.50, 1000 tokens (cache reads and writes included), 9 turns"),
+            "{out}"
+        );
+        assert!(
+            out.contains("warn  agent.max_cost_usd_per_issue does not apply to copilot"),
+            "{out}"
+        );
+    }
+}
