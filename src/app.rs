@@ -96,6 +96,7 @@ pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
 }
 
 fn run_daemon(args: RunArgs) -> i32 {
+    let ops = crate::ops::startup::take_systemd_env();
     let wf = match load_for_startup(&args.workflow) {
         Ok(wf) => wf,
         Err(e) => {
@@ -121,7 +122,13 @@ fn run_daemon(args: RunArgs) -> i32 {
     let _http =
         match HttpOptions::from_config(args.port, args.bind.as_deref(), &wf.config.config.server) {
             None => None,
-            Some(opts) => match crate::http::spawn(opts, control_tx) {
+            Some(opts) => match crate::http::spawn(
+                HttpOptions {
+                    ops: Arc::clone(&ops.shared),
+                    ..opts
+                },
+                control_tx,
+            ) {
                 Ok(h) => Some(h),
                 Err(e) => {
                     eprintln!("baton: startup_failed: dashboard/API server: {e}");
@@ -140,7 +147,7 @@ fn run_daemon(args: RunArgs) -> i32 {
         config_env: Arc::new(ProcessEnv),
         clock: Arc::new(SystemClock::new()),
     };
-    match crate::runtime::daemon::run(opts) {
+    match crate::runtime::daemon::run_with_ops(opts, ops) {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("baton: {}: {e}", args.workflow.display());

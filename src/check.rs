@@ -15,7 +15,7 @@ use crate::text::single_line as truncate;
 use crate::tracker::github::project::PriorityField;
 use crate::tracker::github::{Board, GithubTracker};
 use crate::tracker::Tracker;
-use crate::workflow::config::{ConfigEnv, ProcessEnv, ServiceConfig};
+use crate::workflow::config::{AgentKind, ConfigEnv, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
 /// Run the check against the real environment; writes the report to `out`, returns the exit code.
@@ -23,7 +23,7 @@ pub(crate) fn run_check(workflow_path: &Path, out: &mut dyn Write) -> i32 {
     run_check_with_env(workflow_path, &ProcessEnv, out)
 }
 
-/// [`run_check`] with an injected environment (tests).
+/// `run_check` with an injected environment (tests).
 pub fn run_check_with_env(workflow_path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
     let mut r = Report { out, problems: 0 };
     let code = check(workflow_path, env, &mut r);
@@ -85,6 +85,7 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     for w in &wf.config.warnings {
         r.line("warn", w);
     }
+    print_budget(r, cfg);
     for e in cfg.preflight_errors() {
         r.fail(format!("{}: {}", e.class, e.message));
     }
@@ -104,6 +105,37 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
         }
     }
     r.finish()
+}
+
+/// The per-issue budget limits; spend itself lives in the daemon (dashboard, `/api/v1/*`,
+/// `/metrics`).
+fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
+    let a = &cfg.agent;
+    let mut limits = Vec::new();
+    if let Some(c) = a.max_cost_usd_per_issue {
+        limits.push(format!("cost ${}", crate::orchestrator::budget::usd(c)));
+    }
+    if let Some(t) = a.max_tokens_per_issue {
+        limits.push(format!("{t} tokens (cache reads and writes included)"));
+    }
+    if let Some(t) = a.max_turns_per_issue {
+        limits.push(format!("{t} turns"));
+    }
+    if limits.is_empty() {
+        r.ok("budget per issue: unlimited (spend is shown on the dashboard and in the API)");
+    } else {
+        r.ok(format!(
+            "budget per issue: {} (spend is shown on the dashboard and in the API)",
+            limits.join(", ")
+        ));
+    }
+    if a.max_cost_usd_per_issue.is_some() && a.kind == Some(AgentKind::Copilot) {
+        r.line(
+            "warn",
+            "agent.max_cost_usd_per_issue does not apply to copilot (it reports no cost); \
+             use agent.max_tokens_per_issue or agent.max_turns_per_issue",
+        );
+    }
 }
 
 /// The project, its Status and priority fields, the configured states and the rate limit;
@@ -300,5 +332,41 @@ fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workflow::config::{parse_config, EmptyEnv};
+
+    fn budget_lines(agent_yaml: &str) -> String {
+        let m: serde_yaml::Mapping =
+            serde_yaml::from_str(&format!("agent:\n{agent_yaml}")).unwrap();
+        let cfg = parse_config(&m, Path::new("/"), &EmptyEnv).unwrap().config;
+        let mut buf = Vec::new();
+        let mut r = Report {
+            out: &mut buf,
+            problems: 0,
+        };
+        print_budget(&mut r, &cfg);
+        assert_eq!(r.problems, 0, "limits are never a problem");
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn budget_limits_are_printed_and_copilot_cost_is_flagged() {
+        assert!(budget_lines("  kind: claude_code\n").contains("budget per issue: unlimited"));
+        let out = budget_lines(
+            "  kind: copilot\n  max_cost_usd_per_issue: 2.5\n  max_tokens_per_issue: 1000\n  max_turns_per_issue: 9\n",
+        );
+        assert!(
+            out.contains("budget per issue: cost $2.50, 1000 tokens (cache reads and writes included), 9 turns"),
+            "{out}"
+        );
+        assert!(
+            out.contains("warn  agent.max_cost_usd_per_issue does not apply to copilot"),
+            "{out}"
+        );
     }
 }

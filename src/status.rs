@@ -2,7 +2,7 @@
 //! §13.7) and the request type the HTTP thread sends to the main loop. The HTTP thread never touches
 //! orchestrator state; it asks over a channel and renders what comes back.
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use serde::Serialize;
 
 use crate::tracker::TrackerBudget;
@@ -21,12 +21,38 @@ pub struct Counts {
 /// Token totals.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Tokens {
-    /// Input tokens.
+    /// Input tokens (not counting cache reads or writes).
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
-    /// input + output.
+    /// Input tokens read from the prompt cache.
+    pub cache_read_input_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    pub cache_creation_input_tokens: u64,
+    /// input + output + cache reads + cache writes.
     pub total_tokens: u64,
+}
+
+/// What one issue has spent since it last entered an active state (across runs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Spend {
+    /// Tokens of all its runs.
+    pub tokens: Tokens,
+    /// Agent-reported cost in USD (Copilot reports none: stays 0).
+    pub cost_usd: f64,
+    /// Turns that ended.
+    pub turns: u32,
+}
+
+/// The per-issue budget limits in force (`agent.max_*_per_issue`); null means unlimited.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BudgetLimits {
+    /// `agent.max_cost_usd_per_issue`.
+    pub max_cost_usd_per_issue: Option<f64>,
+    /// `agent.max_tokens_per_issue`.
+    pub max_tokens_per_issue: Option<u64>,
+    /// `agent.max_turns_per_issue`.
+    pub max_turns_per_issue: Option<u32>,
 }
 
 /// One running worker (spec §13.3).
@@ -56,6 +82,8 @@ pub struct RunningRow {
     pub last_event_at: Option<String>,
     /// Tokens of this worker run.
     pub tokens: Tokens,
+    /// The issue's lifetime spend (all runs since it last entered an active state).
+    pub spend: Spend,
     /// Latest session-cumulative cost in USD.
     pub cost_usd: Option<f64>,
     /// Retry attempt number of this run (null on a first run).
@@ -101,12 +129,18 @@ pub struct BlockedRow {
 /// Aggregate agent totals (spec §13.5).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct AgentTotals {
-    /// Input tokens.
+    /// Input tokens (not counting cache reads or writes).
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
-    /// input + output.
+    /// Input tokens read from the prompt cache.
+    pub cache_read_input_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    pub cache_creation_input_tokens: u64,
+    /// input + output + cache reads + cache writes.
     pub total_tokens: u64,
+    /// Agent turns that ended.
+    pub turns: u64,
     /// Ended sessions' runtime plus live elapsed time of running ones.
     pub seconds_running: f64,
     /// Sum of the latest session-cumulative costs.
@@ -140,8 +174,10 @@ pub struct StateSnapshot {
     pub blocked: Vec<BlockedRow>,
     /// Totals.
     pub agent_totals: AgentTotals,
-    /// Agent-reported rate limits. Always null today: no agent adapter reports them yet. The
-    /// field stays in the JSON API (documented as `rate_limits`) for when one does.
+    /// Per-issue budget limits in force.
+    pub budget: BudgetLimits,
+    /// Agent-reported rate limits: `OrchestratorState::agent_rate_limits`, null until an agent
+    /// adapter reports them.
     pub rate_limits: Option<serde_json::Value>,
     /// Tracker health.
     pub tracker: TrackerHealth,
@@ -179,6 +215,10 @@ pub struct IssueDetail {
     pub blocked: Option<BlockedRow>,
     /// Last error.
     pub last_error: Option<String>,
+    /// The issue's lifetime spend.
+    pub spend: Spend,
+    /// Per-issue budget limits in force.
+    pub budget: BudgetLimits,
     /// The most recent events, oldest first (bounded ring).
     pub recent_events: Vec<RecentEvent>,
 }
@@ -215,5 +255,17 @@ pub enum ControlRequest {
     Refresh {
         /// Where to send the ack.
         reply: Sender<RefreshAck>,
+    },
+    /// A sign of life for `GET /livez`: the loop answers `()` at once.
+    Ping {
+        /// Where to answer.
+        reply: Sender<()>,
+    },
+    /// Test-only: the main loop blocks until `release` yields or disconnects (a wedged loop).
+    /// No HTTP route builds it; only in-process tests hold the control sender.
+    #[doc(hidden)]
+    WedgeForTest {
+        /// Dropped or signalled by the test to un-wedge the loop.
+        release: Receiver<()>,
     },
 }

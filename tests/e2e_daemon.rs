@@ -12,9 +12,12 @@ mod procs;
 mod fake_anthropic;
 #[path = "support/fake_openai.rs"]
 mod fake_openai;
+#[path = "support/prom.rs"]
+mod prom;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -246,7 +249,11 @@ fn write_workflow(
 /// background grandchild. Every invocation is appended to `$E2E_LOG`.
 const FAKE_AGENT: &str = r#"#!/usr/bin/env bash
 echo "run pid=$$ pgid=$(ps -o pgid= $$ | tr -d ' ') cwd=$PWD resume=$(printf '%s ' "$@" | grep -o -- '--resume [^ ]*' | cut -d' ' -f2)" >> "$E2E_LOG"
+echo "env notify=${NOTIFY_SOCKET:-unset} watchdog=${WATCHDOG_USEC:-unset} wpid=${WATCHDOG_PID:-unset}" >> "$E2E_LOG"
 echo '{"type":"system","subtype":"init","session_id":"e2e-session-1","model":"fake","tools":[]}'
+if [ "${E2E_MODE:-ok}" = fail ]; then
+  exit 3
+fi
 if [ "${E2E_MODE:-ok}" = hang ]; then
   sleep 300 &
   echo "grandchild $!" >> "$E2E_LOG"
@@ -733,6 +740,290 @@ fn real_copilot_two_turns_on_one_session() {
     // Usage comes from the CLI's usage file (cumulative per session, recorded as deltas):
     // exactly two completions' worth, or zero when the CLI reported none — never double-counted.
     assert!(input == 0 || input == 2 * fake_openai::PROMPT_TOKENS, "{s}");
+    let st = daemon.terminate(Duration::from_secs(30));
+    assert_eq!(st.code(), Some(0));
+}
+
+/// Datagrams received on a notify socket, with their arrival times.
+type Datagrams = Arc<Mutex<Vec<(Instant, String)>>>;
+
+/// Bind `path` and collect every datagram on a background thread (until the test ends).
+fn notify_listener(path: &Path) -> Datagrams {
+    let sock = UnixDatagram::bind(path).expect("bind notify socket");
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let got: Datagrams = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&got);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        // Ends when the test process exits; a read timeout just loops.
+        loop {
+            if let Ok(n) = sock.recv(&mut buf) {
+                let msg = String::from_utf8_lossy(&buf[..n]).into_owned();
+                sink.lock().unwrap().push((Instant::now(), msg));
+            }
+        }
+    });
+    got
+}
+
+fn messages(got: &Datagrams, prefix: &str) -> Vec<(Instant, String)> {
+    got.lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, m)| m.starts_with(prefix))
+        .cloned()
+        .collect()
+}
+
+/// `GET /metrics`, strictly parsed.
+fn metrics(d: &Daemon) -> Vec<prom::Family> {
+    let (code, body) = d.get("/metrics");
+    assert_eq!(code, 200, "{body}");
+    prom::parse(&body).unwrap_or_else(|e| panic!("{e}\n{body}"))
+}
+
+/// A sample's value, 0 when the series is absent.
+fn metric(fams: &[prom::Family], name: &str, labels: &[(&str, &str)]) -> f64 {
+    let want: Vec<(String, String)> = labels
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    fams.iter()
+        .flat_map(|f| &f.samples)
+        .find(|s| s.name == name && s.labels == want)
+        .map_or(0.0, |s| s.value)
+}
+
+#[test]
+fn metrics_health_and_systemd_notify_from_the_real_binary() {
+    let dir = tempdir("ops");
+    let github = FakeGithub::start(board());
+    let agent = fake_agent(&dir);
+    let agent_log = dir.join("agent.log");
+    let wf = write_workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\n  max_turns: 1\nclaude_code:\n  command: \"'{}'\"\n",
+            agent.display()
+        ),
+        "",
+        "Work on {{ issue.identifier }}",
+    );
+    let sock = dir.join("notify.sock");
+    let got = notify_listener(&sock);
+    let daemon = Daemon::start(
+        &wf,
+        &dir,
+        &[
+            ("E2E_LOG", agent_log.display().to_string()),
+            ("E2E_MODE", "fail".into()),
+            ("NOTIFY_SOCKET", sock.display().to_string()),
+            ("WATCHDOG_USEC", "300000".into()),
+        ],
+    );
+
+    // A poll, a dispatch and a failed run move their counters.
+    let fams = wait_daemon(
+        &daemon,
+        "a failed run in /metrics",
+        Duration::from_secs(30),
+        || {
+            let f = metrics(&daemon);
+            (metric(&f, "baton_worker_exits_total", &[("outcome", "failed")]) >= 1.0).then_some(f)
+        },
+    );
+    assert!(metric(&fams, "baton_polls_total", &[]) >= 1.0);
+    assert!(metric(&fams, "baton_dispatches_total", &[]) >= 1.0);
+    assert!(metric(&fams, "baton_retries_scheduled_total", &[]) >= 1.0);
+    assert_eq!(metric(&fams, "baton_retrying_issues", &[]), 1.0);
+    assert!(metric(&fams, "baton_tracker_rate_limit_remaining", &[]) > 0.0);
+    assert!(metric(&fams, "baton_poll_duration_seconds_count", &[]) >= 1.0);
+    assert_eq!(
+        metric(
+            &fams,
+            "baton_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+    // Children never see systemd's variables.
+    let log = std::fs::read_to_string(&agent_log).unwrap();
+    assert!(
+        log.contains("env notify=unset watchdog=unset wpid=unset"),
+        "{log}"
+    );
+
+    // Health: live and ready; a rejected token flips readiness, a good one restores it.
+    assert_eq!(daemon.get("/livez").0, 200);
+    wait_daemon(&daemon, "ready", Duration::from_secs(10), || {
+        (daemon.get("/readyz").0 == 200).then_some(())
+    });
+    github.set_reject_auth(true);
+    let body = wait_daemon(&daemon, "not ready on 401", Duration::from_secs(10), || {
+        let (code, body) = daemon.get("/readyz");
+        (code == 503).then_some(body)
+    });
+    let why: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(why["reason"], "tracker_failing", "{why}");
+    assert_eq!(why["class"], "github_auth", "{why}");
+    assert!(
+        metric(
+            &metrics(&daemon),
+            "baton_poll_errors_total",
+            &[("class", "github_auth")]
+        ) >= 1.0
+    );
+    github.set_reject_auth(false);
+    wait_daemon(&daemon, "ready again", Duration::from_secs(10), || {
+        (daemon.get("/readyz").0 == 200).then_some(())
+    });
+
+    // systemd: READY=1, a STATUS= summary, WATCHDOG=1 every ~150 ms, STOPPING=1 at SIGTERM.
+    assert_eq!(messages(&got, "READY=1").len(), 1);
+    wait_daemon(
+        &daemon,
+        "a STATUS= with the retry",
+        Duration::from_secs(10),
+        || {
+            let status = messages(&got, "STATUS=");
+            status
+                .iter()
+                .any(|(_, m)| m.contains("retrying 1") && !m.contains("last poll never"))
+                .then_some(())
+        },
+    );
+    for w in messages(&got, "STATUS=").windows(2) {
+        let gap = w[1].0 - w[0].0;
+        assert!(
+            gap >= Duration::from_millis(900),
+            "STATUS= rate limit: {gap:?}"
+        );
+    }
+    let pings = wait_daemon(&daemon, "watchdog pings", Duration::from_secs(10), || {
+        let p = messages(&got, "WATCHDOG=1");
+        (p.len() >= 5).then_some(p)
+    });
+    for w in pings.windows(2) {
+        let gap = w[1].0 - w[0].0;
+        assert!(gap < Duration::from_millis(1000), "watchdog gap {gap:?}");
+    }
+    let st = daemon.terminate(Duration::from_secs(30));
+    assert_eq!(st.code(), Some(0));
+    let stopping = wait_for("STOPPING=1", Duration::from_secs(5), || {
+        let s = messages(&got, "STOPPING=1");
+        (!s.is_empty()).then_some(s)
+    });
+    assert_eq!(stopping.len(), 1);
+    assert!(stopping[0].0 > messages(&got, "READY=1")[0].0);
+}
+
+#[test]
+fn real_claude_cost_budget_parks_after_the_crossing_turn() {
+    let Some(claude) = bin_or_skip(
+        "BATON_CLAUDE_BIN",
+        "real_claude_cost_budget",
+        ".ci/setup-claude.sh",
+    ) else {
+        return;
+    };
+    let (dir, home, github) = real_cli_sandbox("claude-budget");
+    use fake_anthropic::Step;
+    // Every reply reports 1000+ input, 50 cache-write and 200 cache-read tokens: at the CLI's own
+    // prices turn 1 alone costs more than the $0.0001 limit, so no turn 2 may start.
+    let api = fake_anthropic::FakeAnthropic::start(vec![
+        Step::Text("Turn one is done.".into()),
+        Step::Text("Turn two must never run.".into()),
+    ]);
+    let wf = write_workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\n  max_turns: 5\n  max_cost_usd_per_issue: 0.0001\nclaude_code:\n  command: \"'{}'\"\n  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
+            claude.display()
+        ),
+        "",
+        "Work on {{ issue.identifier }}.",
+    );
+    let daemon = Daemon::start(
+        &wf,
+        &home,
+        &[
+            ("ANTHROPIC_BASE_URL", api.base_url.clone()),
+            ("ANTHROPIC_API_KEY", "dummy".into()),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+            ("DISABLE_TELEMETRY", "1".into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+        ],
+    );
+    let s = wait_daemon(
+        &daemon,
+        "the issue to be parked for its budget",
+        Duration::from_secs(120),
+        || {
+            let s = daemon.state();
+            (s["counts"]["blocked"] == 1 && s["counts"]["running"] == 0).then_some(s)
+        },
+    );
+    let reason = s["blocked"][0]["reason"].as_str().unwrap().to_string();
+    assert!(
+        reason.starts_with("budget exceeded: cost $") && reason.ends_with(" > $0.0001"),
+        "{reason}"
+    );
+    assert_eq!(
+        api.requests().len(),
+        1,
+        "no second turn: {:?}",
+        api.requests()
+    );
+    assert_eq!(s["budget"]["max_cost_usd_per_issue"], 0.0001, "{s}");
+    let (code, body) = daemon.get(&format!("/api/v1/{IDENT}"));
+    assert_eq!(code, 200, "{body}");
+    let detail: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(detail["status"], "blocked", "{detail}");
+    assert_eq!(detail["spend"]["turns"], 1, "{detail}");
+    assert!(
+        detail["spend"]["cost_usd"].as_f64().unwrap() > 0.0001,
+        "{detail}"
+    );
+    let tokens = &detail["spend"]["tokens"];
+    assert!(
+        tokens["cache_read_input_tokens"].as_u64().unwrap() > 0,
+        "{detail}"
+    );
+    assert_eq!(
+        tokens["total_tokens"].as_u64().unwrap(),
+        [
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens"
+        ]
+        .iter()
+        .map(|k| tokens[*k].as_u64().unwrap())
+        .sum::<u64>(),
+        "totals include cache tokens: {detail}"
+    );
+    let fams = metrics(&daemon);
+    assert_eq!(
+        metric(
+            &fams,
+            "baton_parked_issues",
+            &[("reason", "budget_exceeded")]
+        ),
+        1.0
+    );
+    assert!(metric(&fams, "baton_agent_cost_usd_total", &[]) > 0.0001);
+    assert!(metric(&fams, "baton_agent_tokens_total", &[("kind", "cache_read")]) > 0.0);
+    assert_eq!(metric(&fams, "baton_agent_turns_total", &[]), 1.0);
+    // Still parked on later polls: no new dispatch.
+    let polls = metric(&fams, "baton_polls_total", &[]);
+    wait_daemon(&daemon, "two more polls", Duration::from_secs(10), || {
+        (metric(&metrics(&daemon), "baton_polls_total", &[]) >= polls + 2.0).then_some(())
+    });
+    assert_eq!(api.requests().len(), 1);
+    assert_eq!(daemon.state()["counts"]["blocked"], 1);
     let st = daemon.terminate(Duration::from_secs(30));
     assert_eq!(st.code(), Some(0));
 }

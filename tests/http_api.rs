@@ -1,12 +1,16 @@
 //! The HTTP server over real HTTP on an ephemeral loopback port, answered by a fake main loop.
 
 mod http_support;
+#[path = "support/prom.rs"]
+mod prom;
 
 use std::net::{TcpListener, TcpStream};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use baton::http::webhook::sign;
 use baton::http::{spawn, HttpOptions};
+use baton::ops::shared::OpsShared;
 use baton::workflow::config::Secret;
 use http_support::*;
 
@@ -387,4 +391,122 @@ fn garbage_requests_do_not_kill_the_server() {
     long.extend(vec![b'a'; 256 * 1024]);
     let _ = send_raw(f.addr, &long, b"");
     assert_eq!(f.get("/api/v1/state").status, 200);
+}
+
+/// A server on an ephemeral port reading `ops`, with a fake loop in `mode`.
+fn ops_server(ops: &Arc<OpsShared>, mode: LoopMode) -> (baton::http::HttpHandle, FakeLoop) {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let fake = FakeLoop::start(rx, mode);
+    let opts = HttpOptions {
+        ops: Arc::clone(ops),
+        ..HttpOptions::new("127.0.0.1", 0)
+    };
+    (spawn(opts, tx).unwrap(), fake)
+}
+
+#[test]
+fn metrics_is_a_strict_exposition_of_the_shared_snapshot() {
+    let ops = Arc::new(OpsShared::new());
+    let (h, _fake) = ops_server(&ops, LoopMode::Silent);
+    let addr = h.local_addr();
+    let r = request(addr, "GET", "/metrics", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r
+        .header("Content-Type")
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
+    assert_common_headers(&r);
+    let fams = prom::parse(&r.body).unwrap_or_else(|e| panic!("{e}\n{}", r.body));
+    assert_eq!(prom::value(&fams, "baton_polls_total", &[]), 0.0);
+    // The loop is silent (wedged): /metrics still answers from the shared snapshot.
+    ops.record_poll(
+        Duration::from_millis(120),
+        Some("github_auth"),
+        Some(2),
+        SystemTime::now(),
+        Instant::now(),
+    );
+    ops.update_metrics(|m| m.dispatches += 1);
+    let r = request(addr, "GET", "/metrics", &[], b"");
+    let fams = prom::parse(&r.body).unwrap_or_else(|e| panic!("{e}\n{}", r.body));
+    assert_eq!(prom::value(&fams, "baton_polls_total", &[]), 1.0);
+    assert_eq!(prom::value(&fams, "baton_dispatches_total", &[]), 1.0);
+    assert_eq!(
+        prom::value(
+            &fams,
+            "baton_poll_errors_total",
+            &[("class", "github_auth")]
+        ),
+        1.0
+    );
+    assert_eq!(prom::value(&fams, "baton_tracker_poll_points", &[]), 2.0);
+    let r = request(addr, "POST", "/metrics", &[], b"");
+    assert_eq!(r.status, 405);
+    h.shutdown();
+}
+
+#[test]
+fn readyz_follows_the_shared_health_facts() {
+    let ops = Arc::new(OpsShared::new());
+    let (h, _fake) = ops_server(&ops, LoopMode::Silent);
+    let addr = h.local_addr();
+    let r = request(addr, "GET", "/readyz", &[], b"");
+    assert_eq!(r.status, 503);
+    assert_eq!(r.json()["reason"], "starting");
+    ops.update_health(|f| {
+        f.recovery_done = true;
+        f.polling_interval = Duration::from_secs(30);
+    });
+    assert_eq!(
+        request(addr, "GET", "/readyz", &[], b"").json()["reason"],
+        "never_polled"
+    );
+    let ok = |class| {
+        ops.record_poll(
+            Duration::ZERO,
+            class,
+            None,
+            SystemTime::now(),
+            Instant::now(),
+        )
+    };
+    ok(None);
+    let r = request(addr, "GET", "/readyz", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["ready"], true);
+    ok(Some("github_api_status"));
+    assert_eq!(
+        request(addr, "GET", "/readyz", &[], b"").status,
+        200,
+        "a transient failure does not flip readiness"
+    );
+    ok(Some("github_auth"));
+    let r = request(addr, "GET", "/readyz", &[], b"");
+    assert_eq!(r.status, 503);
+    assert_eq!(r.json()["reason"], "tracker_failing");
+    assert_eq!(r.json()["class"], "github_auth");
+    ok(None);
+    ops.update_health(|f| f.shutting_down = true);
+    assert_eq!(
+        request(addr, "GET", "/readyz", &[], b"").json()["reason"],
+        "shutting_down"
+    );
+    h.shutdown();
+}
+
+#[test]
+fn livez_asks_the_main_loop_and_gives_up_after_two_seconds() {
+    let ops = Arc::new(OpsShared::new());
+    let (h, _fake) = ops_server(&ops, LoopMode::Answer);
+    let r = request(h.local_addr(), "GET", "/livez", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["live"], true);
+    h.shutdown();
+    let (h, _fake) = ops_server(&ops, LoopMode::Silent);
+    let started = Instant::now();
+    let r = request(h.local_addr(), "GET", "/livez", &[], b"");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.json()["reason"], "main_loop_timeout");
+    assert!(started.elapsed() >= Duration::from_millis(1900));
+    h.shutdown();
 }

@@ -316,3 +316,196 @@ fn watchdog_pings_follow_the_pacer_and_stop_while_the_loop_is_wedged() {
     assert_eq!(pinged_at, [0, 15, 30, 45, 120, 135, 150, 165, 180]);
     assert_empty(&sock);
 }
+
+// ------------------------------------------------------------------ the real main loop
+
+mod wedge {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
+    use baton::model::Issue;
+    use baton::ops::health::{probe_livez, NotLive};
+    use baton::ops::shared::OpsShared;
+    use baton::runtime::clock::ManualClock;
+    use baton::runtime::daemon::{run_with_ops, DaemonOps, DaemonOptions};
+    use baton::status::ControlRequest;
+    use baton::tracker::{TrackerBudget, Tracker, TrackerError};
+    use baton::workflow::config::{ConfigEnv, ServiceConfig};
+    use baton::workflow::loader::load_workflow;
+    use crossbeam_channel::{bounded, unbounded};
+
+    /// A board with nothing on it.
+    struct EmptyTracker;
+
+    impl Tracker for EmptyTracker {
+        fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
+            Ok(Vec::new())
+        }
+        fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+            Ok(Vec::new())
+        }
+        fn fetch_issue_states_by_ids(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+            Ok(Vec::new())
+        }
+        fn validate(&self) -> Result<(), TrackerError> {
+            Ok(())
+        }
+        fn reset_cache(&self) {}
+        fn rate_limit(&self) -> Option<TrackerBudget> {
+            None
+        }
+    }
+
+    /// Never asked: the board is empty.
+    struct NoRunner;
+
+    impl AgentRunner for NoRunner {
+        fn start_session(&self, _: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+            Err(AgentError::new(AgentErrorKind::StartupFailed, "no agent"))
+        }
+    }
+
+    struct NoEnv;
+
+    impl ConfigEnv for NoEnv {
+        fn var(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn home(&self) -> Option<PathBuf> {
+            None
+        }
+        fn gh_auth_token(&self) -> Option<String> {
+            None
+        }
+    }
+
+    /// Collect datagrams with arrival times on a background thread.
+    fn listen(sock: UnixDatagram) -> Arc<Mutex<Vec<(Instant, String)>>> {
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&got);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 1024];
+            loop {
+                if let Ok(n) = sock.recv(&mut buf) {
+                    let m = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    sink.lock().unwrap().push((Instant::now(), m));
+                }
+            }
+        });
+        got
+    }
+
+    fn pings(got: &Mutex<Vec<(Instant, String)>>, after: Instant) -> usize {
+        got.lock()
+            .unwrap()
+            .iter()
+            .filter(|(at, m)| *at > after && m == "WATCHDOG=1")
+            .count()
+    }
+
+    /// Wait (bounded, real time: the watchdog is wall-clock by design) until `f` holds.
+    fn until(what: &str, f: impl Fn() -> bool) {
+        let start = Instant::now();
+        while !f() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "timed out: {what}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_wedged_main_loop_stops_the_watchdog_pings_until_it_recovers() {
+        let dir = TempDir::new("wedge");
+        let wf = dir.0.join("WORKFLOW.md");
+        std::fs::write(
+            &wf,
+            format!(
+                "---\ntracker:\n  kind: github_projects\n  token: t\n  owner: acme\n  project_number: 1\n\
+                 workspace:\n  root: {}\nagent:\n  kind: claude_code\n---\nWork.\n",
+                dir.0.join("ws").display()
+            ),
+        )
+        .unwrap();
+        let path = dir.0.join("notify.sock");
+        let got = listen(UnixDatagram::bind(&path).unwrap());
+        // WATCHDOG_USEC = 100 ms: a ping every 50 ms.
+        let notifier = Notifier::from_vars(
+            Some(path.as_os_str()),
+            Some(OsStr::new("100000")),
+            None,
+            std::process::id(),
+        );
+        let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(NoEnv);
+        let (control, control_rx) = unbounded();
+        let (_reload, reload_rx) = unbounded();
+        let (shutdown, shutdown_rx) = bounded(1);
+        let shared = Arc::new(OpsShared::new());
+        let opts = DaemonOptions {
+            workflow_path: wf.clone(),
+            initial: load_workflow(&wf, &*env).expect("valid workflow"),
+            tracker_factory: Box::new(|_: &ServiceConfig| {
+                Ok(Arc::new(EmptyTracker) as Arc<dyn Tracker>)
+            }),
+            runner_factory: Box::new(|_: &ServiceConfig| {
+                Arc::new(NoRunner) as Arc<dyn AgentRunner>
+            }),
+            reload_rx,
+            shutdown_rx,
+            control_rx,
+            config_env: env,
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+        };
+        let ops = DaemonOps {
+            shared: Arc::clone(&shared),
+            notifier: Arc::new(notifier),
+        };
+        let (exit_tx, exited) = bounded(1);
+        std::thread::spawn(move || {
+            let _ = exit_tx.send(run_with_ops(opts, ops));
+        });
+        let t0 = Instant::now();
+        until("READY=1 and pings", || {
+            got.lock().unwrap().iter().any(|(_, m)| m == "READY=1") && pings(&got, t0) >= 3
+        });
+        assert!(shared.health().recovery_done);
+        let live = |deadline| {
+            probe_livez(
+                |reply| control.send(ControlRequest::Ping { reply }).is_ok(),
+                deadline,
+            )
+        };
+        assert_eq!(live(Duration::from_secs(2)), Ok(()));
+
+        // Wedge the loop; once a ping goes unanswered it is stuck, and the pings stop.
+        let (release, wedge) = bounded::<()>(0);
+        control
+            .send(ControlRequest::WedgeForTest { release: wedge })
+            .unwrap();
+        assert_eq!(live(Duration::from_millis(300)), Err(NotLive::Timeout));
+        let wedged_at = Instant::now();
+        std::thread::sleep(Duration::from_millis(500)); // ten ping intervals
+        assert_eq!(
+            pings(&got, wedged_at),
+            0,
+            "no WATCHDOG=1 from a wedged loop"
+        );
+
+        // Un-wedge: the pings resume.
+        drop(release);
+        let back = Instant::now();
+        until("pings again", || pings(&got, back) >= 3);
+        assert_eq!(live(Duration::from_secs(2)), Ok(()));
+        shutdown.send(()).unwrap();
+        let result = exited.recv_timeout(Duration::from_secs(10)).unwrap();
+        assert_eq!(result, Ok(()));
+        until("STOPPING=1", || {
+            got.lock().unwrap().iter().any(|(_, m)| m == "STOPPING=1")
+        });
+    }
+}

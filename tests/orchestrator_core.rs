@@ -14,7 +14,9 @@ use baton::orchestrator::engine::{handle, next_deadline, Action, Event, PollSkip
 use baton::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 use baton::orchestrator::snapshot::{issue_detail, state_snapshot};
 use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RECENT_EVENTS_CAP};
-use baton::orchestrator::{StopReason, WorkerOutcome, WorkerPhase, WorkerProgress};
+use baton::orchestrator::{
+    Budget, ParkKind, StopReason, WorkerOutcome, WorkerPhase, WorkerProgress,
+};
 
 const T0: Millis = 1_700_000_000_000;
 
@@ -1103,4 +1105,275 @@ fn a_batch_of_agent_updates_equals_the_single_updates() {
     });
     assert_eq!(one.s, batch.s);
     assert_eq!(one.s.recent_events["I_1"].len(), 3);
+}
+
+// ---------------------------------------------------------------- per-issue budgets
+
+fn budget_policy(budget: Budget) -> Policy {
+    Policy { budget, ..policy() }
+}
+
+/// A turn's terminal event carrying a usage delta and the session-cumulative cost.
+fn turn_end(
+    kind: AgentEventKind,
+    usage: Option<TokenUsage>,
+    session_cost_usd: Option<f64>,
+) -> AgentEvent {
+    let mut e = ev(kind);
+    e.usage_delta = usage;
+    e.session_cost_usd = session_cost_usd;
+    e
+}
+
+fn usage(input: u64, output: u64, cache_read: u64, cache_creation: u64) -> TokenUsage {
+    TokenUsage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_input_tokens: cache_read,
+        cache_creation_input_tokens: cache_creation,
+    }
+}
+
+impl H {
+    /// Feed an agent event to issue n's run; return the actions.
+    fn agent(&mut self, n: u64, e: AgentEvent) -> Vec<Action> {
+        let run_id = self.run_id(n);
+        self.ev(Event::AgentUpdate {
+            issue_id: format!("I_{n}"),
+            run_id,
+            event: e,
+        })
+    }
+    /// Continue issue n after a normal exit: fire its continuation retry, expect a dispatch.
+    fn continue_run(&mut self, n: u64) {
+        let a = self.fire_retry(n, Ok(Some(issue(n, "Todo"))));
+        assert_eq!(
+            dispatched(&a),
+            vec![format!("I_{n}")],
+            "continuation dispatch"
+        );
+    }
+}
+
+#[test]
+fn cost_budget_stops_after_the_crossing_turn_and_parks() {
+    let mut h = H::new(budget_policy(Budget {
+        max_cost_usd: Some(0.25),
+        ..Budget::default()
+    }));
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    // Mid-turn cost reports never stop the worker: only a turn's end does.
+    let mut mid = ev(AgentEventKind::Notification);
+    mid.session_cost_usd = Some(0.20);
+    assert!(stops(&h.agent(1, mid)).is_empty(), "no stop mid-turn");
+    let a = h.agent(1, turn_end(AgentEventKind::TurnCompleted, None, Some(0.31)));
+    assert_eq!(stops(&a), vec![("I_1".into(), StopReason::BudgetExceeded)]);
+    // A second terminal event does not stop twice.
+    let a = h.agent(1, turn_end(AgentEventKind::TurnFailed, None, Some(0.31)));
+    assert!(stops(&a).is_empty());
+    let a = h.exit(1, WorkerOutcome::Cancelled);
+    assert!(dispatched(&a).is_empty());
+    let b = &h.s.blocked["I_1"];
+    assert_eq!(b.reason, "budget exceeded: cost $0.31 > $0.25");
+    assert_eq!(b.kind, ParkKind::BudgetExceeded);
+    assert!(
+        h.s.retry_attempts.is_empty(),
+        "no retry after a budget stop"
+    );
+    // Still active and unchanged: stays parked.
+    h.poll_due();
+    let a = h.tick(None, Ok(vec![issue(1, "Todo")]));
+    assert!(dispatched(&a).is_empty());
+    assert!(h.s.blocked.contains_key("I_1"));
+    let snap = state_snapshot(&h.s, h.now);
+    assert_eq!(snap.budget.max_cost_usd_per_issue, Some(0.25));
+    let d = issue_detail(&h.s, "acme__repo-1", h.now).unwrap();
+    assert!((d.spend.cost_usd - 0.31).abs() < 1e-9);
+    assert_eq!(d.spend.turns, 2);
+}
+
+#[test]
+fn token_budget_counts_cache_tokens_across_runs() {
+    let mut h = H::new(budget_policy(Budget {
+        max_tokens: Some(1_000),
+        ..Budget::default()
+    }));
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    let a = h.agent(
+        1,
+        turn_end(
+            AgentEventKind::TurnCompleted,
+            Some(usage(100, 100, 250, 50)),
+            None,
+        ),
+    );
+    assert!(stops(&a).is_empty(), "500 of 1000 tokens");
+    h.exit(1, WorkerOutcome::Normal);
+    h.continue_run(1);
+    h.agent_phase(1);
+    let d = issue_detail(&h.s, "acme__repo-1", h.now).unwrap();
+    assert_eq!(d.spend.tokens.total_tokens, 500, "lifetime, across runs");
+    assert_eq!(d.spend.tokens.cache_read_input_tokens, 250);
+    assert_eq!(d.spend.tokens.cache_creation_input_tokens, 50);
+    let running = d.running.unwrap();
+    assert_eq!(
+        running.tokens.total_tokens, 0,
+        "the new run has spent nothing"
+    );
+    let a = h.agent(
+        1,
+        turn_end(
+            AgentEventKind::TurnCompleted,
+            Some(usage(0, 100, 400, 0)),
+            None,
+        ),
+    );
+    assert_eq!(stops(&a), vec![("I_1".into(), StopReason::BudgetExceeded)]);
+    h.exit(1, WorkerOutcome::Normal);
+    assert_eq!(
+        h.s.blocked["I_1"].reason,
+        "budget exceeded: tokens 1000 >= 1000"
+    );
+    let t = state_snapshot(&h.s, h.now).agent_totals;
+    assert_eq!(
+        (
+            t.input_tokens,
+            t.output_tokens,
+            t.cache_read_input_tokens,
+            t.cache_creation_input_tokens,
+            t.total_tokens,
+            t.turns
+        ),
+        (100, 200, 650, 50, 1_000, 2),
+        "totals include cache tokens, shown separately"
+    );
+}
+
+#[test]
+fn turn_budget_is_a_lifetime_count_of_ended_turns() {
+    let mut h = H::new(budget_policy(Budget {
+        max_turns: Some(2),
+        ..Budget::default()
+    }));
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    assert!(stops(&h.agent(1, turn_end(AgentEventKind::TurnCompleted, None, None))).is_empty());
+    h.exit(1, WorkerOutcome::Normal);
+    h.continue_run(1);
+    h.agent_phase(1);
+    let a = h.agent(1, turn_end(AgentEventKind::TurnFailed, None, None));
+    assert_eq!(stops(&a), vec![("I_1".into(), StopReason::BudgetExceeded)]);
+    h.exit(1, WorkerOutcome::Failed("turn failed".into()));
+    assert_eq!(h.s.blocked["I_1"].reason, "budget exceeded: turns 2 >= 2");
+}
+
+#[test]
+fn copilot_reports_no_dollars_so_only_token_and_turn_limits_apply() {
+    let mut h = H::new(budget_policy(Budget {
+        max_cost_usd: Some(0.01),
+        max_turns: Some(3),
+        ..Budget::default()
+    }));
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    for _ in 0..2 {
+        let a = h.agent(
+            1,
+            turn_end(
+                AgentEventKind::TurnCompleted,
+                Some(usage(10_000, 10_000, 0, 0)),
+                None,
+            ),
+        );
+        assert!(stops(&a).is_empty(), "no cost reported, no cost stop");
+    }
+    let a = h.agent(1, turn_end(AgentEventKind::TurnCompleted, None, None));
+    assert_eq!(stops(&a), vec![("I_1".into(), StopReason::BudgetExceeded)]);
+}
+
+#[test]
+fn a_reload_raising_the_limit_releases_a_budget_park_and_lowering_parks_before_dispatch() {
+    let tight = Budget {
+        max_cost_usd: Some(0.25),
+        ..Budget::default()
+    };
+    let mut h = H::new(budget_policy(tight));
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    h.agent(1, turn_end(AgentEventKind::TurnCompleted, None, Some(0.30)));
+    h.exit(1, WorkerOutcome::Cancelled);
+    assert!(h.s.blocked.contains_key("I_1"));
+    // A reload that keeps the limit keeps the park.
+    h.ev(Event::ConfigReloaded(budget_policy(tight)));
+    assert!(h.s.blocked.contains_key("I_1"));
+    // Raising it releases the park; the next poll dispatches again, spend kept.
+    h.ev(Event::ConfigReloaded(budget_policy(Budget {
+        max_cost_usd: Some(1.0),
+        ..Budget::default()
+    })));
+    assert!(!h.s.blocked.contains_key("I_1"));
+    h.poll_due();
+    let a = h.tick(None, Ok(vec![issue(1, "Todo")]));
+    assert_eq!(dispatched(&a), vec!["I_1".to_string()]);
+    assert!((h.s.spend["I_1"].cost_usd - 0.30).abs() < 1e-9);
+    h.agent_phase(1);
+    h.agent(1, turn_end(AgentEventKind::TurnCompleted, None, Some(0.10)));
+    h.exit(1, WorkerOutcome::Normal);
+    assert!(h.s.retry_attempts.contains_key("I_1"), "continuation");
+    // Lowering it while a retry is queued parks the issue instead of dispatching it.
+    h.ev(Event::ConfigReloaded(budget_policy(tight)));
+    let a = h.fire_retry(1, Ok(Some(issue(1, "Todo"))));
+    assert!(dispatched(&a).is_empty());
+    assert_eq!(
+        h.s.blocked["I_1"].reason,
+        "budget exceeded: cost $0.40 > $0.25"
+    );
+}
+
+#[test]
+fn leaving_the_active_states_resets_the_spend_and_releases_the_park() {
+    let mut h = H::new(budget_policy(Budget {
+        max_turns: Some(1),
+        ..Budget::default()
+    }));
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    h.agent(1, turn_end(AgentEventKind::TurnCompleted, None, None));
+    h.exit(1, WorkerOutcome::Cancelled);
+    assert!(h.s.blocked.contains_key("I_1"));
+    h.poll_due();
+    h.tick(None, Ok(vec![]));
+    assert!(!h.s.blocked.contains_key("I_1"));
+    assert!(!h.s.spend.contains_key("I_1"), "spend starts over");
+    h.poll_due();
+    let a = h.tick(None, Ok(vec![issue(1, "Todo")]));
+    assert_eq!(dispatched(&a), vec!["I_1".to_string()]);
+}
+
+#[test]
+fn a_budget_stop_raised_meanwhile_continues_instead_of_parking() {
+    let mut h = H::new(budget_policy(Budget {
+        max_turns: Some(1),
+        ..Budget::default()
+    }));
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    let a = h.agent(1, turn_end(AgentEventKind::TurnCompleted, None, None));
+    assert_eq!(stops(&a).len(), 1);
+    h.ev(Event::ConfigReloaded(policy()));
+    h.exit(1, WorkerOutcome::Cancelled);
+    assert!(h.s.blocked.is_empty());
+    assert!(h.s.retry_attempts.contains_key("I_1"));
+}
+
+#[test]
+fn engine_counters_count_dispatches_and_retries() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo"), issue(2, "Todo")]));
+    h.exit(1, WorkerOutcome::Normal);
+    h.exit(2, WorkerOutcome::Failed("boom".into()));
+    assert_eq!(h.s.counters.dispatches, 2);
+    assert_eq!(h.s.counters.retries_scheduled, 2);
 }

@@ -11,7 +11,9 @@ use std::fmt::Write as _;
 use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use crate::status::{BlockedRow, IssueDetail, RetryRow, RunningRow, StateSnapshot, TrackerHealth};
+use crate::status::{
+    BlockedRow, BudgetLimits, IssueDetail, RetryRow, RunningRow, StateSnapshot, TrackerHealth,
+};
 use crate::timefmt;
 
 /// Seconds between automatic reloads of the dashboard and issue pages.
@@ -140,14 +142,20 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
     let _ = write!(
         h,
         "<h2 id=\"totals\">Totals</h2><dl><dt>Input tokens</dt><dd>{}</dd><dt>Output tokens</dt>\
-         <dd>{}</dd><dt>Total tokens</dt><dd>{}</dd><dt>Agent runtime</dt><dd>{}</dd>\
-         <dt>Cost</dt><dd>{}</dd></dl>",
+         <dd>{}</dd><dt>Cache read tokens</dt><dd>{}</dd><dt>Cache write tokens</dt><dd>{}</dd>\
+         <dt>Total tokens</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd><dt>Agent runtime</dt><dd>{}</dd>\
+         <dt>Cost</dt><dd>{}</dd>",
         thousands(t.input_tokens),
         thousands(t.output_tokens),
+        thousands(t.cache_read_input_tokens),
+        thousands(t.cache_creation_input_tokens),
         thousands(t.total_tokens),
+        thousands(t.turns),
         duration_text(t.seconds_running.max(0.0) as u64),
         cost_text(Some(t.cost_usd)),
     );
+    budget_limits(&mut h, &snap.budget);
+    h.push_str("</dl>");
 
     tracker_section(&mut h, &snap.tracker, now);
     h.push_str("<h2 id=\"rate-limits\">Agent rate limits</h2>");
@@ -287,6 +295,20 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
             countdown(r.due_in_ms),
         );
     }
+    let sp = &d.spend;
+    let _ = write!(
+        h,
+        "<dt>Spent (all runs)</dt><dd id=\"issue-spend\">{} · {} tokens ({} in · {} out · \
+         {} cache read · {} cache write) · {} turns</dd>",
+        cost_text(Some(sp.cost_usd)),
+        thousands(sp.tokens.total_tokens),
+        thousands(sp.tokens.input_tokens),
+        thousands(sp.tokens.output_tokens),
+        thousands(sp.tokens.cache_read_input_tokens),
+        thousands(sp.tokens.cache_creation_input_tokens),
+        sp.turns,
+    );
+    budget_limits(&mut h, &d.budget);
     if let Some(b) = &d.blocked {
         let _ = write!(
             h,
@@ -480,6 +502,26 @@ fn thousands(n: u64) -> String {
     out
 }
 
+/// `<dt>Budget per issue</dt><dd>…</dd>` with the limits in force.
+fn budget_limits(h: &mut String, b: &BudgetLimits) {
+    let mut parts = Vec::new();
+    if let Some(c) = b.max_cost_usd_per_issue {
+        parts.push(format!("{} (cost)", cost_text(Some(c))));
+    }
+    if let Some(t) = b.max_tokens_per_issue {
+        parts.push(format!("{} tokens", thousands(t)));
+    }
+    if let Some(t) = b.max_turns_per_issue {
+        parts.push(format!("{t} turns"));
+    }
+    let text = if parts.is_empty() {
+        "<span class=\"muted\">unlimited</span>".to_string()
+    } else {
+        escape(&parts.join(" · "))
+    };
+    let _ = write!(h, "<dt>Budget per issue</dt><dd id=\"budget\">{text}</dd>");
+}
+
 fn cost_text(cost: Option<f64>) -> String {
     match cost {
         Some(c) if c.is_finite() => format!("${c:.4}"),
@@ -540,7 +582,9 @@ mod tests {
                 input_tokens: 1200,
                 output_tokens: 34,
                 total_tokens: 1234,
+                ..Tokens::default()
             },
+            spend: Default::default(),
             cost_usd: Some(0.5),
             attempt: None,
         }
@@ -623,6 +667,8 @@ mod tests {
             retry: None,
             blocked: None,
             last_error: None,
+            spend: Default::default(),
+            budget: Default::default(),
             recent_events: vec![
                 RecentEvent {
                     at: "2023-11-14T22:13:21Z".into(),

@@ -1,18 +1,22 @@
 //! Optional status surface (spec §13.7): a tiny_http server with a server-rendered dashboard,
-//! a JSON API under `/api/v1/*`, a refresh trigger and a signed GitHub webhook route.
+//! a JSON API under `/api/v1/*`, a refresh trigger, a signed GitHub webhook route, and the
+//! operations routes `/metrics`, `/livez` and `/readyz`.
 //!
 //! The HTTP threads never touch orchestrator state: every answer comes from the main loop via
-//! [`crate::status::ControlRequest`] with a timeout. See `ARCHITECTURE.d/http.md`.
+//! [`crate::status::ControlRequest`] with a timeout, except `/metrics` and `/readyz`, which read
+//! the [`OpsShared`] the loop publishes to. See `ARCHITECTURE.d/http.md`.
 
 pub(crate) mod html;
 pub(crate) mod routes;
 mod server;
 pub mod webhook;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use server::{spawn, HttpHandle};
 
+use crate::ops::shared::OpsShared;
 use crate::workflow::config::{Secret, ServerConfig};
 
 /// Default bind host: loopback only.
@@ -35,6 +39,8 @@ pub struct HttpOptions {
     pub snapshot_timeout: Duration,
     /// Largest accepted request body; larger ones get 413.
     pub max_body_bytes: usize,
+    /// What `/metrics` and `/readyz` read (the daemon's [`OpsShared`]); a fresh one by default.
+    pub ops: Arc<OpsShared>,
 }
 
 impl HttpOptions {
@@ -46,6 +52,7 @@ impl HttpOptions {
             webhook_secret: None,
             snapshot_timeout: DEFAULT_SNAPSHOT_TIMEOUT,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            ops: Arc::new(OpsShared::new()),
         }
     }
 

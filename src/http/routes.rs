@@ -1,8 +1,10 @@
 //! Routing and request handling, independent of tiny_http: [`resolve`] maps a method and URL to
 //! a [`Route`] (or a 404/405), [`handle`] turns a route plus request data into a [`Reply`].
 //! Orchestrator state is only ever obtained through [`ControlClient`], which asks the main loop
-//! over a channel and gives up after a timeout.
+//! over a channel and gives up after a timeout; `/metrics` and `/readyz` read the
+//! [`OpsShared`] the loop publishes instead.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{bounded, RecvTimeoutError, SendTimeoutError, Sender};
@@ -10,6 +12,8 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::http::{html, webhook};
+use crate::ops::health::{NotLive, LIVEZ_DEADLINE, READY_JSON};
+use crate::ops::shared::OpsShared;
 use crate::status::{ControlRequest, IssueDetail, RefreshAck, StateSnapshot};
 use crate::workflow::config::Secret;
 
@@ -31,6 +35,12 @@ pub enum Route {
     Refresh,
     /// `POST /api/v1/webhooks/github`.
     GithubWebhook,
+    /// `GET /metrics` (Prometheus text format 0.0.4).
+    Metrics,
+    /// `GET /livez`: the main loop answers within 2 s.
+    Livez,
+    /// `GET /readyz`: recovered, polled, tracker healthy, not shutting down.
+    Readyz,
 }
 
 impl Route {
@@ -71,6 +81,8 @@ pub fn resolve(method: &str, url: &str) -> Dispatch {
     let path = url.split(['?', '#']).next().unwrap_or("");
     let route = if path == "/" {
         Some(Route::Dashboard)
+    } else if let Some(r) = ops_route(path) {
+        Some(r)
     } else if let Some(rest) = path.strip_prefix("/issues/") {
         single_segment(rest).map(Route::IssuePage)
     } else if let Some(rest) = path.strip_prefix("/api/v1/") {
@@ -87,6 +99,16 @@ pub fn resolve(method: &str, url: &str) -> Dispatch {
         Some(r) if r.accepts(method) => Dispatch::Route(r),
         Some(r) => Dispatch::MethodNotAllowed(r.allow()),
         None => Dispatch::NotFound,
+    }
+}
+
+/// The operations routes (`/metrics`, `/livez`, `/readyz`).
+fn ops_route(path: &str) -> Option<Route> {
+    match path {
+        "/metrics" => Some(Route::Metrics),
+        "/livez" => Some(Route::Livez),
+        "/readyz" => Some(Route::Readyz),
+        _ => None,
     }
 }
 
@@ -133,6 +155,8 @@ pub enum ContentKind {
     Json,
     /// `text/html; charset=utf-8`.
     Html,
+    /// The Prometheus exposition `Content-Type` (`text/plain; version=0.0.4`).
+    Metrics,
 }
 
 /// A response before it is put on the wire; headers are chosen by the server from constants.
@@ -154,6 +178,16 @@ impl Reply {
         let body = serde_json::to_string(value).unwrap_or_else(|_| {
             r#"{"error":{"code":"internal","message":"serialization failed"}}"#.into()
         });
+        Reply {
+            status,
+            kind: ContentKind::Json,
+            body,
+            allow: None,
+        }
+    }
+
+    /// A JSON reply from an already serialized body.
+    pub fn raw_json(status: u16, body: String) -> Reply {
         Reply {
             status,
             kind: ContentKind::Json,
@@ -235,10 +269,19 @@ impl ControlClient {
     }
 
     fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> ControlRequest) -> Result<T, AskError> {
-        let deadline = Instant::now() + self.timeout;
+        self.ask_within(self.timeout, make)
+    }
+
+    /// Send a request and wait for its answer, both within `timeout` in total.
+    fn ask_within<T>(
+        &self,
+        timeout: Duration,
+        make: impl FnOnce(Sender<T>) -> ControlRequest,
+    ) -> Result<T, AskError> {
+        let deadline = Instant::now() + timeout;
         // Capacity 1: a late answer never blocks the main loop, even after we gave up.
         let (reply_tx, reply_rx) = bounded(1);
-        match self.tx.send_timeout(make(reply_tx), self.timeout) {
+        match self.tx.send_timeout(make(reply_tx), timeout) {
             Ok(()) => {}
             Err(SendTimeoutError::Timeout(_)) => return Err(AskError::Timeout),
             Err(SendTimeoutError::Disconnected(_)) => return Err(AskError::Unavailable),
@@ -268,6 +311,16 @@ impl ControlClient {
     pub fn refresh(&self) -> Result<RefreshAck, AskError> {
         self.ask(|reply| ControlRequest::Refresh { reply })
     }
+
+    /// Liveness: the main loop answers a ping within [`LIVEZ_DEADLINE`] (whatever the snapshot
+    /// timeout is).
+    pub fn ping(&self) -> Result<(), NotLive> {
+        self.ask_within(LIVEZ_DEADLINE, |reply| ControlRequest::Ping { reply })
+            .map_err(|e| match e {
+                AskError::Timeout => NotLive::Timeout,
+                AskError::Unavailable => NotLive::Gone,
+            })
+    }
 }
 
 /// What the handlers need: the control channel and the webhook secret.
@@ -277,6 +330,8 @@ pub struct App {
     pub control: ControlClient,
     /// `server.webhook_secret`; `None` disables the webhook route (404).
     pub webhook_secret: Option<Secret>,
+    /// Metrics and readiness facts published by the main loop.
+    pub ops: Arc<OpsShared>,
 }
 
 /// Request data a handler may look at (the body only for routes that take one).
@@ -312,6 +367,7 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
             }
         }
         Route::Refresh => refresh_reply(app),
+        Route::Metrics | Route::Livez | Route::Readyz => ops_reply(route, app),
         Route::GithubWebhook => webhook_reply(app, req),
         Route::Dashboard => match app.control.state() {
             Ok(snap) => Reply::html(200, html::render_dashboard(&snap, now)),
@@ -335,6 +391,33 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
                 Err(e) => ask_error_html(e, app.control.timeout()),
             }
         }
+    }
+}
+
+/// `/metrics` and `/readyz` read the shared state (they answer even when the loop is wedged);
+/// `/livez` asks the loop.
+fn ops_reply(route: &Route, app: &App) -> Reply {
+    match route {
+        Route::Metrics => Reply {
+            status: 200,
+            kind: ContentKind::Metrics,
+            body: app.ops.render_metrics(),
+            allow: None,
+        },
+        Route::Readyz => match app.ops.readyz(Instant::now()) {
+            Ok(()) => Reply::raw_json(200, READY_JSON.to_string()),
+            Err(why) => Reply::raw_json(503, why.to_json()),
+        },
+        _ => match app.control.ping() {
+            Ok(()) => Reply::json(200, &json!({"live": true})),
+            Err(e) => {
+                let reason = match e {
+                    NotLive::Timeout => "main_loop_timeout",
+                    NotLive::Gone => "main_loop_gone",
+                };
+                Reply::json(503, &json!({"live": false, "reason": reason}))
+            }
+        },
     }
 }
 
@@ -491,6 +574,7 @@ mod tests {
         let app = App {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
+            ops: Arc::new(OpsShared::new()),
         };
         let r = handle(
             &Route::GithubWebhook,
@@ -510,6 +594,7 @@ mod tests {
         let app = App {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
+            ops: Arc::new(OpsShared::new()),
         };
         let r = handle(&Route::State, &app, &Incoming::default(), SystemTime::now());
         assert_eq!(r.status, 503);

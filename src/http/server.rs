@@ -118,6 +118,7 @@ pub fn spawn(opts: HttpOptions, control: Sender<ControlRequest>) -> Result<HttpH
     let app = Arc::new(App {
         control: ControlClient::new(control, opts.snapshot_timeout),
         webhook_secret: opts.webhook_secret.clone(),
+        ops: Arc::clone(&opts.ops),
     });
     let (job_tx, job_rx) = bounded::<Request>(QUEUE);
     for i in 0..WORKERS {
@@ -322,6 +323,7 @@ fn respond(rq: Request, reply: Reply) {
     let content_type: &'static str = match reply.kind {
         ContentKind::Json => "application/json",
         ContentKind::Html => "text/html; charset=utf-8",
+        ContentKind::Metrics => crate::ops::exposition::CONTENT_TYPE,
     };
     let mut headers: Vec<(&'static str, &'static str)> = vec![
         ("Content-Type", content_type),

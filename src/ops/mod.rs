@@ -1,11 +1,15 @@
 //! Operations: systemd notify and watchdog, Prometheus metrics, health decisions.
 //!
-//! Every piece here is standalone: nothing in this module reads the orchestrator's state or
-//! touches the main loop. The daemon copies its counters into a [`metrics::MetricsSnapshot`],
-//! feeds a [`health::ReadyInputs`] to [`health::readyz`], and calls the [`sdnotify::Notifier`]
-//! from the main loop (so a wedged loop stops the watchdog pings).
+//! Nothing in this module reads the orchestrator's state or touches the main loop. The daemon
+//! (`runtime::daemon::ops`) copies its counters into a [`metrics::MetricsSnapshot`] and its
+//! readiness facts into [`shared::OpsShared`] (the hand-over point: the loop and the tracker
+//! thread write it, the HTTP thread reads it and decides with [`health::readyz`]), and calls the
+//! [`sdnotify::Notifier`] from the main loop (so a wedged loop stops the watchdog pings).
+//! [`startup`] reads and scrubs systemd's variables before any thread starts.
 
 pub mod exposition;
 pub mod health;
 pub mod metrics;
 pub mod sdnotify;
+pub mod shared;
+pub mod startup;

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::warn;
 
-/// Environment variables systemd sets for the main process only. Remove them from agent and
-/// hook environments (`Command::env_remove`) so children never talk to systemd in our name.
+/// Environment variables systemd sets for the main process only. [`super::startup`] removes them
+/// from Baton's own environment before any thread or child starts, so children never inherit
+/// them and never talk to systemd in our name.
 pub const CHILD_ENV_REMOVE: [&str; 3] = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
 
 /// Longest `STATUS=` text sent, in bytes (longer lines are cut at a character boundary).

@@ -8,14 +8,15 @@ use std::path::{Path, PathBuf};
 
 use log::{debug, error, info, warn};
 
-use crate::agent::AgentEvent;
+use crate::agent::{AgentEvent, AgentEventKind};
 use crate::model::Issue;
 use crate::tracker::TrackerBudget;
 use crate::workspace::workspace_path;
 
+use super::budget;
 use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
-    BlockedEntry, EventRecord, Millis, OrchestratorState, Policy, RetryEntry, RetryKind,
+    BlockedEntry, EventRecord, Millis, OrchestratorState, ParkKind, Policy, RetryEntry, RetryKind,
     RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS, RECENT_EVENTS_CAP,
 };
 
@@ -220,12 +221,12 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             issue_id,
             run_id,
             event,
-        } => on_agent_updates(state, &issue_id, run_id, vec![event], now),
+        } => on_agent_updates(state, &issue_id, run_id, vec![event], now, &mut out),
         Event::AgentUpdates {
             issue_id,
             run_id,
             events,
-        } => on_agent_updates(state, &issue_id, run_id, events, now),
+        } => on_agent_updates(state, &issue_id, run_id, events, now, &mut out),
         Event::WorkerExited {
             issue_id,
             run_id,
@@ -434,7 +435,19 @@ fn on_poll_result(
         }
         if runs_exhausted(state, &issue.id) {
             let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
-            park(state, &issue, "max_runs_per_issue reached", path, now);
+            park(
+                state,
+                &issue,
+                ParkKind::MaxRuns,
+                "max_runs_per_issue reached",
+                path,
+                now,
+            );
+            continue;
+        }
+        if let Some(reason) = over_budget(state, &issue.id) {
+            let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
+            park(state, &issue, ParkKind::BudgetExceeded, &reason, path, now);
             continue;
         }
         dispatch(state, issue, None, now, out);
@@ -487,7 +500,11 @@ fn release_changed_blocks(state: &mut OrchestratorState, candidates: &[Issue]) {
     let ids: Vec<String> = state.blocked.keys().cloned().collect();
     for id in ids {
         let changed = match candidates.iter().find(|i| i.id == id) {
-            None => true,
+            None => {
+                // Left the active candidates: its budget starts over when it comes back.
+                state.spend.remove(&id);
+                true
+            }
             Some(i) => state.blocked[&id].fingerprint != rules::block_fingerprint(i),
         };
         if changed {
@@ -512,6 +529,12 @@ fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
         && rules::state_slot_free(state, &issue.state)
 }
 
+/// The park reason when the issue's lifetime spend has reached a budget limit.
+fn over_budget(state: &OrchestratorState, id: &str) -> Option<String> {
+    let spend = state.spend.get(id)?;
+    budget::violation(&state.policy.budget, spend)
+}
+
 fn runs_exhausted(state: &OrchestratorState, id: &str) -> bool {
     state.runs_since_active.get(id).copied().unwrap_or(0) >= state.policy.max_runs_per_issue
 }
@@ -526,6 +549,7 @@ fn dispatch(
 ) {
     let run_id = state.next_run_id;
     state.next_run_id += 1;
+    state.counters.dispatches = state.counters.dispatches.saturating_add(1);
     let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
     let runs = state.runs_since_active.entry(issue.id.clone()).or_insert(0);
     *runs += 1;
@@ -576,6 +600,7 @@ fn release(state: &mut OrchestratorState, id: &str, left_active: bool) {
     if left_active {
         state.runs_since_active.remove(id);
         state.last_errors.remove(id);
+        state.spend.remove(id);
     }
     if !state.blocked.contains_key(id) {
         state.recent_events.remove(id);
@@ -585,6 +610,7 @@ fn release(state: &mut OrchestratorState, id: &str, left_active: bool) {
 fn park(
     state: &mut OrchestratorState,
     issue: &Issue,
+    kind: ParkKind,
     reason: &str,
     workspace_path: PathBuf,
     now: Millis,
@@ -609,6 +635,7 @@ fn park(
             url: issue.url.clone(),
             state: issue.state.clone(),
             reason: reason.to_string(),
+            kind,
             since: now,
             fingerprint: rules::block_fingerprint(issue),
             workspace_path,
@@ -631,6 +658,7 @@ fn schedule_retry(
     };
     let seq = state.next_retry_seq;
     state.next_retry_seq += 1;
+    state.counters.retries_scheduled = state.counters.retries_scheduled.saturating_add(1);
     info!(
         "retry scheduled issue_id={} issue_identifier={} attempt={} delay_ms={} error={:?}",
         issue.id,
@@ -673,7 +701,14 @@ fn failure_retry(
     if let Some(max) = state.policy.max_attempts {
         if attempt > max {
             state.last_errors.insert(issue.id.clone(), error);
-            park(state, issue, "max_attempts reached", workspace_path, now);
+            park(
+                state,
+                issue,
+                ParkKind::MaxAttempts,
+                "max_attempts reached",
+                workspace_path,
+                now,
+            );
             return;
         }
     }
@@ -724,18 +759,26 @@ fn bounded_summary(s: &str) -> String {
     one_line
 }
 
+/// Apply agent events to the run, the totals and the issue's lifetime spend; after a turn's
+/// terminal event, stop the worker (between turns) when a budget limit is reached.
 fn on_agent_updates(
     state: &mut OrchestratorState,
     id: &str,
     run_id: u64,
     events: Vec<AgentEvent>,
     now: Millis,
+    out: &mut Vec<Action>,
 ) {
     let Some(e) = state.running.get_mut(id).filter(|e| e.run_id == run_id) else {
         return;
     };
     let ring = state.recent_events.entry(id.to_string()).or_default();
+    let spend = state.spend.entry(id.to_string()).or_default();
     for ev in events {
+        let turn_ended = matches!(
+            ev.kind,
+            AgentEventKind::TurnCompleted | AgentEventKind::TurnFailed
+        );
         let kind = ev.kind.as_str().to_string();
         let message = bounded_summary(&ev.summary);
         e.last_event = Some(kind.clone());
@@ -750,12 +793,33 @@ fn on_agent_updates(
         if let Some(d) = ev.usage_delta {
             e.tokens.add(&d);
             state.agent_totals.tokens.add(&d);
+            spend.tokens.add(&d);
         }
         if let Some(c) = ev.session_cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
             let prev = e.cost_usd.unwrap_or(0.0);
             // Session-cumulative: add the difference; a drop means a new session started over.
-            state.agent_totals.cost_usd += if c >= prev { c - prev } else { c };
+            let delta = if c >= prev { c - prev } else { c };
+            state.agent_totals.cost_usd += delta;
+            spend.cost_usd += delta;
             e.cost_usd = Some(c);
+        }
+        if turn_ended {
+            spend.turns = spend.turns.saturating_add(1);
+            state.agent_totals.turns = state.agent_totals.turns.saturating_add(1);
+            if e.stop.is_none() {
+                if let Some(reason) = budget::violation(&state.policy.budget, spend) {
+                    warn!(
+                        "budget reached; stopping worker after this turn issue_id={} issue_identifier={} reason={reason:?}",
+                        e.issue.id, e.issue.identifier
+                    );
+                    e.stop = Some(StopReason::BudgetExceeded);
+                    out.push(Action::StopWorker {
+                        issue_id: e.issue.id.clone(),
+                        run_id: e.run_id,
+                        reason: StopReason::BudgetExceeded,
+                    });
+                }
+            }
         }
         if ring.len() >= RECENT_EVENTS_CAP {
             ring.pop_front();
@@ -817,6 +881,11 @@ fn on_worker_exit(
         }
         Some(StopReason::Inactive) | Some(StopReason::Missing) => release(state, id, true),
         Some(StopReason::Unroutable) | Some(StopReason::Shutdown) => release(state, id, false),
+        Some(StopReason::BudgetExceeded) => match over_budget(state, id) {
+            Some(reason) => park(state, &issue, ParkKind::BudgetExceeded, &reason, path, now),
+            // A reload raised the limit while the worker was stopping: carry on.
+            None => schedule_retry(state, &issue, 1, RetryKind::Continuation, None, path, now),
+        },
         Some(StopReason::Stalled) => {
             let msg = format!(
                 "stalled: no agent activity for more than {} ms",
@@ -907,7 +976,19 @@ fn on_retry_refreshed(
         park(
             state,
             &issue,
+            ParkKind::MaxRuns,
             "max_runs_per_issue reached",
+            entry.workspace_path,
+            now,
+        );
+        return;
+    }
+    if let Some(reason) = over_budget(state, id) {
+        park(
+            state,
+            &issue,
+            ParkKind::BudgetExceeded,
+            &reason,
             entry.workspace_path,
             now,
         );
@@ -982,6 +1063,28 @@ fn on_reload(state: &mut OrchestratorState, policy: Policy) {
         policy.poll_interval_ms, policy.max_concurrent_agents, policy.stall_timeout_ms
     );
     state.policy = policy;
+    release_budget_parks(state);
+}
+
+/// After a reload: un-park issues parked for a budget the new limits no longer exceed (they
+/// are dispatched again by the next poll).
+fn release_budget_parks(state: &mut OrchestratorState) {
+    let ids: Vec<String> = state
+        .blocked
+        .values()
+        .filter(|b| b.kind == ParkKind::BudgetExceeded)
+        .map(|b| b.issue_id.clone())
+        .collect();
+    for id in ids {
+        if over_budget(state, &id).is_none() {
+            if let Some(b) = state.blocked.remove(&id) {
+                info!(
+                    "issue unblocked issue_id={} issue_identifier={} reason=\"budget raised\"",
+                    b.issue_id, b.identifier
+                );
+            }
+        }
+    }
 }
 
 fn on_shutdown(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {

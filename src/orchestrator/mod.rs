@@ -2,6 +2,7 @@
 //! the event → decision → action function (`engine`) and status rows (`snapshot`). Nothing in this
 //! module performs I/O, spawns threads or reads a clock; `crate::runtime` does that.
 
+pub mod budget;
 pub mod engine;
 pub mod rules;
 pub mod snapshot;
@@ -10,4 +11,6 @@ pub mod state;
 pub use self::engine::{
     handle, next_deadline, Action, Event, PollSkip, WorkerOutcome, WorkerProgress,
 };
-pub use self::state::{Millis, OrchestratorState, Policy, StopReason, WorkerPhase};
+pub use self::state::{
+    Budget, IssueSpend, Millis, OrchestratorState, ParkKind, Policy, StopReason, WorkerPhase,
+};

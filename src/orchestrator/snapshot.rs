@@ -4,19 +4,50 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::status::{
-    AgentTotals, BlockedRow, Counts, IssueDetail, RecentEvent, RetryRow, RunningRow, StateSnapshot,
-    Tokens, TrackerHealth,
+    AgentTotals, BlockedRow, BudgetLimits, Counts, IssueDetail, RecentEvent, RetryRow, RunningRow,
+    Spend, StateSnapshot, Tokens, TrackerHealth,
 };
 use crate::timefmt::rfc3339_millis;
 
-use super::state::{BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry};
+use super::state::{
+    BlockedEntry, Budget, Millis, OrchestratorState, RetryEntry, RunningEntry, TokenCounts,
+};
+
+fn tokens(t: &TokenCounts) -> Tokens {
+    Tokens {
+        input_tokens: t.input_tokens,
+        output_tokens: t.output_tokens,
+        cache_read_input_tokens: t.cache_read_input_tokens,
+        cache_creation_input_tokens: t.cache_creation_input_tokens,
+        total_tokens: t.total_tokens,
+    }
+}
+
+/// The issue's lifetime spend row (zero when it has spent nothing yet).
+fn spend(s: &OrchestratorState, issue_id: &str) -> Spend {
+    let sp = s.spend.get(issue_id).copied().unwrap_or_default();
+    Spend {
+        tokens: tokens(&sp.tokens),
+        cost_usd: sp.cost_usd,
+        turns: sp.turns,
+    }
+}
+
+/// The budget limits in force.
+pub(crate) fn limits(b: &Budget) -> BudgetLimits {
+    BudgetLimits {
+        max_cost_usd_per_issue: b.max_cost_usd,
+        max_tokens_per_issue: b.max_tokens,
+        max_turns_per_issue: b.max_turns,
+    }
+}
 
 /// RFC 3339 (milliseconds) of an orchestrator-clock time.
 pub(crate) fn fmt_millis(t: Millis) -> String {
     rfc3339_millis(UNIX_EPOCH + Duration::from_millis(t))
 }
 
-fn running_row(e: &RunningEntry) -> RunningRow {
+fn running_row(s: &OrchestratorState, e: &RunningEntry) -> RunningRow {
     RunningRow {
         issue_id: e.issue.id.clone(),
         issue_identifier: e.issue.identifier.clone(),
@@ -29,11 +60,8 @@ fn running_row(e: &RunningEntry) -> RunningRow {
         last_message: e.last_message.clone(),
         started_at: fmt_millis(e.started_at),
         last_event_at: e.last_event_at.map(fmt_millis),
-        tokens: Tokens {
-            input_tokens: e.tokens.input_tokens,
-            output_tokens: e.tokens.output_tokens,
-            total_tokens: e.tokens.total_tokens,
-        },
+        tokens: tokens(&e.tokens),
+        spend: spend(s, &e.issue.id),
         cost_usd: e.cost_usd,
         attempt: e.attempt,
     }
@@ -64,7 +92,7 @@ fn blocked_row(b: &BlockedEntry) -> BlockedRow {
 
 /// `GET /api/v1/state`: rows sorted by identifier; runtime totals include live elapsed time.
 pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
-    let mut running: Vec<RunningRow> = s.running.values().map(running_row).collect();
+    let mut running: Vec<RunningRow> = s.running.values().map(|e| running_row(s, e)).collect();
     running.sort_by(|a, b| a.issue_identifier.cmp(&b.issue_identifier));
     let mut retrying: Vec<RetryRow> = s
         .retry_attempts
@@ -97,12 +125,15 @@ pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
         agent_totals: AgentTotals {
             input_tokens: t.tokens.input_tokens,
             output_tokens: t.tokens.output_tokens,
+            cache_read_input_tokens: t.tokens.cache_read_input_tokens,
+            cache_creation_input_tokens: t.tokens.cache_creation_input_tokens,
             total_tokens: t.tokens.total_tokens,
+            turns: t.turns,
             seconds_running: t.ended_seconds + live,
             cost_usd: t.cost_usd,
         },
-        // No agent adapter reports a rate-limit payload.
-        rate_limits: None,
+        budget: limits(&s.policy.budget),
+        rate_limits: s.agent_rate_limits.clone(),
         tracker: TrackerHealth {
             last_successful_poll_at: s.poll.last_success_at.map(fmt_millis),
             last_error: s.poll.last_error.clone(),
@@ -150,10 +181,12 @@ pub fn issue_detail(s: &OrchestratorState, identifier: &str, now: Millis) -> Opt
         status: status.to_string(),
         workspace: workspace.map(|p| p.display().to_string()),
         attempts: s.runs_since_active.get(&issue_id).copied().unwrap_or(0),
-        running: running.map(running_row),
+        running: running.map(|e| running_row(s, e)),
         retry: retry.map(|r| retry_row(r, now)),
         blocked: blocked.map(blocked_row),
         last_error: s.last_errors.get(&issue_id).cloned(),
+        spend: spend(s, &issue_id),
+        budget: limits(&s.policy.budget),
         recent_events,
     })
 }

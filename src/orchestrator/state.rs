@@ -11,7 +11,7 @@ use serde_yaml::Mapping;
 use crate::model::Issue;
 use crate::orchestrator::rules::SHUTDOWN_GRACE_EXTRA_MS;
 use crate::tracker::TrackerBudget;
-use crate::workflow::config::{parse_config, ConfigEnv, ServiceConfig};
+use crate::workflow::config::{parse_config, EmptyEnv, ServiceConfig};
 
 /// Milliseconds since the Unix epoch on the orchestrator clock.
 pub type Millis = u64;
@@ -52,6 +52,33 @@ pub struct Policy {
     pub workspace_root: PathBuf,
     /// How long shutdown waits for workers: `hooks.timeout_ms` + 30 s (`after_run` must fit).
     pub shutdown_grace_ms: u64,
+    /// `agent.max_*_per_issue`: lifetime spend limits per issue.
+    #[serde(default)]
+    pub budget: Budget,
+}
+
+/// Per-issue lifetime spend limits (`agent.max_cost_usd_per_issue`, `agent.max_tokens_per_issue`,
+/// `agent.max_turns_per_issue`); `None` means unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    /// Agent-reported US dollars (Claude's `total_cost_usd`; Copilot reports none).
+    pub max_cost_usd: Option<f64>,
+    /// Tokens of every kind: input, output, cache reads and cache writes.
+    pub max_tokens: Option<u64>,
+    /// Agent turns (completed or failed).
+    pub max_turns: Option<u32>,
+}
+
+/// What one issue has spent since it last entered an active state (across runs; durable state
+/// will keep it across restarts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct IssueSpend {
+    /// Tokens of all its runs.
+    pub tokens: TokenCounts,
+    /// Agent-reported cost in US dollars.
+    pub cost_usd: f64,
+    /// Turns that ended (`turn_completed` or `turn_failed`).
+    pub turns: u32,
 }
 
 impl Policy {
@@ -72,6 +99,11 @@ impl Policy {
             repos: c.tracker.repos.clone(),
             workspace_root: c.workspace_root.clone(),
             shutdown_grace_ms: c.hooks.timeout_ms.saturating_add(SHUTDOWN_GRACE_EXTRA_MS),
+            budget: Budget {
+                max_cost_usd: c.agent.max_cost_usd_per_issue,
+                max_tokens: c.agent.max_tokens_per_issue,
+                max_turns: c.agent.max_turns_per_issue,
+            },
         }
     }
 }
@@ -80,19 +112,7 @@ impl Default for Policy {
     /// The policy of a WORKFLOW.md that sets nothing: the config parser's defaults, so the default
     /// values have one source of truth (`workflow::config`).
     fn default() -> Self {
-        struct NoEnv;
-        impl ConfigEnv for NoEnv {
-            fn var(&self, _: &str) -> Option<String> {
-                None
-            }
-            fn home(&self) -> Option<PathBuf> {
-                None
-            }
-            fn gh_auth_token(&self) -> Option<String> {
-                None
-            }
-        }
-        match parse_config(&Mapping::new(), Path::new("/"), &NoEnv) {
+        match parse_config(&Mapping::new(), Path::new("/"), &EmptyEnv) {
             Ok(parsed) => Policy::from_config(&parsed.config),
             // Unreachable: an empty front matter has nothing to reject.
             Err(e) => unreachable!("the empty config must parse: {e}"),
@@ -128,6 +148,8 @@ pub enum StopReason {
     Stalled,
     /// Service shutdown: release.
     Shutdown,
+    /// A per-issue budget was reached after a turn: park the issue.
+    BudgetExceeded,
 }
 
 impl StopReason {
@@ -140,6 +162,7 @@ impl StopReason {
             StopReason::Missing => "missing",
             StopReason::Stalled => "stalled",
             StopReason::Shutdown => "shutdown",
+            StopReason::BudgetExceeded => "budget_exceeded",
         }
     }
 }
@@ -147,20 +170,37 @@ impl StopReason {
 /// Token counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenCounts {
-    /// Input tokens.
+    /// Input tokens (not counting cache reads or writes).
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
-    /// input + output.
+    /// Input tokens read from the prompt cache.
+    #[serde(default)]
+    pub cache_read_input_tokens: u64,
+    /// Input tokens written to the prompt cache.
+    #[serde(default)]
+    pub cache_creation_input_tokens: u64,
+    /// input + output + cache reads + cache writes.
     pub total_tokens: u64,
 }
 
 impl TokenCounts {
-    /// Add a usage delta.
+    /// Add a usage delta (saturating: the numbers come from the agent).
     pub fn add(&mut self, d: &crate::agent::TokenUsage) {
         self.input_tokens = self.input_tokens.saturating_add(d.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(d.output_tokens);
-        self.total_tokens = self.total_tokens.saturating_add(d.total());
+        self.cache_read_input_tokens = self
+            .cache_read_input_tokens
+            .saturating_add(d.cache_read_input_tokens);
+        self.cache_creation_input_tokens = self
+            .cache_creation_input_tokens
+            .saturating_add(d.cache_creation_input_tokens);
+        let all = d
+            .input_tokens
+            .saturating_add(d.output_tokens)
+            .saturating_add(d.cache_read_input_tokens)
+            .saturating_add(d.cache_creation_input_tokens);
+        self.total_tokens = self.total_tokens.saturating_add(all);
     }
 }
 
@@ -247,14 +287,41 @@ pub struct BlockedEntry {
     pub url: Option<String>,
     /// Status when parked.
     pub state: String,
-    /// `max_attempts reached`, `max_runs_per_issue reached`.
+    /// `max_attempts reached`, `max_runs_per_issue reached`, `budget exceeded: …`.
     pub reason: String,
+    /// The reason's class (a bounded metrics label).
+    #[serde(default)]
+    pub kind: ParkKind,
     /// When parked.
     pub since: Millis,
     /// Normalized state + labels at parking time; a different value releases the block.
     pub fingerprint: String,
     /// Workspace of the last run.
     pub workspace_path: PathBuf,
+}
+
+/// Why an issue is parked, as a bounded class (the `reason` label of `baton_parked_issues`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParkKind {
+    /// `agent.max_attempts` reached.
+    MaxAttempts,
+    /// `agent.max_runs_per_issue` reached.
+    #[default]
+    MaxRuns,
+    /// A per-issue budget reached; a reload that raises the limit releases it.
+    BudgetExceeded,
+}
+
+impl ParkKind {
+    /// snake_case name (metrics label value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParkKind::MaxAttempts => "max_attempts",
+            ParkKind::MaxRuns => "max_runs",
+            ParkKind::BudgetExceeded => "budget_exceeded",
+        }
+    }
 }
 
 /// A recorded agent event for the per-issue view.
@@ -277,6 +344,18 @@ pub struct Totals {
     pub ended_seconds: f64,
     /// Sum of session costs (latest cumulative per session).
     pub cost_usd: f64,
+    /// Turns that ended (`turn_completed` or `turn_failed`).
+    #[serde(default)]
+    pub turns: u64,
+}
+
+/// Event counters of the engine (for `GET /metrics`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Retries scheduled (continuation and failure).
+    pub retries_scheduled: u64,
+    /// Workers dispatched.
+    pub dispatches: u64,
 }
 
 /// The poll cycle bookkeeping.
@@ -338,6 +417,16 @@ pub struct OrchestratorState {
     /// When WORKFLOW.md is re-read (debounced reload pings).
     #[serde(default)]
     pub reload_due: Option<Millis>,
+    /// issue id → lifetime spend since it last entered an active state (budgets).
+    #[serde(default)]
+    pub spend: BTreeMap<String, IssueSpend>,
+    /// Event counters for metrics.
+    #[serde(default)]
+    pub counters: Counters,
+    /// The latest agent-reported rate limits (the snapshot's `rate_limits`); `None` until an
+    /// agent adapter reports them (Claude's `rate_limit_event`).
+    #[serde(default)]
+    pub agent_rate_limits: Option<serde_json::Value>,
 }
 
 impl OrchestratorState {

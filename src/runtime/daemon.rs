@@ -6,14 +6,18 @@
 //! retries, stalls, the reload debounce, the shutdown grace) is an engine deadline, and time comes
 //! from the injected [`Clock`]. Tracker calls run on two tracker threads (polls, retry refreshes),
 //! so a slow GitHub never blocks the loop or a snapshot reply.
+//!
+//! Operations (`ops`): after every event the loop copies its gauges and counters into the shared
+//! metrics and readiness facts that `/metrics` and `/readyz` read, and talks to systemd; the
+//! watchdog ping is a real-time deadline in the same `select!`, so a wedged loop stops pinging.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
-use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
+use crossbeam_channel::{after, never, select, unbounded, Receiver, Sender};
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
@@ -33,6 +37,11 @@ use crate::workspace::{remove_workspace, workspace_path};
 
 use super::clock::Clock;
 use super::worker::{spawn_worker, WorkerContext};
+use crate::ops::shared::OpsShared;
+
+mod ops;
+pub use self::ops::DaemonOps;
+use self::ops::LoopOps;
 
 /// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
 pub use crate::orchestrator::rules::RELOAD_DEBOUNCE_MS;
@@ -64,7 +73,8 @@ pub struct DaemonOptions {
     pub control_rx: Receiver<ControlRequest>,
     /// Environment for reloading the config.
     pub config_env: Arc<dyn ConfigEnv + Send + Sync>,
-    /// Time source ([`SystemClock`] in production, [`ManualClock`] in tests).
+    /// Time source ([`SystemClock`](super::clock::SystemClock) in production,
+    /// [`ManualClock`](super::clock::ManualClock) in tests).
     pub clock: Arc<dyn Clock>,
 }
 
@@ -84,6 +94,8 @@ enum LoopEvent {
     Control(ControlRequest),
     /// An engine event produced by executing an action, handled before any new input.
     Queued(Event),
+    /// A watchdog ping or a deferred systemd status is due (real time).
+    OpsDue,
 }
 
 /// The loop's input channels; a disconnected one is replaced by `never()`.
@@ -99,7 +111,8 @@ enum TrackerJob {
     Poll {
         tracker: Arc<dyn Tracker>,
         running_ids: Vec<String>,
-        preflight: Option<String>,
+        /// The preflight failure and its error class.
+        preflight: Option<(String, &'static str)>,
     },
     Retry {
         tracker: Arc<dyn Tracker>,
@@ -108,12 +121,12 @@ enum TrackerJob {
     },
 }
 
-fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>) {
+fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>, ops: Arc<OpsShared>) {
     let spawned = thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
             for job in jobs {
-                let ev = run_tracker_job(job);
+                let ev = run_tracker_job(job, &ops);
                 if out.send(ev).is_err() {
                     break;
                 }
@@ -124,35 +137,58 @@ fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>) {
     }
 }
 
-fn run_tracker_job(job: TrackerJob) -> Event {
+/// Run one tracker job; a poll is also recorded in the shared metrics and readiness facts
+/// (its duration, points and error class are known only here).
+fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Event {
     match job {
         TrackerJob::Poll {
             tracker,
             running_ids,
             preflight,
         } => {
+            let started = Instant::now();
+            let mut class: Option<&'static str> = None;
             let refreshed = (!running_ids.is_empty()).then(|| {
                 tracker
                     .fetch_issue_states_by_ids(&running_ids)
                     .map_err(|e| e.to_string())
             });
             let candidates = match preflight {
-                Some(p) => Err(PollSkip::Preflight(p)),
+                Some((p, c)) => {
+                    class = Some(c);
+                    Err(PollSkip::Preflight(p))
+                }
                 None => match tracker.validate() {
-                    Err(e) => Err(PollSkip::Preflight(e.to_string())),
-                    Ok(()) => tracker
-                        .fetch_candidate_issues()
-                        .map_err(|e| PollSkip::Tracker {
+                    Err(e) => {
+                        class = Some(e.class);
+                        Err(PollSkip::Preflight(e.to_string()))
+                    }
+                    Ok(()) => tracker.fetch_candidate_issues().map_err(|e| {
+                        class = Some(e.class);
+                        PollSkip::Tracker {
                             message: e.to_string(),
                             retry_at: e.retry_at.map(unix_millis),
-                        }),
+                        }
+                    }),
                 },
             };
+            let rate_limit = tracker.rate_limit();
+            let points = rate_limit
+                .as_ref()
+                .and_then(|r| r.last_cost)
+                .and_then(|n| u64::try_from(n).ok());
+            ops.record_poll(
+                started.elapsed(),
+                class,
+                points,
+                SystemTime::now(),
+                Instant::now(),
+            );
             Event::PollResult {
                 running_ids,
                 refreshed,
                 candidates,
-                rate_limit: tracker.rate_limit(),
+                rate_limit,
             }
         }
         TrackerJob::Retry {
@@ -199,6 +235,8 @@ struct Daemon {
     last_preflight: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
+    /// Metrics, readiness and systemd notify.
+    ops: LoopOps,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -210,6 +248,12 @@ fn config(w: &Workflow) -> &ServiceConfig {
 /// Startup: dispatch preflight (config + tracker validation; failure is an `Err`), terminal
 /// workspace cleanup (fetch failure is a warning), then an immediate first tick.
 pub fn run(opts: DaemonOptions) -> Result<(), String> {
+    run_with_ops(opts, DaemonOps::default())
+}
+
+/// [`run`], publishing metrics and readiness to `ops.shared` and notifying systemd through
+/// `ops.notifier` (`READY=1` once startup is done).
+pub fn run_with_ops(opts: DaemonOptions, ops: DaemonOps) -> Result<(), String> {
     let DaemonOptions {
         workflow_path,
         initial,
@@ -237,8 +281,14 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     let (tracker_tx, tracker_rx) = unbounded();
     let (poll_jobs, poll_jobs_rx) = unbounded();
     let (retry_jobs, retry_jobs_rx) = unbounded();
-    tracker_thread("tracker-poll", poll_jobs_rx, tracker_tx.clone());
-    tracker_thread("tracker-retry", retry_jobs_rx, tracker_tx);
+    let shared = Arc::clone(&ops.shared);
+    tracker_thread(
+        "tracker-poll",
+        poll_jobs_rx,
+        tracker_tx.clone(),
+        Arc::clone(&shared),
+    );
+    tracker_thread("tracker-retry", retry_jobs_rx, tracker_tx, shared);
     let mut d = Daemon {
         stamp: stat_fingerprint(&workflow_path),
         opts_path: workflow_path,
@@ -259,6 +309,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         last_preflight: None,
         pending_acks: Vec::new(),
         done: false,
+        ops: LoopOps::new(ops),
     };
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
@@ -274,6 +325,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         signals: shutdown_rx,
         control: control_rx,
     };
+    d.ops.ready(&d.state);
     while !d.done {
         let ev = d.next_event(&mut inbox);
         d.handle_event(ev, &inbox);
@@ -353,8 +405,17 @@ impl Daemon {
             return LoopEvent::Queued(ev);
         }
         let mut timer = self.clock.timer(next_deadline(&self.state));
+        // Real time, not the injected clock: systemd's watchdog counts wall time.
+        let mut ops_timer = match self.ops.deadline() {
+            Some(at) => after(at.saturating_duration_since(Instant::now())),
+            None => never(),
+        };
         loop {
             select! {
+                recv(ops_timer) -> m => match m {
+                    Ok(_) => return LoopEvent::OpsDue,
+                    Err(_) => ops_timer = never(),
+                },
                 recv(inbox.workers) -> m => match m {
                     Ok(ev) => return LoopEvent::Worker(ev),
                     Err(_) => inbox.workers = never(),
@@ -399,17 +460,33 @@ impl Daemon {
                 for _ in inbox.reload.try_iter() {}
                 self.engine(Event::ReloadRequested);
             }
-            LoopEvent::Signal => self.engine(Event::Shutdown),
+            LoopEvent::Signal => {
+                self.ops.stopping();
+                self.engine(Event::Shutdown);
+            }
             LoopEvent::Control(req) => self.control(req),
+            LoopEvent::OpsDue => {}
         }
+        self.ops.after_event(&self.state);
+        self.ops.on_due(Instant::now());
     }
 
     /// One engine step: apply `ev` at the current time and execute the resulting actions.
     fn engine(&mut self, ev: Event) {
         if let Event::WorkerExited {
-            issue_id, run_id, ..
+            issue_id,
+            run_id,
+            outcome,
         } = &ev
         {
+            if self
+                .state
+                .running
+                .get(issue_id)
+                .is_some_and(|e| e.run_id == *run_id)
+            {
+                self.ops.worker_exit(outcome);
+            }
             if self
                 .workers
                 .get(issue_id)
@@ -502,6 +579,7 @@ impl Daemon {
                 .collect::<Vec<_>>()
                 .join("; ")
         });
+        let class = errs.first().map(|e| e.class);
         if preflight != self.last_preflight {
             if let Some(p) = &preflight {
                 error!("dispatch preflight failed; dispatch is skipped until fixed error={p:?}");
@@ -511,7 +589,7 @@ impl Daemon {
         let _ = self.poll_jobs.send(TrackerJob::Poll {
             tracker: self.tracker.clone(),
             running_ids,
-            preflight,
+            preflight: preflight.zip(class),
         });
     }
 
@@ -563,6 +641,13 @@ impl Daemon {
             ControlRequest::Refresh { reply } => {
                 self.pending_acks.push(reply);
                 self.engine(Event::RefreshRequested);
+            }
+            ControlRequest::Ping { reply } => {
+                let _ = reply.send(());
+            }
+            ControlRequest::WedgeForTest { release } => {
+                warn!("main loop wedged on request (test only)");
+                let _ = release.recv();
             }
         }
     }

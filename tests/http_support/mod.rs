@@ -42,7 +42,9 @@ pub fn running_row(identifier: &str, title: &str, url: &str) -> RunningRow {
             input_tokens: 1000,
             output_tokens: 234,
             total_tokens: 1234,
+            ..Tokens::default()
         },
+        spend: Default::default(),
         cost_usd: Some(0.25),
         attempt: None,
     }
@@ -89,7 +91,9 @@ pub fn fixture_state() -> StateSnapshot {
             total_tokens: 2468,
             seconds_running: 240.5,
             cost_usd: 0.5,
+            ..AgentTotals::default()
         },
+        budget: Default::default(),
         rate_limits: Some(serde_json::json!({"primary": {"used_percent": 12}})),
         tracker: TrackerHealth {
             last_successful_poll_at: Some("2026-01-01T00:01:30Z".into()),
@@ -119,6 +123,8 @@ pub fn fixture_issue() -> IssueDetail {
         retry: None,
         blocked: None,
         last_error: None,
+        spend: Default::default(),
+        budget: Default::default(),
         recent_events: vec![
             RecentEvent {
                 at: "2026-01-01T00:00:01Z".into(),
@@ -183,6 +189,12 @@ impl FakeLoop {
                             requested_at: "2026-01-01T00:02:00Z".into(),
                             operations: vec!["poll".into(), "reconcile".into()],
                         });
+                    }
+                    ControlRequest::Ping { reply } => {
+                        let _ = reply.send(());
+                    }
+                    ControlRequest::WedgeForTest { release } => {
+                        let _ = release.recv();
                     }
                 }
             }

@@ -298,6 +298,7 @@ struct State {
     supports_dependencies: bool,
     supports_items_query: bool,
     break_end_cursor: bool,
+    reject_auth: bool,
     remaining: i64,
     next_item: u64,
 }
@@ -372,6 +373,7 @@ impl FakeGithub {
             supports_dependencies: true,
             supports_items_query: true,
             break_end_cursor: false,
+            reject_auth: false,
             remaining: 5000,
             next_item,
         }));
@@ -442,6 +444,11 @@ impl FakeGithub {
     /// Behave like a server whose `items` has no `query:` argument.
     pub fn set_supports_items_query(&self, v: bool) {
         lock(&self.state).supports_items_query = v;
+    }
+
+    /// While `true`, answer every request with 401 Bad credentials (a revoked token).
+    pub fn set_reject_auth(&self, v: bool) {
+        lock(&self.state).reject_auth = v;
     }
 
     /// Answer `hasNextPage: true` with `endCursor: null` (a pagination integrity fault).
@@ -598,7 +605,11 @@ fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
             authorization: authorization.clone(),
             user_agent: user_agent.clone(),
         });
-        s.faults.pop_front()
+        if s.reject_auth {
+            Some(Fault::Unauthorized)
+        } else {
+            s.faults.pop_front()
+        }
     };
     if let Some(Fault::Slow(d)) = &fault {
         std::thread::sleep(*d);

@@ -34,6 +34,9 @@ pub(crate) fn known_keys(
                 "max_concurrent_agents_by_state",
                 "max_attempts",
                 "max_runs_per_issue",
+                "max_cost_usd_per_issue",
+                "max_tokens_per_issue",
+                "max_turns_per_issue",
             ],
         ),
     ];

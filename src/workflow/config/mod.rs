@@ -81,6 +81,12 @@ pub struct AgentConfig {
     pub max_attempts: Option<u32>,
     /// Worker runs since the issue last entered an active state before it is parked (default 10).
     pub max_runs_per_issue: u32,
+    /// Lifetime agent-reported cost per issue in USD before it is parked (default unlimited).
+    pub max_cost_usd_per_issue: Option<f64>,
+    /// Lifetime tokens per issue, cache reads and writes included (default unlimited).
+    pub max_tokens_per_issue: Option<u64>,
+    /// Lifetime agent turns per issue, across runs (default unlimited).
+    pub max_turns_per_issue: Option<u32>,
 }
 
 /// `server.*` (spec §13.7, extension).
@@ -194,6 +200,21 @@ pub trait ConfigEnv {
     fn home(&self) -> Option<PathBuf>;
     /// The output of `gh auth token` when `gh` is installed and logged in.
     fn gh_auth_token(&self) -> Option<String>;
+}
+
+/// An empty environment: no variables, no home, no `gh` (defaults and tests).
+pub(crate) struct EmptyEnv;
+
+impl ConfigEnv for EmptyEnv {
+    fn var(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn home(&self) -> Option<PathBuf> {
+        None
+    }
+    fn gh_auth_token(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The real process environment.
@@ -329,6 +350,9 @@ fn parse_agent(
         max_concurrent_agents_by_state: parse_by_state(agent, warnings)?,
         max_attempts: agent.positive_u32("max_attempts")?,
         max_runs_per_issue: agent.positive_u32("max_runs_per_issue")?.unwrap_or(10),
+        max_cost_usd_per_issue: agent.positive_number("max_cost_usd_per_issue")?,
+        max_tokens_per_issue: agent.positive("max_tokens_per_issue")?,
+        max_turns_per_issue: agent.positive_u32("max_turns_per_issue")?,
     })
 }
 
@@ -435,4 +459,78 @@ pub(crate) fn normalize_lexically(p: &Path) -> PathBuf {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    fn agent(yaml: &str) -> Result<AgentConfig, ConfigError> {
+        let m: Mapping = serde_yaml::from_str(&format!("agent:\n{yaml}")).unwrap();
+        parse_config(&m, Path::new("/"), &EmptyEnv).map(|p| p.config.agent)
+    }
+
+    #[test]
+    fn budget_keys_are_optional_and_typed() {
+        let a = agent("  kind: claude_code\n").unwrap();
+        assert_eq!(
+            (
+                a.max_cost_usd_per_issue,
+                a.max_tokens_per_issue,
+                a.max_turns_per_issue
+            ),
+            (None, None, None)
+        );
+        let a = agent(
+            "  max_cost_usd_per_issue: 0.25\n  max_tokens_per_issue: 2000000\n  max_turns_per_issue: 40\n",
+        )
+        .unwrap();
+        assert_eq!(a.max_cost_usd_per_issue, Some(0.25));
+        assert_eq!(a.max_tokens_per_issue, Some(2_000_000));
+        assert_eq!(a.max_turns_per_issue, Some(40));
+        assert_eq!(
+            agent("  max_cost_usd_per_issue: 3\n")
+                .unwrap()
+                .max_cost_usd_per_issue,
+            Some(3.0)
+        );
+    }
+
+    #[test]
+    fn bad_budget_values_name_the_key_and_the_value() {
+        for (yaml, message) in [
+            (
+                "  max_cost_usd_per_issue: 0\n",
+                "agent.max_cost_usd_per_issue must be a positive number, got 0",
+            ),
+            (
+                "  max_cost_usd_per_issue: -1.5\n",
+                "agent.max_cost_usd_per_issue must be a positive number, got -1.5",
+            ),
+            (
+                "  max_cost_usd_per_issue: lots\n",
+                "agent.max_cost_usd_per_issue must be a positive number, got \"lots\"",
+            ),
+            (
+                "  max_cost_usd_per_issue: .nan\n",
+                "agent.max_cost_usd_per_issue must be a positive number, got .nan",
+            ),
+            (
+                "  max_tokens_per_issue: 1.5\n",
+                "agent.max_tokens_per_issue must be a positive integer, got 1.5",
+            ),
+            (
+                "  max_turns_per_issue: 0\n",
+                "agent.max_turns_per_issue must be a positive integer, got 0",
+            ),
+            (
+                "  max_turns_per_issue: 99999999999\n",
+                "agent.max_turns_per_issue must be a positive integer, got 99999999999",
+            ),
+        ] {
+            let e = agent(yaml).unwrap_err();
+            assert_eq!(e.class, "invalid_config", "{yaml}");
+            assert_eq!(e.message, message, "{yaml}");
+        }
+    }
 }

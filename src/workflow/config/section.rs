@@ -213,6 +213,21 @@ impl<'a> Section<'a> {
         }
     }
 
+    /// A positive, finite number (integers, decimals or numeric strings).
+    pub(crate) fn positive_number(&self, key: &str) -> Result<Option<f64>, ConfigError> {
+        const EXPECTED: &str = "a positive number";
+        let v = match self.raw(key) {
+            None | Some(Value::Null) => return Ok(None),
+            Some(Value::Number(n)) => n.as_f64(),
+            Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
+            Some(_) => None,
+        };
+        match v {
+            Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
+            _ => Err(self.invalid(key, EXPECTED, &self.got(key))),
+        }
+    }
+
     pub(crate) fn got(&self, key: &str) -> String {
         self.raw(key)
             .map(describe)

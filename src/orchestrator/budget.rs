@@ -1,0 +1,121 @@
+//! Per-issue budgets (`agent.max_cost_usd_per_issue`, `agent.max_tokens_per_issue`,
+//! `agent.max_turns_per_issue`): pure checks of an issue's lifetime [`IssueSpend`] against the
+//! policy's [`Budget`]. The engine calls [`violation`] after every turn, before every dispatch
+//! and, for parked issues, on every reload.
+//!
+//! A limit is *reached* when the spend is at or over it: after the turn that reaches it no new
+//! turn starts. Copilot reports no dollars, so for it only the token and turn limits apply.
+
+use super::state::{Budget, IssueSpend};
+
+/// The park reason prefix of a budget park.
+pub const BUDGET_EXCEEDED: &str = "budget exceeded";
+
+/// The first limit `spend` has reached, as the park reason (`budget exceeded: cost $0.31 >
+/// $0.25`, `… tokens 120000 > 100000`, `… turns 5 >= 5`); `None` while every limit has room.
+pub fn violation(budget: &Budget, spend: &IssueSpend) -> Option<String> {
+    let cmp = |over: bool| if over { ">" } else { ">=" };
+    if let Some(max) = budget.max_cost_usd {
+        if spend.cost_usd >= max {
+            return Some(format!(
+                "{BUDGET_EXCEEDED}: cost ${} {} ${}",
+                usd(spend.cost_usd),
+                cmp(spend.cost_usd > max),
+                usd(max)
+            ));
+        }
+    }
+    if let Some(max) = budget.max_tokens {
+        let used = spend.tokens.total_tokens;
+        if used >= max {
+            return Some(format!(
+                "{BUDGET_EXCEEDED}: tokens {used} {} {max}",
+                cmp(used > max)
+            ));
+        }
+    }
+    if let Some(max) = budget.max_turns {
+        if spend.turns >= max {
+            return Some(format!(
+                "{BUDGET_EXCEEDED}: turns {} {} {max}",
+                spend.turns,
+                cmp(spend.turns > max)
+            ));
+        }
+    }
+    None
+}
+
+/// Dollars with at least two and at most four decimals (`0.31`, `0.3125`, `12.00`).
+pub fn usd(v: f64) -> String {
+    let four = format!("{v:.4}");
+    let trimmed = four.trim_end_matches('0');
+    let decimals = trimmed.split_once('.').map_or(0, |(_, d)| d.len());
+    if decimals < 2 {
+        format!("{v:.2}")
+    } else {
+        trimmed.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dollars_keep_two_to_four_decimals() {
+        assert_eq!(usd(0.31), "0.31");
+        assert_eq!(usd(0.25), "0.25");
+        assert_eq!(usd(0.3125), "0.3125");
+        assert_eq!(usd(0.123456), "0.1235");
+        assert_eq!(usd(12.0), "12.00");
+        assert_eq!(usd(0.5), "0.50");
+    }
+
+    #[test]
+    fn the_first_reached_limit_is_named() {
+        let mut spend = IssueSpend {
+            cost_usd: 0.31,
+            turns: 3,
+            ..IssueSpend::default()
+        };
+        spend.tokens.total_tokens = 500;
+        let (cost, tokens, turns) = (Some(0.25), Some(500), Some(3));
+        let cases = [
+            (Budget::default(), None),
+            (
+                Budget {
+                    max_cost_usd: cost,
+                    max_tokens: tokens,
+                    max_turns: turns,
+                },
+                Some("budget exceeded: cost $0.31 > $0.25"),
+            ),
+            (
+                Budget {
+                    max_tokens: tokens,
+                    ..Budget::default()
+                },
+                Some("budget exceeded: tokens 500 >= 500"),
+            ),
+            (
+                Budget {
+                    max_turns: turns,
+                    ..Budget::default()
+                },
+                Some("budget exceeded: turns 3 >= 3"),
+            ),
+            (
+                Budget {
+                    max_cost_usd: Some(1.0),
+                    max_tokens: Some(501),
+                    max_turns: Some(4),
+                },
+                None,
+            ),
+        ];
+        for (budget, want) in cases {
+            assert_eq!(violation(&budget, &spend).as_deref(), want, "{budget:?}");
+        }
+    }
+}
