@@ -100,6 +100,8 @@ enum TrackerJob {
         tracker: Arc<dyn Tracker>,
         running_ids: Vec<String>,
         preflight: Option<String>,
+        /// Set on the first tick only: its board read drives the terminal-workspace cleanup.
+        startup_cleanup: Option<StartupCleanup>,
     },
     Retry {
         tracker: Arc<dyn Tracker>,
@@ -124,30 +126,23 @@ fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>) {
     }
 }
 
+/// What the first tick needs to clean terminal issues' workspaces before the first dispatch.
+struct StartupCleanup {
+    terminal_states: Vec<String>,
+    workspace_root: PathBuf,
+    hooks: HooksConfig,
+}
+
 fn run_tracker_job(job: TrackerJob) -> Event {
     match job {
         TrackerJob::Poll {
             tracker,
             running_ids,
             preflight,
+            startup_cleanup,
         } => {
-            let refreshed = (!running_ids.is_empty()).then(|| {
-                tracker
-                    .fetch_issue_states_by_ids(&running_ids)
-                    .map_err(|e| e.to_string())
-            });
-            let candidates = match preflight {
-                Some(p) => Err(PollSkip::Preflight(p)),
-                None => match tracker.validate() {
-                    Err(e) => Err(PollSkip::Preflight(e.to_string())),
-                    Ok(()) => tracker
-                        .fetch_candidate_issues()
-                        .map_err(|e| PollSkip::Tracker {
-                            message: e.to_string(),
-                            retry_at: e.retry_at.map(unix_millis),
-                        }),
-                },
-            };
+            let (candidates, refreshed) =
+                poll_tracker(&*tracker, &running_ids, preflight, startup_cleanup);
             Event::PollResult {
                 running_ids,
                 refreshed,
@@ -169,6 +164,64 @@ fn run_tracker_job(job: TrackerJob) -> Event {
                 seq,
                 result,
             }
+        }
+    }
+}
+
+/// The candidates and the running issues' current state from one board read: running issues
+/// the read contains need no second request; only the missing ones are refreshed (shallow).
+/// Without a read (preflight or validation failed, read failed) every running issue is refreshed.
+fn poll_tracker(
+    tracker: &dyn Tracker,
+    running_ids: &[String],
+    preflight: Option<String>,
+    startup_cleanup: Option<StartupCleanup>,
+) -> (
+    Result<Vec<Issue>, PollSkip>,
+    Option<Result<Vec<Issue>, String>>,
+) {
+    let refresh = |ids: &[String]| -> Option<Result<Vec<Issue>, String>> {
+        (!ids.is_empty()).then(|| tracker.refresh_running(ids).map_err(|e| e.to_string()))
+    };
+    let also_states = startup_cleanup
+        .as_ref()
+        .map(|c| c.terminal_states.clone())
+        .unwrap_or_default();
+    let read = match preflight {
+        Some(p) => Err(PollSkip::Preflight(p)),
+        None => match tracker.validate() {
+            Err(e) => Err(PollSkip::Preflight(e.to_string())),
+            Ok(()) => tracker
+                .read_board(running_ids, &also_states)
+                .map_err(|e| PollSkip::Tracker {
+                    message: e.to_string(),
+                    retry_at: e.retry_at.map(unix_millis),
+                }),
+        },
+    };
+    if let Some(c) = &startup_cleanup {
+        match &read {
+            Ok(r) => startup_terminal_cleanup(c, &r.others),
+            Err(PollSkip::Tracker { message, .. } | PollSkip::Preflight(message)) => {
+                warn!("startup terminal cleanup skipped; fetch failed error={message}")
+            }
+        }
+    }
+    match read {
+        Err(skip) => (Err(skip), refresh(running_ids)),
+        Ok(r) => {
+            let (mut present, missing) =
+                crate::orchestrator::rules::running_from_read(running_ids, &r.candidates, &r.others);
+            let refreshed = match refresh(&missing) {
+                None if running_ids.is_empty() => None,
+                None => Some(Ok(present)),
+                Some(Ok(more)) => {
+                    present.extend(more);
+                    Some(Ok(present))
+                }
+                Some(Err(e)) => Some(Err(e)),
+            };
+            (Ok(r.candidates), refreshed)
         }
     }
 }
@@ -199,6 +252,8 @@ struct Daemon {
     last_preflight: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
+    /// False until the first poll job went out (it carries the startup terminal cleanup).
+    first_poll_sent: bool,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -207,8 +262,9 @@ fn config(w: &Workflow) -> &ServiceConfig {
 
 /// Run the daemon until a clean shutdown (all agents stopped, `after_run` done).
 ///
-/// Startup: dispatch preflight (config + tracker validation; failure is an `Err`), terminal
-/// workspace cleanup (fetch failure is a warning), then an immediate first tick.
+/// Startup: dispatch preflight (config + tracker validation; failure is an `Err`), then an
+/// immediate first tick whose one board read also drives the terminal workspace cleanup (a read
+/// failure is a warning), done before that tick's result can dispatch anything.
 pub fn run(opts: DaemonOptions) -> Result<(), String> {
     let DaemonOptions {
         workflow_path,
@@ -231,7 +287,6 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     tracker
         .validate()
         .map_err(|e| format!("startup validation failed: {e}"))?;
-    startup_terminal_cleanup(&*tracker, &cfg);
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
     let (tracker_tx, tracker_rx) = unbounded();
@@ -259,6 +314,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         last_preflight: None,
         pending_acks: Vec::new(),
         done: false,
+        first_poll_sent: false,
     };
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
@@ -282,18 +338,15 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     Ok(())
 }
 
-/// Remove workspaces of issues already in terminal states (spec §8.6); warn and continue on error.
-fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
-    let issues = match tracker.fetch_issues_by_states(&cfg.tracker.terminal_states) {
-        Ok(v) => v,
-        Err(e) => {
-            warn!("startup terminal cleanup skipped; fetch failed error={e}");
-            return;
-        }
-    };
-    for issue in issues {
-        let path = workspace_path(&cfg.workspace_root, &issue.identifier);
-        clean_workspace(&cfg.hooks, &issue, &path);
+/// Remove workspaces of issues already in terminal states (spec §8.6), found in the first tick's
+/// board read (run on the poll thread before its result can dispatch anything).
+fn startup_terminal_cleanup(c: &StartupCleanup, issues: &[Issue]) {
+    let terminal = issues
+        .iter()
+        .filter(|i| i.closed || crate::model::contains_name(&c.terminal_states, &i.state));
+    for issue in terminal {
+        let path = workspace_path(&c.workspace_root, &issue.identifier);
+        clean_workspace(&c.hooks, issue, &path);
     }
 }
 
@@ -508,10 +561,20 @@ impl Daemon {
             }
             self.last_preflight = preflight.clone();
         }
+        let startup_cleanup = (!self.first_poll_sent).then(|| {
+            let cfg = config(&self.workflow);
+            StartupCleanup {
+                terminal_states: cfg.tracker.terminal_states.clone(),
+                workspace_root: cfg.workspace_root.clone(),
+                hooks: cfg.hooks.clone(),
+            }
+        });
+        self.first_poll_sent = true;
         let _ = self.poll_jobs.send(TrackerJob::Poll {
             tracker: self.tracker.clone(),
             running_ids,
             preflight,
+            startup_cleanup,
         });
     }
 

@@ -199,6 +199,18 @@ pub fn item_on_project<'a>(issue_node: &'a Value, project_id: &str) -> Option<&'
         })
 }
 
+/// The cursor of the next page of `issue_node`'s `projectItems`, when GitHub reports one.
+pub fn next_items_cursor(issue_node: &Value) -> Option<String> {
+    let info = issue_node.get("projectItems")?.get("pageInfo")?;
+    if info.get("hasNextPage").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    info.get("endCursor")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
