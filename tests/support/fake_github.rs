@@ -1074,15 +1074,17 @@ struct PageArgs {
 
 impl PageArgs {
     /// `first` as written in the document's `projectItems(first: N` (Baton's documents use a
-    /// literal), and the position after the `after` cursor.
+    /// literal; the largest one is the issue's own, blockers' are smaller), and the position after
+    /// the `after` cursor.
     fn for_project_items(query: &str, after: Option<&str>) -> PageArgs {
         let first = query
             .split("projectItems(first: ")
-            .nth(1)
-            .and_then(|rest| {
+            .skip(1)
+            .filter_map(|rest| {
                 let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
-                rest[..end].parse().ok()
+                rest[..end].parse::<usize>().ok()
             })
+            .max()
             .unwrap_or(100);
         let start = after
             .and_then(|c| (0..100_000).find(|i| cursor(*i) == c))
