@@ -928,3 +928,39 @@ fn fake_charges_githubs_point_rule() {
     // 100 x (labels + projectItems + blockedBy) + 100 x 20 blockers' projectItems = 2300.
     assert_eq!(query_cost(REFRESH_ISSUES.text, &hundred), 23);
 }
+
+/// Not a test: the fake GitHub as a standalone server for `scripts/bench/run.sh` (run with
+/// `--ignored --exact bench_fake_github_server`; returns at once without `BENCH_ADDR_FILE`).
+/// Serves `BoardFixture::generated(BENCH_ITEMS, BENCH_STATUS)`, writes its endpoint to
+/// `BENCH_ADDR_FILE` and appends `<unix ms> <operation> <points>` per request to
+/// `BENCH_REQUEST_LOG` until killed.
+#[test]
+#[ignore = "benchmark server for scripts/bench/run.sh; runs until killed"]
+fn bench_fake_github_server() {
+    use std::io::Write;
+    let Ok(addr_file) = std::env::var("BENCH_ADDR_FILE") else {
+        return;
+    };
+    let items: u64 = std::env::var("BENCH_ITEMS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let status = std::env::var("BENCH_STATUS").unwrap_or_else(|_| "Todo".into());
+    let fake = FakeGithub::start(BoardFixture::generated(items, &status));
+    let log_path = std::env::var("BENCH_REQUEST_LOG").unwrap_or_else(|_| "/dev/null".into());
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .expect("open BENCH_REQUEST_LOG");
+    let tmp = format!("{addr_file}.tmp");
+    std::fs::write(&tmp, fake.endpoint()).unwrap();
+    std::fs::rename(&tmp, &addr_file).unwrap();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        for r in fake.take_requests() {
+            let ms = r.at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+            let _ = writeln!(log, "{ms} {} {}", r.operation, r.cost);
+        }
+    }
+}

@@ -290,6 +290,8 @@ pub struct RecordedRequest {
     pub user_agent: Option<String>,
     /// Rate-limit points GitHub would charge ([`query_cost`]), also reported as `rateLimit.cost`.
     pub cost: i64,
+    /// When the request arrived.
+    pub at: std::time::SystemTime,
 }
 
 struct State {
@@ -420,6 +422,11 @@ impl FakeGithub {
     /// Rate-limit points of all requests so far (GitHub's rule, see [`query_cost`]).
     pub fn points(&self) -> i64 {
         lock(&self.state).requests.iter().map(|r| r.cost).sum()
+    }
+
+    /// The requests recorded so far, forgetting them (the benchmark server's log).
+    pub fn take_requests(&self) -> Vec<RecordedRequest> {
+        std::mem::take(&mut lock(&self.state).requests)
     }
 
     /// Forget recorded requests.
@@ -606,6 +613,7 @@ fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
             authorization: authorization.clone(),
             user_agent: user_agent.clone(),
             cost,
+            at: std::time::SystemTime::now(),
         });
         s.faults.pop_front()
     };
