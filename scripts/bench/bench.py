@@ -116,6 +116,10 @@ class Run:
             "BENCH_AGENT_MODE": agent_mode,
             MARK: self.mark,
         }
+        # BENCH_BATON_ENV="K=V K2=V2": extra environment for every baton run (e.g. malloc knobs).
+        for kv in os.environ.get("BENCH_BATON_ENV", "").split():
+            k, _, v = kv.partition("=")
+            benv[k] = v
         benv.update(env or {})
         self.log_lines = []
         self.t_exec = time.time()
