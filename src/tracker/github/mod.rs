@@ -21,9 +21,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use self::client::{GraphqlClient, Reply};
+use serde::Deserialize;
+
+use self::client::{GraphqlClient, Page, Reply};
 use self::config::OwnerType;
-use self::normalize::{DropReason, OptionValue};
+use self::normalize::{DropReason, IssueRow, ItemRow, ItemsPage, OptionValue};
 use self::project::{PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
@@ -289,46 +291,45 @@ impl GithubTracker {
                 }
                 _ => None,
             };
-            let reply =
+            let page =
                 self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
-            match self.degrade_on_capability_error(&reply, filter.is_some()) {
-                Degraded::No => {}
-                Degraded::Dependencies => continue,
-                Degraded::Filter => {
-                    acc = BoardAcc::default();
-                    cursor = None;
-                    seen_cursors.clear();
-                    pages = 0;
-                    continue;
+            let (rows, has_next, end) = match page {
+                Page::Typed(data, _) => {
+                    let Some(node) = data.node else {
+                        return Err(self.project_gone());
+                    };
+                    let info = node.items.page_info;
+                    let rows = node.items.nodes.into_iter().map(|r| {
+                        r.ok_or_else(|| {
+                            log::warn!("tracker_item_skipped reason=\"item is not an object\"");
+                        })
+                    });
+                    let rows = rows.collect();
+                    (rows, info.has_next_page, info.end_cursor)
                 }
-            }
-            // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
-            // the item is then dropped as redacted. Anything else fails the read.
-            reply.check_errors(self.client.token(), |e| {
-                e.kind.as_deref() != Some("NOT_FOUND")
-                    && e.path.len() > 3
-                    && e.path.get(2).and_then(Value::as_str) == Some("nodes")
-            })?;
-            let node = reply.data.get("node").unwrap_or(&Value::Null);
-            if node.is_null() {
-                // The cached project id no longer resolves: drop the cache so the next
-                // validation re-resolves it.
-                self.reset_cache();
-                return Err(TrackerError::new(
-                    TrackerErrorKind::MissingTrackerProject,
-                    format!(
-                        "project #{} of {:?} no longer resolves (deleted, or no longer visible to the token)",
-                        self.number, self.owner
-                    ),
-                ));
-            }
+                Page::Raw(reply) => {
+                    match self.degrade_on_capability_error(&reply, filter.is_some()) {
+                        Degraded::No => {}
+                        Degraded::Dependencies => continue,
+                        Degraded::Filter => {
+                            acc = BoardAcc::default();
+                            cursor = None;
+                            seen_cursors.clear();
+                            pages = 0;
+                            continue;
+                        }
+                    }
+                    self.raw_page(&reply)?
+                }
+            };
             pages += 1;
-            let (nodes, next) = read_page(node, pages)?;
-            for item in nodes {
-                self.add_item(&project, item, keep, &mut acc);
+            let next = next_cursor(has_next, end, pages)?;
+            for row in &rows {
+                self.add_item(&project, row.as_ref().ok(), keep, &mut acc);
             }
+            drop(rows);
             let Some(end) = next else { break };
-            if !seen_cursors.insert(end.to_string()) || pages >= MAX_PAGES {
+            if !seen_cursors.insert(end.clone()) || pages >= MAX_PAGES {
                 return Err(error(
                     TrackerErrorKind::Payload,
                     format!(
@@ -336,9 +337,67 @@ impl GithubTracker {
                     ),
                 ));
             }
-            cursor = Some(end.to_string());
+            cursor = Some(end);
         }
         Ok(self.finish_board(acc))
+    }
+
+    /// The error for a project id that no longer resolves; drops the cache so the next
+    /// validation re-resolves it.
+    fn project_gone(&self) -> TrackerError {
+        self.reset_cache();
+        TrackerError::new(
+            TrackerErrorKind::MissingTrackerProject,
+            format!(
+                "project #{} of {:?} no longer resolves (deleted, or no longer visible to the token)",
+                self.number, self.owner
+            ),
+        )
+    }
+
+    /// An items page that did not deserialize as typed rows: errors are checked, then each item
+    /// is converted on its own (a malformed one becomes `Err(())`, counted and dropped).
+    fn raw_page(&self, reply: &Reply) -> Result<PageRows, TrackerError> {
+        // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
+        // the item is then dropped as redacted. Anything else fails the read.
+        reply.check_errors(self.client.token(), |e| {
+            e.kind.as_deref() != Some("NOT_FOUND")
+                && e.path.len() > 3
+                && e.path.get(2).and_then(Value::as_str) == Some("nodes")
+        })?;
+        let node = reply.data.get("node").unwrap_or(&Value::Null);
+        if node.is_null() {
+            return Err(self.project_gone());
+        }
+        let items = node
+            .get("items")
+            .ok_or_else(|| unknown("project node without items"))?;
+        let nodes = items
+            .get("nodes")
+            .and_then(Value::as_array)
+            .ok_or_else(|| unknown("items without a nodes list"))?;
+        let info = items
+            .get("pageInfo")
+            .ok_or_else(|| unknown("items without pageInfo"))?;
+        let rows = nodes
+            .iter()
+            .map(|v| {
+                ItemRow::deserialize(v).map_err(|e| {
+                    let id = v.get("id").and_then(Value::as_str).unwrap_or("");
+                    log::warn!(
+                        "tracker_item_skipped item_id={id} reason={:?}",
+                        crate::text::single_line(&e.to_string(), 200)
+                    );
+                })
+            })
+            .collect();
+        Ok((
+            rows,
+            info.get("hasNextPage").and_then(Value::as_bool),
+            info.get("endCursor")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        ))
     }
 
     /// Request one page of project items (with blockers unless the server lacks them).
@@ -348,7 +407,7 @@ impl GithubTracker {
         filter: Option<&str>,
         cursor: Option<&str>,
         stats: &mut OpStats,
-    ) -> Result<Reply, TrackerError> {
+    ) -> Result<Page<ItemsPage>, TrackerError> {
         let deps = self.deps_supported.load(Ordering::Relaxed);
         let q = match (filter, deps) {
             (Some(_), true) => &queries::PROJECT_ITEMS_FILTERED,
@@ -364,7 +423,17 @@ impl GithubTracker {
         if let Some(f) = filter {
             vars["query"] = json!(f);
         }
-        self.request(q, vars, stats)
+        stats.requests += 1;
+        let page = self.client.post_typed::<ItemsPage>(q.name, q.text, vars)?;
+        let rl = match &page {
+            Page::Typed(data, meta) => client::budget(data.rate_limit.as_ref(), meta),
+            Page::Raw(reply) => reply.rate_limit(),
+        };
+        if let Some(rl) = rl {
+            stats.cost += rl.last_cost.unwrap_or(0);
+            *lock(&self.rate) = Some(rl);
+        }
+        Ok(page)
     }
 
     /// Add the status/priority field variables every item query takes.
@@ -402,11 +471,15 @@ impl GithubTracker {
     fn add_item(
         &self,
         project: &ProjectInfo,
-        item: &Value,
+        item: Option<&ItemRow>,
         keep: &dyn Fn(&Issue) -> bool,
         acc: &mut BoardAcc,
     ) {
         let deps = self.deps_supported.load(Ordering::Relaxed);
+        let Some(item) = item else {
+            acc.board.dropped.count(DropReason::Malformed);
+            return;
+        };
         match self.normalize_item(project, item) {
             Ok((content, mut issue)) => {
                 if deps {
@@ -419,10 +492,11 @@ impl GithubTracker {
                 if deps {
                     // Blockers first resolve to OPEN/CLOSED; `finish_board` swaps in the Status
                     // of those seen anywhere on the board.
-                    issue.blocked_by =
-                        normalize::normalize_blockers(content, &self.cfg.terminal_states, |_| {
-                            None
-                        });
+                    issue.blocked_by = normalize::normalize_blockers(
+                        content.blocker_nodes(),
+                        &self.cfg.terminal_states,
+                        |_| None,
+                    );
                 }
                 acc.board.issues.push(issue);
             }
@@ -460,34 +534,34 @@ impl GithubTracker {
     fn normalize_item<'a>(
         &self,
         project: &ProjectInfo,
-        item: &'a Value,
-    ) -> Result<(&'a Value, Issue), DropReason> {
-        if !item.is_object() {
-            log::warn!("tracker_item_skipped reason=\"item is not an object\"");
-            return Err(DropReason::Malformed);
-        }
-        let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
-        if item.get("isArchived").and_then(Value::as_bool) == Some(true) {
+        item: &'a ItemRow,
+    ) -> Result<(&'a IssueRow, Issue), DropReason> {
+        let item_id = item.id.as_deref().unwrap_or("");
+        if item.is_archived == Some(true) {
             return Err(DropReason::Archived);
         }
-        let content = item.get("content").unwrap_or(&Value::Null);
-        let typename = content.get("__typename").and_then(Value::as_str);
-        match (item.get("type").and_then(Value::as_str), typename) {
-            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(DropReason::Draft),
-            (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => {
+        let content = item.content.as_ref();
+        let typename = content.and_then(|c| c.typename.as_deref());
+        let content = match (item.kind.as_deref(), typename, content) {
+            (_, Some("DraftIssue"), _) | (Some("DRAFT_ISSUE"), _, _) => {
+                return Err(DropReason::Draft)
+            }
+            (_, Some("PullRequest"), _) | (Some("PULL_REQUEST"), _, _) => {
                 return Err(DropReason::PullRequest)
             }
-            (_, Some("Issue")) => {}
-            (Some("REDACTED"), _) | (_, None) => return Err(DropReason::Redacted),
-            (_, Some(other)) => {
+            (_, Some("Issue"), Some(c)) => c,
+            (Some("REDACTED"), _, _) | (_, None, _) | (_, _, None) => {
+                return Err(DropReason::Redacted)
+            }
+            (_, Some(other), _) => {
                 log::warn!("tracker_item_skipped item_id={item_id} reason=\"unexpected content type {other}\"");
                 return Err(DropReason::Malformed);
             }
-        }
-        let Some(status) = normalize::option_value(item.get("status")) else {
+        };
+        let Some(status) = normalize::option_row(item.status.as_ref()) else {
             return Err(DropReason::NoStatus);
         };
-        let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
+        let priority = self.priority_of(project, normalize::option_row(item.priority.as_ref()));
         match normalize::normalize_issue(content, item_id, &status.name, priority) {
             Ok(issue) => Ok((content, issue)),
             Err(why) => {
@@ -674,7 +748,7 @@ impl GithubTracker {
         let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
         let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
         let mut issue =
-            normalize::normalize_issue(node, item_id, &status.name, priority).map_err(|why| {
+            normalize::normalize_issue_value(node, item_id, &status.name, priority).map_err(|why| {
                 let why = crate::text::single_line(&why, 200);
                 error(
                     TrackerErrorKind::Payload,
@@ -686,8 +760,12 @@ impl GithubTracker {
             return Ok(None);
         }
         if self.deps_supported.load(Ordering::Relaxed) {
+            let blockers = node
+                .get("blockedBy")
+                .and_then(|b| b.get("nodes"))
+                .and_then(Value::as_array);
             issue.blocked_by =
-                normalize::normalize_blockers(node, &self.cfg.terminal_states, |b| {
+                normalize::normalize_blockers(blockers.into_iter().flatten(), &self.cfg.terminal_states, |b| {
                     normalize::item_on_project(b, &project.id)
                         .and_then(|it| normalize::option_value(it.get("status")))
                         .map(|v| v.name)
@@ -719,32 +797,23 @@ fn is_about_blockers(e: &client::GraphqlError) -> bool {
     e.field_name.as_deref() == Some("blockedBy") || e.message.contains("blockedBy")
 }
 
-/// The item nodes of one `items` page and the cursor of the next page (`None` on the last one).
-fn read_page(node: &Value, page: usize) -> Result<(&Vec<Value>, Option<&str>), TrackerError> {
-    let items = node
-        .get("items")
-        .ok_or_else(|| unknown("project node without items"))?;
-    let nodes = items
-        .get("nodes")
-        .and_then(Value::as_array)
-        .ok_or_else(|| unknown("items without a nodes list"))?;
-    let info = items
-        .get("pageInfo")
-        .ok_or_else(|| unknown("items without pageInfo"))?;
-    let has_next = info.get("hasNextPage").and_then(Value::as_bool);
+/// One page's items (`Err(())`: malformed, already logged), `hasNextPage` and `endCursor`.
+type PageRows = (Vec<Result<ItemRow, ()>>, Option<bool>, Option<String>);
+
+/// The cursor of the next page (`None` on the last one) from a page's `pageInfo`.
+fn next_cursor(
+    has_next: Option<bool>,
+    end: Option<String>,
+    page: usize,
+) -> Result<Option<String>, TrackerError> {
     match has_next.ok_or_else(|| unknown("pageInfo without hasNextPage"))? {
-        false => Ok((nodes, None)),
-        true => info
-            .get("endCursor")
-            .and_then(Value::as_str)
-            .filter(|c| !c.is_empty())
-            .map(|end| (nodes, Some(end)))
-            .ok_or_else(|| {
-                error(
-                    TrackerErrorKind::Pagination,
-                    format!("page {page} reports hasNextPage without an endCursor"),
-                )
-            }),
+        false => Ok(None),
+        true => end.filter(|c| !c.is_empty()).map(Some).ok_or_else(|| {
+            error(
+                TrackerErrorKind::Pagination,
+                format!("page {page} reports hasNextPage without an endCursor"),
+            )
+        }),
     }
 }
 
