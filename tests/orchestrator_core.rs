@@ -1124,7 +1124,10 @@ fn running_issues_in_the_board_read_need_no_refresh_and_the_rest_are_named() {
 fn a_tick_reconciled_from_the_board_read_stops_moved_and_missing_issues() {
     use baton::orchestrator::rules::running_from_read;
     let mut h = H::new(policy());
-    let a = h.tick(None, Ok(vec![issue(1, "Todo"), issue(2, "Todo"), issue(3, "Todo")]));
+    let a = h.tick(
+        None,
+        Ok(vec![issue(1, "Todo"), issue(2, "Todo"), issue(3, "Todo")]),
+    );
     assert_eq!(dispatched(&a).len(), 3);
     h.poll_due();
     // Next read: #1 still a candidate, #2 moved to review (in `others`), #3 absent and the

@@ -296,7 +296,7 @@ fn blockers_degrade_to_empty_when_schema_lacks_them_and_stop_asking() {
             "ProjectItems",
             "ProjectItemsNoDeps",
             "ProjectItemsNoDeps",
-            "RefreshIssuesNoDeps"
+            "RefreshRunning"
         ]
     );
     assert!(!t.dependencies_supported());
@@ -799,7 +799,10 @@ fn running_issues_missing_from_the_read_get_one_shallow_refresh() {
     let (candidates, refreshed) = tick(&t, &running);
     assert_eq!(candidates.len(), 97);
     // #1 was filtered out server-side, #2 archived, #3 removed: only they are refreshed, shallow.
-    assert_eq!(fake.operations(), vec!["ProjectItemsFiltered", "RefreshRunning"]);
+    assert_eq!(
+        fake.operations(),
+        vec!["ProjectItemsFiltered", "RefreshRunning"]
+    );
     let asked = fake.requests()[1].variables["ids"].clone();
     assert_eq!(asked, json!(ids(1..=3)));
     assert!(!fake.requests()[1].query.contains("blockedBy"));
@@ -959,7 +962,10 @@ fn bench_fake_github_server() {
     loop {
         std::thread::sleep(Duration::from_millis(20));
         for r in fake.take_requests() {
-            let ms = r.at.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
+            let ms =
+                r.at.duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis();
             let _ = writeln!(log, "{ms} {} {}", r.operation, r.cost);
         }
     }

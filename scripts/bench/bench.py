@@ -209,6 +209,22 @@ class Run:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def ticks_by_gap(reqs, gap_s):
+    """Group requests into poll ticks: a new tick starts after `gap_s` without a request."""
+    ticks = []
+    last = None
+    for t, op, cost in reqs:
+        if op.startswith("Resolve"):
+            continue
+        if last is None or t - last > gap_s:
+            ticks.append({"start": t, "requests": 0, "points": 0, "ops": []})
+        last = t
+        ticks[-1]["requests"] += 1
+        ticks[-1]["points"] += cost
+        ticks[-1]["ops"].append(op)
+    return ticks
+
+
 def split_ticks(reqs, pages_per_tick):
     ticks = []
     pages = 0
@@ -278,8 +294,8 @@ def running100(baton, fake):
         time.sleep(4 if QUICK else 9)
         st = r.api_state()
         report("100 agents: running / retrying (failures)", f"{st['counts']['running']} / {st['counts']['retrying']}")
-        ticks = split_ticks(r.requests(), 1)
-        steady = ticks[1:] if len(ticks) > 1 else ticks
+        ticks = ticks_by_gap(r.requests(), 0.5)
+        steady = ticks[1:-1] if len(ticks) > 2 else ticks
         if steady:
             last = steady[-1]
             report("100 running: requests per tick", last["requests"], f"({' '.join(last['ops'])})")

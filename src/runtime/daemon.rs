@@ -168,6 +168,11 @@ fn run_tracker_job(job: TrackerJob) -> Event {
     }
 }
 
+/// A poll's candidates, as `Event::PollResult` carries them.
+type Candidates = Result<Vec<Issue>, PollSkip>;
+/// A poll's running-issue refresh, as `Event::PollResult` carries it.
+type Refreshed = Option<Result<Vec<Issue>, String>>;
+
 /// The candidates and the running issues' current state from one board read: running issues
 /// the read contains need no second request; only the missing ones are refreshed (shallow).
 /// Without a read (preflight or validation failed, read failed) every running issue is refreshed.
@@ -176,11 +181,8 @@ fn poll_tracker(
     running_ids: &[String],
     preflight: Option<String>,
     startup_cleanup: Option<StartupCleanup>,
-) -> (
-    Result<Vec<Issue>, PollSkip>,
-    Option<Result<Vec<Issue>, String>>,
-) {
-    let refresh = |ids: &[String]| -> Option<Result<Vec<Issue>, String>> {
+) -> (Candidates, Refreshed) {
+    let refresh = |ids: &[String]| -> Refreshed {
         (!ids.is_empty()).then(|| tracker.refresh_running(ids).map_err(|e| e.to_string()))
     };
     let also_states = startup_cleanup
@@ -191,12 +193,14 @@ fn poll_tracker(
         Some(p) => Err(PollSkip::Preflight(p)),
         None => match tracker.validate() {
             Err(e) => Err(PollSkip::Preflight(e.to_string())),
-            Ok(()) => tracker
-                .read_board(running_ids, &also_states)
-                .map_err(|e| PollSkip::Tracker {
-                    message: e.to_string(),
-                    retry_at: e.retry_at.map(unix_millis),
-                }),
+            Ok(()) => {
+                tracker
+                    .read_board(running_ids, &also_states)
+                    .map_err(|e| PollSkip::Tracker {
+                        message: e.to_string(),
+                        retry_at: e.retry_at.map(unix_millis),
+                    })
+            }
         },
     };
     if let Some(c) = &startup_cleanup {
@@ -210,8 +214,11 @@ fn poll_tracker(
     match read {
         Err(skip) => (Err(skip), refresh(running_ids)),
         Ok(r) => {
-            let (mut present, missing) =
-                crate::orchestrator::rules::running_from_read(running_ids, &r.candidates, &r.others);
+            let (mut present, missing) = crate::orchestrator::rules::running_from_read(
+                running_ids,
+                &r.candidates,
+                &r.others,
+            );
             let refreshed = match refresh(&missing) {
                 None if running_ids.is_empty() => None,
                 None => Some(Ok(present)),

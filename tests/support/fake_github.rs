@@ -642,7 +642,10 @@ fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
                 s.remaining -= 1;
                 let remaining = s.remaining;
                 let mut data = answer_operation(&s, &operation, &query, &variables);
-                if let Some(rl) = data.pointer_mut("/data/rateLimit").filter(|v| v.is_object()) {
+                if let Some(rl) = data
+                    .pointer_mut("/data/rateLimit")
+                    .filter(|v| v.is_object())
+                {
                     rl["cost"] = json!(cost);
                 }
                 Answer {
@@ -731,7 +734,9 @@ pub fn query_cost(query: &str, vars: &Value) -> i64 {
         let is_frag = toks[i] == "fragment";
         if is_frag || toks[i] == "query" {
             let name = toks.get(i + 1).cloned().unwrap_or_default();
-            let open = (i..toks.len()).find(|&j| toks[j] == "{").unwrap_or(toks.len());
+            let open = (i..toks.len())
+                .find(|&j| toks[j] == "{")
+                .unwrap_or(toks.len());
             let close = matching_brace(&toks, open);
             if is_frag {
                 fragments.insert(name, open + 1..close);
@@ -851,7 +856,15 @@ fn selection_cost(
             if toks.get(i + 1).map(String::as_str) == Some("on") {
                 let open = i + 3;
                 let close = matching_brace(toks, open);
-                selection_cost(toks, open + 1..close, mult, fragments, vars, requests, depth + 1);
+                selection_cost(
+                    toks,
+                    open + 1..close,
+                    mult,
+                    fragments,
+                    vars,
+                    requests,
+                    depth + 1,
+                );
                 i = close + 1;
             } else {
                 let name = toks.get(i + 1).cloned().unwrap_or_default();
@@ -910,7 +923,15 @@ fn selection_cost(
         }
         if toks.get(i).map(String::as_str) == Some("{") {
             let close = matching_brace(toks, i);
-            selection_cost(toks, i + 1..close, child, fragments, vars, requests, depth + 1);
+            selection_cost(
+                toks,
+                i + 1..close,
+                child,
+                fragments,
+                vars,
+                requests,
+                depth + 1,
+            );
             i = close + 1;
         }
     }
@@ -936,9 +957,7 @@ fn answer_operation(s: &State, op: &str, query: &str, vars: &Value) -> Value {
         "ProjectItems" | "ProjectItemsNoDeps" | "ProjectItemsFiltered" => {
             items_page(s, vars, query.contains("blockedBy("))
         }
-        "RefreshIssues" | "RefreshIssuesNoDeps" | "RefreshRunning" => {
-            refresh(s, query, vars, query.contains("blockedBy("))
-        }
+        "RefreshIssues" | "RefreshRunning" => refresh(s, query, vars, query.contains("blockedBy(")),
         "IssueProjectItems" => issue_project_items(s, query, vars),
         _ => json!({"errors":[{"message":format!("fake GitHub: unknown operation {op:?}")}]}),
     }
@@ -1067,7 +1086,17 @@ fn blocker_json(
     if with_project_items {
         m.insert(
             "projectItems".into(),
-            project_items_json(s, b, item, status_field, None, PageArgs { first: 10, start: 0 }),
+            project_items_json(
+                s,
+                b,
+                item,
+                status_field,
+                None,
+                PageArgs {
+                    first: 10,
+                    start: 0,
+                },
+            ),
         );
     }
     Some(Value::Object(m))
@@ -1089,7 +1118,9 @@ impl PageArgs {
             .split("projectItems(first: ")
             .skip(1)
             .filter_map(|rest| {
-                let end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+                let end = rest
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(rest.len());
                 rest[..end].parse::<usize>().ok()
             })
             .max()
@@ -1125,7 +1156,11 @@ fn project_items_json(
         nodes.push(Value::Object(m));
     }
     let total = nodes.len();
-    let nodes: Vec<Value> = nodes.into_iter().skip(page.start).take(page.first).collect();
+    let nodes: Vec<Value> = nodes
+        .into_iter()
+        .skip(page.start)
+        .take(page.first)
+        .collect();
     let has_next = page.start + nodes.len() < total;
     let end = (!nodes.is_empty()).then(|| cursor(page.start + nodes.len() - 1));
     json!({"pageInfo":{"hasNextPage":has_next,"endCursor":end},"nodes": nodes})
@@ -1260,7 +1295,9 @@ fn issue_project_items(s: &State, query: &str, vars: &Value) -> Value {
         .find(|(i, _)| i.exists && issue_node_id(&i.reference()) == id);
     let rl = rate_limit_body(s, 1);
     match found {
-        None => json!({"data":{"node":null,"rateLimit":rl},"errors":[not_found(json!(["node"]), format!("Could not resolve to a node with the global id of '{id}'."))]}),
+        None => {
+            json!({"data":{"node":null,"rateLimit":rl},"errors":[not_found(json!(["node"]), format!("Could not resolve to a node with the global id of '{id}'."))]})
+        }
         Some((i, item)) => {
             let page = PageArgs::for_project_items(query, vars["after"].as_str());
             let items = project_items_json(s, i, item, status_field, priority_field, page);

@@ -291,8 +291,7 @@ impl GithubTracker {
                 }
                 _ => None,
             };
-            let page =
-                self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
+            let page = self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
             let (rows, has_next, end) = match page {
                 Page::Typed(data, _) => {
                     let Some(node) = data.node else {
@@ -588,7 +587,12 @@ impl GithubTracker {
 
     /// Refresh `ids` (deduplicated, blank ones dropped) 100 per request; `shallow` uses
     /// `RefreshRunning` (no blockers).
-    fn refresh_ids(&self, op: &str, ids: &[String], shallow: bool) -> Result<Vec<Issue>, TrackerError> {
+    fn refresh_ids(
+        &self,
+        op: &str,
+        ids: &[String],
+        shallow: bool,
+    ) -> Result<Vec<Issue>, TrackerError> {
         let mut unique: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
         for id in ids {
@@ -624,10 +628,11 @@ impl GithubTracker {
     ) -> Result<(), TrackerError> {
         let reply = loop {
             let deps = self.deps_supported.load(Ordering::Relaxed);
-            let q = match (shallow, deps) {
-                (true, _) => &queries::REFRESH_RUNNING,
-                (false, true) => &queries::REFRESH_ISSUES,
-                (false, false) => &queries::REFRESH_ISSUES_NO_DEPS,
+            // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
+            let q = if deps && !shallow {
+                &queries::REFRESH_ISSUES
+            } else {
+                &queries::REFRESH_RUNNING
             };
             let mut vars = json!({ "ids": ids });
             self.field_vars(project, &mut vars);
@@ -747,8 +752,8 @@ impl GithubTracker {
         };
         let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
         let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
-        let mut issue =
-            normalize::normalize_issue_value(node, item_id, &status.name, priority).map_err(|why| {
+        let mut issue = normalize::normalize_issue_value(node, item_id, &status.name, priority)
+            .map_err(|why| {
                 let why = crate::text::single_line(&why, 200);
                 error(
                     TrackerErrorKind::Payload,
@@ -764,12 +769,15 @@ impl GithubTracker {
                 .get("blockedBy")
                 .and_then(|b| b.get("nodes"))
                 .and_then(Value::as_array);
-            issue.blocked_by =
-                normalize::normalize_blockers(blockers.into_iter().flatten(), &self.cfg.terminal_states, |b| {
+            issue.blocked_by = normalize::normalize_blockers(
+                blockers.into_iter().flatten(),
+                &self.cfg.terminal_states,
+                |b| {
                     normalize::item_on_project(b, &project.id)
                         .and_then(|it| normalize::option_value(it.get("status")))
                         .map(|v| v.name)
-                });
+                },
+            );
         }
         Ok(Some(issue))
     }
