@@ -331,7 +331,7 @@ mod wedge {
     use baton::runtime::clock::ManualClock;
     use baton::runtime::daemon::{run_with_ops, DaemonOps, DaemonOptions};
     use baton::status::ControlRequest;
-    use baton::tracker::{TrackerBudget, Tracker, TrackerError};
+    use baton::tracker::{Tracker, TrackerBudget, TrackerError};
     use baton::workflow::config::{ConfigEnv, ServiceConfig};
     use baton::workflow::loader::load_workflow;
     use crossbeam_channel::{bounded, unbounded};

@@ -1377,3 +1377,47 @@ fn engine_counters_count_dispatches_and_retries() {
     assert_eq!(h.s.counters.dispatches, 2);
     assert_eq!(h.s.counters.retries_scheduled, 2);
 }
+
+#[test]
+fn running_issues_in_the_board_read_need_no_refresh_and_the_rest_are_named() {
+    use baton::orchestrator::rules::running_from_read;
+    let candidates = vec![issue(1, "Todo"), issue(2, "In Progress")];
+    let others = vec![issue(3, "In Review")];
+    let running: Vec<String> = ["I_3", "I_1", "I_9"].map(String::from).to_vec();
+    let (present, missing) = running_from_read(&running, &candidates, &others);
+    let got: Vec<(&str, &str)> = present
+        .iter()
+        .map(|i| (i.id.as_str(), i.state.as_str()))
+        .collect();
+    assert_eq!(got, vec![("I_3", "In Review"), ("I_1", "Todo")]);
+    assert_eq!(missing, vec!["I_9".to_string()]);
+}
+
+#[test]
+fn a_tick_reconciled_from_the_board_read_stops_moved_and_missing_issues() {
+    use baton::orchestrator::rules::running_from_read;
+    let mut h = H::new(policy());
+    let a = h.tick(
+        None,
+        Ok(vec![issue(1, "Todo"), issue(2, "Todo"), issue(3, "Todo")]),
+    );
+    assert_eq!(dispatched(&a).len(), 3);
+    h.poll_due();
+    // Next read: #1 still a candidate, #2 moved to review (in `others`), #3 absent and the
+    // refresh of the missing ids omits it (removed from the board).
+    let candidates = vec![issue(1, "Todo")];
+    let others = vec![issue(2, "In Review")];
+    let running: Vec<String> = h.s.running.keys().cloned().collect();
+    let (present, missing) = running_from_read(&running, &candidates, &others);
+    assert_eq!(missing, vec!["I_3".to_string()]);
+    let a = h.tick(Some(Ok(present)), Ok(candidates));
+    let mut got = stops(&a);
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("I_2".to_string(), StopReason::Inactive),
+            ("I_3".to_string(), StopReason::Missing)
+        ]
+    );
+}

@@ -296,7 +296,7 @@ fn blockers_degrade_to_empty_when_schema_lacks_them_and_stop_asking() {
             "ProjectItems",
             "ProjectItemsNoDeps",
             "ProjectItemsNoDeps",
-            "RefreshIssuesNoDeps"
+            "RefreshRunning"
         ]
     );
     assert!(!t.dependencies_supported());
@@ -747,4 +747,226 @@ fn priority_is_null_when_field_unset_or_unusable() {
         .fetch_candidate_issues()
         .unwrap();
     assert!(got.iter().all(|i| i.priority.is_none()));
+}
+
+/// The poll's reconciliation as the daemon does it: one board read, then a shallow refresh of
+/// only the running issues the read did not contain.
+fn tick(t: &GithubTracker, running: &[String]) -> (Vec<Issue>, Vec<Issue>) {
+    let read = t.read_board(running, &[]).unwrap();
+    let (mut present, missing) =
+        baton::orchestrator::rules::running_from_read(running, &read.candidates, &read.others);
+    if !missing.is_empty() {
+        present.extend(t.refresh_running(&missing).unwrap());
+    }
+    (read.candidates, present)
+}
+
+fn ids(range: std::ops::RangeInclusive<u64>) -> Vec<String> {
+    range
+        .map(|n| issue_node_id(&format!("acme/app#{n}")))
+        .collect()
+}
+
+#[test]
+fn tick_with_100_running_issues_on_a_100_item_board_is_one_request_of_2_points() {
+    let fake = FakeGithub::start(BoardFixture::generated(100, "In Progress"));
+    let mut c = cfg(&fake);
+    c.page_size = 100;
+    let t = GithubTracker::new(&c).unwrap();
+    t.validate().unwrap();
+    fake.clear_requests();
+    let running = ids(1..=100);
+    let (candidates, refreshed) = tick(&t, &running);
+    assert_eq!((candidates.len(), refreshed.len()), (100, 100));
+    assert_eq!(fake.operations(), vec!["ProjectItems"]);
+    assert_eq!((fake.request_count(), fake.points()), (1, 2));
+}
+
+#[test]
+fn running_issues_missing_from_the_read_get_one_shallow_refresh() {
+    let mut board = BoardFixture::generated(100, "In Progress");
+    board.items[0].status = Some("In Review".into());
+    let fake = FakeGithub::start(board);
+    let mut c = cfg(&fake);
+    c.page_size = 100;
+    c.server_side_filter = true;
+    let t = GithubTracker::new(&c).unwrap();
+    t.validate().unwrap();
+    fake.archive_item("acme/app#2");
+    fake.remove_item("acme/app#3");
+    fake.clear_requests();
+    let running = ids(1..=100);
+    let (candidates, refreshed) = tick(&t, &running);
+    assert_eq!(candidates.len(), 97);
+    // #1 was filtered out server-side, #2 archived, #3 removed: only they are refreshed, shallow.
+    assert_eq!(
+        fake.operations(),
+        vec!["ProjectItemsFiltered", "RefreshRunning"]
+    );
+    let asked = fake.requests()[1].variables["ids"].clone();
+    assert_eq!(asked, json!(ids(1..=3)));
+    assert!(!fake.requests()[1].query.contains("blockedBy"));
+    assert_eq!((fake.request_count(), fake.points()), (2, 3));
+    let one = find(&refreshed, "acme__app-1");
+    assert_eq!(one.state, "In Review");
+    // Archived and removed issues are not on the project any more: omitted (the engine stops them).
+    assert_eq!(refreshed.len(), 98);
+}
+
+#[test]
+fn shallow_refresh_of_100_ids_costs_2_points_and_the_deep_one_23() {
+    let mut board = BoardFixture::generated(100, "In Progress");
+    for it in &mut board.items {
+        if let Some(i) = it.issue.as_mut() {
+            i.blocked_by = vec!["acme/app#1".into()];
+        }
+    }
+    let fake = FakeGithub::start(board);
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    let running = ids(1..=100);
+    fake.clear_requests();
+    let shallow = t.refresh_running(&running).unwrap();
+    assert_eq!(shallow.len(), 100);
+    assert!(shallow.iter().all(|i| i.blocked_by.is_empty()));
+    assert_eq!((fake.request_count(), fake.points()), (1, 2));
+    fake.clear_requests();
+    let deep = t.fetch_issue_states_by_ids(&running).unwrap();
+    assert_eq!(deep[1].blocked_by.len(), 1);
+    assert_eq!((fake.request_count(), fake.points()), (1, 23));
+}
+
+fn on_many_projects(others: usize) -> FakeGithub {
+    let mut board = BoardFixture::empty("acme", 7);
+    let mut i = IssueFixture::new("acme/app", 1, "popular");
+    i.other_projects = (1..=others).map(|n| format!("PVT_other{n}")).collect();
+    board.push_issue(i, Some("In Progress"));
+    FakeGithub::start(board)
+}
+
+#[test]
+fn refresh_finds_our_item_as_the_25th_project_item() {
+    let fake = on_many_projects(24);
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    fake.clear_requests();
+    for got in [
+        t.refresh_running(&ids(1..=1)).unwrap(),
+        t.fetch_issue_states_by_ids(&ids(1..=1)).unwrap(),
+    ] {
+        assert_eq!(got.len(), 1, "found, not treated as missing");
+        assert_eq!(got[0].state, "In Progress");
+    }
+    assert_eq!(fake.operations(), vec!["RefreshRunning", "RefreshIssues"]);
+}
+
+#[test]
+fn refresh_pages_project_items_past_the_first_100() {
+    let fake = on_many_projects(129);
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    fake.clear_requests();
+    let got = t.refresh_running(&ids(1..=1)).unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].state, "In Progress");
+    assert_eq!(
+        fake.operations(),
+        vec!["RefreshRunning", "IssueProjectItems"]
+    );
+    // Not on our project at all: every page is read, then the issue is omitted.
+    fake.remove_item("acme/app#1");
+    fake.clear_requests();
+    assert!(t.refresh_running(&ids(1..=1)).unwrap().is_empty());
+    assert_eq!(
+        fake.operations(),
+        vec!["RefreshRunning", "IssueProjectItems"]
+    );
+}
+
+#[test]
+fn read_board_keeps_candidates_running_ids_and_asked_states_only() {
+    let mut board = BoardFixture::generated(6, "Todo");
+    board.items[1].status = Some("In Review".into());
+    board.items[2].status = Some("In Review".into());
+    board.items[3].status = Some("Done".into());
+    if let Some(i) = board.items[4].issue.as_mut() {
+        i.state = "CLOSED".into();
+    }
+    let fake = FakeGithub::start(board);
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let keep = ids(2..=2);
+    let read = t.read_board(&keep, &[]).unwrap();
+    assert_eq!(idents(&read.candidates), vec!["acme__app-1", "acme__app-6"]);
+    assert_eq!(idents(&read.others), vec!["acme__app-2"]);
+    let read = t.read_board(&[], &["Done".into()]).unwrap();
+    assert_eq!(idents(&read.others), vec!["acme__app-4", "acme__app-5"]);
+}
+
+#[test]
+fn board_pages_are_normalized_as_they_arrive_with_blockers_resolved_at_the_end() {
+    // Blockers later on the board (a later page) still resolve to their Status there.
+    let mut board = BoardFixture::generated(5, "Todo");
+    board.items[4].status = Some("Done".into());
+    if let Some(i) = board.items[0].issue.as_mut() {
+        i.blocked_by = vec!["acme/app#5".into(), "acme/app#4".into()];
+    }
+    let fake = FakeGithub::start(board);
+    let mut c = cfg(&fake);
+    c.page_size = 2;
+    let t = GithubTracker::new(&c).unwrap();
+    let got = t.fetch_candidate_issues().unwrap();
+    let b = &find(&got, "acme__app-1").blocked_by;
+    let states: Vec<(&str, bool)> = b.iter().map(|b| (b.state.as_str(), b.terminal)).collect();
+    assert_eq!(states, vec![("Done", true), ("Todo", false)]);
+}
+
+#[test]
+fn fake_charges_githubs_point_rule() {
+    use baton::tracker::github::queries::{PROJECT_ITEMS, PROJECT_ITEMS_NO_DEPS, REFRESH_ISSUES};
+    use support::fake_github::query_cost;
+    let page = json!({"first": 100});
+    assert_eq!(query_cost(PROJECT_ITEMS.text, &page), 2); // 1 + 100 labels + 100 blockedBy
+    assert_eq!(query_cost(PROJECT_ITEMS_NO_DEPS.text, &page), 1);
+    let hundred = json!({"ids": ids(1..=100)});
+    // 100 x (labels + projectItems + blockedBy) + 100 x 20 blockers' projectItems = 2300.
+    assert_eq!(query_cost(REFRESH_ISSUES.text, &hundred), 23);
+}
+
+/// Not a test: the fake GitHub as a standalone server for `scripts/bench/run.sh` (run with
+/// `--ignored --exact bench_fake_github_server`; returns at once without `BENCH_ADDR_FILE`).
+/// Serves `BoardFixture::generated(BENCH_ITEMS, BENCH_STATUS)`, writes its endpoint to
+/// `BENCH_ADDR_FILE` and appends `<unix ms> <operation> <points>` per request to
+/// `BENCH_REQUEST_LOG` until killed.
+#[test]
+#[ignore = "benchmark server for scripts/bench/run.sh; runs until killed"]
+fn bench_fake_github_server() {
+    use std::io::Write;
+    let Ok(addr_file) = std::env::var("BENCH_ADDR_FILE") else {
+        return;
+    };
+    let items: u64 = std::env::var("BENCH_ITEMS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let status = std::env::var("BENCH_STATUS").unwrap_or_else(|_| "Todo".into());
+    let fake = FakeGithub::start(BoardFixture::generated(items, &status));
+    let log_path = std::env::var("BENCH_REQUEST_LOG").unwrap_or_else(|_| "/dev/null".into());
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .expect("open BENCH_REQUEST_LOG");
+    let tmp = format!("{addr_file}.tmp");
+    std::fs::write(&tmp, fake.endpoint()).unwrap();
+    std::fs::rename(&tmp, &addr_file).unwrap();
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        for r in fake.take_requests() {
+            let ms =
+                r.at.duration_since(UNIX_EPOCH)
+                    .unwrap_or_default()
+                    .as_millis();
+            let _ = writeln!(log, "{ms} {} {}", r.operation, r.cost);
+        }
+    }
 }

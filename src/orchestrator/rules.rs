@@ -235,6 +235,30 @@ pub(crate) fn block_fingerprint(issue: &Issue) -> String {
     )
 }
 
+/// Reconciliation from the tick's board read: the running issues the read contains (cloned from
+/// `candidates` or `others`, in `running_ids` order) and the ids it does not contain, which alone
+/// need a refresh request (filtered out server-side, archived, removed from the board).
+pub fn running_from_read(
+    running_ids: &[String],
+    candidates: &[Issue],
+    others: &[Issue],
+) -> (Vec<Issue>, Vec<String>) {
+    let by_id: std::collections::HashMap<&str, &Issue> = candidates
+        .iter()
+        .chain(others)
+        .map(|i| (i.id.as_str(), i))
+        .collect();
+    let mut present = Vec::new();
+    let mut missing = Vec::new();
+    for id in running_ids {
+        match by_id.get(id.as_str()) {
+            Some(i) => present.push((*i).clone()),
+            None => missing.push(id.clone()),
+        }
+    }
+    (present, missing)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,6 +110,16 @@ pub struct TrackerBudget {
     pub last_cost: Option<i64>,
 }
 
+/// What one poll's board read returned (see [`Tracker::read_board`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoardRead {
+    /// Dispatch candidates: exactly what [`Tracker::fetch_candidate_issues`] returns.
+    pub candidates: Vec<Issue>,
+    /// The other issues the read saw that the caller asked to keep (running ids, the extra
+    /// states), whatever their state. An issue in neither list was not in the read.
+    pub others: Vec<Issue>,
+}
+
 /// The tracker operations Baton needs (spec §11.1). Implementations are shared between the main
 /// loop's tracker thread and worker threads, so they take `&self` and synchronize internally.
 pub trait Tracker: Send + Sync {
@@ -121,6 +131,30 @@ pub trait Tracker: Send + Sync {
     /// Current state of the given issue ids. Ids that no longer resolve, or whose issue is no longer
     /// on the project, are omitted. Empty input makes no request.
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError>;
+    /// One poll's board read: the candidates, plus every other issue the read saw whose id is in
+    /// `keep_ids` or whose state is in `also_states` (closed issues count as terminal, so they
+    /// come with terminal `also_states`). A running issue found in either list needs no second
+    /// request; the first tick passes the terminal states for the startup cleanup. The default
+    /// reads the candidates and, when `also_states` is not empty, `fetch_issues_by_states`.
+    fn read_board(
+        &self,
+        keep_ids: &[String],
+        also_states: &[String],
+    ) -> Result<BoardRead, TrackerError> {
+        let candidates = self.fetch_candidate_issues()?;
+        let mut others = Vec::new();
+        if !also_states.is_empty() {
+            others = self.fetch_issues_by_states(also_states)?;
+        }
+        let _ = keep_ids;
+        Ok(BoardRead { candidates, others })
+    }
+    /// Current state of running issues a board read did not contain, for reconciliation only:
+    /// like [`Tracker::fetch_issue_states_by_ids`] but trackers may leave `blocked_by` empty
+    /// (a running issue is never stopped for its blockers). Empty input makes no request.
+    fn refresh_running(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        self.fetch_issue_states_by_ids(ids)
+    }
     /// Resolve (and cache) the project and its fields; a validation failure clears the cache.
     fn validate(&self) -> Result<(), TrackerError>;
     /// Drop cached project/field ids (called on WORKFLOW reload).

@@ -288,6 +288,10 @@ pub struct RecordedRequest {
     pub authorization: Option<String>,
     /// The `User-Agent` header, if any.
     pub user_agent: Option<String>,
+    /// Rate-limit points GitHub would charge ([`query_cost`]), also reported as `rateLimit.cost`.
+    pub cost: i64,
+    /// When the request arrived.
+    pub at: std::time::SystemTime,
 }
 
 struct State {
@@ -415,6 +419,16 @@ impl FakeGithub {
     /// Number of requests so far.
     pub fn request_count(&self) -> usize {
         lock(&self.state).requests.len()
+    }
+
+    /// Rate-limit points of all requests so far (GitHub's rule, see [`query_cost`]).
+    pub fn points(&self) -> i64 {
+        lock(&self.state).requests.iter().map(|r| r.cost).sum()
+    }
+
+    /// The requests recorded so far, forgetting them (the benchmark server's log).
+    pub fn take_requests(&self) -> Vec<RecordedRequest> {
+        std::mem::take(&mut lock(&self.state).requests)
     }
 
     /// Forget recorded requests.
@@ -594,6 +608,7 @@ fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
     let operation = parsed["operationName"].as_str().unwrap_or("").to_string();
     let query = parsed["query"].as_str().unwrap_or("").to_string();
     let variables = parsed.get("variables").cloned().unwrap_or(Value::Null);
+    let cost = query_cost(&query, &variables);
 
     let fault = {
         let mut s = lock(st);
@@ -604,6 +619,8 @@ fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
             query: query.clone(),
             authorization: authorization.clone(),
             user_agent: user_agent.clone(),
+            cost,
+            at: std::time::SystemTime::now(),
         });
         if s.reject_auth {
             Some(Fault::Unauthorized)
@@ -635,7 +652,13 @@ fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
                 let mut s = lock(st);
                 s.remaining -= 1;
                 let remaining = s.remaining;
-                let data = answer_operation(&s, &operation, &query, &variables);
+                let mut data = answer_operation(&s, &operation, &query, &variables);
+                if let Some(rl) = data
+                    .pointer_mut("/data/rateLimit")
+                    .filter(|v| v.is_object())
+                {
+                    rl["cost"] = json!(cost);
+                }
                 Answer {
                     status: 200,
                     headers: rate_headers(remaining),
@@ -708,6 +731,223 @@ fn fault_answer(f: Fault) -> Answer {
     }
 }
 
+/// The points GitHub charges for `query` (API-NOTES §2.3): over every connection, the requests
+/// needed to fill it assuming `first` is reached (one per parent object: the product of the
+/// `first`s above it, `nodes(ids:)` counting its ids), summed, divided by 100, rounded, at least 1.
+/// Fragments are expanded; `first: $var` is read from `vars`.
+pub fn query_cost(query: &str, vars: &Value) -> i64 {
+    let toks = gql_tokens(query);
+    let mut fragments: std::collections::HashMap<String, std::ops::Range<usize>> =
+        std::collections::HashMap::new();
+    let mut op: Option<std::ops::Range<usize>> = None;
+    let mut i = 0;
+    while i < toks.len() {
+        let is_frag = toks[i] == "fragment";
+        if is_frag || toks[i] == "query" {
+            let name = toks.get(i + 1).cloned().unwrap_or_default();
+            let open = (i..toks.len())
+                .find(|&j| toks[j] == "{")
+                .unwrap_or(toks.len());
+            let close = matching_brace(&toks, open);
+            if is_frag {
+                fragments.insert(name, open + 1..close);
+            } else {
+                op = Some(open + 1..close);
+            }
+            i = close + 1;
+        } else {
+            i += 1;
+        }
+    }
+    let mut requests = 0f64;
+    if let Some(r) = op {
+        selection_cost(&toks, r, 1.0, &fragments, vars, &mut requests, 0);
+    }
+    ((requests / 100.0).round() as i64).max(1)
+}
+
+fn gql_tokens(q: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = q.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '#' => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        break;
+                    }
+                }
+            }
+            c if c.is_whitespace() || c == ',' => {}
+            '.' => {
+                while chars.peek() == Some(&'.') {
+                    chars.next();
+                }
+                out.push("...".into());
+            }
+            '"' => {
+                let mut sv = String::from("\"");
+                for c in chars.by_ref() {
+                    sv.push(c);
+                    if c == '"' {
+                        break;
+                    }
+                }
+                out.push(sv);
+            }
+            c if c.is_alphanumeric() || c == '_' || c == '$' => {
+                let mut w = c.to_string();
+                while let Some(&n) = chars.peek() {
+                    if n.is_alphanumeric() || n == '_' {
+                        w.push(n);
+                        chars.next();
+                    } else {
+                        break;
+                    }
+                }
+                out.push(w);
+            }
+            other => out.push(other.to_string()),
+        }
+    }
+    out
+}
+
+fn matching_brace(toks: &[String], open: usize) -> usize {
+    let mut depth = 0i32;
+    for (j, t) in toks.iter().enumerate().skip(open) {
+        match t.as_str() {
+            "{" => depth += 1,
+            "}" => {
+                depth -= 1;
+                if depth == 0 {
+                    return j;
+                }
+            }
+            _ => {}
+        }
+    }
+    toks.len()
+}
+
+fn matching_paren(toks: &[String], open: usize) -> usize {
+    let mut depth = 0i32;
+    for (j, t) in toks.iter().enumerate().skip(open) {
+        match t.as_str() {
+            "(" => depth += 1,
+            ")" => {
+                depth -= 1;
+                if depth == 0 {
+                    return j;
+                }
+            }
+            _ => {}
+        }
+    }
+    toks.len()
+}
+
+/// Walk one selection set (`range` inside its braces) with `mult` parent objects.
+fn selection_cost(
+    toks: &[String],
+    range: std::ops::Range<usize>,
+    mult: f64,
+    fragments: &std::collections::HashMap<String, std::ops::Range<usize>>,
+    vars: &Value,
+    requests: &mut f64,
+    depth: usize,
+) {
+    if depth > 32 {
+        return;
+    }
+    let mut i = range.start;
+    while i < range.end {
+        let t = toks[i].as_str();
+        if t == "..." {
+            if toks.get(i + 1).map(String::as_str) == Some("on") {
+                let open = i + 3;
+                let close = matching_brace(toks, open);
+                selection_cost(
+                    toks,
+                    open + 1..close,
+                    mult,
+                    fragments,
+                    vars,
+                    requests,
+                    depth + 1,
+                );
+                i = close + 1;
+            } else {
+                let name = toks.get(i + 1).cloned().unwrap_or_default();
+                if let Some(r) = fragments.get(&name) {
+                    selection_cost(toks, r.clone(), mult, fragments, vars, requests, depth + 1);
+                }
+                i += 2;
+            }
+            continue;
+        }
+        if t == "@" {
+            // Directive: skip its name and arguments.
+            i += 2;
+            if toks.get(i).map(String::as_str) == Some("(") {
+                i = matching_paren(toks, i) + 1;
+            }
+            continue;
+        }
+        // A field, possibly aliased.
+        if toks.get(i + 1).map(String::as_str) == Some(":") {
+            i += 2;
+            continue;
+        }
+        i += 1;
+        let mut child = mult;
+        if toks.get(i).map(String::as_str) == Some("(") {
+            let close = matching_paren(toks, i);
+            let mut j = i + 1;
+            while j + 2 <= close {
+                let (arg, val) = (toks[j].as_str(), toks[j + 2].as_str());
+                let n = if let Some(var) = val.strip_prefix('$') {
+                    match &vars[var] {
+                        Value::Array(a) => Some(a.len() as f64),
+                        v => v.as_f64(),
+                    }
+                } else {
+                    val.parse::<f64>().ok()
+                };
+                match (arg, n) {
+                    ("first" | "last", Some(n)) => {
+                        *requests += mult;
+                        child = mult * n;
+                    }
+                    ("ids", Some(n)) => child = mult * n,
+                    _ => {}
+                }
+                j += 3;
+            }
+            i = close + 1;
+        }
+        while toks.get(i).map(String::as_str) == Some("@") {
+            i += 2;
+            if toks.get(i).map(String::as_str) == Some("(") {
+                i = matching_paren(toks, i) + 1;
+            }
+        }
+        if toks.get(i).map(String::as_str) == Some("{") {
+            let close = matching_brace(toks, i);
+            selection_cost(
+                toks,
+                i + 1..close,
+                child,
+                fragments,
+                vars,
+                requests,
+                depth + 1,
+            );
+            i = close + 1;
+        }
+    }
+}
+
 fn rate_limit_body(s: &State, cost: i64) -> Value {
     json!({"limit":5000,"cost":cost,"remaining":s.remaining,"used":5000 - s.remaining,"resetAt":"2100-01-01T00:00:00Z","nodeCount":100})
 }
@@ -728,7 +968,8 @@ fn answer_operation(s: &State, op: &str, query: &str, vars: &Value) -> Value {
         "ProjectItems" | "ProjectItemsNoDeps" | "ProjectItemsFiltered" => {
             items_page(s, vars, query.contains("blockedBy("))
         }
-        "RefreshIssues" | "RefreshIssuesNoDeps" => refresh(s, vars, query.contains("blockedBy(")),
+        "RefreshIssues" | "RefreshRunning" => refresh(s, query, vars, query.contains("blockedBy(")),
+        "IssueProjectItems" => issue_project_items(s, query, vars),
         _ => json!({"errors":[{"message":format!("fake GitHub: unknown operation {op:?}")}]}),
     }
 }
@@ -856,10 +1097,50 @@ fn blocker_json(
     if with_project_items {
         m.insert(
             "projectItems".into(),
-            project_items_json(s, b, item, status_field, None),
+            project_items_json(
+                s,
+                b,
+                item,
+                status_field,
+                None,
+                PageArgs {
+                    first: 10,
+                    start: 0,
+                },
+            ),
         );
     }
     Some(Value::Object(m))
+}
+
+/// `first`/`after` of an issue's `projectItems` connection.
+#[derive(Debug, Clone, Copy)]
+struct PageArgs {
+    first: usize,
+    start: usize,
+}
+
+impl PageArgs {
+    /// `first` as written in the document's `projectItems(first: N` (Baton's documents use a
+    /// literal; the largest one is the issue's own, blockers' are smaller), and the position after
+    /// the `after` cursor.
+    fn for_project_items(query: &str, after: Option<&str>) -> PageArgs {
+        let first = query
+            .split("projectItems(first: ")
+            .skip(1)
+            .filter_map(|rest| {
+                let end = rest
+                    .find(|c: char| !c.is_ascii_digit())
+                    .unwrap_or(rest.len());
+                rest[..end].parse::<usize>().ok()
+            })
+            .max()
+            .unwrap_or(100);
+        let start = after
+            .and_then(|c| (0..100_000).find(|i| cursor(*i) == c))
+            .map_or(0, |i| i + 1);
+        PageArgs { first, start }
+    }
 }
 
 fn project_items_json(
@@ -868,6 +1149,7 @@ fn project_items_json(
     item: Option<&ItemFixture>,
     status_field: &str,
     priority_field: Option<&str>,
+    page: PageArgs,
 ) -> Value {
     let mut nodes = Vec::new();
     for other in &i.other_projects {
@@ -884,7 +1166,15 @@ fn project_items_json(
         }
         nodes.push(Value::Object(m));
     }
-    json!({"nodes": nodes})
+    let total = nodes.len();
+    let nodes: Vec<Value> = nodes
+        .into_iter()
+        .skip(page.start)
+        .take(page.first)
+        .collect();
+    let has_next = page.start + nodes.len() < total;
+    let end = (!nodes.is_empty()).then(|| cursor(page.start + nodes.len() - 1));
+    json!({"pageInfo":{"hasNextPage":has_next,"endCursor":end},"nodes": nodes})
 }
 
 fn cursor(index: usize) -> String {
@@ -1001,7 +1291,33 @@ fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
     json!({"data":{"node":{"__typename":"ProjectV2","items":{"pageInfo":{"hasNextPage":has_next,"endCursor":end_cursor},"nodes":nodes}},"rateLimit":rate_limit_body(s, rl_cost)}})
 }
 
-fn refresh(s: &State, vars: &Value, wants_deps: bool) -> Value {
+/// `IssueProjectItems`: one further page of an issue's `projectItems`.
+fn issue_project_items(s: &State, query: &str, vars: &Value) -> Value {
+    let id = vars["id"].as_str().unwrap_or("");
+    let status_field = vars["statusField"].as_str().unwrap_or("Status");
+    let priority_field = (vars["withPriority"].as_bool() == Some(true))
+        .then(|| vars["priorityField"].as_str().unwrap_or(""));
+    let found = s
+        .board
+        .items
+        .iter()
+        .filter_map(|it| it.issue.as_ref().map(|i| (i, Some(it))))
+        .chain(s.board.extra_issues.iter().map(|i| (i, None)))
+        .find(|(i, _)| i.exists && issue_node_id(&i.reference()) == id);
+    let rl = rate_limit_body(s, 1);
+    match found {
+        None => {
+            json!({"data":{"node":null,"rateLimit":rl},"errors":[not_found(json!(["node"]), format!("Could not resolve to a node with the global id of '{id}'."))]})
+        }
+        Some((i, item)) => {
+            let page = PageArgs::for_project_items(query, vars["after"].as_str());
+            let items = project_items_json(s, i, item, status_field, priority_field, page);
+            json!({"data":{"node":{"__typename":"Issue","projectItems":items},"rateLimit":rl}})
+        }
+    }
+}
+
+fn refresh(s: &State, query: &str, vars: &Value, wants_deps: bool) -> Value {
     let ids: Vec<&str> = vars["ids"]
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
@@ -1032,9 +1348,10 @@ fn refresh(s: &State, vars: &Value, wants_deps: bool) -> Value {
             }
             Some((i, item)) => {
                 let mut m = issue_json(s, i);
+                let page = PageArgs::for_project_items(query, None);
                 m.insert(
                     "projectItems".into(),
-                    project_items_json(s, i, item, status_field, priority_field),
+                    project_items_json(s, i, item, status_field, priority_field, page),
                 );
                 if wants_deps {
                     let blockers: Vec<Value> = i

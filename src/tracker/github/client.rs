@@ -8,6 +8,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+
+use super::normalize::RateLimitRow;
 use crate::tracker::{TrackerBudget, TrackerError, TrackerErrorKind};
 use crate::workflow::config::Secret;
 
@@ -80,33 +84,52 @@ pub struct Reply {
     pub meta: ResponseMeta,
 }
 
+/// The budget a reply reports: its body's `rateLimit` when present, else the headers.
+pub fn budget(body: Option<&RateLimitRow>, meta: &ResponseMeta) -> Option<TrackerBudget> {
+    if let Some(rl) = body {
+        return Some(TrackerBudget {
+            remaining: rl.remaining,
+            limit: rl.limit,
+            reset_at: rl.reset_at.clone(),
+            last_cost: rl.cost,
+        });
+    }
+    if meta.remaining.is_none() && meta.limit.is_none() {
+        return None;
+    }
+    Some(TrackerBudget {
+        remaining: meta.remaining,
+        limit: meta.limit,
+        reset_at: meta
+            .reset_epoch
+            .map(|s| crate::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(s))),
+        last_cost: None,
+    })
+}
+
+/// A reply read straight into typed rows (a clean HTTP 200 with `data` and no `errors`), or, for
+/// anything else, the classified [`Reply`] (errors, degradation and odd shapes are handled there).
+pub enum Page<T> {
+    /// The `data` member as `T`, with the response's rate-limit headers.
+    Typed(T, ResponseMeta),
+    /// The classified reply.
+    Raw(Reply),
+}
+
+#[derive(serde::Deserialize)]
+struct Envelope<T> {
+    data: Option<T>,
+    errors: Option<serde::de::IgnoredAny>,
+}
+
 impl Reply {
     /// The budget reported by this reply: the body's `rateLimit` when present, else the headers.
     pub fn rate_limit(&self) -> Option<TrackerBudget> {
-        let body = self.data.get("rateLimit").filter(|v| v.is_object());
-        if let Some(rl) = body {
-            return Some(TrackerBudget {
-                remaining: rl.get("remaining").and_then(Value::as_i64),
-                limit: rl.get("limit").and_then(Value::as_i64),
-                reset_at: rl
-                    .get("resetAt")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                last_cost: rl.get("cost").and_then(Value::as_i64),
-            });
-        }
-        if self.meta.remaining.is_none() && self.meta.limit.is_none() {
-            return None;
-        }
-        Some(TrackerBudget {
-            remaining: self.meta.remaining,
-            limit: self.meta.limit,
-            reset_at: self
-                .meta
-                .reset_epoch
-                .map(|s| crate::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(s))),
-            last_cost: None,
-        })
+        let body = self
+            .data
+            .get("rateLimit")
+            .and_then(|v| RateLimitRow::deserialize(v).ok());
+        budget(body.as_ref(), &self.meta)
     }
 
     /// Errors other than those `tolerated` (and errors about `rateLimit`, which GHES may lack)
@@ -392,6 +415,41 @@ impl GraphqlClient {
         query: &str,
         variables: Value,
     ) -> Result<Reply, TrackerError> {
+        let (status, meta, bytes) = self.send(operation, query, variables)?;
+        let text = String::from_utf8_lossy(&bytes);
+        classify_response(status, &meta, &text, &self.token, SystemTime::now())
+    }
+
+    /// POST one operation; a clean success is deserialized straight into `T` (no `Value` tree),
+    /// anything else is classified like [`GraphqlClient::post`].
+    pub fn post_typed<T: DeserializeOwned>(
+        &self,
+        operation: &str,
+        query: &str,
+        variables: Value,
+    ) -> Result<Page<T>, TrackerError> {
+        let (status, meta, bytes) = self.send(operation, query, variables)?;
+        if status == 200 {
+            if let Ok(Envelope {
+                data: Some(data),
+                errors: None,
+            }) = serde_json::from_slice::<Envelope<T>>(&bytes)
+            {
+                return Ok(Page::Typed(data, meta));
+            }
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        classify_response(status, &meta, &text, &self.token, SystemTime::now()).map(Page::Raw)
+    }
+
+    /// Send one operation: the status, rate-limit headers and body (at most
+    /// [`MAX_RESPONSE_BYTES`]).
+    fn send(
+        &self,
+        operation: &str,
+        query: &str,
+        variables: Value,
+    ) -> Result<(u16, ResponseMeta, Vec<u8>), TrackerError> {
         let body = json!({"query": query, "variables": variables, "operationName": operation});
         let body = serde_json::to_string(&body).unwrap_or_default();
         let sent = self
@@ -422,8 +480,7 @@ impl GraphqlClient {
             .limit(MAX_RESPONSE_BYTES)
             .read_to_vec()
             .map_err(|e| self.transport_error(operation, &e))?;
-        let text = String::from_utf8_lossy(&bytes);
-        classify_response(status, &meta, &text, &self.token, SystemTime::now())
+        Ok((status, meta, bytes))
     }
 
     fn transport_error(&self, operation: &str, e: &ureq::Error) -> TrackerError {

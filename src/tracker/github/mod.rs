@@ -21,14 +21,16 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use self::client::{GraphqlClient, Reply};
+use serde::Deserialize;
+
+use self::client::{GraphqlClient, Page, Reply};
 use self::config::OwnerType;
-use self::normalize::{DropReason, OptionValue};
+use self::normalize::{DropReason, IssueRow, ItemRow, ItemsPage, OptionValue};
 use self::project::{PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
 use crate::tracker::TrackerConfig;
-use crate::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
+use crate::tracker::{BoardRead, Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
 
 /// This tracker's `tracker.kind`.
 pub(crate) const TRACKER_KIND: &str = "github_projects";
@@ -251,19 +253,31 @@ impl GithubTracker {
     /// Page through every non-archived item and normalize the Issues (no repo/status filter).
     /// With `filter_states` and `tracker.server_side_filter`, the pages are narrowed server-side.
     pub fn fetch_board(&self, filter_states: Option<&[String]>) -> Result<Board, TrackerError> {
+        self.read_filtered(filter_states, &|_| true)
+    }
+
+    /// [`GithubTracker::fetch_board`] keeping only the issues `keep` accepts (logged as one op).
+    fn read_filtered(
+        &self,
+        filter_states: Option<&[String]>,
+        keep: &dyn Fn(&Issue) -> bool,
+    ) -> Result<Board, TrackerError> {
         let mut stats = OpStats::default();
-        let res = self.fetch_board_inner(filter_states, &mut stats);
+        let res = self.fetch_board_inner(filter_states, keep, &mut stats);
         self.log_stats("fetch_board", &stats);
         res
     }
 
+    /// The paging loop. Each page is normalized as it arrives and then dropped: only the issues
+    /// `keep` accepts and, for blocker resolution, the Status of every issue seen are retained.
     fn fetch_board_inner(
         &self,
         filter_states: Option<&[String]>,
+        keep: &dyn Fn(&Issue) -> bool,
         stats: &mut OpStats,
     ) -> Result<Board, TrackerError> {
         let project = self.project()?;
-        let mut raw: Vec<Value> = Vec::new();
+        let mut acc = BoardAcc::default();
         let mut cursor: Option<String> = None;
         let mut seen_cursors: HashSet<String> = HashSet::new();
         let mut pages = 0usize;
@@ -277,44 +291,44 @@ impl GithubTracker {
                 }
                 _ => None,
             };
-            let reply =
-                self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
-            match self.degrade_on_capability_error(&reply, filter.is_some()) {
-                Degraded::No => {}
-                Degraded::Dependencies => continue,
-                Degraded::Filter => {
-                    raw.clear();
-                    cursor = None;
-                    seen_cursors.clear();
-                    pages = 0;
-                    continue;
+            let page = self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
+            let (rows, has_next, end) = match page {
+                Page::Typed(data, _) => {
+                    let Some(node) = data.node else {
+                        return Err(self.project_gone());
+                    };
+                    let info = node.items.page_info;
+                    let rows = node.items.nodes.into_iter().map(|r| {
+                        r.ok_or_else(|| {
+                            log::warn!("tracker_item_skipped reason=\"item is not an object\"");
+                        })
+                    });
+                    let rows = rows.collect();
+                    (rows, info.has_next_page, info.end_cursor)
                 }
-            }
-            // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
-            // the item is then dropped as redacted. Anything else fails the read.
-            reply.check_errors(self.client.token(), |e| {
-                e.kind.as_deref() != Some("NOT_FOUND")
-                    && e.path.len() > 3
-                    && e.path.get(2).and_then(Value::as_str) == Some("nodes")
-            })?;
-            let node = reply.data.get("node").unwrap_or(&Value::Null);
-            if node.is_null() {
-                // The cached project id no longer resolves: drop the cache so the next
-                // validation re-resolves it.
-                self.reset_cache();
-                return Err(TrackerError::new(
-                    TrackerErrorKind::MissingTrackerProject,
-                    format!(
-                        "project #{} of {:?} no longer resolves (deleted, or no longer visible to the token)",
-                        self.number, self.owner
-                    ),
-                ));
-            }
+                Page::Raw(reply) => {
+                    match self.degrade_on_capability_error(&reply, filter.is_some()) {
+                        Degraded::No => {}
+                        Degraded::Dependencies => continue,
+                        Degraded::Filter => {
+                            acc = BoardAcc::default();
+                            cursor = None;
+                            seen_cursors.clear();
+                            pages = 0;
+                            continue;
+                        }
+                    }
+                    self.raw_page(&reply)?
+                }
+            };
             pages += 1;
-            let (nodes, next) = read_page(node, pages)?;
-            raw.extend(nodes.iter().cloned());
+            let next = next_cursor(has_next, end, pages)?;
+            for row in &rows {
+                self.add_item(&project, row.as_ref().ok(), keep, &mut acc);
+            }
+            drop(rows);
             let Some(end) = next else { break };
-            if !seen_cursors.insert(end.to_string()) || pages >= MAX_PAGES {
+            if !seen_cursors.insert(end.clone()) || pages >= MAX_PAGES {
                 return Err(error(
                     TrackerErrorKind::Payload,
                     format!(
@@ -322,9 +336,67 @@ impl GithubTracker {
                     ),
                 ));
             }
-            cursor = Some(end.to_string());
+            cursor = Some(end);
         }
-        Ok(self.normalize_board(&project, &raw))
+        Ok(self.finish_board(acc))
+    }
+
+    /// The error for a project id that no longer resolves; drops the cache so the next
+    /// validation re-resolves it.
+    fn project_gone(&self) -> TrackerError {
+        self.reset_cache();
+        TrackerError::new(
+            TrackerErrorKind::MissingTrackerProject,
+            format!(
+                "project #{} of {:?} no longer resolves (deleted, or no longer visible to the token)",
+                self.number, self.owner
+            ),
+        )
+    }
+
+    /// An items page that did not deserialize as typed rows: errors are checked, then each item
+    /// is converted on its own (a malformed one becomes `Err(())`, counted and dropped).
+    fn raw_page(&self, reply: &Reply) -> Result<PageRows, TrackerError> {
+        // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
+        // the item is then dropped as redacted. Anything else fails the read.
+        reply.check_errors(self.client.token(), |e| {
+            e.kind.as_deref() != Some("NOT_FOUND")
+                && e.path.len() > 3
+                && e.path.get(2).and_then(Value::as_str) == Some("nodes")
+        })?;
+        let node = reply.data.get("node").unwrap_or(&Value::Null);
+        if node.is_null() {
+            return Err(self.project_gone());
+        }
+        let items = node
+            .get("items")
+            .ok_or_else(|| unknown("project node without items"))?;
+        let nodes = items
+            .get("nodes")
+            .and_then(Value::as_array)
+            .ok_or_else(|| unknown("items without a nodes list"))?;
+        let info = items
+            .get("pageInfo")
+            .ok_or_else(|| unknown("items without pageInfo"))?;
+        let rows = nodes
+            .iter()
+            .map(|v| {
+                ItemRow::deserialize(v).map_err(|e| {
+                    let id = v.get("id").and_then(Value::as_str).unwrap_or("");
+                    log::warn!(
+                        "tracker_item_skipped item_id={id} reason={:?}",
+                        crate::text::single_line(&e.to_string(), 200)
+                    );
+                })
+            })
+            .collect();
+        Ok((
+            rows,
+            info.get("hasNextPage").and_then(Value::as_bool),
+            info.get("endCursor")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        ))
     }
 
     /// Request one page of project items (with blockers unless the server lacks them).
@@ -334,7 +406,7 @@ impl GithubTracker {
         filter: Option<&str>,
         cursor: Option<&str>,
         stats: &mut OpStats,
-    ) -> Result<Reply, TrackerError> {
+    ) -> Result<Page<ItemsPage>, TrackerError> {
         let deps = self.deps_supported.load(Ordering::Relaxed);
         let q = match (filter, deps) {
             (Some(_), true) => &queries::PROJECT_ITEMS_FILTERED,
@@ -350,7 +422,17 @@ impl GithubTracker {
         if let Some(f) = filter {
             vars["query"] = json!(f);
         }
-        self.request(q, vars, stats)
+        stats.requests += 1;
+        let page = self.client.post_typed::<ItemsPage>(q.name, q.text, vars)?;
+        let rl = match &page {
+            Page::Typed(data, meta) => client::budget(data.rate_limit.as_ref(), meta),
+            Page::Raw(reply) => reply.rate_limit(),
+        };
+        if let Some(rl) = rl {
+            stats.cost += rl.last_cost.unwrap_or(0);
+            *lock(&self.rate) = Some(rl);
+        }
+        Ok(page)
     }
 
     /// Add the status/priority field variables every item query takes.
@@ -384,35 +466,66 @@ impl GithubTracker {
         self.deps_supported.store(false, Ordering::Relaxed);
     }
 
-    fn normalize_board(&self, project: &ProjectInfo, raw: &[Value]) -> Board {
-        let mut board = Board::default();
-        // Status of every Issue on this board, for blocker resolution without extra requests.
-        // Why not ask GitHub: a nested `blockedBy { projectItems { fieldValueByName } }` per item
-        // multiplies the page cost by ~10 (100 items x 20 blockers x 10 project items), while the
-        // poll already reads every non-archived item of the board. Blockers off the board (or
-        // archived) fall back to OPEN/CLOSED as the spec allows.
-        let mut status_by_id: HashMap<&str, String> = HashMap::new();
-        let mut kept: Vec<(&Value, Issue)> = Vec::new();
-        for item in raw {
-            match self.normalize_item(project, item) {
-                Ok((content, issue)) => {
-                    status_by_id.insert(content["id"].as_str().unwrap_or(""), issue.state.clone());
-                    kept.push((content, issue));
-                }
-                Err(reason) => board.dropped.count(reason),
-            }
-        }
+    /// Normalize one item of a page into `acc` (kept issue, dropped count, Status by id).
+    fn add_item(
+        &self,
+        project: &ProjectInfo,
+        item: Option<&ItemRow>,
+        keep: &dyn Fn(&Issue) -> bool,
+        acc: &mut BoardAcc,
+    ) {
         let deps = self.deps_supported.load(Ordering::Relaxed);
-        for (content, mut issue) in kept {
-            if deps {
-                issue.blocked_by =
-                    normalize::normalize_blockers(content, &self.cfg.terminal_states, |b| {
-                        b.get("id")
-                            .and_then(Value::as_str)
-                            .and_then(|id| status_by_id.get(id).cloned())
-                    });
+        let Some(item) = item else {
+            acc.board.dropped.count(DropReason::Malformed);
+            return;
+        };
+        match self.normalize_item(project, item) {
+            Ok((content, mut issue)) => {
+                if deps {
+                    acc.status_by_id
+                        .insert(issue.id.clone(), issue.state.clone());
+                }
+                if !keep(&issue) {
+                    return;
+                }
+                if deps {
+                    // Blockers first resolve to OPEN/CLOSED; `finish_board` swaps in the Status
+                    // of those seen anywhere on the board.
+                    issue.blocked_by = normalize::normalize_blockers(
+                        content.blocker_nodes(),
+                        &self.cfg.terminal_states,
+                        |_| None,
+                    );
+                }
+                acc.board.issues.push(issue);
             }
-            board.issues.push(issue);
+            Err(reason) => acc.board.dropped.count(reason),
+        }
+    }
+
+    /// Resolve blockers against the Status of every Issue on this board.
+    /// Why not ask GitHub: a nested `blockedBy { projectItems { fieldValueByName } }` per item
+    /// multiplies the page cost by ~10 (100 items x 20 blockers x 10 project items), while the
+    /// poll already reads every non-archived item of the board. Blockers off the board (or
+    /// archived) fall back to OPEN/CLOSED as the spec allows.
+    fn finish_board(&self, acc: BoardAcc) -> Board {
+        let BoardAcc {
+            mut board,
+            status_by_id,
+        } = acc;
+        let deps = self.deps_supported.load(Ordering::Relaxed);
+        for issue in &mut board.issues {
+            if !deps {
+                issue.blocked_by.clear();
+                continue;
+            }
+            for b in &mut issue.blocked_by {
+                if let Some(status) = status_by_id.get(&b.id) {
+                    let closed = b.terminal && b.state == "CLOSED";
+                    b.terminal = closed || contains_name(&self.cfg.terminal_states, status);
+                    b.state = status.clone();
+                }
+            }
         }
         board
     }
@@ -420,34 +533,34 @@ impl GithubTracker {
     fn normalize_item<'a>(
         &self,
         project: &ProjectInfo,
-        item: &'a Value,
-    ) -> Result<(&'a Value, Issue), DropReason> {
-        if !item.is_object() {
-            log::warn!("tracker_item_skipped reason=\"item is not an object\"");
-            return Err(DropReason::Malformed);
-        }
-        let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
-        if item.get("isArchived").and_then(Value::as_bool) == Some(true) {
+        item: &'a ItemRow,
+    ) -> Result<(&'a IssueRow, Issue), DropReason> {
+        let item_id = item.id.as_deref().unwrap_or("");
+        if item.is_archived == Some(true) {
             return Err(DropReason::Archived);
         }
-        let content = item.get("content").unwrap_or(&Value::Null);
-        let typename = content.get("__typename").and_then(Value::as_str);
-        match (item.get("type").and_then(Value::as_str), typename) {
-            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(DropReason::Draft),
-            (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => {
+        let content = item.content.as_ref();
+        let typename = content.and_then(|c| c.typename.as_deref());
+        let content = match (item.kind.as_deref(), typename, content) {
+            (_, Some("DraftIssue"), _) | (Some("DRAFT_ISSUE"), _, _) => {
+                return Err(DropReason::Draft)
+            }
+            (_, Some("PullRequest"), _) | (Some("PULL_REQUEST"), _, _) => {
                 return Err(DropReason::PullRequest)
             }
-            (_, Some("Issue")) => {}
-            (Some("REDACTED"), _) | (_, None) => return Err(DropReason::Redacted),
-            (_, Some(other)) => {
+            (_, Some("Issue"), Some(c)) => c,
+            (Some("REDACTED"), _, _) | (_, None, _) | (_, _, None) => {
+                return Err(DropReason::Redacted)
+            }
+            (_, Some(other), _) => {
                 log::warn!("tracker_item_skipped item_id={item_id} reason=\"unexpected content type {other}\"");
                 return Err(DropReason::Malformed);
             }
-        }
-        let Some(status) = normalize::option_value(item.get("status")) else {
+        };
+        let Some(status) = normalize::option_row(item.status.as_ref()) else {
             return Err(DropReason::NoStatus);
         };
-        let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
+        let priority = self.priority_of(project, normalize::option_row(item.priority.as_ref()));
         match normalize::normalize_issue(content, item_id, &status.name, priority) {
             Ok(issue) => Ok((content, issue)),
             Err(why) => {
@@ -472,19 +585,54 @@ impl GithubTracker {
         self.cfg.repos.is_empty() || contains_name(&self.cfg.repos, &issue.repository)
     }
 
+    /// Refresh `ids` (deduplicated, blank ones dropped) 100 per request; `shallow` uses
+    /// `RefreshRunning` (no blockers).
+    fn refresh_ids(
+        &self,
+        op: &str,
+        ids: &[String],
+        shallow: bool,
+    ) -> Result<Vec<Issue>, TrackerError> {
+        let mut unique: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
+        for id in ids {
+            let id = id.trim();
+            if !id.is_empty() && seen.insert(id.to_string()) {
+                unique.push(id.to_string());
+            }
+        }
+        if unique.is_empty() {
+            return Ok(Vec::new());
+        }
+        let project = self.project()?;
+        let mut stats = OpStats::default();
+        let mut out = Vec::new();
+        let mut res = Ok(());
+        for chunk in unique.chunks(MAX_IDS_PER_REQUEST) {
+            res = self.refresh_chunk(&project, chunk, shallow, &mut stats, &mut out);
+            if res.is_err() {
+                break;
+            }
+        }
+        self.log_stats(op, &stats);
+        res.map(|_| out)
+    }
+
     fn refresh_chunk(
         &self,
         project: &ProjectInfo,
         ids: &[String],
+        shallow: bool,
         stats: &mut OpStats,
         out: &mut Vec<Issue>,
     ) -> Result<(), TrackerError> {
         let reply = loop {
             let deps = self.deps_supported.load(Ordering::Relaxed);
-            let q = if deps {
+            // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
+            let q = if deps && !shallow {
                 &queries::REFRESH_ISSUES
             } else {
-                &queries::REFRESH_ISSUES_NO_DEPS
+                &queries::REFRESH_RUNNING
             };
             let mut vars = json!({ "ids": ids });
             self.field_vars(project, &mut vars);
@@ -493,7 +641,7 @@ impl GithubTracker {
                 .errors
                 .iter()
                 .any(|e| e.is_schema_capability_error() && is_about_blockers(e));
-            if deps && deps_error {
+            if deps && deps_error && !shallow {
                 self.disable_dependencies();
                 continue;
             }
@@ -523,11 +671,51 @@ impl GithubTracker {
             )));
         }
         for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
-            if let Some(issue) = self.refreshed_issue(project, id, node, gone.contains(&i))? {
+            let found = self.refreshed_issue(project, id, node, gone.contains(&i), stats)?;
+            if let Some(mut issue) = found {
+                if shallow {
+                    issue.blocked_by.clear();
+                }
                 out.push(issue);
             }
         }
         Ok(())
+    }
+
+    /// The issue's item on our project (archived ones ignored): looked up on the refresh's first
+    /// page of `projectItems`, then on the following pages while GitHub reports `hasNextPage`,
+    /// so an issue on more than 100 projects is still found.
+    fn item_on_our_project(
+        &self,
+        project: &ProjectInfo,
+        id: &str,
+        node: &Value,
+        stats: &mut OpStats,
+    ) -> Result<Option<Value>, TrackerError> {
+        if let Some(item) = normalize::item_on_project(node, &project.id) {
+            return Ok(Some(item.clone()));
+        }
+        let mut next = normalize::next_items_cursor(node);
+        let mut pages = 1usize;
+        while let Some(after) = next {
+            pages += 1;
+            if pages > MAX_PAGES {
+                return Err(error(
+                    TrackerErrorKind::Pagination,
+                    format!("projectItems of issue {id} do not stop paging"),
+                ));
+            }
+            let mut vars = json!({ "id": id, "after": after });
+            self.field_vars(project, &mut vars);
+            let reply = self.request(&queries::ISSUE_PROJECT_ITEMS, vars, stats)?;
+            reply.check_errors(self.client.token(), |_| false)?;
+            let issue = reply.data.get("node").unwrap_or(&Value::Null);
+            if let Some(item) = normalize::item_on_project(issue, &project.id) {
+                return Ok(Some(item.clone()));
+            }
+            next = normalize::next_items_cursor(issue).filter(|c| *c != after);
+        }
+        Ok(None)
     }
 
     /// One node of a refresh reply as an issue; `None` (logged) when the id no longer resolves to
@@ -538,6 +726,7 @@ impl GithubTracker {
         id: &str,
         node: &Value,
         gone: bool,
+        stats: &mut OpStats,
     ) -> Result<Option<Issue>, TrackerError> {
         if node.is_null() {
             if gone {
@@ -553,7 +742,7 @@ impl GithubTracker {
             log::warn!("tracker_issue_gone issue_id={id} reason=\"id is not an Issue\"");
             return Ok(None);
         }
-        let Some(item) = normalize::item_on_project(node, &project.id) else {
+        let Some(item) = self.item_on_our_project(project, id, node, stats)? else {
             log::debug!("tracker_issue_left_project issue_id={id}");
             return Ok(None);
         };
@@ -563,8 +752,8 @@ impl GithubTracker {
         };
         let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
         let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
-        let mut issue =
-            normalize::normalize_issue(node, item_id, &status.name, priority).map_err(|why| {
+        let mut issue = normalize::normalize_issue_value(node, item_id, &status.name, priority)
+            .map_err(|why| {
                 let why = crate::text::single_line(&why, 200);
                 error(
                     TrackerErrorKind::Payload,
@@ -576,15 +765,29 @@ impl GithubTracker {
             return Ok(None);
         }
         if self.deps_supported.load(Ordering::Relaxed) {
-            issue.blocked_by =
-                normalize::normalize_blockers(node, &self.cfg.terminal_states, |b| {
+            let blockers = node
+                .get("blockedBy")
+                .and_then(|b| b.get("nodes"))
+                .and_then(Value::as_array);
+            issue.blocked_by = normalize::normalize_blockers(
+                blockers.into_iter().flatten(),
+                &self.cfg.terminal_states,
+                |b| {
                     normalize::item_on_project(b, &project.id)
                         .and_then(|it| normalize::option_value(it.get("status")))
                         .map(|v| v.name)
-                });
+                },
+            );
         }
         Ok(Some(issue))
     }
+}
+
+/// A board read in progress: the kept issues and the Status of every issue seen so far.
+#[derive(Default)]
+struct BoardAcc {
+    board: Board,
+    status_by_id: HashMap<String, String>,
 }
 
 /// What [`GithubTracker::degrade_on_capability_error`] turned off.
@@ -602,32 +805,23 @@ fn is_about_blockers(e: &client::GraphqlError) -> bool {
     e.field_name.as_deref() == Some("blockedBy") || e.message.contains("blockedBy")
 }
 
-/// The item nodes of one `items` page and the cursor of the next page (`None` on the last one).
-fn read_page(node: &Value, page: usize) -> Result<(&Vec<Value>, Option<&str>), TrackerError> {
-    let items = node
-        .get("items")
-        .ok_or_else(|| unknown("project node without items"))?;
-    let nodes = items
-        .get("nodes")
-        .and_then(Value::as_array)
-        .ok_or_else(|| unknown("items without a nodes list"))?;
-    let info = items
-        .get("pageInfo")
-        .ok_or_else(|| unknown("items without pageInfo"))?;
-    let has_next = info.get("hasNextPage").and_then(Value::as_bool);
+/// One page's items (`Err(())`: malformed, already logged), `hasNextPage` and `endCursor`.
+type PageRows = (Vec<Result<ItemRow, ()>>, Option<bool>, Option<String>);
+
+/// The cursor of the next page (`None` on the last one) from a page's `pageInfo`.
+fn next_cursor(
+    has_next: Option<bool>,
+    end: Option<String>,
+    page: usize,
+) -> Result<Option<String>, TrackerError> {
     match has_next.ok_or_else(|| unknown("pageInfo without hasNextPage"))? {
-        false => Ok((nodes, None)),
-        true => info
-            .get("endCursor")
-            .and_then(Value::as_str)
-            .filter(|c| !c.is_empty())
-            .map(|end| (nodes, Some(end)))
-            .ok_or_else(|| {
-                error(
-                    TrackerErrorKind::Pagination,
-                    format!("page {page} reports hasNextPage without an endCursor"),
-                )
-            }),
+        false => Ok(None),
+        true => end.filter(|c| !c.is_empty()).map(Some).ok_or_else(|| {
+            error(
+                TrackerErrorKind::Pagination,
+                format!("page {page} reports hasNextPage without an endCursor"),
+            )
+        }),
     }
 }
 
@@ -676,18 +870,7 @@ fn server_filter(status_field: &str, states: &[String]) -> String {
 
 impl Tracker for GithubTracker {
     fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
-        let active = self.cfg.active_states.clone();
-        let board = self.fetch_board(Some(&active))?;
-        Ok(board
-            .issues
-            .into_iter()
-            .filter(|i| {
-                contains_name(&active, &i.state)
-                    && !contains_name(&self.cfg.terminal_states, &i.state)
-                    && !i.closed
-                    && self.in_repo_scope(i)
-            })
-            .collect())
+        Ok(self.read_board(&[], &[])?.candidates)
     }
 
     /// Issues whose Status is one of `states`. When `states` names a configured terminal state,
@@ -712,29 +895,47 @@ impl Tracker for GithubTracker {
     }
 
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        let mut unique: Vec<String> = Vec::new();
-        let mut seen = HashSet::new();
-        for id in ids {
-            let id = id.trim();
-            if !id.is_empty() && seen.insert(id.to_string()) {
-                unique.push(id.to_string());
-            }
-        }
-        if unique.is_empty() {
-            return Ok(Vec::new());
-        }
-        let project = self.project()?;
-        let mut stats = OpStats::default();
-        let mut out = Vec::new();
-        let mut res = Ok(());
-        for chunk in unique.chunks(MAX_IDS_PER_REQUEST) {
-            res = self.refresh_chunk(&project, chunk, &mut stats, &mut out);
-            if res.is_err() {
-                break;
-            }
-        }
-        self.log_stats("fetch_issue_states_by_ids", &stats);
-        res.map(|_| out)
+        self.refresh_ids("fetch_issue_states_by_ids", ids, false)
+    }
+
+    /// One read of the board: unfiltered when `also_states` is given (closed issues in any Status
+    /// are needed then), else narrowed to the active states server-side when configured. Only
+    /// the candidates and the issues asked for are kept while the pages are normalized.
+    fn read_board(
+        &self,
+        keep_ids: &[String],
+        also_states: &[String],
+    ) -> Result<BoardRead, TrackerError> {
+        let active = &self.cfg.active_states;
+        let also: Vec<String> = also_states
+            .iter()
+            .filter(|s| !s.trim().is_empty())
+            .cloned()
+            .collect();
+        let also_terminal = also
+            .iter()
+            .any(|s| contains_name(&self.cfg.terminal_states, s));
+        let keep_ids: HashSet<&str> = keep_ids.iter().map(String::as_str).collect();
+        let is_candidate = |i: &Issue| {
+            contains_name(active, &i.state)
+                && !contains_name(&self.cfg.terminal_states, &i.state)
+                && !i.closed
+        };
+        let keep = |i: &Issue| {
+            self.in_repo_scope(i)
+                && (is_candidate(i)
+                    || keep_ids.contains(i.id.as_str())
+                    || contains_name(&also, &i.state)
+                    || (also_terminal && i.closed))
+        };
+        let filter = also.is_empty().then_some(active.as_slice());
+        let board = self.read_filtered(filter, &keep)?;
+        let (candidates, others) = board.issues.into_iter().partition(|i| is_candidate(i));
+        Ok(BoardRead { candidates, others })
+    }
+
+    fn refresh_running(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        self.refresh_ids("refresh_running", ids, true)
     }
 
     fn validate(&self) -> Result<(), TrackerError> {

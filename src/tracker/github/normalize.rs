@@ -1,6 +1,10 @@
-//! Normalization of GitHub payloads into [`Issue`] (spec §4.1.1, §11.3). Pure functions over
-//! `serde_json::Value`, so every bad shape is a unit test away.
+//! Normalization of GitHub payloads into [`Issue`] (spec §4.1.1, §11.3). Board pages are
+//! deserialized straight into typed rows ([`ItemsPage`], [`ItemRow`], [`IssueRow`]: every member
+//! optional, unknown ones ignored) instead of `serde_json::Value` trees; a page that does not fit
+//! is read as a `Value` and each item converted on its own, so one bad record only drops itself.
+//! Pure functions, so every bad shape is a unit test away.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::model::{contains_name, normalize_name, BlockerRef, Issue};
@@ -31,20 +35,171 @@ pub struct OptionValue {
     pub name: String,
 }
 
-/// Read a `fieldValueByName` selection: `null`, `{}` (another field type) and blank names are unset.
-pub fn option_value(v: Option<&Value>) -> Option<OptionValue> {
+/// The `data` of one `ProjectItems*` reply.
+#[derive(Debug, Deserialize)]
+pub struct ItemsPage {
+    /// The project node (`null` when the id no longer resolves).
+    pub node: Option<ItemsNode>,
+    /// The query's cost and budget.
+    #[serde(rename = "rateLimit")]
+    pub rate_limit: Option<RateLimitRow>,
+}
+
+/// The project node of an items page.
+#[derive(Debug, Deserialize)]
+pub struct ItemsNode {
+    /// The `items` connection.
+    pub items: ItemConnection,
+}
+
+/// One page of the `items` connection.
+#[derive(Debug, Deserialize)]
+pub struct ItemConnection {
+    /// Paging state.
+    #[serde(rename = "pageInfo")]
+    pub page_info: PageInfoRow,
+    /// The items (a `null` element is a malformed item).
+    pub nodes: Vec<Option<ItemRow>>,
+}
+
+/// `pageInfo`.
+#[derive(Debug, Deserialize)]
+pub struct PageInfoRow {
+    /// More pages follow.
+    #[serde(rename = "hasNextPage")]
+    pub has_next_page: Option<bool>,
+    /// Cursor of the last item of this page.
+    #[serde(rename = "endCursor")]
+    pub end_cursor: Option<String>,
+}
+
+/// The `RateLimit` fragment.
+#[derive(Debug, Deserialize)]
+pub struct RateLimitRow {
+    /// Points this query cost.
+    pub cost: Option<i64>,
+    /// Points per window.
+    pub limit: Option<i64>,
+    /// Points left.
+    pub remaining: Option<i64>,
+    /// Window reset (RFC 3339).
+    #[serde(rename = "resetAt")]
+    pub reset_at: Option<String>,
+}
+
+/// One project item of a page.
+#[derive(Debug, Deserialize)]
+pub struct ItemRow {
+    /// Item node id.
+    pub id: Option<String>,
+    /// `ISSUE`, `DRAFT_ISSUE`, `PULL_REQUEST`, `REDACTED`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Archived on the board.
+    #[serde(rename = "isArchived")]
+    pub is_archived: Option<bool>,
+    /// Status value.
+    pub status: Option<OptionRow>,
+    /// Priority value (when asked for).
+    pub priority: Option<OptionRow>,
+    /// The issue (or the bare `__typename` of a draft or pull request).
+    pub content: Option<IssueRow>,
+}
+
+/// A single-select field value as sent (`{}` for other field types).
+#[derive(Debug, Default, Deserialize)]
+pub struct OptionRow {
+    /// Option name.
+    pub name: Option<String>,
+    /// Option id.
+    #[serde(rename = "optionId")]
+    pub option_id: Option<String>,
+}
+
+/// The `IssueFields` fragment (plus `blockedBy` nodes, kept as small `Value`s so one unusable
+/// blocker only drops itself).
+#[derive(Debug, Default, Deserialize)]
+pub struct IssueRow {
+    /// `Issue`, `DraftIssue`, `PullRequest`.
+    #[serde(rename = "__typename")]
+    pub typename: Option<String>,
+    /// Issue node id.
+    pub id: Option<String>,
+    /// Issue number.
+    pub number: Option<u64>,
+    /// Title.
+    pub title: Option<String>,
+    /// Body.
+    pub body: Option<String>,
+    /// HTML URL.
+    pub url: Option<String>,
+    /// `OPEN` / `CLOSED`.
+    pub state: Option<String>,
+    /// RFC 3339.
+    #[serde(rename = "createdAt")]
+    pub created_at: Option<String>,
+    /// RFC 3339.
+    #[serde(rename = "updatedAt")]
+    pub updated_at: Option<String>,
+    /// Labels.
+    pub labels: Option<Nodes<NameRow>>,
+    /// Repository.
+    pub repository: Option<RepositoryRow>,
+    /// Blockers.
+    #[serde(rename = "blockedBy")]
+    pub blocked_by: Option<Nodes<Value>>,
+}
+
+/// A connection's `nodes` (`null` elements allowed).
+#[derive(Debug, Deserialize)]
+pub struct Nodes<T> {
+    /// The nodes.
+    pub nodes: Option<Vec<Option<T>>>,
+}
+
+/// `{ name }`.
+#[derive(Debug, Deserialize)]
+pub struct NameRow {
+    /// The name.
+    pub name: Option<String>,
+}
+
+/// `{ nameWithOwner }`.
+#[derive(Debug, Deserialize)]
+pub struct RepositoryRow {
+    /// `owner/name`.
+    #[serde(rename = "nameWithOwner")]
+    pub name_with_owner: Option<String>,
+}
+
+impl IssueRow {
+    /// The blocker nodes, if any.
+    pub fn blocker_nodes(&self) -> impl Iterator<Item = &Value> {
+        self.blocked_by
+            .iter()
+            .filter_map(|b| b.nodes.as_ref())
+            .flatten()
+            .flatten()
+    }
+}
+
+/// Read a typed single-select value: `null`, `{}` (another field type) and blank names are unset.
+pub fn option_row(v: Option<&OptionRow>) -> Option<OptionValue> {
     let v = v?;
-    let name = v.get("name")?.as_str()?.trim();
+    let name = v.name.as_deref()?.trim();
     if name.is_empty() {
         return None;
     }
     Some(OptionValue {
-        option_id: v
-            .get("optionId")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        option_id: v.option_id.clone(),
         name: name.to_string(),
     })
+}
+
+/// Read a `fieldValueByName` selection: `null`, `{}` (another field type) and blank names are unset.
+pub fn option_value(v: Option<&Value>) -> Option<OptionValue> {
+    let row = OptionRow::deserialize(v?).ok()?;
+    option_row(Some(&row))
 }
 
 /// `<owner>__<repo>-<number>` from `owner/repo` (spec §4.2).
@@ -57,14 +212,11 @@ pub fn identifier(name_with_owner: &str, number: u64) -> Option<String> {
 }
 
 /// Labels trimmed, lowercased, blank ones dropped, duplicates removed (first occurrence kept).
-pub fn normalize_labels(content: &Value) -> Vec<String> {
+pub fn normalize_labels(content: &IssueRow) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let nodes = content
-        .get("labels")
-        .and_then(|l| l.get("nodes"))
-        .and_then(Value::as_array);
-    for l in nodes.into_iter().flatten() {
-        if let Some(name) = l.get("name").and_then(Value::as_str) {
+    let nodes = content.labels.as_ref().and_then(|l| l.nodes.as_ref());
+    for l in nodes.into_iter().flatten().flatten() {
+        if let Some(name) = &l.name {
             let n = normalize_name(name);
             if !n.is_empty() && !out.contains(&n) {
                 out.push(n);
@@ -74,39 +226,38 @@ pub fn normalize_labels(content: &Value) -> Vec<String> {
     out
 }
 
-fn timestamp(v: Option<&Value>) -> Option<String> {
-    let t = crate::timefmt::parse_rfc3339(v?.as_str()?)?;
+fn timestamp(v: Option<&str>) -> Option<String> {
+    let t = crate::timefmt::parse_rfc3339(v?)?;
     Some(crate::timefmt::rfc3339(t))
 }
 
 /// Normalize Issue `content` (without blockers). `Err` names what made the record malformed.
 pub fn normalize_issue(
-    content: &Value,
+    content: &IssueRow,
     item_id: &str,
     state: &str,
     priority: Option<u32>,
 ) -> Result<Issue, String> {
     let id = content
-        .get("id")
-        .and_then(Value::as_str)
+        .id
+        .as_deref()
         .filter(|s| !s.is_empty())
         .ok_or("issue without id")?;
     let number = content
-        .get("number")
-        .and_then(Value::as_u64)
+        .number
         .ok_or_else(|| format!("issue {id} without a number"))?;
     let repository = content
-        .get("repository")
-        .and_then(|r| r.get("nameWithOwner"))
-        .and_then(Value::as_str)
+        .repository
+        .as_ref()
+        .and_then(|r| r.name_with_owner.as_deref())
         .ok_or_else(|| format!("issue {id} without repository.nameWithOwner"))?;
     let identifier = identifier(repository, number)
         .ok_or_else(|| format!("issue {id} has an unusable repository name {repository:?}"))?;
     let title = content
-        .get("title")
-        .and_then(Value::as_str)
+        .title
+        .as_deref()
         .ok_or_else(|| format!("issue {id} without a title"))?;
-    let closed = match content.get("state").and_then(Value::as_str) {
+    let closed = match content.state.as_deref() {
         Some("OPEN") => false,
         Some("CLOSED") => true,
         other => return Err(format!("issue {id} has an unknown state {other:?}")),
@@ -119,38 +270,44 @@ pub fn normalize_issue(
         repository: repository.to_string(),
         title: title.to_string(),
         description: content
-            .get("body")
-            .and_then(Value::as_str)
+            .body
+            .as_deref()
             .filter(|b| !b.trim().is_empty())
             .map(str::to_string),
         priority,
         state: state.trim().to_string(),
         branch_name: None,
-        url: content
-            .get("url")
-            .and_then(Value::as_str)
-            .map(str::to_string),
+        url: content.url.clone(),
         labels: normalize_labels(content),
         blocked_by: Vec::new(),
         closed,
-        created_at: timestamp(content.get("createdAt")),
-        updated_at: timestamp(content.get("updatedAt")),
+        created_at: timestamp(content.created_at.as_deref()),
+        updated_at: timestamp(content.updated_at.as_deref()),
     })
 }
 
-/// Normalize `content.blockedBy.nodes`. `status_on_project(blocker_node)` returns the blocker's
-/// Status on our project when it has one. Unusable entries are dropped (best-effort metadata).
-pub fn normalize_blockers(
+/// [`normalize_issue`] of an issue node read as a `Value` (refresh replies): a member of the
+/// wrong type makes the record malformed.
+pub fn normalize_issue_value(
     content: &Value,
+    item_id: &str,
+    state: &str,
+    priority: Option<u32>,
+) -> Result<Issue, String> {
+    let row = IssueRow::deserialize(content).map_err(|e| format!("malformed issue record: {e}"))?;
+    normalize_issue(&row, item_id, state, priority)
+}
+
+/// Normalize blocker nodes (`blockedBy.nodes`). `status_on_project(blocker_node)` returns the
+/// blocker's Status on our project when it has one. Unusable entries are dropped (best-effort
+/// metadata).
+pub fn normalize_blockers<'a>(
+    nodes: impl IntoIterator<Item = &'a Value>,
     terminal_states: &[String],
     status_on_project: impl Fn(&Value) -> Option<String>,
 ) -> Vec<BlockerRef> {
-    let nodes = content
-        .get("blockedBy")
-        .and_then(|b| b.get("nodes"))
-        .and_then(Value::as_array);
     let mut out = Vec::new();
-    for b in nodes.into_iter().flatten() {
+    for b in nodes {
         let (Some(id), Some(number), Some(repo)) = (
             b.get("id").and_then(Value::as_str),
             b.get("number").and_then(Value::as_u64),
@@ -199,10 +356,26 @@ pub fn item_on_project<'a>(issue_node: &'a Value, project_id: &str) -> Option<&'
         })
 }
 
+/// The cursor of the next page of `issue_node`'s `projectItems`, when GitHub reports one.
+pub fn next_items_cursor(issue_node: &Value) -> Option<String> {
+    let info = issue_node.get("projectItems")?.get("pageInfo")?;
+    if info.get("hasNextPage").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    info.get("endCursor")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn norm(c: &Value, state: &str, priority: Option<u32>) -> Result<Issue, String> {
+        normalize_issue_value(c, "PVTI_1", state, priority)
+    }
 
     fn content() -> Value {
         json!({"__typename":"Issue","id":"I_1","number":12,"title":"Fix it","body":"","url":"https://github.com/acme/app/issues/12",
@@ -213,7 +386,7 @@ mod tests {
 
     #[test]
     fn normalizes_identifier_labels_timestamps() {
-        let i = normalize_issue(&content(), "PVTI_1", " In Progress ", Some(2)).unwrap();
+        let i = norm(&content(), " In Progress ", Some(2)).unwrap();
         assert_eq!(i.identifier, "acme__app-12");
         assert_eq!(i.labels, vec!["bug", "p1"]);
         assert_eq!(i.state, "In Progress");
@@ -235,10 +408,7 @@ mod tests {
         ] {
             let mut c = content();
             c[field] = val;
-            assert!(
-                normalize_issue(&c, "PVTI_1", "Todo", None).is_err(),
-                "{field}"
-            );
+            assert!(norm(&c, "Todo", None).is_err(), "{field}");
         }
     }
 
@@ -267,7 +437,8 @@ mod tests {
             {"id":"I_8"}
         ]}});
         let terminal = vec!["Done".to_string()];
-        let b = normalize_blockers(&c, &terminal, |n| match n["id"].as_str() {
+        let nodes = c["blockedBy"]["nodes"].as_array().unwrap();
+        let b = normalize_blockers(nodes, &terminal, |n| match n["id"].as_str() {
             Some("I_6") => Some("done".into()),
             Some("I_7") => Some("Todo".into()),
             _ => None,

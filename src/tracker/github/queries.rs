@@ -7,9 +7,10 @@
 //! (NoUnusedFragments) or an undefined one, so the list per operation is exact. What goes on the
 //! wire is therefore one self-contained document per operation, `Query::text`.
 //!
-//! The `*NoDeps` operations stay separate documents: servers whose schema lacks `Issue.blockedBy`
-//! (older GitHub Enterprise Server) reject any document that names the field, even under
-//! `@include(if: false)`, so the fallback must not contain it (nor the `ItemBlockers` fragment).
+//! The blocker-less fallbacks stay separate documents (`ProjectItemsNoDeps`, and `RefreshRunning`
+//! for refreshes): servers whose schema lacks `Issue.blockedBy` (older GitHub Enterprise Server)
+//! reject any document that names the field, even under `@include(if: false)`, so the fallback
+//! must not contain it (nor the `ItemBlockers` fragment).
 
 /// A named GraphQL operation (the name is sent as `operationName`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,9 +58,11 @@ queries! {
     PROJECT_ITEMS_FILTERED = "ProjectItemsFiltered" from "project_items_filtered"
         + ["item_page", "item_blockers", "blocker_ref", "option_value", "issue_fields", "rate_limit"];
     REFRESH_ISSUES = "RefreshIssues" from "refresh_issues"
-        + ["refreshed_issue", "blocker_ref", "item_on_project", "option_value", "issue_fields", "rate_limit"];
-    REFRESH_ISSUES_NO_DEPS = "RefreshIssuesNoDeps" from "refresh_issues_no_deps"
-        + ["refreshed_issue", "item_on_project", "option_value", "issue_fields", "rate_limit"];
+        + ["refreshed_issue", "project_item_page", "blocker_ref", "item_on_project", "option_value", "issue_fields", "rate_limit"];
+    REFRESH_RUNNING = "RefreshRunning" from "refresh_running"
+        + ["refreshed_issue", "project_item_page", "item_on_project", "option_value", "issue_fields", "rate_limit"];
+    ISSUE_PROJECT_ITEMS = "IssueProjectItems" from "issue_project_items"
+        + ["project_item_page", "item_on_project", "option_value", "rate_limit"];
 }
 
 /// Every assembled document as `(operation name, text sent)`, for the schema validation test.
@@ -135,7 +138,7 @@ mod tests {
 
     #[test]
     fn no_deps_documents_never_name_blocked_by() {
-        for q in [PROJECT_ITEMS_NO_DEPS, REFRESH_ISSUES_NO_DEPS] {
+        for q in [PROJECT_ITEMS_NO_DEPS, REFRESH_RUNNING, ISSUE_PROJECT_ITEMS] {
             assert!(!code(q.text).contains("blockedBy"), "{}", q.name);
         }
         for q in [PROJECT_ITEMS, PROJECT_ITEMS_FILTERED, REFRESH_ISSUES] {
