@@ -13,7 +13,6 @@ use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
 use crate::runtime::daemon::DaemonOptions;
-use crate::tracker::github::GithubTracker;
 use crate::tracker::{Tracker, TrackerError};
 use crate::workflow::config::{AgentKind, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::{load_workflow, Workflow};
@@ -82,9 +81,9 @@ fn run_check(path: &Path) -> i32 {
     crate::check::run_check(path, &mut out)
 }
 
-/// The real tracker for a config (GitHub Projects v2).
-pub(crate) fn github_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
-    Ok(Arc::new(GithubTracker::new(&cfg.tracker)?))
+/// The real tracker for a config (the kind `tracker.kind` selects).
+pub(crate) fn open_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
+    crate::tracker::open(&cfg.tracker)
 }
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
@@ -132,7 +131,7 @@ fn run_daemon(args: RunArgs) -> i32 {
     let opts = DaemonOptions {
         workflow_path: args.workflow.clone(),
         initial: wf,
-        tracker_factory: Box::new(github_tracker),
+        tracker_factory: Box::new(open_tracker),
         runner_factory: Box::new(agent_runner),
         reload_rx,
         shutdown_rx,

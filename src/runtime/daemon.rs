@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::SystemTime;
 
-use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, never, select, unbounded, Receiver, Sender};
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
@@ -24,7 +24,8 @@ use crate::orchestrator::{
 };
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
-use crate::tracker::{Tracker, TrackerError};
+use crate::status::StateSnapshot;
+use crate::tracker::{Tracker, TrackerError, WatchGuard};
 use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
 use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};
 use crate::workflow::watch::stat_fingerprint;
@@ -43,6 +44,9 @@ const BURST: usize = 256;
 /// Builds a tracker for a config.
 pub type TrackerFactory =
     Box<dyn Fn(&ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> + Send>;
+/// Says, after each loop event, whether the daemon should shut down by itself (`baton demo`
+/// stops when its board is done); given the current snapshot.
+pub type ExitWhen = Box<dyn FnMut(&StateSnapshot) -> bool>;
 /// Builds an agent runner for a config.
 pub type RunnerFactory = Box<dyn Fn(&ServiceConfig) -> Arc<dyn AgentRunner> + Send>;
 
@@ -82,6 +86,8 @@ enum LoopEvent {
     Signal,
     /// A request from the HTTP thread.
     Control(ControlRequest),
+    /// The tracker's watch saw its source change (debounced).
+    TrackerChanged,
     /// An engine event produced by executing an action, handled before any new input.
     Queued(Event),
 }
@@ -93,6 +99,7 @@ struct Inbox {
     reload: Receiver<()>,
     signals: Receiver<()>,
     control: Receiver<ControlRequest>,
+    tracker_changed: Receiver<()>,
 }
 
 enum TrackerJob {
@@ -199,6 +206,12 @@ struct Daemon {
     last_preflight: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
+    /// Where the tracker's watch pings (kept for the tracker a reload builds).
+    changed_tx: Sender<()>,
+    /// The current tracker's watch, if it has one.
+    watch: Option<WatchGuard>,
+    /// The self-shutdown condition ([`run_until`]); `None` once it fired.
+    exit_when: Option<ExitWhen>,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -210,6 +223,12 @@ fn config(w: &Workflow) -> &ServiceConfig {
 /// Startup: dispatch preflight (config + tracker validation; failure is an `Err`), terminal
 /// workspace cleanup (fetch failure is a warning), then an immediate first tick.
 pub fn run(opts: DaemonOptions) -> Result<(), String> {
+    run_until(opts, None)
+}
+
+/// [`run`], shutting down by itself (the usual graceful shutdown) the first time `exit_when`
+/// holds after a loop event.
+pub fn run_until(opts: DaemonOptions, exit_when: Option<ExitWhen>) -> Result<(), String> {
     let DaemonOptions {
         workflow_path,
         initial,
@@ -239,6 +258,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     let (retry_jobs, retry_jobs_rx) = unbounded();
     tracker_thread("tracker-poll", poll_jobs_rx, tracker_tx.clone());
     tracker_thread("tracker-retry", retry_jobs_rx, tracker_tx);
+    let (changed_tx, changed_rx) = bounded(1);
     let mut d = Daemon {
         stamp: stat_fingerprint(&workflow_path),
         opts_path: workflow_path,
@@ -259,7 +279,11 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         last_preflight: None,
         pending_acks: Vec::new(),
         done: false,
+        changed_tx,
+        watch: None,
+        exit_when,
     };
+    d.start_watch();
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
         d.opts_path.display(),
@@ -273,10 +297,12 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         reload: reload_rx,
         signals: shutdown_rx,
         control: control_rx,
+        tracker_changed: changed_rx,
     };
     while !d.done {
         let ev = d.next_event(&mut inbox);
         d.handle_event(ev, &inbox);
+        d.check_exit();
     }
     info!("event=shutdown_complete");
     Ok(())
@@ -371,6 +397,10 @@ impl Daemon {
                     Ok(()) => return LoopEvent::ReloadPing,
                     Err(_) => inbox.reload = never(),
                 },
+                recv(inbox.tracker_changed) -> m => match m {
+                    Ok(()) => return LoopEvent::TrackerChanged,
+                    Err(_) => inbox.tracker_changed = never(),
+                },
                 recv(inbox.signals) -> m => match m {
                     Ok(()) => return LoopEvent::Signal,
                     Err(_) => inbox.signals = never(),
@@ -401,6 +431,32 @@ impl Daemon {
             }
             LoopEvent::Signal => self.engine(Event::Shutdown),
             LoopEvent::Control(req) => self.control(req),
+            // The same coalesced poll + reconcile as `POST /api/v1/refresh`.
+            LoopEvent::TrackerChanged => {
+                debug!("event=tracker_changed; refreshing");
+                self.engine(Event::RefreshRequested);
+            }
+        }
+    }
+
+    /// (Re)start the current tracker's watch; a failure only costs the instant reaction.
+    fn start_watch(&mut self) {
+        self.watch = None;
+        match self.tracker.watch(self.changed_tx.clone()) {
+            Ok(w) => self.watch = w,
+            Err(e) => warn!("tracker watch unavailable; polling only error={e}"),
+        }
+    }
+
+    /// Start the graceful shutdown once the [`run_until`] condition holds.
+    fn check_exit(&mut self) {
+        let Some(exit_when) = self.exit_when.as_mut() else {
+            return;
+        };
+        if exit_when(&state_snapshot(&self.state, self.clock.now())) {
+            self.exit_when = None;
+            info!("event=exit_condition_met; shutting down");
+            self.engine(Event::Shutdown);
         }
     }
 
@@ -603,7 +659,10 @@ impl Daemon {
         let new_cfg = config(&wf);
         if new_cfg.tracker != config(&self.workflow).tracker {
             match (self.tracker_factory)(new_cfg) {
-                Ok(t) => self.tracker = t,
+                Ok(t) => {
+                    self.tracker = t;
+                    self.start_watch();
+                }
                 Err(e) => {
                     error!("new tracker config rejected; keeping the previous tracker error={e}")
                 }

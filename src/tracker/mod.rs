@@ -6,6 +6,8 @@
 use std::fmt;
 use std::time::SystemTime;
 
+use crossbeam_channel::Sender;
+
 use crate::model::Issue;
 
 /// Error class of a tracker failure (spec §11.4), in tracker-neutral terms. The stable string
@@ -134,7 +136,17 @@ pub trait Tracker: Send + Sync {
     fn reset_cache(&self);
     /// The last request budget seen, if any (`None` for trackers without one).
     fn rate_limit(&self) -> Option<TrackerBudget>;
+    /// Start watching the tracker's source for changes, sending `()` on `changed` (without
+    /// blocking) after each debounced burst; the watch lasts as long as the returned guard.
+    /// `Ok(None)` for trackers that cannot be watched (polling only; the default).
+    fn watch(&self, changed: Sender<()>) -> Result<Option<WatchGuard>, TrackerError> {
+        let _ = changed;
+        Ok(None)
+    }
 }
+
+/// Keeps a [`Tracker::watch`] alive; dropping it stops the watch.
+pub type WatchGuard = Box<dyn Send>;
 
 pub mod backlog;
 pub mod config;

@@ -27,9 +27,13 @@
 //! [`BoardReader`], which logs each warning once while it persists.
 
 pub mod board;
+pub(crate) mod check;
+pub mod config;
 pub mod parse;
 pub mod read;
 pub mod states;
+pub mod tracker;
+pub mod watch;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -37,6 +41,7 @@ use std::path::{Path, PathBuf};
 pub use board::{Board, BoardTask, BoardWarning, Location, WarningKind};
 pub use read::{read_board, BoardError, BoardErrorKind, MAX_FILE_BYTES};
 pub use states::validate_states;
+pub use tracker::BacklogTracker;
 
 /// Reads one board repeatedly (each refresh re-reads it) and logs each warning once: when it
 /// first appears, and again only if it disappears and comes back.

@@ -1,0 +1,54 @@
+//! The `backlog_md` section of `baton check`: the board directory and its `config.yml`
+//! statuses, the configured states checked against them (with a "did you mean" hint), a count of
+//! the tasks read per folder, and one warning line per skipped file.
+
+use super::board::{Location, WarningKind};
+use super::tracker::BacklogTracker;
+use crate::check::{check_states, quoted, Report};
+use crate::model::Issue;
+use crate::tracker::config::TrackerConfig;
+
+/// What a configured state must match.
+const STATES_NOUN: &str = "status of the Backlog.md board (config.yml statuses)";
+
+/// The Backlog.md part of the report; every task as an issue for the plan, `None` when the
+/// board cannot be read.
+pub(crate) fn report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issue>> {
+    let tracker = match BacklogTracker::new(cfg) {
+        Ok(t) => t,
+        Err(e) => {
+            r.fail(e.to_string());
+            return None;
+        }
+    };
+    let board = match tracker.board() {
+        Ok(b) => b,
+        Err(e) => {
+            r.fail(format!("board: {e}"));
+            return None;
+        }
+    };
+    r.ok(format!("board: {}", board.dir.display()));
+    let names: Vec<&str> = board.config.statuses.iter().map(String::as_str).collect();
+    r.ok(format!(
+        "statuses (config.yml): {}",
+        names.iter().map(|n| quoted(n)).collect::<Vec<_>>().join(" | ")
+    ));
+    check_states(r, "active", &cfg.active_states, &names, STATES_NOUN);
+    check_states(r, "terminal", &cfg.terminal_states, &names, STATES_NOUN);
+    let count = |loc: Location| board.tasks.iter().filter(|t| t.location == loc).count();
+    r.ok(format!(
+        "tasks: {} in tasks/, {} in completed/, {} in archive/tasks/ (terminal); {} warning(s)",
+        count(Location::Tasks),
+        count(Location::Completed),
+        count(Location::Archived),
+        board.warnings.len()
+    ));
+    for w in &board.warnings {
+        match w.kind {
+            WarningKind::DuplicateId => r.fail(&w.message),
+            _ => r.line("warn", &w.message),
+        }
+    }
+    Some(board.issues(&cfg.terminal_states))
+}
