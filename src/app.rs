@@ -2,6 +2,7 @@
 //! the daemon loop. Returns the process exit code (see `cli::HELP`).
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::Path;
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
-use crate::runtime::daemon::DaemonOptions;
+use crate::runtime::daemon::{DaemonOptions, ExitWhen};
 use crate::tracker::{Tracker, TrackerError};
 use crate::workflow::config::{AgentKind, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::{load_workflow, Workflow};
@@ -47,7 +48,11 @@ where
         }
         Command::Run(args) => {
             crate::logging::init(args.log_level);
-            run_daemon(args)
+            run_workflow(&args, None, &|_| {})
+        }
+        Command::Demo(args) => {
+            crate::logging::init(args.log_level);
+            crate::demo::run(&args)
         }
     }
 }
@@ -94,7 +99,13 @@ pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
     }
 }
 
-fn run_daemon(args: RunArgs) -> i32 {
+/// Run the daemon on `args.workflow` until a clean shutdown, or until `exit_when` holds
+/// (`baton demo`); `on_listen` gets the dashboard's bound address. Returns the exit code.
+pub(crate) fn run_workflow(
+    args: &RunArgs,
+    exit_when: Option<ExitWhen>,
+    on_listen: &dyn Fn(SocketAddr),
+) -> i32 {
     let wf = match load_for_startup(&args.workflow) {
         Ok(wf) => wf,
         Err(e) => {
@@ -121,7 +132,10 @@ fn run_daemon(args: RunArgs) -> i32 {
         match HttpOptions::from_config(args.port, args.bind.as_deref(), &wf.config.config.server) {
             None => None,
             Some(opts) => match crate::http::spawn(opts, control_tx) {
-                Ok(h) => Some(h),
+                Ok(h) => {
+                    on_listen(h.local_addr());
+                    Some(h)
+                }
                 Err(e) => {
                     eprintln!("baton: startup_failed: dashboard/API server: {e}");
                     return EXIT_FAILURE;
@@ -139,7 +153,7 @@ fn run_daemon(args: RunArgs) -> i32 {
         config_env: Arc::new(ProcessEnv),
         clock: Arc::new(SystemClock::new()),
     };
-    match crate::runtime::daemon::run(opts) {
+    match crate::runtime::daemon::run_until(opts, exit_when) {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("baton: {}: {e}", args.workflow.display());

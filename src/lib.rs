@@ -6,6 +6,7 @@ pub mod agent;
 pub mod app;
 pub mod check;
 pub mod cli;
+pub mod demo;
 pub mod http;
 pub mod logging;
 pub mod model;

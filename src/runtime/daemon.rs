@@ -38,6 +38,9 @@ use super::worker::{spawn_worker, WorkerContext};
 /// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
 pub use crate::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 
+/// How often a [`run_until`] condition is re-checked when no event comes (ms).
+const EXIT_RECHECK_MS: u64 = 250;
+
 /// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
 
@@ -378,7 +381,13 @@ impl Daemon {
         if let Some(ev) = self.queue.pop_front() {
             return LoopEvent::Queued(ev);
         }
-        let mut timer = self.clock.timer(next_deadline(&self.state));
+        let mut deadline = next_deadline(&self.state);
+        if self.exit_when.is_some() {
+            // Some of what the condition looks at (e.g. a removed workspace) sends no event.
+            let recheck = self.clock.now().saturating_add(EXIT_RECHECK_MS);
+            deadline = Some(deadline.map_or(recheck, |d| d.min(recheck)));
+        }
+        let mut timer = self.clock.timer(deadline);
         loop {
             select! {
                 recv(inbox.workers) -> m => match m {

@@ -3,7 +3,9 @@
 //! the tasks read per folder, and one warning line per skipped file.
 
 use super::board::{Location, WarningKind};
-use super::tracker::BacklogTracker;
+use super::config::board_dir;
+use super::read_board;
+use super::tracker::board_error;
 use crate::check::{check_states, quoted, Report};
 use crate::model::Issue;
 use crate::tracker::config::TrackerConfig;
@@ -14,17 +16,12 @@ const STATES_NOUN: &str = "status of the Backlog.md board (config.yml statuses)"
 /// The Backlog.md part of the report; every task as an issue for the plan, `None` when the
 /// board cannot be read.
 pub(crate) fn report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issue>> {
-    let tracker = match BacklogTracker::new(cfg) {
-        Ok(t) => t,
-        Err(e) => {
-            r.fail(e.to_string());
-            return None;
-        }
-    };
-    let board = match tracker.board() {
+    // Read directly, not through the tracker's reader: the report lists the warnings itself,
+    // so they are not logged too.
+    let board = match read_board(&board_dir(cfg)) {
         Ok(b) => b,
         Err(e) => {
-            r.fail(format!("board: {e}"));
+            r.fail(format!("board: {}", board_error(&e)));
             return None;
         }
     };
@@ -50,5 +47,8 @@ pub(crate) fn report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issu
             _ => r.line("warn", &w.message),
         }
     }
-    Some(board.issues(&cfg.terminal_states))
+    // Tasks in completed/ and archive/tasks/ are terminal whatever their status: not in the plan.
+    let mut issues = board.issues(&cfg.terminal_states);
+    issues.retain(|i| !i.closed);
+    Some(issues)
 }
