@@ -14,7 +14,7 @@
 set -eu
 
 FAIL_ONCE="task-2"   # this task's first attempt fails
-PAUSE=1              # seconds between steps, so the dashboard shows the work
+PAUSE=2              # seconds between steps, so the dashboard shows the work
 
 here=$(cd "$(dirname "$0")" && pwd)
 board="$here/backlog"
