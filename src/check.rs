@@ -150,7 +150,6 @@ fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
     }
 }
 
-
 /// Check the configured `which` (`active`/`terminal`) states against the tracker's state names
 /// `options`: a note for a case/whitespace-only match, a failure with a "did you mean" hint when
 /// one is within 3 edits. `none_of` names what the options are (e.g. `option of the status field`).

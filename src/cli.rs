@@ -282,7 +282,8 @@ mod tests {
                 log_level: None
             })
         );
-        let Command::Demo(d) = run(&["demo", "--port", "9000", "--agent", "claude"]).unwrap() else {
+        let Command::Demo(d) = run(&["demo", "--port", "9000", "--agent", "claude"]).unwrap()
+        else {
             panic!()
         };
         assert_eq!((d.port, d.real_claude), (9000, true));

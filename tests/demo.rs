@@ -94,7 +94,9 @@ impl Demo {
         loop {
             self.drain();
             if let Some(l) = self.stdout.first() {
-                let (_, dir) = l.split_once(" tasks in ").expect("first line names the dir");
+                let (_, dir) = l
+                    .split_once(" tasks in ")
+                    .expect("first line names the dir");
                 return PathBuf::from(dir);
             }
             assert!(Instant::now() < deadline, "no output from baton demo");
@@ -112,7 +114,10 @@ impl Demo {
             }
             if Instant::now() > deadline {
                 let _ = self.child.kill();
-                panic!("baton demo did not finish within {DEADLINE:?}: {:?}", self.stdout);
+                panic!(
+                    "baton demo did not finish within {DEADLINE:?}: {:?}",
+                    self.stdout
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -174,7 +179,10 @@ fn assert_finished(demo: &mut Demo, dir: &Path, code: i32) {
     let out = demo.stdout.join("\n");
     assert_eq!(code, 0, "stdout:\n{out}");
     assert!(out.contains("all tasks are Done"), "stdout:\n{out}");
-    assert!(out.contains("dashboard: http://127.0.0.1:"), "stdout:\n{out}");
+    assert!(
+        out.contains("dashboard: http://127.0.0.1:"),
+        "stdout:\n{out}"
+    );
     for entry in std::fs::read_dir(dir.join("backlog/tasks")).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         assert!(text.contains("\nstatus: Done\n"), "{text}");
@@ -182,13 +190,19 @@ fn assert_finished(demo: &mut Demo, dir: &Path, code: i32) {
     let hooks = std::fs::read_to_string(dir.join("hooks.log")).unwrap();
     for t in ["task-1", "task-2", "task-3"] {
         for h in ["after_create", "before_run", "after_run", "before_remove"] {
-            assert!(hooks.contains(&format!("[hook {h}] {t}:")), "{h} {t}:\n{hooks}");
+            assert!(
+                hooks.contains(&format!("[hook {h}] {t}:")),
+                "{h} {t}:\n{hooks}"
+            );
         }
     }
     let task2_runs = hooks.matches("[hook before_run] task-2:").count();
     assert_eq!(task2_runs, 2, "task-2 fails once, then succeeds:\n{hooks}");
     assert!(
-        std::fs::read_dir(dir.join("workspaces")).unwrap().next().is_none(),
+        std::fs::read_dir(dir.join("workspaces"))
+            .unwrap()
+            .next()
+            .is_none(),
         "every workspace is removed"
     );
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -206,7 +220,10 @@ fn demo_runs_to_completion_showing_retry_and_blocker() {
     let deadline = started + DEADLINE;
     let mut demo = Demo::start(&scratch, port);
     let dir = demo.dir(deadline);
-    assert!(dir.starts_with(scratch.0.join("tmp")), "{dir:?} is under TMPDIR");
+    assert!(
+        dir.starts_with(scratch.0.join("tmp")),
+        "{dir:?} is under TMPDIR"
+    );
     let mut seen = BTreeSet::new();
     let mut saw_failed_retry = false;
     let mut task3_first_seen_while_task1_done = None;
@@ -238,7 +255,10 @@ fn demo_runs_to_completion_showing_retry_and_blocker() {
         ["task-1", "task-2", "task-3"],
         "stderr:\n{stderr}"
     );
-    assert!(saw_failed_retry, "task-2's failed attempt is retried with backoff");
+    assert!(
+        saw_failed_retry,
+        "task-2's failed attempt is retried with backoff"
+    );
     assert_eq!(
         task3_first_seen_while_task1_done,
         Some(true),

@@ -9,9 +9,9 @@
 mod procs;
 
 use std::io::{BufRead, BufReader};
-use std::sync::mpsc;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// A scratch directory, removed on drop.
@@ -19,10 +19,8 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!(
-            "baton-backlog-daemon-{}-{tag}",
-            std::process::id()
-        ));
+        let p =
+            std::env::temp_dir().join(format!("baton-backlog-daemon-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(p.join("home")).unwrap();
         std::fs::create_dir_all(p.join("backlog/tasks")).unwrap();
@@ -147,7 +145,10 @@ fn edited_task_dispatches_within_two_seconds_and_the_agent_finishes_it() {
     let edited = Instant::now();
     std::fs::write(&file, task(1, "First", "To Do")).unwrap();
     let took = wait_for(&s.0.join("started-task-1"), Duration::from_secs(2));
-    assert!(took.is_some(), "the agent did not start within 2 s of the edit");
+    assert!(
+        took.is_some(),
+        "the agent did not start within 2 s of the edit"
+    );
     eprintln!("task file edit -> agent started: {:?}", edited.elapsed());
     assert!(
         wait_for(&s.0.join("removed-task-1"), Duration::from_secs(10)).is_some(),
@@ -166,7 +167,11 @@ fn edited_task_dispatches_within_two_seconds_and_the_agent_finishes_it() {
         "BATON_ISSUE_URL=file://{}/backlog/tasks/task-1%20-%20First.md",
         std::fs::canonicalize(&s.0).unwrap().display()
     );
-    for want in ["BATON_ISSUE_NUMBER=1\n", "BATON_ISSUE_REPO=\n", url.as_str()] {
+    for want in [
+        "BATON_ISSUE_NUMBER=1\n",
+        "BATON_ISSUE_REPO=\n",
+        url.as_str(),
+    ] {
         assert!(env.contains(want), "{want:?} in\n{env}");
     }
     let mut d = d;
@@ -174,13 +179,21 @@ fn edited_task_dispatches_within_two_seconds_and_the_agent_finishes_it() {
     let status = d.0.wait().unwrap();
     log.extend(lines.iter());
     assert_eq!(status.code(), Some(0), "{log:?}");
-    assert!(log.iter().any(|l| l.contains("event=shutdown_complete")), "{log:?}");
-    assert!(procs::wait_pid_gone(d.0.id() as i32, Duration::from_secs(5)));
+    assert!(
+        log.iter().any(|l| l.contains("event=shutdown_complete")),
+        "{log:?}"
+    );
+    assert!(procs::wait_pid_gone(
+        d.0.id() as i32,
+        Duration::from_secs(5)
+    ));
 }
 
 /// SIGTERM (the test crate has no libc): `kill -TERM <pid>`.
 fn sigterm(pid: u32) {
-    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
 }
 
 #[test]
@@ -207,7 +220,11 @@ fn check_explains_a_misspelled_state_and_prints_the_plan() {
         task(1, "First", "To Do"),
     )
     .unwrap();
-    std::fs::write(s.0.join("backlog/tasks/task-2 - Broken.md"), "no front matter").unwrap();
+    std::fs::write(
+        s.0.join("backlog/tasks/task-2 - Broken.md"),
+        "no front matter",
+    )
+    .unwrap();
     let out = baton(&s, &["check", "WORKFLOW.md"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
@@ -215,7 +232,10 @@ fn check_explains_a_misspelled_state_and_prints_the_plan() {
         text.contains("FAIL  tracker.active_states: \"In Progres\" matches no status of the Backlog.md board (config.yml statuses) (did you mean \"In Progress\"?)"),
         "{text}"
     );
-    assert!(text.contains("statuses (config.yml): \"Backlog\" | \"To Do\""), "{text}");
+    assert!(
+        text.contains("statuses (config.yml): \"Backlog\" | \"To Do\""),
+        "{text}"
+    );
     assert!(text.contains("warn  skipping task file"), "{text}");
     assert!(text.contains("task-2 - Broken.md"), "{text}");
     assert!(text.contains("1. task-1  [To Do]"), "{text}");

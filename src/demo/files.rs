@@ -127,7 +127,10 @@ pub(crate) fn workflow(dir: &Path, port: u16, real_claude: bool) -> String {
         ("claude".to_string(), extra)
     } else {
         let script = dir.join("demo-agent.sh");
-        (format!("sh {}", sh_quote(&script.to_string_lossy())), String::new())
+        (
+            format!("sh {}", sh_quote(&script.to_string_lossy())),
+            String::new(),
+        )
     };
     format!(
         r#"---

@@ -42,12 +42,18 @@ pub fn run(args: &DemoArgs) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    println!("baton demo: a Backlog.md board with 3 tasks in {}", dir.display());
+    println!(
+        "baton demo: a Backlog.md board with 3 tasks in {}",
+        dir.display()
+    );
     println!("  board:    {}/backlog/tasks/", dir.display());
     println!("  workflow: {}/WORKFLOW.md", dir.display());
     match args.real_claude {
         true => println!("  agent:    the real `claude` CLI"),
-        false => println!("  agent:    {}/demo-agent.sh (Claude Code's stream-json, no account)", dir.display()),
+        false => println!(
+            "  agent:    {}/demo-agent.sh (Claude Code's stream-json, no account)",
+            dir.display()
+        ),
     }
     let last: Rc<RefCell<Option<StateSnapshot>>> = Rc::new(RefCell::new(None));
     let seen = last.clone();

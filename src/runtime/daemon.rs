@@ -22,9 +22,9 @@ use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
     handle, next_deadline, Action, Event, OrchestratorState, Policy, PollSkip, WorkerOutcome,
 };
+use crate::status::StateSnapshot;
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
-use crate::status::StateSnapshot;
 use crate::tracker::{Tracker, TrackerError, WatchGuard};
 use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
 use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};

@@ -29,7 +29,11 @@ pub(crate) fn report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issu
     let names: Vec<&str> = board.config.statuses.iter().map(String::as_str).collect();
     r.ok(format!(
         "statuses (config.yml): {}",
-        names.iter().map(|n| quoted(n)).collect::<Vec<_>>().join(" | ")
+        names
+            .iter()
+            .map(|n| quoted(n))
+            .collect::<Vec<_>>()
+            .join(" | ")
     ));
     check_states(r, "active", &cfg.active_states, &names, STATES_NOUN);
     check_states(r, "terminal", &cfg.terminal_states, &names, STATES_NOUN);

@@ -32,7 +32,11 @@ pub fn board_error(e: &BoardError) -> TrackerError {
         BoardErrorKind::BadConfig => TrackerErrorKind::Payload,
         BoardErrorKind::Io => TrackerErrorKind::Transport,
     };
-    TrackerError::with_class(kind, e.kind.as_str(), format!("{}: {}", e.path.display(), e.message))
+    TrackerError::with_class(
+        kind,
+        e.kind.as_str(),
+        format!("{}: {}", e.path.display(), e.message),
+    )
 }
 
 impl BacklogTracker {
@@ -80,7 +84,9 @@ impl Tracker for BacklogTracker {
         if states.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self.board()?.issues_by_states(states, &self.terminal_states))
+        Ok(self
+            .board()?
+            .issues_by_states(states, &self.terminal_states))
     }
 
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {

@@ -37,7 +37,8 @@ pub fn is_relevant(event: &Event, board: &Path) -> bool {
             .any(|c| c == Component::Normal("drafts".as_ref()));
         let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let lower = name.to_ascii_lowercase();
-        let relevant_name = lower.ends_with(".md") || lower == "config.yml" || lower == "config.yaml";
+        let relevant_name =
+            lower.ends_with(".md") || lower == "config.yml" || lower == "config.yaml";
         // A folder moved or removed as a whole (`archive/`, `tasks/`) has no `.md` name.
         let is_folder = !lower.contains('.');
         !in_drafts && (relevant_name || is_folder)
@@ -101,11 +102,17 @@ mod tests {
         let m = EventKind::Modify(ModifyKind::Any);
         assert!(is_relevant(&ev(m, "/b/tasks/task-1 - X.md"), b));
         assert!(is_relevant(&ev(m, "/b/config.yml"), b));
-        assert!(is_relevant(&ev(EventKind::Create(CreateKind::Folder), "/b/archive"), b));
+        assert!(is_relevant(
+            &ev(EventKind::Create(CreateKind::Folder), "/b/archive"),
+            b
+        ));
         assert!(!is_relevant(&ev(m, "/b/drafts/task-1 - X.md"), b));
         assert!(!is_relevant(&ev(m, "/b/tasks/.task-1.md.swp"), b));
         assert!(!is_relevant(
-            &ev(EventKind::Access(notify::event::AccessKind::Any), "/b/tasks/t.md"),
+            &ev(
+                EventKind::Access(notify::event::AccessKind::Any),
+                "/b/tasks/t.md"
+            ),
             b
         ));
         assert!(is_relevant(&Event::new(m), b));

@@ -124,4 +124,3 @@ fn check_board(r: &mut Report<'_>, tracker: &GithubTracker) -> Option<Board> {
     }
     Some(board)
 }
-
