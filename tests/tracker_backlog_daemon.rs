@@ -240,3 +240,46 @@ fn check_explains_a_misspelled_state_and_prints_the_plan() {
     assert!(text.contains("task-2 - Broken.md"), "{text}");
     assert!(text.contains("1. task-1  [To Do]"), "{text}");
 }
+
+/// `tracker.path`: default `backlog` next to WORKFLOW.md, `~` and `$VAR` expanded; the kind's
+/// default states are Backlog.md's; a misspelled key gets a hint.
+#[test]
+fn tracker_path_defaults_and_expansions() {
+    use baton::workflow::config::ConfigEnv;
+    use baton::workflow::loader::load_workflow;
+    struct Env;
+    impl ConfigEnv for Env {
+        fn var(&self, name: &str) -> Option<String> {
+            (name == "BOARDS").then(|| "/srv/boards".to_string())
+        }
+        fn home(&self) -> Option<PathBuf> {
+            Some(PathBuf::from("/home/op"))
+        }
+        fn gh_auth_token(&self) -> Option<String> {
+            None
+        }
+    }
+    let s = Scratch::new("paths");
+    let load = |tracker: &str| {
+        let p = s.0.join("WORKFLOW.md");
+        std::fs::write(&p, format!("---\nagent:\n  kind: claude_code\ntracker:\n{tracker}---\nHi\n")).unwrap();
+        load_workflow(&p, &Env).map(|wf| wf.config)
+    };
+    let c = load("  kind: backlog_md\n").unwrap();
+    assert_eq!(c.config.tracker.path, Some(s.0.join("backlog")));
+    assert_eq!(c.config.tracker.active_states, ["To Do", "In Progress"]);
+    assert_eq!(c.config.tracker.terminal_states, ["Done"]);
+    let errs: Vec<String> = c.config.preflight_errors().iter().map(|e| e.to_string()).collect();
+    assert!(errs.is_empty(), "{errs:?}");
+    let c = load("  kind: backlog_md\n  path: ~/b\n").unwrap();
+    assert_eq!(c.config.tracker.path, Some(PathBuf::from("/home/op/b")));
+    let c = load("  kind: backlog_md\n  path: $BOARDS/x\n  pth: y\n").unwrap();
+    assert_eq!(c.config.tracker.path, Some(PathBuf::from("/srv/boards/x")));
+    assert!(
+        c.warnings.iter().any(|w| w.contains("did you mean `tracker.path`")),
+        "{:?}",
+        c.warnings
+    );
+    let e = load("  kind: backlog_md\n  path: $NOPE\n").unwrap_err();
+    assert!(e.to_string().contains("tracker.path"), "{e}");
+}
