@@ -12,6 +12,7 @@ use std::path::Path;
 use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Policy};
 use crate::text::single_line as truncate;
+use crate::tracker::config::TrackerConfig;
 use crate::workflow::config::{ConfigEnv, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
@@ -198,13 +199,26 @@ pub(crate) fn check_states(
         ));
     }
     if all_ok {
-        r.ok(format!(
-            "{which} states: {}",
-            states
-                .iter()
-                .map(|s| quoted(s))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        r.ok(format!("{which} states: {}", quoted_list(states, ", ")));
     }
+}
+
+/// Each item [`quoted`], joined with `sep`.
+pub(crate) fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
+    let q: Vec<String> = items.iter().map(|s| quoted(s.as_ref())).collect();
+    q.join(sep)
+}
+
+/// The tracker's state names under `label` (e.g. `status field "Status"`), then both configured
+/// state lists checked against them ([`check_states`]).
+pub(crate) fn report_states(
+    r: &mut Report<'_>,
+    label: &str,
+    names: &[&str],
+    cfg: &TrackerConfig,
+    none_of: &str,
+) {
+    r.ok(format!("{label}: {}", quoted_list(names, " | ")));
+    check_states(r, "active", &cfg.active_states, names, none_of);
+    check_states(r, "terminal", &cfg.terminal_states, names, none_of);
 }

@@ -262,21 +262,32 @@ fn tracker_path_defaults_and_expansions() {
     let s = Scratch::new("paths");
     let load = |tracker: &str| {
         let p = s.0.join("WORKFLOW.md");
-        std::fs::write(&p, format!("---\nagent:\n  kind: claude_code\ntracker:\n{tracker}---\nHi\n")).unwrap();
+        std::fs::write(
+            &p,
+            format!("---\nagent:\n  kind: claude_code\ntracker:\n{tracker}---\nHi\n"),
+        )
+        .unwrap();
         load_workflow(&p, &Env).map(|wf| wf.config)
     };
     let c = load("  kind: backlog_md\n").unwrap();
     assert_eq!(c.config.tracker.path, Some(s.0.join("backlog")));
     assert_eq!(c.config.tracker.active_states, ["To Do", "In Progress"]);
     assert_eq!(c.config.tracker.terminal_states, ["Done"]);
-    let errs: Vec<String> = c.config.preflight_errors().iter().map(|e| e.to_string()).collect();
+    let errs: Vec<String> = c
+        .config
+        .preflight_errors()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
     assert!(errs.is_empty(), "{errs:?}");
     let c = load("  kind: backlog_md\n  path: ~/b\n").unwrap();
     assert_eq!(c.config.tracker.path, Some(PathBuf::from("/home/op/b")));
     let c = load("  kind: backlog_md\n  path: $BOARDS/x\n  pth: y\n").unwrap();
     assert_eq!(c.config.tracker.path, Some(PathBuf::from("/srv/boards/x")));
     assert!(
-        c.warnings.iter().any(|w| w.contains("did you mean `tracker.path`")),
+        c.warnings
+            .iter()
+            .any(|w| w.contains("did you mean `tracker.path`")),
         "{:?}",
         c.warnings
     );

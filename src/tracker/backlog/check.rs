@@ -6,7 +6,7 @@ use super::board::{Location, WarningKind};
 use super::config::board_dir;
 use super::read_board;
 use super::tracker::board_error;
-use crate::check::{check_states, quoted, Report};
+use crate::check::{report_states, Report};
 use crate::model::Issue;
 use crate::tracker::config::TrackerConfig;
 
@@ -27,16 +27,7 @@ pub(crate) fn report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issu
     };
     r.ok(format!("board: {}", board.dir.display()));
     let names: Vec<&str> = board.config.statuses.iter().map(String::as_str).collect();
-    r.ok(format!(
-        "statuses (config.yml): {}",
-        names
-            .iter()
-            .map(|n| quoted(n))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    ));
-    check_states(r, "active", &cfg.active_states, &names, STATES_NOUN);
-    check_states(r, "terminal", &cfg.terminal_states, &names, STATES_NOUN);
+    report_states(r, "statuses (config.yml)", &names, cfg, STATES_NOUN);
     let count = |loc: Location| board.tasks.iter().filter(|t| t.location == loc).count();
     r.ok(format!(
         "tasks: {} in tasks/, {} in completed/, {} in archive/tasks/ (terminal); {} warning(s)",

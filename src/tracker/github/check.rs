@@ -3,7 +3,7 @@
 
 use super::project::PriorityField;
 use super::{Board, GithubTracker};
-use crate::check::{check_states, quoted, Report};
+use crate::check::{quoted, report_states, Report};
 use crate::model::Issue;
 use crate::tracker::config::TrackerConfig;
 use crate::tracker::Tracker;
@@ -56,17 +56,8 @@ fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &TrackerConfi
         .iter()
         .map(|o| o.name.as_str())
         .collect();
-    r.ok(format!(
-        "status field {}: {}",
-        quoted(&project.status.name),
-        names
-            .iter()
-            .map(|n| quoted(n))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    ));
-    check_states(r, "active", &cfg.active_states, &names, STATES_NOUN);
-    check_states(r, "terminal", &cfg.terminal_states, &names, STATES_NOUN);
+    let label = format!("status field {}", quoted(&project.status.name));
+    report_states(r, &label, &names, cfg, STATES_NOUN);
     match &project.priority {
         PriorityField::NotConfigured => r.ok("priority field: not configured (priority is null)"),
         PriorityField::Resolved(f) => r.ok(format!(
