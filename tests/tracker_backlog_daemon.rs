@@ -294,3 +294,122 @@ fn tracker_path_defaults_and_expansions() {
     let e = load("  kind: backlog_md\n  path: $NOPE\n").unwrap_err();
     assert!(e.to_string().contains("tracker.path"), "{e}");
 }
+
+/// Run the real `backlog` CLI in `cwd` with a private HOME, offline (proxies at a closed port).
+fn backlog_cli(bin: &Path, cwd: &Path, home: &Path, args: &[&str]) {
+    let mut cmd = Command::new(bin);
+    cmd.args(args)
+        .current_dir(cwd)
+        .env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("NO_COLOR", "1")
+        .env("CI", "true")
+        .stdin(Stdio::null());
+    for var in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
+        cmd.env(var, "http://127.0.0.1:9");
+    }
+    let out = cmd.output().expect("run backlog");
+    assert!(
+        out.status.success(),
+        "backlog {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The daemon against the real `backlog` CLI: the CLI creates a task and moves it to
+/// "In Progress" (the only active state), which starts the agent within 2 s; the agent moves the
+/// task to Done with the CLI, and the workspace is removed.
+#[test]
+#[ignore = "needs the backlog CLI (BATON_BACKLOG_BIN)"]
+fn real_backlog_cli_moves_drive_the_daemon() {
+    let Some(bin) = std::env::var_os("BATON_BACKLOG_BIN").filter(|v| !v.is_empty()) else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI=true but BATON_BACKLOG_BIN is unset: source .ci/setup-backlog.sh"
+        );
+        eprintln!("SKIP: BATON_BACKLOG_BIN is unset (source .ci/setup-backlog.sh)");
+        return;
+    };
+    let bin = PathBuf::from(bin);
+    let s = Scratch::new("real-cli");
+    let (proj, home) = (s.0.join("proj"), s.0.join("home"));
+    std::fs::create_dir_all(&proj).unwrap();
+    let git = Command::new("git")
+        .args(["init", "-q", "."])
+        .current_dir(&proj)
+        .env("HOME", &home)
+        .status()
+        .expect("git");
+    assert!(git.success());
+    let cli = |args: &[&str]| backlog_cli(&bin, &proj, &home, args);
+    cli(&[
+        "init",
+        "Demo",
+        "--defaults",
+        "--integration-mode",
+        "none",
+        "--check-branches",
+        "false",
+        "--include-remote",
+        "false",
+    ]);
+    cli(&["task", "create", "Real CLI task", "-d", "Made by the CLI"]);
+    let q = |p: &Path| format!("'{}'", p.display());
+    let agent = format!(
+        "#!/bin/sh\nset -eu\n: > {started}-$BATON_ISSUE_IDENTIFIER\n\
+         printf '{{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"s\",\"model\":\"fake\"}}\\n'\n\
+         cd {proj}\n\
+         HOME={home} XDG_CONFIG_HOME={home}/.config CI=true NO_COLOR=1 http_proxy=http://127.0.0.1:9 \
+         https_proxy=http://127.0.0.1:9 {bin} task edit \"${{BATON_ISSUE_IDENTIFIER#task-}}\" -s Done >/dev/null 2>&1\n\
+         printf '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"num_turns\":1,\"result\":\"ok\",\"session_id\":\"s\",\"total_cost_usd\":0,\"usage\":{{\"input_tokens\":1,\"output_tokens\":1}}}}\\n'\n",
+        started = q(&s.0.join("started")),
+        proj = q(&proj),
+        home = q(&home),
+        bin = q(&bin),
+    );
+    std::fs::write(s.0.join("agent.sh"), agent).unwrap();
+    let wf = workflow(&s.0, "[\"In Progress\"]").replace(
+        "kind: backlog_md\n",
+        "kind: backlog_md\n  path: proj/backlog\n",
+    );
+    std::fs::write(s.0.join("WORKFLOW.md"), wf).unwrap();
+    let mut child = baton(&s, &["WORKFLOW.md"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = mpsc::channel::<String>();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut d = Daemon(child);
+    let mut log = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !log.iter().any(|l: &String| l.contains("event=startup")) {
+        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(l) => log.push(l),
+            Err(_) => panic!("no event=startup: {log:?}"),
+        }
+    }
+    cli(&["task", "edit", "1", "-s", "In Progress"]);
+    let started = wait_for(&s.0.join("started-task-1"), Duration::from_secs(2));
+    log.extend(lines.try_iter());
+    assert!(started.is_some(), "agent not started within 2 s: {log:?}");
+    let removed = wait_for(&s.0.join("removed-task-1"), Duration::from_secs(10));
+    log.extend(lines.try_iter());
+    assert!(removed.is_some(), "before_remove did not run: {log:?}");
+    let task = std::fs::read_dir(proj.join("backlog/tasks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .next()
+        .unwrap();
+    let text = std::fs::read_to_string(task).unwrap();
+    assert!(text.contains("\nstatus: Done\n"), "{text}");
+    sigterm(d.0.id());
+    assert_eq!(d.0.wait().unwrap().code(), Some(0));
+}
