@@ -1,7 +1,8 @@
 //! The issue tracker boundary (spec §11): the `Tracker` trait the orchestrator and workers call,
 //! the tracker-neutral error classes (spec §11.4) and request budget, and the registry of tracker
-//! kinds (`config`): each kind parses its own `tracker.*` keys, checks them, and builds its
-//! tracker. The GitHub Projects v2 implementation lives in `tracker::github`.
+//! kinds (`config`): each kind parses its own `tracker.*` keys, checks them, builds its tracker
+//! and writes its section of `baton check`. The kinds: GitHub Projects v2 (`tracker::github`) and
+//! Backlog.md boards in the repository (`tracker::backlog`).
 
 use std::fmt;
 use std::time::SystemTime;

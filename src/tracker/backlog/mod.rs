@@ -24,7 +24,11 @@
 //!
 //! Layers: [`parse`] (pure text → typed rows), [`board`] (pure assembly, duplicates, mapping,
 //! selection), [`read`] (the filesystem walk), [`states`] (config validation), and
-//! [`BoardReader`], which logs each warning once while it persists.
+//! [`BoardReader`], which logs each warning once while it persists. On top of them, the tracker
+//! kind `backlog_md`: [`config`] (`tracker.path`, the registry entry), [`tracker`]
+//! ([`BacklogTracker`], the `Tracker` implementation), [`watch`] (the debounced board watch
+//! behind `Tracker::watch`) and `check` (its section of `baton check`). Baton never writes the
+//! board.
 
 pub mod board;
 pub(crate) mod check;

@@ -2,7 +2,7 @@
 //! the board (a 5,000-task board reads in about 110 ms of CPU), so there is no cache to go
 //! stale; the board is never written.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 
 use crossbeam_channel::Sender;
@@ -117,8 +117,7 @@ impl Tracker for BacklogTracker {
     }
 
     fn watch(&self, changed: Sender<()>) -> Result<Option<WatchGuard>, TrackerError> {
-        let dir: PathBuf = self.dir();
-        let guard = super::watch::watch_board(Path::new(&dir), changed).map_err(|e| {
+        let guard = super::watch::watch_board(&self.dir(), changed).map_err(|e| {
             TrackerError::with_class(TrackerErrorKind::Transport, "backlog_watch_failed", e)
         })?;
         Ok(Some(Box::new(guard)))
