@@ -1,7 +1,9 @@
-//! `baton check [WORKFLOW.md]`: the operator's preflight. Loads and validates the workflow,
-//! resolves the project, prints the Status options and flags configured states that match none,
-//! prints the rate-limit budget, then lists the candidate issues in dispatch order and, for every
-//! other active issue, why it would not dispatch. Exit code 0 when healthy, 1 on any problem.
+//! `baton check [WORKFLOW.md]`: the operator's preflight. Loads and validates the workflow, then
+//! the tracker kind writes its own section through its registry entry's `report` hook (GitHub:
+//! the project, its Status options, the rate-limit budget; Backlog.md: the board, its statuses,
+//! the skipped files), flagging configured states that match none; then this module lists the
+//! candidate issues in dispatch order and, for every other active issue, why it would not
+//! dispatch. Exit code 0 when healthy, 1 on any problem.
 //!
 //! The eligibility verdicts come from `orchestrator::rules::ineligibility`, the function the
 //! scheduler itself dispatches by.

@@ -12,7 +12,7 @@ pub const EXIT_USAGE: i32 = 2;
 
 /// The help text printed by `--help`.
 pub const HELP: &str = "\
-baton — run coding agents on the issues of a GitHub Projects (v2) board
+baton — run coding agents on the issues of a GitHub Projects (v2) or Backlog.md board
 
 USAGE:
     baton [OPTIONS] [PATH-TO-WORKFLOW.md]        run the daemon
@@ -36,6 +36,7 @@ OPTIONS:
 
 ENVIRONMENT:
     GITHUB_TOKEN          tracker token when tracker.token is not set (then `gh auth token`)
+    TMPDIR                where `baton demo` writes its directory (default /tmp)
     RUST_LOG              log filter, e.g. `info` or `baton=debug` (--log-level wins)
     JOURNAL_STREAM        set by systemd: log lines get <N> priority prefixes and no timestamps
 

@@ -123,3 +123,59 @@ impl Tracker for BacklogTracker {
         Ok(Some(Box::new(guard)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracker(board: &str, active: &[&str]) -> BacklogTracker {
+        let cfg = TrackerConfig {
+            kind: Some("backlog_md".into()),
+            path: Some(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("fixtures/backlog")
+                    .join(board),
+            ),
+            active_states: active.iter().map(|s| s.to_string()).collect(),
+            terminal_states: vec!["Done".into()],
+            ..TrackerConfig::default()
+        };
+        BacklogTracker::new(&cfg).unwrap()
+    }
+
+    #[test]
+    fn reads_the_board_through_the_tracker_trait() {
+        let t = tracker("real", &["To Do", "In Progress"]);
+        t.validate().unwrap();
+        let ids: Vec<String> = t
+            .fetch_candidate_issues()
+            .unwrap()
+            .into_iter()
+            .map(|i| i.identifier)
+            .collect();
+        assert_eq!(ids, ["task-1", "task-1.1", "task-2", "task-4"]);
+        let done = t.fetch_issues_by_states(&["Done".into()]).unwrap();
+        assert!(done.iter().any(|i| i.identifier == "task-5" && i.closed));
+        let by_id = t
+            .fetch_issue_states_by_ids(&["task-2".into(), "TASK-99".into()])
+            .unwrap();
+        assert_eq!(by_id.len(), 1);
+        assert_eq!((by_id[0].number, by_id[0].repository.as_str()), (2, ""));
+        assert!(by_id[0].url.as_deref().unwrap().starts_with("file:///"));
+        assert!(t.fetch_issue_states_by_ids(&[]).unwrap().is_empty());
+        assert_eq!(t.rate_limit(), None);
+    }
+
+    #[test]
+    fn errors_keep_the_board_classes() {
+        let t = tracker("real", &["To Do", "In Progres"]);
+        let e = t.validate().unwrap_err();
+        assert_eq!(e.class, UNKNOWN_STATE_CLASS);
+        assert!(e.message.contains("did you mean \"In Progress\"?"), "{e}");
+        let t = tracker("no-such-board", &["To Do"]);
+        let e = t.fetch_candidate_issues().unwrap_err();
+        assert_eq!(e.class, "backlog_board_missing");
+        assert_eq!(e.kind, TrackerErrorKind::MissingTrackerProject);
+        assert_eq!(t.validate().unwrap_err().class, "backlog_board_missing");
+    }
+}

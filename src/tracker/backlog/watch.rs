@@ -117,4 +117,30 @@ mod tests {
         ));
         assert!(is_relevant(&Event::new(m), b));
     }
+
+    #[test]
+    fn a_task_file_edit_pings_once_per_burst_and_drafts_do_not() {
+        let dir = std::env::temp_dir().join(format!("baton-board-watch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("tasks")).unwrap();
+        std::fs::create_dir_all(dir.join("drafts")).unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let guard = watch_board(&dir, tx).unwrap();
+        std::fs::write(dir.join("drafts/task-1 - a.md"), "x").unwrap();
+        assert!(
+            rx.recv_timeout(Duration::from_millis(400)).is_err(),
+            "drafts are ignored"
+        );
+        for i in 0..5 {
+            std::fs::write(dir.join("tasks/task-1 - a.md"), format!("{i}")).unwrap();
+        }
+        rx.recv_timeout(Duration::from_secs(5))
+            .expect("a ping after the edits");
+        assert!(
+            rx.recv_timeout(Duration::from_millis(400)).is_err(),
+            "one ping per burst"
+        );
+        drop(guard);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
