@@ -52,9 +52,10 @@ claude_code:
 ---
 Do {{ issue.identifier }}.
 EOF2
-HOME="$dir/home" RUST_LOG=warn "$BATON_BIN" "$dir/WORKFLOW.md" 2> "$dir/baton.log" &
+HOME="$dir/home" RUST_LOG=info "$BATON_BIN" "$dir/WORKFLOW.md" 2> "$dir/baton.log" &
 pid=$!
-sleep 1 # startup: validation, first poll (nothing is active yet)
+# The board watch is armed before the daemon logs event=startup.
+for _ in $(seq 1 1000); do grep -q event=startup "$dir/baton.log" && break; sleep 0.01; done
 lat=()
 for i in $(seq 1 "$RUNS"); do
     t0=$(date +%s%N)
