@@ -5,7 +5,9 @@
 //! queues it; the engine is never re-entered from inside action execution. Every timer (poll,
 //! retries, stalls, the reload debounce, the shutdown grace) is an engine deadline, and time comes
 //! from the injected [`Clock`]. Tracker calls run on two tracker threads (polls, retry refreshes),
-//! so a slow GitHub never blocks the loop or a snapshot reply.
+//! so a slow GitHub never blocks the loop or a snapshot reply. A tracker that can watch its
+//! source (`Tracker::watch`: a Backlog.md board) pings the loop, which handles the ping as a
+//! refresh request (`POST /api/v1/refresh`); [`run_until`] adds a self-shutdown condition.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
