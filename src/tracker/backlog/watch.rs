@@ -4,6 +4,8 @@
 //! that `POST /api/v1/refresh` requests; polling remains the safety net.
 
 use std::path::{Component, Path};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -45,19 +47,25 @@ pub fn is_relevant(event: &Event, board: &Path) -> bool {
     })
 }
 
-/// Watch `board` recursively; send `()` on `changed` (without blocking) at most once per
-/// debounced burst of relevant events.
-pub fn watch_board(board: &Path, changed: Sender<()>) -> Result<BoardWatch, String> {
+/// Watch `board` recursively: bump `changes` on every relevant event as it arrives, and send `()`
+/// on `changed` (without blocking) once per debounced burst of them.
+pub fn watch_board(
+    board: &Path,
+    changes: Arc<AtomicU64>,
+    changed: Sender<()>,
+) -> Result<BoardWatch, String> {
     let board_abs = std::path::absolute(board).unwrap_or_else(|_| board.to_path_buf());
     let (raw_tx, raw_rx) = unbounded::<()>();
     let filter_root = board_abs.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<Event>| match res {
         Ok(ev) if is_relevant(&ev, &filter_root) => {
+            changes.fetch_add(1, Ordering::SeqCst);
             let _ = raw_tx.send(());
         }
         Ok(_) => {}
         Err(e) => {
             log::warn!("event=backlog_watch_error error={e:?}; polling still picks up changes");
+            changes.fetch_add(1, Ordering::SeqCst);
             let _ = raw_tx.send(());
         }
     })
@@ -125,7 +133,8 @@ mod tests {
         std::fs::create_dir_all(dir.join("tasks")).unwrap();
         std::fs::create_dir_all(dir.join("drafts")).unwrap();
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let guard = watch_board(&dir, tx).unwrap();
+        let changes = Arc::new(AtomicU64::new(0));
+        let guard = watch_board(&dir, changes.clone(), tx).unwrap();
         std::fs::write(dir.join("drafts/task-1 - a.md"), "x").unwrap();
         assert!(
             rx.recv_timeout(Duration::from_millis(400)).is_err(),
@@ -136,6 +145,7 @@ mod tests {
         }
         rx.recv_timeout(Duration::from_secs(5))
             .expect("a ping after the edits");
+        assert!(changes.load(Ordering::SeqCst) >= 1);
         assert!(
             rx.recv_timeout(Duration::from_millis(400)).is_err(),
             "one ping per burst"
