@@ -1,9 +1,9 @@
 //! [`BacklogTracker`]: the `Tracker` implementation over a [`BoardReader`]; the board is never
 //! written.
 //!
-//! One poll makes up to three calls (refresh the running tasks, validate, fetch candidates) and a
-//! 5,000-task board takes about 110 ms of CPU to read, so while the board is watched the calls of
-//! one refresh share one read: a read is reused only while no change event arrived since it began
+//! One poll refreshes the running tasks, validates (which reads only `config.yml`) and fetches the
+//! candidates, and a 5,000-task board takes about 110 ms of CPU to read, so while the board is
+//! watched the calls of one refresh share one read: a read is reused only while no change event arrived since it began
 //! and for at most [`REUSE_FOR`]. Without a watch every call reads the board.
 
 use std::path::PathBuf;
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
+use super::read::read_board_config;
 use super::{validate_states, Board, BoardError, BoardErrorKind, BoardReader};
 use crate::model::Issue;
 use crate::tracker::config::TrackerConfig;
@@ -108,15 +109,6 @@ impl BacklogTracker {
         Ok(board)
     }
 
-    /// The configured states that are not statuses of `board`, one message each.
-    pub fn state_problems(&self, board: &Board) -> Vec<String> {
-        validate_states(
-            &board.config.statuses,
-            &self.active_states,
-            &self.terminal_states,
-        )
-    }
-
     fn lock(&self) -> MutexGuard<'_, Reader> {
         // A panic while holding the lock leaves only a warning set behind; keep going.
         self.reader.lock().unwrap_or_else(|p| p.into_inner())
@@ -145,10 +137,12 @@ impl Tracker for BacklogTracker {
         Ok(self.board()?.issues_by_ids(ids, &self.terminal_states))
     }
 
-    /// The board exists and is readable, and every configured state is one of its statuses.
+    /// The board directory and its `config.yml` are readable, and every configured state is one
+    /// of its statuses (no task file is read).
     fn validate(&self) -> Result<(), TrackerError> {
-        let board = self.board()?;
-        let problems = self.state_problems(&board);
+        let config = read_board_config(&self.dir()).map_err(|e| board_error(&e))?;
+        let problems =
+            validate_states(&config.statuses, &self.active_states, &self.terminal_states);
         match problems.is_empty() {
             true => Ok(()),
             false => Err(TrackerError::with_class(
