@@ -321,7 +321,15 @@ fn dump_dom(chromium: &Path, url: &str, profile: &Path) -> String {
 #[test]
 #[ignore = "needs chromium (BATON_CHROMIUM)"]
 fn demo_dashboard_renders_the_three_tasks_in_chromium() {
-    let chromium = find_chromium().expect("set BATON_CHROMIUM or install chromium");
+    let Some(chromium) = find_chromium() else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI=true but no Chromium found (set BATON_CHROMIUM or run .ci/setup-http.sh)"
+        );
+        eprintln!("SKIP: no Chromium found (set BATON_CHROMIUM or run .ci/setup-http.sh)");
+        return;
+    };
     let scratch = Scratch::new("browser");
     let port = free_port();
     let deadline = Instant::now() + DEADLINE;
