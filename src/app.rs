@@ -2,6 +2,7 @@
 //! the daemon loop. Returns the process exit code (see `cli::HELP`).
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::Path;
 
 use std::sync::Arc;
@@ -12,8 +13,7 @@ use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
-use crate::runtime::daemon::DaemonOptions;
-use crate::tracker::github::GithubTracker;
+use crate::runtime::daemon::{DaemonOptions, ExitWhen};
 use crate::tracker::{Tracker, TrackerError};
 use crate::workflow::config::{AgentKind, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::{load_workflow, Workflow};
@@ -48,7 +48,11 @@ where
         }
         Command::Run(args) => {
             crate::logging::init(args.log_level);
-            run_daemon(args)
+            run_workflow(&args, None, &|_| {})
+        }
+        Command::Demo(args) => {
+            crate::logging::init(args.log_level);
+            crate::demo::run(&args)
         }
     }
 }
@@ -82,9 +86,9 @@ fn run_check(path: &Path) -> i32 {
     crate::check::run_check(path, &mut out)
 }
 
-/// The real tracker for a config (GitHub Projects v2).
-pub(crate) fn github_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
-    Ok(Arc::new(GithubTracker::new(&cfg.tracker)?))
+/// The real tracker for a config (the kind `tracker.kind` selects).
+pub(crate) fn open_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
+    crate::tracker::open(&cfg.tracker)
 }
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
@@ -95,7 +99,13 @@ pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
     }
 }
 
-fn run_daemon(args: RunArgs) -> i32 {
+/// Run the daemon on `args.workflow` until a clean shutdown, or until `exit_when` holds
+/// (`baton demo`); `on_listen` gets the dashboard's bound address. Returns the exit code.
+pub(crate) fn run_workflow(
+    args: &RunArgs,
+    exit_when: Option<ExitWhen>,
+    on_listen: &dyn Fn(SocketAddr),
+) -> i32 {
     let ops = crate::ops::startup::take_systemd_env();
     let wf = match load_for_startup(&args.workflow) {
         Ok(wf) => wf,
@@ -129,7 +139,10 @@ fn run_daemon(args: RunArgs) -> i32 {
                 },
                 control_tx,
             ) {
-                Ok(h) => Some(h),
+                Ok(h) => {
+                    on_listen(h.local_addr());
+                    Some(h)
+                }
                 Err(e) => {
                     eprintln!("baton: startup_failed: dashboard/API server: {e}");
                     return EXIT_FAILURE;
@@ -139,7 +152,7 @@ fn run_daemon(args: RunArgs) -> i32 {
     let opts = DaemonOptions {
         workflow_path: args.workflow.clone(),
         initial: wf,
-        tracker_factory: Box::new(github_tracker),
+        tracker_factory: Box::new(open_tracker),
         runner_factory: Box::new(agent_runner),
         reload_rx,
         shutdown_rx,
@@ -147,7 +160,7 @@ fn run_daemon(args: RunArgs) -> i32 {
         config_env: Arc::new(ProcessEnv),
         clock: Arc::new(SystemClock::new()),
     };
-    match crate::runtime::daemon::run_with_ops(opts, ops) {
+    match crate::runtime::daemon::run_with(opts, ops, exit_when) {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("baton: {}: {e}", args.workflow.display());

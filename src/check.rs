@@ -1,7 +1,9 @@
-//! `baton check [WORKFLOW.md]`: the operator's preflight. Loads and validates the workflow,
-//! resolves the project, prints the Status options and flags configured states that match none,
-//! prints the rate-limit budget, then lists the candidate issues in dispatch order and, for every
-//! other active issue, why it would not dispatch. Exit code 0 when healthy, 1 on any problem.
+//! `baton check [WORKFLOW.md]`: the operator's preflight. Loads and validates the workflow, then
+//! the tracker kind writes its own section through its registry entry's `report` hook (GitHub:
+//! the project, its Status options, the rate-limit budget; Backlog.md: the board, its statuses,
+//! the skipped files), flagging configured states that match none; then this module lists the
+//! candidate issues in dispatch order and, for every other active issue, why it would not
+//! dispatch. Exit code 0 when healthy, 1 on any problem.
 //!
 //! The eligibility verdicts come from `orchestrator::rules::ineligibility`, the function the
 //! scheduler itself dispatches by.
@@ -12,9 +14,7 @@ use std::path::Path;
 use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Policy};
 use crate::text::single_line as truncate;
-use crate::tracker::github::project::PriorityField;
-use crate::tracker::github::{Board, GithubTracker};
-use crate::tracker::Tracker;
+use crate::tracker::config::TrackerConfig;
 use crate::workflow::config::{AgentKind, ConfigEnv, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
@@ -31,24 +31,29 @@ pub fn run_check_with_env(workflow_path: &Path, env: &dyn ConfigEnv, out: &mut d
     code
 }
 
-struct Report<'a> {
+/// The report being written: one tagged line per finding; counts the problems.
+pub(crate) struct Report<'a> {
     out: &'a mut dyn Write,
     problems: usize,
 }
 
 impl Report<'_> {
-    fn line(&mut self, tag: &str, text: impl AsRef<str>) {
+    pub(crate) fn line(&mut self, tag: &str, text: impl AsRef<str>) {
         let _ = writeln!(self.out, "{tag:<5} {}", text.as_ref());
     }
-    fn ok(&mut self, text: impl AsRef<str>) {
+    pub(crate) fn ok(&mut self, text: impl AsRef<str>) {
         self.line("ok", text);
     }
-    fn fail(&mut self, text: impl AsRef<str>) {
+    pub(crate) fn fail(&mut self, text: impl AsRef<str>) {
         self.problems += 1;
         self.line("FAIL", text);
     }
-    fn raw(&mut self, text: impl AsRef<str>) {
+    pub(crate) fn raw(&mut self, text: impl AsRef<str>) {
         let _ = writeln!(self.out, "{}", text.as_ref());
+    }
+    /// Problems reported so far.
+    pub(crate) fn problems(&self) -> usize {
+        self.problems
     }
     fn finish(&mut self) -> i32 {
         if self.problems == 0 {
@@ -63,7 +68,7 @@ impl Report<'_> {
 }
 
 /// Quote untrusted text for one terminal line (control characters removed, length capped).
-fn quoted(s: &str) -> String {
+pub(crate) fn quoted(s: &str) -> String {
     format!("{:?}", truncate(s, 80))
 }
 
@@ -89,20 +94,10 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     for e in cfg.preflight_errors() {
         r.fail(format!("{}: {}", e.class, e.message));
     }
-    let tracker = match GithubTracker::new(&cfg.tracker) {
-        Ok(t) => t,
-        Err(e) => {
-            // Already reported by the preflight above when it is a config problem.
-            if r.problems == 0 {
-                r.fail(e.to_string());
-            }
-            return r.finish();
-        }
-    };
-    if check_project(r, &tracker, cfg) {
-        if let Some(board) = check_board(r, &tracker) {
-            print_plan(r, &board.issues, cfg);
-        }
+    // The tracker kind's own section: what it resolved, found and skipped; the plan needs
+    // every issue it could read.
+    if let Some(issues) = crate::tracker::config::check_report(&cfg.tracker, r) {
+        print_plan(r, &issues, cfg);
     }
     r.finish()
 }
@@ -136,101 +131,6 @@ fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
              use agent.max_tokens_per_issue or agent.max_turns_per_issue",
         );
     }
-}
-
-/// The project, its Status and priority fields, the configured states and the rate limit;
-/// false when the project cannot be resolved.
-fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &ServiceConfig) -> bool {
-    let project = match tracker.project() {
-        Ok(p) => p,
-        Err(e) => {
-            r.fail(format!("project: {e}"));
-            return false;
-        }
-    };
-    r.ok(format!(
-        "project: {} #{} {} ({})",
-        project.owner,
-        project.number,
-        quoted(&project.title),
-        project.id
-    ));
-    if project.closed {
-        r.line("warn", "the project is closed");
-    }
-    let names: Vec<&str> = project
-        .status
-        .options
-        .iter()
-        .map(|o| o.name.as_str())
-        .collect();
-    r.ok(format!(
-        "status field {}: {}",
-        quoted(&project.status.name),
-        names
-            .iter()
-            .map(|n| quoted(n))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    ));
-    check_states(r, "active", &cfg.tracker.active_states, &names);
-    check_states(r, "terminal", &cfg.tracker.terminal_states, &names);
-    match &project.priority {
-        PriorityField::NotConfigured => r.ok("priority field: not configured (priority is null)"),
-        PriorityField::Resolved(f) => r.ok(format!(
-            "priority field {}: {}",
-            quoted(&f.name),
-            f.options
-                .iter()
-                .enumerate()
-                .map(|(i, o)| format!("{}={}", i + 1, quoted(&o.name)))
-                .collect::<Vec<_>>()
-                .join(" ")
-        )),
-        PriorityField::Unusable(why) => r.fail(why),
-    }
-    match tracker.rate_limit() {
-        Some(rl) => r.ok(format!(
-            "rate limit: {} of {} points left, resets {}",
-            rl.remaining.map_or("?".into(), |n| n.to_string()),
-            rl.limit.map_or("?".into(), |n| n.to_string()),
-            rl.reset_at.as_deref().unwrap_or("?")
-        )),
-        None => r.ok("rate limit: not reported (rate limits disabled on this server)"),
-    }
-    true
-}
-
-/// Fetch the whole board and summarize what was skipped; `None` when the fetch failed.
-fn check_board(r: &mut Report<'_>, tracker: &GithubTracker) -> Option<Board> {
-    let board = match tracker.fetch_board(None) {
-        Ok(b) => b,
-        Err(e) => {
-            r.fail(format!("board: {e}"));
-            return None;
-        }
-    };
-    let d = &board.dropped;
-    r.ok(format!(
-        "board: {} issues with a Status; skipped {} draft, {} pull request, {} redacted, {} archived, {} malformed, {} without Status",
-        board.issues.len(),
-        d.drafts,
-        d.pull_requests,
-        d.redacted,
-        d.archived,
-        d.malformed,
-        d.no_status
-    ));
-    if d.malformed > 0 {
-        r.line("warn", "malformed items were skipped (see the log)");
-    }
-    if !tracker.dependencies_supported() {
-        r.line(
-            "warn",
-            "this server has no issue dependencies: blockers are ignored",
-        );
-    }
-    Some(board)
 }
 
 /// The active issues the scheduler would dispatch, in its order, and why the others would not.
@@ -285,7 +185,16 @@ fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
     }
 }
 
-fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&str]) {
+/// Check the configured `which` (`active`/`terminal`) states against the tracker's state names
+/// `options`: a note for a case/whitespace-only match, a failure with a "did you mean" hint when
+/// one is within 3 edits. `none_of` names what the options are (e.g. `option of the status field`).
+pub(crate) fn check_states(
+    r: &mut Report<'_>,
+    which: &str,
+    states: &[String],
+    options: &[&str],
+    none_of: &str,
+) {
     let mut all_ok = true;
     for s in states {
         if options.iter().any(|o| *o == s.trim()) {
@@ -319,20 +228,33 @@ fn check_states(r: &mut Report<'_>, which: &str, states: &[String], options: &[&
             .map(|(_, o)| format!(" (did you mean {}?)", quoted(o)))
             .unwrap_or_default();
         r.fail(format!(
-            "tracker.{which}_states: {} matches no option of the status field{hint}",
+            "tracker.{which}_states: {} matches no {none_of}{hint}",
             quoted(s)
         ));
     }
     if all_ok {
-        r.ok(format!(
-            "{which} states: {}",
-            states
-                .iter()
-                .map(|s| quoted(s))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        r.ok(format!("{which} states: {}", quoted_list(states, ", ")));
     }
+}
+
+/// Each item [`quoted`], joined with `sep`.
+pub(crate) fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
+    let q: Vec<String> = items.iter().map(|s| quoted(s.as_ref())).collect();
+    q.join(sep)
+}
+
+/// The tracker's state names under `label` (e.g. `status field "Status"`), then both configured
+/// state lists checked against them ([`check_states`]).
+pub(crate) fn report_states(
+    r: &mut Report<'_>,
+    label: &str,
+    names: &[&str],
+    cfg: &TrackerConfig,
+    none_of: &str,
+) {
+    r.ok(format!("{label}: {}", quoted_list(names, " | ")));
+    check_states(r, "active", &cfg.active_states, names, none_of);
+    check_states(r, "terminal", &cfg.terminal_states, names, none_of);
 }
 
 #[cfg(test)]

@@ -12,11 +12,13 @@ pub const EXIT_USAGE: i32 = 2;
 
 /// The help text printed by `--help`.
 pub const HELP: &str = "\
-baton — run coding agents on the issues of a GitHub Projects (v2) board
+baton — run coding agents on the issues of a GitHub Projects (v2) or Backlog.md board
 
 USAGE:
     baton [OPTIONS] [PATH-TO-WORKFLOW.md]        run the daemon
     baton check [PATH-TO-WORKFLOW.md]            preflight: validate, resolve the project, show the plan
+    baton demo [--port N] [--agent demo|claude]  a tour with no credentials: a fresh Backlog.md board of
+                                                 3 tasks, a demo agent, the dashboard; exits when done
 
 ARGS:
     PATH-TO-WORKFLOW.md   workflow file (YAML front matter + prompt template);
@@ -27,11 +29,14 @@ OPTIONS:
                           overrides server.port in WORKFLOW.md
     --bind ADDR           address for the dashboard/API (default 127.0.0.1; overrides server.host)
     --log-level LEVEL     error | warn | info | debug | trace (default info; overrides RUST_LOG)
+    --agent demo|claude   `baton demo` only: the bundled demo agent script (default, needs nothing)
+                          or the real `claude` CLI (installed and logged in); demo port default 8787
     -h, --help            print this help
     -V, --version         print the version
 
 ENVIRONMENT:
     GITHUB_TOKEN          tracker token when tracker.token is not set (then `gh auth token`)
+    TMPDIR                where `baton demo` writes its directory (default /tmp)
     RUST_LOG              log filter, e.g. `info` or `baton=debug` (--log-level wins)
     JOURNAL_STREAM        set by systemd: log lines get <N> priority prefixes and no timestamps
 
@@ -59,7 +64,23 @@ pub enum Command {
     Help,
     /// `--version`.
     Version,
+    /// `baton demo`.
+    Demo(DemoArgs),
 }
+
+/// Options of `baton demo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DemoArgs {
+    /// `--port` (default 8787).
+    pub port: u16,
+    /// `--agent claude`: the real Claude Code CLI instead of the demo agent script.
+    pub real_claude: bool,
+    /// `--log-level`, if given.
+    pub log_level: Option<log::LevelFilter>,
+}
+
+/// The dashboard port of `baton demo` without `--port`.
+pub const DEMO_PORT: u16 = 8787;
 
 /// Options of the daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +116,7 @@ where
     let mut port = None;
     let mut bind = None;
     let mut log_level = None;
+    let mut agent: Option<String> = None;
     let mut positional: Vec<OsString> = Vec::new();
     let usage = |e: lexopt::Error| UsageError(format!("{e}; try `baton --help`"));
     while let Some(arg) = parser.next().map_err(usage)? {
@@ -129,9 +151,33 @@ where
                     ))
                 })?);
             }
+            Long("agent") => {
+                let v = parser.value().map_err(usage)?.to_string_lossy().to_string();
+                if v != "demo" && v != "claude" {
+                    return Err(UsageError(format!(
+                        "--agent must be demo or claude, got {v:?}"
+                    )));
+                }
+                agent = Some(v);
+            }
             Value(v) => positional.push(v),
             _ => return Err(usage(arg.unexpected())),
         }
+    }
+    if positional.first().is_some_and(|p| p == "demo") {
+        if positional.len() > 1 || bind.is_some() {
+            return Err(UsageError(
+                "`baton demo` takes only --port, --agent and --log-level".into(),
+            ));
+        }
+        return Ok(Command::Demo(DemoArgs {
+            port: port.unwrap_or(DEMO_PORT),
+            real_claude: agent.as_deref() == Some("claude"),
+            log_level,
+        }));
+    }
+    if agent.is_some() {
+        return Err(UsageError("--agent is an option of `baton demo`".into()));
     }
     let is_check = positional.first().is_some_and(|p| p == "check");
     if is_check {
@@ -225,5 +271,25 @@ mod tests {
             .contains("--log-level"));
         assert_eq!(run(&["--help"]).unwrap(), Command::Help);
         assert_eq!(run(&["-V"]).unwrap(), Command::Version);
+    }
+
+    #[test]
+    fn demo_subcommand() {
+        assert_eq!(
+            run(&["demo"]).unwrap(),
+            Command::Demo(DemoArgs {
+                port: DEMO_PORT,
+                real_claude: false,
+                log_level: None
+            })
+        );
+        let Command::Demo(d) = run(&["demo", "--port", "9000", "--agent", "claude"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((d.port, d.real_claude), (9000, true));
+        assert!(run(&["demo", "--agent", "gpt"]).is_err());
+        assert!(run(&["demo", "x.md"]).is_err());
+        assert!(run(&["--agent", "claude"]).is_err());
     }
 }

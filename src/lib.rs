@@ -6,6 +6,7 @@ pub mod agent;
 pub mod app;
 pub mod check;
 pub mod cli;
+pub mod demo;
 pub mod durable;
 pub mod host;
 pub mod http;

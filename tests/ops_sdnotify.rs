@@ -329,7 +329,7 @@ mod wedge {
     use baton::ops::health::{probe_livez, NotLive};
     use baton::ops::shared::OpsShared;
     use baton::runtime::clock::ManualClock;
-    use baton::runtime::daemon::{run_with_ops, DaemonOps, DaemonOptions};
+    use baton::runtime::daemon::{run_with, DaemonOps, DaemonOptions};
     use baton::status::ControlRequest;
     use baton::tracker::{Tracker, TrackerBudget, TrackerError};
     use baton::workflow::config::{ConfigEnv, ServiceConfig};
@@ -467,7 +467,7 @@ mod wedge {
         };
         let (exit_tx, exited) = bounded(1);
         std::thread::spawn(move || {
-            let _ = exit_tx.send(run_with_ops(opts, ops));
+            let _ = exit_tx.send(run_with(opts, ops, None));
         });
         let t0 = Instant::now();
         until("READY=1 and pings", || {

@@ -32,6 +32,7 @@ fn cfg(fake: &FakeGithub) -> TrackerConfig {
         page_size: 50,
         server_side_filter: false,
         timeout_ms: 5000,
+        ..TrackerConfig::default()
     }
 }
 

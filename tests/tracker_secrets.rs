@@ -55,6 +55,7 @@ fn token_never_in_logs_or_errors() {
         page_size: 2,
         server_side_filter: false,
         timeout_ms: 2000,
+        ..TrackerConfig::default()
     };
     let t = GithubTracker::new(&cfg).unwrap();
     let mut texts = vec![format!("{t:?}"), format!("{cfg:?}")];

@@ -5,7 +5,9 @@
 //! queues it; the engine is never re-entered from inside action execution. Every timer (poll,
 //! retries, stalls, the reload debounce, the shutdown grace) is an engine deadline, and time comes
 //! from the injected [`Clock`]. Tracker calls run on two tracker threads (polls, retry refreshes),
-//! so a slow GitHub never blocks the loop or a snapshot reply.
+//! so a slow GitHub never blocks the loop or a snapshot reply. A tracker that can watch its
+//! source (`Tracker::watch`: a Backlog.md board) pings the loop, which handles the ping as a
+//! refresh request (`POST /api/v1/refresh`); [`run_with`] can add a self-shutdown condition.
 //!
 //! Operations (`ops`): after every event the loop copies its gauges and counters into the shared
 //! metrics and readiness facts that `/metrics` and `/readyz` read, and talks to systemd; the
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Instant, SystemTime};
 
-use crossbeam_channel::{after, never, select, unbounded, Receiver, Sender};
+use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Sender};
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
@@ -26,9 +28,10 @@ use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
     handle, next_deadline, Action, Event, OrchestratorState, Policy, PollSkip, WorkerOutcome,
 };
+use crate::status::StateSnapshot;
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
-use crate::tracker::{Tracker, TrackerError};
+use crate::tracker::{Tracker, TrackerError, WatchGuard};
 use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
 use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};
 use crate::workflow::watch::stat_fingerprint;
@@ -46,12 +49,18 @@ use self::ops::LoopOps;
 /// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
 pub use crate::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 
+/// How often a [`run_with`] condition is re-checked when no event comes (ms).
+const EXIT_RECHECK_MS: u64 = 250;
+
 /// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
 
 /// Builds a tracker for a config.
 pub type TrackerFactory =
     Box<dyn Fn(&ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> + Send>;
+/// Says, after each loop event, whether the daemon should shut down by itself (`baton demo`
+/// stops when its board is done); given the current snapshot.
+pub type ExitWhen = Box<dyn FnMut(&StateSnapshot) -> bool>;
 /// Builds an agent runner for a config.
 pub type RunnerFactory = Box<dyn Fn(&ServiceConfig) -> Arc<dyn AgentRunner> + Send>;
 
@@ -92,6 +101,8 @@ enum LoopEvent {
     Signal,
     /// A request from the HTTP thread.
     Control(ControlRequest),
+    /// The tracker's watch saw its source change (debounced).
+    TrackerChanged,
     /// An engine event produced by executing an action, handled before any new input.
     Queued(Event),
     /// A watchdog ping or a deferred systemd status is due (real time).
@@ -105,6 +116,7 @@ struct Inbox {
     reload: Receiver<()>,
     signals: Receiver<()>,
     control: Receiver<ControlRequest>,
+    tracker_changed: Receiver<()>,
 }
 
 enum TrackerJob {
@@ -297,6 +309,12 @@ struct Daemon {
     ops: LoopOps,
     /// False until the first poll job went out (it carries the startup terminal cleanup).
     first_poll_sent: bool,
+    /// Where the tracker's watch pings (kept for the tracker a reload builds).
+    changed_tx: Sender<()>,
+    /// The current tracker's watch, if it has one.
+    watch: Option<WatchGuard>,
+    /// The self-shutdown condition ([`run_with`]); `None` once it fired.
+    exit_when: Option<ExitWhen>,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -309,12 +327,17 @@ fn config(w: &Workflow) -> &ServiceConfig {
 /// immediate first tick whose one board read also drives the terminal workspace cleanup (a read
 /// failure is a warning), done before that tick's result can dispatch anything.
 pub fn run(opts: DaemonOptions) -> Result<(), String> {
-    run_with_ops(opts, DaemonOps::default())
+    run_with(opts, DaemonOps::default(), None)
 }
 
-/// [`run`], publishing metrics and readiness to `ops.shared` and notifying systemd through
-/// `ops.notifier` (`READY=1` once startup is done).
-pub fn run_with_ops(opts: DaemonOptions, ops: DaemonOps) -> Result<(), String> {
+/// [`run`], publishing metrics and readiness to `ops.shared`, notifying systemd through
+/// `ops.notifier` (`READY=1` once startup is done), and shutting down by itself (the usual
+/// graceful shutdown) the first time `exit_when` holds after a loop event (`baton demo`).
+pub fn run_with(
+    opts: DaemonOptions,
+    ops: DaemonOps,
+    exit_when: Option<ExitWhen>,
+) -> Result<(), String> {
     let DaemonOptions {
         workflow_path,
         initial,
@@ -350,6 +373,7 @@ pub fn run_with_ops(opts: DaemonOptions, ops: DaemonOps) -> Result<(), String> {
         Arc::clone(&shared),
     );
     tracker_thread("tracker-retry", retry_jobs_rx, tracker_tx, shared);
+    let (changed_tx, changed_rx) = bounded(1);
     let mut d = Daemon {
         stamp: stat_fingerprint(&workflow_path),
         opts_path: workflow_path,
@@ -372,7 +396,11 @@ pub fn run_with_ops(opts: DaemonOptions, ops: DaemonOps) -> Result<(), String> {
         done: false,
         ops: LoopOps::new(ops),
         first_poll_sent: false,
+        changed_tx,
+        watch: None,
+        exit_when,
     };
+    d.start_watch();
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
         d.opts_path.display(),
@@ -386,11 +414,13 @@ pub fn run_with_ops(opts: DaemonOptions, ops: DaemonOps) -> Result<(), String> {
         reload: reload_rx,
         signals: shutdown_rx,
         control: control_rx,
+        tracker_changed: changed_rx,
     };
     d.ops.ready(&d.state);
     while !d.done {
         let ev = d.next_event(&mut inbox);
         d.handle_event(ev, &inbox);
+        d.check_exit();
     }
     info!("event=shutdown_complete");
     Ok(())
@@ -479,7 +509,13 @@ impl Daemon {
         if let Some(ev) = self.queue.pop_front() {
             return LoopEvent::Queued(ev);
         }
-        let mut timer = self.clock.timer(next_deadline(&self.state));
+        let mut deadline = next_deadline(&self.state);
+        if self.exit_when.is_some() {
+            // Some of what the condition looks at (e.g. a removed workspace) sends no event.
+            let recheck = self.clock.now().saturating_add(EXIT_RECHECK_MS);
+            deadline = Some(deadline.map_or(recheck, |d| d.min(recheck)));
+        }
+        let mut timer = self.clock.timer(deadline);
         // Real time, not the injected clock: systemd's watchdog counts wall time.
         let mut ops_timer = match self.ops.deadline() {
             Some(at) => after(at.saturating_duration_since(Instant::now())),
@@ -506,6 +542,10 @@ impl Daemon {
                 recv(inbox.reload) -> m => match m {
                     Ok(()) => return LoopEvent::ReloadPing,
                     Err(_) => inbox.reload = never(),
+                },
+                recv(inbox.tracker_changed) -> m => match m {
+                    Ok(()) => return LoopEvent::TrackerChanged,
+                    Err(_) => inbox.tracker_changed = never(),
                 },
                 recv(inbox.signals) -> m => match m {
                     Ok(()) => return LoopEvent::Signal,
@@ -541,9 +581,36 @@ impl Daemon {
             }
             LoopEvent::Control(req) => self.control(req),
             LoopEvent::OpsDue => {}
+            // The same coalesced poll + reconcile as `POST /api/v1/refresh`.
+            LoopEvent::TrackerChanged => {
+                debug!("event=tracker_changed; refreshing");
+                self.engine(Event::RefreshRequested);
+            }
         }
         self.ops.after_event(&self.state);
         self.ops.on_due(Instant::now());
+    }
+
+    /// (Re)start the current tracker's watch; a failure only costs the instant reaction.
+    fn start_watch(&mut self) {
+        self.watch = None;
+        match self.tracker.watch(self.changed_tx.clone()) {
+            Ok(w) => self.watch = w,
+            Err(e) => warn!("tracker watch unavailable; polling only error={e}"),
+        }
+    }
+
+    /// Start the graceful shutdown once the [`run_with`] condition holds.
+    fn check_exit(&mut self) {
+        let Some(exit_when) = self.exit_when.as_mut() else {
+            return;
+        };
+        if exit_when(&state_snapshot(&self.state, self.clock.now())) {
+            self.exit_when = None;
+            info!("event=exit_condition_met; shutting down");
+            self.ops.stopping();
+            self.engine(Event::Shutdown);
+        }
     }
 
     /// One engine step: apply `ev` at the current time and execute the resulting actions.
@@ -773,7 +840,10 @@ impl Daemon {
         let new_cfg = config(&wf);
         if new_cfg.tracker != config(&self.workflow).tracker {
             match (self.tracker_factory)(new_cfg) {
-                Ok(t) => self.tracker = t,
+                Ok(t) => {
+                    self.tracker = t;
+                    self.start_watch();
+                }
                 Err(e) => {
                     error!("new tracker config rejected; keeping the previous tracker error={e}")
                 }

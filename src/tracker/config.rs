@@ -6,11 +6,13 @@
 //! preflight check and its constructor. Adding a tracker kind: a module with such an adapter, its
 //! fields in [`TrackerConfig`], and one line in [`ADAPTERS`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::github;
+use super::{backlog, github};
 use super::{Tracker, TrackerError, TrackerErrorKind};
+use crate::check::Report;
+use crate::model::Issue;
 use crate::workflow::config::section::Section;
 use crate::workflow::config::{ConfigEnv, ConfigError, Secret};
 
@@ -54,6 +56,8 @@ pub struct TrackerConfig {
     pub server_side_filter: bool,
     /// Network timeout per request in ms (default 30000).
     pub timeout_ms: u64,
+    /// `backlog_md`: the board directory, resolved (default `backlog` next to WORKFLOW.md).
+    pub path: Option<PathBuf>,
 }
 
 impl Default for TrackerConfig {
@@ -77,6 +81,7 @@ impl Default for TrackerConfig {
             page_size: 50,
             server_side_filter: false,
             timeout_ms: 30_000,
+            path: None,
         }
     }
 }
@@ -86,7 +91,6 @@ pub(crate) struct ParseContext<'a> {
     /// The environment `$VAR`, `~` and credentials resolve against.
     pub env: &'a dyn ConfigEnv,
     /// The directory holding WORKFLOW.md (for relative paths).
-    #[allow(dead_code)] // for kinds with a path setting (e.g. a board directory)
     pub workflow_dir: &'a Path,
 }
 
@@ -102,10 +106,14 @@ pub(crate) struct TrackerAdapter {
     pub check: fn(&TrackerConfig) -> Vec<TrackerError>,
     /// Build the tracker (no request yet).
     pub open: fn(&TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError>,
+    /// The kind's section of `baton check` (what it resolved, read and skipped); returns every
+    /// issue it could read, for the dispatch plan, or `None` when it could not read them.
+    pub report: fn(&TrackerConfig, &mut Report<'_>) -> Option<Vec<Issue>>,
 }
 
 /// The registry of tracker kinds. The first one is the default shown in messages.
-pub(crate) const ADAPTERS: &[&TrackerAdapter] = &[&github::config::ADAPTER];
+pub(crate) const ADAPTERS: &[&TrackerAdapter] =
+    &[&github::config::ADAPTER, &backlog::config::ADAPTER];
 
 /// The registered adapter for `kind`, if any.
 fn registered(kind: Option<&str>) -> Option<&'static TrackerAdapter> {
@@ -175,6 +183,12 @@ pub(crate) fn preflight(cfg: &TrackerConfig) -> Vec<ConfigError> {
     errs
 }
 
+/// The kind's section of `baton check`; `None` (nothing printed) for an unregistered kind, which
+/// the preflight has reported already.
+pub(crate) fn check_report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issue>> {
+    registered(cfg.kind.as_deref()).and_then(|a| (a.report)(cfg, r))
+}
+
 /// Build the tracker `tracker.kind` selects (no request yet).
 pub fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
     match registered(cfg.kind.as_deref()) {
@@ -208,7 +222,7 @@ mod tests {
         }
         assert_eq!(
             kind_message(Some("jira")),
-            "tracker.kind must be github_projects, got \"jira\""
+            "tracker.kind must be github_projects or backlog_md, got \"jira\""
         );
     }
 

@@ -1,10 +1,13 @@
 //! The issue tracker boundary (spec §11): the `Tracker` trait the orchestrator and workers call,
 //! the tracker-neutral error classes (spec §11.4) and request budget, and the registry of tracker
-//! kinds (`config`): each kind parses its own `tracker.*` keys, checks them, and builds its
-//! tracker. The GitHub Projects v2 implementation lives in `tracker::github`.
+//! kinds (`config`): each kind parses its own `tracker.*` keys, checks them, builds its tracker
+//! and writes its section of `baton check`. The kinds: GitHub Projects v2 (`tracker::github`) and
+//! Backlog.md boards in the repository (`tracker::backlog`).
 
 use std::fmt;
 use std::time::SystemTime;
+
+use crossbeam_channel::Sender;
 
 use crate::model::Issue;
 
@@ -161,7 +164,17 @@ pub trait Tracker: Send + Sync {
     fn reset_cache(&self);
     /// The last request budget seen, if any (`None` for trackers without one).
     fn rate_limit(&self) -> Option<TrackerBudget>;
+    /// Start watching the tracker's source for changes, sending `()` on `changed` (without
+    /// blocking) after each debounced burst; the watch lasts as long as the returned guard.
+    /// `Ok(None)` for trackers that cannot be watched (polling only; the default).
+    fn watch(&self, changed: Sender<()>) -> Result<Option<WatchGuard>, TrackerError> {
+        let _ = changed;
+        Ok(None)
+    }
 }
+
+/// Keeps a [`Tracker::watch`] alive; dropping it stops the watch.
+pub type WatchGuard = Box<dyn Send>;
 
 pub mod backlog;
 pub mod config;

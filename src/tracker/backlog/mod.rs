@@ -24,12 +24,20 @@
 //!
 //! Layers: [`parse`] (pure text → typed rows), [`board`] (pure assembly, duplicates, mapping,
 //! selection), [`read`] (the filesystem walk), [`states`] (config validation), and
-//! [`BoardReader`], which logs each warning once while it persists.
+//! [`BoardReader`], which logs each warning once while it persists. On top of them, the tracker
+//! kind `backlog_md`: [`config`] (`tracker.path`, the registry entry), [`tracker`]
+//! ([`BacklogTracker`], the `Tracker` implementation), [`watch`] (the debounced board watch
+//! behind `Tracker::watch`) and `check` (its section of `baton check`). Baton never writes the
+//! board.
 
 pub mod board;
+pub(crate) mod check;
+pub mod config;
 pub mod parse;
 pub mod read;
 pub mod states;
+pub mod tracker;
+pub mod watch;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -37,6 +45,7 @@ use std::path::{Path, PathBuf};
 pub use board::{Board, BoardTask, BoardWarning, Location, WarningKind};
 pub use read::{read_board, BoardError, BoardErrorKind, MAX_FILE_BYTES};
 pub use states::validate_states;
+pub use tracker::BacklogTracker;
 
 /// Reads one board repeatedly (each refresh re-reads it) and logs each warning once: when it
 /// first appears, and again only if it disappears and comes back.

@@ -79,18 +79,7 @@ fn err(kind: BoardErrorKind, path: &Path, message: impl Into<String>) -> BoardEr
 /// `config.yml` is an error.
 pub fn read_board(dir: &Path) -> Result<Board, BoardError> {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-    match fs::metadata(&dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(err(BoardErrorKind::NotADirectory, &dir, "not a directory")),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(err(
-                BoardErrorKind::MissingBoardDir,
-                &dir,
-                "the Backlog.md board directory does not exist (run `backlog init` or set tracker.path)",
-            ))
-        }
-        Err(e) => return Err(err(BoardErrorKind::Io, &dir, e.to_string())),
-    }
+    check_dir(&dir)?;
     let (config, config_warning) = read_config(&dir)?;
     let mut files = Vec::new();
     for loc in LOCATIONS {
@@ -99,6 +88,30 @@ pub fn read_board(dir: &Path) -> Result<Board, BoardError> {
     let mut board = Board::assemble(&dir, config, files);
     board.warnings.extend(config_warning);
     Ok(board)
+}
+
+/// Only the board's configuration (the directory must exist; no task file is read): what
+/// validating the configured states needs.
+pub fn read_board_config(dir: &Path) -> Result<BoardConfig, BoardError> {
+    check_dir(dir)?;
+    read_config(dir).map(|(config, _)| config)
+}
+
+/// The board directory exists and is a directory.
+fn check_dir(dir: &Path) -> Result<(), BoardError> {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(err(BoardErrorKind::NotADirectory, dir, "not a directory")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(err(
+                BoardErrorKind::MissingBoardDir,
+                dir,
+                "the Backlog.md board directory does not exist (run `backlog init` or set tracker.path)",
+            ))
+        }
+        Err(e) => return Err(err(BoardErrorKind::Io, dir, e.to_string())),
+    }
+    Ok(())
 }
 
 /// The board's config; absent means Backlog.md's defaults plus a warning.

@@ -59,6 +59,7 @@ pub(crate) const ADAPTER: TrackerAdapter = TrackerAdapter {
     parse,
     check,
     open,
+    report: super::check::report,
 };
 
 fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {

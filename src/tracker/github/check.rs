@@ -1,0 +1,117 @@
+//! The `github_projects` section of `baton check`: the project, its Status and priority
+//! fields, the configured states, the rate-limit budget, and the board with what was skipped.
+
+use super::project::PriorityField;
+use super::{Board, GithubTracker};
+use crate::check::{quoted, report_states, Report};
+use crate::model::Issue;
+use crate::tracker::config::TrackerConfig;
+use crate::tracker::Tracker;
+
+/// What a configured state must match.
+const STATES_NOUN: &str = "option of the status field";
+
+/// The GitHub part of the report; the board's issues for the plan, `None` when the project or
+/// the board could not be read.
+pub(crate) fn report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issue>> {
+    let tracker = match GithubTracker::new(cfg) {
+        Ok(t) => t,
+        Err(e) => {
+            // Already reported by the preflight when it is a config problem.
+            if r.problems() == 0 {
+                r.fail(e.to_string());
+            }
+            return None;
+        }
+    };
+    if !check_project(r, &tracker, cfg) {
+        return None;
+    }
+    check_board(r, &tracker).map(|b| b.issues)
+}
+
+/// The project, its Status and priority fields, the configured states and the rate limit;
+/// false when the project cannot be resolved.
+fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &TrackerConfig) -> bool {
+    let project = match tracker.project() {
+        Ok(p) => p,
+        Err(e) => {
+            r.fail(format!("project: {e}"));
+            return false;
+        }
+    };
+    r.ok(format!(
+        "project: {} #{} {} ({})",
+        project.owner,
+        project.number,
+        quoted(&project.title),
+        project.id
+    ));
+    if project.closed {
+        r.line("warn", "the project is closed");
+    }
+    let names: Vec<&str> = project
+        .status
+        .options
+        .iter()
+        .map(|o| o.name.as_str())
+        .collect();
+    let label = format!("status field {}", quoted(&project.status.name));
+    report_states(r, &label, &names, cfg, STATES_NOUN);
+    match &project.priority {
+        PriorityField::NotConfigured => r.ok("priority field: not configured (priority is null)"),
+        PriorityField::Resolved(f) => r.ok(format!(
+            "priority field {}: {}",
+            quoted(&f.name),
+            f.options
+                .iter()
+                .enumerate()
+                .map(|(i, o)| format!("{}={}", i + 1, quoted(&o.name)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )),
+        PriorityField::Unusable(why) => r.fail(why),
+    }
+    match tracker.rate_limit() {
+        Some(rl) => r.ok(format!(
+            "rate limit: {} of {} points left, resets {}",
+            rl.remaining.map_or("?".into(), |n| n.to_string()),
+            rl.limit.map_or("?".into(), |n| n.to_string()),
+            rl.reset_at.as_deref().unwrap_or("?")
+        )),
+        None => r.ok("rate limit: not reported (rate limits disabled on this server)"),
+    }
+    true
+}
+
+/// Fetch the whole board and summarize what was skipped; `None` when the fetch failed.
+fn check_board(r: &mut Report<'_>, tracker: &GithubTracker) -> Option<Board> {
+    let board = match tracker.fetch_board(None) {
+        Ok(b) => b,
+        Err(e) => {
+            r.fail(format!("board: {e}"));
+            return None;
+        }
+    };
+    let d = &board.dropped;
+    r.ok(format!(
+        "board: {} issues with a Status; skipped {} draft, {} pull request, {} redacted, {} archived, {} malformed, {} without Status",
+        board.issues.len(),
+        d.drafts,
+        d.pull_requests,
+        d.redacted,
+        d.archived,
+        d.malformed,
+        d.no_status
+    ));
+    if d.malformed > 0 {
+        r.line("warn", "malformed items were skipped (see the log)");
+    }
+    if !tracker.dependencies_supported() {
+        r.line(
+            "warn",
+            "this server has no issue dependencies: blockers are ignored",
+        );
+    }
+    Some(board)
+}
