@@ -103,6 +103,14 @@ fn run_daemon(args: RunArgs) -> i32 {
             return EXIT_FAILURE;
         }
     };
+    // The instance lock comes first: nothing (not even startup cleanup) runs without it.
+    let state = match crate::runtime::persist::acquire(&wf.config.config) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("baton: {e}");
+            return EXIT_FAILURE;
+        }
+    };
     let shutdown_rx = match crate::signals::shutdown_channel() {
         Ok(rx) => rx,
         Err(e) => {
@@ -140,7 +148,7 @@ fn run_daemon(args: RunArgs) -> i32 {
         config_env: Arc::new(ProcessEnv),
         clock: Arc::new(SystemClock::new()),
     };
-    match crate::runtime::daemon::run(opts) {
+    match crate::runtime::daemon::run_with_state(opts, state) {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("baton: {}: {e}", args.workflow.display());

@@ -88,6 +88,12 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     for e in cfg.preflight_errors() {
         r.fail(format!("{}: {}", e.class, e.message));
     }
+    for (tag, text) in crate::runtime::persist::check_lines(cfg) {
+        match tag {
+            "fail" => r.fail(text),
+            _ => r.line(tag, text),
+        }
+    }
     let tracker = match GithubTracker::new(&cfg.tracker) {
         Ok(t) => t,
         Err(e) => {

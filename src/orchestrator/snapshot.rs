@@ -36,6 +36,7 @@ fn running_row(e: &RunningEntry) -> RunningRow {
         },
         cost_usd: e.cost_usd,
         attempt: e.attempt,
+        resumed: e.resumed,
     }
 }
 

@@ -32,6 +32,7 @@ use crate::workspace::hooks::HookEnv;
 use crate::workspace::{remove_workspace, workspace_path};
 
 use super::clock::Clock;
+use super::persist::{self, Persist, StateHandle};
 use super::worker::{spawn_worker, WorkerContext};
 
 /// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
@@ -84,6 +85,8 @@ enum LoopEvent {
     Control(ControlRequest),
     /// An engine event produced by executing an action, handled before any new input.
     Queued(Event),
+    /// A background `state.json` write finished.
+    Saved(crate::durable::SaveReport),
 }
 
 /// The loop's input channels; a disconnected one is replaced by `never()`.
@@ -199,6 +202,8 @@ struct Daemon {
     last_preflight: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
+    /// Durable state: recovery, `state.json` writes, session resumes.
+    persist: Persist,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -210,6 +215,14 @@ fn config(w: &Workflow) -> &ServiceConfig {
 /// Startup: dispatch preflight (config + tracker validation; failure is an `Err`), terminal
 /// workspace cleanup (fetch failure is a warning), then an immediate first tick.
 pub fn run(opts: DaemonOptions) -> Result<(), String> {
+    let state = persist::acquire(config(&opts.initial)).map_err(|e| e.to_string())?;
+    run_with_state(opts, state)
+}
+
+/// [`run`] with the state directory already locked and loaded ([`persist::acquire`], which the
+/// binary calls before anything else). Recovery (orphans stopped, retries, parked issues and
+/// session resumes restored) happens before startup cleanup and the first dispatch.
+pub fn run_with_state(opts: DaemonOptions, state: StateHandle) -> Result<(), String> {
     let DaemonOptions {
         workflow_path,
         initial,
@@ -231,6 +244,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     tracker
         .validate()
         .map_err(|e| format!("startup validation failed: {e}"))?;
+    let persist = Persist::start(state);
     startup_terminal_cleanup(&*tracker, &cfg);
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
@@ -259,7 +273,10 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         last_preflight: None,
         pending_acks: Vec::new(),
         done: false,
+        persist,
     };
+    let now = d.clock.now();
+    d.persist.apply(&mut d.state, now);
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
         d.opts_path.display(),
@@ -277,7 +294,11 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     while !d.done {
         let ev = d.next_event(&mut inbox);
         d.handle_event(ev, &inbox);
+        let now = d.clock.now();
+        d.persist.after_step(&d.state, now);
     }
+    let now = d.clock.now();
+    d.persist.shutdown(now);
     info!("event=shutdown_complete");
     Ok(())
 }
@@ -352,7 +373,12 @@ impl Daemon {
         if let Some(ev) = self.queue.pop_front() {
             return LoopEvent::Queued(ev);
         }
-        let mut timer = self.clock.timer(next_deadline(&self.state));
+        let deadline = match (next_deadline(&self.state), self.persist.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let mut timer = self.clock.timer(deadline);
+        let saves = self.persist.reports.clone();
         loop {
             select! {
                 recv(inbox.workers) -> m => match m {
@@ -374,6 +400,9 @@ impl Daemon {
                 recv(inbox.signals) -> m => match m {
                     Ok(()) => return LoopEvent::Signal,
                     Err(_) => inbox.signals = never(),
+                },
+                recv(saves) -> m => if let Ok(r) = m {
+                    return LoopEvent::Saved(r);
                 },
                 recv(timer) -> m => match m {
                     Ok(_) => return LoopEvent::Tick,
@@ -401,6 +430,7 @@ impl Daemon {
             }
             LoopEvent::Signal => self.engine(Event::Shutdown),
             LoopEvent::Control(req) => self.control(req),
+            LoopEvent::Saved(r) => self.persist.finished(r, self.clock.now()),
         }
     }
 
@@ -418,6 +448,7 @@ impl Daemon {
                 self.workers.remove(issue_id);
             }
         }
+        self.persist.observe(&ev);
         let now = self.clock.now();
         for action in handle(&mut self.state, ev, now) {
             self.execute(action);
@@ -517,6 +548,13 @@ impl Daemon {
 
     fn dispatch(&mut self, run_id: u64, issue: Issue, attempt: Option<u32>, path: PathBuf) {
         let cfg = config(&self.workflow);
+        let agent = persist::agent_name(cfg.agent.kind);
+        let (runner, resumed) =
+            self.persist
+                .dispatched(&issue, run_id, &path, agent, self.runner.clone());
+        if let Some(e) = self.state.running.get_mut(&issue.id).filter(|_| resumed) {
+            e.resumed = true;
+        }
         let cancel = CancelToken::new();
         let ctx = WorkerContext {
             run_id,
@@ -527,7 +565,7 @@ impl Daemon {
             max_turns: cfg.agent.max_turns,
             template: self.workflow.template.clone(),
             policy: self.state.policy.clone(),
-            runner: self.runner.clone(),
+            runner,
             tracker: self.tracker.clone(),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),

@@ -45,6 +45,7 @@ pub fn running_row(identifier: &str, title: &str, url: &str) -> RunningRow {
         },
         cost_usd: Some(0.25),
         attempt: None,
+        resumed: false,
     }
 }
 
