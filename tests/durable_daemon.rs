@@ -266,10 +266,7 @@ fn agent_groups(ws: &Path, marker: &str) -> BTreeSet<i32> {
                 && std::fs::read(format!("/proc/{pid}/cmdline"))
                     .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
         })
-        .filter_map(|pid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            stat.rsplit(')').next()?.split_whitespace().nth(2)?.parse().ok()
-        })
+        .filter_map(group_of)
         .collect()
 }
 
@@ -403,4 +400,234 @@ fn a_recorded_pgid_whose_start_time_differs_is_left_alone() {
     assert_eq!(runs(&dir)[0].2, "", "no session recorded: a fresh one");
     let _ = bystander.kill();
     let _ = bystander.wait();
+}
+
+fn bin_or_skip(var: &str, test: &str, setup: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).filter(|v| !v.is_empty()) {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{test}: CI=true but {var} is unset; source {setup}")
+        }
+        None => {
+            eprintln!("SKIP {test}: {var} is unset (source {setup} to install the pinned CLI)");
+            None
+        }
+    }
+}
+
+/// Process groups of the live processes in `ws` whose command line names `marker` (the agent CLI
+/// itself, not the shells and tools it runs).
+fn cli_procs(ws: &Path, marker: &str) -> BTreeSet<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return BTreeSet::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            procs::pid_alive(*pid)
+                && !matches!(comm.trim(), "bash" | "sh" | "sleep" | "env")
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == ws)
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .filter_map(group_of)
+        .collect()
+}
+
+fn group_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')').next()?.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// Sample [`cli_procs`] every 10 ms; the maximum seen.
+fn sample_cli(ws: PathBuf, marker: &'static str) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let max = Arc::new(AtomicUsize::new(0));
+    let (s, m) = (Arc::clone(&stop), Arc::clone(&max));
+    std::thread::spawn(move || {
+        while !s.load(Ordering::SeqCst) {
+            m.fetch_max(cli_procs(&ws, marker).len(), Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    (stop, max)
+}
+
+/// The shared part of the real-CLI kill -9 tests: start, wait until the agent is blocked in
+/// `sleep 30` with its run recorded, kill -9 the daemon, restart it, wait for the orphan to be
+/// stopped. Returns the new daemon, the old group and the sampler.
+fn kill9_and_restart(
+    dir: &Path,
+    wf: &Path,
+    envs: &[(&str, String)],
+    marker: &'static str,
+    tool_marker: &str,
+    api_log: &dyn Fn() -> String,
+) -> (DaemonProc, i32, Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let ws = dir.join("ws").join(IDENT);
+    let mut d = DaemonProc::start(wf, &dir.join("home"), envs);
+    let log = || format!("{}\nmodel API requests: {}", d.log(), api_log());
+    let blocked = "the agent blocked in its tool call";
+    let (pgid, _sid) = daemon_proc::wait_until(blocked, Duration::from_secs(120), log, || {
+        let run = stored_run(dir)?;
+        let sleeping = std::fs::read_dir("/proc").ok()?.any(|e| {
+            e.ok().is_some_and(|e| {
+                let p = e.path();
+                std::fs::read_to_string(p.join("cmdline")).is_ok_and(|c| c.contains(tool_marker))
+                    && std::fs::read_link(p.join("cwd")).is_ok_and(|c| c == ws)
+            })
+        });
+        sleeping.then_some(run)
+    });
+    let (stop, max) = sample_cli(ws, marker);
+    assert_eq!(d.stop_with(libc::SIGKILL, LIMIT).code(), None);
+    assert!(!procs::live_group_members(pgid).is_empty(), "an orphan is left");
+    let d = DaemonProc::start(wf, &dir.join("home"), envs);
+    d.wait_log("event=orphan_stopped", LIMIT);
+    assert!(d.log().contains(&format!("pgid={pgid}")));
+    assert!(procs::wait_group_gone(pgid, Duration::from_secs(10)), "old group gone");
+    (d, pgid, stop, max)
+}
+
+fn slow_poll(wf: &Path) {
+    let text = std::fs::read_to_string(wf).unwrap();
+    std::fs::write(wf, text.replace("interval_ms: 300\n", "interval_ms: 600000\n")).unwrap();
+}
+
+#[test]
+fn real_claude_kill9_restart_resumes_the_same_session() {
+    let Some(claude) = bin_or_skip("BATON_CLAUDE_BIN", "real_claude_kill9", ".ci/setup-claude.sh")
+    else {
+        return;
+    };
+    let dir = tempdir("claude-kill9");
+    let github = Arc::new(FakeGithub::start(board()));
+    let g = Arc::clone(&github);
+    use fake_anthropic::Step;
+    // Request 1: a Bash tool call that blocks for 30 s (Claude Code refuses a plain `sleep 30`). After the restart, the resumed request
+    // (the interruption notice as the last user message) gets a text reply and the issue moves
+    // out of the active states, so the run ends there.
+    let api = fake_anthropic::FakeAnthropic::start_with_hook(
+        vec![
+            Step::ToolUse {
+                text: Some("Running the slow build.".into()),
+                name: "Bash".into(),
+                input: serde_json::json!({
+                    "command": "python3 -c 'import time; time.sleep(30)'",
+                    "description": "slow build"
+                }),
+            },
+            Step::Text("Picked up after the interruption; done.".into()),
+        ],
+        move |rec| {
+            if rec.last_user_text.contains("was interrupted") {
+                g.set_status(ISSUE, Some("In Review"));
+            }
+        },
+    );
+    let wf = workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\n  max_turns: 3\nclaude_code:\n  command: \"'{}'\"\n  permission_mode: acceptEdits\n  allowed_tools: [\"Bash(python3:*)\"]\n  stall_timeout_ms: 120000\n  turn_timeout_ms: 120000\n",
+            claude.display()
+        ),
+        "Build {{ issue.identifier }}.",
+    );
+    slow_poll(&wf);
+    let envs = [
+        ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+        ("ANTHROPIC_BASE_URL", api.base_url.clone()),
+        ("ANTHROPIC_API_KEY", "dummy".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+    ];
+    let (d, _pgid, stop, max) = kill9_and_restart(&dir, &wf, &envs, "claude", "time.sleep(30)", &|| {
+        format!("{:?}", api.requests())
+    });
+    let reqs = d.wait("the resumed request", Duration::from_secs(120), || {
+        let r = api.requests();
+        r.iter().any(|x| x.last_user_text.contains("was interrupted")).then_some(r)
+    });
+    let first = reqs[0].session_header.clone();
+    assert!(first.is_some(), "{reqs:?}");
+    let resumed = reqs.iter().find(|x| x.last_user_text.contains("was interrupted")).unwrap();
+    assert_eq!(resumed.session_header, first, "the same CLI session: {reqs:?}");
+    assert!(resumed.n_assistant >= 1, "with the history of the interrupted run");
+    d.wait("the run to end", Duration::from_secs(120), || {
+        (d.state()["counts"]["running"] == 0).then_some(())
+    });
+    stop.store(true, Ordering::SeqCst);
+    assert!(max.load(Ordering::SeqCst) <= 1, "never two claude processes for the issue");
+    assert_eq!(after_create_runs(&dir), 1);
+    assert!(d.log().contains("event=session_resume"), "{}", d.log());
+}
+
+#[test]
+fn real_copilot_kill9_restart_resumes_the_same_session() {
+    let Some(copilot) = bin_or_skip(
+        "BATON_COPILOT_BIN",
+        "real_copilot_kill9",
+        ".ci/setup-copilot.sh",
+    ) else {
+        return;
+    };
+    let dir = tempdir("copilot-kill9");
+    let github = Arc::new(FakeGithub::start(board()));
+    let g = Arc::clone(&github);
+    // Turn 1's request asks for `sleep 30`; the resumed conversation carries two user messages.
+    let api = fake_openai::FakeOpenAi::start_with_hook(move |users| {
+        if users >= 2 {
+            g.set_status(ISSUE, Some("In Review"));
+        }
+    });
+    let cache = std::env::var("BATON_COPILOT_CACHE_HOME").unwrap_or_else(|_| {
+        format!("{}/.cache/copilot", std::env::var("HOME").unwrap_or_default())
+    });
+    let wf = workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: copilot\n  max_turns: 3\ncopilot:\n  command: \"'{}'\"\n  allow_all_tools: true\n  stall_timeout_ms: 120000\n  turn_timeout_ms: 120000\n",
+            copilot.display()
+        ),
+        "SCENARIO:sleep REMEMBER:pineapple Build {{ issue.identifier }}.",
+    );
+    slow_poll(&wf);
+    let envs = [
+        ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+        ("COPILOT_OFFLINE", "true".into()),
+        ("COPILOT_PROVIDER_BASE_URL", api.base_url.clone()),
+        ("COPILOT_PROVIDER_API_KEY", "dummy".into()),
+        ("COPILOT_MODEL", "gpt-4.1".into()),
+        ("COPILOT_CACHE_HOME", cache),
+        ("NO_COLOR", "1".into()),
+    ];
+    let (d, _pgid, stop, max) = kill9_and_restart(&dir, &wf, &envs, "copilot", "sleep\u{0}30", &|| {
+        format!("{:?}", api.requests())
+    });
+    let reqs = d.wait("the resumed request", Duration::from_secs(150), || {
+        let r = api.requests();
+        r.iter()
+            .any(|x| x.last_user.contains("was interrupted"))
+            .then_some(r)
+    });
+    let resumed = reqs
+        .iter()
+        .find(|x| x.last_user.contains("was interrupted"))
+        .unwrap();
+    assert!(
+        resumed.user_messages >= 2,
+        "the resumed session carries the interrupted conversation: {reqs:?}"
+    );
+    d.wait("the run to end", Duration::from_secs(150), || {
+        (d.state()["counts"]["running"] == 0).then_some(())
+    });
+    stop.store(true, Ordering::SeqCst);
+    assert!(max.load(Ordering::SeqCst) <= 1, "never two copilot processes for the issue");
+    assert_eq!(after_create_runs(&dir), 1);
+    let log = d.log();
+    assert!(log.contains("mode=resume"), "{log}");
+    assert!(!log.contains("event=session_resume_failed"), "{log}");
 }
