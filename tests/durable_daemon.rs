@@ -274,7 +274,7 @@ fn agent_groups(ws: &Path, marker: &str) -> BTreeSet<i32> {
 fn a_second_instance_exits_1_with_one_line_and_check_reports_the_holder() {
     let (dir, _github, wf) = fake_setup("lock");
     let d = start(&dir, &wf);
-    d.wait("the first run", LIMIT, || runs(&dir).first().cloned());
+    d.wait("the recorded run", LIMIT, || stored_run(&dir));
     let out = baton_command(&wf, &dir.join("home"), &[("BATON_E2E_TOKEN", FAKE_TOKEN.into())])
         .stderr(std::process::Stdio::piped())
         .output()
@@ -630,4 +630,86 @@ fn real_copilot_kill9_restart_resumes_the_same_session() {
     let log = d.log();
     assert!(log.contains("mode=resume"), "{log}");
     assert!(!log.contains("event=session_resume_failed"), "{log}");
+}
+
+/// Figures for issue 11: restart with 1,000 known issues in `state.json` (999 queued retries and
+/// one interrupted run with a recorded session) → the resumed agent running, on the fake GitHub.
+/// Also the main-loop cost of projecting 1,000 issues. Run with `scripts/bench/restart.sh`.
+#[test]
+#[ignore = "benchmark: run scripts/bench/restart.sh"]
+fn bench_restart_to_first_resumed_agent() {
+    use baton::durable::{StoredIssue, StoredRetry, StoredRetryKind, StoredRun, StoredState};
+    let dir = tempdir("bench-restart");
+    let github = FakeGithub::start(BoardFixture::generated(1_000, "Todo"));
+    let agent = dir.join("fake-claude");
+    std::fs::write(&agent, FAKE_AGENT).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wf = workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\nclaude_code:\n  command: \"'{}'\"\n",
+            agent.display()
+        ),
+        "Work on {{ issue.identifier }}",
+    );
+    slow_poll(&wf);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let issues: Vec<StoredIssue> = (1..=1_000u64)
+        .map(|n| {
+            let mut i = StoredIssue::new(
+                support::fake_github::issue_node_id(&format!("acme/app#{n}")),
+                format!("acme__app-{n}"),
+            );
+            i.runs = 1;
+            i.agent = Some("claude".into());
+            i.session_id = Some(format!("bench-session-{n}"));
+            i.workspace = Some(dir.join("ws").join(format!("acme__app-{n}")));
+            if n == 1 {
+                i.running = Some(StoredRun {
+                    pgid: 0,
+                    leader_start_time: 0,
+                    started_at: now - 60_000,
+                    agent: "claude".into(),
+                    session_id: Some("bench-session-1".into()),
+                });
+            } else {
+                i.attempt = 2;
+                i.retry = Some(StoredRetry {
+                    due_at: now + 3_600_000,
+                    attempt: 2,
+                    error: Some("worker exited: boom".into()),
+                    kind: StoredRetryKind::Failure,
+                });
+            }
+            i
+        })
+        .collect();
+    let sd = state_dir(&dir);
+    std::fs::create_dir_all(&sd).unwrap();
+    let text = serde_json::to_vec(&StoredState::new(issues, now)).unwrap();
+    std::fs::write(sd.join("state.json"), &text).unwrap();
+    let t0 = std::time::Instant::now();
+    let d = start(&dir, &wf);
+    let run = d.wait("the resumed agent", LIMIT, || {
+        runs(&dir).into_iter().find(|r| r.2 == "bench-session-1")
+    });
+    let to_agent = t0.elapsed();
+    let log = d.log();
+    let summary = log
+        .lines()
+        .find(|l| l.contains("event=state_recovered"))
+        .unwrap_or("");
+    println!("state.json with 1,000 known issues: {} bytes", text.len());
+    println!(
+        "restart -> resumed agent running (pid {}): {} ms (includes one board poll of 1,000 items)",
+        run.0,
+        to_agent.as_millis()
+    );
+    println!("{summary}");
+    assert_eq!(runs(&dir).len(), 1, "only the interrupted run was dispatched");
 }

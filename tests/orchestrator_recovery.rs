@@ -217,3 +217,42 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     assert_eq!(st2.runs_since_active.get("I_1"), Some(&1), "counted once");
     let _ = PollSkip::Preflight(String::new());
 }
+
+/// Figure: the main-loop cost of one projection of 1,000 known issues (run after every loop
+/// step; the fsyncs run on the writer thread). `cargo test --release --test orchestrator_recovery
+/// -- --ignored --nocapture`.
+#[test]
+#[ignore = "benchmark"]
+fn bench_projection_of_1000_issues() {
+    let mut st = OrchestratorState::new(Policy::default(), 0);
+    for n in 1..=1_000u64 {
+        let i = issue(n, "Todo");
+        st.claimed.insert(i.id.clone());
+        st.runs_since_active.insert(i.id.clone(), 3);
+        st.retry_attempts.insert(
+            i.id.clone(),
+            baton::orchestrator::state::RetryEntry {
+                issue_id: i.id.clone(),
+                identifier: i.identifier.clone(),
+                url: i.url.clone(),
+                attempt: 2,
+                due_at: 60_000,
+                error: Some("worker exited: boom".into()),
+                kind: baton::orchestrator::state::RetryKind::Failure,
+                seq: n,
+                in_flight: false,
+                workspace_path: format!("/ws/{}", i.identifier).into(),
+            },
+        );
+    }
+    let mut ledger = Ledger::default();
+    let mut writer = baton::durable::StateWriter::default();
+    let rounds = 200u32;
+    let t0 = std::time::Instant::now();
+    for r in 0..rounds {
+        let issues = project(&st, &mut ledger, 1_000, WALL);
+        writer.offer(issues, u64::from(r));
+    }
+    let per = t0.elapsed().as_secs_f64() * 1e3 / f64::from(rounds);
+    println!("projection + change check of 1,000 issues: {per:.3} ms per loop step");
+}

@@ -448,8 +448,8 @@ impl Daemon {
                 self.workers.remove(issue_id);
             }
         }
-        self.persist.observe(&ev);
         let now = self.clock.now();
+        self.persist.observe(&ev, &self.state, now);
         for action in handle(&mut self.state, ev, now) {
             self.execute(action);
         }
