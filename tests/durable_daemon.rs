@@ -172,11 +172,12 @@ fn sigterm_then_restart_resumes_the_recorded_session() {
     assert!(session.starts_with(&sid), "{session} vs raw {sid}");
 
     let d = start(&dir, &wf);
-    let resumed = d.wait("the resumed run", LIMIT, || {
-        runs(&dir).get(1).cloned()
-    });
+    let resumed = d.wait("the resumed run", LIMIT, || runs(&dir).get(1).cloned());
     assert_eq!(resumed.2, sid, "--resume <recorded session id>");
-    assert!(resumed.3, "the continuation prompt says the run was interrupted");
+    assert!(
+        resumed.3,
+        "the continuation prompt says the run was interrupted"
+    );
     let row = d.wait("the running row", LIMIT, || running_row(&d));
     assert_eq!(row["resumed"], true, "{row}");
     assert_eq!(row["attempt"], 1, "not a failed attempt: {row}");
@@ -210,7 +211,10 @@ fn kill9_then_restart_stops_the_orphan_and_resumes_once() {
         .find(|l| l.contains("event=orphan_stopped"))
         .unwrap()
         .to_string();
-    assert!(line.contains(&format!("pgid={pgid}")) && line.contains(IDENT), "{line}");
+    assert!(
+        line.contains(&format!("pgid={pgid}")) && line.contains(IDENT),
+        "{line}"
+    );
     assert!(procs::live_group_members(pgid).is_empty(), "old group gone");
     let resumed = d.wait("the resumed run", LIMIT, || runs(&dir).get(1).cloned());
     assert_eq!(resumed.2, sid);
@@ -218,7 +222,10 @@ fn kill9_then_restart_stops_the_orphan_and_resumes_once() {
         (running_row(&d)?["resumed"] == true).then_some(())
     });
     stop.store(true, Ordering::SeqCst);
-    assert!(max_seen.load(Ordering::SeqCst) <= 1, "never two agents at once");
+    assert!(
+        max_seen.load(Ordering::SeqCst) <= 1,
+        "never two agents at once"
+    );
     assert_eq!(runs(&dir).len(), 2, "exactly one new invocation");
     assert_eq!(after_create_runs(&dir), 1);
     assert!(d.log().contains("orphans_stopped=1"));
@@ -234,10 +241,17 @@ fn an_unknown_session_falls_back_once_to_a_fresh_session_with_the_full_prompt() 
     let d = start(&dir, &wf);
     let third = d.wait("the fallback run", LIMIT, || runs(&dir).get(2).cloned());
     let second = &runs(&dir)[1];
-    assert!(!second.2.is_empty() && second.3, "resume tried first: {second:?}");
+    assert!(
+        !second.2.is_empty() && second.3,
+        "resume tried first: {second:?}"
+    );
     assert_eq!(third.2, "", "then a fresh session");
     assert!(!third.3, "with the full prompt");
-    assert!(d.log().contains("event=session_resume_failed"), "{}", d.log());
+    assert!(
+        d.log().contains("event=session_resume_failed"),
+        "{}",
+        d.log()
+    );
 }
 
 /// Count, every 10 ms, the distinct process groups of live processes running `marker` in `ws`.
@@ -275,10 +289,14 @@ fn a_second_instance_exits_1_with_one_line_and_check_reports_the_holder() {
     let (dir, _github, wf) = fake_setup("lock");
     let d = start(&dir, &wf);
     d.wait("the recorded run", LIMIT, || stored_run(&dir));
-    let out = baton_command(&wf, &dir.join("home"), &[("BATON_E2E_TOKEN", FAKE_TOKEN.into())])
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .unwrap();
+    let out = baton_command(
+        &wf,
+        &dir.join("home"),
+        &[("BATON_E2E_TOKEN", FAKE_TOKEN.into())],
+    )
+    .stderr(std::process::Stdio::piped())
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
@@ -290,7 +308,11 @@ fn a_second_instance_exits_1_with_one_line_and_check_reports_the_holder() {
         ),
         "exactly one line"
     );
-    assert_eq!(runs(&dir).len(), 1, "the second instance dispatched nothing");
+    assert_eq!(
+        runs(&dir).len(),
+        1,
+        "the second instance dispatched nothing"
+    );
     let check = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
         .arg("check")
         .arg(&wf)
@@ -311,13 +333,26 @@ fn a_corrupt_file_is_moved_aside_and_a_newer_schema_is_refused() {
     let (dir, _github, wf) = fake_setup("corrupt");
     let sd = state_dir(&dir);
     std::fs::create_dir_all(&sd).unwrap();
-    std::fs::write(sd.join("state.json"), b"{\"schema_version\": 1, \"issues\": [tru").unwrap();
+    std::fs::write(
+        sd.join("state.json"),
+        b"{\"schema_version\": 1, \"issues\": [tru",
+    )
+    .unwrap();
     let mut d = start(&dir, &wf);
-    d.wait("a dispatch after the fresh start", LIMIT, || runs(&dir).first().cloned());
+    d.wait("a dispatch after the fresh start", LIMIT, || {
+        runs(&dir).first().cloned()
+    });
     let log = d.log();
-    let errors: Vec<&str> = log.lines().filter(|l| l.contains("event=state_corrupt")).collect();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("event=state_corrupt"))
+        .collect();
     assert_eq!(errors.len(), 1, "{log}");
-    assert!(errors[0].contains("state.json") && errors[0].contains("ERROR"), "{}", errors[0]);
+    assert!(
+        errors[0].contains("state.json") && errors[0].contains("ERROR"),
+        "{}",
+        errors[0]
+    );
     let aside: Vec<_> = std::fs::read_dir(&sd)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -328,13 +363,21 @@ fn a_corrupt_file_is_moved_aside_and_a_newer_schema_is_refused() {
 
     let newer = b"{\"schema_version\": 99, \"issues\": {\"shape\": \"unknown\"}}";
     std::fs::write(sd.join("state.json"), newer).unwrap();
-    let out = baton_command(&wf, &dir.join("home"), &[("BATON_E2E_TOKEN", FAKE_TOKEN.into())])
-        .output()
-        .unwrap();
+    let out = baton_command(
+        &wf,
+        &dir.join("home"),
+        &[("BATON_E2E_TOKEN", FAKE_TOKEN.into())],
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("state_version_unsupported"), "{err}");
-    assert_eq!(std::fs::read(sd.join("state.json")).unwrap(), newer, "left as it is");
+    assert_eq!(
+        std::fs::read(sd.join("state.json")).unwrap(),
+        newer,
+        "left as it is"
+    );
     assert_eq!(runs(&dir).len(), 1, "nothing dispatched after the refusal");
 }
 
@@ -396,7 +439,10 @@ fn a_recorded_pgid_whose_start_time_differs_is_left_alone() {
     let log = d.log();
     assert!(!log.contains("event=orphan_stopped"), "{log}");
     assert!(log.contains("orphans_stopped=0"), "{log}");
-    assert!(procs::pid_alive(pid as i32), "the unrelated process was not signalled");
+    assert!(
+        procs::pid_alive(pid as i32),
+        "the unrelated process was not signalled"
+    );
     assert_eq!(runs(&dir)[0].2, "", "no session recorded: a fresh one");
     let _ = bystander.kill();
     let _ = bystander.wait();
@@ -436,7 +482,12 @@ fn cli_procs(ws: &Path, marker: &str) -> BTreeSet<i32> {
 
 fn group_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')').next()?.split_whitespace().nth(2)?.parse().ok()
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
 }
 
 /// Sample [`cli_procs`] every 10 ms; the maximum seen.
@@ -481,23 +532,36 @@ fn kill9_and_restart(
     });
     let (stop, max) = sample_cli(ws, marker);
     assert_eq!(d.stop_with(libc::SIGKILL, LIMIT).code(), None);
-    assert!(!procs::live_group_members(pgid).is_empty(), "an orphan is left");
+    assert!(
+        !procs::live_group_members(pgid).is_empty(),
+        "an orphan is left"
+    );
     let d = DaemonProc::start(wf, &dir.join("home"), envs);
     d.wait_log("event=orphan_stopped", LIMIT);
     assert!(d.log().contains(&format!("pgid={pgid}")));
-    assert!(procs::wait_group_gone(pgid, Duration::from_secs(10)), "old group gone");
+    assert!(
+        procs::wait_group_gone(pgid, Duration::from_secs(10)),
+        "old group gone"
+    );
     (d, pgid, stop, max)
 }
 
 fn slow_poll(wf: &Path) {
     let text = std::fs::read_to_string(wf).unwrap();
-    std::fs::write(wf, text.replace("interval_ms: 300\n", "interval_ms: 600000\n")).unwrap();
+    std::fs::write(
+        wf,
+        text.replace("interval_ms: 300\n", "interval_ms: 600000\n"),
+    )
+    .unwrap();
 }
 
 #[test]
 fn real_claude_kill9_restart_resumes_the_same_session() {
-    let Some(claude) = bin_or_skip("BATON_CLAUDE_BIN", "real_claude_kill9", ".ci/setup-claude.sh")
-    else {
+    let Some(claude) = bin_or_skip(
+        "BATON_CLAUDE_BIN",
+        "real_claude_kill9",
+        ".ci/setup-claude.sh",
+    ) else {
         return;
     };
     let dir = tempdir("claude-kill9");
@@ -543,23 +607,38 @@ fn real_claude_kill9_restart_resumes_the_same_session() {
         ("DISABLE_TELEMETRY", "1".into()),
         ("DISABLE_AUTOUPDATER", "1".into()),
     ];
-    let (d, _pgid, stop, max) = kill9_and_restart(&dir, &wf, &envs, "claude", "time.sleep(30)", &|| {
-        format!("{:?}", api.requests())
-    });
+    let (d, _pgid, stop, max) =
+        kill9_and_restart(&dir, &wf, &envs, "claude", "time.sleep(30)", &|| {
+            format!("{:?}", api.requests())
+        });
     let reqs = d.wait("the resumed request", Duration::from_secs(120), || {
         let r = api.requests();
-        r.iter().any(|x| x.last_user_text.contains("was interrupted")).then_some(r)
+        r.iter()
+            .any(|x| x.last_user_text.contains("was interrupted"))
+            .then_some(r)
     });
     let first = reqs[0].session_header.clone();
     assert!(first.is_some(), "{reqs:?}");
-    let resumed = reqs.iter().find(|x| x.last_user_text.contains("was interrupted")).unwrap();
-    assert_eq!(resumed.session_header, first, "the same CLI session: {reqs:?}");
-    assert!(resumed.n_assistant >= 1, "with the history of the interrupted run");
+    let resumed = reqs
+        .iter()
+        .find(|x| x.last_user_text.contains("was interrupted"))
+        .unwrap();
+    assert_eq!(
+        resumed.session_header, first,
+        "the same CLI session: {reqs:?}"
+    );
+    assert!(
+        resumed.n_assistant >= 1,
+        "with the history of the interrupted run"
+    );
     d.wait("the run to end", Duration::from_secs(120), || {
         (d.state()["counts"]["running"] == 0).then_some(())
     });
     stop.store(true, Ordering::SeqCst);
-    assert!(max.load(Ordering::SeqCst) <= 1, "never two claude processes for the issue");
+    assert!(
+        max.load(Ordering::SeqCst) <= 1,
+        "never two claude processes for the issue"
+    );
     assert_eq!(after_create_runs(&dir), 1);
     assert!(d.log().contains("event=session_resume"), "{}", d.log());
 }
@@ -583,7 +662,10 @@ fn real_copilot_kill9_restart_resumes_the_same_session() {
         }
     });
     let cache = std::env::var("BATON_COPILOT_CACHE_HOME").unwrap_or_else(|_| {
-        format!("{}/.cache/copilot", std::env::var("HOME").unwrap_or_default())
+        format!(
+            "{}/.cache/copilot",
+            std::env::var("HOME").unwrap_or_default()
+        )
     });
     let wf = workflow(
         &dir,
@@ -604,9 +686,10 @@ fn real_copilot_kill9_restart_resumes_the_same_session() {
         ("COPILOT_CACHE_HOME", cache),
         ("NO_COLOR", "1".into()),
     ];
-    let (d, _pgid, stop, max) = kill9_and_restart(&dir, &wf, &envs, "copilot", "sleep\u{0}30", &|| {
-        format!("{:?}", api.requests())
-    });
+    let (d, _pgid, stop, max) =
+        kill9_and_restart(&dir, &wf, &envs, "copilot", "sleep\u{0}30", &|| {
+            format!("{:?}", api.requests())
+        });
     let reqs = d.wait("the resumed request", Duration::from_secs(150), || {
         let r = api.requests();
         r.iter()
@@ -625,7 +708,10 @@ fn real_copilot_kill9_restart_resumes_the_same_session() {
         (d.state()["counts"]["running"] == 0).then_some(())
     });
     stop.store(true, Ordering::SeqCst);
-    assert!(max.load(Ordering::SeqCst) <= 1, "never two copilot processes for the issue");
+    assert!(
+        max.load(Ordering::SeqCst) <= 1,
+        "never two copilot processes for the issue"
+    );
     assert_eq!(after_create_runs(&dir), 1);
     let log = d.log();
     assert!(log.contains("mode=resume"), "{log}");
@@ -711,5 +797,9 @@ fn bench_restart_to_first_resumed_agent() {
         to_agent.as_millis()
     );
     println!("{summary}");
-    assert_eq!(runs(&dir).len(), 1, "only the interrupted run was dispatched");
+    assert_eq!(
+        runs(&dir).len(),
+        1,
+        "only the interrupted run was dispatched"
+    );
 }

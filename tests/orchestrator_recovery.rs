@@ -98,11 +98,15 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
         assert_eq!(pid, 4321);
         Some(99_999)
     });
-    let _ = handle(&mut st, Event::AgentUpdate {
-        issue_id: "I_1".into(),
-        run_id: run_of("I_1"),
-        event: ev,
-    }, t0 + 10);
+    let _ = handle(
+        &mut st,
+        Event::AgentUpdate {
+            issue_id: "I_1".into(),
+            run_id: run_of("I_1"),
+            event: ev,
+        },
+        t0 + 10,
+    );
     // Issue 3 fails twice (parked by max_attempts 1), issue 2 fails once later (backoff retry
     // 10 s, still in the future when the file is written).
     let t1 = t0 + 2_000;
@@ -156,7 +160,8 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     let due_wall = s2.retry.as_ref().unwrap().due_at;
     assert_eq!(due_wall, WALL + i2_due - t_write, "wall-clock due time");
     // Round trip through JSON, as on disk.
-    let stored: StoredState = serde_json::from_str(&serde_json::to_string(&stored).unwrap()).unwrap();
+    let stored: StoredState =
+        serde_json::from_str(&serde_json::to_string(&stored).unwrap()).unwrap();
 
     // Restart 3 s later (wall clock); the new engine clock starts at 50.
     let wall2 = WALL + 3_000;
@@ -172,7 +177,11 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     assert_eq!(r1.kind, baton::orchestrator::state::RetryKind::Continuation);
     assert_eq!(r1.attempt, 1, "not a failed attempt");
     let r2 = &st2.retry_attempts["I_2"];
-    assert_eq!(r2.due_at, now2 + (due_wall - wall2), "original due time kept");
+    assert_eq!(
+        r2.due_at,
+        now2 + (due_wall - wall2),
+        "original due time kept"
+    );
     assert_eq!(r2.attempt, 1);
     assert!(st2.blocked.contains_key("I_3"), "still parked");
     assert!(st2.claimed.contains("I_1") && st2.claimed.contains("I_2"));

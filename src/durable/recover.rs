@@ -214,7 +214,8 @@ fn interrupted(issue: &StoredIssue) -> RecoveredRetry {
     }
 }
 
-fn add_totals(sum: &mut StoredTotals, t: &StoredTotals) {
+/// Add `t` to `sum` (saturating; a non-finite cost is skipped).
+pub(crate) fn add_totals(sum: &mut StoredTotals, t: &StoredTotals) {
     sum.input_tokens = sum.input_tokens.saturating_add(t.input_tokens);
     sum.output_tokens = sum.output_tokens.saturating_add(t.output_tokens);
     sum.cache_read_tokens = sum.cache_read_tokens.saturating_add(t.cache_read_tokens);

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::agent::AgentEvent;
+use crate::durable::recover::add_totals;
 use crate::durable::{
     RecoveryPlan, ResumeInfo, StoredIssue, StoredParked, StoredRetry, StoredRetryKind, StoredRun,
     StoredState, StoredTotals,
@@ -163,22 +164,24 @@ impl Ledger {
             run.leader_start_time = start_time(pid).unwrap_or(0);
         }
         if let Some(d) = &ev.usage_delta {
-            let t = &mut r.totals;
-            t.input_tokens = t.input_tokens.saturating_add(d.input_tokens);
-            t.output_tokens = t.output_tokens.saturating_add(d.output_tokens);
-            t.cache_read_tokens = t.cache_read_tokens.saturating_add(d.cache_read_input_tokens);
-            t.cache_creation_tokens = t
-                .cache_creation_tokens
-                .saturating_add(d.cache_creation_input_tokens);
+            let delta = StoredTotals {
+                input_tokens: d.input_tokens,
+                output_tokens: d.output_tokens,
+                cache_read_tokens: d.cache_read_input_tokens,
+                cache_creation_tokens: d.cache_creation_input_tokens,
+                cost_usd: 0.0,
+            };
+            add_totals(&mut r.totals, &delta);
         }
         if let Some(c) = ev.session_cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
-            // Session-cumulative, like the engine's totals: a drop means a new session.
-            let delta = if c >= run.last_cost {
-                c - run.last_cost
+            // Session-cumulative, like the engine's totals: a drop means a new session started
+            // from zero.
+            let already_counted = if c >= run.last_cost {
+                run.last_cost
             } else {
-                c
+                0.0
             };
-            r.totals.cost_usd += delta;
+            r.totals.cost_usd += c - already_counted;
             run.last_cost = c;
         }
     }
@@ -365,7 +368,10 @@ pub fn apply_plan(
         );
     }
     let t = &mut state.agent_totals;
-    t.tokens.input_tokens = t.tokens.input_tokens.saturating_add(plan.totals.input_tokens);
+    t.tokens.input_tokens = t
+        .tokens
+        .input_tokens
+        .saturating_add(plan.totals.input_tokens);
     t.tokens.output_tokens = t
         .tokens
         .output_tokens

@@ -18,8 +18,8 @@ use crossbeam_channel::{unbounded, Receiver};
 use log::{error, info, warn};
 
 use crate::agent::{
-    AgentError, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken,
-    SessionContext, TurnSummary,
+    AgentError, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken, SessionContext,
+    TurnSummary,
 };
 use crate::durable::{
     lock_holder, recover, stop_orphan_group, BackgroundSaver, ResumeInfo, SaveReport, StateDir,

@@ -24,7 +24,10 @@ pub fn wait_until<T>(
             return v;
         }
         if start.elapsed() >= limit {
-            panic!("timed out after {limit:?} waiting for {what}; log:\n{}", log());
+            panic!(
+                "timed out after {limit:?} waiting for {what}; log:\n{}",
+                log()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -116,10 +119,8 @@ impl DaemonProc {
     pub fn state(&self) -> Value {
         let mut s = TcpStream::connect(self.addr()).expect("connect to baton");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(
-            b"GET /api/v1/state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-        )
-        .unwrap();
+        s.write_all(b"GET /api/v1/state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+            .unwrap();
         let mut raw = String::new();
         let _ = s.read_to_string(&mut raw);
         let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
@@ -143,10 +144,12 @@ impl DaemonProc {
     pub fn stop_with(&mut self, sig: i32, limit: Duration) -> ExitStatus {
         self.signal(sig);
         let mut child = self.child.take().unwrap();
-        let st = wait_until("baton to exit", limit, || self.log(), || {
-            child.try_wait().unwrap()
-        });
-        st
+        wait_until(
+            "baton to exit",
+            limit,
+            || self.log(),
+            || child.try_wait().unwrap(),
+        )
     }
 }
 

@@ -314,7 +314,11 @@ fn parse_state_dir(
         None | Some(Value::Null) => Ok(workspace_root.join(".baton")),
         Some(Value::String(s)) if !s.trim().is_empty() => resolve_path(s, workflow_dir, env)
             .ok_or_else(|| {
-                state.invalid("dir", "a path (or $VAR naming a set variable)", &format!("{s:?}"))
+                state.invalid(
+                    "dir",
+                    "a path (or $VAR naming a set variable)",
+                    &format!("{s:?}"),
+                )
             }),
         Some(Value::String(s)) => Err(state.invalid("dir", "a non-empty path", &format!("{s:?}"))),
         Some(other) => Err(state.invalid("dir", "a path string", &describe(other))),
