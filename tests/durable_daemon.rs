@@ -640,7 +640,9 @@ fn real_claude_kill9_restart_resumes_the_same_session() {
         "never two claude processes for the issue"
     );
     assert_eq!(after_create_runs(&dir), 1);
-    assert!(d.log().contains("event=session_resume"), "{}", d.log());
+    let log = d.log();
+    assert!(log.contains("event=session_resume "), "{log}");
+    assert!(!log.contains("event=session_resume_failed"), "{log}");
 }
 
 #[test]
