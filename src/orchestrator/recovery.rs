@@ -349,6 +349,12 @@ pub fn apply_plan(
             },
         );
     }
+    restore_parked(state, plan, now, wall_now);
+    restore_totals(state, &plan.totals);
+    resumes
+}
+
+fn restore_parked(state: &mut OrchestratorState, plan: &RecoveryPlan, now: Millis, wall_now: u64) {
     for p in &plan.parked {
         state.blocked.insert(
             p.issue_id.clone(),
@@ -367,18 +373,14 @@ pub fn apply_plan(
             },
         );
     }
+}
+
+fn restore_totals(state: &mut OrchestratorState, totals: &StoredTotals) {
     let t = &mut state.agent_totals;
-    t.tokens.input_tokens = t
-        .tokens
-        .input_tokens
-        .saturating_add(plan.totals.input_tokens);
-    t.tokens.output_tokens = t
-        .tokens
-        .output_tokens
-        .saturating_add(plan.totals.output_tokens);
+    t.tokens.input_tokens = t.tokens.input_tokens.saturating_add(totals.input_tokens);
+    t.tokens.output_tokens = t.tokens.output_tokens.saturating_add(totals.output_tokens);
     t.tokens.total_tokens = t.tokens.input_tokens.saturating_add(t.tokens.output_tokens);
-    if plan.totals.cost_usd.is_finite() {
-        t.cost_usd += plan.totals.cost_usd;
+    if totals.cost_usd.is_finite() {
+        t.cost_usd += totals.cost_usd;
     }
-    resumes
 }

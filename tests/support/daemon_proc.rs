@@ -115,16 +115,22 @@ impl DaemonProc {
         })
     }
 
-    /// `GET /api/v1/state` as JSON.
-    pub fn state(&self) -> Value {
+    /// `GET path`: the response body.
+    pub fn get(&self, path: &str) -> String {
         let mut s = TcpStream::connect(self.addr()).expect("connect to baton");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(b"GET /api/v1/state HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            .unwrap();
+        let head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        s.write_all(head.as_bytes()).unwrap();
         let mut raw = String::new();
         let _ = s.read_to_string(&mut raw);
-        let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        serde_json::from_str(body).unwrap_or(Value::Null)
+        raw.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default()
+    }
+
+    /// `GET /api/v1/state` as JSON.
+    pub fn state(&self) -> Value {
+        serde_json::from_str(&self.get("/api/v1/state")).unwrap_or(Value::Null)
     }
 
     /// True while the process runs.
