@@ -1,9 +1,9 @@
 //! The daemon's side of durable state (issue 11): take the instance lock and load `state.json`
 //! before anything else runs ([`acquire`]), recover at startup (stop orphaned agent groups,
-//! restore retries, parked issues and counts, plan session resumes: [`Persist::start`] and
-//! [`Persist::apply`]), write a projection of the scheduler state after each loop step on a
-//! background thread ([`Persist::after_step`]), flush on shutdown ([`Persist::shutdown`]), and
-//! resume an interrupted agent session on the next dispatch of its issue ([`ResumingRunner`]).
+//! restore retries, parked issues and counts, plan session resumes: `Persist::start` and
+//! `Persist::apply`), write a projection of the scheduler state after each loop step on a
+//! background thread (`Persist::after_step`), flush on shutdown (`Persist::shutdown`), and
+//! resume an interrupted agent session on the next dispatch of its issue (`ResumingRunner`).
 //!
 //! Shutdown freezes the projection: the runs that shutdown stops stay recorded as running with
 //! their session ids, so the next start resumes them.
