@@ -107,6 +107,8 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
         },
         t0 + 10,
     );
+    let turn = AgentEvent::new(AgentEventKind::TurnCompleted, "turn 1 completed");
+    ledger.observe("I_1", run_of("I_1"), &turn, &|_| None);
     // Issue 3 fails twice (parked by max_attempts 1), issue 2 fails once later (backoff retry
     // 10 s, still in the future when the file is written).
     let t1 = t0 + 2_000;
@@ -155,6 +157,7 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     assert_eq!(s1.agent.as_deref(), Some("claude"));
     assert_eq!(s1.totals.cache_read_tokens, 5);
     assert_eq!(s1.totals.cache_creation_tokens, 7);
+    assert_eq!(s1.totals.turns, 1);
     assert_eq!(s1.runs, 1);
     let s2 = stored.issues.iter().find(|i| i.id == "I_2").unwrap();
     let due_wall = s2.retry.as_ref().unwrap().due_at;
@@ -184,6 +187,11 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     );
     assert_eq!(r2.attempt, 1);
     assert!(st2.blocked.contains_key("I_3"), "still parked");
+    let parked = &stored.issues.iter().find(|i| i.id == "I_3").unwrap().parked;
+    assert_eq!(
+        parked.as_ref().unwrap().kind.as_deref(),
+        Some("max_attempts")
+    );
     assert!(st2.claimed.contains("I_1") && st2.claimed.contains("I_2"));
     assert_eq!(st2.runs_since_active.get("I_1"), Some(&0));
     assert_eq!(st2.runs_since_active.get("I_3"), Some(&2));

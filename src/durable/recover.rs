@@ -80,6 +80,8 @@ pub struct RecoveredParked {
     pub fingerprint: String,
     /// When parked (Unix ms).
     pub since: u64,
+    /// The reason's class (`max_attempts`, `max_runs`, `budget_exceeded`), when known.
+    pub kind: Option<String>,
     /// Workspace of the last run.
     pub workspace: Option<PathBuf>,
 }
@@ -165,6 +167,7 @@ pub fn recover(stored: &StoredState, now_unix_ms: u64) -> RecoveryPlan {
                 state: p.state.clone(),
                 fingerprint: p.fingerprint.clone(),
                 since: p.since,
+                kind: p.kind.clone(),
                 workspace: issue.workspace.clone(),
             });
         } else if let Some(r) = &issue.retry {
@@ -225,4 +228,5 @@ pub(crate) fn add_totals(sum: &mut StoredTotals, t: &StoredTotals) {
     if t.cost_usd.is_finite() {
         sum.cost_usd += t.cost_usd;
     }
+    sum.turns = sum.turns.saturating_add(t.turns);
 }

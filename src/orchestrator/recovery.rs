@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::agent::AgentEvent;
+use crate::agent::{AgentEvent, AgentEventKind};
 use crate::durable::recover::add_totals;
 use crate::durable::{
     RecoveryPlan, ResumeInfo, StoredIssue, StoredParked, StoredRetry, StoredRetryKind, StoredRun,
@@ -159,6 +159,12 @@ impl Ledger {
                 r.session_id = Some(id.chars().take(128).collect());
             }
         }
+        if matches!(
+            ev.kind,
+            AgentEventKind::TurnCompleted | AgentEventKind::TurnFailed
+        ) {
+            r.totals.turns = r.totals.turns.saturating_add(1);
+        }
         if let Some(pid) = ev.agent_pid.filter(|&p| p > 1 && p != run.pgid) {
             run.pgid = pid;
             run.leader_start_time = start_time(pid).unwrap_or(0);
@@ -170,6 +176,7 @@ impl Ledger {
                 cache_read_tokens: d.cache_read_input_tokens,
                 cache_creation_tokens: d.cache_creation_input_tokens,
                 cost_usd: 0.0,
+                turns: 0,
             };
             add_totals(&mut r.totals, &delta);
         }
@@ -273,6 +280,7 @@ fn project_one(
         state: b.state.clone(),
         fingerprint: b.fingerprint.clone(),
         since: to_wall(b.since, now, wall_now),
+        kind: park_kind(&b.reason).map(str::to_string),
     });
     s.workspace = running
         .map(|e| e.workspace_path.clone())
@@ -296,6 +304,19 @@ fn project_one(
         }
     });
     s
+}
+
+/// The class of a parking reason (`max_attempts`, `max_runs`, `budget_exceeded`).
+pub fn park_kind(reason: &str) -> Option<&'static str> {
+    if reason.starts_with("max_attempts") {
+        Some("max_attempts")
+    } else if reason.starts_with("max_runs") {
+        Some("max_runs")
+    } else if reason.starts_with("budget") {
+        Some("budget_exceeded")
+    } else {
+        None
+    }
 }
 
 /// Put a startup [`RecoveryPlan`] into a fresh `state` at engine time `now` / wall time
