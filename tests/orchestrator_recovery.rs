@@ -109,6 +109,15 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     );
     let turn = AgentEvent::new(AgentEventKind::TurnCompleted, "turn 1 completed");
     ledger.observe("I_1", run_of("I_1"), &turn, &|_| None);
+    let _ = handle(
+        &mut st,
+        Event::AgentUpdate {
+            issue_id: "I_1".into(),
+            run_id: run_of("I_1"),
+            event: turn,
+        },
+        t0 + 20,
+    );
     // Issue 3 fails twice (parked by max_attempts 1), issue 2 fails once later (backoff retry
     // 10 s, still in the future when the file is written).
     let t1 = t0 + 2_000;
