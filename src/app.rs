@@ -114,6 +114,14 @@ pub(crate) fn run_workflow(
             return EXIT_FAILURE;
         }
     };
+    // The instance lock comes first: nothing (not even startup cleanup) runs without it.
+    let state = match crate::runtime::persist::acquire(&wf.config.config) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("baton: {e}");
+            return EXIT_FAILURE;
+        }
+    };
     let shutdown_rx = match crate::signals::shutdown_channel() {
         Ok(rx) => rx,
         Err(e) => {
@@ -160,7 +168,7 @@ pub(crate) fn run_workflow(
         config_env: Arc::new(ProcessEnv),
         clock: Arc::new(SystemClock::new()),
     };
-    match crate::runtime::daemon::run_with(opts, ops, exit_when) {
+    match crate::runtime::daemon::run_with_state(opts, ops, state, exit_when) {
         Ok(()) => EXIT_OK,
         Err(e) => {
             eprintln!("baton: {}: {e}", args.workflow.display());

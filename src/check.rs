@@ -94,6 +94,12 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     for e in cfg.preflight_errors() {
         r.fail(format!("{}: {}", e.class, e.message));
     }
+    for (tag, text) in crate::runtime::persist::check_lines(cfg) {
+        match tag {
+            "fail" => r.fail(text),
+            _ => r.line(tag, text),
+        }
+    }
     // The tracker kind's own section: what it resolved, found and skipped; the plan needs
     // every issue it could read.
     if let Some(issues) = crate::tracker::config::check_report(&cfg.tracker, r) {

@@ -88,6 +88,8 @@ pub struct RunningRow {
     pub cost_usd: Option<f64>,
     /// Retry attempt number of this run (null on a first run).
     pub attempt: Option<u32>,
+    /// The run resumed the agent session of a run interrupted by a restart.
+    pub resumed: bool,
 }
 
 /// One queued retry.

@@ -128,6 +128,7 @@ fn parked_issues_counts_and_totals_are_restored() {
         state: "In Progress".into(),
         fingerprint: "in progress|".into(),
         since: NOW - 1,
+        kind: None,
     });
     parked.totals = StoredTotals {
         input_tokens: 10,
@@ -135,6 +136,7 @@ fn parked_issues_counts_and_totals_are_restored() {
         cache_read_tokens: 100,
         cache_creation_tokens: 7,
         cost_usd: 0.5,
+        turns: 0,
     };
     let mut idle = known("q");
     idle.totals = StoredTotals {
@@ -186,6 +188,7 @@ fn summary_counts_what_check_reports() {
         state: "Todo".into(),
         fingerprint: String::new(),
         since: 0,
+        kind: None,
     });
     let s = StoredState::new(vec![a, b, c, known("d")], NOW).summary();
     assert_eq!(

@@ -54,6 +54,7 @@ fn issue(n: usize) -> StoredIssue {
         state: "In Progress".into(),
         fingerprint: "in progress|bug,p1".into(),
         since: 1_796_000_000_000,
+        kind: Some("max_runs".into()),
     });
     i.totals = StoredTotals {
         input_tokens: 123_456,
@@ -61,6 +62,7 @@ fn issue(n: usize) -> StoredIssue {
         cache_read_tokens: 1_234_567,
         cache_creation_tokens: 45_678,
         cost_usd: 1.2345,
+        turns: 42,
     };
     i.agent = Some("claude".into());
     i.session_id = Some("8f0c2a4e-52b1-4d39-9a36-0d5f3c1e7b21".into());

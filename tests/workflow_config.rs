@@ -454,3 +454,40 @@ fn split_handles_crlf_and_bom() {
     assert_eq!(s.body, "body");
     assert_eq!(s.body_first_line, 5);
 }
+
+#[test]
+fn state_dir_defaults_under_the_workspace_root_and_expands_like_it() {
+    let d = tempdir("statedir");
+    let p = write(&d, "W.md", "---\nworkspace:\n  root: /srv/ws\n---\n");
+    let wf = load_workflow(&p, &env(&[])).unwrap();
+    assert_eq!(wf.config.config.state_dir, PathBuf::from("/srv/ws/.baton"));
+    assert!(wf.config.warnings.is_empty(), "{:?}", wf.config.warnings);
+    let cases: &[(&str, PathBuf)] = &[
+        ("~/state", PathBuf::from("/home/op/state")),
+        ("$STATE_DIRECTORY", PathBuf::from("/var/lib/baton")),
+        ("rel/state", d.join("rel/state")),
+        ("/var/lib/baton", PathBuf::from("/var/lib/baton")),
+    ];
+    for (raw, want) in cases {
+        let p = write(&d, "W.md", &format!("---\nstate:\n  dir: \"{raw}\"\n---\n"));
+        let wf = load_workflow(&p, &env(&[("STATE_DIRECTORY", "/var/lib/baton")])).unwrap();
+        assert_eq!(&wf.config.config.state_dir, want, "state.dir {raw}");
+        assert!(wf.config.warnings.is_empty(), "{:?}", wf.config.warnings);
+    }
+    for (yaml, want) in [
+        (
+            "state:\n  dir: $UNSET_VAR",
+            "state.dir must be a path (or $VAR naming a set variable), got \"$UNSET_VAR\"",
+        ),
+        ("state:\n  dir: 7", "state.dir must be a path string, got 7"),
+        (
+            "state:\n  dir: \"\"",
+            "state.dir must be a non-empty path, got \"\"",
+        ),
+    ] {
+        let p = write(&d, "W.md", &format!("---\n{yaml}\n---\n"));
+        let e = load_workflow(&p, &env(&[])).unwrap_err();
+        assert_eq!(e.class, "invalid_config", "{yaml}");
+        assert!(e.message.contains(want), "{yaml}: got {:?}", e.message);
+    }
+}

@@ -80,6 +80,8 @@ pub struct RecoveredParked {
     pub fingerprint: String,
     /// When parked (Unix ms).
     pub since: u64,
+    /// The reason's class (`max_attempts`, `max_runs`, `budget_exceeded`), when known.
+    pub kind: Option<String>,
     /// Workspace of the last run.
     pub workspace: Option<PathBuf>,
 }
@@ -165,6 +167,7 @@ pub fn recover(stored: &StoredState, now_unix_ms: u64) -> RecoveryPlan {
                 state: p.state.clone(),
                 fingerprint: p.fingerprint.clone(),
                 since: p.since,
+                kind: p.kind.clone(),
                 workspace: issue.workspace.clone(),
             });
         } else if let Some(r) = &issue.retry {
@@ -214,7 +217,8 @@ fn interrupted(issue: &StoredIssue) -> RecoveredRetry {
     }
 }
 
-fn add_totals(sum: &mut StoredTotals, t: &StoredTotals) {
+/// Add `t` to `sum` (saturating; a non-finite cost is skipped).
+pub(crate) fn add_totals(sum: &mut StoredTotals, t: &StoredTotals) {
     sum.input_tokens = sum.input_tokens.saturating_add(t.input_tokens);
     sum.output_tokens = sum.output_tokens.saturating_add(t.output_tokens);
     sum.cache_read_tokens = sum.cache_read_tokens.saturating_add(t.cache_read_tokens);
@@ -224,4 +228,5 @@ fn add_totals(sum: &mut StoredTotals, t: &StoredTotals) {
     if t.cost_usd.is_finite() {
         sum.cost_usd += t.cost_usd;
     }
+    sum.turns = sum.turns.saturating_add(t.turns);
 }

@@ -27,6 +27,8 @@ pub struct SaveReport {
     pub state: StoredState,
     /// The result.
     pub result: Result<(), StoreError>,
+    /// How long the write took (for `baton_state_write_duration_seconds`).
+    pub elapsed: std::time::Duration,
 }
 
 /// The writer thread.
@@ -44,8 +46,15 @@ impl BackgroundSaver {
             .name("baton-state".into())
             .spawn(move || {
                 for state in rx {
+                    let started = std::time::Instant::now();
                     let result = dir.save(&state);
-                    if done.send(SaveReport { state, result }).is_err() {
+                    let elapsed = started.elapsed();
+                    let report = SaveReport {
+                        state,
+                        result,
+                        elapsed,
+                    };
+                    if done.send(report).is_err() {
                         break;
                     }
                 }

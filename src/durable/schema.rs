@@ -191,6 +191,9 @@ pub struct StoredParked {
     /// When parked (Unix ms).
     #[serde(default)]
     pub since: u64,
+    /// The reason's class (`max_attempts`, `max_runs`, `budget_exceeded`), when known.
+    #[serde(default)]
+    pub kind: Option<String>,
 }
 
 /// Token and cost totals.
@@ -211,6 +214,9 @@ pub struct StoredTotals {
     /// Cost in USD. JSON has no NaN/infinity (serde_json writes `null`), so `null` reads as 0.
     #[serde(default, deserialize_with = "finite_or_zero")]
     pub cost_usd: f64,
+    /// Agent turns that ended (`turn_completed` or `turn_failed`).
+    #[serde(default)]
+    pub turns: u32,
 }
 
 fn finite_or_zero<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {

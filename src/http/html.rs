@@ -210,7 +210,7 @@ fn running_details(h: &mut String, r: &RunningRow, now: SystemTime) {
          <dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} total</dd>\
          <dt>Cost</dt><dd>{}</dd>",
         escape(&r.state),
-        escape(r.session_id.as_deref().unwrap_or("—")),
+        session_text(r),
         r.turn_count,
         age_text(&r.started_at, now),
         thousands(r.tokens.input_tokens),
@@ -369,6 +369,28 @@ fn page_end(h: &mut String) {
     let _ = write!(h, "<script>{COUNTDOWN_SCRIPT}</script></body></html>");
 }
 
+/// The Status cell of a running row, marked when the run resumed its session after a restart.
+fn state_text(r: &RunningRow) -> String {
+    if r.resumed {
+        format!(
+            "{} <span class=\"muted resumed\" title=\"resumed its agent session after a restart\">resumed</span>",
+            escape(&r.state)
+        )
+    } else {
+        escape(&r.state)
+    }
+}
+
+/// The Session cell of the issue page (`resumed after restart` when it was).
+fn session_text(r: &RunningRow) -> String {
+    let id = escape(r.session_id.as_deref().unwrap_or("—"));
+    if r.resumed {
+        format!("{id} (resumed after restart)")
+    } else {
+        id
+    }
+}
+
 fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
     let last = match &r.last_event {
         Some(ev) => {
@@ -398,7 +420,7 @@ fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
         link = issue_link(&r.issue_identifier, r.url.as_deref()),
         seg = path_segment(&r.issue_identifier),
         title = escape(&r.title),
-        state = escape(&r.state),
+        state = state_text(r),
         turns = r.turn_count,
         age = age_text(&r.started_at, now),
         input = thousands(r.tokens.input_tokens),
@@ -587,6 +609,7 @@ mod tests {
             spend: Default::default(),
             cost_usd: Some(0.5),
             attempt: None,
+            resumed: false,
         }
     }
 

@@ -583,6 +583,7 @@ fn dispatch(
             tokens: TokenCounts::default(),
             cost_usd: None,
             stop: None,
+            resumed: false,
         },
     );
     out.push(Action::Dispatch {

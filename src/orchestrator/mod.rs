@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod engine;
+pub mod recovery;
 pub mod rules;
 pub mod snapshot;
 pub mod state;

@@ -64,6 +64,7 @@ fn running_row(s: &OrchestratorState, e: &RunningEntry) -> RunningRow {
         spend: spend(s, &e.issue.id),
         cost_usd: e.cost_usd,
         attempt: e.attempt,
+        resumed: e.resumed,
     }
 }
 

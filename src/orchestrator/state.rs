@@ -239,6 +239,9 @@ pub struct RunningEntry {
     pub cost_usd: Option<f64>,
     /// Set once the orchestrator asked the worker to stop.
     pub stop: Option<StopReason>,
+    /// The run resumed the agent session of a run interrupted by a restart (set by the runtime).
+    #[serde(default)]
+    pub resumed: bool,
 }
 
 /// Kind of a queued retry.

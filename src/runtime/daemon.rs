@@ -39,6 +39,7 @@ use crate::workspace::hooks::HookEnv;
 use crate::workspace::{remove_workspace, workspace_path};
 
 use super::clock::Clock;
+use super::persist::{self, Persist, StateHandle};
 use super::worker::{spawn_worker, WorkerContext};
 use crate::ops::shared::OpsShared;
 
@@ -107,6 +108,8 @@ enum LoopEvent {
     Queued(Event),
     /// A watchdog ping or a deferred systemd status is due (real time).
     OpsDue,
+    /// A background `state.json` write finished.
+    Saved(crate::durable::SaveReport),
 }
 
 /// The loop's input channels; a disconnected one is replaced by `never()`.
@@ -315,6 +318,8 @@ struct Daemon {
     watch: Option<WatchGuard>,
     /// The self-shutdown condition ([`run_with`]); `None` once it fired.
     exit_when: Option<ExitWhen>,
+    /// Durable state: recovery, `state.json` writes, session resumes.
+    persist: Persist,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -330,12 +335,26 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     run_with(opts, DaemonOps::default(), None)
 }
 
-/// [`run`], publishing metrics and readiness to `ops.shared`, notifying systemd through
-/// `ops.notifier` (`READY=1` once startup is done), and shutting down by itself (the usual
-/// graceful shutdown) the first time `exit_when` holds after a loop event (`baton demo`).
+/// [`run_with_state`] after taking the state directory's lock ([`persist::acquire`]).
 pub fn run_with(
     opts: DaemonOptions,
     ops: DaemonOps,
+    exit_when: Option<ExitWhen>,
+) -> Result<(), String> {
+    let state = persist::acquire(config(&opts.initial)).map_err(|e| e.to_string())?;
+    run_with_state(opts, ops, state, exit_when)
+}
+
+/// [`run`] with the state directory already locked and loaded ([`persist::acquire`], which the
+/// binary calls before anything else), publishing metrics and readiness to `ops.shared`,
+/// notifying systemd through `ops.notifier` (`READY=1` once startup is done), and shutting down
+/// by itself (the usual graceful shutdown) the first time `exit_when` holds after a loop event
+/// (`baton demo`). Recovery (orphans stopped, retries, parked issues and session resumes
+/// restored) happens before startup cleanup and the first dispatch.
+pub fn run_with_state(
+    opts: DaemonOptions,
+    ops: DaemonOps,
+    state: StateHandle,
     exit_when: Option<ExitWhen>,
 ) -> Result<(), String> {
     let DaemonOptions {
@@ -360,6 +379,7 @@ pub fn run_with(
     tracker
         .validate()
         .map_err(|e| format!("startup validation failed: {e}"))?;
+    let persist = Persist::start(state);
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
     let (tracker_tx, tracker_rx) = unbounded();
@@ -399,8 +419,11 @@ pub fn run_with(
         changed_tx,
         watch: None,
         exit_when,
+        persist,
     };
     d.start_watch();
+    let now = d.clock.now();
+    d.persist.apply(&mut d.state, now);
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
         d.opts_path.display(),
@@ -420,8 +443,12 @@ pub fn run_with(
     while !d.done {
         let ev = d.next_event(&mut inbox);
         d.handle_event(ev, &inbox);
+        let now = d.clock.now();
+        d.persist.after_step(&d.state, now);
         d.check_exit();
     }
+    let now = d.clock.now();
+    d.persist.shutdown(now);
     info!("event=shutdown_complete");
     Ok(())
 }
@@ -509,13 +536,17 @@ impl Daemon {
         if let Some(ev) = self.queue.pop_front() {
             return LoopEvent::Queued(ev);
         }
-        let mut deadline = next_deadline(&self.state);
+        let mut deadline = match (next_deadline(&self.state), self.persist.next_due()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if self.exit_when.is_some() {
             // Some of what the condition looks at (e.g. a removed workspace) sends no event.
             let recheck = self.clock.now().saturating_add(EXIT_RECHECK_MS);
             deadline = Some(deadline.map_or(recheck, |d| d.min(recheck)));
         }
         let mut timer = self.clock.timer(deadline);
+        let saves = self.persist.reports.clone();
         // Real time, not the injected clock: systemd's watchdog counts wall time.
         let mut ops_timer = match self.ops.deadline() {
             Some(at) => after(at.saturating_duration_since(Instant::now())),
@@ -551,6 +582,9 @@ impl Daemon {
                     Ok(()) => return LoopEvent::Signal,
                     Err(_) => inbox.signals = never(),
                 },
+                recv(saves) -> m => if let Ok(r) = m {
+                    return LoopEvent::Saved(r);
+                },
                 recv(timer) -> m => match m {
                     Ok(_) => return LoopEvent::Tick,
                     Err(_) => timer = never(),
@@ -581,6 +615,7 @@ impl Daemon {
             }
             LoopEvent::Control(req) => self.control(req),
             LoopEvent::OpsDue => {}
+            LoopEvent::Saved(r) => self.persist.finished(r, self.clock.now()),
             // The same coalesced poll + reconcile as `POST /api/v1/refresh`.
             LoopEvent::TrackerChanged => {
                 debug!("event=tracker_changed; refreshing");
@@ -638,6 +673,7 @@ impl Daemon {
             }
         }
         let now = self.clock.now();
+        self.persist.observe(&ev, &self.state, now);
         for action in handle(&mut self.state, ev, now) {
             self.execute(action);
         }
@@ -747,6 +783,13 @@ impl Daemon {
 
     fn dispatch(&mut self, run_id: u64, issue: Issue, attempt: Option<u32>, path: PathBuf) {
         let cfg = config(&self.workflow);
+        let agent = persist::agent_name(cfg.agent.kind);
+        let (runner, resumed) =
+            self.persist
+                .dispatched(&issue, run_id, &path, agent, self.runner.clone());
+        if let Some(e) = self.state.running.get_mut(&issue.id).filter(|_| resumed) {
+            e.resumed = true;
+        }
         let cancel = CancelToken::new();
         let ctx = WorkerContext {
             run_id,
@@ -757,7 +800,7 @@ impl Daemon {
             max_turns: cfg.agent.max_turns,
             template: self.workflow.template.clone(),
             policy: self.state.policy.clone(),
-            runner: self.runner.clone(),
+            runner,
             tracker: self.tracker.clone(),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),

@@ -4,4 +4,5 @@
 
 pub mod clock;
 pub mod daemon;
+pub mod persist;
 pub mod worker;

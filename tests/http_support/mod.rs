@@ -47,6 +47,7 @@ pub fn running_row(identifier: &str, title: &str, url: &str) -> RunningRow {
         spend: Default::default(),
         cost_usd: Some(0.25),
         attempt: None,
+        resumed: false,
     }
 }
 

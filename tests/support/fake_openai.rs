@@ -7,6 +7,7 @@
 //! | --- | --- |
 //! | last message is a `tool` result | text `Tool result was: <result>` |
 //! | user message contains `SCENARIO:write` | `bash` tool call `echo baton-was-here > copilot-wrote.txt` |
+//! | `SCENARIO:sleep` | `bash` tool call `sleep 30` (an agent blocked inside a tool call) |
 //! | `SCENARIO:deny` | `bash` tool call `rm -f baton-deny-probe.txt` |
 //! | `SCENARIO:badrequest` | HTTP 400 (not retried by the CLI) |
 //! | `SCENARIO:slow` | one word every 250 ms for a minute (stops when the client goes away) |
@@ -171,6 +172,11 @@ fn handle(mut req: tiny_http::Request, log: &Mutex<Vec<RecordedRequest>>, hook: 
         Plan::ToolCall {
             command: "echo baton-was-here > copilot-wrote.txt".into(),
             description: "Write a probe file".into(),
+        }
+    } else if last_user.contains("SCENARIO:sleep") {
+        Plan::ToolCall {
+            command: "sleep 30".into(),
+            description: "Wait for the build".into(),
         }
     } else if last_user.contains("SCENARIO:deny") {
         Plan::ToolCall {

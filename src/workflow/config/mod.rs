@@ -119,6 +119,9 @@ pub struct ServiceConfig {
     pub copilot: CopilotConfig,
     /// `server.*`.
     pub server: ServerConfig,
+    /// `state.dir`, absolute: `state.json` and the instance `lock` (default
+    /// `<workspace.root>/.baton`).
+    pub state_dir: PathBuf,
 }
 
 /// Turn and stall timeouts of the selected runner.
@@ -268,6 +271,7 @@ pub(crate) fn parse_config(
         section("workspace")?,
     );
     let (hooks, agent, server) = (section("hooks")?, section("agent")?, section("server")?);
+    let state = section("state")?;
     let claude_code = section(ClaudeCodeConfig::SECTION)?;
     let copilot = section(CopilotConfig::SECTION)?;
 
@@ -287,6 +291,7 @@ pub(crate) fn parse_config(
     let claude_code = ClaudeCodeConfig::parse(&claude_code, env)?;
     let copilot = CopilotConfig::parse(&copilot, env)?;
     let server = parse_server(&server, env)?;
+    let state_dir = parse_state_dir(&state, &workspace_root, workflow_dir, env)?;
     Ok(ParsedConfig {
         config: ServiceConfig {
             tracker,
@@ -297,6 +302,7 @@ pub(crate) fn parse_config(
             claude_code,
             copilot,
             server,
+            state_dir,
         },
         warnings,
     })
@@ -315,6 +321,28 @@ fn parse_workspace_root(
             workspace.invalid("root", "a path (or $VAR naming a set variable)", &got)
         }),
         Some(other) => Err(workspace.invalid("root", "a path string", &describe(other))),
+    }
+}
+
+/// `state.dir`: expanded like `workspace.root`; default `<workspace.root>/.baton`.
+fn parse_state_dir(
+    state: &Section<'_>,
+    workspace_root: &Path,
+    workflow_dir: &Path,
+    env: &dyn ConfigEnv,
+) -> Result<PathBuf, ConfigError> {
+    match state.raw("dir") {
+        None | Some(Value::Null) => Ok(workspace_root.join(".baton")),
+        Some(Value::String(s)) if !s.trim().is_empty() => resolve_path(s, workflow_dir, env)
+            .ok_or_else(|| {
+                state.invalid(
+                    "dir",
+                    "a path (or $VAR naming a set variable)",
+                    &format!("{s:?}"),
+                )
+            }),
+        Some(Value::String(s)) => Err(state.invalid("dir", "a non-empty path", &format!("{s:?}"))),
+        Some(other) => Err(state.invalid("dir", "a path string", &describe(other))),
     }
 }
 

@@ -1,0 +1,812 @@
+//! Durable state end to end (issue 11): the built `baton` binary against the fake GitHub with a
+//! scripted agent CLI (fast, always run) and with the real Claude Code and Copilot CLIs against
+//! fake model APIs (skipped when the CLIs are not installed; see `.ci/setup-*.sh`). Restarts
+//! after SIGTERM and `kill -9`, the instance lock, bad state files, write failures, pid reuse.
+
+mod support;
+
+#[path = "support/daemon_proc.rs"]
+mod daemon_proc;
+#[path = "support/fake_anthropic.rs"]
+mod fake_anthropic;
+#[path = "support/fake_openai.rs"]
+mod fake_openai;
+#[path = "support/procs.rs"]
+mod procs;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use daemon_proc::{baton_command, DaemonProc};
+use serde_json::Value;
+use support::fake_github::{BoardFixture, FakeGithub, IssueFixture, FAKE_TOKEN};
+
+const ISSUE: &str = "acme/api#1";
+const IDENT: &str = "acme__api-1";
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("baton-durable-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("home")).unwrap();
+    d
+}
+
+fn board() -> BoardFixture {
+    let mut b = BoardFixture::empty("acme", 7);
+    b.push_issue(IssueFixture::new("acme/api", 1, "Add a file"), Some("Todo"));
+    b
+}
+
+/// WORKFLOW.md in `dir` (workspaces in `dir/ws`, so the state dir is `dir/ws/.baton`).
+fn workflow(dir: &Path, github: &FakeGithub, agent_yaml: &str, body: &str) -> PathBuf {
+    let p = dir.join("WORKFLOW.md");
+    let text = format!(
+        "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $BATON_E2E_TOKEN\n  owner: acme\n  project_number: 7\n  active_states: [Todo, In Progress]\n  terminal_states: [Done]\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: |\n    echo created >> .baton-created\n{agent_yaml}---\n{body}\n",
+        github.endpoint(),
+        dir.join("ws").display(),
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn state_dir(dir: &Path) -> PathBuf {
+    dir.join("ws").join(".baton")
+}
+
+fn stored(dir: &Path) -> Value {
+    std::fs::read(state_dir(dir).join("state.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// The stored running entry of the issue once it has a process group and a session id.
+fn stored_run(dir: &Path) -> Option<(i32, String)> {
+    let s = stored(dir);
+    let run = s["issues"]
+        .as_array()?
+        .iter()
+        .find(|i| i["identifier"] == IDENT)?["running"]
+        .clone();
+    let pgid = run["pgid"].as_i64().filter(|&p| p > 1)? as i32;
+    Some((pgid, run["session_id"].as_str()?.to_string()))
+}
+
+/// A scripted agent speaking Claude's stream-json: logs each invocation (pid, process group,
+/// `--resume` value, whether the prompt is the interruption notice), prints an init line and
+/// hangs in a child until stopped. With `$E2E_DIR/forget` present it does not know any resumed
+/// session (exit 1, like the real CLI).
+const FAKE_AGENT: &str = r#"#!/usr/bin/env bash
+resume=""; prev=""; interrupted=0
+for a in "$@"; do
+  [ "$prev" = "--resume" ] && resume="$a"
+  case "$a" in *"was interrupted"*) interrupted=1;; esac
+  prev="$a"
+done
+echo "run pid=$$ pgid=$(ps -o pgid= $$ | tr -d ' ') resume=$resume interrupted=$interrupted" >> "$E2E_DIR/agent.log"
+if [ -n "$resume" ] && [ -e "$E2E_DIR/forget" ]; then
+  echo "No conversation found with session ID: $resume" >&2
+  exit 1
+fi
+sid="${resume:-fake-session-$$}"
+echo '{"type":"system","subtype":"init","session_id":"'"$sid"'","model":"fake","tools":[]}'
+sleep 300 &
+wait
+"#;
+
+fn fake_setup(tag: &str) -> (PathBuf, FakeGithub, PathBuf) {
+    let dir = tempdir(tag);
+    let github = FakeGithub::start(board());
+    let agent = dir.join("fake-claude");
+    std::fs::write(&agent, FAKE_AGENT).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wf = workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\nclaude_code:\n  command: \"'{}'\"\n",
+            agent.display()
+        ),
+        "Work on {{ issue.identifier }}",
+    );
+    (dir, github, wf)
+}
+
+fn start(dir: &Path, wf: &Path) -> DaemonProc {
+    DaemonProc::start(
+        wf,
+        &dir.join("home"),
+        &[
+            ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+            ("E2E_DIR", dir.display().to_string()),
+        ],
+    )
+}
+
+/// `(pid, pgid, resume, interrupted)` of each logged agent invocation.
+fn runs(dir: &Path) -> Vec<(i32, i32, String, bool)> {
+    std::fs::read_to_string(dir.join("agent.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let field = |k: &str| l.split(&format!("{k}=")).nth(1)?.split(' ').next();
+            Some((
+                field("pid")?.parse().ok()?,
+                field("pgid")?.parse().ok()?,
+                field("resume")?.to_string(),
+                field("interrupted")? == "1",
+            ))
+        })
+        .collect()
+}
+
+fn running_row(d: &DaemonProc) -> Option<Value> {
+    d.state()["running"].as_array()?.first().cloned()
+}
+
+fn after_create_runs(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("ws").join(IDENT).join(".baton-created"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn sigterm_then_restart_resumes_the_recorded_session() {
+    let (dir, _github, wf) = fake_setup("sigterm");
+    let mut d = start(&dir, &wf);
+    let session = d.wait("the first run's session", LIMIT, || {
+        running_row(&d)?["session_id"].as_str().map(str::to_string)
+    });
+    let first = runs(&dir);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].2, "", "a fresh session first");
+    assert_eq!(d.stop_with(libc::SIGTERM, LIMIT).code(), Some(0));
+    assert!(procs::wait_group_gone(first[0].1, Duration::from_secs(10)));
+    let (_, sid) = stored_run(&dir).expect("shutdown recorded the stopped run");
+    assert!(session.starts_with(&sid), "{session} vs raw {sid}");
+
+    let d = start(&dir, &wf);
+    let resumed = d.wait("the resumed run", LIMIT, || runs(&dir).get(1).cloned());
+    assert_eq!(resumed.2, sid, "--resume <recorded session id>");
+    assert!(
+        resumed.3,
+        "the continuation prompt says the run was interrupted"
+    );
+    let row = d.wait("the running row", LIMIT, || running_row(&d));
+    assert_eq!(row["resumed"], true, "{row}");
+    assert_eq!(row["attempt"], 1, "not a failed attempt: {row}");
+    let html = d.get("/");
+    assert!(
+        html.contains("class=\"muted resumed\""),
+        "the dashboard marks it"
+    );
+    let log = d.log();
+    assert!(log.contains("event=state_recovered"), "{log}");
+    assert!(log.contains("resumed_sessions=1"), "{log}");
+    assert_eq!(after_create_runs(&dir), 1, "the workspace was reused");
+}
+
+#[test]
+fn kill9_then_restart_stops_the_orphan_and_resumes_once() {
+    let (dir, _github, wf) = fake_setup("kill9");
+    let mut d = start(&dir, &wf);
+    let (pgid, sid) = d.wait("the recorded run", LIMIT, || stored_run(&dir));
+    assert_eq!(runs(&dir)[0].1, pgid, "the recorded group is the agent's");
+    let st = d.stop_with(libc::SIGKILL, LIMIT);
+    assert_eq!(st.code(), None, "killed");
+    assert!(
+        !procs::live_group_members(pgid).is_empty(),
+        "the agent outlived the daemon (an orphan)"
+    );
+    // Sample the agent processes in the workspace while the daemon restarts.
+    let ws = dir.join("ws").join(IDENT);
+    let (stop, max_seen) = sample_agents(ws, "fake-claude");
+
+    let d = start(&dir, &wf);
+    d.wait_log("event=orphan_stopped", LIMIT);
+    let line = d
+        .log()
+        .lines()
+        .find(|l| l.contains("event=orphan_stopped"))
+        .unwrap()
+        .to_string();
+    assert!(
+        line.contains(&format!("pgid={pgid}")) && line.contains(IDENT),
+        "{line}"
+    );
+    assert!(procs::live_group_members(pgid).is_empty(), "old group gone");
+    let resumed = d.wait("the resumed run", LIMIT, || runs(&dir).get(1).cloned());
+    assert_eq!(resumed.2, sid);
+    d.wait("the resumed row", LIMIT, || {
+        (running_row(&d)?["resumed"] == true).then_some(())
+    });
+    stop.store(true, Ordering::SeqCst);
+    assert!(
+        max_seen.load(Ordering::SeqCst) <= 1,
+        "never two agents at once"
+    );
+    assert_eq!(runs(&dir).len(), 2, "exactly one new invocation");
+    assert_eq!(after_create_runs(&dir), 1);
+    assert!(d.log().contains("orphans_stopped=1"));
+}
+
+#[test]
+fn an_unknown_session_falls_back_once_to_a_fresh_session_with_the_full_prompt() {
+    let (dir, _github, wf) = fake_setup("forget");
+    let mut d = start(&dir, &wf);
+    d.wait("the recorded run", LIMIT, || stored_run(&dir));
+    assert_eq!(d.stop_with(libc::SIGTERM, LIMIT).code(), Some(0));
+    std::fs::write(dir.join("forget"), "").unwrap();
+    let d = start(&dir, &wf);
+    let third = d.wait("the fallback run", LIMIT, || runs(&dir).get(2).cloned());
+    let second = &runs(&dir)[1];
+    assert!(
+        !second.2.is_empty() && second.3,
+        "resume tried first: {second:?}"
+    );
+    assert_eq!(third.2, "", "then a fresh session");
+    assert!(!third.3, "with the full prompt");
+    assert!(
+        d.log().contains("event=session_resume_failed"),
+        "{}",
+        d.log()
+    );
+}
+
+/// Count, every 10 ms, the distinct process groups of live processes running `marker` in `ws`.
+fn sample_agents(ws: PathBuf, marker: &'static str) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let max = Arc::new(AtomicUsize::new(0));
+    let (s, m) = (Arc::clone(&stop), Arc::clone(&max));
+    std::thread::spawn(move || {
+        while !s.load(Ordering::SeqCst) {
+            let n = agent_groups(&ws, marker).len();
+            m.fetch_max(n, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    (stop, max)
+}
+
+fn agent_groups(ws: &Path, marker: &str) -> BTreeSet<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return BTreeSet::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            procs::pid_alive(*pid)
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == ws)
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .filter_map(group_of)
+        .collect()
+}
+
+#[test]
+fn a_second_instance_exits_1_with_one_line_and_check_reports_the_holder() {
+    let (dir, _github, wf) = fake_setup("lock");
+    let d = start(&dir, &wf);
+    d.wait("the recorded run", LIMIT, || stored_run(&dir));
+    let out = baton_command(
+        &wf,
+        &dir.join("home"),
+        &[("BATON_E2E_TOKEN", FAKE_TOKEN.into())],
+    )
+    .stderr(std::process::Stdio::piped())
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "baton: state_locked: {} is in use by pid {}",
+            state_dir(&dir).display(),
+            d.pid()
+        ),
+        "exactly one line"
+    );
+    assert_eq!(
+        runs(&dir).len(),
+        1,
+        "the second instance dispatched nothing"
+    );
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("check")
+        .arg(&wf)
+        .env("HOME", dir.join("home"))
+        .env("BATON_E2E_TOKEN", FAKE_TOKEN)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        text.contains(&format!("a daemon holds the lock (pid {})", d.pid())),
+        "{text}"
+    );
+    assert!(text.contains("stored state: issues=1"), "{text}");
+}
+
+#[test]
+fn a_corrupt_file_is_moved_aside_and_a_newer_schema_is_refused() {
+    let (dir, _github, wf) = fake_setup("corrupt");
+    let sd = state_dir(&dir);
+    std::fs::create_dir_all(&sd).unwrap();
+    std::fs::write(
+        sd.join("state.json"),
+        b"{\"schema_version\": 1, \"issues\": [tru",
+    )
+    .unwrap();
+    let mut d = start(&dir, &wf);
+    d.wait("a dispatch after the fresh start", LIMIT, || {
+        runs(&dir).first().cloned()
+    });
+    let log = d.log();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("event=state_corrupt"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{log}");
+    assert!(
+        errors[0].contains("state.json") && errors[0].contains("ERROR"),
+        "{}",
+        errors[0]
+    );
+    let aside: Vec<_> = std::fs::read_dir(&sd)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("state.json.corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(d.stop_with(libc::SIGTERM, LIMIT).code(), Some(0));
+
+    let newer = b"{\"schema_version\": 99, \"issues\": {\"shape\": \"unknown\"}}";
+    std::fs::write(sd.join("state.json"), newer).unwrap();
+    let out = baton_command(
+        &wf,
+        &dir.join("home"),
+        &[("BATON_E2E_TOKEN", FAKE_TOKEN.into())],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("state_version_unsupported"), "{err}");
+    assert_eq!(
+        std::fs::read(sd.join("state.json")).unwrap(),
+        newer,
+        "left as it is"
+    );
+    assert_eq!(runs(&dir).len(), 1, "nothing dispatched after the refusal");
+}
+
+#[test]
+fn an_unwritable_state_dir_is_logged_and_the_daemon_keeps_running() {
+    let (dir, github, wf) = fake_setup("readonly");
+    let mut d = start(&dir, &wf);
+    d.wait("the recorded run", LIMIT, || stored_run(&dir));
+    let sd = state_dir(&dir);
+    // Read-only, and (since tests may run as root, which ignores modes) the temp file's name
+    // taken by a directory: every write now fails.
+    std::fs::create_dir(sd.join(".state.json.tmp")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sd, std::fs::Permissions::from_mode(0o500)).unwrap();
+    github.set_status(ISSUE, Some("Done"));
+    d.wait_log("event=state_write_failed", LIMIT);
+    assert!(d.alive());
+    d.wait("the terminal issue to be released", LIMIT, || {
+        (d.state()["counts"]["running"] == 0).then_some(())
+    });
+    std::fs::set_permissions(&sd, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::remove_dir(sd.join(".state.json.tmp")).unwrap();
+    d.wait_log("event=state_write_recovered", LIMIT);
+    d.wait("the released issue to leave the file", LIMIT, || {
+        (stored(&dir)["issues"].as_array()?.is_empty()).then_some(())
+    });
+    assert_eq!(d.stop_with(libc::SIGTERM, LIMIT).code(), Some(0));
+}
+
+#[test]
+fn a_recorded_pgid_whose_start_time_differs_is_left_alone() {
+    let (dir, _github, wf) = fake_setup("pidreuse");
+    use std::os::unix::process::CommandExt;
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("60")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = bystander.id();
+    let real_start = baton::durable::leader_start_time(pid).unwrap();
+    let sd = state_dir(&dir);
+    std::fs::create_dir_all(&sd).unwrap();
+    let doc = serde_json::json!({
+        "schema_version": 1,
+        "issues": [{
+            "id": support::fake_github::issue_node_id(ISSUE),
+            "identifier": IDENT,
+            "attempt": 0,
+            "runs": 1,
+            "future_field": {"ignored": true},
+            "running": {"pgid": pid, "leader_start_time": real_start + 1, "agent": "claude"}
+        }]
+    });
+    std::fs::write(sd.join("state.json"), doc.to_string()).unwrap();
+    let d = start(&dir, &wf);
+    d.wait("the re-dispatch of the interrupted run", LIMIT, || {
+        runs(&dir).first().cloned()
+    });
+    let log = d.log();
+    assert!(!log.contains("event=orphan_stopped"), "{log}");
+    assert!(log.contains("orphans_stopped=0"), "{log}");
+    assert!(
+        procs::pid_alive(pid as i32),
+        "the unrelated process was not signalled"
+    );
+    assert_eq!(runs(&dir)[0].2, "", "no session recorded: a fresh one");
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+}
+
+fn bin_or_skip(var: &str, test: &str, setup: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).filter(|v| !v.is_empty()) {
+        Some(p) => Some(PathBuf::from(p)),
+        None if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{test}: CI=true but {var} is unset; source {setup}")
+        }
+        None => {
+            eprintln!("SKIP {test}: {var} is unset (source {setup} to install the pinned CLI)");
+            None
+        }
+    }
+}
+
+/// Process groups of the live processes in `ws` whose command line names `marker` (the agent CLI
+/// itself, not the shells and tools it runs).
+fn cli_procs(ws: &Path, marker: &str) -> BTreeSet<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return BTreeSet::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            procs::pid_alive(*pid)
+                && !matches!(comm.trim(), "bash" | "sh" | "sleep" | "env")
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == ws)
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .filter_map(group_of)
+        .collect()
+}
+
+fn group_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
+}
+
+/// Sample [`cli_procs`] every 10 ms; the maximum seen.
+fn sample_cli(ws: PathBuf, marker: &'static str) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let max = Arc::new(AtomicUsize::new(0));
+    let (s, m) = (Arc::clone(&stop), Arc::clone(&max));
+    std::thread::spawn(move || {
+        while !s.load(Ordering::SeqCst) {
+            m.fetch_max(cli_procs(&ws, marker).len(), Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    (stop, max)
+}
+
+/// The shared part of the real-CLI kill -9 tests: start, wait until the agent is blocked in
+/// `sleep 30` with its run recorded, kill -9 the daemon, restart it, wait for the orphan to be
+/// stopped. Returns the new daemon, the old group and the sampler.
+fn kill9_and_restart(
+    dir: &Path,
+    wf: &Path,
+    envs: &[(&str, String)],
+    marker: &'static str,
+    tool_marker: &str,
+    api_log: &dyn Fn() -> String,
+) -> (DaemonProc, i32, Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let ws = dir.join("ws").join(IDENT);
+    let mut d = DaemonProc::start(wf, &dir.join("home"), envs);
+    let log = || format!("{}\nmodel API requests: {}", d.log(), api_log());
+    let blocked = "the agent blocked in its tool call";
+    let (pgid, _sid) = daemon_proc::wait_until(blocked, Duration::from_secs(120), log, || {
+        let run = stored_run(dir)?;
+        let sleeping = std::fs::read_dir("/proc").ok()?.any(|e| {
+            e.ok().is_some_and(|e| {
+                let p = e.path();
+                std::fs::read_to_string(p.join("cmdline")).is_ok_and(|c| c.contains(tool_marker))
+                    && std::fs::read_link(p.join("cwd")).is_ok_and(|c| c == ws)
+            })
+        });
+        sleeping.then_some(run)
+    });
+    let (stop, max) = sample_cli(ws, marker);
+    assert_eq!(d.stop_with(libc::SIGKILL, LIMIT).code(), None);
+    assert!(
+        !procs::live_group_members(pgid).is_empty(),
+        "an orphan is left"
+    );
+    let d = DaemonProc::start(wf, &dir.join("home"), envs);
+    d.wait_log("event=orphan_stopped", LIMIT);
+    assert!(d.log().contains(&format!("pgid={pgid}")));
+    assert!(
+        procs::wait_group_gone(pgid, Duration::from_secs(10)),
+        "old group gone"
+    );
+    (d, pgid, stop, max)
+}
+
+fn slow_poll(wf: &Path) {
+    let text = std::fs::read_to_string(wf).unwrap();
+    std::fs::write(
+        wf,
+        text.replace("interval_ms: 300\n", "interval_ms: 600000\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn real_claude_kill9_restart_resumes_the_same_session() {
+    let Some(claude) = bin_or_skip(
+        "BATON_CLAUDE_BIN",
+        "real_claude_kill9",
+        ".ci/setup-claude.sh",
+    ) else {
+        return;
+    };
+    let dir = tempdir("claude-kill9");
+    let github = Arc::new(FakeGithub::start(board()));
+    let g = Arc::clone(&github);
+    use fake_anthropic::Step;
+    // Request 1: a Bash tool call that blocks for 30 s (Claude Code refuses a plain `sleep 30`). After the restart, the resumed request
+    // (the interruption notice as the last user message) gets a text reply and the issue moves
+    // out of the active states, so the run ends there.
+    let api = fake_anthropic::FakeAnthropic::start_with_hook(
+        vec![
+            Step::ToolUse {
+                text: Some("Running the slow build.".into()),
+                name: "Bash".into(),
+                input: serde_json::json!({
+                    "command": "python3 -c 'import time; time.sleep(30)'",
+                    "description": "slow build"
+                }),
+            },
+            Step::Text("Picked up after the interruption; done.".into()),
+        ],
+        move |rec| {
+            if rec.last_user_text.contains("was interrupted") {
+                g.set_status(ISSUE, Some("In Review"));
+            }
+        },
+    );
+    let wf = workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\n  max_turns: 3\nclaude_code:\n  command: \"'{}'\"\n  permission_mode: acceptEdits\n  allowed_tools: [\"Bash(python3:*)\"]\n  stall_timeout_ms: 120000\n  turn_timeout_ms: 120000\n",
+            claude.display()
+        ),
+        "Build {{ issue.identifier }}.",
+    );
+    slow_poll(&wf);
+    let envs = [
+        ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+        ("ANTHROPIC_BASE_URL", api.base_url.clone()),
+        ("ANTHROPIC_API_KEY", "dummy".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+    ];
+    let (d, _pgid, stop, max) =
+        kill9_and_restart(&dir, &wf, &envs, "claude", "time.sleep(30)", &|| {
+            format!("{:?}", api.requests())
+        });
+    let reqs = d.wait("the resumed request", Duration::from_secs(120), || {
+        let r = api.requests();
+        r.iter()
+            .any(|x| x.last_user_text.contains("was interrupted"))
+            .then_some(r)
+    });
+    let first = reqs[0].session_header.clone();
+    assert!(first.is_some(), "{reqs:?}");
+    let resumed = reqs
+        .iter()
+        .find(|x| x.last_user_text.contains("was interrupted"))
+        .unwrap();
+    assert_eq!(
+        resumed.session_header, first,
+        "the same CLI session: {reqs:?}"
+    );
+    assert!(
+        resumed.n_assistant >= 1,
+        "with the history of the interrupted run"
+    );
+    d.wait("the run to end", Duration::from_secs(120), || {
+        (d.state()["counts"]["running"] == 0).then_some(())
+    });
+    stop.store(true, Ordering::SeqCst);
+    assert!(
+        max.load(Ordering::SeqCst) <= 1,
+        "never two claude processes for the issue"
+    );
+    assert_eq!(after_create_runs(&dir), 1);
+    let log = d.log();
+    assert!(log.contains("event=session_resume "), "{log}");
+    assert!(!log.contains("event=session_resume_failed"), "{log}");
+}
+
+#[test]
+fn real_copilot_kill9_restart_resumes_the_same_session() {
+    let Some(copilot) = bin_or_skip(
+        "BATON_COPILOT_BIN",
+        "real_copilot_kill9",
+        ".ci/setup-copilot.sh",
+    ) else {
+        return;
+    };
+    let dir = tempdir("copilot-kill9");
+    let github = Arc::new(FakeGithub::start(board()));
+    let g = Arc::clone(&github);
+    // Turn 1's request asks for `sleep 30`; the resumed conversation carries two user messages.
+    let api = fake_openai::FakeOpenAi::start_with_hook(move |users| {
+        if users >= 2 {
+            g.set_status(ISSUE, Some("In Review"));
+        }
+    });
+    let cache = std::env::var("BATON_COPILOT_CACHE_HOME").unwrap_or_else(|_| {
+        format!(
+            "{}/.cache/copilot",
+            std::env::var("HOME").unwrap_or_default()
+        )
+    });
+    let wf = workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: copilot\n  max_turns: 3\ncopilot:\n  command: \"'{}'\"\n  allow_all_tools: true\n  stall_timeout_ms: 120000\n  turn_timeout_ms: 120000\n",
+            copilot.display()
+        ),
+        "SCENARIO:sleep REMEMBER:pineapple Build {{ issue.identifier }}.",
+    );
+    slow_poll(&wf);
+    let envs = [
+        ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+        ("COPILOT_OFFLINE", "true".into()),
+        ("COPILOT_PROVIDER_BASE_URL", api.base_url.clone()),
+        ("COPILOT_PROVIDER_API_KEY", "dummy".into()),
+        ("COPILOT_MODEL", "gpt-4.1".into()),
+        ("COPILOT_CACHE_HOME", cache),
+        ("NO_COLOR", "1".into()),
+    ];
+    let (d, _pgid, stop, max) =
+        kill9_and_restart(&dir, &wf, &envs, "copilot", "sleep\u{0}30", &|| {
+            format!("{:?}", api.requests())
+        });
+    let reqs = d.wait("the resumed request", Duration::from_secs(150), || {
+        let r = api.requests();
+        r.iter()
+            .any(|x| x.last_user.contains("was interrupted"))
+            .then_some(r)
+    });
+    let resumed = reqs
+        .iter()
+        .find(|x| x.last_user.contains("was interrupted"))
+        .unwrap();
+    assert!(
+        resumed.user_messages >= 2,
+        "the resumed session carries the interrupted conversation: {reqs:?}"
+    );
+    d.wait("the run to end", Duration::from_secs(150), || {
+        (d.state()["counts"]["running"] == 0).then_some(())
+    });
+    stop.store(true, Ordering::SeqCst);
+    assert!(
+        max.load(Ordering::SeqCst) <= 1,
+        "never two copilot processes for the issue"
+    );
+    assert_eq!(after_create_runs(&dir), 1);
+    let log = d.log();
+    assert!(log.contains("mode=resume"), "{log}");
+    assert!(!log.contains("event=session_resume_failed"), "{log}");
+}
+
+/// Figures for issue 11: restart with 1,000 known issues in `state.json` (999 queued retries and
+/// one interrupted run with a recorded session) → the resumed agent running, on the fake GitHub.
+/// Also the main-loop cost of projecting 1,000 issues. Run with `scripts/bench/restart.sh`.
+#[test]
+#[ignore = "benchmark: run scripts/bench/restart.sh"]
+fn bench_restart_to_first_resumed_agent() {
+    use baton::durable::{StoredIssue, StoredRetry, StoredRetryKind, StoredRun, StoredState};
+    let dir = tempdir("bench-restart");
+    let github = FakeGithub::start(BoardFixture::generated(1_000, "Todo"));
+    let agent = dir.join("fake-claude");
+    std::fs::write(&agent, FAKE_AGENT).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wf = workflow(
+        &dir,
+        &github,
+        &format!(
+            "agent:\n  kind: claude_code\nclaude_code:\n  command: \"'{}'\"\n",
+            agent.display()
+        ),
+        "Work on {{ issue.identifier }}",
+    );
+    slow_poll(&wf);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let issues: Vec<StoredIssue> = (1..=1_000u64)
+        .map(|n| {
+            let mut i = StoredIssue::new(
+                support::fake_github::issue_node_id(&format!("acme/app#{n}")),
+                format!("acme__app-{n}"),
+            );
+            i.runs = 1;
+            i.agent = Some("claude".into());
+            i.session_id = Some(format!("bench-session-{n}"));
+            i.workspace = Some(dir.join("ws").join(format!("acme__app-{n}")));
+            if n == 1 {
+                i.running = Some(StoredRun {
+                    pgid: 0,
+                    leader_start_time: 0,
+                    started_at: now - 60_000,
+                    agent: "claude".into(),
+                    session_id: Some("bench-session-1".into()),
+                });
+            } else {
+                i.attempt = 2;
+                i.retry = Some(StoredRetry {
+                    due_at: now + 3_600_000,
+                    attempt: 2,
+                    error: Some("worker exited: boom".into()),
+                    kind: StoredRetryKind::Failure,
+                });
+            }
+            i
+        })
+        .collect();
+    let sd = state_dir(&dir);
+    std::fs::create_dir_all(&sd).unwrap();
+    let text = serde_json::to_vec(&StoredState::new(issues, now)).unwrap();
+    std::fs::write(sd.join("state.json"), &text).unwrap();
+    let t0 = std::time::Instant::now();
+    let d = start(&dir, &wf);
+    let run = d.wait("the resumed agent", LIMIT, || {
+        runs(&dir).into_iter().find(|r| r.2 == "bench-session-1")
+    });
+    let to_agent = t0.elapsed();
+    let log = d.log();
+    let summary = log
+        .lines()
+        .find(|l| l.contains("event=state_recovered"))
+        .unwrap_or("");
+    println!("state.json with 1,000 known issues: {} bytes", text.len());
+    println!(
+        "restart -> resumed agent running (pid {}): {} ms (includes one board poll of 1,000 items)",
+        run.0,
+        to_agent.as_millis()
+    );
+    println!("{summary}");
+    assert_eq!(
+        runs(&dir).len(),
+        1,
+        "only the interrupted run was dispatched"
+    );
+}

@@ -1,0 +1,169 @@
+//! A `baton` daemon child process for process-level tests: captured stderr, the HTTP API on an
+//! ephemeral port, signals, bounded waits. Waits are bounded polls, never fixed sleeps.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Poll `f` every 20 ms until it returns `Some`, or panic after `limit` with `what` and `log()`.
+pub fn wait_until<T>(
+    what: &str,
+    limit: Duration,
+    log: impl Fn() -> String,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if start.elapsed() >= limit {
+            panic!(
+                "timed out after {limit:?} waiting for {what}; log:\n{}",
+                log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A running `baton` with captured stderr; killed on drop.
+pub struct DaemonProc {
+    child: Option<Child>,
+    log: Arc<Mutex<String>>,
+}
+
+/// The `baton` command for `workflow` with a private `HOME` and the given environment.
+pub fn baton_command(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.arg("--port")
+        .arg("0")
+        .arg("--log-level")
+        .arg("debug")
+        .arg(workflow)
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("RUST_LOG")
+        .env_remove("JOURNAL_STREAM")
+        .env("HOME", home)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+impl DaemonProc {
+    /// Start `baton` (see [`baton_command`]).
+    pub fn start(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> DaemonProc {
+        let mut child = baton_command(workflow, home, envs)
+            .spawn()
+            .expect("spawn baton");
+        let mut stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        DaemonProc {
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// The pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// Everything logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Wait for `f`, panicking with the log on timeout.
+    pub fn wait<T>(&self, what: &str, limit: Duration, f: impl FnMut() -> Option<T>) -> T {
+        wait_until(what, limit, || self.log(), f)
+    }
+
+    /// Wait until the log contains `needle`.
+    pub fn wait_log(&self, needle: &str, limit: Duration) {
+        self.wait(needle, limit, || self.log().contains(needle).then_some(()));
+    }
+
+    fn addr(&self) -> String {
+        self.wait("the HTTP listening line", Duration::from_secs(30), || {
+            let log = self.log();
+            let i = log.find("http server listening addr=")?;
+            let rest = &log[i + "http server listening addr=".len()..];
+            Some(rest.split_whitespace().next()?.to_string())
+        })
+    }
+
+    /// `GET path`: the response body.
+    pub fn get(&self, path: &str) -> String {
+        let mut s = TcpStream::connect(self.addr()).expect("connect to baton");
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        s.write_all(head.as_bytes()).unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        raw.split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default()
+    }
+
+    /// `GET /api/v1/state` as JSON.
+    pub fn state(&self) -> Value {
+        serde_json::from_str(&self.get("/api/v1/state")).unwrap_or(Value::Null)
+    }
+
+    /// True while the process runs.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| c.try_wait().unwrap().is_none())
+    }
+
+    /// Send `sig` to the daemon process only.
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid() as i32, sig) };
+    }
+
+    /// Send `sig` and wait (bounded) for the exit status.
+    pub fn stop_with(&mut self, sig: i32, limit: Duration) -> ExitStatus {
+        self.signal(sig);
+        let mut child = self.child.take().unwrap();
+        wait_until(
+            "baton to exit",
+            limit,
+            || self.log(),
+            || child.try_wait().unwrap(),
+        )
+    }
+}
+
+impl Drop for DaemonProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
