@@ -30,6 +30,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
+pub use local::sweep_tombstones;
 pub use local::LocalHost;
 
 /// Default bound of one stdout line (10 MB).

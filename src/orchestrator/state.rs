@@ -338,6 +338,10 @@ pub struct OrchestratorState {
     /// When WORKFLOW.md is re-read (debounced reload pings).
     #[serde(default)]
     pub reload_due: Option<Millis>,
+    /// Issue ids whose workspace removal (with `before_remove`) is still running: not
+    /// dispatched until `Event::WorkspaceRemoved`, so a re-dispatch never shares the directory.
+    #[serde(default)]
+    pub cleaning: BTreeSet<String>,
 }
 
 impl OrchestratorState {

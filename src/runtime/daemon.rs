@@ -11,12 +11,13 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
+use crate::host::sweep_tombstones;
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
@@ -29,7 +30,8 @@ use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
 use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};
 use crate::workflow::watch::stat_fingerprint;
 use crate::workspace::hooks::HookEnv;
-use crate::workspace::{remove_workspace, workspace_path};
+use crate::workspace::reaper::Reaper;
+use crate::workspace::remove_workspace;
 
 use super::clock::Clock;
 use super::worker::{spawn_worker, WorkerContext};
@@ -199,6 +201,8 @@ struct Daemon {
     last_preflight: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
+    /// Workspace-removal threads, joined (bounded) at shutdown.
+    removals: Reaper,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -228,10 +232,20 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         return Err(format!("startup validation failed: {}", msg.join("; ")));
     }
     let tracker = tracker_factory(&cfg).map_err(|e| format!("startup validation failed: {e}"))?;
-    tracker
-        .validate()
-        .map_err(|e| format!("startup validation failed: {e}"))?;
-    startup_terminal_cleanup(&*tracker, &cfg);
+    // Startup reads run on a helper thread so SIGTERM interrupts a hung tracker at once.
+    let t = tracker.clone();
+    match until_shutdown(&shutdown_rx, move || {
+        t.validate().map_err(|e| e.to_string())
+    }) {
+        None => return Ok(()),
+        Some(r) => r.map_err(|e| format!("startup validation failed: {e}"))?,
+    }
+    let t = tracker.clone();
+    let states = cfg.tracker.terminal_states.clone();
+    let Some(terminal) = until_shutdown(&shutdown_rx, move || t.fetch_issues_by_states(&states))
+    else {
+        return Ok(());
+    };
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
     let (tracker_tx, tracker_rx) = unbounded();
@@ -259,7 +273,9 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         last_preflight: None,
         pending_acks: Vec::new(),
         done: false,
+        removals: Reaper::default(),
     };
+    d.startup_cleanup(terminal);
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
         d.opts_path.display(),
@@ -278,22 +294,39 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         let ev = d.next_event(&mut inbox);
         d.handle_event(ev, &inbox);
     }
+    let hooks_ms = config(&d.workflow).hooks.timeout_ms;
+    d.removals.join_all(Duration::from_millis(
+        hooks_ms.saturating_add(REMOVAL_JOIN_EXTRA_MS),
+    ));
     info!("event=shutdown_complete");
     Ok(())
 }
 
-/// Remove workspaces of issues already in terminal states (spec §8.6); warn and continue on error.
-fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
-    let issues = match tracker.fetch_issues_by_states(&cfg.tracker.terminal_states) {
-        Ok(v) => v,
-        Err(e) => {
-            warn!("startup terminal cleanup skipped; fetch failed error={e}");
-            return;
+/// Beyond `hooks.timeout_ms`, how long shutdown waits for workspace removals.
+const REMOVAL_JOIN_EXTRA_MS: u64 = 5_000;
+
+/// Run `f` on a helper thread; `None` when SIGINT/SIGTERM arrives first (the helper is left to
+/// finish on its own: the process is about to exit).
+fn until_shutdown<T: Send + 'static>(
+    shutdown: &Receiver<()>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let spawned = thread::Builder::new()
+        .name("startup".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        });
+    if let Err(e) = spawned {
+        error!("cannot start the startup thread error={e}");
+        return None;
+    }
+    select! {
+        recv(rx) -> r => r.ok(),
+        recv(shutdown) -> _ => {
+            info!("shutdown requested during startup; exiting");
+            None
         }
-    };
-    for issue in issues {
-        let path = workspace_path(&cfg.workspace_root, &issue.identifier);
-        clean_workspace(&cfg.hooks, &issue, &path);
     }
 }
 
@@ -346,6 +379,31 @@ fn coalesce(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
 }
 
 impl Daemon {
+    /// Startup cleanup (spec §8.6): remove tombstones a crash left behind, then hand the issues
+    /// already in terminal states to the engine, which removes their workspaces in the background
+    /// (and holds them until that is done). A failed fetch is a warning.
+    fn startup_cleanup(&mut self, terminal: Result<Vec<Issue>, TrackerError>) {
+        let root = config(&self.workflow).workspace_root.clone();
+        match thread::Builder::new()
+            .name("workspace-sweep".into())
+            .spawn(move || {
+                let n = sweep_tombstones(&root);
+                if n > 0 {
+                    info!(
+                        "removed {n} leftover workspace tombstone(s) root={}",
+                        root.display()
+                    );
+                }
+            }) {
+            Ok(h) => self.removals.track(h),
+            Err(e) => warn!("cannot start the tombstone sweep error={e}"),
+        }
+        match terminal {
+            Ok(issues) => self.queue.push_back(Event::TerminalAtStartup(issues)),
+            Err(e) => warn!("startup terminal cleanup skipped; fetch failed error={e}"),
+        }
+    }
+
     /// The next thing to react to: a queued engine event first, else whatever input arrives
     /// first, or the tick of the earliest engine deadline. The loop's only `select!`.
     fn next_event(&mut self, inbox: &mut Inbox) -> LoopEvent {
@@ -454,10 +512,9 @@ impl Daemon {
                 }
             }
             Action::CleanWorkspace {
-                issue_id,
-                identifier,
+                issue,
                 workspace_path,
-            } => self.clean_in_background(issue_id, identifier, workspace_path),
+            } => self.clean_in_background(issue, workspace_path),
             Action::ReloadWorkflow => self.reload(),
             Action::RefreshAck { coalesced } => {
                 let ack = RefreshAck {
@@ -474,18 +531,31 @@ impl Daemon {
         }
     }
 
-    fn clean_in_background(&self, issue_id: String, identifier: String, path: PathBuf) {
+    /// Remove a workspace on a tracked thread; `WorkspaceRemoved` releases the issue afterwards.
+    fn clean_in_background(&mut self, issue: Issue, path: PathBuf) {
         let hooks = config(&self.workflow).hooks.clone();
-        let issue = Issue {
-            id: issue_id,
-            identifier,
-            ..Issue::default()
-        };
+        let events = self.events_tx.clone();
+        let id = issue.id.clone();
         let spawned = thread::Builder::new()
             .name("workspace-clean".into())
-            .spawn(move || clean_workspace(&hooks, &issue, &path));
-        if let Err(e) = spawned {
-            warn!("cannot start workspace cleanup error={e}");
+            .spawn(move || {
+                let issue_id = issue.id.clone();
+                // Whatever happens in the removal, the issue must be released afterwards.
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    clean_workspace(&hooks, &issue, &path)
+                }));
+                if r.is_err() {
+                    error!("workspace removal panicked issue_id={issue_id}");
+                }
+                let _ = events.send(Event::WorkspaceRemoved { issue_id });
+            });
+        match spawned {
+            Ok(h) => self.removals.track(h),
+            Err(e) => {
+                warn!("cannot start workspace cleanup error={e}");
+                self.queue
+                    .push_back(Event::WorkspaceRemoved { issue_id: id });
+            }
         }
     }
 
