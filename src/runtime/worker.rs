@@ -11,7 +11,7 @@ use std::thread::{self, JoinHandle};
 use crossbeam_channel::Sender;
 use log::{info, warn};
 
-use crate::agent::{AgentRunner, AgentSession, CancelToken, SessionContext};
+use crate::agent::{argv_safe_prompt, AgentRunner, AgentSession, CancelToken, SessionContext};
 use crate::host::{Host, LocalHost};
 use crate::model::Issue;
 use crate::orchestrator::rules;
@@ -238,6 +238,7 @@ impl Run<'_> {
                     event: ev,
                 });
             };
+            let prompt = argv_safe_prompt(&prompt, ident);
             if let Err(e) = session.run_turn(&prompt, &ctx.cancel, &mut on_event) {
                 return self.failed_or_cancelled(format!("agent turn error: {e}"));
             }
