@@ -185,7 +185,15 @@ impl Run<'_> {
             &ctx.hooks,
             &env,
         )
-        .map_err(|e| WorkerOutcome::Failed(format!("workspace error: {e}")))?;
+        .map_err(|e| {
+            log::error!(
+                "workspace preparation failed issue_id={} issue_identifier={} workspace={} error={e}",
+                ctx.issue.id,
+                ctx.issue.identifier,
+                ctx.workspace_path.display()
+            );
+            WorkerOutcome::Failed(format!("workspace error: {e}"))
+        })?;
         if ctx.cancel.is_cancelled() {
             return Err(WorkerOutcome::Cancelled);
         }
