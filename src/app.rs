@@ -44,10 +44,12 @@ where
             log_level,
         } => {
             crate::logging::init(Some(log_level.unwrap_or(log::LevelFilter::Warn)));
+            crate::runtime::threads::install_panic_hook();
             run_check(&workflow)
         }
         Command::Run(args) => {
             crate::logging::init(args.log_level);
+            crate::runtime::threads::install_panic_hook();
             run_daemon(args)
         }
     }

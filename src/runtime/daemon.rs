@@ -34,6 +34,7 @@ use crate::workspace::reaper::Reaper;
 use crate::workspace::remove_workspace;
 
 use super::clock::Clock;
+use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
 
 /// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
@@ -86,6 +87,8 @@ enum LoopEvent {
     Control(ControlRequest),
     /// An engine event produced by executing an action, handled before any new input.
     Queued(Event),
+    /// A supervised thread panicked: shut down and exit non-zero.
+    Fatal(String),
 }
 
 /// The loop's input channels; a disconnected one is replaced by `never()`.
@@ -95,6 +98,8 @@ struct Inbox {
     reload: Receiver<()>,
     signals: Receiver<()>,
     control: Receiver<ControlRequest>,
+    /// Names of supervised threads that panicked (see `runtime::threads`).
+    fatal: Receiver<String>,
 }
 
 enum TrackerJob {
@@ -111,16 +116,14 @@ enum TrackerJob {
 }
 
 fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>) {
-    let spawned = thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            for job in jobs {
-                let ev = run_tracker_job(job);
-                if out.send(ev).is_err() {
-                    break;
-                }
+    let spawned = spawn_supervised(name, move || {
+        for job in jobs {
+            let ev = run_tracker_job(job);
+            if out.send(ev).is_err() {
+                break;
             }
-        });
+        }
+    });
     if let Err(e) = spawned {
         error!("cannot start tracker thread error={e}");
     }
@@ -203,6 +206,8 @@ struct Daemon {
     done: bool,
     /// Workspace-removal threads, joined (bounded) at shutdown.
     removals: Reaper,
+    /// The first supervised thread that panicked: the run ends with an error.
+    fatal: Option<String>,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -274,6 +279,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         pending_acks: Vec::new(),
         done: false,
         removals: Reaper::default(),
+        fatal: None,
     };
     d.startup_cleanup(terminal);
     info!(
@@ -289,6 +295,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         reload: reload_rx,
         signals: shutdown_rx,
         control: control_rx,
+        fatal: fatal_events(),
     };
     while !d.done {
         let ev = d.next_event(&mut inbox);
@@ -299,7 +306,10 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         hooks_ms.saturating_add(REMOVAL_JOIN_EXTRA_MS),
     ));
     info!("event=shutdown_complete");
-    Ok(())
+    match d.fatal {
+        Some(name) => Err(format!("thread {name} panicked; restart Baton")),
+        None => Ok(()),
+    }
 }
 
 /// Beyond `hooks.timeout_ms`, how long shutdown waits for workspace removals.
@@ -429,6 +439,10 @@ impl Daemon {
                     Ok(()) => return LoopEvent::ReloadPing,
                     Err(_) => inbox.reload = never(),
                 },
+                recv(inbox.fatal) -> m => match m {
+                    Ok(name) => return LoopEvent::Fatal(name),
+                    Err(_) => inbox.fatal = never(),
+                },
                 recv(inbox.signals) -> m => match m {
                     Ok(()) => return LoopEvent::Signal,
                     Err(_) => inbox.signals = never(),
@@ -458,6 +472,11 @@ impl Daemon {
                 self.engine(Event::ReloadRequested);
             }
             LoopEvent::Signal => self.engine(Event::Shutdown),
+            LoopEvent::Fatal(name) => {
+                error!("a supervised thread died; shutting down thread={name}");
+                self.fatal.get_or_insert(name);
+                self.engine(Event::Shutdown);
+            }
             LoopEvent::Control(req) => self.control(req),
         }
     }

@@ -4,4 +4,5 @@
 
 pub mod clock;
 pub mod daemon;
+pub mod threads;
 pub mod worker;
