@@ -70,6 +70,7 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    super::env::apply(&mut cmd);
     for k in &spec.env_remove {
         cmd.env_remove(k);
     }

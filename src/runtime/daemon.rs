@@ -237,6 +237,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         return Err(format!("startup validation failed: {}", msg.join("; ")));
     }
     let tracker = tracker_factory(&cfg).map_err(|e| format!("startup validation failed: {e}"))?;
+    crate::host::set_env_policy(cfg.env_policy());
     // Startup reads run on a helper thread so SIGTERM interrupts a hung tracker at once.
     let t = tracker.clone();
     match until_shutdown(&shutdown_rx, move || {
@@ -701,6 +702,7 @@ impl Daemon {
             self.tracker.reset_cache();
         }
         self.runner = (self.runner_factory)(new_cfg);
+        crate::host::set_env_policy(new_cfg.env_policy());
         let policy = Policy::from_config(new_cfg);
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());

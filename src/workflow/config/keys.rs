@@ -34,6 +34,8 @@ pub(crate) fn known_keys(
                 "max_concurrent_agents_by_state",
                 "max_attempts",
                 "max_runs_per_issue",
+                "env_remove",
+                "env_keep_only",
             ],
         ),
     ];

@@ -81,6 +81,13 @@ pub struct AgentConfig {
     pub max_attempts: Option<u32>,
     /// Worker runs since the issue last entered an active state before it is parked (default 10).
     pub max_runs_per_issue: u32,
+    /// `agent.env_remove`: inherited variables agents and hooks do not get.
+    pub env_remove: Vec<String>,
+    /// `agent.env_keep_only`: when set, the only inherited variables agents and hooks get.
+    pub env_keep_only: Option<Vec<String>>,
+    /// Variables never passed on whatever the lists say: the one `server.webhook_secret: $VAR`
+    /// names.
+    pub env_never: Vec<String>,
 }
 
 /// `server.*` (spec §13.7, extension).
@@ -125,6 +132,19 @@ pub struct RunnerTimeouts {
 }
 
 impl ServiceConfig {
+    /// The environment policy for agents and hooks (see `host::EnvPolicy`).
+    pub fn env_policy(&self) -> crate::host::EnvPolicy {
+        let mut remove = self.agent.env_remove.clone();
+        remove.extend(self.agent.env_never.iter().cloned());
+        let keep_only = self.agent.env_keep_only.as_ref().map(|keep| {
+            keep.iter()
+                .filter(|k| !self.agent.env_never.contains(k))
+                .cloned()
+                .collect()
+        });
+        crate::host::EnvPolicy { remove, keep_only }
+    }
+
     /// The agent registry: the settings of the section `agent.kind` selects (Claude Code's when
     /// unset; preflight rejects that).
     pub(crate) fn agent_settings(&self) -> AgentSettings<'_> {
@@ -262,7 +282,23 @@ pub(crate) fn parse_config(
     let poll_interval_ms = polling.positive("interval_ms")?.unwrap_or(30_000);
     let workspace_root = parse_workspace_root(&workspace, workflow_dir, env)?;
     let hooks = parse_hooks(&hooks)?;
-    let agent = parse_agent(&agent, env, &mut warnings)?;
+    let mut agent = parse_agent(&agent, env, &mut warnings)?;
+    if let Some(name) = server
+        .raw("webhook_secret")
+        .and_then(Value::as_str)
+        .and_then(|s| env_reference(s.trim()))
+    {
+        agent.env_never.push(name.to_string());
+    }
+    if let Some(keep) = &agent.env_keep_only {
+        for must in ["PATH", "HOME"] {
+            if !keep.iter().any(|k| k == must) {
+                warnings.push(format!(
+                    "agent.env_keep_only does not list {must}; agents and hooks start without it"
+                ));
+            }
+        }
+    }
     let claude_code = ClaudeCodeConfig::parse(&claude_code, env)?;
     let copilot = CopilotConfig::parse(&copilot, env)?;
     let server = parse_server(&server, env)?;
@@ -329,7 +365,28 @@ fn parse_agent(
         max_concurrent_agents_by_state: parse_by_state(agent, warnings)?,
         max_attempts: agent.positive_u32("max_attempts")?,
         max_runs_per_issue: agent.positive_u32("max_runs_per_issue")?.unwrap_or(10),
+        env_remove: env_names(agent, "env_remove")?.unwrap_or_default(),
+        env_keep_only: env_names(agent, "env_keep_only")?,
+        env_never: Vec::new(),
     })
+}
+
+/// A list of environment variable names: non-empty, without `=` or NUL.
+fn env_names(agent: &Section<'_>, key: &str) -> Result<Option<Vec<String>>, ConfigError> {
+    let Some(names) = agent.string_list(key)? else {
+        return Ok(None);
+    };
+    if let Some(bad) = names
+        .iter()
+        .find(|n| n.is_empty() || n.contains(['=', '\0']))
+    {
+        return Err(agent.invalid(
+            key,
+            "a list of environment variable names (non-empty, without `=`)",
+            &format!("{bad:?}"),
+        ));
+    }
+    Ok(Some(names))
 }
 
 /// `agent.max_concurrent_agents_by_state`: keys normalized; bad entries are warned about and
