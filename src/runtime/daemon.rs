@@ -27,7 +27,9 @@ use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
 use crate::tracker::{Tracker, TrackerError};
 use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
-use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};
+use crate::workflow::loader::{
+    fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow, WorkflowError,
+};
 use crate::workflow::watch::stat_fingerprint;
 use crate::workspace::hooks::HookEnv;
 use crate::workspace::reaper::Reaper;
@@ -89,6 +91,8 @@ enum LoopEvent {
     Queued(Event),
     /// A supervised thread panicked: shut down and exit non-zero.
     Fatal(String),
+    /// A reload finished off the loop.
+    Reloaded(Result<Option<Workflow>, WorkflowError>),
 }
 
 /// The loop's input channels; a disconnected one is replaced by `never()`.
@@ -100,6 +104,8 @@ struct Inbox {
     control: Receiver<ControlRequest>,
     /// Names of supervised threads that panicked (see `runtime::threads`).
     fatal: Receiver<String>,
+    /// Finished WORKFLOW.md reloads.
+    reloaded: Receiver<Result<Option<Workflow>, WorkflowError>>,
 }
 
 enum TrackerJob {
@@ -208,6 +214,12 @@ struct Daemon {
     removals: Reaper,
     /// The first supervised thread that panicked: the run ends with an error.
     fatal: Option<String>,
+    /// Results of reloads run off the loop.
+    reload_tx: Sender<Result<Option<Workflow>, WorkflowError>>,
+    /// A reload thread is running.
+    reload_in_flight: bool,
+    /// Another reload was requested meanwhile: start it when the running one is done.
+    reload_again: bool,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -254,6 +266,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     };
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
+    let (reload_tx, reloaded_rx) = unbounded();
     let (tracker_tx, tracker_rx) = unbounded();
     let (poll_jobs, poll_jobs_rx) = unbounded();
     let (retry_jobs, retry_jobs_rx) = unbounded();
@@ -281,6 +294,9 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         done: false,
         removals: Reaper::default(),
         fatal: None,
+        reload_tx,
+        reload_in_flight: false,
+        reload_again: false,
     };
     d.startup_cleanup(terminal);
     info!(
@@ -297,6 +313,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         signals: shutdown_rx,
         control: control_rx,
         fatal: fatal_events(),
+        reloaded: reloaded_rx,
     };
     while !d.done {
         let ev = d.next_event(&mut inbox);
@@ -440,6 +457,10 @@ impl Daemon {
                     Ok(()) => return LoopEvent::ReloadPing,
                     Err(_) => inbox.reload = never(),
                 },
+                recv(inbox.reloaded) -> m => match m {
+                    Ok(r) => return LoopEvent::Reloaded(r),
+                    Err(_) => inbox.reloaded = never(),
+                },
                 recv(inbox.fatal) -> m => match m {
                     Ok(name) => return LoopEvent::Fatal(name),
                     Err(_) => inbox.fatal = never(),
@@ -473,6 +494,7 @@ impl Daemon {
                 self.engine(Event::ReloadRequested);
             }
             LoopEvent::Signal => self.engine(Event::Shutdown),
+            LoopEvent::Reloaded(r) => self.reload_done(r),
             LoopEvent::Fatal(name) => {
                 error!("a supervised thread died; shutting down thread={name}");
                 self.fatal.get_or_insert(name);
@@ -660,16 +682,55 @@ impl Daemon {
     /// Re-read WORKFLOW.md; when valid and changed, swap in the new workflow, tracker and runner
     /// and queue `ConfigReloaded`, else keep the last good config and log the problem once.
     fn reload(&mut self) {
+        if self.reload_in_flight {
+            self.reload_again = true;
+            return;
+        }
         self.stamp = stat_fingerprint(&self.opts_path);
-        // Compare the raw bytes first: touches, watcher noise and saves without changes cost one
-        // read and a hash, not a YAML parse, token lookup and template dry-renders.
-        let loaded = read_workflow_bytes(&self.opts_path).and_then(|bytes| {
-            if fnv1a64(&bytes) == self.workflow.content_hash {
-                Ok(None)
-            } else {
-                parse_workflow_bytes(&self.opts_path, bytes, &*self.env).map(Some)
-            }
-        });
+        // Off the loop: the parse may run `gh auth token` and the template dry-renders.
+        let (path, hash, env) = (
+            self.opts_path.clone(),
+            self.workflow.content_hash,
+            self.env.clone(),
+        );
+        let tx = self.reload_tx.clone();
+        let spawned = thread::Builder::new()
+            .name("workflow-reload".into())
+            .spawn(move || {
+                let run = || {
+                    // Compare the raw bytes first: touches, watcher noise and saves without changes
+                    // cost one read and a hash, not a YAML parse, token lookup and dry-renders.
+                    read_workflow_bytes(&path).and_then(|bytes| {
+                        if fnv1a64(&bytes) == hash {
+                            Ok(None)
+                        } else {
+                            parse_workflow_bytes(&path, bytes, &*env).map(Some)
+                        }
+                    })
+                };
+                let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+                    .unwrap_or_else(|_| {
+                        Err(WorkflowError {
+                            class: "workflow_parse_error",
+                            path: path.clone(),
+                            message: "internal error: the reload panicked".into(),
+                        })
+                    });
+                let _ = tx.send(loaded);
+            });
+        match spawned {
+            Ok(_) => self.reload_in_flight = true,
+            Err(e) => error!("cannot start the workflow reload error={e}"),
+        }
+    }
+
+    /// Apply a finished reload: when valid and changed, swap in the new workflow, tracker and
+    /// runner and queue `ConfigReloaded`, else keep the last good config and log the problem once.
+    fn reload_done(&mut self, loaded: Result<Option<Workflow>, WorkflowError>) {
+        self.reload_in_flight = false;
+        if std::mem::take(&mut self.reload_again) {
+            self.reload();
+        }
         let wf = match loaded {
             Ok(Some(wf)) => wf,
             Ok(None) => {
