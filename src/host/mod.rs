@@ -16,6 +16,7 @@
 //! end them too). `run_hook` then works unchanged (it is built on `spawn`); give the agent runners
 //! the host with `with_host` and the worker runs workspaces and hooks there.
 
+mod cgroup;
 mod env;
 mod hook;
 mod local;
@@ -30,6 +31,7 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
+pub use cgroup::{containment, Containment};
 pub use env::{env_policy, set_env_policy, EnvPolicy};
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::sweep_tombstones;

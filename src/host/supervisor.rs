@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
+use super::cgroup::{self, ProcCgroup};
 use super::{Process, ProcessSpec, StdoutItem, StdoutMode};
 
 /// Capacity of the stdout channel (back-pressure on the child beyond this).
@@ -77,7 +78,29 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn()?;
+    let mut cgroup = ProcCgroup::create(spec.label);
+    if let Some(fd) = cgroup.as_ref().and_then(ProcCgroup::procs_fd) {
+        // SAFETY: the hook only performs one async-signal-safe write(2) (see `join_in_child`).
+        unsafe {
+            cmd.pre_exec(move || {
+                cgroup::join_in_child(fd);
+                Ok(())
+            });
+        }
+    }
+    let spawned = cmd.spawn();
+    if let Some(cg) = &mut cgroup {
+        cg.spawned();
+    }
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(cg) = &cgroup {
+                cg.kill_and_remove();
+            }
+            return Err(e);
+        }
+    };
     let pid = child.id();
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("stdio was not piped"));
@@ -119,7 +142,9 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     let state = Arc::clone(&exit);
     thread::Builder::new()
         .name(format!("{label}-wait-{pid}"))
-        .spawn(move || wait_and_reap(pid, &state, exited_tx))
+        .spawn(move || {
+            wait_and_reap(pid, &state, cgroup.as_ref(), exited_tx);
+        })
         .map_err(fail)?;
 
     Ok(LocalProcess {
@@ -314,8 +339,14 @@ fn read_tail<R: Read>(mut r: R, cap: usize, tail: &Mutex<VecDeque<u8>>) {
     }
 }
 
-/// Wait for the leader to exit without reaping it, kill the rest of its group, then reap it.
-fn wait_and_reap(pid: u32, exit: &Mutex<ExitState>, exited_tx: Sender<()>) {
+/// Wait for the leader to exit without reaping it, kill the rest of its group (and of its
+/// cgroup, which also reaches `setsid`'d descendants), then reap it and remove the cgroup.
+fn wait_and_reap(
+    pid: u32,
+    exit: &Mutex<ExitState>,
+    cgroup: Option<&ProcCgroup>,
+    exited_tx: Sender<()>,
+) {
     let p = pid as libc::pid_t;
     loop {
         // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
@@ -342,6 +373,9 @@ fn wait_and_reap(pid: u32, exit: &Mutex<ExitState>, exited_tx: Sender<()>) {
     unsafe {
         libc::killpg(p, libc::SIGKILL);
     }
+    if let Some(cg) = cgroup {
+        cg.kill();
+    }
     let mut status: libc::c_int = 0;
     loop {
         // SAFETY: plain syscall on our own child.
@@ -357,6 +391,9 @@ fn wait_and_reap(pid: u32, exit: &Mutex<ExitState>, exited_tx: Sender<()>) {
     }
     guard.reaped = true;
     drop(guard);
+    if let Some(cg) = cgroup {
+        cg.kill_and_remove();
+    }
     drop(exited_tx);
 }
 

@@ -306,6 +306,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         cfg.agent.max_concurrent_agents,
         cfg.workspace_root.display()
     );
+    info!("process containment {}", crate::host::containment());
     let mut inbox = Inbox {
         workers: events_rx,
         tracker: tracker_rx,
