@@ -3,7 +3,7 @@
 //! `server.webhook_secret: $VAR` names is never passed on.
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use baton::host::{set_env_policy, LocalHost};
 use baton::model::Issue;
@@ -32,7 +32,7 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
-fn workflow(d: &PathBuf, agent_extra: &str) -> Result<baton::workflow::loader::Workflow, String> {
+fn workflow(d: &Path, agent_extra: &str) -> Result<baton::workflow::loader::Workflow, String> {
     let p = d.join("WORKFLOW.md");
     fs::write(
         &p,

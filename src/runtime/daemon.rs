@@ -73,6 +73,9 @@ pub struct DaemonOptions {
     pub clock: Arc<dyn Clock>,
 }
 
+/// What a reload thread reports: a changed, valid workflow, `None` when unchanged, or the error.
+type ReloadResult = Result<Option<Workflow>, WorkflowError>;
+
 /// Everything the main loop reacts to.
 enum LoopEvent {
     /// The armed engine deadline came (or the idle wait ended).
@@ -92,7 +95,7 @@ enum LoopEvent {
     /// A supervised thread panicked: shut down and exit non-zero.
     Fatal(String),
     /// A reload finished off the loop.
-    Reloaded(Result<Option<Workflow>, WorkflowError>),
+    Reloaded(Box<ReloadResult>),
 }
 
 /// The loop's input channels; a disconnected one is replaced by `never()`.
@@ -105,7 +108,7 @@ struct Inbox {
     /// Names of supervised threads that panicked (see `runtime::threads`).
     fatal: Receiver<String>,
     /// Finished WORKFLOW.md reloads.
-    reloaded: Receiver<Result<Option<Workflow>, WorkflowError>>,
+    reloaded: Receiver<Box<ReloadResult>>,
 }
 
 enum TrackerJob {
@@ -215,7 +218,7 @@ struct Daemon {
     /// The first supervised thread that panicked: the run ends with an error.
     fatal: Option<String>,
     /// Results of reloads run off the loop.
-    reload_tx: Sender<Result<Option<Workflow>, WorkflowError>>,
+    reload_tx: Sender<Box<ReloadResult>>,
     /// A reload thread is running.
     reload_in_flight: bool,
     /// Another reload was requested meanwhile: start it when the running one is done.
@@ -495,7 +498,7 @@ impl Daemon {
                 self.engine(Event::ReloadRequested);
             }
             LoopEvent::Signal => self.engine(Event::Shutdown),
-            LoopEvent::Reloaded(r) => self.reload_done(r),
+            LoopEvent::Reloaded(r) => self.reload_done(*r),
             LoopEvent::Fatal(name) => {
                 error!("a supervised thread died; shutting down thread={name}");
                 self.fatal.get_or_insert(name);
@@ -717,7 +720,7 @@ impl Daemon {
                             message: "internal error: the reload panicked".into(),
                         })
                     });
-                let _ = tx.send(loaded);
+                let _ = tx.send(Box::new(loaded));
             });
         match spawned {
             Ok(_) => self.reload_in_flight = true,
@@ -727,7 +730,7 @@ impl Daemon {
 
     /// Apply a finished reload: when valid and changed, swap in the new workflow, tracker and
     /// runner and queue `ConfigReloaded`, else keep the last good config and log the problem once.
-    fn reload_done(&mut self, loaded: Result<Option<Workflow>, WorkflowError>) {
+    fn reload_done(&mut self, loaded: ReloadResult) {
         self.reload_in_flight = false;
         if std::mem::take(&mut self.reload_again) {
             self.reload();
