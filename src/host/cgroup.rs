@@ -73,9 +73,22 @@ fn detect() -> Option<PathBuf> {
     let dir = mount.join(rel.trim_start_matches('/'));
     let probe = dir.join(format!("baton-probe-{}", std::process::id()));
     fs::create_dir(&probe).ok()?;
-    let ok = probe.join("cgroup.kill").exists() && probe.join("cgroup.procs").exists();
+    // A child moves itself from Baton's cgroup into the probe's sibling: both `cgroup.procs`
+    // must be writable (cgroup v2 checks the common ancestor too).
+    let ok = probe.join("cgroup.kill").exists()
+        && writable(&probe.join("cgroup.procs"))
+        && writable(&dir.join("cgroup.procs"));
     let _ = fs::remove_dir(&probe);
     ok.then_some(dir)
+}
+
+fn writable(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access(2) with a valid NUL-terminated path.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
 /// The mount point of the cgroup2 hierarchy in `/proc/self/mountinfo` text.

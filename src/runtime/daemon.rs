@@ -416,19 +416,17 @@ impl Daemon {
     /// (and holds them until that is done). A failed fetch is a warning.
     fn startup_cleanup(&mut self, terminal: Result<Vec<Issue>, TrackerError>) {
         let root = config(&self.workflow).workspace_root.clone();
-        match thread::Builder::new()
-            .name("workspace-sweep".into())
-            .spawn(move || {
-                let n = sweep_tombstones(&root);
-                if n > 0 {
-                    info!(
-                        "removed {n} leftover workspace tombstone(s) root={}",
-                        root.display()
-                    );
-                }
-            }) {
-            Ok(h) => self.removals.track(h),
-            Err(e) => warn!("cannot start the tombstone sweep error={e}"),
+        let sweep = Box::new(move || {
+            let n = sweep_tombstones(&root);
+            if n > 0 {
+                info!(
+                    "removed {n} leftover workspace tombstone(s) root={}",
+                    root.display()
+                );
+            }
+        });
+        if let Err(e) = self.removals.submit(sweep) {
+            warn!("cannot start the tombstone sweep error={e}");
         }
         match terminal {
             Ok(issues) => self.queue.push_back(Event::TerminalAtStartup(issues)),
@@ -577,31 +575,32 @@ impl Daemon {
         }
     }
 
-    /// Remove a workspace on a tracked thread; `WorkspaceRemoved` releases the issue afterwards.
+    /// Remove a workspace on the removal pool; `WorkspaceRemoved` releases the issue afterwards
+    /// (at once when there is nothing to remove).
     fn clean_in_background(&mut self, issue: Issue, path: PathBuf) {
+        if std::fs::symlink_metadata(&path).is_err() {
+            self.queue
+                .push_back(Event::WorkspaceRemoved { issue_id: issue.id });
+            return;
+        }
         let hooks = config(&self.workflow).hooks.clone();
         let events = self.events_tx.clone();
         let id = issue.id.clone();
-        let spawned = thread::Builder::new()
-            .name("workspace-clean".into())
-            .spawn(move || {
-                let issue_id = issue.id.clone();
-                // Whatever happens in the removal, the issue must be released afterwards.
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    clean_workspace(&hooks, &issue, &path)
-                }));
-                if r.is_err() {
-                    error!("workspace removal panicked issue_id={issue_id}");
-                }
-                let _ = events.send(Event::WorkspaceRemoved { issue_id });
-            });
-        match spawned {
-            Ok(h) => self.removals.track(h),
-            Err(e) => {
-                warn!("cannot start workspace cleanup error={e}");
-                self.queue
-                    .push_back(Event::WorkspaceRemoved { issue_id: id });
+        let job = Box::new(move || {
+            let issue_id = issue.id.clone();
+            // Whatever happens in the removal, the issue must be released afterwards.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                clean_workspace(&hooks, &issue, &path)
+            }));
+            if r.is_err() {
+                error!("workspace removal panicked issue_id={issue_id}");
             }
+            let _ = events.send(Event::WorkspaceRemoved { issue_id });
+        });
+        if let Err(e) = self.removals.submit(job) {
+            warn!("cannot start workspace cleanup error={e}");
+            self.queue
+                .push_back(Event::WorkspaceRemoved { issue_id: id });
         }
     }
 

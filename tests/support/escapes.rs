@@ -10,9 +10,13 @@ pub fn marker(tag: u32) -> String {
     format!("600.{}{tag}", std::process::id())
 }
 
-/// Shell text starting `n` `setsid sleep <marker>` grandchildren that keep stdout open.
+/// Shell text starting `n` `setsid sleep <marker>` grandchildren that keep stdout open, and
+/// waiting until all of them run in their own session (so they escaped before the leader exits).
 pub fn leave_setsid_sleepers(n: u32, marker: &str) -> String {
-    format!("for i in $(seq {n}); do setsid sleep {marker} & done")
+    format!(
+        "for i in $(seq {n}); do setsid sleep {marker} & done\n\
+         while [ \"$(pgrep -f -x 'sleep {marker}' | wc -l)\" -lt {n} ]; do sleep 0.01; done"
+    )
 }
 
 /// Live (non-zombie) processes whose command line is `sleep <marker>`.
