@@ -682,8 +682,8 @@ impl Daemon {
         }
     }
 
-    /// Re-read WORKFLOW.md; when valid and changed, swap in the new workflow, tracker and runner
-    /// and queue `ConfigReloaded`, else keep the last good config and log the problem once.
+    /// Re-read WORKFLOW.md on a thread (its result comes back as `LoopEvent::Reloaded`); while
+    /// one runs, a new request is remembered and run afterwards.
     fn reload(&mut self) {
         if self.reload_in_flight {
             self.reload_again = true;
@@ -731,9 +731,13 @@ impl Daemon {
     /// runner and queue `ConfigReloaded`, else keep the last good config and log the problem once.
     fn reload_done(&mut self, loaded: ReloadResult) {
         self.reload_in_flight = false;
+        self.apply_reload(loaded);
         if std::mem::take(&mut self.reload_again) {
             self.reload();
         }
+    }
+
+    fn apply_reload(&mut self, loaded: ReloadResult) {
         let wf = match loaded {
             Ok(Some(wf)) => wf,
             Ok(None) => {
