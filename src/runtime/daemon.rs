@@ -323,10 +323,13 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         let ev = d.next_event(&mut inbox);
         d.handle_event(ev, &inbox);
     }
-    let hooks_ms = config(&d.workflow).hooks.timeout_ms;
-    d.removals.join_all(Duration::from_millis(
-        hooks_ms.saturating_add(REMOVAL_JOIN_EXTRA_MS),
-    ));
+    // Removals get what is left of the shutdown grace period (at least a moment).
+    let left = d
+        .state
+        .shutdown_deadline
+        .map_or(0, |t| t.saturating_sub(d.clock.now()));
+    d.removals
+        .join_all(Duration::from_millis(left.max(REMOVAL_JOIN_MIN_MS)));
     info!("event=shutdown_complete");
     match d.fatal {
         Some(name) => Err(format!("thread {name} panicked; restart Baton")),
@@ -334,8 +337,8 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     }
 }
 
-/// Beyond `hooks.timeout_ms`, how long shutdown waits for workspace removals.
-const REMOVAL_JOIN_EXTRA_MS: u64 = 5_000;
+/// Least time shutdown waits for running workspace removals.
+const REMOVAL_JOIN_MIN_MS: u64 = 1_000;
 
 /// Run `f` on a helper thread; `None` when SIGINT/SIGTERM arrives first (the helper is left to
 /// finish on its own: the process is about to exit).
