@@ -155,7 +155,18 @@ fn tombstone_path(root_canon: &Path, target: &Path) -> PathBuf {
 /// Remove tombstones a crash left in `root` (symlinks are unlinked, never followed). Returns
 /// how many were removed.
 pub fn sweep_tombstones(root: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(root) else {
+    // The first use of the root: pins its resolution (see `pinned`).
+    let Ok(canon) = root.canonicalize() else {
+        return 0;
+    };
+    let root = match pinned(root, canon) {
+        Ok(r) => r,
+        Err(e) => {
+            log::warn!("tombstone sweep skipped error={e}");
+            return 0;
+        }
+    };
+    let Ok(entries) = fs::read_dir(&root) else {
         return 0;
     };
     let mut n = 0;

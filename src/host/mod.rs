@@ -79,8 +79,10 @@ pub trait Host: Send + Sync + fmt::Debug {
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError>;
 
     /// Remove the workspace `path` inside `root`: a symlink or non-directory is unlinked (never
-    /// followed); a directory gets `before_remove(<resolved path>)` called first, then is deleted
-    /// with its contents. Returns false when there was nothing to remove.
+    /// followed); a directory gets `before_remove(<resolved path>)` called first (in place), then
+    /// is renamed atomically to a tombstone `<root>/.trash-<key>-<ts>-<n>` and deleted with its
+    /// contents, so a concurrent re-creation always gets a fresh directory. A root that resolves
+    /// elsewhere than at its first use is refused. Returns false when there was nothing to remove.
     fn remove_workspace(
         &self,
         root: &Path,
