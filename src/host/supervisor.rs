@@ -12,9 +12,13 @@
 //!   still signal the group; [`Process::signal_group`] only signals while the leader is unreaped
 //!   (checked under the lock the waiter holds while reaping).
 //!
-//! A grandchild that moves itself into another process group or session (`setsid`) escapes group
-//! signals; no group-based supervisor can reach it. The turn driver does not wait for such a
-//! process to close stdout once the leader has exited.
+//! * The environment follows the process-wide [`EnvPolicy`](super::EnvPolicy) (`agent.env_*`).
+//! * In `cgroup` containment (see `cgroup`) the child also joins its own child cgroup before
+//!   `exec`; the waiter then ends everything left in it with `cgroup.kill` and removes it.
+//!
+//! Without a cgroup, a grandchild that moves itself into another process group or session
+//! (`setsid`) escapes group signals. The turn driver does not wait for such a process to close
+//! stdout once the leader has exited.
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read};
@@ -60,6 +64,37 @@ impl std::fmt::Debug for LocalProcess {
     }
 }
 
+/// Spawn `cmd` in its own child cgroup when the containment mode is `cgroup` (the child joins
+/// it before `exec`); the cgroup is removed again when the spawn fails.
+fn spawn_contained(
+    cmd: &mut Command,
+    label: &str,
+) -> io::Result<(std::process::Child, Option<ProcCgroup>)> {
+    let mut cgroup = ProcCgroup::create(label);
+    if let Some(fd) = cgroup.as_ref().and_then(ProcCgroup::procs_fd) {
+        // SAFETY: the hook only performs one async-signal-safe write(2) (see `join_in_child`).
+        unsafe {
+            cmd.pre_exec(move || {
+                cgroup::join_in_child(fd);
+                Ok(())
+            });
+        }
+    }
+    let spawned = cmd.spawn();
+    if let Some(cg) = &mut cgroup {
+        cg.spawned();
+    }
+    match spawned {
+        Ok(c) => Ok((c, cgroup)),
+        Err(e) => {
+            if let Some(cg) = &cgroup {
+                cg.kill_and_remove();
+            }
+            Err(e)
+        }
+    }
+}
+
 /// Launch `spec` locally (see the module docs).
 pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     let mut cmd = Command::new(&spec.shell);
@@ -78,29 +113,7 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let mut cgroup = ProcCgroup::create(spec.label);
-    if let Some(fd) = cgroup.as_ref().and_then(ProcCgroup::procs_fd) {
-        // SAFETY: the hook only performs one async-signal-safe write(2) (see `join_in_child`).
-        unsafe {
-            cmd.pre_exec(move || {
-                cgroup::join_in_child(fd);
-                Ok(())
-            });
-        }
-    }
-    let spawned = cmd.spawn();
-    if let Some(cg) = &mut cgroup {
-        cg.spawned();
-    }
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
-            if let Some(cg) = &cgroup {
-                cg.kill_and_remove();
-            }
-            return Err(e);
-        }
-    };
+    let (mut child, cgroup) = spawn_contained(&mut cmd, spec.label)?;
     let pid = child.id();
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("stdio was not piped"));
