@@ -210,6 +210,15 @@ impl ProcCgroup {
     }
 }
 
+impl Drop for ProcCgroup {
+    /// Never leak a cgroup (or what runs in it), e.g. when a supervisor thread could not start.
+    fn drop(&mut self) {
+        if self.dir.exists() {
+            self.kill_and_remove();
+        }
+    }
+}
+
 /// In the child between fork and exec: move itself into the cgroup behind `fd`. Only
 /// async-signal-safe calls. A failure leaves the child in Baton's cgroup (group containment
 /// still applies); it never fails the spawn.
