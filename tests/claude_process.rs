@@ -557,7 +557,10 @@ fn missing_command_is_agent_not_found() {
     let env = Env::new("missing");
     let mut c = cfg(10_000);
     c.command = "baton-no-such-claude-binary".into();
-    let r = ClaudeRunner::new(c);
+    let r = ClaudeRunner::new(c).with_env(vec![(
+        "HOME".into(),
+        std::env::temp_dir().display().to_string(),
+    )]);
     let mut s = r.start_session(&env.ctx()).unwrap();
     let t = run(s.as_mut(), "x", &CancelToken::new());
     let e = t.result.unwrap_err();
