@@ -44,14 +44,17 @@ where
             log_level,
         } => {
             crate::logging::init(Some(log_level.unwrap_or(log::LevelFilter::Warn)));
+            crate::runtime::threads::install_panic_hook();
             run_check(&workflow)
         }
         Command::Run(args) => {
             crate::logging::init(args.log_level);
+            crate::runtime::threads::install_panic_hook();
             run_workflow(&args, None, &|_| {})
         }
         Command::Demo(args) => {
             crate::logging::init(args.log_level);
+            crate::runtime::threads::install_panic_hook();
             crate::demo::run(&args)
         }
     }

@@ -87,6 +87,10 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
         cfg.agent.kind.map_or("unset", |k| k.as_str()),
         cfg.poll_interval_ms
     ));
+    r.ok(format!(
+        "process containment: {}",
+        crate::host::containment()
+    ));
     for w in &wf.config.warnings {
         r.line("warn", w);
     }

@@ -36,8 +36,9 @@ pub(crate) fn sd_priority(level: Level) -> &'static str {
     }
 }
 
-/// Format one log line (without the trailing newline). Newlines inside the message are escaped so
-/// one event is one line (agent and issue text may contain them).
+/// Format one log line (without the trailing newline). Control characters inside the message are
+/// escaped so one event is one line and no terminal escape sequence (ESC from a server-supplied
+/// name, say) reaches the reader.
 pub(crate) fn format_line(
     style: LogStyle,
     level: Level,
@@ -45,7 +46,7 @@ pub(crate) fn format_line(
     msg: &str,
     now: SystemTime,
 ) -> String {
-    let msg = escape_newlines(msg);
+    let msg = escape_controls(msg);
     match style {
         LogStyle::Journald => format!("{}{target}: {msg}", sd_priority(level)),
         LogStyle::Timestamped => format!(
@@ -56,11 +57,32 @@ pub(crate) fn format_line(
     }
 }
 
-fn escape_newlines(s: &str) -> String {
-    if !s.contains(['\n', '\r']) {
+/// `\n`, `\r`, `\t` and `\xNN`/`\u{NN}` for every other C0/C1 control character and DEL.
+pub(crate) fn escape_controls(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
         return s.to_string();
     }
-    s.replace('\r', "\\r").replace('\n', "\\n")
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// False for records that must never be written: notify's own debug/trace output (its lines about
+/// writes to the log file would make more writes: a feedback loop).
+pub(crate) fn record_allowed(target: &str, level: Level) -> bool {
+    let notify = target == "notify" || target.starts_with("notify::");
+    !(notify && level > Level::Info)
 }
 
 /// A writer that swallows write errors (closed stderr, EPIPE, full disk): logging must never take the
@@ -97,7 +119,9 @@ pub fn init(level: Option<log::LevelFilter>) {
     // the formatter below drops every TRACE record of those targets, whatever RUST_LOG says.
     builder.target(env_logger::Target::Pipe(Box::new(ForgivingStderr)));
     builder.format(move |buf, record| {
-        if !crate::tracker::wire_log_allowed(record.target(), record.level()) {
+        if !crate::tracker::wire_log_allowed(record.target(), record.level())
+            || !record_allowed(record.target(), record.level())
+        {
             return Ok(());
         }
         let line = format_line(
@@ -162,5 +186,27 @@ mod tests {
         );
         assert!(!line.contains('\n'));
         assert!(line.ends_with("title=x\\n<3>forged"));
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let line = format_line(
+            LogStyle::Journald,
+            Level::Info,
+            "b",
+            "name=\u{1b}[31mred\t\0\u{7f}\u{9b}ok é",
+            UNIX_EPOCH,
+        );
+        assert_eq!(line, "<6>b: name=\\x1b[31mred\\t\\x00\\x7f\\u{9b}ok é");
+        assert!(!line.chars().any(char::is_control));
+    }
+
+    #[test]
+    fn notify_debug_and_trace_are_dropped() {
+        assert!(!record_allowed("notify::inotify", Level::Trace));
+        assert!(!record_allowed("notify", Level::Debug));
+        assert!(record_allowed("notify", Level::Warn));
+        assert!(record_allowed("notifyish", Level::Trace));
+        assert!(record_allowed("baton::workflow::watch", Level::Trace));
     }
 }

@@ -35,22 +35,20 @@ pub(crate) fn shutdown_channel() -> std::io::Result<Receiver<()>> {
     PIPE_WRITE_FD.store(fds[1], Ordering::SeqCst);
     let (tx, rx) = bounded(4);
     let read_fd = fds[0];
-    std::thread::Builder::new()
-        .name("baton-signals".into())
-        .spawn(move || loop {
-            let mut b = [0u8; 1];
-            // SAFETY: blocking read into a 1-byte buffer from our own pipe.
-            let n = unsafe { libc::read(read_fd, b.as_mut_ptr().cast(), 1) };
-            if n == 1 {
-                if let Err(crossbeam_channel::TrySendError::Disconnected(())) = tx.try_send(()) {
-                    return;
-                }
-            } else if n == 0
-                || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-            {
+    crate::runtime::threads::spawn_supervised("baton-signals", move || loop {
+        let mut b = [0u8; 1];
+        // SAFETY: blocking read into a 1-byte buffer from our own pipe.
+        let n = unsafe { libc::read(read_fd, b.as_mut_ptr().cast(), 1) };
+        if n == 1 {
+            if let Err(crossbeam_channel::TrySendError::Disconnected(())) = tx.try_send(()) {
                 return;
             }
-        })?;
+        } else if n == 0
+            || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+        {
+            return;
+        }
+    })?;
     for sig in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: installing a handler that only performs an async-signal-safe write(2).
         unsafe {

@@ -76,8 +76,18 @@ fn cfg(turn_timeout_ms: u64) -> ClaudeCodeConfig {
 }
 
 fn runner(turn_timeout_ms: u64, env: Vec<(&str, String)>) -> ClaudeRunner {
+    // `bash -lc` must not read the real HOME's profile (a shell killed mid-profile, e.g. during a
+    // pyenv rehash, leaves state behind that stalls every later login shell).
+    let home = (
+        "HOME".to_string(),
+        std::env::temp_dir().display().to_string(),
+    );
     ClaudeRunner::new(cfg(turn_timeout_ms))
-        .with_env(env.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+        .with_env(
+            std::iter::once(home)
+                .chain(env.into_iter().map(|(k, v)| (k.to_string(), v)))
+                .collect(),
+        )
         .with_kill_grace(Duration::from_millis(300))
 }
 
@@ -547,7 +557,10 @@ fn missing_command_is_agent_not_found() {
     let env = Env::new("missing");
     let mut c = cfg(10_000);
     c.command = "baton-no-such-claude-binary".into();
-    let r = ClaudeRunner::new(c);
+    let r = ClaudeRunner::new(c).with_env(vec![(
+        "HOME".into(),
+        std::env::temp_dir().display().to_string(),
+    )]);
     let mut s = r.start_session(&env.ctx()).unwrap();
     let t = run(s.as_mut(), "x", &CancelToken::new());
     let e = t.result.unwrap_err();

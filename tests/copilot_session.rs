@@ -95,7 +95,9 @@ fn config(command: String) -> CopilotConfig {
 fn runner(sb: &Sandbox, scenario: &str, cfg: Option<CopilotConfig>) -> CopilotRunner {
     let script = manifest().join("tests/support/fake-copilot.sh");
     let cfg = cfg.unwrap_or_else(|| config(format!("'{}'", script.display())));
+    // A temporary HOME: `bash -lc` must not read the real HOME's profile.
     CopilotRunner::new(cfg)
+        .with_env("HOME", &sb.dir)
         .with_env("FAKE_COPILOT_FIXTURES", manifest().join("fixtures/copilot"))
         .with_env("FAKE_COPILOT_LOG", &sb.log)
         .with_env("FAKE_COPILOT_SCENARIO", scenario)

@@ -2,6 +2,7 @@
 //! the normalized event stream they emit, and the cancellation handle the orchestrator uses to stop
 //! a running turn from another thread.
 
+mod argv;
 pub mod claude;
 pub mod copilot;
 pub(crate) mod driver;
@@ -16,6 +17,8 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use serde::Serialize;
 
 use crate::host::{Host, LocalHost};
+
+pub use argv::{argv_safe_prompt, MAX_PROMPT_ARG_BYTES};
 
 /// Normalized agent event kinds (spec §10.0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

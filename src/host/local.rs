@@ -55,13 +55,13 @@ impl Host for LocalHost {
     }
 
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-        let root = root.canonicalize().map_err(|e| {
+        let canon = root.canonicalize().map_err(|e| {
             WorkspaceError(format!(
                 "workspace root {} is not accessible: {e}",
                 root.display()
             ))
         })?;
-        check_contained(&root, path)
+        check_contained(&pinned(root, canon)?, path)
     }
 
     fn remove_workspace(
@@ -74,6 +74,7 @@ impl Host for LocalHost {
         let Ok(root_canon) = root.canonicalize() else {
             return Ok(false); // no root, nothing to remove
         };
+        let root_canon = pinned(root, root_canon)?;
         let target = root_canon.join(path.file_name().unwrap_or_default());
         let meta = match fs::symlink_metadata(&target) {
             Ok(m) => m,
@@ -91,8 +92,25 @@ impl Host for LocalHost {
             return Ok(true);
         }
         before_remove(&target);
-        fs::remove_dir_all(&target).map_err(|e| {
-            WorkspaceError(format!("cannot remove workspace {}: {e}", target.display()))
+        // Rename first (atomic): from here on a re-dispatch creates a fresh directory (and runs
+        // `after_create` again) instead of sharing the one being deleted.
+        let tomb = tombstone_path(&root_canon, &target);
+        match fs::rename(&target, &tomb) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => {
+                return Err(WorkspaceError(format!(
+                    "cannot move workspace {} aside: {e}",
+                    target.display()
+                )))
+            }
+        }
+        fs::remove_dir_all(&tomb).map_err(|e| {
+            WorkspaceError(format!(
+                "cannot remove workspace {} (moved to {}): {e}",
+                target.display(),
+                tomb.display()
+            ))
         })?;
         Ok(true)
     }
@@ -110,12 +128,94 @@ pub(crate) fn canonical_root(root: &Path) -> Result<PathBuf, WorkspaceError> {
             root.display()
         ))
     })?;
-    root.canonicalize().map_err(|e| {
+    let canon = root.canonicalize().map_err(|e| {
         WorkspaceError(format!(
             "workspace root {} is not accessible: {e}",
             root.display()
         ))
-    })
+    })?;
+    pinned(root, canon)
+}
+
+/// Prefix of a workspace being deleted (`.trash-<key>-<ts>`), inside the root.
+pub(crate) const TOMBSTONE_PREFIX: &str = ".trash-";
+
+/// A fresh tombstone name for `target` inside `root_canon`.
+fn tombstone_path(root_canon: &Path, target: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let key = target.file_name().unwrap_or_default().to_string_lossy();
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    root_canon.join(format!("{TOMBSTONE_PREFIX}{key}-{ts}-{seq}"))
+}
+
+/// Remove tombstones a crash left in `root` (symlinks are unlinked, never followed). Returns
+/// how many were removed.
+pub fn sweep_tombstones(root: &Path) -> usize {
+    // The first use of the root: pins its resolution (see `pinned`).
+    let Ok(canon) = root.canonicalize() else {
+        return 0;
+    };
+    let root = match pinned(root, canon) {
+        Ok(r) => r,
+        Err(e) => {
+            log::warn!("tombstone sweep skipped error={e}");
+            return 0;
+        }
+    };
+    let Ok(entries) = fs::read_dir(&root) else {
+        return 0;
+    };
+    let mut n = 0;
+    for entry in entries.flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(TOMBSTONE_PREFIX)
+        {
+            continue;
+        }
+        let path = entry.path();
+        let r = match entry.file_type() {
+            Ok(t) if t.is_dir() => fs::remove_dir_all(&path),
+            Ok(_) => fs::remove_file(&path),
+            Err(e) => Err(e),
+        };
+        match r {
+            Ok(()) => n += 1,
+            Err(e) => log::warn!(
+                "cannot remove leftover workspace tombstone path={} error={e}",
+                path.display()
+            ),
+        }
+    }
+    n
+}
+
+/// The workspace roots as first resolved by this process: `configured path → canonical path`.
+static PINNED_ROOTS: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+/// Pin `root`'s first resolution; refuse (error, nothing touched) when a later resolution of the
+/// same configured root differs, e.g. a symlink in it was re-pointed while Baton runs.
+pub(crate) fn pinned(root: &Path, canon: PathBuf) -> Result<PathBuf, WorkspaceError> {
+    let mut roots = PINNED_ROOTS.lock().unwrap_or_else(|p| p.into_inner());
+    match roots.iter().find(|(r, _)| r == root) {
+        Some((_, first)) if *first == canon => Ok(canon),
+        Some((_, first)) => Err(WorkspaceError(format!(
+            "workspace root {} now resolves to {}, but resolved to {} at first use; refusing to \
+             touch it (restart Baton after moving the root)",
+            root.display(),
+            canon.display(),
+            first.display()
+        ))),
+        None => {
+            roots.push((root.to_path_buf(), canon.clone()));
+            Ok(canon)
+        }
+    }
 }
 
 /// Check that `path`, resolved, is a directory strictly inside the canonical root. Returns the

@@ -16,6 +16,8 @@
 //! end them too). `run_hook` then works unchanged (it is built on `spawn`); give the agent runners
 //! the host with `with_host` and the worker runs workspaces and hooks there.
 
+mod cgroup;
+mod env;
 mod hook;
 mod local;
 mod supervisor;
@@ -29,7 +31,10 @@ use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
+pub use cgroup::{containment, Containment};
+pub use env::{env_policy, set_env_policy, EnvPolicy};
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
+pub use local::sweep_tombstones;
 pub use local::LocalHost;
 
 /// Default bound of one stdout line (10 MB).
@@ -74,8 +79,10 @@ pub trait Host: Send + Sync + fmt::Debug {
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError>;
 
     /// Remove the workspace `path` inside `root`: a symlink or non-directory is unlinked (never
-    /// followed); a directory gets `before_remove(<resolved path>)` called first, then is deleted
-    /// with its contents. Returns false when there was nothing to remove.
+    /// followed); a directory gets `before_remove(<resolved path>)` called first (in place), then
+    /// is renamed atomically to a tombstone `<root>/.trash-<key>-<ts>-<n>` and deleted with its
+    /// contents, so a concurrent re-creation always gets a fresh directory. A root that resolves
+    /// elsewhere than at its first use is refused. Returns false when there was nothing to remove.
     fn remove_workspace(
         &self,
         root: &Path,

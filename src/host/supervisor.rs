@@ -12,9 +12,13 @@
 //!   still signal the group; [`Process::signal_group`] only signals while the leader is unreaped
 //!   (checked under the lock the waiter holds while reaping).
 //!
-//! A grandchild that moves itself into another process group or session (`setsid`) escapes group
-//! signals; no group-based supervisor can reach it. The turn driver does not wait for such a
-//! process to close stdout once the leader has exited.
+//! * The environment follows the process-wide [`EnvPolicy`](super::EnvPolicy) (`agent.env_*`).
+//! * In `cgroup` containment (see `cgroup`) the child also joins its own child cgroup before
+//!   `exec`; the waiter then ends everything left in it with `cgroup.kill` and removes it.
+//!
+//! Without a cgroup, a grandchild that moves itself into another process group or session
+//! (`setsid`) escapes group signals. The turn driver does not wait for such a process to close
+//! stdout once the leader has exited.
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read};
@@ -26,6 +30,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
+use super::cgroup::{self, ProcCgroup};
 use super::{Process, ProcessSpec, StdoutItem, StdoutMode};
 
 /// Capacity of the stdout channel (back-pressure on the child beyond this).
@@ -59,6 +64,37 @@ impl std::fmt::Debug for LocalProcess {
     }
 }
 
+/// Spawn `cmd` in its own child cgroup when the containment mode is `cgroup` (the child joins
+/// it before `exec`); the cgroup is removed again when the spawn fails.
+fn spawn_contained(
+    cmd: &mut Command,
+    label: &str,
+) -> io::Result<(std::process::Child, Option<ProcCgroup>)> {
+    let mut cgroup = ProcCgroup::create(label);
+    if let Some(fd) = cgroup.as_ref().and_then(ProcCgroup::procs_fd) {
+        // SAFETY: the hook only performs one async-signal-safe write(2) (see `join_in_child`).
+        unsafe {
+            cmd.pre_exec(move || {
+                cgroup::join_in_child(fd);
+                Ok(())
+            });
+        }
+    }
+    let spawned = cmd.spawn();
+    if let Some(cg) = &mut cgroup {
+        cg.spawned();
+    }
+    match spawned {
+        Ok(c) => Ok((c, cgroup)),
+        Err(e) => {
+            if let Some(cg) = &cgroup {
+                cg.kill_and_remove();
+            }
+            Err(e)
+        }
+    }
+}
+
 /// Launch `spec` locally (see the module docs).
 pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     let mut cmd = Command::new(&spec.shell);
@@ -70,13 +106,14 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    super::env::apply(&mut cmd);
     for k in &spec.env_remove {
         cmd.env_remove(k);
     }
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    let mut child = cmd.spawn()?;
+    let (mut child, cgroup) = spawn_contained(&mut cmd, spec.label)?;
     let pid = child.id();
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("stdio was not piped"));
@@ -118,7 +155,9 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     let state = Arc::clone(&exit);
     thread::Builder::new()
         .name(format!("{label}-wait-{pid}"))
-        .spawn(move || wait_and_reap(pid, &state, exited_tx))
+        .spawn(move || {
+            wait_and_reap(pid, &state, cgroup.as_ref(), exited_tx);
+        })
         .map_err(fail)?;
 
     Ok(LocalProcess {
@@ -313,8 +352,14 @@ fn read_tail<R: Read>(mut r: R, cap: usize, tail: &Mutex<VecDeque<u8>>) {
     }
 }
 
-/// Wait for the leader to exit without reaping it, kill the rest of its group, then reap it.
-fn wait_and_reap(pid: u32, exit: &Mutex<ExitState>, exited_tx: Sender<()>) {
+/// Wait for the leader to exit without reaping it, kill the rest of its group (and of its
+/// cgroup, which also reaches `setsid`'d descendants), then reap it and remove the cgroup.
+fn wait_and_reap(
+    pid: u32,
+    exit: &Mutex<ExitState>,
+    cgroup: Option<&ProcCgroup>,
+    exited_tx: Sender<()>,
+) {
     let p = pid as libc::pid_t;
     loop {
         // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
@@ -341,6 +386,9 @@ fn wait_and_reap(pid: u32, exit: &Mutex<ExitState>, exited_tx: Sender<()>) {
     unsafe {
         libc::killpg(p, libc::SIGKILL);
     }
+    if let Some(cg) = cgroup {
+        cg.kill();
+    }
     let mut status: libc::c_int = 0;
     loop {
         // SAFETY: plain syscall on our own child.
@@ -356,6 +404,9 @@ fn wait_and_reap(pid: u32, exit: &Mutex<ExitState>, exited_tx: Sender<()>) {
     }
     guard.reaped = true;
     drop(guard);
+    if let Some(cg) = cgroup {
+        cg.kill_and_remove();
+    }
     drop(exited_tx);
 }
 

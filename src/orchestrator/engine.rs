@@ -129,6 +129,14 @@ pub enum Event {
     RefreshRequested,
     /// SIGINT/SIGTERM.
     Shutdown,
+    /// Issues found in terminal states at startup: remove their workspaces (spec §8.6).
+    TerminalAtStartup(Vec<Issue>),
+    /// A `CleanWorkspace` finished (removed, nothing to remove, or failed): the issue may be
+    /// dispatched again.
+    WorkspaceRemoved {
+        /// Issue id.
+        issue_id: String,
+    },
 }
 
 /// Outputs of the core, executed by the runtime.
@@ -167,12 +175,11 @@ pub enum Action {
         /// Why.
         reason: StopReason,
     },
-    /// Remove a workspace (after its worker has exited), running `before_remove`.
+    /// Remove a workspace (after its worker has exited), running `before_remove`; answer with
+    /// `WorkspaceRemoved` (the issue is not dispatched before that).
     CleanWorkspace {
-        /// Issue id (hook env).
-        issue_id: String,
-        /// Identifier (hook env / logs).
-        identifier: String,
+        /// The last known issue (the full `BATON_ISSUE_*` hook environment).
+        issue: Issue,
         /// The path recorded at dispatch.
         workspace_path: PathBuf,
     },
@@ -249,8 +256,35 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             out.push(Action::RefreshAck { coalesced });
         }
         Event::Shutdown => on_shutdown(state, now, &mut out),
+        Event::TerminalAtStartup(issues) => {
+            for issue in issues {
+                if state.running.contains_key(&issue.id) || state.claimed.contains(&issue.id) {
+                    continue;
+                }
+                let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
+                clean_workspace(state, issue, path, &mut out);
+            }
+        }
+        Event::WorkspaceRemoved { issue_id } => {
+            state.cleaning.remove(&issue_id);
+        }
     }
     out
+}
+
+/// Ask for the removal of `issue`'s workspace; the issue is held (not dispatched) until
+/// `Event::WorkspaceRemoved`.
+fn clean_workspace(
+    state: &mut OrchestratorState,
+    issue: Issue,
+    path: PathBuf,
+    out: &mut Vec<Action>,
+) {
+    state.cleaning.insert(issue.id.clone());
+    out.push(Action::CleanWorkspace {
+        issue,
+        workspace_path: path,
+    });
 }
 
 /// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled):
@@ -525,6 +559,7 @@ fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
     rules::is_eligible(&state.policy, issue)
         && !state.running.contains_key(&issue.id)
         && !state.claimed.contains(&issue.id)
+        && !state.cleaning.contains(&issue.id)
         && !state.blocked.contains_key(&issue.id)
         && rules::state_slot_free(state, &issue.state)
 }
@@ -874,11 +909,7 @@ fn on_worker_exit(
         Some(StopReason::Terminal) => {
             release(state, id, true);
             state.completed.insert(id.to_string());
-            out.push(Action::CleanWorkspace {
-                issue_id: issue.id.clone(),
-                identifier: issue.identifier.clone(),
-                workspace_path: path,
-            });
+            clean_workspace(state, issue, path, out);
         }
         Some(StopReason::Inactive) | Some(StopReason::Missing) => release(state, id, true),
         Some(StopReason::Unroutable) | Some(StopReason::Shutdown) => release(state, id, false),
@@ -1026,11 +1057,7 @@ fn release_if_ineligible(
                 issue.id, issue.identifier, issue.state
             );
             release(state, &issue.id, true);
-            out.push(Action::CleanWorkspace {
-                issue_id: issue.id.clone(),
-                identifier: issue.identifier.clone(),
-                workspace_path: workspace_path.to_path_buf(),
-            });
+            clean_workspace(state, issue.clone(), workspace_path.to_path_buf(), out);
             true
         }
         Some(StopReason::Inactive) => {

@@ -430,6 +430,10 @@ pub struct OrchestratorState {
     /// agent adapter reports them (Claude's `rate_limit_event`).
     #[serde(default)]
     pub agent_rate_limits: Option<serde_json::Value>,
+    /// Issue ids whose workspace removal (with `before_remove`) is still running: not
+    /// dispatched until `Event::WorkspaceRemoved`, so a re-dispatch never shares the directory.
+    #[serde(default)]
+    pub cleaning: BTreeSet<String>,
 }
 
 impl OrchestratorState {

@@ -17,12 +17,13 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Sender};
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
+use crate::host::sweep_tombstones;
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
@@ -33,13 +34,17 @@ use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
 use crate::tracker::{Tracker, TrackerError, WatchGuard};
 use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
-use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};
+use crate::workflow::loader::{
+    fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow, WorkflowError,
+};
 use crate::workflow::watch::stat_fingerprint;
 use crate::workspace::hooks::HookEnv;
-use crate::workspace::{remove_workspace, workspace_path};
+use crate::workspace::reaper::Reaper;
+use crate::workspace::remove_workspace;
 
 use super::clock::Clock;
 use super::persist::{self, Persist, StateHandle};
+use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
 use crate::ops::shared::OpsShared;
 
@@ -88,6 +93,9 @@ pub struct DaemonOptions {
     pub clock: Arc<dyn Clock>,
 }
 
+/// What a reload thread reports: a changed, valid workflow, `None` when unchanged, or the error.
+type ReloadResult = Result<Option<Workflow>, WorkflowError>;
+
 /// Everything the main loop reacts to.
 enum LoopEvent {
     /// The armed engine deadline came (or the idle wait ended).
@@ -110,6 +118,10 @@ enum LoopEvent {
     OpsDue,
     /// A background `state.json` write finished.
     Saved(crate::durable::SaveReport),
+    /// A supervised thread panicked: shut down and exit non-zero.
+    Fatal(String),
+    /// A reload finished off the loop.
+    Reloaded(Box<ReloadResult>),
 }
 
 /// The loop's input channels; a disconnected one is replaced by `never()`.
@@ -120,6 +132,10 @@ struct Inbox {
     signals: Receiver<()>,
     control: Receiver<ControlRequest>,
     tracker_changed: Receiver<()>,
+    /// Names of supervised threads that panicked (see `runtime::threads`).
+    fatal: Receiver<String>,
+    /// Finished WORKFLOW.md reloads.
+    reloaded: Receiver<Box<ReloadResult>>,
 }
 
 enum TrackerJob {
@@ -139,31 +155,31 @@ enum TrackerJob {
 }
 
 fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>, ops: Arc<OpsShared>) {
-    let spawned = thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            for job in jobs {
-                let ev = run_tracker_job(job, &ops);
+    let spawned = spawn_supervised(name, move || {
+        for job in jobs {
+            for ev in run_tracker_job(job, &ops) {
                 if out.send(ev).is_err() {
-                    break;
+                    return;
                 }
             }
-        });
+        }
+    });
     if let Err(e) = spawned {
         error!("cannot start tracker thread error={e}");
     }
 }
 
-/// What the first tick needs to clean terminal issues' workspaces before the first dispatch.
+/// What the first tick needs to find terminal issues, whose workspaces are cleaned (through the
+/// engine) before the first dispatch.
 struct StartupCleanup {
     terminal_states: Vec<String>,
-    workspace_root: PathBuf,
-    hooks: HooksConfig,
 }
 
 /// Run one tracker job; a poll is also recorded in the shared metrics and readiness facts
 /// (its duration, points and error class are known only here).
-fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Event {
+/// The first tick's poll also yields `Event::TerminalAtStartup` (sent before its `PollResult`, so
+/// the engine holds those issues for cleanup before it sees the candidates).
+fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
     match job {
         TrackerJob::Poll {
             tracker,
@@ -172,7 +188,7 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Event {
             startup_cleanup,
         } => {
             let started = Instant::now();
-            let (candidates, refreshed, class) =
+            let (candidates, refreshed, class, terminal) =
                 poll_tracker(&*tracker, &running_ids, preflight, startup_cleanup);
             let rate_limit = tracker.rate_limit();
             let points = rate_limit
@@ -186,11 +202,15 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Event {
                 SystemTime::now(),
                 Instant::now(),
             );
-            Event::PollResult {
+            let poll = Event::PollResult {
                 running_ids,
                 refreshed,
                 candidates,
                 rate_limit,
+            };
+            match terminal {
+                Some(t) => vec![Event::TerminalAtStartup(t), poll],
+                None => vec![poll],
             }
         }
         TrackerJob::Retry {
@@ -202,11 +222,11 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Event {
                 .fetch_issue_states_by_ids(std::slice::from_ref(&issue_id))
                 .map(|v| v.into_iter().find(|i| i.id == issue_id))
                 .map_err(|e| e.to_string());
-            Event::RetryRefreshed {
+            vec![Event::RetryRefreshed {
                 issue_id,
                 seq,
                 result,
-            }
+            }]
         }
     }
 }
@@ -224,7 +244,12 @@ fn poll_tracker(
     running_ids: &[String],
     preflight: Option<(String, &'static str)>,
     startup_cleanup: Option<StartupCleanup>,
-) -> (Candidates, Refreshed, Option<&'static str>) {
+) -> (
+    Candidates,
+    Refreshed,
+    Option<&'static str>,
+    Option<Vec<Issue>>,
+) {
     let refresh = |ids: &[String]| -> Refreshed {
         (!ids.is_empty()).then(|| tracker.refresh_running(ids).map_err(|e| e.to_string()))
     };
@@ -252,16 +277,21 @@ fn poll_tracker(
             }),
         },
     };
-    if let Some(c) = &startup_cleanup {
-        match &read {
-            Ok(r) => startup_terminal_cleanup(c, &r.others),
-            Err(PollSkip::Tracker { message, .. } | PollSkip::Preflight(message)) => {
-                warn!("startup terminal cleanup skipped; fetch failed error={message}")
-            }
+    let terminal = startup_cleanup.as_ref().and_then(|c| match &read {
+        Ok(r) => Some(
+            r.others
+                .iter()
+                .filter(|i| i.closed || crate::model::contains_name(&c.terminal_states, &i.state))
+                .cloned()
+                .collect(),
+        ),
+        Err(PollSkip::Tracker { message, .. } | PollSkip::Preflight(message)) => {
+            warn!("startup terminal cleanup skipped; fetch failed error={message}");
+            None
         }
-    }
+    });
     match read {
-        Err(skip) => (Err(skip), refresh(running_ids), class),
+        Err(skip) => (Err(skip), refresh(running_ids), class, terminal),
         Ok(r) => {
             let (mut present, missing) = crate::orchestrator::rules::running_from_read(
                 running_ids,
@@ -277,7 +307,7 @@ fn poll_tracker(
                 }
                 Some(Err(e)) => Some(Err(e)),
             };
-            (Ok(r.candidates), refreshed, class)
+            (Ok(r.candidates), refreshed, class, terminal)
         }
     }
 }
@@ -320,6 +350,16 @@ struct Daemon {
     exit_when: Option<ExitWhen>,
     /// Durable state: recovery, `state.json` writes, session resumes.
     persist: Persist,
+    /// Workspace-removal threads, joined (bounded) at shutdown.
+    removals: Reaper,
+    /// The first supervised thread that panicked: the run ends with an error.
+    fatal: Option<String>,
+    /// Results of reloads run off the loop.
+    reload_tx: Sender<Box<ReloadResult>>,
+    /// A reload thread is running.
+    reload_in_flight: bool,
+    /// Another reload was requested meanwhile: start it when the running one is done.
+    reload_again: bool,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -376,12 +416,19 @@ pub fn run_with_state(
         return Err(format!("startup validation failed: {}", msg.join("; ")));
     }
     let tracker = tracker_factory(&cfg).map_err(|e| format!("startup validation failed: {e}"))?;
-    tracker
-        .validate()
-        .map_err(|e| format!("startup validation failed: {e}"))?;
+    crate::host::set_env_policy(cfg.env_policy());
+    // Startup validation runs on a helper thread so SIGTERM interrupts a hung tracker at once.
+    let t = tracker.clone();
+    match until_shutdown(&shutdown_rx, move || {
+        t.validate().map_err(|e| e.to_string())
+    }) {
+        None => return Ok(()),
+        Some(r) => r.map_err(|e| format!("startup validation failed: {e}"))?,
+    }
     let persist = Persist::start(state);
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
+    let (reload_tx, reloaded_rx) = unbounded();
     let (tracker_tx, tracker_rx) = unbounded();
     let (poll_jobs, poll_jobs_rx) = unbounded();
     let (retry_jobs, retry_jobs_rx) = unbounded();
@@ -420,7 +467,13 @@ pub fn run_with_state(
         watch: None,
         exit_when,
         persist,
+        removals: Reaper::default(),
+        fatal: None,
+        reload_tx,
+        reload_in_flight: false,
+        reload_again: false,
     };
+    d.sweep_tombstones();
     d.start_watch();
     let now = d.clock.now();
     d.persist.apply(&mut d.state, now);
@@ -431,6 +484,7 @@ pub fn run_with_state(
         cfg.agent.max_concurrent_agents,
         cfg.workspace_root.display()
     );
+    info!("process containment {}", crate::host::containment());
     let mut inbox = Inbox {
         workers: events_rx,
         tracker: tracker_rx,
@@ -438,6 +492,8 @@ pub fn run_with_state(
         signals: shutdown_rx,
         control: control_rx,
         tracker_changed: changed_rx,
+        fatal: fatal_events(),
+        reloaded: reloaded_rx,
     };
     d.ops.ready(&d.state);
     while !d.done {
@@ -447,10 +503,20 @@ pub fn run_with_state(
         d.persist.after_step(&d.state, now);
         d.check_exit();
     }
+    // Removals get what is left of the shutdown grace period (at least a moment).
+    let left = d
+        .state
+        .shutdown_deadline
+        .map_or(0, |t| t.saturating_sub(d.clock.now()));
+    d.removals
+        .join_all(Duration::from_millis(left.max(REMOVAL_JOIN_MIN_MS)));
     let now = d.clock.now();
     d.persist.shutdown(now);
     info!("event=shutdown_complete");
-    Ok(())
+    match d.fatal {
+        Some(name) => Err(format!("thread {name} panicked; restart Baton")),
+        None => Ok(()),
+    }
 }
 
 /// Cap glibc's malloc arenas at 2 before the tracker and agent threads start. glibc gives busy
@@ -469,15 +535,31 @@ fn limit_malloc_arenas() {
     }
 }
 
-/// Remove workspaces of issues already in terminal states (spec §8.6), found in the first tick's
-/// board read (run on the poll thread before its result can dispatch anything).
-fn startup_terminal_cleanup(c: &StartupCleanup, issues: &[Issue]) {
-    let terminal = issues
-        .iter()
-        .filter(|i| i.closed || crate::model::contains_name(&c.terminal_states, &i.state));
-    for issue in terminal {
-        let path = workspace_path(&c.workspace_root, &issue.identifier);
-        clean_workspace(&c.hooks, issue, &path);
+/// Least time shutdown waits for running workspace removals.
+const REMOVAL_JOIN_MIN_MS: u64 = 1_000;
+
+/// Run `f` on a helper thread; `None` when SIGINT/SIGTERM arrives first (the helper is left to
+/// finish on its own: the process is about to exit).
+fn until_shutdown<T: Send + 'static>(
+    shutdown: &Receiver<()>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let spawned = thread::Builder::new()
+        .name("startup".into())
+        .spawn(move || {
+            let _ = tx.send(f());
+        });
+    if let Err(e) = spawned {
+        error!("cannot start the startup thread error={e}");
+        return None;
+    }
+    select! {
+        recv(rx) -> r => r.ok(),
+        recv(shutdown) -> _ => {
+            info!("shutdown requested during startup; exiting");
+            None
+        }
     }
 }
 
@@ -530,6 +612,26 @@ fn coalesce(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
 }
 
 impl Daemon {
+    /// Startup cleanup (spec §8.6): remove tombstones a crash left behind, then hand the issues
+    /// already in terminal states to the engine, which removes their workspaces in the background
+    /// (and holds them until that is done). A failed fetch is a warning.
+    /// Sweep tombstones a crash left behind, on the removal pool.
+    fn sweep_tombstones(&mut self) {
+        let root = config(&self.workflow).workspace_root.clone();
+        let sweep = Box::new(move || {
+            let n = sweep_tombstones(&root);
+            if n > 0 {
+                info!(
+                    "removed {n} leftover workspace tombstone(s) root={}",
+                    root.display()
+                );
+            }
+        });
+        if let Err(e) = self.removals.submit(sweep) {
+            warn!("cannot start the tombstone sweep error={e}");
+        }
+    }
+
     /// The next thing to react to: a queued engine event first, else whatever input arrives
     /// first, or the tick of the earliest engine deadline. The loop's only `select!`.
     fn next_event(&mut self, inbox: &mut Inbox) -> LoopEvent {
@@ -578,6 +680,14 @@ impl Daemon {
                     Ok(()) => return LoopEvent::TrackerChanged,
                     Err(_) => inbox.tracker_changed = never(),
                 },
+                recv(inbox.reloaded) -> m => match m {
+                    Ok(r) => return LoopEvent::Reloaded(r),
+                    Err(_) => inbox.reloaded = never(),
+                },
+                recv(inbox.fatal) -> m => match m {
+                    Ok(name) => return LoopEvent::Fatal(name),
+                    Err(_) => inbox.fatal = never(),
+                },
                 recv(inbox.signals) -> m => match m {
                     Ok(()) => return LoopEvent::Signal,
                     Err(_) => inbox.signals = never(),
@@ -608,6 +718,13 @@ impl Daemon {
             LoopEvent::ReloadPing => {
                 for _ in inbox.reload.try_iter() {}
                 self.engine(Event::ReloadRequested);
+            }
+            LoopEvent::Reloaded(r) => self.reload_done(*r),
+            LoopEvent::Fatal(name) => {
+                error!("a supervised thread died; shutting down thread={name}");
+                self.fatal.get_or_insert(name);
+                self.ops.stopping();
+                self.engine(Event::Shutdown);
             }
             LoopEvent::Signal => {
                 self.ops.stopping();
@@ -709,10 +826,9 @@ impl Daemon {
                 }
             }
             Action::CleanWorkspace {
-                issue_id,
-                identifier,
+                issue,
                 workspace_path,
-            } => self.clean_in_background(issue_id, identifier, workspace_path),
+            } => self.clean_in_background(issue, workspace_path),
             Action::ReloadWorkflow => self.reload(),
             Action::RefreshAck { coalesced } => {
                 let ack = RefreshAck {
@@ -729,18 +845,32 @@ impl Daemon {
         }
     }
 
-    fn clean_in_background(&self, issue_id: String, identifier: String, path: PathBuf) {
+    /// Remove a workspace on the removal pool; `WorkspaceRemoved` releases the issue afterwards
+    /// (at once when there is nothing to remove).
+    fn clean_in_background(&mut self, issue: Issue, path: PathBuf) {
+        if std::fs::symlink_metadata(&path).is_err() {
+            self.queue
+                .push_back(Event::WorkspaceRemoved { issue_id: issue.id });
+            return;
+        }
         let hooks = config(&self.workflow).hooks.clone();
-        let issue = Issue {
-            id: issue_id,
-            identifier,
-            ..Issue::default()
-        };
-        let spawned = thread::Builder::new()
-            .name("workspace-clean".into())
-            .spawn(move || clean_workspace(&hooks, &issue, &path));
-        if let Err(e) = spawned {
+        let events = self.events_tx.clone();
+        let id = issue.id.clone();
+        let job = Box::new(move || {
+            let issue_id = issue.id.clone();
+            // Whatever happens in the removal, the issue must be released afterwards.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                clean_workspace(&hooks, &issue, &path)
+            }));
+            if r.is_err() {
+                error!("workspace removal panicked issue_id={issue_id}");
+            }
+            let _ = events.send(Event::WorkspaceRemoved { issue_id });
+        });
+        if let Err(e) = self.removals.submit(job) {
             warn!("cannot start workspace cleanup error={e}");
+            self.queue
+                .push_back(Event::WorkspaceRemoved { issue_id: id });
         }
     }
 
@@ -768,8 +898,6 @@ impl Daemon {
             let cfg = config(&self.workflow);
             StartupCleanup {
                 terminal_states: cfg.tracker.terminal_states.clone(),
-                workspace_root: cfg.workspace_root.clone(),
-                hooks: cfg.hooks.clone(),
             }
         });
         self.first_poll_sent = true;
@@ -847,19 +975,62 @@ impl Daemon {
         }
     }
 
-    /// Re-read WORKFLOW.md; when valid and changed, swap in the new workflow, tracker and runner
-    /// and queue `ConfigReloaded`, else keep the last good config and log the problem once.
+    /// Re-read WORKFLOW.md on a thread (its result comes back as `LoopEvent::Reloaded`); while
+    /// one runs, a new request is remembered and run afterwards.
     fn reload(&mut self) {
+        if self.reload_in_flight {
+            self.reload_again = true;
+            return;
+        }
         self.stamp = stat_fingerprint(&self.opts_path);
-        // Compare the raw bytes first: touches, watcher noise and saves without changes cost one
-        // read and a hash, not a YAML parse, token lookup and template dry-renders.
-        let loaded = read_workflow_bytes(&self.opts_path).and_then(|bytes| {
-            if fnv1a64(&bytes) == self.workflow.content_hash {
-                Ok(None)
-            } else {
-                parse_workflow_bytes(&self.opts_path, bytes, &*self.env).map(Some)
-            }
-        });
+        // Off the loop: the parse may run `gh auth token` and the template dry-renders.
+        let (path, hash, env) = (
+            self.opts_path.clone(),
+            self.workflow.content_hash,
+            self.env.clone(),
+        );
+        let tx = self.reload_tx.clone();
+        let spawned = thread::Builder::new()
+            .name("workflow-reload".into())
+            .spawn(move || {
+                let run = || {
+                    // Compare the raw bytes first: touches, watcher noise and saves without changes
+                    // cost one read and a hash, not a YAML parse, token lookup and dry-renders.
+                    read_workflow_bytes(&path).and_then(|bytes| {
+                        if fnv1a64(&bytes) == hash {
+                            Ok(None)
+                        } else {
+                            parse_workflow_bytes(&path, bytes, &*env).map(Some)
+                        }
+                    })
+                };
+                let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+                    .unwrap_or_else(|_| {
+                        Err(WorkflowError {
+                            class: "workflow_parse_error",
+                            path: path.clone(),
+                            message: "internal error: the reload panicked".into(),
+                        })
+                    });
+                let _ = tx.send(Box::new(loaded));
+            });
+        match spawned {
+            Ok(_) => self.reload_in_flight = true,
+            Err(e) => error!("cannot start the workflow reload error={e}"),
+        }
+    }
+
+    /// Apply a finished reload: when valid and changed, swap in the new workflow, tracker and
+    /// runner and queue `ConfigReloaded`, else keep the last good config and log the problem once.
+    fn reload_done(&mut self, loaded: ReloadResult) {
+        self.reload_in_flight = false;
+        self.apply_reload(loaded);
+        if std::mem::take(&mut self.reload_again) {
+            self.reload();
+        }
+    }
+
+    fn apply_reload(&mut self, loaded: ReloadResult) {
         let wf = match loaded {
             Ok(Some(wf)) => wf,
             Ok(None) => {
@@ -895,6 +1066,7 @@ impl Daemon {
             self.tracker.reset_cache();
         }
         self.runner = (self.runner_factory)(new_cfg);
+        crate::host::set_env_policy(new_cfg.env_policy());
         let policy = Policy::from_config(new_cfg);
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());

@@ -5,4 +5,5 @@
 pub mod clock;
 pub mod daemon;
 pub mod persist;
+pub mod threads;
 pub mod worker;

@@ -11,7 +11,7 @@ use std::thread::{self, JoinHandle};
 use crossbeam_channel::Sender;
 use log::{info, warn};
 
-use crate::agent::{AgentRunner, AgentSession, CancelToken, SessionContext};
+use crate::agent::{argv_safe_prompt, AgentRunner, AgentSession, CancelToken, SessionContext};
 use crate::host::{Host, LocalHost};
 use crate::model::Issue;
 use crate::orchestrator::rules;
@@ -185,7 +185,15 @@ impl Run<'_> {
             &ctx.hooks,
             &env,
         )
-        .map_err(|e| WorkerOutcome::Failed(format!("workspace error: {e}")))?;
+        .map_err(|e| {
+            log::error!(
+                "workspace preparation failed issue_id={} issue_identifier={} workspace={} error={e}",
+                ctx.issue.id,
+                ctx.issue.identifier,
+                ctx.workspace_path.display()
+            );
+            WorkerOutcome::Failed(format!("workspace error: {e}"))
+        })?;
         if ctx.cancel.is_cancelled() {
             return Err(WorkerOutcome::Cancelled);
         }
@@ -238,6 +246,7 @@ impl Run<'_> {
                     event: ev,
                 });
             };
+            let prompt = argv_safe_prompt(&prompt, ident);
             if let Err(e) = session.run_turn(&prompt, &ctx.cancel, &mut on_event) {
                 return self.failed_or_cancelled(format!("agent turn error: {e}"));
             }

@@ -23,6 +23,15 @@ pub(crate) const TEMPLATE_PARSE_ERROR: &str = "template_parse_error";
 /// Error class for a template that compiles but fails to render.
 pub(crate) const TEMPLATE_RENDER_ERROR: &str = "template_render_error";
 
+/// Deepest nesting of `for` loops a template may use: with the context's lists capped at
+/// [`MAX_CONTEXT_LIST`] (and the `issue` map's 16 fields) a render makes at most 64³ loop
+/// iterations, so a hostile template cannot spin a render for minutes.
+pub const MAX_FOR_NESTING: usize = 3;
+/// Entries of `issue.labels` / `issue.blocked_by` visible to a template.
+pub const MAX_CONTEXT_LIST: usize = 64;
+/// Bound of a rendered prompt (bytes); a longer render stops with a render error.
+pub const MAX_RENDER_BYTES: usize = 1024 * 1024;
+
 /// The filters registered on the engine, in the order they are documented.
 pub(crate) const FILTERS: &[&str] = &[
     "eq", "ne", "and", "or", "contains", "default", "join", "upcase", "downcase", "size", "plus",
@@ -110,6 +119,15 @@ impl PromptTemplate {
                 });
             }
         };
+        if let Some(off) = too_deep_loop(&prepared.compiled) {
+            return Err(TemplateError {
+                class: TEMPLATE_PARSE_ERROR,
+                message: format!(
+                    "{}: `for` loops nested deeper than {MAX_FOR_NESTING} levels",
+                    locator.position(locator.to_original(off))
+                ),
+            });
+        }
         Ok(PromptTemplate {
             inner: Arc::new(Compiled {
                 template,
@@ -145,12 +163,17 @@ impl PromptTemplate {
     pub fn render(&self, issue: &Issue, attempt: Option<u32>) -> Result<String, TemplateError> {
         let ctx = context(issue, attempt);
         let c = &self.inner;
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            c.template.render_from(engine(), &ctx).to_string()
-        }));
+        let result =
+            std::panic::catch_unwind(AssertUnwindSafe(|| bounded_render(&c.template, &ctx)));
         let err = match result {
             Ok(Ok(text)) => return Ok(text),
-            Ok(Err(err)) => err,
+            Ok(Err(None)) => {
+                return Err(TemplateError {
+                    class: TEMPLATE_RENDER_ERROR,
+                    message: format!("the rendered prompt exceeds {MAX_RENDER_BYTES} bytes"),
+                })
+            }
+            Ok(Err(Some(err))) => err,
             Err(_) => {
                 return Err(TemplateError {
                     class: TEMPLATE_RENDER_ERROR,
@@ -161,7 +184,7 @@ impl PromptTemplate {
         // Same data, same control flow: the shadow fails at the same place, with exact columns.
         let shadow_err = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let shadow = engine().compile(c.prepared.shadow.as_str()).ok()?;
-            shadow.render_from(engine(), &ctx).to_string().err()
+            bounded_render(&shadow, &ctx).err().flatten()
         }))
         .ok()
         .flatten();
@@ -175,6 +198,74 @@ impl PromptTemplate {
             message: locator.describe(&err, shadow_err.as_ref().unwrap_or(&err), false),
         })
     }
+}
+
+/// A writer that refuses to grow past [`MAX_RENDER_BYTES`].
+struct BoundedWriter {
+    buf: Vec<u8>,
+    overflow: bool,
+}
+
+impl std::io::Write for BoundedWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len().saturating_add(data.len()) > MAX_RENDER_BYTES {
+            self.overflow = true;
+            return Err(std::io::Error::other("rendered prompt too large"));
+        }
+        self.buf.extend_from_slice(data);
+        Ok(data.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Render with the output bound; `Err(None)` when the bound was hit.
+fn bounded_render(t: &upon::Template<'_>, ctx: &Value) -> Result<String, Option<upon::Error>> {
+    let mut w = BoundedWriter {
+        buf: Vec::new(),
+        overflow: false,
+    };
+    match t.render_from(engine(), ctx).to_writer(&mut w) {
+        Ok(()) => Ok(String::from_utf8_lossy(&w.buf).into_owned()),
+        Err(_) if w.overflow => Err(None),
+        Err(e) => Err(Some(e)),
+    }
+}
+
+/// The offset of the first `for` tag nested deeper than [`MAX_FOR_NESTING`], if any.
+fn too_deep_loop(compiled: &str) -> Option<usize> {
+    let b = compiled.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(j) = find_open(b, i) {
+        if b[j + 1] == b'#' {
+            i = (j + 2..b.len().saturating_sub(1)).find(|&p| b[p..].starts_with(b"#}"))? + 2;
+            continue;
+        }
+        if b[j + 1] != b'%' {
+            i = j + 2;
+            continue;
+        }
+        let end = tag_end(b, j + 2)?;
+        let words: Vec<&str> = tag_tokens(compiled, j + 2, end - 2)
+            .into_iter()
+            .map(|(_, w)| w)
+            .filter(|w| *w != "-")
+            .collect();
+        match words.first() {
+            Some(&"for") => {
+                depth += 1;
+                if depth > MAX_FOR_NESTING {
+                    return Some(j);
+                }
+            }
+            Some(&"endfor") => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i = end;
+    }
+    None
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -428,11 +519,26 @@ fn issue_value(issue: &Issue) -> Value {
         ("url", opt_string(&issue.url)),
         (
             "labels",
-            Value::List(issue.labels.iter().cloned().map(Value::String).collect()),
+            Value::List(
+                issue
+                    .labels
+                    .iter()
+                    .take(MAX_CONTEXT_LIST)
+                    .cloned()
+                    .map(Value::String)
+                    .collect(),
+            ),
         ),
         (
             "blocked_by",
-            Value::List(issue.blocked_by.iter().map(blocker_value).collect()),
+            Value::List(
+                issue
+                    .blocked_by
+                    .iter()
+                    .take(MAX_CONTEXT_LIST)
+                    .map(blocker_value)
+                    .collect(),
+            ),
         ),
         ("created_at", opt_string(&issue.created_at)),
         ("updated_at", opt_string(&issue.updated_at)),

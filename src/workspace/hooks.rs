@@ -71,8 +71,25 @@ impl HookEnv {
         }
     }
 
-    /// The variables as (name, value) pairs.
+    /// The variables as (name, value) pairs. NUL bytes (which no environment can carry, and
+    /// which would fail every spawn) are removed.
     pub fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        let mut v = self.raw_vars();
+        for (_, val) in &mut v {
+            if val.as_encoded_bytes().contains(&0) {
+                let clean: Vec<u8> = val
+                    .as_encoded_bytes()
+                    .iter()
+                    .copied()
+                    .filter(|&b| b != 0)
+                    .collect();
+                *val = std::os::unix::ffi::OsStringExt::from_vec(clean);
+            }
+        }
+        v
+    }
+
+    fn raw_vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
         vec![
             ("BATON_ISSUE_ID", self.issue_id.clone().into()),
             (

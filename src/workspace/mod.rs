@@ -4,6 +4,7 @@
 
 pub mod hooks;
 pub mod key;
+pub(crate) mod reaper;
 
 use std::path::Path;
 
@@ -11,7 +12,7 @@ use crate::host::{Host, LocalHost};
 use crate::workflow::config::HooksConfig;
 use hooks::{run_configured_hook, HookEnv, HookKind};
 
-pub use crate::host::{Workspace, WorkspaceError};
+pub use crate::host::{sweep_tombstones, Workspace, WorkspaceError};
 pub use key::{workspace_key, workspace_path};
 
 /// Ensure `path` (= `<root>/<key>`, as recorded at dispatch) exists as a directory inside `root`

@@ -37,6 +37,8 @@ pub(crate) fn known_keys(
                 "max_cost_usd_per_issue",
                 "max_tokens_per_issue",
                 "max_turns_per_issue",
+                "env_remove",
+                "env_keep_only",
             ],
         ),
     ];

@@ -87,6 +87,13 @@ pub struct AgentConfig {
     pub max_tokens_per_issue: Option<u64>,
     /// Lifetime agent turns per issue, across runs (default unlimited).
     pub max_turns_per_issue: Option<u32>,
+    /// `agent.env_remove`: inherited variables agents and hooks do not get.
+    pub env_remove: Vec<String>,
+    /// `agent.env_keep_only`: when set, the only inherited variables agents and hooks get.
+    pub env_keep_only: Option<Vec<String>>,
+    /// Variables never passed on whatever the lists say: the one `server.webhook_secret: $VAR`
+    /// names.
+    pub env_never: Vec<String>,
 }
 
 /// `server.*` (spec §13.7, extension).
@@ -134,6 +141,19 @@ pub struct RunnerTimeouts {
 }
 
 impl ServiceConfig {
+    /// The environment policy for agents and hooks (see `host::EnvPolicy`).
+    pub fn env_policy(&self) -> crate::host::EnvPolicy {
+        let mut remove = self.agent.env_remove.clone();
+        remove.extend(self.agent.env_never.iter().cloned());
+        let keep_only = self.agent.env_keep_only.as_ref().map(|keep| {
+            keep.iter()
+                .filter(|k| !self.agent.env_never.contains(k))
+                .cloned()
+                .collect()
+        });
+        crate::host::EnvPolicy { remove, keep_only }
+    }
+
     /// The agent registry: the settings of the section `agent.kind` selects (Claude Code's when
     /// unset; preflight rejects that).
     pub(crate) fn agent_settings(&self) -> AgentSettings<'_> {
@@ -232,18 +252,53 @@ impl ConfigEnv for ProcessEnv {
     }
     fn gh_auth_token(&self) -> Option<String> {
         // Only when `gh` is on PATH; never through a shell; stdin closed so it cannot prompt.
-        let out = std::process::Command::new("gh")
-            .args(["auth", "token"])
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            return None;
-        }
-        let tok = String::from_utf8(out.stdout).ok()?.trim().to_string();
+        let out = command_output("gh", &["auth", "token"], GH_AUTH_TOKEN_TIMEOUT)?;
+        let tok = String::from_utf8(out).ok()?.trim().to_string();
         (!tok.is_empty()).then_some(tok)
     }
+}
+
+/// How long `gh auth token` may take before the fallback gives up.
+pub(crate) const GH_AUTH_TOKEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Run `program args…` (no shell, stdin closed, stderr discarded, own process group) and return
+/// its stdout (at most 64 KiB) when it exits successfully within `timeout`; a hung program is
+/// killed with its group and yields `None`.
+pub(crate) fn command_output(
+    program: &str,
+    args: &[&str],
+    timeout: std::time::Duration,
+) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let reader = std::thread::Builder::new()
+        .name("gh-auth-token".into())
+        .spawn(move || {
+            let mut buf = Vec::new();
+            let _ = (&mut stdout).take(64 * 1024).read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        });
+    let out = reader.ok().and_then(|_| rx.recv_timeout(timeout).ok());
+    if out.is_none() {
+        log::warn!(
+            "`{program}` did not answer within {} ms; killed",
+            timeout.as_millis()
+        );
+        // SAFETY: plain syscall on the group of a child we have not reaped yet.
+        unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGKILL) };
+    }
+    let status = child.wait().ok()?;
+    out.filter(|_| status.success())
 }
 
 /// The result of parsing: the config plus warnings to log once (unknown keys, ignored entries).
@@ -287,7 +342,23 @@ pub(crate) fn parse_config(
     let poll_interval_ms = polling.positive("interval_ms")?.unwrap_or(30_000);
     let workspace_root = parse_workspace_root(&workspace, workflow_dir, env)?;
     let hooks = parse_hooks(&hooks)?;
-    let agent = parse_agent(&agent, env, &mut warnings)?;
+    let mut agent = parse_agent(&agent, env, &mut warnings)?;
+    if let Some(name) = server
+        .raw("webhook_secret")
+        .and_then(Value::as_str)
+        .and_then(|s| env_reference(s.trim()))
+    {
+        agent.env_never.push(name.to_string());
+    }
+    if let Some(keep) = &agent.env_keep_only {
+        for must in ["PATH", "HOME"] {
+            if !keep.iter().any(|k| k == must) {
+                warnings.push(format!(
+                    "agent.env_keep_only does not list {must}; agents and hooks start without it"
+                ));
+            }
+        }
+    }
     let claude_code = ClaudeCodeConfig::parse(&claude_code, env)?;
     let copilot = CopilotConfig::parse(&copilot, env)?;
     let server = parse_server(&server, env)?;
@@ -381,7 +452,28 @@ fn parse_agent(
         max_cost_usd_per_issue: agent.positive_number("max_cost_usd_per_issue")?,
         max_tokens_per_issue: agent.positive("max_tokens_per_issue")?,
         max_turns_per_issue: agent.positive_u32("max_turns_per_issue")?,
+        env_remove: env_names(agent, "env_remove")?.unwrap_or_default(),
+        env_keep_only: env_names(agent, "env_keep_only")?,
+        env_never: Vec::new(),
     })
+}
+
+/// A list of environment variable names: non-empty, without `=` or NUL.
+fn env_names(agent: &Section<'_>, key: &str) -> Result<Option<Vec<String>>, ConfigError> {
+    let Some(names) = agent.string_list(key)? else {
+        return Ok(None);
+    };
+    if let Some(bad) = names
+        .iter()
+        .find(|n| n.is_empty() || n.contains(['=', '\0']))
+    {
+        return Err(agent.invalid(
+            key,
+            "a list of environment variable names (non-empty, without `=`)",
+            &format!("{bad:?}"),
+        ));
+    }
+    Ok(Some(names))
 }
 
 /// `agent.max_concurrent_agents_by_state`: keys normalized; bad entries are warned about and
@@ -560,5 +652,37 @@ mod budget_tests {
             assert_eq!(e.class, "invalid_config", "{yaml}");
             assert_eq!(e.message, message, "{yaml}");
         }
+    }
+}
+
+#[cfg(test)]
+mod command_output_tests {
+    use super::command_output;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_hung_command_is_killed_at_the_timeout() {
+        let started = Instant::now();
+        let out = command_output(
+            "sh",
+            &["-c", "sleep 600 & sleep 600"],
+            Duration::from_millis(300),
+        );
+        assert_eq!(out, None);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn output_of_a_quick_command_is_returned() {
+        let out = command_output("sh", &["-c", "echo tok"], Duration::from_secs(5));
+        assert_eq!(out.as_deref(), Some(&b"tok\n"[..]));
+        assert_eq!(
+            command_output("sh", &["-c", "exit 1"], Duration::from_secs(5)),
+            None
+        );
     }
 }

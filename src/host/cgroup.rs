@@ -1,0 +1,250 @@
+//! Containment with cgroup v2 where Baton can manage a subtree (under systemd with
+//! `Delegate=yes`, or any writable cgroup directory): every process the local supervisor starts —
+//! agents and hooks — runs in its own child cgroup `baton-<baton pid>-<label>-<n>` of Baton's
+//! cgroup. The child moves itself there before `exec` (a `pre_exec` write to `cgroup.procs`), so
+//! no descendant can escape, not even by `setsid` or a double fork; when the leader has exited,
+//! `cgroup.kill` ends everything left and the directory is removed. Elsewhere Baton falls back to
+//! process groups (a `setsid`'d descendant can escape those).
+//!
+//! Detection, once per process: the `0::<path>` line of `/proc/self/cgroup`, the cgroup2 mount
+//! point from `/proc/self/mountinfo`, and a probe child that must be creatable and have
+//! `cgroup.kill` (Linux ≥ 5.14). `BATON_CONTAINMENT=process_group` forces the fallback.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// How processes are contained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Containment {
+    /// One child cgroup per process under this directory (Baton's own cgroup).
+    Cgroup(PathBuf),
+    /// Process groups only.
+    ProcessGroup,
+}
+
+impl Containment {
+    /// `cgroup` or `process_group` (log and `baton check` spelling).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Containment::Cgroup(_) => "cgroup",
+            Containment::ProcessGroup => "process_group",
+        }
+    }
+}
+
+impl std::fmt::Display for Containment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Containment::Cgroup(dir) => write!(f, "containment=cgroup cgroup={}", dir.display()),
+            Containment::ProcessGroup => f.write_str("containment=process_group"),
+        }
+    }
+}
+
+/// The containment of this process (detected on first use).
+pub fn containment() -> &'static Containment {
+    static MODE: OnceLock<Containment> = OnceLock::new();
+    MODE.get_or_init(|| {
+        let forced = std::env::var("BATON_CONTAINMENT").ok();
+        if forced.as_deref() == Some("process_group") {
+            return Containment::ProcessGroup;
+        }
+        match detect() {
+            Some(dir) => {
+                sweep_stale(&dir);
+                Containment::Cgroup(dir)
+            }
+            None => Containment::ProcessGroup,
+        }
+    })
+}
+
+/// Baton's cgroup directory when it is cgroup v2, writable and supports `cgroup.kill`.
+fn detect() -> Option<PathBuf> {
+    let own = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim();
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = cgroup2_mount(&mountinfo)?;
+    let dir = mount.join(rel.trim_start_matches('/'));
+    let probe = dir.join(format!("baton-probe-{}", std::process::id()));
+    fs::create_dir(&probe).ok()?;
+    // A child moves itself from Baton's cgroup into the probe's sibling: both `cgroup.procs`
+    // must be writable (cgroup v2 checks the common ancestor too).
+    let ok = probe.join("cgroup.kill").exists()
+        && writable(&probe.join("cgroup.procs"))
+        && writable(&dir.join("cgroup.procs"));
+    let _ = fs::remove_dir(&probe);
+    ok.then_some(dir)
+}
+
+fn writable(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: access(2) with a valid NUL-terminated path.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// The mount point of the cgroup2 hierarchy in `/proc/self/mountinfo` text.
+pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
+    mountinfo.lines().find_map(|l| {
+        let (pre, post) = l.split_once(" - ")?;
+        (post.split_whitespace().next()? == "cgroup2")
+            .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))
+            .flatten()
+    })
+}
+
+/// Kill and remove child cgroups a crashed Baton left behind (their Baton pid is gone).
+fn sweep_stale(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("baton-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let cg = ProcCgroup {
+                dir: e.path(),
+                procs: None,
+            };
+            cg.kill_and_remove();
+        }
+    }
+}
+
+/// One process's child cgroup.
+#[derive(Debug)]
+pub(crate) struct ProcCgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, open until the child has moved itself in.
+    procs: Option<File>,
+}
+
+impl ProcCgroup {
+    /// Create a child cgroup for a process labelled `label`; `None` in process-group mode.
+    pub(crate) fn create(label: &str) -> Option<ProcCgroup> {
+        let Containment::Cgroup(base) = containment() else {
+            return None;
+        };
+        match Self::create_in(base, label) {
+            Ok(cg) => Some(cg),
+            Err(e) => {
+                log::warn!("cannot create a cgroup; using the process group only error={e}");
+                None
+            }
+        }
+    }
+
+    /// Create `<base>/baton-<pid>-<label>-<n>` and open its `cgroup.procs`.
+    pub(crate) fn create_in(base: &Path, label: &str) -> io::Result<ProcCgroup> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("baton-{}-{label}-{n}", std::process::id()));
+        fs::create_dir(&dir)?;
+        match OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+        {
+            Ok(f) => Ok(ProcCgroup {
+                dir,
+                procs: Some(f),
+            }),
+            Err(e) => {
+                let _ = fs::remove_dir(&dir);
+                Err(e)
+            }
+        }
+    }
+
+    /// The open `cgroup.procs` descriptor for the child's `pre_exec` (close-on-exec).
+    pub(crate) fn procs_fd(&self) -> Option<RawFd> {
+        self.procs.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// Close `cgroup.procs` once the child is started.
+    pub(crate) fn spawned(&mut self) {
+        self.procs = None;
+    }
+
+    /// Kill every process in the cgroup (`cgroup.kill`).
+    pub(crate) fn kill(&self) {
+        if let Ok(mut f) = OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.kill"))
+        {
+            let _ = f.write_all(b"1");
+        }
+    }
+
+    /// Kill what is left, wait (bounded) until the cgroup is empty, then remove it.
+    pub(crate) fn kill_and_remove(&self) {
+        self.kill();
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            match fs::remove_dir(&self.dir) {
+                Ok(()) => return,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+                Err(e) if Instant::now() >= deadline => {
+                    log::warn!(
+                        "cannot remove cgroup cgroup={} error={e}",
+                        self.dir.display()
+                    );
+                    return;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+}
+
+impl Drop for ProcCgroup {
+    /// Never leak a cgroup (or what runs in it), e.g. when a supervisor thread could not start.
+    fn drop(&mut self) {
+        if self.dir.exists() {
+            self.kill_and_remove();
+        }
+    }
+}
+
+/// In the child between fork and exec: move itself into the cgroup behind `fd`. Only
+/// async-signal-safe calls. A failure leaves the child in Baton's cgroup (group containment
+/// still applies); it never fails the spawn.
+pub(crate) fn join_in_child(fd: RawFd) {
+    let b = b"0";
+    // SAFETY: write(2) on an fd the parent opened and keeps open until the spawn returned.
+    unsafe {
+        libc::write(fd, b.as_ptr().cast(), 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_cgroup2_mount() {
+        let info = "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
+                    30 25 0:26 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n";
+        assert_eq!(
+            cgroup2_mount(info),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
+        );
+        assert_eq!(
+            cgroup2_mount("30 25 0:26 / /x rw - cgroup cgroup rw\n"),
+            None
+        );
+    }
+}

@@ -1,0 +1,90 @@
+//! No silent thread death. The one policy: a panic in a long-lived thread is logged (through the
+//! logger, by [`install_panic_hook`]) and reported on the process-wide fatal channel; the daemon
+//! loop then shuts down as on SIGTERM (agents stopped, `after_run` done) and exits non-zero, so
+//! systemd restarts it. No thread is restarted in place: a panicking tracker thread may have lost
+//! an in-flight job the engine still waits for, and a clean restart of the whole daemon is the
+//! only state known to be consistent.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
+
+fn fatal_channel() -> &'static (Sender<String>, Receiver<String>) {
+    static CHANNEL: OnceLock<(Sender<String>, Receiver<String>)> = OnceLock::new();
+    CHANNEL.get_or_init(unbounded)
+}
+
+/// Names of supervised threads that panicked; the daemon loop listens on this.
+pub fn fatal_events() -> Receiver<String> {
+    fatal_channel().1.clone()
+}
+
+/// Start a long-lived thread named `name` under the policy above: when `f` panics the panic is
+/// logged and `name` is sent on [`fatal_events`].
+pub fn spawn_supervised<F>(name: &str, f: F) -> std::io::Result<JoinHandle<()>>
+where
+    F: FnOnce() + Send + 'static,
+{
+    let thread_name = name.to_string();
+    thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            if catch_unwind(AssertUnwindSafe(f)).is_err() {
+                log::error!("thread panicked; the daemon shuts down thread={thread_name}");
+                let _ = fatal_channel().0.send(thread_name);
+            }
+        })
+}
+
+/// Route panic messages through the logger (one escaped line with the thread name, location and
+/// message) instead of raw stderr. Installed once by the binary.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = thread::current();
+        let location = info.location().map_or_else(
+            || "unknown".to_string(),
+            |l| format!("{}:{}", l.file(), l.line()),
+        );
+        let name = thread.name().unwrap_or("unnamed");
+        log::error!("{}", panic_line(name, &location, info.payload()));
+    }));
+}
+
+/// The logged text of a panic: thread, location and the message (quoted, escaped).
+fn panic_line(thread: &str, location: &str, payload: &(dyn std::any::Any + Send)) -> String {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into());
+    format!("panic thread={thread} location={location} message={message:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_lines_name_the_thread_and_escape_the_message() {
+        let p: Box<dyn std::any::Any + Send> = Box::new(String::from("boom\n\u{1b}[31m"));
+        assert_eq!(
+            panic_line("tracker-poll", "src/x.rs:1", p.as_ref()),
+            "panic thread=tracker-poll location=src/x.rs:1 message=\"boom\\n\\u{1b}[31m\""
+        );
+        let p: Box<dyn std::any::Any + Send> = Box::new(7u8);
+        assert!(panic_line("t", "l", p.as_ref()).ends_with("\"non-string panic payload\""));
+    }
+
+    #[test]
+    fn a_panicking_supervised_thread_is_reported() {
+        let fatal = fatal_events();
+        let h = spawn_supervised("test-panicker", || panic!("injected")).unwrap();
+        h.join().unwrap();
+        let name = fatal
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(name, "test-panicker");
+    }
+}

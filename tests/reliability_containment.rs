@@ -1,0 +1,113 @@
+//! Issue 12, "contain escapes": where Baton can manage a cgroup v2 subtree, nothing an agent or a
+//! hook starts outlives it — not even 20 `setsid`'d `sleep 600` grandchildren holding stdout.
+//! Runtime detection: without a writable cgroup v2 subtree (cgroup.kill) the tests print SKIP
+//! and return (CI runs on the same kind of machine and decides by availability too).
+
+#[path = "support/escapes.rs"]
+mod escapes;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use baton::agent::claude::ClaudeRunner;
+use baton::agent::{AgentRunner, CancelToken, SessionContext};
+use baton::host::{containment, Containment, Host, LocalHost, ProcessSpec};
+use baton::workflow::config::ClaudeCodeConfig;
+
+fn cgroup_available() -> bool {
+    match containment() {
+        Containment::Cgroup(_) => true,
+        Containment::ProcessGroup => {
+            eprintln!(
+                "SKIP: needs a writable cgroup v2 subtree with cgroup.kill (containment=process_group)"
+            );
+            false
+        }
+    }
+}
+
+fn tmp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("baton-rel-cg-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d.canonicalize().unwrap()
+}
+
+fn hook_cgroups(base: &std::path::Path) -> Vec<String> {
+    // Only hook cgroups: the other test of this binary runs an agent concurrently.
+    let prefix = format!("baton-{}-hook-", std::process::id());
+    std::fs::read_dir(base)
+        .unwrap()
+        .filter_map(|e| {
+            let n = e.ok()?.file_name().to_string_lossy().into_owned();
+            n.starts_with(&prefix).then_some(n)
+        })
+        .collect()
+}
+
+#[test]
+fn setsid_grandchildren_of_a_hook_are_gone_when_it_exits() {
+    if !cgroup_available() {
+        return;
+    }
+    let Containment::Cgroup(base) = containment() else {
+        unreachable!()
+    };
+    let dir = tmp("hook");
+    let marker = escapes::marker(1);
+    let script = format!(
+        "{}\necho started",
+        escapes::leave_setsid_sleepers(20, &marker)
+    );
+    let p = LocalHost.spawn(&ProcessSpec::hook(&script, &dir)).unwrap();
+    assert!(p.wait_exit(Duration::from_secs(10)).is_some());
+    let left = escapes::sleepers(&marker);
+    if !left.is_empty() {
+        escapes::kill_sleepers(&marker);
+    }
+    assert!(left.is_empty(), "escaped sleepers survived: {left:?}");
+    assert!(hook_cgroups(base).is_empty(), "the child cgroup is removed");
+}
+
+#[test]
+fn twenty_setsid_sleepers_are_gone_after_the_agent_turn_ends() {
+    if !cgroup_available() {
+        return;
+    }
+    let dir = tmp("agent");
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let marker = escapes::marker(2);
+    let runner = ClaudeRunner::new(ClaudeCodeConfig {
+        command: escapes::fake_claude_with_sleepers(&dir, 20, &marker),
+        model: None,
+        permission_mode: "acceptEdits".into(),
+        allowed_tools: vec![],
+        disallowed_tools: vec![],
+        append_system_prompt: None,
+        extra_args: vec![],
+        turn_timeout_ms: 60_000,
+        stall_timeout_ms: 300_000,
+    })
+    .with_env(vec![("HOME".into(), dir.display().to_string())]);
+    let ctx = SessionContext {
+        issue_identifier: "acme__repo-1".into(),
+        workspace: ws.clone(),
+        workspace_root: dir.clone(),
+        resume_session_id: None,
+        host: LocalHost::shared(),
+    };
+    let mut s = runner.start_session(&ctx).unwrap();
+    let started = Instant::now();
+    let r = s.run_turn("x", &CancelToken::new(), &mut |_| {});
+    s.stop();
+    let left = escapes::wait_sleepers(&marker, Duration::from_secs(5), |n| n == 0);
+    escapes::kill_sleepers(&marker);
+    assert!(r.is_ok(), "{r:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(left, 0, "setsid'd sleepers outlived the turn");
+}

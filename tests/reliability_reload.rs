@@ -1,0 +1,137 @@
+//! Issue 12, failures 12 and 13: a reload never blocks the main loop. Here the reload's token
+//! fallback (`gh auth token`) hangs; the loop keeps answering snapshots, and the new config is
+//! applied once the token arrives.
+
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crossbeam_channel::{bounded, unbounded, Receiver};
+
+use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
+use baton::model::Issue;
+use baton::runtime::clock::SystemClock;
+use baton::runtime::daemon::{run, DaemonOptions};
+use baton::status::ControlRequest;
+use baton::tracker::{Tracker, TrackerBudget, TrackerError};
+use baton::workflow::config::{ConfigEnv, ServiceConfig};
+use baton::workflow::loader::load_workflow;
+
+struct Empty;
+
+impl Tracker for Empty {
+    fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
+        Ok(vec![])
+    }
+    fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        Ok(vec![])
+    }
+    fn fetch_issue_states_by_ids(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        Ok(vec![])
+    }
+    fn validate(&self) -> Result<(), TrackerError> {
+        Ok(())
+    }
+    fn reset_cache(&self) {}
+    fn rate_limit(&self) -> Option<TrackerBudget> {
+        None
+    }
+}
+
+struct NoRunner;
+
+impl AgentRunner for NoRunner {
+    fn start_session(&self, _: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+        Err(AgentError::new(AgentErrorKind::AgentNotFound, "unused"))
+    }
+}
+
+/// `gh auth token` reports on `entered`, then hangs until `release` gets a message.
+struct HangingGh {
+    entered: crossbeam_channel::Sender<()>,
+    release: Receiver<()>,
+}
+
+impl ConfigEnv for HangingGh {
+    fn var(&self, _: &str) -> Option<String> {
+        None
+    }
+    fn home(&self) -> Option<PathBuf> {
+        None
+    }
+    fn gh_auth_token(&self) -> Option<String> {
+        let _ = self.entered.try_send(());
+        let _ = self.release.recv_timeout(Duration::from_secs(60));
+        Some("from-gh".into())
+    }
+}
+
+fn text(dir: &std::path::Path, token: &str, interval: u32) -> String {
+    format!(
+        "---\ntracker:\n  kind: github_projects\n{token}  owner: acme\n  project_number: 1\n\
+         polling:\n  interval_ms: {interval}\nworkspace:\n  root: {}\nagent:\n  kind: claude_code\n---\nWork.\n",
+        dir.join("ws").display()
+    )
+}
+
+/// True when the loop answers a snapshot request within 2 s.
+fn answers(control: &crossbeam_channel::Sender<ControlRequest>) -> bool {
+    let (reply, rx) = bounded(1);
+    control.send(ControlRequest::State { reply }).is_ok()
+        && rx.recv_timeout(Duration::from_secs(2)).is_ok()
+}
+
+#[test]
+fn a_hanging_token_lookup_during_reload_does_not_block_the_loop() {
+    let dir = std::env::temp_dir().join(format!("baton-rel-reload-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir).unwrap();
+    let wf_path = dir.join("WORKFLOW.md");
+    fs::write(&wf_path, text(&dir, "  token: literal\n", 30_000)).unwrap();
+    let (release_tx, release) = bounded(1);
+    let (entered_tx, entered) = bounded(1);
+    let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(HangingGh {
+        entered: entered_tx,
+        release,
+    });
+    let initial = load_workflow(&wf_path, &*env).expect("valid workflow");
+    let (control, control_rx) = unbounded();
+    let (reload, reload_rx) = unbounded();
+    let (shutdown, shutdown_rx) = bounded(1);
+    let opts = DaemonOptions {
+        workflow_path: wf_path.clone(),
+        initial,
+        tracker_factory: Box::new(|_: &ServiceConfig| Ok(Arc::new(Empty) as Arc<dyn Tracker>)),
+        runner_factory: Box::new(|_: &ServiceConfig| Arc::new(NoRunner) as Arc<dyn AgentRunner>),
+        reload_rx,
+        shutdown_rx,
+        control_rx,
+        config_env: env,
+        clock: Arc::new(SystemClock::new()),
+    };
+    let (tx, exited) = bounded(1);
+    thread::spawn(move || {
+        let _ = tx.send(run(opts));
+    });
+    // No token in the file: the reload falls back to `gh auth token`, which hangs.
+    fs::write(&wf_path, text(&dir, "", 12_345)).unwrap();
+    reload.send(()).unwrap();
+    entered
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the reload reaches the token lookup");
+    for _ in 0..3 {
+        assert!(
+            answers(&control),
+            "the loop answers snapshots while the reload hangs"
+        );
+    }
+    release_tx.send(()).unwrap();
+    shutdown.send(()).unwrap();
+    assert_eq!(
+        exited.recv_timeout(Duration::from_secs(10)).unwrap(),
+        Ok(())
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
