@@ -124,7 +124,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl std::fmt::Debug for GithubTracker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GithubTracker")
-            .field("endpoint", &self.cfg.endpoint)
+            .field("endpoint", &self.client.endpoint_shown())
             .field("owner", &self.owner)
             .field("number", &self.number)
             .finish_non_exhaustive()
