@@ -2,11 +2,13 @@
 //! the event → decision → action function (`engine`) and status rows (`snapshot`). Nothing in this
 //! module performs I/O, spawns threads or reads a clock; `crate::runtime` does that.
 
+pub mod budget;
 pub mod engine;
 pub mod rules;
 pub mod snapshot;
 pub mod state;
 
+pub use self::budget::{CallOutcome, RequestGate};
 pub use self::engine::{
     handle, next_deadline, Action, Event, PollSkip, WorkerOutcome, WorkerProgress,
 };

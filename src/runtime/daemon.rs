@@ -20,7 +20,8 @@ use crate::agent::{AgentRunner, CancelToken};
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
-    handle, next_deadline, Action, Event, OrchestratorState, Policy, PollSkip, WorkerOutcome,
+    handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
+    WorkerOutcome,
 };
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
@@ -113,8 +114,9 @@ fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>) {
         .name(name.to_string())
         .spawn(move || {
             for job in jobs {
-                let ev = run_tracker_job(job);
-                if out.send(ev).is_err() {
+                let (calls, ev) = run_tracker_job(job);
+                // The gate learns how the calls ended before the engine sees the result.
+                if out.send(Event::TrackerCalls(calls)).is_err() || out.send(ev).is_err() {
                     break;
                 }
             }
@@ -124,33 +126,51 @@ fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>) {
     }
 }
 
-fn run_tracker_job(job: TrackerJob) -> Event {
-    match job {
+/// Record how a tracker call ended and pass its result on.
+fn observe<T>(
+    calls: &mut Vec<CallOutcome>,
+    r: Result<T, TrackerError>,
+) -> Result<T, TrackerError> {
+    calls.push(CallOutcome::of(&r));
+    r
+}
+
+/// Run one tracker job; returns how its calls ended (for the request gate) and its result.
+/// A poll whose running-issue refresh hit a rate limit or rejected credentials sends nothing
+/// more: the board read would only spend budget the tracker just refused (issue 12, failure 5).
+fn run_tracker_job(job: TrackerJob) -> (Vec<CallOutcome>, Event) {
+    let mut calls = Vec::new();
+    let ev = match job {
         TrackerJob::Poll {
             tracker,
             running_ids,
             preflight,
         } => {
-            let refreshed = (!running_ids.is_empty()).then(|| {
-                tracker
-                    .fetch_issue_states_by_ids(&running_ids)
-                    .map_err(|e| e.to_string())
-            });
-            let candidates = match preflight {
-                Some(p) => Err(PollSkip::Preflight(p)),
-                None => match tracker.validate() {
+            let refresh = (!running_ids.is_empty())
+                .then(|| observe(&mut calls, tracker.fetch_issue_states_by_ids(&running_ids)));
+            let stopped = match &refresh {
+                Some(Err(e)) if CallOutcome::of_error(e).stops_operation() => Some(e.clone()),
+                _ => None,
+            };
+            let candidates = match (stopped, preflight) {
+                (Some(e), _) => Err(PollSkip::Tracker {
+                    message: format!("board read skipped after the refresh failed: {e}"),
+                    retry_at: e.retry_at.map(unix_millis),
+                }),
+                (None, Some(p)) => Err(PollSkip::Preflight(p)),
+                (None, None) => match observe(&mut calls, tracker.validate()) {
                     Err(e) => Err(PollSkip::Preflight(e.to_string())),
-                    Ok(()) => tracker
-                        .fetch_candidate_issues()
-                        .map_err(|e| PollSkip::Tracker {
+                    Ok(()) => observe(&mut calls, tracker.fetch_candidate_issues()).map_err(|e| {
+                        PollSkip::Tracker {
                             message: e.to_string(),
                             retry_at: e.retry_at.map(unix_millis),
-                        }),
+                        }
+                    }),
                 },
             };
             Event::PollResult {
                 running_ids,
-                refreshed,
+                refreshed: refresh.map(|r| r.map_err(|e| e.to_string())),
                 candidates,
                 rate_limit: tracker.rate_limit(),
             }
@@ -160,8 +180,7 @@ fn run_tracker_job(job: TrackerJob) -> Event {
             issue_id,
             seq,
         } => {
-            let result = tracker
-                .fetch_issue_states_by_ids(std::slice::from_ref(&issue_id))
+            let result = observe(&mut calls, tracker.fetch_issue_states_by_ids(std::slice::from_ref(&issue_id)))
                 .map(|v| v.into_iter().find(|i| i.id == issue_id))
                 .map_err(|e| e.to_string());
             Event::RetryRefreshed {
@@ -170,7 +189,8 @@ fn run_tracker_job(job: TrackerJob) -> Event {
                 result,
             }
         }
-    }
+    };
+    (calls, ev)
 }
 
 struct WorkerHandle {
@@ -231,7 +251,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     tracker
         .validate()
         .map_err(|e| format!("startup validation failed: {e}"))?;
-    startup_terminal_cleanup(&*tracker, &cfg);
+    let startup_calls = startup_terminal_cleanup(&*tracker, &cfg);
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
     let (tracker_tx, tracker_rx) = unbounded();
@@ -250,7 +270,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         tracker,
         runner,
         clock,
-        queue: VecDeque::new(),
+        queue: VecDeque::from([Event::TrackerCalls(vec![startup_calls])]),
         events_tx,
         poll_jobs,
         retry_jobs,
@@ -283,18 +303,20 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
 }
 
 /// Remove workspaces of issues already in terminal states (spec §8.6); warn and continue on error.
-fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
+/// Returns how the fetch ended, for the request gate (a rate limit here pauses the first poll).
+fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) -> CallOutcome {
     let issues = match tracker.fetch_issues_by_states(&cfg.tracker.terminal_states) {
         Ok(v) => v,
         Err(e) => {
             warn!("startup terminal cleanup skipped; fetch failed error={e}");
-            return;
+            return CallOutcome::of_error(&e);
         }
     };
     for issue in issues {
         let path = workspace_path(&cfg.workspace_root, &issue.identifier);
         clean_workspace(&cfg.hooks, &issue, &path);
     }
+    CallOutcome::Ok
 }
 
 fn clean_workspace(hooks: &HooksConfig, issue: &Issue, path: &Path) {
@@ -459,12 +481,16 @@ impl Daemon {
                 workspace_path,
             } => self.clean_in_background(issue_id, identifier, workspace_path),
             Action::ReloadWorkflow => self.reload(),
-            Action::RefreshAck { coalesced } => {
+            Action::RefreshAck {
+                coalesced,
+                deferred_until,
+            } => {
                 let ack = RefreshAck {
                     queued: true,
                     coalesced,
                     requested_at: fmt_millis(self.clock.now()),
                     operations: vec!["poll".into(), "reconcile".into()],
+                    deferred_until: deferred_until.map(fmt_millis),
                 };
                 for tx in self.pending_acks.drain(..) {
                     let _ = tx.send(ack.clone());
