@@ -158,8 +158,12 @@ fn run_tracker_job(job: TrackerJob) -> (Vec<CallOutcome>, Event) {
                     retry_at: e.retry_at.map(unix_millis),
                 }),
                 (None, Some(p)) => Err(PollSkip::Preflight(p)),
-                (None, None) => match observe(&mut calls, tracker.validate()) {
-                    Err(e) => Err(PollSkip::Preflight(e.to_string())),
+                // A cached validation sends nothing, so only its failure counts.
+                (None, None) => match tracker.validate() {
+                    Err(e) => {
+                        calls.push(CallOutcome::of_error(&e));
+                        Err(PollSkip::Preflight(e.to_string()))
+                    }
                     Ok(()) => observe(&mut calls, tracker.fetch_candidate_issues()).map_err(|e| {
                         PollSkip::Tracker {
                             message: e.to_string(),
