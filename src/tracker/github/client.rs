@@ -188,7 +188,11 @@ pub fn describe_errors(errors: &[GraphqlError], token: &Secret) -> String {
         .take(3)
         .map(|e| {
             let label = e.kind.as_deref().or(e.code.as_deref()).unwrap_or("ERROR");
-            format!("{label}: {}", single_line(&scrub(&e.message, token), 300))
+            format!(
+                "{}: {}",
+                single_line(&scrub(label, token), 60),
+                single_line(&scrub(&e.message, token), 300)
+            )
         })
         .collect();
     if errors.len() > 3 {
@@ -291,6 +295,9 @@ pub fn classify_response(
     token: &Secret,
     now: SystemTime,
 ) -> Result<Reply, TrackerError> {
+    // The token echoed anywhere in the reply (a data field, an error's `type`) is scrubbed
+    // before anything is parsed, so no field can carry it into a log line or an issue.
+    let body = &scrub(body, token);
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let rest_message = parsed
         .as_ref()

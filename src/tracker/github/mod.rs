@@ -8,7 +8,7 @@
 //! eligibility check (Symphony §11.1: "the orchestrator applies required_labels … after
 //! normalization"), so a refresh can observe a label being removed from a running issue.
 
-pub(crate) mod client;
+pub mod client;
 pub(crate) mod config;
 pub(crate) mod normalize;
 pub(crate) mod project;
