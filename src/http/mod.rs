@@ -5,7 +5,7 @@
 //! [`crate::status::ControlRequest`] with a timeout. See `ARCHITECTURE.d/http.md`.
 
 pub(crate) mod html;
-pub(crate) mod routes;
+pub mod routes;
 mod server;
 pub mod webhook;
 
