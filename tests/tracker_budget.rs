@@ -329,3 +329,83 @@ fn startup_with_hostile_headers_exits_cleanly() {
 
 #[allow(dead_code)]
 fn _tracker_is_object_safe(_: &dyn Tracker) {}
+
+/// Issue 12's figure, in real time against the release-shaped binary: 400 `POST
+/// /api/v1/refresh` in 20 s, then 400 more while GitHub answers with a secondary rate limit.
+/// Prints `refresh_storm: …`; run by scripts/bench/refresh_storm.sh.
+#[test]
+#[ignore = "real-time benchmark (about 45 s); scripts/bench/refresh_storm.sh"]
+fn bench_refresh_storm_real_time() {
+    use std::io::{BufRead, BufReader, Read as _, Write as _};
+    use std::net::TcpStream;
+    use std::process::Stdio;
+    use std::sync::Mutex;
+
+    let dir = tmpdir("bench");
+    let github = empty_board();
+    let wf = workflow(&dir, &github.endpoint());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .args(["--port", "0", "--log-level", "info"])
+        .arg(&wf)
+        .env("BATON_BUDGET_TOKEN", FAKE_TOKEN)
+        .env("HOME", &dir)
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn baton");
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = log.clone();
+    let stderr = child.stderr.take().unwrap();
+    thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            sink.lock().unwrap().push_str(&(line + "\n"));
+        }
+    });
+    let start = Instant::now();
+    let addr = loop {
+        let text = log.lock().unwrap().clone();
+        if let Some(i) = text.find("http server listening addr=") {
+            let rest = &text[i + "http server listening addr=".len()..];
+            break rest.split_whitespace().next().unwrap().to_string();
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no listening line:\n{text}");
+        thread::sleep(Duration::from_millis(25));
+    };
+    thread::sleep(Duration::from_millis(500));
+    let post = |addr: &str| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"POST /api/v1/refresh HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+            .unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert!(out.starts_with("HTTP/1.1 202"), "{out}");
+    };
+    let storm = |label: &str| -> usize {
+        let base = github.request_count();
+        let t0 = Instant::now();
+        for k in 0..400u32 {
+            post(&addr);
+            let next = Duration::from_millis(50) * (k + 1);
+            if let Some(wait) = next.checked_sub(t0.elapsed()) {
+                thread::sleep(wait);
+            }
+        }
+        let n = github.request_count() - base;
+        println!("refresh_storm: {label}: 400 triggers in {:.1} s -> {n} GitHub requests", t0.elapsed().as_secs_f64());
+        n
+    };
+    let normal = storm("normal");
+    // GitHub starts answering with a secondary rate limit (Retry-After: 120 s).
+    github.set_sticky_fault(Some(Fault::retry_after_raw("120")));
+    thread::sleep(Duration::from_millis(1_200));
+    post(&addr);
+    thread::sleep(Duration::from_millis(500));
+    let paused = storm("rate-limit pause");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(normal <= 21, "{normal}");
+    assert_eq!(paused, 0);
+}
