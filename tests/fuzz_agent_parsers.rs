@@ -15,22 +15,36 @@ const CASES: usize = 10_000;
 fn lines(files: Vec<(String, Vec<u8>)>) -> Vec<String> {
     files
         .iter()
-        .flat_map(|(_, b)| String::from_utf8_lossy(b).lines().map(str::to_string).collect::<Vec<_>>())
+        .flat_map(|(_, b)| {
+            String::from_utf8_lossy(b)
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
         .filter(|l| !l.trim().is_empty())
         .collect()
 }
 
 fn claude_lines() -> Vec<String> {
-    lines(fuzz::corpus_files("fixtures/claude", |n| n.ends_with(".jsonl")))
+    lines(fuzz::corpus_files("fixtures/claude", |n| {
+        n.ends_with(".jsonl")
+    }))
 }
 
 fn copilot_lines() -> Vec<String> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/copilot");
-    let mut dirs: Vec<_> = std::fs::read_dir(root).unwrap().flatten().map(|e| e.path()).collect();
+    let mut dirs: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     dirs.sort();
     let mut out = Vec::new();
     for d in dirs {
-        let rel = format!("fixtures/copilot/{}", d.file_name().unwrap().to_string_lossy());
+        let rel = format!(
+            "fixtures/copilot/{}",
+            d.file_name().unwrap().to_string_lossy()
+        );
         out.extend(lines(fuzz::corpus_files(&rel, |n| n == "stdout.txt")));
     }
     out
@@ -79,7 +93,10 @@ fn claude_stream_parser_never_panics_on_generated_lines() {
         }
         let line = generate(rng, &corpus, &raw);
         for ev in parser.parse_line(&line) {
-            assert!(ev.summary.chars().count() <= claude::SUMMARY_MAX_CHARS + 16, "{line:?}");
+            assert!(
+                ev.summary.chars().count() <= claude::SUMMARY_MAX_CHARS + 16,
+                "{line:?}"
+            );
         }
         let _ = parser.session_id();
         if i % 50 == 49 {
@@ -104,7 +121,11 @@ fn copilot_jsonl_parser_never_panics_on_generated_lines() {
             let e = end(rng);
             let _ = parser.is_unknown_resume(&e);
             let _ = parser.finish(&e);
-            let _ = (parser.last_text(), parser.premium_requests(), parser.result_session_id());
+            let _ = (
+                parser.last_text(),
+                parser.premium_requests(),
+                parser.result_session_id(),
+            );
         }
     });
 }

@@ -3,9 +3,9 @@
 //! tricks, noise) against a live server on the vendored tiny_http. Every reply is a valid HTTP
 //! status line or a closed connection, never a panic or a hang. Seeded: tests/support/fuzz.rs.
 
-mod http_support;
 #[path = "support/fuzz.rs"]
 mod fuzz;
+mod http_support;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -25,10 +25,28 @@ const METHODS: &[&str] = &[
 ];
 
 const PATHS: &[&str] = &[
-    "/", "/api/v1/state", "/api/v1/refresh", "/api/v1/webhooks/github", "/api/v1/acme__app-1",
-    "/issues/acme__app-1", "/issues/", "/api/v1/", "/api/v1/%2e%2e", "/issues/%00", "/issues/a%2Fb",
-    "//", "/api//v1/state", "*", "http://x/api/v1/state", "/issues/acme__app-1/extra", "",
-    "/%", "/%zz", "/api/v1/state?x=1#f", "/issues/🦀", "/api/v1/acme__app-99999999999999999999",
+    "/",
+    "/api/v1/state",
+    "/api/v1/refresh",
+    "/api/v1/webhooks/github",
+    "/api/v1/acme__app-1",
+    "/issues/acme__app-1",
+    "/issues/",
+    "/api/v1/",
+    "/api/v1/%2e%2e",
+    "/issues/%00",
+    "/issues/a%2Fb",
+    "//",
+    "/api//v1/state",
+    "*",
+    "http://x/api/v1/state",
+    "/issues/acme__app-1/extra",
+    "",
+    "/%",
+    "/%zz",
+    "/api/v1/state?x=1#f",
+    "/issues/🦀",
+    "/api/v1/acme__app-99999999999999999999",
 ];
 
 #[test]
@@ -79,13 +97,13 @@ fn seeds(addr: SocketAddr) -> Vec<Vec<u8>> {
     vec![
         format!("GET /api/v1/state HTTP/1.1\r\nHost: {addr}\r\n\r\n").into_bytes(),
         format!("HEAD / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").into_bytes(),
-        format!("GET /issues/acme__app-1 HTTP/1.0\r\n\r\n").into_bytes(),
+        b"GET /issues/acme__app-1 HTTP/1.0\r\n\r\n".to_vec(),
         format!("POST /api/v1/refresh HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 2\r\n\r\n{{}}").into_bytes(),
         hook,
         format!("POST /api/v1/refresh HTTP/1.1\r\nHost: {addr}\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{{}}\r\n0\r\n\r\n").into_bytes(),
-        format!("POST /api/v1/refresh HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/v1/state HTTP/1.1\r\n\r\n").into_bytes(),
-        format!("POST /api/v1/refresh HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{{}}").into_bytes(),
-        format!("GET /api/v1/state HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/acme__app-1 HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes(),
+        b"POST /api/v1/refresh HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/v1/state HTTP/1.1\r\n\r\n".to_vec(),
+        b"POST /api/v1/refresh HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}".to_vec(),
+        b"GET /api/v1/state HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/acme__app-1 HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
     ]
 }
 
@@ -116,7 +134,9 @@ fn check_reply(out: &[u8], sent: &[u8]) {
     let version = parts.next().unwrap_or("");
     let status = parts.next().unwrap_or("");
     assert!(
-        version.starts_with("HTTP/1.") && status.len() == 3 && status.parse::<u16>().is_ok_and(|s| (100..600).contains(&s)),
+        version.starts_with("HTTP/1.")
+            && status.len() == 3
+            && status.parse::<u16>().is_ok_and(|s| (100..600).contains(&s)),
         "bad reply {:?} to {:?}",
         &text[..text.len().min(200)],
         String::from_utf8_lossy(sent)
@@ -145,13 +165,22 @@ fn raw_requests_get_a_valid_status_or_a_closed_connection() {
             Ok(out) => {
                 check_reply(&out, &bytes);
                 let status = String::from_utf8_lossy(&out[..out.len().min(12)]).into_owned();
-                *statuses.entry(status.get(9..12).unwrap_or("closed").to_string()).or_default() += 1;
+                *statuses
+                    .entry(status.get(9..12).unwrap_or("closed").to_string())
+                    .or_default() += 1;
             }
-            Err(e) => panic!("{e}: the server hung on {:?}", String::from_utf8_lossy(&bytes)),
+            Err(e) => panic!(
+                "{e}: the server hung on {:?}",
+                String::from_utf8_lossy(&bytes)
+            ),
         }
     });
     println!("http_raw_requests replies: {statuses:?}");
     // Still serving after all that.
-    let out = exchange(addr, format!("GET /api/v1/state HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes()).unwrap();
+    let out = exchange(
+        addr,
+        format!("GET /api/v1/state HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
     assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"));
 }

@@ -33,12 +33,28 @@ const BODIES: &[&str] = &[
 ];
 
 const HEADER_VALUES: &[&str] = &[
-    "0", "1", "60", "3600", "300000000000", "18446744073709551615", "18446744073709551616",
-    "9223372036854775807", "-9223372036854775808", "-1", "garbage", "", " 7 ", "1e9", "0x10",
-    "Wed, 21 Oct 2015 07:28:00 GMT", "4102444800",
+    "0",
+    "1",
+    "60",
+    "3600",
+    "300000000000",
+    "18446744073709551615",
+    "18446744073709551616",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "-1",
+    "garbage",
+    "",
+    " 7 ",
+    "1e9",
+    "0x10",
+    "Wed, 21 Oct 2015 07:28:00 GMT",
+    "4102444800",
 ];
 
-const STATUSES: &[u16] = &[200, 200, 200, 401, 403, 403, 429, 500, 502, 503, 504, 404, 0, 999];
+const STATUSES: &[u16] = &[
+    200, 200, 200, 401, 403, 403, 429, 500, 502, 503, 504, 404, 0, 999,
+];
 
 fn header(rng: &mut fuzz::Rng) -> Option<String> {
     match rng.below(4) {
@@ -64,7 +80,11 @@ fn body(rng: &mut fuzz::Rng, raw: &[Vec<u8>]) -> String {
     };
     if rng.one_in(10) {
         // The server echoes the token back somewhere.
-        let at = b.char_indices().map(|(i, _)| i).nth(rng.below(b.chars().count() + 1)).unwrap_or(b.len());
+        let at = b
+            .char_indices()
+            .map(|(i, _)| i)
+            .nth(rng.below(b.chars().count() + 1))
+            .unwrap_or(b.len());
         b.insert_str(at, TOKEN);
     }
     b
@@ -75,21 +95,36 @@ fn classify_response_never_panics_and_clamps_retry_times() {
     let raw: Vec<Vec<u8>> = BODIES.iter().map(|b| b.as_bytes().to_vec()).collect();
     let token = Secret::new(TOKEN);
     fuzz::run("classify_response", CASES, |rng, _| {
-        let h: Vec<(&str, Option<String>)> = ["retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset"]
-            .into_iter()
-            .map(|n| (n, header(rng)))
-            .collect();
+        let h: Vec<(&str, Option<String>)> = [
+            "retry-after",
+            "x-ratelimit-limit",
+            "x-ratelimit-remaining",
+            "x-ratelimit-reset",
+        ]
+        .into_iter()
+        .map(|n| (n, header(rng)))
+        .collect();
         let meta = ResponseMeta::from_headers(|name| {
-            h.iter().find(|(n, _)| *n == name).and_then(|(_, v)| v.as_deref())
+            h.iter()
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, v)| v.as_deref())
         });
-        let status = if rng.one_in(5) { rng.below(1000) as u16 } else { *rng.pick(STATUSES) };
+        let status = if rng.one_in(5) {
+            rng.below(1000) as u16
+        } else {
+            *rng.pick(STATUSES)
+        };
         let now = UNIX_EPOCH + Duration::from_secs(rng.below(4_000_000_000) as u64);
         let body = body(rng, &raw);
         match classify_response(status, &meta, &body, &token, now) {
             Ok(reply) => {
                 let _ = reply.rate_limit();
                 for e in &reply.errors {
-                    let _ = (e.node_index(), e.root_field(), e.is_schema_capability_error());
+                    let _ = (
+                        e.node_index(),
+                        e.root_field(),
+                        e.is_schema_capability_error(),
+                    );
                 }
                 if let Err(e) = reply.check_errors(&token, |_| false) {
                     let shown = e.to_string();
@@ -100,7 +135,10 @@ fn classify_response_never_panics_and_clamps_retry_times() {
                 let shown = format!("{e}");
                 assert!(!shown.contains(TOKEN), "{shown}");
                 if let Some(at) = e.retry_at {
-                    assert!(at >= now && at <= now + MAX_RATE_LIMIT_WAIT, "{status} {h:?}: {at:?}");
+                    assert!(
+                        at >= now && at <= now + MAX_RATE_LIMIT_WAIT,
+                        "{status} {h:?}: {at:?}"
+                    );
                 }
             }
         }

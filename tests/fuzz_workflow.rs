@@ -58,9 +58,17 @@ fn mutate_front_matter(rng: &mut fuzz::Rng, text: &str) -> Option<String> {
 fn check_render(t: &PromptTemplate, attempt: Option<u32>) {
     let start = Instant::now();
     if let Ok(out) = t.render(&sample_issue(), attempt) {
-        assert!(out.len() < 16 * 1024 * 1024, "render produced {} bytes", out.len());
+        assert!(
+            out.len() < 16 * 1024 * 1024,
+            "render produced {} bytes",
+            out.len()
+        );
     }
-    assert!(start.elapsed() < RENDER_LIMIT, "render took {:?}", start.elapsed());
+    assert!(
+        start.elapsed() < RENDER_LIMIT,
+        "render took {:?}",
+        start.elapsed()
+    );
 }
 
 #[test]
@@ -68,7 +76,11 @@ fn workflow_loader_and_templates_never_panic_on_generated_files() {
     let corpus = corpus();
     // A memory-backed directory when there is one: 10,000 file writes on a busy disk dominate.
     let shm = std::path::Path::new("/dev/shm");
-    let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+    let base = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
     let dir = base.join(format!("baton-fuzz-workflow-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("WORKFLOW.md");

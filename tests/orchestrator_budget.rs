@@ -127,7 +127,11 @@ fn a_refresh_inside_a_pause_starts_nothing_and_reports_the_pause_end() {
     assert_eq!(h.polls, before, "no poll inside the pause");
     assert_eq!(next_deadline(&h.s), Some(T0 + 90_000));
     h.run_until(T0 + 90_000);
-    assert_eq!(h.polls, before + 1, "the coalesced refresh polls once the pause is over");
+    assert_eq!(
+        h.polls,
+        before + 1,
+        "the coalesced refresh polls once the pause is over"
+    );
 }
 
 #[test]
@@ -180,7 +184,10 @@ fn retry_fetches_wait_out_a_pause() {
         retry_at: Some(due + 50_000),
     }]));
     h.run_until(due + 49_999);
-    assert!(h.retry_fetches.is_empty(), "no retry fetch inside the pause");
+    assert!(
+        h.retry_fetches.is_empty(),
+        "no retry fetch inside the pause"
+    );
     h.run_until(due + 50_000);
     assert_eq!(h.retry_fetches.len(), 1);
 }

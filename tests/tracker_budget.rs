@@ -112,7 +112,9 @@ fn start(dir: &Path, github: &FakeGithub) -> Running {
         workflow_path: wf_path,
         initial,
         tracker_factory: Box::new(|cfg: &ServiceConfig| baton::tracker::open(&cfg.tracker)),
-        runner_factory: Box::new(|_: &ServiceConfig| Arc::new(FailingRunner) as Arc<dyn AgentRunner>),
+        runner_factory: Box::new(|_: &ServiceConfig| {
+            Arc::new(FailingRunner) as Arc<dyn AgentRunner>
+        }),
         reload_rx,
         shutdown_rx,
         control_rx,
@@ -219,7 +221,10 @@ fn refresh_storm_is_coalesced_and_silent_during_a_pause() {
     // Polling continues once the (clamped) pause is over.
     let base = github.request_count();
     r.run_for(HOUR_MS + 61_000, 60_000);
-    assert!(github.request_count() > base, "polling resumed after the pause");
+    assert!(
+        github.request_count() > base,
+        "polling resumed after the pause"
+    );
     r.stop();
 }
 
@@ -267,7 +272,10 @@ fn hostile_headers_on_a_retry_fetch_never_stop_retries() {
         let before = github.operations().iter().filter(|o| is_refresh(o)).count();
         let limit = r.clock.now() + 2 * HOUR_MS;
         while github.operations().iter().filter(|o| is_refresh(o)).count() < before + 2 {
-            assert!(r.clock.now() < limit, "retry fetches stopped after {value:?}");
+            assert!(
+                r.clock.now() < limit,
+                "retry fetches stopped after {value:?}"
+            );
             r.run_for(60_000, 10_000);
         }
     }
@@ -371,7 +379,10 @@ fn bench_refresh_storm_real_time() {
             let rest = &text[i + "http server listening addr=".len()..];
             break rest.split_whitespace().next().unwrap().to_string();
         }
-        assert!(start.elapsed() < Duration::from_secs(30), "no listening line:\n{text}");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no listening line:\n{text}"
+        );
         thread::sleep(Duration::from_millis(25));
     };
     thread::sleep(Duration::from_millis(500));
@@ -394,7 +405,10 @@ fn bench_refresh_storm_real_time() {
             }
         }
         let n = github.request_count() - base;
-        println!("refresh_storm: {label}: 400 triggers in {:.1} s -> {n} GitHub requests", t0.elapsed().as_secs_f64());
+        println!(
+            "refresh_storm: {label}: 400 triggers in {:.1} s -> {n} GitHub requests",
+            t0.elapsed().as_secs_f64()
+        );
         n
     };
     let normal = storm("normal");

@@ -201,10 +201,7 @@ mod tests {
             g.note(CallOutcome::AuthRejected, 0);
             waits.push(g.allowed_at());
         }
-        assert_eq!(
-            waits,
-            [60_000, 120_000, 240_000, 480_000, 600_000, 600_000]
-        );
+        assert_eq!(waits, [60_000, 120_000, 240_000, 480_000, 600_000, 600_000]);
         g.note(CallOutcome::Ok, 10);
         assert_eq!(g.allowed_at(), 0);
         for _ in 0..100 {

@@ -372,10 +372,7 @@ fn on_refresh(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>)
     let mut deferred_until = None;
     if !state.shutting_down {
         state.poll.refresh_pending = true;
-        let due = state
-            .poll
-            .gate
-            .refresh_due(state.poll.last_started_at, now);
+        let due = state.poll.gate.refresh_due(state.poll.last_started_at, now);
         if !state.poll.in_flight {
             state.poll.next_poll_at = state.poll.next_poll_at.min(due);
             start_poll_if_due(state, now, out);
@@ -418,10 +415,7 @@ fn on_poll_result(
     }
     if state.poll.refresh_pending {
         // A refresh that arrived meanwhile: the next allowed poll serves it.
-        let due = state
-            .poll
-            .gate
-            .refresh_due(state.poll.last_started_at, now);
+        let due = state.poll.gate.refresh_due(state.poll.last_started_at, now);
         state.poll.next_poll_at = state.poll.next_poll_at.min(due);
     }
     // 1. Reconcile (Part B) before anything is dispatched.

@@ -127,10 +127,7 @@ fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>) {
 }
 
 /// Record how a tracker call ended and pass its result on.
-fn observe<T>(
-    calls: &mut Vec<CallOutcome>,
-    r: Result<T, TrackerError>,
-) -> Result<T, TrackerError> {
+fn observe<T>(calls: &mut Vec<CallOutcome>, r: Result<T, TrackerError>) -> Result<T, TrackerError> {
     calls.push(CallOutcome::of(&r));
     r
 }
@@ -184,9 +181,12 @@ fn run_tracker_job(job: TrackerJob) -> (Vec<CallOutcome>, Event) {
             issue_id,
             seq,
         } => {
-            let result = observe(&mut calls, tracker.fetch_issue_states_by_ids(std::slice::from_ref(&issue_id)))
-                .map(|v| v.into_iter().find(|i| i.id == issue_id))
-                .map_err(|e| e.to_string());
+            let result = observe(
+                &mut calls,
+                tracker.fetch_issue_states_by_ids(std::slice::from_ref(&issue_id)),
+            )
+            .map(|v| v.into_iter().find(|i| i.id == issue_id))
+            .map_err(|e| e.to_string());
             Event::RetryRefreshed {
                 issue_id,
                 seq,
