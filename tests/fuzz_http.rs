@@ -104,6 +104,7 @@ fn seeds(addr: SocketAddr) -> Vec<Vec<u8>> {
         b"POST /api/v1/refresh HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/v1/state HTTP/1.1\r\n\r\n".to_vec(),
         b"POST /api/v1/refresh HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}".to_vec(),
         b"GET /api/v1/state HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v1/acme__app-1 HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+        b"GET /api/v1/state HTTP/2.0\r\nHost: x\r\n\r\n".to_vec(),
     ]
 }
 
@@ -182,5 +183,24 @@ fn raw_requests_get_a_valid_status_or_a_closed_connection() {
         format!("GET /api/v1/state HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes(),
     )
     .unwrap();
+    assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"));
+}
+
+/// Regression (found by the generator above): an `HTTP/2.0` or `HTTP/3.0` request line wedged
+/// its connection thread forever (vendor/tiny_http BATON PATCH 8). More such requests than the
+/// connection pool holds must each get a `505` at once, and the server must still answer.
+#[test]
+fn http2_request_lines_get_505_and_never_wedge_the_server() {
+    let fx = Fixture::start(LoopMode::Answer, None);
+    for i in 0..100 {
+        let version = if i % 2 == 0 { "HTTP/2.0" } else { "HTTP/3.0" };
+        let req = format!("GET /api/v1/state {version}\r\nHost: x\r\n\r\n");
+        let started = std::time::Instant::now();
+        let out = exchange(fx.addr, req.as_bytes()).expect("a reply, not a hang");
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.starts_with("HTTP/1.1 505 "), "{text}");
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    let out = exchange(fx.addr, b"GET /api/v1/state HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     assert!(String::from_utf8_lossy(&out).starts_with("HTTP/1.1 200"));
 }
