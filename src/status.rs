@@ -236,6 +236,9 @@ pub struct RefreshAck {
     pub requested_at: String,
     /// `["poll", "reconcile"]`.
     pub operations: Vec<String>,
+    /// RFC 3339: the poll serving this refresh starts no earlier than this (refresh spacing or a
+    /// tracker rate-limit pause); `null` when it starts now or right after the running poll.
+    pub deferred_until: Option<String>,
 }
 
 /// A request from the HTTP thread to the main loop; the loop answers on `reply`.

@@ -726,7 +726,9 @@ fn slot_exhaustion_requeues_with_an_explicit_error() {
     });
     h.tick(None, Ok(vec![issue(1, "Todo")]));
     h.exit(1, WorkerOutcome::Normal);
-    // Another issue takes the only slot before the continuation fires (operator refresh).
+    // Another issue takes the only slot before the continuation fires (operator refresh, one
+    // refresh spacing after the last poll).
+    h.advance(1_000);
     let a = h.ev(Event::RefreshRequested);
     assert!(matches!(&a[0], Action::StartPoll { running_ids } if running_ids.is_empty()));
     let out = h.ev(Event::PollResult {
@@ -974,17 +976,30 @@ fn refresh_requests_start_a_poll_now_and_coalesce() {
     h.advance(1_000);
     let out = h.ev(Event::RefreshRequested);
     assert!(matches!(out[0], Action::StartPoll { .. }));
-    assert_eq!(out[1], Action::RefreshAck { coalesced: false });
+    assert_eq!(
+        out[1],
+        Action::RefreshAck {
+            coalesced: false,
+            deferred_until: None
+        }
+    );
     let out = h.ev(Event::RefreshRequested);
-    assert_eq!(out, vec![Action::RefreshAck { coalesced: true }]);
-    // When the in-flight poll returns, the pending refresh polls again immediately.
+    assert_eq!(
+        out,
+        vec![Action::RefreshAck {
+            coalesced: true,
+            deferred_until: Some(h.now + 1_000)
+        }]
+    );
+    // When the in-flight poll returns, the pending refresh polls again once the one-second
+    // refresh spacing (counted from the last start) has passed.
     h.ev(Event::PollResult {
         running_ids: vec![],
         refreshed: None,
         candidates: Ok(vec![]),
         rate_limit: None,
     });
-    assert_eq!(next_deadline(&h.s), Some(h.now));
+    assert_eq!(next_deadline(&h.s), Some(h.now + 1_000));
 }
 
 #[test]

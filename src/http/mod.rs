@@ -7,7 +7,7 @@
 //! the [`OpsShared`] the loop publishes to. See `ARCHITECTURE.d/http.md`.
 
 pub(crate) mod html;
-pub(crate) mod routes;
+pub mod routes;
 mod server;
 pub mod webhook;
 

@@ -14,6 +14,7 @@ use crate::tracker::TrackerBudget;
 use crate::workspace::workspace_path;
 
 use super::budget;
+use super::gate::CallOutcome;
 use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
     BlockedEntry, EventRecord, Millis, OrchestratorState, ParkKind, Policy, RetryEntry, RetryKind,
@@ -127,6 +128,9 @@ pub enum Event {
     ConfigReloaded(Policy),
     /// Operator asked for an immediate poll + reconcile.
     RefreshRequested,
+    /// How the tracker calls of one operation ended (sent before that operation's result), for
+    /// the request gate.
+    TrackerCalls(Vec<CallOutcome>),
     /// SIGINT/SIGTERM.
     Shutdown,
     /// Issues found in terminal states at startup: remove their workspaces (spec §8.6).
@@ -190,6 +194,8 @@ pub enum Action {
     RefreshAck {
         /// Joined an already pending or running poll.
         coalesced: bool,
+        /// The poll that serves it will not start before this (spacing or a tracker pause).
+        deferred_until: Option<Millis>,
     },
     /// Shutdown requested and no worker is left (or the grace period is over).
     ShutdownComplete,
@@ -244,17 +250,8 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             state.reload_due = Some(now.saturating_add(RELOAD_DEBOUNCE_MS));
         }
         Event::ConfigReloaded(policy) => on_reload(state, policy),
-        Event::RefreshRequested => {
-            let coalesced = state.poll.in_flight || state.poll.refresh_pending;
-            if state.poll.in_flight {
-                state.poll.refresh_pending = true;
-            } else if !state.shutting_down {
-                state.poll.next_poll_at = state.poll.next_poll_at.min(now);
-                state.poll.not_before = None;
-                start_poll_if_due(state, now, &mut out);
-            }
-            out.push(Action::RefreshAck { coalesced });
-        }
+        Event::RefreshRequested => on_refresh(state, now, &mut out),
+        Event::TrackerCalls(outcomes) => state.poll.gate.note_all(&outcomes, now),
         Event::Shutdown => on_shutdown(state, now, &mut out),
         Event::TerminalAtStartup(issues) => {
             for issue in issues {
@@ -297,16 +294,12 @@ pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
         state.shutdown_deadline.into_iter().for_each(&mut consider);
         return best;
     }
+    let allowed = state.poll.gate.allowed_at();
     if !state.poll.in_flight {
-        consider(
-            state
-                .poll
-                .next_poll_at
-                .max(state.poll.not_before.unwrap_or(0)),
-        );
+        consider(state.poll.next_poll_at.max(allowed));
     }
     for r in state.retry_attempts.values().filter(|r| !r.in_flight) {
-        consider(r.due_at);
+        consider(r.due_at.max(allowed));
     }
     if state.policy.stall_timeout_ms > 0 {
         let stall = state.policy.stall_timeout_ms as u64;
@@ -337,10 +330,12 @@ fn on_wake(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
         return;
     }
     detect_stalls(state, now, out);
+    // Retry fetches are tracker requests too: they wait out a pause like polls do.
+    let gate_open = !state.poll.gate.blocks(now);
     let due: Vec<String> = state
         .retry_attempts
         .values()
-        .filter(|r| !r.in_flight && r.due_at <= now)
+        .filter(|r| gate_open && !r.in_flight && r.due_at <= now)
         .map(|r| r.issue_id.clone())
         .collect();
     for id in due {
@@ -393,18 +388,38 @@ fn start_poll_if_due(state: &mut OrchestratorState, now: Millis, out: &mut Vec<A
     if state.shutting_down || state.poll.in_flight {
         return;
     }
-    let due = state
-        .poll
-        .next_poll_at
-        .max(state.poll.not_before.unwrap_or(0));
+    let due = state.poll.next_poll_at.max(state.poll.gate.allowed_at());
     if now < due {
         return;
     }
     state.poll.in_flight = true;
+    state.poll.refresh_pending = false;
     state.poll.last_started_at = Some(now);
     state.poll.next_poll_at = now.saturating_add(state.policy.poll_interval_ms);
     let running_ids: Vec<String> = state.running.keys().cloned().collect();
     out.push(Action::StartPoll { running_ids });
+}
+
+/// An operator refresh (API or webhook): coalesce into the next allowed poll, at most one per
+/// the gate's spacing, and never start a request inside a pause.
+fn on_refresh(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
+    let coalesced = state.poll.in_flight || state.poll.refresh_pending;
+    let mut deferred_until = None;
+    if !state.shutting_down {
+        state.poll.refresh_pending = true;
+        let due = state.poll.gate.refresh_due(state.poll.last_started_at, now);
+        if !state.poll.in_flight {
+            state.poll.next_poll_at = state.poll.next_poll_at.min(due);
+            start_poll_if_due(state, now, out);
+        }
+        if state.poll.refresh_pending && due > now {
+            deferred_until = Some(due);
+        }
+    }
+    out.push(Action::RefreshAck {
+        coalesced,
+        deferred_until,
+    });
 }
 
 fn on_poll_result(
@@ -420,9 +435,23 @@ fn on_poll_result(
     if rate_limit.is_some() {
         state.poll.rate_limit = rate_limit;
     }
+    if let Some(started) = state.poll.last_started_at {
+        state.poll.gate.last_poll_ms = now.saturating_sub(started);
+    }
+    if let Err(PollSkip::Tracker {
+        retry_at: Some(at), ..
+    }) = &candidates
+    {
+        let retry_at = Some(*at);
+        state
+            .poll
+            .gate
+            .note(CallOutcome::RateLimited { retry_at }, now);
+    }
     if state.poll.refresh_pending {
-        state.poll.refresh_pending = false;
-        state.poll.next_poll_at = now;
+        // A refresh that arrived meanwhile: the next allowed poll serves it.
+        let due = state.poll.gate.refresh_due(state.poll.last_started_at, now);
+        state.poll.next_poll_at = state.poll.next_poll_at.min(due);
     }
     // 1. Reconcile (Part B) before anything is dispatched.
     match refreshed {
@@ -440,9 +469,9 @@ fn on_poll_result(
     // 2./3. Preflight and candidates.
     let mut issues = match candidates {
         Ok(v) => {
+            // A success does not end a pause another operation's rate limit set.
             state.poll.last_success_at = Some(now);
             state.poll.last_error = None;
-            state.poll.not_before = None;
             v
         }
         Err(PollSkip::Preflight(msg)) => {
@@ -450,10 +479,10 @@ fn on_poll_result(
             state.poll.last_error = Some(msg);
             return;
         }
-        Err(PollSkip::Tracker { message, retry_at }) => {
+        Err(PollSkip::Tracker { message, .. }) => {
+            // Its `retry_at` was noted in the gate above.
             warn!("candidate fetch failed; skipping this tick error={message:?}");
             state.poll.last_error = Some(message);
-            state.poll.not_before = retry_at;
             return;
         }
     };

@@ -4,6 +4,7 @@
 
 pub mod budget;
 pub mod engine;
+pub mod gate;
 pub mod recovery;
 pub mod rules;
 pub mod snapshot;
@@ -12,6 +13,7 @@ pub mod state;
 pub use self::engine::{
     handle, next_deadline, Action, Event, PollSkip, WorkerOutcome, WorkerProgress,
 };
+pub use self::gate::{CallOutcome, RequestGate};
 pub use self::state::{
     Budget, IssueSpend, Millis, OrchestratorState, ParkKind, Policy, StopReason, WorkerPhase,
 };

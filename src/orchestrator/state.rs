@@ -370,14 +370,16 @@ pub struct PollState {
     pub last_started_at: Option<Millis>,
     /// A poll is out at the tracker thread.
     pub in_flight: bool,
-    /// A refresh was requested while a poll was in flight.
+    /// A refresh (API or webhook) waits for its poll: in flight, or deferred by the gate.
     pub refresh_pending: bool,
     /// Last successful candidate fetch.
     pub last_success_at: Option<Millis>,
     /// Last poll/preflight error (cleared by success).
     pub last_error: Option<String>,
-    /// Do not start a poll before this (GitHub rate limit `retry_at`).
-    pub not_before: Option<Millis>,
+    /// The tracker request gate: rate-limit pauses from any operation, credential back-off,
+    /// refresh spacing.
+    #[serde(default)]
+    pub gate: super::gate::RequestGate,
     /// Latest GraphQL budget.
     #[serde(skip)]
     pub rate_limit: Option<TrackerBudget>,

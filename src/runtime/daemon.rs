@@ -27,7 +27,8 @@ use crate::host::sweep_tombstones;
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
-    handle, next_deadline, Action, Event, OrchestratorState, Policy, PollSkip, WorkerOutcome,
+    handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
+    WorkerOutcome,
 };
 use crate::status::StateSnapshot;
 use crate::status::{ControlRequest, RefreshAck};
@@ -175,11 +176,19 @@ struct StartupCleanup {
     terminal_states: Vec<String>,
 }
 
-/// Run one tracker job; a poll is also recorded in the shared metrics and readiness facts
-/// (its duration, points and error class are known only here).
-/// The first tick's poll also yields `Event::TerminalAtStartup` (sent before its `PollResult`, so
-/// the engine holds those issues for cleanup before it sees the candidates).
+/// Record how a tracker call ended and pass its result on.
+fn observe<T>(calls: &mut Vec<CallOutcome>, r: Result<T, TrackerError>) -> Result<T, TrackerError> {
+    calls.push(CallOutcome::of(&r));
+    r
+}
+
+/// Run one tracker job. The events go out in order: `TrackerCalls` first (the request gate learns
+/// how the calls ended before the engine sees the result), then, on the first tick,
+/// `TerminalAtStartup` (so the engine holds those issues for cleanup before it sees the
+/// candidates), then the job's result. A poll is also recorded in the shared metrics and
+/// readiness facts (its duration, points and error class are known only here).
 fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
+    let mut calls = Vec::new();
     match job {
         TrackerJob::Poll {
             tracker,
@@ -188,8 +197,13 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
             startup_cleanup,
         } => {
             let started = Instant::now();
-            let (candidates, refreshed, class, terminal) =
-                poll_tracker(&*tracker, &running_ids, preflight, startup_cleanup);
+            let (candidates, refreshed, class, terminal) = poll_tracker(
+                &*tracker,
+                &running_ids,
+                preflight,
+                startup_cleanup,
+                &mut calls,
+            );
             let rate_limit = tracker.rate_limit();
             let points = rate_limit
                 .as_ref()
@@ -202,31 +216,35 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
                 SystemTime::now(),
                 Instant::now(),
             );
-            let poll = Event::PollResult {
+            let mut out = vec![Event::TrackerCalls(calls)];
+            out.extend(terminal.map(Event::TerminalAtStartup));
+            out.push(Event::PollResult {
                 running_ids,
                 refreshed,
                 candidates,
                 rate_limit,
-            };
-            match terminal {
-                Some(t) => vec![Event::TerminalAtStartup(t), poll],
-                None => vec![poll],
-            }
+            });
+            out
         }
         TrackerJob::Retry {
             tracker,
             issue_id,
             seq,
         } => {
-            let result = tracker
-                .fetch_issue_states_by_ids(std::slice::from_ref(&issue_id))
-                .map(|v| v.into_iter().find(|i| i.id == issue_id))
-                .map_err(|e| e.to_string());
-            vec![Event::RetryRefreshed {
-                issue_id,
-                seq,
-                result,
-            }]
+            let result = observe(
+                &mut calls,
+                tracker.fetch_issue_states_by_ids(std::slice::from_ref(&issue_id)),
+            )
+            .map(|v| v.into_iter().find(|i| i.id == issue_id))
+            .map_err(|e| e.to_string());
+            vec![
+                Event::TrackerCalls(calls),
+                Event::RetryRefreshed {
+                    issue_id,
+                    seq,
+                    result,
+                },
+            ]
         }
     }
 }
@@ -238,44 +256,53 @@ type Refreshed = Option<Result<Vec<Issue>, String>>;
 
 /// The candidates and the running issues' current state from one board read: running issues
 /// the read contains need no second request; only the missing ones are refreshed (shallow).
-/// Without a read (preflight or validation failed, read failed) every running issue is refreshed.
+/// Without a read (preflight or validation failed, read failed) every running issue is refreshed,
+/// except after a rate limit or rejected credentials: then nothing more is sent (the tracker just
+/// refused the budget; issue 12, failure 5). Every call's outcome goes to `calls`.
 fn poll_tracker(
     tracker: &dyn Tracker,
     running_ids: &[String],
     preflight: Option<(String, &'static str)>,
     startup_cleanup: Option<StartupCleanup>,
+    calls: &mut Vec<CallOutcome>,
 ) -> (
     Candidates,
     Refreshed,
     Option<&'static str>,
     Option<Vec<Issue>>,
 ) {
-    let refresh = |ids: &[String]| -> Refreshed {
-        (!ids.is_empty()).then(|| tracker.refresh_running(ids).map_err(|e| e.to_string()))
-    };
     let also_states = startup_cleanup
         .as_ref()
         .map(|c| c.terminal_states.clone())
         .unwrap_or_default();
     let mut class: Option<&'static str> = None;
+    let mut stopped = false;
     let read = match preflight {
         Some((p, c)) => {
             class = Some(c);
             Err(PollSkip::Preflight(p))
         }
+        // A cached validation sends nothing, so only its failure counts.
         None => match tracker.validate() {
             Err(e) => {
                 class = Some(e.class);
+                calls.push(CallOutcome::of_error(&e));
+                stopped = CallOutcome::of_error(&e).stops_operation();
                 Err(PollSkip::Preflight(e.to_string()))
             }
-            Ok(()) => tracker.read_board(running_ids, &also_states).map_err(|e| {
+            Ok(()) => observe(calls, tracker.read_board(running_ids, &also_states)).map_err(|e| {
                 class = Some(e.class);
+                stopped = CallOutcome::of_error(&e).stops_operation();
                 PollSkip::Tracker {
                     message: e.to_string(),
                     retry_at: e.retry_at.map(unix_millis),
                 }
             }),
         },
+    };
+    let mut refresh = |ids: &[String]| -> Refreshed {
+        (!ids.is_empty() && !stopped)
+            .then(|| observe(calls, tracker.refresh_running(ids)).map_err(|e| e.to_string()))
     };
     let terminal = startup_cleanup.as_ref().and_then(|c| match &read {
         Ok(r) => Some(
@@ -830,12 +857,16 @@ impl Daemon {
                 workspace_path,
             } => self.clean_in_background(issue, workspace_path),
             Action::ReloadWorkflow => self.reload(),
-            Action::RefreshAck { coalesced } => {
+            Action::RefreshAck {
+                coalesced,
+                deferred_until,
+            } => {
                 let ack = RefreshAck {
                     queued: true,
                     coalesced,
                     requested_at: fmt_millis(self.clock.now()),
                     operations: vec!["poll".into(), "reconcile".into()],
+                    deferred_until: deferred_until.map(fmt_millis),
                 };
                 for tx in self.pending_acks.drain(..) {
                     let _ = tx.send(ack.clone());

@@ -189,6 +189,7 @@ impl FakeLoop {
                             coalesced: n > 0,
                             requested_at: "2026-01-01T00:02:00Z".into(),
                             operations: vec!["poll".into(), "reconcile".into()],
+                            deferred_until: None,
                         });
                     }
                     ControlRequest::Ping { reply } => {

@@ -235,6 +235,32 @@ impl BoardFixture {
     }
 }
 
+impl Fault {
+    /// A secondary rate limit (HTTP 429) whose `retry-after` header is exactly `value` (huge,
+    /// negative, garbage: anything a hostile server could send).
+    pub fn retry_after_raw(value: &str) -> Fault {
+        Fault::Raw {
+            status: 429,
+            headers: vec![("retry-after".into(), value.into())],
+            body: r#"{"message":"You have exceeded a secondary rate limit."}"#.into(),
+        }
+    }
+
+    /// A primary rate limit (HTTP 200, `RATE_LIMITED`, remaining 0) whose `x-ratelimit-reset`
+    /// header is exactly `value`.
+    pub fn reset_raw(value: &str) -> Fault {
+        Fault::Raw {
+            status: 200,
+            headers: vec![
+                ("x-ratelimit-limit".into(), "5000".into()),
+                ("x-ratelimit-remaining".into(), "0".into()),
+                ("x-ratelimit-reset".into(), value.into()),
+            ],
+            body: r#"{"errors":[{"type":"RATE_LIMITED","message":"API rate limit exceeded for user ID 1."}]}"#.into(),
+        }
+    }
+}
+
 /// A queued misbehaviour, served instead of (or before) the next answer.
 #[derive(Debug, Clone)]
 pub enum Fault {
@@ -298,6 +324,8 @@ struct State {
     board: BoardFixture,
     project_id: String,
     faults: VecDeque<Fault>,
+    /// Served to every request while set (after the queued faults).
+    sticky: Option<Fault>,
     requests: Vec<RecordedRequest>,
     supports_dependencies: bool,
     supports_items_query: bool,
@@ -373,6 +401,7 @@ impl FakeGithub {
             board,
             project_id,
             faults: VecDeque::new(),
+            sticky: None,
             requests: Vec::new(),
             supports_dependencies: true,
             supports_items_query: true,
@@ -448,6 +477,11 @@ impl FakeGithub {
     /// Queue a fault for the next request.
     pub fn push_fault(&self, f: Fault) {
         lock(&self.state).faults.push_back(f);
+    }
+
+    /// Serve `f` to every request from now on (`None`: answer normally again).
+    pub fn set_sticky_fault(&self, f: Option<Fault>) {
+        lock(&self.state).sticky = f;
     }
 
     /// Behave like a server whose schema lacks `Issue.blockedBy` (older GHES).
@@ -625,7 +659,7 @@ fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
         if s.reject_auth {
             Some(Fault::Unauthorized)
         } else {
-            s.faults.pop_front()
+            s.faults.pop_front().or_else(|| s.sticky.clone())
         }
     };
     if let Some(Fault::Slow(d)) = &fault {

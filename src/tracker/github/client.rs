@@ -21,6 +21,10 @@ pub const MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
 /// Wait used for a secondary rate limit without a usable `retry-after` (GitHub: "at least one minute").
 pub const SECONDARY_LIMIT_DEFAULT_WAIT: Duration = Duration::from_secs(60);
 
+/// The longest pause any rate-limit header can impose: `retry-after` and `x-ratelimit-reset`
+/// are server data, and a value years away would silence Baton for good.
+pub const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(3600);
+
 /// The rate-limit headers and `retry-after` of a response (all optional: GHES may send none).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResponseMeta {
@@ -32,6 +36,40 @@ pub struct ResponseMeta {
     pub remaining: Option<i64>,
     /// `x-ratelimit-reset` (UTC epoch seconds).
     pub reset_epoch: Option<u64>,
+}
+
+impl ResponseMeta {
+    /// Read the headers through `get` (header name → value). Unparsable values are absent;
+    /// all-digit values too large for a `u64` saturate (the waits they imply are clamped later).
+    pub fn from_headers<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Self {
+        ResponseMeta {
+            retry_after_secs: get("retry-after").and_then(parse_header_secs),
+            limit: get("x-ratelimit-limit").and_then(parse_header_i64),
+            remaining: get("x-ratelimit-remaining").and_then(parse_header_i64),
+            reset_epoch: get("x-ratelimit-reset").and_then(parse_header_secs),
+        }
+    }
+}
+
+/// A non-negative integer header (`retry-after`, `x-ratelimit-reset`): `None` unless it is all
+/// ASCII digits; saturates at `u64::MAX`.
+pub fn parse_header_secs(v: &str) -> Option<u64> {
+    let v = v.trim();
+    if v.is_empty() || v.len() > 64 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(v.parse::<u64>().unwrap_or(u64::MAX))
+}
+
+/// A signed integer header (`x-ratelimit-limit`/`remaining`); `None` when not a valid `i64`.
+pub fn parse_header_i64(v: &str) -> Option<i64> {
+    v.trim().parse::<i64>().ok()
+}
+
+/// `now + secs`, with the wait clamped to [`MAX_RATE_LIMIT_WAIT`] (never overflows).
+pub fn clamped_wait(now: SystemTime, secs: u64) -> SystemTime {
+    let wait = Duration::from_secs(secs).min(MAX_RATE_LIMIT_WAIT);
+    now.checked_add(wait).unwrap_or(now)
 }
 
 /// One entry of a GraphQL `errors` array, reduced to what Baton classifies on.
@@ -102,7 +140,8 @@ pub fn budget(body: Option<&RateLimitRow>, meta: &ResponseMeta) -> Option<Tracke
         limit: meta.limit,
         reset_at: meta
             .reset_epoch
-            .map(|s| crate::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(s))),
+            .and_then(|s| UNIX_EPOCH.checked_add(Duration::from_secs(s)))
+            .map(crate::timefmt::rfc3339),
         last_cost: None,
     })
 }
@@ -172,7 +211,11 @@ pub fn describe_errors(errors: &[GraphqlError], token: &Secret) -> String {
         .take(3)
         .map(|e| {
             let label = e.kind.as_deref().or(e.code.as_deref()).unwrap_or("ERROR");
-            format!("{label}: {}", single_line(&scrub(&e.message, token), 300))
+            format!(
+                "{}: {}",
+                single_line(&scrub(label, token), 60),
+                single_line(&scrub(&e.message, token), 300)
+            )
         })
         .collect();
     if errors.len() > 3 {
@@ -183,12 +226,84 @@ pub fn describe_errors(errors: &[GraphqlError], token: &Secret) -> String {
 
 /// Replace every occurrence of the token (and of its `Bearer` form) with `***`.
 pub fn scrub(text: &str, token: &Secret) -> String {
-    let t = token.expose();
-    if t.len() < 4 {
-        // A very short "token" would blank out ordinary words; such a token is rejected anyway.
+    scrub_secret(text, token.expose())
+}
+
+/// Replace every occurrence of `secret` with `***`; secrets shorter than 4 bytes are left alone
+/// (they would blank out ordinary words, and no real credential is that short).
+fn scrub_secret(text: &str, secret: &str) -> String {
+    if secret.len() < 4 || !text.contains(secret) {
         return text.to_string();
     }
-    text.replace(t, "***")
+    text.replace(secret, "***")
+}
+
+/// Replace the userinfo (`user:password@`) of every URL in `text` with `***@`, so an endpoint
+/// such as `https://user:TOKEN@host/graphql` never reaches a log line or an error.
+pub fn redact_userinfo(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace() || c == '"')
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push_str("***");
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The credential parts of an endpoint's userinfo (user and password, percent-decoded too), to
+/// scrub wherever they appear on their own (a transport error, an echoed body).
+fn endpoint_secrets(endpoint: &str) -> Vec<String> {
+    let Some(i) = endpoint.find("://") else {
+        return Vec::new();
+    };
+    let tail = &endpoint[i + 3..];
+    let authority = &tail[..tail.find(['/', '?', '#']).unwrap_or(tail.len())];
+    let Some(at) = authority.rfind('@') else {
+        return Vec::new();
+    };
+    let userinfo = &authority[..at];
+    let mut out = vec![userinfo.to_string()];
+    for part in userinfo.split(':') {
+        out.push(part.to_string());
+        out.push(percent_decode(part));
+    }
+    out.retain(|s| s.len() >= 4);
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+/// Lossy `%XX` decoding (invalid escapes are kept as they are).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Classify a raw HTTP reply (pure; `now` injected for the retry times).
@@ -203,6 +318,9 @@ pub fn classify_response(
     token: &Secret,
     now: SystemTime,
 ) -> Result<Reply, TrackerError> {
+    // The token echoed anywhere in the reply (a data field, an error's `type`) is scrubbed
+    // before anything is parsed, so no field can carry it into a log line or an issue.
+    let body = &scrub(body, token);
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let rest_message = parsed
         .as_ref()
@@ -238,7 +356,7 @@ pub fn classify_response(
         let at = meta
             .reset_epoch
             .map(|r| reset_time(r, now))
-            .unwrap_or(now + SECONDARY_LIMIT_DEFAULT_WAIT);
+            .unwrap_or_else(|| clamped_wait(now, SECONDARY_LIMIT_DEFAULT_WAIT.as_secs()));
         return Err(rate_limited(
             format!("primary rate limit: {}", describe_errors(&errors, token)),
             at,
@@ -294,11 +412,10 @@ fn classify_failure(
         if secondary || meta.retry_after_secs.is_some() || status == 429 {
             let wait = meta
                 .retry_after_secs
-                .map(Duration::from_secs)
-                .unwrap_or(SECONDARY_LIMIT_DEFAULT_WAIT);
+                .unwrap_or(SECONDARY_LIMIT_DEFAULT_WAIT.as_secs());
             return rate_limited(
                 format!("secondary rate limit (HTTP {status}: {shown})"),
-                now + wait,
+                clamped_wait(now, wait),
             );
         }
         if meta.remaining == Some(0) {
@@ -337,10 +454,14 @@ fn rate_limited(message: String, at: SystemTime) -> TrackerError {
     }
 }
 
-/// `x-ratelimit-reset` + 1 s, never in the past.
+/// `x-ratelimit-reset` + 1 s, never in the past and never more than [`MAX_RATE_LIMIT_WAIT`]
+/// ahead (a reset far in the future is server garbage, not a reason to stop for years).
 fn reset_time(reset_epoch: u64, now: SystemTime) -> SystemTime {
-    let at = UNIX_EPOCH + Duration::from_secs(reset_epoch.saturating_add(1));
-    at.max(now)
+    let latest = clamped_wait(now, u64::MAX);
+    match UNIX_EPOCH.checked_add(Duration::from_secs(reset_epoch.saturating_add(1))) {
+        Some(at) => at.clamp(now, latest),
+        None => latest,
+    }
 }
 
 /// Parse `errors` (absent or malformed entries are tolerated: a message-less entry still counts).
@@ -383,6 +504,8 @@ pub struct GraphqlClient {
     agent: ureq::Agent,
     endpoint: String,
     token: Secret,
+    /// Credentials found in the endpoint's userinfo, scrubbed from everything shown.
+    endpoint_secrets: Vec<String>,
 }
 
 impl GraphqlClient {
@@ -400,6 +523,7 @@ impl GraphqlClient {
             agent: ureq::Agent::new_with_config(config),
             endpoint: endpoint.to_string(),
             token,
+            endpoint_secrets: endpoint_secrets(endpoint),
         }
     }
 
@@ -462,25 +586,45 @@ impl GraphqlClient {
         let mut resp = sent.map_err(|e| self.transport_error(operation, &e))?;
         let status = resp.status().as_u16();
         let headers = resp.headers();
-        let num = |name: &str| -> Option<i64> {
-            headers
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|s| s.trim().parse::<i64>().ok())
-        };
-        let meta = ResponseMeta {
-            retry_after_secs: num("retry-after").and_then(|n| u64::try_from(n).ok()),
-            limit: num("x-ratelimit-limit"),
-            remaining: num("x-ratelimit-remaining"),
-            reset_epoch: num("x-ratelimit-reset").and_then(|n| u64::try_from(n).ok()),
-        };
+        let meta = ResponseMeta::from_headers(|name| headers.get(name)?.to_str().ok());
         let bytes = resp
             .body_mut()
             .with_config()
             .limit(MAX_RESPONSE_BYTES)
             .read_to_vec()
             .map_err(|e| self.transport_error(operation, &e))?;
+        // Scrub before parsing: a credential echoed back inside a data field (a title, an
+        // error message) then cannot reach an issue, a warning or an error. Most replies contain
+        // none, so they are searched first and copied only when one is found.
+        let bytes = if self.echoes_a_secret(&bytes) {
+            self.scrub_all(&String::from_utf8_lossy(&bytes))
+                .into_bytes()
+        } else {
+            bytes
+        };
         Ok((status, meta, bytes))
+    }
+
+    /// Scrub the token, the endpoint's credentials and any URL userinfo from `text`.
+    /// True when `bytes` contain the token or a credential of the endpoint URL.
+    fn echoes_a_secret(&self, bytes: &[u8]) -> bool {
+        let contains =
+            |needle: &[u8]| !needle.is_empty() && bytes.windows(needle.len()).any(|w| w == needle);
+        contains(self.token.expose().as_bytes())
+            || self.endpoint_secrets.iter().any(|s| contains(s.as_bytes()))
+    }
+
+    pub(crate) fn scrub_all(&self, text: &str) -> String {
+        let mut out = scrub(text, &self.token);
+        for secret in &self.endpoint_secrets {
+            out = scrub_secret(&out, secret);
+        }
+        out
+    }
+
+    /// The endpoint as it may be shown (userinfo replaced by `***`).
+    pub fn endpoint_shown(&self) -> String {
+        redact_userinfo(&self.endpoint)
     }
 
     fn transport_error(&self, operation: &str, e: &ureq::Error) -> TrackerError {
@@ -489,11 +633,14 @@ impl GraphqlClient {
             ureq::Error::BodyExceedsLimit(_) => {
                 format!("response body exceeds {MAX_RESPONSE_BYTES} bytes")
             }
-            other => scrub(&other.to_string(), &self.token),
+            other => redact_userinfo(&self.scrub_all(&other.to_string())),
         };
         super::error(
             TrackerErrorKind::Transport,
-            format!("request {operation} to {} failed: {what}", self.endpoint),
+            format!(
+                "request {operation} to {} failed: {what}",
+                self.endpoint_shown()
+            ),
         )
     }
 }
@@ -625,5 +772,126 @@ mod tests {
         let body = r#"{"data":{"rateLimit":null}}"#;
         let r = classify_response(200, &ResponseMeta::default(), body, &tok(), now()).unwrap();
         assert_eq!(r.rate_limit(), None);
+    }
+
+    /// Failures 1–3 of issue 12: huge, negative, garbage and overflowing header values.
+    #[test]
+    fn hostile_rate_limit_headers_saturate_and_never_panic() {
+        let limit = now() + MAX_RATE_LIMIT_WAIT;
+        let values = [
+            "300000000000",
+            "18446744073709551615",
+            "18446744073709551616",
+            "9223372036854775807",
+            "-1",
+            "-300000000000",
+            "garbage",
+            "",
+            " 42 ",
+            "1e9",
+        ];
+        for v in values {
+            let meta = ResponseMeta::from_headers(|name| match name {
+                "retry-after" | "x-ratelimit-reset" | "x-ratelimit-remaining" => Some(v),
+                _ => None,
+            });
+            for status in [200, 403, 429, 401, 502] {
+                for body in [
+                    r#"{"message":"You have exceeded a secondary rate limit"}"#,
+                    r#"{"errors":[{"type":"RATE_LIMITED","message":"x"}]}"#,
+                    "{}",
+                ] {
+                    let r = classify_response(status, &meta, body, &tok(), now());
+                    if let Err(e) = &r {
+                        let _ = e.to_string();
+                        if let Some(at) = e.retry_at {
+                            assert!(at >= now() && at <= limit, "{v} {status}: {at:?}");
+                        }
+                    }
+                    if let Ok(reply) = r {
+                        let _ = reply.rate_limit();
+                    }
+                }
+            }
+        }
+        let huge = ResponseMeta {
+            retry_after_secs: Some(u64::MAX),
+            reset_epoch: Some(u64::MAX),
+            remaining: Some(0),
+            ..Default::default()
+        };
+        let e = classify_response(429, &huge, "", &tok(), now()).unwrap_err();
+        assert_eq!(e.retry_at, Some(limit));
+        let e = classify_response(
+            200,
+            &huge,
+            r#"{"errors":[{"type":"RATE_LIMITED","message":"x"}]}"#,
+            &tok(),
+            now(),
+        )
+        .unwrap_err();
+        assert_eq!(e.retry_at, Some(limit), "far reset clamps to now + 1 h");
+        let r = Reply {
+            data: Value::Null,
+            errors: vec![],
+            meta: ResponseMeta {
+                limit: Some(1),
+                reset_epoch: Some(u64::MAX),
+                ..Default::default()
+            },
+        };
+        assert!(r.rate_limit().is_some());
+    }
+
+    #[test]
+    fn header_numbers_parse_strictly() {
+        assert_eq!(parse_header_secs("120"), Some(120));
+        assert_eq!(parse_header_secs(" 7 "), Some(7));
+        assert_eq!(parse_header_secs("99999999999999999999999"), Some(u64::MAX));
+        assert_eq!(parse_header_secs("-5"), None);
+        assert_eq!(parse_header_secs("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(parse_header_i64("-3"), Some(-3));
+        assert_eq!(parse_header_i64("x"), None);
+    }
+
+    #[test]
+    fn endpoint_userinfo_is_redacted_and_scrubbed() {
+        let shown = redact_userinfo(
+            "request to https://bob:hunter2TOKEN@ghe.example/api/graphql failed: x://a@b c",
+        );
+        assert_eq!(
+            shown,
+            "request to https://***@ghe.example/api/graphql failed: x://***@b c"
+        );
+        assert_eq!(redact_userinfo("no url here"), "no url here");
+        assert_eq!(
+            redact_userinfo("https://host/p?u=a@b"),
+            "https://host/p?u=a@b"
+        );
+        let c = GraphqlClient::new(
+            "https://bob:hunter2%21TOKEN@127.0.0.1:1/graphql",
+            tok(),
+            Duration::from_secs(1),
+        );
+        assert_eq!(c.endpoint_shown(), "https://***@127.0.0.1:1/graphql");
+        let echoed = c.scrub_all("title hunter2!TOKEN and hunter2%21TOKEN and ghp_SECRETSECRET");
+        assert!(!echoed.contains("hunter2"), "{echoed}");
+        assert!(!echoed.contains("SECRETSECRET"), "{echoed}");
+    }
+
+    #[test]
+    fn transport_errors_never_show_endpoint_credentials() {
+        // Port 1 on loopback refuses at once.
+        let c = GraphqlClient::new(
+            "http://bob:hunter2TOKEN@127.0.0.1:1/graphql",
+            tok(),
+            Duration::from_secs(2),
+        );
+        let e = c.post("Op", "query{x}", Value::Null).unwrap_err();
+        assert_eq!(e.kind, TrackerErrorKind::Transport);
+        let shown = format!("{e} {e:?}");
+        assert!(!shown.contains("hunter2TOKEN"), "{shown}");
+        assert!(!shown.contains("bob:"), "{shown}");
+        assert!(shown.contains("127.0.0.1"), "{shown}");
     }
 }

@@ -9,7 +9,7 @@
 //! normalization"), so a refresh can observe a label being removed from a running issue.
 
 pub(crate) mod check;
-pub(crate) mod client;
+pub mod client;
 pub(crate) mod config;
 pub(crate) mod normalize;
 pub(crate) mod project;
@@ -127,7 +127,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl std::fmt::Debug for GithubTracker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GithubTracker")
-            .field("endpoint", &self.cfg.endpoint)
+            .field("endpoint", &self.client.endpoint_shown())
             .field("owner", &self.owner)
             .field("number", &self.number)
             .finish_non_exhaustive()

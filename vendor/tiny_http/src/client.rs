@@ -2,7 +2,7 @@ use ascii::AsciiString;
 
 use std::io::Error as IoError;
 use std::io::Result as IoResult;
-use std::io::{BufReader, BufWriter, ErrorKind, Read};
+use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
 
 use std::net::SocketAddr;
 use std::str::FromStr;
@@ -287,7 +287,10 @@ impl Iterator for ClientConnection {
                     let writer = self.sink.next().unwrap();
                     // BATON PATCH 4: say that the connection closes.
                     let response = Response::new_empty(StatusCode(400)).with_connection_close();
-                    response.raw_print(writer, ver, &[], false, None).ok();
+                    // BATON PATCH 8: never answer in a version this server does not speak.
+                    response
+                        .raw_print(writer, http1_version(ver), &[], false, None)
+                        .ok();
                     return None; // we don't know where the next request would start,
                                  // se we have to close
                 }
@@ -305,7 +308,10 @@ impl Iterator for ClientConnection {
                 Err(ReadError::ExpectationFailed(ver)) => {
                     let writer = self.sink.next().unwrap();
                     let response = Response::new_empty(StatusCode(417));
-                    response.raw_print(writer, ver, &[], true, None).ok();
+                    // BATON PATCH 8: never answer in a version this server does not speak.
+                    response
+                        .raw_print(writer, http1_version(ver), &[], true, None)
+                        .ok();
                     return None; // TODO: should be recoverable, but needs handling in case of body
                 }
 
@@ -316,15 +322,21 @@ impl Iterator for ClientConnection {
 
             // checking HTTP version
             if *rq.http_version() > (1, 1) {
-                let writer = self.sink.next().unwrap();
+                // BATON PATCH 8: answer through the request's own writer, then close. Upstream
+                // took the *next* writer while `rq` still held its own: the sequential writer
+                // waited for `rq` to be dropped, which came only after the write, so every
+                // `HTTP/2.0` or `HTTP/3.0` request wedged its connection thread for good.
+                let mut writer = rq.into_writer();
                 let response = Response::from_string(
                     "This server only supports HTTP versions 1.0 and 1.1".to_owned(),
                 )
-                .with_status_code(StatusCode(505));
+                .with_status_code(StatusCode(505))
+                .with_connection_close();
                 response
-                    .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
+                    .raw_print(&mut writer, HTTPVersion(1, 1), &[], false, None)
                     .ok();
-                continue;
+                writer.flush().ok();
+                return None;
             }
 
             // updating the status of the connection
@@ -358,6 +370,16 @@ impl Iterator for ClientConnection {
             // returning the request
             return Some(rq);
         }
+    }
+}
+
+/// BATON PATCH 8: the version to answer in: the request's, but at most HTTP/1.1 (a reply to
+/// an `HTTP/2.0` request line must not claim HTTP/2 framing).
+fn http1_version(ver: HTTPVersion) -> HTTPVersion {
+    if ver > (1, 1) {
+        HTTPVersion(1, 1)
+    } else {
+        ver
     }
 }
 

@@ -1,0 +1,131 @@
+//! Generated-input tests for the agents' stream parsers (issue 12): real transcript lines from
+//! fixtures/claude/*.jsonl and fixtures/copilot/*/stdout.txt, mutated byte-wise and structurally,
+//! fed to the public parsers. Every line must parse to events (or `malformed`) without a panic,
+//! and the turn outcome must be computable afterwards. Seeded: see tests/support/fuzz.rs.
+
+#[path = "support/fuzz.rs"]
+mod fuzz;
+
+use baton::agent::claude::{self, turn_outcome};
+use baton::agent::copilot::parse as copilot;
+use serde_json::Value;
+
+const CASES: usize = 10_000;
+
+fn lines(files: Vec<(String, Vec<u8>)>) -> Vec<String> {
+    files
+        .iter()
+        .flat_map(|(_, b)| {
+            String::from_utf8_lossy(b)
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|l| !l.trim().is_empty())
+        .collect()
+}
+
+fn claude_lines() -> Vec<String> {
+    lines(fuzz::corpus_files("fixtures/claude", |n| {
+        n.ends_with(".jsonl")
+    }))
+}
+
+fn copilot_lines() -> Vec<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/copilot");
+    let mut dirs: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    let mut out = Vec::new();
+    for d in dirs {
+        let rel = format!(
+            "fixtures/copilot/{}",
+            d.file_name().unwrap().to_string_lossy()
+        );
+        out.extend(lines(fuzz::corpus_files(&rel, |n| n == "stdout.txt")));
+    }
+    out
+}
+
+/// One generated line: a byte-mutated real line, a structurally mutated one, or raw noise.
+fn generate(rng: &mut fuzz::Rng, corpus: &[String], raw: &[Vec<u8>]) -> String {
+    let base = rng.pick(corpus);
+    match rng.below(3) {
+        0 => fuzz::mutate_str(rng, base, raw),
+        1 => match serde_json::from_str::<Value>(base) {
+            Ok(mut v) => {
+                fuzz::mutate_json(rng, &mut v, 0);
+                v.to_string()
+            }
+            Err(_) => fuzz::mutate_str(rng, base, raw),
+        },
+        _ => {
+            let n = rng.below(200);
+            String::from_utf8_lossy(&rng.bytes(n)).into_owned()
+        }
+    }
+}
+
+fn end(rng: &mut fuzz::Rng) -> claude::ProcessEnd {
+    claude::ProcessEnd {
+        exit_code: (!rng.one_in(4)).then(|| rng.below(300) as i32 - 20),
+        signal: rng.one_in(5).then(|| rng.below(40) as i32),
+        cancelled: rng.one_in(8),
+        timed_out: rng.one_in(8),
+        stderr_tail: "x\u{1b}[31m\0".repeat(rng.below(4)),
+    }
+}
+
+#[test]
+fn claude_stream_parser_never_panics_on_generated_lines() {
+    let corpus = claude_lines();
+    assert!(corpus.len() > 20, "fixtures/claude has transcripts");
+    let raw: Vec<Vec<u8>> = corpus.iter().map(|l| l.as_bytes().to_vec()).collect();
+    let mut parser = claude::StreamParser::new(1, None);
+    fuzz::run("claude_stream_parser", CASES, |rng, i| {
+        if i % 50 == 0 {
+            // A fresh turn now and then (a known session id or none).
+            let known = rng.one_in(2).then(|| "sess-1".to_string());
+            parser = claude::StreamParser::new(1 + rng.below(5) as u32, known);
+        }
+        let line = generate(rng, &corpus, &raw);
+        for ev in parser.parse_line(&line) {
+            assert!(
+                ev.summary.chars().count() <= claude::SUMMARY_MAX_CHARS + 16,
+                "{line:?}"
+            );
+        }
+        let _ = parser.session_id();
+        if i % 50 == 49 {
+            let _ = turn_outcome(parser.result(), &end(rng), parser.asked_for_input());
+        }
+    });
+}
+
+#[test]
+fn copilot_jsonl_parser_never_panics_on_generated_lines() {
+    let corpus = copilot_lines();
+    assert!(corpus.len() > 20, "fixtures/copilot has transcripts");
+    let raw: Vec<Vec<u8>> = corpus.iter().map(|l| l.as_bytes().to_vec()).collect();
+    let mut parser = copilot::StreamParser::new();
+    fuzz::run("copilot_jsonl_parser", CASES, |rng, i| {
+        if i % 50 == 0 {
+            parser = copilot::StreamParser::new();
+        }
+        let line = generate(rng, &corpus, &raw);
+        let _ = parser.parse_line(&line);
+        if i % 50 == 49 {
+            let e = end(rng);
+            let _ = parser.is_unknown_resume(&e);
+            let _ = parser.finish(&e);
+            let _ = (
+                parser.last_text(),
+                parser.premium_requests(),
+                parser.result_session_id(),
+            );
+        }
+    });
+}
