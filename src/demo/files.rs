@@ -144,6 +144,8 @@ polling:
   interval_ms: 60000             # the board watch reacts to edits at once; polling is the safety net
 workspace:
   root: workspaces
+state:
+  dir: state                     # retries, parked issues and agent sessions survive a restart
 hooks:
   after_create: {after_create}
   before_run: {before_run}
