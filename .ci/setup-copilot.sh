@@ -5,7 +5,7 @@
 #
 #   BATON_COPILOT_PREFIX  where to install (default: $HOME/.cache/baton/copilot-<version>)
 #
-# The CLI is then run fully offline in BYOK mode against the fake model server in tests/support/.
+# The CLI is then run fully offline in BYOK mode against the fake model server in tests/it/support/.
 COPILOT_NPM_VERSION="1.0.102"
 _baton_copilot_setup() {
     local prefix="${BATON_COPILOT_PREFIX:-${HOME}/.cache/baton/copilot-${COPILOT_NPM_VERSION}}"

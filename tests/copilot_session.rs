@@ -1,8 +1,10 @@
 //! The Copilot session logic (launch flags, session ids, resume fallback, usage deltas, timeouts)
-//! against `tests/support/fake-copilot.sh`, which replays the captured real transcripts. Runs
+//! against `tests/it/support/fake-copilot.sh`, which replays the captured real transcripts. Runs
 //! everywhere (needs only bash); the real CLI is covered by `tests/copilot_real_cli.rs`.
+//!
+//! A test binary of its own (not in `tests/it/`) because it sets a process environment variable (COPILOT_ALLOW_ALL).
 
-#[path = "support/procs.rs"]
+#[path = "it/support/procs.rs"]
 mod procs;
 
 use std::path::{Path, PathBuf};
@@ -93,7 +95,7 @@ fn config(command: String) -> CopilotConfig {
 }
 
 fn runner(sb: &Sandbox, scenario: &str, cfg: Option<CopilotConfig>) -> CopilotRunner {
-    let script = manifest().join("tests/support/fake-copilot.sh");
+    let script = manifest().join("tests/it/support/fake-copilot.sh");
     let cfg = cfg.unwrap_or_else(|| config(format!("'{}'", script.display())));
     // A temporary HOME: `bash -lc` must not read the real HOME's profile.
     CopilotRunner::new(cfg)
@@ -242,7 +244,9 @@ fn turn_timeout_kills_the_group_and_fails() {
     let sb = Sandbox::new("hang");
     let mut cfg = config(format!(
         "'{}'",
-        manifest().join("tests/support/fake-copilot.sh").display()
+        manifest()
+            .join("tests/it/support/fake-copilot.sh")
+            .display()
     ));
     cfg.turn_timeout_ms = 700;
     let mut s = runner(&sb, "hang", Some(cfg))

@@ -1,5 +1,7 @@
 //! systemd notify: exact datagrams to a bound path or abstract socket, no-ops without
 //! `NOTIFY_SOCKET`, one warning for a failing socket, and `WATCHDOG_USEC`/`WATCHDOG_PID` parsing.
+//!
+//! A test binary of its own (not in `tests/it/`) because it installs a process-wide log capture.
 
 use std::ffi::OsStr;
 use std::os::linux::net::SocketAddrExt;

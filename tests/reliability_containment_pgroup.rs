@@ -2,8 +2,10 @@
 //! without a manageable cgroup v2 subtree) the group is still killed when its leader exits, and a
 //! turn still ends when the result line has come and the agent has exited, even if an escaped
 //! `setsid` descendant holds stdout.
+//!
+//! A test binary of its own (not in `tests/it/`) because it forces BATON_CONTAINMENT=process_group for the whole process.
 
-#[path = "support/escapes.rs"]
+#[path = "it/support/escapes.rs"]
 mod escapes;
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! Issue 12, failure 16: the agent environment policy. `agent.env_remove` / `agent.env_keep_only`
 //! are validated and applied to every process Baton starts (agents and hooks), and the variable
 //! `server.webhook_secret: $VAR` names is never passed on.
+//!
+//! A test binary of its own (not in `tests/it/`) because it sets process environment variables and the process-wide agent environment policy.
 
 use std::fs;
 use std::path::{Path, PathBuf};

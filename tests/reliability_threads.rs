@@ -1,6 +1,8 @@
 //! Issue 12, "no silent thread death": a panic in a long-lived thread (here the tracker poll
 //! thread, injected through a tracker that panics) takes the daemon down with an error — after
 //! the normal shutdown — instead of leaving a daemon that never polls again.
+//!
+//! A test binary of its own (not in `tests/it/`) because a supervised thread's panic is reported on a process-wide channel, which would stop other in-process daemons.
 
 use std::fs;
 use std::path::PathBuf;

@@ -2,7 +2,10 @@
 //! `tracker.endpoint` is absent from transport errors and the tracker's `Debug`, and a token the
 //! server echoes back inside data fields (a title, an item id, an error) is scrubbed before
 //! anything sees it: issues, errors and warning log lines.
+//!
+//! A test binary of its own (not in `tests/it/`) because it installs a process-wide log capture.
 
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -1,5 +1,8 @@
 //! The token never appears in any log line, error or debug output of the tracker.
+//!
+//! A test binary of its own (not in `tests/it/`) because it installs a process-wide log capture.
 
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::sync::Mutex;

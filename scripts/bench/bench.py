@@ -85,7 +85,7 @@ class Run:
         fenv = dict(os.environ, BENCH_ADDR_FILE=addr, BENCH_ITEMS=str(items),
                     BENCH_STATUS=status, BENCH_REQUEST_LOG=self.reqlog)
         self.fake = subprocess.Popen(
-            [fake, "--ignored", "--exact", "bench_fake_github_server", "--nocapture"],
+            [fake, "--ignored", "--exact", "tracker_github::bench_fake_github_server", "--nocapture"],
             env=fenv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.time() + 60
         while not os.path.exists(addr):

@@ -16,6 +16,6 @@ if [ "$hard" != unlimited ] && [ "$hard" -lt "$need" ]; then
   exit 1
 fi
 ulimit -n "$need"
-BATON_HTTP_CONNS="$conns" cargo test --release --locked --test http_hardening -- \
-  --ignored --exact bench_ten_thousand_idle_connections --nocapture 2>&1 |
+BATON_HTTP_CONNS="$conns" cargo test --release --locked --test it -- \
+  --ignored --exact http_hardening::bench_ten_thousand_idle_connections --nocapture 2>&1 |
   grep -E '^http_conns:|slowest connect|test result|panicked|threads'

@@ -7,6 +7,6 @@
 # Usage: scripts/bench/refresh_storm.sh   (honours CARGO_TARGET_DIR)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo test --release --locked --test tracker_budget -- \
-  --ignored --exact bench_refresh_storm_real_time --nocapture 2>&1 |
+cargo test --release --locked --test it -- \
+  --ignored --exact tracker_budget::bench_refresh_storm_real_time --nocapture 2>&1 |
   grep -E '^refresh_storm:|test result|panicked'

@@ -5,4 +5,4 @@
 # the ignored test prints the numbers. Write cost: scripts/bench/state_write.sh.
 set -eu
 cd "$(dirname "$0")/../.."
-exec cargo test --release --test durable_daemon -- --ignored --exact bench_restart_to_first_resumed_agent --nocapture
+exec cargo test --release --test it -- --ignored --exact durable_daemon::bench_restart_to_first_resumed_agent --nocapture

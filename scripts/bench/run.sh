@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Scale benchmarks (docs/performance.md): builds the release binary and the fake GitHub (the
-# ignored `bench_fake_github_server` test of tests/tracker_github.rs), then runs bench.py, which
+# ignored `bench_fake_github_server` test of tests/it/tracker_github.rs), then runs bench.py, which
 # starts both with generated boards (100 / 1,000 / 10,000 items) and stub agents and prints every
 # figure. Usage: scripts/bench/run.sh [scenario ...]  (idle b1000 b10000 b10000-arena1 run100 big
 # parse; default: all but b10000-arena1). BENCH_QUICK=1 shortens the windows.
@@ -19,6 +19,6 @@ for l in sys.stdin:
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 cp "$(cargo build --release --message-format=json 2>/dev/null | artifact baton)" "$bin/baton"
-cp "$(cargo test --test tracker_github --no-run --message-format=json 2>/dev/null | artifact tracker_github)" "$bin/fake-github"
+cp "$(cargo test --release --test it --no-run --message-format=json 2>/dev/null | artifact it)" "$bin/fake-github"
 chmod +x scripts/bench/agent_stub.sh
 python3 scripts/bench/bench.py "$bin/baton" "$bin/fake-github" "$@"

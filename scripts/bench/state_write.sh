@@ -8,4 +8,4 @@ if [ $# -gt 0 ]; then
     BATON_BENCH_DIR=$1
     export BATON_BENCH_DIR
 fi
-exec cargo test --release --test durable_state -- --ignored --exact bench_state_write_1000_issues --nocapture
+exec cargo test --release --test it -- --ignored --exact durable_state::bench_state_write_1000_issues --nocapture

@@ -2,8 +2,7 @@
 //! coalesce into the next allowed poll, a rate limit from any operation pauses every tracker
 //! request, a success never ends that pause, and rejected credentials back off.
 
-#[path = "support/issues.rs"]
-mod issues;
+use crate::support::issues;
 use issues::issue;
 
 use std::path::PathBuf;

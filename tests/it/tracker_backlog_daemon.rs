@@ -5,8 +5,7 @@
 //! file URL. Also: a missing board is a typed startup error, and `baton check` explains a
 //! misspelled state.
 
-#[path = "support/procs.rs"]
-mod procs;
+use crate::support::procs;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

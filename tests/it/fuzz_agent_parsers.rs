@@ -1,10 +1,9 @@
 //! Generated-input tests for the agents' stream parsers (issue 12): real transcript lines from
 //! fixtures/claude/*.jsonl and fixtures/copilot/*/stdout.txt, mutated byte-wise and structurally,
 //! fed to the public parsers. Every line must parse to events (or `malformed`) without a panic,
-//! and the turn outcome must be computable afterwards. Seeded: see tests/support/fuzz.rs.
+//! and the turn outcome must be computable afterwards. Seeded: see tests/it/support/fuzz.rs.
 
-#[path = "support/fuzz.rs"]
-mod fuzz;
+use crate::support::fuzz;
 
 use baton::agent::claude::{self, turn_outcome};
 use baton::agent::copilot::parse as copilot;

@@ -3,8 +3,7 @@
 //! the removal has finished, then gets a fresh workspace (`after_create` runs again), and
 //! `before_remove` saw the full `BATON_ISSUE_*` set.
 
-#[path = "support/issues.rs"]
-mod issues;
+use crate::support::issues;
 
 use std::collections::BTreeMap;
 use std::fs;

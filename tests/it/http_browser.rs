@@ -5,7 +5,7 @@
 //! Chromium: `$BATON_CHROMIUM`, else `chromium`/`chromium-browser`/`google-chrome` on PATH.
 //! Without one the test skips with a reason, except under `CI=true`, where it fails.
 
-mod http_support;
+use crate::support::http as http_support;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

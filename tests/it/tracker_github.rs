@@ -1,6 +1,6 @@
 //! GitHub Projects v2 tracker against the fake GitHub (spec §17.3).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

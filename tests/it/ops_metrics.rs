@@ -2,8 +2,7 @@
 //! here (grammar, HELP/TYPE before samples, one group per family, no duplicate series, histogram
 //! buckets), and hostile label values that must round-trip through escaping.
 
-#[path = "support/prom.rs"]
-mod prom;
+use crate::support::prom;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, UNIX_EPOCH};

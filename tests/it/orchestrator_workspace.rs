@@ -38,8 +38,7 @@ fn hooks() -> HooksConfig {
     }
 }
 
-#[path = "support/procs.rs"]
-mod procs;
+use crate::support::procs;
 
 #[test]
 fn creates_then_reuses_and_runs_after_create_only_once() {

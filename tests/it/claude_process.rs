@@ -1,4 +1,4 @@
-//! The Claude adapter against a fake `claude` (tests/support/fake_claude.py): replays captured
+//! The Claude adapter against a fake `claude` (tests/it/support/fake_claude.py): replays captured
 //! transcripts, floods, hangs, garbage and huge lines, ignored SIGTERM, a grandchild holding stdout,
 //! and a prompt full of shell metacharacters. Every turn ends within its deadline and leaves no
 //! process behind.
@@ -57,7 +57,7 @@ impl Drop for Env {
 }
 
 fn fake_command() -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_claude.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/fake_claude.py");
     format!("python3 '{}'", script.display())
 }
 

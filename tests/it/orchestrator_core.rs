@@ -1,8 +1,7 @@
 //! Deterministic tests of the pure scheduling core (spec §17.4 and Baton regressions), driven by a
 //! virtual clock: no threads, no sleeps.
 
-#[path = "support/issues.rs"]
-mod issues;
+use crate::support::issues;
 use issues::issue;
 
 use std::collections::BTreeSet;

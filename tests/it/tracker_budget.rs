@@ -4,7 +4,7 @@
 //! a refresh storm coalesces to at most one poll per second, nothing is sent inside a rate-limit
 //! pause, rejected credentials back off, and `baton` / `baton check` never exit 101.
 
-mod support;
+use crate::support;
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,6 @@
 //! `baton check` against the fake GitHub: a healthy board and a misspelled state.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -1,8 +1,7 @@
 //! Issue 12, failures 8 and 9 and the re-pointed root: cleanup never deletes live work, and every
 //! `before_remove` gets the full `BATON_ISSUE_*` set.
 
-#[path = "support/issues.rs"]
-mod issues;
+use crate::support::issues;
 use issues::issue;
 
 use std::fs;

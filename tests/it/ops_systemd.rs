@@ -10,8 +10,8 @@ use std::process::Command;
 
 use baton::cli::{parse, Command as Cli};
 
-const UNIT: &str = include_str!("../contrib/systemd/baton.service");
-const SCORE: &str = include_str!("../contrib/systemd/SECURITY-SCORE.txt");
+const UNIT: &str = include_str!("../../contrib/systemd/baton.service");
+const SCORE: &str = include_str!("../../contrib/systemd/SECURITY-SCORE.txt");
 
 /// `(key, value)` of every setting, in order, with whether a comment line precedes it.
 fn settings() -> Vec<(String, String, bool)> {

@@ -1,15 +1,13 @@
 //! The Copilot adapter against the real `@github/copilot@1.0.102` CLI, fully offline: BYOK mode
 //! (`COPILOT_OFFLINE=true`) pointed at the scripted fake Chat Completions server in
-//! `tests/support/fake_openai.rs`, with a temp `HOME`.
+//! `tests/it/support/fake_openai.rs`, with a temp `HOME`.
 //!
 //! Needs `BATON_COPILOT_BIN` (set by `.ci/setup-copilot.sh`). Without it each test prints why it
 //! skipped — except under `CI=true`, where a missing CLI is a failure.
 
-#[path = "support/fake_openai.rs"]
-mod fake_openai;
+use crate::support::fake_openai;
 
-#[path = "support/procs.rs"]
-mod procs;
+use crate::support::procs;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -4,8 +4,7 @@
 //! worker or tracker report) and, when the loop stays idle, advances virtual time to its next
 //! deadline. Nothing sleeps for a deadline.
 
-#[path = "support/issues.rs"]
-mod issues;
+use crate::support::issues;
 use issues::issue;
 
 use std::cell::Cell;

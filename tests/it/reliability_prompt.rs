@@ -43,7 +43,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let args_file = dir.join("args.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_claude.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/fake_claude.py");
     let runner = ClaudeRunner::new(ClaudeCodeConfig {
         command: format!("python3 '{}'", script.display()),
         model: None,

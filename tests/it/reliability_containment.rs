@@ -3,8 +3,7 @@
 //! Runtime detection: without a writable cgroup v2 subtree (cgroup.kill) the tests print SKIP
 //! and return (CI runs on the same kind of machine and decides by availability too).
 
-#[path = "support/escapes.rs"]
-mod escapes;
+use crate::support::escapes;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,11 +1,10 @@
 //! Generated-input tests for the HTTP request path (issue 12): `routes::resolve` with random
 //! methods, paths and queries, and raw generated request bytes (mutated real requests, framing
 //! tricks, noise) against a live server on the vendored tiny_http. Every reply is a valid HTTP
-//! status line or a closed connection, never a panic or a hang. Seeded: tests/support/fuzz.rs.
+//! status line or a closed connection, never a panic or a hang. Seeded: tests/it/support/fuzz.rs.
 
-#[path = "support/fuzz.rs"]
-mod fuzz;
-mod http_support;
+use crate::support::fuzz;
+use crate::support::http as http_support;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};

@@ -3,10 +3,9 @@
 //! shapes go through `ResponseMeta::from_headers` and `classify_response`. Never a panic; every
 //! retry time lies within [now, now + 1 h]; the error text and the budget always format; the
 //! token never appears in what is shown. (The page normalizer is being reworked on another branch
-//! and has no stable public entry yet, so it is not fuzzed here.) Seeded: tests/support/fuzz.rs.
+//! and has no stable public entry yet, so it is not fuzzed here.) Seeded: tests/it/support/fuzz.rs.
 
-#[path = "support/fuzz.rs"]
-mod fuzz;
+use crate::support::fuzz;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

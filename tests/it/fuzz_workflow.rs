@@ -2,10 +2,9 @@
 //! templates. Real workflows (WORKFLOW.example.md, fixtures/workflows/*.md) are mutated byte-wise
 //! and structurally (the YAML front matter re-typed member by member) and loaded; every outcome
 //! is `Ok` or a typed error, never a panic, and a loaded template renders (or fails typed) within
-//! a bounded time and size. Seeded: see tests/support/fuzz.rs.
+//! a bounded time and size. Seeded: see tests/it/support/fuzz.rs.
 
-#[path = "support/fuzz.rs"]
-mod fuzz;
+use crate::support::fuzz;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

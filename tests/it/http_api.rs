@@ -1,8 +1,7 @@
 //! The HTTP server over real HTTP on an ephemeral loopback port, answered by a fake main loop.
 
-mod http_support;
-#[path = "support/prom.rs"]
-mod prom;
+use crate::support::http as http_support;
+use crate::support::prom;
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;

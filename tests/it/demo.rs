@@ -3,8 +3,7 @@
 //! blocker paths, runs every hook, and leaves no process behind. A second test (ignored unless
 //! Chromium is set up) renders the dashboard in headless Chromium while the demo runs.
 
-#[path = "support/procs.rs"]
-mod procs;
+use crate::support::procs;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};

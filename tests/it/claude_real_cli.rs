@@ -1,11 +1,10 @@
 //! The Claude adapter driving the real `@anthropic-ai/claude-code@2.1.332` CLI against the fake
-//! Messages API in `tests/support/fake_anthropic.rs` (127.0.0.1 only).
+//! Messages API in `tests/it/support/fake_anthropic.rs` (127.0.0.1 only).
 //!
 //! Needs `BATON_CLAUDE_BIN` (set by `source .ci/setup-claude.sh`). Skipped with a printed reason
 //! when unset — except under `CI=true`, where a missing CLI fails the test.
 
-#[path = "support/fake_anthropic.rs"]
-mod fake_anthropic;
+use crate::support::fake_anthropic;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};

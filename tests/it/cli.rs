@@ -1,6 +1,6 @@
 //! Spec §17.7: the built binary's CLI surface — exit codes and one-line error messages.
 
-mod support;
+use crate::support;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

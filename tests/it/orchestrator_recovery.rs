@@ -2,8 +2,7 @@
 //! `state.json` entries, recover them after a "restart" at a later wall time, apply the plan to a
 //! fresh engine state, and drive the engine to the resumed dispatch.
 
-#[path = "support/issues.rs"]
-mod issues;
+use crate::support::issues;
 
 use baton::agent::{AgentEvent, AgentEventKind, TokenUsage};
 use baton::durable::{recover, StoredRetryKind, StoredState};

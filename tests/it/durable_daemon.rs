@@ -3,16 +3,12 @@
 //! fake model APIs (skipped when the CLIs are not installed; see `.ci/setup-*.sh`). Restarts
 //! after SIGTERM and `kill -9`, the instance lock, bad state files, write failures, pid reuse.
 
-mod support;
+use crate::support;
 
-#[path = "support/daemon_proc.rs"]
-mod daemon_proc;
-#[path = "support/fake_anthropic.rs"]
-mod fake_anthropic;
-#[path = "support/fake_openai.rs"]
-mod fake_openai;
-#[path = "support/procs.rs"]
-mod procs;
+use crate::support::daemon_proc;
+use crate::support::fake_anthropic;
+use crate::support::fake_openai;
+use crate::support::procs;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -1,19 +1,15 @@
-//! Process-level end-to-end tests: the built `baton` binary against the fake GitHub (tests/support),
+//! Process-level end-to-end tests: the built `baton` binary against the fake GitHub (tests/it/support),
 //! with (1) a scripted fake agent CLI, (2) the real Claude Code CLI against a fake Messages API, and
 //! (3) the real Copilot CLI against a fake Chat Completions API. The daemon's own HTTP API
 //! (`--port 0`) is how the tests observe it. Waits are bounded polls, never fixed sleeps.
 
-mod support;
+use crate::support;
 
-#[path = "support/procs.rs"]
-mod procs;
+use crate::support::procs;
 
-#[path = "support/fake_anthropic.rs"]
-mod fake_anthropic;
-#[path = "support/fake_openai.rs"]
-mod fake_openai;
-#[path = "support/prom.rs"]
-mod prom;
+use crate::support::fake_anthropic;
+use crate::support::fake_openai;
+use crate::support::prom;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
