@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 exec cargo test --release --test it -- --ignored --nocapture \
-    tracker_backlog::five_thousand_task_board_reads_within_budget
+    tracker_backlog::bench_five_thousand_task_board_reads_within_budget

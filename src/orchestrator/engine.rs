@@ -1120,6 +1120,8 @@ fn on_reload(state: &mut OrchestratorState, policy: Policy) {
         policy.poll_interval_ms, policy.max_concurrent_agents, policy.stall_timeout_ms
     );
     state.policy = policy;
+    // A reload may carry a fixed token: try it at once (a rate-limit pause stays).
+    state.poll.gate.end_auth_backoff();
     release_budget_parks(state);
 }
 

@@ -135,6 +135,12 @@ impl RequestGate {
         }
     }
 
+    /// Forget the credential back-off (a reload may have fixed the token).
+    pub fn end_auth_backoff(&mut self) {
+        self.auth_failures = 0;
+        self.auth_until = None;
+    }
+
     /// Record every outcome of one operation.
     pub fn note_all(&mut self, outcomes: &[CallOutcome], now: Millis) {
         for o in outcomes {

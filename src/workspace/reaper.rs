@@ -116,14 +116,21 @@ mod tests {
     fn at_most_max_removers_run_and_join_all_waits() {
         let mut r = Reaper::default();
         let (tx, rx) = crossbeam_channel::bounded::<()>(0);
+        let (started_tx, started) = crossbeam_channel::unbounded::<()>();
         for _ in 0..10 {
             let rx = rx.clone();
+            let started_tx = started_tx.clone();
             r.submit(Box::new(move || {
+                let _ = started_tx.send(());
                 let _ = rx.recv();
             }))
             .unwrap();
         }
         assert_eq!(r.threads(), MAX_REMOVERS);
+        // Every remover is inside a job (under load a thread may not have taken one yet).
+        for _ in 0..MAX_REMOVERS {
+            started.recv_timeout(Duration::from_secs(10)).unwrap();
+        }
         assert!(!r.join_all(Duration::from_millis(50)), "still blocked");
         drop(tx);
         assert!(r.join_all(Duration::from_secs(5)));

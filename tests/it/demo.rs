@@ -318,17 +318,11 @@ fn dump_dom(chromium: &Path, url: &str, profile: &Path) -> String {
 }
 
 #[test]
-#[ignore = "needs chromium (BATON_CHROMIUM)"]
+#[ignore = "needs headless Chromium (BATON_CHROMIUM, .ci/setup-http.sh)"]
 fn demo_dashboard_renders_the_three_tasks_in_chromium() {
-    let Some(chromium) = find_chromium() else {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI=true but no Chromium found (set BATON_CHROMIUM or run .ci/setup-http.sh)"
-        );
-        eprintln!("SKIP: no Chromium found (set BATON_CHROMIUM or run .ci/setup-http.sh)");
-        return;
-    };
+    let chromium = find_chromium().unwrap_or_else(|| {
+        crate::support::tool::missing("no Chromium found (BATON_CHROMIUM)", ".ci/setup-http.sh")
+    });
     let scratch = Scratch::new("browser");
     let port = free_port();
     let deadline = Instant::now() + DEADLINE;

@@ -32,7 +32,6 @@ mod orchestrator_recovery;
 mod orchestrator_worker;
 mod orchestrator_workspace;
 mod reliability_cleanup;
-mod reliability_containment;
 mod reliability_prompt;
 mod reliability_reload;
 mod reliability_reopen;

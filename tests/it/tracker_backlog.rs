@@ -376,18 +376,9 @@ fn backlog(bin: &Path, cwd: &Path, home: &Path, args: &[&str]) -> String {
 }
 
 #[test]
-#[ignore = "needs the backlog CLI (BATON_BACKLOG_BIN)"]
+#[ignore = "needs the backlog CLI (BATON_BACKLOG_BIN, .ci/setup-backlog.sh)"]
 fn real_backlog_cli_board_is_read_as_written() {
-    let Some(bin) = std::env::var_os("BATON_BACKLOG_BIN").filter(|v| !v.is_empty()) else {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI=true but BATON_BACKLOG_BIN is unset: source .ci/setup-backlog.sh"
-        );
-        eprintln!("SKIP: BATON_BACKLOG_BIN is unset (source .ci/setup-backlog.sh)");
-        return;
-    };
-    let bin = PathBuf::from(bin);
+    let bin = crate::support::tool::required("BATON_BACKLOG_BIN", ".ci/setup-backlog.sh");
     let tmp = TempDir::new("cli");
     let (proj, home) = (tmp.0.join("proj"), tmp.0.join("home"));
     std::fs::create_dir_all(&proj).unwrap();
@@ -555,7 +546,7 @@ fn generate_board(dir: &Path, n: u32) {
 /// (or `scripts/bench/backlog_board.sh`). The 200 ms CPU budget is asserted in release builds.
 #[test]
 #[ignore = "timing; run in release (scripts/bench/backlog_board.sh)"]
-fn five_thousand_task_board_reads_within_budget() {
+fn bench_five_thousand_task_board_reads_within_budget() {
     let tmp = TempDir::new("bench");
     let dir = tmp.0.join("backlog");
     generate_board(&dir, 5000);

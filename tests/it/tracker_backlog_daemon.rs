@@ -320,18 +320,9 @@ fn backlog_cli(bin: &Path, cwd: &Path, home: &Path, args: &[&str]) {
 /// "In Progress" (the only active state), which starts the agent within 2 s; the agent moves the
 /// task to Done with the CLI, and the workspace is removed.
 #[test]
-#[ignore = "needs the backlog CLI (BATON_BACKLOG_BIN)"]
+#[ignore = "needs the backlog CLI (BATON_BACKLOG_BIN, .ci/setup-backlog.sh)"]
 fn real_backlog_cli_moves_drive_the_daemon() {
-    let Some(bin) = std::env::var_os("BATON_BACKLOG_BIN").filter(|v| !v.is_empty()) else {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI=true but BATON_BACKLOG_BIN is unset: source .ci/setup-backlog.sh"
-        );
-        eprintln!("SKIP: BATON_BACKLOG_BIN is unset (source .ci/setup-backlog.sh)");
-        return;
-    };
-    let bin = PathBuf::from(bin);
+    let bin = crate::support::tool::required("BATON_BACKLOG_BIN", ".ci/setup-backlog.sh");
     let s = Scratch::new("real-cli");
     let (proj, home) = (s.0.join("proj"), s.0.join("home"));
     std::fs::create_dir_all(&proj).unwrap();

@@ -13,15 +13,10 @@ use std::process::Command;
 
 use baton::tracker::github::queries::{all_documents, ALL};
 
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
-}
-
+/// The validator or the schema is missing (the test is ignored unless run with
+/// `--include-ignored`).
 fn skip_or_fail(reason: &str) {
-    if in_ci() {
-        panic!("CI=true but {reason}");
-    }
-    eprintln!("SKIP tracker_graphql_schema: {reason}");
+    crate::support::tool::missing(reason, ".ci/setup-tracker.sh")
 }
 
 fn schema_path() -> Option<PathBuf> {
@@ -36,6 +31,7 @@ fn schema_path() -> Option<PathBuf> {
 }
 
 #[test]
+#[ignore = "needs python3 with graphql-core and GitHub's schema (BATON_PYTHON, .ci/setup-tracker.sh)"]
 fn every_query_validates_against_github_schema() {
     let Some(schema) = schema_path() else {
         return skip_or_fail("GitHub schema not found (../shared/github-graphql/schema.graphql)");
@@ -116,6 +112,7 @@ fn graphql_files(dir: &Path) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs python3 with graphql-core and GitHub's schema (BATON_PYTHON, .ci/setup-tracker.sh)"]
 fn validator_rejects_an_invalid_document() {
     // Guard against a validator that accepts everything.
     let Some(schema) = schema_path() else {

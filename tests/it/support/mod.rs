@@ -11,3 +11,4 @@ pub mod http;
 pub mod issues;
 pub mod procs;
 pub mod prom;
+pub mod tool;
