@@ -47,6 +47,8 @@ pub struct SshHost {
     destination: String,
     control_path: PathBuf,
     connect_timeout_s: u64,
+    /// The client program (`ssh`, looked up on `PATH`).
+    program: OsString,
     /// Serializes starting the multiplexing master.
     master: Arc<Mutex<()>>,
 }
@@ -67,8 +69,22 @@ impl SshHost {
             destination: destination.to_string(),
             control_path: control_dir.join(format!("{:016x}", fnv1a(destination.as_bytes()))),
             connect_timeout_s: DEFAULT_CONNECT_TIMEOUT_S,
+            program: OsString::from("ssh"),
             master: Arc::new(Mutex::new(())),
         }
+    }
+
+    /// Use `program` as the `ssh` client (default: `ssh` on `PATH`; a wrapper adding
+    /// `-F <ssh_config>` is how a custom config is given).
+    pub fn with_ssh_program(mut self, program: impl Into<OsString>) -> Self {
+        self.program = program.into();
+        self
+    }
+
+    /// Bound the connection set-up to `secs` seconds (`ConnectTimeout`; default 10).
+    pub fn with_connect_timeout(mut self, secs: u64) -> Self {
+        self.connect_timeout_s = secs.max(1);
+        self
     }
 
     /// The destination as configured.
@@ -79,7 +95,7 @@ impl SshHost {
     /// `ssh` with Baton's options (before the destination); `master` starts the multiplexing
     /// master instead of using it (ssh keeps the first value of an option, so it is chosen here).
     fn ssh(&self, master: bool) -> Command {
-        let mut c = Command::new("ssh");
+        let mut c = Command::new(&self.program);
         let opts = [
             "BatchMode=yes".to_string(),
             format!("ConnectTimeout={}", self.connect_timeout_s),

@@ -27,12 +27,12 @@ use crate::host::{Process, ProcessSpec, StdoutItem};
 pub(crate) const WRAPPER: &str = r#"exec 3<&0 </dev/null
 setsid sh -c 'echo "BATON_PGID $$"; exec "$@"' baton-agent "$@" &
 c=$!
-setsid sh -c 'cat >/dev/null; kill -TERM -- -"$1" 2>/dev/null || exit 0; sleep 3; kill -KILL -- -"$1" 2>/dev/null' baton-watch "$c" <&3 >/dev/null 2>&1 &
+setsid sh -c 'cat >/dev/null; kill -TERM -"$1" 2>/dev/null || exit 0; sleep 3; kill -KILL -"$1" 2>/dev/null' baton-watch "$c" <&3 >/dev/null 2>&1 &
 w=$!
 exec 3<&-
 wait "$c"; s=$?
-kill -KILL -- -"$c" 2>/dev/null
-kill -KILL -- -"$w" 2>/dev/null || kill -KILL "$w" 2>/dev/null
+kill -KILL -"$c" 2>/dev/null
+kill -KILL -"$w" 2>/dev/null || kill -KILL "$w" 2>/dev/null
 exit "$s"
 "#;
 
@@ -182,7 +182,7 @@ fn forward(from: Receiver<StdoutItem>, pgid_tx: Sender<u32>, tx: Sender<StdoutIt
 impl SshProcess {
     /// True while the remote group has a member (checked over ssh; false when unreachable).
     fn remote_alive(&self) -> bool {
-        let sig = format!("-0 -- -{}", self.pgid);
+        let sig = format!("-0 -{}", self.pgid);
         self.remote_kill(&sig)
     }
 
@@ -221,7 +221,7 @@ impl Process for SshProcess {
         if self.client.has_exited() {
             return false;
         }
-        self.remote_kill(&format!("-{signal} -- -{}", self.pgid))
+        self.remote_kill(&format!("-{signal} -{}", self.pgid))
     }
 
     fn stderr_bytes(&self) -> Vec<u8> {
@@ -244,7 +244,7 @@ impl Process for SshProcess {
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         while self.remote_alive() && Instant::now() < deadline {
-            self.remote_kill(&format!("-KILL -- -{}", self.pgid));
+            self.remote_kill(&format!("-KILL -{}", self.pgid));
             thread::sleep(VERIFY_POLL);
         }
         // Closing the client (and its stdin) also makes the wrapper's watcher act if the
