@@ -18,6 +18,7 @@
 
 mod hook;
 mod local;
+mod pool;
 pub mod ssh;
 mod supervisor;
 
@@ -32,6 +33,7 @@ use crossbeam_channel::Receiver;
 
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::LocalHost;
+pub use pool::HostPool;
 pub use ssh::SshHost;
 
 /// Default bound of one stdout line (10 MB).

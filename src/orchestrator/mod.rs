@@ -3,6 +3,7 @@
 //! module performs I/O, spawns threads or reads a clock; `crate::runtime` does that.
 
 pub mod engine;
+pub mod hosts;
 pub mod rules;
 pub mod snapshot;
 pub mod state;

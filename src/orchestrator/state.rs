@@ -52,6 +52,12 @@ pub struct Policy {
     pub workspace_root: PathBuf,
     /// How long shutdown waits for workers: `hooks.timeout_ms` + 30 s (`after_run` must fit).
     pub shutdown_grace_ms: u64,
+    /// `worker.ssh_hosts` (empty: run locally).
+    #[serde(default)]
+    pub ssh_hosts: Vec<String>,
+    /// `worker.max_concurrent_agents_per_host`.
+    #[serde(default)]
+    pub max_concurrent_agents_per_host: Option<u32>,
 }
 
 impl Policy {
@@ -72,6 +78,8 @@ impl Policy {
             repos: c.tracker.repos.clone(),
             workspace_root: c.workspace_root.clone(),
             shutdown_grace_ms: c.hooks.timeout_ms.saturating_add(SHUTDOWN_GRACE_EXTRA_MS),
+            ssh_hosts: c.worker.ssh_hosts.clone(),
+            max_concurrent_agents_per_host: c.worker.max_concurrent_agents_per_host,
         }
     }
 }
@@ -199,6 +207,9 @@ pub struct RunningEntry {
     pub cost_usd: Option<f64>,
     /// Set once the orchestrator asked the worker to stop.
     pub stop: Option<StopReason>,
+    /// The SSH host running it (`None`: this machine).
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// Kind of a queued retry.
@@ -234,6 +245,9 @@ pub struct RetryEntry {
     pub in_flight: bool,
     /// Workspace of the previous run (for terminal cleanup).
     pub workspace_path: PathBuf,
+    /// The SSH host of the previous run (has the workspace; preferred for the retry).
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// An issue parked until its state or labels change.
@@ -338,6 +352,9 @@ pub struct OrchestratorState {
     /// When WORKFLOW.md is re-read (debounced reload pings).
     #[serde(default)]
     pub reload_due: Option<Millis>,
+    /// SSH hosts marked down (connection failures), with their probe schedule.
+    #[serde(default)]
+    pub hosts_down: super::hosts::HostsDown,
 }
 
 impl OrchestratorState {

@@ -29,7 +29,8 @@ use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
 use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};
 use crate::workflow::watch::stat_fingerprint;
 use crate::workspace::hooks::HookEnv;
-use crate::workspace::{remove_workspace, workspace_path};
+use crate::host::{Host, HostPool, LocalHost};
+use crate::workspace::{remove_workspace_on, workspace_path};
 
 use super::clock::Clock;
 use super::worker::{spawn_worker, WorkerContext};
@@ -199,6 +200,8 @@ struct Daemon {
     last_preflight: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
+    /// SSH hosts by destination (shared multiplexing masters).
+    hosts: Arc<HostPool>,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -231,7 +234,8 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
     tracker
         .validate()
         .map_err(|e| format!("startup validation failed: {e}"))?;
-    startup_terminal_cleanup(&*tracker, &cfg);
+    let hosts = Arc::new(HostPool::new());
+    startup_terminal_cleanup(&*tracker, &cfg, &hosts);
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
     let (tracker_tx, tracker_rx) = unbounded();
@@ -259,6 +263,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         last_preflight: None,
         pending_acks: Vec::new(),
         done: false,
+        hosts,
     };
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
@@ -283,7 +288,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
 }
 
 /// Remove workspaces of issues already in terminal states (spec §8.6); warn and continue on error.
-fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
+fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig, hosts: &HostPool) {
     let issues = match tracker.fetch_issues_by_states(&cfg.tracker.terminal_states) {
         Ok(v) => v,
         Err(e) => {
@@ -291,21 +296,44 @@ fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig) {
             return;
         }
     };
+    // Without a record of which host owns a workspace, every configured host is cleaned.
+    let owners: Vec<Arc<dyn Host>> = if cfg.worker.ssh_hosts.is_empty() {
+        vec![LocalHost::shared()]
+    } else {
+        cfg.worker.ssh_hosts.iter().map(|h| hosts.get(Some(h))).collect()
+    };
     for issue in issues {
         let path = workspace_path(&cfg.workspace_root, &issue.identifier);
-        clean_workspace(&cfg.hooks, &issue, &path);
+        for host in &owners {
+            clean_workspace(host.as_ref(), &cfg.hooks, &issue, &path);
+        }
     }
 }
 
-fn clean_workspace(hooks: &HooksConfig, issue: &Issue, path: &Path) {
+/// Probe an SSH host in the background; the answer comes back as `Event::HostProbed`.
+fn probe_host(hosts: &HostPool, host: String, events: Sender<Event>) {
+    let h = hosts.ssh(&host);
+    let spawned = thread::Builder::new()
+        .name("host-probe".into())
+        .spawn(move || {
+            let result = h.check_reachable();
+            let _ = events.send(Event::HostProbed { host, result });
+        });
+    if let Err(e) = spawned {
+        warn!("cannot start a host probe error={e}");
+    }
+}
+
+fn clean_workspace(host: &dyn Host, hooks: &HooksConfig, issue: &Issue, path: &Path) {
     let root = path.parent().unwrap_or(Path::new("/"));
     let env = HookEnv::for_issue(issue, path);
-    match remove_workspace(root, path, hooks, &env) {
+    match remove_workspace_on(host, root, path, hooks, &env) {
         Ok(true) => info!(
-            "workspace removed issue_id={} issue_identifier={} workspace={}",
+            "workspace removed issue_id={} issue_identifier={} workspace={} host={}",
             issue.id,
             issue.identifier,
-            path.display()
+            path.display(),
+            host.name().unwrap_or("local")
         ),
         Ok(false) => {}
         Err(e) => warn!(
@@ -439,7 +467,11 @@ impl Daemon {
                 issue,
                 attempt,
                 workspace_path,
-            } => self.dispatch(run_id, issue, attempt, workspace_path),
+                host,
+            } => {
+                let host = self.hosts.get(host.as_deref());
+                self.dispatch(run_id, issue, attempt, workspace_path, host)
+            }
             Action::StopWorker {
                 issue_id,
                 run_id,
@@ -457,7 +489,12 @@ impl Daemon {
                 issue_id,
                 identifier,
                 workspace_path,
-            } => self.clean_in_background(issue_id, identifier, workspace_path),
+                host,
+            } => {
+                let host = self.hosts.get(host.as_deref());
+                self.clean_in_background(issue_id, identifier, workspace_path, host)
+            }
+            Action::ProbeHost { host } => probe_host(&self.hosts, host, self.events_tx.clone()),
             Action::ReloadWorkflow => self.reload(),
             Action::RefreshAck { coalesced } => {
                 let ack = RefreshAck {
@@ -474,7 +511,13 @@ impl Daemon {
         }
     }
 
-    fn clean_in_background(&self, issue_id: String, identifier: String, path: PathBuf) {
+    fn clean_in_background(
+        &self,
+        issue_id: String,
+        identifier: String,
+        path: PathBuf,
+        host: Arc<dyn Host>,
+    ) {
         let hooks = config(&self.workflow).hooks.clone();
         let issue = Issue {
             id: issue_id,
@@ -483,7 +526,7 @@ impl Daemon {
         };
         let spawned = thread::Builder::new()
             .name("workspace-clean".into())
-            .spawn(move || clean_workspace(&hooks, &issue, &path));
+            .spawn(move || clean_workspace(host.as_ref(), &hooks, &issue, &path));
         if let Err(e) = spawned {
             warn!("cannot start workspace cleanup error={e}");
         }
@@ -515,7 +558,14 @@ impl Daemon {
         });
     }
 
-    fn dispatch(&mut self, run_id: u64, issue: Issue, attempt: Option<u32>, path: PathBuf) {
+    fn dispatch(
+        &mut self,
+        run_id: u64,
+        issue: Issue,
+        attempt: Option<u32>,
+        path: PathBuf,
+        host: Arc<dyn Host>,
+    ) {
         let cfg = config(&self.workflow);
         let cancel = CancelToken::new();
         let ctx = WorkerContext {
@@ -531,6 +581,7 @@ impl Daemon {
             tracker: self.tracker.clone(),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
+            host,
         };
         match spawn_worker(ctx) {
             Ok(_handle) => {

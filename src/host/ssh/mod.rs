@@ -45,7 +45,7 @@ const CONTROL_PERSIST_S: u64 = 120;
 #[derive(Clone)]
 pub struct SshHost {
     destination: String,
-    control_path: PathBuf,
+    control_path: Option<PathBuf>,
     connect_timeout_s: u64,
     /// The client program (`ssh`, looked up on `PATH`).
     program: OsString,
@@ -63,11 +63,12 @@ impl fmt::Debug for SshHost {
 
 impl SshHost {
     /// A host for `destination` whose multiplexing socket lives in `control_dir` (see
-    /// [`control_dir`]).
+    /// [`control_dir`]; an empty path disables multiplexing).
     pub fn new(destination: &str, control_dir: &Path) -> Self {
         SshHost {
             destination: destination.to_string(),
-            control_path: control_dir.join(format!("{:016x}", fnv1a(destination.as_bytes()))),
+            control_path: (!control_dir.as_os_str().is_empty())
+                .then(|| control_dir.join(format!("{:016x}", fnv1a(destination.as_bytes())))),
             connect_timeout_s: DEFAULT_CONNECT_TIMEOUT_S,
             program: OsString::from("ssh"),
             master: Arc::new(Mutex::new(())),
@@ -112,7 +113,10 @@ impl SshHost {
         }
         c.arg("-o").arg({
             let mut s = OsString::from("ControlPath=");
-            s.push(&self.control_path);
+            match &self.control_path {
+                Some(p) => s.push(p),
+                None => s.push("none"),
+            }
             s
         });
         c
@@ -131,7 +135,7 @@ impl SshHost {
     /// operation itself (it then connects directly and reports the error).
     fn ensure_master(&self) -> io::Result<()> {
         let _guard = self.master.lock();
-        if self.control_path.exists() {
+        if self.control_path.as_ref().is_none_or(|p| p.exists()) {
             return Ok(());
         }
         let st = self

@@ -288,16 +288,22 @@ mod tests {
     /// follows, the exit status is the program's.
     #[test]
     fn wrapper_reports_pgid_then_runs() {
-        let out = std::process::Command::new("sh")
+        // stdin stays open (as Baton's ssh client keeps it) until the output is read.
+        let mut child = std::process::Command::new("sh")
             .args(["-c", WRAPPER, "baton-run", "sh", "-c", "echo hi; exit 3"])
             .stdin(Stdio::piped())
-            .output()
+            .stdout(Stdio::piped())
+            .spawn()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
+        let stdin = child.stdin.take();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut text).unwrap();
+        let status = child.wait().unwrap();
+        drop(stdin);
         let mut lines = text.lines();
         let first = lines.next().unwrap();
         assert!(first.starts_with("BATON_PGID "), "{text}");
         assert_eq!(lines.next(), Some("hi"));
-        assert_eq!(out.status.code(), Some(3));
+        assert_eq!(status.code(), Some(3));
     }
 }

@@ -39,6 +39,7 @@ pub(crate) fn known_keys(
     ];
     sections.extend_from_slice(super::agents::KNOWN_SECTIONS);
     sections.push(("server", &["port", "host", "webhook_secret"]));
+    sections.push(("worker", super::worker::KEYS));
     sections
 }
 

@@ -15,9 +15,11 @@ use serde_yaml::{Mapping, Value};
 pub mod agents;
 pub(crate) mod keys;
 pub(crate) mod section;
+pub mod worker;
 
 use self::agents::AgentSettings;
 pub use self::agents::{AgentKind, ClaudeCodeConfig, CopilotConfig};
+pub use self::worker::WorkerConfig;
 pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
 pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
@@ -113,6 +115,8 @@ pub struct ServiceConfig {
     pub copilot: CopilotConfig,
     /// `server.*`.
     pub server: ServerConfig,
+    /// `worker.*` (SSH worker hosts).
+    pub worker: WorkerConfig,
 }
 
 /// Turn and stall timeouts of the selected runner.
@@ -247,6 +251,7 @@ pub(crate) fn parse_config(
         section("workspace")?,
     );
     let (hooks, agent, server) = (section("hooks")?, section("agent")?, section("server")?);
+    let worker = section("worker")?;
     let claude_code = section(ClaudeCodeConfig::SECTION)?;
     let copilot = section(CopilotConfig::SECTION)?;
 
@@ -266,6 +271,7 @@ pub(crate) fn parse_config(
     let claude_code = ClaudeCodeConfig::parse(&claude_code, env)?;
     let copilot = CopilotConfig::parse(&copilot, env)?;
     let server = parse_server(&server, env)?;
+    let worker = WorkerConfig::parse(&worker)?;
     Ok(ParsedConfig {
         config: ServiceConfig {
             tracker,
@@ -276,6 +282,7 @@ pub(crate) fn parse_config(
             claude_code,
             copilot,
             server,
+            worker,
         },
         warnings,
     })
