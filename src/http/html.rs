@@ -543,6 +543,7 @@ mod tests {
             },
             cost_usd: Some(0.5),
             attempt: None,
+            host: None,
         }
     }
 

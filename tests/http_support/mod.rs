@@ -45,6 +45,7 @@ pub fn running_row(identifier: &str, title: &str, url: &str) -> RunningRow {
         },
         cost_usd: Some(0.25),
         attempt: None,
+        host: None,
     }
 }
 
@@ -101,6 +102,7 @@ pub fn fixture_state() -> StateSnapshot {
                 last_cost: Some(1),
             }),
         },
+        hosts: vec![],
     }
 }
 
