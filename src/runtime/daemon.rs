@@ -283,6 +283,7 @@ pub fn run(opts: DaemonOptions) -> Result<(), String> {
         let ev = d.next_event(&mut inbox);
         d.handle_event(ev, &inbox);
     }
+    d.hosts.close_all();
     info!("event=shutdown_complete");
     Ok(())
 }

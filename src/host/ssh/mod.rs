@@ -15,6 +15,7 @@
 //!   rules as locally, resolved with `cd -P`/`pwd -P` on the remote host.
 
 mod process;
+mod probe;
 mod quote;
 mod workspace;
 
@@ -29,6 +30,7 @@ use std::time::Duration;
 
 use super::{Host, Process, ProcessSpec, Workspace, WorkspaceError};
 
+pub use probe::probe_host;
 pub use quote::{shell_join, shell_quote};
 
 /// Error-text prefix of connection and startup failures (the `host_unavailable` class).
@@ -68,7 +70,7 @@ impl SshHost {
         SshHost {
             destination: destination.to_string(),
             control_path: (!control_dir.as_os_str().is_empty())
-                .then(|| control_dir.join(format!("{:016x}", fnv1a(destination.as_bytes())))),
+                .then(|| control_dir.join(socket_name(destination))),
             connect_timeout_s: DEFAULT_CONNECT_TIMEOUT_S,
             program: OsString::from("ssh"),
             master: Arc::new(Mutex::new(())),
@@ -269,7 +271,13 @@ pub fn control_dir() -> io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// 64-bit FNV-1a (a short, stable socket name per destination).
+/// `<pid>-<hash of destination>`: short (the socket path must stay under 108 bytes), distinct per
+/// destination and per Baton process (another process may mean another `ssh_config`).
+fn socket_name(destination: &str) -> String {
+    format!("{:x}-{:016x}", std::process::id(), fnv1a(destination.as_bytes()))
+}
+
+/// 64-bit FNV-1a.
 fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
