@@ -360,3 +360,97 @@ fn baton_check_probes_every_host() {
     assert!(dead.starts_with("FAIL"), "{text}");
     assert!(dead.contains("host_unavailable"), "{text}");
 }
+
+#[path = "support/fake_anthropic.rs"]
+mod fake_anthropic;
+
+#[test]
+#[ignore = "needs sshd (BATON_SSHD)"]
+fn real_claude_over_ssh_two_turns_on_one_session() {
+    let Some(claude) = std::env::var_os("BATON_CLAUDE_BIN").filter(|v| !v.is_empty()) else {
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "BATON_CLAUDE_BIN unset");
+        eprintln!("SKIP real_claude_over_ssh: BATON_CLAUDE_BIN is unset (.ci/setup-claude.sh)");
+        return;
+    };
+    let claude = PathBuf::from(claude);
+    let github = Arc::new(FakeGithub::start(board(1)));
+    let g = Arc::clone(&github);
+    use fake_anthropic::Step;
+    // Turn 1: a Write tool call, then text; turn 2 (resumed): text. While turn 2's request is in
+    // flight the issue moves to In Review, so the worker stops after turn 2.
+    let api = fake_anthropic::FakeAnthropic::start_with_hook(
+        vec![
+            Step::ToolUse {
+                text: Some("Writing the file.".into()),
+                name: "Write".into(),
+                input: serde_json::json!({"file_path": "hello.txt", "content": "hello over ssh\n"}),
+            },
+            Step::Text("Turn one is done.".into()),
+            Step::Text("Turn two is done.".into()),
+        ],
+        move |rec| {
+            if rec.n_assistant == 2 {
+                g.set_status("acme/api#1", Some("In Review"));
+            }
+        },
+    );
+    // The remote session's environment is the remote host's business: here sshd's SetEnv gives
+    // the CLI its API endpoint and a private HOME.
+    let home = format!("/tmp/bs-{}-claude-home", std::process::id());
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let lab = Lab::start(
+        "claude",
+        1,
+        &[
+            ("HOME", &home),
+            ("ANTHROPIC_BASE_URL", &api.base_url),
+            ("ANTHROPIC_API_KEY", "dummy"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_TELEMETRY", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+        ],
+    );
+    let wf = setup(&lab, &github, &["h1"], "");
+    let text = std::fs::read_to_string(&wf).unwrap();
+    let agent = lab.tmp.join("fake-claude");
+    let text = text
+        .replace(
+            &format!("command: \"'{}'\"\n", agent.display()),
+            &format!(
+                "command: \"'{}'\"\n  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
+                claude.display()
+            ),
+        )
+        .replace("max_turns: 1\n", "max_turns: 5\n")
+        .replace("interval_ms: 300\n", "interval_ms: 600000\n");
+    std::fs::write(&wf, text).unwrap();
+    let d = Baton::start(&lab, &wf);
+    wait_for(&d, "release after two turns", Duration::from_secs(120), || {
+        let s = d.state();
+        let done = api.requests().len() >= 3
+            && s["counts"]["running"] == 0
+            && s["counts"]["retrying"] == 0
+            && d.log().contains("releasing claim");
+        done.then_some(())
+    });
+    let reqs = api.requests();
+    assert_eq!(reqs.len(), 3, "{reqs:?}");
+    let sessions: Vec<_> = reqs.iter().map(|r| r.session_header.clone()).collect();
+    assert!(
+        sessions[0].is_some() && sessions.iter().all(|s| s == &sessions[0]),
+        "one session: {sessions:?}"
+    );
+    let ws = lab.tmp.join("ws").join("acme__api-1");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
+        "hello over ssh\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".baton-created")).unwrap(),
+        "created on h1\n"
+    );
+    assert!(d.log().contains("host=h1"));
+    assert_eq!(d.terminate(Duration::from_secs(30)).code(), Some(0));
+    let _ = std::fs::remove_dir_all(&home);
+}
