@@ -454,3 +454,68 @@ fn real_claude_over_ssh_two_turns_on_one_session() {
     assert_eq!(d.terminate(Duration::from_secs(30)).code(), Some(0));
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// Resident memory of `pid` in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Figures: 20 remote agents on 2 hosts — all start (0 failures), Baton's own memory per remote
+/// running agent, and 0 processes left after SIGTERM.
+#[test]
+#[ignore = "needs sshd (BATON_SSHD)"]
+fn figure_twenty_remote_agents_on_two_hosts() {
+    let tag = "twenty";
+    let lab = lab_env(tag, 2, "hang");
+    let github = FakeGithub::start(board(20));
+    let wf = setup(
+        &lab,
+        &github,
+        &["h1", "h2"],
+        "  max_concurrent_agents_per_host: 10\n",
+    );
+    let active = std::fs::read_to_string(&wf)
+        .unwrap()
+        .replace("max_runs_per_issue: 50\n", "max_runs_per_issue: 50\n  max_concurrent_agents: 20\n");
+    // Idle first (no active state matches) for the baseline.
+    std::fs::write(&wf, active.replace("active_states: [Todo, In Progress]", "active_states: [Someday]")).unwrap();
+    let d = Baton::start(&lab, &wf);
+    let pid = d.child.as_ref().unwrap().id();
+    let polls = || github.operations().iter().filter(|o| o.contains("ProjectItems")).count();
+    wait_for(&d, "idle polls", Duration::from_secs(30), || (polls() >= 3).then_some(()));
+    let idle = rss_kib(pid);
+    std::fs::write(&wf, &active).unwrap();
+    let started = Instant::now();
+    let log = agent_log(tag);
+    wait_for(&d, "20 remote agents", Duration::from_secs(120), || {
+        (runs(&log).len() >= 20).then_some(())
+    });
+    let all_running = started.elapsed();
+    let state = wait_for(&d, "20 running", Duration::from_secs(10), || {
+        let s = d.state();
+        (s["counts"]["running"] == 20).then_some(s)
+    });
+    assert_eq!(state["counts"]["retrying"], 0, "0 failures: {state}");
+    assert_eq!(state["hosts"][0]["running"], 10, "{state}");
+    assert_eq!(state["hosts"][1]["running"], 10, "{state}");
+    std::thread::sleep(Duration::from_millis(500));
+    let busy = rss_kib(pid);
+    let per_agent = busy.saturating_sub(idle) as f64 / 20.0;
+    let t = Instant::now();
+    assert!(d.terminate(Duration::from_secs(90)).success());
+    let stop = t.elapsed();
+    let left = wait_none_matching(&format!("sleep {}", hang_marker(tag)), Duration::from_secs(10));
+    println!(
+        "FIGURE 20 remote agents on 2 hosts: all running after {:.1} s, 0 failures; baton RSS idle {idle} KiB, with 20 agents {busy} KiB, {per_agent:.0} KiB per remote agent; SIGTERM -> exit {:.1} s, {} processes left",
+        all_running.as_secs_f64(),
+        stop.as_secs_f64(),
+        left.len()
+    );
+    assert!(left.is_empty(), "remote processes left: {left:?}\n{}", ps(&left));
+    assert!(per_agent <= 1024.0, "{per_agent} KiB per agent");
+}

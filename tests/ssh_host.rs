@@ -177,3 +177,56 @@ fn an_unreachable_host_is_host_unavailable() {
     let e = host.create_workspace(&root, &root.join("x")).unwrap_err();
     assert!(e.0.contains("host_unavailable"), "{e}");
 }
+
+/// Figure: dispatch → remote agent process running (the pgid is reported by the running
+/// process), multiplexed, on loopback; also the worker's whole pre-agent path (create + check
+/// the workspace, then spawn). Prints the medians; the bound asserted is loose (shared CI).
+#[test]
+#[ignore = "needs sshd (BATON_SSHD)"]
+fn figure_dispatch_to_remote_agent_running() {
+    let lab = Lab::start("lat", 1, &[]);
+    let host = lab.host("h1");
+    let root = lab.tmp.join("root");
+    let t0 = Instant::now();
+    host.check_reachable().unwrap(); // warm the master
+    if std::env::var_os("BATON_BENCH_DEBUG").is_some() {
+        eprintln!("warm {:?}", t0.elapsed());
+    }
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let (mut spawn, mut full) = (vec![], vec![]);
+    let n: usize = std::env::var("BATON_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
+    for i in 0..n {
+        let ws = root.join(format!("ws-{i}"));
+        let t = Instant::now();
+        let w = host.create_workspace(&root, &ws).unwrap();
+        if std::env::var_os("BATON_BENCH_DEBUG").is_some() {
+            eprintln!("create {:?}", t.elapsed());
+        }
+        host.check_workspace(&root, &ws).unwrap();
+        if std::env::var_os("BATON_BENCH_DEBUG").is_some() {
+            eprintln!("check {:?}", t.elapsed());
+        }
+        let t_spawn = Instant::now();
+        let p = host
+            .spawn(&ProcessSpec::command("sleep 30 # baton-lat-marker", w.path))
+            .unwrap();
+        spawn.push(t_spawn.elapsed());
+        full.push(t.elapsed());
+        let t_term = Instant::now();
+        p.terminate(Duration::from_millis(200));
+        if std::env::var_os("BATON_BENCH_DEBUG").is_some() {
+            eprintln!("iter {i}: full {:?} spawn {:?} terminate {:?}", full[i], spawn[i], t_term.elapsed());
+        }
+    }
+    let (s, f) = (median(spawn), median(full));
+    println!(
+        "FIGURE ssh spawn->remote agent running median_ms={:.1}; dispatch path (create+check+spawn) median_ms={:.1}",
+        s.as_secs_f64() * 1e3,
+        f.as_secs_f64() * 1e3
+    );
+    assert!(s < Duration::from_secs(1), "{s:?}");
+    assert!(wait_none_matching("baton-lat-marker", Duration::from_secs(5)).is_empty());
+}

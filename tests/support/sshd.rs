@@ -318,9 +318,17 @@ impl Lab {
         fs::create_dir_all(tmp.join("ctl")).unwrap();
         fs::set_permissions(tmp.join("ctl"), fs::Permissions::from_mode(0o700)).unwrap();
         let mut servers = Vec::new();
+        // Sessions get a private HOME (unless given): the login shells must not run the real
+        // user's rc files.
+        let home = tmp.join("home");
+        fs::create_dir_all(&home).unwrap();
+        let home = home.display().to_string();
         for i in 1..=n {
             let alias = format!("h{i}");
             let mut env = vec![("BATON_TEST_HOST", alias.as_str())];
+            if !extra_env.iter().any(|(k, _)| *k == "HOME") {
+                env.push(("HOME", home.as_str()));
+            }
             env.extend_from_slice(extra_env);
             let s = Sshd::start(&tmp.join(&format!("sshd-{alias}")), &client, &env);
             client.add_host(&alias, s.port, Some(&s.host_pub));
