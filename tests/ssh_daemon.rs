@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sshd::{wait_none_matching, Lab};
-use support::fake_github::{BoardFixture, IssueFixture, FakeGithub, FAKE_TOKEN};
+use support::fake_github::{BoardFixture, FakeGithub, IssueFixture, FAKE_TOKEN};
 
 /// A fake Claude-compatible agent: logs where it ran and its arguments, then one successful
 /// stream-json turn, or (E2E_MODE=hang) hangs with a background grandchild.
@@ -40,7 +40,11 @@ const HOSTILE_TITLE: &str = "Fix $(touch /tmp/baton-ssh-never) `id` it's \"x\"\n
 fn board(n: u64) -> BoardFixture {
     let mut b = BoardFixture::empty("acme", 7);
     for i in 1..=n {
-        let title = if i == 1 { HOSTILE_TITLE.to_string() } else { format!("issue {i}") };
+        let title = if i == 1 {
+            HOSTILE_TITLE.to_string()
+        } else {
+            format!("issue {i}")
+        };
         b.push_issue(IssueFixture::new("acme/api", i, &title), Some("Todo"));
     }
     b
@@ -233,7 +237,11 @@ fn dispatch_over_ssh_with_hostile_title_and_cleanup_on_the_owning_host() {
     wait_for(&d, "a continuation run", Duration::from_secs(30), || {
         (runs(&log).len() >= 3).then_some(())
     });
-    assert!(runs(&log).iter().all(|r| r.contains("host=h2")), "{:?}", runs(&log));
+    assert!(
+        runs(&log).iter().all(|r| r.contains("host=h2")),
+        "{:?}",
+        runs(&log)
+    );
     let state = d.state();
     assert_eq!(state["hosts"][0]["host"], "h2", "{state}");
     assert_eq!(state["hosts"][1]["up"], true, "{state}");
@@ -285,14 +293,24 @@ fn per_host_cap_with_two_hosts_and_sigterm_leaves_no_remote_process() {
     assert_eq!(runs(&log).len(), 4, "{:?}", runs(&log));
     assert_eq!(d.state()["counts"]["running"], 4);
     assert!(d.terminate(Duration::from_secs(60)).success());
-    let left = wait_none_matching(&format!("sleep {}", hang_marker(tag)), Duration::from_secs(10));
-    assert!(left.is_empty(), "remote processes left: {left:?}\n{}", ps(&left));
+    let left = wait_none_matching(
+        &format!("sleep {}", hang_marker(tag)),
+        Duration::from_secs(10),
+    );
+    assert!(
+        left.is_empty(),
+        "remote processes left: {left:?}\n{}",
+        ps(&left)
+    );
 }
 
 fn ps(pids: &[i32]) -> String {
     let mut out = String::new();
     for p in pids {
-        let o = Command::new("ps").args(["-o", "pid,ppid,pgid,sid,stat,args", "-p", &p.to_string()]).output().unwrap();
+        let o = Command::new("ps")
+            .args(["-o", "pid,ppid,pgid,sid,stat,args", "-p", &p.to_string()])
+            .output()
+            .unwrap();
         out.push_str(&String::from_utf8_lossy(&o.stdout));
     }
     let o = Command::new("sh").arg("-c").arg("ps -eo pid,ppid,pgid,sid,stat,args | grep -E 'baton|sshd|sleep' | grep -v grep | cut -c1-160").output().unwrap();
@@ -318,7 +336,10 @@ fn killing_sshd_mid_run_marks_the_host_down_and_fails_the_run_as_a_host_failure(
         (s["hosts"][0]["up"] == false).then_some(s)
     });
     assert!(
-        state["hosts"][0]["error"].as_str().unwrap().contains("host_unavailable"),
+        state["hosts"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("host_unavailable"),
         "{state}"
     );
     let retry = wait_for(&d, "a failure retry", Duration::from_secs(20), || {
@@ -326,11 +347,21 @@ fn killing_sshd_mid_run_marks_the_host_down_and_fails_the_run_as_a_host_failure(
         s["retrying"].as_array().and_then(|r| r.first().cloned())
     });
     assert!(
-        retry["error"].as_str().unwrap_or("").contains("host_unavailable"),
+        retry["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("host_unavailable"),
         "{retry}"
     );
-    let left = wait_none_matching(&format!("sleep {}", hang_marker(tag)), Duration::from_secs(10));
-    assert!(left.is_empty(), "remote processes left: {left:?}\n{}", ps(&left));
+    let left = wait_none_matching(
+        &format!("sleep {}", hang_marker(tag)),
+        Duration::from_secs(10),
+    );
+    assert!(
+        left.is_empty(),
+        "remote processes left: {left:?}\n{}",
+        ps(&left)
+    );
     assert!(d.log().contains("host marked down host=h1"));
     assert!(d.terminate(Duration::from_secs(30)).success());
 }
@@ -368,7 +399,11 @@ mod fake_anthropic;
 #[ignore = "needs sshd (BATON_SSHD)"]
 fn real_claude_over_ssh_two_turns_on_one_session() {
     let Some(claude) = std::env::var_os("BATON_CLAUDE_BIN").filter(|v| !v.is_empty()) else {
-        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "BATON_CLAUDE_BIN unset");
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "BATON_CLAUDE_BIN unset"
+        );
         eprintln!("SKIP real_claude_over_ssh: BATON_CLAUDE_BIN is unset (.ci/setup-claude.sh)");
         return;
     };
@@ -426,14 +461,19 @@ fn real_claude_over_ssh_two_turns_on_one_session() {
         .replace("interval_ms: 300\n", "interval_ms: 600000\n");
     std::fs::write(&wf, text).unwrap();
     let d = Baton::start(&lab, &wf);
-    wait_for(&d, "release after two turns", Duration::from_secs(120), || {
-        let s = d.state();
-        let done = api.requests().len() >= 3
-            && s["counts"]["running"] == 0
-            && s["counts"]["retrying"] == 0
-            && d.log().contains("releasing claim");
-        done.then_some(())
-    });
+    wait_for(
+        &d,
+        "release after two turns",
+        Duration::from_secs(120),
+        || {
+            let s = d.state();
+            let done = api.requests().len() >= 3
+                && s["counts"]["running"] == 0
+                && s["counts"]["retrying"] == 0
+                && d.log().contains("releasing claim");
+            done.then_some(())
+        },
+    );
     let reqs = api.requests();
     assert_eq!(reqs.len(), 3, "{reqs:?}");
     let sessions: Vec<_> = reqs.iter().map(|r| r.session_header.clone()).collect();
@@ -479,15 +519,31 @@ fn figure_twenty_remote_agents_on_two_hosts() {
         &["h1", "h2"],
         "  max_concurrent_agents_per_host: 10\n",
     );
-    let active = std::fs::read_to_string(&wf)
-        .unwrap()
-        .replace("max_runs_per_issue: 50\n", "max_runs_per_issue: 50\n  max_concurrent_agents: 20\n");
+    let active = std::fs::read_to_string(&wf).unwrap().replace(
+        "max_runs_per_issue: 50\n",
+        "max_runs_per_issue: 50\n  max_concurrent_agents: 20\n",
+    );
     // Idle first (no active state matches) for the baseline.
-    std::fs::write(&wf, active.replace("active_states: [Todo, In Progress]", "active_states: [Someday]")).unwrap();
+    std::fs::write(
+        &wf,
+        active.replace(
+            "active_states: [Todo, In Progress]",
+            "active_states: [Someday]",
+        ),
+    )
+    .unwrap();
     let d = Baton::start(&lab, &wf);
     let pid = d.child.as_ref().unwrap().id();
-    let polls = || github.operations().iter().filter(|o| o.contains("ProjectItems")).count();
-    wait_for(&d, "idle polls", Duration::from_secs(30), || (polls() >= 3).then_some(()));
+    let polls = || {
+        github
+            .operations()
+            .iter()
+            .filter(|o| o.contains("ProjectItems"))
+            .count()
+    };
+    wait_for(&d, "idle polls", Duration::from_secs(30), || {
+        (polls() >= 3).then_some(())
+    });
     let idle = rss_kib(pid);
     std::fs::write(&wf, &active).unwrap();
     let started = Instant::now();
@@ -509,13 +565,20 @@ fn figure_twenty_remote_agents_on_two_hosts() {
     let t = Instant::now();
     assert!(d.terminate(Duration::from_secs(90)).success());
     let stop = t.elapsed();
-    let left = wait_none_matching(&format!("sleep {}", hang_marker(tag)), Duration::from_secs(10));
+    let left = wait_none_matching(
+        &format!("sleep {}", hang_marker(tag)),
+        Duration::from_secs(10),
+    );
     println!(
         "FIGURE 20 remote agents on 2 hosts: all running after {:.1} s, 0 failures; baton RSS idle {idle} KiB, with 20 agents {busy} KiB, {per_agent:.0} KiB per remote agent; SIGTERM -> exit {:.1} s, {} processes left",
         all_running.as_secs_f64(),
         stop.as_secs_f64(),
         left.len()
     );
-    assert!(left.is_empty(), "remote processes left: {left:?}\n{}", ps(&left));
+    assert!(
+        left.is_empty(),
+        "remote processes left: {left:?}\n{}",
+        ps(&left)
+    );
     assert!(per_agent <= 1024.0, "{per_agent} KiB per agent");
 }

@@ -2,10 +2,10 @@
 //! remote processes, hostile arguments, remote workspace operations with containment, remote
 //! process-group control, and dropped connections. Needs `BATON_SSHD` (.ci/setup-ssh.sh).
 
-#[path = "support/sshd.rs"]
-mod sshd;
 #[path = "support/procs.rs"]
 mod procs;
+#[path = "support/sshd.rs"]
+mod sshd;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -64,7 +64,10 @@ fn remote_process_gets_hostile_arguments_and_env_byte_for_byte() {
         }
     }
     assert_eq!(lines, want);
-    assert_eq!(p.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()), Some(0));
+    assert_eq!(
+        p.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(0)
+    );
     assert!(!Path::new("/tmp/baton-ssh-pwned").exists());
 }
 
@@ -79,10 +82,15 @@ fn remote_workspaces_follow_the_containment_rules() {
     assert!(ws.path.is_dir());
     let again = host.create_workspace(&root, &root.join("repo-1")).unwrap();
     assert!(!again.created_now);
-    assert_eq!(host.check_workspace(&root, &root.join("repo-1")).unwrap(), ws.path);
+    assert_eq!(
+        host.check_workspace(&root, &root.join("repo-1")).unwrap(),
+        ws.path
+    );
     // An escaping symlink is refused, a file is not replaced.
     std::os::unix::fs::symlink("/etc", root.join("evil")).unwrap();
-    let e = host.create_workspace(&root, &root.join("evil")).unwrap_err();
+    let e = host
+        .create_workspace(&root, &root.join("evil"))
+        .unwrap_err();
     assert!(e.0.contains("outside the workspace root"), "{e}");
     std::fs::write(root.join("file"), "x").unwrap();
     assert!(host.create_workspace(&root, &root.join("file")).is_err());
@@ -91,16 +99,24 @@ fn remote_workspaces_follow_the_containment_rules() {
     std::fs::write(ws.path.join("f"), "x").unwrap();
     let mut seen = vec![];
     assert!(host
-        .remove_workspace(&root, &root.join("repo-1"), &mut |p| seen.push(p.to_path_buf()))
+        .remove_workspace(&root, &root.join("repo-1"), &mut |p| seen
+            .push(p.to_path_buf()))
         .unwrap());
     assert_eq!(seen, vec![ws.path.clone()]);
     assert!(!ws.path.exists());
-    assert!(host.remove_workspace(&root, &root.join("evil"), &mut |_| panic!()).unwrap());
+    assert!(host
+        .remove_workspace(&root, &root.join("evil"), &mut |_| panic!())
+        .unwrap());
     assert!(Path::new("/etc/passwd").exists());
-    assert!(!host.remove_workspace(&root, &root.join("none"), &mut |_| {}).unwrap());
+    assert!(!host
+        .remove_workspace(&root, &root.join("none"), &mut |_| {})
+        .unwrap());
     // Hooks run remotely in the workspace with the given environment.
     let ws = host.create_workspace(&root, &root.join("repo-2")).unwrap();
-    let env = vec![(OsString::from("BATON_ISSUE_IDENTIFIER"), OsString::from("repo-2"))];
+    let env = vec![(
+        OsString::from("BATON_ISSUE_IDENTIFIER"),
+        OsString::from("repo-2"),
+    )];
     let out = host
         .run_hook(
             "pwd; echo \"$BATON_ISSUE_IDENTIFIER $BATON_TEST_HOST\"",
@@ -112,7 +128,12 @@ fn remote_workspaces_follow_the_containment_rules() {
     assert_eq!(out.stdout, format!("{}\nrepo-2 h1\n", ws.path.display()));
     // A hook timeout kills the remote group.
     let e = host
-        .run_hook("sleep 1000 # baton-hook-timeout-marker", &ws.path, &[], Duration::from_millis(800))
+        .run_hook(
+            "sleep 1000 # baton-hook-timeout-marker",
+            &ws.path,
+            &[],
+            Duration::from_millis(800),
+        )
         .unwrap_err();
     assert!(e.to_string().contains("timed out"), "{e}");
     assert!(wait_none_matching("baton-hook-timeout-marker", Duration::from_secs(5)).is_empty());
@@ -132,7 +153,10 @@ fn terminate_and_drop_stop_the_remote_group() {
     let t = Instant::now();
     p.terminate(Duration::from_millis(300));
     assert!(t.elapsed() < Duration::from_secs(8));
-    assert!(procs::wait_group_gone(p.pid() as i32, Duration::from_secs(5)));
+    assert!(procs::wait_group_gone(
+        p.pid() as i32,
+        Duration::from_secs(5)
+    ));
     assert!(wait_none_matching("baton-term-marker", Duration::from_secs(5)).is_empty());
     // Dropping a running handle stops it too.
     let spec = ProcessSpec::command("sleep 1000 # baton-drop-marker", lab.tmp.0.clone());
@@ -197,7 +221,10 @@ fn figure_dispatch_to_remote_agent_running() {
         v[v.len() / 2]
     };
     let (mut spawn, mut full) = (vec![], vec![]);
-    let n: usize = std::env::var("BATON_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
+    let n: usize = std::env::var("BATON_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(25);
     for i in 0..n {
         let ws = root.join(format!("ws-{i}"));
         let t = Instant::now();
@@ -218,7 +245,12 @@ fn figure_dispatch_to_remote_agent_running() {
         let t_term = Instant::now();
         p.terminate(Duration::from_millis(200));
         if std::env::var_os("BATON_BENCH_DEBUG").is_some() {
-            eprintln!("iter {i}: full {:?} spawn {:?} terminate {:?}", full[i], spawn[i], t_term.elapsed());
+            eprintln!(
+                "iter {i}: full {:?} spawn {:?} terminate {:?}",
+                full[i],
+                spawn[i],
+                t_term.elapsed()
+            );
         }
     }
     let (s, f) = (median(spawn), median(full));

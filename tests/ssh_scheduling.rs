@@ -9,7 +9,9 @@ use std::path::PathBuf;
 
 use baton::orchestrator::hosts::{probe_delay, Placement};
 use baton::orchestrator::state::{Millis, OrchestratorState, Policy};
-use baton::orchestrator::{handle, next_deadline, Action, Event, PollSkip, StopReason, WorkerOutcome};
+use baton::orchestrator::{
+    handle, next_deadline, Action, Event, PollSkip, StopReason, WorkerOutcome,
+};
 use issues::issue;
 
 const T0: Millis = 1_700_000_000_000;
@@ -133,13 +135,20 @@ fn without_hosts_everything_is_local() {
 fn least_loaded_host_and_the_per_host_cap_with_the_global_cap() {
     let mut h = H::new(&["a", "b"], Some(2));
     let d = dispatches(&h.poll(6));
-    let on = |x: &str| d.iter().filter(|(_, hh, _)| hh.as_deref() == Some(x)).count();
+    let on = |x: &str| {
+        d.iter()
+            .filter(|(_, hh, _)| hh.as_deref() == Some(x))
+            .count()
+    };
     assert_eq!((on("a"), on("b")), (2, 2), "{d:?}");
     // Alternating: least loaded first, ties in config order.
     assert_eq!(d[0].1, host("a"));
     assert_eq!(d[1].1, host("b"));
     // Full: the rest wait (never local).
-    assert_eq!(baton::orchestrator::hosts::place(&h.s, None), Placement::Full);
+    assert_eq!(
+        baton::orchestrator::hosts::place(&h.s, None),
+        Placement::Full
+    );
     assert!(dispatches(&h.poll(6)).is_empty());
     // A freed slot is used on the next tick, on the host that has it.
     h.exit(2, WorkerOutcome::Failed("boom".into()));
@@ -180,9 +189,17 @@ fn a_host_failure_before_the_agent_started_redispatches_elsewhere_without_an_att
         },
     );
     assert!(h.s.hosts_down.contains_key("a"));
-    assert_eq!(h.s.runs_since_active["I_1"], runs_before - 1, "the run does not count");
+    assert_eq!(
+        h.s.runs_since_active["I_1"],
+        runs_before - 1,
+        "the run does not count"
+    );
     let d = dispatches(&h.fire_retry(1));
-    assert_eq!(d, vec![("I_1".into(), host("b"), None)], "a first run again, on b");
+    assert_eq!(
+        d,
+        vec![("I_1".into(), host("b"), None)],
+        "a first run again, on b"
+    );
 }
 
 #[test]
@@ -270,5 +287,9 @@ fn reload_applies_hosts_to_future_dispatches() {
     h.ev(Event::ConfigReloaded(p));
     let d = dispatches(&h.poll(2));
     assert_eq!(d, vec![("I_2".into(), host("c"), None)]);
-    assert_eq!(h.s.running["I_1"].host, host("a"), "running work is not moved");
+    assert_eq!(
+        h.s.running["I_1"].host,
+        host("a"),
+        "running work is not moved"
+    );
 }

@@ -923,7 +923,15 @@ fn on_host_failure(
     }
     // Attempt 0 re-dispatches as a first run (see `on_retry_refreshed`).
     let attempt = entry.attempt.unwrap_or(0);
-    schedule_retry(state, issue, attempt, RetryKind::Continuation, Some(msg), path, now);
+    schedule_retry(
+        state,
+        issue,
+        attempt,
+        RetryKind::Continuation,
+        Some(msg),
+        path,
+        now,
+    );
 }
 
 /// Retry timer handling (spec §8.4, §16.6) once the issue was refreshed by id.

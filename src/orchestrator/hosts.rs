@@ -82,8 +82,7 @@ pub fn place(s: &OrchestratorState, preferred: Option<&str>) -> Placement {
     let loads = loads(s);
     let cap = s.policy.max_concurrent_agents_per_host.map(|c| c as usize);
     let free = |h: &str| {
-        !s.hosts_down.contains_key(h)
-            && cap.is_none_or(|c| loads.get(h).copied().unwrap_or(0) < c)
+        !s.hosts_down.contains_key(h) && cap.is_none_or(|c| loads.get(h).copied().unwrap_or(0) < c)
     };
     if let Some(p) = preferred.filter(|p| s.policy.ssh_hosts.iter().any(|h| h == p)) {
         if free(p) {
@@ -161,7 +160,9 @@ pub fn retain_configured(s: &mut OrchestratorState) {
 /// Exponential probe backoff: 5 s, 10 s, 20 s, … capped at 5 min.
 pub fn probe_delay(failures: u32) -> u64 {
     let shift = failures.saturating_sub(1).min(16);
-    PROBE_BASE_MS.saturating_mul(1u64 << shift).min(PROBE_MAX_MS)
+    PROBE_BASE_MS
+        .saturating_mul(1u64 << shift)
+        .min(PROBE_MAX_MS)
 }
 
 #[cfg(test)]

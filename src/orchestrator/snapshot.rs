@@ -4,8 +4,8 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::status::{
-    AgentTotals, BlockedRow, Counts, HostRow, IssueDetail, RecentEvent, RetryRow, RunningRow, StateSnapshot,
-    Tokens, TrackerHealth,
+    AgentTotals, BlockedRow, Counts, HostRow, IssueDetail, RecentEvent, RetryRow, RunningRow,
+    StateSnapshot, Tokens, TrackerHealth,
 };
 use crate::timefmt::rfc3339_millis;
 

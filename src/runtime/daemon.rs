@@ -17,6 +17,7 @@ use crossbeam_channel::{never, select, unbounded, Receiver, Sender};
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
+use crate::host::{Host, HostPool, LocalHost};
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
@@ -29,7 +30,6 @@ use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
 use crate::workflow::loader::{fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow};
 use crate::workflow::watch::stat_fingerprint;
 use crate::workspace::hooks::HookEnv;
-use crate::host::{Host, HostPool, LocalHost};
 use crate::workspace::{remove_workspace_on, workspace_path};
 
 use super::clock::Clock;
@@ -301,7 +301,11 @@ fn startup_terminal_cleanup(tracker: &dyn Tracker, cfg: &ServiceConfig, hosts: &
     let owners: Vec<Arc<dyn Host>> = if cfg.worker.ssh_hosts.is_empty() {
         vec![LocalHost::shared()]
     } else {
-        cfg.worker.ssh_hosts.iter().map(|h| hosts.get(Some(h))).collect()
+        cfg.worker
+            .ssh_hosts
+            .iter()
+            .map(|h| hosts.get(Some(h)))
+            .collect()
     };
     for issue in issues {
         let path = workspace_path(&cfg.workspace_root, &issue.identifier);

@@ -41,7 +41,10 @@ impl SshClient {
         let wrapper = dir.join("bin/ssh");
         fs::write(
             &wrapper,
-            format!("#!/bin/sh\nexec /usr/bin/ssh -F '{}' \"$@\"\n", cfg.display()),
+            format!(
+                "#!/bin/sh\nexec /usr/bin/ssh -F '{}' \"$@\"\n",
+                cfg.display()
+            ),
         )
         .unwrap();
         fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
@@ -165,7 +168,9 @@ impl Sshd {
         let root = child.id() as i32;
         let sessions: Vec<i32> = descendants(root)
             .into_iter()
-            .filter(|p| comm(*p).as_deref() == Some("sshd") || comm(*p).as_deref() == Some("sshd-session"))
+            .filter(|p| {
+                comm(*p).as_deref() == Some("sshd") || comm(*p).as_deref() == Some("sshd-session")
+            })
             .collect();
         unsafe { libc::kill(root, libc::SIGKILL) };
         for p in sessions {
@@ -216,7 +221,12 @@ pub fn comm(pid: i32) -> Option<String> {
 /// The parent of `pid`.
 fn ppid(pid: i32) -> Option<i32> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')').next()?.split_whitespace().nth(1)?.parse().ok()
+    stat.rsplit(')')
+        .next()?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// Every live process below `root`.

@@ -14,8 +14,8 @@
 //! * Workspace operations are small fixed `sh` scripts ([`workspace`]) with the same containment
 //!   rules as locally, resolved with `cd -P`/`pwd -P` on the remote host.
 
-mod process;
 mod probe;
+mod process;
 mod quote;
 mod workspace;
 
@@ -274,7 +274,11 @@ pub fn control_dir() -> io::Result<PathBuf> {
 /// `<pid>-<hash of destination>`: short (the socket path must stay under 108 bytes), distinct per
 /// destination and per Baton process (another process may mean another `ssh_config`).
 fn socket_name(destination: &str) -> String {
-    format!("{:x}-{:016x}", std::process::id(), fnv1a(destination.as_bytes()))
+    format!(
+        "{:x}-{:016x}",
+        std::process::id(),
+        fnv1a(destination.as_bytes())
+    )
 }
 
 /// 64-bit FNV-1a.

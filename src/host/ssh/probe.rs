@@ -15,7 +15,11 @@ printf '%s\n' "$v" | head -n 1
 "#;
 
 /// Probe `host`: `Ok(agent version)` or the first problem found.
-pub fn probe_host(host: &SshHost, workspace_root: &Path, agent_command: &str) -> Result<String, String> {
+pub fn probe_host(
+    host: &SshHost,
+    workspace_root: &Path,
+    agent_command: &str,
+) -> Result<String, String> {
     host.check_reachable()?;
     let out = host.sh(
         PROBE,

@@ -68,7 +68,11 @@ fn args<'a>(root: &'a Path, path: &'a Path, mode: &'a str) -> [&'a OsStr; 3] {
 }
 
 /// [`crate::host::Host::create_workspace`] on `host`.
-pub(super) fn create(host: &SshHost, root: &Path, path: &Path) -> Result<Workspace, WorkspaceError> {
+pub(super) fn create(
+    host: &SshHost,
+    root: &Path,
+    path: &Path,
+) -> Result<Workspace, WorkspaceError> {
     check_name(root, path)?;
     let out = host
         .sh(&script(CREATE), &args(root, path, "create"))

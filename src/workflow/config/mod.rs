@@ -19,9 +19,9 @@ pub mod worker;
 
 use self::agents::AgentSettings;
 pub use self::agents::{AgentKind, ClaudeCodeConfig, CopilotConfig};
-pub use self::worker::WorkerConfig;
 pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
+pub use self::worker::WorkerConfig;
 pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
 
 /// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.

@@ -90,7 +90,10 @@ mod tests {
     #[test]
     fn rejects_bad_values_naming_key_and_value() {
         for (yaml, needle) in [
-            ("worker: {ssh_hosts: ['-oProxyCommand=x']}", "-oProxyCommand=x"),
+            (
+                "worker: {ssh_hosts: ['-oProxyCommand=x']}",
+                "-oProxyCommand=x",
+            ),
             ("worker: {ssh_hosts: ['a b']}", "a b"),
             ("worker: {ssh_hosts: ['']}", "\"\""),
             ("worker: {ssh_hosts: [a, a]}", "twice"),
