@@ -168,8 +168,7 @@ pub fn probe_delay(failures: u32) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Issue;
-    use crate::orchestrator::state::{Policy, RunningEntry, TokenCounts, WorkerPhase};
+    use crate::orchestrator::state::Policy;
 
     fn state(hosts: &[&str], cap: Option<u32>) -> OrchestratorState {
         OrchestratorState::new(
@@ -182,33 +181,8 @@ mod tests {
         )
     }
 
-    fn run_on(s: &mut OrchestratorState, id: &str, host: &str) {
-        s.running.insert(
-            id.into(),
-            RunningEntry {
-                run_id: 1,
-                issue: Issue {
-                    id: id.into(),
-                    ..Issue::default()
-                },
-                workspace_path: "/ws/x".into(),
-                attempt: None,
-                started_at: 0,
-                phase: WorkerPhase::Agent,
-                phase_entered_at: 0,
-                session_id: None,
-                agent_pid: None,
-                last_event: None,
-                last_event_at: None,
-                last_message: None,
-                turn_count: 0,
-                tokens: TokenCounts::default(),
-                cost_usd: None,
-                stop: None,
-                host: Some(host.into()),
-            },
-        );
-    }
+    // Placement against running work (load, cap, preference) is tested through the engine in
+    // tests/ssh_scheduling.rs.
 
     #[test]
     fn no_hosts_is_local() {
@@ -216,35 +190,11 @@ mod tests {
     }
 
     #[test]
-    fn least_loaded_then_config_order() {
-        let mut s = state(&["a", "b", "c"], None);
+    fn config_order_breaks_ties_and_unknown_preferences_are_ignored() {
+        let s = state(&["a", "b", "c"], None);
         assert_eq!(place(&s, None), Placement::Host("a".into()));
-        run_on(&mut s, "1", "a");
-        assert_eq!(place(&s, None), Placement::Host("b".into()));
-        run_on(&mut s, "2", "b");
-        run_on(&mut s, "3", "c");
-        run_on(&mut s, "4", "a");
-        assert_eq!(place(&s, None), Placement::Host("b".into()));
-    }
-
-    #[test]
-    fn preferred_host_wins_while_it_has_a_slot() {
-        let mut s = state(&["a", "b"], Some(2));
-        run_on(&mut s, "1", "b");
-        assert_eq!(place(&s, Some("b")), Placement::Host("b".into()));
-        run_on(&mut s, "2", "b");
-        assert_eq!(place(&s, Some("b")), Placement::Host("a".into()));
-        // A host that is no longer configured is not preferred.
+        assert_eq!(place(&s, Some("c")), Placement::Host("c".into()));
         assert_eq!(place(&s, Some("gone")), Placement::Host("a".into()));
-    }
-
-    #[test]
-    fn full_pool_waits_and_never_goes_local() {
-        let mut s = state(&["a", "b"], Some(1));
-        run_on(&mut s, "1", "a");
-        run_on(&mut s, "2", "b");
-        assert_eq!(place(&s, None), Placement::Full);
-        assert_eq!(place(&s, None).host(), None);
     }
 
     #[test]

@@ -140,13 +140,7 @@ impl SshHost {
         if self.control_path.as_ref().is_none_or(|p| p.exists()) {
             return Ok(());
         }
-        let st = self
-            .ssh(true)
-            .args(["-f", "-N", "--", &self.destination])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()?;
+        let st = self.control(true, &["-f", "-N"])?;
         if st.success() {
             Ok(())
         } else {
@@ -204,13 +198,19 @@ impl SshHost {
 
     /// Stop the multiplexing master (best effort; used at shutdown).
     pub fn close(&self) {
-        let _ = self
-            .ssh(false)
-            .args(["-O", "exit", "--", &self.destination])
+        let _ = self.control(false, &["-O", "exit"]);
+    }
+
+    /// `ssh <flags> -- <dest>` with no stdio (master start and control commands).
+    fn control(&self, master: bool, flags: &[&str]) -> io::Result<std::process::ExitStatus> {
+        self.ssh(master)
+            .args(flags)
+            .arg("--")
+            .arg(&self.destination)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .status();
+            .status()
     }
 }
 
