@@ -582,3 +582,30 @@ fn figure_twenty_remote_agents_on_two_hosts() {
     );
     assert!(per_agent <= 1024.0, "{per_agent} KiB per agent");
 }
+
+#[test]
+#[ignore = "needs sshd (BATON_SSHD)"]
+fn sigkill_of_the_daemon_leaves_no_remote_process() {
+    let tag = "sigkill";
+    let lab = lab_env(tag, 1, "hang");
+    let github = FakeGithub::start(board(2));
+    let wf = setup(&lab, &github, &["h1"], "");
+    let mut d = Baton::start(&lab, &wf);
+    let log = agent_log(tag);
+    wait_for(&d, "two remote agents", Duration::from_secs(30), || {
+        (runs(&log).len() >= 2).then_some(())
+    });
+    // No shutdown code runs: the ssh clients see their stdin close, the remote watchers act.
+    let mut child = d.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = wait_none_matching(
+        &format!("sleep {}", hang_marker(tag)),
+        Duration::from_secs(15),
+    );
+    assert!(
+        left.is_empty(),
+        "remote processes left: {left:?}\n{}",
+        ps(&left)
+    );
+}

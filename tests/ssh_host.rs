@@ -14,8 +14,6 @@ use std::time::{Duration, Instant};
 use baton::host::{Host, ProcessSpec, StdoutItem};
 use sshd::{wait_none_matching, Lab};
 
-const IGNORE: &str = "needs sshd (BATON_SSHD)";
-
 fn lines_of(p: &dyn baton::host::Process) -> Vec<String> {
     let mut out = vec![];
     while let Ok(item) = p.lines().recv_timeout(Duration::from_secs(10)) {
@@ -31,7 +29,6 @@ fn lines_of(p: &dyn baton::host::Process) -> Vec<String> {
 #[test]
 #[ignore = "needs sshd (BATON_SSHD)"]
 fn remote_process_gets_hostile_arguments_and_env_byte_for_byte() {
-    let _ = IGNORE;
     let lab = Lab::start("args", 1, &[]);
     let host = lab.host("h1");
     let hostile = [
