@@ -98,6 +98,7 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     for e in cfg.preflight_errors() {
         r.fail(format!("{}: {}", e.class, e.message));
     }
+    check_hosts(r, cfg);
     for (tag, text) in crate::runtime::persist::check_lines(cfg) {
         match tag {
             "fail" => r.fail(text),
@@ -110,6 +111,25 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
         print_plan(r, &issues, cfg);
     }
     r.finish()
+}
+
+/// One line per SSH worker host: reachable, `workspace.root` writable, agent CLI version.
+fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
+    if cfg.worker.ssh_hosts.is_empty() {
+        return;
+    }
+    let pool = crate::host::HostPool::new();
+    let command = cfg.agent_settings().command;
+    for h in &cfg.worker.ssh_hosts {
+        match crate::host::ssh::probe_host(&pool.ssh(h), &cfg.workspace_root, command) {
+            Ok(v) => r.ok(format!(
+                "host {h}: reachable, {} writable, agent {}",
+                cfg.workspace_root.display(),
+                quoted(&v)
+            )),
+            Err(e) => r.fail(format!("host {h}: {}", truncate(&e, 200))),
+        }
+    }
 }
 
 /// The per-issue budget limits; spend itself lives in the daemon (dashboard, `/api/v1/*`,

@@ -90,6 +90,9 @@ pub struct RunningRow {
     pub attempt: Option<u32>,
     /// The run resumed the agent session of a run interrupted by a restart.
     pub resumed: bool,
+    /// The SSH host running it (absent when it runs locally).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// One queued retry.
@@ -183,6 +186,28 @@ pub struct StateSnapshot {
     pub rate_limits: Option<serde_json::Value>,
     /// Tracker health.
     pub tracker: TrackerHealth,
+    /// SSH worker hosts with their load, cap and health (absent without `worker.ssh_hosts`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostRow>,
+}
+
+/// One SSH worker host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostRow {
+    /// The SSH destination.
+    pub host: String,
+    /// Running agents on it.
+    pub running: usize,
+    /// `worker.max_concurrent_agents_per_host` (null: no per-host cap).
+    pub cap: Option<u32>,
+    /// False while marked down after a connection failure.
+    pub up: bool,
+    /// The last connection error while down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// RFC 3339 of the next probe while down.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_probe_at: Option<String>,
 }
 
 /// A recent normalized agent event for the per-issue view.

@@ -245,7 +245,7 @@ pub(crate) fn check_contained(root_canon: &Path, path: &Path) -> Result<PathBuf,
 }
 
 /// The workspace directory's name must be exactly one normal path component (a workspace key).
-fn check_name(root: &Path, path: &Path) -> Result<(), WorkspaceError> {
+pub(crate) fn check_name(root: &Path, path: &Path) -> Result<(), WorkspaceError> {
     let ok = path.parent() == Some(root)
         && path
             .file_name()

@@ -20,6 +20,8 @@ mod cgroup;
 mod env;
 mod hook;
 mod local;
+mod pool;
+pub mod ssh;
 mod supervisor;
 
 use std::ffi::OsString;
@@ -36,6 +38,8 @@ pub use env::{env_policy, set_env_policy, EnvPolicy};
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::sweep_tombstones;
 pub use local::LocalHost;
+pub use pool::HostPool;
+pub use ssh::SshHost;
 
 /// Default bound of one stdout line (10 MB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;
@@ -92,6 +96,17 @@ pub trait Host: Send + Sync + fmt::Debug {
 
     /// Start `spec` as the leader of a new process group (see [`ProcessSpec`]).
     fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>>;
+
+    /// The host's id in logs and status (`None`: this machine).
+    fn name(&self) -> Option<&str> {
+        None
+    }
+
+    /// Check that the host is usable (a remote host: it answers over SSH). `Err` starts with
+    /// `host_unavailable` for connection failures.
+    fn probe(&self) -> Result<(), String> {
+        Ok(())
+    }
 
     /// Run a hook script (`sh -lc <script>`) in `cwd` with `env` on this host, killing its whole
     /// group after `timeout`. Output: the head of stdout and the tail of stderr, bounded.

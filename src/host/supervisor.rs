@@ -54,6 +54,9 @@ pub(crate) struct LocalProcess {
     exited: Receiver<()>,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
     stderr_done: Receiver<()>,
+    /// The write end of the child's stdin when it was piped ([`spawn_command`]): held open, never
+    /// written, closed when the handle drops (the SSH host uses its EOF as "Baton is gone").
+    _stdin: Option<std::process::ChildStdin>,
 }
 
 impl std::fmt::Debug for LocalProcess {
@@ -113,7 +116,19 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
+    spawn_command(cmd, spec)
+}
+
+/// Launch a prepared `cmd` (program, arguments, cwd, environment; stdin as the caller set it) as
+/// the leader of a new process group (in its own cgroup where Baton manages one), supervised like
+/// [`spawn`] with `spec`'s stdout mode, stderr tail and label. A piped stdin is held open (never
+/// written) for the life of the handle.
+pub(crate) fn spawn_command(mut cmd: Command, spec: &ProcessSpec) -> io::Result<LocalProcess> {
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
     let (mut child, cgroup) = spawn_contained(&mut cmd, spec.label)?;
+    let stdin = child.stdin.take();
     let pid = child.id();
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("stdio was not piped"));
@@ -167,6 +182,7 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
         exited,
         stderr_tail,
         stderr_done,
+        _stdin: stdin,
     })
 }
 

@@ -610,6 +610,7 @@ mod tests {
             cost_usd: Some(0.5),
             attempt: None,
             resumed: false,
+            host: None,
         }
     }
 

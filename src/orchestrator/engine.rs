@@ -15,6 +15,7 @@ use crate::workspace::workspace_path;
 
 use super::budget;
 use super::gate::CallOutcome;
+use super::hosts::{self, Placement};
 use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
     BlockedEntry, EventRecord, Millis, OrchestratorState, ParkKind, Policy, RetryEntry, RetryKind,
@@ -44,6 +45,15 @@ pub enum WorkerOutcome {
     Failed(String),
     /// The worker honoured a cancellation.
     Cancelled,
+    /// The run's SSH host failed (connection or startup: the `host_unavailable` class). Before
+    /// the agent started (`started: false`) the run is re-dispatched to another host with no
+    /// attempt counted; after, it is a normal failed attempt. Either way the host is marked down.
+    HostFailed {
+        /// Whether the agent process had started.
+        started: bool,
+        /// The error (`host_unavailable: …`).
+        error: String,
+    },
 }
 
 /// Progress reports from a worker.
@@ -141,6 +151,13 @@ pub enum Event {
         /// Issue id.
         issue_id: String,
     },
+    /// Result of an `Action::ProbeHost`.
+    HostProbed {
+        /// The SSH destination.
+        host: String,
+        /// `Err` with the reason when it is still unreachable.
+        result: Result<(), String>,
+    },
 }
 
 /// Outputs of the core, executed by the runtime.
@@ -169,6 +186,8 @@ pub enum Action {
         attempt: Option<u32>,
         /// `<root>/<key>`, recorded now.
         workspace_path: PathBuf,
+        /// The SSH host to run on (`None`: this machine).
+        host: Option<String>,
     },
     /// Cancel a running worker (its agent process group is killed, `after_run` runs).
     StopWorker {
@@ -186,6 +205,8 @@ pub enum Action {
         issue: Issue,
         /// The path recorded at dispatch.
         workspace_path: PathBuf,
+        /// The SSH host that owns the workspace (`None`: this machine).
+        host: Option<String>,
     },
     /// Re-read WORKFLOW.md (the debounce elapsed); a valid change comes back as
     /// `Event::ConfigReloaded`.
@@ -199,6 +220,11 @@ pub enum Action {
     },
     /// Shutdown requested and no worker is left (or the grace period is over).
     ShutdownComplete,
+    /// Check whether a down SSH host answers again; answer with `Event::HostProbed`.
+    ProbeHost {
+        /// The SSH destination.
+        host: String,
+    },
 }
 
 /// Apply one event at time `now`; return what the runtime must do.
@@ -254,17 +280,26 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
         Event::TrackerCalls(outcomes) => state.poll.gate.note_all(&outcomes, now),
         Event::Shutdown => on_shutdown(state, now, &mut out),
         Event::TerminalAtStartup(issues) => {
+            // No record says which host holds an old workspace: clean it wherever it may be.
+            let hosts: Vec<Option<String>> = if state.policy.ssh_hosts.is_empty() {
+                vec![None]
+            } else {
+                state.policy.ssh_hosts.iter().cloned().map(Some).collect()
+            };
             for issue in issues {
                 if state.running.contains_key(&issue.id) || state.claimed.contains(&issue.id) {
                     continue;
                 }
                 let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
-                clean_workspace(state, issue, path, &mut out);
+                for host in &hosts {
+                    clean_workspace(state, issue.clone(), path.clone(), host.clone(), &mut out);
+                }
             }
         }
         Event::WorkspaceRemoved { issue_id } => {
             state.cleaning.remove(&issue_id);
         }
+        Event::HostProbed { host, result } => hosts::probed(state, &host, result, now),
     }
     out
 }
@@ -275,12 +310,14 @@ fn clean_workspace(
     state: &mut OrchestratorState,
     issue: Issue,
     path: PathBuf,
+    host: Option<String>,
     out: &mut Vec<Action>,
 ) {
     state.cleaning.insert(issue.id.clone());
     out.push(Action::CleanWorkspace {
         issue,
         workspace_path: path,
+        host,
     });
 }
 
@@ -301,6 +338,7 @@ pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
     for r in state.retry_attempts.values().filter(|r| !r.in_flight) {
         consider(r.due_at.max(allowed));
     }
+    hosts::next_probe(state).into_iter().for_each(&mut consider);
     if state.policy.stall_timeout_ms > 0 {
         let stall = state.policy.stall_timeout_ms as u64;
         for e in state.running.values() {
@@ -330,6 +368,9 @@ fn on_wake(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
         return;
     }
     detect_stalls(state, now, out);
+    for host in hosts::due_probes(state, now) {
+        out.push(Action::ProbeHost { host });
+    }
     // Retry fetches are tracker requests too: they wait out a pause like polls do.
     let gate_open = !state.poll.gate.blocks(now);
     let due: Vec<String> = state
@@ -513,7 +554,7 @@ fn on_poll_result(
             park(state, &issue, ParkKind::BudgetExceeded, &reason, path, now);
             continue;
         }
-        dispatch(state, issue, None, now, out);
+        dispatch(state, issue, None, None, now, out);
     }
 }
 
@@ -591,6 +632,7 @@ fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
         && !state.cleaning.contains(&issue.id)
         && !state.blocked.contains_key(&issue.id)
         && rules::state_slot_free(state, &issue.state)
+        && hosts::place(state, None) != Placement::Full
 }
 
 /// The park reason when the issue's lifetime spend has reached a budget limit.
@@ -603,14 +645,16 @@ fn runs_exhausted(state: &OrchestratorState, id: &str) -> bool {
     state.runs_since_active.get(id).copied().unwrap_or(0) >= state.policy.max_runs_per_issue
 }
 
-/// Dispatch bookkeeping (spec §16.4).
+/// Dispatch bookkeeping (spec §16.4), on the host [`hosts::place`] picks (`preferred` first).
 fn dispatch(
     state: &mut OrchestratorState,
     issue: Issue,
     attempt: Option<u32>,
+    preferred: Option<&str>,
     now: Millis,
     out: &mut Vec<Action>,
 ) {
+    let host = hosts::place(state, preferred).host();
     let run_id = state.next_run_id;
     state.next_run_id += 1;
     state.counters.dispatches = state.counters.dispatches.saturating_add(1);
@@ -648,13 +692,21 @@ fn dispatch(
             cost_usd: None,
             stop: None,
             resumed: false,
+            host: host.clone(),
         },
     );
+    if let Some(h) = &host {
+        info!(
+            "dispatching on host issue_id={} issue_identifier={} host={h}",
+            issue.id, issue.identifier
+        );
+    }
     out.push(Action::Dispatch {
         run_id,
         issue,
         attempt,
         workspace_path: path,
+        host,
     });
 }
 
@@ -750,6 +802,7 @@ fn schedule_retry(
             seq,
             in_flight: false,
             workspace_path,
+            host: None,
         },
     );
 }
@@ -938,7 +991,7 @@ fn on_worker_exit(
         Some(StopReason::Terminal) => {
             release(state, id, true);
             state.completed.insert(id.to_string());
-            clean_workspace(state, issue, path, out);
+            clean_workspace(state, issue, path, entry.host.clone(), out);
         }
         Some(StopReason::Inactive) | Some(StopReason::Missing) => release(state, id, true),
         Some(StopReason::Unroutable) | Some(StopReason::Shutdown) => release(state, id, false),
@@ -973,8 +1026,51 @@ fn on_worker_exit(
                     now,
                 );
             }
+            WorkerOutcome::HostFailed { started, error } => {
+                on_host_failure(state, &entry, started, &error, now);
+            }
         },
     }
+    // A retry prefers the host that has the workspace.
+    if let Some(r) = state.retry_attempts.get_mut(id) {
+        r.host = entry.host.clone();
+    }
+}
+
+/// A run's SSH host failed: mark it down; before the agent started, re-dispatch soon with no
+/// attempt counted (the run does not count either); after, a normal failed attempt.
+fn on_host_failure(
+    state: &mut OrchestratorState,
+    entry: &RunningEntry,
+    started: bool,
+    error: &str,
+    now: Millis,
+) {
+    if let Some(h) = &entry.host {
+        hosts::mark_down(state, h, error, now);
+    }
+    let issue = &entry.issue;
+    let path = entry.workspace_path.clone();
+    let msg = format!("worker exited: {}", bounded_summary(error));
+    if started {
+        let next = entry.attempt.unwrap_or(0).saturating_add(1);
+        failure_retry(state, issue, next, msg, path, now);
+        return;
+    }
+    if let Some(runs) = state.runs_since_active.get_mut(&issue.id) {
+        *runs = runs.saturating_sub(1);
+    }
+    // Attempt 0 re-dispatches as a first run (see `on_retry_refreshed`).
+    let attempt = entry.attempt.unwrap_or(0);
+    schedule_retry(
+        state,
+        issue,
+        attempt,
+        RetryKind::Continuation,
+        Some(msg),
+        path,
+        now,
+    );
 }
 
 /// Retry timer handling (spec §8.4, §16.6) once the issue was refreshed by id.
@@ -1018,6 +1114,7 @@ fn on_retry_refreshed(
                 entry.workspace_path,
                 now,
             );
+            keep_host(state, id, entry.host.clone());
             return;
         }
         Ok(None) => {
@@ -1030,7 +1127,7 @@ fn on_retry_refreshed(
         }
         Ok(Some(i)) => i,
     };
-    if release_if_ineligible(state, &issue, &entry.workspace_path, out) {
+    if release_if_ineligible(state, &issue, &entry.workspace_path, &entry.host, out) {
         return;
     }
     if runs_exhausted(state, id) {
@@ -1055,7 +1152,11 @@ fn on_retry_refreshed(
         );
         return;
     }
-    if rules::global_slots(state) == 0 || !rules::state_slot_free(state, &issue.state) {
+    let preferred = entry.host.as_deref();
+    if rules::global_slots(state) == 0
+        || !rules::state_slot_free(state, &issue.state)
+        || hosts::place(state, preferred) == Placement::Full
+    {
         schedule_retry(
             state,
             &issue,
@@ -1065,9 +1166,18 @@ fn on_retry_refreshed(
             entry.workspace_path,
             now,
         );
+        keep_host(state, id, entry.host.clone());
         return;
     }
-    dispatch(state, issue, Some(entry.attempt), now, out);
+    let attempt = (entry.attempt > 0).then_some(entry.attempt);
+    dispatch(state, issue, attempt, preferred, now, out);
+}
+
+/// Keep the previous run's host on a rescheduled retry.
+fn keep_host(state: &mut OrchestratorState, id: &str, host: Option<String>) {
+    if let Some(r) = state.retry_attempts.get_mut(id) {
+        r.host = host;
+    }
 }
 
 /// The eligibility half of a due retry (spec §16.6): release the claim (and clean the workspace
@@ -1076,6 +1186,7 @@ fn release_if_ineligible(
     state: &mut OrchestratorState,
     issue: &Issue,
     workspace_path: &Path,
+    host: &Option<String>,
     out: &mut Vec<Action>,
 ) -> bool {
     let reasons = rules::ineligibility(&state.policy, issue);
@@ -1086,7 +1197,13 @@ fn release_if_ineligible(
                 issue.id, issue.identifier, issue.state
             );
             release(state, &issue.id, true);
-            clean_workspace(state, issue.clone(), workspace_path.to_path_buf(), out);
+            clean_workspace(
+                state,
+                issue.clone(),
+                workspace_path.to_path_buf(),
+                host.clone(),
+                out,
+            );
             true
         }
         Some(StopReason::Inactive) => {
@@ -1122,6 +1239,7 @@ fn on_reload(state: &mut OrchestratorState, policy: Policy) {
     state.policy = policy;
     // A reload may carry a fixed token: try it at once (a rate-limit pause stays).
     state.poll.gate.end_auth_backoff();
+    hosts::retain_configured(state);
     release_budget_parks(state);
 }
 

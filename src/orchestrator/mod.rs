@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod engine;
 pub mod gate;
+pub mod hosts;
 pub mod recovery;
 pub mod rules;
 pub mod snapshot;

@@ -117,13 +117,13 @@ impl Ledger {
         self.issues.get(issue_id)
     }
 
-    /// A run was dispatched: remember its agent kind, workspace and host.
+    /// A run was dispatched: remember its agent kind, workspace and host (`None`: this machine).
     pub fn dispatched(
         &mut self,
         issue_id: &str,
         identifier: &str,
         run_id: u64,
-        agent: &str,
+        (agent, host): (&str, Option<&str>),
         workspace: &Path,
         resumed: bool,
     ) {
@@ -134,7 +134,7 @@ impl Ledger {
         r.identifier = identifier.to_string();
         r.agent = Some(agent.to_string());
         r.workspace = Some(workspace.to_path_buf());
-        r.host = LOCAL_HOST.to_string();
+        r.host = host.unwrap_or(LOCAL_HOST).to_string();
         r.run = Some(RunRecord {
             run_id,
             resumed,
@@ -384,6 +384,12 @@ pub fn apply_plan(
                 seq,
                 in_flight: false,
                 workspace_path: workspace,
+                // The interrupted run's host has its workspace and session.
+                host: r
+                    .resume
+                    .as_ref()
+                    .map(|i| i.host.clone())
+                    .filter(|h| h != LOCAL_HOST),
             },
         );
     }

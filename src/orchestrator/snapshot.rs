@@ -4,8 +4,8 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::status::{
-    AgentTotals, BlockedRow, BudgetLimits, Counts, IssueDetail, RecentEvent, RetryRow, RunningRow,
-    Spend, StateSnapshot, Tokens, TrackerHealth,
+    AgentTotals, BlockedRow, BudgetLimits, Counts, HostRow, IssueDetail, RecentEvent, RetryRow,
+    RunningRow, Spend, StateSnapshot, Tokens, TrackerHealth,
 };
 use crate::timefmt::rfc3339_millis;
 
@@ -65,6 +65,7 @@ fn running_row(s: &OrchestratorState, e: &RunningEntry) -> RunningRow {
         cost_usd: e.cost_usd,
         attempt: e.attempt,
         resumed: e.resumed,
+        host: e.host.clone(),
     }
 }
 
@@ -140,7 +141,28 @@ pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
             last_error: s.poll.last_error.clone(),
             rate_limit: s.poll.rate_limit.clone(),
         },
+        hosts: host_rows(s),
     }
+}
+
+/// The SSH hosts' load, cap and health, in config order.
+fn host_rows(s: &OrchestratorState) -> Vec<HostRow> {
+    let loads = super::hosts::loads(s);
+    s.policy
+        .ssh_hosts
+        .iter()
+        .map(|h| {
+            let down = s.hosts_down.get(h);
+            HostRow {
+                host: h.clone(),
+                running: loads.get(h).copied().unwrap_or(0),
+                cap: s.policy.max_concurrent_agents_per_host,
+                up: down.is_none(),
+                error: down.map(|d| d.error.clone()),
+                next_probe_at: down.map(|d| fmt_millis(d.probe_at)),
+            }
+        })
+        .collect()
 }
 
 /// `GET /api/v1/<issue_identifier>`: `None` when the issue is not running, retrying or blocked.

@@ -55,6 +55,12 @@ pub struct Policy {
     /// `agent.max_*_per_issue`: lifetime spend limits per issue.
     #[serde(default)]
     pub budget: Budget,
+    /// `worker.ssh_hosts` (empty: run locally).
+    #[serde(default)]
+    pub ssh_hosts: Vec<String>,
+    /// `worker.max_concurrent_agents_per_host`.
+    #[serde(default)]
+    pub max_concurrent_agents_per_host: Option<u32>,
 }
 
 /// Per-issue lifetime spend limits (`agent.max_cost_usd_per_issue`, `agent.max_tokens_per_issue`,
@@ -104,6 +110,8 @@ impl Policy {
                 max_tokens: c.agent.max_tokens_per_issue,
                 max_turns: c.agent.max_turns_per_issue,
             },
+            ssh_hosts: c.worker.ssh_hosts.clone(),
+            max_concurrent_agents_per_host: c.worker.max_concurrent_agents_per_host,
         }
     }
 }
@@ -242,6 +250,9 @@ pub struct RunningEntry {
     /// The run resumed the agent session of a run interrupted by a restart (set by the runtime).
     #[serde(default)]
     pub resumed: bool,
+    /// The SSH host running it (`None`: this machine).
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// Kind of a queued retry.
@@ -277,6 +288,9 @@ pub struct RetryEntry {
     pub in_flight: bool,
     /// Workspace of the previous run (for terminal cleanup).
     pub workspace_path: PathBuf,
+    /// The SSH host of the previous run (has the workspace; preferred for the retry).
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// An issue parked until its state or labels change.
@@ -436,6 +450,9 @@ pub struct OrchestratorState {
     /// dispatched until `Event::WorkspaceRemoved`, so a re-dispatch never shares the directory.
     #[serde(default)]
     pub cleaning: BTreeSet<String>,
+    /// SSH hosts marked down (connection failures), with their probe schedule.
+    #[serde(default)]
+    pub hosts_down: super::hosts::HostsDown,
 }
 
 impl OrchestratorState {

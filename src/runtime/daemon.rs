@@ -23,7 +23,7 @@ use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Send
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
-use crate::host::sweep_tombstones;
+use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
@@ -41,7 +41,7 @@ use crate::workflow::loader::{
 use crate::workflow::watch::stat_fingerprint;
 use crate::workspace::hooks::HookEnv;
 use crate::workspace::reaper::Reaper;
-use crate::workspace::remove_workspace;
+use crate::workspace::remove_workspace_on;
 
 use super::clock::Clock;
 use super::persist::{self, Persist, StateHandle};
@@ -387,6 +387,8 @@ struct Daemon {
     reload_in_flight: bool,
     /// Another reload was requested meanwhile: start it when the running one is done.
     reload_again: bool,
+    /// SSH hosts by destination (shared multiplexing masters).
+    hosts: Arc<HostPool>,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -453,6 +455,7 @@ pub fn run_with_state(
         Some(r) => r.map_err(|e| format!("startup validation failed: {e}"))?,
     }
     let persist = Persist::start(state);
+    let hosts = Arc::new(HostPool::new());
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
     let (reload_tx, reloaded_rx) = unbounded();
@@ -499,6 +502,7 @@ pub fn run_with_state(
         reload_tx,
         reload_in_flight: false,
         reload_again: false,
+        hosts,
     };
     d.sweep_tombstones();
     d.start_watch();
@@ -539,6 +543,7 @@ pub fn run_with_state(
         .join_all(Duration::from_millis(left.max(REMOVAL_JOIN_MIN_MS)));
     let now = d.clock.now();
     d.persist.shutdown(now);
+    d.hosts.close_all();
     info!("event=shutdown_complete");
     match d.fatal {
         Some(name) => Err(format!("thread {name} panicked; restart Baton")),
@@ -590,15 +595,30 @@ fn until_shutdown<T: Send + 'static>(
     }
 }
 
-fn clean_workspace(hooks: &HooksConfig, issue: &Issue, path: &Path) {
+/// Probe an SSH host in the background; the answer comes back as `Event::HostProbed`.
+fn probe_host(hosts: &HostPool, host: String, events: Sender<Event>) {
+    let h = hosts.ssh(&host);
+    let spawned = thread::Builder::new()
+        .name("host-probe".into())
+        .spawn(move || {
+            let result = h.check_reachable();
+            let _ = events.send(Event::HostProbed { host, result });
+        });
+    if let Err(e) = spawned {
+        warn!("cannot start a host probe error={e}");
+    }
+}
+
+fn clean_workspace(host: &dyn Host, hooks: &HooksConfig, issue: &Issue, path: &Path) {
     let root = path.parent().unwrap_or(Path::new("/"));
     let env = HookEnv::for_issue(issue, path);
-    match remove_workspace(root, path, hooks, &env) {
+    match remove_workspace_on(host, root, path, hooks, &env) {
         Ok(true) => info!(
-            "workspace removed issue_id={} issue_identifier={} workspace={}",
+            "workspace removed issue_id={} issue_identifier={} workspace={} host={}",
             issue.id,
             issue.identifier,
-            path.display()
+            path.display(),
+            host.name().unwrap_or("local")
         ),
         Ok(false) => {}
         Err(e) => warn!(
@@ -838,7 +858,11 @@ impl Daemon {
                 issue,
                 attempt,
                 workspace_path,
-            } => self.dispatch(run_id, issue, attempt, workspace_path),
+                host,
+            } => {
+                let host = self.hosts.get(host.as_deref());
+                self.dispatch(run_id, issue, attempt, workspace_path, host)
+            }
             Action::StopWorker {
                 issue_id,
                 run_id,
@@ -855,7 +879,12 @@ impl Daemon {
             Action::CleanWorkspace {
                 issue,
                 workspace_path,
-            } => self.clean_in_background(issue, workspace_path),
+                host,
+            } => {
+                let host = self.hosts.get(host.as_deref());
+                self.clean_in_background(issue, workspace_path, host)
+            }
+            Action::ProbeHost { host } => probe_host(&self.hosts, host, self.events_tx.clone()),
             Action::ReloadWorkflow => self.reload(),
             Action::RefreshAck {
                 coalesced,
@@ -876,10 +905,10 @@ impl Daemon {
         }
     }
 
-    /// Remove a workspace on the removal pool; `WorkspaceRemoved` releases the issue afterwards
-    /// (at once when there is nothing to remove).
-    fn clean_in_background(&mut self, issue: Issue, path: PathBuf) {
-        if std::fs::symlink_metadata(&path).is_err() {
+    /// Remove a workspace on `host`, on the removal pool; `WorkspaceRemoved` releases the issue
+    /// afterwards (at once when a local workspace does not exist).
+    fn clean_in_background(&mut self, issue: Issue, path: PathBuf, host: Arc<dyn Host>) {
+        if host.name().is_none() && std::fs::symlink_metadata(&path).is_err() {
             self.queue
                 .push_back(Event::WorkspaceRemoved { issue_id: issue.id });
             return;
@@ -891,7 +920,7 @@ impl Daemon {
             let issue_id = issue.id.clone();
             // Whatever happens in the removal, the issue must be released afterwards.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                clean_workspace(&hooks, &issue, &path)
+                clean_workspace(host.as_ref(), &hooks, &issue, &path)
             }));
             if r.is_err() {
                 error!("workspace removal panicked issue_id={issue_id}");
@@ -940,12 +969,24 @@ impl Daemon {
         });
     }
 
-    fn dispatch(&mut self, run_id: u64, issue: Issue, attempt: Option<u32>, path: PathBuf) {
+    fn dispatch(
+        &mut self,
+        run_id: u64,
+        issue: Issue,
+        attempt: Option<u32>,
+        path: PathBuf,
+        host: Arc<dyn Host>,
+    ) {
         let cfg = config(&self.workflow);
         let agent = persist::agent_name(cfg.agent.kind);
-        let (runner, resumed) =
-            self.persist
-                .dispatched(&issue, run_id, &path, agent, self.runner.clone());
+        let (runner, resumed) = self.persist.dispatched(
+            &issue,
+            run_id,
+            &path,
+            host.name(),
+            agent,
+            self.runner.clone(),
+        );
         if let Some(e) = self.state.running.get_mut(&issue.id).filter(|_| resumed) {
             e.resumed = true;
         }
@@ -963,6 +1004,7 @@ impl Daemon {
             tracker: self.tracker.clone(),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
+            host,
         };
         match spawn_worker(ctx) {
             Ok(_handle) => {

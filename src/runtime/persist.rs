@@ -190,6 +190,7 @@ impl Persist {
         issue: &Issue,
         run_id: u64,
         workspace: &Path,
+        host: Option<&str>,
         agent: &str,
         runner: Arc<dyn AgentRunner>,
     ) -> (Arc<dyn AgentRunner>, bool) {
@@ -201,7 +202,7 @@ impl Persist {
             &issue.id,
             &issue.identifier,
             run_id,
-            agent,
+            (agent, host),
             workspace,
             resume.is_some(),
         );

@@ -12,7 +12,8 @@ use crossbeam_channel::Sender;
 use log::{info, warn};
 
 use crate::agent::{argv_safe_prompt, AgentRunner, AgentSession, CancelToken, SessionContext};
-use crate::host::{Host, LocalHost};
+use crate::host::ssh::is_host_unavailable;
+use crate::host::Host;
 use crate::model::Issue;
 use crate::orchestrator::rules;
 use crate::orchestrator::{Event, Policy, WorkerOutcome, WorkerPhase, WorkerProgress};
@@ -48,6 +49,8 @@ pub struct WorkerContext {
     pub cancel: CancelToken,
     /// Events to the main loop.
     pub events: Sender<Event>,
+    /// Where the workspace, the hooks and the agent run (the host the engine chose).
+    pub host: Arc<dyn Host>,
 }
 
 /// Guidance sent as the prompt of turns after the first (the task prompt is already in the
@@ -90,8 +93,7 @@ pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>
 
 struct Run<'a> {
     ctx: &'a WorkerContext,
-    /// Where the workspace, the hooks and the agent run. Always this machine until the daemon
-    /// picks a host per dispatch (SSH workers) and passes it in the `WorkerContext`.
+    /// Where the workspace, the hooks and the agent run (`WorkerContext::host`).
     host: Arc<dyn Host>,
     issue: Issue,
     workspace: Option<Workspace>,
@@ -132,13 +134,35 @@ impl Run<'_> {
             WorkerOutcome::Failed(msg)
         }
     }
+
+    /// A failure on a remote host is a host failure when it is a connection/startup error
+    /// (`host_unavailable`), or when the host no longer answers (a dropped connection mid-turn).
+    /// `started`: whether the agent process had started.
+    fn classify(&self, msg: String, started: bool) -> WorkerOutcome {
+        if self.ctx.cancel.is_cancelled() || self.host.name().is_none() {
+            return self.failed_or_cancelled(msg);
+        }
+        if is_host_unavailable(&msg) {
+            return WorkerOutcome::HostFailed {
+                started,
+                error: msg,
+            };
+        }
+        match self.host.probe() {
+            Err(e) if started => WorkerOutcome::HostFailed {
+                started,
+                error: format!("{msg}; {e}"),
+            },
+            _ => WorkerOutcome::Failed(msg),
+        }
+    }
 }
 
 /// The attempt algorithm (baton §16). Returns how the run ended.
 pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
     let mut run = Run {
         ctx,
-        host: LocalHost::shared(),
+        host: Arc::clone(&ctx.host),
         issue: ctx.issue.clone(),
         workspace: None,
     };
@@ -165,7 +189,7 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
         Ok(s) => s,
         Err(e) => {
             run.finish(None);
-            return run.failed_or_cancelled(format!("agent session startup error: {e}"));
+            return run.classify(format!("agent session startup error: {e}"), false);
         }
     };
     let outcome = run.turns(&mut session);
@@ -192,7 +216,7 @@ impl Run<'_> {
                 ctx.issue.identifier,
                 ctx.workspace_path.display()
             );
-            WorkerOutcome::Failed(format!("workspace error: {e}"))
+            self.classify(format!("workspace error: {e}"), false)
         })?;
         if ctx.cancel.is_cancelled() {
             return Err(WorkerOutcome::Cancelled);
@@ -206,7 +230,7 @@ impl Run<'_> {
             &env,
             ctx.hooks.timeout_ms,
         ) {
-            return Err(self.failed_or_cancelled(format!("before_run hook error: {e}")));
+            return Err(self.classify(format!("before_run hook error: {e}"), false));
         }
         self.workspace = Some(ws);
         if ctx.cancel.is_cancelled() {
@@ -248,7 +272,10 @@ impl Run<'_> {
             };
             let prompt = argv_safe_prompt(&prompt, ident);
             if let Err(e) = session.run_turn(&prompt, &ctx.cancel, &mut on_event) {
-                return self.failed_or_cancelled(format!("agent turn error: {e}"));
+                // A first turn that could not reach the host never started the agent.
+                let msg = format!("agent turn error: {e}");
+                let started = turn > 1 || !is_host_unavailable(&msg);
+                return self.classify(msg, started);
             }
             if ctx.cancel.is_cancelled() {
                 return WorkerOutcome::Cancelled;

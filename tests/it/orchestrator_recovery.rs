@@ -77,7 +77,7 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
             id,
             &format!("acme__repo-{n}"),
             *run_id,
-            "claude",
+            ("claude", None),
             std::path::Path::new(&format!("/ws/acme__repo-{n}")),
             false,
         );
@@ -276,6 +276,7 @@ fn bench_projection_of_1000_issues() {
                 seq: n,
                 in_flight: false,
                 workspace_path: format!("/ws/{}", i.identifier).into(),
+                host: None,
             },
         );
     }

@@ -148,6 +148,7 @@ fn run_case(
         tracker: Arc::new(tracker),
         cancel: CancelToken::new(),
         events: tx,
+        host: baton::host::LocalHost::shared(),
     };
     (run_attempt(&ctx), Case { dir, log })
 }

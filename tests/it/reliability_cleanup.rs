@@ -60,6 +60,7 @@ fn cleans(out: &[Action]) -> Vec<(Issue, PathBuf)> {
             Action::CleanWorkspace {
                 issue,
                 workspace_path,
+                ..
             } => Some((issue.clone(), workspace_path.clone())),
             _ => None,
         })

@@ -91,6 +91,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         tracker: Arc::new(Gone),
         cancel: CancelToken::new(),
         events: tx,
+        host: baton::host::LocalHost::shared(),
     };
     let outcome = run_attempt(&ctx);
     assert_eq!(outcome, WorkerOutcome::Normal);

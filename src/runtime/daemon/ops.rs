@@ -85,6 +85,7 @@ impl LoopOps {
             WorkerOutcome::Normal => "normal",
             WorkerOutcome::Failed(_) => "failed",
             WorkerOutcome::Cancelled => "cancelled",
+            WorkerOutcome::HostFailed { .. } => "host_failed",
         };
         self.shared.update_metrics(|m| m.record_worker_exit(label));
     }

@@ -45,6 +45,7 @@ pub(crate) fn known_keys(
     sections.extend_from_slice(super::agents::KNOWN_SECTIONS);
     sections.push(("server", &["port", "host", "webhook_secret"]));
     sections.push(("state", &["dir"]));
+    sections.push(("worker", super::worker::KEYS));
     sections
 }
 

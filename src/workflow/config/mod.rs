@@ -15,11 +15,13 @@ use serde_yaml::{Mapping, Value};
 pub mod agents;
 pub(crate) mod keys;
 pub(crate) mod section;
+pub mod worker;
 
 use self::agents::AgentSettings;
 pub use self::agents::{AgentKind, ClaudeCodeConfig, CopilotConfig};
 pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
+pub use self::worker::WorkerConfig;
 pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
 
 /// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
@@ -129,6 +131,8 @@ pub struct ServiceConfig {
     /// `state.dir`, absolute: `state.json` and the instance `lock` (default
     /// `<workspace.root>/.baton`).
     pub state_dir: PathBuf,
+    /// `worker.*` (SSH worker hosts).
+    pub worker: WorkerConfig,
 }
 
 /// Turn and stall timeouts of the selected runner.
@@ -327,6 +331,7 @@ pub(crate) fn parse_config(
     );
     let (hooks, agent, server) = (section("hooks")?, section("agent")?, section("server")?);
     let state = section("state")?;
+    let worker = section("worker")?;
     let claude_code = section(ClaudeCodeConfig::SECTION)?;
     let copilot = section(CopilotConfig::SECTION)?;
 
@@ -363,6 +368,7 @@ pub(crate) fn parse_config(
     let copilot = CopilotConfig::parse(&copilot, env)?;
     let server = parse_server(&server, env)?;
     let state_dir = parse_state_dir(&state, &workspace_root, workflow_dir, env)?;
+    let worker = WorkerConfig::parse(&worker)?;
     Ok(ParsedConfig {
         config: ServiceConfig {
             tracker,
@@ -374,6 +380,7 @@ pub(crate) fn parse_config(
             copilot,
             server,
             state_dir,
+            worker,
         },
         warnings,
     })

@@ -48,6 +48,7 @@ pub fn running_row(identifier: &str, title: &str, url: &str) -> RunningRow {
         cost_usd: Some(0.25),
         attempt: None,
         resumed: false,
+        host: None,
     }
 }
 
@@ -106,6 +107,7 @@ pub fn fixture_state() -> StateSnapshot {
                 last_cost: Some(1),
             }),
         },
+        hosts: vec![],
     }
 }
 

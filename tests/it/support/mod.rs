@@ -11,4 +11,5 @@ pub mod http;
 pub mod issues;
 pub mod procs;
 pub mod prom;
+pub mod sshd;
 pub mod tool;

@@ -1,0 +1,309 @@
+//! A process on a remote host: the local `ssh` client (supervised like any local process, its
+//! stdin a pipe held open) running the remote wrapper [`WRAPPER`]. The handle's pid is the
+//! remote process group id the wrapper reported; signals go to that group over a second `ssh`.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::process::{ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{after, bounded, select, Receiver, Sender};
+
+use super::quote::is_env_name;
+use super::{SshHost, HOST_UNAVAILABLE, SSH_CONNECTION_FAILED, VERIFY_POLL};
+use crate::host::supervisor::{self, LocalProcess};
+use crate::host::{Process, ProcessSpec, StdoutItem};
+
+/// The remote wrapper (`sh -c WRAPPER baton-run <shell> -lc <script> <args…>`):
+/// 1. keeps the connection's stdin on fd 3 and starts the program with `setsid` in a new session
+///    (so a new process group) with stdin `/dev/null`; the program's first line is
+///    `BATON_PGID <pgid>`;
+/// 2. starts a watcher (its own session) that blocks reading the connection's stdin: EOF means
+///    Baton, its `ssh` client, the master or `sshd` is gone, and the watcher stops the group
+///    (TERM, grace, KILL);
+/// 3. waits for the program, kills whatever is left in its group and the watcher, and exits with
+///    the program's status.
+pub(crate) const WRAPPER: &str = r#"exec 3<&0 </dev/null
+setsid sh -c 'echo "BATON_PGID $$"; exec "$@"' baton-agent "$@" &
+c=$!
+setsid sh -c 'cat >/dev/null; kill -TERM -"$1" 2>/dev/null || exit 0; sleep 3; kill -KILL -"$1" 2>/dev/null' baton-watch "$c" <&3 >/dev/null 2>&1 &
+w=$!
+exec 3<&-
+wait "$c"; s=$?
+kill -KILL -"$c" 2>/dev/null
+kill -KILL -"$w" 2>/dev/null || kill -KILL "$w" 2>/dev/null
+exit "$s"
+"#;
+
+/// How long `spawn` waits for the `BATON_PGID` line beyond the connect timeout.
+const START_SLACK: Duration = Duration::from_secs(10);
+/// Capacity of the forwarded stdout channel.
+const CHANNEL_CAPACITY: usize = 16;
+
+/// A remote process group (see the module docs).
+#[derive(Debug)]
+pub(crate) struct SshProcess {
+    client: LocalProcess,
+    pgid: u32,
+    host: SshHost,
+    lines: Receiver<StdoutItem>,
+}
+
+/// The remote command line for `spec`: `cd <cwd> && exec env [-u K]… [K=V]… sh -c WRAPPER
+/// baton-run <shell> -lc <script> <args…>`, every word quoted.
+pub(crate) fn remote_command(spec: &ProcessSpec) -> io::Result<OsString> {
+    let mut words: Vec<OsString> = vec!["env".into()];
+    for k in &spec.env_remove {
+        check_env_name(k)?;
+        words.push("-u".into());
+        words.push(k.clone());
+    }
+    for (k, v) in &spec.env {
+        check_env_name(k)?;
+        let mut kv = k.clone();
+        kv.push("=");
+        kv.push(v);
+        words.push(kv);
+    }
+    words.extend(["sh".into(), "-c".into(), WRAPPER.into(), "baton-run".into()]);
+    words.push(spec.shell.clone());
+    words.push("-lc".into());
+    words.push(spec.script.clone().into());
+    words.extend(spec.args.iter().cloned());
+    let mut line = OsString::from("cd ");
+    line.push(super::shell_join([spec.cwd.as_os_str()]));
+    line.push(" && exec ");
+    line.push(super::shell_join(&words));
+    Ok(line)
+}
+
+fn check_env_name(k: &OsStr) -> io::Result<()> {
+    if is_env_name(k) {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "invalid environment variable name {:?}",
+            k.to_string_lossy()
+        )))
+    }
+}
+
+/// Start `spec` on `host`; returns once the remote group exists (its pgid was reported), or an
+/// error (`host_unavailable: …` when the connection failed).
+pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess> {
+    let _ = host.ensure_master();
+    let mut cmd = host.ssh(false);
+    cmd.arg("-T").arg("--").arg(&host.destination);
+    cmd.arg(remote_command(spec)?);
+    cmd.stdin(Stdio::piped());
+    let client = supervisor::spawn_command(cmd, spec)?;
+    let (pgid_tx, pgid_rx) = bounded::<u32>(1);
+    let (tx, lines) = bounded(CHANNEL_CAPACITY);
+    let from = client.lines().clone();
+    thread::Builder::new()
+        .name(format!("{}-ssh-{}", spec.label, client.pid()))
+        .spawn(move || forward(from, pgid_tx, tx))?;
+    let limit = Duration::from_secs(host.connect_timeout_s) + START_SLACK;
+    let pgid = select! {
+        recv(pgid_rx) -> p => p.ok(),
+        recv(after(limit)) -> _ => None,
+    };
+    let Some(pgid) = pgid else {
+        // The forwarder ends without a pgid when the client exits first (or after the timeout).
+        client.terminate(Duration::from_millis(200));
+        let tail = client.stderr_tail_after(Duration::from_millis(500));
+        let code = client.exit_status().and_then(|s| s.code());
+        let msg = if code == Some(SSH_CONNECTION_FAILED) || code.is_none() {
+            format!("{HOST_UNAVAILABLE}: ssh {}: {tail}", host.destination)
+        } else {
+            format!("remote start on {} failed: {tail}", host.destination)
+        };
+        return Err(io::Error::other(msg));
+    };
+    Ok(SshProcess {
+        client,
+        pgid,
+        host: host.clone(),
+        lines,
+    })
+}
+
+/// Take the `BATON_PGID <n>` line off the front of the stream, then forward everything.
+fn forward(from: Receiver<StdoutItem>, pgid_tx: Sender<u32>, tx: Sender<StdoutItem>) {
+    let mut head: Vec<u8> = Vec::new();
+    let mut found = false;
+    for item in from.iter() {
+        if found {
+            if tx.send(item).is_err() {
+                return;
+            }
+            continue;
+        }
+        let rest = match item {
+            StdoutItem::Line(l) => {
+                head.extend_from_slice(l.as_bytes());
+                head.push(b'\n');
+                None
+            }
+            StdoutItem::Chunk(b) => {
+                head.extend_from_slice(&b);
+                Some(())
+            }
+            StdoutItem::Eof | StdoutItem::ReadError(_) => {
+                let _ = tx.send(item);
+                return;
+            }
+            StdoutItem::LineTooLong { .. } => return,
+        };
+        let Some(nl) = head.iter().position(|b| *b == b'\n') else {
+            if head.len() > 64 {
+                return; // not our wrapper
+            }
+            continue;
+        };
+        let first = String::from_utf8_lossy(&head[..nl]).into_owned();
+        let Some(pgid) = first
+            .strip_prefix("BATON_PGID ")
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .filter(|n| *n > 1)
+        else {
+            return;
+        };
+        found = true;
+        let _ = pgid_tx.send(pgid);
+        let tail = head.split_off(nl + 1);
+        if rest.is_some() && !tail.is_empty() && tx.send(StdoutItem::Chunk(tail)).is_err() {
+            return;
+        }
+    }
+}
+
+impl SshProcess {
+    /// True while the remote group has a member (checked over ssh; false when unreachable).
+    fn remote_alive(&self) -> bool {
+        let sig = format!("-0 -{}", self.pgid);
+        self.remote_kill(&sig)
+    }
+
+    /// `kill <args>` on the remote host; true when it succeeded.
+    fn remote_kill(&self, args: &str) -> bool {
+        let mut words: Vec<&OsStr> = vec![OsStr::new("kill")];
+        words.extend(args.split(' ').map(OsStr::new));
+        matches!(self.host.run(&words), Ok(o) if o.status.success())
+    }
+}
+
+impl Process for SshProcess {
+    fn pid(&self) -> u32 {
+        self.pgid
+    }
+
+    fn lines(&self) -> &Receiver<StdoutItem> {
+        &self.lines
+    }
+
+    fn exited(&self) -> &Receiver<()> {
+        self.client.exited()
+    }
+
+    fn exit_status(&self) -> Option<ExitStatus> {
+        self.client.exit_status()
+    }
+
+    fn has_exited(&self) -> bool {
+        self.client.has_exited()
+    }
+
+    /// Signal the remote group while the session lasts (the wrapper is still waiting for it, so
+    /// the pgid is still this group's).
+    fn signal_group(&self, signal: i32) -> bool {
+        if self.client.has_exited() {
+            return false;
+        }
+        self.remote_kill(&format!("-{signal} -{}", self.pgid))
+    }
+
+    fn stderr_bytes(&self) -> Vec<u8> {
+        self.client.stderr_bytes()
+    }
+
+    fn stderr_done(&self) -> &Receiver<()> {
+        self.client.stderr_done()
+    }
+
+    /// TERM, grace, KILL on the remote group; then verify with `kill -0` that the group is gone
+    /// (a last KILL when it is not), and stop the local client.
+    fn terminate(&self, grace: Duration) -> Option<ExitStatus> {
+        if !self.client.has_exited() {
+            self.signal_group(libc::SIGTERM);
+            if self.client.wait_exit(grace).is_none() {
+                self.signal_group(libc::SIGKILL);
+                self.client.wait_exit(Duration::from_secs(2));
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.remote_alive() && Instant::now() < deadline {
+            self.remote_kill(&format!("-KILL -{}", self.pgid));
+            thread::sleep(VERIFY_POLL);
+        }
+        // Closing the client (and its stdin) also makes the wrapper's watcher act if the
+        // connection was unusable for the steps above.
+        self.client.terminate(Duration::from_millis(500))
+    }
+}
+
+impl Drop for SshProcess {
+    fn drop(&mut self) {
+        if !self.client.has_exited() {
+            self.terminate(Duration::from_millis(500));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_command_quotes_every_word() {
+        let mut spec = ProcessSpec::command("claude", "/ws/it's");
+        spec.arg("-p").arg("$(touch /tmp/x)\n'quoted'");
+        spec.env("BATON_ISSUE_TITLE", "`id` $HOME");
+        let line = remote_command(&spec).unwrap();
+        let s = line.to_string_lossy();
+        assert!(s.starts_with("cd '/ws/it'\\''s' && exec 'env' "), "{s}");
+        assert!(s.contains("'BATON_ISSUE_TITLE=`id` $HOME'"), "{s}");
+        assert!(s.contains("'$(touch /tmp/x)\n'\\''quoted'\\'''"), "{s}");
+    }
+
+    #[test]
+    fn bad_env_names_are_refused() {
+        let mut spec = ProcessSpec::hook("true", "/ws");
+        spec.env("A;B", "x");
+        assert!(remote_command(&spec).is_err());
+    }
+
+    /// The wrapper run locally: the first line is the pgid of a new group, the program's output
+    /// follows, the exit status is the program's.
+    #[test]
+    fn wrapper_reports_pgid_then_runs() {
+        // stdin stays open (as Baton's ssh client keeps it) until the output is read.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", WRAPPER, "baton-run", "sh", "-c", "echo hi; exit 3"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut text).unwrap();
+        let status = child.wait().unwrap();
+        drop(stdin);
+        let mut lines = text.lines();
+        let first = lines.next().unwrap();
+        assert!(first.starts_with("BATON_PGID "), "{text}");
+        assert_eq!(lines.next(), Some("hi"));
+        assert_eq!(status.code(), Some(3));
+    }
+}

@@ -1,0 +1,233 @@
+//! The SSH host pool in the pure core (spec Appendix A.2): which host a dispatch goes to, and
+//! host health. Pure functions of the state and the time; the runtime probes hosts and reports
+//! back (`Event::HostProbed`).
+//!
+//! * No `worker.ssh_hosts`: everything runs locally ([`Placement::Local`]).
+//! * Otherwise a dispatch goes to the preferred host (the previous run's, which has the
+//!   workspace) when it is up and has a free slot, else to the least-loaded up host with a free
+//!   slot (ties: config order). When none has one, dispatch waits ([`Placement::Full`]); it never
+//!   falls back to running locally.
+//! * A host whose connection failed is down until a probe succeeds; probes back off
+//!   exponentially from [`PROBE_BASE_MS`] to [`PROBE_MAX_MS`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::state::{Millis, OrchestratorState};
+
+/// First probe of a host marked down, after this long.
+pub const PROBE_BASE_MS: u64 = 5_000;
+/// Longest wait between probes of a down host.
+pub const PROBE_MAX_MS: u64 = 300_000;
+/// Error class of connection/startup failures.
+pub const HOST_UNAVAILABLE: &str = "host_unavailable";
+
+/// Where a dispatch goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// No SSH hosts configured: this machine.
+    Local,
+    /// This SSH host.
+    Host(String),
+    /// Every up host is at its cap (or down): wait.
+    Full,
+}
+
+impl Placement {
+    /// The host id for `Action::Dispatch` (`None`: local); `None` as well for `Full`.
+    pub fn host(&self) -> Option<String> {
+        match self {
+            Placement::Host(h) => Some(h.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// A host marked down.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostDown {
+    /// When it was first marked down.
+    pub since: Millis,
+    /// Consecutive failures (connection failures and failed probes).
+    pub failures: u32,
+    /// When the next probe is due.
+    pub probe_at: Millis,
+    /// True while a probe is in flight.
+    pub probing: bool,
+    /// The last error (bounded).
+    pub error: String,
+}
+
+/// Down hosts by destination.
+pub type HostsDown = BTreeMap<String, HostDown>;
+
+/// Running agents per configured host (hosts with none included).
+pub fn loads(s: &OrchestratorState) -> BTreeMap<String, usize> {
+    let mut m: BTreeMap<String, usize> =
+        s.policy.ssh_hosts.iter().map(|h| (h.clone(), 0)).collect();
+    for e in s.running.values() {
+        if let Some(h) = &e.host {
+            *m.entry(h.clone()).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
+/// Choose where the next dispatch goes, preferring `preferred` (see the module docs).
+pub fn place(s: &OrchestratorState, preferred: Option<&str>) -> Placement {
+    if s.policy.ssh_hosts.is_empty() {
+        return Placement::Local;
+    }
+    let loads = loads(s);
+    let cap = s.policy.max_concurrent_agents_per_host.map(|c| c as usize);
+    let free = |h: &str| {
+        !s.hosts_down.contains_key(h) && cap.is_none_or(|c| loads.get(h).copied().unwrap_or(0) < c)
+    };
+    if let Some(p) = preferred.filter(|p| s.policy.ssh_hosts.iter().any(|h| h == p)) {
+        if free(p) {
+            return Placement::Host(p.to_string());
+        }
+    }
+    s.policy
+        .ssh_hosts
+        .iter()
+        .filter(|h| free(h))
+        .min_by_key(|h| loads.get(h.as_str()).copied().unwrap_or(0))
+        .map_or(Placement::Full, |h| Placement::Host(h.clone()))
+}
+
+/// Mark `host` down after a connection failure (or a failed probe) at `now`.
+pub fn mark_down(s: &mut OrchestratorState, host: &str, error: &str, now: Millis) {
+    let e = s.hosts_down.entry(host.to_string()).or_insert(HostDown {
+        since: now,
+        failures: 0,
+        probe_at: now,
+        probing: false,
+        error: String::new(),
+    });
+    e.failures = e.failures.saturating_add(1);
+    e.probing = false;
+    e.probe_at = now.saturating_add(probe_delay(e.failures));
+    e.error = error.chars().take(300).collect();
+    log::warn!(
+        "host marked down host={host} failures={} next_probe_in_ms={} error={:?}",
+        e.failures,
+        e.probe_at.saturating_sub(now),
+        e.error
+    );
+}
+
+/// A probe result: up again, or down for longer.
+pub fn probed(s: &mut OrchestratorState, host: &str, result: Result<(), String>, now: Millis) {
+    match result {
+        Ok(()) => {
+            if s.hosts_down.remove(host).is_some() {
+                log::info!("host is up again host={host}");
+            }
+        }
+        Err(e) => mark_down(s, host, &e, now),
+    }
+}
+
+/// Hosts whose probe is due at `now`; they are marked as probing.
+pub fn due_probes(s: &mut OrchestratorState, now: Millis) -> Vec<String> {
+    let mut due = Vec::new();
+    for (h, d) in s.hosts_down.iter_mut() {
+        if !d.probing && d.probe_at <= now {
+            d.probing = true;
+            due.push(h.clone());
+        }
+    }
+    due
+}
+
+/// The earliest probe due (for `next_deadline`).
+pub fn next_probe(s: &OrchestratorState) -> Option<Millis> {
+    s.hosts_down
+        .values()
+        .filter(|d| !d.probing)
+        .map(|d| d.probe_at)
+        .min()
+}
+
+/// Forget hosts no longer configured (after a reload).
+pub fn retain_configured(s: &mut OrchestratorState) {
+    let hosts = s.policy.ssh_hosts.clone();
+    s.hosts_down.retain(|h, _| hosts.contains(h));
+}
+
+/// Exponential probe backoff: 5 s, 10 s, 20 s, … capped at 5 min.
+pub fn probe_delay(failures: u32) -> u64 {
+    let shift = failures.saturating_sub(1).min(16);
+    PROBE_BASE_MS
+        .saturating_mul(1u64 << shift)
+        .min(PROBE_MAX_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::orchestrator::state::Policy;
+
+    fn state(hosts: &[&str], cap: Option<u32>) -> OrchestratorState {
+        OrchestratorState::new(
+            Policy {
+                ssh_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+                max_concurrent_agents_per_host: cap,
+                ..Policy::default()
+            },
+            0,
+        )
+    }
+
+    // Placement against running work (load, cap, preference) is tested through the engine in
+    // tests/ssh_scheduling.rs.
+
+    #[test]
+    fn no_hosts_is_local() {
+        assert_eq!(place(&state(&[], Some(1)), None), Placement::Local);
+    }
+
+    #[test]
+    fn config_order_breaks_ties_and_unknown_preferences_are_ignored() {
+        let s = state(&["a", "b", "c"], None);
+        assert_eq!(place(&s, None), Placement::Host("a".into()));
+        assert_eq!(place(&s, Some("c")), Placement::Host("c".into()));
+        assert_eq!(place(&s, Some("gone")), Placement::Host("a".into()));
+    }
+
+    #[test]
+    fn down_hosts_take_no_work_and_are_probed_with_backoff() {
+        let mut s = state(&["a", "b"], None);
+        mark_down(&mut s, "a", "host_unavailable: ssh a: refused", 1_000);
+        assert_eq!(place(&s, Some("a")), Placement::Host("b".into()));
+        mark_down(&mut s, "b", "x", 1_000);
+        assert_eq!(place(&s, None), Placement::Full);
+        assert_eq!(next_probe(&s), Some(6_000));
+        assert!(due_probes(&mut s, 5_999).is_empty());
+        assert_eq!(due_probes(&mut s, 6_000), vec!["a", "b"]);
+        assert_eq!(next_probe(&s), None, "in flight");
+        probed(&mut s, "a", Ok(()), 6_100);
+        probed(&mut s, "b", Err("still down".into()), 6_100);
+        assert_eq!(place(&s, None), Placement::Host("a".into()));
+        assert_eq!(s.hosts_down["b"].failures, 2);
+        assert_eq!(next_probe(&s), Some(16_100));
+    }
+
+    #[test]
+    fn probe_delay_is_capped() {
+        assert_eq!(probe_delay(1), 5_000);
+        assert_eq!(probe_delay(2), 10_000);
+        assert_eq!(probe_delay(40), PROBE_MAX_MS);
+    }
+
+    #[test]
+    fn reload_forgets_removed_hosts() {
+        let mut s = state(&["a"], None);
+        mark_down(&mut s, "a", "x", 0);
+        s.policy.ssh_hosts.clear();
+        retain_configured(&mut s);
+        assert!(s.hosts_down.is_empty());
+    }
+}

@@ -1,0 +1,609 @@
+//! The `baton` binary with SSH worker hosts (`worker.ssh_hosts`) against real private OpenSSH
+//! servers on 127.0.0.1 (tests/it/support/sshd.rs) and the fake GitHub. The servers run on this
+//! machine, so "remote" processes are visible here; each server's sessions carry
+//! `BATON_TEST_HOST=<alias>` (sshd `SetEnv`) so a test can tell which host ran what. Baton gets
+//! the test `ssh_config` through a wrapper `ssh` first on `PATH`. Needs `BATON_SSHD`.
+
+use crate::support;
+
+use crate::support::sshd;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sshd::{wait_none_matching, Lab};
+use support::fake_github::{BoardFixture, FakeGithub, IssueFixture, FAKE_TOKEN};
+
+/// A fake Claude-compatible agent: logs where it ran and its arguments, then one successful
+/// stream-json turn, or (E2E_MODE=hang) hangs with a background grandchild.
+const FAKE_AGENT: &str = r#"#!/usr/bin/env bash
+printf 'run host=%s pgid=%s cwd=%s\n' "$BATON_TEST_HOST" "$(ps -o pgid= $$ | tr -d ' ')" "$PWD" >> "$E2E_LOG"
+for a in "$@"; do printf 'arg %s\n' "$a" >> "$E2E_LOG.args"; done
+echo '{"type":"system","subtype":"init","session_id":"ssh-session-1","model":"fake","tools":[]}'
+if [ "${E2E_MODE:-ok}" != ok ]; then
+  sleep "$E2E_MODE" &
+  wait
+  exit 0
+fi
+echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"ssh-session-1","total_cost_usd":0.01,"num_turns":1,"usage":{"input_tokens":10,"output_tokens":1}}'
+"#;
+
+const HOSTILE_TITLE: &str = "Fix $(touch /tmp/baton-ssh-never) `id` it's \"x\"\nnext line";
+
+fn board(n: u64) -> BoardFixture {
+    let mut b = BoardFixture::empty("acme", 7);
+    for i in 1..=n {
+        let title = if i == 1 {
+            HOSTILE_TITLE.to_string()
+        } else {
+            format!("issue {i}")
+        };
+        b.push_issue(IssueFixture::new("acme/api", i, &title), Some("Todo"));
+    }
+    b
+}
+
+/// Write the agent script, the workflow and return the workflow path.
+fn setup(lab: &Lab, github: &FakeGithub, hosts: &[&str], extra: &str) -> PathBuf {
+    let dir = &lab.tmp.0;
+    let agent = dir.join("fake-claude");
+    std::fs::write(&agent, FAKE_AGENT).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hosts: Vec<String> = hosts.iter().map(|h| format!("'{h}'")).collect();
+    let wf = dir.join("WORKFLOW.md");
+    let text = format!(
+        "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $BATON_E2E_TOKEN\n  owner: acme\n  project_number: 7\n  active_states: [Todo, In Progress]\n  terminal_states: [Done]\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: |\n    echo \"created on $BATON_TEST_HOST\" > .baton-created\n  before_remove: |\n    echo \"removed $BATON_ISSUE_IDENTIFIER on $BATON_TEST_HOST\" >> {}\nagent:\n  kind: claude_code\n  max_turns: 1\n  max_runs_per_issue: 50\nclaude_code:\n  command: \"'{}'\"\nworker:\n  ssh_hosts: [{}]\n{extra}---\nWork on {{{{ issue.identifier }}}}: {{{{ issue.title }}}}\n",
+        github.endpoint(),
+        dir.join("ws").display(),
+        dir.join("removed.log").display(),
+        agent.display(),
+        hosts.join(", "),
+    );
+    std::fs::write(&wf, text).unwrap();
+    wf
+}
+
+fn lab_env(tag: &str, n: usize, mode: &str) -> Lab {
+    let tmp_log = format!("/tmp/bs-{}-{tag}-agent.log", std::process::id());
+    let _ = std::fs::remove_file(&tmp_log);
+    let _ = std::fs::remove_file(format!("{tmp_log}.args"));
+    let mode = match mode {
+        "hang" => hang_marker(tag),
+        m => m.to_string(),
+    };
+    Lab::start(tag, n, &[("E2E_LOG", &tmp_log), ("E2E_MODE", &mode)])
+}
+
+/// `sleep <this>` is the hung agent's grandchild: unique per test process and tag.
+fn hang_marker(tag: &str) -> String {
+    let n: u32 = tag.bytes().map(u32::from).sum();
+    format!("300.{}{n}", std::process::id())
+}
+
+fn agent_log(tag: &str) -> PathBuf {
+    PathBuf::from(format!("/tmp/bs-{}-{tag}-agent.log", std::process::id()))
+}
+
+fn runs(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("run "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Poll `f` every 25 ms until `Some`, or panic after `limit` (with the daemon log).
+fn wait_for<T>(d: &Baton, what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "timed out after {limit:?} waiting for {what}; log:\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// A running `baton` daemon (its `ssh` is the lab's wrapper) with captured stderr.
+struct Baton {
+    child: Option<Child>,
+    log: Arc<Mutex<String>>,
+}
+
+impl Baton {
+    fn start(lab: &Lab, wf: &Path) -> Baton {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
+            .args(["--port", "0", "--log-level", "debug"])
+            .arg(wf)
+            .env_remove("GITHUB_TOKEN")
+            .env_remove("RUST_LOG")
+            .env("HOME", &lab.tmp.0)
+            .env("PATH", lab.client.path_env())
+            .env("BATON_E2E_TOKEN", FAKE_TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn baton");
+        let mut stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 8192];
+            while let Ok(n) = stderr.read(&mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        });
+        Baton {
+            child: Some(child),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn state(&self) -> Value {
+        let start = Instant::now();
+        let addr = loop {
+            let log = self.log();
+            if let Some(i) = log.find("http server listening addr=") {
+                let rest = &log[i + "http server listening addr=".len()..];
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "no HTTP line");
+            std::thread::sleep(Duration::from_millis(25));
+        };
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /api/v1/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
+        serde_json::from_str(body).unwrap_or(Value::Null)
+    }
+
+    fn terminate(mut self, limit: Duration) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let start = Instant::now();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            if start.elapsed() > limit {
+                let _ = child.kill();
+                panic!("baton did not exit after SIGTERM; log:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Baton {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+fn dispatch_over_ssh_with_hostile_title_and_cleanup_on_the_owning_host() {
+    let tag = "e2e";
+    let lab = lab_env(tag, 2, "ok");
+    let github = FakeGithub::start(board(1));
+    let wf = setup(&lab, &github, &["h2", "h1"], "");
+    let d = Baton::start(&lab, &wf);
+    let log = agent_log(tag);
+    let ws = lab.tmp.join("ws").join("acme__api-1");
+    // Dispatched to the first configured host (least loaded, config order), run in the
+    // workspace there; after_create ran there too.
+    let first = wait_for(&d, "a remote agent run", Duration::from_secs(30), || {
+        runs(&log).into_iter().next()
+    });
+    assert!(first.contains("host=h2"), "{first}");
+    assert!(first.contains(&format!("cwd={}", ws.display())), "{first}");
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".baton-created")).unwrap(),
+        "created on h2\n"
+    );
+    // The prompt (with the hostile title) arrived as one argument, byte for byte.
+    let args = std::fs::read_to_string(format!("{}.args", log.display())).unwrap();
+    assert!(args.contains(HOSTILE_TITLE), "{args}");
+    // Continuations stay on the host that has the workspace.
+    wait_for(&d, "a continuation run", Duration::from_secs(30), || {
+        (runs(&log).len() >= 3).then_some(())
+    });
+    assert!(
+        runs(&log).iter().all(|r| r.contains("host=h2")),
+        "{:?}",
+        runs(&log)
+    );
+    let state = d.state();
+    assert_eq!(state["hosts"][0]["host"], "h2", "{state}");
+    assert_eq!(state["hosts"][1]["up"], true, "{state}");
+    // Terminal: before_remove and the removal run on h2, the owner.
+    github.set_status("acme/api#1", Some("Done"));
+    wait_for(&d, "terminal cleanup", Duration::from_secs(30), || {
+        (!ws.exists()).then_some(())
+    });
+    let removed = std::fs::read_to_string(lab.tmp.join("removed.log")).unwrap_or_default();
+    assert_eq!(removed, "removed acme__api-1 on h2\n");
+    assert!(d.log().contains("host=h2"), "logs name the host");
+    assert_eq!(d.terminate(Duration::from_secs(30)).code(), Some(0));
+    assert!(!Path::new("/tmp/baton-ssh-never").exists());
+}
+
+#[test]
+#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+fn per_host_cap_with_two_hosts_and_sigterm_leaves_no_remote_process() {
+    let tag = "cap";
+    let lab = lab_env(tag, 2, "hang");
+    let github = FakeGithub::start(board(5));
+    let wf = setup(
+        &lab,
+        &github,
+        &["h1", "h2"],
+        "  max_concurrent_agents_per_host: 2\n",
+    );
+    let d = Baton::start(&lab, &wf);
+    let log = agent_log(tag);
+    wait_for(&d, "four remote agents", Duration::from_secs(60), || {
+        (runs(&log).len() >= 4).then_some(())
+    });
+    let state = wait_for(&d, "state with 4 running", Duration::from_secs(10), || {
+        let s = d.state();
+        (s["counts"]["running"] == 4).then_some(s)
+    });
+    assert_eq!(state["hosts"][0]["running"], 2, "{state}");
+    assert_eq!(state["hosts"][1]["running"], 2, "{state}");
+    assert_eq!(state["hosts"][0]["cap"], 2, "{state}");
+    let hosts: Vec<&str> = state["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["host"].as_str().unwrap())
+        .collect();
+    assert_eq!(hosts.iter().filter(|h| **h == "h1").count(), 2, "{state}");
+    // The fifth waits: every host is full (never local).
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(runs(&log).len(), 4, "{:?}", runs(&log));
+    assert_eq!(d.state()["counts"]["running"], 4);
+    assert!(d.terminate(Duration::from_secs(60)).success());
+    let left = wait_none_matching(
+        &format!("sleep {}", hang_marker(tag)),
+        Duration::from_secs(10),
+    );
+    assert!(
+        left.is_empty(),
+        "remote processes left: {left:?}\n{}",
+        ps(&left)
+    );
+}
+
+fn ps(pids: &[i32]) -> String {
+    let mut out = String::new();
+    for p in pids {
+        let o = Command::new("ps")
+            .args(["-o", "pid,ppid,pgid,sid,stat,args", "-p", &p.to_string()])
+            .output()
+            .unwrap();
+        out.push_str(&String::from_utf8_lossy(&o.stdout));
+    }
+    let o = Command::new("sh").arg("-c").arg("ps -eo pid,ppid,pgid,sid,stat,args | grep -E 'baton|sshd|sleep' | grep -v grep | cut -c1-160").output().unwrap();
+    out.push_str(&String::from_utf8_lossy(&o.stdout));
+    out
+}
+
+#[test]
+#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+fn killing_sshd_mid_run_marks_the_host_down_and_fails_the_run_as_a_host_failure() {
+    let tag = "kill";
+    let mut lab = lab_env(tag, 1, "hang");
+    let github = FakeGithub::start(board(1));
+    let wf = setup(&lab, &github, &["h1"], "");
+    let d = Baton::start(&lab, &wf);
+    let log = agent_log(tag);
+    wait_for(&d, "the remote agent", Duration::from_secs(30), || {
+        (!runs(&log).is_empty()).then_some(())
+    });
+    lab.servers[0].kill_hard();
+    let state = wait_for(&d, "the host marked down", Duration::from_secs(40), || {
+        let s = d.state();
+        (s["hosts"][0]["up"] == false).then_some(s)
+    });
+    assert!(
+        state["hosts"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("host_unavailable"),
+        "{state}"
+    );
+    let retry = wait_for(&d, "a failure retry", Duration::from_secs(20), || {
+        let s = d.state();
+        s["retrying"].as_array().and_then(|r| r.first().cloned())
+    });
+    assert!(
+        retry["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("host_unavailable"),
+        "{retry}"
+    );
+    let left = wait_none_matching(
+        &format!("sleep {}", hang_marker(tag)),
+        Duration::from_secs(10),
+    );
+    assert!(
+        left.is_empty(),
+        "remote processes left: {left:?}\n{}",
+        ps(&left)
+    );
+    assert!(d.log().contains("host marked down host=h1"));
+    assert!(d.terminate(Duration::from_secs(30)).success());
+}
+
+#[test]
+#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+fn baton_check_probes_every_host() {
+    let lab = lab_env("check", 1, "ok");
+    lab.client.add_host("dead", sshd::free_port(), None);
+    let github = FakeGithub::start(board(1));
+    let wf = setup(&lab, &github, &["h1", "dead"], "");
+    let out = Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg("check")
+        .arg(&wf)
+        .env_remove("GITHUB_TOKEN")
+        .env("HOME", &lab.tmp.0)
+        .env("PATH", lab.client.path_env())
+        .env("BATON_E2E_TOKEN", FAKE_TOKEN)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let h1 = text.lines().find(|l| l.contains("host h1")).expect(&text);
+    assert!(h1.starts_with("ok"), "{text}");
+    assert!(h1.contains("writable"), "{text}");
+    let dead = text.lines().find(|l| l.contains("host dead")).expect(&text);
+    assert!(dead.starts_with("FAIL"), "{text}");
+    assert!(dead.contains("host_unavailable"), "{text}");
+}
+
+use crate::support::fake_anthropic;
+
+#[test]
+#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+fn real_claude_over_ssh_two_turns_on_one_session() {
+    let Some(claude) = std::env::var_os("BATON_CLAUDE_BIN").filter(|v| !v.is_empty()) else {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "BATON_CLAUDE_BIN unset"
+        );
+        eprintln!("SKIP real_claude_over_ssh: BATON_CLAUDE_BIN is unset (.ci/setup-claude.sh)");
+        return;
+    };
+    let claude = PathBuf::from(claude);
+    let github = Arc::new(FakeGithub::start(board(1)));
+    let g = Arc::clone(&github);
+    use fake_anthropic::Step;
+    // Turn 1: a Write tool call, then text; turn 2 (resumed): text. While turn 2's request is in
+    // flight the issue moves to In Review, so the worker stops after turn 2.
+    let api = fake_anthropic::FakeAnthropic::start_with_hook(
+        vec![
+            Step::ToolUse {
+                text: Some("Writing the file.".into()),
+                name: "Write".into(),
+                input: serde_json::json!({"file_path": "hello.txt", "content": "hello over ssh\n"}),
+            },
+            Step::Text("Turn one is done.".into()),
+            Step::Text("Turn two is done.".into()),
+        ],
+        move |rec| {
+            if rec.n_assistant == 2 {
+                g.set_status("acme/api#1", Some("In Review"));
+            }
+        },
+    );
+    // The remote session's environment is the remote host's business: here sshd's SetEnv gives
+    // the CLI its API endpoint and a private HOME.
+    let home = format!("/tmp/bs-{}-claude-home", std::process::id());
+    let _ = std::fs::remove_dir_all(&home);
+    std::fs::create_dir_all(&home).unwrap();
+    let lab = Lab::start(
+        "claude",
+        1,
+        &[
+            ("HOME", &home),
+            ("ANTHROPIC_BASE_URL", &api.base_url),
+            ("ANTHROPIC_API_KEY", "dummy"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_TELEMETRY", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+        ],
+    );
+    let wf = setup(&lab, &github, &["h1"], "");
+    let text = std::fs::read_to_string(&wf).unwrap();
+    let agent = lab.tmp.join("fake-claude");
+    let text = text
+        .replace(
+            &format!("command: \"'{}'\"\n", agent.display()),
+            &format!(
+                "command: \"'{}'\"\n  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
+                claude.display()
+            ),
+        )
+        .replace("max_turns: 1\n", "max_turns: 5\n")
+        .replace("interval_ms: 300\n", "interval_ms: 600000\n");
+    std::fs::write(&wf, text).unwrap();
+    let d = Baton::start(&lab, &wf);
+    wait_for(
+        &d,
+        "release after two turns",
+        Duration::from_secs(120),
+        || {
+            let s = d.state();
+            let done = api.requests().len() >= 3
+                && s["counts"]["running"] == 0
+                && s["counts"]["retrying"] == 0
+                && d.log().contains("releasing claim");
+            done.then_some(())
+        },
+    );
+    let reqs = api.requests();
+    assert_eq!(reqs.len(), 3, "{reqs:?}");
+    let sessions: Vec<_> = reqs.iter().map(|r| r.session_header.clone()).collect();
+    assert!(
+        sessions[0].is_some() && sessions.iter().all(|s| s == &sessions[0]),
+        "one session: {sessions:?}"
+    );
+    let ws = lab.tmp.join("ws").join("acme__api-1");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
+        "hello over ssh\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".baton-created")).unwrap(),
+        "created on h1\n"
+    );
+    assert!(d.log().contains("host=h1"));
+    assert_eq!(d.terminate(Duration::from_secs(30)).code(), Some(0));
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Resident memory of `pid` in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Figures: 20 remote agents on 2 hosts — all start (0 failures), Baton's own memory per remote
+/// running agent, and 0 processes left after SIGTERM.
+#[test]
+#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+fn bench_twenty_remote_agents_on_two_hosts() {
+    let tag = "twenty";
+    let lab = lab_env(tag, 2, "hang");
+    let github = FakeGithub::start(board(20));
+    let wf = setup(
+        &lab,
+        &github,
+        &["h1", "h2"],
+        "  max_concurrent_agents_per_host: 10\n",
+    );
+    let active = std::fs::read_to_string(&wf).unwrap().replace(
+        "max_runs_per_issue: 50\n",
+        "max_runs_per_issue: 50\n  max_concurrent_agents: 20\n",
+    );
+    // Idle first (no active state matches) for the baseline.
+    std::fs::write(
+        &wf,
+        active.replace(
+            "active_states: [Todo, In Progress]",
+            "active_states: [Someday]",
+        ),
+    )
+    .unwrap();
+    let d = Baton::start(&lab, &wf);
+    let pid = d.child.as_ref().unwrap().id();
+    let polls = || {
+        github
+            .operations()
+            .iter()
+            .filter(|o| o.contains("ProjectItems"))
+            .count()
+    };
+    wait_for(&d, "idle polls", Duration::from_secs(30), || {
+        (polls() >= 3).then_some(())
+    });
+    let idle = rss_kib(pid);
+    std::fs::write(&wf, &active).unwrap();
+    let started = Instant::now();
+    let log = agent_log(tag);
+    wait_for(&d, "20 remote agents", Duration::from_secs(120), || {
+        (runs(&log).len() >= 20).then_some(())
+    });
+    let all_running = started.elapsed();
+    let state = wait_for(&d, "20 running", Duration::from_secs(10), || {
+        let s = d.state();
+        (s["counts"]["running"] == 20).then_some(s)
+    });
+    assert_eq!(state["counts"]["retrying"], 0, "0 failures: {state}");
+    assert_eq!(state["hosts"][0]["running"], 10, "{state}");
+    assert_eq!(state["hosts"][1]["running"], 10, "{state}");
+    std::thread::sleep(Duration::from_millis(500));
+    let busy = rss_kib(pid);
+    let per_agent = busy.saturating_sub(idle) as f64 / 20.0;
+    let t = Instant::now();
+    assert!(d.terminate(Duration::from_secs(90)).success());
+    let stop = t.elapsed();
+    let left = wait_none_matching(
+        &format!("sleep {}", hang_marker(tag)),
+        Duration::from_secs(10),
+    );
+    println!(
+        "FIGURE 20 remote agents on 2 hosts: all running after {:.1} s, 0 failures; baton RSS idle {idle} KiB, with 20 agents {busy} KiB, {per_agent:.0} KiB per remote agent; SIGTERM -> exit {:.1} s, {} processes left",
+        all_running.as_secs_f64(),
+        stop.as_secs_f64(),
+        left.len()
+    );
+    assert!(
+        left.is_empty(),
+        "remote processes left: {left:?}\n{}",
+        ps(&left)
+    );
+    assert!(per_agent <= 1024.0, "{per_agent} KiB per agent");
+}
+
+#[test]
+#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+fn sigkill_of_the_daemon_leaves_no_remote_process() {
+    let tag = "sigkill";
+    let lab = lab_env(tag, 1, "hang");
+    let github = FakeGithub::start(board(2));
+    let wf = setup(&lab, &github, &["h1"], "");
+    let mut d = Baton::start(&lab, &wf);
+    let log = agent_log(tag);
+    wait_for(&d, "two remote agents", Duration::from_secs(30), || {
+        (runs(&log).len() >= 2).then_some(())
+    });
+    // No shutdown code runs: the ssh clients see their stdin close, the remote watchers act.
+    let mut child = d.child.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = wait_none_matching(
+        &format!("sleep {}", hang_marker(tag)),
+        Duration::from_secs(15),
+    );
+    assert!(
+        left.is_empty(),
+        "remote processes left: {left:?}\n{}",
+        ps(&left)
+    );
+}

@@ -1,0 +1,294 @@
+//! The SSH host pool in the pure core, on a virtual clock (spec Appendix A.2): placement by load
+//! and cap, continuation and retry stickiness, waiting when full, host failures before and after
+//! the agent started, probes, and cleanup on the owning host.
+
+use crate::support::issues;
+
+use std::path::PathBuf;
+
+use baton::orchestrator::hosts::{probe_delay, Placement};
+use baton::orchestrator::state::{Millis, OrchestratorState, Policy};
+use baton::orchestrator::{
+    handle, next_deadline, Action, Event, PollSkip, StopReason, WorkerOutcome,
+};
+use issues::issue;
+
+const T0: Millis = 1_700_000_000_000;
+
+struct H {
+    s: OrchestratorState,
+    now: Millis,
+}
+
+impl H {
+    fn new(hosts: &[&str], cap: Option<u32>) -> H {
+        let p = Policy {
+            workspace_root: PathBuf::from("/ws"),
+            ssh_hosts: hosts.iter().map(|h| h.to_string()).collect(),
+            max_concurrent_agents_per_host: cap,
+            ..Policy::default()
+        };
+        H {
+            s: OrchestratorState::new(p, T0),
+            now: T0,
+        }
+    }
+
+    fn ev(&mut self, e: Event) -> Vec<Action> {
+        handle(&mut self.s, e, self.now)
+    }
+
+    /// A poll tick offering issues 1..=n (all active).
+    fn poll(&mut self, n: u64) -> Vec<Action> {
+        self.now = self.now.max(self.s.poll.next_poll_at);
+        let a = self.ev(Event::Wake);
+        let running_ids = a
+            .iter()
+            .find_map(|x| match x {
+                Action::StartPoll { running_ids } => Some(running_ids.clone()),
+                _ => None,
+            })
+            .expect("a poll");
+        let issues: Vec<_> = (1..=n).map(|i| issue(i, "Todo")).collect();
+        let refreshed = (!running_ids.is_empty()).then(|| Ok(issues.clone()));
+        self.ev(Event::PollResult {
+            running_ids,
+            refreshed,
+            candidates: Ok(issues),
+            rate_limit: None,
+        })
+    }
+
+    fn exit(&mut self, n: u64, outcome: WorkerOutcome) -> Vec<Action> {
+        let id = format!("I_{n}");
+        let run_id = self.s.running[&id].run_id;
+        self.ev(Event::WorkerExited {
+            issue_id: id,
+            run_id,
+            outcome,
+        })
+    }
+
+    /// Fire issue n's retry: wake at its due time, answer its refresh with the issue.
+    fn fire_retry(&mut self, n: u64) -> Vec<Action> {
+        let id = format!("I_{n}");
+        self.now = self.now.max(self.s.retry_attempts[&id].due_at);
+        let a = self.ev(Event::Wake);
+        if let Some(running_ids) = a.iter().find_map(|x| match x {
+            Action::StartPoll { running_ids } => Some(running_ids.clone()),
+            _ => None,
+        }) {
+            self.ev(Event::PollResult {
+                running_ids,
+                refreshed: None,
+                candidates: Err(PollSkip::Tracker {
+                    message: "skipped".into(),
+                    retry_at: None,
+                }),
+                rate_limit: None,
+            });
+        }
+        let seq = a
+            .iter()
+            .find_map(|x| match x {
+                Action::FetchRetryIssue { issue_id, seq } if *issue_id == id => Some(*seq),
+                _ => None,
+            })
+            .expect("retry fetch");
+        self.ev(Event::RetryRefreshed {
+            issue_id: id,
+            seq,
+            result: Ok(Some(issue(n, "Todo"))),
+        })
+    }
+}
+
+/// (issue id, host, attempt) of each dispatch.
+fn dispatches(a: &[Action]) -> Vec<(String, Option<String>, Option<u32>)> {
+    a.iter()
+        .filter_map(|x| match x {
+            Action::Dispatch {
+                issue,
+                host,
+                attempt,
+                ..
+            } => Some((issue.id.clone(), host.clone(), *attempt)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn host(h: &str) -> Option<String> {
+    Some(h.to_string())
+}
+
+#[test]
+fn without_hosts_everything_is_local() {
+    let mut h = H::new(&[], None);
+    let d = dispatches(&h.poll(2));
+    assert_eq!(d.len(), 2);
+    assert!(d.iter().all(|(_, host, _)| host.is_none()));
+}
+
+#[test]
+fn least_loaded_host_and_the_per_host_cap_with_the_global_cap() {
+    let mut h = H::new(&["a", "b"], Some(2));
+    let d = dispatches(&h.poll(6));
+    let on = |x: &str| {
+        d.iter()
+            .filter(|(_, hh, _)| hh.as_deref() == Some(x))
+            .count()
+    };
+    assert_eq!((on("a"), on("b")), (2, 2), "{d:?}");
+    // Alternating: least loaded first, ties in config order.
+    assert_eq!(d[0].1, host("a"));
+    assert_eq!(d[1].1, host("b"));
+    // Full: the rest wait (never local).
+    assert_eq!(
+        baton::orchestrator::hosts::place(&h.s, None),
+        Placement::Full
+    );
+    assert!(dispatches(&h.poll(6)).is_empty());
+    // A freed slot is used on the next tick, on the host that has it.
+    h.exit(2, WorkerOutcome::Failed("boom".into()));
+    let d = dispatches(&h.poll(6));
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].1, host("b"));
+    // The global cap still counts: 3 slots overall.
+    let mut h = H::new(&["a", "b"], Some(5));
+    h.s.policy.max_concurrent_agents = 3;
+    assert_eq!(dispatches(&h.poll(6)).len(), 3);
+}
+
+#[test]
+fn continuations_and_retries_prefer_the_previous_host() {
+    let mut h = H::new(&["a", "b"], None);
+    h.poll(2); // I_1 on a, I_2 on b
+    h.exit(2, WorkerOutcome::Normal);
+    assert_eq!(h.s.retry_attempts["I_2"].host, host("b"));
+    // a is less loaded after I_1 exits, but I_2's continuation goes back to b.
+    h.exit(1, WorkerOutcome::Failed("x".into()));
+    let d = dispatches(&h.fire_retry(2));
+    assert_eq!(d, vec![("I_2".into(), host("b"), Some(1))]);
+    let d = dispatches(&h.fire_retry(1));
+    assert_eq!(d, vec![("I_1".into(), host("a"), Some(1))]);
+}
+
+#[test]
+fn a_host_failure_before_the_agent_started_redispatches_elsewhere_without_an_attempt() {
+    let mut h = H::new(&["a", "b"], None);
+    h.poll(1);
+    assert_eq!(h.s.running["I_1"].host, host("a"));
+    let runs_before = h.s.runs_since_active["I_1"];
+    h.exit(
+        1,
+        WorkerOutcome::HostFailed {
+            started: false,
+            error: "host_unavailable: ssh a: Connection refused".into(),
+        },
+    );
+    assert!(h.s.hosts_down.contains_key("a"));
+    assert_eq!(
+        h.s.runs_since_active["I_1"],
+        runs_before - 1,
+        "the run does not count"
+    );
+    let d = dispatches(&h.fire_retry(1));
+    assert_eq!(
+        d,
+        vec![("I_1".into(), host("b"), None)],
+        "a first run again, on b"
+    );
+}
+
+#[test]
+fn a_host_failure_after_start_is_a_normal_failed_attempt() {
+    let mut h = H::new(&["a", "b"], None);
+    h.poll(1);
+    h.exit(
+        1,
+        WorkerOutcome::HostFailed {
+            started: true,
+            error: "agent turn error: exit code 255; host_unavailable: ssh a".into(),
+        },
+    );
+    let r = &h.s.retry_attempts["I_1"];
+    assert_eq!(r.attempt, 1);
+    assert!(r.error.as_deref().unwrap().contains("host_unavailable"));
+    assert!(r.due_at >= h.now + 10_000, "failure backoff");
+    let d = dispatches(&h.fire_retry(1));
+    assert_eq!(d, vec![("I_1".into(), host("b"), Some(1))], "a is down");
+}
+
+#[test]
+fn down_hosts_are_probed_with_backoff_and_come_back() {
+    let mut h = H::new(&["a"], Some(1));
+    h.poll(1);
+    h.exit(
+        1,
+        WorkerOutcome::HostFailed {
+            started: false,
+            error: "host_unavailable: ssh a".into(),
+        },
+    );
+    // The only host is down: the retry waits (no slot), never runs locally.
+    let d = dispatches(&h.fire_retry(1));
+    assert!(d.is_empty());
+    // The probe is a deadline; a failed probe backs off, a good one brings the host back.
+    let probe_at = h.s.hosts_down["a"].probe_at;
+    assert_eq!(probe_at, T0 + probe_delay(1));
+    assert!(next_deadline(&h.s).unwrap() <= probe_at);
+    h.now = probe_at;
+    let a = h.ev(Event::Wake);
+    assert!(a.contains(&Action::ProbeHost { host: "a".into() }), "{a:?}");
+    h.ev(Event::HostProbed {
+        host: "a".into(),
+        result: Err("host_unavailable: still".into()),
+    });
+    assert_eq!(h.s.hosts_down["a"].probe_at, h.now + probe_delay(2));
+    h.ev(Event::HostProbed {
+        host: "a".into(),
+        result: Ok(()),
+    });
+    assert!(h.s.hosts_down.is_empty());
+    let d = dispatches(&h.fire_retry(1));
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].1, host("a"));
+}
+
+#[test]
+fn terminal_cleanup_runs_on_the_owning_host() {
+    let mut h = H::new(&["a", "b"], None);
+    h.poll(2);
+    let run_id = h.s.running["I_2"].run_id;
+    h.s.running.get_mut("I_2").unwrap().stop = Some(StopReason::Terminal);
+    let a = h.ev(Event::WorkerExited {
+        issue_id: "I_2".into(),
+        run_id,
+        outcome: WorkerOutcome::Cancelled,
+    });
+    let clean: Vec<_> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::CleanWorkspace { host, .. } => Some(host.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(clean, vec![host("b")]);
+}
+
+#[test]
+fn reload_applies_hosts_to_future_dispatches() {
+    let mut h = H::new(&["a"], Some(1));
+    h.poll(1);
+    let mut p = h.s.policy.clone();
+    p.ssh_hosts = vec!["c".into()];
+    h.ev(Event::ConfigReloaded(p));
+    let d = dispatches(&h.poll(2));
+    assert_eq!(d, vec![("I_2".into(), host("c"), None)]);
+    assert_eq!(
+        h.s.running["I_1"].host,
+        host("a"),
+        "running work is not moved"
+    );
+}
