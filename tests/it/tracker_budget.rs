@@ -143,7 +143,7 @@ impl Running {
         let limit = Instant::now() + Duration::from_secs(10);
         loop {
             let seen = self.clock.turns();
-            if !self.clock.wait_turn_after(seen, Duration::from_millis(15)) {
+            if !self.clock.wait_turn_after(seen, Duration::from_millis(40)) {
                 return;
             }
             assert!(Instant::now() < limit, "the loop never went idle");
