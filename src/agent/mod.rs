@@ -4,6 +4,7 @@
 
 mod argv;
 pub mod claude;
+pub mod config;
 pub mod copilot;
 pub(crate) mod driver;
 mod json;

@@ -42,7 +42,7 @@ pub(crate) fn known_keys(
             ],
         ),
     ];
-    sections.extend_from_slice(super::agents::KNOWN_SECTIONS);
+    sections.extend_from_slice(crate::agent::config::KNOWN_SECTIONS);
     sections.push(("server", &["port", "host", "webhook_secret"]));
     sections.push(("state", &["dir"]));
     sections.push(("worker", super::worker::KEYS));

@@ -12,13 +12,12 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml::{Mapping, Value};
 
-pub mod agents;
 pub(crate) mod keys;
 pub(crate) mod section;
 pub mod worker;
 
-use self::agents::AgentSettings;
-pub use self::agents::{AgentKind, ClaudeCodeConfig, CopilotConfig};
+use crate::agent::config::AgentSettings;
+pub use crate::agent::config::{AgentKind, ClaudeCodeConfig, CopilotConfig};
 pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
 pub use self::worker::WorkerConfig;

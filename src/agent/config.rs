@@ -1,13 +1,14 @@
 //! `agent.kind` and the per-agent sections `claude_code.*` (spec §5.3.6) and `copilot.*`
 //! (§5.3.7): their typed configs, key lists and parsers.
 //!
-//! Each agent's part (config struct, keys, `parse`) is self-contained so that it can move into its
-//! adapter module (`agent::claude`, `agent::copilot`) as is. Adding an agent: a config struct
-//! with a `parse`, a [`KNOWN_SECTIONS`] entry, an [`AgentKind`] variant, and one arm in
-//! [`AgentKind::from_config`] and in [`super::ServiceConfig::agent_settings`].
+//! The agent module owns its configuration: `workflow::config` only calls the parsers here
+//! (through the shared `Section` reader, so every error names the key and value). Adding an
+//! agent: a config struct with a `parse`, a [`KNOWN_SECTIONS`] entry, an [`AgentKind`] variant,
+//! and one arm in [`AgentKind::from_config`] and in
+//! [`crate::workflow::config::ServiceConfig::agent_settings`].
 
-use super::section::Section;
-use super::{ConfigEnv, ConfigError};
+use crate::workflow::config::section::Section;
+use crate::workflow::config::{ConfigEnv, ConfigError};
 
 /// Default bound of one turn (both agents), in ms.
 const DEFAULT_TURN_TIMEOUT_MS: u64 = 3_600_000;
@@ -193,7 +194,7 @@ impl CliKeys {
 }
 
 /// What the core needs from the selected agent's section (see
-/// [`super::ServiceConfig::agent_settings`]).
+/// [`crate::workflow::config::ServiceConfig::agent_settings`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct AgentSettings<'a> {
     /// The section name, for messages.
