@@ -302,6 +302,7 @@ struct State {
     supports_dependencies: bool,
     supports_items_query: bool,
     break_end_cursor: bool,
+    endless_pages: Option<(usize, usize)>,
     reject_auth: bool,
     remaining: i64,
     next_item: u64,
@@ -377,6 +378,7 @@ impl FakeGithub {
             supports_dependencies: true,
             supports_items_query: true,
             break_end_cursor: false,
+            endless_pages: None,
             reject_auth: false,
             remaining: 5000,
             next_item,
@@ -468,6 +470,13 @@ impl FakeGithub {
     /// Answer `hasNextPage: true` with `endCursor: null` (a pagination integrity fault).
     pub fn set_break_end_cursor(&self, v: bool) {
         lock(&self.state).break_end_cursor = v;
+    }
+
+    /// Serve board reads that never end: every items page holds `items` Todo issues (distinct
+    /// ids) whose bodies are `body_bytes` long, with `hasNextPage: true` and a fresh cursor
+    /// (the unbounded-memory attack). `None` serves the board again.
+    pub fn set_endless_pages(&self, pages: Option<(usize, usize)>) {
+        lock(&self.state).endless_pages = pages;
     }
 
     fn with_item<R>(&self, reference: &str, f: impl FnOnce(&mut ItemFixture) -> R) -> R {
@@ -1207,6 +1216,9 @@ fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
         let id = vars["projectId"].as_str().unwrap_or("");
         return json!({"data":{"node":null,"rateLimit":rate_limit_body(s, 1)},"errors":[not_found(json!(["node"]), format!("Could not resolve to a node with the global id of '{id}'."))]});
     }
+    if let Some((items, body_bytes)) = s.endless_pages {
+        return endless_page(s, vars, items, body_bytes);
+    }
     let first = vars["first"].as_u64().unwrap_or(0);
     if first == 0 || first > 100 {
         return json!({"errors":[{"message":format!("Requesting {first} records on the `items` connection exceeds the `first` limit of 100 records."),"locations":[{"line":4,"column":7}]}]});
@@ -1289,6 +1301,30 @@ fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
         .round()
         .max(1.0) as i64;
     json!({"data":{"node":{"__typename":"ProjectV2","items":{"pageInfo":{"hasNextPage":has_next,"endCursor":end_cursor},"nodes":nodes}},"rateLimit":rate_limit_body(s, rl_cost)}})
+}
+
+/// One page of a board that never ends ([`FakeGithub::set_endless_pages`]).
+fn endless_page(s: &State, vars: &Value, items: usize, body_bytes: usize) -> Value {
+    let page: usize = vars["after"]
+        .as_str()
+        .and_then(|c| c.strip_prefix("endless:"))
+        .and_then(|n| n.parse::<usize>().ok())
+        .map_or(0, |n| n + 1);
+    let body = "x".repeat(body_bytes);
+    let nodes: Vec<Value> = (0..items)
+        .map(|k| {
+            let n = page * items + k + 1;
+            json!({"id": format!("PVTI_endless{n}"), "type": "ISSUE", "isArchived": false,
+                   "status": {"name": "Todo", "optionId": option_id("Todo")},
+                   "content": {"__typename": "Issue", "id": format!("I_endless{n}"), "number": n,
+                     "title": format!("endless {n}"), "body": body,
+                     "url": format!("https://github.com/acme/app/issues/{n}"), "state": "OPEN",
+                     "createdAt": "2024-01-01T00:00:00Z", "updatedAt": "2024-01-01T00:00:00Z",
+                     "labels": {"nodes": []}, "repository": {"nameWithOwner": "acme/app"},
+                     "blockedBy": {"nodes": []}}})
+        })
+        .collect();
+    json!({"data":{"node":{"__typename":"ProjectV2","items":{"pageInfo":{"hasNextPage":true,"endCursor":format!("endless:{page}")},"nodes":nodes}},"rateLimit":rate_limit_body(s, 1)}})
 }
 
 /// `IssueProjectItems`: one further page of an issue's `projectItems`.

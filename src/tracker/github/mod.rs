@@ -859,7 +859,7 @@ impl ReadCaps {
         let per_page = u64::from(cfg.page_size.clamp(1, 100));
         let needed = usize::try_from(cfg.max_items.div_ceil(per_page)).unwrap_or(usize::MAX);
         ReadCaps {
-            max_pages: MAX_PAGES.max(needed.saturating_add(1)),
+            max_pages: MAX_PAGES.max(needed),
             max_items: cfg.max_items,
             items: 0,
             kept_bytes: 0,
