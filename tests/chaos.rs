@@ -61,9 +61,9 @@ const MAX_REQUESTS_PER_WINDOW: usize = 100;
 const AGENT: &str = r#"#!/usr/bin/env bash
 n=$(wc -l < .chaos-runs 2>/dev/null || echo 0)
 echo run >> .chaos-runs
-h=$(printf '%s' "${PWD##*/}" | cksum | cut -d' ' -f1)
-RANDOM=$(( (CHAOS_SEED + n * 7919 + h) % 32768 ))
-mode=$(( RANDOM % 8 ))
+h=$(printf '%s' "$CHAOS_SEED:$n:${PWD##*/}" | cksum | cut -d' ' -f1)
+RANDOM=$(( h % 32768 ))
+mode=$(( h / 7 % 8 ))
 echo "$mode ${PWD##*/}" >> "$CHAOS_DIR/agent-modes.log"
 sid="chaos-$$"
 echo '{"type":"system","subtype":"init","session_id":"'"$sid"'","model":"fake","tools":[]}'

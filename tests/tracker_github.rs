@@ -1028,9 +1028,9 @@ fn endless_fat_pages_stop_with_memory_bounded() {
     let e = t.fetch_candidate_issues().unwrap_err();
     assert_eq!(e.class, "github_board_too_large", "{e}");
     assert!(e.message.contains("MiB of text"), "{e}");
-    // 64 MiB of kept text is 9 pages of 8 MB (the default 20,000 items would be 200).
+    // 48 MiB of kept text is 7 pages of 8 MB (the default 20,000 items would be 200).
     let pages = item_pages(&fake);
-    assert!(pages <= 9, "{pages} pages");
+    assert!(pages <= 7, "{pages} pages");
     let peak = peak_rss_mib();
     assert!(peak < 512, "peak RSS {peak} MiB");
 }

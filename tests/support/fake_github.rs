@@ -377,7 +377,9 @@ impl Chaos {
             })),
             1 => ("401", ChaosFault::Plain(Fault::Unauthorized)),
             2 => {
-                let retry_after = (r.below(3) > 0).then_some(soon);
+                // Always with a short `retry-after`: without one Baton waits a minute, which
+                // would idle most of a chaos run.
+                let retry_after = Some(soon);
                 let status = if r.below(2) == 0 { 403 } else { 429 };
                 ("secondary_rate_limit", ChaosFault::Plain(Fault::SecondaryRateLimit { status, retry_after }))
             }

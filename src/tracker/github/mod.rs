@@ -62,7 +62,7 @@ pub(crate) const MAX_PAGES: usize = 200;
 /// Bytes of issue text (titles, bodies, labels, URLs) one board read may keep. With the items
 /// cap this bounds the memory of a read whatever the server sends (each response is itself
 /// capped at [`client::MAX_RESPONSE_BYTES`] and dropped once normalized).
-pub(crate) const MAX_KEPT_BYTES: usize = 64 * 1024 * 1024;
+pub(crate) const MAX_KEPT_BYTES: usize = 48 * 1024 * 1024;
 
 /// The stable class of a board read stopped by a cap ([`MAX_PAGES`], `tracker.max_items`,
 /// [`MAX_KEPT_BYTES`]).
