@@ -291,8 +291,9 @@ impl Monitor {
             let rss = rss_mib(pid);
             seen.max_rss_mib = seen.max_rss_mib.max(rss);
             if rss > RSS_LIMIT_MIB {
-                seen.violations
-                    .push(format!("t={at}ms baton RSS {rss} MiB > {RSS_LIMIT_MIB} MiB"));
+                seen.violations.push(format!(
+                    "t={at}ms baton RSS {rss} MiB > {RSS_LIMIT_MIB} MiB"
+                ));
             }
         }
         if let Ok(d) = fs::read_dir(&self.ws_root) {
@@ -324,7 +325,8 @@ impl Monitor {
         self.log_offset += end as u64 + 1;
         for line in String::from_utf8_lossy(&chunk[..end]).lines() {
             if line.contains("panicked") || line.contains("panic thread=") {
-                seen.violations.push(format!("t={at}ms panic in the log: {line}"));
+                seen.violations
+                    .push(format!("t={at}ms panic in the log: {line}"));
             }
         }
     }
@@ -512,9 +514,9 @@ fn chaos_invariants_hold_under_random_faults_moves_and_agents() {
         match exit {
             Some(s) if s.success() => {}
             None if what == "second" => {}
-            other => seen
-                .violations
-                .push(format!("the {what} daemon did not exit 0 on SIGTERM: {other:?}")),
+            other => seen.violations.push(format!(
+                "the {what} daemon did not exit 0 on SIGTERM: {other:?}"
+            )),
         }
     }
     let left = workspaces_left();
@@ -536,8 +538,9 @@ fn chaos_invariants_hold_under_random_faults_moves_and_agents() {
             .all(|k| !field(k).is_empty())
             && field("number").parse::<u64>().is_ok_and(|n| n > 0);
         if !full {
-            seen.violations
-                .push(format!("before_remove without the full issue variables: {line}"));
+            seen.violations.push(format!(
+                "before_remove without the full issue variables: {line}"
+            ));
         }
     }
     for ident in &seen.workspaces {
@@ -567,7 +570,10 @@ fn chaos_invariants_hold_under_random_faults_moves_and_agents() {
     }
     let modes = fs::read_to_string(dir.join("agent-modes.log")).unwrap_or_default();
     let mut by_mode = [0usize; 8];
-    for m in modes.lines().filter_map(|l| l.split(' ').next()?.parse::<usize>().ok()) {
+    for m in modes
+        .lines()
+        .filter_map(|l| l.split(' ').next()?.parse::<usize>().ok())
+    {
         if let Some(c) = by_mode.get_mut(m) {
             *c += 1;
         }

@@ -102,7 +102,12 @@ fn three_agents_printing_100_mb_lines_keep_baton_under_100_mb() {
         std::fs::read_to_string(&done).is_ok_and(|s| s.lines().count() >= 3)
     });
     let finished = std::fs::read_to_string(&done).map_or(0, |s| s.lines().count());
-    assert_eq!(finished, 3, "all three agents printed their line; log:\n{}", d.log());
+    assert_eq!(
+        finished,
+        3,
+        "all three agents printed their line; log:\n{}",
+        d.log()
+    );
     assert!(
         peak <= RSS_LIMIT_MIB,
         "peak RSS {peak} MiB > {RSS_LIMIT_MIB} MiB"

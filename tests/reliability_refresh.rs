@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use daemon_proc::DaemonProc;
 use serde_json::{json, Value};
-use support::fake_github::{issue_node_id, BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
+use support::fake_github::{
+    issue_node_id, BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_TOKEN,
+};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -30,7 +32,10 @@ fn setup() -> (PathBuf, FakeGithub, PathBuf) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let mut board = BoardFixture::empty("acme", 7);
-    board.push_issue(IssueFixture::new("acme/app", 1, "healthy"), Some("In Progress"));
+    board.push_issue(
+        IssueFixture::new("acme/app", 1, "healthy"),
+        Some("In Progress"),
+    );
     let github = FakeGithub::start(board);
     let agent = dir.join("agent");
     std::fs::write(&agent, AGENT).unwrap();
@@ -92,7 +97,9 @@ fn malformed_refresh_replies_keep_the_worker_and_not_found_stops_it() {
             ("REFRESH_DIR", dir.display().to_string()),
         ],
     );
-    d.wait("the agent to start", LIMIT, || (!pids(&dir).is_empty()).then_some(()));
+    d.wait("the agent to start", LIMIT, || {
+        (!pids(&dir).is_empty()).then_some(())
+    });
     let mut shapes: Vec<(&str, Value)> = Vec::new();
     let mut n = node(&github);
     n["projectItems"] = Value::Null;

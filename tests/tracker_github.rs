@@ -1035,7 +1035,6 @@ fn endless_fat_pages_stop_with_memory_bounded() {
     assert!(peak < 512, "peak RSS {peak} MiB");
 }
 
-
 /// A well-formed `RefreshRunning` node for `id`, on our project in `In Progress`.
 fn refreshed_node(fake: &FakeGithub, id: &str) -> serde_json::Value {
     json!({"__typename":"Issue","id":id,"number":1,"title":"t","body":"","state":"OPEN",
@@ -1069,7 +1068,9 @@ fn malformed_refresh_replies_are_tracker_errors_never_gone() {
     assert_eq!(ok[0].state, "In Progress");
     type Mutate = fn(&mut serde_json::Value);
     let shapes: Vec<(&str, Mutate)> = vec![
-        ("null node without NOT_FOUND", |n| *n = serde_json::Value::Null),
+        ("null node without NOT_FOUND", |n| {
+            *n = serde_json::Value::Null
+        }),
         ("no __typename", |n| {
             n.as_object_mut().unwrap().remove("__typename");
         }),
@@ -1101,7 +1102,10 @@ fn malformed_refresh_replies_are_tracker_errors_never_gone() {
         }),
         ("not on this page, no pageInfo", |n| {
             n["projectItems"]["nodes"].as_array_mut().unwrap().pop();
-            n["projectItems"].as_object_mut().unwrap().remove("pageInfo");
+            n["projectItems"]
+                .as_object_mut()
+                .unwrap()
+                .remove("pageInfo");
         }),
         ("not on this page, hasNextPage without endCursor", |n| {
             n["projectItems"]["nodes"].as_array_mut().unwrap().pop();
@@ -1141,9 +1145,7 @@ fn malformed_project_items_pages_are_errors_never_gone() {
         headers: vec![],
         body: json!({"data":{"node":node}}).to_string(),
     };
-    let on_page_two = |items: serde_json::Value, info: serde_json::Value| {
-        json!({"__typename":"Issue","projectItems":{"pageInfo":info,"nodes":items}})
-    };
+    let on_page_two = |items: serde_json::Value, info: serde_json::Value| json!({"__typename":"Issue","projectItems":{"pageInfo":info,"nodes":items}});
     let last = json!({"hasNextPage":false,"endCursor":"c2"});
     // Proof: every page read, our project on none of them: gone.
     push_refresh_reply(&fake, json!([first_page()]));

@@ -135,8 +135,10 @@ pub fn spawn(opts: HttpOptions, control: Sender<ControlRequest>) -> Result<HttpH
         let rx = job_rx.clone();
         let app = Arc::clone(&app);
         let max = opts.max_body_bytes;
-        spawn_supervised(&format!("http-worker-{i}"), move || worker_loop(rx, app, max))
-            .map_err(|e| format!("cannot start http worker: {e}"))?;
+        spawn_supervised(&format!("http-worker-{i}"), move || {
+            worker_loop(rx, app, max)
+        })
+        .map_err(|e| format!("cannot start http worker: {e}"))?;
     }
 
     let (wake_tx, wake_rx) = bounded(1);

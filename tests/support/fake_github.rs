@@ -342,10 +342,7 @@ impl Mangle {
                 }
             }
             Mangle::DropItem(k) => {
-                for spot in [
-                    "/data/node/items/nodes",
-                    "/data/nodes/0/projectItems/nodes",
-                ] {
+                for spot in ["/data/node/items/nodes", "/data/nodes/0/projectItems/nodes"] {
                     if let Some(list) = data.pointer_mut(spot).and_then(Value::as_array_mut) {
                         if !list.is_empty() {
                             let i = (k % list.len() as u64) as usize;
@@ -367,21 +364,30 @@ impl Chaos {
         let r = &mut self.rng;
         let soon = 1 + r.below(4);
         let (name, f) = match r.below(10) {
-            0 => ("5xx", ChaosFault::Plain(match r.below(3) {
-                0 => Fault::BadGateway,
-                n => Fault::Raw {
-                    status: if n == 1 { 500 } else { 503 },
-                    headers: vec![],
-                    body: r#"{"message":"Server Error"}"#.into(),
-                },
-            })),
+            0 => (
+                "5xx",
+                ChaosFault::Plain(match r.below(3) {
+                    0 => Fault::BadGateway,
+                    n => Fault::Raw {
+                        status: if n == 1 { 500 } else { 503 },
+                        headers: vec![],
+                        body: r#"{"message":"Server Error"}"#.into(),
+                    },
+                }),
+            ),
             1 => ("401", ChaosFault::Plain(Fault::Unauthorized)),
             2 => {
                 // Always with a short `retry-after`: without one Baton waits a minute, which
                 // would idle most of a chaos run.
                 let retry_after = Some(soon);
                 let status = if r.below(2) == 0 { 403 } else { 429 };
-                ("secondary_rate_limit", ChaosFault::Plain(Fault::SecondaryRateLimit { status, retry_after }))
+                (
+                    "secondary_rate_limit",
+                    ChaosFault::Plain(Fault::SecondaryRateLimit {
+                        status,
+                        retry_after,
+                    }),
+                )
             }
             3 => {
                 let reset = std::time::SystemTime::now()
@@ -397,13 +403,26 @@ impl Chaos {
                     headers.push(("retry-after".to_string(), soon.to_string()));
                 }
                 let body = json!({"errors":[{"type":"RATE_LIMITED","message":"API rate limit exceeded for user ID 1234567."}]});
-                ("primary_rate_limit", ChaosFault::Plain(Fault::Raw { status: 200, headers, body: body.to_string() }))
+                (
+                    "primary_rate_limit",
+                    ChaosFault::Plain(Fault::Raw {
+                        status: 200,
+                        headers,
+                        body: body.to_string(),
+                    }),
+                )
             }
-            4 => ("hang", ChaosFault::Plain(Fault::Slow(Duration::from_millis(r.below(3000))))),
+            4 => (
+                "hang",
+                ChaosFault::Plain(Fault::Slow(Duration::from_millis(r.below(3000)))),
+            ),
             5 => ("garbage", ChaosFault::Plain(Fault::Garbage)),
             6 | 7 => ("null", ChaosFault::Mangle(Mangle::Null(r.next_u64()))),
             8 => ("fat_page", ChaosFault::Mangle(Mangle::Fat)),
-            _ => ("dropped_item", ChaosFault::Mangle(Mangle::DropItem(r.next_u64()))),
+            _ => (
+                "dropped_item",
+                ChaosFault::Mangle(Mangle::DropItem(r.next_u64())),
+            ),
         };
         *self.counts.entry(name).or_insert(0) += 1;
         Some(f)

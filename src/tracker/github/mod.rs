@@ -789,7 +789,9 @@ impl GithubTracker {
             Some("Issue") => {}
             Some(other) => {
                 let other = crate::text::single_line(other, 80);
-                log::warn!("tracker_issue_gone issue_id={id} reason=\"id is a {other}, not an Issue\"");
+                log::warn!(
+                    "tracker_issue_gone issue_id={id} reason=\"id is a {other}, not an Issue\""
+                );
                 return Ok(None);
             }
             None => return Err(unreadable("node without __typename")),
