@@ -1,6 +1,11 @@
 //! The tiny_http plumbing: one acceptor thread that owns the `tiny_http::Server` (and rebuilds
 //! it with backoff when its request stream fails), and a few worker threads that read capped
 //! bodies, call [`routes::handle`] and write responses with constant headers only.
+//!
+//! Both kinds of thread run under [`spawn_supervised`] (the daemon's one policy: a panic that
+//! escapes a thread is logged and takes the daemon down with exit 1, so systemd restarts it). A
+//! panic inside one request's handler is caught around that request alone and answered by
+//! dropping it: a hostile request must not be able to restart the daemon.
 
 use std::io::Read;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -15,7 +20,12 @@ use tiny_http::{Header, Request, Response, Server, StatusCode};
 
 use super::routes::{self, App, ContentKind, ControlClient, Dispatch, Incoming, Reply};
 use super::{html, webhook, HttpOptions};
+use crate::runtime::threads::spawn_supervised;
 use crate::status::ControlRequest;
+
+/// Unit tests only: the acceptor panics on the next request (a thread death to supervise).
+#[cfg(test)]
+static PANIC_IN_ACCEPTOR: AtomicBool = AtomicBool::new(false);
 
 /// Worker threads answering requests (a slow snapshot or slow client occupies one).
 const WORKERS: usize = 4;
@@ -125,10 +135,10 @@ pub fn spawn(opts: HttpOptions, control: Sender<ControlRequest>) -> Result<HttpH
         let rx = job_rx.clone();
         let app = Arc::clone(&app);
         let max = opts.max_body_bytes;
-        std::thread::Builder::new()
-            .name(format!("http-worker-{i}"))
-            .spawn(move || worker_loop(rx, app, max))
-            .map_err(|e| format!("cannot start http worker: {e}"))?;
+        spawn_supervised(&format!("http-worker-{i}"), move || {
+            worker_loop(rx, app, max)
+        })
+        .map_err(|e| format!("cannot start http worker: {e}"))?;
     }
 
     let (wake_tx, wake_rx) = bounded(1);
@@ -139,10 +149,10 @@ pub fn spawn(opts: HttpOptions, control: Sender<ControlRequest>) -> Result<HttpH
     });
     let acceptor = {
         let shared = Arc::clone(&shared);
-        std::thread::Builder::new()
-            .name("http-accept".into())
-            .spawn(move || accept_loop(Arc::new(server), local_addr, shared, job_tx, wake_rx))
-            .map_err(|e| format!("cannot start http acceptor: {e}"))?
+        spawn_supervised("http-accept", move || {
+            accept_loop(Arc::new(server), local_addr, shared, job_tx, wake_rx)
+        })
+        .map_err(|e| format!("cannot start http acceptor: {e}"))?
     };
     Ok(HttpHandle {
         local_addr,
@@ -199,6 +209,10 @@ fn accept_loop(
         let failure = loop {
             match server.recv() {
                 Ok(rq) => {
+                    #[cfg(test)]
+                    if PANIC_IN_ACCEPTOR.swap(false, Ordering::SeqCst) {
+                        panic!("injected panic in the http acceptor");
+                    }
                     backoff = BACKOFF_START;
                     dispatch(rq, &jobs);
                 }
@@ -352,5 +366,24 @@ fn respond(rq: Request, reply: Reply) {
     );
     if let Err(e) = rq.respond(response) {
         log::debug!("http response not delivered error={e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn a_panicking_acceptor_is_reported_on_the_fatal_channel() {
+        let (control, _rx) = crossbeam_channel::unbounded();
+        let handle = spawn(HttpOptions::new("127.0.0.1", 0), control).unwrap();
+        PANIC_IN_ACCEPTOR.store(true, Ordering::SeqCst);
+        let mut conn = std::net::TcpStream::connect(handle.local_addr()).unwrap();
+        let _ = conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(
+            crate::runtime::threads::wait_fatal("http-accept", Duration::from_secs(10)),
+            "the acceptor's death must reach the daemon loop"
+        );
     }
 }

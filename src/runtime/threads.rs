@@ -38,6 +38,30 @@ where
         })
 }
 
+/// Unit tests only: wait until a thread named `name` is reported on [`fatal_events`]. Reports
+/// for other names are kept for their own waiters (tests run in parallel on one channel).
+#[cfg(test)]
+pub(crate) fn wait_fatal(name: &str, timeout: std::time::Duration) -> bool {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let deadline = std::time::Instant::now() + timeout;
+    let fatal = fatal_events();
+    loop {
+        {
+            let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(i) = seen.iter().position(|n| n == name) {
+                seen.remove(i);
+                return true;
+            }
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        if let Ok(n) = fatal.recv_timeout(std::time::Duration::from_millis(20)) {
+            SEEN.lock().unwrap_or_else(|e| e.into_inner()).push(n);
+        }
+    }
+}
+
 /// Route panic messages through the logger (one escaped line with the thread name, location and
 /// message) instead of raw stderr. Installed once by the binary.
 pub fn install_panic_hook() {
@@ -79,12 +103,11 @@ mod tests {
 
     #[test]
     fn a_panicking_supervised_thread_is_reported() {
-        let fatal = fatal_events();
         let h = spawn_supervised("test-panicker", || panic!("injected")).unwrap();
         h.join().unwrap();
-        let name = fatal
-            .recv_timeout(std::time::Duration::from_secs(5))
-            .unwrap();
-        assert_eq!(name, "test-panicker");
+        assert!(wait_fatal(
+            "test-panicker",
+            std::time::Duration::from_secs(5)
+        ));
     }
 }

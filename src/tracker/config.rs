@@ -16,7 +16,9 @@ use crate::model::Issue;
 use crate::workflow::config::section::Section;
 use crate::workflow::config::{ConfigEnv, ConfigError, Secret};
 
-pub use super::github::config::{OwnerType, TokenSource, DEFAULT_ENDPOINT};
+pub use super::github::config::{
+    OwnerType, TokenSource, DEFAULT_ENDPOINT, DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS,
+};
 
 /// `tracker.*` (spec §5.3.1). `kind` and the state and label lists are shared by every kind;
 /// the other fields belong to `github_projects` and keep their defaults for other kinds.
@@ -56,6 +58,9 @@ pub struct TrackerConfig {
     pub server_side_filter: bool,
     /// Network timeout per request in ms (default 30000).
     pub timeout_ms: u64,
+    /// Most project items one board read may return before it fails with
+    /// `github_board_too_large` (default [`DEFAULT_MAX_ITEMS`]).
+    pub max_items: u64,
     /// `backlog_md`: the board directory, resolved (default `backlog` next to WORKFLOW.md).
     pub path: Option<PathBuf>,
 }
@@ -81,6 +86,7 @@ impl Default for TrackerConfig {
             page_size: 50,
             server_side_filter: false,
             timeout_ms: 30_000,
+            max_items: DEFAULT_MAX_ITEMS,
             path: None,
         }
     }

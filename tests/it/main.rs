@@ -3,6 +3,7 @@
 
 mod support;
 
+mod chaos;
 mod claude_parser;
 mod claude_process;
 mod claude_real_cli;
@@ -32,7 +33,9 @@ mod orchestrator_recovery;
 mod orchestrator_worker;
 mod orchestrator_workspace;
 mod reliability_cleanup;
+mod reliability_memory;
 mod reliability_prompt;
+mod reliability_refresh;
 mod reliability_reload;
 mod reliability_reopen;
 mod reliability_startup;

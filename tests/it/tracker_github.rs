@@ -973,3 +973,239 @@ fn bench_fake_github_server() {
         }
     }
 }
+
+/// The `ProjectItems*` requests recorded so far.
+fn item_pages(fake: &FakeGithub) -> usize {
+    fake.operations()
+        .iter()
+        .filter(|o| o.starts_with("ProjectItems"))
+        .count()
+}
+
+/// Peak resident memory of this test process (`VmHWM`), in MiB.
+fn peak_rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+#[test]
+fn board_read_stops_at_tracker_max_items_with_a_typed_error() {
+    let fake = acme();
+    fake.set_endless_pages(Some((50, 10)));
+    let mut c = cfg(&fake);
+    c.max_items = 1000;
+    let t = GithubTracker::new(&c).unwrap();
+    let e = t.fetch_candidate_issues().unwrap_err();
+    assert_eq!(e.class, "github_board_too_large", "{e}");
+    assert!(e.message.contains("tracker.max_items = 1000"), "{e}");
+    // 1000 items at 50 per page: the 21st page is the first one past the cap.
+    assert_eq!(item_pages(&fake), 21);
+}
+
+#[test]
+fn endless_pagination_with_distinct_cursors_stops_at_200_pages() {
+    let fake = acme();
+    fake.set_endless_pages(Some((1, 10)));
+    let mut c = cfg(&fake);
+    c.page_size = 100;
+    let t = GithubTracker::new(&c).unwrap();
+    let e = t.read_board(&[], &[]).unwrap_err();
+    assert_eq!(e.class, "github_board_too_large", "{e}");
+    assert!(e.message.contains("200 pages"), "{e}");
+    assert_eq!(item_pages(&fake), 200);
+}
+
+#[test]
+fn endless_fat_pages_stop_with_memory_bounded() {
+    let fake = acme();
+    // 100 issues of 80 KB per page: 8 MB pages that never end (the 3 GB attack).
+    fake.set_endless_pages(Some((100, 80 * 1024)));
+    let mut c = cfg(&fake);
+    c.page_size = 100;
+    let t = GithubTracker::new(&c).unwrap();
+    let e = t.fetch_candidate_issues().unwrap_err();
+    assert_eq!(e.class, "github_board_too_large", "{e}");
+    assert!(e.message.contains("MiB of text"), "{e}");
+    // 48 MiB of kept text is 7 pages of 8 MB (the default 20,000 items would be 200).
+    let pages = item_pages(&fake);
+    assert!(pages <= 7, "{pages} pages");
+    let peak = peak_rss_mib();
+    assert!(peak < 512, "peak RSS {peak} MiB");
+}
+
+/// A well-formed `RefreshRunning` node for `id`, on our project in `In Progress`.
+fn refreshed_node(fake: &FakeGithub, id: &str) -> serde_json::Value {
+    json!({"__typename":"Issue","id":id,"number":1,"title":"t","body":"","state":"OPEN",
+        "url":"https://github.com/acme/app/issues/1","createdAt":"2024-01-01T00:00:00Z",
+        "updatedAt":"2024-01-01T00:00:00Z","labels":{"nodes":[]},"repository":{"nameWithOwner":"acme/app"},
+        "projectItems":{"pageInfo":{"hasNextPage":false,"endCursor":"c1"},"nodes":[
+            {"id":"PVTI_other","isArchived":false,"project":{"id":"PVT_other"},"status":null},
+            {"id":"PVTI_1","isArchived":false,"project":{"id":fake.project_id()},
+             "status":{"name":"In Progress","optionId":"47fc9ee4"}}]}})
+}
+
+/// Serve `nodes` as the next reply's `data.nodes`.
+fn push_refresh_reply(fake: &FakeGithub, nodes: serde_json::Value) {
+    fake.push_fault(Fault::Raw {
+        status: 200,
+        headers: vec![],
+        body: json!({"data":{"nodes":nodes}}).to_string(),
+    });
+}
+
+#[test]
+fn malformed_refresh_replies_are_tracker_errors_never_gone() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    let id = issue_node_id("acme/app#1");
+    let ids = vec![id.clone()];
+    push_refresh_reply(&fake, json!([refreshed_node(&fake, &id)]));
+    let ok = t.refresh_running(&ids).unwrap();
+    assert_eq!(ok.len(), 1, "the well-formed reply is read");
+    assert_eq!(ok[0].state, "In Progress");
+    type Mutate = fn(&mut serde_json::Value);
+    let shapes: Vec<(&str, Mutate)> = vec![
+        ("null node without NOT_FOUND", |n| {
+            *n = serde_json::Value::Null
+        }),
+        ("no __typename", |n| {
+            n.as_object_mut().unwrap().remove("__typename");
+        }),
+        ("null __typename", |n| n["__typename"] = json!(null)),
+        ("null projectItems", |n| n["projectItems"] = json!(null)),
+        ("no projectItems", |n| {
+            n.as_object_mut().unwrap().remove("projectItems");
+        }),
+        ("null projectItems.nodes", |n| {
+            n["projectItems"]["nodes"] = json!(null)
+        }),
+        ("an item without project.id", |n| {
+            n["projectItems"]["nodes"][1]["project"] = json!({})
+        }),
+        ("an item with a null project", |n| {
+            n["projectItems"]["nodes"][0]["project"] = json!(null)
+        }),
+        ("an item without isArchived", |n| {
+            n["projectItems"]["nodes"][1]
+                .as_object_mut()
+                .unwrap()
+                .remove("isArchived");
+        }),
+        ("our item without a status member", |n| {
+            n["projectItems"]["nodes"][1]
+                .as_object_mut()
+                .unwrap()
+                .remove("status");
+        }),
+        ("not on this page, no pageInfo", |n| {
+            n["projectItems"]["nodes"].as_array_mut().unwrap().pop();
+            n["projectItems"]
+                .as_object_mut()
+                .unwrap()
+                .remove("pageInfo");
+        }),
+        ("not on this page, hasNextPage without endCursor", |n| {
+            n["projectItems"]["nodes"].as_array_mut().unwrap().pop();
+            n["projectItems"]["pageInfo"] = json!({"hasNextPage":true,"endCursor":null});
+        }),
+    ];
+    for (what, mutate) in shapes {
+        let mut node = refreshed_node(&fake, &id);
+        mutate(&mut node);
+        push_refresh_reply(&fake, json!([node]));
+        let e = t
+            .refresh_running(&ids)
+            .expect_err(&format!("{what}: read as gone"));
+        assert_eq!(e.class, "github_unknown_payload", "{what}: {e}");
+        push_refresh_reply(&fake, json!([node]));
+        let e = t.fetch_issue_states_by_ids(&ids).expect_err(what);
+        assert_eq!(e.class, "github_unknown_payload", "{what} (deep): {e}");
+    }
+}
+
+#[test]
+fn malformed_project_items_pages_are_errors_never_gone() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    let id = issue_node_id("acme/app#1");
+    let ids = vec![id.clone()];
+    // The first page does not hold our item and says more follow.
+    let first_page = || {
+        let mut n = refreshed_node(&fake, &id);
+        n["projectItems"]["nodes"].as_array_mut().unwrap().pop();
+        n["projectItems"]["pageInfo"] = json!({"hasNextPage":true,"endCursor":"c1"});
+        n
+    };
+    let page = |node: serde_json::Value| Fault::Raw {
+        status: 200,
+        headers: vec![],
+        body: json!({"data":{"node":node}}).to_string(),
+    };
+    let on_page_two = |items: serde_json::Value, info: serde_json::Value| json!({"__typename":"Issue","projectItems":{"pageInfo":info,"nodes":items}});
+    let last = json!({"hasNextPage":false,"endCursor":"c2"});
+    // Proof: every page read, our project on none of them: gone.
+    push_refresh_reply(&fake, json!([first_page()]));
+    fake.push_fault(page(on_page_two(json!([]), last.clone())));
+    assert!(t.refresh_running(&ids).unwrap().is_empty());
+    let cases = [
+        ("a null node", json!(null), "github_unknown_payload"),
+        (
+            "no __typename",
+            json!({"projectItems":{"pageInfo":last,"nodes":[]}}),
+            "github_unknown_payload",
+        ),
+        (
+            "null projectItems",
+            json!({"__typename":"Issue","projectItems":null}),
+            "github_unknown_payload",
+        ),
+        (
+            "a repeated cursor",
+            on_page_two(json!([]), json!({"hasNextPage":true,"endCursor":"c1"})),
+            "github_missing_end_cursor",
+        ),
+    ];
+    for (what, second, class) in cases {
+        push_refresh_reply(&fake, json!([first_page()]));
+        fake.push_fault(page(second));
+        let e = t
+            .refresh_running(&ids)
+            .expect_err(&format!("{what}: read as gone"));
+        assert_eq!(e.class, class, "{what}: {e}");
+    }
+}
+
+#[test]
+fn well_formed_proofs_of_leaving_still_read_as_gone() {
+    let fake = acme();
+    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    t.validate().unwrap();
+    let id = issue_node_id("acme/app#1");
+    let ids = vec![id.clone()];
+    // Another type of node, our item archived, our item without a Status value.
+    let mut pr = refreshed_node(&fake, &id);
+    pr["__typename"] = json!("PullRequest");
+    let mut archived = refreshed_node(&fake, &id);
+    archived["projectItems"]["nodes"][1]["isArchived"] = json!(true);
+    let mut no_status = refreshed_node(&fake, &id);
+    no_status["projectItems"]["nodes"][1]["status"] = json!(null);
+    for node in [pr, archived, no_status] {
+        push_refresh_reply(&fake, json!([node]));
+        assert!(t.refresh_running(&ids).unwrap().is_empty());
+    }
+    // NOT_FOUND with a null node.
+    fake.push_fault(Fault::Raw {
+        status: 200,
+        headers: vec![],
+        body: json!({"data":{"nodes":[null]},"errors":[{"type":"NOT_FOUND","path":["nodes",0],
+            "message":"Could not resolve to a node"}]})
+        .to_string(),
+    });
+    assert!(t.refresh_running(&ids).unwrap().is_empty());
+}

@@ -67,6 +67,7 @@ fn defaults_apply_when_keys_are_absent() {
     assert_eq!(c.tracker.page_size, 50);
     assert!(!c.tracker.server_side_filter);
     assert_eq!(c.tracker.timeout_ms, 30_000);
+    assert_eq!(c.tracker.max_items, 20_000);
     assert_eq!(c.poll_interval_ms, 30_000);
     assert_eq!(
         c.workspace_root,
@@ -311,6 +312,14 @@ fn validation_errors_name_key_and_value() {
         (
             "tracker:\n  page_size: 101",
             "tracker.page_size must be an integer from 1 to 100, got 101",
+        ),
+        (
+            "tracker:\n  max_items: 0",
+            "tracker.max_items must be an integer from 1 to 1000000, got 0",
+        ),
+        (
+            "tracker:\n  max_items: 1000001",
+            "tracker.max_items must be an integer from 1 to 1000000, got 1000001",
         ),
         (
             "tracker:\n  repos: [acme]",

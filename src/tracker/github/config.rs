@@ -13,6 +13,12 @@ use crate::workflow::config::{ConfigError, Secret};
 /// Default GitHub GraphQL endpoint.
 pub const DEFAULT_ENDPOINT: &str = "https://api.github.com/graphql";
 
+/// Default `tracker.max_items`: the most project items one board read may return.
+pub const DEFAULT_MAX_ITEMS: u64 = 20_000;
+
+/// Largest accepted `tracker.max_items`.
+pub const MAX_MAX_ITEMS: u64 = 1_000_000;
+
 /// Where the tracker token came from (for operator messages; never the value).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TokenSource {
@@ -55,6 +61,7 @@ pub(crate) const ADAPTER: TrackerAdapter = TrackerAdapter {
         "page_size",
         "server_side_filter",
         "timeout_ms",
+        "max_items",
     ],
     parse,
     check,
@@ -113,6 +120,16 @@ fn parse(
     cfg.repos = s.string_list("repos")?.unwrap_or_default();
     cfg.server_side_filter = s.boolean("server_side_filter")?.unwrap_or(false);
     cfg.timeout_ms = s.positive("timeout_ms")?.unwrap_or(30_000);
+    let max_items = s.uint("max_items")?.unwrap_or(DEFAULT_MAX_ITEMS);
+    if !(1..=MAX_MAX_ITEMS).contains(&max_items) {
+        let got = max_items.to_string();
+        return Err(s.invalid(
+            "max_items",
+            &format!("an integer from 1 to {MAX_MAX_ITEMS}"),
+            &got,
+        ));
+    }
+    cfg.max_items = max_items;
     for repo in &cfg.repos {
         let parts: Vec<&str> = repo.split('/').collect();
         if parts.len() != 2 || parts.iter().any(|p| p.trim().is_empty()) {

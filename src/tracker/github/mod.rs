@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 use self::client::{GraphqlClient, Page, Reply};
 use self::config::OwnerType;
-use self::normalize::{DropReason, IssueRow, ItemRow, ItemsPage, OptionValue};
+use self::normalize::{DropReason, IssueRow, ItemRow, ItemsOnPage, ItemsPage, OptionValue};
 use self::project::{PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
@@ -54,8 +54,19 @@ pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
             .any(|t| target == *t || target.starts_with(&format!("{t}::")))
 }
 
-/// Guard against a server that never stops paging (100 000 items at 100 per page).
-const MAX_PAGES: usize = 1000;
+/// Pages one board read may request (more when `tracker.max_items` needs more pages at
+/// `tracker.page_size`), and pages of one issue's `projectItems`: past it the read fails with
+/// [`BOARD_TOO_LARGE`] instead of paging on.
+pub(crate) const MAX_PAGES: usize = 200;
+
+/// Bytes of issue text (titles, bodies, labels, URLs) one board read may keep. With the items
+/// cap this bounds the memory of a read whatever the server sends (each response is itself
+/// capped at [`client::MAX_RESPONSE_BYTES`] and dropped once normalized).
+pub(crate) const MAX_KEPT_BYTES: usize = 48 * 1024 * 1024;
+
+/// The stable class of a board read stopped by a cap ([`MAX_PAGES`], `tracker.max_items`,
+/// [`MAX_KEPT_BYTES`]).
+pub const BOARD_TOO_LARGE: &str = "github_board_too_large";
 
 /// Counts of project items that did not become issues, by reason.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -282,6 +293,7 @@ impl GithubTracker {
         let mut cursor: Option<String> = None;
         let mut seen_cursors: HashSet<String> = HashSet::new();
         let mut pages = 0usize;
+        let mut caps = ReadCaps::new(&self.cfg);
         loop {
             let filter = match filter_states {
                 Some(states)
@@ -316,6 +328,7 @@ impl GithubTracker {
                             cursor = None;
                             seen_cursors.clear();
                             pages = 0;
+                            caps = ReadCaps::new(&self.cfg);
                             continue;
                         }
                     }
@@ -324,19 +337,20 @@ impl GithubTracker {
             };
             pages += 1;
             let next = next_cursor(has_next, end, pages)?;
+            caps.add_items(rows.len())?;
             for row in &rows {
-                self.add_item(&project, row.as_ref().ok(), keep, &mut acc);
+                let kept = self.add_item(&project, row.as_ref().ok(), keep, &mut acc);
+                caps.add_kept(kept)?;
             }
             drop(rows);
             let Some(end) = next else { break };
-            if !seen_cursors.insert(end.clone()) || pages >= MAX_PAGES {
+            if !seen_cursors.insert(end.clone()) {
                 return Err(error(
                     TrackerErrorKind::Payload,
-                    format!(
-                        "pagination does not advance (page {pages}, repeated or endless cursor)"
-                    ),
+                    format!("pagination does not advance (page {pages}, repeated cursor)"),
                 ));
             }
+            caps.next_page(pages)?;
             cursor = Some(end);
         }
         Ok(self.finish_board(acc))
@@ -474,11 +488,11 @@ impl GithubTracker {
         item: Option<&ItemRow>,
         keep: &dyn Fn(&Issue) -> bool,
         acc: &mut BoardAcc,
-    ) {
+    ) -> usize {
         let deps = self.deps_supported.load(Ordering::Relaxed);
         let Some(item) = item else {
             acc.board.dropped.count(DropReason::Malformed);
-            return;
+            return 0;
         };
         match self.normalize_item(project, item) {
             Ok((content, mut issue)) => {
@@ -487,7 +501,7 @@ impl GithubTracker {
                         .insert(issue.id.clone(), issue.state.clone());
                 }
                 if !keep(&issue) {
-                    return;
+                    return 0;
                 }
                 if deps {
                     // Blockers first resolve to OPEN/CLOSED; `finish_board` swaps in the Status
@@ -498,9 +512,14 @@ impl GithubTracker {
                         |_| None,
                     );
                 }
+                let bytes = kept_bytes(&issue);
                 acc.board.issues.push(issue);
+                bytes
             }
-            Err(reason) => acc.board.dropped.count(reason),
+            Err(reason) => {
+                acc.board.dropped.count(reason);
+                0
+            }
         }
     }
 
@@ -685,7 +704,8 @@ impl GithubTracker {
 
     /// The issue's item on our project (archived ones ignored): looked up on the refresh's first
     /// page of `projectItems`, then on the following pages while GitHub reports `hasNextPage`,
-    /// so an issue on more than 100 projects is still found.
+    /// so an issue on more than 100 projects is still found. `Ok(None)` only when every page was
+    /// read and none holds our item; a page that cannot be read is an error.
     fn item_on_our_project(
         &self,
         project: &ProjectInfo,
@@ -693,10 +713,17 @@ impl GithubTracker {
         node: &Value,
         stats: &mut OpStats,
     ) -> Result<Option<Value>, TrackerError> {
-        if let Some(item) = normalize::item_on_project(node, &project.id) {
-            return Ok(Some(item.clone()));
-        }
-        let mut next = normalize::next_items_cursor(node);
+        let unreadable = |why: String| {
+            error(
+                TrackerErrorKind::Payload,
+                format!("refresh of issue {id}: {why}"),
+            )
+        };
+        let mut next = match normalize::project_items_page(node, &project.id) {
+            Ok(ItemsOnPage::Ours(item)) => return Ok(Some(item.clone())),
+            Ok(ItemsOnPage::NotHere(next)) => next,
+            Err(why) => return Err(unreadable(why)),
+        };
         let mut pages = 1usize;
         while let Some(after) = next {
             pages += 1;
@@ -711,16 +738,32 @@ impl GithubTracker {
             let reply = self.request(&queries::ISSUE_PROJECT_ITEMS, vars, stats)?;
             reply.check_errors(self.client.token(), |_| false)?;
             let issue = reply.data.get("node").unwrap_or(&Value::Null);
-            if let Some(item) = normalize::item_on_project(issue, &project.id) {
-                return Ok(Some(item.clone()));
+            if issue.get("__typename").and_then(Value::as_str) != Some("Issue") {
+                return Err(unreadable(format!(
+                    "projectItems page {pages} has no Issue node"
+                )));
             }
-            next = normalize::next_items_cursor(issue).filter(|c| *c != after);
+            next = match normalize::project_items_page(issue, &project.id) {
+                Ok(ItemsOnPage::Ours(item)) => return Ok(Some(item.clone())),
+                Ok(ItemsOnPage::NotHere(n)) => n,
+                Err(why) => return Err(unreadable(why)),
+            };
+            if next.as_deref() == Some(after.as_str()) {
+                return Err(error(
+                    TrackerErrorKind::Pagination,
+                    format!("projectItems of issue {id} repeat cursor {after:?}"),
+                ));
+            }
         }
         Ok(None)
     }
 
-    /// One node of a refresh reply as an issue; `None` (logged) when the id no longer resolves to
-    /// an issue on the project in scope. `gone` says GitHub reported the id NOT_FOUND.
+    /// One node of a refresh reply as an issue. `None` (logged) only on proof that the id no
+    /// longer resolves to an issue on the project in scope: GitHub reported it NOT_FOUND
+    /// (`gone`), it is another type of node, every page of its project items was read without
+    /// our project's item, its item has no Status, or it is outside `tracker.repos`. A reply
+    /// that cannot be read (a null node without NOT_FOUND, no `__typename`, a malformed
+    /// `projectItems`) is a `github_unknown_payload` error: the worker is kept.
     fn refreshed_issue(
         &self,
         project: &ProjectInfo,
@@ -729,25 +772,38 @@ impl GithubTracker {
         gone: bool,
         stats: &mut OpStats,
     ) -> Result<Option<Issue>, TrackerError> {
+        let unreadable = |why: &str| {
+            error(
+                TrackerErrorKind::Payload,
+                format!("refresh of issue {id}: {why}"),
+            )
+        };
         if node.is_null() {
             if gone {
                 log::debug!("tracker_issue_gone issue_id={id}");
-            } else {
-                log::warn!(
-                    "tracker_issue_gone issue_id={id} reason=\"null node without NOT_FOUND\""
-                );
+                return Ok(None);
             }
-            return Ok(None);
+            return Err(unreadable("null node without NOT_FOUND"));
         }
-        if node.get("__typename").and_then(Value::as_str) != Some("Issue") {
-            log::warn!("tracker_issue_gone issue_id={id} reason=\"id is not an Issue\"");
-            return Ok(None);
+        match node.get("__typename").and_then(Value::as_str) {
+            Some("Issue") => {}
+            Some(other) => {
+                let other = crate::text::single_line(other, 80);
+                log::warn!(
+                    "tracker_issue_gone issue_id={id} reason=\"id is a {other}, not an Issue\""
+                );
+                return Ok(None);
+            }
+            None => return Err(unreadable("node without __typename")),
         }
         let Some(item) = self.item_on_our_project(project, id, node, stats)? else {
             log::debug!("tracker_issue_left_project issue_id={id}");
             return Ok(None);
         };
-        let Some(status) = normalize::option_value(item.get("status")) else {
+        let Some(status_value) = item.get("status") else {
+            return Err(unreadable("project item without a status member"));
+        };
+        let Some(status) = normalize::option_value(Some(status_value)) else {
             log::debug!("tracker_issue_left_project issue_id={id} reason=\"no Status value\"");
             return Ok(None);
         };
@@ -789,6 +845,91 @@ impl GithubTracker {
 struct BoardAcc {
     board: Board,
     status_by_id: HashMap<String, String>,
+}
+
+/// The bounds of one board read: pages, items received and bytes of issue text kept.
+struct ReadCaps {
+    max_pages: usize,
+    max_items: u64,
+    items: u64,
+    kept_bytes: usize,
+}
+
+impl ReadCaps {
+    /// [`MAX_PAGES`], or the pages `tracker.max_items` needs at `tracker.page_size` when more.
+    fn new(cfg: &TrackerConfig) -> Self {
+        let per_page = u64::from(cfg.page_size.clamp(1, 100));
+        let needed = usize::try_from(cfg.max_items.div_ceil(per_page)).unwrap_or(usize::MAX);
+        ReadCaps {
+            max_pages: MAX_PAGES.max(needed),
+            max_items: cfg.max_items,
+            items: 0,
+            kept_bytes: 0,
+        }
+    }
+
+    /// Count a page's items; past `tracker.max_items` the read fails.
+    fn add_items(&mut self, n: usize) -> Result<(), TrackerError> {
+        self.items = self.items.saturating_add(n as u64);
+        if self.items > self.max_items {
+            return Err(too_large(format!(
+                "the board has more than tracker.max_items = {} items; raise tracker.max_items or archive items",
+                self.max_items
+            )));
+        }
+        Ok(())
+    }
+
+    /// Count the bytes of a kept issue; past [`MAX_KEPT_BYTES`] the read fails.
+    fn add_kept(&mut self, bytes: usize) -> Result<(), TrackerError> {
+        self.kept_bytes = self.kept_bytes.saturating_add(bytes);
+        if self.kept_bytes > MAX_KEPT_BYTES {
+            return Err(too_large(format!(
+                "the board's issues hold more than {} MiB of text",
+                MAX_KEPT_BYTES / (1024 * 1024)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Allow the page after page `done`, unless that is past the page cap.
+    fn next_page(&self, done: usize) -> Result<(), TrackerError> {
+        if done >= self.max_pages {
+            return Err(too_large(format!(
+                "the board read reached {done} pages and has more (endless pagination?)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A board read stopped by a cap (class [`BOARD_TOO_LARGE`]).
+fn too_large(message: String) -> TrackerError {
+    TrackerError::with_class(TrackerErrorKind::Pagination, BOARD_TOO_LARGE, message)
+}
+
+/// The bytes of issue text `issue` holds (what a board read keeps per issue).
+fn kept_bytes(issue: &Issue) -> usize {
+    let labels: usize = issue.labels.iter().map(String::len).sum();
+    let blockers: usize = issue
+        .blocked_by
+        .iter()
+        .map(|b| b.id.len() + b.identifier.len() + b.state.len())
+        .sum();
+    [
+        issue.id.len(),
+        issue.item_id.len(),
+        issue.identifier.len(),
+        issue.repository.len(),
+        issue.title.len(),
+        issue.description.as_ref().map_or(0, String::len),
+        issue.state.len(),
+        issue.url.as_ref().map_or(0, String::len),
+        labels,
+        blockers,
+    ]
+    .iter()
+    .fold(0usize, |a, b| a.saturating_add(*b))
 }
 
 /// What [`GithubTracker::degrade_on_capability_error`] turned off.

@@ -356,16 +356,63 @@ pub fn item_on_project<'a>(issue_node: &'a Value, project_id: &str) -> Option<&'
         })
 }
 
-/// The cursor of the next page of `issue_node`'s `projectItems`, when GitHub reports one.
-pub fn next_items_cursor(issue_node: &Value) -> Option<String> {
-    let info = issue_node.get("projectItems")?.get("pageInfo")?;
-    if info.get("hasNextPage").and_then(Value::as_bool) != Some(true) {
-        return None;
+/// One page of a refreshed issue's `projectItems`, read strictly.
+#[derive(Debug, PartialEq)]
+pub enum ItemsOnPage<'a> {
+    /// Our project's (non-archived) item.
+    Ours(&'a Value),
+    /// Not on this page; the cursor of the next page, `None` on the last one.
+    NotHere(Option<String>),
+}
+
+/// Read one page of `issue_node`'s `projectItems` for project `project_id`. Unlike
+/// [`item_on_project`] (blockers, best effort) every member the query asks for must be there
+/// with its type: `Err` names what could not be read, so a malformed reply is never taken as
+/// proof that the issue left the project.
+pub fn project_items_page<'a>(
+    issue_node: &'a Value,
+    project_id: &str,
+) -> Result<ItemsOnPage<'a>, String> {
+    let items = issue_node
+        .get("projectItems")
+        .filter(|v| v.is_object())
+        .ok_or("issue without a projectItems object")?;
+    let nodes = items
+        .get("nodes")
+        .and_then(Value::as_array)
+        .ok_or("projectItems without a nodes list")?;
+    for it in nodes {
+        let pid = it
+            .get("project")
+            .and_then(|p| p.get("id"))
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .ok_or("project item without project.id")?;
+        let archived = it
+            .get("isArchived")
+            .and_then(Value::as_bool)
+            .ok_or("project item without isArchived")?;
+        if pid == project_id && !archived {
+            return Ok(ItemsOnPage::Ours(it));
+        }
     }
-    info.get("endCursor")
+    let info = items
+        .get("pageInfo")
+        .filter(|v| v.is_object())
+        .ok_or("projectItems without pageInfo")?;
+    let has_next = info
+        .get("hasNextPage")
+        .and_then(Value::as_bool)
+        .ok_or("projectItems pageInfo without hasNextPage")?;
+    if !has_next {
+        return Ok(ItemsOnPage::NotHere(None));
+    }
+    let cursor = info
+        .get("endCursor")
         .and_then(Value::as_str)
         .filter(|c| !c.is_empty())
-        .map(str::to_string)
+        .ok_or("projectItems reports hasNextPage without an endCursor")?;
+    Ok(ItemsOnPage::NotHere(Some(cursor.to_string())))
 }
 
 #[cfg(test)]

@@ -16,11 +16,11 @@ pub(crate) mod keys;
 pub(crate) mod section;
 pub mod worker;
 
-use crate::agent::config::AgentSettings;
-pub use crate::agent::config::{AgentKind, ClaudeCodeConfig, CopilotConfig};
 pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
 pub use self::worker::WorkerConfig;
+use crate::agent::config::AgentSettings;
+pub use crate::agent::config::{AgentKind, ClaudeCodeConfig, CopilotConfig};
 pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
 
 /// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.

@@ -299,6 +299,162 @@ pub enum Fault {
     },
 }
 
+/// A small seeded generator (SplitMix64) for reproducible chaos.
+#[derive(Debug, Clone)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`0` when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+}
+
+/// Random per-request faults ([`FakeGithub::set_chaos`]).
+struct Chaos {
+    rng: SplitMix,
+    percent: u64,
+    counts: std::collections::BTreeMap<&'static str, u64>,
+}
+
+/// A chaos fault: a whole reply, or a change to the normal answer.
+enum ChaosFault {
+    Plain(Fault),
+    Mangle(Mangle),
+}
+
+/// A change to a normal answer.
+#[derive(Debug, Clone, Copy)]
+enum Mangle {
+    /// A null at a random place (`data`, the project node, a refresh node, `projectItems`, …).
+    Null(u64),
+    /// 8 MB of padding in an extra member.
+    Fat,
+    /// One item of the page (or one refresh node's project item) left out.
+    DropItem(u64),
+}
+
+impl Mangle {
+    fn apply(self, data: &mut Value) {
+        match self {
+            Mangle::Fat => data["padding"] = json!("p".repeat(8 * 1024 * 1024)),
+            Mangle::Null(k) => {
+                let spots = [
+                    "/data",
+                    "/data/node",
+                    "/data/nodes/0",
+                    "/data/nodes/0/projectItems",
+                    "/data/nodes/0/__typename",
+                    "/data/node/items/nodes/0",
+                    "/data/node/items/pageInfo",
+                    "/data/nodes/0/projectItems/nodes/0/project",
+                ];
+                let spot = spots[(k % spots.len() as u64) as usize];
+                if let Some(v) = data.pointer_mut(spot) {
+                    *v = Value::Null;
+                }
+            }
+            Mangle::DropItem(k) => {
+                for spot in ["/data/node/items/nodes", "/data/nodes/0/projectItems/nodes"] {
+                    if let Some(list) = data.pointer_mut(spot).and_then(Value::as_array_mut) {
+                        if !list.is_empty() {
+                            let i = (k % list.len() as u64) as usize;
+                            list.remove(i);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Chaos {
+    /// Maybe a fault for the next request (hangs stay under 3 s).
+    fn roll(&mut self) -> Option<ChaosFault> {
+        if self.rng.below(100) >= self.percent {
+            return None;
+        }
+        let r = &mut self.rng;
+        let soon = 1 + r.below(4);
+        let (name, f) = match r.below(10) {
+            0 => (
+                "5xx",
+                ChaosFault::Plain(match r.below(3) {
+                    0 => Fault::BadGateway,
+                    n => Fault::Raw {
+                        status: if n == 1 { 500 } else { 503 },
+                        headers: vec![],
+                        body: r#"{"message":"Server Error"}"#.into(),
+                    },
+                }),
+            ),
+            1 => ("401", ChaosFault::Plain(Fault::Unauthorized)),
+            2 => {
+                // Always with a short `retry-after`: without one Baton waits a minute, which
+                // would idle most of a chaos run.
+                let retry_after = Some(soon);
+                let status = if r.below(2) == 0 { 403 } else { 429 };
+                (
+                    "secondary_rate_limit",
+                    ChaosFault::Plain(Fault::SecondaryRateLimit {
+                        status,
+                        retry_after,
+                    }),
+                )
+            }
+            3 => {
+                let reset = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+                    + soon;
+                let mut headers = vec![
+                    ("x-ratelimit-limit".to_string(), "5000".to_string()),
+                    ("x-ratelimit-remaining".to_string(), "0".to_string()),
+                    ("x-ratelimit-reset".to_string(), reset.to_string()),
+                ];
+                if r.below(2) == 0 {
+                    headers.push(("retry-after".to_string(), soon.to_string()));
+                }
+                let body = json!({"errors":[{"type":"RATE_LIMITED","message":"API rate limit exceeded for user ID 1234567."}]});
+                (
+                    "primary_rate_limit",
+                    ChaosFault::Plain(Fault::Raw {
+                        status: 200,
+                        headers,
+                        body: body.to_string(),
+                    }),
+                )
+            }
+            4 => (
+                "hang",
+                ChaosFault::Plain(Fault::Slow(Duration::from_millis(r.below(3000)))),
+            ),
+            5 => ("garbage", ChaosFault::Plain(Fault::Garbage)),
+            6 | 7 => ("null", ChaosFault::Mangle(Mangle::Null(r.next_u64()))),
+            8 => ("fat_page", ChaosFault::Mangle(Mangle::Fat)),
+            _ => (
+                "dropped_item",
+                ChaosFault::Mangle(Mangle::DropItem(r.next_u64())),
+            ),
+        };
+        *self.counts.entry(name).or_insert(0) += 1;
+        Some(f)
+    }
+}
+
 /// One request as received.
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {
@@ -330,6 +486,8 @@ struct State {
     supports_dependencies: bool,
     supports_items_query: bool,
     break_end_cursor: bool,
+    endless_pages: Option<(usize, usize)>,
+    chaos: Option<Chaos>,
     reject_auth: bool,
     remaining: i64,
     next_item: u64,
@@ -406,6 +564,8 @@ impl FakeGithub {
             supports_dependencies: true,
             supports_items_query: true,
             break_end_cursor: false,
+            endless_pages: None,
+            chaos: None,
             reject_auth: false,
             remaining: 5000,
             next_item,
@@ -504,6 +664,13 @@ impl FakeGithub {
         lock(&self.state).break_end_cursor = v;
     }
 
+    /// Serve board reads that never end: every items page holds `items` Todo issues (distinct
+    /// ids) whose bodies are `body_bytes` long, with `hasNextPage: true` and a fresh cursor
+    /// (the unbounded-memory attack). `None` serves the board again.
+    pub fn set_endless_pages(&self, pages: Option<(usize, usize)>) {
+        lock(&self.state).endless_pages = pages;
+    }
+
     fn with_item<R>(&self, reference: &str, f: impl FnOnce(&mut ItemFixture) -> R) -> R {
         let mut st = lock(&self.state);
         let it = st
@@ -542,6 +709,31 @@ impl FakeGithub {
     /// Archive the item for `owner/repo#n`.
     pub fn archive_item(&self, reference: &str) {
         self.with_item(reference, |it| it.archived = true);
+    }
+
+    /// Inject a random fault into `percent` % of the requests (see [`ChaosFault`]), drawn from
+    /// a generator seeded with `seed` (the same seed draws the same sequence). `percent = 0`
+    /// turns it off.
+    pub fn set_chaos(&self, seed: u64, percent: u64) {
+        lock(&self.state).chaos = (percent > 0).then(|| Chaos {
+            rng: SplitMix(seed),
+            percent,
+            counts: std::collections::BTreeMap::new(),
+        });
+    }
+
+    /// How many of each chaos fault were served so far.
+    pub fn chaos_counts(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        lock(&self.state)
+            .chaos
+            .as_ref()
+            .map(|c| c.counts.clone())
+            .unwrap_or_default()
+    }
+
+    /// Reopen the issue `owner/repo#n`.
+    pub fn reopen_issue(&self, reference: &str) {
+        self.with_issue(reference, |i| i.state = "OPEN".into());
     }
 
     /// Close the issue `owner/repo#n` (its Status is unchanged).
@@ -657,11 +849,18 @@ fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
             at: std::time::SystemTime::now(),
         });
         if s.reject_auth {
-            Some(Fault::Unauthorized)
+            (Some(Fault::Unauthorized), None)
+        } else if let Some(f) = s.faults.pop_front() {
+            (Some(f), None)
         } else {
-            s.faults.pop_front().or_else(|| s.sticky.clone())
+            match s.chaos.as_mut().and_then(Chaos::roll) {
+                Some(ChaosFault::Plain(f)) => (Some(f), None),
+                Some(ChaosFault::Mangle(m)) => (None, Some(m)),
+                None => (s.sticky.clone(), None),
+            }
         }
     };
+    let (fault, mangle) = fault;
     if let Some(Fault::Slow(d)) = &fault {
         std::thread::sleep(*d);
     }
@@ -687,6 +886,9 @@ fn handle(mut req: tiny_http::Request, st: &Arc<Mutex<State>>) {
                 s.remaining -= 1;
                 let remaining = s.remaining;
                 let mut data = answer_operation(&s, &operation, &query, &variables);
+                if let Some(m) = mangle {
+                    m.apply(&mut data);
+                }
                 if let Some(rl) = data
                     .pointer_mut("/data/rateLimit")
                     .filter(|v| v.is_object())
@@ -1241,6 +1443,9 @@ fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
         let id = vars["projectId"].as_str().unwrap_or("");
         return json!({"data":{"node":null,"rateLimit":rate_limit_body(s, 1)},"errors":[not_found(json!(["node"]), format!("Could not resolve to a node with the global id of '{id}'."))]});
     }
+    if let Some((items, body_bytes)) = s.endless_pages {
+        return endless_page(s, vars, items, body_bytes);
+    }
     let first = vars["first"].as_u64().unwrap_or(0);
     if first == 0 || first > 100 {
         return json!({"errors":[{"message":format!("Requesting {first} records on the `items` connection exceeds the `first` limit of 100 records."),"locations":[{"line":4,"column":7}]}]});
@@ -1323,6 +1528,30 @@ fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
         .round()
         .max(1.0) as i64;
     json!({"data":{"node":{"__typename":"ProjectV2","items":{"pageInfo":{"hasNextPage":has_next,"endCursor":end_cursor},"nodes":nodes}},"rateLimit":rate_limit_body(s, rl_cost)}})
+}
+
+/// One page of a board that never ends ([`FakeGithub::set_endless_pages`]).
+fn endless_page(s: &State, vars: &Value, items: usize, body_bytes: usize) -> Value {
+    let page: usize = vars["after"]
+        .as_str()
+        .and_then(|c| c.strip_prefix("endless:"))
+        .and_then(|n| n.parse::<usize>().ok())
+        .map_or(0, |n| n + 1);
+    let body = "x".repeat(body_bytes);
+    let nodes: Vec<Value> = (0..items)
+        .map(|k| {
+            let n = page * items + k + 1;
+            json!({"id": format!("PVTI_endless{n}"), "type": "ISSUE", "isArchived": false,
+                   "status": {"name": "Todo", "optionId": option_id("Todo")},
+                   "content": {"__typename": "Issue", "id": format!("I_endless{n}"), "number": n,
+                     "title": format!("endless {n}"), "body": body,
+                     "url": format!("https://github.com/acme/app/issues/{n}"), "state": "OPEN",
+                     "createdAt": "2024-01-01T00:00:00Z", "updatedAt": "2024-01-01T00:00:00Z",
+                     "labels": {"nodes": []}, "repository": {"nameWithOwner": "acme/app"},
+                     "blockedBy": {"nodes": []}}})
+        })
+        .collect();
+    json!({"data":{"node":{"__typename":"ProjectV2","items":{"pageInfo":{"hasNextPage":true,"endCursor":format!("endless:{page}")},"nodes":nodes}},"rateLimit":rate_limit_body(s, 1)}})
 }
 
 /// `IssueProjectItems`: one further page of an issue's `projectItems`.
