@@ -463,6 +463,7 @@ fn on_refresh(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>)
     });
 }
 
+// Over 80 lines on purpose: one tick's steps in spec order (budget gate, reconcile, candidates, dispatch), kept together so the order is visible.
 fn on_poll_result(
     state: &mut OrchestratorState,
     running_ids: Vec<String>,
@@ -951,6 +952,7 @@ fn on_agent_updates(
 }
 
 /// Worker exit (spec §16.6), honouring a stop the orchestrator requested.
+// Over 80 lines on purpose: one match over every stop reason and outcome, each with its decision and log line.
 fn on_worker_exit(
     state: &mut OrchestratorState,
     id: &str,
@@ -1074,6 +1076,7 @@ fn on_host_failure(
 }
 
 /// Retry timer handling (spec §8.4, §16.6) once the issue was refreshed by id.
+// Over 80 lines on purpose: the spec §16.6 steps of a due retry, in order, with each outcome's log line next to its decision.
 fn on_retry_refreshed(
     state: &mut OrchestratorState,
     id: &str,

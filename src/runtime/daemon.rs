@@ -420,6 +420,7 @@ pub fn run_with(
 /// by itself (the usual graceful shutdown) the first time `exit_when` holds after a loop event
 /// (`baton demo`). Recovery (orphans stopped, retries, parked issues and session resumes
 /// restored) happens before startup cleanup and the first dispatch.
+// Over 80 lines on purpose: the startup wiring in order (threads, channels, and the `Daemon` literal naming every field once).
 pub fn run_with_state(
     opts: DaemonOptions,
     ops: DaemonOps,
@@ -444,16 +445,9 @@ pub fn run_with_state(
         let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         return Err(format!("startup validation failed: {}", msg.join("; ")));
     }
-    let tracker = tracker_factory(&cfg).map_err(|e| format!("startup validation failed: {e}"))?;
-    crate::host::set_env_policy(cfg.env_policy());
-    // Startup validation runs on a helper thread so SIGTERM interrupts a hung tracker at once.
-    let t = tracker.clone();
-    match until_shutdown(&shutdown_rx, move || {
-        t.validate().map_err(|e| e.to_string())
-    }) {
-        None => return Ok(()),
-        Some(r) => r.map_err(|e| format!("startup validation failed: {e}"))?,
-    }
+    let Some(tracker) = startup_tracker(&cfg, &tracker_factory, &shutdown_rx)? else {
+        return Ok(()); // SIGINT/SIGTERM during startup
+    };
     let persist = Persist::start(state);
     let hosts = Arc::new(HostPool::new());
     let runner = runner_factory(&cfg);
@@ -516,7 +510,7 @@ pub fn run_with_state(
         cfg.workspace_root.display()
     );
     info!("process containment {}", crate::host::containment());
-    let mut inbox = Inbox {
+    let inbox = Inbox {
         workers: events_rx,
         tracker: tracker_rx,
         reload: reload_rx,
@@ -527,27 +521,24 @@ pub fn run_with_state(
         reloaded: reloaded_rx,
     };
     d.ops.ready(&d.state);
-    while !d.done {
-        let ev = d.next_event(&mut inbox);
-        d.handle_event(ev, &inbox);
-        let now = d.clock.now();
-        d.persist.after_step(&d.state, now);
-        d.check_exit();
-    }
-    // Removals get what is left of the shutdown grace period (at least a moment).
-    let left = d
-        .state
-        .shutdown_deadline
-        .map_or(0, |t| t.saturating_sub(d.clock.now()));
-    d.removals
-        .join_all(Duration::from_millis(left.max(REMOVAL_JOIN_MIN_MS)));
-    let now = d.clock.now();
-    d.persist.shutdown(now);
-    d.hosts.close_all();
-    info!("event=shutdown_complete");
-    match d.fatal {
-        Some(name) => Err(format!("thread {name} panicked; restart Baton")),
-        None => Ok(()),
+    d.run(inbox)
+}
+
+/// Build the tracker and validate it (on a helper thread, so SIGTERM interrupts a hung tracker
+/// at once); `None` when SIGINT/SIGTERM came first.
+fn startup_tracker(
+    cfg: &ServiceConfig,
+    tracker_factory: &TrackerFactory,
+    shutdown_rx: &Receiver<()>,
+) -> Result<Option<Arc<dyn Tracker>>, String> {
+    let tracker = tracker_factory(cfg).map_err(|e| format!("startup validation failed: {e}"))?;
+    crate::host::set_env_policy(cfg.env_policy());
+    let t = tracker.clone();
+    match until_shutdown(shutdown_rx, move || t.validate().map_err(|e| e.to_string())) {
+        None => Ok(None),
+        Some(r) => r
+            .map(|()| Some(tracker))
+            .map_err(|e| format!("startup validation failed: {e}")),
     }
 }
 
@@ -659,10 +650,34 @@ fn coalesce(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
 }
 
 impl Daemon {
-    /// Startup cleanup (spec §8.6): remove tombstones a crash left behind, then hand the issues
-    /// already in terminal states to the engine, which removes their workspaces in the background
-    /// (and holds them until that is done). A failed fetch is a warning.
-    /// Sweep tombstones a crash left behind, on the removal pool.
+    /// The loop, then the rest of the shutdown: removals, the final state write, SSH masters.
+    fn run(mut self, mut inbox: Inbox) -> Result<(), String> {
+        while !self.done {
+            let ev = self.next_event(&mut inbox);
+            self.handle_event(ev, &inbox);
+            let now = self.clock.now();
+            self.persist.after_step(&self.state, now);
+            self.check_exit();
+        }
+        // Removals get what is left of the shutdown grace period (at least a moment).
+        let left = self
+            .state
+            .shutdown_deadline
+            .map_or(0, |t| t.saturating_sub(self.clock.now()));
+        self.removals
+            .join_all(Duration::from_millis(left.max(REMOVAL_JOIN_MIN_MS)));
+        let now = self.clock.now();
+        self.persist.shutdown(now);
+        self.hosts.close_all();
+        info!("event=shutdown_complete");
+        match self.fatal {
+            Some(name) => Err(format!("thread {name} panicked; restart Baton")),
+            None => Ok(()),
+        }
+    }
+
+    /// Sweep workspace tombstones a crash left behind, on the removal pool (the first tick's board
+    /// read then hands the issues already terminal to the engine: `TerminalAtStartup`).
     fn sweep_tombstones(&mut self) {
         let root = config(&self.workflow).workspace_root.clone();
         let sweep = Box::new(move || {
