@@ -12,7 +12,8 @@ use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use crate::status::{
-    BlockedRow, BudgetLimits, IssueDetail, RetryRow, RunningRow, StateSnapshot, TrackerHealth,
+    BlockedRow, BudgetLimits, HostRow, IssueDetail, RetryRow, RunningRow, StateSnapshot,
+    TrackerHealth,
 };
 use crate::timefmt;
 
@@ -119,6 +120,16 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
         &snap.running,
         |h, row| running_row(h, row, now),
     );
+    if !snap.hosts.is_empty() {
+        table_section(
+            &mut h,
+            ("hosts", "Worker hosts", ""),
+            "hosts-table",
+            "<th>Host</th><th class=\"num\">Running</th><th class=\"num\">Cap</th><th>Health</th>",
+            &snap.hosts,
+            host_row,
+        );
+    }
     table_section(
         &mut h,
         ("retrying", "Retry queue", "No retries queued."),
@@ -372,14 +383,37 @@ fn page_end(h: &mut String) {
 
 /// The Status cell of a running row, marked when the run resumed its session after a restart.
 fn state_text(r: &RunningRow) -> String {
+    let mut s = escape(&r.state);
     if r.resumed {
-        format!(
-            "{} <span class=\"muted resumed\" title=\"resumed its agent session after a restart\">resumed</span>",
-            escape(&r.state)
-        )
-    } else {
-        escape(&r.state)
+        s.push_str(
+            " <span class=\"muted resumed\" title=\"resumed its agent session after a restart\">resumed</span>",
+        );
     }
+    if let Some(host) = &r.host {
+        let _ = write!(s, " <span class=\"muted host\">on {}</span>", escape(host));
+    }
+    s
+}
+
+/// One SSH worker host: load against its cap, and why it is down.
+fn host_row(h: &mut String, r: &HostRow) {
+    let health = if r.up {
+        "up".to_string()
+    } else {
+        format!(
+            "<b>down</b> {} <span class=\"muted\">next probe {}</span>",
+            escape(r.error.as_deref().unwrap_or("")),
+            escape(r.next_probe_at.as_deref().unwrap_or("—"))
+        )
+    };
+    let _ = write!(
+        h,
+        "<tr class=\"host-row\"><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+         <td>{health}</td></tr>",
+        escape(&r.host),
+        r.running,
+        r.cap.map_or("—".to_string(), |c| c.to_string()),
+    );
 }
 
 /// The Session cell of the issue page (`resumed after restart` when it was).
@@ -643,6 +677,51 @@ mod tests {
         ] {
             assert_eq!(safe_link(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn dashboard_shows_each_runs_host_and_the_hosts_load_cap_and_health() {
+        let snap = StateSnapshot {
+            running: vec![RunningRow {
+                host: Some("build-<1>".into()),
+                ..running("t", None)
+            }],
+            hosts: vec![
+                HostRow {
+                    host: "build-<1>".into(),
+                    running: 1,
+                    cap: Some(2),
+                    up: true,
+                    error: None,
+                    next_probe_at: None,
+                },
+                HostRow {
+                    host: "build-2".into(),
+                    running: 0,
+                    cap: Some(2),
+                    up: false,
+                    error: Some("host_unavailable: <refused>".into()),
+                    next_probe_at: Some("2023-11-14T22:16:00Z".into()),
+                },
+            ],
+            ..Default::default()
+        };
+        let html = render_dashboard(&snap, now());
+        assert!(
+            html.contains("<h2 id=\"hosts\">Worker hosts</h2>"),
+            "{html}"
+        );
+        assert!(html.contains("on build-&lt;1&gt;"), "the run's host");
+        assert!(html.contains(
+            "<td>build-&lt;1&gt;</td><td class=\"num\">1</td><td class=\"num\">2</td><td>up</td>"
+        ));
+        assert!(html.contains("<b>down</b> host_unavailable: &lt;refused&gt;"));
+        assert!(!html.contains("<refused>"));
+        let local = render_dashboard(&StateSnapshot::default(), now());
+        assert!(
+            !local.contains("Worker hosts"),
+            "no section without SSH hosts"
+        );
     }
 
     #[test]
