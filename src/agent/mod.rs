@@ -7,6 +7,7 @@ pub mod claude;
 pub mod copilot;
 pub(crate) mod driver;
 mod json;
+mod loose;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
