@@ -27,6 +27,8 @@ use crate::host::{describe_exit, Host, Process, ProcessSpec, StdoutItem};
 
 /// After stdout closed with a result line (or the leader exited), how long to wait for the rest.
 pub(crate) const EXIT_WAIT_AFTER_EOF: Duration = Duration::from_secs(10);
+/// Most stdout items handled per wake-up before the cancel and deadline checks run again.
+const LINES_PER_PASS: usize = 64;
 /// How long to wait for stderr to close after the end, so the tail is complete.
 const STDERR_WAIT: Duration = Duration::from_millis(500);
 
@@ -152,13 +154,24 @@ fn pump(
             return stop(|_| {});
         }
         select! {
-            recv(lines) -> item => match item {
-                Ok(StdoutItem::Eof) | Err(_) => {
-                    eof_at = Some(Instant::now());
-                    lines = never();
+            recv(lines) -> item => {
+                // Lines already queued are taken in the same pass (fewer wake-ups and timers).
+                let mut item = item;
+                for _ in 0..LINES_PER_PASS {
+                    match item {
+                        Ok(StdoutItem::Eof) | Err(_) => {
+                            eof_at = Some(Instant::now());
+                            lines = never();
+                            break;
+                        }
+                        Ok(i) => feed(parser, i, emit),
+                    }
+                    match lines.try_recv() {
+                        Ok(next) => item = Ok(next),
+                        Err(_) => break,
+                    }
                 }
-                Ok(item) => feed(parser, item, emit),
-            },
+            }
             recv(exited) -> _ => {
                 exited_at = Some(Instant::now());
                 exited = never();
@@ -175,6 +188,13 @@ fn feed(parser: &mut dyn TurnParser, item: StdoutItem, emit: &mut dyn FnMut(Agen
         StdoutItem::Line(l) => {
             for ev in parser.parse_line(&l) {
                 emit(ev);
+            }
+        }
+        StdoutItem::Lines(ls) => {
+            for l in ls {
+                for ev in parser.parse_line(&l) {
+                    emit(ev);
+                }
             }
         }
         StdoutItem::LineTooLong { bytes } => emit(malformed(
