@@ -127,9 +127,14 @@ impl StreamParser {
         if trimmed.is_empty() {
             return Vec::new();
         }
-        if let Some(events) = self.parse_fast(trimmed) {
-            return events;
+        match self.parse_fast(trimmed) {
+            Some(events) => events,
+            None => self.parse_value(trimmed),
         }
+    }
+
+    /// The general path: any line through a `serde_json::Value` tree.
+    fn parse_value(&mut self, trimmed: &str) -> Vec<AgentEvent> {
         let value: Value = match serde_json::from_str(trimmed) {
             Ok(v) => v,
             Err(e) => {
@@ -204,13 +209,14 @@ impl StreamParser {
                 .iter()
                 .filter(|b| b.is_error.as_bool() == Some(true))
                 .count();
-            return Some(vec![self.event(
-                AgentEventKind::OtherMessage,
-                user_summary(results, errors),
-            )]);
+            return Some(vec![
+                self.event(AgentEventKind::OtherMessage, user_summary(results, errors))
+            ]);
         }
         let Some(blocks) = blocks else {
-            return Some(vec![self.event(AgentEventKind::OtherMessage, "assistant message")]);
+            return Some(vec![
+                self.event(AgentEventKind::OtherMessage, "assistant message")
+            ]);
         };
         let api_error = view.is_api_error_message.as_bool() == Some(true);
         let out = blocks
@@ -900,6 +906,33 @@ impl FastInput<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_path_matches_the_value_path() {
+        let lines = [
+            r#"{"type":"assistant","session_id":"s1","message":{"content":[{"type":"text","text":"hi\n\tthere \u00e9"},{"type":"tool_use","name":"Bash","input":{"description":"d","command":"ls\n-l"}},{"type":"tool_use","name":"AskUserQuestion","input":null},{"type":"thinking","thinking":"x"},{"type":"image"}]}}"#,
+            r#"{"type":"assistant","is_api_error_message":true,"message":{"content":[{"type":"text","text":"overloaded"}]}}"#,
+            r#"{"type":"assistant","message":{"content":null}}"#,
+            r#"{"type":"assistant"}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":5}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"big"}],"is_error":true},{"type":"tool_result","content":"ok"}]}}"#,
+            r#"{"type":"user","message":{"content":"plain prompt"}}"#,
+        ];
+        for line in lines {
+            let mut fast = StreamParser::new(1, None);
+            let mut slow = StreamParser::new(1, None);
+            let got = fast.parse_line(line);
+            assert_eq!(got, slow.parse_value(line), "{line}");
+            assert_eq!(fast.asked_for_input(), slow.asked_for_input(), "{line}");
+            assert_eq!(fast.session_id(), slow.session_id(), "{line}");
+        }
+        // A line of an unexpected shape falls back to the Value path.
+        let mut p = StreamParser::new(1, None);
+        assert!(p
+            .parse_fast(r#"{"type":"user","message":{"content":"plain"}}"#)
+            .is_none());
+        assert!(p.parse_fast(r#"{"type":"result"}"#).is_none());
+    }
 
     #[test]
     fn timeout_env_respects_operator_and_clamp() {

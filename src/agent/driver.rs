@@ -20,7 +20,7 @@
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, never, select};
+use crossbeam_channel::{after, never, select, Receiver, TryRecvError};
 
 use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, CancelToken};
 use crate::host::{describe_exit, Host, Process, ProcessSpec, StdoutItem};
@@ -155,21 +155,9 @@ fn pump(
         }
         select! {
             recv(lines) -> item => {
-                // Lines already queued are taken in the same pass (fewer wake-ups and timers).
-                let mut item = item;
-                for _ in 0..LINES_PER_PASS {
-                    match item {
-                        Ok(StdoutItem::Eof) | Err(_) => {
-                            eof_at = Some(Instant::now());
-                            lines = never();
-                            break;
-                        }
-                        Ok(i) => feed(parser, i, emit),
-                    }
-                    match lines.try_recv() {
-                        Ok(next) => item = Ok(next),
-                        Err(_) => break,
-                    }
+                if feed_queued(&lines, item.ok(), parser, emit) {
+                    eof_at = Some(Instant::now());
+                    lines = never();
                 }
             }
             recv(exited) -> _ => {
@@ -180,6 +168,32 @@ fn pump(
             recv(after(limit - now)) -> _ => {}
         }
     }
+}
+
+/// Feed `first` and the items already queued behind it, up to [`LINES_PER_PASS`] in all (fewer
+/// wake-ups and timers per line). True once stdout ended (`Eof`, or the reader is gone).
+fn feed_queued(
+    lines: &Receiver<StdoutItem>,
+    first: Option<StdoutItem>,
+    parser: &mut dyn TurnParser,
+    emit: &mut dyn FnMut(AgentEvent),
+) -> bool {
+    let mut item = first;
+    for taken in 1..=LINES_PER_PASS {
+        match item {
+            Some(StdoutItem::Eof) | None => return true,
+            Some(i) => feed(parser, i, emit),
+        }
+        if taken == LINES_PER_PASS {
+            break;
+        }
+        match lines.try_recv() {
+            Ok(next) => item = Some(next),
+            Err(TryRecvError::Empty) => break,
+            Err(TryRecvError::Disconnected) => return true,
+        }
+    }
+    false
 }
 
 fn feed(parser: &mut dyn TurnParser, item: StdoutItem, emit: &mut dyn FnMut(AgentEvent)) {
@@ -370,6 +384,30 @@ mod tests {
         assert_eq!(parser.seen, ["init", "result"]);
         assert!(events.iter().all(|e| e.agent_pid == Some(4242)));
         drop(tx);
+    }
+
+    #[test]
+    fn every_queued_line_and_batch_is_fed() {
+        let (tx, rx) = bounded(1024);
+        for i in 0..300 {
+            let item = if i % 3 == 0 {
+                StdoutItem::Lines(vec![format!("{i}a"), format!("{i}b")])
+            } else {
+                StdoutItem::Line(i.to_string())
+            };
+            tx.send(item).unwrap();
+        }
+        tx.send(StdoutItem::Eof).unwrap();
+        let mut parser = Lines { seen: Vec::new() };
+        let mut passes = 0;
+        let mut first = rx.recv().ok();
+        while !feed_queued(&rx, first, &mut parser, &mut |_| {}) {
+            passes += 1;
+            first = rx.recv().ok();
+        }
+        assert_eq!(parser.seen.len(), 400);
+        assert_eq!(parser.seen[..3], ["0a", "0b", "1"]);
+        assert_eq!(passes, 300 / LINES_PER_PASS);
     }
 
     #[test]

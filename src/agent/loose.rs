@@ -128,10 +128,17 @@ mod tests {
         assert!(matches!(v.a, Loose::Str(Cow::Borrowed("plain"))));
         assert_eq!(v.b.as_bool(), Some(true));
         assert_eq!(v.c, Loose::Other);
-        let big = format!(r#"{{"a":"\n{}","b":null,"c":1.5}}"#, "é".repeat(LOOSE_STR_MAX));
+        let big = format!(
+            r#"{{"a":"\n{}","b":null,"c":1.5}}"#,
+            "é".repeat(LOOSE_STR_MAX)
+        );
         let v: View = serde_json::from_str(&big).expect("parses");
         let s = v.a.as_str().expect("a string");
-        assert!(s.len() <= LOOSE_STR_MAX && s.starts_with("\né"), "{}", s.len());
+        assert!(
+            s.len() <= LOOSE_STR_MAX && s.starts_with("\né"),
+            "{}",
+            s.len()
+        );
         assert_eq!((v.b, v.c), (Loose::Other, Loose::Other));
     }
 }

@@ -455,7 +455,11 @@ impl Watch {
             let watch_pid = !reaped && pidfd.is_some();
             let mut fds = [
                 libc::pollfd {
-                    fd: if stderr_open { self.stderr.as_raw_fd() } else { -1 },
+                    fd: if stderr_open {
+                        self.stderr.as_raw_fd()
+                    } else {
+                        -1
+                    },
                     events: libc::POLLIN,
                     revents: 0,
                 },
@@ -652,6 +656,71 @@ mod tests {
         assert!(buf.capacity() <= SHRUNK_CAPACITY, "{}", buf.capacity());
         buf.absorb(b"ok");
         assert_eq!(buf.take(), StdoutItem::Line("ok".into()));
+    }
+
+    #[test]
+    fn lines_read_together_are_sent_together_and_big_lines_alone() {
+        let (tx, rx) = bounded(1024);
+        let mut input = b"a\nb\n".to_vec();
+        input.extend(vec![b'x'; BATCH_BYTES + 1]);
+        input.extend_from_slice(b"\nc\n");
+        read_lines(&input[..], 1 << 20, tx);
+        let items: Vec<_> = rx.try_iter().collect();
+        assert_eq!(
+            items.len(),
+            4,
+            "{:?}",
+            items
+                .iter()
+                .map(|i| match i {
+                    StdoutItem::Line(l) => l.len(),
+                    StdoutItem::Lines(ls) => ls.len(),
+                    _ => 0,
+                })
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(items[0], StdoutItem::Lines(vec!["a".into(), "b".into()]));
+        assert!(matches!(&items[1], StdoutItem::Line(l) if l.len() == BATCH_BYTES + 1));
+        assert_eq!(items[2..], [StdoutItem::Line("c".into()), StdoutItem::Eof]);
+    }
+
+    /// The watch thread's loop on this thread, with and without a pidfd: it keeps the stderr
+    /// tail, reaps the leader with its status, and closes both channels.
+    #[test]
+    fn watch_reaps_and_keeps_the_stderr_tail() {
+        for with_pidfd in [true, false] {
+            let mut child = Command::new("/bin/sh")
+                .args(["-c", "echo one >&2; echo two-three >&2; exit 3"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .expect("sh starts");
+            let pid = child.id();
+            let (stderr_done_tx, stderr_done) = bounded::<()>(0);
+            let (exited_tx, exited) = bounded::<()>(0);
+            let exit = Arc::new(Mutex::new(ExitState::default()));
+            let tail = Arc::new(Mutex::new(VecDeque::new()));
+            let watch = Watch {
+                pid,
+                stderr: child.stderr.take().expect("piped"),
+                stderr_cap: 8,
+                tail: Arc::clone(&tail),
+                stderr_done: Some(stderr_done_tx),
+                exit: Arc::clone(&exit),
+                exited: Some(exited_tx),
+                cgroup: None,
+            };
+            let pidfd = if with_pidfd { pidfd_open(pid) } else { None };
+            watch.run_with(pidfd);
+            let state = exit.lock().unwrap();
+            assert!(state.reaped);
+            assert_eq!(state.status.and_then(|s| s.code()), Some(3));
+            let tail: Vec<u8> = tail.lock().unwrap().iter().copied().collect();
+            assert_eq!(tail, b"o-three\n");
+            assert!(exited.recv().is_err() && stderr_done.recv().is_err());
+        }
     }
 
     #[test]
