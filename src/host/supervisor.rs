@@ -689,6 +689,7 @@ mod tests {
     #[test]
     fn watch_reaps_and_keeps_the_stderr_tail() {
         for with_pidfd in [true, false] {
+            #[allow(clippy::zombie_processes)] // `Watch` reaps it (the point of the test)
             let mut child = Command::new("/bin/sh")
                 .args(["-c", "echo one >&2; echo two-three >&2; exit 3"])
                 .stdin(Stdio::null())
