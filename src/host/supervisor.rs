@@ -3,8 +3,9 @@
 //! * The child is the leader of a **new process group** (`process_group(0)`), stdin `/dev/null`,
 //!   stdout/stderr piped.
 //! * A named stdout thread either splits lines with a bounded buffer (a longer line is never held
-//!   in memory: it becomes [`StdoutItem::LineTooLong`] and is skipped up to the next newline; after
-//!   a line over [`SHRINK_ABOVE`] the buffer shrinks back) or forwards raw chunks.
+//!   in memory: it becomes [`StdoutItem::LineTooLong`] and is skipped up to the next newline; a
+//!   line over [`SHRINK_ABOVE`] takes the buffer with it and waits for an empty channel) or
+//!   forwards raw chunks. Small lines read together go as one [`StdoutItem::Lines`] batch.
 //! * One named watch thread per process ([`Watch`]) keeps a bounded stderr tail *and* waits for
 //!   the leader to exit, in one `poll(2)` over the stderr pipe and a pidfd (without pidfds: a
 //!   short poll timeout and `waitid(WNOHANG)`). The exit is detected *without reaping*
