@@ -24,7 +24,7 @@ use serde_json::Value;
 
 use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
 use super::json::{first_detail, int_text, num_at, one_line, str_at, tool_input_detail};
-use super::loose::Loose;
+use super::loose::{Loose, Object};
 use super::{
     check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
     AgentSession, CancelToken, SessionContext, TokenUsage, TurnSummary,
@@ -188,7 +188,7 @@ impl StreamParser {
     /// `None` for any other line, or one of an unexpected shape: the `Value` path handles it
     /// (and its exact messages).
     fn parse_fast(&mut self, line: &str) -> Option<Vec<AgentEvent>> {
-        let view: FastLine = serde_json::from_str(line).ok()?;
+        let Object(view): Object<FastLine> = serde_json::from_str(line).ok()?;
         let ty = view.ty.as_str()?;
         if ty != "assistant" && ty != "user" {
             return None;
@@ -198,16 +198,16 @@ impl StreamParser {
                 self.agent_session_id = Some(truncate_chars(id, 128));
             }
         }
-        let blocks = view.message.and_then(|m| m.content);
+        let blocks = view.message.and_then(|m| m.0.content);
         if ty == "user" {
             let blocks = blocks.as_deref().unwrap_or(&[]);
             let results = blocks
                 .iter()
-                .filter(|b| b.ty.as_str() == Some("tool_result"))
+                .filter(|b| b.0.ty.as_str() == Some("tool_result"))
                 .count();
             let errors = blocks
                 .iter()
-                .filter(|b| b.is_error.as_bool() == Some(true))
+                .filter(|b| b.0.is_error.as_bool() == Some(true))
                 .count();
             return Some(vec![
                 self.event(AgentEventKind::OtherMessage, user_summary(results, errors))
@@ -221,8 +221,8 @@ impl StreamParser {
         let api_error = view.is_api_error_message.as_bool() == Some(true);
         let out = blocks
             .iter()
-            .map(|b| {
-                let detail = b.input.as_ref().map(FastInput::detail).unwrap_or_default();
+            .map(|Object(b)| {
+                let detail = b.input.as_ref().map(|i| i.0.detail()).unwrap_or_default();
                 let block = BlockView {
                     ty: b.ty.as_str().unwrap_or(""),
                     text: b.text.as_str(),
@@ -843,7 +843,7 @@ struct FastLine<'a> {
     #[serde(borrow, default)]
     session_id: Loose<'a>,
     #[serde(borrow, default)]
-    message: Option<FastMessage<'a>>,
+    message: Option<Object<FastMessage<'a>>>,
     #[serde(borrow, default)]
     is_api_error_message: Loose<'a>,
 }
@@ -852,7 +852,7 @@ struct FastLine<'a> {
 #[derive(Deserialize)]
 struct FastMessage<'a> {
     #[serde(borrow, default)]
-    content: Option<Vec<FastBlock<'a>>>,
+    content: Option<Vec<Object<FastBlock<'a>>>>,
 }
 
 /// One block of `message.content`; everything else in it (tool results…) is skipped unread.
@@ -865,7 +865,7 @@ struct FastBlock<'a> {
     #[serde(borrow, default)]
     name: Loose<'a>,
     #[serde(borrow, default)]
-    input: Option<FastInput<'a>>,
+    input: Option<Object<FastInput<'a>>>,
     #[serde(borrow, default)]
     is_error: Loose<'a>,
 }
@@ -917,6 +917,10 @@ mod tests {
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":5}]}}"#,
             r#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"big"}],"is_error":true},{"type":"tool_result","content":"ok"}]}}"#,
             r#"{"type":"user","message":{"content":"plain prompt"}}"#,
+            r#"{"type":"assistant","message":[[{"type":"text","text":"by position"}]]}"#,
+            r#"{"type":"assistant","message":{"content":[["text","by position"]]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"X","input":["ls"]}]}}"#,
+            r#"["assistant","s",{"content":[]}]"#,
         ];
         for line in lines {
             let mut fast = StreamParser::new(1, None);

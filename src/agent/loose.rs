@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// Most bytes an escaped string keeps (a summary shows at most a few hundred characters).
@@ -107,6 +108,31 @@ impl<'de: 'a, 'a> Visitor<'de> for LooseVisitor<'a> {
     }
 }
 
+/// A derived struct read from a JSON *object* only. (serde_json also fills a derived struct from
+/// an array, by position; a `serde_json::Value` reader would not see any field in one.)
+#[derive(Debug)]
+pub(crate) struct Object<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(ObjectVisitor(std::marker::PhantomData))
+    }
+}
+
+struct ObjectVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
+    type Value = Object<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(a)).map(Object)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +166,9 @@ mod tests {
             s.len()
         );
         assert_eq!((v.b, v.c), (Loose::Other, Loose::Other));
+        let v: Object<View> = serde_json::from_str(r#"{"a":"x"}"#).expect("an object");
+        assert_eq!(v.0.a.as_str(), Some("x"));
+        assert!(serde_json::from_str::<View>(r#"["x"]"#).is_ok(), "serde fills by position");
+        assert!(serde_json::from_str::<Object<View>>(r#"["x"]"#).is_err());
     }
 }
