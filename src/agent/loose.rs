@@ -168,7 +168,10 @@ mod tests {
         assert_eq!((v.b, v.c), (Loose::Other, Loose::Other));
         let v: Object<View> = serde_json::from_str(r#"{"a":"x"}"#).expect("an object");
         assert_eq!(v.0.a.as_str(), Some("x"));
-        assert!(serde_json::from_str::<View>(r#"["x"]"#).is_ok(), "serde fills by position");
+        assert!(
+            serde_json::from_str::<View>(r#"["x"]"#).is_ok(),
+            "serde fills by position"
+        );
         assert!(serde_json::from_str::<Object<View>>(r#"["x"]"#).is_err());
     }
 }
