@@ -54,6 +54,13 @@ def cpu_s(pid):
     return (int(rest[11]) + int(rest[12])) / CLK
 
 
+def cpu_split(pid):
+    """(user, system) CPU seconds of the whole process."""
+    with open(f"/proc/{pid}/stat") as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return int(rest[11]) / CLK, int(rest[12]) / CLK
+
+
 def marked_pids(mark):
     """Live (non-zombie) processes whose environment carries BENCH_MARK=mark."""
     found = []
@@ -360,6 +367,7 @@ def parse_throughput(baton, fake):
     try:
         r.wait_agents("start", 1, limit=60)
         c0 = cpu_s(r.pid)
+        u0, s0 = cpu_split(r.pid)
         r.wait_agents("flooded", 1, limit=300)
         prev = -1.0
         while True:  # let Baton finish the lines still in the pipe
@@ -369,8 +377,9 @@ def parse_throughput(baton, fake):
                 break
             prev = c
         used = c - c0
+        u1, s1 = cpu_split(r.pid)
         report("stream-json: bytes parsed", f"{total / 1e6:.0f}", "MB")
-        report("stream-json: Baton CPU", f"{used:.2f}", "s")
+        report("stream-json: Baton CPU (user / system)", f"{used:.2f} ({u1 - u0:.2f} / {s1 - s0:.2f})", "s")
         report("stream-json: throughput", f"{total / 1e6 / max(used, 1e-9):.0f}", "MB per CPU-second")
     finally:
         r.close()

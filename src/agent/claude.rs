@@ -19,10 +19,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
-use super::json::{int_text, num_at, one_line, str_at, tool_input_detail};
+use super::json::{first_detail, int_text, num_at, one_line, str_at, tool_input_detail};
+use super::loose::{Loose, Object};
 use super::{
     check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
     AgentSession, CancelToken, SessionContext, TokenUsage, TurnSummary,
@@ -125,6 +127,14 @@ impl StreamParser {
         if trimmed.is_empty() {
             return Vec::new();
         }
+        match self.parse_fast(trimmed) {
+            Some(events) => events,
+            None => self.parse_value(trimmed),
+        }
+    }
+
+    /// The general path: any line through a `serde_json::Value` tree.
+    fn parse_value(&mut self, trimmed: &str) -> Vec<AgentEvent> {
         let value: Value = match serde_json::from_str(trimmed) {
             Ok(v) => v,
             Err(e) => {
@@ -163,9 +173,99 @@ impl StreamParser {
 
     /// An event stamped with this turn's session id.
     pub fn event(&self, kind: AgentEventKind, summary: impl Into<String>) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, one_line(&summary.into(), SUMMARY_MAX_CHARS));
+        self.event_text(kind, &summary.into())
+    }
+
+    /// [`Self::event`] from borrowed text (only the bounded summary is copied).
+    fn event_text(&self, kind: AgentEventKind, text: &str) -> AgentEvent {
+        let mut ev = AgentEvent::new(kind, one_line(text, SUMMARY_MAX_CHARS));
         ev.session_id = self.session_id();
         ev
+    }
+
+    /// The typed fast path for `assistant` and `user` lines, the bulk of a stream: no
+    /// `serde_json::Value` tree, text borrowed from the line, tool results skipped unread.
+    /// `None` for any other line, or one of an unexpected shape: the `Value` path handles it
+    /// (and its exact messages).
+    fn parse_fast(&mut self, line: &str) -> Option<Vec<AgentEvent>> {
+        let Object(view): Object<FastLine> = serde_json::from_str(line).ok()?;
+        let ty = view.ty.as_str()?;
+        if ty != "assistant" && ty != "user" {
+            return None;
+        }
+        if self.agent_session_id.is_none() {
+            if let Some(id) = view.session_id.as_str().filter(|id| !id.is_empty()) {
+                self.agent_session_id = Some(truncate_chars(id, 128));
+            }
+        }
+        let blocks = view.message.and_then(|m| m.0.content);
+        if ty == "user" {
+            let blocks = blocks.as_deref().unwrap_or(&[]);
+            let results = blocks
+                .iter()
+                .filter(|b| b.0.ty.as_str() == Some("tool_result"))
+                .count();
+            let errors = blocks
+                .iter()
+                .filter(|b| b.0.is_error.as_bool() == Some(true))
+                .count();
+            return Some(vec![
+                self.event(AgentEventKind::OtherMessage, user_summary(results, errors))
+            ]);
+        }
+        let Some(blocks) = blocks else {
+            return Some(vec![
+                self.event(AgentEventKind::OtherMessage, "assistant message")
+            ]);
+        };
+        let api_error = view.is_api_error_message.as_bool() == Some(true);
+        let out = blocks
+            .iter()
+            .map(|Object(b)| {
+                let detail = b.input.as_ref().map(|i| i.0.detail()).unwrap_or_default();
+                let block = BlockView {
+                    ty: b.ty.as_str().unwrap_or(""),
+                    text: b.text.as_str(),
+                    name: b.name.as_str(),
+                    detail,
+                };
+                self.assistant_block(block, api_error)
+            })
+            .collect();
+        Some(out)
+    }
+
+    /// The event of one assistant content block (both parse paths).
+    fn assistant_block(&mut self, b: BlockView<'_>, api_error: bool) -> AgentEvent {
+        match b.ty {
+            "text" => {
+                let text = b.text.unwrap_or("");
+                if api_error {
+                    self.event(AgentEventKind::Notification, format!("api error: {text}"))
+                } else {
+                    self.event_text(AgentEventKind::Notification, text)
+                }
+            }
+            "tool_use" => {
+                let name = b.name.unwrap_or("?");
+                if name == "AskUserQuestion" {
+                    self.asked_for_input = true;
+                }
+                let summary = if b.detail.is_empty() {
+                    truncate_chars(name, 60)
+                } else {
+                    format!("{}: {}", truncate_chars(name, 60), b.detail)
+                };
+                self.event(AgentEventKind::ToolUse, summary)
+            }
+            "thinking" | "redacted_thinking" => {
+                self.event(AgentEventKind::OtherMessage, "thinking")
+            }
+            other => self.event(
+                AgentEventKind::OtherMessage,
+                format!("assistant {} block", truncate_chars(other, 40)),
+            ),
+        }
     }
 
     fn parse_system(&mut self, v: &Value) -> Vec<AgentEvent> {
@@ -235,44 +335,21 @@ impl StreamParser {
             return vec![self.event(AgentEventKind::OtherMessage, "assistant message")];
         };
         let api_error = v.get("is_api_error_message").and_then(Value::as_bool) == Some(true);
-        let mut out = Vec::new();
-        for block in content {
-            match str_at(block, "type").unwrap_or("") {
-                "text" => {
-                    let text = str_at(block, "text").unwrap_or("");
-                    let summary = if api_error {
-                        format!("api error: {text}")
-                    } else {
-                        text.to_string()
-                    };
-                    out.push(self.event(AgentEventKind::Notification, summary));
-                }
-                "tool_use" => {
-                    let name = str_at(block, "name").unwrap_or("?");
-                    if name == "AskUserQuestion" {
-                        self.asked_for_input = true;
-                    }
-                    let detail = block
+        content
+            .iter()
+            .map(|block| {
+                let view = BlockView {
+                    ty: str_at(block, "type").unwrap_or(""),
+                    text: str_at(block, "text"),
+                    name: str_at(block, "name"),
+                    detail: block
                         .get("input")
                         .map(tool_input_detail)
-                        .unwrap_or_default();
-                    let summary = if detail.is_empty() {
-                        truncate_chars(name, 60)
-                    } else {
-                        format!("{}: {detail}", truncate_chars(name, 60))
-                    };
-                    out.push(self.event(AgentEventKind::ToolUse, summary));
-                }
-                "thinking" | "redacted_thinking" => {
-                    out.push(self.event(AgentEventKind::OtherMessage, "thinking"))
-                }
-                other => out.push(self.event(
-                    AgentEventKind::OtherMessage,
-                    format!("assistant {} block", truncate_chars(other, 40)),
-                )),
-            }
-        }
-        out
+                        .unwrap_or_default(),
+                };
+                self.assistant_block(view, api_error)
+            })
+            .collect()
     }
 
     fn parse_result(&mut self, v: &Value) -> Vec<AgentEvent> {
@@ -737,6 +814,11 @@ fn summarize_user(v: &Value) -> String {
         .iter()
         .filter(|b| b.get("is_error").and_then(Value::as_bool) == Some(true))
         .count();
+    user_summary(results, errors)
+}
+
+/// The summary of a `user` line with `results` tool results, `errors` of them failed.
+fn user_summary(results: usize, errors: usize) -> String {
     if results > 0 {
         format!("tool results={results} errors={errors}")
     } else {
@@ -744,9 +826,117 @@ fn summarize_user(v: &Value) -> String {
     }
 }
 
+/// One assistant content block, from either parse path.
+struct BlockView<'b> {
+    ty: &'b str,
+    text: Option<&'b str>,
+    name: Option<&'b str>,
+    /// The tool call's most telling argument (see `tool_input_detail`).
+    detail: String,
+}
+
+/// The fast path's view of an `assistant` / `user` line (see [`StreamParser::parse_fast`]).
+#[derive(Deserialize)]
+struct FastLine<'a> {
+    #[serde(rename = "type", borrow, default)]
+    ty: Loose<'a>,
+    #[serde(borrow, default)]
+    session_id: Loose<'a>,
+    #[serde(borrow, default)]
+    message: Option<Object<FastMessage<'a>>>,
+    #[serde(borrow, default)]
+    is_api_error_message: Loose<'a>,
+}
+
+/// `message` of a [`FastLine`].
+#[derive(Deserialize)]
+struct FastMessage<'a> {
+    #[serde(borrow, default)]
+    content: Option<Vec<Object<FastBlock<'a>>>>,
+}
+
+/// One block of `message.content`; everything else in it (tool results…) is skipped unread.
+#[derive(Deserialize)]
+struct FastBlock<'a> {
+    #[serde(rename = "type", borrow, default)]
+    ty: Loose<'a>,
+    #[serde(borrow, default)]
+    text: Loose<'a>,
+    #[serde(borrow, default)]
+    name: Loose<'a>,
+    #[serde(borrow, default)]
+    input: Option<Object<FastInput<'a>>>,
+    #[serde(borrow, default)]
+    is_error: Loose<'a>,
+}
+
+/// The tool-call arguments `tool_input_detail` looks at, in its order.
+#[derive(Deserialize)]
+struct FastInput<'a> {
+    #[serde(borrow, default)]
+    command: Loose<'a>,
+    #[serde(borrow, default)]
+    file_path: Loose<'a>,
+    #[serde(borrow, default)]
+    path: Loose<'a>,
+    #[serde(borrow, default)]
+    pattern: Loose<'a>,
+    #[serde(borrow, default)]
+    url: Loose<'a>,
+    #[serde(borrow, default)]
+    description: Loose<'a>,
+    #[serde(borrow, default)]
+    prompt: Loose<'a>,
+}
+
+impl FastInput<'_> {
+    fn detail(&self) -> String {
+        first_detail([
+            self.command.as_str(),
+            self.file_path.as_str(),
+            self.path.as_str(),
+            self.pattern.as_str(),
+            self.url.as_str(),
+            self.description.as_str(),
+            self.prompt.as_str(),
+        ])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_path_matches_the_value_path() {
+        let lines = [
+            r#"{"type":"assistant","session_id":"s1","message":{"content":[{"type":"text","text":"hi\n\tthere \u00e9"},{"type":"tool_use","name":"Bash","input":{"description":"d","command":"ls\n-l"}},{"type":"tool_use","name":"AskUserQuestion","input":null},{"type":"thinking","thinking":"x"},{"type":"image"}]}}"#,
+            r#"{"type":"assistant","is_api_error_message":true,"message":{"content":[{"type":"text","text":"overloaded"}]}}"#,
+            r#"{"type":"assistant","message":{"content":null}}"#,
+            r#"{"type":"assistant"}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":5}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"big"}],"is_error":true},{"type":"tool_result","content":"ok"}]}}"#,
+            r#"{"type":"user","message":{"content":"plain prompt"}}"#,
+            r#"{"type":"assistant","message":[[{"type":"text","text":"by position"}]]}"#,
+            r#"{"type":"assistant","message":{"content":[["text","by position"]]}}"#,
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"X","input":["ls"]}]}}"#,
+            r#"["assistant","s",{"content":[]}]"#,
+        ];
+        for line in lines {
+            let mut fast = StreamParser::new(1, None);
+            let mut slow = StreamParser::new(1, None);
+            let got = fast.parse_line(line);
+            assert_eq!(got, slow.parse_value(line), "{line}");
+            assert_eq!(fast.asked_for_input(), slow.asked_for_input(), "{line}");
+            assert_eq!(fast.session_id(), slow.session_id(), "{line}");
+        }
+        // A line of an unexpected shape falls back to the Value path.
+        let mut p = StreamParser::new(1, None);
+        assert!(p
+            .parse_fast(r#"{"type":"user","message":{"content":"plain"}}"#)
+            .is_none());
+        assert!(p.parse_fast(r#"{"type":"result"}"#).is_none());
+    }
 
     #[test]
     fn timeout_env_respects_operator_and_clamp() {

@@ -20,13 +20,15 @@
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, never, select};
+use crossbeam_channel::{after, never, select, Receiver, TryRecvError};
 
 use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, CancelToken};
 use crate::host::{describe_exit, Host, Process, ProcessSpec, StdoutItem};
 
 /// After stdout closed with a result line (or the leader exited), how long to wait for the rest.
 pub(crate) const EXIT_WAIT_AFTER_EOF: Duration = Duration::from_secs(10);
+/// Most stdout items handled per wake-up before the cancel and deadline checks run again.
+const LINES_PER_PASS: usize = 64;
 /// How long to wait for stderr to close after the end, so the tail is complete.
 const STDERR_WAIT: Duration = Duration::from_millis(500);
 
@@ -152,13 +154,12 @@ fn pump(
             return stop(|_| {});
         }
         select! {
-            recv(lines) -> item => match item {
-                Ok(StdoutItem::Eof) | Err(_) => {
+            recv(lines) -> item => {
+                if feed_queued(&lines, item.ok(), parser, emit) {
                     eof_at = Some(Instant::now());
                     lines = never();
                 }
-                Ok(item) => feed(parser, item, emit),
-            },
+            }
             recv(exited) -> _ => {
                 exited_at = Some(Instant::now());
                 exited = never();
@@ -169,12 +170,45 @@ fn pump(
     }
 }
 
+/// Feed `first` and the items already queued behind it, up to [`LINES_PER_PASS`] in all (fewer
+/// wake-ups and timers per line). True once stdout ended (`Eof`, or the reader is gone).
+fn feed_queued(
+    lines: &Receiver<StdoutItem>,
+    first: Option<StdoutItem>,
+    parser: &mut dyn TurnParser,
+    emit: &mut dyn FnMut(AgentEvent),
+) -> bool {
+    let mut item = first;
+    for taken in 1..=LINES_PER_PASS {
+        match item {
+            Some(StdoutItem::Eof) | None => return true,
+            Some(i) => feed(parser, i, emit),
+        }
+        if taken == LINES_PER_PASS {
+            break;
+        }
+        match lines.try_recv() {
+            Ok(next) => item = Some(next),
+            Err(TryRecvError::Empty) => break,
+            Err(TryRecvError::Disconnected) => return true,
+        }
+    }
+    false
+}
+
 fn feed(parser: &mut dyn TurnParser, item: StdoutItem, emit: &mut dyn FnMut(AgentEvent)) {
     let malformed = |p: &dyn TurnParser, s: String| p.event(AgentEventKind::Malformed, s);
     match item {
         StdoutItem::Line(l) => {
             for ev in parser.parse_line(&l) {
                 emit(ev);
+            }
+        }
+        StdoutItem::Lines(ls) => {
+            for l in ls {
+                for ev in parser.parse_line(&l) {
+                    emit(ev);
+                }
             }
         }
         StdoutItem::LineTooLong { bytes } => emit(malformed(
@@ -350,6 +384,30 @@ mod tests {
         assert_eq!(parser.seen, ["init", "result"]);
         assert!(events.iter().all(|e| e.agent_pid == Some(4242)));
         drop(tx);
+    }
+
+    #[test]
+    fn every_queued_line_and_batch_is_fed() {
+        let (tx, rx) = bounded(1024);
+        for i in 0..300 {
+            let item = if i % 3 == 0 {
+                StdoutItem::Lines(vec![format!("{i}a"), format!("{i}b")])
+            } else {
+                StdoutItem::Line(i.to_string())
+            };
+            tx.send(item).unwrap();
+        }
+        tx.send(StdoutItem::Eof).unwrap();
+        let mut parser = Lines { seen: Vec::new() };
+        let mut passes = 0;
+        let mut first = rx.recv().ok();
+        while !feed_queued(&rx, first, &mut parser, &mut |_| {}) {
+            passes += 1;
+            first = rx.recv().ok();
+        }
+        assert_eq!(parser.seen.len(), 400);
+        assert_eq!(parser.seen[..3], ["0a", "0b", "1"]);
+        assert_eq!(passes, 300 / LINES_PER_PASS);
     }
 
     #[test]

@@ -37,8 +37,15 @@ pub(crate) fn tool_input_detail(input: &Value) -> String {
         "description",
         "prompt",
     ];
-    KEYS.iter()
-        .find_map(|k| str_at(input, k))
+    first_detail(KEYS.map(|k| str_at(input, k)))
+}
+
+/// The first present value of a tool call's telling arguments, as one bounded line.
+pub(crate) fn first_detail<'s>(values: impl IntoIterator<Item = Option<&'s str>>) -> String {
+    values
+        .into_iter()
+        .flatten()
+        .next()
         .map(|s| one_line(s, 120))
         .unwrap_or_default()
 }

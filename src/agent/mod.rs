@@ -8,6 +8,7 @@ pub mod config;
 pub mod copilot;
 pub(crate) mod driver;
 mod json;
+mod loose;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

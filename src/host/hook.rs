@@ -124,6 +124,11 @@ fn keep(item: Option<StdoutItem>, out: &mut Vec<u8>) -> bool {
     let bytes = match item {
         Some(StdoutItem::Chunk(b)) => b,
         Some(StdoutItem::Line(l)) => format!("{l}\n").into_bytes(),
+        Some(StdoutItem::Lines(ls)) => ls
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+            .into_bytes(),
         Some(StdoutItem::LineTooLong { .. }) | Some(StdoutItem::ReadError(_)) => return true,
         Some(StdoutItem::Eof) | None => return false,
     };

@@ -216,6 +216,9 @@ impl ProcessSpec {
 pub enum StdoutItem {
     /// One complete line without its `\n` (and `\r`); invalid UTF-8 is replaced lossily.
     Line(String),
+    /// Several complete lines (each like [`StdoutItem::Line`]) read together, sent as one item
+    /// so that a fast producer costs one consumer wake-up per read, not per line.
+    Lines(Vec<String>),
     /// A line longer than the bound was skipped; `bytes` is its full length.
     LineTooLong {
         /// Length of the skipped line in bytes.

@@ -3,14 +3,17 @@
 //! * The child is the leader of a **new process group** (`process_group(0)`), stdin `/dev/null`,
 //!   stdout/stderr piped.
 //! * A named stdout thread either splits lines with a bounded buffer (a longer line is never held
-//!   in memory: it becomes [`StdoutItem::LineTooLong`] and is skipped up to the next newline; after
-//!   a line over [`SHRINK_ABOVE`] the buffer shrinks back) or forwards raw chunks.
-//! * A named stderr thread keeps only a bounded tail.
-//! * A named waiter thread waits for the leader to exit *without reaping it*
-//!   (`waitid(WNOWAIT)`), kills whatever is left in its group (no orphans), then reaps it (no
-//!   zombies). The leader stays a zombie until then, so its pgid cannot be reused while Baton may
-//!   still signal the group; [`Process::signal_group`] only signals while the leader is unreaped
-//!   (checked under the lock the waiter holds while reaping).
+//!   in memory: it becomes [`StdoutItem::LineTooLong`] and is skipped up to the next newline; a
+//!   line over [`SHRINK_ABOVE`] takes the buffer with it and waits for an empty channel) or
+//!   forwards raw chunks. Small lines read together go as one [`StdoutItem::Lines`] batch.
+//! * One named watch thread per process ([`Watch`]) keeps a bounded stderr tail *and* waits for
+//!   the leader to exit, in one `poll(2)` over the stderr pipe and a pidfd (without pidfds: a
+//!   short poll timeout and `waitid(WNOHANG)`). The exit is detected *without reaping*
+//!   (`waitid(WNOWAIT)`); the thread then kills whatever is left in the group (no orphans) and
+//!   reaps the leader (no zombies). The leader stays a zombie until then, so its pgid cannot be
+//!   reused while Baton may still signal the group; [`Process::signal_group`] only signals while
+//!   the leader is unreaped (checked under the lock the watch thread holds while reaping). Two
+//!   threads per process in all.
 //!
 //! * The environment follows the process-wide [`EnvPolicy`](super::EnvPolicy) (`agent.env_*`).
 //! * In `cgroup` containment (see `cgroup`) the child also joins its own child cgroup before
@@ -22,8 +25,9 @@
 
 use std::collections::VecDeque;
 use std::io::{self, BufRead, BufReader, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ChildStderr, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -33,7 +37,10 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use super::cgroup::{self, ProcCgroup};
 use super::{Process, ProcessSpec, StdoutItem, StdoutMode};
 
-/// Capacity of the stdout channel (back-pressure on the child beyond this).
+/// Capacity of the stdout channel in lines (back-pressure on the child beyond this). A line over
+/// [`SHRINK_ABOVE`] is only sent into an empty channel (see [`send_line`]), so at most one line
+/// near the cap (10 MB) is ever queued per agent. (Measured: a capacity of 2 for every line costs
+/// about 40 % of stream-json throughput in thread wake-ups.)
 const LINE_CHANNEL_CAPACITY: usize = 16;
 /// Line buffers that grew above this are shrunk back after the line is emitted.
 pub(crate) const SHRINK_ABOVE: usize = 1024 * 1024;
@@ -155,24 +162,21 @@ pub(crate) fn spawn_command(mut cmd: Command, spec: &ProcessSpec) -> io::Result<
 
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
     let (stderr_done_tx, stderr_done) = bounded::<()>(0);
-    let tail = Arc::clone(&stderr_tail);
-    let cap = spec.stderr_tail_bytes;
-    thread::Builder::new()
-        .name(format!("{label}-stderr-{pid}"))
-        .spawn(move || {
-            read_tail(stderr, cap, &tail);
-            drop(stderr_done_tx);
-        })
-        .map_err(fail)?;
-
     let exit = Arc::new(Mutex::new(ExitState::default()));
     let (exited_tx, exited) = bounded::<()>(0);
-    let state = Arc::clone(&exit);
+    let watch = Watch {
+        pid,
+        stderr,
+        stderr_cap: spec.stderr_tail_bytes,
+        tail: Arc::clone(&stderr_tail),
+        stderr_done: Some(stderr_done_tx),
+        exit: Arc::clone(&exit),
+        exited: Some(exited_tx),
+        cgroup,
+    };
     thread::Builder::new()
         .name(format!("{label}-wait-{pid}"))
-        .spawn(move || {
-            wait_and_reap(pid, &state, cgroup.as_ref(), exited_tx);
-        })
+        .spawn(move || watch.run())
         .map_err(fail)?;
 
     Ok(LocalProcess {
@@ -279,11 +283,18 @@ impl LineBuf {
         if self.line.last() == Some(&b'\r') {
             self.line.pop();
         }
-        let s = String::from_utf8_lossy(&self.line).into_owned();
-        self.line.clear();
-        if self.line.capacity() > SHRINK_ABOVE {
-            self.line.shrink_to(SHRUNK_CAPACITY);
-        }
+        let bytes = if self.line.capacity() > SHRINK_ABOVE {
+            // Hand the big buffer itself over (no copy); the next line starts small again.
+            let mut big = std::mem::replace(&mut self.line, Vec::with_capacity(SHRUNK_CAPACITY));
+            big.shrink_to_fit();
+            big
+        } else {
+            let copy = self.line.clone();
+            self.line.clear();
+            copy
+        };
+        let s = String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         StdoutItem::Line(s)
     }
 
@@ -294,10 +305,16 @@ impl LineBuf {
 }
 
 /// Split `r` into bounded lines and send them; ends with `Eof`. Stops early when the receiver is gone.
+/// Lines read together are sent together ([`Batch`]); whatever is finished is sent before the
+/// next read that may block, so a line is never held back waiting for more output.
 pub(crate) fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>) {
     let mut reader = BufReader::with_capacity(64 * 1024, r);
     let mut buf = LineBuf::new(max_line);
+    let mut batch = Batch::new(&tx);
     loop {
+        if reader.buffer().is_empty() && batch.flush().is_err() {
+            return;
+        }
         let (consumed, newline) = match reader.fill_buf() {
             Ok([]) => break,
             Ok(chunk) => match chunk.iter().position(|&b| b == b'\n') {
@@ -312,20 +329,91 @@ pub(crate) fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>)
             },
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
-                let _ = tx.send(StdoutItem::ReadError(e.to_string()));
+                let _ = batch.push(StdoutItem::ReadError(e.to_string()));
                 let _ = tx.send(StdoutItem::Eof);
                 return;
             }
         };
         reader.consume(consumed);
-        if newline && tx.send(buf.take()).is_err() {
+        if newline && batch.push(buf.take()).is_err() {
             return;
         }
     }
-    if buf.pending() && tx.send(buf.take()).is_err() {
+    if buf.pending() && batch.push(buf.take()).is_err() {
         return;
     }
-    let _ = tx.send(StdoutItem::Eof);
+    if batch.flush().is_ok() {
+        let _ = tx.send(StdoutItem::Eof);
+    }
+}
+
+/// Bytes of small lines sent as one [`StdoutItem::Lines`] at most.
+const BATCH_BYTES: usize = 64 * 1024;
+/// Lines sent as one [`StdoutItem::Lines`] at most.
+const BATCH_LINES: usize = 256;
+
+/// Small lines waiting to be sent as one item: a fast producer then costs one consumer wake-up
+/// per read instead of one per line (measured: most of the stream-json CPU was wake-ups).
+struct Batch<'t> {
+    tx: &'t Sender<StdoutItem>,
+    lines: Vec<String>,
+    bytes: usize,
+}
+
+impl<'t> Batch<'t> {
+    fn new(tx: &'t Sender<StdoutItem>) -> Self {
+        Batch {
+            tx,
+            lines: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Add a finished item: a small line joins the batch; anything else is sent after it.
+    /// `Err` once the receiver is gone.
+    fn push(&mut self, item: StdoutItem) -> Result<(), ()> {
+        match item {
+            StdoutItem::Line(l) if l.len() <= BATCH_BYTES => {
+                self.bytes = self.bytes.saturating_add(l.len());
+                self.lines.push(l);
+                if self.bytes >= BATCH_BYTES || self.lines.len() >= BATCH_LINES {
+                    self.flush()?;
+                }
+                Ok(())
+            }
+            other => {
+                self.flush()?;
+                send_line(self.tx, other)
+            }
+        }
+    }
+
+    /// Send the waiting lines (one as [`StdoutItem::Line`], more as [`StdoutItem::Lines`]).
+    fn flush(&mut self) -> Result<(), ()> {
+        self.bytes = 0;
+        let item = if self.lines.len() > 1 {
+            StdoutItem::Lines(std::mem::take(&mut self.lines))
+        } else {
+            match self.lines.pop() {
+                Some(l) => StdoutItem::Line(l),
+                None => return Ok(()),
+            }
+        };
+        self.tx.send(item).map_err(|_| ())
+    }
+}
+
+/// Send one line; a line over [`SHRINK_ABOVE`] first waits until the channel is empty (the
+/// consumer took every earlier line, or is gone: dropping the last receiver empties it), so
+/// big lines never pile up in the queue. The wait polls every millisecond: such lines are rare
+/// and take longer than that to read.
+fn send_line(tx: &Sender<StdoutItem>, item: StdoutItem) -> Result<(), ()> {
+    if matches!(&item, StdoutItem::Line(l) if l.len() > SHRINK_ABOVE) {
+        while !tx.is_empty() {
+            thread::sleep(Duration::from_millis(1));
+        }
+    }
+    tx.send(item).map_err(|_| ())
 }
 
 /// Forward raw chunks of `r`; ends with `Eof`. Stops early when the receiver is gone.
@@ -349,91 +437,193 @@ fn read_chunks<R: Read>(mut r: R, tx: Sender<StdoutItem>) {
     let _ = tx.send(StdoutItem::Eof);
 }
 
-/// Keep the last `cap` bytes of `r` in `tail`.
-fn read_tail<R: Read>(mut r: R, cap: usize, tail: &Mutex<VecDeque<u8>>) {
-    let mut buf = [0u8; 8192];
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                if let Ok(mut t) = tail.lock() {
-                    t.extend(&buf[..n]);
-                    let excess = t.len().saturating_sub(cap);
-                    t.drain(..excess);
+/// Poll interval for the leader's exit when no pidfd is available.
+const EXIT_POLL_MS: libc::c_int = 50;
+
+/// The one thread per process besides the stdout reader: it keeps the bounded stderr tail and
+/// waits for the leader's exit, both in one `poll(2)` (the stderr pipe and a pidfd; without a
+/// pidfd, a short timeout and `waitid(WNOHANG)`). Once the leader exited it kills what is left
+/// of its group and reaps it (see [`Watch::reap`]); it keeps reading stderr until EOF.
+struct Watch {
+    pid: u32,
+    stderr: ChildStderr,
+    stderr_cap: usize,
+    tail: Arc<Mutex<VecDeque<u8>>>,
+    /// Dropped at stderr EOF.
+    stderr_done: Option<Sender<()>>,
+    exit: Arc<Mutex<ExitState>>,
+    /// Dropped once the leader is reaped.
+    exited: Option<Sender<()>>,
+    cgroup: Option<ProcCgroup>,
+}
+
+impl Watch {
+    fn run(self) {
+        let pidfd = pidfd_open(self.pid);
+        self.run_with(pidfd);
+    }
+
+    /// The poll loop; `pidfd` None exercises the fallback (timeout + `WNOHANG`).
+    fn run_with(mut self, pidfd: Option<OwnedFd>) {
+        let mut buf = [0u8; 8192];
+        let mut stderr_open = true;
+        let mut reaped = false;
+        while stderr_open || !reaped {
+            let watch_pid = !reaped && pidfd.is_some();
+            let mut fds = [
+                libc::pollfd {
+                    fd: if stderr_open {
+                        self.stderr.as_raw_fd()
+                    } else {
+                        -1
+                    },
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: match &pidfd {
+                        Some(fd) if watch_pid => fd.as_raw_fd(),
+                        _ => -1,
+                    },
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let timeout = if reaped || pidfd.is_some() {
+                -1
+            } else {
+                EXIT_POLL_MS
+            };
+            // SAFETY: `fds` is a valid array of two pollfd; negative fds are ignored by poll.
+            let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
+            if r < 0 {
+                if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
                 }
+                return self.blocking(reaped);
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return,
+            if stderr_open && fds[0].revents != 0 && !self.read_stderr(&mut buf) {
+                stderr_open = false;
+                self.stderr_done.take();
+            }
+            let pid_ready = pidfd.is_none() || fds[1].revents != 0;
+            if !reaped && pid_ready && self.leader_exited(false) {
+                self.reap();
+                reaped = true;
+            }
         }
+    }
+
+    /// Fallback when poll itself fails: block on the exit, then on stderr (the old two-step).
+    fn blocking(mut self, reaped: bool) {
+        if !reaped {
+            self.leader_exited(true);
+            self.reap();
+        }
+        let mut buf = [0u8; 8192];
+        while self.read_stderr(&mut buf) {}
+        self.stderr_done.take();
+    }
+
+    /// One read of stderr into the tail; false at EOF or on an error.
+    fn read_stderr(&mut self, buf: &mut [u8]) -> bool {
+        loop {
+            match self.stderr.read(buf) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    if let Ok(mut t) = self.tail.lock() {
+                        t.extend(&buf[..n]);
+                        let excess = t.len().saturating_sub(self.stderr_cap);
+                        t.drain(..excess);
+                    }
+                    return true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// True once the leader exited, *without reaping it* (`waitid(WNOWAIT)`); also true when
+    /// it cannot be waited for (ECHILD…), so the reaping attempt runs. `block` waits for it.
+    fn leader_exited(&self, block: bool) -> bool {
+        let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
+        loop {
+            // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: plain syscall on our own child.
+            let r = unsafe { libc::waitid(libc::P_PID, self.pid as libc::id_t, &mut info, flags) };
+            if r == 0 {
+                // SAFETY: waitid filled `info` (si_pid stays 0 when WNOHANG found nothing).
+                return unsafe { info.si_pid() } != 0;
+            }
+            if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                return true;
+            }
+        }
+    }
+
+    /// Kill the rest of the exited leader's group (and of its cgroup, which also reaches
+    /// `setsid`'d descendants), then reap it and remove the cgroup. The leader is a zombie until
+    /// then, so its pgid cannot be reused while [`Process::signal_group`] may still signal it.
+    fn reap(&mut self) {
+        let p = self.pid as libc::pid_t;
+        let mut guard = match self.exit.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        // SAFETY: plain syscall; the leader is unreaped, so the pgid is still ours.
+        unsafe {
+            libc::killpg(p, libc::SIGKILL);
+        }
+        if let Some(cg) = &self.cgroup {
+            cg.kill();
+        }
+        let mut status: libc::c_int = 0;
+        loop {
+            // SAFETY: plain syscall on our own child.
+            let r = unsafe { libc::waitpid(p, &mut status, 0) };
+            if r == p {
+                guard.status = Some(ExitStatus::from_raw(status));
+                break;
+            }
+            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            break;
+        }
+        guard.reaped = true;
+        drop(guard);
+        if let Some(cg) = self.cgroup.take() {
+            cg.kill_and_remove();
+        }
+        self.exited.take();
     }
 }
 
-/// Wait for the leader to exit without reaping it, kill the rest of its group (and of its
-/// cgroup, which also reaches `setsid`'d descendants), then reap it and remove the cgroup.
-fn wait_and_reap(
-    pid: u32,
-    exit: &Mutex<ExitState>,
-    cgroup: Option<&ProcCgroup>,
-    exited_tx: Sender<()>,
-) {
-    let p = pid as libc::pid_t;
-    loop {
-        // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: plain syscall on our own child.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                p as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            break; // exited, or ECHILD etc.: fall through to the reaping attempt below
-        }
-    }
-    let mut guard = match exit.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    };
-    // The leader is a zombie, so the pgid is still ours: clear out stray group members.
-    // SAFETY: plain syscall; see above.
-    unsafe {
-        libc::killpg(p, libc::SIGKILL);
-    }
-    if let Some(cg) = cgroup {
-        cg.kill();
-    }
-    let mut status: libc::c_int = 0;
-    loop {
-        // SAFETY: plain syscall on our own child.
-        let r = unsafe { libc::waitpid(p, &mut status, 0) };
-        if r == p {
-            guard.status = Some(ExitStatus::from_raw(status));
-            break;
-        }
-        if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        break;
-    }
-    guard.reaped = true;
-    drop(guard);
-    if let Some(cg) = cgroup {
-        cg.kill_and_remove();
-    }
-    drop(exited_tx);
+/// A pidfd for our (unreaped) child, when the kernel has `pidfd_open` (Linux ≥ 5.3).
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    // SAFETY: plain syscall; a non-negative result is a new fd that we own.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+    let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The items of `input`, batches split back into lines.
     fn collect(input: &[u8], max: usize) -> Vec<StdoutItem> {
         let (tx, rx) = bounded(1024);
         read_lines(input, max, tx);
-        rx.try_iter().collect()
+        rx.try_iter()
+            .flat_map(|i| match i {
+                StdoutItem::Lines(ls) => ls.into_iter().map(StdoutItem::Line).collect(),
+                other => vec![other],
+            })
+            .collect()
     }
 
     #[test]
@@ -483,6 +673,72 @@ mod tests {
         assert!(buf.capacity() <= SHRUNK_CAPACITY, "{}", buf.capacity());
         buf.absorb(b"ok");
         assert_eq!(buf.take(), StdoutItem::Line("ok".into()));
+    }
+
+    #[test]
+    fn lines_read_together_are_sent_together_and_big_lines_alone() {
+        let (tx, rx) = bounded(1024);
+        let mut input = b"a\nb\n".to_vec();
+        input.extend(vec![b'x'; BATCH_BYTES + 1]);
+        input.extend_from_slice(b"\nc\n");
+        read_lines(&input[..], 1 << 20, tx);
+        let items: Vec<_> = rx.try_iter().collect();
+        assert_eq!(
+            items.len(),
+            4,
+            "{:?}",
+            items
+                .iter()
+                .map(|i| match i {
+                    StdoutItem::Line(l) => l.len(),
+                    StdoutItem::Lines(ls) => ls.len(),
+                    _ => 0,
+                })
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(items[0], StdoutItem::Lines(vec!["a".into(), "b".into()]));
+        assert!(matches!(&items[1], StdoutItem::Line(l) if l.len() == BATCH_BYTES + 1));
+        assert_eq!(items[2..], [StdoutItem::Line("c".into()), StdoutItem::Eof]);
+    }
+
+    /// The watch thread's loop on this thread, with and without a pidfd: it keeps the stderr
+    /// tail, reaps the leader with its status, and closes both channels.
+    #[test]
+    fn watch_reaps_and_keeps_the_stderr_tail() {
+        for with_pidfd in [true, false] {
+            #[allow(clippy::zombie_processes)] // `Watch` reaps it (the point of the test)
+            let mut child = Command::new("/bin/sh")
+                .args(["-c", "echo one >&2; echo two-three >&2; exit 3"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .expect("sh starts");
+            let pid = child.id();
+            let (stderr_done_tx, stderr_done) = bounded::<()>(0);
+            let (exited_tx, exited) = bounded::<()>(0);
+            let exit = Arc::new(Mutex::new(ExitState::default()));
+            let tail = Arc::new(Mutex::new(VecDeque::new()));
+            let watch = Watch {
+                pid,
+                stderr: child.stderr.take().expect("piped"),
+                stderr_cap: 8,
+                tail: Arc::clone(&tail),
+                stderr_done: Some(stderr_done_tx),
+                exit: Arc::clone(&exit),
+                exited: Some(exited_tx),
+                cgroup: None,
+            };
+            let pidfd = if with_pidfd { pidfd_open(pid) } else { None };
+            watch.run_with(pidfd);
+            let state = exit.lock().unwrap();
+            assert!(state.reaped);
+            assert_eq!(state.status.and_then(|s| s.code()), Some(3));
+            let tail: Vec<u8> = tail.lock().unwrap().iter().copied().collect();
+            assert_eq!(tail, b"o-three\n");
+            assert!(exited.recv().is_err() && stderr_done.recv().is_err());
+        }
     }
 
     #[test]

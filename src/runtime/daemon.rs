@@ -556,6 +556,17 @@ fn limit_malloc_arenas() {
             libc::mallopt(libc::M_ARENA_MAX, 2);
         }
     }
+    // A fixed mmap threshold: blocks of 1 MiB and more (a huge agent line, its buffers) are
+    // mapped and unmapped on their own, so freeing them returns the memory at once. glibc's
+    // default threshold grows to the size of the largest block freed (up to 32 MiB), after
+    // which such blocks stay in the arenas. `MALLOC_MMAP_THRESHOLD_` in the environment wins.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
+        // SAFETY: as above.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 1024 * 1024);
+        }
+    }
 }
 
 /// Least time shutdown waits for running workspace removals.
