@@ -132,23 +132,26 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
 /// Take the `BATON_PGID <n>` line off the front of the stream, then forward everything.
 fn forward(from: Receiver<StdoutItem>, pgid_tx: Sender<u32>, tx: Sender<StdoutItem>) {
     let mut head: Vec<u8> = Vec::new();
-    let mut found = false;
     for item in from.iter() {
-        if found {
-            if tx.send(item).is_err() {
-                return;
-            }
-            continue;
-        }
-        let rest = match item {
+        let (rest, chunked) = match item {
             StdoutItem::Line(l) => {
                 head.extend_from_slice(l.as_bytes());
                 head.push(b'\n');
-                None
+                (None, false)
+            }
+            StdoutItem::Lines(ls) => {
+                // The pgid line is the first of the batch; the others are the agent's.
+                let mut ls = ls.into_iter();
+                if let Some(l) = ls.next() {
+                    head.extend_from_slice(l.as_bytes());
+                    head.push(b'\n');
+                }
+                let rest: Vec<String> = ls.collect();
+                ((!rest.is_empty()).then_some(StdoutItem::Lines(rest)), false)
             }
             StdoutItem::Chunk(b) => {
                 head.extend_from_slice(&b);
-                Some(())
+                (None, true)
             }
             StdoutItem::Eof | StdoutItem::ReadError(_) => {
                 let _ = tx.send(item);
@@ -156,26 +159,57 @@ fn forward(from: Receiver<StdoutItem>, pgid_tx: Sender<u32>, tx: Sender<StdoutIt
             }
             StdoutItem::LineTooLong { .. } => return,
         };
-        let Some(nl) = head.iter().position(|b| *b == b'\n') else {
-            if head.len() > 64 {
-                return; // not our wrapper
+        match pgid_line(&mut head) {
+            PgidLine::NotYet => continue,
+            PgidLine::NotOurs => return,
+            PgidLine::Found(pgid, tail) => {
+                let _ = pgid_tx.send(pgid);
+                if chunked && !tail.is_empty() && tx.send(StdoutItem::Chunk(tail)).is_err() {
+                    return;
+                }
+                if let Some(rest) = rest {
+                    if tx.send(rest).is_err() {
+                        return;
+                    }
+                }
+                break;
             }
-            continue;
-        };
-        let first = String::from_utf8_lossy(&head[..nl]).into_owned();
-        let Some(pgid) = first
-            .strip_prefix("BATON_PGID ")
-            .and_then(|n| n.trim().parse::<u32>().ok())
-            .filter(|n| *n > 1)
-        else {
-            return;
-        };
-        found = true;
-        let _ = pgid_tx.send(pgid);
-        let tail = head.split_off(nl + 1);
-        if rest.is_some() && !tail.is_empty() && tx.send(StdoutItem::Chunk(tail)).is_err() {
+        }
+    }
+    for item in from.iter() {
+        if tx.send(item).is_err() {
             return;
         }
+    }
+}
+
+/// What the front of the stream says so far.
+enum PgidLine {
+    /// No complete first line yet.
+    NotYet,
+    /// The first line is not the wrapper's.
+    NotOurs,
+    /// The remote process group, and the bytes after its line.
+    Found(u32, Vec<u8>),
+}
+
+/// Read the wrapper's `BATON_PGID <n>` first line off `head`.
+fn pgid_line(head: &mut Vec<u8>) -> PgidLine {
+    let Some(nl) = head.iter().position(|b| *b == b'\n') else {
+        return if head.len() > 64 {
+            PgidLine::NotOurs
+        } else {
+            PgidLine::NotYet
+        };
+    };
+    let first = String::from_utf8_lossy(&head[..nl]).into_owned();
+    match first
+        .strip_prefix("BATON_PGID ")
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .filter(|n| *n > 1)
+    {
+        Some(pgid) => PgidLine::Found(pgid, head.split_off(nl + 1)),
+        None => PgidLine::NotOurs,
     }
 }
 
