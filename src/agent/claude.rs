@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -163,12 +163,64 @@ impl StreamParser {
             "assistant" => self.parse_assistant(&value),
             "user" => vec![self.event(AgentEventKind::OtherMessage, summarize_user(&value))],
             "result" => self.parse_result(&value),
+            "rate_limit_event" => vec![self.parse_rate_limit(&value)],
             "" => vec![self.event(AgentEventKind::Malformed, "JSON line without a type")],
             other => vec![self.event(
                 AgentEventKind::OtherMessage,
                 format!("unhandled message type {}", truncate_chars(other, 40)),
             )],
         }
+    }
+
+    /// `{"type":"rate_limit_event","rate_limit_info":{"status",…}}` (see the protocol notes:
+    /// emitted for subscription logins, not with an API key). Unknown shapes are `malformed`.
+    fn parse_rate_limit(&self, v: &Value) -> AgentEvent {
+        let Some(info) = v.get("rate_limit_info").filter(|i| i.is_object()) else {
+            return self.event(
+                AgentEventKind::Malformed,
+                "rate_limit_event without rate_limit_info",
+            );
+        };
+        let text = |k: &str| {
+            info.get(k)
+                .and_then(Value::as_str)
+                .map(|s| crate::text::single_line(s, 40))
+        };
+        let Some(status) = text("status") else {
+            return self.event(
+                AgentEventKind::Malformed,
+                "rate_limit_event without a status",
+            );
+        };
+        let resets_at = info
+            .get("resetsAt")
+            .and_then(Value::as_u64)
+            // Capped at year 9999: a hostile number must not overflow the time arithmetic.
+            .map(|s| {
+                crate::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(s.min(253_402_300_799)))
+            });
+        let limits = crate::agent::AgentRateLimits {
+            rate_limit_type: text("rateLimitType"),
+            utilization: info
+                .get("utilization")
+                .and_then(Value::as_f64)
+                .filter(|u| u.is_finite())
+                .map(|u| u.clamp(0.0, 1.0)),
+            resets_at,
+            overage_status: text("overageStatus"),
+            is_using_overage: info.get("isUsingOverage").and_then(Value::as_bool),
+            status,
+        };
+        let mut ev = self.event(
+            AgentEventKind::Notification,
+            format!(
+                "rate limit {} ({})",
+                limits.status,
+                limits.rate_limit_type.as_deref().unwrap_or("?")
+            ),
+        );
+        ev.rate_limits = Some(limits);
+        ev
     }
 
     /// An event stamped with this turn's session id.
@@ -906,6 +958,40 @@ impl FastInput<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rate_limit_events_become_bounded_rate_limit_state() {
+        let mut p = StreamParser::new(1, None);
+        let ev = p.parse_line(
+            r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1764000000,"rateLimitType":"five_hour","utilization":0.91,"overageStatus":"allowed","isUsingOverage":false},"session_id":"s"}"#,
+        );
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].kind, AgentEventKind::Notification);
+        let rl = ev[0].rate_limits.clone().unwrap();
+        assert_eq!(rl.status, "allowed_warning");
+        assert_eq!(rl.rate_limit_type.as_deref(), Some("five_hour"));
+        assert_eq!(rl.utilization, Some(0.91));
+        assert_eq!(rl.resets_at.as_deref(), Some("2025-11-24T16:00:00Z"));
+        assert_eq!(rl.is_using_overage, Some(false));
+        // Hostile values: a huge reset time, an out-of-range utilization, a long multi-line status.
+        let ev = p.parse_line(&format!(
+            r#"{{"type":"rate_limit_event","rate_limit_info":{{"status":"{}\nx","resetsAt":18446744073709551615,"utilization":7}}}}"#,
+            "r".repeat(500)
+        ));
+        let rl = ev[0].rate_limits.clone().unwrap();
+        assert!(rl.status.chars().count() <= 41 && !rl.status.contains('\n'));
+        assert_eq!(rl.resets_at.as_deref(), Some("9999-12-31T23:59:59Z"));
+        assert_eq!(rl.utilization, Some(1.0));
+        for bad in [
+            r#"{"type":"rate_limit_event"}"#,
+            r#"{"type":"rate_limit_event","rate_limit_info":{"utilization":0.5}}"#,
+            r#"{"type":"rate_limit_event","rate_limit_info":[1]}"#,
+        ] {
+            let ev = p.parse_line(bad);
+            assert_eq!(ev[0].kind, AgentEventKind::Malformed, "{bad}");
+            assert!(ev[0].rate_limits.is_none());
+        }
+    }
 
     #[test]
     fn fast_path_matches_the_value_path() {

@@ -116,6 +116,26 @@ pub struct AgentEvent {
     pub usage_delta: Option<TokenUsage>,
     /// Session-cumulative cost in USD as reported by the agent (record the latest, never add).
     pub session_cost_usd: Option<f64>,
+    /// The agent's rate-limit state, when this event reports it (latest wins).
+    pub rate_limits: Option<AgentRateLimits>,
+}
+
+/// An agent's model rate-limit state (Claude's `rate_limit_event`), bounded: short strings, a
+/// utilization fraction, a reset time. Untrusted: escape before rendering.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentRateLimits {
+    /// `allowed`, `allowed_warning` or `rejected`.
+    pub status: String,
+    /// Which window (`five_hour`, `seven_day`, …).
+    pub rate_limit_type: Option<String>,
+    /// Fraction of the window used, 0..=1.
+    pub utilization: Option<f64>,
+    /// When the window resets, RFC 3339.
+    pub resets_at: Option<String>,
+    /// Overage state as reported (e.g. `allowed`, `rejected`).
+    pub overage_status: Option<String>,
+    /// Whether usage is currently billed as overage.
+    pub is_using_overage: Option<bool>,
 }
 
 impl AgentEvent {
@@ -128,6 +148,7 @@ impl AgentEvent {
             agent_pid: None,
             usage_delta: None,
             session_cost_usd: None,
+            rate_limits: None,
         }
     }
 }

@@ -909,6 +909,9 @@ fn on_agent_updates(
         if ev.agent_pid.is_some() {
             e.agent_pid = ev.agent_pid;
         }
+        if let Some(rl) = &ev.rate_limits {
+            state.agent_rate_limits = serde_json::to_value(rl).ok();
+        }
         if let Some(d) = ev.usage_delta {
             e.tokens.add(&d);
             state.agent_totals.tokens.add(&d);

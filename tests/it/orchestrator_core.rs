@@ -1435,3 +1435,25 @@ fn a_tick_reconciled_from_the_board_read_stops_moved_and_missing_issues() {
         ]
     );
 }
+
+#[test]
+fn the_latest_agent_rate_limits_reach_the_snapshot() {
+    let mut h = H::new(policy());
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.agent_phase(1);
+    assert!(state_snapshot(&h.s, h.now).rate_limits.is_none());
+    let mut e = ev(AgentEventKind::Notification);
+    e.rate_limits = Some(baton::agent::AgentRateLimits {
+        status: "allowed_warning".into(),
+        rate_limit_type: Some("five_hour".into()),
+        utilization: Some(0.9),
+        resets_at: Some("2026-12-01T00:00:00Z".into()),
+        overage_status: None,
+        is_using_overage: None,
+    });
+    h.agent(1, e);
+    let snap = state_snapshot(&h.s, h.now);
+    let rl = snap.rate_limits.expect("reported");
+    assert_eq!(rl["status"], "allowed_warning");
+    assert_eq!(rl["rate_limit_type"], "five_hour");
+}
