@@ -17,6 +17,7 @@ fn lines_of(p: &dyn baton::host::Process) -> Vec<String> {
     while let Ok(item) = p.lines().recv_timeout(Duration::from_secs(10)) {
         match item {
             StdoutItem::Line(l) => out.push(l),
+            StdoutItem::Lines(ls) => out.extend(ls),
             StdoutItem::Eof => break,
             other => panic!("unexpected {other:?}"),
         }

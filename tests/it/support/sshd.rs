@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// The sshd binary from `BATON_SSHD`.
 pub fn sshd_bin() -> PathBuf {
-    PathBuf::from(std::env::var("BATON_SSHD").expect("BATON_SSHD must name the sshd binary"))
+    crate::support::tool::required("BATON_SSHD", ".ci/setup-ssh.sh")
 }
 
 /// A client-side directory: keys, `ssh_config`, `known_hosts` and `bin/ssh` (the wrapper).
