@@ -8,8 +8,7 @@
 //! line and how the process ended.
 //!
 //! Usage (§13.5): `result.usage` is per invocation and is reported **once per turn**, as the
-//! `usage_delta` of the terminal event (`turn_completed` / `turn_failed` / …) and again in
-//! [`TurnSummary::usage`] — add one of them, not both. `total_cost_usd` is session-cumulative and is
+//! `usage_delta` of the terminal event (`turn_completed` / `turn_failed` / …). `total_cost_usd` is session-cumulative and is
 //! reported as `session_cost_usd` (record the latest value, never add). Assistant-line usage is the
 //! `message_start` placeholder and is ignored.
 
@@ -27,7 +26,7 @@ use super::json::{first_detail, int_text, num_at, one_line, str_at, tool_input_d
 use super::loose::{Loose, Object};
 use super::{
     check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
-    AgentSession, CancelToken, SessionContext, TokenUsage, TurnSummary,
+    AgentSession, CancelToken, SessionContext, TokenUsage,
 };
 use crate::host::{Host, ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE};
 use crate::text::truncate_chars;
@@ -37,7 +36,7 @@ pub use super::driver::ProcessEnd;
 
 /// Longest event summary (characters).
 pub const SUMMARY_MAX_CHARS: usize = 200;
-/// Longest `TurnSummary::result_text` (characters).
+/// Longest `ResultInfo::result_text` kept (characters); it ends the `turn_completed` summary.
 pub(crate) const RESULT_TEXT_MAX_CHARS: usize = 2000;
 /// The CLI clamps `CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS` to at least this.
 const CLI_MIN_TIMEOUT_MS: i64 = 10_000;
@@ -462,14 +461,14 @@ impl StreamParser {
     }
 }
 
-/// The terminal event kind and the turn result for `result` + `end` (pure; spec §10.0/§10.3).
+/// The turn result for `result` + `end` (pure; spec §10.0/§10.3); it picks the terminal event kind.
 ///
 /// Success only when the result has `is_error: false` *and* the process exited 0.
 pub fn turn_outcome(
     result: Option<&ResultInfo>,
     end: &ProcessEnd,
     asked_for_input: bool,
-) -> Result<TurnSummary, AgentError> {
+) -> Result<(), AgentError> {
     let with_stderr = |m: String| {
         if end.stderr_tail.is_empty() {
             m
@@ -521,12 +520,7 @@ pub fn turn_outcome(
         ));
     }
     if !r.is_error && code == Some(0) {
-        return Ok(TurnSummary {
-            agent_session_id: None,
-            usage: r.usage,
-            session_cost_usd: r.total_cost_usd,
-            result_text: r.result_text.clone(),
-        });
+        return Ok(());
     }
     if !r.is_error {
         return Err(AgentError::new(
@@ -759,7 +753,7 @@ impl AgentSession for ClaudeSession {
         prompt: &str,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<TurnSummary, AgentError> {
+    ) -> Result<(), AgentError> {
         self.turn_number += 1;
         let turn = self.turn_number;
         let started = Instant::now();
@@ -800,16 +794,14 @@ impl AgentSession for ClaudeSession {
         if let Some(id) = parser.agent_session_id() {
             self.agent_session_id = Some(id.to_string());
         }
-        let mut outcome = turn_outcome(parser.result(), &end, parser.asked_for_input());
-        if let Ok(summary) = &mut outcome {
-            summary.agent_session_id = self.agent_session_id.clone();
-        }
+        let outcome = turn_outcome(parser.result(), &end, parser.asked_for_input());
         let summary_text = match &outcome {
-            Ok(s) => format!(
+            Ok(()) => format!(
                 "turn {turn} completed in {} ms{}",
                 started.elapsed().as_millis(),
-                s.result_text
-                    .as_deref()
+                parser
+                    .result()
+                    .and_then(|r| r.result_text.as_deref())
                     .map(|t| format!(": {t}"))
                     .unwrap_or_default()
             ),

@@ -31,7 +31,7 @@ use self::usage::{read_usage_file, UsageTracker};
 use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
 use super::{
     check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
-    AgentSession, CancelToken, SessionContext, TurnSummary,
+    AgentSession, CancelToken, SessionContext,
 };
 use crate::host::{Host, ProcessSpec, DEFAULT_KILL_GRACE};
 use crate::workflow::config::CopilotConfig;
@@ -409,7 +409,7 @@ impl AgentSession for CopilotSession {
         prompt: &str,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<TurnSummary, AgentError> {
+    ) -> Result<(), AgentError> {
         // The workspace must still be where it was (spec §9.5) before anything launches.
         let r = &self.runner;
         self.workspace = check_cwd_on(self.host.as_ref(), &self.workspace, &self.workspace_root)?;
@@ -462,12 +462,7 @@ impl AgentSession for CopilotSession {
             turn_usage.delta.input_tokens,
             turn_usage.delta.output_tokens
         );
-        outcome.map(|()| TurnSummary {
-            agent_session_id: Some(self.session_id.clone()),
-            usage: turn_usage.delta,
-            session_cost_usd: None,
-            result_text: attempt.parser.last_text().map(str::to_owned),
-        })
+        outcome
     }
 
     fn agent_session_id(&self) -> Option<String> {

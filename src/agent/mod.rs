@@ -221,19 +221,6 @@ impl fmt::Display for AgentError {
 
 impl std::error::Error for AgentError {}
 
-/// What a successful turn reports.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct TurnSummary {
-    /// The agent's own session id.
-    pub agent_session_id: Option<String>,
-    /// Usage of this turn (delta).
-    pub usage: TokenUsage,
-    /// Session-cumulative cost, when reported.
-    pub session_cost_usd: Option<f64>,
-    /// Final assistant text, truncated.
-    pub result_text: Option<String>,
-}
-
 /// Context for starting a session.
 #[derive(Debug, Clone)]
 pub struct SessionContext {
@@ -306,7 +293,7 @@ pub trait AgentSession: Send {
         prompt: &str,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<TurnSummary, AgentError>;
+    ) -> Result<(), AgentError>;
     /// The agent's own session id once known.
     fn agent_session_id(&self) -> Option<String>;
     /// End the session and make sure no process is left.

@@ -19,7 +19,6 @@ use log::{error, info, warn};
 
 use crate::agent::{
     AgentError, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken, SessionContext,
-    TurnSummary,
 };
 use crate::durable::{
     lock_holder, recover, stop_orphan_group, BackgroundSaver, ResumeInfo, SaveReport, StateDir,
@@ -398,7 +397,7 @@ impl AgentSession for ResumingSession {
         prompt: &str,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<TurnSummary, AgentError> {
+    ) -> Result<(), AgentError> {
         if !std::mem::take(&mut self.first) {
             return self.inner.run_turn(prompt, cancel, on_event);
         }
@@ -552,7 +551,7 @@ mod tests {
             prompt: &str,
             _cancel: &CancelToken,
             on_event: &mut dyn FnMut(AgentEvent),
-        ) -> Result<TurnSummary, AgentError> {
+        ) -> Result<(), AgentError> {
             self.calls.lock().unwrap()[self.idx]
                 .1
                 .push(prompt.to_string());
@@ -564,7 +563,7 @@ mod tests {
                 return Err(AgentError::new(AgentErrorKind::ProcessExit, "exit 1"));
             }
             on_event(AgentEvent::new(AgentEventKind::OtherMessage, "working"));
-            Ok(TurnSummary::default())
+            Ok(())
         }
         fn agent_session_id(&self) -> Option<String> {
             self.id.clone()

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use baton::agent::claude::ClaudeRunner;
 use baton::agent::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken,
-    SessionContext, TurnSummary,
+    SessionContext,
 };
 use baton::workflow::config::ClaudeCodeConfig;
 use fake_anthropic::{usage_of, FakeAnthropic, Step};
@@ -103,7 +103,7 @@ fn cfg(permission_mode: &str, allowed: &[&str]) -> ClaudeCodeConfig {
 }
 
 struct Turn {
-    result: Result<TurnSummary, AgentError>,
+    result: Result<(), AgentError>,
     events: Vec<AgentEvent>,
 }
 
@@ -111,6 +111,17 @@ fn run(s: &mut dyn AgentSession, prompt: &str) -> Turn {
     let mut events = Vec::new();
     let result = s.run_turn(prompt, &CancelToken::new(), &mut |e| events.push(e));
     Turn { result, events }
+}
+
+/// The `turn_completed` event of a successful turn: it carries the usage delta, the session cost
+/// and (after ` ms: `) the final assistant text.
+fn completed(t: &Turn) -> &AgentEvent {
+    if let Err(e) = &t.result {
+        panic!("{e}\n{}", debug(t));
+    }
+    let last = t.events.last().expect("a terminal event");
+    assert_eq!(last.kind, AgentEventKind::TurnCompleted, "{}", debug(t));
+    last
 }
 
 fn debug(t: &Turn) -> String {
@@ -144,10 +155,7 @@ fn write_tool_then_resumed_second_turn_on_the_same_session() {
         "Write hello.txt. $(touch pwned) `touch pwned2` 'q' \"dq\" ; touch pwned3\n--resume nope";
 
     let t1 = run(s.as_mut(), prompt);
-    let sum1 = t1
-        .result
-        .as_ref()
-        .unwrap_or_else(|e| panic!("{e}\n{}", debug(&t1)));
+    let done1 = completed(&t1);
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
         "hello from baton\n"
@@ -172,14 +180,17 @@ fn write_tool_then_resumed_second_turn_on_the_same_session() {
     // result.usage sums both API calls of the invocation.
     let (i0, o0) = usage_of(0);
     let (i1, o1) = usage_of(1);
-    assert_eq!(sum1.usage.input_tokens, i0 + i1);
-    assert_eq!(sum1.usage.output_tokens, o0 + o1);
-    assert_eq!(sum1.usage.cache_read_input_tokens, 400);
-    let cost1 = sum1.session_cost_usd.expect("cost");
+    let usage1 = done1.usage_delta.expect("usage");
+    assert_eq!(usage1.input_tokens, i0 + i1);
+    assert_eq!(usage1.output_tokens, o0 + o1);
+    assert_eq!(usage1.cache_read_input_tokens, 400);
+    let cost1 = done1.session_cost_usd.expect("cost");
     assert!(cost1 > 0.0);
-    let last = t1.events.last().unwrap();
-    assert_eq!(last.kind, AgentEventKind::TurnCompleted);
-    assert_eq!(last.usage_delta, Some(sum1.usage));
+    // Only the terminal event carries usage.
+    assert_eq!(
+        t1.events.iter().filter(|e| e.usage_delta.is_some()).count(),
+        1
+    );
 
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
@@ -192,10 +203,7 @@ fn write_tool_then_resumed_second_turn_on_the_same_session() {
 
     // Turn 2: `--resume` on the same session, continuation guidance only.
     let t2 = run(s.as_mut(), "Continue the task.");
-    let sum2 = t2
-        .result
-        .as_ref()
-        .unwrap_or_else(|e| panic!("{e}\n{}", debug(&t2)));
+    let done2 = completed(&t2);
     assert_eq!(s.agent_session_id().as_deref(), Some(&*id));
     assert!(t2
         .events
@@ -206,14 +214,15 @@ fn write_tool_then_resumed_second_turn_on_the_same_session() {
         .iter()
         .all(|e| e.session_id.as_deref() == Some(&*format!("{id}-2"))));
     let (i2, o2) = usage_of(2);
-    assert_eq!(
-        sum2.usage.input_tokens, i2,
-        "per invocation, not cumulative"
-    );
-    assert_eq!(sum2.usage.output_tokens, o2);
-    let cost2 = sum2.session_cost_usd.expect("cost");
+    let usage2 = done2.usage_delta.expect("usage");
+    assert_eq!(usage2.input_tokens, i2, "per invocation, not cumulative");
+    assert_eq!(usage2.output_tokens, o2);
+    let cost2 = done2.session_cost_usd.expect("cost");
     assert!(cost2 > cost1, "total_cost_usd is session-cumulative");
-    assert_eq!(sum2.result_text.as_deref(), Some("Second turn done."));
+    assert_eq!(
+        done2.summary.split_once(" ms: ").map(|(_, text)| text),
+        Some("Second turn done.")
+    );
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 3);
     assert_eq!(

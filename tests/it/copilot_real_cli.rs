@@ -125,14 +125,28 @@ fn runner(cfg: CopilotConfig, fake: &FakeOpenAi, sb: &Sandbox) -> CopilotRunner 
 fn run(
     session: &mut dyn AgentSession,
     prompt: &str,
-) -> (
-    Result<baton::agent::TurnSummary, baton::agent::AgentError>,
-    Vec<AgentEvent>,
-) {
+) -> (Result<(), baton::agent::AgentError>, Vec<AgentEvent>) {
     let mut events = Vec::new();
     let cancel = CancelToken::new();
     let r = session.run_turn(prompt, &cancel, &mut |e| events.push(e));
     (r, events)
+}
+
+/// The `turn_completed` event that ended a successful turn (it carries the turn's usage delta).
+fn completed(events: &[AgentEvent]) -> &AgentEvent {
+    let last = events.last().expect("a terminal event");
+    assert_eq!(last.kind, AgentEventKind::TurnCompleted, "{events:#?}");
+    last
+}
+
+/// The last assistant message of a turn, from its `assistant: …` notification.
+fn last_assistant_text(events: &[AgentEvent]) -> &str {
+    events
+        .iter()
+        .rev()
+        .filter(|e| e.kind == AgentEventKind::Notification)
+        .find_map(|e| e.summary.strip_prefix("assistant: "))
+        .unwrap_or_else(|| panic!("no assistant message: {events:#?}"))
 }
 
 fn of_kind(events: &[AgentEvent], k: AgentEventKind) -> Vec<&AgentEvent> {
@@ -163,7 +177,7 @@ fn allowed_shell_tool_writes_a_file() {
         session.as_mut(),
         "SCENARIO:write put a file in the workspace",
     );
-    let summary = res.unwrap_or_else(|e| panic!("turn failed: {e}; events: {events:#?}"));
+    res.unwrap_or_else(|e| panic!("turn failed: {e}; events: {events:#?}"));
 
     let written = std::fs::read_to_string(sb.workspace.join("copilot-wrote.txt")).unwrap();
     assert_eq!(written.trim(), "baton-was-here");
@@ -188,18 +202,16 @@ fn allowed_shell_tool_writes_a_file() {
         ]
     );
     assert!(of_kind(&events, AgentEventKind::PermissionDenied).is_empty());
-    assert_eq!(
-        events.last().map(|e| e.kind),
-        Some(AgentEventKind::TurnCompleted)
-    );
+    let done = completed(&events);
     // Two model calls (tool call, then the answer): usage from the usage file.
-    assert_eq!(summary.usage.input_tokens, 2 * PROMPT_TOKENS);
-    assert_eq!(summary.usage.output_tokens, 2 * COMPLETION_TOKENS);
-    assert_eq!(summary.agent_session_id.as_deref(), Some(sid.as_str()));
-    assert!(summary
-        .result_text
-        .unwrap()
-        .starts_with("Tool result was: "));
+    let usage = done.usage_delta.unwrap();
+    assert_eq!(usage.input_tokens, 2 * PROMPT_TOKENS);
+    assert_eq!(usage.output_tokens, 2 * COMPLETION_TOKENS);
+    assert_eq!(
+        done.session_id.as_deref(),
+        Some(format!("{sid}-1").as_str())
+    );
+    assert!(last_assistant_text(&events).starts_with("Tool result was: "));
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
     assert!(reqs.iter().all(|r| r.has_bearer && r.model == "gpt-4.1"));
@@ -222,7 +234,7 @@ fn denied_tool_is_reported_and_not_run() {
         .start_session(&sb.ctx(None))
         .unwrap();
     let (res, events) = run(session.as_mut(), "SCENARIO:deny delete the probe");
-    let summary = res.unwrap_or_else(|e| panic!("turn failed: {e}; events: {events:#?}"));
+    res.unwrap_or_else(|e| panic!("turn failed: {e}; events: {events:#?}"));
     let denied = of_kind(&events, AgentEventKind::PermissionDenied);
     assert_eq!(denied.len(), 1, "{events:#?}");
     assert!(
@@ -231,7 +243,7 @@ fn denied_tool_is_reported_and_not_run() {
         denied[0].summary
     );
     assert!(sb.workspace.join("baton-deny-probe.txt").exists());
-    assert!(summary.result_text.unwrap().contains("denied"));
+    assert!(last_assistant_text(&events).contains("denied"));
 }
 
 #[test]
@@ -247,10 +259,10 @@ fn second_turn_resumes_the_session_with_its_context() {
         .start_session(&sb.ctx(None))
         .unwrap();
     let (r1, ev1) = run(session.as_mut(), "REMEMBER:pineapple hello");
-    let s1 = r1.unwrap_or_else(|e| panic!("turn 1 failed: {e}; {ev1:#?}"));
+    r1.unwrap_or_else(|e| panic!("turn 1 failed: {e}; {ev1:#?}"));
     let sid = session.agent_session_id().unwrap();
     let (r2, ev2) = run(session.as_mut(), "what did I ask you to remember?");
-    let s2 = r2.unwrap_or_else(|e| panic!("turn 2 failed: {e}; {ev2:#?}"));
+    r2.unwrap_or_else(|e| panic!("turn 2 failed: {e}; {ev2:#?}"));
 
     assert_eq!(session.agent_session_id().as_deref(), Some(sid.as_str()));
     let started2 = of_kind(&ev2, AgentEventKind::SessionStarted);
@@ -258,13 +270,17 @@ fn second_turn_resumes_the_session_with_its_context() {
         started2[0].session_id.as_deref(),
         Some(format!("{sid}-2").as_str())
     );
-    let text2 = s2.result_text.unwrap();
+    let text2 = last_assistant_text(&ev2);
     assert!(text2.contains("seen 2 user message(s)"), "{text2}");
     assert!(text2.contains("I remember pineapple."), "{text2}");
     // The usage file is cumulative across the resume; each turn reports only its own call.
-    assert_eq!(s1.usage.input_tokens, PROMPT_TOKENS);
-    assert_eq!(s2.usage.input_tokens, PROMPT_TOKENS);
-    assert_eq!(s2.usage.output_tokens, COMPLETION_TOKENS);
+    let (u1, u2) = (
+        completed(&ev1).usage_delta.unwrap(),
+        completed(&ev2).usage_delta.unwrap(),
+    );
+    assert_eq!(u1.input_tokens, PROMPT_TOKENS);
+    assert_eq!(u2.input_tokens, PROMPT_TOKENS);
+    assert_eq!(u2.output_tokens, COMPLETION_TOKENS);
     assert_eq!(fake.requests()[1].user_messages, 2);
 }
 
@@ -282,7 +298,7 @@ fn unknown_resume_falls_back_once_to_a_new_session() {
         .start_session(&sb.ctx(Some(stale)))
         .unwrap();
     let (r, ev) = run(session.as_mut(), "hello again");
-    let s = r.unwrap_or_else(|e| panic!("turn failed: {e}; {ev:#?}"));
+    r.unwrap_or_else(|e| panic!("turn failed: {e}; {ev:#?}"));
     let new_id = session.agent_session_id().unwrap();
     assert_ne!(new_id, stale);
     assert!(ev.iter().any(|e| e.kind == AgentEventKind::Notification
@@ -294,8 +310,11 @@ fn unknown_resume_falls_back_once_to_a_new_session() {
         started[1].session_id.as_deref(),
         Some(format!("{new_id}-1").as_str())
     );
-    assert!(s.result_text.unwrap().contains("seen 1 user message(s)"));
-    assert_eq!(s.usage.input_tokens, PROMPT_TOKENS);
+    assert!(last_assistant_text(&ev).contains("seen 1 user message(s)"));
+    assert_eq!(
+        completed(&ev).usage_delta.unwrap().input_tokens,
+        PROMPT_TOKENS
+    );
 }
 
 #[test]

@@ -120,11 +120,7 @@ fn copilot_jsonl_parser_never_panics_on_generated_lines() {
             let e = end(rng);
             let _ = parser.is_unknown_resume(&e);
             let _ = parser.finish(&e);
-            let _ = (
-                parser.last_text(),
-                parser.premium_requests(),
-                parser.result_session_id(),
-            );
+            let _ = (parser.premium_requests(), parser.result_session_id());
         }
     });
 }

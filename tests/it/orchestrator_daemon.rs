@@ -19,7 +19,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use baton::agent::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken,
-    SessionContext, TokenUsage, TurnSummary,
+    SessionContext, TokenUsage,
 };
 use baton::model::Issue;
 use baton::runtime::clock::{Clock, ManualClock};
@@ -156,7 +156,7 @@ impl AgentSession for FakeSession {
         prompt: &str,
         cancel: &CancelToken,
         on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<TurnSummary, AgentError> {
+    ) -> Result<(), AgentError> {
         self.turn += 1;
         self.runner.log.lock().unwrap().prompts.push((
             self.identifier.clone(),
@@ -196,12 +196,7 @@ impl AgentSession for FakeSession {
         done.usage_delta = Some(usage);
         done.session_cost_usd = Some(0.01 * self.turn as f64);
         on_event(done);
-        Ok(TurnSummary {
-            agent_session_id: Some(format!("sess{}", self.run_no)),
-            usage,
-            session_cost_usd: Some(0.01 * self.turn as f64),
-            result_text: Some("ok".into()),
-        })
+        Ok(())
     }
     fn agent_session_id(&self) -> Option<String> {
         Some(format!("sess{}", self.run_no))

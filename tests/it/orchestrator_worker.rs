@@ -9,7 +9,6 @@ use crossbeam_channel::unbounded;
 
 use baton::agent::{
     AgentError, AgentErrorKind, AgentEvent, AgentRunner, AgentSession, CancelToken, SessionContext,
-    TurnSummary,
 };
 use baton::model::Issue;
 use baton::orchestrator::{Event, Policy, WorkerOutcome};
@@ -95,13 +94,13 @@ impl AgentSession for S {
         _: &str,
         cancel: &CancelToken,
         _: &mut dyn FnMut(AgentEvent),
-    ) -> Result<TurnSummary, AgentError> {
+    ) -> Result<(), AgentError> {
         self.log.lock().unwrap().turns += 1;
         if self.cancel_in_turn {
             cancel.cancel();
             return Err(AgentError::new(AgentErrorKind::TurnCancelled, "cancelled"));
         }
-        Ok(TurnSummary::default())
+        Ok(())
     }
     fn agent_session_id(&self) -> Option<String> {
         None

@@ -17,7 +17,6 @@ use crossbeam_channel::{bounded, unbounded};
 
 use baton::agent::{
     AgentError, AgentErrorKind, AgentEvent, AgentRunner, AgentSession, CancelToken, SessionContext,
-    TurnSummary,
 };
 use baton::model::Issue;
 use baton::runtime::clock::SystemClock;
@@ -94,7 +93,7 @@ impl AgentSession for Session {
         _: &str,
         cancel: &CancelToken,
         _: &mut dyn FnMut(AgentEvent),
-    ) -> Result<TurnSummary, AgentError> {
+    ) -> Result<(), AgentError> {
         fs::write(self.cwd.join(format!("work-{}.txt", self.n)), "work").unwrap();
         let _ = cancel.receiver().recv_timeout(Duration::from_secs(60));
         Err(AgentError::new(AgentErrorKind::TurnCancelled, "cancelled"))

@@ -15,8 +15,6 @@ pub use crate::agent::driver::ProcessEnd;
 
 /// Longest summary kept on an event (characters); longer text is cut with `…`.
 pub const SUMMARY_MAX_CHARS: usize = 240;
-/// Longest final assistant text kept for the turn summary (characters).
-pub(crate) const RESULT_TEXT_MAX_CHARS: usize = 4000;
 /// Tool calls remembered between `tool.execution_start` and `tool.execution_complete`.
 const MAX_TRACKED_TOOL_CALLS: usize = 256;
 
@@ -33,7 +31,6 @@ pub struct StreamParser {
     aborted: Option<String>,
     session_error: Option<String>,
     input_required: Option<String>,
-    last_text: Option<String>,
     premium_requests: Option<f64>,
     permission_denials: u32,
 }
@@ -111,7 +108,6 @@ impl StreamParser {
             "assistant.message" => {
                 let content = str_field(data, "content").unwrap_or_default();
                 if !content.trim().is_empty() {
-                    self.last_text = Some(truncate_chars(&content, RESULT_TEXT_MAX_CHARS));
                     ev(K::Notification, format!("assistant: {content}"))
                 } else {
                     let tools: Vec<String> = data
@@ -212,11 +208,6 @@ impl StreamParser {
     /// The session id the CLI reported in its `result` line (a UUID), if any.
     pub fn result_session_id(&self) -> Option<&str> {
         self.result_session_id.as_deref()
-    }
-
-    /// The last non-empty assistant message (bounded).
-    pub fn last_text(&self) -> Option<&str> {
-        self.last_text.as_deref()
     }
 
     /// `result.usage.premiumRequests` when reported (0 in BYOK mode).
@@ -409,7 +400,6 @@ mod tests {
         let ev = p.parse_line(&line.to_string());
         assert!(ev.summary.chars().count() <= SUMMARY_MAX_CHARS + 1);
         assert!(!ev.summary.contains('\n'));
-        assert!(p.last_text().unwrap().chars().count() <= RESULT_TEXT_MAX_CHARS + 1);
     }
 
     #[test]
