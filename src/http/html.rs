@@ -120,16 +120,7 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
         &snap.running,
         |h, row| running_row(h, row, now),
     );
-    if !snap.hosts.is_empty() {
-        table_section(
-            &mut h,
-            ("hosts", "Worker hosts", ""),
-            "hosts-table",
-            "<th>Host</th><th class=\"num\">Running</th><th class=\"num\">Cap</th><th>Health</th>",
-            &snap.hosts,
-            host_row,
-        );
-    }
+    hosts_section(&mut h, &snap.hosts);
     table_section(
         &mut h,
         ("retrying", "Retry queue", "No retries queued."),
@@ -393,6 +384,20 @@ fn state_text(r: &RunningRow) -> String {
         let _ = write!(s, " <span class=\"muted host\">on {}</span>", escape(host));
     }
     s
+}
+
+/// The SSH worker hosts table (nothing without `worker.ssh_hosts`).
+fn hosts_section(h: &mut String, hosts: &[HostRow]) {
+    if !hosts.is_empty() {
+        table_section(
+            h,
+            ("hosts", "Worker hosts", ""),
+            "hosts-table",
+            "<th>Host</th><th class=\"num\">Running</th><th class=\"num\">Cap</th><th>Health</th>",
+            hosts,
+            host_row,
+        );
+    }
 }
 
 /// One SSH worker host: load against its cap, and why it is down.
