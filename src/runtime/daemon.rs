@@ -445,6 +445,7 @@ pub fn run_with_state(
         let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         return Err(format!("startup validation failed: {}", msg.join("; ")));
     }
+    crate::host::set_env_policy(cfg.env_policy());
     let Some(tracker) = startup_tracker(&cfg, &tracker_factory, &shutdown_rx)? else {
         return Ok(()); // SIGINT/SIGTERM during startup
     };
@@ -532,7 +533,6 @@ fn startup_tracker(
     shutdown_rx: &Receiver<()>,
 ) -> Result<Option<Arc<dyn Tracker>>, String> {
     let tracker = tracker_factory(cfg).map_err(|e| format!("startup validation failed: {e}"))?;
-    crate::host::set_env_policy(cfg.env_policy());
     let t = tracker.clone();
     match until_shutdown(shutdown_rx, move || t.validate().map_err(|e| e.to_string())) {
         None => Ok(None),

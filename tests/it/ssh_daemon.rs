@@ -136,20 +136,7 @@ impl Baton {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn baton");
-        let mut stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut chunk = [0u8; 8192];
-            while let Ok(n) = stderr.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
-            }
-        });
+        let log = crate::support::daemon_proc::capture_stderr(&mut child);
         Baton {
             child: Some(child),
             log,

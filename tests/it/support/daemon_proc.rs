@@ -33,6 +33,25 @@ pub fn wait_until<T>(
     }
 }
 
+/// Collect `child`'s piped stderr into a shared string on a reader thread (ends at EOF).
+pub fn capture_stderr(child: &mut Child) -> Arc<Mutex<String>> {
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&log);
+    std::thread::spawn(move || {
+        let mut chunk = [0u8; 8192];
+        while let Ok(n) = stderr.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    });
+    log
+}
+
 /// A running `baton` with captured stderr; killed on drop.
 pub struct DaemonProc {
     child: Option<Child>,
@@ -66,20 +85,7 @@ impl DaemonProc {
         let mut child = baton_command(workflow, home, envs)
             .spawn()
             .expect("spawn baton");
-        let mut stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut chunk = [0u8; 8192];
-            while let Ok(n) = stderr.read(&mut chunk) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
-            }
-        });
+        let log = capture_stderr(&mut child);
         DaemonProc {
             child: Some(child),
             log,
