@@ -408,7 +408,6 @@ fn chaos_invariants_hold_under_random_faults_moves_and_agents() {
     let tag = format!("{seed}-{}", std::process::id());
     let github = Arc::new(FakeGithub::start(board()));
     let wf = workflow(&dir, &github);
-    github.set_chaos(seed, FAULT_PERCENT);
 
     let baton_pid = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -433,6 +432,18 @@ fn chaos_invariants_hold_under_random_faults_moves_and_agents() {
     };
     let mut child = start_baton(&dir, &wf, &tag, seed);
     baton_pid.store(u64::from(child.id()), Ordering::SeqCst);
+    // Faults start once startup validation passed: a tracker that fails validation at startup
+    // makes baton exit 1 by design (fail fast), which is not what this test is about.
+    let up_by = Instant::now() + Duration::from_secs(30);
+    while !fs::read_to_string(dir.join("baton.log")).is_ok_and(|l| l.contains("event=startup")) {
+        assert!(
+            Instant::now() < up_by && child.try_wait().ok().flatten().is_none(),
+            "baton did not start; log in {}",
+            dir.display()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+    github.set_chaos(seed, FAULT_PERCENT);
 
     // The chaos phase: faults, moves and agents for `secs` seconds.
     let moves_stop = Arc::new(AtomicBool::new(false));

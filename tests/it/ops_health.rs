@@ -168,19 +168,22 @@ fn livez_needs_an_answer_within_two_seconds() {
     assert_eq!(livez(t0, None), Err(NotLive::Timeout));
 }
 
+/// An injected blocking control request: the loop says it entered, then hangs until released.
+type Wedge = (Sender<()>, crossbeam_channel::Receiver<()>);
+
 /// A stand-in main loop: answers liveness requests unless `wedged` receives a blocking
 /// control request first.
-fn spawn_loop() -> (Sender<Sender<()>>, Sender<crossbeam_channel::Receiver<()>>) {
+fn spawn_loop() -> (Sender<Sender<()>>, Sender<Wedge>) {
     let (control_tx, control_rx) = unbounded::<Sender<()>>();
-    let (wedge_tx, wedge_rx) = unbounded::<crossbeam_channel::Receiver<()>>();
+    let (wedge_tx, wedge_rx) = unbounded::<Wedge>();
     std::thread::spawn(move || loop {
         crossbeam_channel::select! {
             recv(control_rx) -> reply => match reply {
                 Ok(reply) => { let _ = reply.send(()); }
                 Err(_) => return,
             },
-            recv(wedge_rx) -> block => if let Ok(block) = block {
-                // An injected blocking control request: the loop hangs until released.
+            recv(wedge_rx) -> wedge => if let Ok((entered, block)) = wedge {
+                let _ = entered.send(());
                 let _ = block.recv();
             },
         }
@@ -197,7 +200,10 @@ fn probe_sees_a_live_loop_then_a_wedged_one_then_a_gone_one() {
     };
     assert_eq!(probe_livez(ask(&control), 5 * SEC), Ok(()));
     let (release, block) = unbounded::<()>();
-    wedge.send(block).unwrap();
+    let (entered_tx, entered) = unbounded::<()>();
+    wedge.send((entered_tx, block)).unwrap();
+    // The loop is inside the wedge before the probe (select! may pick either ready channel).
+    entered.recv_timeout(5 * SEC).unwrap();
     assert_eq!(
         probe_livez(ask(&control), Duration::from_millis(50)),
         Err(NotLive::Timeout)
