@@ -137,13 +137,13 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
 fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
     let a = &cfg.agent;
     let mut limits = Vec::new();
-    if let Some(c) = a.max_cost_usd_per_issue {
+    if let Some(c) = a.budget.max_cost_usd_per_issue {
         limits.push(format!("cost ${}", crate::orchestrator::budget::usd(c)));
     }
-    if let Some(t) = a.max_tokens_per_issue {
+    if let Some(t) = a.budget.max_tokens_per_issue {
         limits.push(format!("{t} tokens (cache reads and writes included)"));
     }
-    if let Some(t) = a.max_turns_per_issue {
+    if let Some(t) = a.budget.max_turns_per_issue {
         limits.push(format!("{t} turns"));
     }
     if limits.is_empty() {
@@ -154,7 +154,7 @@ fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
             limits.join(", ")
         ));
     }
-    if a.max_cost_usd_per_issue.is_some() && a.kind == Some(AgentKind::Copilot) {
+    if a.budget.max_cost_usd_per_issue.is_some() && a.kind == Some(AgentKind::Copilot) {
         r.line(
             "warn",
             "agent.max_cost_usd_per_issue does not apply to copilot (it reports no cost); \

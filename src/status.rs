@@ -6,6 +6,7 @@ use crossbeam_channel::{Receiver, Sender};
 use serde::Serialize;
 
 use crate::tracker::TrackerBudget;
+pub use crate::workflow::config::Budget;
 
 /// Number of rows per section.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -42,17 +43,6 @@ pub struct Spend {
     pub cost_usd: f64,
     /// Turns that ended.
     pub turns: u32,
-}
-
-/// The per-issue budget limits in force (`agent.max_*_per_issue`); null means unlimited.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct BudgetLimits {
-    /// `agent.max_cost_usd_per_issue`.
-    pub max_cost_usd_per_issue: Option<f64>,
-    /// `agent.max_tokens_per_issue`.
-    pub max_tokens_per_issue: Option<u64>,
-    /// `agent.max_turns_per_issue`.
-    pub max_turns_per_issue: Option<u32>,
 }
 
 /// One running worker (spec §13.3).
@@ -180,7 +170,7 @@ pub struct StateSnapshot {
     /// Totals.
     pub agent_totals: AgentTotals,
     /// Per-issue budget limits in force.
-    pub budget: BudgetLimits,
+    pub budget: Budget,
     /// Agent-reported rate limits: `OrchestratorState::agent_rate_limits`, null until an agent
     /// adapter reports them.
     pub rate_limits: Option<serde_json::Value>,
@@ -245,7 +235,7 @@ pub struct IssueDetail {
     /// The issue's lifetime spend.
     pub spend: Spend,
     /// Per-issue budget limits in force.
-    pub budget: BudgetLimits,
+    pub budget: Budget,
     /// The most recent events, oldest first (bounded ring).
     pub recent_events: Vec<RecentEvent>,
 }

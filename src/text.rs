@@ -22,6 +22,19 @@ pub(crate) fn single_line(s: &str, max: usize) -> String {
     out
 }
 
+/// `s` with every character that `replace` maps to `Some(text)` replaced by that text (the
+/// escapers of HTML, Prometheus labels and log values).
+pub(crate) fn replace_chars(s: &str, replace: impl Fn(char) -> Option<&'static str>) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match replace(c) {
+            Some(text) => out.push_str(text),
+            None => out.push(c),
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -90,7 +90,7 @@ fn twenty_setsid_sleepers_are_gone_after_the_agent_turn_ends() {
         turn_timeout_ms: 60_000,
         stall_timeout_ms: 300_000,
     })
-    .with_env(vec![("HOME".into(), dir.display().to_string())]);
+    .with_envs(vec![("HOME".into(), dir.display().to_string())]);
     let ctx = SessionContext {
         issue_identifier: "acme__repo-1".into(),
         workspace: ws.clone(),

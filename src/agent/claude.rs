@@ -24,11 +24,12 @@ use serde_json::Value;
 use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
 use super::json::{first_detail, int_text, num_at, one_line, str_at, tool_input_detail};
 use super::loose::{Loose, Object};
+use super::runner::CliRunner;
 use super::{
     check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
-    AgentSession, CancelToken, SessionContext, TokenUsage,
+    AgentSession, CancelToken, Emit, SessionContext, TokenUsage, TurnResult,
 };
-use crate::host::{Host, ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE};
+use crate::host::{Host, ProcessSpec};
 use crate::text::truncate_chars;
 use crate::workflow::config::ClaudeCodeConfig;
 
@@ -627,43 +628,7 @@ pub(crate) fn child_timeout_env(
 }
 
 /// Builds Claude sessions from `claude_code.*`.
-#[derive(Debug, Clone)]
-pub struct ClaudeRunner {
-    cfg: ClaudeCodeConfig,
-    extra_env: Vec<(String, String)>,
-    kill_grace: Duration,
-    max_line_bytes: usize,
-}
-
-impl ClaudeRunner {
-    /// A runner for this config.
-    pub fn new(cfg: ClaudeCodeConfig) -> Self {
-        ClaudeRunner {
-            cfg,
-            extra_env: Vec::new(),
-            kill_grace: DEFAULT_KILL_GRACE,
-            max_line_bytes: crate::host::DEFAULT_MAX_LINE_BYTES,
-        }
-    }
-
-    /// Extra environment variables for every child (they win over Baton's defaults).
-    pub fn with_env(mut self, env: Vec<(String, String)>) -> Self {
-        self.extra_env = env;
-        self
-    }
-
-    /// Grace between SIGTERM and SIGKILL when stopping a turn (default 3 s).
-    pub fn with_kill_grace(mut self, grace: Duration) -> Self {
-        self.kill_grace = grace;
-        self
-    }
-
-    /// Bound of one stdout line (default 10 MB).
-    pub fn with_max_line_bytes(mut self, n: usize) -> Self {
-        self.max_line_bytes = n;
-        self
-    }
-}
+pub type ClaudeRunner = CliRunner<ClaudeCodeConfig>;
 
 impl AgentRunner for ClaudeRunner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
@@ -699,19 +664,11 @@ impl ClaudeSession {
         let mut spec = ProcessSpec::command(&cfg.command, self.cwd.clone());
         spec.args
             .extend(claude_args(cfg, self.agent_session_id.as_deref(), prompt));
-        spec.stdout = StdoutMode::Lines {
-            max_line_bytes: self.runner.max_line_bytes,
-        };
-        let overridden = |k: &str| {
-            std::env::var_os(k).is_some() || self.runner.extra_env.iter().any(|(ek, _)| ek == k)
-        };
-        for (k, v) in child_timeout_env(cfg.stall_timeout_ms, overridden) {
+        for (k, v) in child_timeout_env(cfg.stall_timeout_ms, |k| self.runner.sets_env(k)) {
             spec.env(k, v);
         }
         spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
-        for (k, v) in &self.runner.extra_env {
-            spec.env(k, v);
-        }
+        self.runner.apply(&mut spec);
         spec
     }
 }
@@ -748,12 +705,7 @@ impl TurnParser for Invocation<'_> {
 }
 
 impl AgentSession for ClaudeSession {
-    fn run_turn(
-        &mut self,
-        prompt: &str,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<(), AgentError> {
+    fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult {
         self.turn_number += 1;
         let turn = self.turn_number;
         let started = Instant::now();
@@ -768,14 +720,13 @@ impl AgentSession for ClaudeSession {
         };
         // Re-check containment right before every launch (the workspace may have changed), then run.
         let host = self.host.as_ref();
-        let ran = check_cwd_on(host, &self.cwd, &self.workspace_root).and_then(|_| {
-            run_invocation(host, &self.spec(prompt), &mut inv, limits, cancel, on_event)
-        });
+        let ran = check_cwd_on(host, &self.cwd, &self.workspace_root)
+            .and_then(|_| run_invocation(host, &self.spec(prompt), &mut inv, limits, cancel, emit));
         let parser = inv.parser;
         let (end, pid) = match ran {
             Ok(r) => r,
             Err(e) => {
-                on_event(parser.event(AgentEventKind::StartupFailed, e.to_string()));
+                emit(parser.event(AgentEventKind::StartupFailed, e.to_string()));
                 return Err(e);
             }
         };
@@ -811,7 +762,7 @@ impl AgentSession for ClaudeSession {
         ev.agent_pid = Some(pid);
         ev.usage_delta = parser.result().map(|r| r.usage);
         ev.session_cost_usd = parser.result().and_then(|r| r.total_cost_usd);
-        on_event(ev);
+        emit(ev);
         let session_id = parser.session_id().unwrap_or_default();
         match &outcome {
             Ok(_) => log::info!(

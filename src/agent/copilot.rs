@@ -29,11 +29,12 @@ use std::time::{Duration, Instant};
 use self::parse::{is_uuid, ProcessEnd, StreamParser};
 use self::usage::{read_usage_file, UsageTracker};
 use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
+use super::runner::CliRunner;
 use super::{
     check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
-    AgentSession, CancelToken, SessionContext,
+    AgentSession, CancelToken, Emit, SessionContext, TurnResult,
 };
-use crate::host::{Host, ProcessSpec, DEFAULT_KILL_GRACE};
+use crate::host::{Host, ProcessSpec};
 use crate::workflow::config::CopilotConfig;
 
 /// Environment variable that makes the CLI approve every tool (and trust the cwd); removed from the
@@ -126,43 +127,7 @@ pub(crate) fn format_uuid_v4(mut b: [u8; 16]) -> String {
 }
 
 /// Builds Copilot sessions from `copilot.*` config.
-#[derive(Debug, Clone)]
-pub struct CopilotRunner {
-    cfg: CopilotConfig,
-    env: Vec<(OsString, OsString)>,
-    env_remove: Vec<OsString>,
-    kill_grace: Duration,
-}
-
-impl CopilotRunner {
-    /// A runner for `cfg`.
-    pub fn new(cfg: CopilotConfig) -> Self {
-        CopilotRunner {
-            cfg,
-            env: Vec::new(),
-            env_remove: Vec::new(),
-            kill_grace: DEFAULT_KILL_GRACE,
-        }
-    }
-
-    /// Remove an inherited environment variable from every CLI process (e.g. `GH_TOKEN` in tests).
-    pub fn without_env(mut self, key: impl Into<OsString>) -> Self {
-        self.env_remove.push(key.into());
-        self
-    }
-
-    /// Extra environment variables for every CLI process (e.g. the BYOK/offline settings in tests).
-    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
-        self.env.push((key.into(), value.into()));
-        self
-    }
-
-    /// Grace between SIGTERM and SIGKILL when a turn is stopped (default 3 s).
-    pub fn with_kill_grace(mut self, grace: Duration) -> Self {
-        self.kill_grace = grace;
-        self
-    }
-}
+pub type CopilotRunner = CliRunner<CopilotConfig>;
 
 impl AgentRunner for CopilotRunner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
@@ -294,10 +259,8 @@ impl CopilotSession {
         if !self.runner.cfg.allow_all_tools {
             spec.env_remove.push(ALLOW_ALL_ENV.into());
         }
-        spec.env_remove
-            .extend(self.runner.env_remove.iter().cloned());
-        spec.env.extend(self.runner.env.iter().cloned());
         spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
+        self.runner.apply(&mut spec);
         let mut inv = Invocation {
             parser: StreamParser::new(),
             turn_session: format!("{}-{}", session.id(), self.turn),
@@ -404,12 +367,7 @@ impl CopilotSession {
 }
 
 impl AgentSession for CopilotSession {
-    fn run_turn(
-        &mut self,
-        prompt: &str,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<(), AgentError> {
+    fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult {
         // The workspace must still be where it was (spec §9.5) before anything launches.
         let r = &self.runner;
         self.workspace = check_cwd_on(self.host.as_ref(), &self.workspace, &self.workspace_root)?;
@@ -418,7 +376,7 @@ impl AgentSession for CopilotSession {
             kill_grace: r.kill_grace,
         };
         self.turn += 1;
-        let attempt = self.run_with_fallback(prompt, limits, cancel, on_event)?;
+        let attempt = self.run_with_fallback(prompt, limits, cancel, emit)?;
         // Any process that got as far as printing events has created (or resumed) the session.
         if attempt.parser.line_count() > 0 {
             self.session_exists = true;
@@ -452,7 +410,7 @@ impl AgentSession for CopilotSession {
         let mut ev = AgentEvent::new(kind, parse::bound(&format!("{summary}; {usage_note}")));
         ev.session_id = Some(turn_session.clone());
         ev.usage_delta = Some(turn_usage.delta);
-        on_event(ev);
+        emit(ev);
         log::info!(
             "copilot turn ended issue_identifier={} session_id={} outcome={} usage_available={} input_tokens={} output_tokens={}",
             self.issue_identifier,

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, never, select, Receiver, TryRecvError};
 
-use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, CancelToken};
+use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, CancelToken, Emit};
 use crate::host::{describe_exit, Host, Process, ProcessSpec, StdoutItem};
 
 /// After stdout closed with a result line (or the leader exited), how long to wait for the rest.
@@ -86,7 +86,7 @@ pub(crate) fn run_invocation(
     parser: &mut dyn TurnParser,
     limits: Limits,
     cancel: &CancelToken,
-    on_event: &mut dyn FnMut(AgentEvent),
+    emit: &mut Emit,
 ) -> Result<(ProcessEnd, u32), AgentError> {
     let proc = host.spawn(spec).map_err(|e| {
         AgentError::new(
@@ -97,7 +97,7 @@ pub(crate) fn run_invocation(
     let pid = proc.pid();
     let mut emit = |mut ev: AgentEvent| {
         ev.agent_pid.get_or_insert(pid);
-        on_event(ev);
+        emit(ev);
     };
     for ev in parser.started(pid) {
         emit(ev);
@@ -238,7 +238,7 @@ pub(crate) fn terminal_event_kind<T>(outcome: &Result<T, AgentError>) -> AgentEv
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::{Workspace, WorkspaceError};
+    use crate::host::{BeforeRemove, Removal, Workspace, WorkspaceError};
     use crossbeam_channel::{bounded, Receiver, Sender};
     use std::path::{Path, PathBuf};
     use std::process::ExitStatus;
@@ -298,12 +298,7 @@ mod tests {
         fn check_workspace(&self, _: &Path, p: &Path) -> Result<PathBuf, WorkspaceError> {
             Ok(p.to_path_buf())
         }
-        fn remove_workspace(
-            &self,
-            _: &Path,
-            _: &Path,
-            _: &mut dyn FnMut(&Path),
-        ) -> Result<bool, WorkspaceError> {
+        fn remove_workspace(&self, _: &Path, _: &Path, _: &mut BeforeRemove) -> Removal {
             unimplemented!()
         }
         fn spawn(&self, _: &ProcessSpec) -> std::io::Result<Box<dyn Process>> {
@@ -351,6 +346,14 @@ mod tests {
             deadline: Instant::now() + Duration::from_millis(ms),
             kill_grace: Duration::from_millis(50),
         }
+    }
+
+    /// Run a `Lines` invocation on the scripted host (events dropped).
+    fn run_lines(host: &ScriptedHost, ms: u64, cancel: &CancelToken) -> ProcessEnd {
+        let spec = ProcessSpec::command("x", "/");
+        let mut parser = Lines { seen: Vec::new() };
+        let ran = run_invocation(host, &spec, &mut parser, limits(ms), cancel, &mut |_| {});
+        ran.unwrap().0
     }
 
     #[test]
@@ -415,16 +418,7 @@ mod tests {
         let (host, tx, signals) = scripted();
         let cancel = CancelToken::new();
         cancel.cancel();
-        let spec = ProcessSpec::command("x", "/");
-        let (end, _) = run_invocation(
-            &host,
-            &spec,
-            &mut Lines { seen: Vec::new() },
-            limits(60_000),
-            &cancel,
-            &mut |_| {},
-        )
-        .unwrap();
+        let end = run_lines(&host, 60_000, &cancel);
         assert!(end.cancelled);
         assert_eq!(signals.lock().unwrap().first(), Some(&libc::SIGTERM));
         drop(tx);
@@ -433,16 +427,7 @@ mod tests {
     #[test]
     fn deadline_times_out_and_stops_the_group() {
         let (host, tx, signals) = scripted();
-        let spec = ProcessSpec::command("x", "/");
-        let (end, _) = run_invocation(
-            &host,
-            &spec,
-            &mut Lines { seen: Vec::new() },
-            limits(0),
-            &CancelToken::new(),
-            &mut |_| {},
-        )
-        .unwrap();
+        let end = run_lines(&host, 0, &CancelToken::new());
         assert!(end.timed_out);
         assert_eq!(signals.lock().unwrap().first(), Some(&libc::SIGTERM));
         drop(tx);

@@ -9,6 +9,7 @@ pub mod copilot;
 pub(crate) mod driver;
 mod json;
 mod loose;
+pub mod runner;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -283,17 +284,18 @@ impl CancelToken {
     }
 }
 
+/// Where a turn emits its normalized events.
+pub type Emit<'a> = dyn FnMut(AgentEvent) + 'a;
+
+/// How a turn ends: `Ok` when the agent reported success, else the error class.
+pub type TurnResult = Result<(), AgentError>;
+
 /// A live agent session (one per worker run); turns run one after another on it.
 pub trait AgentSession: Send {
     /// Run one turn with `prompt`, streaming normalized events to `on_event` until it ends.
     /// Must return within `turn_timeout_ms`, and promptly after `cancel` is cancelled, leaving no
     /// process behind.
-    fn run_turn(
-        &mut self,
-        prompt: &str,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<(), AgentError>;
+    fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult;
     /// The agent's own session id once known.
     fn agent_session_id(&self) -> Option<String>;
     /// End the session and make sure no process is left.

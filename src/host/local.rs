@@ -9,7 +9,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{supervisor, Host, Process, ProcessSpec};
-use super::{Workspace, WorkspaceError};
+use super::{BeforeRemove, Removal, Workspace, WorkspaceError};
 
 /// This machine.
 #[derive(Debug, Clone, Copy, Default)]
@@ -64,12 +64,7 @@ impl Host for LocalHost {
         check_contained(&pinned(root, canon)?, path)
     }
 
-    fn remove_workspace(
-        &self,
-        root: &Path,
-        path: &Path,
-        before_remove: &mut dyn FnMut(&Path),
-    ) -> Result<bool, WorkspaceError> {
+    fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal {
         check_name(root, path)?;
         let Ok(root_canon) = root.canonicalize() else {
             return Ok(false); // no root, nothing to remove
@@ -91,7 +86,7 @@ impl Host for LocalHost {
                 .map_err(|e| WorkspaceError(format!("cannot remove {}: {e}", target.display())))?;
             return Ok(true);
         }
-        before_remove(&target);
+        hook(&target);
         // Rename first (atomic): from here on a re-dispatch creates a fresh directory (and runs
         // `after_create` again) instead of sharing the one being deleted.
         let tomb = tombstone_path(&root_canon, &target);

@@ -71,6 +71,12 @@ impl fmt::Display for WorkspaceError {
 
 impl std::error::Error for WorkspaceError {}
 
+/// Called with a workspace's resolved path just before it is removed (the `before_remove` hook).
+pub type BeforeRemove<'a> = dyn FnMut(&Path) + 'a;
+
+/// Whether a workspace was removed (`false`: there was nothing to remove).
+pub type Removal = Result<bool, WorkspaceError>;
+
 /// Where runs execute. Object-safe; shared between threads as `Arc<dyn Host>` / `&dyn Host`.
 pub trait Host: Send + Sync + fmt::Debug {
     /// Ensure `path` (= `<root>/<key>`) exists as a directory strictly inside `root` (creating the
@@ -83,16 +89,11 @@ pub trait Host: Send + Sync + fmt::Debug {
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError>;
 
     /// Remove the workspace `path` inside `root`: a symlink or non-directory is unlinked (never
-    /// followed); a directory gets `before_remove(<resolved path>)` called first (in place), then
+    /// followed); a directory gets `hook(<resolved path>)` (the `before_remove` hook) called first (in place), then
     /// is renamed atomically to a tombstone `<root>/.trash-<key>-<ts>-<n>` and deleted with its
     /// contents, so a concurrent re-creation always gets a fresh directory. A root that resolves
     /// elsewhere than at its first use is refused. Returns false when there was nothing to remove.
-    fn remove_workspace(
-        &self,
-        root: &Path,
-        path: &Path,
-        before_remove: &mut dyn FnMut(&Path),
-    ) -> Result<bool, WorkspaceError>;
+    fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal;
 
     /// Start `spec` as the leader of a new process group (see [`ProcessSpec`]).
     fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>>;

@@ -12,8 +12,7 @@ use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use crate::status::{
-    BlockedRow, BudgetLimits, HostRow, IssueDetail, RetryRow, RunningRow, StateSnapshot,
-    TrackerHealth,
+    BlockedRow, Budget, HostRow, IssueDetail, RetryRow, RunningRow, StateSnapshot, TrackerHealth,
 };
 use crate::timefmt;
 
@@ -45,18 +44,14 @@ dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weig
 
 /// HTML-escape text for element content and double- or single-quoted attribute values.
 pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            _ => out.push(c),
-        }
-    }
-    out
+    crate::text::replace_chars(s, |c| match c {
+        '&' => Some("&amp;"),
+        '<' => Some("&lt;"),
+        '>' => Some("&gt;"),
+        '"' => Some("&quot;"),
+        '\'' => Some("&#39;"),
+        _ => None,
+    })
 }
 
 /// `url` when it is an absolute `http://` or `https://` URL without whitespace or control
@@ -565,7 +560,7 @@ fn thousands(n: u64) -> String {
 }
 
 /// `<dt>Budget per issue</dt><dd>…</dd>` with the limits in force.
-fn budget_limits(h: &mut String, b: &BudgetLimits) {
+fn budget_limits(h: &mut String, b: &Budget) {
     let mut parts = Vec::new();
     if let Some(c) = b.max_cost_usd_per_issue {
         parts.push(format!("{} (cost)", cost_text(Some(c))));
@@ -800,10 +795,15 @@ mod tests {
 
     #[test]
     fn helpers_format_and_truncate_safely() {
-        assert_eq!(duration_text(5), "5s");
-        assert_eq!(duration_text(185), "3m 05s");
-        assert_eq!(duration_text(7_500), "2h 05m");
-        assert_eq!(duration_text(90_000), "1d 01h");
+        let durations = [
+            (5, "5s"),
+            (185, "3m 05s"),
+            (7_500, "2h 05m"),
+            (90_000, "1d 01h"),
+        ];
+        for (secs, text) in durations {
+            assert_eq!(duration_text(secs), text);
+        }
         assert_eq!(thousands(0), "0");
         assert_eq!(thousands(1_234_567), "1,234,567");
         assert_eq!(truncate_chars("ééé", 2), "éé…");

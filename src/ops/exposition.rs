@@ -187,16 +187,12 @@ fn write_labels(out: &mut String, labels: &[(&str, &str)]) {
 
 /// Escape a label value: `\` → `\\`, `"` → `\"`, newline → `\n`.
 pub(crate) fn escape_label_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::text::replace_chars(value, |c| match c {
+        '\\' => Some("\\\\"),
+        '"' => Some("\\\""),
+        '\n' => Some("\\n"),
+        _ => None,
+    })
 }
 
 /// Escape HELP text: `\` → `\\`, newline → `\n`.

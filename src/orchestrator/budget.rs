@@ -15,7 +15,7 @@ pub const BUDGET_EXCEEDED: &str = "budget exceeded";
 /// $0.25`, `… tokens 120000 > 100000`, `… turns 5 >= 5`); `None` while every limit has room.
 pub fn violation(budget: &Budget, spend: &IssueSpend) -> Option<String> {
     let cmp = |over: bool| if over { ">" } else { ">=" };
-    if let Some(max) = budget.max_cost_usd {
+    if let Some(max) = budget.max_cost_usd_per_issue {
         if spend.cost_usd >= max {
             return Some(format!(
                 "{BUDGET_EXCEEDED}: cost ${} {} ${}",
@@ -25,7 +25,7 @@ pub fn violation(budget: &Budget, spend: &IssueSpend) -> Option<String> {
             ));
         }
     }
-    if let Some(max) = budget.max_tokens {
+    if let Some(max) = budget.max_tokens_per_issue {
         let used = spend.tokens.total_tokens;
         if used >= max {
             return Some(format!(
@@ -34,7 +34,7 @@ pub fn violation(budget: &Budget, spend: &IssueSpend) -> Option<String> {
             ));
         }
     }
-    if let Some(max) = budget.max_turns {
+    if let Some(max) = budget.max_turns_per_issue {
         if spend.turns >= max {
             return Some(format!(
                 "{BUDGET_EXCEEDED}: turns {} {} {max}",
@@ -64,12 +64,17 @@ mod tests {
 
     #[test]
     fn dollars_keep_two_to_four_decimals() {
-        assert_eq!(usd(0.31), "0.31");
-        assert_eq!(usd(0.25), "0.25");
-        assert_eq!(usd(0.3125), "0.3125");
-        assert_eq!(usd(0.123456), "0.1235");
-        assert_eq!(usd(12.0), "12.00");
-        assert_eq!(usd(0.5), "0.50");
+        let cases = [
+            (0.31, "0.31"),
+            (0.25, "0.25"),
+            (0.3125, "0.3125"),
+            (0.123456, "0.1235"),
+            (12.0, "12.00"),
+            (0.5, "0.50"),
+        ];
+        for (dollars, text) in cases {
+            assert_eq!(usd(dollars), text, "{dollars}");
+        }
     }
 
     #[test]
@@ -85,31 +90,31 @@ mod tests {
             (Budget::default(), None),
             (
                 Budget {
-                    max_cost_usd: cost,
-                    max_tokens: tokens,
-                    max_turns: turns,
+                    max_cost_usd_per_issue: cost,
+                    max_tokens_per_issue: tokens,
+                    max_turns_per_issue: turns,
                 },
                 Some("budget exceeded: cost $0.31 > $0.25"),
             ),
             (
                 Budget {
-                    max_tokens: tokens,
+                    max_tokens_per_issue: tokens,
                     ..Budget::default()
                 },
                 Some("budget exceeded: tokens 500 >= 500"),
             ),
             (
                 Budget {
-                    max_turns: turns,
+                    max_turns_per_issue: turns,
                     ..Budget::default()
                 },
                 Some("budget exceeded: turns 3 >= 3"),
             ),
             (
                 Budget {
-                    max_cost_usd: Some(1.0),
-                    max_tokens: Some(501),
-                    max_turns: Some(4),
+                    max_cost_usd_per_issue: Some(1.0),
+                    max_tokens_per_issue: Some(501),
+                    max_turns_per_issue: Some(4),
                 },
                 None,
             ),

@@ -18,7 +18,7 @@ use super::gate::CallOutcome;
 use super::hosts::{self, Placement};
 use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
-    BlockedEntry, EventRecord, Millis, OrchestratorState, ParkKind, Policy, RetryEntry, RetryKind,
+    BlockedEntry, EventRecord, Millis, OrchestratorState, ParkKind, Policy, RetryKind,
     RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS, RECENT_EVENTS_CAP,
 };
 
@@ -774,8 +774,6 @@ fn schedule_retry(
         RetryKind::Continuation => CONTINUATION_DELAY_MS,
         RetryKind::Failure => rules::failure_backoff_ms(attempt, state.policy.max_retry_backoff_ms),
     };
-    let seq = state.next_retry_seq;
-    state.next_retry_seq += 1;
     state.counters.retries_scheduled = state.counters.retries_scheduled.saturating_add(1);
     info!(
         "retry scheduled issue_id={} issue_identifier={} attempt={} delay_ms={} error={:?}",
@@ -788,24 +786,17 @@ fn schedule_retry(
     if let Some(e) = &error {
         state.last_errors.insert(issue.id.clone(), e.clone());
     }
-    state.claimed.insert(issue.id.clone());
-    // Replacing the entry cancels the old timer: its seq no longer matches.
-    state.retry_attempts.insert(
-        issue.id.clone(),
-        RetryEntry {
-            issue_id: issue.id.clone(),
-            identifier: issue.identifier.clone(),
-            url: issue.url.clone(),
-            attempt,
-            due_at: now.saturating_add(delay),
-            error,
-            kind,
-            seq,
-            in_flight: false,
-            workspace_path,
-            host: None,
-        },
+    let due_at = now.saturating_add(delay);
+    let entry = state.queue_retry(
+        &issue.id,
+        &issue.identifier,
+        kind,
+        attempt,
+        due_at,
+        workspace_path,
     );
+    entry.url = issue.url.clone();
+    entry.error = error;
 }
 
 /// Failure retry, or park when it would exceed `agent.max_attempts`.

@@ -19,8 +19,7 @@ use crate::durable::{
 use crate::workspace::workspace_path;
 
 use super::state::{
-    BlockedEntry, IssueSpend, Millis, OrchestratorState, ParkKind, RetryEntry, RetryKind,
-    TokenCounts,
+    BlockedEntry, IssueSpend, Millis, OrchestratorState, ParkKind, RetryKind, TokenCounts,
 };
 
 /// Host name of runs on this machine.
@@ -353,8 +352,6 @@ pub fn apply_plan(
         }
     }
     for r in &plan.retries {
-        let seq = state.next_retry_seq;
-        state.next_retry_seq = seq.saturating_add(1);
         if r.is_interrupted_run() {
             if let Some(n) = state.runs_since_active.get_mut(&r.issue_id) {
                 *n = n.saturating_sub(1);
@@ -367,31 +364,20 @@ pub fn apply_plan(
             .workspace
             .clone()
             .unwrap_or_else(|| workspace_path(&state.policy.workspace_root, &r.identifier));
-        state.claimed.insert(r.issue_id.clone());
-        state.retry_attempts.insert(
-            r.issue_id.clone(),
-            RetryEntry {
-                issue_id: r.issue_id.clone(),
-                identifier: r.identifier.clone(),
-                url: None,
-                attempt: r.attempt.unwrap_or(1).max(1),
-                due_at: now.saturating_add(r.due_in_ms),
-                error: r.error.clone(),
-                kind: match r.kind {
-                    StoredRetryKind::Continuation => RetryKind::Continuation,
-                    StoredRetryKind::Failure => RetryKind::Failure,
-                },
-                seq,
-                in_flight: false,
-                workspace_path: workspace,
-                // The interrupted run's host has its workspace and session.
-                host: r
-                    .resume
-                    .as_ref()
-                    .map(|i| i.host.clone())
-                    .filter(|h| h != LOCAL_HOST),
-            },
-        );
+        let kind = match r.kind {
+            StoredRetryKind::Continuation => RetryKind::Continuation,
+            StoredRetryKind::Failure => RetryKind::Failure,
+        };
+        let attempt = r.attempt.unwrap_or(1).max(1);
+        let due_at = now.saturating_add(r.due_in_ms);
+        let entry = state.queue_retry(&r.issue_id, &r.identifier, kind, attempt, due_at, workspace);
+        entry.error = r.error.clone();
+        // The interrupted run's host has its workspace and session.
+        entry.host = r
+            .resume
+            .as_ref()
+            .map(|i| i.host.clone())
+            .filter(|h| h != LOCAL_HOST);
     }
     restore_parked(state, plan, now, wall_now);
     restore_totals(state, &plan.totals);

@@ -4,13 +4,13 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use crate::status::{
-    AgentTotals, BlockedRow, BudgetLimits, Counts, HostRow, IssueDetail, RecentEvent, RetryRow,
-    RunningRow, Spend, StateSnapshot, Tokens, TrackerHealth,
+    AgentTotals, BlockedRow, Counts, HostRow, IssueDetail, RecentEvent, RetryRow, RunningRow,
+    Spend, StateSnapshot, Tokens, TrackerHealth,
 };
 use crate::timefmt::rfc3339_millis;
 
 use super::state::{
-    BlockedEntry, Budget, Millis, OrchestratorState, RetryEntry, RunningEntry, TokenCounts,
+    BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry, TokenCounts,
 };
 
 fn tokens(t: &TokenCounts) -> Tokens {
@@ -30,15 +30,6 @@ fn spend(s: &OrchestratorState, issue_id: &str) -> Spend {
         tokens: tokens(&sp.tokens),
         cost_usd: sp.cost_usd,
         turns: sp.turns,
-    }
-}
-
-/// The budget limits in force.
-pub(crate) fn limits(b: &Budget) -> BudgetLimits {
-    BudgetLimits {
-        max_cost_usd_per_issue: b.max_cost_usd,
-        max_tokens_per_issue: b.max_tokens,
-        max_turns_per_issue: b.max_turns,
     }
 }
 
@@ -134,7 +125,7 @@ pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
             seconds_running: t.ended_seconds + live,
             cost_usd: t.cost_usd,
         },
-        budget: limits(&s.policy.budget),
+        budget: s.policy.budget,
         rate_limits: s.agent_rate_limits.clone(),
         tracker: TrackerHealth {
             last_successful_poll_at: s.poll.last_success_at.map(fmt_millis),
@@ -209,7 +200,7 @@ pub fn issue_detail(s: &OrchestratorState, identifier: &str, now: Millis) -> Opt
         blocked: blocked.map(blocked_row),
         last_error: s.last_errors.get(&issue_id).cloned(),
         spend: spend(s, &issue_id),
-        budget: limits(&s.policy.budget),
+        budget: s.policy.budget,
         recent_events,
     })
 }

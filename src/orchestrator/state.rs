@@ -11,6 +11,7 @@ use serde_yaml::Mapping;
 use crate::model::Issue;
 use crate::orchestrator::rules::SHUTDOWN_GRACE_EXTRA_MS;
 use crate::tracker::TrackerBudget;
+pub use crate::workflow::config::Budget;
 use crate::workflow::config::{parse_config, EmptyEnv, ServiceConfig};
 
 /// Milliseconds since the Unix epoch on the orchestrator clock.
@@ -63,18 +64,6 @@ pub struct Policy {
     pub max_concurrent_agents_per_host: Option<u32>,
 }
 
-/// Per-issue lifetime spend limits (`agent.max_cost_usd_per_issue`, `agent.max_tokens_per_issue`,
-/// `agent.max_turns_per_issue`); `None` means unlimited.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Budget {
-    /// Agent-reported US dollars (Claude's `total_cost_usd`; Copilot reports none).
-    pub max_cost_usd: Option<f64>,
-    /// Tokens of every kind: input, output, cache reads and cache writes.
-    pub max_tokens: Option<u64>,
-    /// Agent turns (completed or failed).
-    pub max_turns: Option<u32>,
-}
-
 /// What one issue has spent since it last entered an active state (across runs; durable state
 /// will keep it across restarts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -105,11 +94,7 @@ impl Policy {
             repos: c.tracker.repos.clone(),
             workspace_root: c.workspace_root.clone(),
             shutdown_grace_ms: c.hooks.timeout_ms.saturating_add(SHUTDOWN_GRACE_EXTRA_MS),
-            budget: Budget {
-                max_cost_usd: c.agent.max_cost_usd_per_issue,
-                max_tokens: c.agent.max_tokens_per_issue,
-                max_turns: c.agent.max_turns_per_issue,
-            },
+            budget: c.agent.budget,
             ssh_hosts: c.worker.ssh_hosts.clone(),
             max_concurrent_agents_per_host: c.worker.max_concurrent_agents_per_host,
         }
@@ -401,6 +386,7 @@ pub struct PollState {
 
 /// Orchestrator runtime state (spec §4.1.8) plus Baton's parking and observability bookkeeping.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct OrchestratorState {
     /// Effective scheduling policy.
     pub policy: Policy,
@@ -431,27 +417,20 @@ pub struct OrchestratorState {
     /// Set by shutdown: no dispatch, no retries.
     pub shutting_down: bool,
     /// When shutdown stops waiting for workers (set by the first shutdown request).
-    #[serde(default)]
     pub shutdown_deadline: Option<Millis>,
     /// When WORKFLOW.md is re-read (debounced reload pings).
-    #[serde(default)]
     pub reload_due: Option<Millis>,
     /// issue id → lifetime spend since it last entered an active state (budgets).
-    #[serde(default)]
     pub spend: BTreeMap<String, IssueSpend>,
     /// Event counters for metrics.
-    #[serde(default)]
     pub counters: Counters,
     /// The latest agent-reported rate limits (the snapshot's `rate_limits`); `None` until an
     /// agent adapter reports them (Claude's `rate_limit_event`).
-    #[serde(default)]
     pub agent_rate_limits: Option<serde_json::Value>,
     /// Issue ids whose workspace removal (with `before_remove`) is still running: not
     /// dispatched until `Event::WorkspaceRemoved`, so a re-dispatch never shares the directory.
-    #[serde(default)]
     pub cleaning: BTreeSet<String>,
     /// SSH hosts marked down (connection failures), with their probe schedule.
-    #[serde(default)]
     pub hosts_down: super::hosts::HostsDown,
 }
 
@@ -468,5 +447,39 @@ impl OrchestratorState {
             next_retry_seq: 1,
             ..OrchestratorState::default()
         }
+    }
+
+    /// Claim `issue_id` and queue a retry for it with a fresh generation (replacing an entry
+    /// cancels its timer: the old generation no longer matches). Returns the entry so the caller
+    /// can fill in what it knows (`url`, `error`, `host`).
+    pub(crate) fn queue_retry(
+        &mut self,
+        issue_id: &str,
+        identifier: &str,
+        kind: RetryKind,
+        attempt: u32,
+        due_at: Millis,
+        workspace_path: PathBuf,
+    ) -> &mut RetryEntry {
+        let seq = self.next_retry_seq;
+        self.next_retry_seq = seq.saturating_add(1);
+        self.claimed.insert(issue_id.to_string());
+        let entry = RetryEntry {
+            issue_id: issue_id.to_string(),
+            identifier: identifier.to_string(),
+            url: None,
+            attempt,
+            due_at,
+            error: None,
+            kind,
+            seq,
+            in_flight: false,
+            workspace_path,
+            host: None,
+        };
+        self.retry_attempts.insert(issue_id.to_string(), entry);
+        self.retry_attempts
+            .get_mut(issue_id)
+            .expect("the entry was just inserted")
     }
 }

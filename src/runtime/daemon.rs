@@ -727,51 +727,33 @@ impl Daemon {
             Some(at) => after(at.saturating_duration_since(Instant::now())),
             None => never(),
         };
+        // An input's message becomes a loop event; a disconnected input is parked on `never()`
+        // so the `select!` stops waking for it.
+        macro_rules! input {
+            ($m:expr, $rx:expr, $event:expr) => {
+                match $m {
+                    Ok(v) => return ($event)(v),
+                    Err(_) => $rx = never(),
+                }
+            };
+        }
         loop {
             select! {
-                recv(ops_timer) -> m => match m {
-                    Ok(_) => return LoopEvent::OpsDue,
-                    Err(_) => ops_timer = never(),
-                },
-                recv(inbox.workers) -> m => match m {
-                    Ok(ev) => return LoopEvent::Worker(ev),
-                    Err(_) => inbox.workers = never(),
-                },
-                recv(inbox.tracker) -> m => match m {
-                    Ok(ev) => return LoopEvent::Tracker(ev),
-                    Err(_) => inbox.tracker = never(),
-                },
-                recv(inbox.control) -> m => match m {
-                    Ok(req) => return LoopEvent::Control(req),
-                    Err(_) => inbox.control = never(),
-                },
-                recv(inbox.reload) -> m => match m {
-                    Ok(()) => return LoopEvent::ReloadPing,
-                    Err(_) => inbox.reload = never(),
-                },
-                recv(inbox.tracker_changed) -> m => match m {
-                    Ok(()) => return LoopEvent::TrackerChanged,
-                    Err(_) => inbox.tracker_changed = never(),
-                },
-                recv(inbox.reloaded) -> m => match m {
-                    Ok(r) => return LoopEvent::Reloaded(r),
-                    Err(_) => inbox.reloaded = never(),
-                },
-                recv(inbox.fatal) -> m => match m {
-                    Ok(name) => return LoopEvent::Fatal(name),
-                    Err(_) => inbox.fatal = never(),
-                },
-                recv(inbox.signals) -> m => match m {
-                    Ok(()) => return LoopEvent::Signal,
-                    Err(_) => inbox.signals = never(),
-                },
+                recv(ops_timer) -> m => input!(m, ops_timer, |_| LoopEvent::OpsDue),
+                recv(inbox.workers) -> m => input!(m, inbox.workers, LoopEvent::Worker),
+                recv(inbox.tracker) -> m => input!(m, inbox.tracker, LoopEvent::Tracker),
+                recv(inbox.control) -> m => input!(m, inbox.control, LoopEvent::Control),
+                recv(inbox.reload) -> m => input!(m, inbox.reload, |()| LoopEvent::ReloadPing),
+                recv(inbox.tracker_changed) -> m => {
+                    input!(m, inbox.tracker_changed, |()| LoopEvent::TrackerChanged)
+                }
+                recv(inbox.reloaded) -> m => input!(m, inbox.reloaded, LoopEvent::Reloaded),
+                recv(inbox.fatal) -> m => input!(m, inbox.fatal, LoopEvent::Fatal),
+                recv(inbox.signals) -> m => input!(m, inbox.signals, |()| LoopEvent::Signal),
                 recv(saves) -> m => if let Ok(r) = m {
                     return LoopEvent::Saved(r);
                 },
-                recv(timer) -> m => match m {
-                    Ok(_) => return LoopEvent::Tick,
-                    Err(_) => timer = never(),
-                },
+                recv(timer) -> m => input!(m, timer, |_| LoopEvent::Tick),
             }
         }
     }

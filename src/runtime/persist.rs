@@ -18,7 +18,8 @@ use crossbeam_channel::{unbounded, Receiver};
 use log::{error, info, warn};
 
 use crate::agent::{
-    AgentError, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken, SessionContext,
+    AgentError, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken, Emit,
+    SessionContext, TurnResult,
 };
 use crate::durable::{
     lock_holder, recover, stop_orphan_group, BackgroundSaver, ResumeInfo, SaveReport, StateDir,
@@ -392,20 +393,15 @@ impl ResumingSession {
 }
 
 impl AgentSession for ResumingSession {
-    fn run_turn(
-        &mut self,
-        prompt: &str,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<(), AgentError> {
+    fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult {
         if !std::mem::take(&mut self.first) {
-            return self.inner.run_turn(prompt, cancel, on_event);
+            return self.inner.run_turn(prompt, cancel, emit);
         }
         let mut output = false;
         let first = {
             let mut watch = |ev: AgentEvent| {
                 output |= is_agent_output(ev.kind);
-                on_event(ev);
+                emit(ev);
             };
             self.inner.run_turn(
                 &interrupted_prompt(&self.ctx.issue_identifier),
@@ -421,7 +417,7 @@ impl AgentSession for ResumingSession {
             // The adapter replaced the session (copilot's own fallback): give it the full task.
             _ if !same => {
                 self.fallback_log("adapter_new_session", "session unknown to the CLI");
-                self.inner.run_turn(prompt, cancel, on_event)
+                self.inner.run_turn(prompt, cancel, emit)
             }
             Err(e) if !output => {
                 self.fallback_log("new_session", &e.to_string());
@@ -429,7 +425,7 @@ impl AgentSession for ResumingSession {
                 let mut fresh = self.ctx.clone();
                 fresh.resume_session_id = None;
                 self.inner = self.runner.start_session(&fresh)?;
-                self.inner.run_turn(prompt, cancel, on_event)
+                self.inner.run_turn(prompt, cancel, emit)
             }
             other => other,
         }
@@ -546,23 +542,18 @@ mod tests {
     }
 
     impl AgentSession for FakeSession {
-        fn run_turn(
-            &mut self,
-            prompt: &str,
-            _cancel: &CancelToken,
-            on_event: &mut dyn FnMut(AgentEvent),
-        ) -> Result<(), AgentError> {
+        fn run_turn(&mut self, prompt: &str, _cancel: &CancelToken, emit: &mut Emit) -> TurnResult {
             self.calls.lock().unwrap()[self.idx]
                 .1
                 .push(prompt.to_string());
             if !self.ok {
-                on_event(AgentEvent::new(
+                emit(AgentEvent::new(
                     AgentEventKind::TurnFailed,
                     "no conversation",
                 ));
                 return Err(AgentError::new(AgentErrorKind::ProcessExit, "exit 1"));
             }
-            on_event(AgentEvent::new(AgentEventKind::OtherMessage, "working"));
+            emit(AgentEvent::new(AgentEventKind::OtherMessage, "working"));
             Ok(())
         }
         fn agent_session_id(&self) -> Option<String> {

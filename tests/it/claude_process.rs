@@ -83,7 +83,7 @@ fn runner(turn_timeout_ms: u64, env: Vec<(&str, String)>) -> ClaudeRunner {
         std::env::temp_dir().display().to_string(),
     );
     ClaudeRunner::new(cfg(turn_timeout_ms))
-        .with_env(
+        .with_envs(
             std::iter::once(home)
                 .chain(env.into_iter().map(|(k, v)| (k.to_string(), v)))
                 .collect(),
@@ -560,7 +560,7 @@ fn missing_command_is_agent_not_found() {
     let env = Env::new("missing");
     let mut c = cfg(10_000);
     c.command = "baton-no-such-claude-binary".into();
-    let r = ClaudeRunner::new(c).with_env(vec![(
+    let r = ClaudeRunner::new(c).with_envs(vec![(
         "HOME".into(),
         std::env::temp_dir().display().to_string(),
     )]);

@@ -65,7 +65,7 @@ impl Env {
     fn runner(&self, bin: &Path, fake: &FakeAnthropic, cfg: ClaudeCodeConfig) -> ClaudeRunner {
         let mut cfg = cfg;
         cfg.command = format!("'{}'", bin.display());
-        ClaudeRunner::new(cfg).with_env(vec![
+        ClaudeRunner::new(cfg).with_envs(vec![
             ("HOME".into(), self.home.display().to_string()),
             ("ANTHROPIC_BASE_URL".into(), fake.base_url.clone()),
             ("ANTHROPIC_API_KEY".into(), "dummy".into()),

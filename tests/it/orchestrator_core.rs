@@ -1172,7 +1172,7 @@ impl H {
 #[test]
 fn cost_budget_stops_after_the_crossing_turn_and_parks() {
     let mut h = H::new(budget_policy(Budget {
-        max_cost_usd: Some(0.25),
+        max_cost_usd_per_issue: Some(0.25),
         ..Budget::default()
     }));
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -1210,7 +1210,7 @@ fn cost_budget_stops_after_the_crossing_turn_and_parks() {
 #[test]
 fn token_budget_counts_cache_tokens_across_runs() {
     let mut h = H::new(budget_policy(Budget {
-        max_tokens: Some(1_000),
+        max_tokens_per_issue: Some(1_000),
         ..Budget::default()
     }));
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -1268,7 +1268,7 @@ fn token_budget_counts_cache_tokens_across_runs() {
 #[test]
 fn turn_budget_is_a_lifetime_count_of_ended_turns() {
     let mut h = H::new(budget_policy(Budget {
-        max_turns: Some(2),
+        max_turns_per_issue: Some(2),
         ..Budget::default()
     }));
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -1286,8 +1286,8 @@ fn turn_budget_is_a_lifetime_count_of_ended_turns() {
 #[test]
 fn copilot_reports_no_dollars_so_only_token_and_turn_limits_apply() {
     let mut h = H::new(budget_policy(Budget {
-        max_cost_usd: Some(0.01),
-        max_turns: Some(3),
+        max_cost_usd_per_issue: Some(0.01),
+        max_turns_per_issue: Some(3),
         ..Budget::default()
     }));
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -1310,7 +1310,7 @@ fn copilot_reports_no_dollars_so_only_token_and_turn_limits_apply() {
 #[test]
 fn a_reload_raising_the_limit_releases_a_budget_park_and_lowering_parks_before_dispatch() {
     let tight = Budget {
-        max_cost_usd: Some(0.25),
+        max_cost_usd_per_issue: Some(0.25),
         ..Budget::default()
     };
     let mut h = H::new(budget_policy(tight));
@@ -1324,7 +1324,7 @@ fn a_reload_raising_the_limit_releases_a_budget_park_and_lowering_parks_before_d
     assert!(h.s.blocked.contains_key("I_1"));
     // Raising it releases the park; the next poll dispatches again, spend kept.
     h.ev(Event::ConfigReloaded(budget_policy(Budget {
-        max_cost_usd: Some(1.0),
+        max_cost_usd_per_issue: Some(1.0),
         ..Budget::default()
     })));
     assert!(!h.s.blocked.contains_key("I_1"));
@@ -1349,7 +1349,7 @@ fn a_reload_raising_the_limit_releases_a_budget_park_and_lowering_parks_before_d
 #[test]
 fn leaving_the_active_states_resets_the_spend_and_releases_the_park() {
     let mut h = H::new(budget_policy(Budget {
-        max_turns: Some(1),
+        max_turns_per_issue: Some(1),
         ..Budget::default()
     }));
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -1369,7 +1369,7 @@ fn leaving_the_active_states_resets_the_spend_and_releases_the_park() {
 #[test]
 fn a_budget_stop_raised_meanwhile_continues_instead_of_parking() {
     let mut h = H::new(budget_policy(Budget {
-        max_turns: Some(1),
+        max_turns_per_issue: Some(1),
         ..Budget::default()
     }));
     h.tick(None, Ok(vec![issue(1, "Todo")]));

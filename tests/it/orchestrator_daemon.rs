@@ -19,7 +19,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use baton::agent::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken,
-    SessionContext, TokenUsage,
+    Emit, SessionContext, TokenUsage, TurnResult,
 };
 use baton::model::Issue;
 use baton::runtime::clock::{Clock, ManualClock};
@@ -151,12 +151,7 @@ impl AgentRunner for FakeRunner {
 }
 
 impl AgentSession for FakeSession {
-    fn run_turn(
-        &mut self,
-        prompt: &str,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<(), AgentError> {
+    fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult {
         self.turn += 1;
         self.runner.log.lock().unwrap().prompts.push((
             self.identifier.clone(),
@@ -165,16 +160,16 @@ impl AgentSession for FakeSession {
         ));
         let mut e = AgentEvent::new(AgentEventKind::SessionStarted, "session started");
         e.session_id = Some(format!("sess{}-{}", self.run_no, self.turn));
-        on_event(e);
+        emit(e);
         match (self.runner.script)(self.run_no, self.turn) {
             TurnScript::Hang => {
-                on_event(AgentEvent::new(
+                emit(AgentEvent::new(
                     AgentEventKind::Notification,
                     "thinking hard",
                 ));
                 let _ = cancel.receiver().recv_timeout(Duration::from_secs(30));
                 self.runner.log.lock().unwrap().cancelled_turns += 1;
-                on_event(AgentEvent::new(AgentEventKind::TurnCancelled, "cancelled"));
+                emit(AgentEvent::new(AgentEventKind::TurnCancelled, "cancelled"));
                 return Err(AgentError::new(AgentErrorKind::TurnCancelled, "cancelled"));
             }
             TurnScript::CompleteAndFinish => {
@@ -183,7 +178,7 @@ impl AgentSession for FakeSession {
             TurnScript::Complete => {}
         }
         self.runner.clock.advance(1_000);
-        on_event(AgentEvent::new(
+        emit(AgentEvent::new(
             AgentEventKind::ToolUse,
             "Bash(gh issue view)",
         ));
@@ -195,7 +190,7 @@ impl AgentSession for FakeSession {
         };
         done.usage_delta = Some(usage);
         done.session_cost_usd = Some(0.01 * self.turn as f64);
-        on_event(done);
+        emit(done);
         Ok(())
     }
     fn agent_session_id(&self) -> Option<String> {

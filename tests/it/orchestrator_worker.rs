@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use crossbeam_channel::unbounded;
 
 use baton::agent::{
-    AgentError, AgentErrorKind, AgentEvent, AgentRunner, AgentSession, CancelToken, SessionContext,
+    AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
+    TurnResult,
 };
 use baton::model::Issue;
 use baton::orchestrator::{Event, Policy, WorkerOutcome};
@@ -89,12 +90,7 @@ impl AgentRunner for R {
 }
 
 impl AgentSession for S {
-    fn run_turn(
-        &mut self,
-        _: &str,
-        cancel: &CancelToken,
-        _: &mut dyn FnMut(AgentEvent),
-    ) -> Result<(), AgentError> {
+    fn run_turn(&mut self, _: &str, cancel: &CancelToken, _: &mut Emit) -> TurnResult {
         self.log.lock().unwrap().turns += 1;
         if self.cancel_in_turn {
             cancel.cancel();

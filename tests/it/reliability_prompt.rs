@@ -55,7 +55,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         turn_timeout_ms: 30_000,
         stall_timeout_ms: 300_000,
     })
-    .with_env(vec![
+    .with_envs(vec![
         ("FAKE_CLAUDE_MODE".into(), "flood".into()),
         ("FAKE_CLAUDE_LINES".into(), "0".into()),
         (

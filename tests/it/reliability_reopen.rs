@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, unbounded};
 
 use baton::agent::{
-    AgentError, AgentErrorKind, AgentEvent, AgentRunner, AgentSession, CancelToken, SessionContext,
+    AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
+    TurnResult,
 };
 use baton::model::Issue;
 use baton::runtime::clock::SystemClock;
@@ -88,12 +89,7 @@ impl AgentRunner for Runner {
 }
 
 impl AgentSession for Session {
-    fn run_turn(
-        &mut self,
-        _: &str,
-        cancel: &CancelToken,
-        _: &mut dyn FnMut(AgentEvent),
-    ) -> Result<(), AgentError> {
+    fn run_turn(&mut self, _: &str, cancel: &CancelToken, _: &mut Emit) -> TurnResult {
         fs::write(self.cwd.join(format!("work-{}.txt", self.n)), "work").unwrap();
         let _ = cancel.receiver().recv_timeout(Duration::from_secs(60));
         Err(AgentError::new(AgentErrorKind::TurnCancelled, "cancelled"))

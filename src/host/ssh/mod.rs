@@ -28,7 +28,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Host, Process, ProcessSpec, Workspace, WorkspaceError};
+use super::{BeforeRemove, Host, Process, ProcessSpec, Removal, Workspace, WorkspaceError};
 
 pub use probe::probe_host;
 pub use quote::{shell_join, shell_quote};
@@ -223,13 +223,8 @@ impl Host for SshHost {
         workspace::check(self, root, path)
     }
 
-    fn remove_workspace(
-        &self,
-        root: &Path,
-        path: &Path,
-        before_remove: &mut dyn FnMut(&Path),
-    ) -> Result<bool, WorkspaceError> {
-        workspace::remove(self, root, path, before_remove)
+    fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal {
+        workspace::remove(self, root, path, hook)
     }
 
     fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>> {

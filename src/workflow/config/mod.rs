@@ -65,6 +65,19 @@ pub struct HooksConfig {
     pub timeout_ms: u64,
 }
 
+/// Per-issue lifetime spend limits (`agent.max_cost_usd_per_issue`, `agent.max_tokens_per_issue`,
+/// `agent.max_turns_per_issue`): an issue over one is parked. `None` means unlimited. The API
+/// shows it as is (`budget` in `/api/v1/state`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Budget {
+    /// Agent-reported US dollars (Claude's `total_cost_usd`; Copilot reports none).
+    pub max_cost_usd_per_issue: Option<f64>,
+    /// Tokens of every kind: input, output, cache reads and cache writes.
+    pub max_tokens_per_issue: Option<u64>,
+    /// Agent turns (completed or failed), across runs.
+    pub max_turns_per_issue: Option<u32>,
+}
+
 /// `agent.*` (spec §5.3.5).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
@@ -82,12 +95,8 @@ pub struct AgentConfig {
     pub max_attempts: Option<u32>,
     /// Worker runs since the issue last entered an active state before it is parked (default 10).
     pub max_runs_per_issue: u32,
-    /// Lifetime agent-reported cost per issue in USD before it is parked (default unlimited).
-    pub max_cost_usd_per_issue: Option<f64>,
-    /// Lifetime tokens per issue, cache reads and writes included (default unlimited).
-    pub max_tokens_per_issue: Option<u64>,
-    /// Lifetime agent turns per issue, across runs (default unlimited).
-    pub max_turns_per_issue: Option<u32>,
+    /// `agent.max_*_per_issue`: lifetime spend limits per issue (default unlimited).
+    pub budget: Budget,
     /// `agent.env_remove`: inherited variables agents and hooks do not get.
     pub env_remove: Vec<String>,
     /// `agent.env_keep_only`: when set, the only inherited variables agents and hooks get.
@@ -455,9 +464,11 @@ fn parse_agent(
         max_concurrent_agents_by_state: parse_by_state(agent, warnings)?,
         max_attempts: agent.positive_u32("max_attempts")?,
         max_runs_per_issue: agent.positive_u32("max_runs_per_issue")?.unwrap_or(10),
-        max_cost_usd_per_issue: agent.positive_number("max_cost_usd_per_issue")?,
-        max_tokens_per_issue: agent.positive("max_tokens_per_issue")?,
-        max_turns_per_issue: agent.positive_u32("max_turns_per_issue")?,
+        budget: Budget {
+            max_cost_usd_per_issue: agent.positive_number("max_cost_usd_per_issue")?,
+            max_tokens_per_issue: agent.positive("max_tokens_per_issue")?,
+            max_turns_per_issue: agent.positive_u32("max_turns_per_issue")?,
+        },
         env_remove: env_names(agent, "env_remove")?.unwrap_or_default(),
         env_keep_only: env_names(agent, "env_keep_only")?,
         env_never: Vec::new(),
@@ -601,9 +612,9 @@ mod budget_tests {
         let a = agent("  kind: claude_code\n").unwrap();
         assert_eq!(
             (
-                a.max_cost_usd_per_issue,
-                a.max_tokens_per_issue,
-                a.max_turns_per_issue
+                a.budget.max_cost_usd_per_issue,
+                a.budget.max_tokens_per_issue,
+                a.budget.max_turns_per_issue
             ),
             (None, None, None)
         );
@@ -611,12 +622,13 @@ mod budget_tests {
             "  max_cost_usd_per_issue: 0.25\n  max_tokens_per_issue: 2000000\n  max_turns_per_issue: 40\n",
         )
         .unwrap();
-        assert_eq!(a.max_cost_usd_per_issue, Some(0.25));
-        assert_eq!(a.max_tokens_per_issue, Some(2_000_000));
-        assert_eq!(a.max_turns_per_issue, Some(40));
+        assert_eq!(a.budget.max_cost_usd_per_issue, Some(0.25));
+        assert_eq!(a.budget.max_tokens_per_issue, Some(2_000_000));
+        assert_eq!(a.budget.max_turns_per_issue, Some(40));
         assert_eq!(
             agent("  max_cost_usd_per_issue: 3\n")
                 .unwrap()
+                .budget
                 .max_cost_usd_per_issue,
             Some(3.0)
         );
