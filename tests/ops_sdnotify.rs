@@ -321,67 +321,22 @@ fn watchdog_pings_follow_the_pacer_and_stop_while_the_loop_is_wedged() {
 
 // ------------------------------------------------------------------ the real main loop
 
+#[path = "it/support/stand_ins.rs"]
+mod stand_ins;
+
 mod wedge {
     use super::*;
     use std::sync::Arc;
     use std::time::Instant;
 
-    use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
-    use baton::model::Issue;
     use baton::ops::health::{probe_livez, NotLive};
     use baton::ops::shared::OpsShared;
     use baton::runtime::clock::ManualClock;
-    use baton::runtime::daemon::{run_with, DaemonOps, DaemonOptions};
+    use baton::runtime::daemon::{run_with, DaemonOps};
     use baton::status::ControlRequest;
-    use baton::tracker::{Tracker, TrackerBudget, TrackerError};
-    use baton::workflow::config::{ConfigEnv, ServiceConfig};
-    use baton::workflow::loader::load_workflow;
-    use crossbeam_channel::{bounded, unbounded};
+    use crossbeam_channel::bounded;
 
-    /// A board with nothing on it.
-    struct EmptyTracker;
-
-    impl Tracker for EmptyTracker {
-        fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
-            Ok(Vec::new())
-        }
-        fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
-            Ok(Vec::new())
-        }
-        fn fetch_issue_states_by_ids(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
-            Ok(Vec::new())
-        }
-        fn validate(&self) -> Result<(), TrackerError> {
-            Ok(())
-        }
-        fn reset_cache(&self) {}
-        fn rate_limit(&self) -> Option<TrackerBudget> {
-            None
-        }
-    }
-
-    /// Never asked: the board is empty.
-    struct NoRunner;
-
-    impl AgentRunner for NoRunner {
-        fn start_session(&self, _: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-            Err(AgentError::new(AgentErrorKind::StartupFailed, "no agent"))
-        }
-    }
-
-    struct NoEnv;
-
-    impl ConfigEnv for NoEnv {
-        fn var(&self, _: &str) -> Option<String> {
-            None
-        }
-        fn home(&self) -> Option<PathBuf> {
-            None
-        }
-        fn gh_auth_token(&self) -> Option<String> {
-            None
-        }
-    }
+    use super::stand_ins::{daemon_options, minimal_workflow, spawn_daemon, StubTracker, TestEnv};
 
     /// Collect datagrams with arrival times on a background thread.
     fn listen(sock: UnixDatagram) -> Arc<Mutex<Vec<(Instant, String)>>> {
@@ -425,15 +380,7 @@ mod wedge {
     fn a_wedged_main_loop_stops_the_watchdog_pings_until_it_recovers() {
         let dir = TempDir::new("wedge");
         let wf = dir.0.join("WORKFLOW.md");
-        std::fs::write(
-            &wf,
-            format!(
-                "---\ntracker:\n  kind: github_projects\n  token: t\n  owner: acme\n  project_number: 1\n\
-                 workspace:\n  root: {}\nagent:\n  kind: claude_code\n---\nWork.\n",
-                dir.0.join("ws").display()
-            ),
-        )
-        .unwrap();
+        std::fs::write(&wf, minimal_workflow(&dir.0)).unwrap();
         let path = dir.0.join("notify.sock");
         let got = listen(UnixDatagram::bind(&path).unwrap());
         // WATCHDOG_USEC = 100 ms: a ping every 50 ms.
@@ -443,34 +390,16 @@ mod wedge {
             None,
             std::process::id(),
         );
-        let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(NoEnv);
-        let (control, control_rx) = unbounded();
-        let (_reload, reload_rx) = unbounded();
-        let (shutdown, shutdown_rx) = bounded(1);
         let shared = Arc::new(OpsShared::new());
-        let opts = DaemonOptions {
-            workflow_path: wf.clone(),
-            initial: load_workflow(&wf, &*env).expect("valid workflow"),
-            tracker_factory: Box::new(|_: &ServiceConfig| {
-                Ok(Arc::new(EmptyTracker) as Arc<dyn Tracker>)
-            }),
-            runner_factory: Box::new(|_: &ServiceConfig| {
-                Arc::new(NoRunner) as Arc<dyn AgentRunner>
-            }),
-            reload_rx,
-            shutdown_rx,
-            control_rx,
-            config_env: env,
-            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        };
+        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let env = Arc::new(TestEnv::none());
+        let (opts, inputs) = daemon_options(&wf, env, StubTracker::empty(), clock);
         let ops = DaemonOps {
             shared: Arc::clone(&shared),
             notifier: Arc::new(notifier),
         };
-        let (exit_tx, exited) = bounded(1);
-        std::thread::spawn(move || {
-            let _ = exit_tx.send(run_with(opts, ops, None));
-        });
+        let exited = spawn_daemon(move || run_with(opts, ops, None));
+        let control = inputs.control.clone();
         let t0 = Instant::now();
         until("READY=1 and pings", || {
             got.lock().unwrap().iter().any(|(_, m)| m == "READY=1") && pings(&got, t0) >= 3
@@ -503,7 +432,7 @@ mod wedge {
         let back = Instant::now();
         until("pings again", || pings(&got, back) >= 3);
         assert_eq!(live(Duration::from_secs(2)), Ok(()));
-        shutdown.send(()).unwrap();
+        inputs.shutdown.send(()).unwrap();
         let result = exited.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(result, Ok(()));
         until("STOPPING=1", || {

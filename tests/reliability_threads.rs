@@ -4,64 +4,17 @@
 //!
 //! A test binary of its own (not in `tests/it/`) because a supervised thread's panic is reported on a process-wide channel, which would stop other in-process daemons.
 
+#[path = "it/support/stand_ins.rs"]
+mod stand_ins;
+
 use std::fs;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, unbounded};
-
-use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
-use baton::model::Issue;
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::{run, DaemonOptions};
-use baton::tracker::{Tracker, TrackerBudget, TrackerError};
-use baton::workflow::config::{ConfigEnv, ServiceConfig};
-use baton::workflow::loader::load_workflow;
+use baton::runtime::daemon::run;
 
-struct Panicking;
-
-impl Tracker for Panicking {
-    fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
-        panic!("injected panic in the poll thread \u{1b}[31m");
-    }
-    fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        Ok(vec![])
-    }
-    fn fetch_issue_states_by_ids(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        Ok(vec![])
-    }
-    fn validate(&self) -> Result<(), TrackerError> {
-        Ok(())
-    }
-    fn reset_cache(&self) {}
-    fn rate_limit(&self) -> Option<TrackerBudget> {
-        None
-    }
-}
-
-struct NoRunner;
-
-impl AgentRunner for NoRunner {
-    fn start_session(&self, _: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        Err(AgentError::new(AgentErrorKind::AgentNotFound, "unused"))
-    }
-}
-
-struct NoEnv;
-
-impl ConfigEnv for NoEnv {
-    fn var(&self, _: &str) -> Option<String> {
-        None
-    }
-    fn home(&self) -> Option<PathBuf> {
-        None
-    }
-    fn gh_auth_token(&self) -> Option<String> {
-        None
-    }
-}
+use stand_ins::{daemon_options, minimal_workflow, spawn_daemon, StubTracker, TestEnv};
 
 #[test]
 fn a_panicking_tracker_thread_takes_the_daemon_down_with_an_error() {
@@ -70,35 +23,14 @@ fn a_panicking_tracker_thread_takes_the_daemon_down_with_an_error() {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
     let wf_path = dir.join("WORKFLOW.md");
-    fs::write(
-        &wf_path,
-        format!(
-            "---\ntracker:\n  kind: github_projects\n  token: t\n  owner: acme\n  project_number: 1\n\
-             workspace:\n  root: {}\nagent:\n  kind: claude_code\n---\nWork.\n",
-            dir.join("ws").display()
-        ),
-    )
-    .unwrap();
-    let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(NoEnv);
-    let initial = load_workflow(&wf_path, &*env).expect("valid workflow");
-    let (_control, control_rx) = unbounded();
-    let (_reload, reload_rx) = unbounded();
-    let (_shutdown, shutdown_rx) = bounded(1);
-    let opts = DaemonOptions {
-        workflow_path: wf_path,
-        initial,
-        tracker_factory: Box::new(|_: &ServiceConfig| Ok(Arc::new(Panicking) as Arc<dyn Tracker>)),
-        runner_factory: Box::new(|_: &ServiceConfig| Arc::new(NoRunner) as Arc<dyn AgentRunner>),
-        reload_rx,
-        shutdown_rx,
-        control_rx,
-        config_env: env,
-        clock: Arc::new(SystemClock::new()),
+    fs::write(&wf_path, minimal_workflow(&dir)).unwrap();
+    let panicking = StubTracker {
+        candidates: || panic!("injected panic in the poll thread \u{1b}[31m"),
+        ..StubTracker::empty()
     };
-    let (tx, rx) = bounded(1);
-    thread::spawn(move || {
-        let _ = tx.send(run(opts));
-    });
+    let clock = Arc::new(SystemClock::new());
+    let (opts, _inputs) = daemon_options(&wf_path, Arc::new(TestEnv::none()), panicking, clock);
+    let rx = spawn_daemon(move || run(opts));
     let result = rx
         .recv_timeout(Duration::from_secs(20))
         .expect("the daemon must exit, not keep running without its poll thread");

@@ -177,7 +177,7 @@ fn sigterm_then_restart_resumes_the_recorded_session() {
     let row = d.wait("the running row", LIMIT, || running_row(&d));
     assert_eq!(row["resumed"], true, "{row}");
     assert_eq!(row["attempt"], 1, "not a failed attempt: {row}");
-    let html = d.get("/");
+    let html = d.get("/").1;
     assert!(
         html.contains("class=\"muted resumed\""),
         "the dashboard marks it"

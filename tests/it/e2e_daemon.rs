@@ -5,17 +5,16 @@
 
 use crate::support;
 
+use crate::support::daemon_proc::{wait_until, DaemonProc};
 use crate::support::procs;
 
 use crate::support::fake_anthropic;
 use crate::support::fake_openai;
 use crate::support::prom;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,162 +39,16 @@ fn board() -> BoardFixture {
     b
 }
 
-/// Poll `f` every 25 ms until it returns `Some`, or panic after `limit` with `what`.
-fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
+/// Poll `f` until it returns `Some`, or panic after `limit` with `what`.
+fn wait_for<T>(what: &str, limit: Duration, f: impl FnMut() -> Option<T>) -> T {
+    wait_until(what, limit, String::new, f)
 }
 
-/// Like [`wait_for`], but on timeout the panic message carries the daemon's log.
-fn wait_daemon<T>(d: &Daemon, what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        if start.elapsed() >= limit {
-            panic!(
-                "timed out after {limit:?} waiting for {what}; daemon log:\n{}",
-                d.log()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-/// A running `baton` daemon with captured stderr.
-struct Daemon {
-    child: Option<Child>,
-    log: Arc<Mutex<String>>,
-}
-
-impl Daemon {
-    fn start(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> Daemon {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
-        cmd.arg("--port")
-            .arg("0")
-            .arg("--log-level")
-            .arg("debug")
-            .arg(workflow)
-            .env_remove("GITHUB_TOKEN")
-            .env_remove("RUST_LOG")
-            .env_remove("JOURNAL_STREAM")
-            .env("HOME", home)
-            .env("BATON_E2E_TOKEN", FAKE_TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn baton");
-        let log = crate::support::daemon_proc::capture_stderr(&mut child);
-        Daemon {
-            child: Some(child),
-            log,
-        }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    fn addr(&self) -> String {
-        wait_for("the HTTP listening line", Duration::from_secs(30), || {
-            let log = self.log();
-            let i = log.find("http server listening addr=")?;
-            let rest = &log[i + "http server listening addr=".len()..];
-            Some(rest.split_whitespace().next()?.to_string())
-        })
-    }
-
-    /// `GET path` on the daemon's API; returns (status, body).
-    fn get(&self, path: &str) -> (u16, String) {
-        self.request("GET", path)
-    }
-
-    /// `POST path` with an empty body; returns (status, body).
-    fn post(&self, path: &str) -> (u16, String) {
-        self.request("POST", path)
-    }
-
-    fn request(&self, method: &str, path: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(self.addr()).expect("connect to baton");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-        );
-        s.write_all(head.as_bytes()).unwrap();
-        let mut raw = String::new();
-        let _ = s.read_to_string(&mut raw);
-        let status = raw
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = raw
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        (status, body)
-    }
-
-    fn alive(&mut self) -> bool {
-        self.child
-            .as_mut()
-            .is_some_and(|c| c.try_wait().unwrap().is_none())
-    }
-
-    fn state(&self) -> Value {
-        let (code, body) = self.get("/api/v1/state");
-        assert_eq!(code, 200, "{body}");
-        serde_json::from_str(&body).expect("state is JSON")
-    }
-
-    fn signal(&self, sig: i32) {
-        let pid = self.child.as_ref().unwrap().id() as i32;
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid, sig) };
-    }
-
-    /// SIGTERM, then wait (bounded) for the exit status.
-    fn terminate(mut self, limit: Duration) -> ExitStatus {
-        self.signal(libc::SIGTERM);
-        let mut child = self.child.take().unwrap();
-        let start = Instant::now();
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                return st;
-            }
-            if start.elapsed() > limit {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!(
-                    "baton did not exit within {limit:?} of SIGTERM; log:\n{}",
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// Start `baton` with the fake GitHub's token in `BATON_E2E_TOKEN`.
+fn start_daemon(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> DaemonProc {
+    let mut all = vec![("BATON_E2E_TOKEN", FAKE_TOKEN.to_string())];
+    all.extend(envs.iter().cloned());
+    DaemonProc::start(workflow, home, &all)
 }
 
 /// Rewrite the workflow's poll interval. The real-CLI tests use a long one: the issue leaves its
@@ -211,16 +64,10 @@ fn slow_polling(wf: &Path) {
     std::fs::write(wf, slow).unwrap();
 }
 
-fn write_workflow(
-    dir: &Path,
-    github: &FakeGithub,
-    agent_yaml: &str,
-    extra: &str,
-    body: &str,
-) -> PathBuf {
+fn write_workflow(dir: &Path, github: &FakeGithub, agent_yaml: &str, body: &str) -> PathBuf {
     let p = dir.join("WORKFLOW.md");
     let text = format!(
-        "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $BATON_E2E_TOKEN\n  owner: acme\n  project_number: 7\n  active_states: [Todo, In Progress]\n  terminal_states: [Done]\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: |\n    echo created > .baton-created\n{agent_yaml}{extra}---\n{body}\n",
+        "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $BATON_E2E_TOKEN\n  owner: acme\n  project_number: 7\n  active_states: [Todo, In Progress]\n  terminal_states: [Done]\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: |\n    echo created > .baton-created\n{agent_yaml}---\n{body}\n",
         github.endpoint(),
         dir.join("ws").display(),
     );
@@ -248,6 +95,43 @@ echo "touched" >> agent-was-here.txt
 echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"e2e-session-1","total_cost_usd":0.25,"num_turns":1,"usage":{"input_tokens":100,"output_tokens":10}}'
 "#;
 
+/// `claude_code:` keys of the real-CLI tests: edits allowed, generous timeouts.
+const REAL_CLAUDE_KEYS: &str =
+    "  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n";
+
+/// `agent:` and `claude_code:` sections running `command`, with extra keys for each section (each
+/// key line indented by two spaces).
+fn claude_yaml(command: &Path, agent_keys: &str, claude_keys: &str) -> String {
+    format!(
+        "agent:\n  kind: claude_code\n{agent_keys}claude_code:\n  command: \"'{}'\"\n{claude_keys}",
+        command.display()
+    )
+}
+
+/// A fresh directory with the fake GitHub, the fake agent script, and a workflow running it with
+/// `agent_keys`; the agent logs its runs to `agent_log`.
+struct FakeAgentRun {
+    dir: PathBuf,
+    github: FakeGithub,
+    agent_log: PathBuf,
+    wf: PathBuf,
+}
+
+impl FakeAgentRun {
+    fn new(tag: &str, agent_keys: &str, body: &str) -> FakeAgentRun {
+        let dir = tempdir(tag);
+        let github = FakeGithub::start(board());
+        let agent = fake_agent(&dir);
+        let wf = write_workflow(&dir, &github, &claude_yaml(&agent, agent_keys, ""), body);
+        FakeAgentRun {
+            agent_log: dir.join("agent.log"),
+            dir,
+            github,
+            wf,
+        }
+    }
+}
+
 fn fake_agent(dir: &Path) -> PathBuf {
     let p = dir.join("fake-claude");
     std::fs::write(&p, FAKE_AGENT).unwrap();
@@ -267,18 +151,17 @@ fn runs(log: &Path) -> Vec<String> {
 
 #[test]
 fn fake_agent_dispatch_continuation_terminal_cleanup_and_sigterm() {
-    let dir = tempdir("fake");
-    let github = FakeGithub::start(board());
-    let agent = fake_agent(&dir);
-    let agent_log = dir.join("agent.log");
-    let wf = write_workflow(
-        &dir,
-        &github,
-        &format!("agent:\n  kind: claude_code\n  max_turns: 1\n  max_runs_per_issue: 50\nclaude_code:\n  command: \"'{}'\"\n", agent.display()),
-        "",
+    let FakeAgentRun {
+        dir,
+        github,
+        agent_log,
+        wf,
+    } = FakeAgentRun::new(
+        "fake",
+        "  max_turns: 1\n  max_runs_per_issue: 50\n",
         "Work on {{ issue.identifier }}: {{ issue.title }}",
     );
-    let daemon = Daemon::start(&wf, &dir, &[("E2E_LOG", agent_log.display().to_string())]);
+    let daemon = start_daemon(&wf, &dir, &[("E2E_LOG", agent_log.display().to_string())]);
     let ws = dir.join("ws").join(IDENT);
 
     // Dispatch: workspace created (after_create ran there) and the agent ran in it.
@@ -360,21 +243,13 @@ fn fake_agent_dispatch_continuation_terminal_cleanup_and_sigterm() {
 
 #[test]
 fn sigterm_stops_hung_agents_and_their_children() {
-    let dir = tempdir("hang");
-    let github = FakeGithub::start(board());
-    let agent = fake_agent(&dir);
-    let agent_log = dir.join("agent.log");
-    let wf = write_workflow(
-        &dir,
-        &github,
-        &format!(
-            "agent:\n  kind: claude_code\nclaude_code:\n  command: \"'{}'\"\n",
-            agent.display()
-        ),
-        "",
-        "Work on {{ issue.identifier }}",
-    );
-    let daemon = Daemon::start(
+    let FakeAgentRun {
+        dir,
+        github: _github,
+        agent_log,
+        wf,
+    } = FakeAgentRun::new("hang", "", "Work on {{ issue.identifier }}");
+    let daemon = start_daemon(
         &wf,
         &dir,
         &[
@@ -418,36 +293,31 @@ fn sigterm_stops_hung_agents_and_their_children() {
 
 #[test]
 fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
-    let dir = tempdir("reload");
-    let github = FakeGithub::start(board());
-    let agent = fake_agent(&dir);
-    let agent_log = dir.join("agent.log");
-    let agent_yaml = format!(
-        "agent:\n  kind: claude_code\n  max_turns: 1\nclaude_code:\n  command: \"'{}'\"\n",
-        agent.display()
-    );
-    // Start with no matching active state: nothing is dispatched.
-    let wf = write_workflow(
-        &dir,
-        &github,
-        &agent_yaml,
-        "",
+    let FakeAgentRun {
+        dir,
+        github,
+        agent_log,
+        wf,
+    } = FakeAgentRun::new(
+        "reload",
+        "  max_turns: 1\n",
         "Work on {{ issue.identifier }}",
     );
+    // Start with no matching active state: nothing is dispatched.
     let original = std::fs::read_to_string(&wf).unwrap();
     let idle = original.replace(
         "active_states: [Todo, In Progress]",
         "active_states: [Someday]",
     );
     std::fs::write(&wf, &idle).unwrap();
-    let mut daemon = Daemon::start(&wf, &dir, &[("E2E_LOG", agent_log.display().to_string())]);
+    let mut daemon = start_daemon(&wf, &dir, &[("E2E_LOG", agent_log.display().to_string())]);
     let polls = |g: &FakeGithub| {
         g.operations()
             .iter()
             .filter(|o| o.contains("ProjectItems"))
             .count()
     };
-    wait_daemon(&daemon, "a few idle polls", Duration::from_secs(30), || {
+    daemon.wait("a few idle polls", Duration::from_secs(30), || {
         (polls(&github) >= 3).then_some(())
     });
     assert!(
@@ -466,7 +336,7 @@ fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
     )
     .unwrap();
     std::fs::rename(&tmp, &wf).unwrap();
-    wait_daemon(&daemon, "the reload error", Duration::from_secs(30), || {
+    daemon.wait("the reload error", Duration::from_secs(30), || {
         daemon
             .log()
             .contains("workflow reload failed")
@@ -483,8 +353,7 @@ fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
     );
     assert!(daemon.alive(), "an invalid edit never stops the daemon");
     let before = polls(&github);
-    wait_daemon(
-        &daemon,
+    daemon.wait(
         "polling to continue on the last good config",
         Duration::from_secs(30),
         || (polls(&github) >= before + 2).then_some(()),
@@ -494,8 +363,7 @@ fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
     // A valid edit re-applies the states: the Todo issue is dispatched.
     std::fs::write(&tmp, &original).unwrap();
     std::fs::rename(&tmp, &wf).unwrap();
-    wait_daemon(
-        &daemon,
+    daemon.wait(
         "dispatch after the valid reload",
         Duration::from_secs(30),
         || (!runs(&agent_log).is_empty()).then_some(()),
@@ -512,7 +380,6 @@ fn a_broken_stderr_never_stops_the_daemon() {
         &dir,
         &github,
         "agent:\n  kind: claude_code\nclaude_code:\n  command: /nonexistent/agent\n",
-        "",
         "x",
     );
     let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
@@ -591,15 +458,11 @@ fn real_claude_two_turns_on_one_session_with_token_totals() {
     let wf = write_workflow(
         &dir,
         &github,
-        &format!(
-            "agent:\n  kind: claude_code\n  max_turns: 5\nclaude_code:\n  command: \"'{}'\"\n  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
-            claude.display()
-        ),
-        "",
+        &claude_yaml(&claude, "  max_turns: 5\n", REAL_CLAUDE_KEYS),
         "Create hello.txt for {{ issue.identifier }}.",
     );
     slow_polling(&wf);
-    let daemon = Daemon::start(
+    let daemon = start_daemon(
         &wf,
         &home,
         &[
@@ -611,8 +474,7 @@ fn real_claude_two_turns_on_one_session_with_token_totals() {
         ],
     );
     let ws = dir.join("ws").join(IDENT);
-    wait_daemon(
-        &daemon,
+    daemon.wait(
         "the issue to be released after two turns",
         Duration::from_secs(120),
         || {
@@ -679,11 +541,10 @@ fn real_copilot_two_turns_on_one_session() {
             "agent:\n  kind: copilot\n  max_turns: 5\ncopilot:\n  command: \"'{}'\"\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
             copilot.display()
         ),
-        "",
         "REMEMBER:pineapple Work on {{ issue.identifier }}.",
     );
     slow_polling(&wf);
-    let daemon = Daemon::start(
+    let daemon = start_daemon(
         &wf,
         &home,
         &[
@@ -695,8 +556,7 @@ fn real_copilot_two_turns_on_one_session() {
             ("NO_COLOR", "1".into()),
         ],
     );
-    wait_daemon(
-        &daemon,
+    daemon.wait(
         "the issue to be released after two turns",
         Duration::from_secs(150),
         || {
@@ -754,7 +614,7 @@ fn messages(got: &Datagrams, prefix: &str) -> Vec<(Instant, String)> {
 }
 
 /// `GET /metrics`, strictly parsed.
-fn metrics(d: &Daemon) -> Vec<prom::Family> {
+fn metrics(d: &DaemonProc) -> Vec<prom::Family> {
     let (code, body) = d.get("/metrics");
     assert_eq!(code, 200, "{body}");
     prom::parse(&body).unwrap_or_else(|e| panic!("{e}\n{body}"))
@@ -774,23 +634,15 @@ fn metric(fams: &[prom::Family], name: &str, labels: &[(&str, &str)]) -> f64 {
 
 #[test]
 fn metrics_health_and_systemd_notify_from_the_real_binary() {
-    let dir = tempdir("ops");
-    let github = FakeGithub::start(board());
-    let agent = fake_agent(&dir);
-    let agent_log = dir.join("agent.log");
-    let wf = write_workflow(
-        &dir,
-        &github,
-        &format!(
-            "agent:\n  kind: claude_code\n  max_turns: 1\nclaude_code:\n  command: \"'{}'\"\n",
-            agent.display()
-        ),
-        "",
-        "Work on {{ issue.identifier }}",
-    );
+    let FakeAgentRun {
+        dir,
+        github,
+        agent_log,
+        wf,
+    } = FakeAgentRun::new("ops", "  max_turns: 1\n", "Work on {{ issue.identifier }}");
     let sock = dir.join("notify.sock");
     let got = notify_listener(&sock);
-    let daemon = Daemon::start(
+    let daemon = start_daemon(
         &wf,
         &dir,
         &[
@@ -802,15 +654,10 @@ fn metrics_health_and_systemd_notify_from_the_real_binary() {
     );
 
     // A poll, a dispatch and a failed run move their counters.
-    let fams = wait_daemon(
-        &daemon,
-        "a failed run in /metrics",
-        Duration::from_secs(30),
-        || {
-            let f = metrics(&daemon);
-            (metric(&f, "baton_worker_exits_total", &[("outcome", "failed")]) >= 1.0).then_some(f)
-        },
-    );
+    let fams = daemon.wait("a failed run in /metrics", Duration::from_secs(30), || {
+        let f = metrics(&daemon);
+        (metric(&f, "baton_worker_exits_total", &[("outcome", "failed")]) >= 1.0).then_some(f)
+    });
     assert!(metric(&fams, "baton_polls_total", &[]) >= 1.0);
     assert!(metric(&fams, "baton_dispatches_total", &[]) >= 1.0);
     assert!(metric(&fams, "baton_retries_scheduled_total", &[]) >= 1.0);
@@ -834,11 +681,11 @@ fn metrics_health_and_systemd_notify_from_the_real_binary() {
 
     // Health: live and ready; a rejected token flips readiness, a good one restores it.
     assert_eq!(daemon.get("/livez").0, 200);
-    wait_daemon(&daemon, "ready", Duration::from_secs(10), || {
+    daemon.wait("ready", Duration::from_secs(10), || {
         (daemon.get("/readyz").0 == 200).then_some(())
     });
     github.set_reject_auth(true);
-    let body = wait_daemon(&daemon, "not ready on 401", Duration::from_secs(10), || {
+    let body = daemon.wait("not ready on 401", Duration::from_secs(10), || {
         let (code, body) = daemon.get("/readyz");
         (code == 503).then_some(body)
     });
@@ -857,24 +704,19 @@ fn metrics_health_and_systemd_notify_from_the_real_binary() {
     let mut text = std::fs::read_to_string(&wf).unwrap();
     text.push_str("\n<!-- token fixed -->\n");
     std::fs::write(&wf, text).unwrap();
-    wait_daemon(&daemon, "ready again", Duration::from_secs(10), || {
+    daemon.wait("ready again", Duration::from_secs(10), || {
         (daemon.get("/readyz").0 == 200).then_some(())
     });
 
     // systemd: READY=1, a STATUS= summary, WATCHDOG=1 every ~150 ms, STOPPING=1 at SIGTERM.
     assert_eq!(messages(&got, "READY=1").len(), 1);
-    wait_daemon(
-        &daemon,
-        "a STATUS= with the retry",
-        Duration::from_secs(10),
-        || {
-            let status = messages(&got, "STATUS=");
-            status
-                .iter()
-                .any(|(_, m)| m.contains("retrying 1") && !m.contains("last poll never"))
-                .then_some(())
-        },
-    );
+    daemon.wait("a STATUS= with the retry", Duration::from_secs(10), || {
+        let status = messages(&got, "STATUS=");
+        status
+            .iter()
+            .any(|(_, m)| m.contains("retrying 1") && !m.contains("last poll never"))
+            .then_some(())
+    });
     for w in messages(&got, "STATUS=").windows(2) {
         let gap = w[1].0 - w[0].0;
         assert!(
@@ -882,7 +724,7 @@ fn metrics_health_and_systemd_notify_from_the_real_binary() {
             "STATUS= rate limit: {gap:?}"
         );
     }
-    let pings = wait_daemon(&daemon, "watchdog pings", Duration::from_secs(10), || {
+    let pings = daemon.wait("watchdog pings", Duration::from_secs(10), || {
         let p = messages(&got, "WATCHDOG=1");
         (p.len() >= 5).then_some(p)
     });
@@ -921,14 +763,14 @@ fn real_claude_cost_budget_parks_after_the_crossing_turn() {
     let wf = write_workflow(
         &dir,
         &github,
-        &format!(
-            "agent:\n  kind: claude_code\n  max_turns: 5\n  max_cost_usd_per_issue: 0.0001\nclaude_code:\n  command: \"'{}'\"\n  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
-            claude.display()
+        &claude_yaml(
+            &claude,
+            "  max_turns: 5\n  max_cost_usd_per_issue: 0.0001\n",
+            REAL_CLAUDE_KEYS,
         ),
-        "",
         "Work on {{ issue.identifier }}.",
     );
-    let daemon = Daemon::start(
+    let daemon = start_daemon(
         &wf,
         &home,
         &[
@@ -939,8 +781,7 @@ fn real_claude_cost_budget_parks_after_the_crossing_turn() {
             ("DISABLE_AUTOUPDATER", "1".into()),
         ],
     );
-    let s = wait_daemon(
-        &daemon,
+    let s = daemon.wait(
         "the issue to be parked for its budget",
         Duration::from_secs(120),
         || {
@@ -1001,7 +842,7 @@ fn real_claude_cost_budget_parks_after_the_crossing_turn() {
     assert_eq!(metric(&fams, "baton_agent_turns_total", &[]), 1.0);
     // Still parked on later polls: no new dispatch.
     let polls = metric(&fams, "baton_polls_total", &[]);
-    wait_daemon(&daemon, "two more polls", Duration::from_secs(10), || {
+    daemon.wait("two more polls", Duration::from_secs(10), || {
         (metric(&metrics(&daemon), "baton_polls_total", &[]) >= polls + 2.0).then_some(())
     });
     assert_eq!(api.requests().len(), 1);

@@ -5,6 +5,7 @@
 //! deadline. Nothing sleeps for a deadline.
 
 use crate::support::issues;
+use crate::support::stand_ins::TestEnv;
 use issues::issue;
 
 use std::cell::Cell;
@@ -201,20 +202,6 @@ impl AgentSession for FakeSession {
     }
 }
 
-struct NoEnv;
-
-impl ConfigEnv for NoEnv {
-    fn var(&self, _: &str) -> Option<String> {
-        None
-    }
-    fn home(&self) -> Option<PathBuf> {
-        None
-    }
-    fn gh_auth_token(&self) -> Option<String> {
-        None
-    }
-}
-
 // ------------------------------------------------------------------ harness
 
 fn tmpdir(name: &str) -> PathBuf {
@@ -258,7 +245,7 @@ struct Running {
 fn start(dir: &Path, tracker: FakeTracker, runner: FakeRunner, extra_agent: &str) -> Running {
     let wf_path = dir.join("WORKFLOW.md");
     fs::write(&wf_path, workflow_text(dir, extra_agent)).unwrap();
-    let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(NoEnv);
+    let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(TestEnv::none());
     let initial = load_workflow(&wf_path, &*env).expect("valid workflow");
     let (control, control_rx) = unbounded();
     let (reload, reload_rx) = unbounded();

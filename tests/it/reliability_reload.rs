@@ -5,48 +5,16 @@
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, unbounded, Receiver};
+use crossbeam_channel::{bounded, Receiver};
 
-use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
-use baton::model::Issue;
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::{run, DaemonOptions};
+use baton::runtime::daemon::run;
 use baton::status::ControlRequest;
-use baton::tracker::{Tracker, TrackerBudget, TrackerError};
-use baton::workflow::config::{ConfigEnv, ServiceConfig};
-use baton::workflow::loader::load_workflow;
+use baton::workflow::config::ConfigEnv;
 
-struct Empty;
-
-impl Tracker for Empty {
-    fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
-        Ok(vec![])
-    }
-    fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        Ok(vec![])
-    }
-    fn fetch_issue_states_by_ids(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        Ok(vec![])
-    }
-    fn validate(&self) -> Result<(), TrackerError> {
-        Ok(())
-    }
-    fn reset_cache(&self) {}
-    fn rate_limit(&self) -> Option<TrackerBudget> {
-        None
-    }
-}
-
-struct NoRunner;
-
-impl AgentRunner for NoRunner {
-    fn start_session(&self, _: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        Err(AgentError::new(AgentErrorKind::AgentNotFound, "unused"))
-    }
-}
+use crate::support::stand_ins::{daemon_options, spawn_daemon, StubTracker};
 
 /// `gh auth token` reports on `entered`, then hangs until `release` gets a message.
 struct HangingGh {
@@ -96,39 +64,23 @@ fn a_hanging_token_lookup_during_reload_does_not_block_the_loop() {
         entered: entered_tx,
         release,
     });
-    let initial = load_workflow(&wf_path, &*env).expect("valid workflow");
-    let (control, control_rx) = unbounded();
-    let (reload, reload_rx) = unbounded();
-    let (shutdown, shutdown_rx) = bounded(1);
-    let opts = DaemonOptions {
-        workflow_path: wf_path.clone(),
-        initial,
-        tracker_factory: Box::new(|_: &ServiceConfig| Ok(Arc::new(Empty) as Arc<dyn Tracker>)),
-        runner_factory: Box::new(|_: &ServiceConfig| Arc::new(NoRunner) as Arc<dyn AgentRunner>),
-        reload_rx,
-        shutdown_rx,
-        control_rx,
-        config_env: env,
-        clock: Arc::new(SystemClock::new()),
-    };
-    let (tx, exited) = bounded(1);
-    thread::spawn(move || {
-        let _ = tx.send(run(opts));
-    });
+    let clock = Arc::new(SystemClock::new());
+    let (opts, inputs) = daemon_options(&wf_path, env, StubTracker::empty(), clock);
+    let exited = spawn_daemon(move || run(opts));
     // No token in the file: the reload falls back to `gh auth token`, which hangs.
     fs::write(&wf_path, text(&dir, "", 12_345)).unwrap();
-    reload.send(()).unwrap();
+    inputs.reload.send(()).unwrap();
     entered
         .recv_timeout(Duration::from_secs(10))
         .expect("the reload reaches the token lookup");
     for _ in 0..3 {
         assert!(
-            answers(&control),
+            answers(&inputs.control),
             "the loop answers snapshots while the reload hangs"
         );
     }
     release_tx.send(()).unwrap();
-    shutdown.send(()).unwrap();
+    inputs.shutdown.send(()).unwrap();
     assert_eq!(
         exited.recv_timeout(Duration::from_secs(10)).unwrap(),
         Ok(())

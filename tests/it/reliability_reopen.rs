@@ -4,6 +4,7 @@
 //! `before_remove` saw the full `BATON_ISSUE_*` set.
 
 use crate::support::issues;
+use crate::support::stand_ins::TestEnv;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -100,20 +101,6 @@ impl AgentSession for Session {
     fn stop(&mut self) {}
 }
 
-struct NoEnv;
-
-impl ConfigEnv for NoEnv {
-    fn var(&self, _: &str) -> Option<String> {
-        None
-    }
-    fn home(&self) -> Option<PathBuf> {
-        None
-    }
-    fn gh_auth_token(&self) -> Option<String> {
-        None
-    }
-}
-
 fn wait_until(what: &str, f: impl Fn() -> bool) {
     let start = Instant::now();
     while !f() {
@@ -156,7 +143,7 @@ fn reopened_during_before_remove_waits_and_gets_a_fresh_workspace() {
         .unwrap()
         .insert("I_1".into(), issues::issue(1, "Todo"));
     let runner = Runner::default();
-    let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(NoEnv);
+    let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(TestEnv::none());
     let (_control, control_rx) = unbounded();
     let (_reload, reload_rx) = unbounded();
     let (shutdown, shutdown_rx) = bounded(1);

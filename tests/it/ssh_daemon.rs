@@ -6,17 +6,15 @@
 
 use crate::support;
 
+use crate::support::daemon_proc::DaemonProc;
 use crate::support::sshd;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use sshd::{wait_none_matching, Lab};
 use support::fake_github::{BoardFixture, FakeGithub, IssueFixture, FAKE_TOKEN};
 
@@ -99,100 +97,13 @@ fn runs(log: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Poll `f` every 25 ms until `Some`, or panic after `limit` (with the daemon log).
-fn wait_for<T>(d: &Baton, what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            start.elapsed() < limit,
-            "timed out after {limit:?} waiting for {what}; log:\n{}",
-            d.log()
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-/// A running `baton` daemon (its `ssh` is the lab's wrapper) with captured stderr.
-struct Baton {
-    child: Option<Child>,
-    log: Arc<Mutex<String>>,
-}
-
-impl Baton {
-    fn start(lab: &Lab, wf: &Path) -> Baton {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
-            .args(["--port", "0", "--log-level", "debug"])
-            .arg(wf)
-            .env_remove("GITHUB_TOKEN")
-            .env_remove("RUST_LOG")
-            .env("HOME", &lab.tmp.0)
-            .env("PATH", lab.client.path_env())
-            .env("BATON_E2E_TOKEN", FAKE_TOKEN)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn baton");
-        let log = crate::support::daemon_proc::capture_stderr(&mut child);
-        Baton {
-            child: Some(child),
-            log,
-        }
-    }
-
-    fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
-    }
-
-    fn state(&self) -> Value {
-        let start = Instant::now();
-        let addr = loop {
-            let log = self.log();
-            if let Some(i) = log.find("http server listening addr=") {
-                let rest = &log[i + "http server listening addr=".len()..];
-                break rest.split_whitespace().next().unwrap().to_string();
-            }
-            assert!(start.elapsed() < Duration::from_secs(30), "no HTTP line");
-            std::thread::sleep(Duration::from_millis(25));
-        };
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        s.write_all(b"GET /api/v1/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut raw = String::new();
-        let _ = s.read_to_string(&mut raw);
-        let body = raw.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or("");
-        serde_json::from_str(body).unwrap_or(Value::Null)
-    }
-
-    fn terminate(mut self, limit: Duration) -> ExitStatus {
-        let mut child = self.child.take().unwrap();
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let start = Instant::now();
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                return st;
-            }
-            if start.elapsed() > limit {
-                let _ = child.kill();
-                panic!("baton did not exit after SIGTERM; log:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Baton {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// Start `baton` for `wf` with the lab's `ssh` wrapper first on `PATH`.
+fn start_baton(lab: &Lab, wf: &Path) -> DaemonProc {
+    let envs = [
+        ("PATH", lab.client.path_env()),
+        ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+    ];
+    DaemonProc::start(wf, &lab.tmp.0, &envs)
 }
 
 #[test]
@@ -202,12 +113,12 @@ fn dispatch_over_ssh_with_hostile_title_and_cleanup_on_the_owning_host() {
     let lab = lab_env(tag, 2, "ok");
     let github = FakeGithub::start(board(1));
     let wf = setup(&lab, &github, &["h2", "h1"], "");
-    let d = Baton::start(&lab, &wf);
+    let d = start_baton(&lab, &wf);
     let log = agent_log(tag);
     let ws = lab.tmp.join("ws").join("acme__api-1");
     // Dispatched to the first configured host (least loaded, config order), run in the
     // workspace there; after_create ran there too.
-    let first = wait_for(&d, "a remote agent run", Duration::from_secs(30), || {
+    let first = d.wait("a remote agent run", Duration::from_secs(30), || {
         runs(&log).into_iter().next()
     });
     assert!(first.contains("host=h2"), "{first}");
@@ -220,7 +131,7 @@ fn dispatch_over_ssh_with_hostile_title_and_cleanup_on_the_owning_host() {
     let args = std::fs::read_to_string(format!("{}.args", log.display())).unwrap();
     assert!(args.contains(HOSTILE_TITLE), "{args}");
     // Continuations stay on the host that has the workspace.
-    wait_for(&d, "a continuation run", Duration::from_secs(30), || {
+    d.wait("a continuation run", Duration::from_secs(30), || {
         (runs(&log).len() >= 3).then_some(())
     });
     assert!(
@@ -233,7 +144,7 @@ fn dispatch_over_ssh_with_hostile_title_and_cleanup_on_the_owning_host() {
     assert_eq!(state["hosts"][1]["up"], true, "{state}");
     // Terminal: before_remove and the removal run on h2, the owner.
     github.set_status("acme/api#1", Some("Done"));
-    wait_for(&d, "terminal cleanup", Duration::from_secs(30), || {
+    d.wait("terminal cleanup", Duration::from_secs(30), || {
         (!ws.exists()).then_some(())
     });
     let removed = std::fs::read_to_string(lab.tmp.join("removed.log")).unwrap_or_default();
@@ -255,12 +166,12 @@ fn per_host_cap_with_two_hosts_and_sigterm_leaves_no_remote_process() {
         &["h1", "h2"],
         "  max_concurrent_agents_per_host: 2\n",
     );
-    let d = Baton::start(&lab, &wf);
+    let d = start_baton(&lab, &wf);
     let log = agent_log(tag);
-    wait_for(&d, "four remote agents", Duration::from_secs(60), || {
+    d.wait("four remote agents", Duration::from_secs(60), || {
         (runs(&log).len() >= 4).then_some(())
     });
-    let state = wait_for(&d, "state with 4 running", Duration::from_secs(10), || {
+    let state = d.wait("state with 4 running", Duration::from_secs(10), || {
         let s = d.state();
         (s["counts"]["running"] == 4).then_some(s)
     });
@@ -311,13 +222,13 @@ fn killing_sshd_mid_run_marks_the_host_down_and_fails_the_run_as_a_host_failure(
     let mut lab = lab_env(tag, 1, "hang");
     let github = FakeGithub::start(board(1));
     let wf = setup(&lab, &github, &["h1"], "");
-    let d = Baton::start(&lab, &wf);
+    let d = start_baton(&lab, &wf);
     let log = agent_log(tag);
-    wait_for(&d, "the remote agent", Duration::from_secs(30), || {
+    d.wait("the remote agent", Duration::from_secs(30), || {
         (!runs(&log).is_empty()).then_some(())
     });
     lab.servers[0].kill_hard();
-    let state = wait_for(&d, "the host marked down", Duration::from_secs(40), || {
+    let state = d.wait("the host marked down", Duration::from_secs(40), || {
         let s = d.state();
         (s["hosts"][0]["up"] == false).then_some(s)
     });
@@ -328,7 +239,7 @@ fn killing_sshd_mid_run_marks_the_host_down_and_fails_the_run_as_a_host_failure(
             .contains("host_unavailable"),
         "{state}"
     );
-    let retry = wait_for(&d, "a failure retry", Duration::from_secs(20), || {
+    let retry = d.wait("a failure retry", Duration::from_secs(20), || {
         let s = d.state();
         s["retrying"].as_array().and_then(|r| r.first().cloned())
     });
@@ -445,20 +356,15 @@ fn real_claude_over_ssh_two_turns_on_one_session() {
         .replace("max_turns: 1\n", "max_turns: 5\n")
         .replace("interval_ms: 300\n", "interval_ms: 600000\n");
     std::fs::write(&wf, text).unwrap();
-    let d = Baton::start(&lab, &wf);
-    wait_for(
-        &d,
-        "release after two turns",
-        Duration::from_secs(120),
-        || {
-            let s = d.state();
-            let done = api.requests().len() >= 3
-                && s["counts"]["running"] == 0
-                && s["counts"]["retrying"] == 0
-                && d.log().contains("releasing claim");
-            done.then_some(())
-        },
-    );
+    let d = start_baton(&lab, &wf);
+    d.wait("release after two turns", Duration::from_secs(120), || {
+        let s = d.state();
+        let done = api.requests().len() >= 3
+            && s["counts"]["running"] == 0
+            && s["counts"]["retrying"] == 0
+            && d.log().contains("releasing claim");
+        done.then_some(())
+    });
     let reqs = api.requests();
     assert_eq!(reqs.len(), 3, "{reqs:?}");
     let sessions: Vec<_> = reqs.iter().map(|r| r.session_header.clone()).collect();
@@ -517,8 +423,8 @@ fn bench_twenty_remote_agents_on_two_hosts() {
         ),
     )
     .unwrap();
-    let d = Baton::start(&lab, &wf);
-    let pid = d.child.as_ref().unwrap().id();
+    let d = start_baton(&lab, &wf);
+    let pid = d.pid();
     let polls = || {
         github
             .operations()
@@ -526,18 +432,18 @@ fn bench_twenty_remote_agents_on_two_hosts() {
             .filter(|o| o.contains("ProjectItems"))
             .count()
     };
-    wait_for(&d, "idle polls", Duration::from_secs(30), || {
+    d.wait("idle polls", Duration::from_secs(30), || {
         (polls() >= 3).then_some(())
     });
     let idle = rss_kib(pid);
     std::fs::write(&wf, &active).unwrap();
     let started = Instant::now();
     let log = agent_log(tag);
-    wait_for(&d, "20 remote agents", Duration::from_secs(120), || {
+    d.wait("20 remote agents", Duration::from_secs(120), || {
         (runs(&log).len() >= 20).then_some(())
     });
     let all_running = started.elapsed();
-    let state = wait_for(&d, "20 running", Duration::from_secs(10), || {
+    let state = d.wait("20 running", Duration::from_secs(10), || {
         let s = d.state();
         (s["counts"]["running"] == 20).then_some(s)
     });
@@ -575,15 +481,13 @@ fn sigkill_of_the_daemon_leaves_no_remote_process() {
     let lab = lab_env(tag, 1, "hang");
     let github = FakeGithub::start(board(2));
     let wf = setup(&lab, &github, &["h1"], "");
-    let mut d = Baton::start(&lab, &wf);
+    let mut d = start_baton(&lab, &wf);
     let log = agent_log(tag);
-    wait_for(&d, "two remote agents", Duration::from_secs(30), || {
+    d.wait("two remote agents", Duration::from_secs(30), || {
         (runs(&log).len() >= 2).then_some(())
     });
     // No shutdown code runs: the ssh clients see their stdin close, the remote watchers act.
-    let mut child = d.child.take().unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    d.stop_with(libc::SIGKILL, Duration::from_secs(10));
     let left = wait_none_matching(
         &format!("sleep {}", hang_marker(tag)),
         Duration::from_secs(15),

@@ -121,22 +121,38 @@ impl DaemonProc {
         })
     }
 
-    /// `GET path`: the response body.
-    pub fn get(&self, path: &str) -> String {
+    /// `GET path` on the daemon's API: (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        self.request("GET", path)
+    }
+
+    /// `POST path` with an empty body: (status, body).
+    pub fn post(&self, path: &str) -> (u16, String) {
+        self.request("POST", path)
+    }
+
+    /// One request on a fresh connection: (status, body); status 0 when there was no answer.
+    pub fn request(&self, method: &str, path: &str) -> (u16, String) {
         let mut s = TcpStream::connect(self.addr()).expect("connect to baton");
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
         s.write_all(head.as_bytes()).unwrap();
         let mut raw = String::new();
         let _ = s.read_to_string(&mut raw);
-        raw.split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default()
+        let status = raw
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string());
+        (status, body.unwrap_or_default())
     }
 
-    /// `GET /api/v1/state` as JSON.
+    /// `GET /api/v1/state` as JSON (`Null` when it is not: e.g. the daemon is stopping).
     pub fn state(&self) -> Value {
-        serde_json::from_str(&self.get("/api/v1/state")).unwrap_or(Value::Null)
+        serde_json::from_str(&self.get("/api/v1/state").1).unwrap_or(Value::Null)
     }
 
     /// True while the process runs.
@@ -150,6 +166,11 @@ impl DaemonProc {
     pub fn signal(&self, sig: i32) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.pid() as i32, sig) };
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit status.
+    pub fn terminate(mut self, limit: Duration) -> ExitStatus {
+        self.stop_with(libc::SIGTERM, limit)
     }
 
     /// Send `sig` and wait (bounded) for the exit status.

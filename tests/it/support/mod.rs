@@ -12,4 +12,5 @@ pub mod issues;
 pub mod procs;
 pub mod prom;
 pub mod sshd;
+pub mod stand_ins;
 pub mod tool;
