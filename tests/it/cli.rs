@@ -245,19 +245,24 @@ fn check_workflow(dir: &Path, endpoint: &str, edit: impl Fn(String) -> String) -
     p
 }
 
+/// `baton check <p>` against the fake GitHub: (exit code, stdout).
+fn check(p: &Path) -> (Option<i32>, String) {
+    let out = baton()
+        .arg("check")
+        .arg(p)
+        .env("BATON_FAKE_GITHUB_TOKEN", support::fake_github::FAKE_TOKEN)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
 #[test]
 fn check_subcommand_prints_the_plan_and_flags_misspelled_states() {
     let github = support::fake_github::FakeGithub::from_fixture("fixtures/boards/acme.json");
     let d = tempdir("check");
     let p = check_workflow(&d, &github.endpoint(), |t| t);
-    let out = baton()
-        .arg("check")
-        .arg(&p)
-        .env("BATON_FAKE_GITHUB_TOKEN", support::fake_github::FAKE_TOKEN)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let (code, text) = check(&p);
+    assert_eq!(code, Some(0), "{text}");
     assert!(
         text.contains("dispatch order (4 of 9 active issues):"),
         "{text}"
@@ -268,14 +273,8 @@ fn check_subcommand_prints_the_plan_and_flags_misspelled_states() {
     let p = check_workflow(&d, &github.endpoint(), |t| {
         t.replace("[Todo, In Progress]", "[Todo, In Progres]")
     });
-    let out = baton()
-        .arg("check")
-        .arg(&p)
-        .env("BATON_FAKE_GITHUB_TOKEN", support::fake_github::FAKE_TOKEN)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = check(&p);
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("In Progres"), "{text}");
     assert!(text.contains("did you mean"), "{text}");
 }

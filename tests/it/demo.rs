@@ -3,6 +3,7 @@
 //! blocker paths, runs every hook, and leaves no process behind. A second test (ignored unless
 //! Chromium is set up) renders the dashboard in headless Chromium while the demo runs.
 
+use crate::support::chromium::{chromium, dump_dom};
 use crate::support::procs;
 
 use std::collections::BTreeSet;
@@ -266,63 +267,10 @@ fn demo_runs_to_completion_showing_retry_and_blocker() {
     assert!(started.elapsed() < DEADLINE);
 }
 
-fn find_chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("BATON_CHROMIUM").filter(|p| !p.is_empty()) {
-        return Some(PathBuf::from(p));
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .flat_map(|d| ["chromium", "chromium-browser", "google-chrome"].map(|n| d.join(n)))
-        .find(|p| p.is_file())
-}
-
-/// Headless Chromium's DOM of `url` after scripts ran (bounded wait).
-fn dump_dom(chromium: &Path, url: &str, profile: &Path) -> String {
-    let mut child = Command::new(chromium)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-dev-shm-usage",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-extensions",
-            "--no-first-run",
-            "--no-default-browser-check",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .arg("--dump-dom")
-        .arg(url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start chromium");
-    let mut out = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.wait();
-    reader.join().unwrap()
-}
-
 #[test]
 #[ignore = "needs headless Chromium (BATON_CHROMIUM, .ci/setup-http.sh)"]
 fn demo_dashboard_renders_the_three_tasks_in_chromium() {
-    let chromium = find_chromium().unwrap_or_else(|| {
-        crate::support::tool::missing("no Chromium found (BATON_CHROMIUM)", ".ci/setup-http.sh")
-    });
+    let chromium = chromium();
     let scratch = Scratch::new("browser");
     let port = free_port();
     let deadline = Instant::now() + DEADLINE;
@@ -335,13 +283,11 @@ fn demo_dashboard_renders_the_three_tasks_in_chromium() {
     // The dashboard shows running and retrying tasks: render it repeatedly while the demo runs
     // and collect which tasks the rendered pages showed.
     let mut seen = BTreeSet::new();
-    let mut n = 0;
     while demo.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
-        n += 1;
-        let dom = dump_dom(&chromium, &url, &scratch.0.join(format!("profile-{n}")));
-        if dom.is_empty() {
+        // The demo may end while a page renders: such a render is skipped.
+        let Ok(dom) = dump_dom(&chromium, &url, Duration::from_secs(30)) else {
             continue;
-        }
+        };
         assert!(dom.contains("</html>") || dom.contains("</body>"), "{dom}");
         for t in ["task-1", "task-2", "task-3"] {
             if dom.contains(&format!(">{t}<")) || dom.contains(&format!("/{t}\"")) {

@@ -9,6 +9,8 @@ use crate::support::daemon_proc;
 use crate::support::fake_anthropic;
 use crate::support::fake_openai;
 use crate::support::procs;
+use crate::support::real_cli::{agent_yaml, claude_env, copilot_env, slow_poll};
+use crate::support::tool;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -450,10 +452,6 @@ fn a_recorded_pgid_whose_start_time_differs_is_left_alone() {
 }
 
 /// The tool in `var` (the tests calling this are ignored unless run with `--include-ignored`).
-fn bin_or_skip(var: &str, _test: &str, setup: &str) -> Option<PathBuf> {
-    Some(crate::support::tool::required(var, setup))
-}
-
 /// Process groups of the live processes in `ws` whose command line names `marker` (the agent CLI
 /// itself, not the shells and tools it runs).
 fn cli_procs(ws: &Path, marker: &str) -> BTreeSet<i32> {
@@ -503,13 +501,15 @@ fn sample_cli(ws: PathBuf, marker: &'static str) -> (Arc<AtomicBool>, Arc<Atomic
 fn kill9_and_restart(
     dir: &Path,
     wf: &Path,
-    envs: &[(&str, String)],
+    cli_env: Vec<(&'static str, String)>,
     marker: &'static str,
     tool_marker: &str,
     api_log: &dyn Fn() -> String,
 ) -> (DaemonProc, i32, Arc<AtomicBool>, Arc<AtomicUsize>) {
     let ws = dir.join("ws").join(IDENT);
-    let mut d = DaemonProc::start(wf, &dir.join("home"), envs);
+    let mut envs = cli_env;
+    envs.push(("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()));
+    let mut d = DaemonProc::start(wf, &dir.join("home"), &envs);
     let log = || format!("{}\nmodel API requests: {}", d.log(), api_log());
     let blocked = "the agent blocked in its tool call";
     let (pgid, _sid) = daemon_proc::wait_until(blocked, Duration::from_secs(120), log, || {
@@ -529,7 +529,7 @@ fn kill9_and_restart(
         !procs::live_group_members(pgid).is_empty(),
         "an orphan is left"
     );
-    let d = DaemonProc::start(wf, &dir.join("home"), envs);
+    let d = DaemonProc::start(wf, &dir.join("home"), &envs);
     d.wait_log("event=orphan_stopped", LIMIT);
     assert!(d.log().contains(&format!("pgid={pgid}")));
     assert!(
@@ -539,25 +539,10 @@ fn kill9_and_restart(
     (d, pgid, stop, max)
 }
 
-fn slow_poll(wf: &Path) {
-    let text = std::fs::read_to_string(wf).unwrap();
-    std::fs::write(
-        wf,
-        text.replace("interval_ms: 300\n", "interval_ms: 600000\n"),
-    )
-    .unwrap();
-}
-
 #[test]
 #[ignore = "needs the real claude CLI (BATON_CLAUDE_BIN, .ci/setup-claude.sh)"]
 fn real_claude_kill9_restart_resumes_the_same_session() {
-    let Some(claude) = bin_or_skip(
-        "BATON_CLAUDE_BIN",
-        "real_claude_kill9",
-        ".ci/setup-claude.sh",
-    ) else {
-        return;
-    };
+    let claude = tool::required("BATON_CLAUDE_BIN", ".ci/setup-claude.sh");
     let dir = tempdir("claude-kill9");
     let github = Arc::new(FakeGithub::start(board()));
     let g = Arc::clone(&github);
@@ -586,23 +571,18 @@ fn real_claude_kill9_restart_resumes_the_same_session() {
     let wf = workflow(
         &dir,
         &github,
-        &format!(
-            "agent:\n  kind: claude_code\n  max_turns: 3\nclaude_code:\n  command: \"'{}'\"\n  permission_mode: acceptEdits\n  allowed_tools: [\"Bash(python3:*)\"]\n  stall_timeout_ms: 120000\n  turn_timeout_ms: 120000\n",
-            claude.display()
+        &agent_yaml(
+            "claude_code",
+            &claude,
+            "  max_turns: 3\n",
+            "  permission_mode: acceptEdits\n  allowed_tools: [\"Bash(python3:*)\"]\n  stall_timeout_ms: 120000\n  turn_timeout_ms: 120000\n",
         ),
         "Build {{ issue.identifier }}.",
     );
     slow_poll(&wf);
-    let envs = [
-        ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
-        ("ANTHROPIC_BASE_URL", api.base_url.clone()),
-        ("ANTHROPIC_API_KEY", "dummy".into()),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-        ("DISABLE_TELEMETRY", "1".into()),
-        ("DISABLE_AUTOUPDATER", "1".into()),
-    ];
+    let cli_env = claude_env(&api.base_url);
     let (d, _pgid, stop, max) =
-        kill9_and_restart(&dir, &wf, &envs, "claude", "time.sleep(30)", &|| {
+        kill9_and_restart(&dir, &wf, cli_env, "claude", "time.sleep(30)", &|| {
             format!("{:?}", api.requests())
         });
     let reqs = d.wait("the resumed request", Duration::from_secs(120), || {
@@ -625,30 +605,21 @@ fn real_claude_kill9_restart_resumes_the_same_session() {
         resumed.n_assistant >= 1,
         "with the history of the interrupted run"
     );
-    d.wait("the run to end", Duration::from_secs(120), || {
-        (d.state()["counts"]["running"] == 0).then_some(())
-    });
-    stop.store(true, Ordering::SeqCst);
-    assert!(
-        max.load(Ordering::SeqCst) <= 1,
-        "never two claude processes for the issue"
+    let limit = Duration::from_secs(120);
+    assert_resumed_once(
+        &d,
+        &dir,
+        (&stop, &max),
+        "claude",
+        "event=session_resume ",
+        limit,
     );
-    assert_eq!(after_create_runs(&dir), 1);
-    let log = d.log();
-    assert!(log.contains("event=session_resume "), "{log}");
-    assert!(!log.contains("event=session_resume_failed"), "{log}");
 }
 
 #[test]
 #[ignore = "needs the real copilot CLI (BATON_COPILOT_BIN, .ci/setup-copilot.sh)"]
 fn real_copilot_kill9_restart_resumes_the_same_session() {
-    let Some(copilot) = bin_or_skip(
-        "BATON_COPILOT_BIN",
-        "real_copilot_kill9",
-        ".ci/setup-copilot.sh",
-    ) else {
-        return;
-    };
+    let copilot = tool::required("BATON_COPILOT_BIN", ".ci/setup-copilot.sh");
     let dir = tempdir("copilot-kill9");
     let github = Arc::new(FakeGithub::start(board()));
     let g = Arc::clone(&github);
@@ -658,33 +629,21 @@ fn real_copilot_kill9_restart_resumes_the_same_session() {
             g.set_status(ISSUE, Some("In Review"));
         }
     });
-    let cache = std::env::var("BATON_COPILOT_CACHE_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/copilot",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
     let wf = workflow(
         &dir,
         &github,
-        &format!(
-            "agent:\n  kind: copilot\n  max_turns: 3\ncopilot:\n  command: \"'{}'\"\n  allow_all_tools: true\n  stall_timeout_ms: 120000\n  turn_timeout_ms: 120000\n",
-            copilot.display()
+        &agent_yaml(
+            "copilot",
+            &copilot,
+            "  max_turns: 3\n",
+            "  allow_all_tools: true\n  stall_timeout_ms: 120000\n  turn_timeout_ms: 120000\n",
         ),
         "SCENARIO:sleep REMEMBER:pineapple Build {{ issue.identifier }}.",
     );
     slow_poll(&wf);
-    let envs = [
-        ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
-        ("COPILOT_OFFLINE", "true".into()),
-        ("COPILOT_PROVIDER_BASE_URL", api.base_url.clone()),
-        ("COPILOT_PROVIDER_API_KEY", "dummy".into()),
-        ("COPILOT_MODEL", "gpt-4.1".into()),
-        ("COPILOT_CACHE_HOME", cache),
-        ("NO_COLOR", "1".into()),
-    ];
+    let cli_env = copilot_env(&api.base_url);
     let (d, _pgid, stop, max) =
-        kill9_and_restart(&dir, &wf, &envs, "copilot", "sleep\u{0}30", &|| {
+        kill9_and_restart(&dir, &wf, cli_env, "copilot", "sleep\u{0}30", &|| {
             format!("{:?}", api.requests())
         });
     let reqs = d.wait("the resumed request", Duration::from_secs(150), || {
@@ -701,17 +660,30 @@ fn real_copilot_kill9_restart_resumes_the_same_session() {
         resumed.user_messages >= 2,
         "the resumed session carries the interrupted conversation: {reqs:?}"
     );
-    d.wait("the run to end", Duration::from_secs(150), || {
+    let limit = Duration::from_secs(150);
+    assert_resumed_once(&d, &dir, (&stop, &max), "copilot", "mode=resume", limit);
+}
+
+/// After the restart resumed the interrupted run: wait (up to `limit`) for the run to end, stop
+/// the process sampler `(stop, max)`, and check there never were two `cli` processes for the
+/// issue, `after_create` ran once, the log shows `resumed` and no session fallback.
+fn assert_resumed_once(
+    d: &DaemonProc,
+    dir: &Path,
+    (stop, max): (&AtomicBool, &AtomicUsize),
+    cli: &str,
+    resumed: &str,
+    limit: Duration,
+) {
+    d.wait("the run to end", limit, || {
         (d.state()["counts"]["running"] == 0).then_some(())
     });
     stop.store(true, Ordering::SeqCst);
-    assert!(
-        max.load(Ordering::SeqCst) <= 1,
-        "never two copilot processes for the issue"
-    );
-    assert_eq!(after_create_runs(&dir), 1);
+    let most = max.load(Ordering::SeqCst);
+    assert!(most <= 1, "never two {cli} processes for the issue: {most}");
+    assert_eq!(after_create_runs(dir), 1);
     let log = d.log();
-    assert!(log.contains("mode=resume"), "{log}");
+    assert!(log.contains(resumed), "{log}");
     assert!(!log.contains("event=session_resume_failed"), "{log}");
 }
 

@@ -5,8 +5,13 @@
 
 use crate::support;
 
-use crate::support::daemon_proc::{wait_until, DaemonProc};
+use crate::support::daemon_proc::{logged_runs, wait_until, DaemonProc};
 use crate::support::procs;
+use crate::support::real_cli::{
+    agent_yaml, assert_claude_two_turns, claude_env, claude_two_turns, copilot_env, slow_poll,
+    CLAUDE_KEYS,
+};
+use crate::support::tool;
 
 use crate::support::fake_anthropic;
 use crate::support::fake_openai;
@@ -51,19 +56,6 @@ fn start_daemon(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> Daemon
     DaemonProc::start(workflow, home, &all)
 }
 
-/// Rewrite the workflow's poll interval. The real-CLI tests use a long one: the issue leaves its
-/// active states while turn 2 is in flight, and a reconciliation poll in that window would
-/// (correctly) cancel turn 2; with no poll due, the worker's own between-turns refresh sees it.
-fn slow_polling(wf: &Path) {
-    let text = std::fs::read_to_string(wf).unwrap();
-    let slow = text.replace(
-        "polling:\n  interval_ms: 300\n",
-        "polling:\n  interval_ms: 600000\n",
-    );
-    assert_ne!(text, slow);
-    std::fs::write(wf, slow).unwrap();
-}
-
 fn write_workflow(dir: &Path, github: &FakeGithub, agent_yaml: &str, body: &str) -> PathBuf {
     let p = dir.join("WORKFLOW.md");
     let text = format!(
@@ -95,41 +87,23 @@ echo "touched" >> agent-was-here.txt
 echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"e2e-session-1","total_cost_usd":0.25,"num_turns":1,"usage":{"input_tokens":100,"output_tokens":10}}'
 "#;
 
-/// `claude_code:` keys of the real-CLI tests: edits allowed, generous timeouts.
-const REAL_CLAUDE_KEYS: &str =
-    "  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n";
-
-/// `agent:` and `claude_code:` sections running `command`, with extra keys for each section (each
-/// key line indented by two spaces).
-fn claude_yaml(command: &Path, agent_keys: &str, claude_keys: &str) -> String {
-    format!(
-        "agent:\n  kind: claude_code\n{agent_keys}claude_code:\n  command: \"'{}'\"\n{claude_keys}",
-        command.display()
-    )
-}
-
 /// A fresh directory with the fake GitHub, the fake agent script, and a workflow running it with
-/// `agent_keys`; the agent logs its runs to `agent_log`.
-struct FakeAgentRun {
-    dir: PathBuf,
-    github: FakeGithub,
-    agent_log: PathBuf,
-    wf: PathBuf,
-}
-
-impl FakeAgentRun {
-    fn new(tag: &str, agent_keys: &str, body: &str) -> FakeAgentRun {
-        let dir = tempdir(tag);
-        let github = FakeGithub::start(board());
-        let agent = fake_agent(&dir);
-        let wf = write_workflow(&dir, &github, &claude_yaml(&agent, agent_keys, ""), body);
-        FakeAgentRun {
-            agent_log: dir.join("agent.log"),
-            dir,
-            github,
-            wf,
-        }
-    }
+/// `agent_keys`: `(dir, github, agent_log, workflow)`; the agent logs its runs to `agent_log`.
+fn fake_agent_run(
+    tag: &str,
+    agent_keys: &str,
+    body: &str,
+) -> (PathBuf, FakeGithub, PathBuf, PathBuf) {
+    let dir = tempdir(tag);
+    let github = FakeGithub::start(board());
+    let agent = fake_agent(&dir);
+    let wf = write_workflow(
+        &dir,
+        &github,
+        &agent_yaml("claude_code", &agent, agent_keys, ""),
+        body,
+    );
+    (dir.clone(), github, dir.join("agent.log"), wf)
 }
 
 fn fake_agent(dir: &Path) -> PathBuf {
@@ -140,23 +114,9 @@ fn fake_agent(dir: &Path) -> PathBuf {
     p
 }
 
-fn runs(log: &Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.starts_with("run "))
-        .map(str::to_string)
-        .collect()
-}
-
 #[test]
 fn fake_agent_dispatch_continuation_terminal_cleanup_and_sigterm() {
-    let FakeAgentRun {
-        dir,
-        github,
-        agent_log,
-        wf,
-    } = FakeAgentRun::new(
+    let (dir, github, agent_log, wf) = fake_agent_run(
         "fake",
         "  max_turns: 1\n  max_runs_per_issue: 50\n",
         "Work on {{ issue.identifier }}: {{ issue.title }}",
@@ -166,21 +126,21 @@ fn fake_agent_dispatch_continuation_terminal_cleanup_and_sigterm() {
 
     // Dispatch: workspace created (after_create ran there) and the agent ran in it.
     wait_for("first agent run", Duration::from_secs(30), || {
-        (!runs(&agent_log).is_empty()).then_some(())
+        (!logged_runs(&agent_log).is_empty()).then_some(())
     });
     assert!(
         ws.join(".baton-created").exists(),
         "after_create ran in the workspace"
     );
     assert!(
-        runs(&agent_log)[0].contains(&format!("cwd={}", ws.display())),
+        logged_runs(&agent_log)[0].contains(&format!("cwd={}", ws.display())),
         "{:?}",
-        runs(&agent_log)
+        logged_runs(&agent_log)
     );
 
     // Continuation: after a normal exit the issue is still active, so it runs again (~1 s later).
     wait_for("a continuation run", Duration::from_secs(30), || {
-        (runs(&agent_log).len() >= 2).then_some(())
+        (logged_runs(&agent_log).len() >= 2).then_some(())
     });
     let state = daemon.state();
     let totals = &state["agent_totals"];
@@ -243,12 +203,8 @@ fn fake_agent_dispatch_continuation_terminal_cleanup_and_sigterm() {
 
 #[test]
 fn sigterm_stops_hung_agents_and_their_children() {
-    let FakeAgentRun {
-        dir,
-        github: _github,
-        agent_log,
-        wf,
-    } = FakeAgentRun::new("hang", "", "Work on {{ issue.identifier }}");
+    let (dir, _github, agent_log, wf) =
+        fake_agent_run("hang", "", "Work on {{ issue.identifier }}");
     let daemon = start_daemon(
         &wf,
         &dir,
@@ -293,12 +249,7 @@ fn sigterm_stops_hung_agents_and_their_children() {
 
 #[test]
 fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
-    let FakeAgentRun {
-        dir,
-        github,
-        agent_log,
-        wf,
-    } = FakeAgentRun::new(
+    let (dir, github, agent_log, wf) = fake_agent_run(
         "reload",
         "  max_turns: 1\n",
         "Work on {{ issue.identifier }}",
@@ -321,7 +272,7 @@ fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
         (polls(&github) >= 3).then_some(())
     });
     assert!(
-        runs(&agent_log).is_empty(),
+        logged_runs(&agent_log).is_empty(),
         "nothing dispatched while no state is active"
     );
 
@@ -358,7 +309,7 @@ fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
         Duration::from_secs(30),
         || (polls(&github) >= before + 2).then_some(()),
     );
-    assert!(runs(&agent_log).is_empty());
+    assert!(logged_runs(&agent_log).is_empty());
 
     // A valid edit re-applies the states: the Todo issue is dispatched.
     std::fs::write(&tmp, &original).unwrap();
@@ -366,7 +317,7 @@ fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
     daemon.wait(
         "dispatch after the valid reload",
         Duration::from_secs(30),
-        || (!runs(&agent_log).is_empty()).then_some(()),
+        || (!logged_runs(&agent_log).is_empty()).then_some(()),
     );
     assert!(daemon.log().contains("workflow reloaded"));
     assert_eq!(daemon.terminate(Duration::from_secs(30)).code(), Some(0));
@@ -411,10 +362,6 @@ fn a_broken_stderr_never_stops_the_daemon() {
 }
 
 /// The tool in `var` (the tests calling this are ignored unless run with `--include-ignored`).
-fn bin_or_skip(var: &str, _test: &str, setup: &str) -> Option<PathBuf> {
-    Some(crate::support::tool::required(var, setup))
-}
-
 /// A temp dir with a private `HOME` for the CLI, and the fake board shared with the fake model
 /// API's hook (which moves the issue at a precise turn).
 fn real_cli_sandbox(tag: &str) -> (PathBuf, PathBuf, Arc<FakeGithub>) {
@@ -427,76 +374,19 @@ fn real_cli_sandbox(tag: &str) -> (PathBuf, PathBuf, Arc<FakeGithub>) {
 #[test]
 #[ignore = "needs the real claude CLI (BATON_CLAUDE_BIN, .ci/setup-claude.sh)"]
 fn real_claude_two_turns_on_one_session_with_token_totals() {
-    let Some(claude) = bin_or_skip(
-        "BATON_CLAUDE_BIN",
-        "real_claude_two_turns",
-        ".ci/setup-claude.sh",
-    ) else {
-        return;
-    };
+    let claude = tool::required("BATON_CLAUDE_BIN", ".ci/setup-claude.sh");
     let (dir, home, github) = real_cli_sandbox("claude");
-    let g = Arc::clone(&github);
-    use fake_anthropic::Step;
-    // Turn 1: a Write tool call, then text. Turn 2 (resumed): text. While turn 2's request is in
-    // flight the issue moves to In Review, so the worker stops after turn 2 and is released.
-    let api = fake_anthropic::FakeAnthropic::start_with_hook(
-        vec![
-            Step::ToolUse {
-                text: Some("Writing the file.".into()),
-                name: "Write".into(),
-                input: serde_json::json!({"file_path": "hello.txt", "content": "hello from claude\n"}),
-            },
-            Step::Text("Turn one is done.".into()),
-            Step::Text("Turn two is done.".into()),
-        ],
-        move |rec| {
-            if rec.n_assistant == 2 {
-                g.set_status(ISSUE, Some("In Review"));
-            }
-        },
-    );
+    let api = claude_two_turns(&github, ISSUE, "hello from claude\n");
     let wf = write_workflow(
         &dir,
         &github,
-        &claude_yaml(&claude, "  max_turns: 5\n", REAL_CLAUDE_KEYS),
+        &agent_yaml("claude_code", &claude, "  max_turns: 5\n", CLAUDE_KEYS),
         "Create hello.txt for {{ issue.identifier }}.",
     );
-    slow_polling(&wf);
-    let daemon = start_daemon(
-        &wf,
-        &home,
-        &[
-            ("ANTHROPIC_BASE_URL", api.base_url.clone()),
-            ("ANTHROPIC_API_KEY", "dummy".into()),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-            ("DISABLE_TELEMETRY", "1".into()),
-            ("DISABLE_AUTOUPDATER", "1".into()),
-        ],
-    );
+    slow_poll(&wf);
+    let daemon = start_daemon(&wf, &home, &claude_env(&api.base_url));
     let ws = dir.join("ws").join(IDENT);
-    daemon.wait(
-        "the issue to be released after two turns",
-        Duration::from_secs(120),
-        || {
-            let s = daemon.state();
-            let done = api.requests().len() >= 3
-                && s["counts"]["running"] == 0
-                && s["counts"]["retrying"] == 0
-                && daemon.log().contains("releasing claim");
-            done.then_some(())
-        },
-    );
-    let reqs = api.requests();
-    assert_eq!(reqs.len(), 3, "two turns: 2 API calls then 1: {reqs:?}");
-    let sessions: Vec<_> = reqs.iter().map(|r| r.session_header.clone()).collect();
-    assert!(
-        sessions[0].is_some() && sessions.iter().all(|s| s == &sessions[0]),
-        "one session: {sessions:?}"
-    );
-    assert_eq!(
-        std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
-        "hello from claude\n"
-    );
+    assert_claude_two_turns(&daemon, &api, &ws, "hello from claude\n");
     let s = daemon.state();
     // result.usage per invocation: turn 1 = 1000+1100 in / 10+11 out; turn 2 = 1200 / 12.
     assert_eq!(s["agent_totals"]["input_tokens"], 3300, "{s}");
@@ -512,13 +402,7 @@ fn real_claude_two_turns_on_one_session_with_token_totals() {
 #[test]
 #[ignore = "needs the real copilot CLI (BATON_COPILOT_BIN, .ci/setup-copilot.sh)"]
 fn real_copilot_two_turns_on_one_session() {
-    let Some(copilot) = bin_or_skip(
-        "BATON_COPILOT_BIN",
-        "real_copilot_two_turns",
-        ".ci/setup-copilot.sh",
-    ) else {
-        return;
-    };
+    let copilot = tool::required("BATON_COPILOT_BIN", ".ci/setup-copilot.sh");
     let (dir, home, github) = real_cli_sandbox("copilot");
     let g = Arc::clone(&github);
     // The second chat request of the session carries two user messages (context kept by --resume):
@@ -528,34 +412,19 @@ fn real_copilot_two_turns_on_one_session() {
             g.set_status(ISSUE, Some("In Review"));
         }
     });
-    let cache = std::env::var("BATON_COPILOT_CACHE_HOME").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/copilot",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
     let wf = write_workflow(
         &dir,
         &github,
-        &format!(
-            "agent:\n  kind: copilot\n  max_turns: 5\ncopilot:\n  command: \"'{}'\"\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
-            copilot.display()
+        &agent_yaml(
+            "copilot",
+            &copilot,
+            "  max_turns: 5\n",
+            "  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
         ),
         "REMEMBER:pineapple Work on {{ issue.identifier }}.",
     );
-    slow_polling(&wf);
-    let daemon = start_daemon(
-        &wf,
-        &home,
-        &[
-            ("COPILOT_OFFLINE", "true".into()),
-            ("COPILOT_PROVIDER_BASE_URL", api.base_url.clone()),
-            ("COPILOT_PROVIDER_API_KEY", "dummy".into()),
-            ("COPILOT_MODEL", "gpt-4.1".into()),
-            ("COPILOT_CACHE_HOME", cache),
-            ("NO_COLOR", "1".into()),
-        ],
-    );
+    slow_poll(&wf);
+    let daemon = start_daemon(&wf, &home, &copilot_env(&api.base_url));
     daemon.wait(
         "the issue to be released after two turns",
         Duration::from_secs(150),
@@ -622,24 +491,13 @@ fn metrics(d: &DaemonProc) -> Vec<prom::Family> {
 
 /// A sample's value, 0 when the series is absent.
 fn metric(fams: &[prom::Family], name: &str, labels: &[(&str, &str)]) -> f64 {
-    let want: Vec<(String, String)> = labels
-        .iter()
-        .map(|(a, b)| (a.to_string(), b.to_string()))
-        .collect();
-    fams.iter()
-        .flat_map(|f| &f.samples)
-        .find(|s| s.name == name && s.labels == want)
-        .map_or(0.0, |s| s.value)
+    prom::sample(fams, name, labels).unwrap_or(0.0)
 }
 
 #[test]
 fn metrics_health_and_systemd_notify_from_the_real_binary() {
-    let FakeAgentRun {
-        dir,
-        github,
-        agent_log,
-        wf,
-    } = FakeAgentRun::new("ops", "  max_turns: 1\n", "Work on {{ issue.identifier }}");
+    let (dir, github, agent_log, wf) =
+        fake_agent_run("ops", "  max_turns: 1\n", "Work on {{ issue.identifier }}");
     let sock = dir.join("notify.sock");
     let got = notify_listener(&sock);
     let daemon = start_daemon(
@@ -745,13 +603,7 @@ fn metrics_health_and_systemd_notify_from_the_real_binary() {
 #[test]
 #[ignore = "needs the real claude CLI (BATON_CLAUDE_BIN, .ci/setup-claude.sh)"]
 fn real_claude_cost_budget_parks_after_the_crossing_turn() {
-    let Some(claude) = bin_or_skip(
-        "BATON_CLAUDE_BIN",
-        "real_claude_cost_budget",
-        ".ci/setup-claude.sh",
-    ) else {
-        return;
-    };
+    let claude = tool::required("BATON_CLAUDE_BIN", ".ci/setup-claude.sh");
     let (dir, home, github) = real_cli_sandbox("claude-budget");
     use fake_anthropic::Step;
     // Every reply reports 1000+ input, 50 cache-write and 200 cache-read tokens: at the CLI's own
@@ -763,24 +615,15 @@ fn real_claude_cost_budget_parks_after_the_crossing_turn() {
     let wf = write_workflow(
         &dir,
         &github,
-        &claude_yaml(
+        &agent_yaml(
+            "claude_code",
             &claude,
             "  max_turns: 5\n  max_cost_usd_per_issue: 0.0001\n",
-            REAL_CLAUDE_KEYS,
+            CLAUDE_KEYS,
         ),
         "Work on {{ issue.identifier }}.",
     );
-    let daemon = start_daemon(
-        &wf,
-        &home,
-        &[
-            ("ANTHROPIC_BASE_URL", api.base_url.clone()),
-            ("ANTHROPIC_API_KEY", "dummy".into()),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-            ("DISABLE_TELEMETRY", "1".into()),
-            ("DISABLE_AUTOUPDATER", "1".into()),
-        ],
-    );
+    let daemon = start_daemon(&wf, &home, &claude_env(&api.base_url));
     let s = daemon.wait(
         "the issue to be parked for its budget",
         Duration::from_secs(120),

@@ -1,6 +1,7 @@
 //! Deterministic tests of the pure scheduling core (spec §17.4 and Baton regressions), driven by a
 //! virtual clock: no threads, no sleeps.
 
+use crate::support::engine_sim::{poll_started, EngineSim};
 use crate::support::issues;
 use issues::issue;
 
@@ -41,11 +42,6 @@ impl H {
             now: T0,
         }
     }
-    fn ev(&mut self, e: Event) -> Vec<Action> {
-        let out = handle(&mut self.s, e, self.now);
-        self.check_invariants();
-        out
-    }
     fn advance(&mut self, ms: u64) {
         self.now += ms;
     }
@@ -83,13 +79,7 @@ impl H {
         candidates: Result<Vec<Issue>, PollSkip>,
     ) -> Vec<Action> {
         let a = self.ev(Event::Wake);
-        let running_ids = a
-            .iter()
-            .find_map(|x| match x {
-                Action::StartPoll { running_ids } => Some(running_ids.clone()),
-                _ => None,
-            })
-            .expect("wake must start a poll");
+        let running_ids = poll_started(&a).expect("wake must start a poll");
         let refreshed = if running_ids.is_empty() {
             None
         } else {
@@ -137,39 +127,17 @@ impl H {
             event: ev,
         });
     }
-    /// Fire the retry of issue n: wake at its due time, answer the refresh with `result`.
-    fn fire_retry(&mut self, n: u64, result: Result<Option<Issue>, String>) -> Vec<Action> {
-        let id = format!("I_{n}");
-        let due = self.s.retry_attempts[&id].due_at;
-        self.now = self.now.max(due);
-        let a = self.ev(Event::Wake);
-        // A poll tick that happens to be due at the same moment is answered as skipped.
-        if let Some(running_ids) = a.iter().find_map(|x| match x {
-            Action::StartPoll { running_ids } => Some(running_ids.clone()),
-            _ => None,
-        }) {
-            self.ev(Event::PollResult {
-                running_ids,
-                refreshed: None,
-                candidates: Err(PollSkip::Tracker {
-                    message: "test: skipped".into(),
-                    retry_at: None,
-                }),
-                rate_limit: None,
-            });
-        }
-        let seq = a
-            .iter()
-            .find_map(|x| match x {
-                Action::FetchRetryIssue { issue_id, seq } if *issue_id == id => Some(*seq),
-                _ => None,
-            })
-            .expect("retry fetch");
-        self.ev(Event::RetryRefreshed {
-            issue_id: id,
-            seq,
-            result,
-        })
+}
+
+impl EngineSim for H {
+    fn parts(&mut self) -> (&mut OrchestratorState, &mut Millis) {
+        (&mut self.s, &mut self.now)
+    }
+
+    fn ev(&mut self, e: Event) -> Vec<Action> {
+        let out = handle(&mut self.s, e, self.now);
+        self.check_invariants();
+        out
     }
 }
 

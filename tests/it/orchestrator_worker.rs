@@ -109,15 +109,34 @@ impl AgentSession for S {
 struct Case {
     dir: PathBuf,
     log: Arc<Mutex<Log>>,
+    name: String,
 }
 
-fn run_case(
-    name: &str,
-    hooks: HooksConfig,
-    tracker: T,
+/// What a run's stand-ins do besides answering with the tracker's refresh.
+#[derive(Clone, Copy, Default)]
+struct Flags {
+    /// The agent session fails to start.
     fail_start: bool,
+    /// The first turn is cancelled.
     cancel_in_turn: bool,
+}
+
+/// One worker run named `w-<tag>-<pid>` with an `after_run` hook counting its runs (plus
+/// `before_run` when given).
+fn run_case(
+    tag: &str,
+    tracker: T,
+    flags: Flags,
+    before_run: Option<&str>,
 ) -> (WorkerOutcome, Case) {
+    let name = format!("w-{tag}-{}", std::process::id());
+    let _ = fs::remove_file(std::env::temp_dir().join(format!("{name}-after_run")));
+    let mut hooks = hooks_with_after_run(&name);
+    hooks.before_run = before_run.map(str::to_string);
+    let Flags {
+        fail_start,
+        cancel_in_turn,
+    } = flags;
     let dir = std::env::temp_dir().join(format!("baton-worker-test-{}-{name}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).unwrap();
@@ -145,7 +164,7 @@ fn run_case(
         events: tx,
         host: baton::host::LocalHost::shared(),
     };
-    (run_attempt(&ctx), Case { dir, log })
+    (run_attempt(&ctx), Case { dir, log, name })
 }
 
 fn hooks_with_after_run(dir_hint: &str) -> HooksConfig {
@@ -156,118 +175,94 @@ fn hooks_with_after_run(dir_hint: &str) -> HooksConfig {
     }
 }
 
-fn after_run_count(c: &Case, name: &str) -> usize {
-    fs::read_to_string(c.dir.join(format!("{name}-after_run")))
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-fn cleanup_marker(name: &str) {
-    let _ = fs::remove_file(std::env::temp_dir().join(format!("{name}-after_run")));
+impl Case {
+    /// How many times `after_run` ran.
+    fn after_runs(&self) -> usize {
+        fs::read_to_string(self.dir.join(format!("{}-after_run", self.name)))
+            .map(|s| s.lines().count())
+            .unwrap_or(0)
+    }
 }
 
 #[test]
 fn before_run_failure_fails_the_attempt_without_starting_the_agent() {
-    let name = format!("w-before-{}", std::process::id());
-    cleanup_marker(&name);
-    let mut h = hooks_with_after_run(&name);
-    h.before_run = Some("exit 4".into());
-    let (out, c) = run_case(&name, h, T(Ok(vec![issue()])), false, false);
+    let (out, c) = run_case(
+        "before",
+        T(Ok(vec![issue()])),
+        Flags::default(),
+        Some("exit 4"),
+    );
     assert!(
         matches!(&out, WorkerOutcome::Failed(m) if m.contains("before_run")),
         "{out:?}"
     );
     assert_eq!(c.log.lock().unwrap().started, 0);
-    assert_eq!(after_run_count(&c, &name), 0);
+    assert_eq!(c.after_runs(), 0);
 }
 
 #[test]
 fn session_startup_failure_runs_after_run_and_fails() {
-    let name = format!("w-start-{}", std::process::id());
-    cleanup_marker(&name);
     let (out, c) = run_case(
-        &name,
-        hooks_with_after_run(&name),
+        "start",
         T(Ok(vec![])),
-        true,
-        false,
+        Flags {
+            fail_start: true,
+            ..Flags::default()
+        },
+        None,
     );
     assert!(
         matches!(&out, WorkerOutcome::Failed(m) if m.contains("agent session startup error")),
         "{out:?}"
     );
-    assert_eq!(after_run_count(&c, &name), 1);
+    assert_eq!(c.after_runs(), 1);
 }
 
 #[test]
 fn refresh_failure_between_turns_stops_the_session_and_fails() {
-    let name = format!("w-refresh-{}", std::process::id());
-    cleanup_marker(&name);
     let err = TrackerError::new(TrackerErrorKind::Status, "HTTP 502");
-    let (out, c) = run_case(
-        &name,
-        hooks_with_after_run(&name),
-        T(Err(err)),
-        false,
-        false,
-    );
+    let (out, c) = run_case("refresh", T(Err(err)), Flags::default(), None);
     assert!(
         matches!(&out, WorkerOutcome::Failed(m) if m.contains("issue state refresh error")),
         "{out:?}"
     );
     let log = c.log.lock().unwrap();
     assert_eq!((log.turns, log.stopped), (1, 1));
-    assert_eq!(after_run_count(&c, &name), 1);
+    assert_eq!(c.after_runs(), 1);
 }
 
 #[test]
 fn turns_continue_while_active_up_to_max_turns() {
-    let name = format!("w-turns-{}", std::process::id());
-    cleanup_marker(&name);
-    let (out, c) = run_case(
-        &name,
-        hooks_with_after_run(&name),
-        T(Ok(vec![issue()])),
-        false,
-        false,
-    );
+    let (out, c) = run_case("turns", T(Ok(vec![issue()])), Flags::default(), None);
     assert_eq!(out, WorkerOutcome::Normal);
     let log = c.log.lock().unwrap();
     assert_eq!((log.started, log.turns, log.stopped), (1, 3, 1));
-    assert_eq!(after_run_count(&c, &name), 1);
+    assert_eq!(c.after_runs(), 1);
 }
 
 #[test]
 fn label_removal_between_turns_ends_the_run_normally() {
-    let name = format!("w-label-{}", std::process::id());
-    cleanup_marker(&name);
     let mut unlabeled = issue();
     unlabeled.labels.clear();
-    let (out, c) = run_case(
-        &name,
-        hooks_with_after_run(&name),
-        T(Ok(vec![unlabeled])),
-        false,
-        false,
-    );
+    let (out, c) = run_case("label", T(Ok(vec![unlabeled])), Flags::default(), None);
     assert_eq!(out, WorkerOutcome::Normal);
     assert_eq!(c.log.lock().unwrap().turns, 1);
 }
 
 #[test]
 fn a_cancelled_turn_reports_cancelled_and_still_runs_after_run() {
-    let name = format!("w-cancel-{}", std::process::id());
-    cleanup_marker(&name);
     let (out, c) = run_case(
-        &name,
-        hooks_with_after_run(&name),
+        "cancel",
         T(Ok(vec![issue()])),
-        false,
-        true,
+        Flags {
+            cancel_in_turn: true,
+            ..Flags::default()
+        },
+        None,
     );
     assert_eq!(out, WorkerOutcome::Cancelled);
     assert_eq!(c.log.lock().unwrap().stopped, 1);
-    assert_eq!(after_run_count(&c, &name), 1);
+    assert_eq!(c.after_runs(), 1);
 }
 
 #[test]

@@ -6,8 +6,12 @@
 
 use crate::support;
 
-use crate::support::daemon_proc::DaemonProc;
+use crate::support::daemon_proc::{logged_runs, DaemonProc};
+use crate::support::real_cli::{
+    assert_claude_two_turns, claude_env, claude_two_turns, slow_poll, CLAUDE_KEYS,
+};
 use crate::support::sshd;
+use crate::support::tool;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -67,6 +71,22 @@ fn setup(lab: &Lab, github: &FakeGithub, hosts: &[&str], extra: &str) -> PathBuf
     wf
 }
 
+/// A lab (see [`lab_env`]), a board of `issues` issues, and a workflow running on `hosts` with
+/// `worker_keys` under `worker:`.
+fn ssh_setup(
+    tag: &str,
+    servers: usize,
+    mode: &str,
+    issues: u64,
+    hosts: &[&str],
+    worker_keys: &str,
+) -> (Lab, FakeGithub, PathBuf) {
+    let lab = lab_env(tag, servers, mode);
+    let github = FakeGithub::start(board(issues));
+    let wf = setup(&lab, &github, hosts, worker_keys);
+    (lab, github, wf)
+}
+
 fn lab_env(tag: &str, n: usize, mode: &str) -> Lab {
     let tmp_log = format!("/tmp/bs-{}-{tag}-agent.log", std::process::id());
     let _ = std::fs::remove_file(&tmp_log);
@@ -88,15 +108,6 @@ fn agent_log(tag: &str) -> PathBuf {
     PathBuf::from(format!("/tmp/bs-{}-{tag}-agent.log", std::process::id()))
 }
 
-fn runs(log: &Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.starts_with("run "))
-        .map(str::to_string)
-        .collect()
-}
-
 /// Start `baton` for `wf` with the lab's `ssh` wrapper first on `PATH`.
 fn start_baton(lab: &Lab, wf: &Path) -> DaemonProc {
     let envs = [
@@ -110,16 +121,14 @@ fn start_baton(lab: &Lab, wf: &Path) -> DaemonProc {
 #[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
 fn dispatch_over_ssh_with_hostile_title_and_cleanup_on_the_owning_host() {
     let tag = "e2e";
-    let lab = lab_env(tag, 2, "ok");
-    let github = FakeGithub::start(board(1));
-    let wf = setup(&lab, &github, &["h2", "h1"], "");
+    let (lab, github, wf) = ssh_setup(tag, 2, "ok", 1, &["h2", "h1"], "");
     let d = start_baton(&lab, &wf);
     let log = agent_log(tag);
     let ws = lab.tmp.join("ws").join("acme__api-1");
     // Dispatched to the first configured host (least loaded, config order), run in the
     // workspace there; after_create ran there too.
     let first = d.wait("a remote agent run", Duration::from_secs(30), || {
-        runs(&log).into_iter().next()
+        logged_runs(&log).into_iter().next()
     });
     assert!(first.contains("host=h2"), "{first}");
     assert!(first.contains(&format!("cwd={}", ws.display())), "{first}");
@@ -132,12 +141,12 @@ fn dispatch_over_ssh_with_hostile_title_and_cleanup_on_the_owning_host() {
     assert!(args.contains(HOSTILE_TITLE), "{args}");
     // Continuations stay on the host that has the workspace.
     d.wait("a continuation run", Duration::from_secs(30), || {
-        (runs(&log).len() >= 3).then_some(())
+        (logged_runs(&log).len() >= 3).then_some(())
     });
     assert!(
-        runs(&log).iter().all(|r| r.contains("host=h2")),
+        logged_runs(&log).iter().all(|r| r.contains("host=h2")),
         "{:?}",
-        runs(&log)
+        logged_runs(&log)
     );
     let state = d.state();
     assert_eq!(state["hosts"][0]["host"], "h2", "{state}");
@@ -158,18 +167,18 @@ fn dispatch_over_ssh_with_hostile_title_and_cleanup_on_the_owning_host() {
 #[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
 fn per_host_cap_with_two_hosts_and_sigterm_leaves_no_remote_process() {
     let tag = "cap";
-    let lab = lab_env(tag, 2, "hang");
-    let github = FakeGithub::start(board(5));
-    let wf = setup(
-        &lab,
-        &github,
+    let (lab, _github, wf) = ssh_setup(
+        tag,
+        2,
+        "hang",
+        5,
         &["h1", "h2"],
         "  max_concurrent_agents_per_host: 2\n",
     );
     let d = start_baton(&lab, &wf);
     let log = agent_log(tag);
     d.wait("four remote agents", Duration::from_secs(60), || {
-        (runs(&log).len() >= 4).then_some(())
+        (logged_runs(&log).len() >= 4).then_some(())
     });
     let state = d.wait("state with 4 running", Duration::from_secs(10), || {
         let s = d.state();
@@ -187,7 +196,7 @@ fn per_host_cap_with_two_hosts_and_sigterm_leaves_no_remote_process() {
     assert_eq!(hosts.iter().filter(|h| **h == "h1").count(), 2, "{state}");
     // The fifth waits: every host is full (never local).
     std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(runs(&log).len(), 4, "{:?}", runs(&log));
+    assert_eq!(logged_runs(&log).len(), 4, "{:?}", logged_runs(&log));
     assert_eq!(d.state()["counts"]["running"], 4);
     assert!(d.terminate(Duration::from_secs(60)).success());
     let left = wait_none_matching(
@@ -219,13 +228,11 @@ fn ps(pids: &[i32]) -> String {
 #[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
 fn killing_sshd_mid_run_marks_the_host_down_and_fails_the_run_as_a_host_failure() {
     let tag = "kill";
-    let mut lab = lab_env(tag, 1, "hang");
-    let github = FakeGithub::start(board(1));
-    let wf = setup(&lab, &github, &["h1"], "");
+    let (mut lab, _github, wf) = ssh_setup(tag, 1, "hang", 1, &["h1"], "");
     let d = start_baton(&lab, &wf);
     let log = agent_log(tag);
     d.wait("the remote agent", Duration::from_secs(30), || {
-        (!runs(&log).is_empty()).then_some(())
+        (!logged_runs(&log).is_empty()).then_some(())
     });
     lab.servers[0].kill_hard();
     let state = d.wait("the host marked down", Duration::from_secs(40), || {
@@ -289,94 +296,35 @@ fn baton_check_probes_every_host() {
     assert!(dead.contains("host_unavailable"), "{text}");
 }
 
-use crate::support::fake_anthropic;
-
 #[test]
-#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+#[ignore = "needs OpenSSH's sshd and the real claude CLI (BATON_SSHD, BATON_CLAUDE_BIN, .ci/setup-ssh.sh, .ci/setup-claude.sh)"]
 fn real_claude_over_ssh_two_turns_on_one_session() {
-    let Some(claude) = std::env::var_os("BATON_CLAUDE_BIN").filter(|v| !v.is_empty()) else {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "BATON_CLAUDE_BIN unset"
-        );
-        eprintln!("SKIP real_claude_over_ssh: BATON_CLAUDE_BIN is unset (.ci/setup-claude.sh)");
-        return;
-    };
-    let claude = PathBuf::from(claude);
+    let claude = tool::required("BATON_CLAUDE_BIN", ".ci/setup-claude.sh");
     let github = Arc::new(FakeGithub::start(board(1)));
-    let g = Arc::clone(&github);
-    use fake_anthropic::Step;
-    // Turn 1: a Write tool call, then text; turn 2 (resumed): text. While turn 2's request is in
-    // flight the issue moves to In Review, so the worker stops after turn 2.
-    let api = fake_anthropic::FakeAnthropic::start_with_hook(
-        vec![
-            Step::ToolUse {
-                text: Some("Writing the file.".into()),
-                name: "Write".into(),
-                input: serde_json::json!({"file_path": "hello.txt", "content": "hello over ssh\n"}),
-            },
-            Step::Text("Turn one is done.".into()),
-            Step::Text("Turn two is done.".into()),
-        ],
-        move |rec| {
-            if rec.n_assistant == 2 {
-                g.set_status("acme/api#1", Some("In Review"));
-            }
-        },
-    );
+    let api = claude_two_turns(&github, "acme/api#1", "hello over ssh\n");
     // The remote session's environment is the remote host's business: here sshd's SetEnv gives
     // the CLI its API endpoint and a private HOME.
     let home = format!("/tmp/bs-{}-claude-home", std::process::id());
     let _ = std::fs::remove_dir_all(&home);
     std::fs::create_dir_all(&home).unwrap();
-    let lab = Lab::start(
-        "claude",
-        1,
-        &[
-            ("HOME", &home),
-            ("ANTHROPIC_BASE_URL", &api.base_url),
-            ("ANTHROPIC_API_KEY", "dummy"),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-            ("DISABLE_TELEMETRY", "1"),
-            ("DISABLE_AUTOUPDATER", "1"),
-        ],
-    );
+    let mut remote_env = vec![("HOME", home.clone())];
+    remote_env.extend(claude_env(&api.base_url));
+    let remote_env: Vec<(&str, &str)> = remote_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let lab = Lab::start("claude", 1, &remote_env);
     let wf = setup(&lab, &github, &["h1"], "");
     let text = std::fs::read_to_string(&wf).unwrap();
     let agent = lab.tmp.join("fake-claude");
     let text = text
         .replace(
             &format!("command: \"'{}'\"\n", agent.display()),
-            &format!(
-                "command: \"'{}'\"\n  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n",
-                claude.display()
-            ),
+            &format!("command: \"'{}'\"\n{CLAUDE_KEYS}", claude.display()),
         )
-        .replace("max_turns: 1\n", "max_turns: 5\n")
-        .replace("interval_ms: 300\n", "interval_ms: 600000\n");
+        .replace("max_turns: 1\n", "max_turns: 5\n");
     std::fs::write(&wf, text).unwrap();
+    slow_poll(&wf);
     let d = start_baton(&lab, &wf);
-    d.wait("release after two turns", Duration::from_secs(120), || {
-        let s = d.state();
-        let done = api.requests().len() >= 3
-            && s["counts"]["running"] == 0
-            && s["counts"]["retrying"] == 0
-            && d.log().contains("releasing claim");
-        done.then_some(())
-    });
-    let reqs = api.requests();
-    assert_eq!(reqs.len(), 3, "{reqs:?}");
-    let sessions: Vec<_> = reqs.iter().map(|r| r.session_header.clone()).collect();
-    assert!(
-        sessions[0].is_some() && sessions.iter().all(|s| s == &sessions[0]),
-        "one session: {sessions:?}"
-    );
     let ws = lab.tmp.join("ws").join("acme__api-1");
-    assert_eq!(
-        std::fs::read_to_string(ws.join("hello.txt")).unwrap(),
-        "hello over ssh\n"
-    );
+    assert_claude_two_turns(&d, &api, &ws, "hello over ssh\n");
     assert_eq!(
         std::fs::read_to_string(ws.join(".baton-created")).unwrap(),
         "created on h1\n"
@@ -402,11 +350,11 @@ fn rss_kib(pid: u32) -> u64 {
 #[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
 fn bench_twenty_remote_agents_on_two_hosts() {
     let tag = "twenty";
-    let lab = lab_env(tag, 2, "hang");
-    let github = FakeGithub::start(board(20));
-    let wf = setup(
-        &lab,
-        &github,
+    let (lab, github, wf) = ssh_setup(
+        tag,
+        2,
+        "hang",
+        20,
         &["h1", "h2"],
         "  max_concurrent_agents_per_host: 10\n",
     );
@@ -440,7 +388,7 @@ fn bench_twenty_remote_agents_on_two_hosts() {
     let started = Instant::now();
     let log = agent_log(tag);
     d.wait("20 remote agents", Duration::from_secs(120), || {
-        (runs(&log).len() >= 20).then_some(())
+        (logged_runs(&log).len() >= 20).then_some(())
     });
     let all_running = started.elapsed();
     let state = d.wait("20 running", Duration::from_secs(10), || {
@@ -478,13 +426,11 @@ fn bench_twenty_remote_agents_on_two_hosts() {
 #[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
 fn sigkill_of_the_daemon_leaves_no_remote_process() {
     let tag = "sigkill";
-    let lab = lab_env(tag, 1, "hang");
-    let github = FakeGithub::start(board(2));
-    let wf = setup(&lab, &github, &["h1"], "");
+    let (lab, _github, wf) = ssh_setup(tag, 1, "hang", 2, &["h1"], "");
     let mut d = start_baton(&lab, &wf);
     let log = agent_log(tag);
     d.wait("two remote agents", Duration::from_secs(30), || {
-        (runs(&log).len() >= 2).then_some(())
+        (logged_runs(&log).len() >= 2).then_some(())
     });
     // No shutdown code runs: the ssh clients see their stdin close, the remote watchers act.
     d.stop_with(libc::SIGKILL, Duration::from_secs(10));

@@ -2,15 +2,14 @@
 //! and cap, continuation and retry stickiness, waiting when full, host failures before and after
 //! the agent started, probes, and cleanup on the owning host.
 
+use crate::support::engine_sim::{poll_started, EngineSim};
 use crate::support::issues;
 
 use std::path::PathBuf;
 
 use baton::orchestrator::hosts::{probe_delay, Placement};
 use baton::orchestrator::state::{Millis, OrchestratorState, Policy};
-use baton::orchestrator::{
-    handle, next_deadline, Action, Event, PollSkip, StopReason, WorkerOutcome,
-};
+use baton::orchestrator::{handle, next_deadline, Action, Event, StopReason, WorkerOutcome};
 use issues::issue;
 
 const T0: Millis = 1_700_000_000_000;
@@ -34,21 +33,11 @@ impl H {
         }
     }
 
-    fn ev(&mut self, e: Event) -> Vec<Action> {
-        handle(&mut self.s, e, self.now)
-    }
-
     /// A poll tick offering issues 1..=n (all active).
     fn poll(&mut self, n: u64) -> Vec<Action> {
         self.now = self.now.max(self.s.poll.next_poll_at);
         let a = self.ev(Event::Wake);
-        let running_ids = a
-            .iter()
-            .find_map(|x| match x {
-                Action::StartPoll { running_ids } => Some(running_ids.clone()),
-                _ => None,
-            })
-            .expect("a poll");
+        let running_ids = poll_started(&a).expect("a poll");
         let issues: Vec<_> = (1..=n).map(|i| issue(i, "Todo")).collect();
         let refreshed = (!running_ids.is_empty()).then(|| Ok(issues.clone()));
         self.ev(Event::PollResult {
@@ -68,38 +57,15 @@ impl H {
             outcome,
         })
     }
+}
 
-    /// Fire issue n's retry: wake at its due time, answer its refresh with the issue.
-    fn fire_retry(&mut self, n: u64) -> Vec<Action> {
-        let id = format!("I_{n}");
-        self.now = self.now.max(self.s.retry_attempts[&id].due_at);
-        let a = self.ev(Event::Wake);
-        if let Some(running_ids) = a.iter().find_map(|x| match x {
-            Action::StartPoll { running_ids } => Some(running_ids.clone()),
-            _ => None,
-        }) {
-            self.ev(Event::PollResult {
-                running_ids,
-                refreshed: None,
-                candidates: Err(PollSkip::Tracker {
-                    message: "skipped".into(),
-                    retry_at: None,
-                }),
-                rate_limit: None,
-            });
-        }
-        let seq = a
-            .iter()
-            .find_map(|x| match x {
-                Action::FetchRetryIssue { issue_id, seq } if *issue_id == id => Some(*seq),
-                _ => None,
-            })
-            .expect("retry fetch");
-        self.ev(Event::RetryRefreshed {
-            issue_id: id,
-            seq,
-            result: Ok(Some(issue(n, "Todo"))),
-        })
+impl EngineSim for H {
+    fn parts(&mut self) -> (&mut OrchestratorState, &mut Millis) {
+        (&mut self.s, &mut self.now)
+    }
+
+    fn ev(&mut self, e: Event) -> Vec<Action> {
+        handle(&mut self.s, e, self.now)
     }
 }
 
@@ -168,9 +134,9 @@ fn continuations_and_retries_prefer_the_previous_host() {
     assert_eq!(h.s.retry_attempts["I_2"].host, host("b"));
     // a is less loaded after I_1 exits, but I_2's continuation goes back to b.
     h.exit(1, WorkerOutcome::Failed("x".into()));
-    let d = dispatches(&h.fire_retry(2));
+    let d = dispatches(&h.fire_retry(2, Ok(Some(issue(2, "Todo")))));
     assert_eq!(d, vec![("I_2".into(), host("b"), Some(1))]);
-    let d = dispatches(&h.fire_retry(1));
+    let d = dispatches(&h.fire_retry(1, Ok(Some(issue(1, "Todo")))));
     assert_eq!(d, vec![("I_1".into(), host("a"), Some(1))]);
 }
 
@@ -193,7 +159,7 @@ fn a_host_failure_before_the_agent_started_redispatches_elsewhere_without_an_att
         runs_before - 1,
         "the run does not count"
     );
-    let d = dispatches(&h.fire_retry(1));
+    let d = dispatches(&h.fire_retry(1, Ok(Some(issue(1, "Todo")))));
     assert_eq!(
         d,
         vec![("I_1".into(), host("b"), None)],
@@ -216,7 +182,7 @@ fn a_host_failure_after_start_is_a_normal_failed_attempt() {
     assert_eq!(r.attempt, 1);
     assert!(r.error.as_deref().unwrap().contains("host_unavailable"));
     assert!(r.due_at >= h.now + 10_000, "failure backoff");
-    let d = dispatches(&h.fire_retry(1));
+    let d = dispatches(&h.fire_retry(1, Ok(Some(issue(1, "Todo")))));
     assert_eq!(d, vec![("I_1".into(), host("b"), Some(1))], "a is down");
 }
 
@@ -232,7 +198,7 @@ fn down_hosts_are_probed_with_backoff_and_come_back() {
         },
     );
     // The only host is down: the retry waits (no slot), never runs locally.
-    let d = dispatches(&h.fire_retry(1));
+    let d = dispatches(&h.fire_retry(1, Ok(Some(issue(1, "Todo")))));
     assert!(d.is_empty());
     // The probe is a deadline; a failed probe backs off, a good one brings the host back.
     let probe_at = h.s.hosts_down["a"].probe_at;
@@ -251,7 +217,7 @@ fn down_hosts_are_probed_with_backoff_and_come_back() {
         result: Ok(()),
     });
     assert!(h.s.hosts_down.is_empty());
-    let d = dispatches(&h.fire_retry(1));
+    let d = dispatches(&h.fire_retry(1, Ok(Some(issue(1, "Todo")))));
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].1, host("a"));
 }

@@ -33,6 +33,16 @@ pub fn wait_until<T>(
     }
 }
 
+/// The `run …` lines an agent stand-in appended to `log` (one per invocation).
+pub fn logged_runs(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("run "))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Collect `child`'s piped stderr into a shared string on a reader thread (ends at EOF).
 pub fn capture_stderr(child: &mut Child) -> Arc<Mutex<String>> {
     let mut stderr = child.stderr.take().expect("stderr is piped");

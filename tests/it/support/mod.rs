@@ -1,7 +1,9 @@
 //! Shared test support: the fake GitHub GraphQL server and helpers. Include with `mod support;`.
 #![allow(dead_code)]
 
+pub mod chromium;
 pub mod daemon_proc;
+pub mod engine_sim;
 pub mod escapes;
 pub mod fake_anthropic;
 pub mod fake_github;
@@ -11,6 +13,7 @@ pub mod http;
 pub mod issues;
 pub mod procs;
 pub mod prom;
+pub mod real_cli;
 pub mod sshd;
 pub mod stand_ins;
 pub mod tool;

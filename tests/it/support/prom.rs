@@ -329,8 +329,13 @@ pub fn family<'a>(fams: &'a [Family], name: &str) -> &'a Family {
         .unwrap_or_else(|| panic!("no family {name}"))
 }
 
-/// The value of the sample `name` with exactly `labels`.
+/// The value of the sample `name` with exactly `labels`; panics when there is none.
 pub fn value(fams: &[Family], name: &str, labels: &[(&str, &str)]) -> f64 {
+    sample(fams, name, labels).unwrap_or_else(|| panic!("no sample {name} {labels:?}"))
+}
+
+/// The value of the sample `name` with exactly `labels`, if there is one.
+pub fn sample(fams: &[Family], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     let want: Vec<(String, String)> = labels
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -338,6 +343,5 @@ pub fn value(fams: &[Family], name: &str, labels: &[(&str, &str)]) -> f64 {
     fams.iter()
         .flat_map(|f| &f.samples)
         .find(|s| s.name == name && s.labels == want)
-        .unwrap_or_else(|| panic!("no sample {name} {labels:?}"))
-        .value
+        .map(|s| s.value)
 }
