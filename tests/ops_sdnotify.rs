@@ -3,13 +3,15 @@
 //!
 //! A test binary of its own (not in `tests/it/`) because it installs a process-wide log capture.
 
+#[path = "it/support/tempdir.rs"]
+mod tempdir;
 use std::ffi::OsStr;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+use tempdir::TempDir;
 
 use baton::ops::sdnotify::{
     parse_watchdog, status_line, summary, Notifier, STATUS_MAX_BYTES, WATCHDOG_MAX_INTERVAL,
@@ -24,23 +26,6 @@ fn unique(tag: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(unique(tag));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Read one pending datagram (the notifier sends synchronously, so it is already queued).

@@ -6,6 +6,8 @@
 
 #[path = "it/support/stand_ins.rs"]
 mod stand_ins;
+#[path = "it/support/tempdir.rs"]
+mod tempdir;
 
 use std::fs;
 use std::sync::Arc;
@@ -15,13 +17,12 @@ use baton::runtime::clock::SystemClock;
 use baton::runtime::daemon::run;
 
 use stand_ins::{daemon_options, minimal_workflow, spawn_daemon, StubTracker, TestEnv};
+use tempdir::TempDir;
 
 #[test]
 fn a_panicking_tracker_thread_takes_the_daemon_down_with_an_error() {
     baton::runtime::threads::install_panic_hook();
-    let dir = std::env::temp_dir().join(format!("baton-rel-threads-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("rel-threads");
     let wf_path = dir.join("WORKFLOW.md");
     fs::write(&wf_path, minimal_workflow(&dir)).unwrap();
     let panicking = StubTracker {
@@ -36,5 +37,4 @@ fn a_panicking_tracker_thread_takes_the_daemon_down_with_an_error() {
         .expect("the daemon must exit, not keep running without its poll thread");
     let err = result.expect_err("a thread death is an error exit");
     assert!(err.contains("tracker-poll"), "{err}");
-    let _ = fs::remove_dir_all(&dir);
 }

@@ -22,6 +22,7 @@
 //!   [`MAX_REQUESTS_PER_WINDOW`] requests in any [`WINDOW`] (see those constants for why).
 
 use crate::support;
+use crate::support::tempdir::TempDir;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -402,9 +403,8 @@ fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 fn chaos_invariants_hold_under_random_faults_moves_and_agents() {
     let (seed, secs) = settings();
     eprintln!("chaos seed={seed} secs={secs} (reproduce with BATON_CHAOS_SEED={seed})");
-    let dir = std::env::temp_dir().join(format!("baton-chaos-{seed}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(dir.join("home")).unwrap();
+    let dir = TempDir::new("chaos");
+    std::fs::create_dir_all(dir.join("home")).unwrap();
     let tag = format!("{seed}-{}", std::process::id());
     let github = Arc::new(FakeGithub::start(board()));
     let wf = workflow(&dir, &github);
@@ -608,5 +608,4 @@ fn chaos_invariants_hold_under_random_faults_moves_and_agents() {
         dir.display(),
         seen.violations.join("\n")
     );
-    let _ = fs::remove_dir_all(&dir);
 }

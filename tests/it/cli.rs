@@ -1,6 +1,7 @@
 //! Spec §17.7: the built binary's CLI surface — exit codes and one-line error messages.
 
 use crate::support;
+use crate::support::tempdir::TempDir;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -13,13 +14,6 @@ fn baton() -> Command {
         .env_remove("RUST_LOG")
         .env_remove("JOURNAL_STREAM");
     c
-}
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 #[test]
@@ -67,7 +61,7 @@ fn usage_errors_exit_2() {
 
 #[test]
 fn missing_default_workflow_is_one_line_exit_1() {
-    let d = tempdir("missing");
+    let d = TempDir::new("missing");
     let out = baton().current_dir(&d).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8(out.stderr).unwrap();
@@ -79,7 +73,7 @@ fn missing_default_workflow_is_one_line_exit_1() {
 
 #[test]
 fn positional_path_wins_over_cwd_default() {
-    let d = tempdir("positional");
+    let d = TempDir::new("positional");
     // A valid-looking ./WORKFLOW.md in cwd must not be used when a path is given.
     std::fs::write(d.join("WORKFLOW.md"), "---\n- not a map\n---\n").unwrap();
     let other = d.join("other.md");
@@ -97,17 +91,19 @@ fn positional_path_wins_over_cwd_default() {
     assert!(err.contains("workflow_front_matter_not_a_map"), "{err}");
 }
 
-/// A `W.md` whose tracker section has kind/owner/number and then `rest` (more tracker keys first).
-fn workflow_file(tag: &str, rest: &str) -> PathBuf {
-    let p = tempdir(tag).join("W.md");
+/// A `W.md` (in the returned directory) whose tracker section has kind/owner/number and then
+/// `rest` (more tracker keys first).
+fn workflow_file(tag: &str, rest: &str) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(tag);
+    let p = dir.join("W.md");
     let text = format!("---\ntracker:\n  kind: github_projects\n  owner: acme\n  project_number: 1\n  {rest}\n---\nx\n");
     std::fs::write(&p, text).unwrap();
-    p
+    (dir, p)
 }
 
 #[test]
 fn bad_workflow_gives_one_actionable_line() {
-    let p = workflow_file(
+    let (_dir, p) = workflow_file(
         "bad",
         "token: t\nagent:\n  kind: claude_code\n  max_turns: 0",
     );
@@ -124,7 +120,7 @@ fn bad_workflow_gives_one_actionable_line() {
 
 #[test]
 fn missing_token_fails_startup_without_leaking_anything() {
-    let p = workflow_file(
+    let (_dir, p) = workflow_file(
         "notoken",
         "token: $BATON_TEST_UNSET_TOKEN\nagent:\n  kind: claude_code",
     );
@@ -172,7 +168,7 @@ fn workflow_for(dir: &Path, endpoint: &str) -> PathBuf {
 
 #[test]
 fn unreachable_tracker_fails_startup_with_one_line() {
-    let d = tempdir("unreachable");
+    let d = TempDir::new("unreachable");
     // A closed local port: project resolution fails at startup.
     let p = workflow_for(&d, "http://127.0.0.1:9/graphql");
     let out = baton()
@@ -196,7 +192,7 @@ fn unreachable_tracker_fails_startup_with_one_line() {
 #[test]
 fn sigterm_and_sigint_exit_cleanly_with_code_0() {
     for sig in [libc::SIGTERM, libc::SIGINT] {
-        let d = tempdir(&format!("sig{sig}"));
+        let d = TempDir::new(&format!("sig{sig}"));
         let github = support::fake_github::FakeGithub::start(
             support::fake_github::BoardFixture::empty("acme", 7),
         );
@@ -259,7 +255,7 @@ fn check(p: &Path) -> (Option<i32>, String) {
 #[test]
 fn check_subcommand_prints_the_plan_and_flags_misspelled_states() {
     let github = support::fake_github::FakeGithub::from_fixture("fixtures/boards/acme.json");
-    let d = tempdir("check");
+    let d = TempDir::new("check");
     let p = check_workflow(&d, &github.endpoint(), |t| t);
     let (code, text) = check(&p);
     assert_eq!(code, Some(0), "{text}");

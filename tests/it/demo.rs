@@ -5,6 +5,7 @@
 
 use crate::support::chromium::{chromium, dump_dom};
 use crate::support::procs;
+use crate::support::tempdir::TempDir;
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -16,23 +17,12 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
-/// A scratch directory (HOME and TMPDIR of the demo), removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("baton-demo-test-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(p.join("home")).unwrap();
-        std::fs::create_dir_all(p.join("tmp")).unwrap();
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A scratch directory with `home` and `tmp` inside (the demo's HOME and TMPDIR).
+fn scratch(tag: &str) -> TempDir {
+    let dir = TempDir::new(tag);
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    dir
 }
 
 fn free_port() -> u16 {
@@ -52,7 +42,7 @@ struct Demo {
 }
 
 impl Demo {
-    fn start(scratch: &Scratch, port: u16) -> Demo {
+    fn start(scratch: &TempDir, port: u16) -> Demo {
         let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
             .args(["demo", "--port", &port.to_string()])
             .env("HOME", scratch.0.join("home"))
@@ -214,7 +204,7 @@ fn assert_finished(demo: &mut Demo, dir: &Path, code: i32) {
 
 #[test]
 fn demo_runs_to_completion_showing_retry_and_blocker() {
-    let scratch = Scratch::new("api");
+    let scratch = scratch("api");
     let port = free_port();
     let started = Instant::now();
     let deadline = started + DEADLINE;
@@ -271,7 +261,7 @@ fn demo_runs_to_completion_showing_retry_and_blocker() {
 #[ignore = "needs headless Chromium (BATON_CHROMIUM, .ci/setup-http.sh)"]
 fn demo_dashboard_renders_the_three_tasks_in_chromium() {
     let chromium = chromium();
-    let scratch = Scratch::new("browser");
+    let scratch = scratch("browser");
     let port = free_port();
     let deadline = Instant::now() + DEADLINE;
     let mut demo = Demo::start(&scratch, port);

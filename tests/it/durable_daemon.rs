@@ -4,6 +4,7 @@
 //! after SIGTERM and `kill -9`, the instance lock, bad state files, write failures, pid reuse.
 
 use crate::support;
+use crate::support::tempdir::TempDir;
 
 use crate::support::daemon_proc;
 use crate::support::fake_anthropic;
@@ -26,9 +27,9 @@ const ISSUE: &str = "acme/api#1";
 const IDENT: &str = "acme__api-1";
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-durable-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
+/// A fresh temporary directory with a `home` directory inside (the daemon's `HOME`).
+fn tempdir(tag: &str) -> TempDir {
+    let d = TempDir::new(tag);
     std::fs::create_dir_all(d.join("home")).unwrap();
     d
 }
@@ -96,7 +97,7 @@ sleep 300 &
 wait
 "#;
 
-fn fake_setup(tag: &str) -> (PathBuf, FakeGithub, PathBuf) {
+fn fake_setup(tag: &str) -> (TempDir, FakeGithub, PathBuf) {
     let dir = tempdir(tag);
     let github = FakeGithub::start(board());
     let agent = dir.join("fake-claude");

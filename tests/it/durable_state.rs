@@ -1,6 +1,7 @@
 //! The state directory: instance lock, crash-safe writes, bad files, write coalescing on disk,
 //! and the (ignored) write benchmark driven by `scripts/bench/state_write.sh`.
 
+use crate::support::tempdir::TempDir;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -11,29 +12,6 @@ use baton::durable::{
     StoredRetry, StoredRetryKind, StoredRun, StoredState, StoredTotals, WriteOutcome, WritePolicy,
     SCHEMA_VERSION,
 };
-
-/// A fresh directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!(
-            "baton-durable-{tag}-{}-{:?}",
-            std::process::id(),
-            Instant::now()
-        ));
-        let _ = fs::remove_dir_all(&d);
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::set_permissions(&self.0, fs::Permissions::from_mode(0o700));
-        let _ = fs::remove_file(&self.0);
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A fully populated issue entry (every field set), `n` varying the values.
 fn issue(n: usize) -> StoredIssue {
@@ -89,7 +67,7 @@ fn mode(p: &Path) -> u32 {
 
 #[test]
 fn open_creates_a_private_dir_and_save_load_round_trips() {
-    let t = TempDir::new("roundtrip");
+    let t = TempDir::unborn("roundtrip");
     let dir = StateDir::open(t.0.join("nested/.baton")).unwrap();
     assert_eq!(mode(dir.path()), 0o700);
     assert_eq!(dir.loose_permissions(), None);
@@ -115,7 +93,7 @@ fn open_creates_a_private_dir_and_save_load_round_trips() {
 
 #[test]
 fn second_locker_gets_state_locked_with_the_holder_pid() {
-    let t = TempDir::new("lock");
+    let t = TempDir::unborn("lock");
     let dir = StateDir::open(&t.0).unwrap();
     assert_eq!(lock_holder(&t.0), None, "no lock file yet");
     let held = dir.lock().unwrap();
@@ -145,7 +123,7 @@ fn second_locker_gets_state_locked_with_the_holder_pid() {
 
 #[test]
 fn corrupt_or_truncated_file_is_moved_aside_and_start_is_fresh() {
-    let t = TempDir::new("corrupt");
+    let t = TempDir::unborn("corrupt");
     let dir = StateDir::open(&t.0).unwrap();
     let full = serde_json::to_string(&state_of(3)).unwrap();
     let cases = [
@@ -183,7 +161,7 @@ fn corrupt_or_truncated_file_is_moved_aside_and_start_is_fresh() {
 
 #[test]
 fn newer_schema_version_is_refused_and_left_untouched() {
-    let t = TempDir::new("newer");
+    let t = TempDir::unborn("newer");
     let dir = StateDir::open(&t.0).unwrap();
     let newer = format!(
         r#"{{"schema_version": {}, "issues": "a shape this build does not know"}}"#,
@@ -206,7 +184,7 @@ fn newer_schema_version_is_refused_and_left_untouched() {
 
 #[test]
 fn unknown_fields_are_ignored_and_missing_ones_default() {
-    let t = TempDir::new("unknown");
+    let t = TempDir::unborn("unknown");
     let dir = StateDir::open(&t.0).unwrap();
     let json = r#"{
       "schema_version": 1, "written_at": 5, "from_the_future": {"x": [1, 2]},
@@ -259,7 +237,7 @@ fn make_unwritable(dir: &Path) -> impl FnOnce() {
 
 #[test]
 fn unwritable_dir_fails_the_write_keeps_the_state_and_retries_later() {
-    let t = TempDir::new("readonly");
+    let t = TempDir::unborn("readonly");
     let dir = StateDir::open(&t.0).unwrap();
     let mut w = StateWriter::new(WritePolicy::new(100, 1_000));
     assert!(w.offer(vec![issue(1)], 0));
@@ -295,7 +273,7 @@ fn unwritable_dir_fails_the_write_keeps_the_state_and_retries_later() {
 
 #[test]
 fn writer_writes_only_changes_and_flushes_on_shutdown() {
-    let t = TempDir::new("writer");
+    let t = TempDir::unborn("writer");
     let dir = StateDir::open(&t.0).unwrap();
     let mut w = StateWriter::new(WritePolicy::new(100, 5_000));
     w.assume_written(vec![issue(1)]);
@@ -330,7 +308,7 @@ fn writer_writes_only_changes_and_flushes_on_shutdown() {
 #[test]
 #[ignore = "benchmark: run scripts/bench/state_write.sh"]
 fn bench_state_write_1000_issues() {
-    let t = TempDir::new("bench");
+    let t = TempDir::unborn("bench");
     let dir = match std::env::var_os("BATON_BENCH_DIR") {
         Some(d) => {
             StateDir::open(PathBuf::from(d).join(format!("bench-{}", std::process::id()))).unwrap()
@@ -422,7 +400,7 @@ fn bench_state_write_1000_issues() {
 
 #[test]
 fn background_saver_writes_off_thread_and_reports_back() {
-    let t = TempDir::new("saver");
+    let t = TempDir::unborn("saver");
     let dir = StateDir::open(&t.0).unwrap();
     let (done_tx, done) = crossbeam_channel::unbounded();
     let saver = BackgroundSaver::spawn(dir.clone(), done_tx).unwrap();
@@ -486,7 +464,7 @@ fn a_failed_background_write_is_retried_with_the_newest_state() {
 fn a_killed_holder_releases_the_lock_and_children_do_not_inherit_it() {
     use std::os::unix::process::CommandExt;
     use std::process::{Command, Stdio};
-    let t = TempDir::new("lock-proc");
+    let t = TempDir::unborn("lock-proc");
     let dir = StateDir::open(&t.0).unwrap();
     let lock_file = t.0.join("lock");
 

@@ -4,6 +4,7 @@
 //! (`--port 0`) is how the tests observe it. Waits are bounded polls, never fixed sleeps.
 
 use crate::support;
+use crate::support::tempdir::TempDir;
 
 use crate::support::daemon_proc::{logged_runs, wait_until, DaemonProc};
 use crate::support::procs;
@@ -28,13 +29,6 @@ use support::fake_github::{BoardFixture, FakeGithub, IssueFixture, FAKE_TOKEN};
 
 const ISSUE: &str = "acme/api#1";
 const IDENT: &str = "acme__api-1";
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-e2e-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn board() -> BoardFixture {
     let mut b = BoardFixture::empty("acme", 7);
@@ -93,8 +87,8 @@ fn fake_agent_run(
     tag: &str,
     agent_keys: &str,
     body: &str,
-) -> (PathBuf, FakeGithub, PathBuf, PathBuf) {
-    let dir = tempdir(tag);
+) -> (TempDir, FakeGithub, PathBuf, PathBuf) {
+    let dir = TempDir::new(tag);
     let github = FakeGithub::start(board());
     let agent = fake_agent(&dir);
     let wf = write_workflow(
@@ -103,7 +97,8 @@ fn fake_agent_run(
         &agent_yaml("claude_code", &agent, agent_keys, ""),
         body,
     );
-    (dir.clone(), github, dir.join("agent.log"), wf)
+    let agent_log = dir.join("agent.log");
+    (dir, github, agent_log, wf)
 }
 
 fn fake_agent(dir: &Path) -> PathBuf {
@@ -325,7 +320,7 @@ fn reload_applies_valid_edits_and_keeps_the_last_good_config() {
 
 #[test]
 fn a_broken_stderr_never_stops_the_daemon() {
-    let dir = tempdir("stderr");
+    let dir = TempDir::new("stderr");
     let github = FakeGithub::start(board());
     let wf = write_workflow(
         &dir,
@@ -361,11 +356,10 @@ fn a_broken_stderr_never_stops_the_daemon() {
     assert_eq!(st.code(), Some(0));
 }
 
-/// The tool in `var` (the tests calling this are ignored unless run with `--include-ignored`).
 /// A temp dir with a private `HOME` for the CLI, and the fake board shared with the fake model
 /// API's hook (which moves the issue at a precise turn).
-fn real_cli_sandbox(tag: &str) -> (PathBuf, PathBuf, Arc<FakeGithub>) {
-    let dir = tempdir(tag);
+fn real_cli_sandbox(tag: &str) -> (TempDir, PathBuf, Arc<FakeGithub>) {
+    let dir = TempDir::new(tag);
     let home = dir.join("home");
     std::fs::create_dir_all(&home).unwrap();
     (dir, home, Arc::new(FakeGithub::start(board())))

@@ -5,6 +5,7 @@
 //! systemd-analyze: `$BATON_SYSTEMD_ANALYZE` (set by .ci/setup-systemd.sh), else `systemd-analyze`
 //! on PATH. Without it those tests skip with a reason, except under `CI=true`, where they fail.
 
+use crate::support::tempdir::TempDir;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -133,9 +134,8 @@ fn analyze_or_skip(_test: &str) -> Option<PathBuf> {
 
 /// A copy of the unit in a fresh directory, with ExecStart pointing at the built binary (verify
 /// checks that the executable exists); everything else unchanged.
-fn unit_copy(tag: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("baton-ops-systemd-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+fn unit_copy(tag: &str) -> (TempDir, PathBuf) {
+    let dir = TempDir::new(tag);
     let unit = UNIT.replace(
         "ExecStart=/usr/local/bin/baton ",
         &format!("ExecStart={} ", env!("CARGO_BIN_EXE_baton")),
@@ -167,9 +167,8 @@ fn unit_passes_systemd_analyze_verify() {
     let Some(tool) = analyze_or_skip("unit_passes_systemd_analyze_verify") else {
         return;
     };
-    let (dir, unit) = unit_copy("verify");
+    let (_dir, unit) = unit_copy("verify");
     let (ok, stdout, stderr) = run(&tool, &["verify"], &unit);
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(ok, "verify failed:\n{stdout}\n{stderr}");
     // Unknown keys and bad values are warnings with exit code 0: any line about our unit fails.
     let complaints: Vec<&str> = stderr
@@ -216,9 +215,8 @@ fn recorded_exposure_score_is_current() {
         );
         return;
     }
-    let (dir, unit) = unit_copy("security");
+    let (_dir, unit) = unit_copy("security");
     let (ok, stdout, stderr) = run(&tool, &["security", "--offline=true"], &unit);
-    let _ = std::fs::remove_dir_all(&dir);
     if !ok && stderr.contains("offline") {
         eprintln!("SKIP recorded_exposure_score_is_current: this systemd-analyze has no --offline");
         return;

@@ -6,6 +6,7 @@
 
 use crate::support::issues;
 use crate::support::stand_ins::TestEnv;
+use crate::support::tempdir::TempDir;
 use issues::issue;
 
 use std::cell::Cell;
@@ -204,13 +205,6 @@ impl AgentSession for FakeSession {
 
 // ------------------------------------------------------------------ harness
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-daemon-test-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn workflow_text(dir: &Path, extra_agent: &str) -> String {
     format!(
         "---\ntracker:\n  kind: github_projects\n  token: test-token\n  owner: acme\n  project_number: 1\n\
@@ -380,7 +374,7 @@ fn two_todo_issues_with_hanging_agents() -> (FakeTracker, Arc<Mutex<AgentLog>>, 
 
 #[test]
 fn dispatch_continuation_and_terminal_cleanup() {
-    let dir = tmpdir("lifecycle");
+    let dir = TempDir::new("lifecycle");
     let tracker = FakeTracker {
         active: vec!["Todo".into(), "In Progress".into()],
         ..FakeTracker::default()
@@ -434,7 +428,7 @@ fn dispatch_continuation_and_terminal_cleanup() {
 
 #[test]
 fn shutdown_cancels_running_agents_runs_after_run_and_returns() {
-    let dir = tmpdir("shutdown");
+    let dir = TempDir::new("shutdown");
     let (tracker, log, runner) = two_todo_issues_with_hanging_agents();
     let d = start(&dir, tracker, runner, "");
     let snap = d.wait_for("two running agents", |s| {
@@ -465,7 +459,7 @@ fn shutdown_cancels_running_agents_runs_after_run_and_returns() {
 
 #[test]
 fn workflow_reload_applies_valid_edits_and_keeps_the_last_good_config() {
-    let dir = tmpdir("reload");
+    let dir = TempDir::new("reload");
     let (tracker, _log, runner) = two_todo_issues_with_hanging_agents();
     let d = start(&dir, tracker, runner, "  max_concurrent_agents: 1\n");
     d.wait_for("one running", |s| s.counts.running == 1);

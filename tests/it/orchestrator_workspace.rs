@@ -1,6 +1,7 @@
 //! Workspace manager and hooks (spec §17.2): creation/reuse, unsafe paths, hook semantics,
 //! timeouts that kill the whole process group, and the BATON_* environment.
 
+use crate::support::tempdir::TempDir;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,13 +11,6 @@ use baton::model::Issue;
 use baton::workflow::config::HooksConfig;
 use baton::workspace::hooks::{run_hook, HookEnv, HookError};
 use baton::workspace::{ensure_workspace, remove_workspace, workspace_path};
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-ws-test-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn issue() -> Issue {
     Issue {
@@ -42,7 +36,8 @@ use crate::support::procs;
 
 #[test]
 fn creates_then_reuses_and_runs_after_create_only_once() {
-    let root = tmpdir("reuse").join("root"); // root itself is created on demand
+    let tmp = TempDir::new("reuse");
+    let root = tmp.join("root"); // root itself is created on demand
     let path = workspace_path(&root, "acme__repo-12");
     let h = HooksConfig {
         after_create: Some("echo created >> marker".into()),
@@ -67,7 +62,7 @@ fn creates_then_reuses_and_runs_after_create_only_once() {
 
 #[test]
 fn failing_after_create_removes_the_half_made_directory() {
-    let root = tmpdir("after-create-fail");
+    let root = TempDir::new("after-create-fail");
     let path = workspace_path(&root, "acme__repo-12");
     let h = HooksConfig {
         after_create: Some("touch partial; exit 3".into()),
@@ -90,7 +85,7 @@ fn failing_after_create_removes_the_half_made_directory() {
 
 #[test]
 fn an_existing_file_at_the_workspace_path_fails_safely() {
-    let root = tmpdir("file");
+    let root = TempDir::new("file");
     let path = workspace_path(&root, "acme__repo-12");
     fs::write(&path, "not a dir").unwrap();
     let err = ensure_workspace(
@@ -111,7 +106,7 @@ fn an_existing_file_at_the_workspace_path_fails_safely() {
 
 #[test]
 fn a_symlink_escaping_the_root_is_rejected_and_never_followed_on_removal() {
-    let base = tmpdir("symlink");
+    let base = TempDir::new("symlink");
     let root = base.join("root");
     let outside = base.join("outside");
     fs::create_dir_all(&root).unwrap();
@@ -140,12 +135,12 @@ fn a_symlink_escaping_the_root_is_rejected_and_never_followed_on_removal() {
 
 #[test]
 fn paths_that_are_not_a_direct_child_of_the_root_are_refused() {
-    let root = tmpdir("child");
+    let root = TempDir::new("child");
     let env = HookEnv::default();
     for p in [
         root.join("a/b"),
         root.join(".."),
-        root.clone(),
+        root.to_path_buf(),
         PathBuf::from("/tmp"),
     ] {
         assert!(
@@ -161,7 +156,7 @@ fn paths_that_are_not_a_direct_child_of_the_root_are_refused() {
 
 #[test]
 fn remove_runs_before_remove_and_ignores_its_failure() {
-    let root = tmpdir("remove");
+    let root = TempDir::new("remove");
     let path = workspace_path(&root, "acme__repo-12");
     let env = HookEnv::for_issue(&issue(), &path);
     ensure_workspace(&LocalHost, &root, &path, &hooks(), &env).unwrap();
@@ -184,7 +179,7 @@ fn remove_runs_before_remove_and_ignores_its_failure() {
 
 #[test]
 fn hooks_get_the_baton_environment_and_run_in_the_workspace() {
-    let root = tmpdir("env");
+    let root = TempDir::new("env");
     let path = workspace_path(&root, "acme__repo-12");
     let ws = ensure_workspace(
         &LocalHost,
@@ -216,7 +211,7 @@ fn hooks_get_the_baton_environment_and_run_in_the_workspace() {
 
 #[test]
 fn hook_failure_reports_status_and_output() {
-    let dir = tmpdir("fail");
+    let dir = TempDir::new("fail");
     match run_hook(
         &LocalHost,
         "echo out; echo err >&2; exit 7",
@@ -235,7 +230,7 @@ fn hook_failure_reports_status_and_output() {
 
 #[test]
 fn hook_timeout_kills_the_whole_process_group() {
-    let dir = tmpdir("timeout");
+    let dir = TempDir::new("timeout");
     let pidfile = dir.join("bg.pid");
     let script = format!("sleep 30 & echo $! > {}; wait", pidfile.display());
     let started = std::time::Instant::now();
@@ -264,7 +259,7 @@ fn hook_timeout_kills_the_whole_process_group() {
 
 #[test]
 fn huge_hook_output_is_bounded() {
-    let dir = tmpdir("huge");
+    let dir = TempDir::new("huge");
     let out = run_hook(
         &LocalHost,
         "head -c 5000000 /dev/zero | tr '\\0' x",

@@ -1,7 +1,9 @@
 //! Issue 12, failures 8 and 9 and the re-pointed root: cleanup never deletes live work, and every
 //! `before_remove` gets the full `BATON_ISSUE_*` set.
 
+use crate::support::engine_sim::poll_started;
 use crate::support::issues;
+use crate::support::tempdir::TempDir;
 use issues::issue;
 
 use std::fs;
@@ -33,13 +35,7 @@ fn poll(
     cands: Vec<Issue>,
 ) -> Vec<Action> {
     let mut out = handle(s, Event::Wake, now);
-    let running_ids = out
-        .iter()
-        .find_map(|a| match a {
-            Action::StartPoll { running_ids } => Some(running_ids.clone()),
-            _ => None,
-        })
-        .expect("a poll");
+    let running_ids = poll_started(&out).expect("a poll");
     let refreshed = (!running_ids.is_empty()).then_some(Ok(refreshed));
     out.extend(handle(
         s,
@@ -184,13 +180,6 @@ fn startup_cleanup_goes_through_the_engine_with_full_issues() {
     assert_eq!(dispatched(&out), 0, "held until WorkspaceRemoved");
 }
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-rel-cleanup-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)
         .unwrap()
@@ -202,7 +191,7 @@ fn names(dir: &Path) -> Vec<String> {
 
 #[test]
 fn removal_runs_before_remove_in_place_with_full_env_then_tombstones() {
-    let base = tmpdir("tomb");
+    let base = TempDir::new("tomb");
     let root = base.join("root");
     let path = workspace_path(&root, "acme__repo-7");
     let out = base.join("env.txt");
@@ -240,11 +229,11 @@ fn removal_runs_before_remove_in_place_with_full_env_then_tombstones() {
 
 #[test]
 fn tombstones_left_by_a_crash_are_swept() {
-    let root = tmpdir("sweep");
+    let root = TempDir::new("sweep");
     fs::create_dir_all(root.join(".trash-acme__repo-1-123/sub")).unwrap();
     fs::write(root.join(".trash-acme__repo-1-123/sub/f"), "x").unwrap();
     fs::create_dir_all(root.join("acme__repo-2")).unwrap();
-    let outside = tmpdir("sweep-outside");
+    let outside = TempDir::new("sweep-outside");
     std::os::unix::fs::symlink(&outside, root.join(".trash-link")).unwrap();
     fs::write(outside.join("keep"), "x").unwrap();
     assert_eq!(sweep_tombstones(&root), 2);
@@ -257,7 +246,7 @@ fn tombstones_left_by_a_crash_are_swept() {
 
 #[test]
 fn a_re_pointed_root_symlink_is_refused_and_nothing_is_deleted() {
-    let base = tmpdir("repoint");
+    let base = TempDir::new("repoint");
     let (a, b) = (base.join("a"), base.join("b"));
     fs::create_dir_all(a.join("acme__repo-9")).unwrap();
     fs::create_dir_all(b.join("acme__repo-9")).unwrap();

@@ -3,6 +3,7 @@
 //! that each print a 100 MB line. Baton's RSS is sampled every 20 ms from `/proc`.
 
 use crate::support;
+use crate::support::tempdir::TempDir;
 
 use crate::support::daemon_proc;
 
@@ -15,9 +16,9 @@ use support::fake_github::{BoardFixture, FakeGithub, IssueFixture, FAKE_TOKEN};
 /// The issue's figure: Baton's RSS stays at or under 100 MB under both attacks.
 const RSS_LIMIT_MIB: u64 = 100;
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-mem-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
+/// A fresh temporary directory with a `home` directory inside (the daemon's `HOME`).
+fn tempdir(tag: &str) -> TempDir {
+    let d = TempDir::new(tag);
     std::fs::create_dir_all(d.join("home")).unwrap();
     d
 }

@@ -4,6 +4,7 @@
 //! agent process); a well-formed NOT_FOUND then stops it as missing.
 
 use crate::support;
+use crate::support::tempdir::TempDir;
 
 use crate::support::daemon_proc;
 
@@ -26,9 +27,8 @@ sleep 300 &
 wait
 "#;
 
-fn setup() -> (PathBuf, FakeGithub, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("baton-refresh-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+fn setup() -> (TempDir, FakeGithub, PathBuf) {
+    let dir = TempDir::new("refresh");
     std::fs::create_dir_all(dir.join("home")).unwrap();
     let mut board = BoardFixture::empty("acme", 7);
     board.push_issue(
@@ -141,5 +141,4 @@ fn malformed_refresh_replies_keep_the_worker_and_not_found_stops_it() {
     d.wait_log("reason=missing", LIMIT);
     let status = d.stop_with(libc::SIGTERM, LIMIT);
     assert!(status.success(), "{status:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

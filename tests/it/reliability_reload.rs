@@ -2,6 +2,7 @@
 //! fallback (`gh auth token`) hangs; the loop keeps answering snapshots, and the new config is
 //! applied once the token arrives.
 
+use crate::support::tempdir::TempDir;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -53,9 +54,7 @@ fn answers(control: &crossbeam_channel::Sender<ControlRequest>) -> bool {
 
 #[test]
 fn a_hanging_token_lookup_during_reload_does_not_block_the_loop() {
-    let dir = std::env::temp_dir().join(format!("baton-rel-reload-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("rel-reload");
     let wf_path = dir.join("WORKFLOW.md");
     fs::write(&wf_path, text(&dir, "  token: literal\n", 30_000)).unwrap();
     let (release_tx, release) = bounded(1);
@@ -85,5 +84,4 @@ fn a_hanging_token_lookup_during_reload_does_not_block_the_loop() {
         exited.recv_timeout(Duration::from_secs(10)).unwrap(),
         Ok(())
     );
-    let _ = fs::remove_dir_all(&dir);
 }

@@ -5,6 +5,7 @@
 
 use crate::support::issues;
 use crate::support::stand_ins::TestEnv;
+use crate::support::tempdir::TempDir;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -131,9 +132,7 @@ fn workflow(dir: &Path) -> String {
 
 #[test]
 fn reopened_during_before_remove_waits_and_gets_a_fresh_workspace() {
-    let dir = std::env::temp_dir().join(format!("baton-rel-reopen-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("rel-reopen");
     let wf_path = dir.join("WORKFLOW.md");
     fs::write(&wf_path, workflow(&dir)).unwrap();
     let board = Board::default();
@@ -206,5 +205,4 @@ fn reopened_during_before_remove_waits_and_gets_a_fresh_workspace() {
         exited.recv_timeout(Duration::from_secs(20)).unwrap(),
         Ok(())
     );
-    let _ = fs::remove_dir_all(&dir);
 }

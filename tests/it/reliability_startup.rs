@@ -1,6 +1,7 @@
 //! Issue 12, "SIGTERM during startup": a hung tracker during startup validation no longer holds
 //! the shutdown; the daemon returns at once.
 
+use crate::support::tempdir::TempDir;
 use std::fs;
 use std::sync::Arc;
 use std::thread;
@@ -15,9 +16,7 @@ use crate::support::stand_ins::{
 
 #[test]
 fn sigterm_during_a_hung_startup_validation_returns_at_once() {
-    let dir = std::env::temp_dir().join(format!("baton-rel-startup-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("rel-startup");
     let wf_path = dir.join("WORKFLOW.md");
     fs::write(&wf_path, minimal_workflow(&dir)).unwrap();
     let hung = StubTracker {
@@ -39,5 +38,4 @@ fn sigterm_during_a_hung_startup_validation_returns_at_once() {
         .recv_timeout(Duration::from_secs(5))
         .expect("SIGTERM must interrupt the startup");
     assert_eq!(result, Ok(()));
-    let _ = fs::remove_dir_all(&dir);
 }

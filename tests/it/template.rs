@@ -1,5 +1,6 @@
 //! Prompt templates: strict variables/filters, Liquid gap-fillers, file positions, untrusted text.
 
+use crate::support::tempdir::TempDir;
 use baton::model::{BlockerRef, Issue};
 use baton::workflow::template::{sample_issue, PromptTemplate, TemplateError};
 
@@ -476,8 +477,7 @@ impl baton::workflow::config::ConfigEnv for NoEnv {
 
 #[test]
 fn workflow_loader_reports_template_errors_at_file_lines() {
-    let dir = std::env::temp_dir().join(format!("baton-template-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("template-test");
     let path = dir.join("WORKFLOW.md");
     let front = "---\npolling:\n  interval_ms: 5000\n---\n\n";
     std::fs::write(&path, format!("{front}Work on {{{{ issue.title }}}}.\n\n{{% if attempt %}}{{{{ attempt | shout }}}}{{% endif %}}\n")).unwrap();
@@ -497,7 +497,6 @@ fn workflow_loader_reports_template_errors_at_file_lines() {
     std::fs::write(&path, format!("{front}{{% if attempt %}}Retry {{{{ attempt }}}}.{{% elsif issue.closed %}}Closed.{{% endif %}}\n")).unwrap();
     let wf = baton::workflow::loader::load_workflow(&path, &NoEnv).unwrap();
     assert_eq!(wf.template.render(&issue(), Some(2)).unwrap(), "Retry 2.");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Spec §17.1: WORKFLOW.md loading and typed config (defaults, `$VAR`, `~`, errors that name the key).
 
+use crate::support::tempdir::TempDir;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -42,16 +43,9 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-test-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[test]
 fn defaults_apply_when_keys_are_absent() {
-    let d = tempdir("defaults");
+    let d = TempDir::new("defaults");
     let p = write(
         &d,
         "WORKFLOW.md",
@@ -92,7 +86,7 @@ fn defaults_apply_when_keys_are_absent() {
 
 #[test]
 fn no_front_matter_means_whole_file_is_prompt() {
-    let d = tempdir("nofm");
+    let d = TempDir::new("nofm");
     let p = write(
         &d,
         "W.md",
@@ -105,7 +99,7 @@ fn no_front_matter_means_whole_file_is_prompt() {
 
 #[test]
 fn empty_body_uses_default_prompt() {
-    let d = tempdir("empty");
+    let d = TempDir::new("empty");
     let p = write(&d, "W.md", "---\npolling:\n  interval_ms: 5\n---\n   \n");
     let wf = load_workflow(&p, &env(&[])).unwrap();
     assert_eq!(wf.prompt_source, "");
@@ -122,7 +116,7 @@ fn missing_file_is_typed() {
 
 #[test]
 fn yaml_error_reports_file_line_and_column() {
-    let d = tempdir("badyaml");
+    let d = TempDir::new("badyaml");
     // Line 4 of the file has the bad indentation/colon.
     let p = write(
         &d,
@@ -151,7 +145,7 @@ fn yaml_error_reports_file_line_and_column() {
 
 #[test]
 fn yaml_error_line_is_file_relative_exact() {
-    let d = tempdir("badyaml2");
+    let d = TempDir::new("badyaml2");
     let p = write(&d, "W.md", "---\na: 1\nb: 2\nc: : :\n---\n");
     let e = load_workflow(&p, &env(&[])).unwrap_err();
     assert_eq!(e.class, "workflow_parse_error");
@@ -160,7 +154,7 @@ fn yaml_error_line_is_file_relative_exact() {
 
 #[test]
 fn unclosed_front_matter_is_a_parse_error() {
-    let d = tempdir("unclosed");
+    let d = TempDir::new("unclosed");
     let p = write(&d, "W.md", "---\na: 1\nbody without fence\n");
     assert_eq!(
         load_workflow(&p, &env(&[])).unwrap_err().class,
@@ -170,7 +164,7 @@ fn unclosed_front_matter_is_a_parse_error() {
 
 #[test]
 fn non_map_front_matter_is_typed() {
-    let d = tempdir("nonmap");
+    let d = TempDir::new("nonmap");
     let p = write(&d, "W.md", "---\n- a\n- b\n---\nbody\n");
     let e = load_workflow(&p, &env(&[])).unwrap_err();
     assert_eq!(e.class, "workflow_front_matter_not_a_map");
@@ -179,7 +173,7 @@ fn non_map_front_matter_is_typed() {
 
 #[test]
 fn oversized_file_is_rejected_with_a_clear_error() {
-    let d = tempdir("big");
+    let d = TempDir::new("big");
     let p = d.join("W.md");
     std::fs::write(&p, vec![b'a'; MAX_WORKFLOW_BYTES as usize + 10]).unwrap();
     let e = load_workflow(&p, &env(&[])).unwrap_err();
@@ -189,7 +183,7 @@ fn oversized_file_is_rejected_with_a_clear_error() {
 
 #[test]
 fn var_indirection_only_for_exact_dollar_name() {
-    let d = tempdir("vars");
+    let d = TempDir::new("vars");
     let text = "---\ntracker:\n  kind: github_projects\n  token: $MY_TOKEN\n  owner: $OWNER\n  endpoint: https://ghe.example/$NOT_EXPANDED\nclaude_code:\n  command: $HOME/bin/claude --x\n---\n";
     let p = write(&d, "W.md", text);
     let wf = load_workflow(
@@ -219,7 +213,7 @@ fn var_indirection_only_for_exact_dollar_name() {
 
 #[test]
 fn empty_env_var_means_missing_and_falls_back() {
-    let d = tempdir("emptyvar");
+    let d = TempDir::new("emptyvar");
     let p = write(
         &d,
         "W.md",
@@ -235,7 +229,7 @@ fn empty_env_var_means_missing_and_falls_back() {
 
 #[test]
 fn token_falls_back_to_github_token_then_gh() {
-    let d = tempdir("fallback");
+    let d = TempDir::new("fallback");
     let p = write(&d, "W.md", "---\ntracker:\n  kind: github_projects\n---\n");
     let wf = load_workflow(&p, &env(&[("GITHUB_TOKEN", "from-env")])).unwrap();
     assert_eq!(
@@ -261,7 +255,7 @@ fn token_falls_back_to_github_token_then_gh() {
 
 #[test]
 fn workspace_root_expansion() {
-    let d = tempdir("root");
+    let d = TempDir::new("root");
     let cases: &[(&str, PathBuf)] = &[
         ("~/ws", PathBuf::from("/home/op/ws")),
         ("~", PathBuf::from("/home/op")),
@@ -287,7 +281,7 @@ fn workspace_root_expansion() {
 
 #[test]
 fn validation_errors_name_key_and_value() {
-    let d = tempdir("invalid");
+    let d = TempDir::new("invalid");
     let cases = [
         (
             "agent:\n  max_turns: 0",
@@ -357,7 +351,7 @@ fn validation_errors_name_key_and_value() {
 
 #[test]
 fn secret_type_errors_never_echo_the_value() {
-    let d = tempdir("secret");
+    let d = TempDir::new("secret");
     let p = write(&d, "W.md", "---\ntracker:\n  token: [ghp_leaky]\n---\n");
     let e = load_workflow(&p, &env(&[])).unwrap_err();
     assert!(e.message.contains("tracker.token"));
@@ -366,7 +360,7 @@ fn secret_type_errors_never_echo_the_value() {
 
 #[test]
 fn kinds_are_enforced_at_preflight() {
-    let d = tempdir("kinds");
+    let d = TempDir::new("kinds");
     let p = write(
         &d,
         "W.md",
@@ -394,7 +388,7 @@ fn kinds_are_enforced_at_preflight() {
 
 #[test]
 fn per_state_limits_are_normalized_and_bad_entries_ignored() {
-    let d = tempdir("bystate");
+    let d = TempDir::new("bystate");
     let p = write(
         &d,
         "W.md",
@@ -410,7 +404,7 @@ fn per_state_limits_are_normalized_and_bad_entries_ignored() {
 
 #[test]
 fn unknown_keys_warn_with_did_you_mean() {
-    let d = tempdir("unknown");
+    let d = TempDir::new("unknown");
     let p = write(
         &d,
         "W.md",
@@ -466,7 +460,7 @@ fn split_handles_crlf_and_bom() {
 
 #[test]
 fn state_dir_defaults_under_the_workspace_root_and_expands_like_it() {
-    let d = tempdir("statedir");
+    let d = TempDir::new("statedir");
     let p = write(&d, "W.md", "---\nworkspace:\n  root: /srv/ws\n---\n");
     let wf = load_workflow(&p, &env(&[])).unwrap();
     assert_eq!(wf.config.config.state_dir, PathBuf::from("/srv/ws/.baton"));

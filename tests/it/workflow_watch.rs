@@ -1,17 +1,10 @@
 //! Spec §6.2: the real watcher (notify on the parent directory) notices in-place writes and
 //! editor-style rename saves, and ignores other files. Bounded waits; no fixed sleeps.
 
-use std::path::PathBuf;
+use crate::support::tempdir::TempDir;
 use std::time::Duration;
 
 use baton::workflow::watch::{stat_fingerprint, watch_workflow};
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-watch-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -21,7 +14,7 @@ fn drain(rx: &crossbeam_channel::Receiver<()>) {
 
 #[test]
 fn detects_in_place_write_and_rename_save() {
-    let d = tempdir("rename");
+    let d = TempDir::new("rename");
     let p = d.join("WORKFLOW.md");
     std::fs::write(&p, "v1").unwrap();
     let (_w, rx) = watch_workflow(&p).unwrap();
@@ -45,7 +38,7 @@ fn detects_in_place_write_and_rename_save() {
 
 #[test]
 fn ignores_other_files_and_reads() {
-    let d = tempdir("other");
+    let d = TempDir::new("other");
     let p = d.join("WORKFLOW.md");
     std::fs::write(&p, "v1").unwrap();
     let (_w, rx) = watch_workflow(&p).unwrap();
@@ -60,7 +53,7 @@ fn ignores_other_files_and_reads() {
 
 #[test]
 fn stat_fingerprint_changes_with_content_length() {
-    let d = tempdir("stat");
+    let d = TempDir::new("stat");
     let p = d.join("WORKFLOW.md");
     std::fs::write(&p, "a").unwrap();
     let a = stat_fingerprint(&p).unwrap();

@@ -16,4 +16,5 @@ pub mod prom;
 pub mod real_cli;
 pub mod sshd;
 pub mod stand_ins;
+pub mod tempdir;
 pub mod tool;

@@ -283,32 +283,7 @@ pub fn wait_none_matching(needle: &str, limit: Duration) -> Vec<i32> {
     }
 }
 
-/// A fresh temporary directory (short path: sockets live below it), removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    /// `/tmp/bs-<pid>-<tag>-<n>`.
-    pub fn new(tag: &str) -> TempDir {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        let p = PathBuf::from(format!("/tmp/bs-{}-{tag}-{n}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    /// A path inside.
-    pub fn join(&self, p: &str) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
+pub use super::tempdir::TempDir;
 
 /// One client and `n` servers (aliases `h1`, `h2`, …; each session has `BATON_TEST_HOST=<alias>`).
 pub struct Lab {
@@ -340,7 +315,7 @@ impl Lab {
                 env.push(("HOME", home.as_str()));
             }
             env.extend_from_slice(extra_env);
-            let s = Sshd::start(&tmp.join(&format!("sshd-{alias}")), &client, &env);
+            let s = Sshd::start(&tmp.join(format!("sshd-{alias}")), &client, &env);
             client.add_host(&alias, s.port, Some(&s.host_pub));
             servers.push(s);
         }
