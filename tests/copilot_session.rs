@@ -125,10 +125,10 @@ fn two_turns_use_session_id_then_resume_and_report_usage_deltas() {
     assert!(!inv[1].iter().any(|a| a.starts_with("--session-id")));
 
     // session_started per process with <uuid>-<turn>; the pid is on every event of the turn.
-    let st1 = t1.of_kind(AgentEventKind::SessionStarted);
-    assert_eq!(st1.len(), 1);
     assert_eq!(
-        st1[0].session_id.as_deref(),
+        t1.only(AgentEventKind::SessionStarted)
+            .session_id
+            .as_deref(),
         Some(format!("{sid}-1").as_str())
     );
     for (t, turn) in [(&t1, 1), (&t2, 2)] {

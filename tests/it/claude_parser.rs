@@ -5,6 +5,8 @@ use baton::agent::claude::{turn_outcome, ProcessEnd, ResultInfo, StreamParser, S
 use baton::agent::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, TokenUsage};
 use AgentEventKind::*;
 
+use crate::support::agent::only;
+
 fn fixture(name: &str) -> String {
     let path = format!(
         "{}/fixtures/claude/{name}.jsonl",
@@ -129,8 +131,7 @@ fn b_bash_allowed_tool_use_and_summed_result_usage() {
 fn c_bash_denied_reports_one_permission_denied_and_succeeds() {
     let p = parse("c_bash_denied");
     // system/permission_denied and result.permission_denials name the same tool_use_id: one event.
-    assert_eq!(p.count(PermissionDenied), 1);
-    let d = p.first(PermissionDenied);
+    let d = only(&p.events, PermissionDenied);
     assert_eq!(d.summary, "Bash: This command requires approval");
     assert_eq!(p.result().permission_denials, vec!["Bash".to_string()]);
     assert!(p.outcome(&exited(0)).is_ok());
@@ -139,8 +140,7 @@ fn c_bash_denied_reports_one_permission_denied_and_succeeds() {
 #[test]
 fn c2_write_denied_in_default_mode() {
     let p = parse("c2_write_denied_default_mode");
-    assert_eq!(p.count(PermissionDenied), 1);
-    let d = p.first(PermissionDenied);
+    let d = only(&p.events, PermissionDenied);
     assert!(d
         .summary
         .starts_with("Write: Claude requested permissions to write"));

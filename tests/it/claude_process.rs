@@ -96,6 +96,14 @@ fn reaped(pid: u32) -> bool {
     r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
 }
 
+/// The turn failed with `kind`, a message containing `says`, and a `last` event.
+fn assert_failed(t: &Turn, kind: AgentErrorKind, says: &str, last: AgentEventKind) {
+    let e = t.err();
+    assert_eq!(e.kind, kind);
+    assert!(e.message.contains(says), "{}", e.message);
+    assert_eq!(t.last_kind(), Some(last));
+}
+
 /// The turn failed with `kind`, ended with a `last` event, within 10 s, and its agent is reaped.
 fn assert_stopped(t: &Turn, kind: AgentErrorKind, last: AgentEventKind) {
     assert_eq!(t.err().kind, kind);
@@ -201,10 +209,8 @@ fn api_error_transcript_with_exit_1_is_turn_failed() {
         None,
         "x",
     );
-    let e = t.err();
-    assert_eq!(e.kind, AgentErrorKind::TurnFailed);
-    assert!(e.message.contains("api_error_status=529"), "{}", e.message);
-    assert_eq!(t.last_kind(), Some(AgentEventKind::TurnFailed));
+    let (kind, last) = (AgentErrorKind::TurnFailed, AgentEventKind::TurnFailed);
+    assert_failed(&t, kind, "api_error_status=529", last);
 }
 
 #[test]
@@ -379,10 +385,8 @@ fn missing_command_is_agent_not_found() {
     };
     let r = ClaudeRunner::new(c).with_env("HOME", &sb.home);
     let t = turn(&sb, &r, None, "x");
-    let e = t.err();
-    assert_eq!(e.kind, AgentErrorKind::AgentNotFound);
-    assert!(e.message.contains("not found"), "{}", e.message);
-    assert_eq!(t.last_kind(), Some(AgentEventKind::StartupFailed));
+    let (kind, last) = (AgentErrorKind::AgentNotFound, AgentEventKind::StartupFailed);
+    assert_failed(&t, kind, "not found", last);
 }
 
 #[test]

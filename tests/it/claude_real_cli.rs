@@ -151,9 +151,8 @@ fn permission_denial_is_reported_and_the_turn_completes() {
         .unwrap();
     let t = run(s.as_mut(), "Run python.");
     t.ok();
-    let denials = t.of_kind(AgentEventKind::PermissionDenied);
-    assert_eq!(denials.len(), 1, "{}", t.debug());
-    assert!(denials[0].summary.starts_with("Bash: "));
+    let denial = t.only(AgentEventKind::PermissionDenied);
+    assert!(denial.summary.starts_with("Bash: "));
     assert!(!sb.ws.join("denied.txt").exists());
 }
 

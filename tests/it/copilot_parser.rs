@@ -9,7 +9,7 @@ use baton::agent::copilot::parse::{ProcessEnd, StreamParser};
 use baton::agent::copilot::usage::{read_usage_file, UsageTracker};
 use baton::agent::{AgentErrorKind, AgentEvent, AgentEventKind};
 
-use crate::support::agent::{assistant_text, of_kind, summaries};
+use crate::support::agent::{assistant_text, of_kind, only, summaries};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -185,17 +185,15 @@ fn allowed_shell_tool_is_tool_use_start_and_completion() {
 #[test]
 fn denied_tools_are_permission_denied_and_the_turn_still_completes() {
     let r = run("06-shell-denied-rule-json");
-    let denied = kinds(&r, AgentEventKind::PermissionDenied);
-    assert_eq!(denied.len(), 1);
-    assert!(denied[0].summary.starts_with("tool bash denied: "));
-    assert!(denied[0].summary.contains("`shell(rm)`"));
+    let denied = only(&r.events, AgentEventKind::PermissionDenied);
+    assert!(denied.summary.starts_with("tool bash denied: "));
+    assert!(denied.summary.contains("`shell(rm)`"));
     assert_eq!(r.parser.permission_denials(), 1);
     assert_eq!(failure_kind(&r), None);
 
     let r = run("07-shell-no-approval-json");
-    let denied = kinds(&r, AgentEventKind::PermissionDenied);
-    assert_eq!(denied.len(), 1);
-    assert!(denied[0]
+    let denied = only(&r.events, AgentEventKind::PermissionDenied);
+    assert!(denied
         .summary
         .contains("no interactive user response was available"));
     assert_eq!(failure_kind(&r), None);
@@ -220,9 +218,8 @@ fn resumed_turns_echo_the_baton_chosen_session_id() {
 #[test]
 fn model_error_is_turn_failed() {
     let r = run("11-model-400-json");
-    let failed = kinds(&r, AgentEventKind::TurnFailed);
-    assert_eq!(failed.len(), 1);
-    assert!(failed[0]
+    let failed = only(&r.events, AgentEventKind::TurnFailed);
+    assert!(failed
         .summary
         .contains("400 fake backend scripted bad request"));
     let e = r

@@ -105,13 +105,12 @@ fn allowed_shell_tool_writes_a_file() {
     assert_eq!(written.trim(), "baton-was-here");
 
     let sid = session.agent_session_id().unwrap();
-    let started = t.of_kind(AgentEventKind::SessionStarted);
-    assert_eq!(started.len(), 1);
+    let started = t.only(AgentEventKind::SessionStarted);
     assert_eq!(
-        started[0].session_id.as_deref(),
+        started.session_id.as_deref(),
         Some(format!("{sid}-1").as_str())
     );
-    assert!(started[0].agent_pid.is_some());
+    assert!(started.agent_pid.is_some());
     assert_eq!(
         summaries(&t.events, AgentEventKind::ToolUse),
         [
@@ -148,13 +147,8 @@ fn denied_tool_is_reported_and_not_run() {
         "SCENARIO:deny delete the probe",
     );
     t.ok();
-    let denied = t.of_kind(AgentEventKind::PermissionDenied);
-    assert_eq!(denied.len(), 1, "{}", t.debug());
-    assert!(
-        denied[0].summary.contains("shell(rm)"),
-        "{}",
-        denied[0].summary
-    );
+    let denied = t.only(AgentEventKind::PermissionDenied);
+    assert!(denied.summary.contains("shell(rm)"), "{}", denied.summary);
     assert!(lab.sb.ws.join("baton-deny-probe.txt").exists());
     assert!(t.assistant_text().contains("denied"));
 }

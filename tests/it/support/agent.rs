@@ -1,12 +1,12 @@
 //! Shared helpers of the agent adapter tests: a sandbox (workspace root, workspace, HOME), one
-//! turn's result and events, the Claude config with Baton's defaults, and the server thread of the
+//! turn's result and events, the Claude config with Baton's defaults, and the server plumbing of the
 //! fake model APIs. Compiles on its own: test binaries outside `tests/it/` include it with
 //! `#[path = "it/support/agent.rs"] mod agent;`.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -115,6 +115,11 @@ impl Turn {
         of_kind(&self.events, k)
     }
 
+    /// The one event of kind `k` (panics unless there is exactly one).
+    pub fn only(&self, k: AgentEventKind) -> &AgentEvent {
+        only(&self.events, k)
+    }
+
     /// The kind of the last (terminal) event.
     pub fn last_kind(&self) -> Option<AgentEventKind> {
         self.events.last().map(|e| e.kind)
@@ -182,6 +187,18 @@ pub fn of_kind(events: &[AgentEvent], k: AgentEventKind) -> Vec<&AgentEvent> {
     events.iter().filter(|e| e.kind == k).collect()
 }
 
+/// The one event of kind `k` (panics, listing the events, unless there is exactly one).
+pub fn only(events: &[AgentEvent], k: AgentEventKind) -> &AgentEvent {
+    let found = of_kind(events, k);
+    assert_eq!(
+        found.len(),
+        1,
+        "one {} event expected: {events:#?}",
+        k.as_str()
+    );
+    found[0]
+}
+
 /// The summaries of the events of kind `k`, in order.
 pub fn summaries(events: &[AgentEvent], k: AgentEventKind) -> Vec<&str> {
     of_kind(events, k)
@@ -220,37 +237,52 @@ pub fn fake_claude_command() -> String {
     format!("python3 '{}'", script.display())
 }
 
-/// A tiny_http server on 127.0.0.1 (ephemeral port) whose accept thread hands every request to a
-/// handler; it stops (unblocks and joins that thread) on drop.
-pub struct ServerThread {
-    /// The bound port.
-    pub port: u16,
+/// The requests a fake API recorded, shared with its handler.
+pub type Log<R> = Arc<Mutex<Vec<R>>>;
+
+/// A fake HTTP API on 127.0.0.1 (ephemeral port) that records what it is asked (as `R`); it stops
+/// (unblocks and joins its accept thread) on drop.
+pub struct FakeApi<R> {
+    /// `http://127.0.0.1:<port>` and the API's base path.
+    pub base_url: String,
+    requests: Log<R>,
     server: Arc<tiny_http::Server>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl ServerThread {
-    /// Bind and start accepting; `handle` runs on the accept thread.
-    pub fn start(mut handle: impl FnMut(tiny_http::Request) + Send + 'static) -> ServerThread {
+impl<R: Clone + Send + 'static> FakeApi<R> {
+    /// Bind and start accepting: `handle` gets every request, with the log, on the accept thread.
+    pub fn serve(
+        base_path: &str,
+        mut handle: impl FnMut(tiny_http::Request, &Log<R>) + Send + 'static,
+    ) -> FakeApi<R> {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
         let port = server.server_addr().to_ip().expect("ip listener").port();
+        let requests: Log<R> = Arc::default();
         let thread = {
             let server = Arc::clone(&server);
+            let log = Arc::clone(&requests);
             std::thread::spawn(move || {
                 for req in server.incoming_requests() {
-                    handle(req);
+                    handle(req, &log);
                 }
             })
         };
-        ServerThread {
-            port,
+        FakeApi {
+            base_url: format!("http://127.0.0.1:{port}{base_path}"),
+            requests,
             server,
             thread: Some(thread),
         }
     }
+
+    /// The requests seen so far.
+    pub fn requests(&self) -> Vec<R> {
+        self.requests.lock().unwrap().clone()
+    }
 }
 
-impl Drop for ServerThread {
+impl<R> Drop for FakeApi<R> {
     fn drop(&mut self) {
         self.server.unblock();
         if let Some(t) = self.thread.take() {

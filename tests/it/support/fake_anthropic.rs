@@ -7,12 +7,10 @@
 
 #![allow(dead_code)]
 
-use std::sync::{Arc, Mutex};
-
 use serde_json::{json, Value};
 use tiny_http::Response;
 
-use super::agent::{header, message_text, ServerThread};
+use super::agent::{header, message_text, FakeApi};
 
 /// One scripted model reply.
 #[derive(Debug, Clone)]
@@ -47,13 +45,8 @@ pub struct Recorded {
     pub model: String,
 }
 
-/// The running fake; stops on drop.
-pub struct FakeAnthropic {
-    /// `http://127.0.0.1:<port>`.
-    pub base_url: String,
-    requests: Arc<Mutex<Vec<Recorded>>>,
-    _server: ServerThread,
-}
+/// The running fake (`base_url` is `http://127.0.0.1:<port>`); stops on drop.
+pub type FakeAnthropic = FakeApi<Recorded>;
 
 impl FakeAnthropic {
     /// Start serving `steps` (step `i` answers a request that carries `i` assistant messages; past
@@ -68,9 +61,7 @@ impl FakeAnthropic {
         steps: Vec<Step>,
         hook: impl Fn(&Recorded) + Send + 'static,
     ) -> FakeAnthropic {
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let log = Arc::clone(&requests);
-        let server = ServerThread::start(move |mut req| {
+        FakeApi::serve("", move |mut req, log| {
             let mut body = String::new();
             let _ = req.as_reader().read_to_string(&mut body);
             let url = req.url().to_string();
@@ -121,17 +112,7 @@ impl FakeAnthropic {
                         .with_header(header("cache-control", "no-cache")),
                 ),
             };
-        });
-        FakeAnthropic {
-            base_url: format!("http://127.0.0.1:{}", server.port),
-            requests,
-            _server: server,
-        }
-    }
-
-    /// The requests seen so far.
-    pub fn requests(&self) -> Vec<Recorded> {
-        self.requests.lock().unwrap().clone()
+        })
     }
 }
 

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::agent::{header, message_text, ServerThread};
+use super::agent::{header, message_text, FakeApi, Log};
 
 /// Prompt tokens every fake completion reports.
 pub const PROMPT_TOKENS: u64 = 1234;
@@ -51,13 +51,9 @@ pub struct RecordedRequest {
     pub last_user: String,
 }
 
-/// The running fake; stops (and unblocks its accept loop) on drop.
-pub struct FakeOpenAi {
-    /// `http://127.0.0.1:<port>/v1`
-    pub base_url: String,
-    requests: Arc<Mutex<Vec<RecordedRequest>>>,
-    _server: ServerThread,
-}
+/// The running fake (`base_url` is `http://127.0.0.1:<port>/v1`); stops (and unblocks its
+/// accept loop) on drop.
+pub type FakeOpenAi = FakeApi<RecordedRequest>;
 
 impl FakeOpenAi {
     /// Start on an ephemeral port on 127.0.0.1.
@@ -69,23 +65,11 @@ impl FakeOpenAi {
     /// request before replying (end-to-end tests change the board at a precise turn with it).
     pub fn start_with_hook(hook: impl Fn(usize) + Send + Sync + 'static) -> FakeOpenAi {
         let hook: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(hook);
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let log = Arc::clone(&requests);
-        let server = ServerThread::start(move |req| {
-            let log = Arc::clone(&log);
+        FakeApi::serve("/v1", move |req, log: &Log<RecordedRequest>| {
+            let log = Arc::clone(log);
             let hook = Arc::clone(&hook);
             thread::spawn(move || handle(req, &log, &*hook));
-        });
-        FakeOpenAi {
-            base_url: format!("http://127.0.0.1:{}/v1", server.port),
-            requests,
-            _server: server,
-        }
-    }
-
-    /// Requests received so far.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.requests.lock().unwrap().clone()
+        })
     }
 }
 
