@@ -56,10 +56,8 @@ fn setsid_grandchildren_of_a_hook_are_gone_when_it_exits() {
     };
     let dir = tmp("hook");
     let marker = escapes::marker(1);
-    let script = format!(
-        "{}\necho started",
-        escapes::leave_setsid_sleepers(20, &marker)
-    );
+    let sleepers = escapes::leave_setsid_sleepers(20, &marker);
+    let script = format!("{sleepers}\necho started");
     let p = LocalHost.spawn(&ProcessSpec::hook(&script, &dir)).unwrap();
     assert!(p.wait_exit(Duration::from_secs(10)).is_some());
     let left = escapes::sleepers(&marker);

@@ -64,6 +64,13 @@ fn parse(name: &str) -> Parsed {
     parse_with(name, 1, None)
 }
 
+/// [`parse`], checking that the turn succeeds when the process exits 0.
+fn parse_ok(name: &str) -> Parsed {
+    let p = parse(name);
+    assert!(p.outcome(&exited(0)).is_ok(), "{name}");
+    p
+}
+
 fn exited(code: i32) -> ProcessEnd {
     ProcessEnd {
         exit_code: Some(code),
@@ -108,7 +115,7 @@ fn a_text_session_started_text_and_success() {
 
 #[test]
 fn b_bash_allowed_tool_use_and_summed_result_usage() {
-    let p = parse("b_bash_allowed");
+    let p = parse_ok("b_bash_allowed");
     assert_eq!(
         p.kinds(),
         vec![
@@ -124,35 +131,31 @@ fn b_bash_allowed_tool_use_and_summed_result_usage() {
     // Assistant lines carry 1000/1 each; the result's per-invocation sum is what counts.
     assert_eq!(p.result().usage, usage(2100, 21, 400, 100));
     assert_eq!(p.result().total_cost_usd, Some(0.0094));
-    assert!(p.outcome(&exited(0)).is_ok());
 }
 
 #[test]
 fn c_bash_denied_reports_one_permission_denied_and_succeeds() {
-    let p = parse("c_bash_denied");
+    let p = parse_ok("c_bash_denied");
     // system/permission_denied and result.permission_denials name the same tool_use_id: one event.
     let d = only(&p.events, PermissionDenied);
     assert_eq!(d.summary, "Bash: This command requires approval");
     assert_eq!(p.result().permission_denials, vec!["Bash".to_string()]);
-    assert!(p.outcome(&exited(0)).is_ok());
 }
 
 #[test]
 fn c2_write_denied_in_default_mode() {
-    let p = parse("c2_write_denied_default_mode");
+    let p = parse_ok("c2_write_denied_default_mode");
     let d = only(&p.events, PermissionDenied);
     assert!(d
         .summary
         .starts_with("Write: Claude requested permissions to write"));
-    assert!(p.outcome(&exited(0)).is_ok());
 }
 
 #[test]
 fn c3_disallowed_tool_is_no_permission_denial() {
-    let p = parse("c3_disallowed_tool");
+    let p = parse_ok("c3_disallowed_tool");
     assert_eq!(p.count(PermissionDenied), 0);
     assert_eq!(p.count(ToolUse), 1);
-    assert!(p.outcome(&exited(0)).is_ok());
 }
 
 #[test]
@@ -261,7 +264,7 @@ fn api_retry_summary_names_error_and_status() {
 
 #[test]
 fn e3_error_then_recover_succeeds() {
-    let p = parse("e3_error_then_recover");
+    let p = parse_ok("e3_error_then_recover");
     assert_eq!(
         p.events
             .iter()
@@ -269,7 +272,6 @@ fn e3_error_then_recover_succeeds() {
             .count(),
         2
     );
-    assert!(p.outcome(&exited(0)).is_ok());
 }
 
 #[test]
@@ -332,7 +334,7 @@ fn g_max_turns_fails_with_the_cli_error() {
 
 #[test]
 fn i_write_and_edit_tool_uses() {
-    let p = parse("i_write_edit_accept_edits");
+    let p = parse_ok("i_write_edit_accept_edits");
     let tools: Vec<_> = p
         .events
         .iter()
@@ -341,7 +343,6 @@ fn i_write_and_edit_tool_uses() {
         .collect();
     assert_eq!(tools, vec!["Write", "Edit"]);
     assert_eq!(p.result().usage, usage(3300, 33, 600, 150));
-    assert!(p.outcome(&exited(0)).is_ok());
 }
 
 #[test]

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use baton::agent::claude::ClaudeRunner;
-use baton::agent::{AgentErrorKind, AgentEventKind, AgentRunner, CancelToken};
+use baton::agent::{AgentErrorKind, AgentEventKind, AgentRunner, AgentSession, CancelToken};
 use baton::workflow::config::ClaudeCodeConfig;
 
 use crate::support::agent::{
@@ -49,15 +49,19 @@ fn replay(sb: &Sandbox, turn_timeout_ms: u64, name: &str, vars: &[(&str, String)
         .with_env("FAKE_CLAUDE_ARGS_FILE", args)
 }
 
-/// One turn of `prompt` in a new session of `r` (resuming `resume` if given).
-fn turn(sb: &Sandbox, r: &ClaudeRunner, resume: Option<&str>, prompt: &str) -> Turn {
-    let mut s = r.start_session(&sb.ctx(resume)).unwrap();
-    run(s.as_mut(), prompt)
+/// A new session of `r` in the sandbox (resuming `resume` if given).
+fn start(sb: &Sandbox, r: &ClaudeRunner, resume: Option<&str>) -> Box<dyn AgentSession> {
+    r.start_session(&sb.ctx(resume)).unwrap()
+}
+
+/// One turn of `prompt` in a new session of `r`.
+fn turn(sb: &Sandbox, r: &ClaudeRunner, prompt: &str) -> Turn {
+    run(start(sb, r, None).as_mut(), prompt)
 }
 
 /// One turn of prompt `x` of the fake in `mode`.
 fn fake_turn(sb: &Sandbox, turn_timeout_ms: u64, mode: &str, vars: &[(&str, String)]) -> Turn {
-    turn(sb, &runner(sb, turn_timeout_ms, mode, vars), None, "x")
+    turn(sb, &runner(sb, turn_timeout_ms, mode, vars), "x")
 }
 
 /// One turn of the fake in a grandchild `mode`, and the grandchild's pid.
@@ -116,9 +120,7 @@ fn assert_stopped(t: &Turn, kind: AgentErrorKind, last: AgentEventKind) {
 fn replays_a_resume_pair_with_delays() {
     let sb = Sandbox::new("resume");
     let delay = [("FAKE_CLAUDE_DELAY_MS", "20".to_string())];
-    let mut s = replay(&sb, 20_000, "d_resume.first", &delay)
-        .start_session(&sb.ctx(None))
-        .unwrap();
+    let mut s = start(&sb, &replay(&sb, 20_000, "d_resume.first", &delay), None);
     let t1 = run(s.as_mut(), "first prompt");
     t1.result.as_ref().expect("turn 1 ok");
     let id = s.agent_session_id().expect("session id from init");
@@ -168,9 +170,7 @@ fn replays_a_resume_pair_with_delays() {
 
     // Turn 2 resumes the same session (the fake replays the captured resume run).
     drop(s);
-    let mut s = replay(&sb, 20_000, "d_resume", &[])
-        .start_session(&sb.ctx(Some(&id)))
-        .unwrap();
+    let mut s = start(&sb, &replay(&sb, 20_000, "d_resume", &[]), Some(&id));
     let t2 = run(s.as_mut(), "continue");
     assert!(t2.result.is_ok(), "{:?}", t2.result);
     let argv2 = argv(&sb);
@@ -182,9 +182,7 @@ fn replays_a_resume_pair_with_delays() {
 #[test]
 fn continuation_turns_resume_and_increment_turn_number() {
     let sb = Sandbox::new("cont");
-    let mut s = replay(&sb, 20_000, "a_text", &[])
-        .start_session(&sb.ctx(None))
-        .unwrap();
+    let mut s = start(&sb, &replay(&sb, 20_000, "a_text", &[]), None);
     let t1 = run(s.as_mut(), "p1");
     assert!(t1.result.is_ok());
     assert!(!argv(&sb).iter().any(|a| a == "--resume"));
@@ -203,12 +201,7 @@ fn continuation_turns_resume_and_increment_turn_number() {
 fn api_error_transcript_with_exit_1_is_turn_failed() {
     let sb = Sandbox::new("apierr");
     let exit_1 = [("FAKE_CLAUDE_EXIT", "1".to_string())];
-    let t = turn(
-        &sb,
-        &replay(&sb, 20_000, "e_api_error_529", &exit_1),
-        None,
-        "x",
-    );
+    let t = turn(&sb, &replay(&sb, 20_000, "e_api_error_529", &exit_1), "x");
     let (kind, last) = (AgentErrorKind::TurnFailed, AgentEventKind::TurnFailed);
     assert_failed(&t, kind, "api_error_status=529", last);
 }
@@ -218,7 +211,7 @@ fn prompt_with_shell_metacharacters_runs_nothing() {
     let sb = Sandbox::new("inject");
     let prompt = "Fix $(touch pwned1) and `touch pwned2` ; touch pwned3 && touch pwned4\n\
                   'single' \"double\" $HOME ${PATH} \\ | > pwned5 < /dev/null &\n--help -p --resume x";
-    let t = turn(&sb, &replay(&sb, 20_000, "a_text", &[]), None, prompt);
+    let t = turn(&sb, &replay(&sb, 20_000, "a_text", &[]), prompt);
     assert!(t.result.is_ok(), "{:?}", t.result);
     let argv = argv(&sb);
     assert_eq!(argv.last().unwrap(), prompt, "prompt arrives verbatim");
@@ -241,9 +234,7 @@ fn stdin_is_dev_null() {
 fn flood_of_output_is_consumed() {
     let sb = Sandbox::new("flood");
     let lines = [("FAKE_CLAUDE_LINES", "50000".to_string())];
-    let mut s = runner(&sb, 60_000, "flood", &lines)
-        .start_session(&sb.ctx(None))
-        .unwrap();
+    let mut s = start(&sb, &runner(&sb, 60_000, "flood", &lines), None);
     let mut n = 0usize;
     let res = s.run_turn("x", &CancelToken::new(), &mut |e| {
         if e.kind == AgentEventKind::Notification {
@@ -268,7 +259,7 @@ fn huge_line_is_skipped_with_a_malformed_event() {
     let sb = Sandbox::new("huge");
     let bytes = [("FAKE_CLAUDE_HUGE_BYTES", (3 * 1024 * 1024).to_string())];
     let r = runner(&sb, 30_000, "huge", &bytes).with_max_line_bytes(1024 * 1024);
-    let t = turn(&sb, &r, None, "x");
+    let t = turn(&sb, &r, "x");
     assert_eq!(t.result_text(), Some("survived huge line"));
     let m = t.of_kind(AgentEventKind::Malformed);
     assert_eq!(m.len(), 1);
@@ -301,9 +292,7 @@ fn closed_stdout_but_running_process_still_hits_the_deadline() {
     assert_stopped(&t, AgentErrorKind::TurnTimeout, AgentEventKind::TurnFailed);
 
     // The same, stopped by a cancel instead of the deadline.
-    let mut s = runner(&sb, 60_000, "close_stdout_hang", &[])
-        .start_session(&sb.ctx(None))
-        .unwrap();
+    let mut s = start(&sb, &runner(&sb, 60_000, "close_stdout_hang", &[]), None);
     let cancel = CancelToken::new();
     let c = cancel.clone();
     let canceller = std::thread::spawn(move || {
@@ -322,9 +311,7 @@ fn closed_stdout_but_running_process_still_hits_the_deadline() {
 #[test]
 fn cancel_stops_a_process_that_ignores_sigterm() {
     let sb = Sandbox::new("ignterm");
-    let mut s = runner(&sb, 60_000, "ignore_term", &[])
-        .start_session(&sb.ctx(None))
-        .unwrap();
+    let mut s = start(&sb, &runner(&sb, 60_000, "ignore_term", &[]), None);
     let cancel = CancelToken::new();
     let c = cancel.clone();
     let t = run_with(s.as_mut(), "x", &cancel, |e| {
@@ -379,12 +366,9 @@ fn missing_result_line_with_exit_0_is_a_parse_error() {
 #[test]
 fn missing_command_is_agent_not_found() {
     let sb = Sandbox::new("missing");
-    let c = ClaudeCodeConfig {
-        command: "baton-no-such-claude-binary".into(),
-        ..cfg(10_000)
-    };
-    let r = ClaudeRunner::new(c).with_env("HOME", &sb.home);
-    let t = turn(&sb, &r, None, "x");
+    let mut c = cfg(10_000);
+    c.command = "baton-no-such-claude-binary".into();
+    let t = turn(&sb, &ClaudeRunner::new(c).with_env("HOME", &sb.home), "x");
     let (kind, last) = (AgentErrorKind::AgentNotFound, AgentEventKind::StartupFailed);
     assert_failed(&t, kind, "not found", last);
 }
@@ -406,7 +390,7 @@ fn workspace_outside_root_is_rejected_before_launch() {
 fn operator_set_timeouts_are_not_overridden() {
     let sb = Sandbox::new("optimeout");
     let timeout = [("API_TIMEOUT_MS", "4242".to_string())];
-    let t = turn(&sb, &replay(&sb, 10_000, "a_text", &timeout), None, "x");
+    let t = turn(&sb, &replay(&sb, 10_000, "a_text", &timeout), "x");
     assert!(t.result.is_ok());
     let a = read_args(&sb);
     assert_eq!(a["env"]["API_TIMEOUT_MS"], "4242");
