@@ -285,6 +285,6 @@ fn allow_all_env_is_removed_unless_configured() {
     let t = run(s.as_mut(), "go");
     std::env::remove_var("COPILOT_ALLOW_ALL");
     t.ok();
-    let log = std::fs::read_to_string(log(&sb)).unwrap();
-    assert!(log.contains("COPILOT_ALLOW_ALL=unset"), "{log}");
+    let logged = std::fs::read_to_string(log(&sb)).unwrap();
+    assert!(logged.contains("COPILOT_ALLOW_ALL=unset"), "{logged}");
 }
