@@ -5,6 +5,8 @@
 //! A test binary of its own (not in `tests/it/`) because it counts the child cgroups of this
 //! process, which other tests' hooks and agents would add to.
 
+#[path = "it/support/agent.rs"]
+mod agent;
 #[path = "it/support/escapes.rs"]
 mod escapes;
 
@@ -12,9 +14,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use baton::agent::claude::ClaudeRunner;
-use baton::agent::{AgentRunner, CancelToken, SessionContext};
+use baton::agent::{AgentRunner, CancelToken};
 use baton::host::{containment, Containment, Host, LocalHost, ProcessSpec};
-use baton::workflow::config::ClaudeCodeConfig;
 
 fn cgroup_available() -> bool {
     match containment() {
@@ -55,10 +56,8 @@ fn setsid_grandchildren_of_a_hook_are_gone_when_it_exits() {
     };
     let dir = tmp("hook");
     let marker = escapes::marker(1);
-    let script = format!(
-        "{}\necho started",
-        escapes::leave_setsid_sleepers(20, &marker)
-    );
+    let sleepers = escapes::leave_setsid_sleepers(20, &marker);
+    let script = format!("{sleepers}\necho started");
     let p = LocalHost.spawn(&ProcessSpec::hook(&script, &dir)).unwrap();
     assert!(p.wait_exit(Duration::from_secs(10)).is_some());
     let left = escapes::sleepers(&marker);
@@ -75,30 +74,12 @@ fn twenty_setsid_sleepers_are_gone_after_the_agent_turn_ends() {
     if !cgroup_available() {
         return;
     }
-    let dir = tmp("agent");
-    let ws = dir.join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
+    let sb = agent::Sandbox::new("cg-agent");
     let marker = escapes::marker(2);
-    let runner = ClaudeRunner::new(ClaudeCodeConfig {
-        command: escapes::fake_claude_with_sleepers(&dir, 20, &marker),
-        model: None,
-        permission_mode: "acceptEdits".into(),
-        allowed_tools: vec![],
-        disallowed_tools: vec![],
-        append_system_prompt: None,
-        extra_args: vec![],
-        turn_timeout_ms: 60_000,
-        stall_timeout_ms: 300_000,
-    })
-    .with_envs(vec![("HOME".into(), dir.display().to_string())]);
-    let ctx = SessionContext {
-        issue_identifier: "acme__repo-1".into(),
-        workspace: ws.clone(),
-        workspace_root: dir.clone(),
-        resume_session_id: None,
-        host: LocalHost::shared(),
-    };
-    let mut s = runner.start_session(&ctx).unwrap();
+    let command = escapes::fake_claude_with_sleepers(&sb.dir, 20, &marker);
+    let runner =
+        ClaudeRunner::new(agent::claude_config(command, 60_000)).with_env("HOME", &sb.home);
+    let mut s = runner.start_session(&sb.ctx(None)).unwrap();
     let started = Instant::now();
     let r = s.run_turn("x", &CancelToken::new(), &mut |_| {});
     s.stop();

@@ -21,10 +21,8 @@ fn process_group_mode_kills_the_group_and_the_turn_still_ends() {
     let dir = std::env::temp_dir();
     let in_group = escapes::marker(3);
     let escaped = escapes::marker(4);
-    let script = format!(
-        "for i in 1 2 3; do sleep {in_group} & done\n{}\necho started",
-        escapes::leave_setsid_sleepers(2, &escaped)
-    );
+    let sleepers = escapes::leave_setsid_sleepers(2, &escaped);
+    let script = format!("for i in 1 2 3; do sleep {in_group} & done\n{sleepers}\necho started");
     let p = LocalHost.spawn(&ProcessSpec::hook(&script, &dir)).unwrap();
     assert!(p.wait_exit(Duration::from_secs(10)).is_some());
     let left_in_group = escapes::wait_sleepers(&in_group, Duration::from_secs(5), |n| n == 0);

@@ -34,6 +34,13 @@ fn dir(name: &str) -> PathBuf {
     d
 }
 
+/// The variables the `env` hook sees for `issue` in `d`, one `K=V` a line.
+fn hook_env(d: &Path, issue: &Issue) -> String {
+    run_hook(&LocalHost, "env", d, &HookEnv::for_issue(issue, d), 5_000)
+        .expect("hook runs")
+        .stdout
+}
+
 fn workflow(d: &Path, agent_extra: &str) -> Result<baton::workflow::loader::Workflow, String> {
     let p = d.join("WORKFLOW.md");
     fs::write(
@@ -81,15 +88,8 @@ fn env_policy_is_validated_and_applied_to_hooks() {
         identifier: "acme__repo-1".into(),
         ..Issue::default()
     };
-    let out = run_hook(
-        &LocalHost,
-        "env",
-        &d,
-        &HookEnv::for_issue(&issue, &d),
-        5_000,
-    )
-    .expect("hook runs");
-    let vars: Vec<&str> = out.stdout.lines().collect();
+    let out = hook_env(&d, &issue);
+    let vars: Vec<&str> = out.lines().collect();
     assert!(vars.contains(&"BATON_TEST_KEEP=kept"), "{vars:?}");
     assert!(
         vars.contains(&"BATON_ISSUE_ID=I_1"),
@@ -114,18 +114,11 @@ fn env_policy_is_validated_and_applied_to_hooks() {
             .config
             .env_policy(),
     );
-    let out = run_hook(
-        &LocalHost,
-        "env",
-        &d,
-        &HookEnv::for_issue(&issue, &d),
-        5_000,
-    )
-    .unwrap();
-    assert!(out.stdout.contains("BATON_TEST_OTHER=other"));
-    assert!(!out.stdout.contains("BATON_TEST_DROP="));
+    let out = hook_env(&d, &issue);
+    assert!(out.contains("BATON_TEST_OTHER=other"));
+    assert!(!out.contains("BATON_TEST_DROP="));
     assert!(
-        !out.stdout.contains("BATON_TEST_HOOK_SECRET="),
+        !out.contains("BATON_TEST_HOOK_SECRET="),
         "never the webhook secret"
     );
     let _ = fs::remove_dir_all(&d);

@@ -2,8 +2,10 @@
 //! and the outcome rules: normalized events, session id, usage, cost, outcome.
 
 use baton::agent::claude::{turn_outcome, ProcessEnd, ResultInfo, StreamParser, SUMMARY_MAX_CHARS};
-use baton::agent::{AgentErrorKind, AgentEvent, AgentEventKind, TokenUsage};
+use baton::agent::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, TokenUsage};
 use AgentEventKind::*;
+
+use crate::support::agent::only;
 
 fn fixture(name: &str) -> String {
     let path = format!(
@@ -25,8 +27,16 @@ impl Parsed {
     fn count(&self, k: AgentEventKind) -> usize {
         self.events.iter().filter(|e| e.kind == k).count()
     }
+    /// The first event of kind `k`.
+    fn first(&self, k: AgentEventKind) -> &AgentEvent {
+        self.events.iter().find(|e| e.kind == k).expect("an event")
+    }
     fn result(&self) -> &ResultInfo {
         self.parser.result().expect("result line")
+    }
+    /// The turn's outcome for a process that ended as `end` (no input was asked for).
+    fn outcome(&self, end: &ProcessEnd) -> Result<(), AgentError> {
+        turn_outcome(self.parser.result(), end, false)
     }
 }
 
@@ -52,6 +62,13 @@ fn parse_with(name: &str, turn: u32, known: Option<&str>) -> Parsed {
 
 fn parse(name: &str) -> Parsed {
     parse_with(name, 1, None)
+}
+
+/// [`parse`], checking that the turn succeeds when the process exits 0.
+fn parse_ok(name: &str) -> Parsed {
+    let p = parse(name);
+    assert!(p.outcome(&exited(0)).is_ok(), "{name}");
+    p
 }
 
 fn exited(code: i32) -> ProcessEnd {
@@ -98,7 +115,7 @@ fn a_text_session_started_text_and_success() {
 
 #[test]
 fn b_bash_allowed_tool_use_and_summed_result_usage() {
-    let p = parse("b_bash_allowed");
+    let p = parse_ok("b_bash_allowed");
     assert_eq!(
         p.kinds(),
         vec![
@@ -114,45 +131,31 @@ fn b_bash_allowed_tool_use_and_summed_result_usage() {
     // Assistant lines carry 1000/1 each; the result's per-invocation sum is what counts.
     assert_eq!(p.result().usage, usage(2100, 21, 400, 100));
     assert_eq!(p.result().total_cost_usd, Some(0.0094));
-    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
 fn c_bash_denied_reports_one_permission_denied_and_succeeds() {
-    let p = parse("c_bash_denied");
+    let p = parse_ok("c_bash_denied");
     // system/permission_denied and result.permission_denials name the same tool_use_id: one event.
-    assert_eq!(p.count(PermissionDenied), 1);
-    let d = p
-        .events
-        .iter()
-        .find(|e| e.kind == PermissionDenied)
-        .unwrap();
+    let d = only(&p.events, PermissionDenied);
     assert_eq!(d.summary, "Bash: This command requires approval");
     assert_eq!(p.result().permission_denials, vec!["Bash".to_string()]);
-    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
 fn c2_write_denied_in_default_mode() {
-    let p = parse("c2_write_denied_default_mode");
-    assert_eq!(p.count(PermissionDenied), 1);
-    let d = p
-        .events
-        .iter()
-        .find(|e| e.kind == PermissionDenied)
-        .unwrap();
+    let p = parse_ok("c2_write_denied_default_mode");
+    let d = only(&p.events, PermissionDenied);
     assert!(d
         .summary
         .starts_with("Write: Claude requested permissions to write"));
-    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
 fn c3_disallowed_tool_is_no_permission_denial() {
-    let p = parse("c3_disallowed_tool");
+    let p = parse_ok("c3_disallowed_tool");
     assert_eq!(p.count(PermissionDenied), 0);
     assert_eq!(p.count(ToolUse), 1);
-    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
@@ -208,7 +211,7 @@ fn d2_unknown_resume_id_fails_the_turn() {
         Some("11111111-2222-3333-4444-555555555555")
     );
     let stderr = "No conversation found with session ID: 11111111-2222-3333-4444-555555555555";
-    let e = turn_outcome(p.parser.result(), &exited_with(1, stderr), false).unwrap_err();
+    let e = p.outcome(&exited_with(1, stderr)).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::TurnFailed);
     assert!(e.message.contains("error_during_execution"));
     assert!(e.message.contains("No conversation found"));
@@ -252,7 +255,7 @@ fn api_errors_are_failed_turns_despite_subtype_success() {
 #[test]
 fn api_retry_summary_names_error_and_status() {
     let p = parse("e_api_error_529");
-    let first = p.events.iter().find(|e| e.kind == Notification).unwrap();
+    let first = p.first(Notification);
     assert_eq!(
         first.summary,
         "api retry attempt=1/2 error=overloaded status=529 delay_ms=613"
@@ -261,7 +264,7 @@ fn api_retry_summary_names_error_and_status() {
 
 #[test]
 fn e3_error_then_recover_succeeds() {
-    let p = parse("e3_error_then_recover");
+    let p = parse_ok("e3_error_then_recover");
     assert_eq!(
         p.events
             .iter()
@@ -269,7 +272,6 @@ fn e3_error_then_recover_succeeds() {
             .count(),
         2
     );
-    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
@@ -297,31 +299,24 @@ fn hangs_without_result_line_are_process_exits() {
             signal: Some(15),
             ..Default::default()
         };
-        let e = turn_outcome(None, &killed, false).unwrap_err();
+        let e = p.outcome(&killed).unwrap_err();
         assert_eq!(e.kind, AgentErrorKind::ProcessExit, "{case}");
         assert!(e.message.contains("without a result line"));
-        let e = turn_outcome(None, &exited(143), false).unwrap_err();
-        assert_eq!(e.kind, AgentErrorKind::ProcessExit);
-        let e = turn_outcome(
-            None,
-            &ProcessEnd {
-                timed_out: true,
-                ..Default::default()
-            },
-            false,
-        )
-        .unwrap_err();
-        assert_eq!(e.kind, AgentErrorKind::TurnTimeout);
-        let e = turn_outcome(
-            None,
-            &ProcessEnd {
-                cancelled: true,
-                ..Default::default()
-            },
-            false,
-        )
-        .unwrap_err();
-        assert_eq!(e.kind, AgentErrorKind::TurnCancelled);
+        let timed_out = ProcessEnd {
+            timed_out: true,
+            ..Default::default()
+        };
+        let cancelled = ProcessEnd {
+            cancelled: true,
+            ..Default::default()
+        };
+        for (end, kind) in [
+            (exited(143), AgentErrorKind::ProcessExit),
+            (timed_out, AgentErrorKind::TurnTimeout),
+            (cancelled, AgentErrorKind::TurnCancelled),
+        ] {
+            assert_eq!(p.outcome(&end).unwrap_err().kind, kind, "{case}: {end:?}");
+        }
     }
 }
 
@@ -339,7 +334,7 @@ fn g_max_turns_fails_with_the_cli_error() {
 
 #[test]
 fn i_write_and_edit_tool_uses() {
-    let p = parse("i_write_edit_accept_edits");
+    let p = parse_ok("i_write_edit_accept_edits");
     let tools: Vec<_> = p
         .events
         .iter()
@@ -348,7 +343,6 @@ fn i_write_and_edit_tool_uses() {
         .collect();
     assert_eq!(tools, vec!["Write", "Edit"]);
     assert_eq!(p.result().usage, usage(3300, 33, 600, 150));
-    assert!(turn_outcome(p.parser.result(), &exited(0), false).is_ok());
 }
 
 #[test]
@@ -360,17 +354,17 @@ fn stream_json_input_cases_are_tolerated() {
     assert_eq!(h.count(Malformed), 1);
     assert_eq!(h.result().usage.input_tokens, 2100);
     let j = parse("j_interrupt_stream_json");
-    let e = turn_outcome(j.parser.result(), &exited(1), false).unwrap_err();
+    let e = j.outcome(&exited(1)).unwrap_err();
     assert!(e.message.contains("aborted_streaming"));
     let a2 = parse("a2_partial_messages");
     assert_eq!(a2.count(Malformed), 0);
-    assert!(turn_outcome(a2.parser.result(), &exited(0), false).is_ok());
+    assert!(a2.outcome(&exited(0)).is_ok());
 }
 
 #[test]
 fn success_result_with_nonzero_exit_is_process_exit() {
     let p = parse("a_text");
-    let e = turn_outcome(p.parser.result(), &exited_with(2, "boom"), false).unwrap_err();
+    let e = p.outcome(&exited_with(2, "boom")).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::ProcessExit);
     assert!(e.message.contains("stderr: boom"));
 }

@@ -9,6 +9,8 @@ use baton::agent::copilot::parse::{ProcessEnd, StreamParser};
 use baton::agent::copilot::usage::{read_usage_file, UsageTracker};
 use baton::agent::{AgentErrorKind, AgentEvent, AgentEventKind};
 
+use crate::support::agent::{assistant_text, of_kind, only, summaries};
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/copilot")
@@ -34,9 +36,8 @@ fn run(name: &str) -> Run {
     let mut parser = StreamParser::new();
     let events: Vec<AgentEvent> = stdout.lines().map(|l| parser.parse_line(l)).collect();
     let end = ProcessEnd {
-        exit_code: Some(code),
         stderr_tail: stderr,
-        ..Default::default()
+        ..exited(code)
     };
     Run {
         lines: stdout.lines().count(),
@@ -47,22 +48,29 @@ fn run(name: &str) -> Run {
 }
 
 fn kinds(r: &Run, k: AgentEventKind) -> Vec<&AgentEvent> {
-    r.events.iter().filter(|e| e.kind == k).collect()
+    of_kind(&r.events, k)
 }
 
 /// The last non-empty assistant message, from its `assistant: …` notification.
 fn last_assistant_text(r: &Run) -> Option<&str> {
-    kinds(r, AgentEventKind::Notification)
-        .into_iter()
-        .rev()
-        .find_map(|e| e.summary.strip_prefix("assistant: "))
+    assistant_text(&r.events)
+}
+
+/// A process that exited with `code`.
+fn exited(code: i32) -> ProcessEnd {
+    ProcessEnd {
+        exit_code: Some(code),
+        ..Default::default()
+    }
+}
+
+/// The error kind `p` reports for a process that ended as `end` (`None`: the turn completed).
+fn outcome(p: &StreamParser, end: &ProcessEnd) -> Option<AgentErrorKind> {
+    p.finish(end).err().map(|e| e.kind)
 }
 
 fn failure_kind(r: &Run) -> Option<AgentErrorKind> {
-    match r.parser.finish(&r.end) {
-        Ok(()) => None,
-        Err(e) => Some(e.kind),
-    }
+    outcome(&r.parser, &r.end)
 }
 
 const ALL: &[&str] = &[
@@ -161,12 +169,8 @@ fn allowed_shell_tool_is_tool_use_start_and_completion() {
     for name in ["04-shell-allowed-json", "17-otel-file-exporter"] {
         let r = run(name);
         assert_eq!(failure_kind(&r), None, "{name}");
-        let tools: Vec<&str> = kinds(&r, AgentEventKind::ToolUse)
-            .iter()
-            .map(|e| e.summary.as_str())
-            .collect();
         assert_eq!(
-            tools,
+            summaries(&r.events, AgentEventKind::ToolUse),
             [
                 "tool bash started: echo hello-from-tool",
                 "tool bash completed"
@@ -181,17 +185,15 @@ fn allowed_shell_tool_is_tool_use_start_and_completion() {
 #[test]
 fn denied_tools_are_permission_denied_and_the_turn_still_completes() {
     let r = run("06-shell-denied-rule-json");
-    let denied = kinds(&r, AgentEventKind::PermissionDenied);
-    assert_eq!(denied.len(), 1);
-    assert!(denied[0].summary.starts_with("tool bash denied: "));
-    assert!(denied[0].summary.contains("`shell(rm)`"));
+    let denied = only(&r.events, AgentEventKind::PermissionDenied);
+    assert!(denied.summary.starts_with("tool bash denied: "));
+    assert!(denied.summary.contains("`shell(rm)`"));
     assert_eq!(r.parser.permission_denials(), 1);
     assert_eq!(failure_kind(&r), None);
 
     let r = run("07-shell-no-approval-json");
-    let denied = kinds(&r, AgentEventKind::PermissionDenied);
-    assert_eq!(denied.len(), 1);
-    assert!(denied[0]
+    let denied = only(&r.events, AgentEventKind::PermissionDenied);
+    assert!(denied
         .summary
         .contains("no interactive user response was available"));
     assert_eq!(failure_kind(&r), None);
@@ -216,31 +218,25 @@ fn resumed_turns_echo_the_baton_chosen_session_id() {
 #[test]
 fn model_error_is_turn_failed() {
     let r = run("11-model-400-json");
-    let failed = kinds(&r, AgentEventKind::TurnFailed);
-    assert_eq!(failed.len(), 1);
-    assert!(failed[0]
+    let failed = only(&r.events, AgentEventKind::TurnFailed);
+    assert!(failed
         .summary
         .contains("400 fake backend scripted bad request"));
-    match r.parser.finish(&r.end) {
-        Err(e) => {
-            assert_eq!(e.kind, AgentErrorKind::TurnFailed);
-            assert!(e.message.contains("400"), "{}", e.message);
-        }
-        Ok(()) => panic!("a model error must not complete"),
-    }
+    let e = r
+        .parser
+        .finish(&r.end)
+        .expect_err("a model error must not complete");
+    assert_eq!(e.kind, AgentErrorKind::TurnFailed);
+    assert!(e.message.contains("400"), "{}", e.message);
 }
 
 #[test]
 fn text_mode_model_error_without_output_is_process_exit() {
     let r = run("12-model-400-text");
     assert_eq!(r.lines, 0);
-    match r.parser.finish(&r.end) {
-        Err(e) => {
-            assert_eq!(e.kind, AgentErrorKind::ProcessExit);
-            assert!(e.message.contains("400 fake backend scripted bad request"));
-        }
-        Ok(()) => panic!(),
-    }
+    let e = r.parser.finish(&r.end).unwrap_err();
+    assert_eq!(e.kind, AgentErrorKind::ProcessExit);
+    assert!(e.message.contains("400 fake backend scripted bad request"));
     assert!(!r.parser.is_unknown_resume(&r.end));
 }
 
@@ -264,20 +260,17 @@ fn sigterm_abort_is_cancelled_even_though_result_says_exit_0() {
         .events
         .iter()
         .any(|e| e.summary == "agent aborted: user_initiated"));
-    match r.parser.finish(&r.end) {
-        Err(e) => assert_eq!(e.kind, AgentErrorKind::TurnCancelled),
-        Ok(()) => panic!("an aborted turn must not complete"),
-    }
+    assert_eq!(
+        failure_kind(&r),
+        Some(AgentErrorKind::TurnCancelled),
+        "an aborted turn must not complete"
+    );
     // With the result line but exit code 143 and no abort (hypothetically) it is still a failure.
     let mut p = StreamParser::new();
     p.parse_line(
         r#"{"type":"result","sessionId":"0b470000-0000-4000-8000-0000000000a1","exitCode":0}"#,
     );
-    let end = ProcessEnd {
-        exit_code: Some(143),
-        ..Default::default()
-    };
-    assert!(matches!(p.finish(&end), Err(e) if e.kind == AgentErrorKind::ProcessExit));
+    assert_eq!(outcome(&p, &exited(143)), Some(AgentErrorKind::ProcessExit));
 }
 
 #[test]
@@ -288,48 +281,38 @@ fn truncated_stream_without_result_is_never_success() {
     for l in &lines[..lines.len() - 1] {
         p.parse_line(l);
     }
-    let end = ProcessEnd {
-        exit_code: Some(0),
-        ..Default::default()
-    };
-    assert!(matches!(p.finish(&end), Err(e) if e.kind == AgentErrorKind::ParseError));
+    assert_eq!(outcome(&p, &exited(0)), Some(AgentErrorKind::ParseError));
     let killed = ProcessEnd {
         signal: Some(9),
         ..Default::default()
     };
-    assert!(matches!(p.finish(&killed), Err(e) if e.kind == AgentErrorKind::ProcessExit));
+    assert_eq!(outcome(&p, &killed), Some(AgentErrorKind::ProcessExit));
     // The full stream completes.
     p.parse_line(lines[lines.len() - 1]);
-    assert_eq!(p.finish(&end), Ok(()));
+    assert_eq!(p.finish(&exited(0)), Ok(()));
     // ...but not if Baton cancelled or timed out meanwhile.
     let cancelled = ProcessEnd {
-        exit_code: Some(0),
         cancelled: true,
-        ..Default::default()
+        ..exited(0)
     };
-    assert!(matches!(p.finish(&cancelled), Err(e) if e.kind == AgentErrorKind::TurnCancelled));
+    assert_eq!(outcome(&p, &cancelled), Some(AgentErrorKind::TurnCancelled));
 }
 
 #[test]
 fn blocked_result_fails() {
     let mut p = StreamParser::new();
     p.parse_line(r#"{"type":"result","exitCode":1,"outcome":"blocked","blocker":{}}"#);
-    let end = ProcessEnd {
-        exit_code: Some(1),
-        ..Default::default()
-    };
-    assert!(matches!(p.finish(&end), Err(e) if e.kind == AgentErrorKind::TurnFailed));
+    assert_eq!(outcome(&p, &exited(1)), Some(AgentErrorKind::TurnFailed));
 }
 
 #[test]
 fn command_not_found_is_agent_not_found() {
     let p = StreamParser::new();
     let end = ProcessEnd {
-        exit_code: Some(127),
         stderr_tail: "bash: line 1: copilot: command not found".into(),
-        ..Default::default()
+        ..exited(127)
     };
-    assert!(matches!(p.finish(&end), Err(e) if e.kind == AgentErrorKind::AgentNotFound));
+    assert_eq!(outcome(&p, &end), Some(AgentErrorKind::AgentNotFound));
 }
 
 #[test]

@@ -1,7 +1,6 @@
 //! Issue 12, failure 10: a NUL byte in an issue body never makes every attempt fail. The worker
 //! runs the real Claude adapter against the fake CLI; the prompt arrives without the NUL.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use crossbeam_channel::unbounded;
@@ -12,9 +11,11 @@ use baton::model::Issue;
 use baton::orchestrator::{Event, Policy, WorkerOutcome};
 use baton::runtime::worker::{run_attempt, WorkerContext};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
-use baton::workflow::config::{ClaudeCodeConfig, HooksConfig};
+use baton::workflow::config::HooksConfig;
 use baton::workflow::template::PromptTemplate;
 use baton::workspace::workspace_path;
+
+use crate::support::agent::{claude_config, fake_claude_command, Sandbox};
 
 struct Gone;
 
@@ -39,31 +40,13 @@ impl Tracker for Gone {
 
 #[test]
 fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
-    let dir = std::env::temp_dir().join(format!("baton-rel-nul-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let args_file = dir.join("args.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/support/fake_claude.py");
-    let runner = ClaudeRunner::new(ClaudeCodeConfig {
-        command: format!("python3 '{}'", script.display()),
-        model: None,
-        permission_mode: "acceptEdits".into(),
-        allowed_tools: vec![],
-        disallowed_tools: vec![],
-        append_system_prompt: None,
-        extra_args: vec![],
-        turn_timeout_ms: 30_000,
-        stall_timeout_ms: 300_000,
-    })
-    .with_envs(vec![
-        ("FAKE_CLAUDE_MODE".into(), "flood".into()),
-        ("FAKE_CLAUDE_LINES".into(), "0".into()),
-        (
-            "FAKE_CLAUDE_ARGS_FILE".into(),
-            args_file.display().to_string(),
-        ),
-        ("HOME".into(), dir.display().to_string()),
-    ]);
+    let sb = Sandbox::new("nul");
+    let args_file = sb.file("args.json");
+    let runner = ClaudeRunner::new(claude_config(fake_claude_command(), 30_000))
+        .with_env("FAKE_CLAUDE_MODE", "flood")
+        .with_env("FAKE_CLAUDE_LINES", "0")
+        .with_env("FAKE_CLAUDE_ARGS_FILE", &args_file)
+        .with_env("HOME", &sb.home);
     let issue = Issue {
         id: "I_1".into(),
         identifier: "acme__repo-1".into(),
@@ -79,7 +62,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         run_id: 1,
         issue,
         attempt: None,
-        workspace_path: workspace_path(&dir.join("ws"), "acme__repo-1"),
+        workspace_path: workspace_path(&sb.root, "acme__repo-1"),
         hooks: HooksConfig {
             timeout_ms: 5_000,
             ..HooksConfig::default()
@@ -99,5 +82,4 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         serde_json::from_str(&std::fs::read_to_string(&args_file).unwrap()).unwrap();
     let prompt = recorded["argv"].as_array().unwrap().last().unwrap();
     assert_eq!(prompt, "Body: beforeafter");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,11 +7,10 @@
 
 #![allow(dead_code)]
 
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-
 use serde_json::{json, Value};
-use tiny_http::{Header, Response, Server};
+use tiny_http::Response;
+
+use super::agent::{header, message_text, FakeApi};
 
 /// One scripted model reply.
 #[derive(Debug, Clone)]
@@ -46,14 +45,8 @@ pub struct Recorded {
     pub model: String,
 }
 
-/// The running fake; stops on drop.
-pub struct FakeAnthropic {
-    /// `http://127.0.0.1:<port>`.
-    pub base_url: String,
-    server: Arc<Server>,
-    requests: Arc<Mutex<Vec<Recorded>>>,
-    thread: Option<JoinHandle<()>>,
-}
+/// The running fake (`base_url` is `http://127.0.0.1:<port>`); stops on drop.
+pub type FakeAnthropic = FakeApi<Recorded>;
 
 impl FakeAnthropic {
     /// Start serving `steps` (step `i` answers a request that carries `i` assistant messages; past
@@ -68,104 +61,58 @@ impl FakeAnthropic {
         steps: Vec<Step>,
         hook: impl Fn(&Recorded) + Send + 'static,
     ) -> FakeAnthropic {
-        let server = Arc::new(Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
-        let port = server.server_addr().to_ip().expect("ip listener").port();
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let thread = {
-            let server = Arc::clone(&server);
-            let requests = Arc::clone(&requests);
-            std::thread::spawn(move || {
-                for mut req in server.incoming_requests() {
-                    let mut body = String::new();
-                    let _ = req.as_reader().read_to_string(&mut body);
-                    let url = req.url().to_string();
-                    if !url.starts_with("/v1/messages") || url.starts_with("/v1/messages/") {
-                        let _ =
-                            req.respond(Response::from_string("not found").with_status_code(404));
-                        continue;
-                    }
-                    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                    let messages = v["messages"].as_array().cloned().unwrap_or_default();
-                    let n_assistant = messages.iter().filter(|m| m["role"] == "assistant").count();
-                    let last_user_text = messages
-                        .iter()
-                        .rev()
-                        .find(|m| m["role"] == "user")
-                        .map(text_of)
-                        .unwrap_or_default();
-                    let session_header = req
-                        .headers()
-                        .iter()
-                        .find(|h| h.field.equiv("x-claude-code-session-id"))
-                        .map(|h| h.value.to_string());
-                    let model = v["model"].as_str().unwrap_or("").to_string();
-                    let rec = Recorded {
-                        url,
-                        session_header,
-                        n_assistant,
-                        last_user_text,
-                        model: model.clone(),
-                    };
-                    hook(&rec);
-                    requests.lock().unwrap().push(rec);
-                    let step = steps
-                        .get(n_assistant)
-                        .cloned()
-                        .unwrap_or_else(|| Step::Text("done".into()));
-                    let _ = match step {
-                        Step::Error(status) => req.respond(
-                            Response::from_string(
-                                json!({"type":"error","error":{"type":"api_error","message":"fake internal error"}})
-                                    .to_string(),
-                            )
-                            .with_status_code(status)
-                            .with_header(header("content-type", "application/json")),
-                        ),
-                        step => req.respond(
-                            Response::from_string(sse(&step, n_assistant, &model))
-                                .with_header(header("content-type", "text/event-stream"))
-                                .with_header(header("cache-control", "no-cache")),
-                        ),
-                    };
-                }
-            })
-        };
-        FakeAnthropic {
-            base_url: format!("http://127.0.0.1:{port}"),
-            server,
-            requests,
-            thread: Some(thread),
-        }
-    }
-
-    /// The requests seen so far.
-    pub fn requests(&self) -> Vec<Recorded> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl Drop for FakeAnthropic {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn header(k: &str, v: &str) -> Header {
-    Header::from_bytes(k.as_bytes(), v.as_bytes()).unwrap()
-}
-
-fn text_of(m: &Value) -> String {
-    match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
+        FakeApi::serve("", move |mut req, log| {
+            let mut body = String::new();
+            let _ = req.as_reader().read_to_string(&mut body);
+            let url = req.url().to_string();
+            if !url.starts_with("/v1/messages") || url.starts_with("/v1/messages/") {
+                let _ = req.respond(Response::from_string("not found").with_status_code(404));
+                return;
+            }
+            let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let messages = v["messages"].as_array().cloned().unwrap_or_default();
+            let n_assistant = messages.iter().filter(|m| m["role"] == "assistant").count();
+            let last_user_text = messages
+                .iter()
+                .rev()
+                .find(|m| m["role"] == "user")
+                .map(message_text)
+                .unwrap_or_default();
+            let session_header = req
+                .headers()
+                .iter()
+                .find(|h| h.field.equiv("x-claude-code-session-id"))
+                .map(|h| h.value.to_string());
+            let model = v["model"].as_str().unwrap_or("").to_string();
+            let rec = Recorded {
+                url,
+                session_header,
+                n_assistant,
+                last_user_text,
+                model: model.clone(),
+            };
+            hook(&rec);
+            log.lock().unwrap().push(rec);
+            let step = steps
+                .get(n_assistant)
+                .cloned()
+                .unwrap_or_else(|| Step::Text("done".into()));
+            let _ = match step {
+                Step::Error(status) => req.respond(
+                    Response::from_string(
+                        json!({"type":"error","error":{"type":"api_error","message":"fake internal error"}})
+                            .to_string(),
+                    )
+                    .with_status_code(status)
+                    .with_header(header("content-type", "application/json")),
+                ),
+                step => req.respond(
+                    Response::from_string(sse(&step, n_assistant, &model))
+                        .with_header(header("content-type", "text/event-stream"))
+                        .with_header(header("cache-control", "no-cache")),
+                ),
+            };
+        })
     }
 }
 

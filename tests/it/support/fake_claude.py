@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A fake `claude` CLI for tests/claude_process.rs (stdlib only).
+"""A fake `claude` CLI for tests/it/claude_process.rs (stdlib only).
 
 Behaviour is chosen by FAKE_CLAUDE_MODE; argv is recorded as JSON to FAKE_CLAUDE_ARGS_FILE (if
 set) before anything else. Modes:
@@ -98,20 +98,15 @@ def main():
         w.write(b"\n")
         w.flush()
         result("survived huge line")
-    elif mode == "grandchild":
+    elif mode in ("grandchild", "setsid_grandchild"):
         init()
-        p = subprocess.Popen(["sleep", "1000"])  # inherits stdout: keeps the pipe open
+        # The sleep inherits stdout and keeps the pipe open; with setsid it runs in its own
+        # session, where group signals cannot reach it.
+        setsid = mode == "setsid_grandchild"
+        p = subprocess.Popen(["sleep", "1000"], start_new_session=setsid)
         with open(os.environ["FAKE_CLAUDE_PID_FILE"], "w") as f:
             f.write(str(p.pid))
-        result("left a grandchild behind")
-        os._exit(0)
-    elif mode == "setsid_grandchild":
-        init()
-        # Own session: group signals cannot reach it; it inherits stdout and keeps the pipe open.
-        p = subprocess.Popen(["sleep", "1000"], start_new_session=True)
-        with open(os.environ["FAKE_CLAUDE_PID_FILE"], "w") as f:
-            f.write(str(p.pid))
-        result("left a setsid grandchild behind")
+        result("left a setsid grandchild behind" if setsid else "left a grandchild behind")
         os._exit(0)
     elif mode == "close_stdout_hang":
         init()

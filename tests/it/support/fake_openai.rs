@@ -24,6 +24,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::agent::{header, message_text, FakeApi, Log};
+
 /// Prompt tokens every fake completion reports.
 pub const PROMPT_TOKENS: u64 = 1234;
 /// Completion tokens every fake completion reports.
@@ -49,14 +51,9 @@ pub struct RecordedRequest {
     pub last_user: String,
 }
 
-/// The running fake; stops (and unblocks its accept loop) on drop.
-pub struct FakeOpenAi {
-    /// `http://127.0.0.1:<port>/v1`
-    pub base_url: String,
-    server: Arc<tiny_http::Server>,
-    requests: Arc<Mutex<Vec<RecordedRequest>>>,
-    accept: Option<thread::JoinHandle<()>>,
-}
+/// The running fake (`base_url` is `http://127.0.0.1:<port>/v1`); stops (and unblocks its
+/// accept loop) on drop.
+pub type FakeOpenAi = FakeApi<RecordedRequest>;
 
 impl FakeOpenAi {
     /// Start on an ephemeral port on 127.0.0.1.
@@ -68,40 +65,11 @@ impl FakeOpenAi {
     /// request before replying (end-to-end tests change the board at a precise turn with it).
     pub fn start_with_hook(hook: impl Fn(usize) + Send + Sync + 'static) -> FakeOpenAi {
         let hook: Arc<dyn Fn(usize) + Send + Sync> = Arc::new(hook);
-        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
-        let port = server.server_addr().to_ip().expect("ip listener").port();
-        let requests = Arc::new(Mutex::new(Vec::new()));
-        let accept = {
-            let server = Arc::clone(&server);
-            let requests = Arc::clone(&requests);
-            thread::spawn(move || {
-                for req in server.incoming_requests() {
-                    let requests = Arc::clone(&requests);
-                    let hook = Arc::clone(&hook);
-                    thread::spawn(move || handle(req, &requests, &*hook));
-                }
-            })
-        };
-        FakeOpenAi {
-            base_url: format!("http://127.0.0.1:{port}/v1"),
-            server,
-            requests,
-            accept: Some(accept),
-        }
-    }
-
-    /// Requests received so far.
-    pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl Drop for FakeOpenAi {
-    fn drop(&mut self) {
-        self.server.unblock();
-        if let Some(h) = self.accept.take() {
-            let _ = h.join();
-        }
+        FakeApi::serve("/v1", move |req, log: &Log<RecordedRequest>| {
+            let log = Arc::clone(log);
+            let hook = Arc::clone(&hook);
+            thread::spawn(move || handle(req, &log, &*hook));
+        })
     }
 }
 
@@ -147,26 +115,15 @@ fn handle(mut req: tiny_http::Request, log: &Mutex<Vec<RecordedRequest>>, hook: 
                 .to_string()
         })
         .collect();
-    let text_of = |m: &Value| -> String {
-        match m.get("content") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(parts)) => parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            _ => String::new(),
-        }
-    };
     let users: Vec<String> = messages
         .iter()
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-        .map(text_of)
+        .map(message_text)
         .collect();
     let last_user = users.last().cloned().unwrap_or_default();
     hook(users.len());
     let plan = if roles.last().map(String::as_str) == Some("tool") {
-        let result = messages.last().map(text_of).unwrap_or_default();
+        let result = messages.last().map(message_text).unwrap_or_default();
         Plan::Text(format!("Tool result was: {result}"))
     } else if last_user.contains("SCENARIO:write") {
         Plan::ToolCall {
@@ -226,11 +183,6 @@ fn handle(mut req: tiny_http::Request, log: &Mutex<Vec<RecordedRequest>>, hook: 
         .unwrap_or("gpt-4.1")
         .to_string();
     let streaming = parsed.get("stream").and_then(Value::as_bool) == Some(true);
-    let sse = || {
-        vec![
-            tiny_http::Header::from_bytes(&b"Content-Type"[..], &b"text/event-stream"[..]).unwrap(),
-        ]
-    };
     match plan {
         Plan::BadRequest => {
             let body = json!({"error": {"message": "fake backend scripted bad request",
@@ -239,13 +191,7 @@ fn handle(mut req: tiny_http::Request, log: &Mutex<Vec<RecordedRequest>>, hook: 
             let _ = req.respond(
                 tiny_http::Response::from_string(body)
                     .with_status_code(400)
-                    .with_header(
-                        tiny_http::Header::from_bytes(
-                            &b"Content-Type"[..],
-                            &b"application/json"[..],
-                        )
-                        .unwrap(),
-                    ),
+                    .with_header(header("Content-Type", "application/json")),
             );
         }
         Plan::Text(text) if !streaming => {
@@ -256,25 +202,12 @@ fn handle(mut req: tiny_http::Request, log: &Mutex<Vec<RecordedRequest>>, hook: 
             let _ = req.respond(tiny_http::Response::from_string(body));
         }
         Plan::Text(text) => {
-            let mut out = String::new();
-            out.push_str(&chunk(
-                &model,
-                json!({"role": "assistant", "content": ""}),
-                None,
-            ));
-            for piece in text.split_inclusive(' ') {
-                out.push_str(&chunk(&model, json!({"content": piece}), None));
-            }
-            out.push_str(&chunk(&model, json!({}), Some("stop")));
-            out.push_str(&usage_chunk(&model));
-            out.push_str("data: [DONE]\n\n");
-            let _ = req.respond(tiny_http::Response::new(
-                tiny_http::StatusCode(200),
-                sse(),
-                Cursor::new(out.into_bytes()),
-                None,
-                None,
-            ));
+            let mut deltas = vec![json!({"role": "assistant", "content": ""})];
+            deltas.extend(
+                text.split_inclusive(' ')
+                    .map(|piece| json!({"content": piece})),
+            );
+            respond_stream(req, &model, deltas, "stop");
         }
         Plan::ToolCall {
             command,
@@ -283,35 +216,43 @@ fn handle(mut req: tiny_http::Request, log: &Mutex<Vec<RecordedRequest>>, hook: 
             let args = json!({"command": command, "description": description,
                 "mode": "sync", "initial_wait": 10})
             .to_string();
-            let mut out = String::new();
-            out.push_str(&chunk(
-                &model,
-                json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
-                    "id": "call_fake1", "type": "function",
-                    "function": {"name": "bash", "arguments": args}}]}),
-                None,
-            ));
-            out.push_str(&chunk(&model, json!({}), Some("tool_calls")));
-            out.push_str(&usage_chunk(&model));
-            out.push_str("data: [DONE]\n\n");
-            let _ = req.respond(tiny_http::Response::new(
-                tiny_http::StatusCode(200),
-                sse(),
-                Cursor::new(out.into_bytes()),
-                None,
-                None,
-            ));
+            let call = json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+                "id": "call_fake1", "type": "function",
+                "function": {"name": "bash", "arguments": args}}]});
+            respond_stream(req, &model, vec![call], "tool_calls");
         }
         Plan::Slow => {
             let _ = req.respond(tiny_http::Response::new(
                 tiny_http::StatusCode(200),
-                sse(),
+                sse_headers(),
                 SlowStream::new(model),
                 None,
                 None,
             ));
         }
     }
+}
+
+fn sse_headers() -> Vec<tiny_http::Header> {
+    vec![header("Content-Type", "text/event-stream")]
+}
+
+/// Stream one chunk per delta, the finishing chunk, the usage chunk and `[DONE]`.
+fn respond_stream(req: tiny_http::Request, model: &str, deltas: Vec<Value>, finish: &str) {
+    let mut out = String::new();
+    for delta in deltas {
+        out.push_str(&chunk(model, delta, None));
+    }
+    out.push_str(&chunk(model, json!({}), Some(finish)));
+    out.push_str(&usage_chunk(model));
+    out.push_str("data: [DONE]\n\n");
+    let _ = req.respond(tiny_http::Response::new(
+        tiny_http::StatusCode(200),
+        sse_headers(),
+        Cursor::new(out.into_bytes()),
+        None,
+        None,
+    ));
 }
 
 fn usage() -> Value {

@@ -1,6 +1,8 @@
-//! Shared test support: the fake GitHub GraphQL server and helpers. Include with `mod support;`.
+//! Shared test support: the fakes (GitHub, model APIs, CLIs) and the harness pieces listed in
+//! docs/testing.md. Include with `mod support;`.
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod chromium;
 pub mod daemon_proc;
 pub mod engine_sim;
