@@ -8,6 +8,8 @@
 mod agent;
 #[path = "it/support/procs.rs"]
 mod procs;
+#[path = "it/support/tempdir.rs"]
+mod tempdir;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -9,9 +9,11 @@
 mod agent;
 #[path = "it/support/escapes.rs"]
 mod escapes;
+#[path = "it/support/tempdir.rs"]
+mod tempdir;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use tempdir::TempDir;
 
 use baton::agent::claude::ClaudeRunner;
 use baton::agent::{AgentRunner, CancelToken};
@@ -24,13 +26,6 @@ fn cgroup_available() -> bool {
             "this test needs a writable cgroup v2 subtree with cgroup.kill (containment=process_group here)"
         ),
     }
-}
-
-fn tmp(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-rel-cg-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d.canonicalize().unwrap()
 }
 
 fn hook_cgroups(base: &std::path::Path) -> Vec<String> {
@@ -54,7 +49,8 @@ fn setsid_grandchildren_of_a_hook_are_gone_when_it_exits() {
     let Containment::Cgroup(base) = containment() else {
         unreachable!()
     };
-    let dir = tmp("hook");
+    let tmp = TempDir::new("rel-cg");
+    let dir = tmp.canonicalize().unwrap();
     let marker = escapes::marker(1);
     let sleepers = escapes::leave_setsid_sleepers(20, &marker);
     let script = format!("{sleepers}\necho started");

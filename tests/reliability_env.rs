@@ -4,6 +4,9 @@
 //!
 //! A test binary of its own (not in `tests/it/`) because it sets process environment variables and the process-wide agent environment policy.
 
+#[path = "it/support/tempdir.rs"]
+mod tempdir;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -12,6 +15,7 @@ use baton::model::Issue;
 use baton::workflow::config::ConfigEnv;
 use baton::workflow::loader::load_workflow;
 use baton::workspace::hooks::{run_hook, HookEnv};
+use tempdir::TempDir;
 
 struct Env;
 
@@ -25,13 +29,6 @@ impl ConfigEnv for Env {
     fn gh_auth_token(&self) -> Option<String> {
         None
     }
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-rel-env-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
 }
 
 /// The variables the `env` hook sees for `issue` in `d`, one `K=V` a line.
@@ -56,7 +53,7 @@ fn workflow(d: &Path, agent_extra: &str) -> Result<baton::workflow::loader::Work
 
 #[test]
 fn env_policy_is_validated_and_applied_to_hooks() {
-    let d = dir("policy");
+    let d = TempDir::new("rel-env");
     let wf = workflow(
         &d,
         "  env_remove: [BATON_TEST_DROP]\n  env_keep_only: [PATH, HOME, BATON_TEST_KEEP, BATON_TEST_DROP, BATON_TEST_HOOK_SECRET]\n",
@@ -121,5 +118,4 @@ fn env_policy_is_validated_and_applied_to_hooks() {
         !out.contains("BATON_TEST_HOOK_SECRET="),
         "never the webhook secret"
     );
-    let _ = fs::remove_dir_all(&d);
 }

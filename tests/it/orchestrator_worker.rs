@@ -1,8 +1,8 @@
 //! The worker attempt algorithm (baton §16) with fake runner/tracker: every exit path reports the
 //! right outcome, stops the session and runs `after_run` exactly when the spec says.
 
+use crate::support::tempdir::TempDir;
 use std::fs;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::unbounded;
@@ -107,7 +107,7 @@ impl AgentSession for S {
 }
 
 struct Case {
-    dir: PathBuf,
+    dir: TempDir,
     log: Arc<Mutex<Log>>,
     name: String,
 }
@@ -121,25 +121,22 @@ struct Flags {
     cancel_in_turn: bool,
 }
 
-/// One worker run named `w-<tag>-<pid>` with an `after_run` hook counting its runs (plus
-/// `before_run` when given).
+/// One worker run in a fresh directory, with an `after_run` hook counting its runs in a marker
+/// file there (plus `before_run` when given).
 fn run_case(
     tag: &str,
     tracker: T,
     flags: Flags,
     before_run: Option<&str>,
 ) -> (WorkerOutcome, Case) {
-    let name = format!("w-{tag}-{}", std::process::id());
-    let _ = fs::remove_file(std::env::temp_dir().join(format!("{name}-after_run")));
+    let name = format!("w-{tag}");
     let mut hooks = hooks_with_after_run(&name);
     hooks.before_run = before_run.map(str::to_string);
     let Flags {
         fail_start,
         cancel_in_turn,
     } = flags;
-    let dir = std::env::temp_dir().join(format!("baton-worker-test-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new(&name);
     let log = Arc::new(Mutex::new(Log::default()));
     let (tx, _rx) = unbounded::<Event>();
     let ctx = WorkerContext {

@@ -4,8 +4,8 @@
 //! `#[path = "it/support/agent.rs"] mod agent;`.
 #![allow(dead_code)]
 
+use super::tempdir::TempDir;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -23,6 +23,7 @@ pub const ISSUE: &str = "acme/repo#7";
 /// workspace) and `<dir>/home` (the agent's HOME, so `bash -lc` never reads the real profile).
 /// All paths are canonical.
 pub struct Sandbox {
+    _tmp: TempDir,
     pub dir: PathBuf,
     pub root: PathBuf,
     pub ws: PathBuf,
@@ -32,16 +33,13 @@ pub struct Sandbox {
 impl Sandbox {
     /// A fresh tree named after the test's `tag`.
     pub fn new(tag: &str) -> Sandbox {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("baton-agent-{}-{tag}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let tmp = TempDir::new(tag);
         for sub in ["root/ws", "home"] {
-            std::fs::create_dir_all(dir.join(sub)).unwrap();
+            std::fs::create_dir_all(tmp.join(sub)).unwrap();
         }
-        let dir = dir.canonicalize().unwrap();
+        let dir = tmp.canonicalize().unwrap();
         Sandbox {
+            _tmp: tmp,
             root: dir.join("root"),
             ws: dir.join("root/ws"),
             home: dir.join("home"),
@@ -63,12 +61,6 @@ impl Sandbox {
             resume_session_id: resume.map(str::to_owned),
             host: baton::host::LocalHost::shared(),
         }
-    }
-}
-
-impl Drop for Sandbox {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
