@@ -125,13 +125,10 @@ fn a_token_echoed_in_data_fields_is_scrubbed() {
     assert!(!shown.contains(FAKE_TOKEN), "{shown}");
     assert!(issues[0].title.contains("***"), "{}", issues[0].title);
     // An error whose `type` and message echo the token.
-    github.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: format!(
-            r#"{{"errors":[{{"type":"X{FAKE_TOKEN}","message":"token {FAKE_TOKEN}"}}]}}"#
-        ),
-    });
+    github.push_fault(Fault::raw(
+        200,
+        format!(r#"{{"errors":[{{"type":"X{FAKE_TOKEN}","message":"token {FAKE_TOKEN}"}}]}}"#),
+    ));
     let e = t.fetch_candidate_issues().unwrap_err();
     assert!(!format!("{e} {e:?}").contains(FAKE_TOKEN), "{e}");
     // A page whose item id and content type echo the token: the skipped-item warning names
@@ -139,11 +136,7 @@ fn a_token_echoed_in_data_fields_is_scrubbed() {
     let page = format!(
         r#"{{"data":{{"node":{{"__typename":"ProjectV2","items":{{"pageInfo":{{"hasNextPage":false,"endCursor":null}},"nodes":[{{"id":"PVTI_{FAKE_TOKEN}","type":"ISSUE","isArchived":false,"content":{{"__typename":"Weird{FAKE_TOKEN}"}}}}]}}}}}}}}"#
     );
-    github.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: page,
-    });
+    github.push_fault(Fault::raw(200, page));
     let _ = t.fetch_candidate_issues();
     let log = logged();
     assert!(log.contains("tracker_item_skipped"), "{log}");

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use baton::tracker::github::GithubTracker;
 use baton::tracker::Tracker;
-use baton::workflow::config::{OwnerType, Secret, TrackerConfig};
+use baton::workflow::config::TrackerConfig;
 use support::fake_github::{issue_node_id, FakeGithub, Fault, FAKE_TOKEN};
 
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -41,24 +41,11 @@ fn token_never_in_logs_or_errors() {
     let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
     fake.set_supports_dependencies(false); // exercise the warn path too
     let cfg = TrackerConfig {
-        kind: Some("github_projects".into()),
-        endpoint: fake.endpoint(),
-        token: Some(Secret::new(FAKE_TOKEN)),
-        token_source: None,
-        owner: Some("acme".into()),
-        owner_type: OwnerType::Organization,
-        project_number: Some(7),
-        status_field: "Status".into(),
         priority_field: Some("Nope".into()),
-        repos: vec![],
-        required_labels: vec![],
-        excluded_labels: vec![],
         active_states: vec!["Todo".into()],
-        terminal_states: vec!["Done".into()],
         page_size: 2,
-        server_side_filter: false,
         timeout_ms: 2000,
-        ..TrackerConfig::default()
+        ..fake.tracker_config()
     };
     let t = GithubTracker::new(&cfg).unwrap();
     let mut texts = vec![format!("{t:?}"), format!("{cfg:?}")];
@@ -79,21 +66,12 @@ fn token_never_in_logs_or_errors() {
         Fault::BadGateway,
         Fault::Garbage,
         Fault::InsufficientScopes,
-        Fault::Raw {
-            status: 401,
-            headers: vec![],
-            body: echo.clone(),
-        },
-        Fault::Raw {
-            status: 500,
-            headers: vec![],
-            body: echo.clone(),
-        },
-        Fault::Raw {
-            status: 200,
-            headers: vec![],
-            body: format!(r#"{{"errors":[{{"message":"token {FAKE_TOKEN}"}}]}}"#),
-        },
+        Fault::raw(401, echo.clone()),
+        Fault::raw(500, echo.clone()),
+        Fault::raw(
+            200,
+            format!(r#"{{"errors":[{{"message":"token {FAKE_TOKEN}"}}]}}"#),
+        ),
     ] {
         fake.push_fault(f);
         let e = t.fetch_candidate_issues().unwrap_err();
