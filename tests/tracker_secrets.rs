@@ -5,38 +5,15 @@
 #[path = "it/support/mod.rs"]
 mod support;
 
-use std::sync::Mutex;
-
 use baton::tracker::github::GithubTracker;
 use baton::tracker::Tracker;
 use baton::workflow::config::TrackerConfig;
 use support::fake_github::{issue_node_id, FakeGithub, Fault, FAKE_TOKEN};
-
-static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-/// TRACE records from the HTTP stack that `wire_log_allowed` rejects (they may hold the token).
-static WIRE_TRACE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata) -> bool {
-        true
-    }
-    fn log(&self, r: &log::Record) {
-        let line = format!("{} {} {}", r.level(), r.target(), r.args());
-        if baton::tracker::github::wire_log_allowed(r.target(), r.level()) {
-            LINES.lock().unwrap().push(line);
-        } else {
-            WIRE_TRACE.lock().unwrap().push(line);
-        }
-    }
-    fn flush(&self) {}
-}
+use support::log_capture;
 
 #[test]
 fn token_never_in_logs_or_errors() {
-    log::set_logger(&Capture).unwrap();
-    log::set_max_level(log::LevelFilter::Trace);
+    log_capture::install(log::LevelFilter::Trace);
 
     let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
     fake.set_supports_dependencies(false); // exercise the warn path too
@@ -77,7 +54,7 @@ fn token_never_in_logs_or_errors() {
         let e = t.fetch_candidate_issues().unwrap_err();
         texts.push(format!("{e} {e:?}"));
     }
-    let lines = LINES.lock().unwrap().clone();
+    let lines = log_capture::lines();
     assert!(
         lines.iter().any(|l| l.contains("tracker_requests")),
         "debug request accounting is logged"
@@ -86,7 +63,7 @@ fn token_never_in_logs_or_errors() {
         .iter()
         .any(|l| l.contains("tracker_dependencies_unavailable")));
     // The filter is needed: the wire TRACE dump really carries the token (split across rows).
-    let wire = WIRE_TRACE.lock().unwrap().clone();
+    let wire = log_capture::wire_trace();
     assert!(
         wire.iter().any(|l| l.contains("fakeTOKEN")),
         "wire_log_allowed guards a real leak"

@@ -1,6 +1,7 @@
 //! Shared test support: the fake GitHub GraphQL server and helpers. Include with `mod support;`.
 #![allow(dead_code)]
 
+pub mod config_env;
 pub mod daemon_proc;
 pub mod escapes;
 pub mod fake_anthropic;
@@ -9,6 +10,7 @@ pub mod fake_openai;
 pub mod fuzz;
 pub mod http;
 pub mod issues;
+pub mod log_capture;
 pub mod procs;
 pub mod prom;
 pub mod sshd;
