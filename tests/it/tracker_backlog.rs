@@ -4,7 +4,6 @@
 //! CLI (ignored unless `BATON_BACKLOG_BIN` is set up), and a 5,000-task timing (ignored).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -15,6 +14,8 @@ use baton::tracker::backlog::parse::id_number_text;
 use baton::tracker::backlog::{
     read_board, validate_states, Board, BoardErrorKind, BoardReader, WarningKind, MAX_FILE_BYTES,
 };
+
+use crate::support::backlog::BacklogCli;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -334,74 +335,13 @@ fn configured_states_are_checked_against_config_statuses() {
 // ---------------------------------------------------------------------------------------------
 // The real `backlog` CLI.
 
-/// Run the real CLI in `cwd` with a private HOME, no network when `unshare -n` is available
-/// (otherwise proxies pointing at a closed port), and no stdin.
-fn backlog(bin: &Path, cwd: &Path, home: &Path, args: &[&str]) -> String {
-    let offline = Command::new("unshare")
-        .args(["-n", "true"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    let mut cmd = if offline {
-        let mut c = Command::new("unshare");
-        c.arg("-n").arg(bin);
-        c
-    } else {
-        Command::new(bin)
-    };
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("NO_COLOR", "1")
-        .env("CI", "true")
-        .stdin(std::process::Stdio::null());
-    for var in [
-        "http_proxy",
-        "https_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-    ] {
-        cmd.env(var, "http://127.0.0.1:9");
-    }
-    let out = cmd.output().expect("run backlog");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "backlog {args:?} failed: {text}");
-    text
-}
-
 #[test]
 #[ignore = "needs the backlog CLI (BATON_BACKLOG_BIN, .ci/setup-backlog.sh)"]
 fn real_backlog_cli_board_is_read_as_written() {
-    let bin = crate::support::tool::required("BATON_BACKLOG_BIN", ".ci/setup-backlog.sh");
     let tmp = TempDir::new("cli");
-    let (proj, home) = (tmp.0.join("proj"), tmp.0.join("home"));
-    std::fs::create_dir_all(&proj).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
-    let git = Command::new("git")
-        .args(["init", "-q", "."])
-        .current_dir(&proj)
-        .env("HOME", &home)
-        .status()
-        .expect("git");
-    assert!(git.success());
-    let run = |args: &[&str]| backlog(&bin, &proj, &home, args);
-    run(&[
-        "init",
-        "Demo",
-        "--defaults",
-        "--integration-mode",
-        "none",
-        "--check-branches",
-        "false",
-        "--include-remote",
-        "false",
-    ]);
+    // Offline: in a network namespace of its own when `unshare -n` works.
+    let cli = BacklogCli::init(&tmp.0, true);
+    let run = |args: &[&str]| cli.run(args);
     run(&[
         "task",
         "create",
@@ -433,7 +373,7 @@ fn real_backlog_cli_board_is_read_as_written() {
     run(&["task", "complete", "4"]);
     run(&["task", "archive", "3"]);
 
-    let (board, all) = read_default_board(&proj.join("backlog"));
+    let (board, all) = read_default_board(&cli.proj.join("backlog"));
     let terminal = strings(&["Done"]);
     assert_eq!(
         ids(&all),
@@ -485,7 +425,7 @@ fn real_backlog_cli_board_is_read_as_written() {
 
     // The CLI finishing task-1 unblocks task-2.
     run(&["task", "edit", "1", "-s", "Done"]);
-    let board = read_board(&proj.join("backlog")).unwrap();
+    let board = read_board(&cli.proj.join("backlog")).unwrap();
     assert_eq!(
         blockers(&board.issues_by_ids(&strings(&["task-2"]), &terminal)[0]),
         [("task-1", "Done", true)]

@@ -1,6 +1,7 @@
 //! Shared test support: the fake GitHub GraphQL server and helpers. Include with `mod support;`.
 #![allow(dead_code)]
 
+pub mod backlog;
 pub mod config_env;
 pub mod daemon_proc;
 pub mod escapes;
