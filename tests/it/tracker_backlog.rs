@@ -65,6 +65,11 @@ fn ids(issues: &[Issue]) -> Vec<&str> {
     issues.iter().map(|i| i.identifier.as_str()).collect()
 }
 
+/// An optional text field that must be set.
+fn set(field: &Option<String>) -> &str {
+    field.as_deref().unwrap()
+}
+
 fn blockers(i: &Issue) -> Vec<(&str, &str, bool)> {
     i.blocked_by
         .iter()
@@ -103,12 +108,12 @@ fn real_cli_fixture_board_maps_every_field() {
     assert_eq!(t1.updated_at.as_deref(), Some("2026-11-30T06:40:00Z"));
     assert!(!t1.closed);
     assert_eq!(t1.repository, "");
-    let d = t1.description.as_deref().unwrap();
+    let d = set(&t1.description);
     assert!(
         d.starts_with("## Description") && d.contains("Add a CI pipeline"),
         "{d}"
     );
-    let url = t1.url.as_deref().unwrap();
+    let url = set(&t1.url);
     assert!(url.starts_with("file:///"), "{url}");
     assert!(
         url.ends_with("/fixtures/backlog/real/tasks/task-1%20-%20Set-up-CI.md"),
@@ -125,11 +130,7 @@ fn real_cli_fixture_board_maps_every_field() {
     assert_eq!(t2.title, "Write docs: README & quick start");
     assert_eq!(t2.priority, Some(3));
     assert_eq!(blockers(t2), [("task-1", "In Progress", false)]);
-    assert!(t2
-        .description
-        .as_deref()
-        .unwrap()
-        .contains("Line two with \"quotes\""));
+    assert!(set(&t2.description).contains("Line two with \"quotes\""));
 
     let t4 = issue(&all, "task-4");
     assert_eq!(t4.priority, Some(2));
@@ -389,12 +390,8 @@ fn real_backlog_cli_board_is_read_as_written() {
     );
     assert_eq!(t1.labels, ["ci", "infra"]);
     assert_eq!(t1.priority, Some(1));
-    assert!(t1
-        .description
-        .as_deref()
-        .unwrap()
-        .contains("Add a pipeline"));
-    let created = parse_rfc3339(t1.created_at.as_deref().unwrap()).unwrap();
+    assert!(set(&t1.description).contains("Add a pipeline"));
+    let created = parse_rfc3339(set(&t1.created_at)).unwrap();
     let age = std::time::SystemTime::now()
         .duration_since(created)
         .unwrap_or(Duration::ZERO);
@@ -403,11 +400,7 @@ fn real_backlog_cli_board_is_read_as_written() {
         "created_at {:?}",
         t1.created_at
     );
-    assert!(t1
-        .url
-        .as_deref()
-        .unwrap()
-        .ends_with("/backlog/tasks/task-1%20-%20Set-up-CI.md"));
+    assert!(set(&t1.url).ends_with("/backlog/tasks/task-1%20-%20Set-up-CI.md"));
 
     let t2 = issue(&all, "task-2");
     assert_eq!(t2.title, "Write docs & more");
