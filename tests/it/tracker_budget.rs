@@ -195,6 +195,13 @@ fn empty_board() -> FakeGithub {
     FakeGithub::start(BoardFixture::empty("acme", 7))
 }
 
+/// The daemon (in a fresh `tmpdir(tag)`) polling an empty board.
+fn start_on_empty_board(tag: &str) -> (FakeGithub, Running) {
+    let github = empty_board();
+    let r = start(&tmpdir(tag), &github);
+    (github, r)
+}
+
 /// 400 refresh triggers in 20 s of virtual time, then 400 more inside a rate-limit pause.
 /// Returns (requests during the storm, requests during the paused storm).
 fn storm(r: &Running, github: &FakeGithub) -> (usize, usize) {
@@ -225,9 +232,7 @@ fn storm(r: &Running, github: &FakeGithub) -> (usize, usize) {
 
 #[test]
 fn refresh_storm_is_coalesced_and_silent_during_a_pause() {
-    let dir = tmpdir("storm");
-    let github = empty_board();
-    let r = start(&dir, &github);
+    let (github, r) = start_on_empty_board("storm");
     let (during_storm, during_pause) = storm(&r, &github);
     println!("refresh storm: 400 triggers in 20 s -> {during_storm} GitHub requests; 400 triggers in a pause -> {during_pause}");
     assert!(
@@ -249,9 +254,7 @@ fn refresh_storm_is_coalesced_and_silent_during_a_pause() {
 /// polls again after at most the clamped hour, and never inside the pause.
 #[test]
 fn hostile_rate_limit_headers_never_stop_polling() {
-    let dir = tmpdir("poll");
-    let github = empty_board();
-    let r = start(&dir, &github);
+    let (github, r) = start_on_empty_board("poll");
     for value in HOSTILE {
         for fault in [Fault::retry_after_raw(value), Fault::reset_raw(value)] {
             r.run_for(1_000, 1_000);
@@ -276,11 +279,10 @@ fn hostile_rate_limit_headers_never_stop_polling() {
 /// Failure 2: a hostile header on a retry's fetch; the retry thread survives and fetches again.
 #[test]
 fn hostile_headers_on_a_retry_fetch_never_stop_retries() {
-    let dir = tmpdir("retry");
     let mut board = BoardFixture::empty("acme", 7);
     board.push_issue(IssueFixture::new("acme/api", 1, "Do a thing"), Some("Todo"));
     let github = FakeGithub::start(board);
-    let r = start(&dir, &github);
+    let r = start(&tmpdir("retry"), &github);
     let is_refresh = |op: &String| op.starts_with("RefreshIssues");
     for value in ["300000000000", "18446744073709551616", "-1"] {
         // The dispatch failed at once, so a failure retry is queued; its fetch gets the fault.
@@ -300,9 +302,7 @@ fn hostile_headers_on_a_retry_fetch_never_stop_retries() {
 /// A rejected token (401) backs off 1, 2, 4, 8 … minutes instead of re-polling every interval.
 #[test]
 fn rejected_token_backs_off() {
-    let dir = tmpdir("auth");
-    let github = empty_board();
-    let r = start(&dir, &github);
+    let (github, r) = start_on_empty_board("auth");
     github.set_sticky_fault(Some(Fault::Unauthorized));
     let base = github.request_count();
     r.run_for(30 * 60_000, 30_000);

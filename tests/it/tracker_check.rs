@@ -37,6 +37,13 @@ fn run(path: &Path) -> (i32, String) {
     (code, String::from_utf8(out).unwrap())
 }
 
+/// `baton check` of the workflow with `from` replaced by `to` fails (exit 1) and prints `needle`.
+fn assert_problem(fake: &FakeGithub, name: &str, (from, to): (&str, &str), needle: &str) {
+    let (code, out) = run(&workflow(fake, name, |t| t.replace(from, to)));
+    assert_eq!(code, 1);
+    assert_has(&out, &[needle]);
+}
+
 /// Assert that the output `out` contains every one of `needles`.
 fn assert_has(out: &str, needles: &[&str]) {
     for needle in needles {
@@ -128,13 +135,11 @@ fn misspelled_state_is_flagged_with_a_hint_and_exit_1() {
 #[test]
 fn unreachable_project_and_bad_token_fail_cleanly() {
     let fake = acme();
-    let (code, out) = run(&workflow(&fake, "nf", |t| {
-        t.replace("project_number: 7", "project_number: 8")
-    }));
-    assert_eq!(code, 1);
-    assert_has(
-        &out,
-        &["FAIL  project: missing_tracker_project: tracker.project_number: project #8"],
+    assert_problem(
+        &fake,
+        "nf",
+        ("project_number: 7", "project_number: 8"),
+        "FAIL  project: missing_tracker_project: tracker.project_number: project #8",
     );
 
     fake.push_fault(Fault::Unauthorized);
@@ -151,13 +156,11 @@ fn missing_workflow_and_missing_config_are_problems() {
     assert_has(&out, &["FAIL  workflow: missing_workflow_file"]);
 
     let fake = acme();
-    let (code, out) = run(&workflow(&fake, "noowner", |t| {
-        t.replace("  owner: acme\n", "")
-    }));
-    assert_eq!(code, 1);
-    assert_has(
-        &out,
-        &["FAIL  missing_tracker_project: tracker.owner is required"],
+    assert_problem(
+        &fake,
+        "noowner",
+        ("  owner: acme\n", ""),
+        "FAIL  missing_tracker_project: tracker.owner is required",
     );
     assert_eq!(fake.request_count(), 0);
 }

@@ -1271,27 +1271,14 @@ fn resolve_project(s: &State, query: &str, vars: &Value) -> Value {
             Some(_) => json!({"__typename":"ProjectV2Field"}),
         }
     };
-    let mut project = Map::new();
-    project.insert("id".into(), json!(s.project_id));
-    project.insert("number".into(), json!(b.project_number));
-    project.insert("title".into(), json!(b.title));
-    project.insert(
-        "url".into(),
-        json!(format!(
-            "https://github.com/orgs/{}/projects/{}",
-            b.owner, b.project_number
-        )),
+    let url = format!(
+        "https://github.com/orgs/{}/projects/{}",
+        b.owner, b.project_number
     );
-    project.insert("closed".into(), json!(false));
-    project.insert(
-        "statusField".into(),
-        field(vars["statusField"].as_str().unwrap_or("")),
-    );
+    let mut project = json!({"id": s.project_id, "number": b.project_number, "title": b.title,
+        "url": url, "closed": false, "statusField": field(vars["statusField"].as_str().unwrap_or(""))});
     if vars["withPriority"].as_bool() == Some(true) {
-        project.insert(
-            "priorityField".into(),
-            field(vars["priorityField"].as_str().unwrap_or("")),
-        );
+        project["priorityField"] = field(vars["priorityField"].as_str().unwrap_or(""));
     }
     json!({"data":{"owner":{"projectV2":project},"rateLimit":rl}})
 }
@@ -1377,6 +1364,21 @@ fn blocker_json(
         );
     }
     Some(Value::Object(m))
+}
+
+/// `i`'s `blockedBy` connection: the blockers that exist (see [`blocker_json`]).
+fn blocked_by_json(
+    s: &State,
+    i: &IssueFixture,
+    with_project_items: bool,
+    status_field: &str,
+) -> Value {
+    let blockers: Vec<Value> = i
+        .blocked_by
+        .iter()
+        .filter_map(|r| blocker_json(s, r, with_project_items, status_field))
+        .collect();
+    json!({"nodes": blockers})
 }
 
 /// `first`/`after` of an issue's `projectItems` connection.
@@ -1552,12 +1554,10 @@ fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
                     Some(i) => {
                         let mut c = issue_json(s, i);
                         if wants_deps {
-                            let blockers: Vec<Value> = i
-                                .blocked_by
-                                .iter()
-                                .filter_map(|r| blocker_json(s, r, false, status_field))
-                                .collect();
-                            c.insert("blockedBy".into(), json!({"nodes": blockers}));
+                            c.insert(
+                                "blockedBy".into(),
+                                blocked_by_json(s, i, false, status_field),
+                            );
                         }
                         Value::Object(c)
                     }
@@ -1649,12 +1649,10 @@ fn refresh(s: &State, query: &str, vars: &Value, wants_deps: bool) -> Value {
                     project_items_json(s, i, item, status_field, priority_field, page),
                 );
                 if wants_deps {
-                    let blockers: Vec<Value> = i
-                        .blocked_by
-                        .iter()
-                        .filter_map(|r| blocker_json(s, r, true, status_field))
-                        .collect();
-                    m.insert("blockedBy".into(), json!({"nodes": blockers}));
+                    m.insert(
+                        "blockedBy".into(),
+                        blocked_by_json(s, i, true, status_field),
+                    );
                 }
                 nodes.push(Value::Object(m));
             }
