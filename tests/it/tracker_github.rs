@@ -17,6 +17,9 @@ fn acme() -> FakeGithub {
     FakeGithub::from_fixture("fixtures/boards/acme.json")
 }
 
+/// A change to [`FakeGithub::tracker_config`].
+type Edit = fn(&mut TrackerConfig);
+
 /// A tracker for `fake` with [`FakeGithub::tracker_config`].
 fn tracker(fake: &FakeGithub) -> GithubTracker {
     tracker_with(fake, |_| {})
@@ -107,14 +110,11 @@ fn owner_type_user_uses_user_lookup() {
 fn validation_errors_name_owner_number_and_field() {
     let fake = acme();
     // A missing project (owner, number) or status field, each named in the message.
-    for (edit, a, b) in [
-        (
-            (|c| c.project_number = Some(42)) as fn(&mut TrackerConfig),
-            "#42",
-            "acme",
-        ),
+    let cases: [(Edit, &str, &str); 2] = [
+        (|c| c.project_number = Some(42), "#42", "acme"),
         (|c| c.status_field = "Stage".into(), "\"Stage\"", "#7"),
-    ] {
+    ];
+    for (edit, a, b) in cases {
         let e = tracker_with(&fake, edit).validate().unwrap_err();
         assert_eq!(e.kind, TrackerErrorKind::MissingTrackerProject);
         assert!(e.message.contains(a) && e.message.contains(b), "{e}");
@@ -136,7 +136,7 @@ fn validation_errors_name_owner_number_and_field() {
 fn constructor_rejects_bad_config_without_requests() {
     use TrackerErrorKind::{MissingTrackerProject, MissingTrackerToken, UnsupportedTrackerKind};
     let fake = acme();
-    let cases: [(fn(&mut TrackerConfig), TrackerErrorKind); 5] = [
+    let cases: [(Edit, TrackerErrorKind); 5] = [
         (|c| c.kind = Some("linear".into()), UnsupportedTrackerKind),
         (|c| c.kind = None, UnsupportedTrackerKind),
         (|c| c.token = None, MissingTrackerToken),
