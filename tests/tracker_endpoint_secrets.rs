@@ -9,55 +9,26 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, Once};
 
 use baton::tracker::Tracker;
-use baton::workflow::config::ConfigEnv;
 use baton::workflow::loader::load_workflow;
+use support::config_env::FixedEnv;
 use support::fake_github::{BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
-
-static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata) -> bool {
-        true
-    }
-    fn log(&self, r: &log::Record) {
-        if baton::tracker::github::wire_log_allowed(r.target(), r.level()) {
-            let line = format!("{} {} {}", r.level(), r.target(), r.args());
-            LINES.lock().unwrap().push(line);
-        }
-    }
-    fn flush(&self) {}
-}
+use support::log_capture;
 
 /// Capture every log line of this test binary (installed once).
 fn capture_logs() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        log::set_logger(&Capture).unwrap();
-        log::set_max_level(log::LevelFilter::Debug);
-    });
+    log_capture::install(log::LevelFilter::Debug);
 }
 
+/// The captured log lines the wire-log filter let through.
 fn logged() -> String {
-    LINES.lock().unwrap().join("\n")
+    log_capture::lines().join("\n")
 }
 
-struct Env;
-
-impl ConfigEnv for Env {
-    fn var(&self, name: &str) -> Option<String> {
-        (name == "BATON_SECRETS_TOKEN").then(|| FAKE_TOKEN.to_string())
-    }
-    fn home(&self) -> Option<PathBuf> {
-        None
-    }
-    fn gh_auth_token(&self) -> Option<String> {
-        None
-    }
+/// The environment of the workflows: `$BATON_SECRETS_TOKEN` is the fake's token.
+fn env() -> FixedEnv {
+    FixedEnv::github_token("BATON_SECRETS_TOKEN")
 }
 
 fn tracker(dir: &Path, endpoint: &str) -> std::sync::Arc<dyn Tracker> {
@@ -71,7 +42,7 @@ fn tracker(dir: &Path, endpoint: &str) -> std::sync::Arc<dyn Tracker> {
         ),
     )
     .unwrap();
-    let wf = load_workflow(&p, &Env).expect("workflow");
+    let wf = load_workflow(&p, &env()).expect("workflow");
     baton::tracker::open(&wf.config.config.tracker).expect("tracker")
 }
 
@@ -102,7 +73,7 @@ fn endpoint_userinfo_never_reaches_errors_or_debug() {
     std::fs::create_dir_all(&dir).unwrap();
     let p = dir.join("WORKFLOW.md");
     std::fs::write(&p, "---\ntracker:\n  kind: github_projects\n  endpoint: https://operator:hunter2ENDPOINTSECRET@ghe.example/api/graphql\n  token: $BATON_SECRETS_TOKEN\n  owner: acme\n  project_number: 7\n---\nx\n").unwrap();
-    let wf = load_workflow(&p, &Env).unwrap();
+    let wf = load_workflow(&p, &env()).unwrap();
     let g = baton::tracker::github::GithubTracker::new(&wf.config.config.tracker).unwrap();
     let debug = format!("{g:?}");
     assert!(!debug.contains("hunter2ENDPOINTSECRET"), "{debug}");
@@ -125,13 +96,10 @@ fn a_token_echoed_in_data_fields_is_scrubbed() {
     assert!(!shown.contains(FAKE_TOKEN), "{shown}");
     assert!(issues[0].title.contains("***"), "{}", issues[0].title);
     // An error whose `type` and message echo the token.
-    github.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: format!(
-            r#"{{"errors":[{{"type":"X{FAKE_TOKEN}","message":"token {FAKE_TOKEN}"}}]}}"#
-        ),
-    });
+    github.push_fault(Fault::raw(
+        200,
+        format!(r#"{{"errors":[{{"type":"X{FAKE_TOKEN}","message":"token {FAKE_TOKEN}"}}]}}"#),
+    ));
     let e = t.fetch_candidate_issues().unwrap_err();
     assert!(!format!("{e} {e:?}").contains(FAKE_TOKEN), "{e}");
     // A page whose item id and content type echo the token: the skipped-item warning names
@@ -139,11 +107,7 @@ fn a_token_echoed_in_data_fields_is_scrubbed() {
     let page = format!(
         r#"{{"data":{{"node":{{"__typename":"ProjectV2","items":{{"pageInfo":{{"hasNextPage":false,"endCursor":null}},"nodes":[{{"id":"PVTI_{FAKE_TOKEN}","type":"ISSUE","isArchived":false,"content":{{"__typename":"Weird{FAKE_TOKEN}"}}}}]}}}}}}}}"#
     );
-    github.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: page,
-    });
+    github.push_fault(Fault::raw(200, page));
     let _ = t.fetch_candidate_issues();
     let log = logged();
     assert!(log.contains("tracker_item_skipped"), "{log}");

@@ -5,60 +5,24 @@
 #[path = "it/support/mod.rs"]
 mod support;
 
-use std::sync::Mutex;
-
 use baton::tracker::github::GithubTracker;
 use baton::tracker::Tracker;
-use baton::workflow::config::{OwnerType, Secret, TrackerConfig};
+use baton::workflow::config::TrackerConfig;
 use support::fake_github::{issue_node_id, FakeGithub, Fault, FAKE_TOKEN};
-
-static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-/// TRACE records from the HTTP stack that `wire_log_allowed` rejects (they may hold the token).
-static WIRE_TRACE: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl log::Log for Capture {
-    fn enabled(&self, _: &log::Metadata) -> bool {
-        true
-    }
-    fn log(&self, r: &log::Record) {
-        let line = format!("{} {} {}", r.level(), r.target(), r.args());
-        if baton::tracker::github::wire_log_allowed(r.target(), r.level()) {
-            LINES.lock().unwrap().push(line);
-        } else {
-            WIRE_TRACE.lock().unwrap().push(line);
-        }
-    }
-    fn flush(&self) {}
-}
+use support::log_capture;
 
 #[test]
 fn token_never_in_logs_or_errors() {
-    log::set_logger(&Capture).unwrap();
-    log::set_max_level(log::LevelFilter::Trace);
+    log_capture::install(log::LevelFilter::Trace);
 
     let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
     fake.set_supports_dependencies(false); // exercise the warn path too
     let cfg = TrackerConfig {
-        kind: Some("github_projects".into()),
-        endpoint: fake.endpoint(),
-        token: Some(Secret::new(FAKE_TOKEN)),
-        token_source: None,
-        owner: Some("acme".into()),
-        owner_type: OwnerType::Organization,
-        project_number: Some(7),
-        status_field: "Status".into(),
         priority_field: Some("Nope".into()),
-        repos: vec![],
-        required_labels: vec![],
-        excluded_labels: vec![],
         active_states: vec!["Todo".into()],
-        terminal_states: vec!["Done".into()],
         page_size: 2,
-        server_side_filter: false,
         timeout_ms: 2000,
-        ..TrackerConfig::default()
+        ..fake.tracker_config()
     };
     let t = GithubTracker::new(&cfg).unwrap();
     let mut texts = vec![format!("{t:?}"), format!("{cfg:?}")];
@@ -79,27 +43,18 @@ fn token_never_in_logs_or_errors() {
         Fault::BadGateway,
         Fault::Garbage,
         Fault::InsufficientScopes,
-        Fault::Raw {
-            status: 401,
-            headers: vec![],
-            body: echo.clone(),
-        },
-        Fault::Raw {
-            status: 500,
-            headers: vec![],
-            body: echo.clone(),
-        },
-        Fault::Raw {
-            status: 200,
-            headers: vec![],
-            body: format!(r#"{{"errors":[{{"message":"token {FAKE_TOKEN}"}}]}}"#),
-        },
+        Fault::raw(401, echo.clone()),
+        Fault::raw(500, echo.clone()),
+        Fault::raw(
+            200,
+            format!(r#"{{"errors":[{{"message":"token {FAKE_TOKEN}"}}]}}"#),
+        ),
     ] {
         fake.push_fault(f);
         let e = t.fetch_candidate_issues().unwrap_err();
         texts.push(format!("{e} {e:?}"));
     }
-    let lines = LINES.lock().unwrap().clone();
+    let lines = log_capture::lines();
     assert!(
         lines.iter().any(|l| l.contains("tracker_requests")),
         "debug request accounting is logged"
@@ -108,7 +63,7 @@ fn token_never_in_logs_or_errors() {
         .iter()
         .any(|l| l.contains("tracker_dependencies_unavailable")));
     // The filter is needed: the wire TRACE dump really carries the token (split across rows).
-    let wire = WIRE_TRACE.lock().unwrap().clone();
+    let wire = log_capture::wire_trace();
     assert!(
         wire.iter().any(|l| l.contains("fakeTOKEN")),
         "wire_log_allowed guards a real leak"

@@ -4,7 +4,6 @@
 //! CLI (ignored unless `BATON_BACKLOG_BIN` is set up), and a 5,000-task timing (ignored).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -15,6 +14,8 @@ use baton::tracker::backlog::parse::id_number_text;
 use baton::tracker::backlog::{
     read_board, validate_states, Board, BoardErrorKind, BoardReader, WarningKind, MAX_FILE_BYTES,
 };
+
+use crate::support::backlog::BacklogCli;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -64,6 +65,11 @@ fn ids(issues: &[Issue]) -> Vec<&str> {
     issues.iter().map(|i| i.identifier.as_str()).collect()
 }
 
+/// An optional text field that must be set.
+fn set(field: &Option<String>) -> &str {
+    field.as_deref().unwrap()
+}
+
 fn blockers(i: &Issue) -> Vec<(&str, &str, bool)> {
     i.blocked_by
         .iter()
@@ -102,12 +108,12 @@ fn real_cli_fixture_board_maps_every_field() {
     assert_eq!(t1.updated_at.as_deref(), Some("2026-11-30T06:40:00Z"));
     assert!(!t1.closed);
     assert_eq!(t1.repository, "");
-    let d = t1.description.as_deref().unwrap();
+    let d = set(&t1.description);
     assert!(
         d.starts_with("## Description") && d.contains("Add a CI pipeline"),
         "{d}"
     );
-    let url = t1.url.as_deref().unwrap();
+    let url = set(&t1.url);
     assert!(url.starts_with("file:///"), "{url}");
     assert!(
         url.ends_with("/fixtures/backlog/real/tasks/task-1%20-%20Set-up-CI.md"),
@@ -124,11 +130,7 @@ fn real_cli_fixture_board_maps_every_field() {
     assert_eq!(t2.title, "Write docs: README & quick start");
     assert_eq!(t2.priority, Some(3));
     assert_eq!(blockers(t2), [("task-1", "In Progress", false)]);
-    assert!(t2
-        .description
-        .as_deref()
-        .unwrap()
-        .contains("Line two with \"quotes\""));
+    assert!(set(&t2.description).contains("Line two with \"quotes\""));
 
     let t4 = issue(&all, "task-4");
     assert_eq!(t4.priority, Some(2));
@@ -334,74 +336,13 @@ fn configured_states_are_checked_against_config_statuses() {
 // ---------------------------------------------------------------------------------------------
 // The real `backlog` CLI.
 
-/// Run the real CLI in `cwd` with a private HOME, no network when `unshare -n` is available
-/// (otherwise proxies pointing at a closed port), and no stdin.
-fn backlog(bin: &Path, cwd: &Path, home: &Path, args: &[&str]) -> String {
-    let offline = Command::new("unshare")
-        .args(["-n", "true"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    let mut cmd = if offline {
-        let mut c = Command::new("unshare");
-        c.arg("-n").arg(bin);
-        c
-    } else {
-        Command::new(bin)
-    };
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("NO_COLOR", "1")
-        .env("CI", "true")
-        .stdin(std::process::Stdio::null());
-    for var in [
-        "http_proxy",
-        "https_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-    ] {
-        cmd.env(var, "http://127.0.0.1:9");
-    }
-    let out = cmd.output().expect("run backlog");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "backlog {args:?} failed: {text}");
-    text
-}
-
 #[test]
 #[ignore = "needs the backlog CLI (BATON_BACKLOG_BIN, .ci/setup-backlog.sh)"]
 fn real_backlog_cli_board_is_read_as_written() {
-    let bin = crate::support::tool::required("BATON_BACKLOG_BIN", ".ci/setup-backlog.sh");
     let tmp = TempDir::new("cli");
-    let (proj, home) = (tmp.0.join("proj"), tmp.0.join("home"));
-    std::fs::create_dir_all(&proj).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
-    let git = Command::new("git")
-        .args(["init", "-q", "."])
-        .current_dir(&proj)
-        .env("HOME", &home)
-        .status()
-        .expect("git");
-    assert!(git.success());
-    let run = |args: &[&str]| backlog(&bin, &proj, &home, args);
-    run(&[
-        "init",
-        "Demo",
-        "--defaults",
-        "--integration-mode",
-        "none",
-        "--check-branches",
-        "false",
-        "--include-remote",
-        "false",
-    ]);
+    // Offline: in a network namespace of its own when `unshare -n` works.
+    let cli = BacklogCli::init(&tmp.0, true);
+    let run = |args: &[&str]| cli.run(args);
     run(&[
         "task",
         "create",
@@ -433,7 +374,7 @@ fn real_backlog_cli_board_is_read_as_written() {
     run(&["task", "complete", "4"]);
     run(&["task", "archive", "3"]);
 
-    let (board, all) = read_default_board(&proj.join("backlog"));
+    let (board, all) = read_default_board(&cli.proj.join("backlog"));
     let terminal = strings(&["Done"]);
     assert_eq!(
         ids(&all),
@@ -449,12 +390,8 @@ fn real_backlog_cli_board_is_read_as_written() {
     );
     assert_eq!(t1.labels, ["ci", "infra"]);
     assert_eq!(t1.priority, Some(1));
-    assert!(t1
-        .description
-        .as_deref()
-        .unwrap()
-        .contains("Add a pipeline"));
-    let created = parse_rfc3339(t1.created_at.as_deref().unwrap()).unwrap();
+    assert!(set(&t1.description).contains("Add a pipeline"));
+    let created = parse_rfc3339(set(&t1.created_at)).unwrap();
     let age = std::time::SystemTime::now()
         .duration_since(created)
         .unwrap_or(Duration::ZERO);
@@ -463,11 +400,7 @@ fn real_backlog_cli_board_is_read_as_written() {
         "created_at {:?}",
         t1.created_at
     );
-    assert!(t1
-        .url
-        .as_deref()
-        .unwrap()
-        .ends_with("/backlog/tasks/task-1%20-%20Set-up-CI.md"));
+    assert!(set(&t1.url).ends_with("/backlog/tasks/task-1%20-%20Set-up-CI.md"));
 
     let t2 = issue(&all, "task-2");
     assert_eq!(t2.title, "Write docs & more");
@@ -485,7 +418,7 @@ fn real_backlog_cli_board_is_read_as_written() {
 
     // The CLI finishing task-1 unblocks task-2.
     run(&["task", "edit", "1", "-s", "Done"]);
-    let board = read_board(&proj.join("backlog")).unwrap();
+    let board = read_board(&cli.proj.join("backlog")).unwrap();
     assert_eq!(
         blockers(&board.issues_by_ids(&strings(&["task-2"]), &terminal)[0]),
         [("task-1", "Done", true)]

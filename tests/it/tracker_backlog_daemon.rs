@@ -5,6 +5,8 @@
 //! file URL. Also: a missing board is a typed startup error, and `baton check` explains a
 //! misspelled state.
 
+use crate::support::backlog::BacklogCli;
+use crate::support::config_env::FixedEnv;
 use crate::support::procs;
 
 use std::io::{BufRead, BufReader};
@@ -113,12 +115,10 @@ impl Drop for Daemon {
     }
 }
 
-#[test]
-fn edited_task_dispatches_within_two_seconds_and_the_agent_finishes_it() {
-    let s = setup("watch");
-    let file = s.0.join("backlog/tasks/task-1 - First.md");
-    std::fs::write(&file, task(1, "First", "Backlog")).unwrap();
-    let mut child = baton(&s, &["WORKFLOW.md"])
+/// Start `baton WORKFLOW.md` in `s` and wait (at most 10 s) until it logs `event=startup` (the
+/// board watch is armed by then). The daemon, its stderr lines still to come, the lines so far.
+fn start_daemon(s: &Scratch) -> (Daemon, mpsc::Receiver<String>, Vec<String>) {
+    let mut child = baton(s, &["WORKFLOW.md"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -131,16 +131,23 @@ fn edited_task_dispatches_within_two_seconds_and_the_agent_finishes_it() {
         }
     });
     let d = Daemon(child);
-    // The board watch is armed before the daemon logs `event=startup`.
     let mut log = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
     while !log.iter().any(|l: &String| l.contains("event=startup")) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
+        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(l) => log.push(l),
             Err(_) => panic!("no event=startup: {log:?}"),
         }
     }
+    (d, lines, log)
+}
+
+#[test]
+fn edited_task_dispatches_within_two_seconds_and_the_agent_finishes_it() {
+    let s = setup("watch");
+    let file = s.0.join("backlog/tasks/task-1 - First.md");
+    std::fs::write(&file, task(1, "First", "Backlog")).unwrap();
+    let (mut d, lines, mut log) = start_daemon(&s);
     let edited = Instant::now();
     std::fs::write(&file, task(1, "First", "To Do")).unwrap();
     let took = wait_for(&s.0.join("started-task-1"), Duration::from_secs(2));
@@ -173,7 +180,6 @@ fn edited_task_dispatches_within_two_seconds_and_the_agent_finishes_it() {
     ] {
         assert!(env.contains(want), "{want:?} in\n{env}");
     }
-    let mut d = d;
     sigterm(d.0.id());
     let status = d.0.wait().unwrap();
     log.extend(lines.iter());
@@ -227,37 +233,23 @@ fn check_explains_a_misspelled_state_and_prints_the_plan() {
     let out = baton(&s, &["check", "WORKFLOW.md"]).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(
-        text.contains("FAIL  tracker.active_states: \"In Progres\" matches no status of the Backlog.md board (config.yml statuses) (did you mean \"In Progress\"?)"),
-        "{text}"
-    );
-    assert!(
-        text.contains("statuses (config.yml): \"Backlog\" | \"To Do\""),
-        "{text}"
-    );
-    assert!(text.contains("warn  skipping task file"), "{text}");
-    assert!(text.contains("task-2 - Broken.md"), "{text}");
-    assert!(text.contains("1. task-1  [To Do]"), "{text}");
+    for want in [
+        "FAIL  tracker.active_states: \"In Progres\" matches no status of the Backlog.md board (config.yml statuses) (did you mean \"In Progress\"?)",
+        "statuses (config.yml): \"Backlog\" | \"To Do\"",
+        "warn  skipping task file",
+        "task-2 - Broken.md",
+        "1. task-1  [To Do]",
+    ] {
+        assert!(text.contains(want), "{text}");
+    }
 }
 
 /// `tracker.path`: default `backlog` next to WORKFLOW.md, `~` and `$VAR` expanded; the kind's
 /// default states are Backlog.md's; a misspelled key gets a hint.
 #[test]
 fn tracker_path_defaults_and_expansions() {
-    use baton::workflow::config::ConfigEnv;
     use baton::workflow::loader::load_workflow;
-    struct Env;
-    impl ConfigEnv for Env {
-        fn var(&self, name: &str) -> Option<String> {
-            (name == "BOARDS").then(|| "/srv/boards".to_string())
-        }
-        fn home(&self) -> Option<PathBuf> {
-            Some(PathBuf::from("/home/op"))
-        }
-        fn gh_auth_token(&self) -> Option<String> {
-            None
-        }
-    }
+    let env = FixedEnv::new("BOARDS", "/srv/boards", Some(PathBuf::from("/home/op")));
     let s = Scratch::new("paths");
     let load = |tracker: &str| {
         let p = s.0.join("WORKFLOW.md");
@@ -266,7 +258,7 @@ fn tracker_path_defaults_and_expansions() {
             format!("---\nagent:\n  kind: claude_code\ntracker:\n{tracker}---\nHi\n"),
         )
         .unwrap();
-        load_workflow(&p, &Env).map(|wf| wf.config)
+        load_workflow(&p, &env).map(|wf| wf.config)
     };
     let c = load("  kind: backlog_md\n").unwrap();
     assert_eq!(c.config.tracker.path, Some(s.0.join("backlog")));
@@ -294,57 +286,19 @@ fn tracker_path_defaults_and_expansions() {
     assert!(e.to_string().contains("tracker.path"), "{e}");
 }
 
-/// Run the real `backlog` CLI in `cwd` with a private HOME, offline (proxies at a closed port).
-fn backlog_cli(bin: &Path, cwd: &Path, home: &Path, args: &[&str]) {
-    let mut cmd = Command::new(bin);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("HOME", home)
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("NO_COLOR", "1")
-        .env("CI", "true")
-        .stdin(Stdio::null());
-    for var in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
-        cmd.env(var, "http://127.0.0.1:9");
-    }
-    let out = cmd.output().expect("run backlog");
-    assert!(
-        out.status.success(),
-        "backlog {args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The daemon against the real `backlog` CLI: the CLI creates a task and moves it to
 /// "In Progress" (the only active state), which starts the agent within 2 s; the agent moves the
 /// task to Done with the CLI, and the workspace is removed.
 #[test]
 #[ignore = "needs the backlog CLI (BATON_BACKLOG_BIN, .ci/setup-backlog.sh)"]
 fn real_backlog_cli_moves_drive_the_daemon() {
-    let bin = crate::support::tool::required("BATON_BACKLOG_BIN", ".ci/setup-backlog.sh");
     let s = Scratch::new("real-cli");
-    let (proj, home) = (s.0.join("proj"), s.0.join("home"));
-    std::fs::create_dir_all(&proj).unwrap();
-    let git = Command::new("git")
-        .args(["init", "-q", "."])
-        .current_dir(&proj)
-        .env("HOME", &home)
-        .status()
-        .expect("git");
-    assert!(git.success());
-    let cli = |args: &[&str]| backlog_cli(&bin, &proj, &home, args);
-    cli(&[
-        "init",
-        "Demo",
-        "--defaults",
-        "--integration-mode",
-        "none",
-        "--check-branches",
-        "false",
-        "--include-remote",
-        "false",
-    ]);
+    // Not in a network namespace of its own (proxies at a closed port only), like the agent's.
+    let backlog = BacklogCli::init(&s.0, false);
+    let (bin, proj, home) = (&backlog.bin, &backlog.proj, &backlog.home);
+    let cli = |args: &[&str]| {
+        backlog.run(args);
+    };
     cli(&["task", "create", "Real CLI task", "-d", "Made by the CLI"]);
     let q = |p: &Path| format!("'{}'", p.display());
     let agent = format!(
@@ -355,9 +309,9 @@ fn real_backlog_cli_moves_drive_the_daemon() {
          https_proxy=http://127.0.0.1:9 {bin} task edit \"${{BATON_ISSUE_IDENTIFIER#task-}}\" -s Done >/dev/null 2>&1\n\
          printf '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"num_turns\":1,\"result\":\"ok\",\"session_id\":\"s\",\"total_cost_usd\":0,\"usage\":{{\"input_tokens\":1,\"output_tokens\":1}}}}\\n'\n",
         started = q(&s.0.join("started")),
-        proj = q(&proj),
-        home = q(&home),
-        bin = q(&bin),
+        proj = q(proj),
+        home = q(home),
+        bin = q(bin),
     );
     std::fs::write(s.0.join("agent.sh"), agent).unwrap();
     let wf = workflow(&s.0, "[\"In Progress\"]").replace(
@@ -365,27 +319,7 @@ fn real_backlog_cli_moves_drive_the_daemon() {
         "kind: backlog_md\n  path: proj/backlog\n",
     );
     std::fs::write(s.0.join("WORKFLOW.md"), wf).unwrap();
-    let mut child = baton(&s, &["WORKFLOW.md"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, lines) = mpsc::channel::<String>();
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut d = Daemon(child);
-    let mut log = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !log.iter().any(|l: &String| l.contains("event=startup")) {
-        match lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(l) => log.push(l),
-            Err(_) => panic!("no event=startup: {log:?}"),
-        }
-    }
+    let (mut d, lines, mut log) = start_daemon(&s);
     cli(&["task", "edit", "1", "-s", "In Progress"]);
     let started = wait_for(&s.0.join("started-task-1"), Duration::from_secs(2));
     log.extend(lines.try_iter());

@@ -22,6 +22,8 @@ use baton::status::{ControlRequest, RefreshAck};
 use baton::tracker::Tracker;
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
 use baton::workflow::loader::load_workflow;
+use support::config_env::FixedEnv;
+use support::daemon_proc::{capture_stderr, wait_until};
 use support::fake_github::{BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
 
 /// Headers a hostile or broken server could send (issue 12, failures 1–3).
@@ -35,20 +37,6 @@ const HOSTILE: [&str; 6] = [
 ];
 
 const HOUR_MS: u64 = 3_600_000;
-
-struct Env;
-
-impl ConfigEnv for Env {
-    fn var(&self, name: &str) -> Option<String> {
-        (name == "BATON_BUDGET_TOKEN").then(|| FAKE_TOKEN.to_string())
-    }
-    fn home(&self) -> Option<PathBuf> {
-        None
-    }
-    fn gh_auth_token(&self) -> Option<String> {
-        None
-    }
-}
 
 /// An agent that never starts: every dispatch fails, so failure retries are queued.
 struct FailingRunner;
@@ -84,6 +72,18 @@ fn workflow(dir: &Path, endpoint: &str) -> PathBuf {
     p
 }
 
+/// The `baton` binary with `args` for `workflow`: the token in `$BATON_BUDGET_TOKEN`, `HOME`
+/// in `dir`, no `GITHUB_TOKEN`.
+fn baton(args: &[&str], workflow: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    cmd.args(args)
+        .arg(workflow)
+        .env("BATON_BUDGET_TOKEN", FAKE_TOKEN)
+        .env("HOME", dir)
+        .env_remove("GITHUB_TOKEN");
+    cmd
+}
+
 fn wall_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -101,7 +101,8 @@ struct Running {
 
 fn start(dir: &Path, github: &FakeGithub) -> Running {
     let wf_path = workflow(dir, &github.endpoint());
-    let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(Env);
+    let env: Arc<dyn ConfigEnv + Send + Sync> =
+        Arc::new(FixedEnv::github_token("BATON_BUDGET_TOKEN"));
     let initial = load_workflow(&wf_path, &*env).expect("valid workflow");
     let (control, control_rx) = unbounded();
     let (reload, reload_rx) = unbounded();
@@ -165,6 +166,22 @@ impl Running {
             self.settle();
         }
     }
+    /// Run virtual time `step_ms` at a time (in steps of at most `step`) until `done`; fail with
+    /// `what` when `within_ms` of virtual time pass first.
+    fn run_until(
+        &self,
+        within_ms: u64,
+        step_ms: u64,
+        step: u64,
+        mut done: impl FnMut() -> bool,
+        what: impl Fn() -> String,
+    ) {
+        let limit = self.clock.now() + within_ms;
+        while !done() {
+            assert!(self.clock.now() < limit, "{}", what());
+            self.run_for(step_ms, step);
+        }
+    }
     fn stop(self) {
         self.shutdown.send(()).unwrap();
         self.exited
@@ -176,6 +193,13 @@ impl Running {
 
 fn empty_board() -> FakeGithub {
     FakeGithub::start(BoardFixture::empty("acme", 7))
+}
+
+/// The daemon (in a fresh `tmpdir(tag)`) polling an empty board.
+fn start_on_empty_board(tag: &str) -> (FakeGithub, Running) {
+    let github = empty_board();
+    let r = start(&tmpdir(tag), &github);
+    (github, r)
 }
 
 /// 400 refresh triggers in 20 s of virtual time, then 400 more inside a rate-limit pause.
@@ -208,9 +232,7 @@ fn storm(r: &Running, github: &FakeGithub) -> (usize, usize) {
 
 #[test]
 fn refresh_storm_is_coalesced_and_silent_during_a_pause() {
-    let dir = tmpdir("storm");
-    let github = empty_board();
-    let r = start(&dir, &github);
+    let (github, r) = start_on_empty_board("storm");
     let (during_storm, during_pause) = storm(&r, &github);
     println!("refresh storm: 400 triggers in 20 s -> {during_storm} GitHub requests; 400 triggers in a pause -> {during_pause}");
     assert!(
@@ -232,9 +254,7 @@ fn refresh_storm_is_coalesced_and_silent_during_a_pause() {
 /// polls again after at most the clamped hour, and never inside the pause.
 #[test]
 fn hostile_rate_limit_headers_never_stop_polling() {
-    let dir = tmpdir("poll");
-    let github = empty_board();
-    let r = start(&dir, &github);
+    let (github, r) = start_on_empty_board("poll");
     for value in HOSTILE {
         for fault in [Fault::retry_after_raw(value), Fault::reset_raw(value)] {
             r.run_for(1_000, 1_000);
@@ -244,14 +264,13 @@ fn hostile_rate_limit_headers_never_stop_polling() {
             let hit = github.request_count();
             // A later poll happens: within the regular interval when the header was unusable,
             // within the clamped hour otherwise.
-            let limit = r.clock.now() + HOUR_MS + 120_000;
-            while github.request_count() == hit {
-                assert!(
-                    r.clock.now() < limit,
-                    "no poll after {fault:?} within the clamped hour"
-                );
-                r.run_for(60_000, 60_000);
-            }
+            r.run_until(
+                HOUR_MS + 120_000,
+                60_000,
+                60_000,
+                || github.request_count() != hit,
+                || format!("no poll after {fault:?} within the clamped hour"),
+            );
         }
     }
     r.stop();
@@ -260,24 +279,22 @@ fn hostile_rate_limit_headers_never_stop_polling() {
 /// Failure 2: a hostile header on a retry's fetch; the retry thread survives and fetches again.
 #[test]
 fn hostile_headers_on_a_retry_fetch_never_stop_retries() {
-    let dir = tmpdir("retry");
     let mut board = BoardFixture::empty("acme", 7);
     board.push_issue(IssueFixture::new("acme/api", 1, "Do a thing"), Some("Todo"));
     let github = FakeGithub::start(board);
-    let r = start(&dir, &github);
+    let r = start(&tmpdir("retry"), &github);
     let is_refresh = |op: &String| op.starts_with("RefreshIssues");
     for value in ["300000000000", "18446744073709551616", "-1"] {
         // The dispatch failed at once, so a failure retry is queued; its fetch gets the fault.
         github.push_fault(Fault::retry_after_raw(value));
         let before = github.operations().iter().filter(|o| is_refresh(o)).count();
-        let limit = r.clock.now() + 2 * HOUR_MS;
-        while github.operations().iter().filter(|o| is_refresh(o)).count() < before + 2 {
-            assert!(
-                r.clock.now() < limit,
-                "retry fetches stopped after {value:?}"
-            );
-            r.run_for(60_000, 10_000);
-        }
+        r.run_until(
+            2 * HOUR_MS,
+            60_000,
+            10_000,
+            || github.operations().iter().filter(|o| is_refresh(o)).count() >= before + 2,
+            || format!("retry fetches stopped after {value:?}"),
+        );
     }
     r.stop();
 }
@@ -285,9 +302,7 @@ fn hostile_headers_on_a_retry_fetch_never_stop_retries() {
 /// A rejected token (401) backs off 1, 2, 4, 8 … minutes instead of re-polling every interval.
 #[test]
 fn rejected_token_backs_off() {
-    let dir = tmpdir("auth");
-    let github = empty_board();
-    let r = start(&dir, &github);
+    let (github, r) = start_on_empty_board("auth");
     github.set_sticky_fault(Some(Fault::Unauthorized));
     let base = github.request_count();
     r.run_for(30 * 60_000, 30_000);
@@ -318,14 +333,7 @@ fn startup_with_hostile_headers_exits_cleanly() {
         github.set_sticky_fault(Some(fault));
         let wf = workflow(&dir, &github.endpoint());
         for args in [vec!["check"], vec![]] {
-            let out = Command::new(env!("CARGO_BIN_EXE_baton"))
-                .args(&args)
-                .arg(&wf)
-                .env("BATON_BUDGET_TOKEN", FAKE_TOKEN)
-                .env("HOME", &dir)
-                .env_remove("GITHUB_TOKEN")
-                .output()
-                .expect("run baton");
+            let out = baton(&args, &wf, &dir).output().expect("run baton");
             let code = out.status.code();
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_ne!(code, Some(101), "baton {args:?} panicked: {stderr}");
@@ -344,47 +352,28 @@ fn _tracker_is_object_safe(_: &dyn Tracker) {}
 #[test]
 #[ignore = "real-time benchmark (about 45 s); scripts/bench/refresh_storm.sh"]
 fn bench_refresh_storm_real_time() {
-    use std::io::{BufRead, BufReader, Read as _, Write as _};
+    use std::io::{Read as _, Write as _};
     use std::net::TcpStream;
     use std::process::Stdio;
-    use std::sync::Mutex;
 
     let dir = tmpdir("bench");
     let github = empty_board();
     let wf = workflow(&dir, &github.endpoint());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_baton"))
-        .args(["--port", "0", "--log-level", "info"])
-        .arg(&wf)
-        .env("BATON_BUDGET_TOKEN", FAKE_TOKEN)
-        .env("HOME", &dir)
-        .env_remove("GITHUB_TOKEN")
+    let mut child = baton(&["--port", "0", "--log-level", "info"], &wf, &dir)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn baton");
-    let log = Arc::new(Mutex::new(String::new()));
-    let sink = log.clone();
-    let stderr = child.stderr.take().unwrap();
-    thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            sink.lock().unwrap().push_str(&(line + "\n"));
-        }
+    let log = capture_stderr(&mut child);
+    let text = || log.lock().unwrap().clone();
+    let addr = wait_until("the listening line", Duration::from_secs(30), text, || {
+        let text = text();
+        let i = text.find("http server listening addr=")?;
+        let rest = &text[i + "http server listening addr=".len()..];
+        Some(rest.split_whitespace().next()?.to_string())
     });
-    let start = Instant::now();
-    let addr = loop {
-        let text = log.lock().unwrap().clone();
-        if let Some(i) = text.find("http server listening addr=") {
-            let rest = &text[i + "http server listening addr=".len()..];
-            break rest.split_whitespace().next().unwrap().to_string();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no listening line:\n{text}"
-        );
-        thread::sleep(Duration::from_millis(25));
-    };
     thread::sleep(Duration::from_millis(500));
     let post = |addr: &str| {
         let mut s = TcpStream::connect(addr).unwrap();

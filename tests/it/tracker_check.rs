@@ -5,21 +5,11 @@ use crate::support;
 use std::path::{Path, PathBuf};
 
 use baton::check::run_check_with_env;
-use baton::workflow::config::ConfigEnv;
+use support::config_env::FixedEnv;
 use support::fake_github::{FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
 
-struct TestEnv;
-
-impl ConfigEnv for TestEnv {
-    fn var(&self, name: &str) -> Option<String> {
-        (name == "BATON_FAKE_GITHUB_TOKEN").then(|| FAKE_TOKEN.to_string())
-    }
-    fn home(&self) -> Option<PathBuf> {
-        Some(std::env::temp_dir())
-    }
-    fn gh_auth_token(&self) -> Option<String> {
-        None
-    }
+fn acme() -> FakeGithub {
+    FakeGithub::from_fixture("fixtures/boards/acme.json")
 }
 
 /// Copy `fixtures/workflows/check-acme.md` into a fresh temp dir with the fake's endpoint and
@@ -35,36 +25,47 @@ fn workflow(fake: &FakeGithub, name: &str, edit: impl Fn(String) -> String) -> P
     path
 }
 
+/// `baton check` of `path` with the fake's token in `$BATON_FAKE_GITHUB_TOKEN`: exit code, output.
 fn run(path: &Path) -> (i32, String) {
+    let env = FixedEnv::new(
+        "BATON_FAKE_GITHUB_TOKEN",
+        FAKE_TOKEN,
+        Some(std::env::temp_dir()),
+    );
     let mut out = Vec::new();
-    let code = run_check_with_env(path, &TestEnv, &mut out);
+    let code = run_check_with_env(path, &env, &mut out);
     (code, String::from_utf8(out).unwrap())
+}
+
+/// `baton check` of the workflow with `from` replaced by `to` fails (exit 1) and prints `needle`.
+fn assert_problem(fake: &FakeGithub, name: &str, (from, to): (&str, &str), needle: &str) {
+    let (code, out) = run(&workflow(fake, name, |t| t.replace(from, to)));
+    assert_eq!(code, 1);
+    assert_has(&out, &[needle]);
+}
+
+/// Assert that the output `out` contains every one of `needles`.
+fn assert_has(out: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(out.contains(needle), "{out}");
+    }
 }
 
 #[test]
 fn healthy_board_prints_plan_in_dispatch_order_with_reasons() {
-    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
+    let fake = acme();
     let (code, out) = run(&workflow(&fake, "healthy", |t| t));
     println!("{out}");
     assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains("ok    project: acme #7 \"Roadmap\" (PVT_"),
-        "{out}"
-    );
-    assert!(
-        out.contains(
-            "status field \"Status\": \"Todo\" | \"In Progress\" | \"In Review\" | \"Done\""
-        ),
-        "{out}"
-    );
-    assert!(
-        out.contains("ok    active states: \"Todo\", \"In Progress\""),
-        "{out}"
-    );
-    assert!(out.contains("rate limit: "), "{out}");
-    assert!(
-        out.contains("skipped 1 draft, 1 pull request, 1 redacted"),
-        "{out}"
+    assert_has(
+        &out,
+        &[
+            "ok    project: acme #7 \"Roadmap\" (PVT_",
+            "status field \"Status\": \"Todo\" | \"In Progress\" | \"In Review\" | \"Done\"",
+            "ok    active states: \"Todo\", \"In Progress\"",
+            "rate limit: ",
+            "skipped 1 draft, 1 pull request, 1 redacted",
+        ],
     );
     // Dispatch order: priority (P0=1, P1=2), then null priority by created_at.
     let plan = [
@@ -93,26 +94,25 @@ fn healthy_board_prints_plan_in_dispatch_order_with_reasons() {
 #[test]
 fn an_issue_with_a_blank_title_is_not_ready() {
     // The scheduler never dispatches an issue without a title, so `check` must not list it as ready.
-    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
+    let fake = acme();
     let mut blank = IssueFixture::new("acme/app", 11, "  ");
     blank.labels = vec!["baton".into()];
     fake.add_issue(blank, Some("Todo"));
     let (code, out) = run(&workflow(&fake, "blank-title", |t| t));
     assert_eq!(code, 0, "{out}");
-    assert!(
-        out.contains("dispatch order (4 of 10 active issues):"),
-        "{out}"
-    );
-    assert!(out.contains("not dispatching (6):"), "{out}");
-    assert!(
-        out.contains("  acme__app-11  [Todo]  required field title is blank\n"),
-        "{out}"
+    assert_has(
+        &out,
+        &[
+            "dispatch order (4 of 10 active issues):",
+            "not dispatching (6):",
+            "  acme__app-11  [Todo]  required field title is blank\n",
+        ],
     );
 }
 
 #[test]
 fn misspelled_state_is_flagged_with_a_hint_and_exit_1() {
-    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
+    let fake = acme();
     let path = workflow(&fake, "typo", |t| {
         t.replace(
             "active_states: [Todo, In Progress]",
@@ -122,33 +122,30 @@ fn misspelled_state_is_flagged_with_a_hint_and_exit_1() {
     let (code, out) = run(&path);
     println!("{out}");
     assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("note  active state \"todo\" matches option \"Todo\" ignoring case"),
-        "{out}"
-    );
-    assert!(
-        out.contains("FAIL  tracker.active_states: \"In Progess\" matches no option of the status field (did you mean \"In Progress\"?)"),
-        "{out}"
+    assert_has(
+        &out,
+        &[
+            "note  active state \"todo\" matches option \"Todo\" ignoring case",
+            "FAIL  tracker.active_states: \"In Progess\" matches no option of the status field (did you mean \"In Progress\"?)",
+        ],
     );
     assert!(out.ends_with("result: 1 problem\n"), "{out}");
 }
 
 #[test]
 fn unreachable_project_and_bad_token_fail_cleanly() {
-    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
-    let (code, out) = run(&workflow(&fake, "nf", |t| {
-        t.replace("project_number: 7", "project_number: 8")
-    }));
-    assert_eq!(code, 1);
-    assert!(
-        out.contains("FAIL  project: missing_tracker_project: tracker.project_number: project #8"),
-        "{out}"
+    let fake = acme();
+    assert_problem(
+        &fake,
+        "nf",
+        ("project_number: 7", "project_number: 8"),
+        "FAIL  project: missing_tracker_project: tracker.project_number: project #8",
     );
 
     fake.push_fault(Fault::Unauthorized);
     let (code, out) = run(&workflow(&fake, "auth", |t| t));
     assert_eq!(code, 1);
-    assert!(out.contains("github_auth"), "{out}");
+    assert_has(&out, &["github_auth"]);
     assert!(!out.contains(FAKE_TOKEN));
 }
 
@@ -156,19 +153,14 @@ fn unreachable_project_and_bad_token_fail_cleanly() {
 fn missing_workflow_and_missing_config_are_problems() {
     let (code, out) = run(Path::new("/nonexistent/WORKFLOW.md"));
     assert_eq!(code, 1);
-    assert!(
-        out.contains("FAIL  workflow: missing_workflow_file"),
-        "{out}"
-    );
+    assert_has(&out, &["FAIL  workflow: missing_workflow_file"]);
 
-    let fake = FakeGithub::from_fixture("fixtures/boards/acme.json");
-    let (code, out) = run(&workflow(&fake, "noowner", |t| {
-        t.replace("  owner: acme\n", "")
-    }));
-    assert_eq!(code, 1);
-    assert!(
-        out.contains("FAIL  missing_tracker_project: tracker.owner is required"),
-        "{out}"
+    let fake = acme();
+    assert_problem(
+        &fake,
+        "noowner",
+        ("  owner: acme\n", ""),
+        "FAIL  missing_tracker_project: tracker.owner is required",
     );
     assert_eq!(fake.request_count(), 0);
 }

@@ -6,38 +6,50 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use baton::model::Issue;
 use baton::tracker::github::GithubTracker;
-use baton::tracker::{Tracker, TrackerErrorKind};
-use baton::workflow::config::{OwnerType, Secret, TrackerConfig};
+use baton::tracker::{Tracker, TrackerError, TrackerErrorKind};
+use baton::workflow::config::{OwnerType, TrackerConfig};
 use serde_json::json;
 use support::fake_github::{
     issue_node_id, BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_TOKEN,
 };
 
-fn cfg(fake: &FakeGithub) -> TrackerConfig {
-    TrackerConfig {
-        kind: Some("github_projects".into()),
-        endpoint: fake.endpoint(),
-        token: Some(Secret::new(FAKE_TOKEN)),
-        token_source: None,
-        owner: Some("acme".into()),
-        owner_type: OwnerType::Organization,
-        project_number: Some(7),
-        status_field: "Status".into(),
-        priority_field: Some("Priority".into()),
-        repos: vec![],
-        required_labels: vec![],
-        excluded_labels: vec![],
-        active_states: vec!["Todo".into(), "In Progress".into()],
-        terminal_states: vec!["Done".into()],
-        page_size: 50,
-        server_side_filter: false,
-        timeout_ms: 5000,
-        ..TrackerConfig::default()
-    }
-}
-
 fn acme() -> FakeGithub {
     FakeGithub::from_fixture("fixtures/boards/acme.json")
+}
+
+/// A change to [`FakeGithub::tracker_config`].
+type Edit = fn(&mut TrackerConfig);
+
+/// A tracker for `fake` with [`FakeGithub::tracker_config`].
+fn tracker(fake: &FakeGithub) -> GithubTracker {
+    tracker_with(fake, |_| {})
+}
+
+/// A tracker for `fake` with [`FakeGithub::tracker_config`] changed by `edit`.
+fn tracker_with(fake: &FakeGithub, edit: impl FnOnce(&mut TrackerConfig)) -> GithubTracker {
+    let mut c = fake.tracker_config();
+    edit(&mut c);
+    GithubTracker::new(&c).unwrap()
+}
+
+/// A tracker for `fake` that has resolved its project.
+fn validated(fake: &FakeGithub) -> GithubTracker {
+    let t = tracker(fake);
+    t.validate().unwrap();
+    t
+}
+
+/// A tracker for `fake` (validated), `acme/app#1`'s node id, and that id alone as a list.
+fn validated_with_issue_1(fake: &FakeGithub) -> (GithubTracker, String, Vec<String>) {
+    let id = issue_node_id("acme/app#1");
+    (validated(fake), id.clone(), vec![id])
+}
+
+/// A board of `n` issues all in `status`, and a tracker reading it 100 items a page.
+fn generated_100_a_page(n: u64, status: &str) -> (FakeGithub, GithubTracker) {
+    let fake = FakeGithub::start(BoardFixture::generated(n, status));
+    let t = tracker_with(&fake, |c| c.page_size = 100);
+    (fake, t)
 }
 
 fn idents(v: &[Issue]) -> Vec<&str> {
@@ -53,8 +65,7 @@ fn find<'a>(v: &'a [Issue], ident: &str) -> &'a Issue {
 #[test]
 fn resolves_org_project_once_and_sends_auth_and_user_agent() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
+    let t = validated(&fake);
     t.validate().unwrap();
     t.fetch_candidate_issues().unwrap();
     t.fetch_candidate_issues().unwrap();
@@ -83,16 +94,13 @@ fn owner_type_user_uses_user_lookup() {
     let mut board = BoardFixture::load("fixtures/boards/acme.json");
     board.owner_type = "user".into();
     let fake = FakeGithub::start(board);
-    let mut c = cfg(&fake);
-    c.owner_type = OwnerType::User;
-    let t = GithubTracker::new(&c).unwrap();
+    let t = tracker_with(&fake, |c| c.owner_type = OwnerType::User);
     t.validate().unwrap();
     assert_eq!(fake.operations(), vec!["ResolveUserProject"]);
     assert!(fake.requests()[0].query.contains("user(login: $owner)"));
 
     // The same board looked up as an organization does not resolve; the error names the owner.
-    c.owner_type = OwnerType::Organization;
-    let t = GithubTracker::new(&c).unwrap();
+    let t = tracker_with(&fake, |c| c.owner_type = OwnerType::Organization);
     let e = t.validate().unwrap_err();
     assert_eq!(e.kind, TrackerErrorKind::MissingTrackerProject);
     assert!(e.message.contains("organization \"acme\""), "{e}");
@@ -101,32 +109,24 @@ fn owner_type_user_uses_user_lookup() {
 #[test]
 fn validation_errors_name_owner_number_and_field() {
     let fake = acme();
-    let mut c = cfg(&fake);
-    c.project_number = Some(42);
-    let e = GithubTracker::new(&c).unwrap().validate().unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::MissingTrackerProject);
-    assert!(
-        e.message.contains("#42") && e.message.contains("acme"),
-        "{e}"
-    );
+    // A missing project (owner, number) or status field, each named in the message.
+    let cases: [(Edit, &str, &str); 2] = [
+        (|c| c.project_number = Some(42), "#42", "acme"),
+        (|c| c.status_field = "Stage".into(), "\"Stage\"", "#7"),
+    ];
+    for (edit, a, b) in cases {
+        let e = tracker_with(&fake, edit).validate().unwrap_err();
+        assert_eq!(e.kind, TrackerErrorKind::MissingTrackerProject);
+        assert!(e.message.contains(a) && e.message.contains(b), "{e}");
+    }
 
-    let mut c = cfg(&fake);
-    c.status_field = "Stage".into();
-    let e = GithubTracker::new(&c).unwrap().validate().unwrap_err();
-    assert_eq!(e.kind, TrackerErrorKind::MissingTrackerProject);
-    assert!(
-        e.message.contains("\"Stage\"") && e.message.contains("#7"),
-        "{e}"
-    );
-
-    let mut c = cfg(&fake);
-    c.status_field = "Estimate".into();
-    let e = GithubTracker::new(&c).unwrap().validate().unwrap_err();
+    let estimate = |c: &mut TrackerConfig| c.status_field = "Estimate".into();
+    let e = tracker_with(&fake, estimate).validate().unwrap_err();
     assert!(e.message.contains("not a single-select"), "{e}");
 
     // A failed validation is not cached: the next call asks again.
     fake.clear_requests();
-    let t = GithubTracker::new(&c).unwrap();
+    let t = tracker_with(&fake, estimate);
     assert!(t.validate().is_err());
     assert!(t.validate().is_err());
     assert_eq!(fake.request_count(), 2);
@@ -134,45 +134,29 @@ fn validation_errors_name_owner_number_and_field() {
 
 #[test]
 fn constructor_rejects_bad_config_without_requests() {
+    use TrackerErrorKind::{MissingTrackerProject, MissingTrackerToken, UnsupportedTrackerKind};
     let fake = acme();
-    let mut c = cfg(&fake);
-    c.kind = Some("linear".into());
-    assert_eq!(
-        GithubTracker::new(&c).unwrap_err().kind,
-        TrackerErrorKind::UnsupportedTrackerKind
-    );
-    c.kind = None;
-    assert_eq!(
-        GithubTracker::new(&c).unwrap_err().kind,
-        TrackerErrorKind::UnsupportedTrackerKind
-    );
-    let mut c = cfg(&fake);
-    c.token = None;
-    assert_eq!(
-        GithubTracker::new(&c).unwrap_err().kind,
-        TrackerErrorKind::MissingTrackerToken
-    );
-    let mut c = cfg(&fake);
-    c.owner = None;
-    assert_eq!(
-        GithubTracker::new(&c).unwrap_err().kind,
-        TrackerErrorKind::MissingTrackerProject
-    );
-    let mut c = cfg(&fake);
-    c.project_number = None;
-    assert_eq!(
-        GithubTracker::new(&c).unwrap_err().kind,
-        TrackerErrorKind::MissingTrackerProject
-    );
+    let cases: [(Edit, TrackerErrorKind); 5] = [
+        (|c| c.kind = Some("linear".into()), UnsupportedTrackerKind),
+        (|c| c.kind = None, UnsupportedTrackerKind),
+        (|c| c.token = None, MissingTrackerToken),
+        (|c| c.owner = None, MissingTrackerProject),
+        (|c| c.project_number = None, MissingTrackerProject),
+    ];
+    for (edit, kind) in cases {
+        let mut c = fake.tracker_config();
+        edit(&mut c);
+        assert_eq!(GithubTracker::new(&c).unwrap_err().kind, kind);
+    }
     assert_eq!(fake.request_count(), 0);
 }
 
 #[test]
 fn candidates_filter_status_repos_closed_and_drop_non_issues() {
     let fake = acme();
-    let mut c = cfg(&fake);
-    c.repos = vec!["acme/app".into(), "ACME/lib".into()];
-    let t = GithubTracker::new(&c).unwrap();
+    let t = tracker_with(&fake, |c| {
+        c.repos = vec!["acme/app".into(), "ACME/lib".into()]
+    });
     let got = t.fetch_candidate_issues().unwrap();
     // Board order; #7 closed, #9 other repo, #11 Done, #12 no Status, #13 archived, #14 In Review,
     // the draft, the PR and the redacted item are all absent. Labels stay for the orchestrator.
@@ -213,7 +197,7 @@ fn candidates_filter_status_repos_closed_and_drop_non_issues() {
 #[test]
 fn board_counts_dropped_items() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let t = tracker(&fake);
     let board = t.fetch_board(None).unwrap();
     let d = &board.dropped;
     assert_eq!(
@@ -235,7 +219,7 @@ fn board_counts_dropped_items() {
 #[test]
 fn blockers_resolve_status_on_project_else_open_closed() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let t = tracker(&fake);
     let got = t.fetch_candidate_issues().unwrap();
     let four = &find(&got, "acme__app-4").blocked_by;
     assert_eq!(four.len(), 1);
@@ -283,7 +267,7 @@ fn blockers_resolve_status_on_project_else_open_closed() {
 fn blockers_degrade_to_empty_when_schema_lacks_them_and_stop_asking() {
     let fake = acme();
     fake.set_supports_dependencies(false);
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let t = tracker(&fake);
     let got = t.fetch_candidate_issues().unwrap();
     assert!(got.iter().all(|i| i.blocked_by.is_empty()));
     assert_eq!(find(&got, "acme__app-4").identifier, "acme__app-4");
@@ -306,13 +290,8 @@ fn blockers_degrade_to_empty_when_schema_lacks_them_and_stop_asking() {
 #[test]
 fn other_validation_errors_are_errors_not_degradation() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
-    fake.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: json!({"errors":[{"extensions":{"code":"undefinedField","typeName":"Issue","fieldName":"frobnicate"},"message":"Field 'frobnicate' doesn't exist on type 'Issue'"}]}).to_string(),
-    });
+    let t = validated(&fake);
+    fake.push_fault(Fault::raw(200, json!({"errors":[{"extensions":{"code":"undefinedField","typeName":"Issue","fieldName":"frobnicate"},"message":"Field 'frobnicate' doesn't exist on type 'Issue'"}]}).to_string()));
     let e = t.fetch_candidate_issues().unwrap_err();
     assert_eq!(e.kind, TrackerErrorKind::Query);
     assert_eq!(e.class, "github_graphql_errors");
@@ -322,9 +301,7 @@ fn other_validation_errors_are_errors_not_degradation() {
 #[test]
 fn pagination_preserves_order_over_three_pages() {
     let fake = FakeGithub::start(BoardFixture::generated(7, "Todo"));
-    let mut c = cfg(&fake);
-    c.page_size = 3;
-    let t = GithubTracker::new(&c).unwrap();
+    let t = tracker_with(&fake, |c| c.page_size = 3);
     let got = t.fetch_candidate_issues().unwrap();
     let want: Vec<String> = (1..=7).map(|n| format!("acme__app-{n}")).collect();
     assert_eq!(
@@ -347,10 +324,7 @@ fn pagination_preserves_order_over_three_pages() {
 fn missing_end_cursor_with_next_page_is_typed_error() {
     let fake = FakeGithub::start(BoardFixture::generated(5, "Todo"));
     fake.set_break_end_cursor(true);
-    let mut c = cfg(&fake);
-    c.page_size = 2;
-    let e = GithubTracker::new(&c)
-        .unwrap()
+    let e = tracker_with(&fake, |c| c.page_size = 2)
         .fetch_candidate_issues()
         .unwrap_err();
     assert_eq!(e.kind, TrackerErrorKind::Pagination);
@@ -360,7 +334,7 @@ fn missing_end_cursor_with_next_page_is_typed_error() {
 #[test]
 fn closed_issues_are_terminal_whatever_their_status() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let t = tracker(&fake);
     let done = t.fetch_issues_by_states(&["Done".into()]).unwrap();
     // #11 is Done; #7 is closed but still in Todo: terminal too.
     assert_eq!(idents(&done), vec!["acme__app-7", "acme__app-11"]);
@@ -389,7 +363,7 @@ fn closed_issues_are_terminal_whatever_their_status() {
 #[test]
 fn refresh_by_ids_reflects_changes_and_omits_gone_issues() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let t = tracker(&fake);
     let ids: Vec<String> = [
         "acme/app#1",
         "acme/app#2",
@@ -433,7 +407,7 @@ fn refresh_picks_the_item_on_our_project() {
     i.other_projects = vec!["PVT_someoneelse".into()];
     board.push_issue(i, Some("In Progress"));
     let fake = FakeGithub::start(board);
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let t = tracker(&fake);
     let got = t
         .fetch_issue_states_by_ids(&[issue_node_id("acme/app#1")])
         .unwrap();
@@ -443,9 +417,7 @@ fn refresh_picks_the_item_on_our_project() {
 #[test]
 fn refresh_failures_are_errors_not_omissions() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
-    let ids = vec![issue_node_id("acme/app#1")];
+    let (t, _, ids) = validated_with_issue_1(&fake);
     // The GitHub tracker keeps its stable class names (logs, `baton check`, the API).
     for (fault, kind, class) in [
         (
@@ -474,12 +446,8 @@ fn refresh_failures_are_errors_not_omissions() {
         assert!(e.to_string().starts_with(&format!("{class}: ")), "{e}");
     }
     // A malformed record fails the refresh instead of being silently omitted.
-    fake.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: json!({"data":{"nodes":[{"__typename":"Issue","id":ids[0],"title":"x","state":"OPEN","repository":{"nameWithOwner":"acme/app"},
-            "projectItems":{"nodes":[{"id":"PVTI_1","isArchived":false,"project":{"id":fake.project_id()},"status":{"__typename":"ProjectV2ItemFieldSingleSelectValue","name":"Todo","optionId":"x"}}]}}]}}).to_string(),
-    });
+    fake.push_fault(Fault::raw(200, json!({"data":{"nodes":[{"__typename":"Issue","id":ids[0],"title":"x","state":"OPEN","repository":{"nameWithOwner":"acme/app"},
+            "projectItems":{"nodes":[{"id":"PVTI_1","isArchived":false,"project":{"id":fake.project_id()},"status":{"__typename":"ProjectV2ItemFieldSingleSelectValue","name":"Todo","optionId":"x"}}]}}]}}).to_string()));
     let e = t.fetch_issue_states_by_ids(&ids).unwrap_err();
     assert_eq!(e.kind, TrackerErrorKind::Payload);
     assert!(e.message.contains("number"), "{e}");
@@ -488,10 +456,8 @@ fn refresh_failures_are_errors_not_omissions() {
 #[test]
 fn more_than_100_ids_are_chunked() {
     let fake = FakeGithub::start(BoardFixture::generated(150, "In Progress"));
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    let mut ids: Vec<String> = (1..=150)
-        .map(|n| issue_node_id(&format!("acme/app#{n}")))
-        .collect();
+    let t = tracker(&fake);
+    let mut ids = ids(1..=150);
     ids.push(ids[0].clone()); // duplicates are asked once
     let got = t.fetch_issue_states_by_ids(&ids).unwrap();
     assert_eq!(got.len(), 150);
@@ -507,7 +473,7 @@ fn more_than_100_ids_are_chunked() {
 #[test]
 fn empty_inputs_make_no_request() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let t = tracker(&fake);
     assert!(t.fetch_issues_by_states(&[]).unwrap().is_empty());
     assert!(t.fetch_issue_states_by_ids(&[]).unwrap().is_empty());
     assert!(t
@@ -520,14 +486,17 @@ fn empty_inputs_make_no_request() {
 #[test]
 fn error_classes_map_from_faults() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
+    let t = validated(&fake);
+    // The candidates read's error when `fault` is served.
+    let fails = |fault: Fault| {
+        fake.push_fault(fault);
+        t.fetch_candidate_issues().unwrap_err()
+    };
     let before = SystemTime::now();
-    fake.push_fault(Fault::SecondaryRateLimit {
+    let e = fails(Fault::SecondaryRateLimit {
         status: 403,
         retry_after: Some(30),
     });
-    let e = t.fetch_candidate_issues().unwrap_err();
     assert_eq!(e.kind, TrackerErrorKind::RateLimited);
     let wait = e.retry_at.unwrap().duration_since(before).unwrap();
     assert!(
@@ -535,28 +504,25 @@ fn error_classes_map_from_faults() {
         "{wait:?}"
     );
 
-    fake.push_fault(Fault::SecondaryRateLimit {
+    let e = fails(Fault::SecondaryRateLimit {
         status: 429,
         retry_after: None,
     });
-    let e = t.fetch_candidate_issues().unwrap_err();
     assert_eq!(e.kind, TrackerErrorKind::RateLimited);
     assert!(e.retry_at.unwrap().duration_since(before).unwrap() >= Duration::from_secs(60));
 
-    fake.push_fault(Fault::SecondaryRateLimit {
+    let e = fails(Fault::SecondaryRateLimit {
         status: 403,
         retry_after: None,
     });
-    let e = t.fetch_candidate_issues().unwrap_err();
     assert!(e.retry_at.unwrap().duration_since(before).unwrap() >= Duration::from_secs(60));
 
     for spelling in ["RATE_LIMITED", "RATE_LIMIT"] {
         for remaining in [0, 1] {
-            fake.push_fault(Fault::PrimaryRateLimit {
+            let e = fails(Fault::PrimaryRateLimit {
                 spelling,
                 remaining,
             });
-            let e = t.fetch_candidate_issues().unwrap_err();
             assert_eq!(e.kind, TrackerErrorKind::RateLimited, "{spelling}");
             // The fake's reset (year 2100) is far away: the wait is clamped to one hour.
             let wait = e.retry_at.unwrap().duration_since(before).unwrap();
@@ -567,53 +533,32 @@ fn error_classes_map_from_faults() {
         }
     }
 
-    fake.push_fault(Fault::Unauthorized);
-    let e = t.fetch_candidate_issues().unwrap_err();
+    let e = fails(Fault::Unauthorized);
     assert_eq!(e.kind, TrackerErrorKind::Auth);
     assert!(e.retry_at.is_none(), "401 is not a rate limit");
 
-    fake.push_fault(Fault::InsufficientScopes);
-    let e = t.fetch_candidate_issues().unwrap_err();
+    let e = fails(Fault::InsufficientScopes);
     assert_eq!(e.kind, TrackerErrorKind::Auth);
     assert!(e.message.contains("read:project"));
 
-    fake.push_fault(Fault::BadGateway);
-    assert_eq!(
-        t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::Status
-    );
-    fake.push_fault(Fault::Raw {
-        status: 500,
-        headers: vec![],
-        body: "oops".into(),
-    });
-    assert_eq!(
-        t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::Status
-    );
-    fake.push_fault(Fault::Garbage);
-    assert_eq!(
-        t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::Payload
-    );
-    fake.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: r#"{"data":{"node":{"items":{"nodes":"nope"}}}}"#.into(),
-    });
-    assert_eq!(
-        t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::Payload
-    );
-    fake.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: r#"{"data":null,"errors":[{"type":"SOMETHING","message":"boom"}]}"#.into(),
-    });
-    assert_eq!(
-        t.fetch_candidate_issues().unwrap_err().kind,
-        TrackerErrorKind::Query
-    );
+    for (fault, kind) in [
+        (Fault::BadGateway, TrackerErrorKind::Status),
+        (Fault::raw(500, "oops"), TrackerErrorKind::Status),
+        (Fault::Garbage, TrackerErrorKind::Payload),
+        (
+            Fault::raw(200, r#"{"data":{"node":{"items":{"nodes":"nope"}}}}"#),
+            TrackerErrorKind::Payload,
+        ),
+        (
+            Fault::raw(
+                200,
+                r#"{"data":null,"errors":[{"type":"SOMETHING","message":"boom"}]}"#,
+            ),
+            TrackerErrorKind::Query,
+        ),
+    ] {
+        assert_eq!(fails(fault).kind, kind);
+    }
     // And the tracker still works afterwards.
     assert!(!t.fetch_candidate_issues().unwrap().is_empty());
 }
@@ -621,9 +566,7 @@ fn error_classes_map_from_faults() {
 #[test]
 fn slow_responses_and_dead_endpoints_are_transport_errors() {
     let fake = acme();
-    let mut c = cfg(&fake);
-    c.timeout_ms = 300;
-    let t = GithubTracker::new(&c).unwrap();
+    let t = tracker_with(&fake, |c| c.timeout_ms = 300);
     t.validate().unwrap();
     fake.push_fault(Fault::Slow(Duration::from_secs(2)));
     let e = t.fetch_candidate_issues().unwrap_err();
@@ -634,34 +577,33 @@ fn slow_responses_and_dead_endpoints_are_transport_errors() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    c.endpoint = format!("http://127.0.0.1:{port}/graphql");
-    let e = GithubTracker::new(&c).unwrap().validate().unwrap_err();
+    let e = tracker_with(&fake, |c| {
+        c.timeout_ms = 300;
+        c.endpoint = format!("http://127.0.0.1:{port}/graphql");
+    })
+    .validate()
+    .unwrap_err();
     assert_eq!(e.kind, TrackerErrorKind::Transport);
 }
 
 #[test]
 fn malformed_items_are_skipped_in_list_reads() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
+    let t = validated(&fake);
     let good = json!({"__typename":"Issue","id":"I_good","number":5,"title":"ok","body":"","url":null,"state":"OPEN","createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:00Z","labels":{"nodes":[]},"repository":{"nameWithOwner":"acme/app"},"blockedBy":{"nodes":[]}});
     let mut bad = good.clone();
     bad["number"] = json!(null);
     bad["id"] = json!("I_bad");
     let status =
         json!({"__typename":"ProjectV2ItemFieldSingleSelectValue","name":"Todo","optionId":"x"});
-    fake.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: json!({"data":{"node":{"__typename":"ProjectV2","items":{"pageInfo":{"hasNextPage":false,"endCursor":"Y3Vyc29yOnYyOpLOAAXc9Q=="},"nodes":[
+    fake.push_fault(Fault::raw(200, json!({"data":{"node":{"__typename":"ProjectV2","items":{"pageInfo":{"hasNextPage":false,"endCursor":"Y3Vyc29yOnYyOpLOAAXc9Q=="},"nodes":[
             {"id":"PVTI_a","type":"ISSUE","isArchived":false,"status":status,"priority":null,"content":bad},
             {"id":"PVTI_b","type":"ISSUE","isArchived":false,"status":status,"priority":{},"content":good},
             {"id":"PVTI_c","type":"ISSUE","isArchived":false,"status":{},"content":good},
             {"id":"PVTI_d","type":"ISSUE","isArchived":true,"status":status,"content":good},
             {"id":"PVTI_e","type":"DRAFT_ISSUE","isArchived":false,"status":status,"content":{}},
             "not an object"
-        ]}},"rateLimit":null}}).to_string(),
-    });
+        ]}},"rateLimit":null}}).to_string()));
     let board = t.fetch_board(None).unwrap();
     assert_eq!(idents(&board.issues), vec!["acme__app-5"]);
     assert_eq!(
@@ -675,13 +617,8 @@ fn malformed_items_are_skipped_in_list_reads() {
 
 #[test]
 fn steady_state_tick_over_100_items_costs_at_most_two_requests() {
-    let fake = FakeGithub::start(BoardFixture::generated(100, "Todo"));
-    let mut c = cfg(&fake);
-    c.page_size = 100;
-    let t = GithubTracker::new(&c).unwrap();
-    let running: Vec<String> = (1..=5)
-        .map(|n| issue_node_id(&format!("acme/app#{n}")))
-        .collect();
+    let (fake, t) = generated_100_a_page(100, "Todo");
+    let running = ids(1..=5);
     // First tick resolves the project.
     t.validate().unwrap();
     assert_eq!(t.fetch_candidate_issues().unwrap().len(), 100);
@@ -698,10 +635,9 @@ fn steady_state_tick_over_100_items_costs_at_most_two_requests() {
 
 #[test]
 fn server_side_filter_narrows_and_falls_back() {
+    let filtered = |fake: &FakeGithub| tracker_with(fake, |c| c.server_side_filter = true);
     let fake = acme();
-    let mut c = cfg(&fake);
-    c.server_side_filter = true;
-    let t = GithubTracker::new(&c).unwrap();
+    let t = filtered(&fake);
     let got = t.fetch_candidate_issues().unwrap();
     assert!(idents(&got).contains(&"acme__app-1"));
     let req = fake
@@ -716,9 +652,7 @@ fn server_side_filter_narrows_and_falls_back() {
 
     let fake = acme();
     fake.set_supports_items_query(false);
-    let mut c = cfg(&fake);
-    c.server_side_filter = true;
-    let t = GithubTracker::new(&c).unwrap();
+    let t = filtered(&fake);
     let again = t.fetch_candidate_issues().unwrap();
     assert_eq!(idents(&again), idents(&got));
     t.fetch_candidate_issues().unwrap();
@@ -736,20 +670,15 @@ fn server_side_filter_narrows_and_falls_back() {
 #[test]
 fn priority_is_null_when_field_unset_or_unusable() {
     let fake = acme();
-    let mut c = cfg(&fake);
-    c.priority_field = None;
-    let got = GithubTracker::new(&c)
-        .unwrap()
-        .fetch_candidate_issues()
-        .unwrap();
-    assert!(got.iter().all(|i| i.priority.is_none()));
+    // The candidates read with `tracker.priority_field = field`.
+    let read = |field: Option<&str>| {
+        tracker_with(&fake, |c| c.priority_field = field.map(Into::into))
+            .fetch_candidate_issues()
+            .unwrap()
+    };
+    assert!(read(None).iter().all(|i| i.priority.is_none()));
     assert_eq!(fake.requests()[1].variables["withPriority"], false);
-    c.priority_field = Some("Estimate".into());
-    let got = GithubTracker::new(&c)
-        .unwrap()
-        .fetch_candidate_issues()
-        .unwrap();
-    assert!(got.iter().all(|i| i.priority.is_none()));
+    assert!(read(Some("Estimate")).iter().all(|i| i.priority.is_none()));
 }
 
 /// The poll's reconciliation as the daemon does it: one board read, then a shallow refresh of
@@ -772,10 +701,7 @@ fn ids(range: std::ops::RangeInclusive<u64>) -> Vec<String> {
 
 #[test]
 fn tick_with_100_running_issues_on_a_100_item_board_is_one_request_of_2_points() {
-    let fake = FakeGithub::start(BoardFixture::generated(100, "In Progress"));
-    let mut c = cfg(&fake);
-    c.page_size = 100;
-    let t = GithubTracker::new(&c).unwrap();
+    let (fake, t) = generated_100_a_page(100, "In Progress");
     t.validate().unwrap();
     fake.clear_requests();
     let running = ids(1..=100);
@@ -790,10 +716,10 @@ fn running_issues_missing_from_the_read_get_one_shallow_refresh() {
     let mut board = BoardFixture::generated(100, "In Progress");
     board.items[0].status = Some("In Review".into());
     let fake = FakeGithub::start(board);
-    let mut c = cfg(&fake);
-    c.page_size = 100;
-    c.server_side_filter = true;
-    let t = GithubTracker::new(&c).unwrap();
+    let t = tracker_with(&fake, |c| {
+        c.page_size = 100;
+        c.server_side_filter = true;
+    });
     t.validate().unwrap();
     fake.archive_item("acme/app#2");
     fake.remove_item("acme/app#3");
@@ -825,8 +751,7 @@ fn shallow_refresh_of_100_ids_costs_2_points_and_the_deep_one_23() {
         }
     }
     let fake = FakeGithub::start(board);
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
+    let t = validated(&fake);
     let running = ids(1..=100);
     fake.clear_requests();
     let shallow = t.refresh_running(&running).unwrap();
@@ -850,8 +775,7 @@ fn on_many_projects(others: usize) -> FakeGithub {
 #[test]
 fn refresh_finds_our_item_as_the_25th_project_item() {
     let fake = on_many_projects(24);
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
+    let t = validated(&fake);
     fake.clear_requests();
     for got in [
         t.refresh_running(&ids(1..=1)).unwrap(),
@@ -866,8 +790,7 @@ fn refresh_finds_our_item_as_the_25th_project_item() {
 #[test]
 fn refresh_pages_project_items_past_the_first_100() {
     let fake = on_many_projects(129);
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
+    let t = validated(&fake);
     fake.clear_requests();
     let got = t.refresh_running(&ids(1..=1)).unwrap();
     assert_eq!(got.len(), 1);
@@ -896,7 +819,7 @@ fn read_board_keeps_candidates_running_ids_and_asked_states_only() {
         i.state = "CLOSED".into();
     }
     let fake = FakeGithub::start(board);
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
+    let t = tracker(&fake);
     let keep = ids(2..=2);
     let read = t.read_board(&keep, &[]).unwrap();
     assert_eq!(idents(&read.candidates), vec!["acme__app-1", "acme__app-6"]);
@@ -914,9 +837,7 @@ fn board_pages_are_normalized_as_they_arrive_with_blockers_resolved_at_the_end()
         i.blocked_by = vec!["acme/app#5".into(), "acme/app#4".into()];
     }
     let fake = FakeGithub::start(board);
-    let mut c = cfg(&fake);
-    c.page_size = 2;
-    let t = GithubTracker::new(&c).unwrap();
+    let t = tracker_with(&fake, |c| c.page_size = 2);
     let got = t.fetch_candidate_issues().unwrap();
     let b = &find(&got, "acme__app-1").blocked_by;
     let states: Vec<(&str, bool)> = b.iter().map(|b| (b.state.as_str(), b.terminal)).collect();
@@ -982,6 +903,19 @@ fn item_pages(fake: &FakeGithub) -> usize {
         .count()
 }
 
+/// The `acme` fake serving endless item pages of `items` issues with `body_bytes`-long bodies.
+fn endless(items: usize, body_bytes: usize) -> FakeGithub {
+    let fake = acme();
+    fake.set_endless_pages(Some((items, body_bytes)));
+    fake
+}
+
+/// Assert that `e` is the board-too-large error and names `limit`.
+fn assert_too_large(e: &TrackerError, limit: &str) {
+    assert_eq!(e.class, "github_board_too_large", "{e}");
+    assert!(e.message.contains(limit), "{e}");
+}
+
 /// Peak resident memory of this test process (`VmHWM`), in MiB.
 fn peak_rss_mib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -994,42 +928,30 @@ fn peak_rss_mib() -> u64 {
 
 #[test]
 fn board_read_stops_at_tracker_max_items_with_a_typed_error() {
-    let fake = acme();
-    fake.set_endless_pages(Some((50, 10)));
-    let mut c = cfg(&fake);
-    c.max_items = 1000;
-    let t = GithubTracker::new(&c).unwrap();
-    let e = t.fetch_candidate_issues().unwrap_err();
-    assert_eq!(e.class, "github_board_too_large", "{e}");
-    assert!(e.message.contains("tracker.max_items = 1000"), "{e}");
+    let fake = endless(50, 10);
+    let t = tracker_with(&fake, |c| c.max_items = 1000);
+    assert_too_large(
+        &t.fetch_candidate_issues().unwrap_err(),
+        "tracker.max_items = 1000",
+    );
     // 1000 items at 50 per page: the 21st page is the first one past the cap.
     assert_eq!(item_pages(&fake), 21);
 }
 
 #[test]
 fn endless_pagination_with_distinct_cursors_stops_at_200_pages() {
-    let fake = acme();
-    fake.set_endless_pages(Some((1, 10)));
-    let mut c = cfg(&fake);
-    c.page_size = 100;
-    let t = GithubTracker::new(&c).unwrap();
-    let e = t.read_board(&[], &[]).unwrap_err();
-    assert_eq!(e.class, "github_board_too_large", "{e}");
-    assert!(e.message.contains("200 pages"), "{e}");
+    let fake = endless(1, 10);
+    let t = tracker_with(&fake, |c| c.page_size = 100);
+    assert_too_large(&t.read_board(&[], &[]).unwrap_err(), "200 pages");
     assert_eq!(item_pages(&fake), 200);
 }
 
 #[test]
 fn endless_fat_pages_stop_with_memory_bounded() {
-    let fake = acme();
     // 100 issues of 80 KB per page: 8 MB pages that never end (the 3 GB attack).
-    fake.set_endless_pages(Some((100, 80 * 1024)));
-    let mut c = cfg(&fake);
-    c.page_size = 100;
-    let t = GithubTracker::new(&c).unwrap();
-    let e = t.fetch_candidate_issues().unwrap_err();
-    assert_eq!(e.class, "github_board_too_large", "{e}");
-    assert!(e.message.contains("MiB of text"), "{e}");
+    let fake = endless(100, 80 * 1024);
+    let t = tracker_with(&fake, |c| c.page_size = 100);
+    assert_too_large(&t.fetch_candidate_issues().unwrap_err(), "MiB of text");
     // 48 MiB of kept text is 7 pages of 8 MB (the default 20,000 items would be 200).
     let pages = item_pages(&fake);
     assert!(pages <= 7, "{pages} pages");
@@ -1050,20 +972,13 @@ fn refreshed_node(fake: &FakeGithub, id: &str) -> serde_json::Value {
 
 /// Serve `nodes` as the next reply's `data.nodes`.
 fn push_refresh_reply(fake: &FakeGithub, nodes: serde_json::Value) {
-    fake.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: json!({"data":{"nodes":nodes}}).to_string(),
-    });
+    fake.push_fault(Fault::raw(200, json!({"data":{"nodes":nodes}}).to_string()));
 }
 
 #[test]
 fn malformed_refresh_replies_are_tracker_errors_never_gone() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
-    let id = issue_node_id("acme/app#1");
-    let ids = vec![id.clone()];
+    let (t, id, ids) = validated_with_issue_1(&fake);
     push_refresh_reply(&fake, json!([refreshed_node(&fake, &id)]));
     let ok = t.refresh_running(&ids).unwrap();
     assert_eq!(ok.len(), 1, "the well-formed reply is read");
@@ -1131,10 +1046,7 @@ fn malformed_refresh_replies_are_tracker_errors_never_gone() {
 #[test]
 fn malformed_project_items_pages_are_errors_never_gone() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
-    let id = issue_node_id("acme/app#1");
-    let ids = vec![id.clone()];
+    let (t, id, ids) = validated_with_issue_1(&fake);
     // The first page does not hold our item and says more follow.
     let first_page = || {
         let mut n = refreshed_node(&fake, &id);
@@ -1142,11 +1054,7 @@ fn malformed_project_items_pages_are_errors_never_gone() {
         n["projectItems"]["pageInfo"] = json!({"hasNextPage":true,"endCursor":"c1"});
         n
     };
-    let page = |node: serde_json::Value| Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: json!({"data":{"node":node}}).to_string(),
-    };
+    let page = |node: serde_json::Value| Fault::raw(200, json!({"data":{"node":node}}).to_string());
     let on_page_two = |items: serde_json::Value, info: serde_json::Value| json!({"__typename":"Issue","projectItems":{"pageInfo":info,"nodes":items}});
     let last = json!({"hasNextPage":false,"endCursor":"c2"});
     // Proof: every page read, our project on none of them: gone.
@@ -1184,10 +1092,7 @@ fn malformed_project_items_pages_are_errors_never_gone() {
 #[test]
 fn well_formed_proofs_of_leaving_still_read_as_gone() {
     let fake = acme();
-    let t = GithubTracker::new(&cfg(&fake)).unwrap();
-    t.validate().unwrap();
-    let id = issue_node_id("acme/app#1");
-    let ids = vec![id.clone()];
+    let (t, id, ids) = validated_with_issue_1(&fake);
     // Another type of node, our item archived, our item without a Status value.
     let mut pr = refreshed_node(&fake, &id);
     pr["__typename"] = json!("PullRequest");
@@ -1200,12 +1105,11 @@ fn well_formed_proofs_of_leaving_still_read_as_gone() {
         assert!(t.refresh_running(&ids).unwrap().is_empty());
     }
     // NOT_FOUND with a null node.
-    fake.push_fault(Fault::Raw {
-        status: 200,
-        headers: vec![],
-        body: json!({"data":{"nodes":[null]},"errors":[{"type":"NOT_FOUND","path":["nodes",0],
+    fake.push_fault(Fault::raw(
+        200,
+        json!({"data":{"nodes":[null]},"errors":[{"type":"NOT_FOUND","path":["nodes",0],
             "message":"Could not resolve to a node"}]})
         .to_string(),
-    });
+    ));
     assert!(t.refresh_running(&ids).unwrap().is_empty());
 }

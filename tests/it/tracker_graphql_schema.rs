@@ -9,13 +9,13 @@
 //! CI a missing schema or validator skips with a printed reason; with `CI=true` it fails.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 use baton::tracker::github::queries::{all_documents, ALL};
 
 /// The validator or the schema is missing (the test is ignored unless run with
 /// `--include-ignored`).
-fn skip_or_fail(reason: &str) {
+fn skip_or_fail(reason: &str) -> ! {
     crate::support::tool::missing(reason, ".ci/setup-tracker.sh")
 }
 
@@ -30,24 +30,39 @@ fn schema_path() -> Option<PathBuf> {
     candidates.into_iter().find(|p| p.is_file())
 }
 
-#[test]
-#[ignore = "needs python3 with graphql-core and GitHub's schema (BATON_PYTHON, .ci/setup-tracker.sh)"]
-fn every_query_validates_against_github_schema() {
+/// GitHub's schema and a Python with graphql-core (`$BATON_PYTHON`, else `python3`); fails the
+/// test naming what is missing.
+fn schema_and_python() -> (PathBuf, String) {
     let Some(schema) = schema_path() else {
-        return skip_or_fail("GitHub schema not found (../shared/github-graphql/schema.graphql)");
+        skip_or_fail("GitHub schema not found (../shared/github-graphql/schema.graphql)");
     };
     let python = std::env::var("BATON_PYTHON").unwrap_or_else(|_| "python3".into());
     let probe = Command::new(&python)
         .args(["-c", "import graphql"])
         .output();
-    match probe {
-        Ok(o) if o.status.success() => {}
-        _ => {
-            return skip_or_fail(&format!(
-                "{python} with graphql-core is not available (run .ci/setup-tracker.sh)"
-            ))
-        }
+    if !probe.is_ok_and(|o| o.status.success()) {
+        skip_or_fail(&format!(
+            "{python} with graphql-core is not available (run .ci/setup-tracker.sh)"
+        ));
     }
+    (schema, python)
+}
+
+/// Run `scripts/validate_graphql.py <schema> <documents…>`.
+fn validate(python: &str, schema: &Path, documents: &[PathBuf]) -> Output {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    Command::new(python)
+        .arg(root.join("scripts/validate_graphql.py"))
+        .arg(schema)
+        .args(documents)
+        .output()
+        .expect("run validate_graphql.py")
+}
+
+#[test]
+#[ignore = "needs python3 with graphql-core and GitHub's schema (BATON_PYTHON, .ci/setup-tracker.sh)"]
+fn every_query_validates_against_github_schema() {
+    let (schema, python) = schema_and_python();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = root.join("src/tracker/github/queries");
     // Every operation file and every fragment file on disk is used, and vice versa.
@@ -80,12 +95,7 @@ fn every_query_validates_against_github_schema() {
         std::fs::write(&path, text).unwrap();
         paths.push(path);
     }
-    let out = Command::new(&python)
-        .arg(root.join("scripts/validate_graphql.py"))
-        .arg(&schema)
-        .args(&paths)
-        .output()
-        .expect("run validate_graphql.py");
+    let out = validate(&python, &schema, &paths);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -115,26 +125,10 @@ fn graphql_files(dir: &Path) -> Vec<String> {
 #[ignore = "needs python3 with graphql-core and GitHub's schema (BATON_PYTHON, .ci/setup-tracker.sh)"]
 fn validator_rejects_an_invalid_document() {
     // Guard against a validator that accepts everything.
-    let Some(schema) = schema_path() else {
-        return skip_or_fail("GitHub schema not found");
-    };
-    let python = std::env::var("BATON_PYTHON").unwrap_or_else(|_| "python3".into());
-    if !Command::new(&python)
-        .args(["-c", "import graphql"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        return skip_or_fail("graphql-core is not available");
-    }
+    let (schema, python) = schema_and_python();
     let bad = std::env::temp_dir().join(format!("baton-bad-{}.graphql", std::process::id()));
     std::fs::write(&bad, "query Bad { viewer { login noSuchField } }").unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(&python)
-        .arg(root.join("scripts/validate_graphql.py"))
-        .arg(&schema)
-        .arg(&bad)
-        .output()
-        .unwrap();
+    let out = validate(&python, &schema, std::slice::from_ref(&bad));
     let _ = std::fs::remove_file(&bad);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("noSuchField"));

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use baton::workflow::config::{OwnerType, Secret, TrackerConfig};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -70,34 +71,52 @@ fn default_field_type() -> String {
     "single_select".into()
 }
 
-/// A project item.
+/// A project item; every member is optional in a fixture (see [`ItemFixture::default`]).
 #[derive(Debug, Clone, Deserialize)]
+#[serde(default)]
 pub struct ItemFixture {
     /// Stable item id (assigned at start when absent).
-    #[serde(default)]
     pub id: Option<String>,
     /// `ISSUE` (default), `DRAFT_ISSUE`, `PULL_REQUEST`, `REDACTED`.
-    #[serde(rename = "type", default = "default_item_type")]
+    #[serde(rename = "type")]
     pub kind: String,
     /// Status option name (None = unset).
-    #[serde(default)]
     pub status: Option<String>,
     /// Priority option name (None = unset).
-    #[serde(default)]
     pub priority: Option<String>,
     /// Archived items are hidden from `items` and flagged in `projectItems`.
-    #[serde(default)]
     pub archived: bool,
     /// The issue, for `ISSUE` items.
-    #[serde(default)]
     pub issue: Option<IssueFixture>,
     /// A draft/PR title (unused by Baton).
-    #[serde(default)]
     pub title: Option<String>,
 }
 
-fn default_item_type() -> String {
-    "ISSUE".into()
+impl Default for ItemFixture {
+    /// An unarchived `ISSUE` item with nothing set.
+    fn default() -> Self {
+        ItemFixture {
+            id: None,
+            kind: "ISSUE".into(),
+            status: None,
+            priority: None,
+            archived: false,
+            issue: None,
+            title: None,
+        }
+    }
+}
+
+impl ItemFixture {
+    /// An issue item with `status` (and item id `id`, or one assigned at start).
+    fn for_issue(id: Option<String>, issue: IssueFixture, status: Option<&str>) -> Self {
+        ItemFixture {
+            id,
+            status: status.map(str::to_string),
+            issue: Some(issue),
+            ..ItemFixture::default()
+        }
+    }
 }
 
 /// An issue.
@@ -210,15 +229,7 @@ impl BoardFixture {
 
     /// Append an issue item with `status`.
     pub fn push_issue(&mut self, issue: IssueFixture, status: Option<&str>) -> &mut Self {
-        self.items.push(ItemFixture {
-            id: None,
-            kind: "ISSUE".into(),
-            status: status.map(str::to_string),
-            priority: None,
-            archived: false,
-            issue: Some(issue),
-            title: None,
-        });
+        self.items.push(ItemFixture::for_issue(None, issue, status));
         self
     }
 
@@ -236,6 +247,15 @@ impl BoardFixture {
 }
 
 impl Fault {
+    /// HTTP `status` with exactly `body` and no extra headers.
+    pub fn raw(status: u16, body: impl Into<String>) -> Fault {
+        Fault::Raw {
+            status,
+            headers: vec![],
+            body: body.into(),
+        }
+    }
+
     /// A secondary rate limit (HTTP 429) whose `retry-after` header is exactly `value` (huge,
     /// negative, garbage: anything a hostile server could send).
     pub fn retry_after_raw(value: &str) -> Fault {
@@ -394,11 +414,10 @@ impl Chaos {
                 "5xx",
                 ChaosFault::Plain(match r.below(3) {
                     0 => Fault::BadGateway,
-                    n => Fault::Raw {
-                        status: if n == 1 { 500 } else { 503 },
-                        headers: vec![],
-                        body: r#"{"message":"Server Error"}"#.into(),
-                    },
+                    n => Fault::raw(
+                        if n == 1 { 500 } else { 503 },
+                        r#"{"message":"Server Error"}"#,
+                    ),
                 }),
             ),
             1 => ("401", ChaosFault::Plain(Fault::Unauthorized)),
@@ -595,6 +614,32 @@ impl FakeGithub {
         format!("http://127.0.0.1:{}/graphql", self.port)
     }
 
+    /// The tracker configuration the GitHub tests start from: this fake with its token, the
+    /// organization `acme`'s project 7, fields `Status` and `Priority`, active `Todo` and
+    /// `In Progress`, terminal `Done`, 50 items a page, no server-side filter, a 5 s timeout.
+    pub fn tracker_config(&self) -> TrackerConfig {
+        TrackerConfig {
+            kind: Some("github_projects".into()),
+            endpoint: self.endpoint(),
+            token: Some(Secret::new(FAKE_TOKEN)),
+            token_source: None,
+            owner: Some("acme".into()),
+            owner_type: OwnerType::Organization,
+            project_number: Some(7),
+            status_field: "Status".into(),
+            priority_field: Some("Priority".into()),
+            repos: vec![],
+            required_labels: vec![],
+            excluded_labels: vec![],
+            active_states: vec!["Todo".into(), "In Progress".into()],
+            terminal_states: vec!["Done".into()],
+            page_size: 50,
+            server_side_filter: false,
+            timeout_ms: 5000,
+            ..TrackerConfig::default()
+        }
+    }
+
     /// The project's node id.
     pub fn project_id(&self) -> String {
         lock(&self.state).project_id.clone()
@@ -778,15 +823,9 @@ impl FakeGithub {
         let mut st = lock(&self.state);
         let id = format!("PVTI_lADOAAABc84AAAAAzg{:06}", st.next_item);
         st.next_item += 1;
-        st.board.items.push(ItemFixture {
-            id: Some(id),
-            kind: "ISSUE".into(),
-            status: status.map(str::to_string),
-            priority: None,
-            archived: false,
-            issue: Some(issue),
-            title: None,
-        });
+        st.board
+            .items
+            .push(ItemFixture::for_issue(Some(id), issue, status));
     }
 }
 
@@ -1049,35 +1088,26 @@ fn gql_tokens(q: &str) -> Vec<String> {
     out
 }
 
+/// The index of the `}` closing the `{` at `open` (`toks.len()` when unbalanced).
 fn matching_brace(toks: &[String], open: usize) -> usize {
-    let mut depth = 0i32;
-    for (j, t) in toks.iter().enumerate().skip(open) {
-        match t.as_str() {
-            "{" => depth += 1,
-            "}" => {
-                depth -= 1;
-                if depth == 0 {
-                    return j;
-                }
-            }
-            _ => {}
-        }
-    }
-    toks.len()
+    matching(toks, open, "{", "}")
 }
 
+/// The index of the `)` closing the `(` at `open` (`toks.len()` when unbalanced).
 fn matching_paren(toks: &[String], open: usize) -> usize {
+    matching(toks, open, "(", ")")
+}
+
+fn matching(toks: &[String], open: usize, opener: &str, closer: &str) -> usize {
     let mut depth = 0i32;
     for (j, t) in toks.iter().enumerate().skip(open) {
-        match t.as_str() {
-            "(" => depth += 1,
-            ")" => {
-                depth -= 1;
-                if depth == 0 {
-                    return j;
-                }
+        if t == opener {
+            depth += 1;
+        } else if t == closer {
+            depth -= 1;
+            if depth == 0 {
+                return j;
             }
-            _ => {}
         }
     }
     toks.len()
@@ -1241,27 +1271,14 @@ fn resolve_project(s: &State, query: &str, vars: &Value) -> Value {
             Some(_) => json!({"__typename":"ProjectV2Field"}),
         }
     };
-    let mut project = Map::new();
-    project.insert("id".into(), json!(s.project_id));
-    project.insert("number".into(), json!(b.project_number));
-    project.insert("title".into(), json!(b.title));
-    project.insert(
-        "url".into(),
-        json!(format!(
-            "https://github.com/orgs/{}/projects/{}",
-            b.owner, b.project_number
-        )),
+    let url = format!(
+        "https://github.com/orgs/{}/projects/{}",
+        b.owner, b.project_number
     );
-    project.insert("closed".into(), json!(false));
-    project.insert(
-        "statusField".into(),
-        field(vars["statusField"].as_str().unwrap_or("")),
-    );
+    let mut project = json!({"id": s.project_id, "number": b.project_number, "title": b.title,
+        "url": url, "closed": false, "statusField": field(vars["statusField"].as_str().unwrap_or(""))});
     if vars["withPriority"].as_bool() == Some(true) {
-        project.insert(
-            "priorityField".into(),
-            field(vars["priorityField"].as_str().unwrap_or("")),
-        );
+        project["priorityField"] = field(vars["priorityField"].as_str().unwrap_or(""));
     }
     json!({"data":{"owner":{"projectV2":project},"rateLimit":rl}})
 }
@@ -1347,6 +1364,21 @@ fn blocker_json(
         );
     }
     Some(Value::Object(m))
+}
+
+/// `i`'s `blockedBy` connection: the blockers that exist (see [`blocker_json`]).
+fn blocked_by_json(
+    s: &State,
+    i: &IssueFixture,
+    with_project_items: bool,
+    status_field: &str,
+) -> Value {
+    let blockers: Vec<Value> = i
+        .blocked_by
+        .iter()
+        .filter_map(|r| blocker_json(s, r, with_project_items, status_field))
+        .collect();
+    json!({"nodes": blockers})
 }
 
 /// `first`/`after` of an issue's `projectItems` connection.
@@ -1438,6 +1470,27 @@ fn matches_filter(status: &Option<String>, filter: &str) -> bool {
         .is_some_and(|s| wanted.contains(&s.to_lowercase()))
 }
 
+/// The Status field's name (default `Status`) and, when `withPriority`, the priority field's.
+fn field_names(vars: &Value) -> (&str, Option<&str>) {
+    let status_field = vars["statusField"].as_str().unwrap_or("Status");
+    let priority_field = (vars["withPriority"].as_bool() == Some(true))
+        .then(|| vars["priorityField"].as_str().unwrap_or(""));
+    (status_field, priority_field)
+}
+
+/// The existing issue whose node id is `id`, with its item when it is on the board.
+fn issue_by_node_id<'a>(
+    s: &'a State,
+    id: &str,
+) -> Option<(&'a IssueFixture, Option<&'a ItemFixture>)> {
+    s.board
+        .items
+        .iter()
+        .filter_map(|it| it.issue.as_ref().map(|i| (i, Some(it))))
+        .chain(s.board.extra_issues.iter().map(|i| (i, None)))
+        .find(|(i, _)| i.exists && issue_node_id(&i.reference()) == id)
+}
+
 fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
     if vars["projectId"].as_str() != Some(&s.project_id) {
         let id = vars["projectId"].as_str().unwrap_or("");
@@ -1450,9 +1503,7 @@ fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
     if first == 0 || first > 100 {
         return json!({"errors":[{"message":format!("Requesting {first} records on the `items` connection exceeds the `first` limit of 100 records."),"locations":[{"line":4,"column":7}]}]});
     }
-    let status_field = vars["statusField"].as_str().unwrap_or("Status");
-    let priority_field = (vars["withPriority"].as_bool() == Some(true))
-        .then(|| vars["priorityField"].as_str().unwrap_or(""));
+    let (status_field, priority_field) = field_names(vars);
     let filter = vars.get("query").and_then(Value::as_str).unwrap_or("");
     let visible: Vec<&ItemFixture> = s
         .board
@@ -1503,12 +1554,10 @@ fn items_page(s: &State, vars: &Value, wants_deps: bool) -> Value {
                     Some(i) => {
                         let mut c = issue_json(s, i);
                         if wants_deps {
-                            let blockers: Vec<Value> = i
-                                .blocked_by
-                                .iter()
-                                .filter_map(|r| blocker_json(s, r, false, status_field))
-                                .collect();
-                            c.insert("blockedBy".into(), json!({"nodes": blockers}));
+                            c.insert(
+                                "blockedBy".into(),
+                                blocked_by_json(s, i, false, status_field),
+                            );
                         }
                         Value::Object(c)
                     }
@@ -1557,16 +1606,8 @@ fn endless_page(s: &State, vars: &Value, items: usize, body_bytes: usize) -> Val
 /// `IssueProjectItems`: one further page of an issue's `projectItems`.
 fn issue_project_items(s: &State, query: &str, vars: &Value) -> Value {
     let id = vars["id"].as_str().unwrap_or("");
-    let status_field = vars["statusField"].as_str().unwrap_or("Status");
-    let priority_field = (vars["withPriority"].as_bool() == Some(true))
-        .then(|| vars["priorityField"].as_str().unwrap_or(""));
-    let found = s
-        .board
-        .items
-        .iter()
-        .filter_map(|it| it.issue.as_ref().map(|i| (i, Some(it))))
-        .chain(s.board.extra_issues.iter().map(|i| (i, None)))
-        .find(|(i, _)| i.exists && issue_node_id(&i.reference()) == id);
+    let (status_field, priority_field) = field_names(vars);
+    let found = issue_by_node_id(s, id);
     let rl = rate_limit_body(s, 1);
     match found {
         None => {
@@ -1588,20 +1629,11 @@ fn refresh(s: &State, query: &str, vars: &Value, wants_deps: bool) -> Value {
     if ids.len() > 100 {
         return json!({"data":null,"errors":[{"message":format!("You may not provide more than 100 node ids; you provided {}.", ids.len()),"type":"ARGUMENT_LIMIT","path":["nodes"],"locations":[{"line":1,"column":3}]}]});
     }
-    let status_field = vars["statusField"].as_str().unwrap_or("Status");
-    let priority_field = (vars["withPriority"].as_bool() == Some(true))
-        .then(|| vars["priorityField"].as_str().unwrap_or(""));
+    let (status_field, priority_field) = field_names(vars);
     let mut nodes = Vec::new();
     let mut errors = Vec::new();
     for (idx, id) in ids.iter().enumerate() {
-        let found = s
-            .board
-            .items
-            .iter()
-            .filter_map(|it| it.issue.as_ref().map(|i| (i, Some(it))))
-            .chain(s.board.extra_issues.iter().map(|i| (i, None)))
-            .find(|(i, _)| i.exists && issue_node_id(&i.reference()) == *id);
-        match found {
+        match issue_by_node_id(s, id) {
             None => {
                 nodes.push(Value::Null);
                 errors.push(not_found(
@@ -1617,12 +1649,10 @@ fn refresh(s: &State, query: &str, vars: &Value, wants_deps: bool) -> Value {
                     project_items_json(s, i, item, status_field, priority_field, page),
                 );
                 if wants_deps {
-                    let blockers: Vec<Value> = i
-                        .blocked_by
-                        .iter()
-                        .filter_map(|r| blocker_json(s, r, true, status_field))
-                        .collect();
-                    m.insert("blockedBy".into(), json!({"nodes": blockers}));
+                    m.insert(
+                        "blockedBy".into(),
+                        blocked_by_json(s, i, true, status_field),
+                    );
                 }
                 nodes.push(Value::Object(m));
             }

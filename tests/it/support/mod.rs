@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 pub mod agent;
+pub mod backlog;
 pub mod chromium;
+pub mod config_env;
 pub mod daemon_proc;
 pub mod engine_sim;
 pub mod escapes;
@@ -13,6 +15,7 @@ pub mod fake_openai;
 pub mod fuzz;
 pub mod http;
 pub mod issues;
+pub mod log_capture;
 pub mod procs;
 pub mod prom;
 pub mod real_cli;
