@@ -8,13 +8,14 @@
 #[path = "it/support/mod.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use support::tempdir::TempDir;
 
 use baton::tracker::Tracker;
 use baton::workflow::loader::load_workflow;
-use support::config_env::FixedEnv;
 use support::fake_github::{BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
 use support::log_capture;
+use support::stand_ins::TestEnv;
 
 /// Capture every log line of this test binary (installed once).
 fn capture_logs() {
@@ -27,8 +28,8 @@ fn logged() -> String {
 }
 
 /// The environment of the workflows: `$BATON_SECRETS_TOKEN` is the fake's token.
-fn env() -> FixedEnv {
-    FixedEnv::github_token("BATON_SECRETS_TOKEN")
+fn env() -> TestEnv {
+    TestEnv::none().with_var("BATON_SECRETS_TOKEN", FAKE_TOKEN)
 }
 
 fn tracker(dir: &Path, endpoint: &str) -> std::sync::Arc<dyn Tracker> {
@@ -46,16 +47,12 @@ fn tracker(dir: &Path, endpoint: &str) -> std::sync::Arc<dyn Tracker> {
     baton::tracker::open(&wf.config.config.tracker).expect("tracker")
 }
 
-fn tmp(tag: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("baton-secrets-{}-{tag}", std::process::id()))
-}
-
 #[test]
 fn endpoint_userinfo_never_reaches_errors_or_debug() {
     // Port 1 on loopback refuses the connection at once.
     capture_logs();
     let t = tracker(
-        &tmp("userinfo"),
+        &TempDir::new("userinfo"),
         "http://operator:hunter2ENDPOINTSECRET@127.0.0.1:1/graphql",
     );
     let e = t.fetch_candidate_issues().unwrap_err();
@@ -69,8 +66,7 @@ fn endpoint_userinfo_never_reaches_errors_or_debug() {
     let e = t.validate().unwrap_err();
     assert!(!e.to_string().contains("hunter2ENDPOINTSECRET"), "{e}");
     // The tracker's Debug names the endpoint without its credentials.
-    let dir = tmp("debug");
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("debug");
     let p = dir.join("WORKFLOW.md");
     std::fs::write(&p, "---\ntracker:\n  kind: github_projects\n  endpoint: https://operator:hunter2ENDPOINTSECRET@ghe.example/api/graphql\n  token: $BATON_SECRETS_TOKEN\n  owner: acme\n  project_number: 7\n---\nx\n").unwrap();
     let wf = load_workflow(&p, &env()).unwrap();
@@ -89,7 +85,8 @@ fn a_token_echoed_in_data_fields_is_scrubbed() {
     issue.body = format!("body with {FAKE_TOKEN}");
     board.push_issue(issue, Some("Todo"));
     let github = FakeGithub::start(board);
-    let t = tracker(&tmp("echo"), &github.endpoint());
+    let dir = TempDir::new("echo");
+    let t = tracker(&dir, &github.endpoint());
     let issues = t.fetch_candidate_issues().expect("candidates");
     assert_eq!(issues.len(), 1);
     let shown = format!("{:?}", issues[0]);

@@ -6,7 +6,9 @@
 
 use crate::support::issues;
 use crate::support::stand_ins::TestEnv;
+use crate::support::stand_ins::{daemon_options_with, spawn_daemon};
 use crate::support::tempdir::TempDir;
+use baton::runtime::daemon::{RunnerFactory, TrackerFactory};
 use issues::issue;
 
 use std::cell::Cell;
@@ -14,10 +16,9 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 
 use baton::agent::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken,
@@ -25,11 +26,10 @@ use baton::agent::{
 };
 use baton::model::Issue;
 use baton::runtime::clock::{Clock, ManualClock};
-use baton::runtime::daemon::{run, DaemonOptions, RELOAD_DEBOUNCE_MS};
+use baton::runtime::daemon::{run, RELOAD_DEBOUNCE_MS};
 use baton::status::{ControlRequest, IssueDetail, StateSnapshot};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
-use baton::workflow::loader::load_workflow;
 
 // ------------------------------------------------------------------ fakes
 
@@ -240,36 +240,19 @@ fn start(dir: &Path, tracker: FakeTracker, runner: FakeRunner, extra_agent: &str
     let wf_path = dir.join("WORKFLOW.md");
     fs::write(&wf_path, workflow_text(dir, extra_agent)).unwrap();
     let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(TestEnv::none());
-    let initial = load_workflow(&wf_path, &*env).expect("valid workflow");
-    let (control, control_rx) = unbounded();
-    let (reload, reload_rx) = unbounded();
-    let (shutdown, shutdown_rx) = bounded(1);
     let clock = runner.clock.clone();
     let t = tracker.clone();
-    let opts = DaemonOptions {
-        workflow_path: wf_path,
-        initial,
-        tracker_factory: Box::new(move |_: &ServiceConfig| {
-            Ok(Arc::new(t.clone()) as Arc<dyn Tracker>)
-        }),
-        runner_factory: Box::new(move |_: &ServiceConfig| {
-            Arc::new(runner.clone()) as Arc<dyn AgentRunner>
-        }),
-        reload_rx,
-        shutdown_rx,
-        control_rx,
-        config_env: env,
-        clock: clock.clone(),
-    };
-    let (exit_tx, exited) = bounded(1);
-    thread::spawn(move || {
-        let _ = exit_tx.send(run(opts));
-    });
+    let factories: (TrackerFactory, RunnerFactory) = (
+        Box::new(move |_: &ServiceConfig| Ok(Arc::new(t.clone()) as Arc<dyn Tracker>)),
+        Box::new(move |_: &ServiceConfig| Arc::new(runner.clone()) as Arc<dyn AgentRunner>),
+    );
+    let (opts, inputs) = daemon_options_with(&wf_path, env, factories, clock.clone());
+    let exited = spawn_daemon(move || run(opts));
     Running {
         clock,
-        control,
-        reload,
-        shutdown,
+        control: inputs.control,
+        reload: inputs.reload,
+        shutdown: inputs.shutdown,
         exited,
         requests: Cell::new(0),
     }

@@ -5,7 +5,9 @@
 
 use crate::support::issues;
 use crate::support::stand_ins::TestEnv;
+use crate::support::stand_ins::{daemon_options_with, spawn_daemon};
 use crate::support::tempdir::TempDir;
+use baton::runtime::daemon::{RunnerFactory, TrackerFactory};
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -15,18 +17,15 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded};
-
 use baton::agent::{
     AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
     TurnResult,
 };
 use baton::model::Issue;
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::{run, DaemonOptions};
+use baton::runtime::daemon::run;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
-use baton::workflow::loader::load_workflow;
 
 #[derive(Clone, Default)]
 struct Board {
@@ -143,29 +142,14 @@ fn reopened_during_before_remove_waits_and_gets_a_fresh_workspace() {
         .insert("I_1".into(), issues::issue(1, "Todo"));
     let runner = Runner::default();
     let env: Arc<dyn ConfigEnv + Send + Sync> = Arc::new(TestEnv::none());
-    let (_control, control_rx) = unbounded();
-    let (_reload, reload_rx) = unbounded();
-    let (shutdown, shutdown_rx) = bounded(1);
     let (b, r) = (board.clone(), runner.clone());
-    let opts = DaemonOptions {
-        workflow_path: wf_path.clone(),
-        initial: load_workflow(&wf_path, &*env).expect("valid workflow"),
-        tracker_factory: Box::new(move |_: &ServiceConfig| {
-            Ok(Arc::new(b.clone()) as Arc<dyn Tracker>)
-        }),
-        runner_factory: Box::new(move |_: &ServiceConfig| {
-            Arc::new(r.clone()) as Arc<dyn AgentRunner>
-        }),
-        reload_rx,
-        shutdown_rx,
-        control_rx,
-        config_env: env,
-        clock: Arc::new(SystemClock::new()),
-    };
-    let (tx, exited) = bounded(1);
-    thread::spawn(move || {
-        let _ = tx.send(run(opts));
-    });
+    let factories: (TrackerFactory, RunnerFactory) = (
+        Box::new(move |_: &ServiceConfig| Ok(Arc::new(b.clone()) as Arc<dyn Tracker>)),
+        Box::new(move |_: &ServiceConfig| Arc::new(r.clone()) as Arc<dyn AgentRunner>),
+    );
+    let clock = Arc::new(SystemClock::new());
+    let (opts, inputs) = daemon_options_with(&wf_path, env, factories, clock);
+    let exited = spawn_daemon(move || run(opts));
     let ws = dir.join("ws").join("acme__repo-1");
     wait_until("the first run's work", || ws.join("work-1.txt").exists());
 
@@ -200,7 +184,7 @@ fn reopened_during_before_remove_waits_and_gets_a_fresh_workspace() {
         .collect();
     assert_eq!(leftovers.len(), 1, "no tombstone left: {leftovers:?}");
 
-    shutdown.send(()).unwrap();
+    inputs.shutdown.send(()).unwrap();
     assert_eq!(
         exited.recv_timeout(Duration::from_secs(20)).unwrap(),
         Ok(())

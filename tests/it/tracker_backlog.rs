@@ -3,8 +3,8 @@
 //! hand), over temporary boards for the cases fixtures cannot hold, against the real `backlog`
 //! CLI (ignored unless `BATON_BACKLOG_BIN` is set up), and a 5,000-task timing (ignored).
 
+use crate::support::tempdir::TempDir;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use baton::model::Issue;
@@ -17,8 +17,6 @@ use baton::tracker::backlog::{
 
 use crate::support::backlog::BacklogCli;
 
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/backlog")
@@ -27,26 +25,6 @@ fn fixture(name: &str) -> PathBuf {
 
 fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
-}
-
-/// A fresh temporary directory, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-        let p =
-            std::env::temp_dir().join(format!("baton-backlog-{}-{tag}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn write(path: &Path, text: &[u8]) {

@@ -6,8 +6,9 @@
 //! misspelled state.
 
 use crate::support::backlog::BacklogCli;
-use crate::support::config_env::FixedEnv;
 use crate::support::procs;
+use crate::support::stand_ins::TestEnv;
+use crate::support::tempdir::TempDir;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -15,24 +16,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let p =
-            std::env::temp_dir().join(format!("baton-backlog-daemon-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(p.join("home")).unwrap();
-        std::fs::create_dir_all(p.join("backlog/tasks")).unwrap();
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A scratch directory with `home` and `backlog/tasks` inside.
+fn scratch(tag: &str) -> TempDir {
+    let dir = TempDir::new(tag);
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    std::fs::create_dir_all(dir.join("backlog/tasks")).unwrap();
+    dir
 }
 
 /// The agent: records that it started, prints a minimal Claude stream-json turn, and moves its
@@ -72,8 +61,8 @@ fn workflow(dir: &Path, states: &str) -> String {
     )
 }
 
-fn setup(tag: &str) -> Scratch {
-    let s = Scratch::new(tag);
+fn setup(tag: &str) -> TempDir {
+    let s = scratch(tag);
     std::fs::write(s.0.join("backlog/config.yml"), CONFIG).unwrap();
     std::fs::write(s.0.join("agent.sh"), AGENT).unwrap();
     std::fs::write(
@@ -84,7 +73,7 @@ fn setup(tag: &str) -> Scratch {
     s
 }
 
-fn baton(s: &Scratch, args: &[&str]) -> Command {
+fn baton(s: &TempDir, args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
     c.args(args)
         .current_dir(&s.0)
@@ -117,7 +106,7 @@ impl Drop for Daemon {
 
 /// Start `baton WORKFLOW.md` in `s` and wait (at most 10 s) until it logs `event=startup` (the
 /// board watch is armed by then). The daemon, its stderr lines still to come, the lines so far.
-fn start_daemon(s: &Scratch) -> (Daemon, mpsc::Receiver<String>, Vec<String>) {
+fn start_daemon(s: &TempDir) -> (Daemon, mpsc::Receiver<String>, Vec<String>) {
     let mut child = baton(s, &["WORKFLOW.md"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -249,8 +238,10 @@ fn check_explains_a_misspelled_state_and_prints_the_plan() {
 #[test]
 fn tracker_path_defaults_and_expansions() {
     use baton::workflow::loader::load_workflow;
-    let env = FixedEnv::new("BOARDS", "/srv/boards", Some(PathBuf::from("/home/op")));
-    let s = Scratch::new("paths");
+    let env = TestEnv::none()
+        .with_var("BOARDS", "/srv/boards")
+        .with_home("/home/op");
+    let s = scratch("paths");
     let load = |tracker: &str| {
         let p = s.0.join("WORKFLOW.md");
         std::fs::write(
@@ -292,7 +283,7 @@ fn tracker_path_defaults_and_expansions() {
 #[test]
 #[ignore = "needs the backlog CLI (BATON_BACKLOG_BIN, .ci/setup-backlog.sh)"]
 fn real_backlog_cli_moves_drive_the_daemon() {
-    let s = Scratch::new("real-cli");
+    let s = scratch("real-cli");
     // Not in a network namespace of its own (proxies at a closed port only), like the agent's.
     let backlog = BacklogCli::init(&s.0, false);
     let (bin, proj, home) = (&backlog.bin, &backlog.proj, &backlog.home);

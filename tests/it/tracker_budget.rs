@@ -5,6 +5,9 @@
 //! pause, rejected credentials back off, and `baton` / `baton check` never exit 101.
 
 use crate::support;
+use crate::support::stand_ins::{daemon_options_with, spawn_daemon};
+use crate::support::tempdir::TempDir;
+use baton::runtime::daemon::{RunnerFactory, TrackerFactory};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -13,18 +16,17 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender};
 
 use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
 use baton::runtime::clock::{Clock, ManualClock};
-use baton::runtime::daemon::{run, DaemonOptions};
+use baton::runtime::daemon::run;
 use baton::status::{ControlRequest, RefreshAck};
 use baton::tracker::Tracker;
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
-use baton::workflow::loader::load_workflow;
-use support::config_env::FixedEnv;
 use support::daemon_proc::{capture_stderr, wait_until};
 use support::fake_github::{BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
+use support::stand_ins::TestEnv;
 
 /// Headers a hostile or broken server could send (issue 12, failures 1–3).
 const HOSTILE: [&str; 6] = [
@@ -48,13 +50,6 @@ impl AgentRunner for FailingRunner {
             "no agent in this test",
         ))
     }
-}
-
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("baton-budget-{}-{name}", std::process::id()));
-    let _ = fs::remove_dir_all(&d);
-    fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn workflow(dir: &Path, endpoint: &str) -> PathBuf {
@@ -97,41 +92,29 @@ struct Running {
     shutdown: Sender<()>,
     exited: Receiver<Result<(), String>>,
     _reload: Sender<()>,
+    /// Where the workflow and workspaces live (removed after the daemon).
+    _dir: TempDir,
 }
 
-fn start(dir: &Path, github: &FakeGithub) -> Running {
-    let wf_path = workflow(dir, &github.endpoint());
+fn start(dir: TempDir, github: &FakeGithub) -> Running {
+    let wf_path = workflow(&dir, &github.endpoint());
     let env: Arc<dyn ConfigEnv + Send + Sync> =
-        Arc::new(FixedEnv::github_token("BATON_BUDGET_TOKEN"));
-    let initial = load_workflow(&wf_path, &*env).expect("valid workflow");
-    let (control, control_rx) = unbounded();
-    let (reload, reload_rx) = unbounded();
-    let (shutdown, shutdown_rx) = bounded(1);
+        Arc::new(TestEnv::none().with_var("BATON_BUDGET_TOKEN", FAKE_TOKEN));
     // Virtual time starts at wall time, so the tracker's retry times mean the same on both.
     let clock = Arc::new(ManualClock::new(wall_millis()));
-    let opts = DaemonOptions {
-        workflow_path: wf_path,
-        initial,
-        tracker_factory: Box::new(|cfg: &ServiceConfig| baton::tracker::open(&cfg.tracker)),
-        runner_factory: Box::new(|_: &ServiceConfig| {
-            Arc::new(FailingRunner) as Arc<dyn AgentRunner>
-        }),
-        reload_rx,
-        shutdown_rx,
-        control_rx,
-        config_env: env,
-        clock: clock.clone(),
-    };
-    let (exit_tx, exited) = bounded(1);
-    thread::spawn(move || {
-        let _ = exit_tx.send(run(opts));
-    });
+    let factories: (TrackerFactory, RunnerFactory) = (
+        Box::new(|cfg: &ServiceConfig| baton::tracker::open(&cfg.tracker)),
+        Box::new(|_: &ServiceConfig| Arc::new(FailingRunner) as Arc<dyn AgentRunner>),
+    );
+    let (opts, inputs) = daemon_options_with(&wf_path, env, factories, clock.clone());
+    let exited = spawn_daemon(move || run(opts));
     let r = Running {
         clock,
-        control,
-        shutdown,
+        control: inputs.control,
+        shutdown: inputs.shutdown,
         exited,
-        _reload: reload,
+        _reload: inputs.reload,
+        _dir: dir,
     };
     r.settle();
     r
@@ -195,10 +178,10 @@ fn empty_board() -> FakeGithub {
     FakeGithub::start(BoardFixture::empty("acme", 7))
 }
 
-/// The daemon (in a fresh `tmpdir(tag)`) polling an empty board.
+/// The daemon (in a fresh temporary directory) polling an empty board.
 fn start_on_empty_board(tag: &str) -> (FakeGithub, Running) {
     let github = empty_board();
-    let r = start(&tmpdir(tag), &github);
+    let r = start(TempDir::new(tag), &github);
     (github, r)
 }
 
@@ -282,7 +265,7 @@ fn hostile_headers_on_a_retry_fetch_never_stop_retries() {
     let mut board = BoardFixture::empty("acme", 7);
     board.push_issue(IssueFixture::new("acme/api", 1, "Do a thing"), Some("Todo"));
     let github = FakeGithub::start(board);
-    let r = start(&tmpdir("retry"), &github);
+    let r = start(TempDir::new("retry"), &github);
     let is_refresh = |op: &String| op.starts_with("RefreshIssues");
     for value in ["300000000000", "18446744073709551616", "-1"] {
         // The dispatch failed at once, so a failure retry is queued; its fetch gets the fault.
@@ -328,7 +311,7 @@ fn startup_with_hostile_headers_exits_cleanly() {
     .into_iter()
     .enumerate()
     {
-        let dir = tmpdir(&format!("startup{i}"));
+        let dir = TempDir::new(&format!("startup{i}"));
         let github = empty_board();
         github.set_sticky_fault(Some(fault));
         let wf = workflow(&dir, &github.endpoint());
@@ -356,7 +339,7 @@ fn bench_refresh_storm_real_time() {
     use std::net::TcpStream;
     use std::process::Stdio;
 
-    let dir = tmpdir("bench");
+    let dir = TempDir::new("bench");
     let github = empty_board();
     let wf = workflow(&dir, &github.endpoint());
     let mut child = baton(&["--port", "0", "--log-level", "info"], &wf, &dir)

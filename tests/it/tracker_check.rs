@@ -1,12 +1,13 @@
 //! `baton check` against the fake GitHub: a healthy board and a misspelled state.
 
 use crate::support;
+use crate::support::tempdir::TempDir;
 
 use std::path::{Path, PathBuf};
 
 use baton::check::run_check_with_env;
-use support::config_env::FixedEnv;
 use support::fake_github::{FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
+use support::stand_ins::TestEnv;
 
 fn acme() -> FakeGithub {
     FakeGithub::from_fixture("fixtures/boards/acme.json")
@@ -14,24 +15,21 @@ fn acme() -> FakeGithub {
 
 /// Copy `fixtures/workflows/check-acme.md` into a fresh temp dir with the fake's endpoint and
 /// `edit` applied.
-fn workflow(fake: &FakeGithub, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+fn workflow(fake: &FakeGithub, name: &str, edit: impl Fn(String) -> String) -> (TempDir, PathBuf) {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/workflows/check-acme.md");
     let text = std::fs::read_to_string(src).unwrap();
     let text = text.replace("http://127.0.0.1:9/graphql", &fake.endpoint());
-    let dir = std::env::temp_dir().join(format!("baton-check-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new(name);
     let path = dir.join("WORKFLOW.md");
     std::fs::write(&path, edit(text)).unwrap();
-    path
+    (dir, path)
 }
 
 /// `baton check` of `path` with the fake's token in `$BATON_FAKE_GITHUB_TOKEN`: exit code, output.
 fn run(path: &Path) -> (i32, String) {
-    let env = FixedEnv::new(
-        "BATON_FAKE_GITHUB_TOKEN",
-        FAKE_TOKEN,
-        Some(std::env::temp_dir()),
-    );
+    let env = TestEnv::none()
+        .with_var("BATON_FAKE_GITHUB_TOKEN", FAKE_TOKEN)
+        .with_home(std::env::temp_dir());
     let mut out = Vec::new();
     let code = run_check_with_env(path, &env, &mut out);
     (code, String::from_utf8(out).unwrap())
@@ -39,7 +37,7 @@ fn run(path: &Path) -> (i32, String) {
 
 /// `baton check` of the workflow with `from` replaced by `to` fails (exit 1) and prints `needle`.
 fn assert_problem(fake: &FakeGithub, name: &str, (from, to): (&str, &str), needle: &str) {
-    let (code, out) = run(&workflow(fake, name, |t| t.replace(from, to)));
+    let (code, out) = run(&workflow(fake, name, |t| t.replace(from, to)).1);
     assert_eq!(code, 1);
     assert_has(&out, &[needle]);
 }
@@ -54,7 +52,7 @@ fn assert_has(out: &str, needles: &[&str]) {
 #[test]
 fn healthy_board_prints_plan_in_dispatch_order_with_reasons() {
     let fake = acme();
-    let (code, out) = run(&workflow(&fake, "healthy", |t| t));
+    let (code, out) = run(&workflow(&fake, "healthy", |t| t).1);
     println!("{out}");
     assert_eq!(code, 0, "{out}");
     assert_has(
@@ -98,7 +96,7 @@ fn an_issue_with_a_blank_title_is_not_ready() {
     let mut blank = IssueFixture::new("acme/app", 11, "  ");
     blank.labels = vec!["baton".into()];
     fake.add_issue(blank, Some("Todo"));
-    let (code, out) = run(&workflow(&fake, "blank-title", |t| t));
+    let (code, out) = run(&workflow(&fake, "blank-title", |t| t).1);
     assert_eq!(code, 0, "{out}");
     assert_has(
         &out,
@@ -113,7 +111,7 @@ fn an_issue_with_a_blank_title_is_not_ready() {
 #[test]
 fn misspelled_state_is_flagged_with_a_hint_and_exit_1() {
     let fake = acme();
-    let path = workflow(&fake, "typo", |t| {
+    let (_dir, path) = workflow(&fake, "typo", |t| {
         t.replace(
             "active_states: [Todo, In Progress]",
             "active_states: [todo, In Progess]",
@@ -143,7 +141,7 @@ fn unreachable_project_and_bad_token_fail_cleanly() {
     );
 
     fake.push_fault(Fault::Unauthorized);
-    let (code, out) = run(&workflow(&fake, "auth", |t| t));
+    let (code, out) = run(&workflow(&fake, "auth", |t| t).1);
     assert_eq!(code, 1);
     assert_has(&out, &["github_auth"]);
     assert!(!out.contains(FAKE_TOKEN));

@@ -5,7 +5,6 @@
 pub mod agent;
 pub mod backlog;
 pub mod chromium;
-pub mod config_env;
 pub mod daemon_proc;
 pub mod engine_sim;
 pub mod escapes;

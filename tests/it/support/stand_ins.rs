@@ -12,7 +12,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
 use baton::model::Issue;
 use baton::runtime::clock::Clock;
-use baton::runtime::daemon::DaemonOptions;
+use baton::runtime::daemon::{DaemonOptions, RunnerFactory, TrackerFactory};
 use baton::status::ControlRequest;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
@@ -136,16 +136,28 @@ pub fn daemon_options(
     tracker: StubTracker,
     clock: Arc<dyn Clock>,
 ) -> (DaemonOptions, Inputs) {
+    let tracker: TrackerFactory =
+        Box::new(move |_: &ServiceConfig| Ok(Arc::new(tracker) as Arc<dyn Tracker>));
+    let runner: RunnerFactory =
+        Box::new(|_: &ServiceConfig| Arc::new(NoRunner) as Arc<dyn AgentRunner>);
+    daemon_options_with(workflow, env, (tracker, runner), clock)
+}
+
+/// Like [`daemon_options`], with the given tracker and runner factories.
+pub fn daemon_options_with(
+    workflow: &Path,
+    env: Arc<dyn ConfigEnv + Send + Sync>,
+    (tracker_factory, runner_factory): (TrackerFactory, RunnerFactory),
+    clock: Arc<dyn Clock>,
+) -> (DaemonOptions, Inputs) {
     let (control, control_rx) = unbounded();
     let (reload, reload_rx) = unbounded();
     let (shutdown, shutdown_rx) = bounded(1);
     let opts = DaemonOptions {
         workflow_path: workflow.to_path_buf(),
         initial: load_workflow(workflow, &*env).expect("valid workflow"),
-        tracker_factory: Box::new(move |_: &ServiceConfig| {
-            Ok(Arc::new(tracker) as Arc<dyn Tracker>)
-        }),
-        runner_factory: Box::new(|_: &ServiceConfig| Arc::new(NoRunner) as Arc<dyn AgentRunner>),
+        tracker_factory,
+        runner_factory,
         reload_rx,
         shutdown_rx,
         control_rx,
