@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use baton::agent::copilot::CopilotRunner;
 use baton::agent::{AgentErrorKind, AgentEventKind, AgentRunner, AgentSession, CancelToken};
-use baton::workflow::config::CopilotConfig;
+use baton::workflow::config::{CliSection, CopilotConfig};
 
 use agent::{run, run_with, Sandbox, Turn};
 
@@ -48,14 +48,16 @@ fn invocations(sb: &Sandbox) -> Vec<Vec<String>> {
 fn config() -> CopilotConfig {
     let script = manifest().join("tests/it/support/fake-copilot.sh");
     CopilotConfig {
-        command: format!("'{}'", script.display()),
-        model: Some("gpt-4.1".into()),
+        cli: CliSection {
+            command: format!("'{}'", script.display()),
+            model: Some("gpt-4.1".into()),
+            extra_args: vec!["--no-ask-user".into()],
+            turn_timeout_ms: 20_000,
+            stall_timeout_ms: 10_000,
+        },
         allow_all_tools: false,
         allow_tools: vec!["shell(gh:*)".into(), "write".into()],
         deny_tools: vec!["shell(rm)".into()],
-        extra_args: vec!["--no-ask-user".into()],
-        turn_timeout_ms: 20_000,
-        stall_timeout_ms: 10_000,
     }
 }
 
@@ -211,10 +213,8 @@ fn not_a_uuid_persisted_id_starts_a_new_session() {
 #[test]
 fn turn_timeout_kills_the_group_and_fails() {
     let sb = Sandbox::new("hang");
-    let cfg = CopilotConfig {
-        turn_timeout_ms: 700,
-        ..config()
-    };
+    let mut cfg = config();
+    cfg.cli.turn_timeout_ms = 700;
     let t = turn_with(&sb, "hang", cfg);
     let err = t.err();
     assert_eq!(err.kind, AgentErrorKind::TurnTimeout, "{err}");
@@ -251,10 +251,8 @@ fn missing_result_line_is_a_failure_even_with_exit_0() {
 #[test]
 fn missing_command_is_agent_not_found() {
     let sb = Sandbox::new("notfound");
-    let cfg = CopilotConfig {
-        command: "/nonexistent/baton-test/copilot".into(),
-        ..config()
-    };
+    let mut cfg = config();
+    cfg.cli.command = "/nonexistent/baton-test/copilot".into();
     assert_eq!(
         turn_with(&sb, "replay", cfg).err().kind,
         AgentErrorKind::AgentNotFound

@@ -571,7 +571,7 @@ pub(crate) fn claude_args(
     push("--verbose");
     push("--permission-mode");
     push(&cfg.permission_mode);
-    if let Some(m) = cfg.model.as_deref().filter(|m| !m.is_empty()) {
+    if let Some(m) = cfg.cli.model.as_deref().filter(|m| !m.is_empty()) {
         push("--model");
         push(m);
     }
@@ -599,7 +599,7 @@ pub(crate) fn claude_args(
         push("--resume");
         push(id);
     }
-    for e in &cfg.extra_args {
+    for e in &cfg.cli.extra_args {
         push(e);
     }
     push("--");
@@ -661,10 +661,10 @@ pub(crate) struct ClaudeSession {
 impl ClaudeSession {
     fn spec(&self, prompt: &str) -> ProcessSpec {
         let cfg = &self.runner.cfg;
-        let mut spec = ProcessSpec::command(&cfg.command, self.cwd.clone());
+        let mut spec = ProcessSpec::command(&cfg.cli.command, self.cwd.clone());
         spec.args
             .extend(claude_args(cfg, self.agent_session_id.as_deref(), prompt));
-        for (k, v) in child_timeout_env(cfg.stall_timeout_ms, |k| self.runner.sets_env(k)) {
+        for (k, v) in child_timeout_env(cfg.cli.stall_timeout_ms, |k| self.runner.sets_env(k)) {
             spec.env(k, v);
         }
         spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
@@ -710,7 +710,7 @@ impl AgentSession for ClaudeSession {
         let turn = self.turn_number;
         let started = Instant::now();
         let limits = Limits {
-            deadline: started + Duration::from_millis(self.runner.cfg.turn_timeout_ms.max(1)),
+            deadline: started + Duration::from_millis(self.runner.cfg.cli.turn_timeout_ms.max(1)),
             kill_grace: self.runner.kill_grace,
         };
         let mut inv = Invocation {
@@ -739,7 +739,7 @@ impl AgentSession for ClaudeSession {
             log::warn!(
                 "claude command not found issue_identifier={} command={:?}",
                 self.issue_identifier,
-                self.runner.cfg.command
+                self.runner.cfg.cli.command
             );
         }
         if let Some(id) = parser.agent_session_id() {

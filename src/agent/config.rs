@@ -55,10 +55,8 @@ pub(crate) const KNOWN_SECTIONS: &[(&str, &[&str])] = &[
 /// `claude_code.*` (spec §5.3.6).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaudeCodeConfig {
-    /// Shell command launching Claude Code (default `claude`); never rewritten.
-    pub command: String,
-    /// `claude --model`.
-    pub model: Option<String>,
+    /// The keys every CLI agent has (`command` defaults to `claude`).
+    pub cli: CliSection,
     /// `--permission-mode` (default `acceptEdits`), passed through.
     pub permission_mode: String,
     /// `--allowedTools` entries.
@@ -67,12 +65,6 @@ pub struct ClaudeCodeConfig {
     pub disallowed_tools: Vec<String>,
     /// `--append-system-prompt`.
     pub append_system_prompt: Option<String>,
-    /// Further `claude` arguments, appended verbatim.
-    pub extra_args: Vec<String>,
-    /// Bound of one Claude Code turn in ms (default 3600000).
-    pub turn_timeout_ms: u64,
-    /// Claude Code inactivity bound in ms (default 300000); `<= 0` disables stall detection.
-    pub stall_timeout_ms: i64,
 }
 
 impl ClaudeCodeConfig {
@@ -93,19 +85,14 @@ impl ClaudeCodeConfig {
 
     /// Parse `claude_code.*` with its defaults.
     pub(crate) fn parse(s: &Section<'_>, env: &dyn ConfigEnv) -> Result<Self, ConfigError> {
-        let cli = CliKeys::parse(s, env, "claude")?;
         Ok(ClaudeCodeConfig {
+            cli: CliSection::parse(s, env, "claude")?,
             permission_mode: s
                 .string("permission_mode", env)?
                 .unwrap_or_else(|| "acceptEdits".into()),
             allowed_tools: s.string_list("allowed_tools")?.unwrap_or_default(),
             disallowed_tools: s.string_list("disallowed_tools")?.unwrap_or_default(),
             append_system_prompt: s.plain_string("append_system_prompt")?,
-            command: cli.command,
-            model: cli.model,
-            extra_args: cli.extra_args,
-            turn_timeout_ms: cli.turn_timeout_ms,
-            stall_timeout_ms: cli.stall_timeout_ms,
         })
     }
 }
@@ -113,22 +100,14 @@ impl ClaudeCodeConfig {
 /// `copilot.*` (spec §5.3.7).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CopilotConfig {
-    /// Shell command launching the Copilot CLI (default `copilot`); never rewritten.
-    pub command: String,
-    /// `copilot --model`.
-    pub model: Option<String>,
+    /// The keys every CLI agent has (`command` defaults to `copilot`).
+    pub cli: CliSection,
     /// `--allow-all-tools` (default false; an explicit operator choice).
     pub allow_all_tools: bool,
     /// Repeated `--allow-tool`.
     pub allow_tools: Vec<String>,
     /// Repeated `--deny-tool`.
     pub deny_tools: Vec<String>,
-    /// Further `copilot` arguments, appended verbatim.
-    pub extra_args: Vec<String>,
-    /// Bound of one Copilot turn in ms (default 3600000).
-    pub turn_timeout_ms: u64,
-    /// Copilot inactivity bound in ms (default 300000); `<= 0` disables stall detection.
-    pub stall_timeout_ms: i64,
 }
 
 impl CopilotConfig {
@@ -148,36 +127,49 @@ impl CopilotConfig {
 
     /// Parse `copilot.*` with its defaults.
     pub(crate) fn parse(s: &Section<'_>, env: &dyn ConfigEnv) -> Result<Self, ConfigError> {
-        let cli = CliKeys::parse(s, env, "copilot")?;
         Ok(CopilotConfig {
-            command: cli.command,
-            model: cli.model,
+            cli: CliSection::parse(s, env, "copilot")?,
             allow_all_tools: s.boolean("allow_all_tools")?.unwrap_or(false),
             allow_tools: s.string_list("allow_tools")?.unwrap_or_default(),
             deny_tools: s.string_list("deny_tools")?.unwrap_or_default(),
-            extra_args: cli.extra_args,
-            turn_timeout_ms: cli.turn_timeout_ms,
-            stall_timeout_ms: cli.stall_timeout_ms,
         })
     }
 }
 
-/// The keys every CLI agent section has, parsed with their defaults.
-struct CliKeys {
-    command: String,
-    model: Option<String>,
-    extra_args: Vec<String>,
-    turn_timeout_ms: u64,
-    stall_timeout_ms: i64,
+/// The keys every CLI agent section has (`command`, `model`, `extra_args`, `turn_timeout_ms`,
+/// `stall_timeout_ms`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CliSection {
+    /// Shell command launching the CLI; never rewritten.
+    pub command: String,
+    /// `--model`.
+    pub model: Option<String>,
+    /// Further CLI arguments, appended verbatim.
+    pub extra_args: Vec<String>,
+    /// Bound of one turn in ms (default 3600000).
+    pub turn_timeout_ms: u64,
+    /// Inactivity bound in ms (default 300000); `<= 0` disables stall detection.
+    pub stall_timeout_ms: i64,
 }
 
-impl CliKeys {
+impl CliSection {
+    /// `command` with every other key at its default.
+    pub fn new(command: impl Into<String>) -> Self {
+        CliSection {
+            command: command.into(),
+            model: None,
+            extra_args: Vec::new(),
+            turn_timeout_ms: DEFAULT_TURN_TIMEOUT_MS,
+            stall_timeout_ms: DEFAULT_STALL_TIMEOUT_MS,
+        }
+    }
+
     fn parse(
         s: &Section<'_>,
         env: &dyn ConfigEnv,
         default_command: &str,
     ) -> Result<Self, ConfigError> {
-        Ok(CliKeys {
+        Ok(CliSection {
             command: s
                 .command("command")?
                 .unwrap_or_else(|| default_command.into()),
@@ -195,16 +187,12 @@ impl CliKeys {
 
 /// What the core needs from the selected agent's section (see
 /// [`crate::workflow::config::ServiceConfig::agent_settings`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct AgentSettings<'a> {
     /// The section name, for messages.
     pub section: &'static str,
-    /// The section's `command`.
-    pub command: &'a str,
-    /// Bound of one turn in ms.
-    pub turn_timeout_ms: u64,
-    /// Inactivity bound in ms; `<= 0` disables stall detection.
-    pub stall_timeout_ms: i64,
+    /// The section's CLI keys.
+    pub cli: &'a CliSection,
 }
 
 impl<'a> AgentSettings<'a> {
@@ -212,9 +200,7 @@ impl<'a> AgentSettings<'a> {
     pub(crate) fn claude_code(c: &'a ClaudeCodeConfig) -> Self {
         AgentSettings {
             section: ClaudeCodeConfig::SECTION,
-            command: &c.command,
-            turn_timeout_ms: c.turn_timeout_ms,
-            stall_timeout_ms: c.stall_timeout_ms,
+            cli: &c.cli,
         }
     }
 
@@ -222,15 +208,13 @@ impl<'a> AgentSettings<'a> {
     pub(crate) fn copilot(c: &'a CopilotConfig) -> Self {
         AgentSettings {
             section: CopilotConfig::SECTION,
-            command: &c.command,
-            turn_timeout_ms: c.turn_timeout_ms,
-            stall_timeout_ms: c.stall_timeout_ms,
+            cli: &c.cli,
         }
     }
 
     /// Preflight of the section: a blank command cannot start the agent.
     pub(crate) fn preflight_error(&self) -> Option<ConfigError> {
-        self.command.trim().is_empty().then(|| {
+        self.cli.command.trim().is_empty().then(|| {
             ConfigError::new(
                 "invalid_config",
                 format!("{}.command must be a non-empty shell command", self.section),

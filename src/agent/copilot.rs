@@ -97,10 +97,10 @@ pub(crate) fn build_args(
     for t in &cfg.deny_tools {
         a.push(format!("--deny-tool={t}").into());
     }
-    if let Some(m) = cfg.model.as_deref().filter(|m| !m.trim().is_empty()) {
+    if let Some(m) = cfg.cli.model.as_deref().filter(|m| !m.trim().is_empty()) {
         a.push(format!("--model={m}").into());
     }
-    a.extend(cfg.extra_args.iter().map(OsString::from));
+    a.extend(cfg.cli.extra_args.iter().map(OsString::from));
     a
 }
 
@@ -249,7 +249,7 @@ impl CopilotSession {
         if let Some(f) = &usage_file {
             let _ = fs::remove_file(f);
         }
-        let mut spec = ProcessSpec::command(&self.runner.cfg.command, self.workspace.clone());
+        let mut spec = ProcessSpec::command(&self.runner.cfg.cli.command, self.workspace.clone());
         spec.args.extend(build_args(
             &self.runner.cfg,
             prompt,
@@ -372,7 +372,7 @@ impl AgentSession for CopilotSession {
         let r = &self.runner;
         self.workspace = check_cwd_on(self.host.as_ref(), &self.workspace, &self.workspace_root)?;
         let limits = Limits {
-            deadline: Instant::now() + Duration::from_millis(r.cfg.turn_timeout_ms.max(1)),
+            deadline: Instant::now() + Duration::from_millis(r.cfg.cli.turn_timeout_ms.max(1)),
             kill_grace: r.kill_grace,
         };
         self.turn += 1;
@@ -445,17 +445,18 @@ impl Drop for CopilotSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::config::CliSection;
 
     fn cfg() -> CopilotConfig {
         CopilotConfig {
-            command: "copilot".into(),
-            model: None,
+            cli: CliSection {
+                turn_timeout_ms: 1000,
+                stall_timeout_ms: 1000,
+                ..CliSection::new("copilot")
+            },
             allow_all_tools: false,
             allow_tools: vec![],
             deny_tools: vec![],
-            extra_args: vec![],
-            turn_timeout_ms: 1000,
-            stall_timeout_ms: 1000,
         }
     }
 
@@ -491,8 +492,8 @@ mod tests {
         let mut c = cfg();
         c.allow_tools = vec!["shell(gh:*)".into(), "write".into()];
         c.deny_tools = vec!["shell(rm)".into()];
-        c.model = Some("gpt-4.1".into());
-        c.extra_args = vec!["--add-dir".into(), "/x".into()];
+        c.cli.model = Some("gpt-4.1".into());
+        c.cli.extra_args = vec!["--add-dir".into(), "/x".into()];
         let a = strs(build_args(&c, "p", &SessionArg::Resume("u2".into()), None));
         assert_eq!(
             &a[5..],

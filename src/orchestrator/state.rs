@@ -86,7 +86,7 @@ impl Policy {
             max_retry_backoff_ms: c.agent.max_retry_backoff_ms,
             max_attempts: c.agent.max_attempts,
             max_runs_per_issue: c.agent.max_runs_per_issue,
-            stall_timeout_ms: c.runner_timeouts().stall_timeout_ms,
+            stall_timeout_ms: c.agent_cli().stall_timeout_ms,
             active_states: c.tracker.active_states.clone(),
             terminal_states: c.tracker.terminal_states.clone(),
             required_labels: c.tracker.required_labels.clone(),

@@ -16,14 +16,15 @@ use crate::support::procs;
 
 /// The fake with every flag set (the argv test checks each one).
 fn cfg(turn_timeout_ms: u64) -> ClaudeCodeConfig {
-    ClaudeCodeConfig {
-        model: Some("claude-sonnet-4-5".into()),
+    let mut c = ClaudeCodeConfig {
         allowed_tools: vec!["Bash(git status:*)".into(), "Edit".into()],
         disallowed_tools: vec!["WebFetch".into()],
         append_system_prompt: Some("be brief".into()),
-        extra_args: vec!["--max-turns".into(), "30".into()],
         ..claude_config(fake_claude_command(), turn_timeout_ms)
-    }
+    };
+    c.cli.model = Some("claude-sonnet-4-5".into());
+    c.cli.extra_args = vec!["--max-turns".into(), "30".into()];
+    c
 }
 
 /// The fake in `mode` (`FAKE_CLAUDE_MODE`) with the further variables `vars`, the sandbox HOME
@@ -367,7 +368,7 @@ fn missing_result_line_with_exit_0_is_a_parse_error() {
 fn missing_command_is_agent_not_found() {
     let sb = Sandbox::new("missing");
     let mut c = cfg(10_000);
-    c.command = "baton-no-such-claude-binary".into();
+    c.cli.command = "baton-no-such-claude-binary".into();
     let t = turn(&sb, &ClaudeRunner::new(c).with_env("HOME", &sb.home), "x");
     let (kind, last) = (AgentErrorKind::AgentNotFound, AgentEventKind::StartupFailed);
     assert_failed(&t, kind, "not found", last);

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use baton::agent::copilot::CopilotRunner;
 use baton::agent::{AgentErrorKind, AgentEventKind, AgentRunner, AgentSession, CancelToken};
-use baton::workflow::config::CopilotConfig;
+use baton::workflow::config::{CliSection, CopilotConfig};
 
 use crate::support::agent::{run, run_with, summaries, Sandbox};
 use crate::support::fake_openai::{FakeOpenAi, COMPLETION_TOKENS, PROMPT_TOKENS};
@@ -44,14 +44,14 @@ impl Lab {
     /// The config the tests start from: only `shell(echo)` allowed, 90 s turn, 60 s stall.
     fn config(&self) -> CopilotConfig {
         CopilotConfig {
-            command: format!("'{}'", self.bin.display()),
-            model: None,
+            cli: CliSection {
+                turn_timeout_ms: 90_000,
+                stall_timeout_ms: 60_000,
+                ..CliSection::new(format!("'{}'", self.bin.display()))
+            },
             allow_all_tools: false,
             allow_tools: vec!["shell(echo)".into()],
             deny_tools: vec![],
-            extra_args: vec![],
-            turn_timeout_ms: 90_000,
-            stall_timeout_ms: 60_000,
         }
     }
 

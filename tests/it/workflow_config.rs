@@ -74,11 +74,11 @@ fn defaults_apply_when_keys_are_absent() {
     assert_eq!(c.agent.max_retry_backoff_ms, 300_000);
     assert_eq!(c.agent.max_attempts, None);
     assert_eq!(c.agent.max_runs_per_issue, 10);
-    assert_eq!(c.claude_code.command, "claude");
+    assert_eq!(c.claude_code.cli.command, "claude");
     assert_eq!(c.claude_code.permission_mode, "acceptEdits");
-    assert_eq!(c.claude_code.turn_timeout_ms, 3_600_000);
-    assert_eq!(c.claude_code.stall_timeout_ms, 300_000);
-    assert_eq!(c.copilot.command, "copilot");
+    assert_eq!(c.claude_code.cli.turn_timeout_ms, 3_600_000);
+    assert_eq!(c.claude_code.cli.stall_timeout_ms, 300_000);
+    assert_eq!(c.copilot.cli.command, "copilot");
     assert!(!c.copilot.allow_all_tools);
     assert_eq!(c.server.port, None);
     assert_eq!(wf.prompt_source, "Hello");
@@ -204,7 +204,7 @@ fn var_indirection_only_for_exact_dollar_name() {
         "URLs are never rewritten"
     );
     assert_eq!(
-        c.claude_code.command, "$HOME/bin/claude --x",
+        c.claude_code.cli.command, "$HOME/bin/claude --x",
         "shell commands are never rewritten"
     );
     // The token never shows up in Debug output.

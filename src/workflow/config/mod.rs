@@ -20,7 +20,7 @@ pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
 pub use self::worker::WorkerConfig;
 use crate::agent::config::AgentSettings;
-pub use crate::agent::config::{AgentKind, ClaudeCodeConfig, CopilotConfig};
+pub use crate::agent::config::{AgentKind, ClaudeCodeConfig, CliSection, CopilotConfig};
 pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
 
 /// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
@@ -143,15 +143,6 @@ pub struct ServiceConfig {
     pub worker: WorkerConfig,
 }
 
-/// Turn and stall timeouts of the selected runner.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RunnerTimeouts {
-    /// Bound of one turn in ms.
-    pub turn_timeout_ms: u64,
-    /// Inactivity bound in ms; `<= 0` disables stall detection.
-    pub stall_timeout_ms: i64,
-}
-
 impl ServiceConfig {
     /// The environment policy for agents and hooks (see `host::EnvPolicy`).
     pub fn env_policy(&self) -> crate::host::EnvPolicy {
@@ -175,13 +166,9 @@ impl ServiceConfig {
         }
     }
 
-    /// The timeouts of the runner selected by `agent.kind` (Claude's when unset).
-    pub fn runner_timeouts(&self) -> RunnerTimeouts {
-        let a = self.agent_settings();
-        RunnerTimeouts {
-            turn_timeout_ms: a.turn_timeout_ms,
-            stall_timeout_ms: a.stall_timeout_ms,
-        }
+    /// The CLI keys (command, timeouts) of the section `agent.kind` selects (Claude's when unset).
+    pub fn agent_cli(&self) -> &CliSection {
+        self.agent_settings().cli
     }
 
     /// Dispatch preflight validation (spec §6.3) of the parts that need no network.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use baton::agent::{
     AgentError, AgentEvent, AgentEventKind, AgentSession, CancelToken, SessionContext,
 };
-use baton::workflow::config::ClaudeCodeConfig;
+use baton::workflow::config::{ClaudeCodeConfig, CliSection};
 use serde_json::Value;
 
 /// The issue every sandbox session works on (the agent sees it as `BATON_ISSUE_IDENTIFIER`).
@@ -211,15 +211,15 @@ pub fn assistant_text(events: &[AgentEvent]) -> Option<&str> {
 /// lists, no system prompt, no extra arguments, a 300 s stall bound.
 pub fn claude_config(command: String, turn_timeout_ms: u64) -> ClaudeCodeConfig {
     ClaudeCodeConfig {
-        command,
-        model: None,
+        cli: CliSection {
+            turn_timeout_ms,
+            stall_timeout_ms: 300_000,
+            ..CliSection::new(command)
+        },
         permission_mode: "acceptEdits".into(),
         allowed_tools: vec![],
         disallowed_tools: vec![],
         append_system_prompt: None,
-        extra_args: vec![],
-        turn_timeout_ms,
-        stall_timeout_ms: 300_000,
     }
 }
 
