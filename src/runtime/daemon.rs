@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -389,6 +390,9 @@ struct Daemon {
     reload_again: bool,
     /// SSH hosts by destination (shared multiplexing masters).
     hosts: Arc<HostPool>,
+    /// True while the request gate holds tracker requests; workers read it before their
+    /// between-turn refresh (see `WorkerContext::tracker_held`).
+    tracker_held: Arc<AtomicBool>,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -498,6 +502,7 @@ pub fn run_with_state(
         reload_in_flight: false,
         reload_again: false,
         hosts,
+        tracker_held: Arc::new(AtomicBool::new(false)),
     };
     d.sweep_tombstones();
     d.start_watch();
@@ -846,7 +851,10 @@ impl Daemon {
         }
         let now = self.clock.now();
         self.persist.observe(&ev, &self.state, now);
-        for action in handle(&mut self.state, ev, now) {
+        let actions = handle(&mut self.state, ev, now);
+        let held = self.state.poll.gate.blocks(now);
+        self.tracker_held.store(held, Ordering::SeqCst);
+        for action in actions {
             self.execute(action);
         }
     }
@@ -1013,6 +1021,7 @@ impl Daemon {
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
             host,
+            tracker_held: Arc::clone(&self.tracker_held),
         };
         match spawn_worker(ctx) {
             Ok(_handle) => {

@@ -5,6 +5,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
@@ -16,7 +17,7 @@ use crate::host::ssh::is_host_unavailable;
 use crate::host::Host;
 use crate::model::Issue;
 use crate::orchestrator::rules;
-use crate::orchestrator::{Event, Policy, WorkerOutcome, WorkerPhase, WorkerProgress};
+use crate::orchestrator::{CallOutcome, Event, Policy, WorkerOutcome, WorkerPhase, WorkerProgress};
 use crate::tracker::Tracker;
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
@@ -51,6 +52,10 @@ pub struct WorkerContext {
     pub events: Sender<Event>,
     /// Where the workspace, the hooks and the agent run (the host the engine chose).
     pub host: Arc<dyn Host>,
+    /// Set by the main loop while its request gate holds tracker requests (a rate-limit pause or
+    /// the credential back-off). The between-turn refresh is not sent then: the run ends
+    /// normally, and its continuation retry waits for the gate like every other request.
+    pub tracker_held: Arc<AtomicBool>,
 }
 
 /// Guidance sent as the prompt of turns after the first (the task prompt is already in the
@@ -280,6 +285,12 @@ impl Run<'_> {
             if ctx.cancel.is_cancelled() {
                 return WorkerOutcome::Cancelled;
             }
+            if ctx.tracker_held.load(Ordering::SeqCst) {
+                info!(
+                    "event=between_turn_refresh_deferred issue_id={id} issue_identifier={ident} turn={turn}; tracker requests are held (rate limit or credential back-off): ending the run, its continuation waits for the tracker"
+                );
+                return WorkerOutcome::Normal;
+            }
             match self.refresh() {
                 Err(e) => return self.failed_or_cancelled(e),
                 Ok(false) => return WorkerOutcome::Normal,
@@ -300,10 +311,14 @@ impl Run<'_> {
         let ctx = self.ctx;
         let id = &ctx.issue.id;
         let ident = &ctx.issue.identifier;
-        let refreshed = ctx
+        let result = ctx
             .tracker
-            .fetch_issue_states_by_ids(std::slice::from_ref(id))
-            .map_err(|e| format!("issue state refresh error: {e}"))?;
+            .fetch_issue_states_by_ids(std::slice::from_ref(id));
+        // The request gate learns how the call ended (a rate limit here pauses every request).
+        let _ = ctx
+            .events
+            .send(Event::TrackerCalls(vec![CallOutcome::of(&result)]));
+        let refreshed = result.map_err(|e| format!("issue state refresh error: {e}"))?;
         let Some(fresh) = refreshed.into_iter().find(|i| &i.id == id) else {
             info!(
                 "issue no longer on the project; ending run issue_id={id} issue_identifier={ident}"

@@ -3,16 +3,18 @@
 
 use crate::support::tempdir::TempDir;
 use std::fs;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
-use crossbeam_channel::unbounded;
+use crossbeam_channel::{unbounded, Receiver};
 
 use baton::agent::{
     AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
     TurnResult,
 };
 use baton::model::Issue;
-use baton::orchestrator::{Event, Policy, WorkerOutcome};
+use baton::orchestrator::{CallOutcome, Event, Policy, WorkerOutcome};
 use baton::runtime::worker::{continuation_prompt, run_attempt, WorkerContext};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
 use baton::workflow::config::HooksConfig;
@@ -110,6 +112,7 @@ struct Case {
     dir: TempDir,
     log: Arc<Mutex<Log>>,
     name: String,
+    events: Receiver<Event>,
 }
 
 /// What a run's stand-ins do besides answering with the tracker's refresh.
@@ -119,6 +122,8 @@ struct Flags {
     fail_start: bool,
     /// The first turn is cancelled.
     cancel_in_turn: bool,
+    /// The main loop's request gate holds tracker requests.
+    tracker_held: bool,
 }
 
 /// One worker run in a fresh directory, with an `after_run` hook counting its runs in a marker
@@ -135,10 +140,11 @@ fn run_case(
     let Flags {
         fail_start,
         cancel_in_turn,
+        tracker_held,
     } = flags;
     let dir = TempDir::new(&name);
     let log = Arc::new(Mutex::new(Log::default()));
-    let (tx, _rx) = unbounded::<Event>();
+    let (tx, events) = unbounded::<Event>();
     let ctx = WorkerContext {
         run_id: 1,
         issue: issue(),
@@ -160,8 +166,16 @@ fn run_case(
         cancel: CancelToken::new(),
         events: tx,
         host: baton::host::LocalHost::shared(),
+        tracker_held: Arc::new(AtomicBool::new(tracker_held)),
     };
-    (run_attempt(&ctx), Case { dir, log, name })
+    let outcome = run_attempt(&ctx);
+    let case = Case {
+        dir,
+        log,
+        name,
+        events,
+    };
+    (outcome, case)
 }
 
 fn hooks_with_after_run(dir_hint: &str) -> HooksConfig {
@@ -173,6 +187,15 @@ fn hooks_with_after_run(dir_hint: &str) -> HooksConfig {
 }
 
 impl Case {
+    /// The outcomes of the tracker calls the worker reported to the request gate.
+    fn tracker_calls(&self) -> Vec<CallOutcome> {
+        let reports = self.events.try_iter().filter_map(|e| match e {
+            Event::TrackerCalls(calls) => Some(calls),
+            _ => None,
+        });
+        reports.flatten().collect()
+    }
+
     /// How many times `after_run` ran.
     fn after_runs(&self) -> usize {
         fs::read_to_string(self.dir.join(format!("{}-after_run", self.name)))
@@ -232,9 +255,51 @@ fn refresh_failure_between_turns_stops_the_session_and_fails() {
 fn turns_continue_while_active_up_to_max_turns() {
     let (out, c) = run_case("turns", T(Ok(vec![issue()])), Flags::default(), None);
     assert_eq!(out, WorkerOutcome::Normal);
-    let log = c.log.lock().unwrap();
-    assert_eq!((log.started, log.turns, log.stopped), (1, 3, 1));
+    {
+        let log = c.log.lock().unwrap();
+        assert_eq!((log.started, log.turns, log.stopped), (1, 3, 1));
+    }
     assert_eq!(c.after_runs(), 1);
+    // One refresh after each turn, each reported to the request gate.
+    assert_eq!(c.tracker_calls(), vec![CallOutcome::Ok; 3]);
+}
+
+#[test]
+fn a_held_tracker_ends_the_run_after_the_turn_without_a_refresh() {
+    let held = Flags {
+        tracker_held: true,
+        ..Flags::default()
+    };
+    let (out, c) = run_case("held", T(Ok(vec![issue()])), held, None);
+    assert_eq!(
+        out,
+        WorkerOutcome::Normal,
+        "the continuation retry waits for the gate"
+    );
+    assert_eq!(c.log.lock().unwrap().turns, 1);
+    assert_eq!(
+        c.tracker_calls(),
+        vec![],
+        "no request while the gate holds them"
+    );
+    assert_eq!(c.after_runs(), 1);
+}
+
+#[test]
+fn a_rate_limited_refresh_is_reported_to_the_request_gate() {
+    let reset = SystemTime::UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+    let mut err = TrackerError::new(TrackerErrorKind::RateLimited, "secondary rate limit");
+    err.retry_at = Some(reset);
+    let (out, c) = run_case("ratelimited", T(Err(err)), Flags::default(), None);
+    assert!(
+        matches!(&out, WorkerOutcome::Failed(m) if m.contains("issue state refresh error")),
+        "{out:?}"
+    );
+    let retry_at = Some(1_900_000_000_000);
+    assert_eq!(
+        c.tracker_calls(),
+        vec![CallOutcome::RateLimited { retry_at }]
+    );
 }
 
 #[test]
