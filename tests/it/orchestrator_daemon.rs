@@ -15,8 +15,9 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
@@ -28,7 +29,8 @@ use baton::model::Issue;
 use baton::runtime::clock::{Clock, ManualClock};
 use baton::runtime::daemon::{run, RELOAD_DEBOUNCE_MS};
 use baton::status::{ControlRequest, IssueDetail, StateSnapshot};
-use baton::tracker::{Tracker, TrackerBudget, TrackerError};
+use baton::timefmt::parse_rfc3339;
+use baton::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
 
 // ------------------------------------------------------------------ fakes
@@ -36,6 +38,10 @@ use baton::workflow::config::{ConfigEnv, ServiceConfig};
 #[derive(Default)]
 struct Board {
     issues: BTreeMap<String, Issue>,
+    /// While set, a board read answers with GitHub's rate limit (retry after this time).
+    rate_limited_until: Option<SystemTime>,
+    /// By-id refreshes answered so far (the worker's between-turn check and reconciliation).
+    refreshes: usize,
 }
 
 #[derive(Clone, Default)]
@@ -58,6 +64,11 @@ impl FakeTracker {
 impl Tracker for FakeTracker {
     fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
         let b = self.board.lock().unwrap();
+        if let Some(until) = b.rate_limited_until {
+            let mut e = TrackerError::new(TrackerErrorKind::RateLimited, "secondary rate limit");
+            e.retry_at = Some(until);
+            return Err(e);
+        }
         Ok(b.issues
             .values()
             .filter(|i| self.active.iter().any(|a| a.eq_ignore_ascii_case(&i.state)))
@@ -73,7 +84,8 @@ impl Tracker for FakeTracker {
             .collect())
     }
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        let b = self.board.lock().unwrap();
+        let mut b = self.board.lock().unwrap();
+        b.refreshes += 1;
         Ok(ids
             .iter()
             .filter_map(|id| b.issues.get(id).cloned())
@@ -97,6 +109,8 @@ enum TurnScript {
     CompleteAndFinish,
     /// Block until cancelled.
     Hang,
+    /// Block until the test sets the runner's `release` flag, then complete.
+    UntilReleased,
 }
 
 #[derive(Default)]
@@ -116,6 +130,8 @@ struct FakeRunner {
     /// Script by (run number of this issue, turn) -> action; default Complete.
     script: Arc<dyn Fn(usize, u32) -> TurnScript + Send + Sync>,
     tracker: FakeTracker,
+    /// Ends an [`TurnScript::UntilReleased`] turn.
+    release: Arc<AtomicBool>,
 }
 
 struct FakeSession {
@@ -176,6 +192,12 @@ impl AgentSession for FakeSession {
             }
             TurnScript::CompleteAndFinish => {
                 self.runner.tracker.set_state(&self.issue_id, "Done");
+            }
+            TurnScript::UntilReleased => {
+                let limit = Instant::now() + WAIT_LIMIT;
+                while !self.runner.release.load(Ordering::SeqCst) && Instant::now() < limit {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             }
             TurnScript::Complete => {}
         }
@@ -349,6 +371,7 @@ fn two_todo_issues_with_hanging_agents() -> (FakeTracker, Arc<Mutex<AgentLog>>, 
         log: log.clone(),
         script: Arc::new(|_, _| TurnScript::Hang),
         tracker: tracker.clone(),
+        release: Arc::default(),
     };
     (tracker, log, runner)
 }
@@ -377,6 +400,7 @@ fn dispatch_continuation_and_terminal_cleanup() {
             }
         }),
         tracker: tracker.clone(),
+        release: Arc::default(),
     };
     let ws = dir.join("ws").join("acme__repo-1");
     let d = start(&dir, tracker.clone(), runner, "");
@@ -460,5 +484,52 @@ fn workflow_reload_applies_valid_edits_and_keeps_the_last_good_config() {
     .unwrap();
     d.reload.send(()).unwrap();
     d.wait_for("two running after reload", |s| s.counts.running == 2);
+    d.stop();
+}
+
+#[test]
+fn a_rate_limit_holds_the_between_turn_refresh_and_ends_the_run_for_a_later_continuation() {
+    let dir = TempDir::new("held");
+    let tracker = FakeTracker {
+        active: vec!["Todo".into()],
+        ..FakeTracker::default()
+    };
+    tracker.add(issue(1, "Todo"));
+    let runner = FakeRunner {
+        clock: Arc::new(ManualClock::new(T0)),
+        log: Arc::default(),
+        script: Arc::new(|_, _| TurnScript::UntilReleased),
+        tracker: tracker.clone(),
+        release: Arc::default(),
+    };
+    let (log, release) = (runner.log.clone(), runner.release.clone());
+    let d = start(&dir, tracker.clone(), runner, "");
+    d.wait_for("the agent running", |s| s.counts.running == 1);
+    // GitHub rate-limits the next board read for an hour; the gate learns it from the poll.
+    let until = UNIX_EPOCH + Duration::from_millis(d.clock.now() + 3_600_000);
+    tracker.board.lock().unwrap().rate_limited_until = Some(until);
+    let refreshes = tracker.board.lock().unwrap().refreshes;
+    d.wait_until("the request gate to hold requests", || {
+        let (tx, rx) = bounded(1);
+        d.control
+            .send(ControlRequest::Refresh { reply: tx })
+            .unwrap();
+        d.requests.set(d.requests.get() + 1);
+        // Deferred to the pause's end once the gate holds requests (before that, at most by
+        // the one-second refresh spacing).
+        let ack = rx.recv_timeout(WAIT_LIMIT).unwrap();
+        let deferred = ack.deferred_until.as_deref().and_then(parse_rfc3339);
+        deferred.is_some_and(|t| t >= until)
+    });
+    release.store(true, Ordering::SeqCst);
+    let s = d.wait_for("the run to end", |s| s.counts.running == 0);
+    assert_eq!(
+        s.counts.retrying, 1,
+        "a continuation retry waits for the gate"
+    );
+    let turns: Vec<u32> = log.lock().unwrap().prompts.iter().map(|p| p.1).collect();
+    assert_eq!(turns, [1], "no second turn without a refresh");
+    let sent = tracker.board.lock().unwrap().refreshes - refreshes;
+    assert_eq!(sent, 0, "no tracker request while the gate holds them");
     d.stop();
 }
