@@ -297,15 +297,20 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             }
         }
         Event::WorkspaceRemoved { issue_id } => {
-            state.cleaning.remove(&issue_id);
+            if let Some(left) = state.cleaning.get_mut(&issue_id) {
+                *left = left.saturating_sub(1);
+                if *left == 0 {
+                    state.cleaning.remove(&issue_id);
+                }
+            }
         }
         Event::HostProbed { host, result } => hosts::probed(state, &host, result, now),
     }
     out
 }
 
-/// Ask for the removal of `issue`'s workspace; the issue is held (not dispatched) until
-/// `Event::WorkspaceRemoved`.
+/// Ask for the removal of `issue`'s workspace; the issue is held (not dispatched) until the
+/// `Event::WorkspaceRemoved` of every removal asked for.
 fn clean_workspace(
     state: &mut OrchestratorState,
     issue: Issue,
@@ -313,7 +318,8 @@ fn clean_workspace(
     host: Option<String>,
     out: &mut Vec<Action>,
 ) {
-    state.cleaning.insert(issue.id.clone());
+    let pending = state.cleaning.entry(issue.id.clone()).or_default();
+    *pending = pending.saturating_add(1);
     out.push(Action::CleanWorkspace {
         issue,
         workspace_path: path,
@@ -630,7 +636,7 @@ fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
     rules::is_eligible(&state.policy, issue)
         && !state.running.contains_key(&issue.id)
         && !state.claimed.contains(&issue.id)
-        && !state.cleaning.contains(&issue.id)
+        && !state.cleaning.contains_key(&issue.id)
         && !state.blocked.contains_key(&issue.id)
         && rules::state_slot_free(state, &issue.state)
         && hosts::place(state, None) != Placement::Full

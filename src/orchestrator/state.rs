@@ -427,9 +427,10 @@ pub struct OrchestratorState {
     /// The latest agent-reported rate limits (the snapshot's `rate_limits`); `None` until an
     /// agent adapter reports them (Claude's `rate_limit_event`).
     pub agent_rate_limits: Option<serde_json::Value>,
-    /// Issue ids whose workspace removal (with `before_remove`) is still running: not
-    /// dispatched until `Event::WorkspaceRemoved`, so a re-dispatch never shares the directory.
-    pub cleaning: BTreeSet<String>,
+    /// Issue ids whose workspace removals (with `before_remove`) are still running, with how
+    /// many are (the startup cleanup with SSH hosts removes on every host): not dispatched until
+    /// the last `Event::WorkspaceRemoved`, so a re-dispatch never shares a directory.
+    pub cleaning: BTreeMap<String, u32>,
     /// SSH hosts marked down (connection failures), with their probe schedule.
     pub hosts_down: super::hosts::HostsDown,
 }

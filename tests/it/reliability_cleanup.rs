@@ -165,7 +165,7 @@ fn retry_time_cleanup_carries_the_refreshed_issue() {
         (2, "acme/repo")
     );
     assert_eq!(c[0].0.state, "Done");
-    assert!(s.cleaning.contains("I_2"));
+    assert_eq!(s.cleaning.get("I_2"), Some(&1));
 }
 
 #[test]

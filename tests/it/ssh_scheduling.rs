@@ -244,6 +244,32 @@ fn terminal_cleanup_runs_on_the_owning_host() {
 }
 
 #[test]
+fn startup_cleanup_on_every_host_holds_the_issue_until_the_last_removal() {
+    let mut h = H::new(&["a", "b"], None);
+    let a = h.ev(Event::TerminalAtStartup(vec![issue(3, "Done")]));
+    let clean: Vec<_> = a
+        .iter()
+        .filter_map(|x| match x {
+            Action::CleanWorkspace { host, .. } => Some(host.clone()),
+            _ => None,
+        })
+        .collect();
+    // No record says which host holds an old workspace: it is removed wherever it may be.
+    assert_eq!(clean, vec![host("a"), host("b")]);
+    let removed = || Event::WorkspaceRemoved {
+        issue_id: "I_3".into(),
+    };
+    h.ev(removed());
+    let d = dispatches(&h.poll(3));
+    assert!(
+        d.iter().all(|(id, ..)| id != "I_3"),
+        "held while host b still removes: {d:?}"
+    );
+    h.ev(removed());
+    assert!(h.s.cleaning.is_empty(), "released by the last removal");
+}
+
+#[test]
 fn reload_applies_hosts_to_future_dispatches() {
     let mut h = H::new(&["a"], Some(1));
     h.poll(1);
