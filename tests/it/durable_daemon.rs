@@ -15,8 +15,8 @@ use crate::support::tool;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use daemon_proc::{baton_command, DaemonProc};
@@ -205,7 +205,7 @@ fn kill9_then_restart_stops_the_orphan_and_resumes_once() {
     );
     // Sample the agent processes in the workspace while the daemon restarts.
     let ws = dir.join("ws").join(IDENT);
-    let (stop, max_seen) = sample_agents(ws, "fake-claude");
+    let sampler = Sampler::start(ws, "fake-claude", any_process);
 
     let d = start(&dir, &wf);
     d.wait_log("event=orphan_stopped", LIMIT);
@@ -225,11 +225,8 @@ fn kill9_then_restart_stops_the_orphan_and_resumes_once() {
     d.wait("the resumed row", LIMIT, || {
         (running_row(&d)?["resumed"] == true).then_some(())
     });
-    stop.store(true, Ordering::SeqCst);
-    assert!(
-        max_seen.load(Ordering::SeqCst) <= 1,
-        "never two agents at once"
-    );
+    let (most, seen) = sampler.finish();
+    assert!(most <= 1, "never two agents at once:\n{seen}");
     assert_eq!(runs(&dir).len(), 2, "exactly one new invocation");
     assert_eq!(after_create_runs(&dir), 1);
     assert!(d.log().contains("orphans_stopped=1"));
@@ -258,34 +255,72 @@ fn an_unknown_session_falls_back_once_to_a_fresh_session_with_the_full_prompt() 
     );
 }
 
-/// Count, every 10 ms, the distinct process groups of live processes running `marker` in `ws`.
-fn sample_agents(ws: PathBuf, marker: &'static str) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let max = Arc::new(AtomicUsize::new(0));
-    let (s, m) = (Arc::clone(&stop), Arc::clone(&max));
-    std::thread::spawn(move || {
-        while !s.load(Ordering::SeqCst) {
-            let n = agent_groups(&ws, marker).len();
-            m.fetch_max(n, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    });
-    (stop, max)
+/// Samples, every 10 ms until stopped, the process groups of the processes `find` returns; keeps
+/// the largest sample with its processes, for the failure message.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    worst: Arc<Mutex<(usize, String)>>,
 }
 
-fn agent_groups(ws: &Path, marker: &str) -> BTreeSet<i32> {
+impl Sampler {
+    /// Start sampling the live processes in `ws` whose command line names `marker` and that
+    /// `keep` accepts (given their `comm`).
+    fn start(ws: PathBuf, marker: &'static str, keep: fn(&str) -> bool) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let worst = Arc::new(Mutex::new((0, String::new())));
+        let (s, w) = (Arc::clone(&stop), Arc::clone(&worst));
+        std::thread::spawn(move || {
+            while !s.load(Ordering::SeqCst) {
+                let seen = processes_in(&ws, marker, keep);
+                let groups: BTreeSet<i32> = seen.iter().map(|p| p.0).collect();
+                let mut worst = w.lock().unwrap();
+                if groups.len() > worst.0 {
+                    let text = seen
+                        .iter()
+                        .map(|p| format!("pgid {} pid {}: {}", p.0, p.1, p.2));
+                    *worst = (groups.len(), text.collect::<Vec<_>>().join("\n"));
+                }
+                drop(worst);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        Sampler { stop, worst }
+    }
+
+    /// Stop sampling: the most groups seen at once, and the processes of that sample.
+    fn finish(&self) -> (usize, String) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.worst.lock().unwrap().clone()
+    }
+}
+
+/// `(pgid, pid, "comm: cmdline")` of the live processes in `ws` whose command line names
+/// `marker` and whose `comm` `keep` accepts.
+fn processes_in(ws: &Path, marker: &str, keep: fn(&str) -> bool) -> Vec<(i32, i32, String)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return BTreeSet::new();
+        return Vec::new();
     };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            procs::pid_alive(*pid)
-                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == ws)
-                && std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .filter_map(group_of)
-        .collect()
+    let pids = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok());
+    pids.filter_map(|pid| {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let here = std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == ws);
+        let wanted = here && keep(comm.trim()) && cmdline.contains(marker);
+        (wanted && procs::pid_alive(pid))
+            .then(|| Some((group_of(pid)?, pid, format!("{}: {cmdline}", comm.trim()))))?
+    })
+    .collect()
+}
+
+/// Every process counts (the fake agent is a shell script).
+fn any_process(_: &str) -> bool {
+    true
+}
+
+/// The agent CLI itself, not the shells and tools it runs.
+fn cli_process(comm: &str) -> bool {
+    !matches!(comm, "bash" | "sh" | "sleep" | "env")
 }
 
 #[test]
@@ -452,26 +487,6 @@ fn a_recorded_pgid_whose_start_time_differs_is_left_alone() {
     let _ = bystander.wait();
 }
 
-/// The tool in `var` (the tests calling this are ignored unless run with `--include-ignored`).
-/// Process groups of the live processes in `ws` whose command line names `marker` (the agent CLI
-/// itself, not the shells and tools it runs).
-fn cli_procs(ws: &Path, marker: &str) -> BTreeSet<i32> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return BTreeSet::new();
-    };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            procs::pid_alive(*pid)
-                && !matches!(comm.trim(), "bash" | "sh" | "sleep" | "env")
-                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == ws)
-                && std::fs::read(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
-        })
-        .filter_map(group_of)
-        .collect()
-}
-
 fn group_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit(')')
@@ -480,20 +495,6 @@ fn group_of(pid: i32) -> Option<i32> {
         .nth(2)?
         .parse()
         .ok()
-}
-
-/// Sample [`cli_procs`] every 10 ms; the maximum seen.
-fn sample_cli(ws: PathBuf, marker: &'static str) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
-    let stop = Arc::new(AtomicBool::new(false));
-    let max = Arc::new(AtomicUsize::new(0));
-    let (s, m) = (Arc::clone(&stop), Arc::clone(&max));
-    std::thread::spawn(move || {
-        while !s.load(Ordering::SeqCst) {
-            m.fetch_max(cli_procs(&ws, marker).len(), Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    });
-    (stop, max)
 }
 
 /// The shared part of the real-CLI kill -9 tests: start, wait until the agent is blocked in
@@ -506,7 +507,7 @@ fn kill9_and_restart(
     marker: &'static str,
     tool_marker: &str,
     api_log: &dyn Fn() -> String,
-) -> (DaemonProc, i32, Arc<AtomicBool>, Arc<AtomicUsize>) {
+) -> (DaemonProc, i32, Sampler) {
     let ws = dir.join("ws").join(IDENT);
     let mut envs = cli_env;
     envs.push(("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()));
@@ -524,7 +525,7 @@ fn kill9_and_restart(
         });
         sleeping.then_some(run)
     });
-    let (stop, max) = sample_cli(ws, marker);
+    let sampler = Sampler::start(ws, marker, cli_process);
     assert_eq!(d.stop_with(libc::SIGKILL, LIMIT).code(), None);
     assert!(
         !procs::live_group_members(pgid).is_empty(),
@@ -537,7 +538,7 @@ fn kill9_and_restart(
         procs::wait_group_gone(pgid, Duration::from_secs(10)),
         "old group gone"
     );
-    (d, pgid, stop, max)
+    (d, pgid, sampler)
 }
 
 #[test]
@@ -582,7 +583,7 @@ fn real_claude_kill9_restart_resumes_the_same_session() {
     );
     slow_poll(&wf);
     let cli_env = claude_env(&api.base_url);
-    let (d, _pgid, stop, max) =
+    let (d, _pgid, sampler) =
         kill9_and_restart(&dir, &wf, cli_env, "claude", "time.sleep(30)", &|| {
             format!("{:?}", api.requests())
         });
@@ -607,14 +608,7 @@ fn real_claude_kill9_restart_resumes_the_same_session() {
         "with the history of the interrupted run"
     );
     let limit = Duration::from_secs(120);
-    assert_resumed_once(
-        &d,
-        &dir,
-        (&stop, &max),
-        "claude",
-        "event=session_resume ",
-        limit,
-    );
+    assert_resumed_once(&d, &dir, &sampler, "claude", "event=session_resume ", limit);
 }
 
 #[test]
@@ -643,7 +637,7 @@ fn real_copilot_kill9_restart_resumes_the_same_session() {
     );
     slow_poll(&wf);
     let cli_env = copilot_env(&api.base_url);
-    let (d, _pgid, stop, max) =
+    let (d, _pgid, sampler) =
         kill9_and_restart(&dir, &wf, cli_env, "copilot", "sleep\u{0}30", &|| {
             format!("{:?}", api.requests())
         });
@@ -662,16 +656,16 @@ fn real_copilot_kill9_restart_resumes_the_same_session() {
         "the resumed session carries the interrupted conversation: {reqs:?}"
     );
     let limit = Duration::from_secs(150);
-    assert_resumed_once(&d, &dir, (&stop, &max), "copilot", "mode=resume", limit);
+    assert_resumed_once(&d, &dir, &sampler, "copilot", "mode=resume", limit);
 }
 
 /// After the restart resumed the interrupted run: wait (up to `limit`) for the run to end, stop
-/// the process sampler `(stop, max)`, and check there never were two `cli` processes for the
+/// the process sampler, and check there never were two `cli` processes for the
 /// issue, `after_create` ran once, the log shows `resumed` and no session fallback.
 fn assert_resumed_once(
     d: &DaemonProc,
     dir: &Path,
-    (stop, max): (&AtomicBool, &AtomicUsize),
+    sampler: &Sampler,
     cli: &str,
     resumed: &str,
     limit: Duration,
@@ -679,13 +673,16 @@ fn assert_resumed_once(
     d.wait("the run to end", limit, || {
         (d.state()["counts"]["running"] == 0).then_some(())
     });
-    stop.store(true, Ordering::SeqCst);
-    let most = max.load(Ordering::SeqCst);
-    assert!(most <= 1, "never two {cli} processes for the issue: {most}");
-    assert_eq!(after_create_runs(dir), 1);
+    let (most, seen) = sampler.finish();
+    // The log first: a resume that fell back to a fresh session explains a second process.
     let log = d.log();
     assert!(log.contains(resumed), "{log}");
     assert!(!log.contains("event=session_resume_failed"), "{log}");
+    assert!(
+        most <= 1,
+        "never two {cli} processes for the issue:\n{seen}"
+    );
+    assert_eq!(after_create_runs(dir), 1);
 }
 
 /// Figures for issue 11: restart with 1,000 known issues in `state.json` (999 queued retries and
