@@ -84,6 +84,16 @@ fn dispatches(a: &[Action]) -> Vec<(String, Option<String>, Option<u32>)> {
         .collect()
 }
 
+/// The hosts of the workspace removals `a` asks for.
+fn clean_hosts(a: &[Action]) -> Vec<Option<String>> {
+    a.iter()
+        .filter_map(|x| match x {
+            Action::CleanWorkspace { host, .. } => Some(host.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn host(h: &str) -> Option<String> {
     Some(h.to_string())
 }
@@ -233,13 +243,7 @@ fn terminal_cleanup_runs_on_the_owning_host() {
         run_id,
         outcome: WorkerOutcome::Cancelled,
     });
-    let clean: Vec<_> = a
-        .iter()
-        .filter_map(|x| match x {
-            Action::CleanWorkspace { host, .. } => Some(host.clone()),
-            _ => None,
-        })
-        .collect();
+    let clean = clean_hosts(&a);
     assert_eq!(clean, vec![host("b")]);
 }
 
@@ -247,13 +251,7 @@ fn terminal_cleanup_runs_on_the_owning_host() {
 fn startup_cleanup_on_every_host_holds_the_issue_until_the_last_removal() {
     let mut h = H::new(&["a", "b"], None);
     let a = h.ev(Event::TerminalAtStartup(vec![issue(3, "Done")]));
-    let clean: Vec<_> = a
-        .iter()
-        .filter_map(|x| match x {
-            Action::CleanWorkspace { host, .. } => Some(host.clone()),
-            _ => None,
-        })
-        .collect();
+    let clean = clean_hosts(&a);
     // No record says which host holds an old workspace: it is removed wherever it may be.
     assert_eq!(clean, vec![host("a"), host("b")]);
     let removed = || Event::WorkspaceRemoved {
