@@ -226,6 +226,7 @@ fn kill9_then_restart_stops_the_orphan_and_resumes_once() {
         (running_row(&d)?["resumed"] == true).then_some(())
     });
     let (most, seen) = sampler.finish();
+    assert!(most >= 1, "the sampler saw the agent");
     assert!(most <= 1, "never two agents at once:\n{seen}");
     assert_eq!(runs(&dir).len(), 2, "exactly one new invocation");
     assert_eq!(after_create_runs(&dir), 1);
@@ -263,7 +264,7 @@ struct Sampler {
 }
 
 impl Sampler {
-    /// Start sampling the live processes in `ws` whose command line names `marker` and that
+    /// Start sampling the live processes in `ws` whose program is named like `marker` and that
     /// `keep` accepts (given their `comm`).
     fn start(ws: PathBuf, marker: &'static str, keep: fn(&str) -> bool) -> Sampler {
         let stop = Arc::new(AtomicBool::new(false));
@@ -294,8 +295,8 @@ impl Sampler {
     }
 }
 
-/// `(pgid, pid, "comm: cmdline")` of the live processes in `ws` whose command line names
-/// `marker` and whose `comm` `keep` accepts.
+/// `(pgid, pid, "comm: cmdline")` of the live processes in `ws` whose program (argv[0] or
+/// argv[1]) is named like `marker` and whose `comm` `keep` accepts.
 fn processes_in(ws: &Path, marker: &str, keep: fn(&str) -> bool) -> Vec<(i32, i32, String)> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -303,10 +304,17 @@ fn processes_in(ws: &Path, marker: &str, keep: fn(&str) -> bool) -> Vec<(i32, i3
     let pids = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok());
     pids.filter_map(|pid| {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let raw = String::from_utf8_lossy(&raw);
+        // The program itself (argv[0], or the script an interpreter runs), not any argument:
+        // a tool the CLI runs may name paths that contain the marker.
+        let program = raw.split('\0').take(2).any(|a| {
+            let name = Path::new(a).file_name().and_then(|n| n.to_str());
+            name.is_some_and(|n| n.contains(marker))
+        });
+        let cmdline = raw.replace('\0', " ");
         let here = std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == ws);
-        let wanted = here && keep(comm.trim()) && cmdline.contains(marker);
+        let wanted = here && keep(comm.trim()) && program;
         (wanted && procs::pid_alive(pid))
             .then(|| Some((group_of(pid)?, pid, format!("{}: {cmdline}", comm.trim()))))?
     })
@@ -678,6 +686,7 @@ fn assert_resumed_once(
     let log = d.log();
     assert!(log.contains(resumed), "{log}");
     assert!(!log.contains("event=session_resume_failed"), "{log}");
+    assert!(most >= 1, "the sampler saw the {cli} process");
     assert!(
         most <= 1,
         "never two {cli} processes for the issue:\n{seen}"
