@@ -17,6 +17,7 @@
 //! the host with `with_host` and the worker runs workspaces and hooks there.
 
 mod cgroup;
+mod command;
 mod env;
 mod hook;
 mod local;
@@ -34,6 +35,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 pub use cgroup::{containment, Containment};
+pub(crate) use command::command_output;
 pub use env::{env_policy, set_env_policy, EnvPolicy};
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::sweep_tombstones;
