@@ -19,20 +19,8 @@ pub struct Counts {
     pub blocked: usize,
 }
 
-/// Token totals.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Tokens {
-    /// Input tokens (not counting cache reads or writes).
-    pub input_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-    /// Input tokens read from the prompt cache.
-    pub cache_read_input_tokens: u64,
-    /// Input tokens written to the prompt cache.
-    pub cache_creation_input_tokens: u64,
-    /// input + output + cache reads + cache writes.
-    pub total_tokens: u64,
-}
+/// Token counters of the API rows: input, output, cache reads and writes, and their total.
+pub use crate::orchestrator::state::TokenCounts as Tokens;
 
 /// What one issue has spent since it last entered an active state (across runs).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -124,16 +112,9 @@ pub struct BlockedRow {
 /// Aggregate agent totals (spec §13.5).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct AgentTotals {
-    /// Input tokens (not counting cache reads or writes).
-    pub input_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-    /// Input tokens read from the prompt cache.
-    pub cache_read_input_tokens: u64,
-    /// Input tokens written to the prompt cache.
-    pub cache_creation_input_tokens: u64,
-    /// input + output + cache reads + cache writes.
-    pub total_tokens: u64,
+    /// Token totals of all runs (flat in the JSON: `input_tokens`, `output_tokens`, …).
+    #[serde(flatten)]
+    pub tokens: Tokens,
     /// Agent turns that ended.
     pub turns: u64,
     /// Ended sessions' runtime plus live elapsed time of running ones.

@@ -149,7 +149,11 @@ fn print_summary(dir: &Path, s: Option<&StateSnapshot>) {
         let t = &s.agent_totals;
         println!(
             "  agents: {} tokens ({} in, {} out), ${:.4} reported cost, {:.1} s of agent time",
-            t.total_tokens, t.input_tokens, t.output_tokens, t.cost_usd, t.seconds_running
+            t.tokens.total_tokens,
+            t.tokens.input_tokens,
+            t.tokens.output_tokens,
+            t.cost_usd,
+            t.seconds_running
         );
     }
     let hooks = fs::read_to_string(dir.join("hooks.log")).unwrap_or_default();

@@ -142,11 +142,11 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
          <dd>{}</dd><dt>Cache read tokens</dt><dd>{}</dd><dt>Cache write tokens</dt><dd>{}</dd>\
          <dt>Total tokens</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd><dt>Agent runtime</dt><dd>{}</dd>\
          <dt>Cost</dt><dd>{}</dd>",
-        thousands(t.input_tokens),
-        thousands(t.output_tokens),
-        thousands(t.cache_read_input_tokens),
-        thousands(t.cache_creation_input_tokens),
-        thousands(t.total_tokens),
+        thousands(t.tokens.input_tokens),
+        thousands(t.tokens.output_tokens),
+        thousands(t.tokens.cache_read_input_tokens),
+        thousands(t.tokens.cache_creation_input_tokens),
+        thousands(t.tokens.total_tokens),
         thousands(t.turns),
         duration_text(t.seconds_running.max(0.0) as u64),
         cost_text(Some(t.cost_usd)),

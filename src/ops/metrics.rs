@@ -9,6 +9,7 @@
 //! must come from a bounded set: an error class, an outcome, a configured host id. Never an
 //! issue identifier, title, URL or message.
 
+pub use crate::orchestrator::state::TokenCounts;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -51,7 +52,7 @@ pub struct MetricsSnapshot {
     /// Issues waiting for a retry now (`baton_retrying_issues`).
     pub retrying: u64,
     /// Agent token totals (`baton_agent_tokens_total{kind}`).
-    pub tokens: TokenTotals,
+    pub tokens: TokenCounts,
     /// Agent-reported cost in US dollars (`baton_agent_cost_usd_total`).
     pub cost_usd: f64,
     /// Agent turns completed or failed (`baton_agent_turns_total`).
@@ -74,19 +75,6 @@ pub struct MetricsSnapshot {
     pub host_running: BTreeMap<String, u64>,
 }
 
-/// Agent token counters (each a lifetime total).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TokenTotals {
-    /// Input tokens, not counting cache reads or writes.
-    pub input: u64,
-    /// Output tokens.
-    pub output: u64,
-    /// Input tokens read from the prompt cache.
-    pub cache_read: u64,
-    /// Input tokens written to the prompt cache.
-    pub cache_creation: u64,
-}
-
 impl Default for MetricsSnapshot {
     fn default() -> Self {
         MetricsSnapshot {
@@ -98,7 +86,7 @@ impl Default for MetricsSnapshot {
             parked: BTreeMap::new(),
             running: 0,
             retrying: 0,
-            tokens: TokenTotals::default(),
+            tokens: TokenCounts::default(),
             cost_usd: 0.0,
             agent_turns: 0,
             rate_limit_remaining: None,
@@ -213,10 +201,10 @@ fn render_labelled(e: &mut Exposition, m: &MetricsSnapshot) {
     };
     let t = m.tokens;
     let tokens = vec![
-        ("input", t.input),
-        ("output", t.output),
-        ("cache_read", t.cache_read),
-        ("cache_creation", t.cache_creation),
+        ("input", t.input_tokens),
+        ("output", t.output_tokens),
+        ("cache_read", t.cache_read_input_tokens),
+        ("cache_creation", t.cache_creation_input_tokens),
     ];
     let hosts: Vec<(&str, u64)> = m
         .host_running

@@ -5,29 +5,17 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use crate::status::{
     AgentTotals, BlockedRow, Counts, HostRow, IssueDetail, RecentEvent, RetryRow, RunningRow,
-    Spend, StateSnapshot, Tokens, TrackerHealth,
+    Spend, StateSnapshot, TrackerHealth,
 };
 use crate::timefmt::rfc3339_millis;
 
-use super::state::{
-    BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry, TokenCounts,
-};
-
-fn tokens(t: &TokenCounts) -> Tokens {
-    Tokens {
-        input_tokens: t.input_tokens,
-        output_tokens: t.output_tokens,
-        cache_read_input_tokens: t.cache_read_input_tokens,
-        cache_creation_input_tokens: t.cache_creation_input_tokens,
-        total_tokens: t.total_tokens,
-    }
-}
+use super::state::{BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry};
 
 /// The issue's lifetime spend row (zero when it has spent nothing yet).
 fn spend(s: &OrchestratorState, issue_id: &str) -> Spend {
     let sp = s.spend.get(issue_id).copied().unwrap_or_default();
     Spend {
-        tokens: tokens(&sp.tokens),
+        tokens: sp.tokens,
         cost_usd: sp.cost_usd,
         turns: sp.turns,
     }
@@ -51,7 +39,7 @@ fn running_row(s: &OrchestratorState, e: &RunningEntry) -> RunningRow {
         last_message: e.last_message.clone(),
         started_at: fmt_millis(e.started_at),
         last_event_at: e.last_event_at.map(fmt_millis),
-        tokens: tokens(&e.tokens),
+        tokens: e.tokens,
         spend: spend(s, &e.issue.id),
         cost_usd: e.cost_usd,
         attempt: e.attempt,
@@ -116,11 +104,7 @@ pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
         retrying,
         blocked,
         agent_totals: AgentTotals {
-            input_tokens: t.tokens.input_tokens,
-            output_tokens: t.tokens.output_tokens,
-            cache_read_input_tokens: t.tokens.cache_read_input_tokens,
-            cache_creation_input_tokens: t.tokens.cache_creation_input_tokens,
-            total_tokens: t.tokens.total_tokens,
+            tokens: t.tokens,
             turns: t.turns,
             seconds_running: t.ended_seconds + live,
             cost_usd: t.cost_usd,

@@ -10,7 +10,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use prom::{family, parse, parse_value, value, Family};
 
 use baton::ops::exposition::{format_float, Exposition, Histogram, MetricType, CONTENT_TYPE};
-use baton::ops::metrics::{render, MetricsSnapshot, TokenTotals};
+use baton::ops::metrics::{render, MetricsSnapshot, TokenCounts};
 
 fn parsed(m: &MetricsSnapshot) -> Vec<Family> {
     let text = render(m);
@@ -25,11 +25,12 @@ fn busy() -> MetricsSnapshot {
         retries_scheduled: 3,
         running: 2,
         retrying: 1,
-        tokens: TokenTotals {
-            input: 1000,
-            output: 250,
-            cache_read: 40_000,
-            cache_creation: 1200,
+        tokens: TokenCounts {
+            input_tokens: 1000,
+            output_tokens: 250,
+            cache_read_input_tokens: 40_000,
+            cache_creation_input_tokens: 1200,
+            total_tokens: 42_450,
         },
         cost_usd: 0.1 + 0.2,
         agent_turns: 9,

@@ -879,9 +879,9 @@ fn tokens_cost_and_runtime_are_accounted_per_13_5() {
     }
     h.advance(10_000);
     let snap = state_snapshot(&h.s, h.now);
-    assert_eq!(snap.agent_totals.input_tokens, 150);
-    assert_eq!(snap.agent_totals.output_tokens, 15);
-    assert_eq!(snap.agent_totals.total_tokens, 165);
+    assert_eq!(snap.agent_totals.tokens.input_tokens, 150);
+    assert_eq!(snap.agent_totals.tokens.output_tokens, 15);
+    assert_eq!(snap.agent_totals.tokens.total_tokens, 165);
     assert!(
         (snap.agent_totals.cost_usd - 0.75).abs() < 1e-9,
         "cumulative cost not double-counted"
@@ -902,7 +902,7 @@ fn tokens_cost_and_runtime_are_accounted_per_13_5() {
     h.advance(5_000);
     let snap = state_snapshot(&h.s, h.now);
     assert!((snap.agent_totals.seconds_running - 10.0).abs() < 1e-9);
-    assert_eq!(snap.agent_totals.total_tokens, 165);
+    assert_eq!(snap.agent_totals.tokens.total_tokens, 165);
 }
 
 #[test]
@@ -1218,7 +1218,8 @@ fn token_budget_counts_cache_tokens_across_runs() {
         h.s.blocked["I_1"].reason,
         "budget exceeded: tokens 1000 >= 1000"
     );
-    let t = state_snapshot(&h.s, h.now).agent_totals;
+    let totals = state_snapshot(&h.s, h.now).agent_totals;
+    let t = totals.tokens;
     assert_eq!(
         (
             t.input_tokens,
@@ -1226,7 +1227,7 @@ fn token_budget_counts_cache_tokens_across_runs() {
             t.cache_read_input_tokens,
             t.cache_creation_input_tokens,
             t.total_tokens,
-            t.turns
+            totals.turns
         ),
         (100, 200, 650, 50, 1_000, 2),
         "totals include cache tokens, shown separately"

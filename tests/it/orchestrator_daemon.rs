@@ -424,8 +424,8 @@ fn dispatch_continuation_and_terminal_cleanup() {
         assert_eq!(log.sessions_stopped, 2, "every session stopped");
         assert!(log.cwd.iter().all(|c| c.ends_with("acme__repo-1")));
     }
-    assert_eq!(snap.agent_totals.input_tokens, 300);
-    assert_eq!(snap.agent_totals.total_tokens, 330);
+    assert_eq!(snap.agent_totals.tokens.input_tokens, 300);
+    assert_eq!(snap.agent_totals.tokens.total_tokens, 330);
     assert!(snap.agent_totals.seconds_running > 0.0);
     let after_run = fs::read_to_string(dir.join("after_run.log")).unwrap();
     assert_eq!(after_run.lines().count(), 2, "after_run after each attempt");

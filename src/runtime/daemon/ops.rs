@@ -171,10 +171,7 @@ fn copy_state(m: &mut MetricsSnapshot, s: &OrchestratorState) {
     m.dispatches = s.counters.dispatches;
     m.retries_scheduled = s.counters.retries_scheduled;
     let t = &s.agent_totals;
-    m.tokens.input = t.tokens.input_tokens;
-    m.tokens.output = t.tokens.output_tokens;
-    m.tokens.cache_read = t.tokens.cache_read_input_tokens;
-    m.tokens.cache_creation = t.tokens.cache_creation_input_tokens;
+    m.tokens = t.tokens;
     m.cost_usd = t.cost_usd;
     m.agent_turns = t.turns;
     if let Some(rl) = &s.poll.rate_limit {

@@ -88,9 +88,12 @@ pub fn fixture_state() -> StateSnapshot {
             since: "2026-01-01T00:00:30Z".into(),
         }],
         agent_totals: AgentTotals {
-            input_tokens: 2000,
-            output_tokens: 468,
-            total_tokens: 2468,
+            tokens: Tokens {
+                input_tokens: 2000,
+                output_tokens: 468,
+                total_tokens: 2468,
+                ..Tokens::default()
+            },
             seconds_running: 240.5,
             cost_usd: 0.5,
             ..AgentTotals::default()
