@@ -1,6 +1,7 @@
 //! Shared helpers of the agent adapter tests: a sandbox (workspace root, workspace, HOME), one
 //! turn's result and events, the Claude config with Baton's defaults, and the server plumbing of the
-//! fake model APIs. Compiles on its own: test binaries outside `tests/it/` include it with
+//! fake model APIs. Needs only `tempdir` from `support`: test binaries outside `tests/it/` include
+//! both with `#[path = "it/support/tempdir.rs"] mod tempdir;` and
 //! `#[path = "it/support/agent.rs"] mod agent;`.
 #![allow(dead_code)]
 
