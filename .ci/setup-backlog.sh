@@ -8,19 +8,13 @@ BACKLOG_MD_VERSION="1.52.0"
 _baton_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BATON_BACKLOG_PREFIX="${BATON_BACKLOG_PREFIX:-$_baton_root/.ci/cache/backlog-md-$BACKLOG_MD_VERSION}"
 _baton_backlog_bin="$BATON_BACKLOG_PREFIX/node_modules/.bin/backlog"
-
-if ! command -v npm >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1; then
-        apt-get update && apt-get install -y nodejs npm
-    fi
-fi
+# shellcheck source=.ci/npm-lib.sh
+source "$_baton_root/.ci/npm-lib.sh"
 
 if [ ! -x "$_baton_backlog_bin" ] || [ "$("$_baton_backlog_bin" --version 2>/dev/null)" != "$BACKLOG_MD_VERSION" ]; then
-    mkdir -p "$BATON_BACKLOG_PREFIX"
-    (cd "$BATON_BACKLOG_PREFIX" && \
-        npm install --no-fund --no-audit --loglevel=error \
-            --prefix "$BATON_BACKLOG_PREFIX" "backlog.md@$BACKLOG_MD_VERSION") \
-        || { echo "setup-backlog: npm install failed" >&2; return 1 2>/dev/null || exit 1; }
+    { baton_need_npm setup-backlog &&
+        baton_npm_install setup-backlog "$BATON_BACKLOG_PREFIX" "backlog.md@$BACKLOG_MD_VERSION"; } \
+        || return 1 2>/dev/null || exit 1
 fi
 
 if [ "$("$_baton_backlog_bin" --version 2>/dev/null)" = "$BACKLOG_MD_VERSION" ]; then

@@ -6,20 +6,14 @@ CLAUDE_CODE_VERSION="2.1.332"
 _baton_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BATON_CLAUDE_PREFIX="${BATON_CLAUDE_PREFIX:-$_baton_root/.ci/cache/claude-code-$CLAUDE_CODE_VERSION}"
 _baton_claude_bin="$BATON_CLAUDE_PREFIX/node_modules/.bin/claude"
-
-if ! command -v npm >/dev/null 2>&1; then
-    if command -v apt-get >/dev/null 2>&1; then
-        apt-get update && apt-get install -y nodejs npm
-    fi
-fi
+# shellcheck source=.ci/npm-lib.sh
+source "$_baton_root/.ci/npm-lib.sh"
 
 if [ ! -x "$_baton_claude_bin" ] || ! "$_baton_claude_bin" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then
-    mkdir -p "$BATON_CLAUDE_PREFIX"
     # Pinned exact version; a bare `npm install @anthropic-ai/claude-code` on node 20 picks an old release.
-    (cd "$BATON_CLAUDE_PREFIX" && \
-        DISABLE_AUTOUPDATER=1 npm install --no-fund --no-audit --loglevel=error \
-            --prefix "$BATON_CLAUDE_PREFIX" "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION") \
-        || { echo "setup-claude: npm install failed" >&2; return 1 2>/dev/null || exit 1; }
+    { baton_need_npm setup-claude &&
+        baton_npm_install setup-claude "$BATON_CLAUDE_PREFIX" "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"; } \
+        || return 1 2>/dev/null || exit 1
 fi
 
 if "$_baton_claude_bin" --version 2>/dev/null | grep -q "^$CLAUDE_CODE_VERSION "; then

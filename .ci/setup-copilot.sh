@@ -7,17 +7,12 @@
 #
 # The CLI is then run fully offline in BYOK mode against the fake model server in tests/it/support/.
 COPILOT_NPM_VERSION="1.0.102"
+# shellcheck source=.ci/npm-lib.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/npm-lib.sh"
 _baton_copilot_setup() {
     local prefix="${BATON_COPILOT_PREFIX:-${HOME}/.cache/baton/copilot-${COPILOT_NPM_VERSION}}"
     local bin="${prefix}/node_modules/.bin/copilot"
-    if ! command -v npm >/dev/null 2>&1; then
-        if command -v apt-get >/dev/null 2>&1; then
-            apt-get update && apt-get install -y --no-install-recommends nodejs npm || return 1
-        else
-            echo "setup-copilot: npm is missing and apt-get is unavailable" >&2
-            return 1
-        fi
-    fi
+    baton_need_npm setup-copilot || return 1
     local have=""
     if [ -x "$bin" ]; then
         have="$("$bin" --version 2>/dev/null | head -n1)"
@@ -25,9 +20,7 @@ _baton_copilot_setup() {
     case "$have" in
         *" ${COPILOT_NPM_VERSION}."*|*" ${COPILOT_NPM_VERSION}") ;;
         *)
-            mkdir -p "$prefix" || return 1
-            [ -f "$prefix/package.json" ] || printf '{"name":"baton-copilot-cli","private":true}\n' >"$prefix/package.json"
-            (cd "$prefix" && npm install --no-audit --no-fund --save-exact "@github/copilot@${COPILOT_NPM_VERSION}") || return 1
+            baton_npm_install setup-copilot "$prefix" "@github/copilot@${COPILOT_NPM_VERSION}" || return 1
             ;;
     esac
     # `copilot --version` works offline (the `version` subcommand does a network check: avoid it).
