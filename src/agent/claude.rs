@@ -343,7 +343,7 @@ impl StreamParser {
         let mut denials = Vec::new();
         let mut out = Vec::new();
         let empty = Denial::default();
-        for d in l.permission_denials.0.iter().flatten() {
+        for d in l.permission_denials.as_arr().unwrap_or_default() {
             let d = d.as_obj().unwrap_or(&empty);
             let tool = d.tool_name.as_str().unwrap_or("?");
             denials.push(truncate_chars(tool, 60));
@@ -369,9 +369,9 @@ impl StreamParser {
                 .map(|s| truncate_chars(s, RESULT_TEXT_MAX_CHARS)),
             errors: l
                 .errors
-                .0
+                .as_arr()
+                .unwrap_or_default()
                 .iter()
-                .flatten()
                 .take(10)
                 .map(error_text)
                 .collect(),
@@ -774,10 +774,10 @@ struct Line<'a> {
     terminal_reason: Loose<'a>,
     api_error_status: Num<'a>,
     result: Loose<'a>,
-    errors: List<&'a RawValue>,
+    errors: List<'a, &'a RawValue>,
     usage: Loose<'a, Usage<'a>>,
     total_cost_usd: Num<'a>,
-    permission_denials: List<Loose<'a, Denial<'a>>>,
+    permission_denials: List<'a, Loose<'a, Denial<'a>>>,
     num_turns: Num<'a>,
     // rate_limit_event
     rate_limit_info: Loose<'a, RateLimitInfo<'a>>,
@@ -786,7 +786,7 @@ struct Line<'a> {
 impl Line<'_> {
     /// `message.content` when it is an array.
     fn content(&self) -> Option<&[Loose<'_, Block<'_>>]> {
-        self.message.as_obj()?.content.0.as_deref()
+        self.message.as_obj()?.content.as_arr()
     }
 }
 
@@ -794,7 +794,7 @@ impl Line<'_> {
 #[derive(Default, Deserialize)]
 #[serde(default, bound(deserialize = "'de: 'a"))]
 struct Message<'a> {
-    content: List<Loose<'a, Block<'a>>>,
+    content: List<'a, Loose<'a, Block<'a>>>,
 }
 
 /// One block of `message.content` (text, tool call, tool result, thinking…).

@@ -1,6 +1,6 @@
 //! Lenient typed views of agent output for `#[derive(Deserialize)]` structs: a field of an
 //! unexpected type never fails the line, big text is never copied, and numbers are read the way
-//! budgets need them. [`Loose`] is a string, a boolean or an object read as `T`; [`List`] an array;
+//! budgets need them. [`Loose`] is a string, a boolean, an object read as `T` or an array;
 //! [`Num`] a number. Strings without escapes are borrowed from the line, escaped ones keep at most
 //! [`LOOSE_STR_MAX`] bytes; everything a view does not name is skipped without allocating.
 
@@ -19,22 +19,28 @@ pub(crate) const MAX_COUNT: u64 = 1 << 53;
 /// Largest cost in USD taken from an agent: any number of such values still adds up to a finite sum.
 pub(crate) const MAX_COST_USD: f64 = 1e9;
 
-/// A string, a boolean, or an object read as `T`; anything else (and a missing field) is
-/// [`Loose::Other`].
+/// A string, a boolean, an object read as `T` or an array of `E` (give elements a lenient type
+/// such as `Loose`); anything else, and a missing field, is [`Loose::Other`]. With the default
+/// `IgnoredAny` (a zero-sized type) an unwanted object or array is skipped without allocating.
 #[derive(Debug, Default, PartialEq)]
-pub(crate) enum Loose<'a, T = IgnoredAny> {
+pub(crate) enum Loose<'a, T = IgnoredAny, E = IgnoredAny> {
     /// A string (bounded when it had to be unescaped).
     Str(Cow<'a, str>),
     /// A boolean.
     Bool(bool),
     /// An object.
     Obj(T),
-    /// Null, a number, an array, or missing.
+    /// An array.
+    Arr(Vec<E>),
+    /// Null, a number, or missing.
     #[default]
     Other,
 }
 
-impl<T> Loose<'_, T> {
+/// An array of `E` (see [`Loose`]).
+pub(crate) type List<'a, E> = Loose<'a, IgnoredAny, E>;
+
+impl<T, E> Loose<'_, T, E> {
     /// The string, when it is one.
     pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
@@ -58,28 +64,38 @@ impl<T> Loose<'_, T> {
             _ => None,
         }
     }
+
+    /// The array's elements, when it is one.
+    pub(crate) fn as_arr(&self) -> Option<&[E]> {
+        match self {
+            Loose::Arr(v) => Some(v),
+            _ => None,
+        }
+    }
 }
 
-impl<'de: 'a, 'a, T: Deserialize<'de>> Deserialize<'de> for Loose<'a, T> {
+impl<'de: 'a, 'a, T: Deserialize<'de>, E: Deserialize<'de>> Deserialize<'de> for Loose<'a, T, E> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(LooseVisitor(PhantomData))
     }
 }
 
-struct LooseVisitor<'a, T>(PhantomData<(&'a (), T)>);
+struct LooseVisitor<'a, T, E>(PhantomData<(&'a (), T, E)>);
 
-impl<'de: 'a, 'a, T: Deserialize<'de>> Visitor<'de> for LooseVisitor<'a, T> {
-    type Value = Loose<'a, T>;
+impl<'de: 'a, 'a, T: Deserialize<'de>, E: Deserialize<'de>> Visitor<'de>
+    for LooseVisitor<'a, T, E>
+{
+    type Value = Loose<'a, T, E>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+    fn visit_borrowed_str<X>(self, v: &'de str) -> Result<Self::Value, X> {
         Ok(Loose::Str(Cow::Borrowed(v)))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+    fn visit_str<X>(self, v: &str) -> Result<Self::Value, X> {
         let mut end = v.len().min(LOOSE_STR_MAX);
         while !v.is_char_boundary(end) {
             end -= 1;
@@ -87,97 +103,36 @@ impl<'de: 'a, 'a, T: Deserialize<'de>> Visitor<'de> for LooseVisitor<'a, T> {
         Ok(Loose::Str(Cow::Owned(v[..end].to_owned())))
     }
 
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+    fn visit_bool<X>(self, v: bool) -> Result<Self::Value, X> {
         Ok(Loose::Bool(v))
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+    fn visit_i64<X>(self, _: i64) -> Result<Self::Value, X> {
         Ok(Loose::Other)
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+    fn visit_u64<X>(self, _: u64) -> Result<Self::Value, X> {
         Ok(Loose::Other)
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+    fn visit_f64<X>(self, _: f64) -> Result<Self::Value, X> {
         Ok(Loose::Other)
     }
 
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+    fn visit_unit<X>(self) -> Result<Self::Value, X> {
         Ok(Loose::Other)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        while a.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Loose::Other)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
-        T::deserialize(MapAccessDeserializer::new(a)).map(Loose::Obj)
-    }
-}
-
-/// An array of `T` (give elements a lenient type such as [`Loose`]); `None` when the value is
-/// anything else or missing.
-#[derive(Debug, PartialEq)]
-pub(crate) struct List<T>(pub Option<Vec<T>>);
-
-impl<T> Default for List<T> {
-    fn default() -> Self {
-        List(None)
-    }
-}
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for List<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ListVisitor(PhantomData))
-    }
-}
-
-struct ListVisitor<T>(PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> Visitor<'de> for ListVisitor<T> {
-    type Value = List<T>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
         let mut v = Vec::new();
-        while let Some(t) = a.next_element()? {
-            v.push(t);
+        while let Some(e) = a.next_element()? {
+            v.push(e);
         }
-        Ok(List(Some(v)))
+        Ok(Loose::Arr(v))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(List(None))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(List(None))
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(List(None))
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(List(None))
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(List(None))
-    }
-
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(List(None))
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(List(None))
+    fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
+        T::deserialize(MapAccessDeserializer::new(a)).map(Loose::Obj)
     }
 }
 
@@ -251,8 +206,8 @@ mod tests {
         b: Loose<'a>,
         #[serde(borrow, default)]
         c: Loose<'a, Inner<'a>>,
-        #[serde(default)]
-        l: List<Loose<'a>>,
+        #[serde(borrow, default)]
+        l: List<'a, Loose<'a>>,
     }
 
     #[derive(serde::Deserialize, Debug, PartialEq)]
@@ -268,8 +223,8 @@ mod tests {
                 .expect("parses");
         assert!(matches!(v.a, Loose::Str(Cow::Borrowed("plain"))));
         assert_eq!(v.b.as_bool(), Some(true));
-        assert_eq!(v.c, Loose::Other);
-        assert_eq!(v.l, List(None));
+        assert_eq!(v.c, Loose::Arr(vec![IgnoredAny, IgnoredAny]));
+        assert_eq!(v.l.as_arr(), None);
         let big = format!(
             r#"{{"a":"\n{}","b":null,"c":{{"x":"y","z":1e400}},"l":["s",2]}}"#,
             "é".repeat(LOOSE_STR_MAX)
@@ -283,7 +238,7 @@ mod tests {
         );
         assert_eq!(v.b, Loose::Other);
         assert_eq!(v.c.as_obj().and_then(|i| i.x.as_str()), Some("y"));
-        assert_eq!(v.l.0.map(|l| l.len()), Some(2));
+        assert_eq!(v.l.as_arr().map(|l| l.len()), Some(2));
         let top: Loose<View> = serde_json::from_str(r#"["x"]"#).expect("an array");
         assert!(top.as_obj().is_none(), "never filled by position");
     }
