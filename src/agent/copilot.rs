@@ -520,7 +520,8 @@ mod tests {
         assert_eq!(u, "00000000-0000-4000-8000-000000000000");
         let a = new_uuid_v4().unwrap();
         let b = new_uuid_v4().unwrap();
-        assert!(crate::agent::is_uuid(&a) && crate::agent::is_uuid(&b));
+        let uuid = |s: &str| crate::agent::valid_session_id(AgentKind::Copilot, s);
+        assert!(uuid(&a) && uuid(&b));
         assert_ne!(a, b);
         assert_eq!(&a[14..15], "4");
     }

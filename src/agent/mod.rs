@@ -30,18 +30,14 @@ pub use argv::{argv_safe_prompt, MAX_PROMPT_ARG_BYTES};
 /// State restore checks stored ids with it too.
 pub fn valid_session_id(kind: AgentKind, id: &str) -> bool {
     match kind {
-        AgentKind::ClaudeCode | AgentKind::Copilot => is_uuid(id),
+        AgentKind::ClaudeCode | AgentKind::Copilot => {
+            id.len() == 36
+                && id.bytes().enumerate().all(|(i, c)| match i {
+                    8 | 13 | 18 | 23 => c == b'-',
+                    _ => c.is_ascii_hexdigit(),
+                })
+        }
     }
-}
-
-/// True for a canonical hyphenated UUID (36 characters: hex digits and four dashes).
-pub(crate) fn is_uuid(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 36
-        && b.iter().enumerate().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => *c == b'-',
-            _ => c.is_ascii_hexdigit(),
-        })
 }
 
 /// `id` when it is a [`valid_session_id`]; otherwise `None`, logged as `event=session_id_invalid`

@@ -8,8 +8,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::agent::config::AgentKind;
 use crate::agent::json::{int_text, str_at, tool_input_detail};
-use crate::agent::{is_uuid, AgentError, AgentErrorKind, AgentEvent, AgentEventKind};
+use crate::agent::{valid_session_id, AgentError, AgentErrorKind, AgentEvent, AgentEventKind};
 
 pub use crate::agent::driver::ProcessEnd;
 
@@ -175,7 +176,8 @@ impl StreamParser {
             "result" => {
                 self.result_seen = true;
                 self.result_exit_code = whole.get("exitCode").and_then(Value::as_i64);
-                self.result_session_id = str_field(whole, "sessionId").filter(|s| is_uuid(s));
+                self.result_session_id = str_field(whole, "sessionId")
+                    .filter(|s| valid_session_id(AgentKind::Copilot, s));
                 self.result_outcome = str_field(whole, "outcome");
                 self.premium_requests = whole
                     .get("usage")
