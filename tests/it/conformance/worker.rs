@@ -1,7 +1,9 @@
-//! Issue 24, "implemented but untested": the worker's `after_run` failure is ignored (the run's
-//! outcome stays what the turns made it), and a prompt that fails to render at run time fails the
-//! run with `template_render_error` after stopping the session and running `after_run`. A child
-//! module of `orchestrator_worker`, so it shares that module's stand-ins.
+//! Issue 24, "implemented but untested", in the worker (Baton §16): the `after_run` failure is
+//! ignored (the run's outcome stays what the turns made it); a prompt that fails to render at run
+//! time fails the run with `template_render_error` after stopping the session and running
+//! `after_run`; a failed turn and a workspace error end the run the way the algorithm says; a
+//! failed `before_run` leaves a reused workspace as it was (Symphony §9.3). A child module of
+//! `orchestrator_worker`, so it shares that module's stand-ins.
 
 use std::fs;
 use std::path::Path;
@@ -10,7 +12,10 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::unbounded;
 
-use baton::agent::CancelToken;
+use baton::agent::{
+    AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
+    TurnResult,
+};
 use baton::model::Issue;
 use baton::orchestrator::{Policy, WorkerOutcome};
 use baton::runtime::worker::{run_attempt, WorkerContext};
@@ -31,6 +36,23 @@ fn run(
     tracker: T,
 ) -> (WorkerOutcome, Arc<Mutex<Log>>) {
     let log = Arc::new(Mutex::new(Log::default()));
+    let runner = Arc::new(R {
+        log: log.clone(),
+        fail_start: false,
+        cancel_in_turn: false,
+    });
+    (run_with(dir, issue, hooks, template, tracker, runner), log)
+}
+
+/// Like [`run`], with `runner` as the agent.
+fn run_with(
+    dir: &Path,
+    issue: Issue,
+    hooks: HooksConfig,
+    template: &str,
+    tracker: T,
+    runner: Arc<dyn AgentRunner>,
+) -> WorkerOutcome {
     let (tx, _events) = unbounded();
     let ctx = WorkerContext {
         run_id: 1,
@@ -44,18 +66,14 @@ fn run(
             required_labels: vec!["baton".into()],
             ..Policy::default()
         },
-        runner: Arc::new(R {
-            log: log.clone(),
-            fail_start: false,
-            cancel_in_turn: false,
-        }),
+        runner,
         tracker: Arc::new(tracker),
         cancel: CancelToken::new(),
         events: tx,
         host: baton::host::LocalHost::shared(),
         tracker_held: Arc::new(AtomicBool::new(false)),
     };
-    (run_attempt(&ctx), log)
+    run_attempt(&ctx)
 }
 
 /// An `after_run` that records each run in `<dir>/after_run` and then fails.
@@ -139,4 +157,98 @@ fn a_prompt_that_fails_to_render_at_run_time_fails_the_run_after_stopping_and_af
         "the session was stopped"
     );
     assert_eq!(after_runs(&dir), 1, "after_run ran");
+}
+
+/// An agent whose every turn fails; counts (turns, stops).
+#[derive(Clone, Default)]
+struct Failing(Arc<Mutex<(usize, usize)>>);
+
+impl AgentRunner for Failing {
+    fn start_session(&self, _: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+        Ok(Box::new(self.clone()))
+    }
+}
+
+impl AgentSession for Failing {
+    fn run_turn(&mut self, _: &str, _: &CancelToken, _: &mut Emit) -> TurnResult {
+        self.0.lock().unwrap().0 += 1;
+        Err(AgentError::new(
+            AgentErrorKind::TurnFailed,
+            "api_error_status=529",
+        ))
+    }
+    fn agent_session_id(&self) -> Option<String> {
+        None
+    }
+    fn stop(&mut self) {
+        self.0.lock().unwrap().1 += 1;
+    }
+}
+
+#[test]
+fn a_failed_turn_stops_the_session_runs_after_run_and_fails_without_a_refresh() {
+    let dir = TempDir::new("w-turnfail");
+    let agent = Failing::default();
+    let tracker = T(Err(TrackerError::new(
+        TrackerErrorKind::Status,
+        "never asked",
+    )));
+    let out = run_with(
+        &dir,
+        issue(),
+        failing_after_run(&dir),
+        "Do it.",
+        tracker,
+        Arc::new(agent.clone()),
+    );
+    assert!(
+        matches!(&out, WorkerOutcome::Failed(m) if m.starts_with("agent turn error: ") && m.contains("api_error_status=529")),
+        "{out:?}"
+    );
+    assert_eq!(*agent.0.lock().unwrap(), (1, 1), "one turn, then stopped");
+    assert_eq!(after_runs(&dir), 1);
+}
+
+#[test]
+fn a_workspace_error_fails_the_run_before_any_hook_or_agent() {
+    let dir = TempDir::new("w-wserr");
+    let ws = workspace_path(&dir.join("ws"), "acme__repo-1");
+    fs::create_dir_all(ws.parent().unwrap()).unwrap();
+    fs::write(&ws, "a file where the workspace should be").unwrap();
+    let (out, log) = run(
+        &dir,
+        issue(),
+        failing_after_run(&dir),
+        "Do it.",
+        T(Ok(vec![issue()])),
+    );
+    assert!(
+        matches!(&out, WorkerOutcome::Failed(m) if m.starts_with("workspace error")),
+        "{out:?}"
+    );
+    assert_eq!(log.lock().unwrap().started, 0);
+    assert_eq!(after_runs(&dir), 0, "no workspace, no after_run");
+    assert!(ws.is_file(), "the file is left alone");
+}
+
+#[test]
+fn a_failed_before_run_leaves_a_reused_workspace_as_it_was() {
+    let dir = TempDir::new("w-reuse");
+    let ws = workspace_path(&dir.join("ws"), "acme__repo-1");
+    fs::create_dir_all(&ws).unwrap();
+    fs::write(ws.join("work.txt"), "yesterday's work").unwrap();
+    let hooks = HooksConfig {
+        before_run: Some("git pull --ff-only 2>/dev/null; exit 4".into()),
+        ..failing_after_run(&dir)
+    };
+    let (out, log) = run(&dir, issue(), hooks, "Do it.", T(Ok(vec![issue()])));
+    assert!(
+        matches!(&out, WorkerOutcome::Failed(m) if m.contains("before_run")),
+        "{out:?}"
+    );
+    assert_eq!(log.lock().unwrap().started, 0);
+    assert_eq!(
+        fs::read_to_string(ws.join("work.txt")).unwrap(),
+        "yesterday's work"
+    );
 }

@@ -1,10 +1,13 @@
-//! Issue 24, "implemented but untested": Baton §1, §10.4 and §11.5, the orchestrator is a tracker
-//! reader. A full run of the built `baton` against the fake GitHub (startup sweep, dispatch, a
-//! between-turn refresh, a continuation, reconciliation of a terminal move with cleanup, the
-//! refresh endpoint, shutdown); then every request it sent is checked: a GraphQL query, never a
-//! mutation or subscription.
+//! Spec statements checked on the built `baton` against the fake GitHub.
+//!
+//! - Issue 24, "implemented but untested": Baton §1, §10.4 and §11.5, the orchestrator is a
+//!   tracker reader. A full run (startup sweep, dispatch, a between-turn refresh, a continuation,
+//!   reconciliation of a terminal move with cleanup, the refresh endpoint, shutdown); then every
+//!   request it sent is checked: a GraphQL query, never a mutation or subscription.
+//! - Symphony §6.2: a reload re-applies the prompt, the hooks and the agent settings to the next
+//!   dispatch.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::support::daemon_proc::{logged_runs, DaemonProc};
@@ -12,9 +15,10 @@ use crate::support::fake_github::{BoardFixture, FakeGithub, IssueFixture, FAKE_T
 use crate::support::real_cli::agent_yaml;
 use crate::support::tempdir::TempDir;
 
-/// A Claude-compatible stand-in: one successful stream-json turn, logged to `$AGENT_LOG`.
+/// A Claude-compatible stand-in: one successful stream-json turn, logged to `$AGENT_LOG` with its
+/// name and its prompt (the last argument).
 const AGENT: &str = r#"#!/usr/bin/env bash
-echo "run cwd=$PWD" >> "$AGENT_LOG"
+echo "run agent=$(basename "$0") prompt=${@: -1}" >> "$AGENT_LOG"
 echo '{"type":"system","subtype":"init","session_id":"3f1c2a9e-2b7d-4c43-9a55-0d6f1e7b8a21","model":"fake","tools":[]}'
 echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"3f1c2a9e-2b7d-4c43-9a55-0d6f1e7b8a21","num_turns":1,"usage":{"input_tokens":10,"output_tokens":1}}'
 "#;
@@ -65,18 +69,38 @@ fn operation_types_reads_every_definition() {
     assert_eq!(operation_types(doc), ["query", "mutation", "query"]);
 }
 
-fn write_workflow(dir: &Path, github: &FakeGithub, agent: &Path) -> std::path::PathBuf {
+/// `WORKFLOW.md` in `dir` for the fake GitHub, running `agent` with `active` states, `after_create`
+/// and the prompt `body`.
+fn write_workflow(
+    dir: &Path,
+    github: &FakeGithub,
+    agent: &Path,
+    rest: (&str, &str, &str),
+) -> PathBuf {
+    let (active, after_create, body) = rest;
     let wf = dir.join("WORKFLOW.md");
     let agent = agent_yaml("claude_code", agent, "  max_turns: 2\n", "");
     let text = format!(
         "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $CONF_TOKEN\n  owner: acme\n  \
-         project_number: 7\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\n\
-         hooks:\n  timeout_ms: 10000\n{agent}---\nWork on {{{{ issue.identifier }}}}.\n",
+         project_number: 7\n  timeout_ms: 5000\n  active_states: [{active}]\npolling:\n  interval_ms: 300\n\
+         workspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: \"{after_create}\"\n{agent}---\n{body}\n",
         github.endpoint(),
         dir.join("ws").display(),
     );
-    std::fs::write(&wf, text).unwrap();
+    // Editor-style: write a temporary file, rename it over.
+    let tmp = dir.join(".WORKFLOW.md.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, &wf).unwrap();
     wf
+}
+
+/// An executable agent stand-in named `name` in `dir`.
+fn agent(dir: &Path, name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, AGENT).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
 }
 
 #[test]
@@ -89,14 +113,16 @@ fn a_full_run_sends_only_graphql_queries() {
     );
     board.push_issue(IssueFixture::new("acme/api", 2, "Finished"), Some("Done"));
     let github = FakeGithub::start(board);
-    let agent = dir.join("fake-claude");
-    std::fs::write(&agent, AGENT).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let agent = agent(&dir, "fake-claude");
     let (done_ws, ws) = (dir.join("ws/acme__api-2"), dir.join("ws/acme__api-1"));
     std::fs::create_dir_all(&done_ws).unwrap();
     let agent_log = dir.join("agent.log");
-    let wf = write_workflow(&dir, &github, &agent);
+    let rest = (
+        "Todo, In Progress",
+        "true",
+        "Work on {{ issue.identifier }}.",
+    );
+    let wf = write_workflow(&dir, &github, &agent, rest);
     let envs = [
         ("CONF_TOKEN", FAKE_TOKEN.to_string()),
         ("AGENT_LOG", agent_log.display().to_string()),
@@ -138,4 +164,53 @@ fn a_full_run_sends_only_graphql_queries() {
         operations.iter().any(|o| o.starts_with("ProjectItems")),
         "{operations:?}"
     );
+}
+
+#[test]
+fn a_reload_reapplies_the_prompt_the_hooks_and_the_agent_to_the_next_dispatch() {
+    let dir = TempDir::new("reapply");
+    let mut board = BoardFixture::empty("acme", 7);
+    board.push_issue(
+        IssueFixture::new("acme/api", 1, "Do the work"),
+        Some("Todo"),
+    );
+    let github = FakeGithub::start(board);
+    let (one, two) = (agent(&dir, "agent-one"), agent(&dir, "agent-two"));
+    let v1 = (
+        "Someday",
+        "echo v1 > .created",
+        "Version one for {{ issue.identifier }}",
+    );
+    let wf = write_workflow(&dir, &github, &one, v1);
+    let agent_log = dir.join("agent.log");
+    let envs = [
+        ("CONF_TOKEN", FAKE_TOKEN.to_string()),
+        ("AGENT_LOG", agent_log.display().to_string()),
+    ];
+    let daemon = DaemonProc::start(&wf, &dir, &envs);
+    let limit = Duration::from_secs(30);
+    let board_reads = || {
+        let ops = github.operations();
+        ops.iter().filter(|o| o.starts_with("ProjectItems")).count()
+    };
+    daemon.wait("two idle polls", limit, || {
+        (board_reads() >= 2).then_some(())
+    });
+    assert!(logged_runs(&agent_log).is_empty(), "no active state yet");
+    let v2 = (
+        "Todo",
+        "echo v2 > .created",
+        "Version two for {{ issue.identifier }}",
+    );
+    write_workflow(&dir, &github, &two, v2);
+    let run = daemon.wait("a run after the reload", limit, || {
+        logged_runs(&agent_log).into_iter().next()
+    });
+    assert_eq!(
+        run, "run agent=agent-two prompt=Version two for acme__api-1",
+        "the new command and prompt"
+    );
+    let created = std::fs::read_to_string(dir.join("ws/acme__api-1/.created")).unwrap();
+    assert_eq!(created.trim(), "v2", "the new after_create hook");
+    assert!(daemon.terminate(limit).success());
 }
