@@ -137,7 +137,7 @@ fn a_full_run_sends_only_graphql_queries() {
         (logged_runs(&agent_log).len() >= 3).then_some(())
     });
     assert_eq!(daemon.post("/api/v1/refresh").0, 202);
-    github.set_status(&"acme/api#1".to_string(), Some("Done"));
+    github.set_status("acme/api#1", Some("Done"));
     daemon.wait("terminal cleanup", limit, || (!ws.exists()).then_some(()));
     let status = daemon.terminate(limit);
     assert!(status.success(), "{status:?}");
