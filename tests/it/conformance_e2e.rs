@@ -6,6 +6,7 @@
 //!   request it sent is checked: a GraphQL query, never a mutation or subscription.
 //! - Symphony §6.2: a reload re-applies the prompt, the hooks and the agent settings to the next
 //!   dispatch.
+//! - Symphony §17.7: an explicit workflow path that does not exist is a clean startup failure.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -213,4 +214,25 @@ fn a_reload_reapplies_the_prompt_the_hooks_and_the_agent_to_the_next_dispatch() 
     let created = std::fs::read_to_string(dir.join("ws/acme__api-1/.created")).unwrap();
     assert_eq!(created.trim(), "v2", "the new after_create hook");
     assert!(daemon.terminate(limit).success());
+}
+
+#[test]
+fn an_explicit_workflow_path_that_does_not_exist_fails_startup_in_one_line() {
+    let dir = TempDir::new("nowf");
+    // A valid-looking ./WORKFLOW.md must not be used instead.
+    std::fs::write(dir.join("WORKFLOW.md"), "---\ntracker: {}\n---\n").unwrap();
+    let missing = dir.join("elsewhere/WORKFLOW.md");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_baton"))
+        .arg(&missing)
+        .current_dir(&dir)
+        .env("HOME", &*dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("baton: missing_workflow_file: ") && err.contains("elsewhere/WORKFLOW.md"),
+        "{err}"
+    );
 }
