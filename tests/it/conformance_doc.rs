@@ -112,3 +112,17 @@ fn every_row_has_a_status_and_the_counts_line_matches() {
     let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(flat.contains(&want), "the counts line should read: {want}");
 }
+
+#[test]
+fn a_test_whose_tool_is_missing_fails_instead_of_passing() {
+    // Baton §17.8: a skipped test reports as skipped (`#[ignore = "needs …"]`), and a profile that is
+    // switched on (`--include-ignored`) fails without its tool, naming the script that installs it.
+    let r = std::panic::catch_unwind(|| {
+        crate::support::tool::required("BATON_CONFORMANCE_NO_SUCH_TOOL", ".ci/setup-x.sh")
+    });
+    let msg = *r.unwrap_err().downcast::<String>().unwrap();
+    assert!(
+        msg.contains("BATON_CONFORMANCE_NO_SUCH_TOOL is unset") && msg.contains(".ci/setup-x.sh"),
+        "{msg}"
+    );
+}
