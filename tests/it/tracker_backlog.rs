@@ -273,6 +273,48 @@ fn oversized_file_is_skipped_unread_and_errors_are_typed() {
     assert_eq!(board.warnings[0].kind, WarningKind::MissingConfig);
 }
 
+/// A copy of a task's file appearing (same id) used to drop both files, which stopped the
+/// task's running agent. The reader keeps the file it read before and skips the newcomer, with a
+/// warning naming both; two files appearing together are both skipped as before.
+#[test]
+fn a_duplicate_id_appearing_keeps_the_task_read_before() {
+    let tmp = TempDir::new("dup");
+    let b = tmp.0.join("backlog");
+    write(&b.join("config.yml"), b"statuses: [\"To Do\", \"Done\"]\n");
+    let own = b.join("tasks/task-1 - Mine.md");
+    write(&own, b"---\nid: task-1\ntitle: Mine\nstatus: To Do\n---\n");
+    let mut reader = BoardReader::new(&b);
+    assert_eq!(ids(&reader.read().unwrap().issues(&[])), ["task-1"]);
+    let copy = b.join("tasks/task-1 - Copy.md");
+    write(&copy, b"---\nid: TASK-1\ntitle: Copy\nstatus: Done\n---\n");
+    let board = reader.read().unwrap();
+    let all = board.issues(&[]);
+    assert_eq!(ids(&all), ["task-1"]);
+    assert_eq!(
+        (all[0].title.as_str(), all[0].state.as_str()),
+        ("Mine", "To Do")
+    );
+    assert_eq!(board.warnings.len(), 1);
+    let w = &board.warnings[0];
+    assert_eq!(w.kind, WarningKind::DuplicateId);
+    assert!(
+        w.message.contains("keeping") && w.message.contains("Mine.md"),
+        "{}",
+        w.message
+    );
+    assert!(
+        w.message.contains("skipping") && w.message.contains("Copy.md"),
+        "{}",
+        w.message
+    );
+    // Its own file gone: the copy is now the only file of the id.
+    std::fs::remove_file(&own).unwrap();
+    assert_eq!(reader.read().unwrap().issues(&[])[0].title, "Copy");
+    // A fresh reader (no previous read) skips both, as before.
+    write(&own, b"---\nid: task-1\ntitle: Mine\nstatus: To Do\n---\n");
+    assert!(BoardReader::new(&b).read().unwrap().tasks.is_empty());
+}
+
 /// A task file or `config.yml` of nested flow collections (195 KB cost 47 CPU-s per board
 /// read) is refused before the YAML parser sees it: a warning naming the file (the other tasks
 /// are still read), and a typed error for `config.yml`.

@@ -1,6 +1,7 @@
 //! The thin filesystem side of the Backlog.md reader: find the board's files, bound their size,
 //! read their bytes, and hand them to the pure parser and [`Board::assemble`].
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
@@ -78,6 +79,15 @@ fn err(kind: BoardErrorKind, path: &Path, message: impl Into<String>) -> BoardEr
 /// result are absolute. Bad task files become warnings; only a missing/unlistable board or a bad
 /// `config.yml` is an error.
 pub fn read_board(dir: &Path) -> Result<Board, BoardError> {
+    read_board_keeping(dir, &HashMap::new())
+}
+
+/// [`read_board`] that keeps, on a duplicate id, the file `owners` names for it (see
+/// [`Board::assemble`]).
+pub fn read_board_keeping(
+    dir: &Path,
+    owners: &HashMap<String, PathBuf>,
+) -> Result<Board, BoardError> {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     check_dir(&dir)?;
     let (config, config_warning) = read_config(&dir)?;
@@ -85,7 +95,7 @@ pub fn read_board(dir: &Path) -> Result<Board, BoardError> {
     for loc in LOCATIONS {
         scan_folder(&dir.join(loc.dir()), loc, &config.task_prefix, &mut files)?;
     }
-    let mut board = Board::assemble(&dir, config, files);
+    let mut board = Board::assemble(&dir, config, files, owners);
     board.warnings.extend(config_warning);
     Ok(board)
 }
