@@ -49,6 +49,26 @@ fn assert_has(out: &str, needles: &[&str]) {
     }
 }
 
+/// Issue 21: a plain `http://` endpoint off loopback sends the token in cleartext; `baton check`
+/// says so (a loopback one, like the fake's, does not).
+#[test]
+fn cleartext_endpoint_off_loopback_is_warned_about() {
+    let fake = acme();
+    let (_, out) = run(&workflow(&fake, "endpoint-ok", |t| t).1);
+    assert!(!out.contains("plain http://"), "{out}");
+    let (_, out) = run(&workflow(&fake, "cleartext", |t| {
+        t.replace(&fake.endpoint(), "http://0.0.0.0:9/graphql")
+    })
+    .1);
+    assert_has(
+        &out,
+        &[
+            "warn  tracker.endpoint http://0.0.0.0:9/graphql is plain http://",
+            "cleartext",
+        ],
+    );
+}
+
 #[test]
 fn healthy_board_prints_plan_in_dispatch_order_with_reasons() {
     let fake = acme();

@@ -54,9 +54,8 @@ pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
             .any(|t| target == *t || target.starts_with(&format!("{t}::")))
 }
 
-/// Pages one board read may request (more when `tracker.max_items` needs more pages at
-/// `tracker.page_size`), and pages of one issue's `projectItems`: past it the read fails with
-/// [`BOARD_TOO_LARGE`] instead of paging on.
+/// Pages of one issue's `projectItems` a refresh may request: past it the refresh fails instead
+/// of paging on. (A board read may request the pages `tracker.max_items` needs, see `ReadCaps`.)
 pub(crate) const MAX_PAGES: usize = 200;
 
 /// Bytes of issue text (titles, bodies, labels, URLs) one board read may keep. With the items
@@ -64,8 +63,8 @@ pub(crate) const MAX_PAGES: usize = 200;
 /// capped at [`client::MAX_RESPONSE_BYTES`] and dropped once normalized).
 pub(crate) const MAX_KEPT_BYTES: usize = 48 * 1024 * 1024;
 
-/// The stable class of a board read stopped by a cap ([`MAX_PAGES`], `tracker.max_items`,
-/// [`MAX_KEPT_BYTES`]).
+/// The stable class of a board read stopped by a cap (the pages `tracker.max_items` needs,
+/// `tracker.max_items`, [`MAX_KEPT_BYTES`]).
 pub const BOARD_TOO_LARGE: &str = "github_board_too_large";
 
 /// Counts of project items that did not become issues, by reason.
@@ -160,6 +159,9 @@ impl GithubTracker {
             owner,
             number,
         } = config::required(cfg).map_err(|mut errs| errs.remove(0))?;
+        if let Some(w) = config::cleartext_warning(&cfg.endpoint) {
+            log::warn!("event=tracker_endpoint_cleartext {w}");
+        }
         let client = GraphqlClient::new(
             &cfg.endpoint,
             token,
@@ -850,18 +852,21 @@ struct BoardAcc {
 /// The bounds of one board read: pages, items received and bytes of issue text kept.
 struct ReadCaps {
     max_pages: usize,
+    page_size: u64,
     max_items: u64,
     items: u64,
     kept_bytes: usize,
 }
 
 impl ReadCaps {
-    /// [`MAX_PAGES`], or the pages `tracker.max_items` needs at `tracker.page_size` when more.
+    /// The pages `tracker.max_items` needs at `tracker.page_size`: a server that sends short
+    /// pages with fresh cursors forever costs no more requests than a full board.
     fn new(cfg: &TrackerConfig) -> Self {
         let per_page = u64::from(cfg.page_size.clamp(1, 100));
         let needed = usize::try_from(cfg.max_items.div_ceil(per_page)).unwrap_or(usize::MAX);
         ReadCaps {
-            max_pages: MAX_PAGES.max(needed),
+            max_pages: needed.max(1),
+            page_size: per_page,
             max_items: cfg.max_items,
             items: 0,
             kept_bytes: 0,
@@ -896,7 +901,8 @@ impl ReadCaps {
     fn next_page(&self, done: usize) -> Result<(), TrackerError> {
         if done >= self.max_pages {
             return Err(too_large(format!(
-                "the board read reached {done} pages and has more (endless pagination?)"
+                "the board read reached {done} pages, all that tracker.max_items = {} needs at {} items a page, and has more; raise tracker.max_items or archive items",
+                self.max_items, self.page_size
             )));
         }
         Ok(())

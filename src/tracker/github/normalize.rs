@@ -202,11 +202,17 @@ pub fn option_value(v: Option<&Value>) -> Option<OptionValue> {
     option_row(Some(&row))
 }
 
-/// `<owner>__<repo>-<number>` from `owner/repo` (spec §4.2).
+/// `<owner>__<repo>-<number>` from `owner/repo` (spec §4.2), or GitHub's own `owner/repo#number`
+/// when that form would be ambiguous: an owner containing `_` (GitHub logins cannot, a hostile
+/// server can) makes `a_/b#1` and `a/_b#1` both `a___b-1`, and two issues would share a
+/// workspace. Every identifier then names one issue.
 pub fn identifier(name_with_owner: &str, number: u64) -> Option<String> {
     let (owner, repo) = name_with_owner.split_once('/')?;
     if owner.is_empty() || repo.is_empty() || repo.contains('/') {
         return None;
+    }
+    if owner.contains('_') {
+        return Some(format!("{owner}/{repo}#{number}"));
     }
     Some(format!("{owner}__{repo}-{number}"))
 }
