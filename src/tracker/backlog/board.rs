@@ -274,6 +274,7 @@ impl Board {
             closed: t.terminal_by_location(),
             created_at: task.created_at.clone(),
             updated_at: task.updated_at.clone(),
+            truncated: Vec::new(),
         }
     }
 

@@ -128,6 +128,8 @@ pub struct GithubTracker {
     /// Cleared when the server rejects `items(query:)`.
     filter_supported: AtomicBool,
     rate: Mutex<Option<TrackerBudget>>,
+    /// The cut lists last logged per issue id (`event=issue_fields_truncated` once, not per poll).
+    truncated_logged: Mutex<HashMap<String, Vec<String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -176,6 +178,7 @@ impl GithubTracker {
             deps_supported: AtomicBool::new(true),
             filter_supported: AtomicBool::new(true),
             rate: Mutex::new(None),
+            truncated_logged: Mutex::new(HashMap::new()),
         })
     }
 
@@ -505,6 +508,7 @@ impl GithubTracker {
                 if !keep(&issue) {
                     return 0;
                 }
+                self.note_truncated(&issue);
                 if deps {
                     // Blockers first resolve to OPEN/CLOSED; `finish_board` swaps in the Status
                     // of those seen anywhere on the board.
@@ -593,6 +597,29 @@ impl GithubTracker {
                 Err(DropReason::Malformed)
             }
         }
+    }
+
+    /// Log `event=issue_fields_truncated` when the lists cut on `issue` change.
+    fn note_truncated(&self, issue: &Issue) {
+        let mut logged = lock(&self.truncated_logged);
+        let before = logged.get(&issue.id).map_or(&[][..], Vec::as_slice);
+        if before == issue.truncated.as_slice() {
+            return;
+        }
+        if issue.truncated.is_empty() {
+            logged.remove(&issue.id);
+            return;
+        }
+        log::warn!(
+            "event=issue_fields_truncated issue_id={} issue_identifier={} lists={} effect=\"not dispatched while a label or blocker rule depends on them\"",
+            issue.id,
+            issue.identifier,
+            issue.truncated.join(",")
+        );
+        if logged.len() >= 10_000 {
+            logged.clear();
+        }
+        logged.insert(issue.id.clone(), issue.truncated.clone());
     }
 
     fn priority_of(&self, project: &ProjectInfo, v: Option<OptionValue>) -> Option<u32> {
@@ -819,6 +846,7 @@ impl GithubTracker {
                     format!("refresh of issue {id}: {why}"),
                 )
             })?;
+        self.note_truncated(&issue);
         if !self.in_repo_scope(&issue) {
             log::debug!("tracker_issue_out_of_scope issue_id={id} reason=\"tracker.repos\"");
             return Ok(None);

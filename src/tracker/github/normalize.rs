@@ -155,6 +155,17 @@ pub struct IssueRow {
 pub struct Nodes<T> {
     /// The nodes.
     pub nodes: Option<Vec<Option<T>>>,
+    /// Whether more nodes follow (asked for `labels` and `blockedBy`).
+    #[serde(rename = "pageInfo")]
+    pub page_info: Option<PageInfoRow>,
+}
+
+impl<T> Nodes<T> {
+    /// True when GitHub reports nodes past this page.
+    fn cut(this: &Option<Self>) -> bool {
+        let info = this.as_ref().and_then(|n| n.page_info.as_ref());
+        info.and_then(|i| i.has_next_page) == Some(true)
+    }
 }
 
 /// `{ name }`.
@@ -289,6 +300,14 @@ pub fn normalize_issue(
         closed,
         created_at: timestamp(content.created_at.as_deref()),
         updated_at: timestamp(content.updated_at.as_deref()),
+        truncated: [
+            ("labels", Nodes::cut(&content.labels)),
+            ("blocked_by", Nodes::cut(&content.blocked_by)),
+        ]
+        .into_iter()
+        .filter(|(_, cut)| *cut)
+        .map(|(list, _)| list.to_string())
+        .collect(),
     })
 }
 
