@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 
 use serde::Deserialize;
 
-use self::client::{GraphqlClient, Page, Reply};
+use self::client::{GraphqlClient, Reply};
 use self::config::OwnerType;
 use self::normalize::{DropReason, IssueRow, ItemRow, ItemsOnPage, ItemsPage, OptionValue};
 use self::project::{PriorityField, ProjectInfo};
@@ -309,37 +309,21 @@ impl GithubTracker {
                 }
                 _ => None,
             };
-            let page = self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
-            let (rows, has_next, end) = match page {
-                Page::Typed(data, _) => {
-                    let Some(node) = data.node else {
-                        return Err(self.project_gone());
-                    };
-                    let info = node.items.page_info;
-                    let rows = node.items.nodes.into_iter().map(|r| {
-                        r.ok_or_else(|| {
-                            log::warn!("tracker_item_skipped reason=\"item is not an object\"");
-                        })
-                    });
-                    let rows = rows.collect();
-                    (rows, info.has_next_page, info.end_cursor)
+            let reply =
+                self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
+            match self.degrade_on_capability_error(&reply.errors, filter.is_some()) {
+                Degraded::No => {}
+                Degraded::Dependencies => continue,
+                Degraded::Filter => {
+                    acc = BoardAcc::default();
+                    cursor = None;
+                    seen_cursors.clear();
+                    pages = 0;
+                    caps = ReadCaps::new(&self.cfg);
+                    continue;
                 }
-                Page::Raw(reply) => {
-                    match self.degrade_on_capability_error(&reply, filter.is_some()) {
-                        Degraded::No => {}
-                        Degraded::Dependencies => continue,
-                        Degraded::Filter => {
-                            acc = BoardAcc::default();
-                            cursor = None;
-                            seen_cursors.clear();
-                            pages = 0;
-                            caps = ReadCaps::new(&self.cfg);
-                            continue;
-                        }
-                    }
-                    self.raw_page(&reply)?
-                }
-            };
+            }
+            let (rows, has_next, end) = self.page_rows(reply)?;
             pages += 1;
             let next = next_cursor(has_next, end, pages)?;
             caps.add_items(rows.len())?;
@@ -374,9 +358,9 @@ impl GithubTracker {
         )
     }
 
-    /// An items page that did not deserialize as typed rows: errors are checked, then each item
-    /// is converted on its own (a malformed one becomes `Err(())`, counted and dropped).
-    fn raw_page(&self, reply: &Reply) -> Result<PageRows, TrackerError> {
+    /// A page's rows (each item read on its own: a malformed one becomes `Err(())`, logged,
+    /// counted and dropped), `hasNextPage` and `endCursor`.
+    fn page_rows(&self, reply: Reply<ItemsPage>) -> Result<PageRows, TrackerError> {
         // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
         // the item is then dropped as redacted. Anything else fails the read.
         reply.check_errors(self.client.token(), |e| {
@@ -384,39 +368,28 @@ impl GithubTracker {
                 && e.path.len() > 3
                 && e.path.get(2).and_then(Value::as_str) == Some("nodes")
         })?;
-        let node = reply.data.get("node").unwrap_or(&Value::Null);
-        if node.is_null() {
+        let Some(node) = reply.data.node else {
             return Err(self.project_gone());
-        }
-        let items = node
-            .get("items")
-            .ok_or_else(|| unknown("project node without items"))?;
-        let nodes = items
-            .get("nodes")
-            .and_then(Value::as_array)
-            .ok_or_else(|| unknown("items without a nodes list"))?;
-        let info = items
-            .get("pageInfo")
-            .ok_or_else(|| unknown("items without pageInfo"))?;
-        let rows = nodes
-            .iter()
-            .map(|v| {
-                ItemRow::deserialize(v).map_err(|e| {
-                    let id = v.get("id").and_then(Value::as_str).unwrap_or("");
-                    log::warn!(
-                        "tracker_item_skipped item_id={id} reason={:?}",
-                        crate::text::single_line(&e.to_string(), 200)
-                    );
-                })
+        };
+        let info = node.items.page_info;
+        let rows = node.items.nodes.iter().map(|raw| {
+            serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
+                #[derive(Deserialize)]
+                struct Id {
+                    id: Option<String>,
+                }
+                let id = serde_json::from_str::<Id>(raw.get())
+                    .ok()
+                    .and_then(|i| i.id);
+                log::warn!(
+                    "tracker_item_skipped item_id={} reason={:?}",
+                    id.as_deref()
+                        .map_or(String::new(), |i| crate::text::single_line(i, 80)),
+                    crate::text::single_line(&e.to_string(), 200)
+                );
             })
-            .collect();
-        Ok((
-            rows,
-            info.get("hasNextPage").and_then(Value::as_bool),
-            info.get("endCursor")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        ))
+        });
+        Ok((rows.collect(), info.has_next_page, info.end_cursor))
     }
 
     /// Request one page of project items (with blockers unless the server lacks them).
@@ -426,7 +399,7 @@ impl GithubTracker {
         filter: Option<&str>,
         cursor: Option<&str>,
         stats: &mut OpStats,
-    ) -> Result<Page<ItemsPage>, TrackerError> {
+    ) -> Result<Reply<ItemsPage>, TrackerError> {
         let deps = self.deps_supported.load(Ordering::Relaxed);
         let q = match (filter, deps) {
             (Some(_), true) => &queries::PROJECT_ITEMS_FILTERED,
@@ -443,16 +416,12 @@ impl GithubTracker {
             vars["query"] = json!(f);
         }
         stats.requests += 1;
-        let page = self.client.post_typed::<ItemsPage>(q.name, q.text, vars)?;
-        let rl = match &page {
-            Page::Typed(data, meta) => client::budget(data.rate_limit.as_ref(), meta),
-            Page::Raw(reply) => reply.rate_limit(),
-        };
-        if let Some(rl) = rl {
+        let reply = self.client.post::<ItemsPage>(q.name, q.text, vars)?;
+        if let Some(rl) = client::budget(reply.data.rate_limit.as_ref(), &reply.meta) {
             stats.cost += rl.last_cost.unwrap_or(0);
             *lock(&self.rate) = Some(rl);
         }
-        Ok(page)
+        Ok(reply)
     }
 
     /// Add the status/priority field variables every item query takes.
@@ -464,8 +433,12 @@ impl GithubTracker {
 
     /// Turn off what the server's schema rejects (blockers, then the server-side filter), so the
     /// caller retries without it.
-    fn degrade_on_capability_error(&self, reply: &Reply, filtered: bool) -> Degraded {
-        let Some(e) = reply.errors.iter().find(|e| e.is_schema_capability_error()) else {
+    fn degrade_on_capability_error(
+        &self,
+        errors: &[client::GraphqlError],
+        filtered: bool,
+    ) -> Degraded {
+        let Some(e) = errors.iter().find(|e| e.is_schema_capability_error()) else {
             return Degraded::No;
         };
         let deps = self.deps_supported.load(Ordering::Relaxed);

@@ -1,8 +1,8 @@
 //! Normalization of GitHub payloads into [`Issue`] (spec §4.1.1, §11.3). Board pages are
 //! deserialized straight into typed rows ([`ItemsPage`], [`ItemRow`], [`IssueRow`]: every member
-//! optional, unknown ones ignored) instead of `serde_json::Value` trees; a page that does not fit
-//! is read as a `Value` and each item converted on its own, so one bad record only drops itself.
-//! Pure functions, so every bad shape is a unit test away.
+//! optional, unknown ones ignored) instead of `serde_json::Value` trees; each item is read into
+//! its row on its own, so one bad record only drops itself. Pure functions, so every bad shape is
+//! a unit test away.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -36,7 +36,7 @@ pub struct OptionValue {
 }
 
 /// The `data` of one `ProjectItems*` reply.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub struct ItemsPage {
     /// The project node (`null` when the id no longer resolves).
     pub node: Option<ItemsNode>,
@@ -58,8 +58,9 @@ pub struct ItemConnection {
     /// Paging state.
     #[serde(rename = "pageInfo")]
     pub page_info: PageInfoRow,
-    /// The items (a `null` element is a malformed item).
-    pub nodes: Vec<Option<ItemRow>>,
+    /// The items, each read into an [`ItemRow`] on its own (one that does not fit is malformed
+    /// and dropped alone).
+    pub nodes: Vec<Box<serde_json::value::RawValue>>,
 }
 
 /// `pageInfo`.
