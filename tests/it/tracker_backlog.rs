@@ -506,8 +506,13 @@ fn bench_hostile_task_file_read_cpu() {
     let tmp = TempDir::new("bench-hostile");
     let dir = tmp.0.join("backlog");
     generate_board(&dir, 1);
-    let hostile = hostile_task(195_000 / 5);
-    write(&dir.join("tasks/task-2 - Deep.md"), &hostile);
+    let hostile = format!(
+        "---\nid: task-2\ntitle: Deep\nstatus: To Do\nlabels: {}{}\n---\n",
+        "[".repeat(97_400),
+        "]".repeat(97_400)
+    );
+    let hostile = hostile.as_bytes();
+    write(&dir.join("tasks/task-2 - Deep.md"), hostile);
     let cpu0 = thread_cpu();
     let board = read_board(&dir).unwrap();
     let cpu = thread_cpu() - cpu0;

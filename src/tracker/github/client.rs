@@ -367,6 +367,15 @@ pub fn decode<T: DeserializeOwned + Default>(
             at,
         ));
     }
+    if data.is_err() && !errors.is_empty() {
+        // Errors explain a `data` that does not fit better than its shape does.
+        let with_errors = Reply {
+            data: (),
+            errors: errors.clone(),
+            meta: meta.clone(),
+        };
+        with_errors.check_errors(token, |_| false)?;
+    }
     let data = data.map_err(|e| {
         let what = match body.trim_start().starts_with('{') {
             true => format!(
