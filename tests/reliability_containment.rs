@@ -89,3 +89,45 @@ fn twenty_setsid_sleepers_are_gone_after_the_agent_turn_ends() {
     );
     assert_eq!(left, 0, "setsid'd sleepers outlived the turn");
 }
+
+/// Issue 25 item 1: spawn latency (the `Host::spawn` call, which returns once the child has
+/// exec'd) with 0 and 3,000 idle threads in the process, per-agent cgroups on. Before the
+/// posix_spawn path a spawn forked the whole process (its thread stacks and page tables) under
+/// the cgroup `pre_exec` hook. Prints FIGURE lines; `scripts/bench/spawn.sh` runs it.
+#[test]
+#[ignore = "benchmark (scripts/bench/spawn.sh); needs a writable cgroup v2 subtree"]
+fn bench_spawn_latency_with_idle_threads() {
+    let dir = std::env::temp_dir();
+    let (stop_tx, stop_rx) = crossbeam_channel::bounded::<()>(0);
+    let mut idle = Vec::new();
+    for threads in [0usize, 3_000] {
+        while idle.len() < threads {
+            let rx = stop_rx.clone();
+            idle.push(std::thread::spawn(move || {
+                let _ = rx.recv();
+            }));
+        }
+        let mut took: Vec<Duration> = Vec::new();
+        for _ in 0..200 {
+            let mut spec = ProcessSpec::command("", &dir);
+            spec.shell = "/bin/true".into();
+            spec.label = "bench";
+            let t = Instant::now();
+            let p = LocalHost.spawn(&spec).expect("spawn");
+            took.push(t.elapsed());
+            assert!(p.wait_exit(Duration::from_secs(10)).is_some());
+        }
+        took.sort();
+        println!(
+            "FIGURE spawn_latency containment={} idle_threads={threads} median_us={} p95_us={} max_us={}",
+            containment().name(),
+            took[took.len() / 2].as_micros(),
+            took[took.len() * 95 / 100].as_micros(),
+            took[took.len() - 1].as_micros()
+        );
+    }
+    drop(stop_tx);
+    for t in idle {
+        let _ = t.join();
+    }
+}
