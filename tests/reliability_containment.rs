@@ -140,7 +140,10 @@ fn a_nested_cgroup_is_killed_and_removed_with_its_process() {
     escapes::kill_sleepers(&marker);
     let stderr = p.stderr_tail();
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{stderr}");
-    assert_eq!(left, 0, "the sleeper in the nested cgroup outlived the hook");
+    assert_eq!(
+        left, 0,
+        "the sleeper in the nested cgroup outlived the hook"
+    );
     assert!(
         cgroups_labelled(base, "nested").is_empty(),
         "the cgroup and the ones nested in it are removed when the exit is reported"
@@ -173,7 +176,10 @@ fn spawning_into_a_cgroup_does_not_fork_baton() {
         return;
     }
     // SAFETY: registers a handler that only touches atomics (async-signal-safe).
-    assert_eq!(unsafe { libc::pthread_atfork(Some(count_fork), None, None) }, 0);
+    assert_eq!(
+        unsafe { libc::pthread_atfork(Some(count_fork), None, None) },
+        0
+    );
     // SAFETY: as above.
     FORKING_THREAD.store(unsafe { libc::pthread_self() } as u64, SeqCst);
     let dir = std::env::temp_dir();

@@ -613,7 +613,7 @@ impl Watch {
 }
 
 /// A pidfd for our (unreaped) child, when the kernel has `pidfd_open` (Linux ≥ 5.3).
-fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     // SAFETY: plain syscall; a non-negative result is a new fd that we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;

@@ -455,6 +455,7 @@ pub fn run_with_state(
     };
     let persist = Persist::start(state);
     let hosts = Arc::new(HostPool::new());
+    hosts.configure(&cfg.worker);
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
     let (reload_tx, reloaded_rx) = unbounded();
@@ -1157,6 +1158,7 @@ impl Daemon {
         }
         self.runner = (self.runner_factory)(new_cfg);
         crate::host::set_env_policy(new_cfg.env_policy());
+        self.hosts.configure(&new_cfg.worker);
         let policy = Policy::from_config(new_cfg);
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());
