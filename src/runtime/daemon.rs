@@ -876,9 +876,17 @@ impl Daemon {
                 attempt,
                 workspace_path,
                 host,
+                stale_workspace,
             } => {
                 let host = self.hosts.get(host.as_deref());
-                self.dispatch(run_id, issue, attempt, workspace_path, host)
+                self.dispatch(
+                    run_id,
+                    issue,
+                    attempt,
+                    workspace_path,
+                    host,
+                    stale_workspace,
+                )
             }
             Action::StopWorker {
                 issue_id,
@@ -993,6 +1001,7 @@ impl Daemon {
         attempt: Option<u32>,
         path: PathBuf,
         host: Arc<dyn Host>,
+        stale_workspace: bool,
     ) {
         let cfg = config(&self.workflow);
         let agent = persist::agent_name(cfg.agent.kind);
@@ -1022,6 +1031,7 @@ impl Daemon {
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
             host,
+            stale_workspace,
             tracker_held: Arc::clone(&self.tracker_held),
         };
         match spawn_worker(ctx) {
