@@ -7,7 +7,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Bytes of stdout and of stderr kept (the head) from one command.
@@ -21,10 +21,18 @@ const EXIT_TICK: Duration = Duration::from_millis(10);
 /// as the leader of a new process group until it exits or `timeout` passes. One still running
 /// then is killed with its group and reaped: `Err` of kind `TimedOut`. The wait ends when the
 /// command exits even if a background descendant keeps its pipes open (`ssh -f`).
-pub(crate) fn output_within(mut cmd: Command, timeout: Duration) -> io::Result<Output> {
-    cmd.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+pub(crate) fn output_within(cmd: Command, timeout: Duration) -> io::Result<Output> {
+    run_within(cmd, timeout, Stdio::piped)
+}
+
+/// [`output_within`] with stdout and stderr on `/dev/null`: for a command that leaves a daemon
+/// behind (`ssh -f` starting a master), which must not inherit pipes Baton closes.
+pub(crate) fn status_within(cmd: Command, timeout: Duration) -> io::Result<ExitStatus> {
+    run_within(cmd, timeout, Stdio::null).map(|o| o.status)
+}
+
+fn run_within(mut cmd: Command, timeout: Duration, out: fn() -> Stdio) -> io::Result<Output> {
+    cmd.stdout(out()).stderr(out()).process_group(0);
     let mut child = cmd.spawn()?;
     let timeout = timeout.min(MAX_TIMEOUT);
     let deadline = Instant::now() + timeout;

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::command::output_within;
+use super::command::{output_within, status_within};
 use super::{BeforeRemove, Host, Process, ProcessSpec, Removal, Workspace, WorkspaceError};
 use crate::workflow::config::WorkerConfig;
 
@@ -292,7 +292,7 @@ impl SshHost {
         c.args(["-f", "-N", "--"])
             .arg(&self.destination)
             .stdin(Stdio::null());
-        if let Err(e) = output_within(c, self.settings.timeout()) {
+        if let Err(e) = status_within(c, self.settings.timeout()) {
             log::warn!(
                 "cannot start the ssh master host={} connection={conn} error={e}",
                 self.destination
