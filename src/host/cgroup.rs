@@ -194,7 +194,8 @@ impl ProcCgroup {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
-            match remove_tree(&self.dir) {
+            let mut budget = MAX_NESTED;
+            match remove_tree(&self.dir, &mut budget) {
                 Ok(()) => return,
                 Err(e) if Instant::now() >= deadline => {
                     log::warn!(
@@ -210,38 +211,24 @@ impl ProcCgroup {
 }
 
 /// Remove the cgroup `dir` and every cgroup nested below it, deepest first (a cgroup with a child
-/// cannot be removed). Visits at most [`MAX_NESTED`] directories; a missing one is fine.
-fn remove_tree(dir: &Path) -> io::Result<()> {
-    let mut walk = vec![dir.to_path_buf()];
-    let mut found = 0;
-    while found < walk.len() {
-        if walk.len() > MAX_NESTED {
-            return Err(io::Error::other(format!(
-                "more than {MAX_NESTED} nested cgroups"
-            )));
-        }
-        let entries = match fs::read_dir(&walk[found]) {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                found += 1;
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        found += 1;
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                walk.push(e.path());
-            }
+/// cannot be removed), visiting at most `budget` more cgroups; a missing one is fine.
+fn remove_tree(dir: &Path, budget: &mut usize) -> io::Result<()> {
+    *budget = budget
+        .checked_sub(1)
+        .ok_or_else(|| io::Error::other(format!("more than {MAX_NESTED} nested cgroups")))?;
+    let entries = match fs::read_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
+    };
+    for e in entries.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_tree(&e.path(), budget)?;
         }
     }
-    for d in walk.iter().rev() {
-        match fs::remove_dir(d) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
+    match fs::remove_dir(dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 impl Drop for ProcCgroup {

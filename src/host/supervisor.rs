@@ -81,7 +81,7 @@ impl std::fmt::Debug for LocalProcess {
 }
 
 /// Launch `spec` locally (see the module docs). The one place a local agent's or hook's command
-/// line and environment are built; [`supervise`] is the one place it is spawned.
+/// line and environment are built; [`spawn_command`] is the one place it is spawned.
 pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     let program = find_program(&spec.shell)?;
     let cgroup = ProcCgroup::create(spec.label);
@@ -101,15 +101,7 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    supervise(cmd, spec, cgroup)
-}
-
-/// Launch a prepared `cmd` (program, arguments, cwd, environment; stdin as the caller set it) as
-/// the leader of a new process group, supervised like [`spawn`] with `spec`'s stdout mode,
-/// stderr tail and label, without a cgroup (the SSH client: what it runs is remote). A piped
-/// stdin is held open (never written) for the life of the handle.
-pub(crate) fn spawn_command(cmd: Command, spec: &ProcessSpec) -> io::Result<LocalProcess> {
-    supervise(cmd, spec, None)
+    spawn_command(cmd, spec, cgroup)
 }
 
 /// `program` as a path: as given when it has a `/`, else the first executable file of that name
@@ -134,9 +126,11 @@ fn find_program(program: &OsStr) -> io::Result<PathBuf> {
         })
 }
 
-/// Spawn `cmd` as a new process-group leader with stdout/stderr piped and start its two
-/// supervisor threads; `cgroup` (already joined by `cmd`'s shim) is removed when it ends.
-fn supervise(
+/// Launch a prepared `cmd` (program, arguments, cwd, environment; stdin as the caller set it) as
+/// the leader of a new process group, supervised with `spec`'s stdout mode, stderr tail and
+/// label; `cgroup` (joined by `cmd`'s shim; `None` for the SSH client, whose work is remote) is
+/// removed when it ends. A piped stdin is held open (never written) for the life of the handle.
+pub(crate) fn spawn_command(
     mut cmd: Command,
     spec: &ProcessSpec,
     cgroup: Option<ProcCgroup>,

@@ -257,17 +257,9 @@ impl SshHost {
         }
     }
 
-    /// `ssh … -T <dest> -- <words quoted>`, multiplexed over `session`'s connection.
-    fn command(&self, words: &[&OsStr], session: &Session) -> Command {
-        self.ensure_master(session.conn);
-        let mut c = self.ssh(false, session.conn);
-        c.arg("-T").arg("--").arg(&self.destination);
-        c.arg(shell_join(words));
-        c
-    }
-
-    /// The `ssh` client command for a long-running remote process (its own session).
-    pub(crate) fn process_command(&self, line: OsString, session: &Session) -> Command {
+    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted), multiplexed over
+    /// `session`'s connection.
+    pub(crate) fn command(&self, line: &OsStr, session: &Session) -> Command {
         self.ensure_master(session.conn);
         let mut c = self.ssh(false, session.conn);
         c.arg("-T").arg("--").arg(&self.destination).arg(line);
@@ -312,7 +304,7 @@ impl SshHost {
     fn run_within(&self, words: &[&OsStr], timeout: Duration) -> Result<Output, String> {
         for _ in 0..2 {
             let session = self.session();
-            let mut cmd = self.command(words, &session);
+            let mut cmd = self.command(&shell_join(words), &session);
             cmd.stdin(Stdio::null());
             let out = match output_within(cmd, timeout) {
                 Ok(out) => out,

@@ -98,9 +98,9 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
     let mut refused = false;
     loop {
         let session = host.session();
-        let mut cmd = host.process_command(line.clone(), &session);
+        let mut cmd = host.command(&line, &session);
         cmd.stdin(Stdio::piped());
-        let client = supervisor::spawn_command(cmd, spec)?;
+        let client = supervisor::spawn_command(cmd, spec, None)?;
         let (pgid_tx, pgid_rx) = bounded::<u32>(1);
         let (tx, lines) = bounded(CHANNEL_CAPACITY);
         let from = client.lines().clone();
