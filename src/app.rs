@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::agent::claude::ClaudeRunner;
 use crate::agent::copilot::CopilotRunner;
 use crate::agent::AgentRunner;
-use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_FORCED_SHUTDOWN, EXIT_OK, EXIT_USAGE};
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
 use crate::runtime::daemon::{DaemonOptions, ExitWhen};
@@ -171,11 +171,29 @@ pub(crate) fn run_workflow(
         config_env: Arc::new(ProcessEnv),
         clock: Arc::new(SystemClock::new()),
     };
-    match crate::runtime::daemon::run_with_state(opts, ops, state, exit_when) {
+    let result = crate::runtime::daemon::run_with_state(opts, ops, state, exit_when);
+    if let Err(e) = &result {
+        eprintln!("baton: {}: {e}", args.workflow.display());
+    }
+    exit_code(&result)
+}
+
+/// The exit code of a daemon run: 0, 3 for a `forced_shutdown`, else 1.
+fn exit_code(result: &Result<(), String>) -> i32 {
+    match result {
         Ok(()) => EXIT_OK,
-        Err(e) => {
-            eprintln!("baton: {}: {e}", args.workflow.display());
-            EXIT_FAILURE
-        }
+        Err(e) if e.starts_with(crate::runtime::daemon::FORCED_SHUTDOWN) => EXIT_FORCED_SHUTDOWN,
+        Err(_) => EXIT_FAILURE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_forced_shutdown_exits_3() {
+        let forced = Err("forced_shutdown: 1 worker(s) did not stop".to_string());
+        assert_eq!(super::exit_code(&forced), 3);
+        assert_eq!(super::exit_code(&Err("thread x panicked".into())), 1);
+        assert_eq!(super::exit_code(&Ok(())), 0);
     }
 }

@@ -45,6 +45,7 @@ use crate::workspace::reaper::Reaper;
 use crate::workspace::remove_workspace_on;
 
 use super::clock::Clock;
+use super::mailbox::Mailbox;
 use super::persist::{self, Persist, StateHandle};
 use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
@@ -62,6 +63,13 @@ const EXIT_RECHECK_MS: u64 = 250;
 
 /// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
+
+/// The error class (and first word of the error) of a shutdown that gave up on workers still
+/// running after the grace period; `baton` exits with `cli::EXIT_FORCED_SHUTDOWN` (3).
+pub const FORCED_SHUTDOWN: &str = "forced_shutdown";
+
+/// Capacity of the worker events channel and of the mailbox wake-up channel.
+const WORKER_CHANNEL_CAPACITY: usize = 1024;
 
 /// Builds a tracker for a config.
 pub type TrackerFactory =
@@ -102,8 +110,11 @@ type ReloadResult = Result<Option<Workflow>, WorkflowError>;
 enum LoopEvent {
     /// The armed engine deadline came (or the idle wait ended).
     Tick,
-    /// A report from a worker thread (the rest of its burst is drained by `handle_event`).
+    /// An event from a worker, a removal or a probe thread (the rest of its burst is drained by
+    /// `handle_event`).
     Worker(Event),
+    /// A run's mailbox has news (the rest of the burst is drained by `handle_event`).
+    News(Arc<Mailbox>),
     /// A tracker thread's result.
     Tracker(Event),
     /// WORKFLOW.md may have changed.
@@ -129,6 +140,7 @@ enum LoopEvent {
 /// The loop's input channels; a disconnected one is replaced by `never()`.
 struct Inbox {
     workers: Receiver<Event>,
+    news: Receiver<Arc<Mailbox>>,
     tracker: Receiver<Event>,
     reload: Receiver<()>,
     signals: Receiver<()>,
@@ -343,6 +355,7 @@ fn poll_tracker(
 struct WorkerHandle {
     run_id: u64,
     cancel: CancelToken,
+    mailbox: Arc<Mailbox>,
 }
 
 struct Daemon {
@@ -357,7 +370,10 @@ struct Daemon {
     clock: Arc<dyn Clock>,
     /// Engine events produced by actions, handled before any new input.
     queue: VecDeque<Event>,
+    /// Events of workers, removals and probes (bounded: producers wait, the loop never sends).
     events_tx: Sender<Event>,
+    /// Wake-ups of run mailboxes (bounded; at most one pending per run).
+    news_tx: Sender<Arc<Mailbox>>,
     poll_jobs: Sender<TrackerJob>,
     retry_jobs: Sender<TrackerJob>,
     workers: HashMap<String, WorkerHandle>,
@@ -399,7 +415,9 @@ fn config(w: &Workflow) -> &ServiceConfig {
     &w.config.config
 }
 
-/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done).
+/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done). An error starting
+/// with [`FORCED_SHUTDOWN`] means workers were still running when the shutdown grace ended: every
+/// process group they owned was killed before returning.
 ///
 /// Startup: dispatch preflight (config + tracker validation; failure is an `Err`), then an
 /// immediate first tick whose one board read also drives the terminal workspace cleanup (a read
@@ -456,7 +474,8 @@ pub fn run_with_state(
     let persist = Persist::start(state);
     let hosts = Arc::new(HostPool::new());
     let runner = runner_factory(&cfg);
-    let (events_tx, events_rx) = unbounded();
+    let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
+    let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
     let (tracker_tx, tracker_rx) = unbounded();
     let (poll_jobs, poll_jobs_rx) = unbounded();
@@ -483,6 +502,7 @@ pub fn run_with_state(
         clock,
         queue: VecDeque::new(),
         events_tx,
+        news_tx,
         poll_jobs,
         retry_jobs,
         workers: HashMap::new(),
@@ -518,6 +538,7 @@ pub fn run_with_state(
     info!("process containment {}", crate::host::containment());
     let inbox = Inbox {
         workers: events_rx,
+        news: news_rx,
         tracker: tracker_rx,
         reload: reload_rx,
         signals: shutdown_rx,
@@ -635,36 +656,6 @@ fn clean_workspace(host: &dyn Host, hooks: &HooksConfig, issue: &Issue, path: &P
     }
 }
 
-/// Merge consecutive `AgentUpdate`s of the same run into one `AgentUpdates`; every other event
-/// keeps its place. Lossless: the engine applies a batch exactly like its events in order.
-fn coalesce(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
-    let mut out: Vec<Event> = Vec::new();
-    for ev in events {
-        let Event::AgentUpdate {
-            issue_id,
-            run_id,
-            event,
-        } = ev
-        else {
-            out.push(ev);
-            continue;
-        };
-        match out.last_mut() {
-            Some(Event::AgentUpdates {
-                issue_id: i,
-                run_id: r,
-                events,
-            }) if *i == issue_id && *r == run_id => events.push(event),
-            _ => out.push(Event::AgentUpdates {
-                issue_id,
-                run_id,
-                events: vec![event],
-            }),
-        }
-    }
-    out
-}
-
 impl Daemon {
     /// The loop, then the rest of the shutdown: removals, the final state write, SSH masters.
     fn run(mut self, mut inbox: Inbox) -> Result<(), String> {
@@ -674,6 +665,16 @@ impl Daemon {
             let now = self.clock.now();
             self.persist.after_step(&self.state, now);
             self.check_exit();
+        }
+        // Producers blocked on a full channel or mailbox get an error instead of waiting.
+        drop(inbox);
+        let abandoned = self.workers.len();
+        for w in self.workers.values() {
+            w.mailbox.close();
+        }
+        if abandoned > 0 {
+            let groups = crate::host::kill_live_groups(Duration::from_secs(2));
+            error!("event=forced_shutdown workers={abandoned} process_groups_killed={groups}");
         }
         // Removals get what is left of the shutdown grace period (at least a moment).
         let left = self
@@ -686,6 +687,12 @@ impl Daemon {
         self.persist.shutdown(now);
         self.hosts.close_all();
         info!("event=shutdown_complete");
+        if abandoned > 0 {
+            return Err(format!(
+                "{FORCED_SHUTDOWN}: {abandoned} worker(s) did not stop within the shutdown grace; \
+                 their process groups were killed"
+            ));
+        }
         match self.fatal {
             Some(name) => Err(format!("thread {name} panicked; restart Baton")),
             None => Ok(()),
@@ -746,6 +753,7 @@ impl Daemon {
             select! {
                 recv(ops_timer) -> m => input!(m, ops_timer, |_| LoopEvent::OpsDue),
                 recv(inbox.workers) -> m => input!(m, inbox.workers, LoopEvent::Worker),
+                recv(inbox.news) -> m => input!(m, inbox.news, LoopEvent::News),
                 recv(inbox.tracker) -> m => input!(m, inbox.tracker, LoopEvent::Tracker),
                 recv(inbox.control) -> m => input!(m, inbox.control, LoopEvent::Control),
                 recv(inbox.reload) -> m => input!(m, inbox.reload, |()| LoopEvent::ReloadPing),
@@ -769,9 +777,15 @@ impl Daemon {
         match ev {
             LoopEvent::Tick => self.engine(Event::Wake),
             LoopEvent::Worker(first) => {
-                let burst = std::iter::once(first).chain(inbox.workers.try_iter().take(BURST));
-                for ev in coalesce(burst) {
-                    self.engine(ev);
+                for ev in std::iter::once(first).chain(inbox.workers.try_iter().take(BURST)) {
+                    self.worker_event(ev);
+                }
+            }
+            LoopEvent::News(first) => {
+                for mailbox in std::iter::once(first).chain(inbox.news.try_iter().take(BURST)) {
+                    for ev in mailbox.take() {
+                        self.engine(ev);
+                    }
                 }
             }
             LoopEvent::Tracker(ev) | LoopEvent::Queued(ev) => self.engine(ev),
@@ -801,6 +815,20 @@ impl Daemon {
         }
         self.ops.after_event(&self.state);
         self.ops.on_due(Instant::now());
+    }
+
+    /// A worker's exit comes after everything its mailbox still holds (its last turn's usage).
+    fn worker_event(&mut self, ev: Event) {
+        if let Event::WorkerExited {
+            issue_id, run_id, ..
+        } = &ev
+        {
+            let worker = self.workers.get(issue_id).filter(|w| w.run_id == *run_id);
+            for news in worker.map(|w| w.mailbox.take()).unwrap_or_default() {
+                self.engine(news);
+            }
+        }
+        self.engine(ev);
     }
 
     /// (Re)start the current tracker's watch; a failure only costs the instant reaction.
@@ -1007,6 +1035,7 @@ impl Daemon {
             e.resumed = true;
         }
         let cancel = CancelToken::new();
+        let mailbox = Mailbox::new(&issue.id, run_id, self.news_tx.clone());
         let ctx = WorkerContext {
             run_id,
             issue: issue.clone(),
@@ -1020,13 +1049,18 @@ impl Daemon {
             tracker: self.tracker.clone(),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
+            mailbox: Arc::clone(&mailbox),
             host,
             tracker_held: Arc::clone(&self.tracker_held),
         };
         match spawn_worker(ctx) {
             Ok(_handle) => {
-                self.workers
-                    .insert(issue.id.clone(), WorkerHandle { run_id, cancel });
+                let handle = WorkerHandle {
+                    run_id,
+                    cancel,
+                    mailbox,
+                };
+                self.workers.insert(issue.id.clone(), handle);
             }
             Err(e) => {
                 error!(
@@ -1161,52 +1195,5 @@ impl Daemon {
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());
         self.queue.push_back(Event::ConfigReloaded(policy));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::agent::{AgentEvent, AgentEventKind};
-
-    fn update(issue: &str, run_id: u64, text: &str) -> Event {
-        Event::AgentUpdate {
-            issue_id: issue.into(),
-            run_id,
-            event: AgentEvent::new(AgentEventKind::Notification, text),
-        }
-    }
-
-    #[test]
-    fn coalesce_merges_only_consecutive_updates_of_one_run() {
-        let out = coalesce([
-            update("I_1", 1, "a"),
-            update("I_1", 1, "b"),
-            update("I_1", 2, "c"),
-            Event::Wake,
-            update("I_1", 2, "d"),
-        ]);
-        let shape: Vec<(String, usize)> = out
-            .iter()
-            .map(|e| match e {
-                Event::AgentUpdates {
-                    issue_id, events, ..
-                } => (issue_id.clone(), events.len()),
-                other => (format!("{other:?}"), 0),
-            })
-            .collect();
-        assert_eq!(
-            shape,
-            [
-                ("I_1".to_string(), 2),
-                ("I_1".to_string(), 1),
-                ("Wake".to_string(), 0),
-                ("I_1".to_string(), 1)
-            ]
-        );
-        let Event::AgentUpdates { events, .. } = &out[0] else {
-            unreachable!()
-        };
-        assert_eq!(events[1].summary, "b", "order kept");
     }
 }
