@@ -110,6 +110,7 @@ pub(crate) fn run_workflow(
     on_listen: &dyn Fn(SocketAddr),
 ) -> i32 {
     let ops = crate::ops::startup::take_systemd_env();
+    raise_nofile_limit();
     let wf = match load_for_startup(&args.workflow) {
         Ok(wf) => wf,
         Err(e) => {
@@ -176,6 +177,22 @@ pub(crate) fn run_workflow(
         eprintln!("baton: {}: {e}", args.workflow.display());
     }
     exit_code(&result)
+}
+
+/// Raise the soft `RLIMIT_NOFILE` to the hard limit (agents hold descriptors; see
+/// `runtime::fds`) and log both.
+fn raise_nofile_limit() {
+    use crate::runtime::fds;
+    match fds::raise_nofile_limit() {
+        Ok((before, after)) => log::info!(
+            "event=nofile_limit soft_before={} soft={} hard={} agents_allowed={}",
+            before.soft,
+            after.soft,
+            after.hard,
+            fds::agents_allowed_now().unwrap_or(0)
+        ),
+        Err(e) => log::warn!("event=nofile_limit cannot raise the soft RLIMIT_NOFILE error={e}"),
+    }
 }
 
 /// The exit code of a daemon run: 0, 3 for a `forced_shutdown`, else 1.

@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -168,10 +168,30 @@ enum TrackerJob {
     },
 }
 
-fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>, ops: Arc<OpsShared>) {
-    let spawned = spawn_supervised(name, move || {
+/// A tracker job (one poll: its pages, each under the request timeout) running longer than this
+/// means its thread is stuck (a FIFO read, a connection that never answers): `/livez` answers
+/// 503 and the watchdog pings stop, so that systemd restarts Baton.
+pub const TRACKER_JOB_BOUND_MS: u64 = 10 * 60 * 1000;
+
+/// When the job of one tracker thread started (injected-clock ms; 0 while idle).
+struct TrackerBusy {
+    name: &'static str,
+    since: AtomicU64,
+}
+
+fn tracker_thread(
+    busy: Arc<TrackerBusy>,
+    jobs: Receiver<TrackerJob>,
+    out: Sender<Event>,
+    ops: Arc<OpsShared>,
+    clock: Arc<dyn Clock>,
+) {
+    let spawned = spawn_supervised(busy.name, move || {
         for job in jobs {
-            for ev in run_tracker_job(job, &ops) {
+            busy.since.store(clock.now().max(1), Ordering::SeqCst);
+            let events = run_tracker_job(job, &ops);
+            busy.since.store(0, Ordering::SeqCst);
+            for ev in events {
                 if out.send(ev).is_err() {
                     return;
                 }
@@ -409,10 +429,24 @@ struct Daemon {
     /// True while the request gate holds tracker requests; workers read it before their
     /// between-turn refresh (see `WorkerContext::tracker_held`).
     tracker_held: Arc<AtomicBool>,
+    /// What each tracker thread is busy with, for liveness.
+    tracker_busy: [Arc<TrackerBusy>; 2],
+    /// The agents the file-descriptor limit allows (`runtime::fds`), measured at startup.
+    fd_cap: Option<u64>,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
     &w.config.config
+}
+
+/// The scheduling policy of `cfg`, `agent.max_concurrent_agents` capped at `fd_cap` (at least 1).
+fn policy_for(cfg: &ServiceConfig, fd_cap: Option<u64>) -> Policy {
+    let mut policy = Policy::from_config(cfg);
+    if let Some(cap) = fd_cap {
+        let cap = u32::try_from(cap).unwrap_or(u32::MAX).max(1);
+        policy.max_concurrent_agents = policy.max_concurrent_agents.min(cap);
+    }
+    policy
 }
 
 /// Run the daemon until a clean shutdown (all agents stopped, `after_run` done). An error starting
@@ -471,6 +505,13 @@ pub fn run_with_state(
     let Some(tracker) = startup_tracker(&cfg, &tracker_factory, &shutdown_rx)? else {
         return Ok(()); // SIGINT/SIGTERM during startup
     };
+    let fd_cap = super::fds::agents_allowed_now();
+    if let Some(cap) = fd_cap.filter(|&c| c < u64::from(cfg.agent.max_concurrent_agents)) {
+        warn!(
+            "event=agents_capped_by_nofile max_concurrent_agents={} allowed={cap}; raise LimitNOFILE to run more",
+            cfg.agent.max_concurrent_agents
+        );
+    }
     let persist = Persist::start(state);
     let hosts = Arc::new(HostPool::new());
     let runner = runner_factory(&cfg);
@@ -481,13 +522,27 @@ pub fn run_with_state(
     let (poll_jobs, poll_jobs_rx) = unbounded();
     let (retry_jobs, retry_jobs_rx) = unbounded();
     let shared = Arc::clone(&ops.shared);
+    let busy = ["tracker-poll", "tracker-retry"].map(|name| {
+        Arc::new(TrackerBusy {
+            name,
+            since: AtomicU64::new(0),
+        })
+    });
     tracker_thread(
-        "tracker-poll",
+        Arc::clone(&busy[0]),
         poll_jobs_rx,
         tracker_tx.clone(),
         Arc::clone(&shared),
+        Arc::clone(&clock),
     );
-    tracker_thread("tracker-retry", retry_jobs_rx, tracker_tx, shared);
+    let retry_busy = Arc::clone(&busy[1]);
+    tracker_thread(
+        retry_busy,
+        retry_jobs_rx,
+        tracker_tx,
+        shared,
+        Arc::clone(&clock),
+    );
     let (changed_tx, changed_rx) = bounded(1);
     let mut d = Daemon {
         stamp: stat_fingerprint(&workflow_path),
@@ -495,7 +550,7 @@ pub fn run_with_state(
         env: config_env,
         tracker_factory,
         runner_factory,
-        state: OrchestratorState::new(Policy::from_config(&cfg), clock.now()),
+        state: OrchestratorState::new(policy_for(&cfg, fd_cap), clock.now()),
         workflow: initial,
         tracker,
         runner,
@@ -523,6 +578,8 @@ pub fn run_with_state(
         reload_again: false,
         hosts,
         tracker_held: Arc::new(AtomicBool::new(false)),
+        tracker_busy: busy,
+        fd_cap,
     };
     d.sweep_tombstones();
     d.start_watch();
@@ -727,6 +784,9 @@ impl Daemon {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if let Some(at) = self.stuck_tracker(self.clock.now()).1 {
+            deadline = Some(deadline.map_or(at, |d| d.min(at)));
+        }
         if self.exit_when.is_some() {
             // Some of what the condition looks at (e.g. a removed workspace) sends no event.
             let recheck = self.clock.now().saturating_add(EXIT_RECHECK_MS);
@@ -813,8 +873,28 @@ impl Daemon {
                 self.engine(Event::RefreshRequested);
             }
         }
+        let stuck = self.stuck_tracker(self.clock.now()).0;
+        self.ops.tracker_stuck(stuck);
         self.ops.after_event(&self.state);
         self.ops.on_due(Instant::now());
+    }
+
+    /// The tracker thread on one job for [`TRACKER_JOB_BOUND_MS`] or longer, and when the next
+    /// busy thread would pass the bound.
+    fn stuck_tracker(&self, now: u64) -> (Option<&'static str>, Option<u64>) {
+        let mut out = (None, None);
+        for b in &self.tracker_busy {
+            let since = b.since.load(Ordering::SeqCst);
+            let due = since.saturating_add(TRACKER_JOB_BOUND_MS);
+            if since == 0 {
+                continue;
+            } else if due <= now {
+                out.0 = out.0.or(Some(b.name));
+            } else {
+                out.1 = Some(out.1.map_or(due, |d: u64| d.min(due)));
+            }
+        }
+        out
     }
 
     /// A worker's exit comes after everything its mailbox still holds (its last turn's usage).
@@ -1063,14 +1143,17 @@ impl Daemon {
                 self.workers.insert(issue.id.clone(), handle);
             }
             Err(e) => {
-                error!(
-                    "failed to spawn agent worker issue_id={} issue_identifier={} error={e}",
+                // Only a lack of threads or memory stops a thread from starting.
+                warn!(
+                    "event=spawn_resource_exhausted issue_id={} issue_identifier={} what=worker_thread error={e}",
                     issue.id, issue.identifier
                 );
                 self.queue.push_back(Event::WorkerExited {
                     issue_id: issue.id,
                     run_id,
-                    outcome: WorkerOutcome::Failed("failed to spawn agent".into()),
+                    outcome: WorkerOutcome::ResourceExhausted(format!(
+                        "cannot start the worker thread: {e}"
+                    )),
                 });
             }
         }
@@ -1154,46 +1237,67 @@ impl Daemon {
         }
     }
 
+    /// All or nothing: a reload that fails to parse, fails the dispatch preflight or names a
+    /// tracker that cannot be built keeps the previous workflow, tracker, runner and policy in
+    /// force entirely; the error (file, key, problem) is logged once and shown by `/readyz`.
     fn apply_reload(&mut self, loaded: ReloadResult) {
         let wf = match loaded {
             Ok(Some(wf)) => wf,
             Ok(None) => {
-                self.last_reload_error = None;
                 debug!("workflow unchanged; reload skipped");
-                return;
+                return self.reload_failed(None);
             }
-            Err(e) => {
-                let msg = e.to_string();
-                if self.last_reload_error.as_deref() != Some(msg.as_str()) {
-                    error!("workflow reload failed; keeping the last good config error={msg}");
-                    self.last_reload_error = Some(msg);
-                }
-                return;
-            }
+            Err(e) => return self.reload_failed(Some(e.to_string())),
         };
-        self.last_reload_error = None;
+        let new_cfg = config(&wf);
+        let mut problems: Vec<String> = new_cfg
+            .preflight_errors()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        let tracker_changed = new_cfg.tracker != config(&self.workflow).tracker;
+        let mut tracker = None;
+        if problems.is_empty() && tracker_changed {
+            match (self.tracker_factory)(new_cfg) {
+                Ok(t) => tracker = Some(t),
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        if !problems.is_empty() {
+            let file = self.opts_path.display();
+            return self.reload_failed(Some(format!("{file}: {}", problems.join("; "))));
+        }
+        self.reload_failed(None);
         for w in &wf.config.warnings {
             warn!("workflow config warning: {w}");
         }
-        let new_cfg = config(&wf);
-        if new_cfg.tracker != config(&self.workflow).tracker {
-            match (self.tracker_factory)(new_cfg) {
-                Ok(t) => {
-                    self.tracker = t;
-                    self.start_watch();
-                }
-                Err(e) => {
-                    error!("new tracker config rejected; keeping the previous tracker error={e}")
-                }
+        match tracker {
+            Some(t) => {
+                self.tracker = t;
+                self.start_watch();
             }
-        } else {
-            self.tracker.reset_cache();
+            None => self.tracker.reset_cache(),
         }
         self.runner = (self.runner_factory)(new_cfg);
         crate::host::set_env_policy(new_cfg.env_policy());
-        let policy = Policy::from_config(new_cfg);
+        let policy = policy_for(new_cfg, self.fd_cap);
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());
         self.queue.push_back(Event::ConfigReloaded(policy));
+    }
+
+    /// Record how the last reload ended (`None`: applied or unchanged); a new error is logged
+    /// once and shown by `/readyz` until a reload succeeds.
+    fn reload_failed(&mut self, error: Option<String>) {
+        if error.is_some() && error != self.last_reload_error {
+            let msg = error.as_deref().unwrap_or_default();
+            error!(
+                "event=workflow_reload_failed error={msg:?}; keeping the previous config entirely"
+            );
+        }
+        self.ops
+            .shared
+            .update_health(|h| h.reload_error.clone_from(&error));
+        self.last_reload_error = error;
     }
 }

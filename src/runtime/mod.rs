@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod daemon;
+pub mod fds;
 pub mod mailbox;
 pub mod persist;
 pub mod threads;

@@ -13,7 +13,9 @@ use std::thread::{self, JoinHandle};
 use crossbeam_channel::Sender;
 use log::{info, warn};
 
-use crate::agent::{argv_safe_prompt, AgentRunner, AgentSession, CancelToken, SessionContext};
+use crate::agent::{
+    argv_safe_prompt, AgentErrorKind, AgentRunner, AgentSession, CancelToken, SessionContext,
+};
 use crate::host::ssh::is_host_unavailable;
 use crate::host::Host;
 use crate::model::Issue;
@@ -25,6 +27,7 @@ use crate::workflow::template::PromptTemplate;
 use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
 use crate::workspace::{ensure_workspace, Workspace};
 
+use super::fds;
 use super::mailbox::{Mailbox, News};
 
 /// Everything one worker run needs; built by the main loop from the config current at dispatch.
@@ -146,6 +149,9 @@ impl Run<'_> {
     /// (`host_unavailable`), or when the host no longer answers (a dropped connection mid-turn).
     /// `started`: whether the agent process had started.
     fn classify(&self, msg: String, started: bool) -> WorkerOutcome {
+        if !started && !self.ctx.cancel.is_cancelled() && fds::is_resource_exhausted(&msg) {
+            return resource_exhausted(msg);
+        }
         if self.ctx.cancel.is_cancelled() || self.host.name().is_none() {
             return self.failed_or_cancelled(msg);
         }
@@ -165,8 +171,17 @@ impl Run<'_> {
     }
 }
 
+/// A spawn ran out of descriptors or processes: a WARN, and a retry that is not a failed attempt.
+fn resource_exhausted(msg: String) -> WorkerOutcome {
+    warn!("event=spawn_resource_exhausted error={msg:?}; retrying without counting an attempt");
+    WorkerOutcome::ResourceExhausted(msg)
+}
+
 /// The attempt algorithm (baton §16). Returns how the run ended.
 pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
+    if let Err(msg) = fds::check_reserve() {
+        return resource_exhausted(msg);
+    }
     let mut run = Run {
         ctx,
         host: Arc::clone(&ctx.host),
@@ -271,9 +286,12 @@ impl Run<'_> {
             let mut on_event = |ev| ctx.mailbox.post(News::Agent(ev));
             let prompt = argv_safe_prompt(&prompt, ident);
             if let Err(e) = session.run_turn(&prompt, &ctx.cancel, &mut on_event) {
-                // A first turn that could not reach the host never started the agent.
+                // A first turn that could not reach the host never started the agent; neither
+                // did one whose process could not be spawned.
                 let msg = format!("agent turn error: {e}");
-                let started = turn > 1 || !is_host_unavailable(&msg);
+                let spawn_failed = e.kind == AgentErrorKind::StartupFailed;
+                let started = (turn > 1 || !is_host_unavailable(&msg))
+                    && !(spawn_failed && fds::is_resource_exhausted(&msg));
                 return self.classify(msg, started);
             }
             if ctx.cancel.is_cancelled() {

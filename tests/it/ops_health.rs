@@ -19,6 +19,7 @@ fn ready_at(t0: Instant) -> ReadyInputs<'static> {
         polling_interval: 30 * SEC,
         last_success: Some(t0),
         last_failure_class: None,
+        reload_error: None,
     }
 }
 
@@ -107,6 +108,24 @@ fn a_rejected_token_flips_at_once_and_a_success_flips_back() {
     inputs.last_failure_class = None;
     inputs.last_success = Some(t0 + 31 * SEC);
     assert_eq!(readyz(&inputs, t0 + 31 * SEC), Ok(()));
+}
+
+#[test]
+fn a_rejected_reload_is_not_ready_until_a_reload_succeeds() {
+    let t0 = Instant::now();
+    let mut inputs = ready_at(t0);
+    let why = "/srv/WORKFLOW.md: missing_tracker_token: tracker.token is missing";
+    inputs.reload_error = Some(why);
+    let err = readyz(&inputs, t0).unwrap_err();
+    assert_eq!(err.code(), "reload_failed");
+    let body: serde_json::Value = serde_json::from_str(&err.to_json()).unwrap();
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("previous config is in force") && message.contains(why),
+        "{message}"
+    );
+    inputs.reload_error = None;
+    assert_eq!(readyz(&inputs, t0), Ok(()));
 }
 
 #[test]
