@@ -423,3 +423,57 @@ fn a_cancel_ends_a_hanging_between_turn_refresh_at_once() {
     assert_eq!(out, WorkerOutcome::Cancelled);
     assert_eq!(log.lock().unwrap().stopped, 1);
 }
+
+/// A runner whose every turn fails to spawn the agent for lack of descriptors.
+struct NoDescriptors;
+
+struct NoDescriptorsSession;
+
+impl AgentRunner for NoDescriptors {
+    fn start_session(&self, _: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+        Ok(Box::new(NoDescriptorsSession))
+    }
+}
+
+impl AgentSession for NoDescriptorsSession {
+    fn run_turn(&mut self, _: &str, _: &CancelToken, _: &mut Emit) -> TurnResult {
+        let e = std::io::Error::from_raw_os_error(libc::EMFILE);
+        Err(AgentError::new(
+            AgentErrorKind::StartupFailed,
+            format!("could not start \"bash\": {e}"),
+        ))
+    }
+    fn agent_session_id(&self) -> Option<String> {
+        None
+    }
+    fn stop(&mut self) {}
+}
+
+#[test]
+fn a_spawn_without_descriptors_is_a_resource_retry_not_a_failure() {
+    // Issue 25, item 3: EMFILE at spawn is retried without counting an attempt.
+    let dir = TempDir::new("w-emfile");
+    let (tx, _events) = unbounded::<Event>();
+    let ctx = WorkerContext {
+        run_id: 1,
+        issue: issue(),
+        attempt: None,
+        workspace_path: workspace_path(&dir.join("ws"), "acme__repo-1"),
+        hooks: HooksConfig::default(),
+        max_turns: 3,
+        template: PromptTemplate::compile("Do it.", 5).unwrap(),
+        policy: Policy::default(),
+        runner: Arc::new(NoDescriptors),
+        tracker: Arc::new(T(Ok(vec![issue()]))),
+        cancel: CancelToken::new(),
+        events: tx,
+        mailbox: Mailbox::new("I_1", 1, unbounded().0),
+        host: baton::host::LocalHost::shared(),
+        tracker_held: Arc::new(AtomicBool::new(false)),
+    };
+    let out = run_attempt(&ctx);
+    assert!(
+        matches!(&out, WorkerOutcome::ResourceExhausted(m) if m.contains("os error 24")),
+        "{out:?}"
+    );
+}
