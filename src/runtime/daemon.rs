@@ -505,44 +505,14 @@ pub fn run_with_state(
     let Some(tracker) = startup_tracker(&cfg, &tracker_factory, &shutdown_rx)? else {
         return Ok(()); // SIGINT/SIGTERM during startup
     };
-    let fd_cap = super::fds::agents_allowed_now();
-    if let Some(cap) = fd_cap.filter(|&c| c < u64::from(cfg.agent.max_concurrent_agents)) {
-        warn!(
-            "event=agents_capped_by_nofile max_concurrent_agents={} allowed={cap}; raise LimitNOFILE to run more",
-            cfg.agent.max_concurrent_agents
-        );
-    }
+    let fd_cap = descriptor_cap(&cfg);
     let persist = Persist::start(state);
     let hosts = Arc::new(HostPool::new());
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
-    let (tracker_tx, tracker_rx) = unbounded();
-    let (poll_jobs, poll_jobs_rx) = unbounded();
-    let (retry_jobs, retry_jobs_rx) = unbounded();
-    let shared = Arc::clone(&ops.shared);
-    let busy = ["tracker-poll", "tracker-retry"].map(|name| {
-        Arc::new(TrackerBusy {
-            name,
-            since: AtomicU64::new(0),
-        })
-    });
-    tracker_thread(
-        Arc::clone(&busy[0]),
-        poll_jobs_rx,
-        tracker_tx.clone(),
-        Arc::clone(&shared),
-        Arc::clone(&clock),
-    );
-    let retry_busy = Arc::clone(&busy[1]);
-    tracker_thread(
-        retry_busy,
-        retry_jobs_rx,
-        tracker_tx,
-        shared,
-        Arc::clone(&clock),
-    );
+    let (poll_jobs, retry_jobs, tracker_rx, busy) = start_tracker_threads(&ops.shared, &clock);
     let (changed_tx, changed_rx) = bounded(1);
     let mut d = Daemon {
         stamp: stat_fingerprint(&workflow_path),
@@ -606,6 +576,44 @@ pub fn run_with_state(
     };
     d.ops.ready(&d.state);
     d.run(inbox)
+}
+
+/// The agents the descriptor limit allows (`runtime::fds`), warning when it caps the config.
+fn descriptor_cap(cfg: &ServiceConfig) -> Option<u64> {
+    let cap = super::fds::agents_allowed_now();
+    if let Some(cap) = cap.filter(|&c| c < u64::from(cfg.agent.max_concurrent_agents)) {
+        warn!(
+            "event=agents_capped_by_nofile max_concurrent_agents={} allowed={cap}; raise LimitNOFILE to run more",
+            cfg.agent.max_concurrent_agents
+        );
+    }
+    cap
+}
+
+/// Start the poll and the retry tracker threads: their job senders, their results, and what
+/// each is busy with.
+fn start_tracker_threads(
+    ops: &Arc<OpsShared>,
+    clock: &Arc<dyn Clock>,
+) -> (
+    Sender<TrackerJob>,
+    Sender<TrackerJob>,
+    Receiver<Event>,
+    [Arc<TrackerBusy>; 2],
+) {
+    let (out, results) = unbounded();
+    let busy = ["tracker-poll", "tracker-retry"].map(|name| {
+        Arc::new(TrackerBusy {
+            name,
+            since: AtomicU64::new(0),
+        })
+    });
+    let [poll, retry] = busy.clone().map(|b| {
+        let (jobs, jobs_rx) = unbounded();
+        tracker_thread(b, jobs_rx, out.clone(), Arc::clone(ops), Arc::clone(clock));
+        jobs
+    });
+    (poll, retry, results, busy)
 }
 
 /// Build the tracker and validate it (on a helper thread, so SIGTERM interrupts a hung tracker
@@ -1041,6 +1049,7 @@ impl Daemon {
         let events = self.events_tx.clone();
         let id = issue.id.clone();
         let job = Box::new(move || {
+            let _log = crate::logging::RunContext::new(&issue.id, &issue.identifier).enter();
             let issue_id = issue.id.clone();
             // Whatever happens in the removal, the issue must be released afterwards.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -158,14 +158,9 @@ impl Mailbox {
         self.room.notify_all();
     }
 
-    /// Items waiting for the loop.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.lock().items.len()
-    }
-
-    /// No item waits for the loop.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -234,7 +229,7 @@ mod tests {
             "sticky facts kept"
         );
         assert_eq!(evs[0].agent_pid, Some(42));
-        assert!(m.is_empty());
+        assert_eq!(m.len(), 0);
         m.post(activity(1));
         assert_eq!(rx.len(), 2, "news after a take wakes the loop again");
     }
@@ -270,6 +265,6 @@ mod tests {
         for _ in 0..(CAPACITY * 2) {
             m.post(turn_end(1)); // the loop is gone: never waits
         }
-        assert!(m.is_empty());
+        assert_eq!(m.len(), 0);
     }
 }
