@@ -2,10 +2,7 @@
 //! `JOURNAL_STREAM` is set (running under systemd) — sd-daemon priority prefixes `<3>`/`<4>`/`<6>`/`<7>`
 //! and no timestamps (journald adds its own). A failing stderr write never crashes the daemon.
 
-use std::borrow::Cow;
-use std::cell::RefCell;
 use std::io::{self, Write};
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use log::Level;
@@ -88,75 +85,6 @@ pub(crate) fn record_allowed(target: &str, level: Level) -> bool {
     !(notify && level > Level::Info)
 }
 
-thread_local! {
-    static RUN: RefCell<Option<RunContext>> = const { RefCell::new(None) };
-}
-
-/// The issue a thread works for. Every line the thread logs while the context is entered carries
-/// `issue_id=` and `issue_identifier=` (spec §13.1): the formatter adds whichever the message
-/// lacks, so no line of a run (worker, agent adapter, hooks, resume) can forget them.
-#[derive(Debug, Clone)]
-pub struct RunContext(Arc<[(&'static str, String); 2]>);
-
-/// Leaves the entered [`RunContext`] (restoring the one before) when dropped.
-#[derive(Debug)]
-pub struct RunScope(Option<RunContext>);
-
-impl RunContext {
-    /// The context of `issue_id` / `issue_identifier` (values quoted when they need it).
-    pub fn new(issue_id: &str, issue_identifier: &str) -> Self {
-        let v = |s: &str| {
-            if !s.is_empty() && s.chars().all(|c| c.is_ascii_graphic() && c != '"') {
-                s.to_string()
-            } else {
-                format!("{s:?}")
-            }
-        };
-        RunContext(Arc::new([
-            ("issue_id=", v(issue_id)),
-            ("issue_identifier=", v(issue_identifier)),
-        ]))
-    }
-
-    /// The context this thread is in, to carry it to a helper thread.
-    pub fn current() -> Option<RunContext> {
-        RUN.with(|r| r.borrow().clone())
-    }
-
-    /// Enter the context on this thread until the returned scope drops.
-    pub fn enter(self) -> RunScope {
-        RunScope(RUN.with(|r| r.replace(Some(self))))
-    }
-}
-
-impl Drop for RunScope {
-    fn drop(&mut self) {
-        let before = self.0.take();
-        let _ = RUN.try_with(|r| *r.borrow_mut() = before);
-    }
-}
-
-/// `msg` plus the fields of the thread's [`RunContext`] that it does not name yet.
-pub(crate) fn with_run_fields(msg: &str) -> Cow<'_, str> {
-    let Some(ctx) = RUN.try_with(|r| r.borrow().clone()).ok().flatten() else {
-        return Cow::Borrowed(msg);
-    };
-    let has = |key: &str| {
-        msg.match_indices(key)
-            .any(|(i, _)| i == 0 || msg.as_bytes()[i - 1] == b' ')
-    };
-    let mut out = Cow::Borrowed(msg);
-    for (key, value) in ctx.0.iter() {
-        if !has(key) {
-            let line = out.to_mut();
-            line.push(' ');
-            line.push_str(key);
-            line.push_str(value);
-        }
-    }
-    out
-}
-
 /// A writer that swallows write errors (closed stderr, EPIPE, full disk): logging must never take the
 /// daemon down.
 struct ForgivingStderr;
@@ -200,7 +128,7 @@ pub fn init(level: Option<log::LevelFilter>) {
             style,
             record.level(),
             record.target(),
-            &with_run_fields(&record.args().to_string()),
+            &crate::runlog::with_run_fields(&record.args().to_string()),
             SystemTime::now(),
         );
         // Errors here are swallowed by ForgivingStderr; never propagate a panic.
@@ -214,32 +142,6 @@ pub fn init(level: Option<log::LevelFilter>) {
 mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
-
-    #[test]
-    fn lines_of_a_run_carry_both_issue_fields_once() {
-        assert_eq!(with_run_fields("no run"), "no run");
-        let _scope = RunContext::new("I_1", "acme__repo-1").enter();
-        assert_eq!(
-            with_run_fields("claude turn started issue_identifier=acme__repo-1 turn=1"),
-            "claude turn started issue_identifier=acme__repo-1 turn=1 issue_id=I_1"
-        );
-        assert_eq!(
-            with_run_fields("hook failed issue_id=I_1 issue_identifier=acme__repo-1"),
-            "hook failed issue_id=I_1 issue_identifier=acme__repo-1"
-        );
-        {
-            let _inner = RunContext::new("odd id", "x").enter();
-            assert_eq!(
-                with_run_fields("m"),
-                "m issue_id=\"odd id\" issue_identifier=x"
-            );
-        }
-        assert_eq!(
-            with_run_fields("m"),
-            "m issue_id=I_1 issue_identifier=acme__repo-1",
-            "the outer context is back"
-        );
-    }
 
     #[test]
     fn journald_lines_have_priorities_and_no_timestamp() {

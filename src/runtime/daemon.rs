@@ -1049,7 +1049,7 @@ impl Daemon {
         let events = self.events_tx.clone();
         let id = issue.id.clone();
         let job = Box::new(move || {
-            let _log = crate::logging::RunContext::new(&issue.id, &issue.identifier).enter();
+            let _log = crate::runlog::RunLog::new(&issue.id, &issue.identifier).enter();
             let issue_id = issue.id.clone();
             // Whatever happens in the removal, the issue must be released afterwards.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -85,7 +85,7 @@ pub fn continuation_prompt(issue: &Issue, turn: u32, max_turns: u32) -> String {
 pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
     let name = format!("worker-{}", ctx.issue.identifier);
     thread::Builder::new().name(name).spawn(move || {
-        let _log = crate::logging::RunContext::new(&ctx.issue.id, &ctx.issue.identifier).enter();
+        let _log = crate::runlog::RunLog::new(&ctx.issue.id, &ctx.issue.identifier).enter();
         let issue_id = ctx.issue.id.clone();
         let identifier = ctx.issue.identifier.clone();
         let run_id = ctx.run_id;
@@ -359,11 +359,11 @@ impl Run<'_> {
     fn fetch_issue(&self) -> Option<Result<Vec<Issue>, TrackerError>> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let (tracker, id) = (Arc::clone(&self.ctx.tracker), self.ctx.issue.id.clone());
-        let context = crate::logging::RunContext::current();
+        let context = crate::runlog::RunLog::current();
         let spawned = thread::Builder::new()
             .name("worker-refresh".into())
             .spawn(move || {
-                let _log = context.map(crate::logging::RunContext::enter);
+                let _log = context.map(crate::runlog::RunLog::enter);
                 let _ = tx.send(tracker.fetch_issue_states_by_ids(std::slice::from_ref(&id)));
             });
         if let Err(e) = spawned {
