@@ -110,7 +110,6 @@ pub(crate) fn run_workflow(
     on_listen: &dyn Fn(SocketAddr),
 ) -> i32 {
     let ops = crate::ops::startup::take_systemd_env();
-    raise_nofile_limit();
     let wf = match load_for_startup(&args.workflow) {
         Ok(wf) => wf,
         Err(e) => {
@@ -126,6 +125,7 @@ pub(crate) fn run_workflow(
             return EXIT_FAILURE;
         }
     };
+    raise_nofile_limit();
     let shutdown_rx = match crate::signals::shutdown_channel() {
         Ok(rx) => rx,
         Err(e) => {

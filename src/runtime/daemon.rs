@@ -1301,7 +1301,7 @@ impl Daemon {
         if error.is_some() && error != self.last_reload_error {
             let msg = error.as_deref().unwrap_or_default();
             error!(
-                "event=workflow_reload_failed error={msg:?}; keeping the previous config entirely"
+                "workflow reload failed; keeping the previous config entirely event=workflow_reload_failed error={msg:?}"
             );
         }
         self.ops
