@@ -327,10 +327,6 @@ impl Run<'_> {
         let Some(result) = self.fetch_issue() else {
             return Err("cancelled during the issue state refresh".into());
         };
-        // The request gate learns how the call ended (a rate limit here pauses every request).
-        let _ = ctx
-            .events
-            .send(Event::TrackerCalls(vec![CallOutcome::of(&result)]));
         let refreshed = result.map_err(|e| format!("issue state refresh error: {e}"))?;
         match refreshed.into_iter().find(|i| &i.id == id) {
             Some(fresh) => {
@@ -355,25 +351,28 @@ impl Run<'_> {
 
     /// The tracker call of [`Run::refresh`], on a helper thread so that a cancel (a stop or the
     /// shutdown) ends the wait at once: the worker never outlives the shutdown grace because of a
-    /// slow tracker. `None` when cancelled; the helper's late answer is dropped.
+    /// slow tracker. `None` when cancelled; the helper still reports how the call ended to the
+    /// request gate (a rate limit here pauses every request) and its late answer is dropped.
     fn fetch_issue(&self) -> Option<Result<Vec<Issue>, TrackerError>> {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let (tracker, id) = (Arc::clone(&self.ctx.tracker), self.ctx.issue.id.clone());
-        let context = crate::runlog::RunLog::current();
+        let (events, context) = (self.ctx.events.clone(), crate::runlog::RunLog::current());
         let spawned = thread::Builder::new()
             .name("worker-refresh".into())
             .spawn(move || {
                 let _log = context.map(crate::runlog::RunLog::enter);
-                let _ = tx.send(tracker.fetch_issue_states_by_ids(std::slice::from_ref(&id)));
+                let result = tracker.fetch_issue_states_by_ids(std::slice::from_ref(&id));
+                let _ = events.send(Event::TrackerCalls(vec![CallOutcome::of(&result)]));
+                let _ = tx.send(result);
             });
+        let lost = |what: String| Some(Err(TrackerError::new(TrackerErrorKind::Transport, what)));
         if let Err(e) = spawned {
-            let msg = format!("cannot start the refresh thread: {e}");
-            return Some(Err(TrackerError::new(TrackerErrorKind::Transport, msg)));
+            return lost(format!("cannot start the refresh thread: {e}"));
         }
         let cancel = &self.ctx.cancel;
         while !cancel.is_cancelled() {
             crossbeam_channel::select! {
-                recv(rx) -> r => return r.ok(),
+                recv(rx) -> r => return r.map_or_else(|_| lost("the refresh thread died".into()), Some),
                 recv(cancel.receiver()) -> _ => {}
             }
         }
