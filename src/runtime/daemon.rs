@@ -156,8 +156,6 @@ enum TrackerJob {
     Poll {
         tracker: Arc<dyn Tracker>,
         running_ids: Vec<String>,
-        /// The preflight failure and its error class.
-        preflight: Option<(String, &'static str)>,
         /// Set on the first tick only: its board read drives the terminal-workspace cleanup.
         startup_cleanup: Option<StartupCleanup>,
     },
@@ -226,17 +224,11 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
         TrackerJob::Poll {
             tracker,
             running_ids,
-            preflight,
             startup_cleanup,
         } => {
             let started = Instant::now();
-            let (candidates, refreshed, class, terminal) = poll_tracker(
-                &*tracker,
-                &running_ids,
-                preflight,
-                startup_cleanup,
-                &mut calls,
-            );
+            let (candidates, refreshed, class, terminal) =
+                poll_tracker(&*tracker, &running_ids, startup_cleanup, &mut calls);
             let rate_limit = tracker.rate_limit();
             let points = rate_limit
                 .as_ref()
@@ -289,13 +281,12 @@ type Refreshed = Option<Result<Vec<Issue>, String>>;
 
 /// The candidates and the running issues' current state from one board read: running issues
 /// the read contains need no second request; only the missing ones are refreshed (shallow).
-/// Without a read (preflight or validation failed, read failed) every running issue is refreshed,
+/// Without a read (validation failed, read failed) every running issue is refreshed,
 /// except after a rate limit or rejected credentials: then nothing more is sent (the tracker just
 /// refused the budget; issue 12, failure 5). Every call's outcome goes to `calls`.
 fn poll_tracker(
     tracker: &dyn Tracker,
     running_ids: &[String],
-    preflight: Option<(String, &'static str)>,
     startup_cleanup: Option<StartupCleanup>,
     calls: &mut Vec<CallOutcome>,
 ) -> (
@@ -310,28 +301,23 @@ fn poll_tracker(
         .unwrap_or_default();
     let mut class: Option<&'static str> = None;
     let mut stopped = false;
-    let read = match preflight {
-        Some((p, c)) => {
-            class = Some(c);
-            Err(PollSkip::Preflight(p))
+    // The config passed the dispatch preflight at startup and at every applied reload. A cached
+    // validation sends nothing, so only its failure counts.
+    let read = match tracker.validate() {
+        Err(e) => {
+            class = Some(e.class);
+            calls.push(CallOutcome::of_error(&e));
+            stopped = CallOutcome::of_error(&e).stops_operation();
+            Err(PollSkip::Preflight(e.to_string()))
         }
-        // A cached validation sends nothing, so only its failure counts.
-        None => match tracker.validate() {
-            Err(e) => {
-                class = Some(e.class);
-                calls.push(CallOutcome::of_error(&e));
-                stopped = CallOutcome::of_error(&e).stops_operation();
-                Err(PollSkip::Preflight(e.to_string()))
+        Ok(()) => observe(calls, tracker.read_board(running_ids, &also_states)).map_err(|e| {
+            class = Some(e.class);
+            stopped = CallOutcome::of_error(&e).stops_operation();
+            PollSkip::Tracker {
+                message: e.to_string(),
+                retry_at: e.retry_at.map(unix_millis),
             }
-            Ok(()) => observe(calls, tracker.read_board(running_ids, &also_states)).map_err(|e| {
-                class = Some(e.class);
-                stopped = CallOutcome::of_error(&e).stops_operation();
-                PollSkip::Tracker {
-                    message: e.to_string(),
-                    retry_at: e.retry_at.map(unix_millis),
-                }
-            }),
-        },
+        }),
     };
     let mut refresh = |ids: &[String]| -> Refreshed {
         (!ids.is_empty() && !stopped)
@@ -399,7 +385,6 @@ struct Daemon {
     workers: HashMap<String, WorkerHandle>,
     stamp: Option<(SystemTime, u64)>,
     last_reload_error: Option<String>,
-    last_preflight: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
     /// Metrics, readiness and systemd notify.
@@ -532,7 +517,6 @@ pub fn run_with_state(
         retry_jobs,
         workers: HashMap::new(),
         last_reload_error: None,
-        last_preflight: None,
         pending_acks: Vec::new(),
         done: false,
         ops: LoopOps::new(ops),
@@ -1073,20 +1057,6 @@ impl Daemon {
         if stamp != self.stamp {
             self.reload();
         }
-        let errs = config(&self.workflow).preflight_errors();
-        let preflight = (!errs.is_empty()).then(|| {
-            errs.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        });
-        let class = errs.first().map(|e| e.class);
-        if preflight != self.last_preflight {
-            if let Some(p) = &preflight {
-                error!("dispatch preflight failed; dispatch is skipped until fixed error={p:?}");
-            }
-            self.last_preflight = preflight.clone();
-        }
         let startup_cleanup = (!self.first_poll_sent).then(|| {
             let cfg = config(&self.workflow);
             StartupCleanup {
@@ -1097,7 +1067,6 @@ impl Daemon {
         let _ = self.poll_jobs.send(TrackerJob::Poll {
             tracker: self.tracker.clone(),
             running_ids,
-            preflight: preflight.zip(class),
             startup_cleanup,
         });
     }
