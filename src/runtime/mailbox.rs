@@ -45,15 +45,6 @@ pub struct Mailbox {
     wake: Sender<Arc<Mailbox>>,
 }
 
-impl std::fmt::Debug for Mailbox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mailbox")
-            .field("issue_id", &self.issue_id)
-            .field("run_id", &self.run_id)
-            .finish()
-    }
-}
-
 /// An activity event the next one may replace: no usage, no cost, not a session start or a
 /// turn's end.
 fn replaceable(ev: &AgentEvent) -> bool {
