@@ -324,7 +324,7 @@ impl ControlClient {
 }
 
 /// What the handlers need: the control channel and the webhook secret.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct App {
     /// Channel to the main loop.
     pub control: ControlClient,
@@ -332,6 +332,8 @@ pub struct App {
     pub webhook_secret: Option<Secret>,
     /// Metrics and readiness facts published by the main loop.
     pub ops: Arc<OpsShared>,
+    /// Recently accepted webhook deliveries (a redelivery queues no second refresh).
+    pub deliveries: webhook::Deliveries,
 }
 
 /// Request data a handler may look at (the body only for routes that take one).
@@ -341,6 +343,8 @@ pub struct Incoming {
     pub signature: Option<String>,
     /// `X-GitHub-Event`.
     pub github_event: Option<String>,
+    /// `X-GitHub-Delivery`.
+    pub delivery: Option<String>,
     /// Raw body (capped by the server).
     pub body: Vec<u8>,
 }
@@ -440,7 +444,19 @@ fn webhook_reply(app: &App, req: &Incoming) -> Reply {
         log::warn!("http webhook rejected reason={e:?}");
         return Reply::error(401, "invalid_signature", e.message());
     }
-    let event = req.github_event.as_deref().unwrap_or("").trim();
+    let delivery = req.delivery.as_deref().filter(|d| webhook::Deliveries::plausible(d));
+    if delivery.is_some_and(|d| app.deliveries.seen(d)) {
+        log::info!("http webhook duplicate delivery={delivery:?}");
+        return Reply::json(200, &json!({"queued": false, "duplicate": true}));
+    }
+    let reply = webhook_event_reply(app, req.github_event.as_deref().unwrap_or("").trim());
+    if let Some(d) = delivery.filter(|_| reply.status < 300) {
+        app.deliveries.remember(d);
+    }
+    reply
+}
+
+fn webhook_event_reply(app: &App, event: &str) -> Reply {
     if event == "ping" {
         return Reply::json(200, &json!({"ok": true, "event": "ping"}));
     }
@@ -575,6 +591,7 @@ mod tests {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
             ops: Arc::new(OpsShared::new()),
+            deliveries: Default::default(),
         };
         let r = handle(
             &Route::GithubWebhook,
@@ -595,6 +612,7 @@ mod tests {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
             ops: Arc::new(OpsShared::new()),
+            deliveries: Default::default(),
         };
         let r = handle(&Route::State, &app, &Incoming::default(), SystemTime::now());
         assert_eq!(r.status, 503);

@@ -1,5 +1,9 @@
 //! GitHub webhook signatures: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>`,
-//! verified in constant time (`ring::hmac::verify`). The body itself is never parsed.
+//! verified in constant time (`ring::hmac::verify`), and the memory of recent delivery ids.
+//! The body itself is never parsed.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
 
 use ring::hmac;
 
@@ -9,6 +13,39 @@ use crate::workflow::config::Secret;
 pub(crate) const SIGNATURE_HEADER: &str = "X-Hub-Signature-256";
 /// Header carrying the event name (`projects_v2_item`, `ping`, …).
 pub(crate) const EVENT_HEADER: &str = "X-GitHub-Event";
+/// Header carrying the delivery's id (a GUID), the same on a redelivery.
+pub(crate) const DELIVERY_HEADER: &str = "X-GitHub-Delivery";
+
+/// The ids of the last accepted deliveries, so that one delivery sent twice (GitHub retries,
+/// a redelivery, a proxy replaying) is answered once. Bounded: the oldest id is forgotten.
+#[derive(Debug, Default)]
+pub struct Deliveries(Mutex<VecDeque<String>>);
+
+impl Deliveries {
+    /// How many ids are remembered.
+    pub const REMEMBERED: usize = 1024;
+
+    /// Whether `id` can be remembered: GitHub's GUIDs are 36 bytes; others go unchecked.
+    pub(crate) fn plausible(id: &str) -> bool {
+        !id.is_empty() && id.len() <= 64
+    }
+
+    pub(crate) fn seen(&self, id: &str) -> bool {
+        self.lock().iter().any(|d| d == id)
+    }
+
+    pub(crate) fn remember(&self, id: &str) {
+        let mut ids = self.lock();
+        if ids.len() >= Self::REMEMBERED {
+            ids.pop_front();
+        }
+        ids.push_back(id.to_string());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 /// Why a delivery's signature was rejected (the message is safe to return to the caller).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +142,22 @@ mod tests {
             verify_signature(&secret, b"Hello, World!", Some(&format!("sha256={upper}"))),
             Ok(())
         );
+    }
+
+    #[test]
+    fn delivery_ids_are_remembered_up_to_a_bound() {
+        let d = Deliveries::default();
+        d.remember("first");
+        for i in 1..Deliveries::REMEMBERED {
+            d.remember(&format!("id-{i}"));
+        }
+        assert!(d.seen("first") && d.seen("id-1"));
+        d.remember("one-more");
+        assert!(!d.seen("first"), "the oldest is forgotten");
+        assert!(d.seen("id-1") && d.seen("one-more"));
+        assert_eq!(d.lock().len(), Deliveries::REMEMBERED);
+        assert!(!Deliveries::plausible("") && !Deliveries::plausible(&"a".repeat(65)));
+        assert!(Deliveries::plausible("72d3162e-cc78-11e3-81ab-4c9367dc0958"));
     }
 
     #[test]

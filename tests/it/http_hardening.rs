@@ -243,7 +243,7 @@ fn well_framed_pipelined_requests_are_still_served_on_one_connection() {
 
 fn short_timeouts() -> ConnectionLimits {
     ConnectionLimits {
-        header_timeout: Duration::from_millis(500),
+        request_timeout: Duration::from_millis(500),
         ..ConnectionLimits::default()
     }
 }
@@ -379,7 +379,7 @@ fn idle_connections_do_not_cost_threads_and_the_server_keeps_answering() {
     let _serial = serial();
     let baseline = threads_in_process();
     let limits = ConnectionLimits {
-        header_timeout: Duration::from_secs(30), // they stay idle for the whole test
+        request_timeout: Duration::from_secs(30), // they stay idle for the whole test
         ..ConnectionLimits::default()
     };
     let cap = limits.max_handlers;

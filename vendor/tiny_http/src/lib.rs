@@ -112,7 +112,7 @@ use util::MessagesQueue;
 
 pub use common::{HTTPVersion, Header, HeaderField, Method, StatusCode};
 pub use connection::{ConfigListenAddr, ListenAddr, Listener};
-pub use pool::ConnectionLimits; // BATON PATCH 5
+pub use pool::{ConnectionLimits, Spawn}; // BATON PATCH 5, 9
 pub use request::{ReadWrite, Request};
 pub use response::{Response, ResponseBox};
 pub use test::TestRequest;
@@ -271,7 +271,35 @@ impl Server {
         ssl_config: Option<SslConfig>,
         limits: ConnectionLimits,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        let listener = listener.into();
+        let messages = MessagesQueue::with_capacity(8);
+        let sink = pool::Sink::Queue(messages.clone());
+        Self::start(listener.into(), ssl_config, limits, messages, sink)
+    }
+
+    /// BATON PATCH 9: serves every request with `handler`, called on the connection handler
+    /// threads themselves (at most `limits.max_handlers` at once) once the whole request has
+    /// arrived; `recv` receives nothing. A listener that fails for good (not a transient
+    /// `accept` error) panics the accept thread, for `limits.spawn` to supervise.
+    pub fn from_listener_with_handler<L, F>(
+        listener: L,
+        limits: ConnectionLimits,
+        handler: F,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>>
+    where
+        L: Into<Listener>,
+        F: Fn(Request) + Send + Sync + 'static,
+    {
+        let sink = pool::Sink::Handler(Arc::new(handler));
+        Self::start(listener.into(), None, limits, MessagesQueue::with_capacity(0), sink)
+    }
+
+    fn start(
+        listener: Listener,
+        ssl_config: Option<SslConfig>,
+        limits: ConnectionLimits,
+        messages: Arc<MessagesQueue<Message>>,
+        sink: pool::Sink,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         // building the "close" variable
         let close_trigger = Arc::new(AtomicBool::new(false));
 
@@ -309,18 +337,18 @@ impl Server {
 
         // creating a task where server.accept() is continuously called
         // and ClientConnection objects are pushed in the messages queue
-        let messages = MessagesQueue::with_capacity(8);
-
         let inside_close_trigger = close_trigger.clone();
-        let inside_messages = messages.clone();
         // BATON PATCH 5: a bounded pool of connection handlers instead of upstream's
         // thread per connection; transient accept errors (out of file descriptors, say) no
         // longer end the accept loop, and a failed socket clone drops one connection.
+        // BATON PATCH 9: what connections read ahead is bounded (16 bodies beyond heads).
         let socket_timeout = limits.socket_timeout;
-        let pool = pool::ConnPool::new(limits, messages.clone());
-        thread::Builder::new()
-            .name("tinyhttp-accept".into())
-            .spawn(move || {
+        let budget = util::refined_tcp_stream::Budget::new(limits.max_body.saturating_mul(16));
+        let spawn = limits.spawn;
+        let pool = pool::ConnPool::new(limits, sink.clone());
+        spawn(
+            "tinyhttp-accept",
+            Box::new(move || {
                 log::debug!("Running accept thread");
                 while !inside_close_trigger.load(Relaxed) {
                     let sock = match server.accept() {
@@ -332,19 +360,23 @@ impl Server {
                         }
                         Err(e) => {
                             log::error!("Error accepting new client: {}", e);
-                            inside_messages.push(e.into());
+                            match &sink {
+                                pool::Sink::Queue(messages) => messages.push(e.into()),
+                                // BATON PATCH 9: a thread death the application supervises.
+                                pool::Sink::Handler(_) => panic!("the HTTP listener failed: {}", e),
+                            }
                             break;
                         }
                     };
-                    // BATON PATCH 2: bound slow or silent clients (bodies, drains, responses).
+                    // BATON PATCH 2: bound slow or silent clients (responses).
                     sock.set_timeouts(socket_timeout);
                     use util::RefinedTcpStream;
                     let halves = match ssl {
-                        None => RefinedTcpStream::new(sock, socket_timeout),
+                        None => RefinedTcpStream::new(sock, budget.clone()),
                         #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
                         Some(ref ssl) => match ssl.accept(sock) {
                             // if SSL fails, close the socket and resume listening
-                            Ok(s) => RefinedTcpStream::new(s, socket_timeout),
+                            Ok(s) => RefinedTcpStream::new(s, budget.clone()),
                             Err(_) => continue,
                         },
                         #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
@@ -357,7 +389,8 @@ impl Server {
                 }
                 pool.close();
                 log::debug!("Terminating accept thread");
-            })?;
+            }),
+        )?;
 
         // result
         Ok(Server {

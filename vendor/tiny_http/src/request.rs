@@ -6,9 +6,8 @@ use std::net::SocketAddr;
 use std::str::FromStr;
 
 use std::sync::mpsc::Sender;
+use std::sync::atomic::AtomicBool; // BATON PATCH 7
 use std::sync::Arc; // BATON PATCH 7
-
-use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 7
 
 use crate::util::{EqualReader, FusedReader};
 use crate::{HTTPVersion, Header, Method, Response, StatusCode};
@@ -139,7 +138,7 @@ pub fn new_request<R, W>(
     mut source_data: R,
     writer: W,
     // BATON PATCH 7: the connection to end when a large body is left unread.
-    conn: Option<Arc<HeadDeadline>>,
+    conn: Option<Arc<AtomicBool>>,
 ) -> Result<Request, RequestCreationError>
 where
     R: Read + Send + 'static,
