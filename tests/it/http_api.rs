@@ -259,6 +259,43 @@ fn webhook_requires_a_valid_signature() {
     assert_eq!(f.fake.refresh_count(), 1, "ping/other events queue nothing");
 }
 
+/// Issue 21 item 10: a delivery GitHub sends twice (same `X-GitHub-Delivery`) queues one
+/// refresh; a failed one is not remembered, and an unsigned one cannot poison the memory.
+#[test]
+fn webhook_deliveries_with_the_same_delivery_id_are_deduplicated() {
+    let f = Fixture::start(LoopMode::Answer, Some(WEBHOOK_SECRET));
+    let body = br#"{"action":"edited","projects_v2_item":{"id":1}}"#;
+    let sig = sign(&Secret::new(WEBHOOK_SECRET), body);
+    let deliver = |id: &str, sig: &str| {
+        f.post(
+            "/api/v1/webhooks/github",
+            &[
+                ("X-GitHub-Event", "projects_v2_item"),
+                ("X-GitHub-Delivery", id),
+                ("X-Hub-Signature-256", sig),
+            ],
+            body,
+        )
+    };
+    // An unsigned delivery is refused and not remembered.
+    deliver("d-1", "sha256=00").assert_error(401, "invalid_signature");
+    let r = deliver("d-1", &sig);
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(f.fake.refresh_count(), 1);
+    let r = deliver("d-1", &sig);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["duplicate"], true);
+    assert_eq!(r.json()["queued"], false);
+    assert_eq!(f.fake.refresh_count(), 1, "the redelivery queued nothing");
+    assert_eq!(deliver("d-2", &sig).status, 202);
+    assert_eq!(f.fake.refresh_count(), 2);
+    // No id, or one too long to be GitHub's: processed every time.
+    for id in ["", &"x".repeat(65), &"x".repeat(65)] {
+        assert_eq!(deliver(id, &sig).status, 202);
+    }
+    assert_eq!(f.fake.refresh_count(), 5);
+}
+
 #[test]
 fn webhook_without_configured_secret_is_404() {
     let f = Fixture::start(LoopMode::Answer, None);

@@ -5,7 +5,6 @@ use std::io::Result as IoResult;
 use std::io::{BufWriter, ErrorKind, Read, Write};
 
 use std::net::SocketAddr;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering}; // BATON PATCH 7
 use std::sync::Arc; // BATON PATCH 7
 use std::time::Duration; // BATON PATCH 5
@@ -41,9 +40,6 @@ pub struct ClientConnection {
 
     // set to true if we know that the previous request is the last one
     no_more_requests: bool,
-
-    // true if the connection goes through SSL
-    secure: bool,
 
     /// BATON PATCH 7: set when a request body was left unread (the connection then ends).
     abandoned: Arc<AtomicBool>,
@@ -81,7 +77,6 @@ impl ClientConnection {
         mut read_socket: RefinedTcpStream,
     ) -> ClientConnection {
         let remote_addr = read_socket.peer_addr();
-        let secure = read_socket.secure();
         let abandoned = read_socket.abandoned();
 
         let mut source = SequentialReaderBuilder::new(read_socket);
@@ -93,7 +88,6 @@ impl ClientConnection {
             remote_addr,
             next_header_source: first_header,
             no_more_requests: false,
-            secure,
             abandoned,
         }
     }
@@ -145,11 +139,6 @@ impl ClientConnection {
             .with_connection_close()
             .raw_print(writer, http1_version(version), &[], false, None)
             .ok();
-    }
-
-    /// true if the connection is HTTPS
-    pub fn secure(&self) -> bool {
-        self.secure
     }
 
     /// Reads the next line from self.next_header_source.
@@ -246,7 +235,7 @@ impl ClientConnection {
 
         // building the next reader
         let request = crate::request::new_request(
-            self.secure,
+            false, // BATON PATCH 10: no HTTPS
             method,
             path,
             version.clone(),

@@ -1,3 +1,5 @@
+//! BATON PATCH 10: the TLS variant is gone, so the stream is a plain [`Connection`].
+
 use std::io::Result as IoResult;
 use std::io::{Error as IoError, ErrorKind, Read, Write}; // BATON PATCH 9
 use std::net::{Shutdown, SocketAddr};
@@ -5,100 +7,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering}; // BATON PATCH 7, 9
 use std::sync::Arc; // BATON PATCH 7
 use std::time::Duration; // BATON PATCH 9
 
+use crate::connection::Connection;
 use crate::framing::MAX_HEAD_BYTES; // BATON PATCH 9
 
-use crate::connection::Connection;
-#[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-use crate::ssl::SslStream;
-
-pub(crate) enum Stream {
-    Http(Connection),
-    #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-    Https(SslStream),
-}
-
-impl Clone for Stream {
-    fn clone(&self) -> Self {
-        match self {
-            Stream::Http(tcp_stream) => Stream::Http(tcp_stream.try_clone().unwrap()),
-            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(ssl_stream) => Stream::Https(ssl_stream.clone()),
-        }
-    }
-}
-
-impl From<Connection> for Stream {
-    fn from(tcp_stream: Connection) -> Self {
-        Stream::Http(tcp_stream)
-    }
-}
-
-impl Stream {
-    fn secure(&self) -> bool {
-        match self {
-            Stream::Http(_) => false,
-            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(_) => true,
-        }
-    }
-
-    fn peer_addr(&mut self) -> IoResult<Option<SocketAddr>> {
-        match self {
-            Stream::Http(tcp_stream) => tcp_stream.peer_addr(),
-            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(ssl_stream) => ssl_stream.peer_addr(),
-        }
-    }
-
-    /// BATON PATCH 9: set the socket's read timeout (TLS streams keep theirs).
-    fn set_read_timeout(&self, timeout: Duration) -> IoResult<()> {
-        match self {
-            Stream::Http(conn) => conn.set_read_timeout(timeout),
-            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(_) => Ok(()),
-        }
-    }
-
-    fn shutdown(&mut self, how: Shutdown) -> IoResult<()> {
-        match self {
-            Stream::Http(tcp_stream) => tcp_stream.shutdown(how),
-            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(ssl_stream) => ssl_stream.shutdown(how),
-        }
-    }
-}
-
-impl Read for Stream {
-    fn read(&mut self, buf: &mut [u8]) -> IoResult<usize> {
-        match self {
-            Stream::Http(tcp_stream) => tcp_stream.read(buf),
-            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(ssl_stream) => ssl_stream.read(buf),
-        }
-    }
-}
-
-impl Write for Stream {
-    fn write(&mut self, buf: &[u8]) -> IoResult<usize> {
-        match self {
-            Stream::Http(tcp_stream) => tcp_stream.write(buf),
-            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(ssl_stream) => ssl_stream.write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> IoResult<()> {
-        match self {
-            Stream::Http(tcp_stream) => tcp_stream.flush(),
-            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(ssl_stream) => ssl_stream.flush(),
-        }
-    }
-}
-
 /// BATON PATCH 9: the bytes all connections hold read ahead, and their bound. Each connection
-/// may buffer `free_per_connection` bytes (a request head) regardless; beyond that, only while
-/// the total is under `limit`, so many half-sent bodies cannot pile up unbounded memory.
+/// may buffer [`MAX_HEAD_BYTES`] (a request head) regardless; beyond that, only while the
+/// total is under `limit`, so many half-sent bodies cannot pile up unbounded memory.
 #[derive(Debug)]
 pub(crate) struct Budget {
     used: AtomicUsize,
@@ -118,7 +32,7 @@ impl Budget {
 const READ_CHUNK: usize = 16 * 1024;
 
 pub struct RefinedTcpStream {
-    stream: Stream,
+    stream: Connection,
     close_read: bool,
     close_write: bool,
     /// BATON PATCH 7: set once a request body was left unread; the stream then reads as ended,
@@ -138,20 +52,11 @@ impl RefinedTcpStream {
     /// BATON PATCH 5: fallible (cloning a socket needs a file descriptor; upstream panicked
     /// when the process ran out of them). BATON PATCH 9: `budget` bounds what all connections
     /// read ahead.
-    pub(crate) fn new<S>(
-        stream: S,
+    pub(crate) fn new(
+        stream: Connection,
         budget: Arc<Budget>,
-    ) -> IoResult<(RefinedTcpStream, RefinedTcpStream)>
-    where
-        S: Into<Stream>,
-    {
-        let stream: Stream = stream.into();
-
-        let read = match &stream {
-            Stream::Http(conn) => Stream::Http(conn.try_clone()?),
-            #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-            Stream::Https(_) => stream.clone(),
-        };
+    ) -> IoResult<(RefinedTcpStream, RefinedTcpStream)> {
+        let read = stream.try_clone()?;
         let abandoned = Arc::new(AtomicBool::new(false));
         let half = |stream, close_read| RefinedTcpStream {
             stream,
@@ -223,12 +128,6 @@ impl RefinedTcpStream {
             self.buf.drain(..self.pos);
         }
         self.pos = 0;
-    }
-
-    /// Returns true if this struct wraps around a secure connection.
-    #[inline]
-    pub(crate) fn secure(&self) -> bool {
-        self.stream.secure()
     }
 
     pub(crate) fn peer_addr(&mut self) -> IoResult<Option<SocketAddr>> {
