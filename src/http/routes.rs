@@ -52,6 +52,11 @@ impl Route {
         }
     }
 
+    /// `/livez`, `/readyz` and `/metrics`: kept answerable under any load of other routes.
+    pub fn is_probe(&self) -> bool {
+        matches!(self, Route::Metrics | Route::Livez | Route::Readyz)
+    }
+
     /// Whether the handler needs the request body (read capped by the server).
     pub fn takes_body(&self) -> bool {
         matches!(self, Route::Refresh | Route::GithubWebhook)
@@ -444,7 +449,10 @@ fn webhook_reply(app: &App, req: &Incoming) -> Reply {
         log::warn!("http webhook rejected reason={e:?}");
         return Reply::error(401, "invalid_signature", e.message());
     }
-    let delivery = req.delivery.as_deref().filter(|d| webhook::Deliveries::plausible(d));
+    let delivery = req
+        .delivery
+        .as_deref()
+        .filter(|d| webhook::Deliveries::plausible(d));
     if delivery.is_some_and(|d| app.deliveries.seen(d)) {
         log::info!("http webhook duplicate delivery={delivery:?}");
         return Reply::json(200, &json!({"queued": false, "duplicate": true}));

@@ -10,6 +10,7 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::Sender;
@@ -66,22 +67,24 @@ fn serve(
              and trigger refreshes"
         );
     }
-    let max_body = opts.max_body_bytes;
-    let app = App {
-        control: ControlClient::new(control, opts.snapshot_timeout),
-        webhook_secret: opts.webhook_secret,
-        ops: opts.ops,
-        deliveries: webhook::Deliveries::default(),
+    let served = Served {
+        app: App {
+            control: ControlClient::new(control, opts.snapshot_timeout),
+            webhook_secret: opts.webhook_secret,
+            ops: opts.ops,
+            deliveries: webhook::Deliveries::default(),
+        },
+        max_body: opts.max_body_bytes,
+        busy: AtomicUsize::new(0),
     };
     let limits = ConnectionLimits {
-        max_body,
+        max_body: opts.max_body_bytes,
         spawn: |name, f| spawn_supervised(name, f).map(drop),
         ..ConnectionLimits::default()
     };
-    let server = Server::from_listener_with_handler(listener, limits, move |rq| {
-        handle_request(rq, &app, max_body)
-    })
-    .map_err(|e| format!("cannot start the http server: {e}"))?;
+    let server =
+        Server::from_listener_with_handler(listener, limits, move |rq| handle_request(rq, &served))
+            .map_err(|e| format!("cannot start the http server: {e}"))?;
     Ok(HttpHandle {
         local_addr,
         _server: server,
@@ -97,44 +100,72 @@ fn resolve_bind(host: &str, port: u16) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("bind host {host:?} resolves to no address"))
 }
 
-fn handle_request(mut rq: Request, app: &App, max_body: usize) {
+/// Handler threads (of the pool's 64) that routes other than the probes may hold at once, so
+/// that `/livez`, `/readyz` and `/metrics` always find one, whatever the others wait for (a
+/// slow main loop, a client slow to take a large page). Past it: `503 busy`.
+const SHARED_ROUTES_MAX: usize = 48;
+
+/// What the handler threads share.
+struct Served {
+    app: App,
+    max_body: usize,
+    /// Requests of non-probe routes in progress.
+    busy: AtomicUsize,
+}
+
+/// One of [`SHARED_ROUTES_MAX`] places, given back on drop (after the response is written).
+struct Slot<'a>(&'a AtomicUsize);
+
+impl<'a> Slot<'a> {
+    fn take(busy: &'a AtomicUsize) -> Option<Slot<'a>> {
+        let slot = Slot(busy);
+        (busy.fetch_add(1, Ordering::SeqCst) < SHARED_ROUTES_MAX).then_some(slot)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn handle_request(mut rq: Request, served: &Served) {
     let started = Instant::now();
     let method = rq.method().as_str().to_string();
     let url: String = rq.url().chars().take(200).collect();
-    let reply = match routes::resolve(&method, rq.url()) {
-        Dispatch::NotFound => Reply::not_found(),
-        Dispatch::MethodNotAllowed(allow) => Reply::method_not_allowed(allow),
-        Dispatch::Route(route) => {
-            let body = if route.takes_body() {
-                match read_body(&mut rq, max_body) {
-                    Ok(b) => b,
-                    Err(reply) => {
-                        log_request(&method, &url, reply.status, started);
-                        respond(rq, reply);
-                        return;
-                    }
-                }
-            } else {
-                Vec::new()
-            };
-            let incoming = Incoming {
-                signature: header(&rq, webhook::SIGNATURE_HEADER),
-                github_event: header(&rq, webhook::EVENT_HEADER),
-                delivery: header(&rq, webhook::DELIVERY_HEADER),
-                body,
-            };
-            routes::handle(&route, app, &incoming, SystemTime::now())
-        }
+    let dispatch = routes::resolve(&method, rq.url());
+    let probe = matches!(&dispatch, Dispatch::Route(r) if r.is_probe());
+    let slot = (!probe).then(|| Slot::take(&served.busy));
+    let reply = match (dispatch, &slot) {
+        (_, Some(None)) => Reply::error(503, "busy", "too many requests in progress; retry"),
+        (Dispatch::NotFound, _) => Reply::not_found(),
+        (Dispatch::MethodNotAllowed(allow), _) => Reply::method_not_allowed(allow),
+        (Dispatch::Route(route), _) => route_reply(&mut rq, &route, served),
     };
-    log_request(&method, &url, reply.status, started);
+    log::debug!(
+        "http request method={method} path={url:?} status={} elapsed_ms={}",
+        reply.status,
+        started.elapsed().as_millis()
+    );
     respond(rq, reply);
 }
 
-fn log_request(method: &str, url: &str, status: u16, started: Instant) {
-    log::debug!(
-        "http request method={method} path={url:?} status={status} elapsed_ms={}",
-        started.elapsed().as_millis()
-    );
+fn route_reply(rq: &mut Request, route: &routes::Route, served: &Served) -> Reply {
+    let body = if route.takes_body() {
+        match read_body(rq, served.max_body) {
+            Ok(b) => b,
+            Err(reply) => return reply,
+        }
+    } else {
+        Vec::new()
+    };
+    let incoming = Incoming {
+        signature: header(rq, webhook::SIGNATURE_HEADER),
+        github_event: header(rq, webhook::EVENT_HEADER),
+        delivery: header(rq, webhook::DELIVERY_HEADER),
+        body,
+    };
+    routes::handle(route, &served.app, &incoming, SystemTime::now())
 }
 
 /// Read at most `max + 1` bytes; a declared or actual size over `max` is a 413.
@@ -217,7 +248,10 @@ mod tests {
         // A listening socket shut down fails `accept` for good (EINVAL), as a broken one would.
         same.shutdown(Shutdown::Both).unwrap();
         assert!(
-            crate::runtime::threads::wait_fatal("tinyhttp-accept", std::time::Duration::from_secs(10)),
+            crate::runtime::threads::wait_fatal(
+                "tinyhttp-accept",
+                std::time::Duration::from_secs(10)
+            ),
             "the accept thread's death must reach the daemon loop"
         );
     }

@@ -157,7 +157,9 @@ mod tests {
         assert!(d.seen("id-1") && d.seen("one-more"));
         assert_eq!(d.lock().len(), Deliveries::REMEMBERED);
         assert!(!Deliveries::plausible("") && !Deliveries::plausible(&"a".repeat(65)));
-        assert!(Deliveries::plausible("72d3162e-cc78-11e3-81ab-4c9367dc0958"));
+        assert!(Deliveries::plausible(
+            "72d3162e-cc78-11e3-81ab-4c9367dc0958"
+        ));
     }
 
     #[test]

@@ -530,3 +530,47 @@ fn livez_asks_the_main_loop_and_gives_up_after_two_seconds() {
     assert!(started.elapsed() >= Duration::from_millis(1900));
     h.shutdown();
 }
+
+/// Issue 21 item 6: whatever the other routes wait for (here a silent main loop), the probes
+/// find a handler thread. Of 60 requests waiting for the loop, 48 hold a thread each and the
+/// other 12 are answered `503 busy` at once; `/metrics`, `/readyz` and `/livez` still answer
+/// while the 48 wait.
+#[test]
+fn probes_answer_while_other_routes_fill_the_pool() {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let _fake = FakeLoop::start(rx, LoopMode::Silent);
+    let opts = HttpOptions {
+        snapshot_timeout: Duration::from_secs(6),
+        ..HttpOptions::new("127.0.0.1", 0)
+    };
+    let h = spawn(opts, tx).unwrap();
+    let addr = h.local_addr();
+    let (done_tx, done) = crossbeam_channel::unbounded();
+    for _ in 0..60 {
+        let done_tx = done_tx.clone();
+        std::thread::spawn(move || {
+            let _ = done_tx.send(request(addr, "GET", "/api/v1/state", &[], b""));
+        });
+    }
+    for _ in 0..12 {
+        let r = done
+            .recv_timeout(Duration::from_secs(5))
+            .expect("12 turned away");
+        r.assert_error(503, "busy");
+    }
+    let r = request(addr, "GET", "/metrics", &[], b"");
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = request(addr, "GET", "/readyz", &[], b"");
+    assert_eq!(r.json()["reason"], "starting", "{}", r.body);
+    let r = request(addr, "GET", "/livez", &[], b"");
+    assert_eq!(r.json()["reason"], "main_loop_timeout", "{}", r.body);
+    assert!(
+        done.is_empty(),
+        "the probes answered while the 48 still waited"
+    );
+    for _ in 0..48 {
+        let r = done.recv_timeout(Duration::from_secs(10)).unwrap();
+        r.assert_error(503, "snapshot_timeout");
+    }
+    h.shutdown();
+}

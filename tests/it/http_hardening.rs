@@ -452,7 +452,13 @@ mod trickling {
             f.recovery_done = true;
             f.polling_interval = Duration::from_secs(30);
         });
-        ops.record_poll(Duration::ZERO, None, None, SystemTime::now(), Instant::now());
+        ops.record_poll(
+            Duration::ZERO,
+            None,
+            None,
+            SystemTime::now(),
+            Instant::now(),
+        );
         let (tx, rx) = crossbeam_channel::unbounded();
         let fake = FakeLoop::start(rx, LoopMode::Answer);
         let opts = HttpOptions {
@@ -591,13 +597,17 @@ mod trickling {
                 .collect();
             ok.sort();
             let pct = |p: usize| ok.get(ok.len().saturating_sub(1) * p / 100).copied();
-            let ms = |d: Option<Duration>| d.map_or("-".into(), |d| format!("{:.1}", d.as_secs_f64() * 1e3));
+            let ms = |d: Option<Duration>| {
+                d.map_or("-".into(), |d| format!("{:.1}", d.as_secs_f64() * 1e3))
+            };
             println!(
                 "http_slow_bodies: clients={n} path={path} requests={} ok={} non_200={} \
                  no_answer_5s={} p50_ms={} p99_ms={} max_ms={}",
                 mine.len(),
                 ok.len(),
-                mine.iter().filter(|s| s.1.is_some_and(|c| c != 200)).count(),
+                mine.iter()
+                    .filter(|s| s.1.is_some_and(|c| c != 200))
+                    .count(),
                 mine.iter().filter(|s| s.1.is_none()).count(),
                 ms(pct(50)),
                 ms(pct(99)),
