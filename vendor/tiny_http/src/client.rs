@@ -114,7 +114,7 @@ impl ClientConnection {
         }
         let mut open = true;
         if !whole_request(stream.buffered(), max_body) {
-            let cap = MAX_HEAD_BYTES + max_body.saturating_mul(2) + 1;
+            let cap = max_body.saturating_mul(2).saturating_add(MAX_HEAD_BYTES + 1);
             open = stream.fill(wait, cap).unwrap_or(false);
         }
         match stream.buffered() {
