@@ -61,13 +61,6 @@ impl Route {
     pub fn takes_body(&self) -> bool {
         matches!(self, Route::Refresh | Route::GithubWebhook)
     }
-
-    fn accepts(&self, method: &str) -> bool {
-        match self {
-            Route::Refresh | Route::GithubWebhook => method == "POST",
-            _ => method == "GET" || method == "HEAD",
-        }
-    }
 }
 
 /// Outcome of routing.
@@ -84,36 +77,24 @@ pub enum Dispatch {
 /// Map a request method and URL (path plus optional query) to a route.
 pub fn resolve(method: &str, url: &str) -> Dispatch {
     let path = url.split(['?', '#']).next().unwrap_or("");
-    let route = if path == "/" {
-        Some(Route::Dashboard)
-    } else if let Some(r) = ops_route(path) {
-        Some(r)
-    } else if let Some(rest) = path.strip_prefix("/issues/") {
-        single_segment(rest).map(Route::IssuePage)
-    } else if let Some(rest) = path.strip_prefix("/api/v1/") {
-        match rest {
-            "state" => Some(Route::State),
-            "refresh" => Some(Route::Refresh),
-            "webhooks/github" => Some(Route::GithubWebhook),
-            _ => single_segment(rest).map(Route::IssueApi),
-        }
-    } else {
-        None
-    };
-    match route {
-        Some(r) if r.accepts(method) => Dispatch::Route(r),
-        Some(r) => Dispatch::MethodNotAllowed(r.allow()),
-        None => Dispatch::NotFound,
-    }
-}
-
-/// The operations routes (`/metrics`, `/livez`, `/readyz`).
-fn ops_route(path: &str) -> Option<Route> {
-    match path {
+    let route = match path {
+        "/" => Some(Route::Dashboard),
         "/metrics" => Some(Route::Metrics),
         "/livez" => Some(Route::Livez),
         "/readyz" => Some(Route::Readyz),
-        _ => None,
+        "/api/v1/state" => Some(Route::State),
+        "/api/v1/refresh" => Some(Route::Refresh),
+        "/api/v1/webhooks/github" => Some(Route::GithubWebhook),
+        _ => match (path.strip_prefix("/issues/"), path.strip_prefix("/api/v1/")) {
+            (Some(rest), _) => single_segment(rest).map(Route::IssuePage),
+            (_, Some(rest)) => single_segment(rest).map(Route::IssueApi),
+            _ => None,
+        },
+    };
+    match route {
+        Some(r) if r.allow().split(", ").any(|m| m == method) => Dispatch::Route(r),
+        Some(r) => Dispatch::MethodNotAllowed(r.allow()),
+        None => Dispatch::NotFound,
     }
 }
 
@@ -178,27 +159,22 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// A JSON reply.
-    pub fn json<T: Serialize>(status: u16, value: &T) -> Reply {
-        let body = serde_json::to_string(value).unwrap_or_else(|_| {
-            r#"{"error":{"code":"internal","message":"serialization failed"}}"#.into()
-        });
+    /// A reply without `Allow`.
+    pub fn new(status: u16, kind: ContentKind, body: String) -> Reply {
         Reply {
             status,
-            kind: ContentKind::Json,
+            kind,
             body,
             allow: None,
         }
     }
 
-    /// A JSON reply from an already serialized body.
-    pub fn raw_json(status: u16, body: String) -> Reply {
-        Reply {
-            status,
-            kind: ContentKind::Json,
-            body,
-            allow: None,
-        }
+    /// A JSON reply.
+    pub fn json<T: Serialize>(status: u16, value: &T) -> Reply {
+        let body = serde_json::to_string(value).unwrap_or_else(|_| {
+            r#"{"error":{"code":"internal","message":"serialization failed"}}"#.into()
+        });
+        Reply::new(status, ContentKind::Json, body)
     }
 
     /// The JSON error envelope `{"error":{"code":…,"message":…}}`.
@@ -211,12 +187,7 @@ impl Reply {
 
     /// An HTML reply.
     pub fn html(status: u16, body: String) -> Reply {
-        Reply {
-            status,
-            kind: ContentKind::Html,
-            body,
-            allow: None,
-        }
+        Reply::new(status, ContentKind::Html, body)
     }
 
     /// `405` with `Allow`.
@@ -407,15 +378,10 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
 /// `/livez` asks the loop.
 fn ops_reply(route: &Route, app: &App) -> Reply {
     match route {
-        Route::Metrics => Reply {
-            status: 200,
-            kind: ContentKind::Metrics,
-            body: app.ops.render_metrics(),
-            allow: None,
-        },
+        Route::Metrics => Reply::new(200, ContentKind::Metrics, app.ops.render_metrics()),
         Route::Readyz => match app.ops.readyz(Instant::now()) {
-            Ok(()) => Reply::raw_json(200, READY_JSON.to_string()),
-            Err(why) => Reply::raw_json(503, why.to_json()),
+            Ok(()) => Reply::new(200, ContentKind::Json, READY_JSON.to_string()),
+            Err(why) => Reply::new(503, ContentKind::Json, why.to_json()),
         },
         _ => match app.control.ping() {
             Ok(()) => Reply::json(200, &json!({"live": true})),
@@ -449,17 +415,14 @@ fn webhook_reply(app: &App, req: &Incoming) -> Reply {
         log::warn!("http webhook rejected reason={e:?}");
         return Reply::error(401, "invalid_signature", e.message());
     }
-    let delivery = req
-        .delivery
-        .as_deref()
-        .filter(|d| webhook::Deliveries::plausible(d));
-    if delivery.is_some_and(|d| app.deliveries.seen(d)) {
+    let delivery = req.delivery.as_deref().unwrap_or("");
+    if app.deliveries.seen(delivery) {
         log::info!("http webhook duplicate delivery={delivery:?}");
         return Reply::json(200, &json!({"queued": false, "duplicate": true}));
     }
     let reply = webhook_event_reply(app, req.github_event.as_deref().unwrap_or("").trim());
-    if let Some(d) = delivery.filter(|_| reply.status < 300) {
-        app.deliveries.remember(d);
+    if reply.status < 300 {
+        app.deliveries.remember(delivery);
     }
     reply
 }
