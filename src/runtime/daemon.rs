@@ -455,6 +455,7 @@ pub fn run_with_state(
     };
     let persist = Persist::start(state);
     let hosts = Arc::new(HostPool::new());
+    hosts.configure(&cfg.worker);
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
     let (reload_tx, reloaded_rx) = unbounded();
@@ -875,9 +876,17 @@ impl Daemon {
                 attempt,
                 workspace_path,
                 host,
+                stale_workspace,
             } => {
                 let host = self.hosts.get(host.as_deref());
-                self.dispatch(run_id, issue, attempt, workspace_path, host)
+                self.dispatch(
+                    run_id,
+                    issue,
+                    attempt,
+                    workspace_path,
+                    host,
+                    stale_workspace,
+                )
             }
             Action::StopWorker {
                 issue_id,
@@ -992,6 +1001,7 @@ impl Daemon {
         attempt: Option<u32>,
         path: PathBuf,
         host: Arc<dyn Host>,
+        stale_workspace: bool,
     ) {
         let cfg = config(&self.workflow);
         let agent = persist::agent_name(cfg.agent.kind);
@@ -1021,6 +1031,7 @@ impl Daemon {
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
             host,
+            stale_workspace,
             tracker_held: Arc::clone(&self.tracker_held),
         };
         match spawn_worker(ctx) {
@@ -1153,6 +1164,7 @@ impl Daemon {
         }
         self.runner = (self.runner_factory)(new_cfg);
         crate::host::set_env_policy(new_cfg.env_policy());
+        self.hosts.configure(&new_cfg.worker);
         let policy = Policy::from_config(new_cfg);
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());
