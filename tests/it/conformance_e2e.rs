@@ -140,6 +140,16 @@ fn a_full_run_sends_only_graphql_queries() {
     assert_eq!(daemon.post("/api/v1/refresh").0, 202);
     github.set_status("acme/api#1", Some("Done"));
     daemon.wait("terminal cleanup", limit, || (!ws.exists()).then_some(()));
+    // Symphony §13.1: session lifecycle lines carry the session id once it is known.
+    let log = daemon.log();
+    let session = "3f1c2a9e-2b7d-4c43-9a55-0d6f1e7b8a21";
+    for needle in [
+        format!("claude turn completed issue_identifier=acme__api-1 session_id={session}-1 "),
+        format!("claude turn started issue_identifier=acme__api-1 session_id={session}-2 "),
+        format!("claude turn completed issue_identifier=acme__api-1 session_id={session}-2 "),
+    ] {
+        assert!(log.contains(&needle), "no `{needle}` in:\n{log}");
+    }
     let status = daemon.terminate(limit);
     assert!(status.success(), "{status:?}");
 

@@ -18,6 +18,7 @@ use baton::agent::{
 };
 use baton::model::Issue;
 use baton::orchestrator::{Policy, WorkerOutcome};
+use baton::runtime::mailbox::Mailbox;
 use baton::runtime::worker::{run_attempt, WorkerContext};
 use baton::tracker::{TrackerError, TrackerErrorKind};
 use baton::workflow::config::HooksConfig;
@@ -70,7 +71,9 @@ fn run_with(
         tracker: Arc::new(tracker),
         cancel: CancelToken::new(),
         events: tx,
+        mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
+        stale_workspace: false,
         tracker_held: Arc::new(AtomicBool::new(false)),
     };
     run_attempt(&ctx)
