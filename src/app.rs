@@ -11,6 +11,8 @@ use crate::agent::claude::ClaudeRunner;
 use crate::agent::copilot::CopilotRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use crate::host::sandbox::{Sandbox, SANDBOX_UNAVAILABLE};
+use crate::host::LocalHost;
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
 use crate::runtime::daemon::{DaemonOptions, ExitWhen};
@@ -96,9 +98,12 @@ pub(crate) fn open_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, Trac
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
 pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
+    let sandbox = Sandbox::for_agent(cfg);
     match cfg.agent.kind {
-        Some(AgentKind::Copilot) => Arc::new(CopilotRunner::new(cfg.copilot.clone())),
-        _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone())),
+        Some(AgentKind::Copilot) => {
+            Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
+        }
+        _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone()).with_sandbox(sandbox)),
     }
 }
 
@@ -125,6 +130,14 @@ pub(crate) fn run_workflow(
             return EXIT_FAILURE;
         }
     };
+    // Never silently unconfined: agents that run here need a working sandbox now.
+    let cfg = &wf.config.config;
+    if let Some(sb) = Sandbox::for_agent(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
+        if let Err(e) = sb.check(&LocalHost) {
+            eprintln!("baton: {SANDBOX_UNAVAILABLE}: {e}");
+            return EXIT_FAILURE;
+        }
+    }
     let shutdown_rx = match crate::signals::shutdown_channel() {
         Ok(rx) => rx,
         Err(e) => {

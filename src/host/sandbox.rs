@@ -1,0 +1,388 @@
+//! `sandbox.*` (spec §15.5): agents confined to their workspace with bubblewrap (`bwrap`).
+//!
+//! [`Sandbox::wrap`] rewrites an agent's [`ProcessSpec`] (hooks are trusted configuration and
+//! run as before) from `bash -lc '<command> "$@"' …` into
+//!
+//! ```text
+//! bash -lc LAUNCHER baton-sandbox <cli state dir> <bwrap arguments> -- \
+//!     env --default-signal=TERM bash -c '<command> "$@"' …
+//! ```
+//!
+//! so the operator's login profile (PATH, tool set-up) still runs first, outside the sandbox, on
+//! the executing host (this machine or an SSH host), and the hosts need no change: the wrapped
+//! spec is an ordinary one. Inside: the system read-only, the workspace and the CLI's per-issue
+//! state read-write, a private `/tmp` and `$HOME`, new PID/IPC/UTS/cgroup/user namespaces (and a
+//! network namespace with `network: none`), no capabilities, no nested user namespaces, no
+//! `/sys`. The rest of the workspace root, `state.dir` and the WORKFLOW.md directory are hidden.
+//!
+//! Process control stays the supervisor's: `bwrap` is the group leader and every process inside
+//! stays in its group. `bwrap` ignores SIGTERM (so a group SIGTERM reaches the agent, which exits
+//! as it does unsandboxed, instead of killing the sandbox under it); SIGKILL, the leader's exit
+//! and `--die-with-parent` end the PID namespace and with it every process inside, `setsid`'d
+//! ones included.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_yaml::Value;
+
+use super::{Host, ProcessSpec};
+use crate::workflow::config::section::{describe, Section};
+use crate::workflow::config::{resolve_path, ConfigEnv, ConfigError, ServiceConfig};
+
+/// Error class of a sandbox that cannot start (`host_sandbox_unavailable` on an SSH host).
+pub const SANDBOX_UNAVAILABLE: &str = "sandbox_unavailable";
+/// How long [`Sandbox::check`] waits for its trial run.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
+/// Read-only system directories (`-try`: not every host has every one; `/run/systemd/resolve`
+/// holds `/etc/resolv.conf` where systemd-resolved links it there).
+const SYSTEM: &[&str] = &[
+    "/usr",
+    "/etc",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/run/systemd/resolve",
+];
+
+/// The launcher (`bash -lc`, outside the sandbox, in the agent's environment): `$1` is the CLI's
+/// per-issue state directory (created 0700; empty for none), then `bwrap`'s arguments, in which
+/// these words are resolved here, on the executing host: `--home` (a tmpfs over `$HOME`),
+/// `--hide P` (a tmpfs over P when it exists), `--home-file F DEST` (`$HOME/F` read-only on DEST
+/// when it exists) and `--cli PROG` (PROG as found on PATH, and its install directory, read-only;
+/// a whole `node_modules` tree for npm packages). `bwrap` ignores SIGTERM; the agent gets the
+/// default back.
+const LAUNCHER: &str = r#"s=$1; shift
+command -v bwrap >/dev/null || { echo "sandbox_unavailable: bwrap is not installed" >&2; exit 125; }
+[ -z "$s" ] || (umask 077 && mkdir -p -- "$s") || exit 125
+a=()
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+  case $1 in
+  --home) [ -d "$HOME" ] && [ "$HOME" != / ] && a+=(--tmpfs "$HOME"); shift;;
+  --hide) [ -e "$2" ] && a+=(--tmpfs "$2"); shift 2;;
+  --home-file) a+=(--ro-bind-try "$HOME/$2" "$3"); shift 3;;
+  --cli) if p=$(command -v -- "$2") && [[ $p == /* ]] && r=$(readlink -f -- "$p"); then
+      d=${r%/*}; [[ $r == */node_modules/* ]] && d=${r%%/node_modules/*}/node_modules
+      a+=(--ro-bind "$p" "$p" --ro-bind "$d" "$d"); fi; shift 2;;
+  *) a+=("$1"); shift;;
+  esac
+done
+trap '' TERM
+exec bwrap "${a[@]}" "$@"
+"#;
+
+/// `sandbox.*`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SandboxConfig {
+    /// `kind: bubblewrap` (default `none`: agents run unconfined).
+    pub bubblewrap: bool,
+    /// `network: none`: a network namespace with only loopback (default `host`).
+    pub no_network: bool,
+    /// Extra paths the agent may write.
+    pub writable: Vec<PathBuf>,
+    /// Extra paths the agent may read.
+    pub readable: Vec<PathBuf>,
+    /// Hidden besides the workspace root and home: `state.dir` and the WORKFLOW.md directory
+    /// (filled by the config parser).
+    pub hidden: Vec<PathBuf>,
+}
+
+impl SandboxConfig {
+    /// The section name.
+    pub(crate) const SECTION: &'static str = "sandbox";
+    /// Every key of the section.
+    pub(crate) const KEYS: &'static [&'static str] = &["kind", "network", "writable", "readable"];
+
+    /// Parse `sandbox.*`; paths expand `~` and `$VAR` and are relative to `workflow_dir`.
+    pub(crate) fn parse(
+        s: &Section<'_>,
+        workflow_dir: &Path,
+        env: &dyn ConfigEnv,
+    ) -> Result<Self, ConfigError> {
+        let choice = |key, a: &str, b: &str| match s.raw(key) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::String(v)) if v == a => Ok(false),
+            Some(Value::String(v)) if v == b => Ok(true),
+            Some(other) => Err(s.invalid(key, &format!("{a} or {b}"), &describe(other))),
+        };
+        let paths = |key: &str| -> Result<Vec<PathBuf>, ConfigError> {
+            let raw = s.string_list(key)?.unwrap_or_default();
+            raw.iter()
+                .map(|p| {
+                    resolve_path(p, workflow_dir, env)
+                        .filter(|_| !p.is_empty())
+                        .ok_or_else(|| {
+                            s.invalid(key, "paths (a $VAR must be set)", &format!("{p:?}"))
+                        })
+                })
+                .collect()
+        };
+        Ok(SandboxConfig {
+            bubblewrap: choice("kind", "none", "bubblewrap")?,
+            no_network: choice("network", "host", "none")?,
+            writable: paths("writable")?,
+            readable: paths("readable")?,
+            hidden: Vec::new(),
+        })
+    }
+}
+
+/// Where an agent CLI keeps its state (sessions, settings, logs): the variable that moves it,
+/// and credential files (relative to `$HOME`) made readable in the per-issue copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CliHome {
+    /// E.g. `CLAUDE_CONFIG_DIR`.
+    pub env: &'static str,
+    /// The per-issue directory's name (`<root>/.agent-<key>/<name>`).
+    pub name: &'static str,
+    /// `(source under $HOME, file name in the per-issue directory)`, bound read-only if present.
+    pub credentials: &'static [(&'static str, &'static str)],
+}
+
+/// The sandbox of the configured agent (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sandbox {
+    cfg: SandboxConfig,
+    home: CliHome,
+    /// The first word of the agent command, resolved on PATH by the launcher.
+    program: Option<String>,
+}
+
+impl Sandbox {
+    /// The sandbox for `cfg`'s agent, `None` with `sandbox.kind: none`.
+    pub fn for_agent(cfg: &ServiceConfig) -> Option<Arc<Sandbox>> {
+        let kind = cfg.agent.kind?;
+        let cli = &cfg.agent_cli().command;
+        cfg.sandbox
+            .bubblewrap
+            .then(|| Arc::new(Sandbox::new(cfg.sandbox.clone(), kind.cli_home(), cli)))
+    }
+
+    /// A sandbox from its parts (`command`: the agent's shell command).
+    pub fn new(cfg: SandboxConfig, home: CliHome, command: &str) -> Sandbox {
+        Sandbox {
+            cfg,
+            home,
+            program: first_word(command),
+        }
+    }
+
+    /// Rewrite the agent `spec` (cwd = its workspace `<root>/<key>`) to run confined; `writable`
+    /// is one more path the CLI must write outside the workspace (e.g. a usage file's directory).
+    pub fn wrap(&self, spec: &mut ProcessSpec, writable: Option<&Path>) {
+        let ws = spec.cwd.clone();
+        let state = cli_state_dir(&ws).join(self.home.name);
+        spec.env(self.home.env, &state);
+        let mut a = self.base_args();
+        let root = ws.parent().unwrap_or(Path::new("/"));
+        let mut hidden: Vec<&Path> = self.cfg.hidden.iter().map(PathBuf::as_path).collect();
+        hidden.push(root);
+        hidden.sort_by_key(|p| p.components().count());
+        for h in &hidden {
+            push(&mut a, &["--hide"], &[h]);
+        }
+        if let Some(p) = &self.program {
+            push(&mut a, &["--cli", p], &[]);
+        }
+        for (flag, paths) in [
+            ("--ro-bind-try", &self.cfg.readable),
+            ("--bind-try", &self.cfg.writable),
+        ] {
+            for p in paths {
+                push(&mut a, &[flag], &[p, p]);
+            }
+        }
+        // A hidden path inside an extra one stays hidden.
+        let extra = self.cfg.readable.iter().chain(&self.cfg.writable);
+        for h in hidden
+            .iter()
+            .filter(|h| extra.clone().any(|e| h.starts_with(e) && *h != e))
+        {
+            push(&mut a, &["--hide"], &[h]);
+        }
+        push(&mut a, &["--bind"], &[&ws, &ws, &state, &state]);
+        if let Some(p) = writable {
+            push(&mut a, &["--bind-try"], &[p, p]);
+        }
+        for (src, name) in self.home.credentials {
+            push(&mut a, &["--home-file", src], &[&state.join(name)]);
+        }
+        push(&mut a, &["--chdir"], &[&ws]);
+        rewrite(spec, state.as_os_str(), a);
+    }
+
+    /// Namespaces, the system read-only, `/proc`, `/dev`, `/tmp` and `$HOME`.
+    fn base_args(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = [
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--die-with-parent",
+        ]
+        .map(OsString::from)
+        .to_vec();
+        if !self.cfg.no_network {
+            a.push("--share-net".into());
+        }
+        for d in SYSTEM {
+            push(&mut a, &["--ro-bind-try", d, d], &[]);
+        }
+        push(
+            &mut a,
+            &[
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--home",
+            ],
+            &[],
+        );
+        a
+    }
+
+    /// Start a trivial command under this sandbox on `host`: `Ok` when it ran, else why not
+    /// (`bwrap` missing, namespaces refused, an option this `bwrap` lacks).
+    pub fn check(&self, host: &dyn Host) -> Result<(), String> {
+        let mut spec = ProcessSpec::command("true", "/");
+        let mut a = self.base_args();
+        if let Some(p) = &self.program {
+            push(&mut a, &["--cli", p], &[]);
+        }
+        rewrite(&mut spec, OsStr::new(""), a);
+        let p = host.spawn(&spec).map_err(|e| e.to_string())?;
+        let status = p.wait_exit(CHECK_TIMEOUT);
+        if status.is_some_and(|s| s.success()) {
+            return Ok(());
+        }
+        p.terminate(Duration::from_millis(500));
+        let tail = p.stderr_tail_after(Duration::from_secs(1));
+        let tail = tail.strip_prefix("sandbox_unavailable: ").unwrap_or(&tail);
+        Err(match (tail.is_empty(), status) {
+            (false, _) => crate::text::single_line(tail, 300),
+            (true, Some(s)) => format!("bwrap failed: {s}"),
+            (true, None) => format!("bwrap did not finish within {CHECK_TIMEOUT:?}"),
+        })
+    }
+}
+
+/// `<root>/.agent-<key>`: the per-issue state of the agent CLI next to workspace `<root>/<key>`,
+/// outside it (so it never lands in the repository) and removed with it.
+pub fn cli_state_dir(workspace: &Path) -> PathBuf {
+    let mut name = OsString::from(".agent-");
+    name.push(workspace.file_name().unwrap_or_default());
+    workspace.with_file_name(name)
+}
+
+fn push(a: &mut Vec<OsString>, words: &[&str], paths: &[&Path]) {
+    a.extend(words.iter().map(OsString::from));
+    a.extend(paths.iter().map(|p| p.as_os_str().to_owned()));
+}
+
+/// `bash -lc LAUNCHER baton-sandbox <state> <args…> -- env --default-signal=TERM bash -c
+/// <script> <$0 and the spec's arguments>`.
+fn rewrite(spec: &mut ProcessSpec, state: &OsStr, args: Vec<OsString>) {
+    let inner = std::mem::replace(&mut spec.script, LAUNCHER.to_string());
+    let mut words: Vec<OsString> = vec!["baton-sandbox".into(), state.to_owned()];
+    words.extend(args);
+    words.extend(["--", "env", "--default-signal=TERM"].map(OsString::from));
+    words.extend([spec.shell.clone(), "-c".into(), inner.into()]);
+    words.append(&mut spec.args);
+    spec.args = words;
+}
+
+/// The program of a shell command: its first word, unquoted; `None` when it is not a plain
+/// word (an expansion, an assignment).
+fn first_word(command: &str) -> Option<String> {
+    let c = command.trim_start();
+    let word = match c.chars().next()? {
+        q @ ('\'' | '"') => c[1..].split(q).next()?,
+        _ => c.split(char::is_whitespace).next()?,
+    };
+    let plain = !word.is_empty() && !word.contains(['$', '`', '=', '\\', '\'', '"']);
+    plain.then(|| word.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_word_unquotes_and_refuses_expansions() {
+        assert_eq!(first_word("claude").as_deref(), Some("claude"));
+        assert_eq!(
+            first_word("  '/a b/claude' --x").as_deref(),
+            Some("/a b/claude")
+        );
+        assert_eq!(first_word("\"/x/copilot\"").as_deref(), Some("/x/copilot"));
+        assert_eq!(first_word("$HOME/bin/claude"), None);
+        assert_eq!(first_word("FOO=1 claude"), None);
+        assert_eq!(first_word(""), None);
+    }
+
+    #[test]
+    fn cli_state_sits_next_to_the_workspace() {
+        assert_eq!(
+            cli_state_dir(Path::new("/w/acme_1")),
+            PathBuf::from("/w/.agent-acme_1")
+        );
+    }
+
+    #[test]
+    fn wrap_keeps_the_command_as_a_positional_word_and_orders_the_mounts() {
+        let cfg = SandboxConfig {
+            bubblewrap: true,
+            readable: vec!["/srv/share".into()],
+            hidden: vec!["/srv/share/state".into(), "/etc/baton".into()],
+            ..Default::default()
+        };
+        let home = CliHome {
+            env: "CLAUDE_CONFIG_DIR",
+            name: "claude",
+            credentials: &[(".claude/.credentials.json", ".credentials.json")],
+        };
+        let sb = Sandbox::new(cfg, home, "claude");
+        let mut spec = ProcessSpec::command("claude", "/w/k");
+        spec.arg("$(touch x)");
+        sb.wrap(&mut spec, None);
+        let args: Vec<String> = spec
+            .args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = |w: &str| args.iter().position(|a| a == w).unwrap();
+        assert_eq!(spec.script, LAUNCHER);
+        assert_eq!(args[..2], ["baton-sandbox", "/w/.agent-k/claude"]);
+        assert!(args.ends_with(&[
+            "--".into(),
+            "env".into(),
+            "--default-signal=TERM".into(),
+            "bash".into(),
+            "-c".into(),
+            "claude \"$@\"".into(),
+            "bash".into(),
+            "$(touch x)".into()
+        ]));
+        assert!(args.contains(&"--share-net".to_string()));
+        // Hidden shallow paths first; the readable dir, then the state dir inside it hidden again;
+        // the workspace and the CLI state last.
+        let hides: Vec<usize> = args
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| *a == "--hide")
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(args[hides[0] + 1], "/w");
+        assert_eq!(args[hides[1] + 1], "/etc/baton");
+        assert!(
+            at("--ro-bind-try") < at("/srv/share") && at("/srv/share") < *hides.last().unwrap()
+        );
+        assert_eq!(args[hides.last().unwrap() + 1], "/srv/share/state");
+        assert!(at("/w/k") > *hides.last().unwrap());
+        assert_eq!(
+            spec.env,
+            vec![("CLAUDE_CONFIG_DIR".into(), "/w/.agent-k/claude".into())]
+        );
+    }
+}
