@@ -40,7 +40,7 @@ impl AgentKind {
 
     /// Where the CLI keeps its state, so the sandbox can keep it per issue (Claude Code honours
     /// `CLAUDE_CONFIG_DIR`, Copilot `COPILOT_HOME`), and the credential files it reads there.
-    pub(crate) fn cli_home(self) -> CliHome {
+    pub fn cli_home(self) -> CliHome {
         match self {
             AgentKind::ClaudeCode => CliHome {
                 env: "CLAUDE_CONFIG_DIR",

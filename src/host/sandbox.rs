@@ -205,7 +205,9 @@ impl Sandbox {
         {
             push(&mut a, &["--hide"], &[h]);
         }
-        push(&mut a, &["--bind"], &[&ws, &ws, &state, &state]);
+        for p in [&ws, &state] {
+            push(&mut a, &["--bind"], &[p, p]);
+        }
         if let Some(p) = writable {
             push(&mut a, &["--bind-try"], &[p, p]);
         }
