@@ -642,3 +642,44 @@ fn sandbox_confines_an_agent_on_an_ssh_host() {
     assert!(baton::host::ssh::is_host_unavailable(&err), "{err}");
     assert!(!w.ws.join("ran-unconfined").exists());
 }
+
+/// Figure: the sandbox's per-turn start overhead — spawn to the agent's first stdout line, the
+/// same command with and without `bwrap` (median of 20 each, interleaved). Printed, not asserted.
+#[test]
+#[ignore = "needs bwrap (BATON_BWRAP, .ci/setup-sandbox.sh)"]
+fn bench_sandbox_turn_start() {
+    need_bwrap();
+    let w = World::new("sb-bench");
+    let sb = w.sandbox(|_| {});
+    let start = |confined: bool| {
+        let mut spec = ProcessSpec::command("echo started; exec sleep 30", &w.ws);
+        spec.env("HOME", &w.home);
+        if confined {
+            sb.wrap(&mut spec, None);
+        }
+        let t = Instant::now();
+        let p = LocalHost.spawn(&spec).unwrap();
+        let first = p.lines().recv_timeout(Duration::from_secs(20)).unwrap();
+        let took = t.elapsed();
+        assert!(
+            matches!(&first, StdoutItem::Line(l) if l == "started"),
+            "{first:?}"
+        );
+        p.terminate(Duration::from_millis(200));
+        took
+    };
+    let (mut plain, mut confined) = (vec![], vec![]);
+    for _ in 0..20 {
+        plain.push(start(false));
+        confined.push(start(true));
+    }
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2].as_secs_f64() * 1e3
+    };
+    let (p, c) = (median(plain), median(confined));
+    println!(
+        "FIGURE sandbox turn start (spawn -> first line, median of 20): unconfined_ms={p:.1} bubblewrap_ms={c:.1} overhead_ms={:.1}",
+        c - p
+    );
+}
