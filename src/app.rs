@@ -11,7 +11,7 @@ use crate::agent::claude::ClaudeRunner;
 use crate::agent::copilot::CopilotRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
-use crate::host::sandbox::{Sandbox, SANDBOX_UNAVAILABLE};
+use crate::host::sandbox::Sandbox;
 use crate::host::LocalHost;
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
@@ -134,7 +134,7 @@ pub(crate) fn run_workflow(
     let cfg = &wf.config.config;
     if let Some(sb) = Sandbox::for_agent(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
         if let Err(e) = sb.check(&LocalHost) {
-            eprintln!("baton: {SANDBOX_UNAVAILABLE}: {e}");
+            eprintln!("baton: {e}");
             return EXIT_FAILURE;
         }
     }

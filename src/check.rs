@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::host::sandbox::{Sandbox, SANDBOX_UNAVAILABLE};
+use crate::host::sandbox::Sandbox;
 use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Policy};
 use crate::text::single_line as truncate;
@@ -132,7 +132,7 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
             Err(e) => r.fail(format!("host {h}: {}", truncate(&e, 200))),
         }
         if let Some(Err(e)) = Sandbox::for_agent(cfg).map(|sb| sb.check(pool.ssh(h).as_ref())) {
-            r.fail(format!("host {h}: host_{SANDBOX_UNAVAILABLE}: {e}"));
+            r.fail(e);
         }
     }
 }
@@ -158,7 +158,7 @@ fn check_sandbox(r: &mut Report<'_>, cfg: &ServiceConfig) {
     };
     match sb.check(&crate::host::LocalHost) {
         Ok(()) => r.ok(format!("sandbox: bubblewrap starts (network: {net})")),
-        Err(e) => r.fail(format!("{SANDBOX_UNAVAILABLE}: {e}")),
+        Err(e) => r.fail(e),
     }
 }
 

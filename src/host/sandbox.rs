@@ -1,25 +1,13 @@
-//! `sandbox.*` (spec §15.5): agents confined to their workspace with bubblewrap (`bwrap`).
+//! `sandbox.*` (spec §15.5): agents (not hooks) confined to their workspace with bubblewrap. The
+//! mount layout and threat model are in docs/security.md.
 //!
-//! [`Sandbox::wrap`] rewrites an agent's [`ProcessSpec`] (hooks are trusted configuration and
-//! run as before) from `bash -lc '<command> "$@"' …` into
-//!
-//! ```text
-//! bash -lc LAUNCHER baton-sandbox <cli state dir> <bwrap arguments> -- \
-//!     env --default-signal=TERM bash -c '<command> "$@"' …
-//! ```
-//!
-//! so the operator's login profile (PATH, tool set-up) still runs first, outside the sandbox, on
-//! the executing host (this machine or an SSH host), and the hosts need no change: the wrapped
-//! spec is an ordinary one. Inside: the system read-only, the workspace and the CLI's per-issue
-//! state read-write, a private `/tmp` and `$HOME`, new PID/IPC/UTS/cgroup/user namespaces (and a
-//! network namespace with `network: none`), no capabilities, no nested user namespaces, no
-//! `/sys`. The rest of the workspace root, `state.dir` and the WORKFLOW.md directory are hidden.
-//!
-//! Process control stays the supervisor's: `bwrap` is the group leader and every process inside
-//! stays in its group. `bwrap` ignores SIGTERM (so a group SIGTERM reaches the agent, which exits
-//! as it does unsandboxed, instead of killing the sandbox under it); SIGKILL, the leader's exit
-//! and `--die-with-parent` end the PID namespace and with it every process inside, `setsid`'d
-//! ones included.
+//! [`Sandbox::wrap`] rewrites an agent's [`ProcessSpec`] `bash -lc '<command> "$@"' …` into
+//! `bash -lc LAUNCHER … bwrap … -- env --default-signal=TERM bash -c '<command> "$@"' …`: the login
+//! profile still runs first, outside the sandbox, on the executing host (local or SSH), and hosts
+//! see an ordinary spec. Process control stays the supervisor's: `bwrap` leads the process group
+//! and everything inside stays in it; `bwrap` ignores SIGTERM, so a group SIGTERM reaches the
+//! agent as without a sandbox; when `bwrap` ends (SIGKILL, or `--die-with-parent`), its PID
+//! namespace and every process in it, `setsid`'d ones included, end too.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -38,17 +26,7 @@ pub const SANDBOX_UNAVAILABLE: &str = "sandbox_unavailable";
 const CHECK_TIMEOUT: Duration = Duration::from_secs(30);
 /// Read-only system directories (`-try`: not every host has every one; `/run/systemd/resolve`
 /// holds `/etc/resolv.conf` where systemd-resolved links it there).
-const SYSTEM: &[&str] = &[
-    "/usr",
-    "/etc",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/run/systemd/resolve",
-];
+const SYSTEM: &str = "/usr /etc /bin /sbin /lib /lib32 /lib64 /libx32 /run/systemd/resolve";
 
 /// The launcher (`bash -lc`, outside the sandbox, in the agent's environment): `$1` is the CLI's
 /// per-issue state directory (created 0700; empty for none), then `bwrap`'s arguments, in which
@@ -174,42 +152,35 @@ impl Sandbox {
 
     /// Rewrite the agent `spec` (cwd = its workspace `<root>/<key>`) to run confined; `writable`
     /// is one more path the CLI must write outside the workspace (e.g. a usage file's directory).
+    /// Hidden paths win over the extra ones; the workspace and the CLI state come last.
     pub fn wrap(&self, spec: &mut ProcessSpec, writable: Option<&Path>) {
         let ws = spec.cwd.clone();
         let state = cli_state_dir(&ws).join(self.home.name);
         spec.env(self.home.env, &state);
         let mut a = self.base_args();
-        let root = ws.parent().unwrap_or(Path::new("/"));
-        let mut hidden: Vec<&Path> = self.cfg.hidden.iter().map(PathBuf::as_path).collect();
-        hidden.push(root);
-        hidden.sort_by_key(|p| p.components().count());
-        for h in &hidden {
-            push(&mut a, &["--hide"], &[h]);
+        for p in &self.cfg.readable {
+            push(&mut a, &["--ro-bind-try"], &[p, p]);
         }
-        if let Some(p) = &self.program {
-            push(&mut a, &["--cli", p], &[]);
-        }
-        for (flag, paths) in [
-            ("--ro-bind-try", &self.cfg.readable),
-            ("--bind-try", &self.cfg.writable),
-        ] {
-            for p in paths {
-                push(&mut a, &[flag], &[p, p]);
-            }
-        }
-        // A hidden path inside an extra one stays hidden.
-        let extra = self.cfg.readable.iter().chain(&self.cfg.writable);
-        for h in hidden
+        for p in self
+            .cfg
+            .writable
             .iter()
-            .filter(|h| extra.clone().any(|e| h.starts_with(e) && *h != e))
+            .map(PathBuf::as_path)
+            .chain(writable)
+        {
+            push(&mut a, &["--bind-try"], &[p, p]);
+        }
+        for h in self
+            .cfg
+            .hidden
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(ws.parent())
         {
             push(&mut a, &["--hide"], &[h]);
         }
         for p in [&ws, &state] {
             push(&mut a, &["--bind"], &[p, p]);
-        }
-        if let Some(p) = writable {
-            push(&mut a, &["--bind-try"], &[p, p]);
         }
         for (src, name) in self.home.credentials {
             push(&mut a, &["--home-file", src], &[&state.join(name)]);
@@ -218,41 +189,45 @@ impl Sandbox {
         rewrite(spec, state.as_os_str(), a);
     }
 
-    /// Namespaces, the system read-only, `/proc`, `/dev`, `/tmp` and `$HOME`.
+    /// Namespaces, the system read-only, `/proc`, `/dev`, `/tmp`, `$HOME` and the agent CLI.
     fn base_args(&self) -> Vec<OsString> {
-        let mut a: Vec<OsString> = [
-            "--unshare-all",
-            "--unshare-user",
-            "--disable-userns",
-            "--die-with-parent",
-        ]
-        .map(OsString::from)
-        .to_vec();
-        if !self.cfg.no_network {
-            a.push("--share-net".into());
-        }
-        for d in SYSTEM {
-            push(&mut a, &["--ro-bind-try", d, d], &[]);
-        }
+        let mut a: Vec<OsString> = vec![];
+        let net = if self.cfg.no_network {
+            &[][..]
+        } else {
+            &["--share-net"]
+        };
         push(
             &mut a,
-            &[
-                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--home",
-            ],
+            &["--unshare-all", "--unshare-user", "--disable-userns"],
             &[],
         );
+        push(&mut a, &["--die-with-parent"], &[]);
+        push(&mut a, net, &[]);
+        for d in SYSTEM.split(' ') {
+            push(&mut a, &["--ro-bind-try", d, d], &[]);
+        }
+        push(&mut a, &["--proc", "/proc", "--dev", "/dev"], &[]);
+        push(&mut a, &["--tmpfs", "/tmp", "--home"], &[]);
+        if let Some(p) = &self.program {
+            push(&mut a, &["--cli", p], &[]);
+        }
         a
     }
 
     /// Start a trivial command under this sandbox on `host`: `Ok` when it ran, else why not
-    /// (`bwrap` missing, namespaces refused, an option this `bwrap` lacks).
+    /// (`bwrap` missing, namespaces refused, an option this `bwrap` lacks), prefixed with the
+    /// error class (`host_sandbox_unavailable: <host>: ` on an SSH host).
     pub fn check(&self, host: &dyn Host) -> Result<(), String> {
+        self.trial(host).map_err(|e| match host.name() {
+            Some(h) => format!("host_{SANDBOX_UNAVAILABLE}: {h}: {e}"),
+            None => format!("{SANDBOX_UNAVAILABLE}: {e}"),
+        })
+    }
+
+    fn trial(&self, host: &dyn Host) -> Result<(), String> {
         let mut spec = ProcessSpec::command("true", "/");
-        let mut a = self.base_args();
-        if let Some(p) = &self.program {
-            push(&mut a, &["--cli", p], &[]);
-        }
-        rewrite(&mut spec, OsStr::new(""), a);
+        rewrite(&mut spec, OsStr::new(""), self.base_args());
         let p = host.spawn(&spec).map_err(|e| e.to_string())?;
         let status = p.wait_exit(CHECK_TIMEOUT);
         if status.is_some_and(|s| s.success()) {
@@ -336,55 +311,49 @@ mod tests {
         let cfg = SandboxConfig {
             bubblewrap: true,
             readable: vec!["/srv/share".into()],
-            hidden: vec!["/srv/share/state".into(), "/etc/baton".into()],
+            hidden: vec!["/srv/share/state".into()],
             ..Default::default()
         };
-        let home = CliHome {
-            env: "CLAUDE_CONFIG_DIR",
-            name: "claude",
-            credentials: &[(".claude/.credentials.json", ".credentials.json")],
-        };
-        let sb = Sandbox::new(cfg, home, "claude");
+        let home = crate::workflow::config::AgentKind::ClaudeCode.cli_home();
         let mut spec = ProcessSpec::command("claude", "/w/k");
         spec.arg("$(touch x)");
-        sb.wrap(&mut spec, None);
+        Sandbox::new(cfg, home, "claude").wrap(&mut spec, Some(Path::new("/u")));
         let args: Vec<String> = spec
             .args
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        let at = |w: &str| args.iter().position(|a| a == w).unwrap();
+        let at = |w: &[&str]| args.windows(w.len()).position(|x| x == w).unwrap();
         assert_eq!(spec.script, LAUNCHER);
         assert_eq!(args[..2], ["baton-sandbox", "/w/.agent-k/claude"]);
-        assert!(args.ends_with(&[
-            "--".into(),
-            "env".into(),
-            "--default-signal=TERM".into(),
-            "bash".into(),
-            "-c".into(),
-            "claude \"$@\"".into(),
-            "bash".into(),
-            "$(touch x)".into()
-        ]));
-        assert!(args.contains(&"--share-net".to_string()));
-        // Hidden shallow paths first; the readable dir, then the state dir inside it hidden again;
+        let tail = [
+            "--",
+            "env",
+            "--default-signal=TERM",
+            "bash",
+            "-c",
+            "claude \"$@\"",
+            "bash",
+        ];
+        assert_eq!(args[args.len() - 8..args.len() - 1], tail);
+        assert_eq!(args.last().unwrap(), "$(touch x)");
+        // The system and the CLI first, then the extra paths, the hidden ones over them, and
         // the workspace and the CLI state last.
-        let hides: Vec<usize> = args
-            .iter()
-            .enumerate()
-            .filter(|(_, a)| *a == "--hide")
-            .map(|(i, _)| i)
-            .collect();
-        assert_eq!(args[hides[0] + 1], "/w");
-        assert_eq!(args[hides[1] + 1], "/etc/baton");
-        assert!(
-            at("--ro-bind-try") < at("/srv/share") && at("/srv/share") < *hides.last().unwrap()
-        );
-        assert_eq!(args[hides.last().unwrap() + 1], "/srv/share/state");
-        assert!(at("/w/k") > *hides.last().unwrap());
-        assert_eq!(
-            spec.env,
-            vec![("CLAUDE_CONFIG_DIR".into(), "/w/.agent-k/claude".into())]
-        );
+        let order = [
+            at(&["--ro-bind-try", "/usr", "/usr"]),
+            at(&["--home", "--cli", "claude"]),
+            at(&["--ro-bind-try", "/srv/share", "/srv/share"]),
+            at(&["--bind-try", "/u", "/u"]),
+            at(&["--hide", "/srv/share/state"]),
+            at(&["--hide", "/w"]),
+            at(&["--bind", "/w/k", "/w/k"]),
+            at(&["--bind", "/w/.agent-k/claude", "/w/.agent-k/claude"]),
+            at(&["--home-file", ".claude/.credentials.json"]),
+            at(&["--chdir", "/w/k"]),
+        ];
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{args:?}");
+        assert!(args.contains(&"--share-net".to_string()));
+        let env = ("CLAUDE_CONFIG_DIR".into(), "/w/.agent-k/claude".into());
+        assert_eq!(spec.env, vec![env]);
     }
 }

@@ -24,7 +24,7 @@ use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Send
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
-use crate::host::sandbox::{Sandbox, SANDBOX_UNAVAILABLE};
+use crate::host::sandbox::Sandbox;
 use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
@@ -615,12 +615,9 @@ fn probe_host(
     let spawned = thread::Builder::new()
         .name("host-probe".into())
         .spawn(move || {
-            let result = h.check_reachable().and_then(|()| match sandbox {
-                Some(sb) => sb
-                    .check(h.as_ref())
-                    .map_err(|e| format!("host_{SANDBOX_UNAVAILABLE}: {host}: {e}")),
-                None => Ok(()),
-            });
+            let result = h
+                .check_reachable()
+                .and_then(|()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref())));
             let _ = events.send(Event::HostProbed { host, result });
         });
     if let Err(e) = spawned {
