@@ -107,6 +107,14 @@ pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
     }
 }
 
+/// With `sandbox.kind: bubblewrap` and agents running on this machine, a trial sandbox starts.
+fn local_sandbox_starts(cfg: &ServiceConfig) -> Result<(), String> {
+    match Sandbox::for_agent(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
+        Some(sb) => sb.check(&LocalHost),
+        None => Ok(()),
+    }
+}
+
 /// Run the daemon on `args.workflow` until a clean shutdown, or until `exit_when` holds
 /// (`baton demo`); `on_listen` gets the dashboard's bound address. Returns the exit code.
 pub(crate) fn run_workflow(
@@ -122,22 +130,17 @@ pub(crate) fn run_workflow(
             return EXIT_FAILURE;
         }
     };
-    // The instance lock comes first: nothing (not even startup cleanup) runs without it.
-    let state = match crate::runtime::persist::acquire(&wf.config.config) {
+    // The instance lock comes first: nothing (not even startup cleanup) runs without it. Then
+    // agents that run here need a working sandbox: never silently unconfined.
+    let cfg = &wf.config.config;
+    let ready = crate::runtime::persist::acquire(cfg).map_err(|e| e.to_string());
+    let state = match ready.and_then(|s| local_sandbox_starts(cfg).map(|()| s)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("baton: {e}");
             return EXIT_FAILURE;
         }
     };
-    // Never silently unconfined: agents that run here need a working sandbox now.
-    let cfg = &wf.config.config;
-    if let Some(sb) = Sandbox::for_agent(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
-        if let Err(e) = sb.check(&LocalHost) {
-            eprintln!("baton: {e}");
-            return EXIT_FAILURE;
-        }
-    }
     let shutdown_rx = match crate::signals::shutdown_channel() {
         Ok(rx) => rx,
         Err(e) => {
