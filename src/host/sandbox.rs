@@ -152,32 +152,36 @@ impl Sandbox {
 
     /// Rewrite the agent `spec` (cwd = its workspace `<root>/<key>`) to run confined; `writable`
     /// is one more path the CLI must write outside the workspace (e.g. a usage file's directory).
-    /// Hidden paths win over the extra ones; the workspace and the CLI state come last.
     pub fn wrap(&self, spec: &mut ProcessSpec, writable: Option<&Path>) {
         let ws = spec.cwd.clone();
         let state = cli_state_dir(&ws).join(self.home.name);
         spec.env(self.home.env, &state);
         let mut a = self.base_args();
-        for p in &self.cfg.readable {
-            push(&mut a, &["--ro-bind-try"], &[p, p]);
+        // The extra and the hidden paths, the deeper one winning (hidden on a tie).
+        let c = &self.cfg;
+        let mut paths: Vec<(&Path, &str)> =
+            c.readable.iter().map(|p| (&**p, "--ro-bind-try")).collect();
+        paths.extend(
+            c.writable
+                .iter()
+                .map(PathBuf::as_path)
+                .chain(writable)
+                .map(|p| (p, "--bind-try")),
+        );
+        paths.extend(
+            c.hidden
+                .iter()
+                .map(PathBuf::as_path)
+                .chain(ws.parent())
+                .map(|p| (p, "--hide")),
+        );
+        paths.sort_by_key(|(p, flag)| (p.components().count(), *flag == "--hide"));
+        for (p, flag) in paths {
+            let n = if flag == "--hide" { 1 } else { 2 };
+            push(&mut a, &[flag], &[p, p][..n]);
         }
-        for p in self
-            .cfg
-            .writable
-            .iter()
-            .map(PathBuf::as_path)
-            .chain(writable)
-        {
-            push(&mut a, &["--bind-try"], &[p, p]);
-        }
-        for h in self
-            .cfg
-            .hidden
-            .iter()
-            .map(PathBuf::as_path)
-            .chain(ws.parent())
-        {
-            push(&mut a, &["--hide"], &[h]);
+        if let Some(p) = &self.program {
+            push(&mut a, &["--cli", p], &[]);
         }
         for p in [&ws, &state] {
             push(&mut a, &["--bind"], &[p, p]);
@@ -189,7 +193,7 @@ impl Sandbox {
         rewrite(spec, state.as_os_str(), a);
     }
 
-    /// Namespaces, the system read-only, `/proc`, `/dev`, `/tmp`, `$HOME` and the agent CLI.
+    /// Namespaces, the system read-only, `/proc`, `/dev`, `/tmp` and `$HOME`.
     fn base_args(&self) -> Vec<OsString> {
         let mut a: Vec<OsString> = vec![];
         let net = if self.cfg.no_network {
@@ -209,9 +213,6 @@ impl Sandbox {
         }
         push(&mut a, &["--proc", "/proc", "--dev", "/dev"], &[]);
         push(&mut a, &["--tmpfs", "/tmp", "--home"], &[]);
-        if let Some(p) = &self.program {
-            push(&mut a, &["--cli", p], &[]);
-        }
         a
     }
 
@@ -227,7 +228,11 @@ impl Sandbox {
 
     fn trial(&self, host: &dyn Host) -> Result<(), String> {
         let mut spec = ProcessSpec::command("true", "/");
-        rewrite(&mut spec, OsStr::new(""), self.base_args());
+        let mut a = self.base_args();
+        if let Some(p) = &self.program {
+            push(&mut a, &["--cli", p], &[]);
+        }
+        rewrite(&mut spec, OsStr::new(""), a);
         let p = host.spawn(&spec).map_err(|e| e.to_string())?;
         let status = p.wait_exit(CHECK_TIMEOUT);
         if status.is_some_and(|s| s.success()) {
@@ -337,15 +342,16 @@ mod tests {
         ];
         assert_eq!(args[args.len() - 8..args.len() - 1], tail);
         assert_eq!(args.last().unwrap(), "$(touch x)");
-        // The system and the CLI first, then the extra paths, the hidden ones over them, and
-        // the workspace and the CLI state last.
+        // The system first, then the extra and hidden paths by depth, the CLI, and the
+        // workspace and the CLI state last.
         let order = [
             at(&["--ro-bind-try", "/usr", "/usr"]),
-            at(&["--home", "--cli", "claude"]),
-            at(&["--ro-bind-try", "/srv/share", "/srv/share"]),
+            at(&["--tmpfs", "/tmp", "--home"]),
             at(&["--bind-try", "/u", "/u"]),
-            at(&["--hide", "/srv/share/state"]),
             at(&["--hide", "/w"]),
+            at(&["--ro-bind-try", "/srv/share", "/srv/share"]),
+            at(&["--hide", "/srv/share/state"]),
+            at(&["--cli", "claude"]),
             at(&["--bind", "/w/k", "/w/k"]),
             at(&["--bind", "/w/.agent-k/claude", "/w/.agent-k/claude"]),
             at(&["--home-file", ".claude/.credentials.json"]),

@@ -58,6 +58,7 @@ impl World {
             ("etc/WORKFLOW.md", "prompt"),
             ("home/.ssh/id_ed25519", "PRIVATE KEY"),
             ("home/.claude/.credentials.json", "{\"token\":1}"),
+            ("home/.gitconfig", "[user]"),
         ];
         for (p, text) in files {
             fs::create_dir_all(dir.join(p).parent().unwrap()).unwrap();
@@ -192,6 +193,16 @@ fn sandbox_hides_state_dir_and_home() {
             ("home_entries", "0"),
         ],
     );
+    // WORKFLOW.md in the home directory: a readable file deeper inside it still shows.
+    let sb = w.sandbox(|c| {
+        c.hidden.push(w.home.clone());
+        c.readable = vec![w.home.join(".gitconfig")];
+    });
+    let home = w.probe(
+        &sb,
+        "t gitconfig cat $HOME/.gitconfig\nt ssh_key cat $HOME/.ssh/id_ed25519",
+    );
+    assert_probes(&home, &[("gitconfig", "yes"), ("ssh_key", "no")]);
     // The CLI's state is per issue, next to the workspace, and survives the run.
     let state = w.root.join(".agent-ws/claude");
     assert_eq!(got["config_dir"], state.display().to_string());
