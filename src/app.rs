@@ -11,7 +11,6 @@ use crate::agent::claude::ClaudeRunner;
 use crate::agent::copilot::CopilotRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
-use crate::host::sandbox::Sandbox;
 use crate::host::LocalHost;
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
@@ -98,7 +97,7 @@ pub(crate) fn open_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, Trac
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
 pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
-    let sandbox = Sandbox::for_agent(cfg);
+    let sandbox = crate::agent::runner::sandbox_for(cfg);
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => {
             Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
@@ -109,7 +108,7 @@ pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
 
 /// With `sandbox.kind: bubblewrap` and agents running on this machine, a trial sandbox starts.
 fn local_sandbox_starts(cfg: &ServiceConfig) -> Result<(), String> {
-    match Sandbox::for_agent(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
+    match crate::agent::runner::sandbox_for(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
         Some(sb) => sb.check(&LocalHost),
         None => Ok(()),
     }

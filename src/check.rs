@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::host::sandbox::Sandbox;
+use crate::agent::runner::sandbox_for;
 use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Policy};
 use crate::text::single_line as truncate;
@@ -131,7 +131,7 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
             )),
             Err(e) => r.fail(format!("host {h}: {}", truncate(&e, 200))),
         }
-        if let Some(Err(e)) = Sandbox::for_agent(cfg).map(|sb| sb.check(pool.ssh(h).as_ref())) {
+        if let Some(Err(e)) = sandbox_for(cfg).map(|sb| sb.check(pool.ssh(h).as_ref())) {
             r.fail(e);
         }
     }
@@ -140,7 +140,7 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
 /// Whether agents run confined: a warning when not, else whether the sandbox starts here (SSH
 /// hosts: in [`check_hosts`]).
 fn check_sandbox(r: &mut Report<'_>, cfg: &ServiceConfig) {
-    let Some(sb) = Sandbox::for_agent(cfg) else {
+    let Some(sb) = sandbox_for(cfg) else {
         r.line(
             "warn",
             "sandbox.kind is none: agents run unconfined, with the service user's access to \

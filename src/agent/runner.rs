@@ -10,6 +10,14 @@ use std::time::Duration;
 
 use crate::host::sandbox::Sandbox;
 use crate::host::{ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES};
+use crate::workflow::config::ServiceConfig;
+
+/// The sandbox the agents of `cfg` run in; `None` with `sandbox.kind: none`.
+pub fn sandbox_for(cfg: &ServiceConfig) -> Option<Arc<Sandbox>> {
+    let home = cfg.agent.kind?.cli_home();
+    let command = &cfg.agent_cli().command;
+    (cfg.sandbox.bubblewrap).then(|| Arc::new(Sandbox::new(cfg.sandbox.clone(), home, command)))
+}
 
 /// A CLI agent's config plus its process knobs; builds sessions through its `AgentRunner` impl.
 #[derive(Debug, Clone)]

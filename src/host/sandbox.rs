@@ -11,14 +11,9 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use serde_yaml::Value;
-
 use super::{Host, ProcessSpec};
-use crate::workflow::config::section::{describe, Section};
-use crate::workflow::config::{resolve_path, ConfigEnv, ConfigError, ServiceConfig};
 
 /// Error class of a sandbox that cannot start (`host_sandbox_unavailable` on an SSH host).
 pub const SANDBOX_UNAVAILABLE: &str = "sandbox_unavailable";
@@ -54,7 +49,7 @@ trap '' TERM
 exec bwrap "${a[@]}" "$@"
 "#;
 
-/// `sandbox.*`.
+/// `sandbox.*` (parsed by `workflow::config::sandbox`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SandboxConfig {
     /// `kind: bubblewrap` (default `none`: agents run unconfined).
@@ -68,46 +63,6 @@ pub struct SandboxConfig {
     /// Hidden besides the workspace root and home: `state.dir` and the WORKFLOW.md directory
     /// (filled by the config parser).
     pub hidden: Vec<PathBuf>,
-}
-
-impl SandboxConfig {
-    /// The section name.
-    pub(crate) const SECTION: &'static str = "sandbox";
-    /// Every key of the section.
-    pub(crate) const KEYS: &'static [&'static str] = &["kind", "network", "writable", "readable"];
-
-    /// Parse `sandbox.*`; paths expand `~` and `$VAR` and are relative to `workflow_dir`.
-    pub(crate) fn parse(
-        s: &Section<'_>,
-        workflow_dir: &Path,
-        env: &dyn ConfigEnv,
-    ) -> Result<Self, ConfigError> {
-        let choice = |key, a: &str, b: &str| match s.raw(key) {
-            None | Some(Value::Null) => Ok(false),
-            Some(Value::String(v)) if v == a => Ok(false),
-            Some(Value::String(v)) if v == b => Ok(true),
-            Some(other) => Err(s.invalid(key, &format!("{a} or {b}"), &describe(other))),
-        };
-        let paths = |key: &str| -> Result<Vec<PathBuf>, ConfigError> {
-            let raw = s.string_list(key)?.unwrap_or_default();
-            raw.iter()
-                .map(|p| {
-                    resolve_path(p, workflow_dir, env)
-                        .filter(|_| !p.is_empty())
-                        .ok_or_else(|| {
-                            s.invalid(key, "paths (a $VAR must be set)", &format!("{p:?}"))
-                        })
-                })
-                .collect()
-        };
-        Ok(SandboxConfig {
-            bubblewrap: choice("kind", "none", "bubblewrap")?,
-            no_network: choice("network", "host", "none")?,
-            writable: paths("writable")?,
-            readable: paths("readable")?,
-            hidden: Vec::new(),
-        })
-    }
 }
 
 /// Where an agent CLI keeps its state (sessions, settings, logs): the variable that moves it,
@@ -132,15 +87,6 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// The sandbox for `cfg`'s agent, `None` with `sandbox.kind: none`.
-    pub fn for_agent(cfg: &ServiceConfig) -> Option<Arc<Sandbox>> {
-        let kind = cfg.agent.kind?;
-        let cli = &cfg.agent_cli().command;
-        cfg.sandbox
-            .bubblewrap
-            .then(|| Arc::new(Sandbox::new(cfg.sandbox.clone(), kind.cli_home(), cli)))
-    }
-
     /// A sandbox from its parts (`command`: the agent's shell command).
     pub fn new(cfg: SandboxConfig, home: CliHome, command: &str) -> Sandbox {
         Sandbox {

@@ -910,7 +910,7 @@ impl Daemon {
                 self.clean_in_background(issue, workspace_path, host)
             }
             Action::ProbeHost { host } => {
-                let sandbox = Sandbox::for_agent(config(&self.workflow));
+                let sandbox = crate::agent::runner::sandbox_for(config(&self.workflow));
                 probe_host(&self.hosts, host, sandbox, self.events_tx.clone())
             }
             Action::ReloadWorkflow => self.reload(),

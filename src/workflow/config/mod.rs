@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_yaml::{Mapping, Value};
 
 pub(crate) mod keys;
+mod sandbox;
 pub(crate) mod section;
 pub mod worker;
 
@@ -290,7 +291,7 @@ pub(crate) fn parse_config(
     let (hooks, agent, server) = (section("hooks")?, section("agent")?, section("server")?);
     let state = section("state")?;
     let worker = section("worker")?;
-    let sandbox = section(SandboxConfig::SECTION)?;
+    let sandbox = section(sandbox::SECTION)?;
     let claude_code = section(ClaudeCodeConfig::SECTION)?;
     let copilot = section(CopilotConfig::SECTION)?;
 
@@ -328,7 +329,7 @@ pub(crate) fn parse_config(
     let server = parse_server(&server, env)?;
     let state_dir = parse_state_dir(&state, &workspace_root, workflow_dir, env)?;
     let worker = WorkerConfig::parse(&worker)?;
-    let mut sandbox = SandboxConfig::parse(&sandbox, workflow_dir, env)?;
+    let mut sandbox = sandbox::parse(&sandbox, workflow_dir, env)?;
     sandbox.hidden = vec![workflow_dir.to_path_buf(), state_dir.clone()];
     Ok(ParsedConfig {
         config: ServiceConfig {
