@@ -141,24 +141,20 @@ impl Sandbox {
 
     /// Namespaces, the system read-only, `/proc`, `/dev`, `/tmp` and `$HOME`.
     fn base_args(&self) -> Vec<OsString> {
-        let mut a: Vec<OsString> = vec![];
-        let net = if self.cfg.no_network {
-            &[][..]
-        } else {
-            &["--share-net"]
-        };
-        push(
-            &mut a,
-            &["--unshare-all", "--unshare-user", "--disable-userns"],
-            &[],
-        );
-        push(&mut a, &["--die-with-parent"], &[]);
-        push(&mut a, net, &[]);
+        let flags = "--unshare-all --unshare-user --disable-userns --die-with-parent --share-net";
+        let mut a: Vec<OsString> = flags.split(' ').map(OsString::from).collect();
+        if self.cfg.no_network {
+            a.pop();
+        }
         for d in SYSTEM.split(' ') {
             push(&mut a, &["--ro-bind-try", d, d], &[]);
         }
-        push(&mut a, &["--proc", "/proc", "--dev", "/dev"], &[]);
-        push(&mut a, &["--tmpfs", "/tmp", "--home"], &[]);
+        push(
+            &mut a,
+            &["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"],
+            &[],
+        );
+        push(&mut a, &["--home"], &[]);
         a
     }
 
