@@ -8,7 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::agent::claude::ClaudeRunner;
+use crate::agent::codex::CodexRunner;
 use crate::agent::copilot::CopilotRunner;
+use crate::agent::gemini::GeminiRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 use crate::http::HttpOptions;
@@ -98,6 +100,8 @@ pub(crate) fn open_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, Trac
 pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => Arc::new(CopilotRunner::new(cfg.copilot.clone())),
+        Some(AgentKind::Codex) => Arc::new(CodexRunner::new(cfg.codex.clone())),
+        Some(AgentKind::Gemini) => Arc::new(GeminiRunner::new(cfg.gemini.clone())),
         _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone())),
     }
 }

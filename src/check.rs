@@ -15,7 +15,7 @@ use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Policy};
 use crate::text::single_line as truncate;
 use crate::tracker::config::TrackerConfig;
-use crate::workflow::config::{AgentKind, ConfigEnv, ProcessEnv, ServiceConfig};
+use crate::workflow::config::{ConfigEnv, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
 /// Run the check against the real environment; writes the report to `out`, returns the exit code.
@@ -154,12 +154,17 @@ fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
             limits.join(", ")
         ));
     }
-    if a.budget.max_cost_usd_per_issue.is_some() && a.kind == Some(AgentKind::Copilot) {
-        r.line(
-            "warn",
-            "agent.max_cost_usd_per_issue does not apply to copilot (it reports no cost); \
-             use agent.max_tokens_per_issue or agent.max_turns_per_issue",
-        );
+    if let Some(k) = a.kind.filter(|k| !k.reports_cost()) {
+        if a.budget.max_cost_usd_per_issue.is_some() {
+            r.line(
+                "warn",
+                format!(
+                    "agent.max_cost_usd_per_issue does not apply to {} (it reports no cost); \
+                     use agent.max_tokens_per_issue or agent.max_turns_per_issue",
+                    k.as_str()
+                ),
+            );
+        }
     }
 }
 

@@ -4,9 +4,11 @@
 
 mod argv;
 pub mod claude;
+pub mod codex;
 pub mod config;
 pub mod copilot;
 pub(crate) mod driver;
+pub mod gemini;
 mod json;
 mod loose;
 pub mod runner;

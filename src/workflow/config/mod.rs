@@ -20,7 +20,9 @@ pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
 pub use self::worker::WorkerConfig;
 use crate::agent::config::AgentSettings;
-pub use crate::agent::config::{AgentKind, ClaudeCodeConfig, CliSection, CopilotConfig};
+pub use crate::agent::config::{
+    AgentKind, ClaudeCodeConfig, CliSection, CodexConfig, CopilotConfig, GeminiConfig,
+};
 pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
 
 /// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
@@ -134,6 +136,10 @@ pub struct ServiceConfig {
     pub claude_code: ClaudeCodeConfig,
     /// `copilot.*`.
     pub copilot: CopilotConfig,
+    /// `codex.*`.
+    pub codex: CodexConfig,
+    /// `gemini.*`.
+    pub gemini: GeminiConfig,
     /// `server.*`.
     pub server: ServerConfig,
     /// `state.dir`, absolute: `state.json` and the instance `lock` (default
@@ -162,6 +168,8 @@ impl ServiceConfig {
     pub(crate) fn agent_settings(&self) -> AgentSettings<'_> {
         match self.agent.kind {
             Some(AgentKind::Copilot) => AgentSettings::copilot(&self.copilot),
+            Some(AgentKind::Codex) => AgentSettings::codex(&self.codex),
+            Some(AgentKind::Gemini) => AgentSettings::gemini(&self.gemini),
             Some(AgentKind::ClaudeCode) | None => AgentSettings::claude_code(&self.claude_code),
         }
     }
@@ -289,6 +297,10 @@ pub(crate) fn parse_config(
     let worker = section("worker")?;
     let claude_code = section(ClaudeCodeConfig::SECTION)?;
     let copilot = section(CopilotConfig::SECTION)?;
+    let (codex, gemini) = (
+        section(CodexConfig::SECTION)?,
+        section(GeminiConfig::SECTION)?,
+    );
 
     let kind = tracker.string("kind", env).ok().flatten();
     let mut warnings = Vec::new();
@@ -321,6 +333,8 @@ pub(crate) fn parse_config(
     }
     let claude_code = ClaudeCodeConfig::parse(&claude_code, env)?;
     let copilot = CopilotConfig::parse(&copilot, env)?;
+    let codex = CodexConfig::parse(&codex, env)?;
+    let gemini = GeminiConfig::parse(&gemini, env)?;
     let server = parse_server(&server, env)?;
     let state_dir = parse_state_dir(&state, &workspace_root, workflow_dir, env)?;
     let worker = WorkerConfig::parse(&worker)?;
@@ -333,6 +347,8 @@ pub(crate) fn parse_config(
             agent,
             claude_code,
             copilot,
+            codex,
+            gemini,
             server,
             state_dir,
             worker,
