@@ -428,10 +428,9 @@ impl Client {
                 other => self.event(E::OtherMessage, format!("{other} completed")),
             },
             "thread/tokenUsage/updated" => {
-                let same_turn = match (str_at(p, "turnId"), &self.turn_id) {
-                    (Some(t), Some(ours)) => t == ours,
-                    _ => self.turn_sent,
-                };
+                // The replay after `thread/resume` carries an earlier turn's id: never counted.
+                let same_turn =
+                    self.turn_id.is_some() && str_at(p, "turnId") == self.turn_id.as_deref();
                 let last = p.pointer("/tokenUsage/last").map(usage_of);
                 match last {
                     Some(u) if same_turn => self.usage.add(&u),

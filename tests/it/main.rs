@@ -8,6 +8,7 @@ mod claude_parser;
 mod claude_process;
 mod claude_real_cli;
 mod cli;
+mod codex_real_cli;
 mod copilot_parser;
 mod copilot_real_cli;
 mod demo;

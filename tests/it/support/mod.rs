@@ -11,6 +11,7 @@ pub mod escapes;
 pub mod fake_anthropic;
 pub mod fake_github;
 pub mod fake_openai;
+pub mod fake_responses;
 pub mod fuzz;
 pub mod http;
 pub mod issues;
