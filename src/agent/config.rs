@@ -233,8 +233,9 @@ pub struct GeminiConfig {
     /// `--approval-mode`: `auto_edit` (default: file edits, no shell), `yolo` (every tool) or
     /// `default` (the CLI then offers the model no tool that needs approval).
     pub approval_mode: String,
-    /// `security.auth.selectedType` in Baton's per-session system-defaults file (default
-    /// `gemini-api-key`); empty leaves the choice to the CLI and the service user's settings.
+    /// When set (e.g. `gemini-api-key`, needed with `GOOGLE_GEMINI_BASE_URL`), the CLI runs with
+    /// a Baton-owned home whose settings select this auth type; empty (the default) leaves auth
+    /// to the environment and the service user's own settings.
     pub auth_type: String,
 }
 
@@ -266,10 +267,7 @@ impl GeminiConfig {
         Ok(GeminiConfig {
             cli: CliSection::parse(s, env, "gemini")?,
             approval_mode,
-            auth_type: match s.plain_string("auth_type")? {
-                Some(t) => t.trim().to_string(),
-                None => "gemini-api-key".into(),
-            },
+            auth_type: s.string("auth_type", env)?.unwrap_or_default(),
         })
     }
 }

@@ -12,15 +12,14 @@
 //!   to 8 bits (429 → 173).
 //! * **Usage**: `result.stats` is per invocation; `cached` is a subset of `input_tokens`, and
 //!   `total_tokens` also counts thoughts, which are billed as output.
-//! * **Settings**: `--skip-trust` trusts the workspace for the run only; the auth type
-//!   (`gemini.auth_type`) goes into a Baton-owned system-defaults file
-//!   (`GEMINI_CLI_SYSTEM_DEFAULTS_PATH`, the lowest-precedence layer), so the service user's
-//!   own `~/.gemini/settings.json` is never written and still wins.
+//! * **Settings**: `--skip-trust` trusts the workspace for the run only. With `gemini.auth_type`
+//!   set, the CLI runs with a Baton-owned home (`GEMINI_CLI_HOME`, see [`cli_home`]) whose
+//!   settings select that auth type; the service user's own `~/.gemini` is never written.
 
 use std::ffi::OsString;
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,8 +55,6 @@ impl AgentRunner for GeminiRunner {
             Some(id) => id.to_ascii_lowercase(),
             None => new_uuid_v4().map_err(|e| startup(format!("no randomness: {e}")))?,
         };
-        let defaults = write_defaults(&self.cfg.auth_type)
-            .map_err(|e| startup(format!("could not write the gemini settings file: {e}")))?;
         Ok(Box::new(GeminiSession {
             runner: self.clone(),
             host: Arc::clone(&ctx.host),
@@ -67,31 +64,40 @@ impl AgentRunner for GeminiRunner {
             session_id,
             session_exists: resume.is_some(),
             turn: 0,
-            defaults: Some(defaults),
         }))
     }
 }
 
-/// `$TMPDIR/baton-gemini-<uuid>/system-defaults.json` (directory 0700, file 0600): the auth type
-/// and no update checks or usage statistics, as defaults the user's settings override.
-fn write_defaults(auth_type: &str) -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("baton-gemini-{}", new_uuid_v4()?));
-    fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    let mut settings = serde_json::json!({
+/// The Gemini home Baton owns for `session` when `gemini.auth_type` is set:
+/// `$XDG_STATE_HOME` (or `~/.local/state`) `/baton/gemini/<session>`, mode 0700, with
+/// `.gemini/settings.json` (0600) selecting the auth type, no update checks and no usage
+/// statistics, rewritten before every run. The CLI keeps that session's history there, so a
+/// restart finds it again. (Gemini reads system settings files only when root owns them and
+/// their directories, which a service user cannot arrange.)
+fn cli_home(auth_type: &str, session: &str) -> std::io::Result<PathBuf> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .ok_or_else(|| std::io::Error::other("neither XDG_STATE_HOME nor HOME is set"))?;
+    let home = base.join("baton/gemini").join(session);
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(home.join(".gemini"))?;
+    let settings = serde_json::json!({
+        "security": {"auth": {"selectedType": auth_type}},
         "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
         "privacy": {"usageStatisticsEnabled": false},
     });
-    if !auth_type.is_empty() {
-        settings["security"] = serde_json::json!({"auth": {"selectedType": auth_type}});
-    }
-    let file = dir.join("system-defaults.json");
+    let file = home.join(".gemini/settings.json");
     let mut f = fs::OpenOptions::new()
         .write(true)
-        .create_new(true)
+        .create(true)
+        .truncate(true)
         .mode(0o600)
-        .open(&file)?;
+        .open(file)?;
     std::io::Write::write_all(&mut f, settings.to_string().as_bytes())?;
-    Ok(file)
+    Ok(home)
 }
 
 /// One Gemini session in one workspace: turns run as successive CLI processes on one session id.
@@ -106,7 +112,6 @@ struct GeminiSession {
     /// True once the CLI has (probably) stored the session, so the next turn resumes it.
     session_exists: bool,
     turn: u32,
-    defaults: Option<PathBuf>,
 }
 
 /// The CLI arguments of one turn (everything after `<gemini.command>`). Values are attached with
@@ -148,8 +153,10 @@ impl GeminiSession {
         let resume = self.session_exists;
         spec.args
             .extend(gemini_args(cfg, prompt, &self.session_id, resume));
-        if let Some(f) = &self.defaults {
-            spec.env("GEMINI_CLI_SYSTEM_DEFAULTS_PATH", f.clone());
+        if !cfg.auth_type.is_empty() {
+            let home = cli_home(&cfg.auth_type, &self.session_id)
+                .map_err(|e| AgentError::new(K::StartupFailed, format!("gemini home: {e}")))?;
+            spec.env("GEMINI_CLI_HOME", home);
         }
         spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
         self.runner.apply(&mut spec);
@@ -233,15 +240,8 @@ impl AgentSession for GeminiSession {
     }
 
     fn stop(&mut self) {
-        if let Some(dir) = self.defaults.take().as_deref().and_then(Path::parent) {
-            let _ = fs::remove_dir_all(dir);
-        }
-    }
-}
-
-impl Drop for GeminiSession {
-    fn drop(&mut self) {
-        self.stop();
+        // Every invocation is stopped and reaped before `run_turn` returns; the session's
+        // history stays for a resume, like the other CLIs' session stores.
     }
 }
 

@@ -21,6 +21,7 @@ mod fuzz_agent_parsers;
 mod fuzz_http;
 mod fuzz_tracker_classify;
 mod fuzz_workflow;
+mod gemini_real_cli;
 mod http_api;
 mod http_browser;
 mod http_hardening;

@@ -50,7 +50,7 @@ pub type FakeResponses = FakeApi<Recorded>;
 /// (input, cached, output).
 pub fn usage_for(p: u64, t: u64) -> (u64, u64, u64) {
     let input = 1000 * p + 100 * t;
-    (input, input - 400, 20 + t)
+    (input, input.saturating_sub(400), 20 + t)
 }
 
 impl FakeResponses {

@@ -9,6 +9,7 @@ pub mod daemon_proc;
 pub mod engine_sim;
 pub mod escapes;
 pub mod fake_anthropic;
+pub mod fake_gemini;
 pub mod fake_github;
 pub mod fake_openai;
 pub mod fake_responses;
