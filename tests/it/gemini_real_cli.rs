@@ -206,10 +206,15 @@ fn gemini_api_error_fails_the_turn() {
     // 400 truncated to 8 bits.
     assert!(err.message.contains("exit code 144"), "{err}");
     assert_eq!(t.last_kind(), Some(AgentEventKind::TurnFailed));
-    // The retry (the next turn on the same session) works.
+    // The retry works: the CLI stored no session for a first turn that failed, so the resume
+    // falls back once to a new session.
     let retry = run(session.as_mut(), "try again");
     retry.ok();
-    assert!(retry.assistant_text().contains("seen 2 user prompt(s)"));
+    assert!(retry.assistant_text().contains("seen 1 user prompt(s)"));
+    assert!(retry
+        .of_kind(AgentEventKind::Notification)
+        .iter()
+        .any(|e| e.summary.contains("unknown session")));
 }
 
 #[test]
