@@ -33,7 +33,7 @@ const LINES_PER_PASS: usize = 64;
 const STDERR_WAIT: Duration = Duration::from_millis(500);
 
 /// What the driver needs from an adapter for one invocation.
-pub(crate) trait TurnParser {
+pub trait TurnParser {
     /// Events to emit right after the process started (e.g. `session_started`); also the place
     /// to log the start.
     fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {

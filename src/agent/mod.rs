@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::host::{Host, LocalHost};
 
 pub use argv::{argv_safe_prompt, MAX_PROMPT_ARG_BYTES};
+pub use driver::{ProcessEnd, TurnParser};
 
 /// Normalized agent event kinds (spec §10.0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
