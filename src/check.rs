@@ -312,7 +312,7 @@ mod tests {
     }
 
     #[test]
-    fn budget_limits_are_printed_and_copilot_cost_is_flagged() {
+    fn budget_limits_are_printed_and_cost_is_flagged_for_agents_without_one() {
         assert!(budget_lines("  kind: claude_code\n").contains("budget per issue: unlimited"));
         let out = budget_lines(
             "  kind: copilot\n  max_cost_usd_per_issue: 2.5\n  max_tokens_per_issue: 1000\n  max_turns_per_issue: 9\n",
@@ -325,5 +325,12 @@ mod tests {
             out.contains("warn  agent.max_cost_usd_per_issue does not apply to copilot"),
             "{out}"
         );
+        for kind in ["codex", "gemini"] {
+            let out = budget_lines(&format!("  kind: {kind}\n  max_cost_usd_per_issue: 1\n"));
+            let want = format!("warn  agent.max_cost_usd_per_issue does not apply to {kind}");
+            assert!(out.contains(&want), "{out}");
+        }
+        let out = budget_lines("  kind: claude_code\n  max_cost_usd_per_issue: 1\n");
+        assert!(!out.contains("does not apply"), "{out}");
     }
 }

@@ -408,6 +408,24 @@ fn kinds_are_enforced_at_preflight() {
     assert!(classes.contains(&"missing_tracker_token"));
     assert!(classes.contains(&"missing_tracker_project"));
     assert!(classes.contains(&"missing_agent_kind"));
+
+    // Codex needs the agent's stdin, which SSH worker hosts do not forward.
+    let p = write(
+        &d,
+        "W.md",
+        "---\nagent:\n  kind: codex\nworker:\n  ssh_hosts: [build-1]\n---\n",
+    );
+    let errs = load_workflow(&p, &env(&[]))
+        .unwrap()
+        .config
+        .config
+        .preflight_errors();
+    assert!(
+        errs.iter()
+            .any(|e| e.message.contains("agent.kind codex")
+                && e.message.contains("worker.ssh_hosts")),
+        "{errs:?}"
+    );
 }
 
 #[test]

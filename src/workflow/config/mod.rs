@@ -191,6 +191,12 @@ impl ServiceConfig {
         } else {
             errs.extend(self.agent_settings().preflight_error());
         }
+        if self.agent.kind == Some(AgentKind::Codex) && !self.worker.ssh_hosts.is_empty() {
+            errs.push(ConfigError::new(
+                "invalid_config",
+                "agent.kind codex talks JSON-RPC over the agent's stdin, which worker.ssh_hosts do not forward; run codex without SSH hosts",
+            ));
+        }
         errs
     }
 }
