@@ -42,6 +42,8 @@ use crate::workflow::config::CodexConfig;
 /// Longest JSON-RPC reply or server request accepted (Symphony §10.1: control payloads ≤ 4 MiB;
 /// notifications may use the whole line bound).
 pub const MAX_CONTROL_BYTES: usize = 4 * 1024 * 1024;
+/// The request whose error falls back to `thread/start`.
+const RESUME: &str = "thread/resume";
 /// After `turn/completed` (or a fatal error) Baton closes stdin; the server gets this long to exit.
 const EXIT_GRACE: Duration = Duration::from_secs(5);
 /// Longest event summary (characters).
@@ -138,26 +140,6 @@ impl AgentSession for CodexSession {
     }
 }
 
-/// What a request waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
-    Initialize,
-    ThreadStart,
-    ThreadResume,
-    TurnStart,
-}
-
-impl Step {
-    fn method(self) -> &'static str {
-        match self {
-            Step::Initialize => "initialize",
-            Step::ThreadStart => "thread/start",
-            Step::ThreadResume => "thread/resume",
-            Step::TurnStart => "turn/start",
-        }
-    }
-}
-
 /// The JSON-RPC client of one app-server process (the driver's [`TurnParser`]).
 pub struct Client {
     thread_params: Value,
@@ -168,19 +150,17 @@ pub struct Client {
     tx: Option<Sender<Vec<u8>>>,
     has_stdin: bool,
     next_id: i64,
-    pending: Option<(i64, Step, Instant)>,
+    /// The one outstanding request: id, method, when it was sent.
+    pending: Option<(i64, &'static str, Instant)>,
     last_output: Instant,
     thread_id: Option<String>,
     turn_id: Option<String>,
-    turn_sent: bool,
-    resume_failed: bool,
     /// `turn/completed`: its status and error text.
     completed: Option<(String, String)>,
     failure: Option<AgentError>,
     done_at: Option<Instant>,
     last_error: Option<String>,
     usage: TokenUsage,
-    lines: u64,
 }
 
 impl Client {
@@ -215,14 +195,11 @@ impl Client {
             last_output: Instant::now(),
             thread_id: thread,
             turn_id: None,
-            turn_sent: false,
-            resume_failed: false,
             completed: None,
             failure: None,
             done_at: None,
             last_error: None,
             usage: TokenUsage::default(),
-            lines: 0,
         }
     }
 
@@ -259,10 +236,10 @@ impl Client {
         }
     }
 
-    fn request(&mut self, step: Step, params: Value) {
+    fn request(&mut self, method: &'static str, params: Value) {
         self.next_id += 1;
-        self.pending = Some((self.next_id, step, Instant::now()));
-        self.send(json!({"id": self.next_id, "method": step.method(), "params": params}));
+        self.pending = Some((self.next_id, method, Instant::now()));
+        self.send(json!({"id": self.next_id, "method": method, "params": params}));
     }
 
     /// End the exchange: close stdin so the server exits.
@@ -279,58 +256,56 @@ impl Client {
 
     fn thread_request(&mut self) {
         let mut params = self.thread_params.clone();
-        match self.thread_id.clone().filter(|_| !self.resume_failed) {
+        match self.thread_id.clone() {
             Some(id) => {
                 params["threadId"] = id.into();
                 params["excludeTurns"] = true.into();
-                self.request(Step::ThreadResume, params);
+                self.request(RESUME, params);
             }
-            None => self.request(Step::ThreadStart, params),
+            None => self.request("thread/start", params),
         }
     }
 
     /// A reply to one of Baton's requests.
     fn on_reply(&mut self, id: Option<i64>, v: &Value) -> AgentEvent {
-        let Some((_, step, _)) = self.pending.filter(|p| Some(p.0) == id) else {
+        let Some((_, method, _)) = self.pending.filter(|p| Some(p.0) == id) else {
             return self.event(E::Malformed, "reply to no pending request".into());
         };
         self.pending = None;
         if let Some(err) = v.get("error") {
             let msg = str_at(err, "message").unwrap_or("?").to_string();
-            if step == Step::ThreadResume {
+            if method == RESUME {
                 // An unknown or unreadable thread: start a new one once, in this process.
                 let old = self.thread_id.take().unwrap_or_default();
-                self.resume_failed = true;
                 self.thread_request();
                 let text = format!("resume of thread {old} failed ({msg}); starting a new thread");
                 log::warn!("codex {text}");
                 return self.event(E::Notification, text);
             }
-            let text = format!("response_error: {} failed: {msg}", step.method());
+            let text = format!("response_error: {method} failed: {msg}");
             self.fail(K::StartupFailed, text.clone());
             return self.event(E::Notification, text);
         }
         let result = v.get("result").unwrap_or(&Value::Null);
-        match step {
-            Step::Initialize => {
+        match method {
+            "initialize" => {
                 self.send(json!({"method": "initialized"}));
                 self.thread_request();
                 self.event(E::OtherMessage, "initialized".into())
             }
-            Step::ThreadStart | Step::ThreadResume => {
+            "thread/start" | RESUME => {
                 let Some(id) = result.pointer("/thread/id").and_then(Value::as_str) else {
                     self.fail(
                         K::StartupFailed,
-                        format!("{} reply without a thread id", step.method()),
+                        format!("{method} reply without a thread id"),
                     );
                     return self.event(E::Malformed, "thread reply without thread.id".into());
                 };
                 self.thread_id = Some(crate::text::truncate_chars(id, 128));
                 let mut params = self.turn_params.clone();
                 params["threadId"] = id.into();
-                self.request(Step::TurnStart, params);
-                self.turn_sent = true;
-                let how = if step == Step::ThreadStart {
+                self.request("turn/start", params);
+                let how = if method == "thread/start" {
                     "started"
                 } else {
                     "resumed"
@@ -340,7 +315,7 @@ impl Client {
                     format!("thread {how} (turn {})", self.turn),
                 )
             }
-            Step::TurnStart => {
+            _ => {
                 self.turn_id = result
                     .pointer("/turn/id")
                     .and_then(Value::as_str)
@@ -478,9 +453,9 @@ impl Client {
             }
             "turn/completed" => {
                 let turn = p.get("turn").unwrap_or(&Value::Null);
-                let ours = match (str_at(turn, "id"), &self.turn_id) {
-                    (Some(t), Some(o)) => t == o,
-                    _ => self.turn_sent,
+                let ours = match &self.turn_id {
+                    Some(o) => str_at(turn, "id") == Some(o),
+                    None => self.thread_id.is_some(),
                 };
                 if !ours {
                     return self.event(E::OtherMessage, "another turn completed".into());
@@ -540,12 +515,9 @@ impl Client {
         };
         if end.timed_out {
             return match self.pending {
-                Some((_, step, _)) => err(
+                Some((_, method, _)) => err(
                     K::StartupFailed,
-                    format!(
-                        "response_timeout: no reply to {} within codex.read_timeout_ms",
-                        step.method()
-                    ),
+                    format!("response_timeout: no reply to {method} within codex.read_timeout_ms"),
                 ),
                 None => err(
                     K::TurnTimeout,
@@ -554,7 +526,7 @@ impl Client {
                 ),
             };
         }
-        if end.exit_code == Some(127) && self.lines == 0 {
+        if end.exit_code == Some(127) {
             return err(
                 K::AgentNotFound,
                 format!("codex command not found (exit code 127){stderr}"),
@@ -594,7 +566,7 @@ impl TurnParser for Client {
         );
         let info = json!({"clientInfo": {"name": "baton", "title": "Baton",
             "version": env!("CARGO_PKG_VERSION")}});
-        self.request(Step::Initialize, info);
+        self.request("initialize", info);
         Vec::new()
     }
 
@@ -604,7 +576,6 @@ impl TurnParser for Client {
         if line.is_empty() {
             return Vec::new();
         }
-        self.lines += 1;
         let v: Value = match serde_json::from_str(line) {
             Ok(v @ Value::Object(_)) => v,
             Ok(_) => return vec![self.event(E::Malformed, "non-object JSON line".into())],
