@@ -272,3 +272,14 @@ fn codex_stall_leaves_no_process() {
         Duration::from_secs(10)
     ));
 }
+
+/// Turn start latency of the codex adapter: median of 20 first turns, from `run_turn` to the
+/// first event, to `session_started` and to the turn's end. Run with
+/// `scripts/bench/agent_latency.sh`; the figures are printed, never asserted.
+#[test]
+#[ignore = "benchmark: run scripts/bench/agent_latency.sh"]
+fn bench_codex_turn_start_latency() {
+    let lab = Lab::new("codex-bench", true);
+    let [first, started, turn] = crate::support::agent::turn_start_latency(20, || lab.session());
+    println!("codex: median of 20 turns: first event {first:.0} ms, session_started {started:.0} ms, turn {turn:.0} ms");
+}

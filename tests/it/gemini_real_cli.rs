@@ -236,3 +236,14 @@ fn gemini_stall_leaves_no_process() {
         "the CLI's group is gone"
     );
 }
+
+/// Turn start latency of the gemini adapter: median of 20 first turns, from `run_turn` to the
+/// first event, to `session_started` and to the turn's end. Run with
+/// `scripts/bench/agent_latency.sh`; the figures are printed, never asserted.
+#[test]
+#[ignore = "benchmark: run scripts/bench/agent_latency.sh"]
+fn bench_gemini_turn_start_latency() {
+    let lab = Lab::new("gemini-bench");
+    let [first, started, turn] = crate::support::agent::turn_start_latency(20, || lab.session());
+    println!("gemini: median of 20 turns: first event {first:.0} ms, session_started {started:.0} ms, turn {turn:.0} ms");
+}
