@@ -94,6 +94,7 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     for w in &wf.config.warnings {
         r.line("warn", w);
     }
+    print_nofile(r, cfg);
     print_budget(r, cfg);
     for e in cfg.preflight_errors() {
         r.fail(format!("{}: {}", e.class, e.message));
@@ -113,12 +114,37 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     r.finish()
 }
 
+/// The descriptor limit the daemon raises its soft limit to, and the agents it allows.
+fn print_nofile(r: &mut Report<'_>, cfg: &ServiceConfig) {
+    use crate::runtime::fds::{agents_allowed, nofile_limit, open_fds, FD_RESERVE};
+    let Ok(limit) = nofile_limit() else {
+        return r.line("warn", "file descriptors: cannot read RLIMIT_NOFILE");
+    };
+    let allowed = agents_allowed(limit.hard, open_fds().unwrap_or(0));
+    let text = format!(
+        "file descriptors: soft limit {}, hard limit {} (baton raises the soft one to it): room for {allowed} agents with {FD_RESERVE} kept free",
+        limit.soft, limit.hard
+    );
+    if allowed < u64::from(cfg.agent.max_concurrent_agents) {
+        r.line(
+            "warn",
+            format!(
+                "{text}; agent.max_concurrent_agents ({}) is capped to it: raise LimitNOFILE",
+                cfg.agent.max_concurrent_agents
+            ),
+        );
+    } else {
+        r.ok(text);
+    }
+}
+
 /// One line per SSH worker host: reachable, `workspace.root` writable, agent CLI version.
 fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
     if cfg.worker.ssh_hosts.is_empty() {
         return;
     }
     let pool = crate::host::HostPool::new();
+    pool.configure(&cfg.worker);
     let command = &cfg.agent_settings().cli.command;
     for h in &cfg.worker.ssh_hosts {
         match crate::host::ssh::probe_host(&pool.ssh(h), &cfg.workspace_root, command) {

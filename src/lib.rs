@@ -14,6 +14,7 @@ pub mod logging;
 pub mod model;
 pub mod ops;
 pub mod orchestrator;
+pub mod runlog;
 pub mod runtime;
 pub mod signals;
 pub mod status;

@@ -32,12 +32,12 @@ use super::driver::{run_invocation, terminal_event_kind, Limits, ProcessEnd, Tur
 use super::json::{one_line, str_at};
 use super::runner::CliRunner;
 use super::{
-    check_cwd_on, AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E,
-    AgentRateLimits, AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TokenUsage,
-    TurnResult,
+    check_cwd_on, usable_session_id, AgentError, AgentErrorKind as K, AgentEvent,
+    AgentEventKind as E, AgentRateLimits, AgentRunner, AgentSession, CancelToken, Emit,
+    SessionContext, TokenUsage, TurnResult,
 };
 use crate::host::{Host, ProcessSpec};
-use crate::workflow::config::CodexConfig;
+use crate::workflow::config::{AgentKind, CodexConfig};
 
 /// Longest JSON-RPC reply or server request accepted (Symphony §10.1: control payloads ≤ 4 MiB;
 /// notifications may use the whole line bound).
@@ -61,10 +61,11 @@ impl AgentRunner for CodexRunner {
             cwd,
             workspace_root: ctx.workspace_root.clone(),
             issue_identifier: ctx.issue_identifier.clone(),
-            thread_id: ctx
-                .resume_session_id
-                .clone()
-                .filter(|t| !t.trim().is_empty()),
+            thread_id: usable_session_id(
+                AgentKind::Codex,
+                ctx.resume_session_id.as_deref(),
+                &ctx.issue_identifier,
+            ),
             turn: 0,
         }))
     }

@@ -26,17 +26,17 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::copilot::new_uuid_v4;
-use super::copilot::parse::is_uuid;
 use super::driver::{run_invocation, terminal_event_kind, Limits, ProcessEnd, TurnParser};
 use super::json::{one_line, str_at, tool_input_detail};
 use super::runner::CliRunner;
 use super::{
-    check_cwd_on, AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E, AgentRunner,
-    AgentSession, CancelToken, Emit, SessionContext, TokenUsage, TurnResult,
+    check_cwd_on, usable_session_id, AgentError, AgentErrorKind as K, AgentEvent,
+    AgentEventKind as E, AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TokenUsage,
+    TurnResult,
 };
 use crate::host::{Host, ProcessSpec};
 use crate::text::truncate_chars;
-use crate::workflow::config::GeminiConfig;
+use crate::workflow::config::{AgentKind, GeminiConfig};
 
 /// Longest event summary (characters).
 const SUMMARY_MAX: usize = 200;
@@ -50,8 +50,9 @@ impl AgentRunner for GeminiRunner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
         let cwd = check_cwd_on(ctx.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
         let startup = |m: String| AgentError::new(K::StartupFailed, m);
-        let resume = ctx.resume_session_id.as_deref().filter(|id| is_uuid(id));
-        let session_id = match resume {
+        let resume = ctx.resume_session_id.as_deref();
+        let resume = usable_session_id(AgentKind::Gemini, resume, &ctx.issue_identifier);
+        let session_id = match &resume {
             Some(id) => id.to_ascii_lowercase(),
             None => new_uuid_v4().map_err(|e| startup(format!("no randomness: {e}")))?,
         };

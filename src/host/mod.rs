@@ -41,7 +41,8 @@ pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::sweep_tombstones;
 pub use local::LocalHost;
 pub use pool::HostPool;
-pub use ssh::SshHost;
+pub use ssh::{SshHost, SshSettings};
+pub use supervisor::kill_live_groups;
 
 /// Default bound of one stdout line (10 MB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;

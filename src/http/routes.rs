@@ -408,6 +408,13 @@ fn ops_reply(route: &Route, app: &App) -> Reply {
             Ok(()) => Reply::raw_json(200, READY_JSON.to_string()),
             Err(why) => Reply::raw_json(503, why.to_json()),
         },
+        _ if app.ops.health().stuck_thread.is_some() => {
+            let thread = app.ops.health().stuck_thread;
+            Reply::json(
+                503,
+                &json!({"live": false, "reason": "tracker_stuck", "thread": thread}),
+            )
+        }
         _ => match app.control.ping() {
             Ok(()) => Reply::json(200, &json!({"live": true})),
             Err(e) => {

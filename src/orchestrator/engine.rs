@@ -54,6 +54,9 @@ pub enum WorkerOutcome {
         /// The error (`host_unavailable: …`).
         error: String,
     },
+    /// A spawn ran out of file descriptors or processes (or the descriptor reserve was reached)
+    /// before the agent started: retried soon, with no attempt counted.
+    ResourceExhausted(String),
 }
 
 /// Progress reports from a worker.
@@ -188,6 +191,9 @@ pub enum Action {
         workspace_path: PathBuf,
         /// The SSH host to run on (`None`: this machine).
         host: Option<String>,
+        /// The host holds an older copy of the workspace (the issue ran on another host since):
+        /// remove it (with `before_remove`) before creating a fresh one.
+        stale_workspace: bool,
     },
     /// Cancel a running worker (its agent process group is killed, `after_run` runs).
     StopWorker {
@@ -291,6 +297,7 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
                     continue;
                 }
                 let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
+                hosts::take_workspace_hosts(state, &issue.id); // every host is cleaned below
                 for host in &hosts {
                     clean_workspace(state, issue.clone(), path.clone(), host.clone(), &mut out);
                 }
@@ -309,8 +316,9 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
     out
 }
 
-/// Ask for the removal of `issue`'s workspace; the issue is held (not dispatched) until the
-/// `Event::WorkspaceRemoved` of every removal asked for.
+/// Ask for the removal of `issue`'s workspace on `host` and on every other host holding a copy;
+/// the issue is held (not dispatched) until the `Event::WorkspaceRemoved` of every removal asked
+/// for.
 fn clean_workspace(
     state: &mut OrchestratorState,
     issue: Issue,
@@ -318,13 +326,21 @@ fn clean_workspace(
     host: Option<String>,
     out: &mut Vec<Action>,
 ) {
+    let mut holders = vec![host];
+    for h in hosts::take_workspace_hosts(state, &issue.id) {
+        if !holders.contains(&Some(h.clone())) {
+            holders.push(Some(h));
+        }
+    }
     let pending = state.cleaning.entry(issue.id.clone()).or_default();
-    *pending = pending.saturating_add(1);
-    out.push(Action::CleanWorkspace {
-        issue,
-        workspace_path: path,
-        host,
-    });
+    *pending = pending.saturating_add(holders.len() as u32);
+    for host in holders {
+        out.push(Action::CleanWorkspace {
+            issue: issue.clone(),
+            workspace_path: path.clone(),
+            host,
+        });
+    }
 }
 
 /// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled):
@@ -661,7 +677,9 @@ fn dispatch(
     now: Millis,
     out: &mut Vec<Action>,
 ) {
-    let host = hosts::place(state, preferred).host();
+    let recorded = hosts::workspace_host(state, &issue.id).map(str::to_string);
+    let host = hosts::place(state, preferred.or(recorded.as_deref())).host();
+    let stale_workspace = hosts::record_workspace(state, &issue.id, host.as_deref());
     let run_id = state.next_run_id;
     state.next_run_id += 1;
     state.counters.dispatches = state.counters.dispatches.saturating_add(1);
@@ -714,6 +732,7 @@ fn dispatch(
         attempt,
         workspace_path: path,
         host,
+        stale_workspace,
     });
 }
 
@@ -1031,6 +1050,7 @@ fn on_worker_exit(
             WorkerOutcome::HostFailed { started, error } => {
                 on_host_failure(state, &entry, started, &error, now);
             }
+            WorkerOutcome::ResourceExhausted(error) => retry_uncounted(state, &entry, &error, now),
         },
     }
     // A retry prefers the host that has the workspace.
@@ -1051,14 +1071,28 @@ fn on_host_failure(
     if let Some(h) = &entry.host {
         hosts::mark_down(state, h, error, now);
     }
+    if started {
+        let msg = format!("worker exited: {}", bounded_summary(error));
+        let next = entry.attempt.unwrap_or(0).saturating_add(1);
+        failure_retry(
+            state,
+            &entry.issue,
+            next,
+            msg,
+            entry.workspace_path.clone(),
+            now,
+        );
+        return;
+    }
+    retry_uncounted(state, entry, error, now);
+}
+
+/// A run that ended before its agent started for a reason that is not the run's fault (a host
+/// down, no descriptors): re-dispatch soon with the same attempt; the run does not count either.
+fn retry_uncounted(state: &mut OrchestratorState, entry: &RunningEntry, error: &str, now: Millis) {
     let issue = &entry.issue;
     let path = entry.workspace_path.clone();
     let msg = format!("worker exited: {}", bounded_summary(error));
-    if started {
-        let next = entry.attempt.unwrap_or(0).saturating_add(1);
-        failure_retry(state, issue, next, msg, path, now);
-        return;
-    }
     if let Some(runs) = state.runs_since_active.get_mut(&issue.id) {
         *runs = runs.saturating_sub(1);
     }

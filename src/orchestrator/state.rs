@@ -433,6 +433,8 @@ pub struct OrchestratorState {
     pub cleaning: BTreeMap<String, u32>,
     /// SSH hosts marked down (connection failures), with their probe schedule.
     pub hosts_down: super::hosts::HostsDown,
+    /// issue id → the SSH hosts that may hold a copy of its workspace, the latest first.
+    pub workspace_hosts: super::hosts::WorkspaceHosts,
 }
 
 impl OrchestratorState {

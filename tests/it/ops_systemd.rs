@@ -62,6 +62,8 @@ fn unit_sets_what_the_issue_lists_and_comments_each_hardening_line() {
         ("SystemCallArchitectures", "native"),
         ("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6"),
         ("UMask", "0077"),
+        ("LimitNOFILE", "65536"),
+        ("TasksMax", "32768"),
     ];
     for (key, want) in required {
         assert_eq!(value(key), want, "{key}");
@@ -91,6 +93,8 @@ fn unit_sets_what_the_issue_lists_and_comments_each_hardening_line() {
             "TimeoutStopSec",
             "Restart",
             "EnvironmentFile",
+            "LimitNOFILE",
+            "TasksMax",
         ]
         .contains(&k.as_str())
     });

@@ -63,6 +63,9 @@ fn healthy_board_prints_plan_in_dispatch_order_with_reasons() {
             "ok    active states: \"Todo\", \"In Progress\"",
             "rate limit: ",
             "skipped 1 draft, 1 pull request, 1 redacted",
+            // Issue 25, item 3: the descriptor limit and the agents it allows.
+            "file descriptors: soft limit ",
+            "agents with 128 kept free",
         ],
     );
     // Dispatch order: priority (P0=1, P1=2), then null priority by created_at.

@@ -3,18 +3,46 @@
 use super::section::Section;
 use super::ConfigError;
 
+/// Default of `worker.ssh_command_timeout_ms`.
+pub const DEFAULT_SSH_COMMAND_TIMEOUT_MS: u64 = 30_000;
+/// Default of `worker.ssh_sessions_per_connection`: sshd's default `MaxSessions`.
+pub const DEFAULT_SSH_SESSIONS_PER_CONNECTION: u32 = 10;
+
 /// `worker.*`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
     /// `worker.ssh_hosts`: SSH destinations exactly as passed to `ssh` (`build-1`,
     /// `baton@10.0.0.5`); empty = everything runs locally.
     pub ssh_hosts: Vec<String>,
     /// `worker.max_concurrent_agents_per_host`: a cap shared by every SSH host.
     pub max_concurrent_agents_per_host: Option<u32>,
+    /// `worker.ssh_command_timeout_ms`: the deadline of every short remote command (workspace
+    /// scripts, probes, signals, master start) and of a remote start; a host whose commands time
+    /// out is marked down like an unreachable one.
+    pub ssh_command_timeout_ms: u64,
+    /// `worker.ssh_sessions_per_connection`: sessions multiplexed over one SSH connection before
+    /// another is opened to the host (keep it at most the server's `MaxSessions`).
+    pub ssh_sessions_per_connection: u32,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            ssh_hosts: Vec::new(),
+            max_concurrent_agents_per_host: None,
+            ssh_command_timeout_ms: DEFAULT_SSH_COMMAND_TIMEOUT_MS,
+            ssh_sessions_per_connection: DEFAULT_SSH_SESSIONS_PER_CONNECTION,
+        }
+    }
 }
 
 /// The keys of the section.
-pub(crate) const KEYS: &[&str] = &["ssh_hosts", "max_concurrent_agents_per_host"];
+pub(crate) const KEYS: &[&str] = &[
+    "ssh_hosts",
+    "max_concurrent_agents_per_host",
+    "ssh_command_timeout_ms",
+    "ssh_sessions_per_connection",
+];
 
 impl WorkerConfig {
     /// Parse and validate `worker.*`.
@@ -42,6 +70,12 @@ impl WorkerConfig {
             ssh_hosts,
             max_concurrent_agents_per_host: worker
                 .positive_u32("max_concurrent_agents_per_host")?,
+            ssh_command_timeout_ms: worker
+                .positive("ssh_command_timeout_ms")?
+                .unwrap_or(DEFAULT_SSH_COMMAND_TIMEOUT_MS),
+            ssh_sessions_per_connection: worker
+                .positive_u32("ssh_sessions_per_connection")?
+                .unwrap_or(DEFAULT_SSH_SESSIONS_PER_CONNECTION),
         })
     }
 }
@@ -80,11 +114,16 @@ mod tests {
     #[test]
     fn parses_hosts_and_cap() {
         let w = parse(
-            "worker: {ssh_hosts: [build-1, 'baton@10.0.0.5', 'ssh://h:2222'], max_concurrent_agents_per_host: 4}",
+            "worker: {ssh_hosts: [build-1, 'baton@10.0.0.5', 'ssh://h:2222'], max_concurrent_agents_per_host: 4, ssh_command_timeout_ms: 5000, ssh_sessions_per_connection: 4}",
         )
         .unwrap();
         assert_eq!(w.ssh_hosts, ["build-1", "baton@10.0.0.5", "ssh://h:2222"]);
         assert_eq!(w.max_concurrent_agents_per_host, Some(4));
+        assert_eq!(w.ssh_command_timeout_ms, 5000);
+        assert_eq!(w.ssh_sessions_per_connection, 4);
+        let d = parse("{}").unwrap();
+        assert_eq!(d.ssh_command_timeout_ms, 30_000);
+        assert_eq!(d.ssh_sessions_per_connection, 10);
     }
 
     #[test]
@@ -100,6 +139,15 @@ mod tests {
             ("worker: {ssh_hosts: build-1}", "ssh_hosts"),
             ("worker: {max_concurrent_agents_per_host: 0}", "0"),
             ("worker: {max_concurrent_agents_per_host: -2}", "-2"),
+            (
+                "worker: {ssh_command_timeout_ms: 0}",
+                "ssh_command_timeout_ms",
+            ),
+            (
+                "worker: {ssh_sessions_per_connection: 0}",
+                "ssh_sessions_per_connection",
+            ),
+            ("worker: {ssh_sessions_per_connection: many}", "many"),
         ] {
             let e = parse(yaml).unwrap_err();
             assert_eq!(e.class, "invalid_config", "{yaml}");

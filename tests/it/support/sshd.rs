@@ -101,8 +101,9 @@ pub struct Sshd {
 
 impl Sshd {
     /// Start an sshd in `dir` accepting `client`'s key; `set_env` lands in every session's
-    /// environment (sshd `SetEnv`), e.g. a per-host marker.
-    pub fn start(dir: &Path, client: &SshClient, set_env: &[(&str, &str)]) -> Sshd {
+    /// environment (sshd `SetEnv`), e.g. a per-host marker; `config` lines come first (sshd keeps
+    /// the first value of a keyword), e.g. `MaxSessions 10` for a stock server.
+    pub fn start(dir: &Path, client: &SshClient, set_env: &[(&str, &str)], config: &str) -> Sshd {
         fs::create_dir_all(dir).unwrap();
         let _ = fs::create_dir_all("/run/sshd");
         let host_key = dir.join("host_ed25519");
@@ -112,7 +113,7 @@ impl Sshd {
         fs::copy(client.key.with_extension("pub"), &auth).unwrap();
         let port = free_port();
         let mut cfg = format!(
-            "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {pid}\nAuthorizedKeysFile {auth}\n\
+            "{config}Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {pid}\nAuthorizedKeysFile {auth}\n\
              StrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nMaxSessions 100\nMaxStartups 100\n\
              LogLevel ERROR\n",
@@ -298,6 +299,11 @@ pub struct Lab {
 impl Lab {
     /// Start `n` servers; `extra_env` is added to every server's `SetEnv`.
     pub fn start(tag: &str, n: usize, extra_env: &[(&str, &str)]) -> Lab {
+        Lab::start_with(tag, n, extra_env, "")
+    }
+
+    /// [`Lab::start`] with `config` lines first in every server's `sshd_config`.
+    pub fn start_with(tag: &str, n: usize, extra_env: &[(&str, &str)], config: &str) -> Lab {
         let tmp = TempDir::new(tag);
         let client = SshClient::new(&tmp.join("client"));
         fs::create_dir_all(tmp.join("ctl")).unwrap();
@@ -315,7 +321,7 @@ impl Lab {
                 env.push(("HOME", home.as_str()));
             }
             env.extend_from_slice(extra_env);
-            let s = Sshd::start(&tmp.join(format!("sshd-{alias}")), &client, &env);
+            let s = Sshd::start(&tmp.join(format!("sshd-{alias}")), &client, &env, config);
             client.add_host(&alias, s.port, Some(&s.host_pub));
             servers.push(s);
         }
@@ -329,6 +335,19 @@ impl Lab {
     /// The wrapper `ssh` (adds `-F <ssh_config>`).
     pub fn ssh_program(&self) -> PathBuf {
         self.client.bin.join("ssh")
+    }
+
+    /// Established TCP connections to server `i`'s port (the server side of each).
+    pub fn connections(&self, i: usize) -> usize {
+        let port = format!(":{:04X}", self.servers[i].port);
+        let tcp = fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+        tcp.lines()
+            .skip(1)
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && f[1].ends_with(&port) && f[3] == "01"
+            })
+            .count()
     }
 
     /// A host for `alias` using the lab's client and a private socket directory.
