@@ -486,12 +486,15 @@ impl Client {
                 "the host gave codex app-server no stdin pipe (needed for JSON-RPC)".into(),
             );
         }
+        // A failure Baton saw ends the turn, unless the server completed it first (user input
+        // fails it either way).
+        let input = |e: &AgentError| e.kind == K::TurnInputRequired;
         if let Some(e) = self
             .failure
-            .clone()
-            .filter(|e| e.kind == K::TurnInputRequired)
+            .as_ref()
+            .filter(|e| input(e) || self.completed.is_none())
         {
-            return Err(e);
+            return Err(e.clone());
         }
         match self.completed.as_ref().map(|(s, e)| (s.as_str(), e)) {
             Some(("completed", _)) => return Ok(()),
@@ -505,9 +508,6 @@ impl Client {
                 return err(K::TurnFailed, format!("turn {status}: {e}"));
             }
             None => {}
-        }
-        if let Some(e) = &self.failure {
-            return Err(e.clone());
         }
         let stderr = if end.stderr_tail.is_empty() {
             String::new()
@@ -649,16 +649,10 @@ fn rate_limits(rl: &Value) -> Option<AgentRateLimits> {
         let used = w.get("usedPercent")?.as_f64().filter(|u| u.is_finite())?;
         Some((k, used, w))
     };
-    let (name, used, w) = match (window("primary"), window("secondary")) {
-        (Some(a), Some(b)) => {
-            if b.1 > a.1 {
-                b
-            } else {
-                a
-            }
-        }
-        (a, b) => a.or(b)?,
-    };
+    let (name, used, w) = [window("primary"), window("secondary")]
+        .into_iter()
+        .flatten()
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let reached = rl.get("rateLimitReachedType").is_some_and(|t| !t.is_null());
     let resets_at = w
         .get("resetsAt")
