@@ -371,38 +371,43 @@ impl Client {
         event
     }
 
-    fn on_notification(&mut self, method: &str, p: &Value) -> AgentEvent {
-        let item = p.get("item").unwrap_or(&Value::Null);
+    /// `item/started` / `item/completed`: tool use, the assistant's messages, command results.
+    fn on_item(&self, started: bool, item: &Value) -> AgentEvent {
         let item_type = str_at(item, "type").unwrap_or("?");
-        match method {
-            "item/started" => match item_type {
-                "userMessage" | "agentMessage" | "reasoning" => {
-                    self.event(E::OtherMessage, format!("{item_type} started"))
-                }
-                _ => {
-                    let d = ["command", "tool", "query"]
-                        .iter()
-                        .find_map(|k| str_at(item, k));
-                    let text = format!("{item_type}: {}", one_line(d.unwrap_or(""), 120));
-                    self.event(E::ToolUse, text)
-                }
-            },
-            "item/completed" => match item_type {
-                "agentMessage" => {
-                    let text = str_at(item, "text").unwrap_or("");
-                    self.event(E::Notification, format!("assistant: {text}"))
-                }
-                "commandExecution" => self.event(
-                    E::Notification,
-                    format!(
-                        "command {} exit={}: {}",
-                        str_at(item, "status").unwrap_or("?"),
-                        item.get("exitCode").map_or("?".into(), Value::to_string),
-                        str_at(item, "command").unwrap_or("")
-                    ),
+        match (started, item_type) {
+            (true, "userMessage" | "agentMessage" | "reasoning") => {
+                self.event(E::OtherMessage, format!("{item_type} started"))
+            }
+            (true, _) => {
+                let d = ["command", "tool", "query"]
+                    .iter()
+                    .find_map(|k| str_at(item, k));
+                let text = format!("{item_type}: {}", one_line(d.unwrap_or(""), 120));
+                self.event(E::ToolUse, text)
+            }
+            (false, "agentMessage") => {
+                let text = str_at(item, "text").unwrap_or("");
+                self.event(E::Notification, format!("assistant: {text}"))
+            }
+            (false, "commandExecution") => self.event(
+                E::Notification,
+                format!(
+                    "command {} exit={}: {}",
+                    str_at(item, "status").unwrap_or("?"),
+                    item.get("exitCode").map_or("?".into(), Value::to_string),
+                    str_at(item, "command").unwrap_or("")
                 ),
-                other => self.event(E::OtherMessage, format!("{other} completed")),
-            },
+            ),
+            (false, other) => self.event(E::OtherMessage, format!("{other} completed")),
+        }
+    }
+
+    fn on_notification(&mut self, method: &str, p: &Value) -> AgentEvent {
+        match method {
+            "item/started" | "item/completed" => {
+                let item = p.get("item").unwrap_or(&Value::Null);
+                self.on_item(method == "item/started", item)
+            }
             "thread/tokenUsage/updated" => {
                 // The replay after `thread/resume` carries an earlier turn's id: never counted.
                 let same_turn =
