@@ -8,6 +8,7 @@ pub mod check;
 pub mod cli;
 pub mod demo;
 pub mod durable;
+pub mod front_matter;
 pub mod host;
 pub mod http;
 pub mod logging;

@@ -1164,10 +1164,6 @@ impl Daemon {
             ControlRequest::Ping { reply } => {
                 let _ = reply.send(());
             }
-            ControlRequest::WedgeForTest { release } => {
-                warn!("main loop wedged on request (test only)");
-                let _ = release.recv();
-            }
         }
     }
 

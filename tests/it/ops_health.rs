@@ -354,6 +354,7 @@ fn a_tracker_thread_stuck_on_one_job_fails_liveness_and_stops_the_watchdog() {
         control: ControlClient::new(inputs.control.clone(), 2 * SEC),
         webhook_secret: None,
         ops: Arc::clone(&shared),
+        deliveries: Default::default(),
     };
     let livez = || handle(&Route::Livez, &app, &Incoming::default(), SystemTime::now());
     entered

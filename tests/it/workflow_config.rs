@@ -189,6 +189,27 @@ fn oversized_file_is_rejected_with_a_clear_error() {
     assert!(e.message.contains("1 MiB"));
 }
 
+/// Nested flow collections made the YAML parser's cost grow with depth × tokens (39 s for one
+/// `baton check`); the front matter is refused before parsing, naming the file and the line.
+#[test]
+fn hostile_front_matter_is_refused_before_parsing() {
+    let d = TempDir::new("deep");
+    let deep = format!(
+        "---\nagent:\n  x: {}1{}\n---\nbody\n",
+        "{a: ".repeat(100),
+        "}".repeat(100)
+    );
+    let p = write(&d, "W.md", &deep);
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert_eq!(e.class, "workflow_front_matter_too_complex", "{e}");
+    assert!(e.to_string().contains("W.md"), "{e}");
+    assert!(e.message.contains("nested deeper than 64 (line 2"), "{e}");
+    let wide = format!("---\nagent:\n  x: [{}]\n---\n", "[\"]\", ".repeat(30_000));
+    let p = write(&d, "W2.md", &wide);
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert_eq!(e.class, "workflow_front_matter_too_complex", "{e}");
+}
+
 #[test]
 fn var_indirection_only_for_exact_dollar_name() {
     let d = TempDir::new("vars");
