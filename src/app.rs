@@ -13,6 +13,7 @@ use crate::agent::copilot::CopilotRunner;
 use crate::agent::gemini::GeminiRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_FORCED_SHUTDOWN, EXIT_OK, EXIT_USAGE};
+use crate::host::LocalHost;
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
 use crate::runtime::daemon::{DaemonOptions, ExitWhen};
@@ -98,11 +99,26 @@ pub(crate) fn open_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, Trac
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
 pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
+    let sandbox = crate::agent::runner::sandbox_for(cfg);
     match cfg.agent.kind {
-        Some(AgentKind::Copilot) => Arc::new(CopilotRunner::new(cfg.copilot.clone())),
-        Some(AgentKind::Codex) => Arc::new(CodexRunner::new(cfg.codex.clone())),
-        Some(AgentKind::Gemini) => Arc::new(GeminiRunner::new(cfg.gemini.clone())),
-        _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone())),
+        Some(AgentKind::Copilot) => {
+            Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
+        }
+        Some(AgentKind::Codex) => {
+            Arc::new(CodexRunner::new(cfg.codex.clone()).with_sandbox(sandbox))
+        }
+        Some(AgentKind::Gemini) => {
+            Arc::new(GeminiRunner::new(cfg.gemini.clone()).with_sandbox(sandbox))
+        }
+        _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone()).with_sandbox(sandbox)),
+    }
+}
+
+/// With `sandbox.kind: bubblewrap` and agents running on this machine, a trial sandbox starts.
+fn local_sandbox_starts(cfg: &ServiceConfig) -> Result<(), String> {
+    match crate::agent::runner::sandbox_for(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
+        Some(sb) => sb.check(&LocalHost),
+        None => Ok(()),
     }
 }
 
@@ -121,8 +137,11 @@ pub(crate) fn run_workflow(
             return EXIT_FAILURE;
         }
     };
-    // The instance lock comes first: nothing (not even startup cleanup) runs without it.
-    let state = match crate::runtime::persist::acquire(&wf.config.config) {
+    // The instance lock comes first: nothing (not even startup cleanup) runs without it. Then
+    // agents that run here need a working sandbox: never silently unconfined.
+    let cfg = &wf.config.config;
+    let ready = crate::runtime::persist::acquire(cfg).map_err(|e| e.to_string());
+    let state = match ready.and_then(|s| local_sandbox_starts(cfg).map(|()| s)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("baton: {e}");

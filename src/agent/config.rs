@@ -9,6 +9,7 @@
 
 use serde_yaml::Value as YamlValue;
 
+use crate::host::sandbox::CliHome;
 use crate::workflow::config::section::Section;
 use crate::workflow::config::{ConfigEnv, ConfigError};
 
@@ -42,6 +43,39 @@ impl AgentKind {
             "codex" => Some(AgentKind::Codex),
             "gemini" => Some(AgentKind::Gemini),
             _ => None,
+        }
+    }
+
+    /// Where the CLI keeps its state, so the sandbox can keep it per issue (Claude Code honours
+    /// `CLAUDE_CONFIG_DIR`, Copilot `COPILOT_HOME`, Codex `CODEX_HOME`, Gemini `GEMINI_CLI_HOME`), and the credential files it reads there.
+    pub fn cli_home(self) -> CliHome {
+        match self {
+            AgentKind::ClaudeCode => CliHome {
+                env: "CLAUDE_CONFIG_DIR",
+                name: "claude",
+                credentials: &[(".claude/.credentials.json", ".credentials.json")],
+            },
+            AgentKind::Copilot => CliHome {
+                env: "COPILOT_HOME",
+                name: "copilot",
+                credentials: &[],
+            },
+            AgentKind::Codex => CliHome {
+                env: "CODEX_HOME",
+                name: "codex",
+                credentials: &[
+                    (".codex/auth.json", "auth.json"),
+                    (".codex/config.toml", "config.toml"),
+                ],
+            },
+            AgentKind::Gemini => CliHome {
+                env: "GEMINI_CLI_HOME",
+                name: "gemini",
+                credentials: &[
+                    (".gemini/settings.json", ".gemini/settings.json"),
+                    (".gemini/oauth_creds.json", ".gemini/oauth_creds.json"),
+                ],
+            },
         }
     }
 

@@ -22,6 +22,7 @@ mod env;
 mod hook;
 mod local;
 mod pool;
+pub mod sandbox;
 pub mod ssh;
 mod supervisor;
 

@@ -24,6 +24,7 @@ use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Send
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
+use crate::host::sandbox::Sandbox;
 use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
@@ -673,13 +674,21 @@ fn until_shutdown<T: Send + 'static>(
     }
 }
 
-/// Probe an SSH host in the background; the answer comes back as `Event::HostProbed`.
-fn probe_host(hosts: &HostPool, host: String, events: Sender<Event>) {
+/// Probe an SSH host in the background (reachable, and its sandbox starts when agents run
+/// confined); the answer comes back as `Event::HostProbed`.
+fn probe_host(
+    hosts: &HostPool,
+    host: String,
+    sandbox: Option<Arc<Sandbox>>,
+    events: Sender<Event>,
+) {
     let h = hosts.ssh(&host);
     let spawned = thread::Builder::new()
         .name("host-probe".into())
         .spawn(move || {
-            let result = h.check_reachable();
+            let result = h
+                .check_reachable()
+                .and_then(|()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref())));
             let _ = events.send(Event::HostProbed { host, result });
         });
     if let Err(e) = spawned {
@@ -1009,7 +1018,10 @@ impl Daemon {
                 let host = self.hosts.get(host.as_deref());
                 self.clean_in_background(issue, workspace_path, host)
             }
-            Action::ProbeHost { host } => probe_host(&self.hosts, host, self.events_tx.clone()),
+            Action::ProbeHost { host } => {
+                let sandbox = crate::agent::runner::sandbox_for(config(&self.workflow));
+                probe_host(&self.hosts, host, sandbox, self.events_tx.clone())
+            }
             Action::ReloadWorkflow => self.reload(),
             Action::RefreshAck {
                 coalesced,
