@@ -283,3 +283,46 @@ fn bench_codex_turn_start_latency() {
     let [first, started, turn] = crate::support::agent::turn_start_latency(20, || lab.session());
     println!("codex: median of 20 turns: first event {first:.0} ms, session_started {started:.0} ms, turn {turn:.0} ms");
 }
+
+#[test]
+#[ignore = "needs bwrap and the real codex CLI (BATON_BWRAP, BATON_CODEX_BIN)"]
+fn codex_real_cli_runs_in_the_sandbox() {
+    crate::support::tool::required("BATON_BWRAP", ".ci/setup-sandbox.sh");
+    let lab = Lab::new("codex-sb", true);
+    // Under the sandbox the CLI's home is per issue; its config comes from ~/.codex. Codex's own
+    // sandbox needs user namespaces, which Baton's sandbox withholds: Baton's is the boundary.
+    std::fs::create_dir_all(lab.sb.home.join(".codex")).unwrap();
+    std::fs::copy(
+        lab.home.join("config.toml"),
+        lab.sb.home.join(".codex/config.toml"),
+    )
+    .unwrap();
+    let mut cfg = lab.config();
+    cfg.thread_sandbox = "danger-full-access".into();
+    // The sandbox binds the command's own file: name the npm script itself, not its `.bin` link.
+    let real = std::fs::canonicalize(&lab.bin).unwrap();
+    cfg.cli.command = format!("'{}' app-server", real.display());
+    let sandbox = baton::host::sandbox::Sandbox::new(
+        baton::host::sandbox::SandboxConfig {
+            bubblewrap: true,
+            ..Default::default()
+        },
+        baton::workflow::config::AgentKind::Codex.cli_home(),
+        &cfg.cli.command,
+    );
+    let mut session = CodexRunner::new(cfg)
+        .with_sandbox(Some(std::sync::Arc::new(sandbox)))
+        .with_env("HOME", &lab.sb.home)
+        .with_env("FAKE_OPENAI_API_KEY", "dummy")
+        .start_session(&lab.sb.ctx(None))
+        .unwrap();
+    let t = run(
+        session.as_mut(),
+        "SCENARIO:shell put a file in the workspace",
+    );
+    t.ok();
+    let written = std::fs::read_to_string(lab.sb.ws.join("codex-wrote.txt")).unwrap();
+    assert_eq!(written.trim(), "baton-was-here");
+    // The thread lives in the issue's own CLI home.
+    assert!(lab.sb.root.join(".agent-ws/codex/sessions").is_dir());
+}

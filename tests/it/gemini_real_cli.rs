@@ -247,3 +247,44 @@ fn bench_gemini_turn_start_latency() {
     let [first, started, turn] = crate::support::agent::turn_start_latency(20, || lab.session());
     println!("gemini: median of 20 turns: first event {first:.0} ms, session_started {started:.0} ms, turn {turn:.0} ms");
 }
+
+#[test]
+#[ignore = "needs bwrap and the real gemini CLI (BATON_BWRAP, BATON_GEMINI_BIN)"]
+fn gemini_real_cli_runs_in_the_sandbox() {
+    crate::support::tool::required("BATON_BWRAP", ".ci/setup-sandbox.sh");
+    let lab = Lab::new("gemini-sb");
+    // Under the sandbox the CLI's home is per issue; the service user's settings are read there.
+    let settings = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#;
+    std::fs::create_dir_all(lab.sb.home.join(".gemini")).unwrap();
+    std::fs::write(lab.sb.home.join(".gemini/settings.json"), settings).unwrap();
+    let mut cfg = lab.config();
+    cfg.approval_mode = "yolo".into();
+    cfg.auth_type = String::new();
+    // The sandbox binds the command's own file: name the npm script itself, not its `.bin` link.
+    let real = std::fs::canonicalize(&lab.bin).unwrap();
+    cfg.cli.command = format!("'{}'", real.display());
+    let sandbox = baton::host::sandbox::Sandbox::new(
+        baton::host::sandbox::SandboxConfig {
+            bubblewrap: true,
+            ..Default::default()
+        },
+        baton::workflow::config::AgentKind::Gemini.cli_home(),
+        &cfg.cli.command,
+    );
+    let mut session = GeminiRunner::new(cfg)
+        .with_sandbox(Some(std::sync::Arc::new(sandbox)))
+        .with_env("HOME", &lab.sb.home)
+        .with_env("GEMINI_API_KEY", "dummy")
+        .with_env("GOOGLE_GEMINI_BASE_URL", &lab.fake.base_url)
+        .with_env("TERM", "dumb")
+        .start_session(&lab.sb.ctx(None))
+        .unwrap();
+    let t = run(
+        session.as_mut(),
+        "SCENARIO:shell put a file in the workspace",
+    );
+    t.ok();
+    let written = std::fs::read_to_string(lab.sb.ws.join("gemini-wrote.txt")).unwrap();
+    assert_eq!(written.trim(), "baton-was-here");
+    assert!(lab.sb.root.join(".agent-ws/gemini/.gemini").is_dir());
+}
