@@ -21,23 +21,23 @@
 //!   bound of the stream; both stop the group.
 
 use std::io::Write;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::path::Path;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use crossbeam_channel::{bounded, Sender};
 use serde_json::{json, Value};
 
-use super::driver::{run_invocation, terminal_event_kind, Limits, ProcessEnd, TurnParser};
+use super::config::{AgentKind, CliSection};
+use super::driver::{ProcessEnd, TurnParser};
 use super::json::{one_line, str_at};
-use super::runner::CliRunner;
+use super::loose::count;
+use super::runner::{Cli, CliRunner, Turn};
 use super::{
-    check_cwd_on, usable_session_id, AgentError, AgentErrorKind as K, AgentEvent,
-    AgentEventKind as E, AgentRateLimits, AgentRunner, AgentSession, CancelToken, Emit,
-    SessionContext, TokenUsage, TurnResult,
+    AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E, AgentRateLimits, TokenUsage,
+    TurnResult,
 };
-use crate::host::{Host, ProcessSpec};
-use crate::workflow::config::{AgentKind, CodexConfig};
+use crate::host::ProcessSpec;
+use crate::workflow::config::CodexConfig;
 
 /// Longest JSON-RPC reply or server request accepted (Symphony §10.1: control payloads ≤ 4 MiB;
 /// notifications may use the whole line bound).
@@ -52,92 +52,32 @@ const SUMMARY_MAX: usize = 200;
 /// Builds Codex sessions from `codex.*`.
 pub type CodexRunner = CliRunner<CodexConfig>;
 
-impl AgentRunner for CodexRunner {
-    fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        let cwd = check_cwd_on(ctx.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
-        Ok(Box::new(CodexSession {
-            runner: self.clone(),
-            host: Arc::clone(&ctx.host),
-            cwd,
-            workspace_root: ctx.workspace_root.clone(),
-            issue_identifier: ctx.issue_identifier.clone(),
-            thread_id: usable_session_id(
-                AgentKind::Codex,
-                ctx.resume_session_id.as_deref(),
-                &ctx.issue_identifier,
-            ),
-            turn: 0,
-        }))
+impl Cli for CodexConfig {
+    type Parser = Client;
+    type State = ();
+    const KIND: AgentKind = AgentKind::Codex;
+
+    fn cli(&self) -> &CliSection {
+        &self.cli
     }
-}
 
-/// One Codex thread in one workspace: each turn is one app-server process on that thread.
-#[derive(Debug)]
-struct CodexSession {
-    runner: CodexRunner,
-    host: Arc<dyn Host>,
-    cwd: PathBuf,
-    workspace_root: PathBuf,
-    issue_identifier: String,
-    thread_id: Option<String>,
-    turn: u32,
-}
+    /// `turn_timeout_ms` bounds silence here ([`Client::deadline`]); a turn has no total cap.
+    fn turn_limit(&self) -> Duration {
+        Duration::from_secs(30 * 24 * 3600)
+    }
 
-impl AgentSession for CodexSession {
-    fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult {
-        self.turn += 1;
-        let cfg = &self.runner.cfg;
-        let mut spec = ProcessSpec::command(&cfg.cli.command, self.cwd.clone());
-        spec.args.extend(cfg.cli.extra_args.iter().map(Into::into));
+    fn invocation(
+        r: &CodexRunner,
+        _: &mut (),
+        t: &Turn,
+        prompt: &str,
+        spec: &mut ProcessSpec,
+    ) -> Result<Client, AgentError> {
+        spec.args
+            .extend(r.cfg.cli.extra_args.iter().map(Into::into));
         spec.stdin_pipe = true;
-        spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
-        self.runner.apply(&mut spec);
-        let mut client = Client::new(cfg, &self.cwd, self.thread_id.clone(), prompt, self.turn);
-        let limits = Limits {
-            // turn_timeout_ms is a silence bound here (`Client::deadline`); no total cap.
-            deadline: Instant::now() + Duration::from_secs(30 * 24 * 3600),
-            kill_grace: self.runner.kill_grace,
-        };
-        let host = self.host.as_ref();
-        let ran = check_cwd_on(host, &self.cwd, &self.workspace_root)
-            .and_then(|_| run_invocation(host, &spec, &mut client, limits, cancel, emit));
-        let (end, pid) = match ran {
-            Ok(r) => r,
-            Err(e) => {
-                emit(client.event(E::StartupFailed, e.to_string()));
-                return Err(e);
-            }
-        };
-        if client.thread_id.is_some() {
-            self.thread_id = client.thread_id.clone();
-        }
-        let outcome = client.outcome(&end);
-        let usage = client.usage;
-        let summary = match &outcome {
-            Ok(()) => format!("turn {} completed", self.turn),
-            Err(e) => e.to_string(),
-        };
-        let mut ev = client.event(terminal_event_kind(&outcome), summary);
-        ev.agent_pid = Some(pid);
-        ev.usage_delta = Some(usage);
-        emit(ev);
-        log::info!(
-            "codex turn ended issue_identifier={} session_id={} agent_pid={pid} outcome={} input_tokens={} output_tokens={}",
-            self.issue_identifier,
-            client.session_id().unwrap_or_default(),
-            terminal_event_kind(&outcome).as_str(),
-            usage.input_tokens,
-            usage.output_tokens
-        );
-        outcome
-    }
-
-    fn agent_session_id(&self) -> Option<String> {
-        self.thread_id.clone()
-    }
-
-    fn stop(&mut self) {
-        // Every app-server process is stopped and reaped before `run_turn` returns.
+        let thread = t.session.map(String::from);
+        Ok(Client::new(&r.cfg, t.cwd, thread, prompt, t.number))
     }
 }
 
@@ -168,7 +108,7 @@ impl Client {
     /// A client for turn `turn` of `thread` (`None`: start a thread) running `prompt` in `cwd`.
     pub fn new(
         cfg: &CodexConfig,
-        cwd: &std::path::Path,
+        cwd: &Path,
         thread: Option<String>,
         prompt: &str,
         turn: u32,
@@ -202,16 +142,6 @@ impl Client {
             last_error: None,
             usage: TokenUsage::default(),
         }
-    }
-
-    /// The agent's thread id, once known (or the one resumed).
-    pub fn thread_id(&self) -> Option<&str> {
-        self.thread_id.as_deref()
-    }
-
-    /// This turn's token usage so far.
-    pub fn usage(&self) -> TokenUsage {
-        self.usage
     }
 
     /// `<thread_id>-<turn>` once the thread is known (Baton's recovery reads the id back from it).
@@ -477,75 +407,6 @@ impl Client {
             other => self.event(E::OtherMessage, one_line(other, 60)),
         }
     }
-
-    /// The turn's result from what the server said and how the process ended (Symphony §10.6
-    /// categories mapped onto Baton's).
-    pub fn outcome(&self, end: &ProcessEnd) -> TurnResult {
-        let err = |k, m: String| Err(AgentError::new(k, m));
-        if end.cancelled {
-            return err(K::TurnCancelled, "turn cancelled".into());
-        }
-        if !self.has_stdin {
-            return err(
-                K::StartupFailed,
-                "the host gave codex app-server no stdin pipe (needed for JSON-RPC)".into(),
-            );
-        }
-        // A failure Baton saw ends the turn, unless the server completed it first (user input
-        // fails it either way).
-        let input = |e: &AgentError| e.kind == K::TurnInputRequired;
-        if let Some(e) = self
-            .failure
-            .as_ref()
-            .filter(|e| input(e) || self.completed.is_none())
-        {
-            return Err(e.clone());
-        }
-        match self.completed.as_ref().map(|(s, e)| (s.as_str(), e)) {
-            Some(("completed", _)) => return Ok(()),
-            Some(("interrupted", _)) => return err(K::TurnCancelled, "turn interrupted".into()),
-            Some((status, e)) => {
-                let e = if e.is_empty() {
-                    self.last_error.clone().unwrap_or_default()
-                } else {
-                    e.clone()
-                };
-                return err(K::TurnFailed, format!("turn {status}: {e}"));
-            }
-            None => {}
-        }
-        let stderr = if end.stderr_tail.is_empty() {
-            String::new()
-        } else {
-            format!("; stderr: {}", one_line(&end.stderr_tail, 500))
-        };
-        if end.timed_out {
-            return match self.pending {
-                Some((_, method, _)) => err(
-                    K::StartupFailed,
-                    format!("response_timeout: no reply to {method} within codex.read_timeout_ms"),
-                ),
-                None => err(
-                    K::TurnTimeout,
-                    "turn_timeout: no output for codex.turn_timeout_ms; process group stopped"
-                        .into(),
-                ),
-            };
-        }
-        if end.exit_code == Some(127) {
-            return err(
-                K::AgentNotFound,
-                format!("codex command not found (exit code 127){stderr}"),
-            );
-        }
-        err(
-            K::ProcessExit,
-            format!(
-                "app-server ended before the turn completed ({}){stderr}",
-                end.describe()
-            ),
-        )
-    }
 }
 
 impl TurnParser for Client {
@@ -623,6 +484,83 @@ impl TurnParser for Client {
         self.done_at.is_some()
     }
 
+    /// The turn's result from what the server said and how the process ended (Symphony §10.6
+    /// categories mapped onto Baton's).
+    fn outcome(&self, end: &ProcessEnd) -> TurnResult {
+        let err = |k, m: String| Err(AgentError::new(k, m));
+        if end.cancelled {
+            return err(K::TurnCancelled, "turn cancelled".into());
+        }
+        if !self.has_stdin {
+            return err(
+                K::StartupFailed,
+                "the host gave codex app-server no stdin pipe (needed for JSON-RPC)".into(),
+            );
+        }
+        // A failure Baton saw ends the turn, unless the server completed it first (user input
+        // fails it either way).
+        let input = |e: &AgentError| e.kind == K::TurnInputRequired;
+        if let Some(e) = self
+            .failure
+            .as_ref()
+            .filter(|e| input(e) || self.completed.is_none())
+        {
+            return Err(e.clone());
+        }
+        match self.completed.as_ref().map(|(s, e)| (s.as_str(), e)) {
+            Some(("completed", _)) => return Ok(()),
+            Some(("interrupted", _)) => return err(K::TurnCancelled, "turn interrupted".into()),
+            Some((status, e)) => {
+                let e = if e.is_empty() {
+                    self.last_error.clone().unwrap_or_default()
+                } else {
+                    e.clone()
+                };
+                return err(K::TurnFailed, format!("turn {status}: {e}"));
+            }
+            None => {}
+        }
+        let stderr = if end.stderr_tail.is_empty() {
+            String::new()
+        } else {
+            format!("; stderr: {}", one_line(&end.stderr_tail, 500))
+        };
+        if end.timed_out {
+            return match self.pending {
+                Some((_, method, _)) => err(
+                    K::StartupFailed,
+                    format!("response_timeout: no reply to {method} within codex.read_timeout_ms"),
+                ),
+                None => err(
+                    K::TurnTimeout,
+                    "turn_timeout: no output for codex.turn_timeout_ms; process group stopped"
+                        .into(),
+                ),
+            };
+        }
+        if end.exit_code == Some(127) {
+            return err(
+                K::AgentNotFound,
+                format!("codex command not found (exit code 127){stderr}"),
+            );
+        }
+        err(
+            K::ProcessExit,
+            format!(
+                "app-server ended before the turn completed ({}){stderr}",
+                end.describe()
+            ),
+        )
+    }
+
+    fn usage(&self) -> Option<TokenUsage> {
+        Some(self.usage)
+    }
+
+    fn session(&self) -> Option<&str> {
+        self.thread_id.as_deref()
+    }
+
     fn deadline(&self) -> Option<Instant> {
         if let Some(t) = self.done_at {
             return Some(t + EXIT_GRACE);
@@ -637,7 +575,7 @@ impl TurnParser for Client {
 
 /// A `tokenUsage.last` (or `total`) breakdown; cached input is a subset of input.
 fn usage_of(u: &Value) -> TokenUsage {
-    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let n = |k: &str| count(u.get(k));
     let cached = n("cachedInputTokens");
     TokenUsage {
         input_tokens: n("inputTokens").saturating_sub(cached),

@@ -10,13 +10,6 @@ pub(crate) fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-/// `v[key]` as an integer's text, `missing` otherwise.
-pub(crate) fn int_text(v: &Value, key: &str, missing: &str) -> String {
-    v.get(key)
-        .and_then(Value::as_i64)
-        .map_or_else(|| missing.to_string(), |n| n.to_string())
-}
-
 /// The most telling argument of a tool call (its command, path, pattern, URL…), as one bounded
 /// line; empty when there is none.
 pub(crate) fn tool_input_detail(input: &Value) -> String {

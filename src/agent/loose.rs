@@ -167,8 +167,7 @@ impl Num<'_> {
 
     /// A token count: 0 when absent, negative or not a number, at most [`MAX_COUNT`], fractions cut.
     pub(crate) fn count(&self) -> u64 {
-        self.value()
-            .map_or(0, |v| v.clamp(0.0, MAX_COUNT as f64) as u64)
+        clamp_count(self.value())
     }
 
     /// A cost in USD, at most [`MAX_COST_USD`]; `None` when absent, negative or not a number (a
@@ -185,6 +184,20 @@ impl Num<'_> {
             .filter(|v| v.fract() == 0.0 && v.abs() < 1e15)
             .map(|v| v as i64)
     }
+}
+
+/// [`Num::count`] of a field of an already parsed line (Codex, Gemini): numbers and numeric
+/// strings count.
+pub(crate) fn count(v: Option<&serde_json::Value>) -> u64 {
+    clamp_count(match v {
+        Some(serde_json::Value::Number(n)) => n.as_f64(),
+        Some(serde_json::Value::String(s)) => s.trim().parse().ok().filter(|v: &f64| !v.is_nan()),
+        _ => None,
+    })
+}
+
+fn clamp_count(v: Option<f64>) -> u64 {
+    v.map_or(0, |v| v.clamp(0.0, MAX_COUNT as f64) as u64)
 }
 
 #[cfg(test)]

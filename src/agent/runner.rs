@@ -1,15 +1,24 @@
-//! What every CLI agent runner holds: its config section plus the process knobs that tests and
-//! embedders set (extra or removed environment, the SIGTERM→SIGKILL grace, the stdout line
-//! bound). One generic type, so an adapter only adds its [`AgentRunner`](super::AgentRunner) impl
-//! (`ClaudeRunner = CliRunner<ClaudeCodeConfig>`, `CopilotRunner = CliRunner<CopilotConfig>`).
+//! The one session every CLI agent shares. An adapter is a [`Cli`]: its argv/env and its stream
+//! parser. [`CliRunner`] runs the turns of all four the same way: the workspace re-checked, one
+//! invocation through the turn driver, one fallback to a new session when the CLI does not know
+//! the one resumed, the CLI's session id adopted, one terminal event with the usage delta.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::fmt::Debug;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use super::config::{AgentKind, CliSection};
+use super::driver::{run_invocation, Limits, ProcessEnd, TurnParser};
+use super::json::one_line;
+use super::{
+    check_cwd_on, usable_session_id, AgentError, AgentErrorKind, AgentEvent, AgentEventKind,
+    AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TurnResult,
+};
 use crate::host::sandbox::Sandbox;
-use crate::host::{ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES};
+use crate::host::{Host, ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES};
 use crate::workflow::config::ServiceConfig;
 
 /// The sandbox the agents of `cfg` run in; `None` with `sandbox.kind: none`.
@@ -19,19 +28,65 @@ pub fn sandbox_for(cfg: &ServiceConfig) -> Option<Arc<Sandbox>> {
     (cfg.sandbox.bubblewrap).then(|| Arc::new(Sandbox::new(cfg.sandbox.clone(), home, command)))
 }
 
-/// A CLI agent's config plus its process knobs; builds sessions through its `AgentRunner` impl.
+/// What differs between agent CLIs; implemented by each one's config section.
+pub trait Cli: Clone + Debug + Send + Sync + 'static {
+    /// The parser of one invocation's stdout.
+    type Parser: TurnParser;
+    /// What a session keeps between turns besides the session id (Copilot's usage files).
+    type State: Debug + Default + Send;
+    const KIND: AgentKind;
+    /// Baton names new sessions (a UUIDv4 on the command line) instead of the CLI.
+    const NAMES_SESSION: bool = false;
+    fn cli(&self) -> &CliSection;
+    /// The bound of one invocation (Codex's `turn_timeout_ms` bounds silence instead).
+    fn turn_limit(&self) -> Duration {
+        Duration::from_millis(self.cli().turn_timeout_ms.max(1))
+    }
+    /// The CLI's arguments and environment added to `spec`, and the invocation's parser.
+    fn invocation(
+        r: &CliRunner<Self>,
+        st: &mut Self::State,
+        t: &Turn,
+        prompt: &str,
+        spec: &mut ProcessSpec,
+    ) -> Result<Self::Parser, AgentError>;
+    /// After the turn's last invocation ended (Copilot reads its usage file).
+    fn ended(_st: &mut Self::State, _p: &mut Self::Parser) {}
+    /// A directory outside the workspace the CLI writes (the sandbox keeps it writable).
+    fn writable(_st: &Self::State) -> Option<&Path> {
+        None
+    }
+}
+
+/// The session facts of one invocation.
+pub struct Turn<'a> {
+    pub number: u32,
+    /// The id to resume, or the Baton-chosen one to create; `None`: the CLI picks one.
+    pub session: Option<&'a str>,
+    /// Whether the CLI has `session` already.
+    pub resume: bool,
+    pub cwd: &'a Path,
+}
+
+impl Turn<'_> {
+    /// `<session>-<turn>`, the `session_id` of the turn's events.
+    pub fn label(&self) -> String {
+        format!("{}-{}", self.session.unwrap_or_default(), self.number)
+    }
+}
+
+/// A CLI agent's config plus the process knobs tests and embedders set.
 #[derive(Debug, Clone)]
 pub struct CliRunner<C> {
     pub(crate) cfg: C,
     env: Vec<(OsString, OsString)>,
     env_remove: Vec<OsString>,
-    pub(crate) kill_grace: Duration,
+    kill_grace: Duration,
     max_line_bytes: usize,
     sandbox: Option<Arc<Sandbox>>,
 }
 
 impl<C> CliRunner<C> {
-    /// A runner for `cfg` with the default knobs.
     pub fn new(cfg: C) -> Self {
         CliRunner {
             cfg,
@@ -49,7 +104,7 @@ impl<C> CliRunner<C> {
         self
     }
 
-    /// Several extra environment variables at once (see [`CliRunner::with_env`]).
+    /// Several [`CliRunner::with_env`] at once.
     pub fn with_envs(mut self, vars: Vec<(String, String)>) -> Self {
         self.env
             .extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
@@ -85,14 +140,9 @@ impl<C> CliRunner<C> {
         std::env::var_os(key).is_some() || self.env.iter().any(|(k, _)| k == key)
     }
 
-    /// Apply the knobs to a spec: line-bounded stdout, removed variables, then the extra ones
-    /// (pushed last, so they win); last, the sandbox. The one place agent specs are finished.
-    pub(crate) fn apply(&self, spec: &mut ProcessSpec) {
-        self.apply_with(spec, None);
-    }
-
-    /// [`CliRunner::apply`] for a CLI that also writes `writable` (outside its workspace).
-    pub(crate) fn apply_with(&self, spec: &mut ProcessSpec, writable: Option<&Path>) {
+    /// The one place agent specs are finished: line-bounded stdout, removed variables, the extra
+    /// ones (last, so they win), then the sandbox, which keeps `writable` writable.
+    fn apply(&self, spec: &mut ProcessSpec, writable: Option<&Path>) {
         spec.stdout = StdoutMode::Lines {
             max_line_bytes: self.max_line_bytes,
         };
@@ -101,5 +151,240 @@ impl<C> CliRunner<C> {
         if let Some(sb) = &self.sandbox {
             sb.wrap(spec, writable);
         }
+    }
+}
+
+impl<C: Cli> AgentRunner for CliRunner<C> {
+    fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+        let cwd = check_cwd_on(ctx.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
+        let issue = ctx.issue_identifier.clone();
+        let restored = usable_session_id(C::KIND, ctx.resume_session_id.as_deref(), &issue);
+        let resume = restored.is_some();
+        let id = match restored {
+            Some(id) => Some(id.to_ascii_lowercase()),
+            None if C::NAMES_SESSION => Some(new_uuid_v4()?),
+            None => None,
+        };
+        Ok(Box::new(CliSession {
+            runner: self.clone(),
+            host: Arc::clone(&ctx.host),
+            cwd,
+            root: ctx.workspace_root.clone(),
+            issue,
+            id,
+            resume,
+            turn: 0,
+            state: C::State::default(),
+        }))
+    }
+}
+
+/// One agent session in one workspace: each turn is one CLI process (two after a fallback), none
+/// outlives `run_turn`.
+#[derive(Debug)]
+struct CliSession<C: Cli> {
+    runner: CliRunner<C>,
+    host: Arc<dyn Host>,
+    cwd: PathBuf,
+    root: PathBuf,
+    issue: String,
+    id: Option<String>,
+    resume: bool,
+    turn: u32,
+    state: C::State,
+}
+
+type Ran<P> = Result<(P, ProcessEnd, u32), AgentError>;
+
+impl<C: Cli> CliSession<C> {
+    /// `<session>-<turn>` once the session id is known.
+    fn label(&self) -> Option<String> {
+        self.id.as_ref().map(|id| format!("{id}-{}", self.turn))
+    }
+
+    fn invoke(
+        &mut self,
+        prompt: &str,
+        limits: Limits,
+        cancel: &CancelToken,
+        emit: &mut Emit,
+    ) -> Ran<C::Parser> {
+        let host = self.host.as_ref();
+        check_cwd_on(host, &self.cwd, &self.root)?;
+        let r = &self.runner;
+        let mut spec = ProcessSpec::command(&r.cfg.cli().command, self.cwd.clone());
+        spec.env("BATON_ISSUE_IDENTIFIER", self.issue.clone());
+        let t = Turn {
+            number: self.turn,
+            session: self.id.as_deref(),
+            resume: self.resume,
+            cwd: &self.cwd,
+        };
+        let mut parser = C::invocation(r, &mut self.state, &t, prompt, &mut spec)?;
+        r.apply(&mut spec, C::writable(&self.state));
+        log::info!(
+            "{} turn started issue_identifier={} session_id={} turn={} mode={}",
+            C::KIND.cli_home().name,
+            self.issue,
+            self.label().as_deref().unwrap_or("-"),
+            self.turn,
+            if self.resume { "resume" } else { "new" }
+        );
+        let (end, pid) = run_invocation(host, &spec, &mut parser, limits, cancel, emit)?;
+        Ok((parser, end, pid))
+    }
+
+    /// A resume the CLI does not know is retried once in a new session in the same workspace.
+    fn invoke_or_fall_back(
+        &mut self,
+        prompt: &str,
+        limits: Limits,
+        cancel: &CancelToken,
+        emit: &mut Emit,
+    ) -> Ran<C::Parser> {
+        let (p, end, pid) = self.invoke(prompt, limits, cancel, emit)?;
+        if !(self.resume && p.unknown_resume(&end)) {
+            return Ok((p, end, pid));
+        }
+        let fresh = new_uuid_v4()?;
+        let text = format!(
+            "resume of session {} failed (unknown session); continuing in new session {fresh}",
+            self.id.as_deref().unwrap_or_default()
+        );
+        log::warn!(
+            "{} {text} issue_identifier={}",
+            C::KIND.cli_home().name,
+            self.issue
+        );
+        emit(p.event(AgentEventKind::Notification, text));
+        (self.id, self.resume) = (Some(fresh), false);
+        self.invoke(prompt, limits, cancel, emit)
+    }
+}
+
+impl<C: Cli> AgentSession for CliSession<C> {
+    fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult {
+        self.turn += 1;
+        let started = Instant::now();
+        let limits = Limits {
+            deadline: started + self.runner.cfg.turn_limit(),
+            kill_grace: self.runner.kill_grace,
+        };
+        let (mut p, end, pid) = match self.invoke_or_fall_back(prompt, limits, cancel, emit) {
+            Ok(ran) => ran,
+            Err(e) => {
+                let mut ev =
+                    AgentEvent::new(AgentEventKind::StartupFailed, one_line(&e.to_string(), 200));
+                ev.session_id = self.label();
+                emit(ev);
+                return Err(e);
+            }
+        };
+        C::ended(&mut self.state, &mut p);
+        if let Some(id) = p.session() {
+            self.id = usable_session_id(C::KIND, Some(id), &self.issue);
+        }
+        self.resume = self.id.is_some() && (self.resume || p.stored());
+        let outcome = p.outcome(&end);
+        let summary = match &outcome {
+            Ok(()) => format!(
+                "turn {} completed in {} ms{}",
+                self.turn,
+                started.elapsed().as_millis(),
+                p.result_text()
+                    .map(|t| format!(": {t}"))
+                    .unwrap_or_default()
+            ),
+            Err(e) => e.to_string(),
+        };
+        let kind = terminal_event_kind(&outcome);
+        let mut ev = p.event(kind, summary);
+        ev.agent_pid = Some(pid);
+        ev.usage_delta = p.usage();
+        ev.session_cost_usd = p.cost();
+        let u = ev.usage_delta.unwrap_or_default();
+        emit(ev);
+        let line = format!(
+            "{} turn {} issue_identifier={} session_id={} turn={} agent_pid={pid} outcome={} input_tokens={} output_tokens={}",
+            C::KIND.cli_home().name,
+            if outcome.is_ok() { "completed" } else { "failed" },
+            self.issue,
+            self.label().as_deref().unwrap_or("-"),
+            self.turn,
+            kind.as_str(),
+            u.input_tokens,
+            u.output_tokens
+        );
+        match &outcome {
+            Ok(()) => log::info!("{line}"),
+            Err(e) => log::warn!("{line} error={e}"),
+        }
+        outcome
+    }
+
+    fn agent_session_id(&self) -> Option<String> {
+        self.id.clone()
+    }
+
+    fn stop(&mut self) {
+        // Every process is reaped before `run_turn` returns; only the adapter's state is left.
+        self.state = C::State::default();
+    }
+}
+
+fn terminal_event_kind(outcome: &TurnResult) -> AgentEventKind {
+    match outcome.as_ref().map_err(|e| e.kind) {
+        Ok(()) => AgentEventKind::TurnCompleted,
+        Err(AgentErrorKind::TurnCancelled) => AgentEventKind::TurnCancelled,
+        Err(AgentErrorKind::TurnInputRequired) => AgentEventKind::TurnInputRequired,
+        Err(AgentErrorKind::AgentNotFound | AgentErrorKind::StartupFailed) => {
+            AgentEventKind::StartupFailed
+        }
+        Err(_) => AgentEventKind::TurnFailed,
+    }
+}
+
+/// A random UUIDv4 (lower-case, hyphenated): the session ids Baton chooses.
+pub(crate) fn new_uuid_v4() -> Result<String, AgentError> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| {
+            AgentError::new(AgentErrorKind::StartupFailed, format!("no randomness: {e}"))
+        })?;
+    Ok(format_uuid_v4(b))
+}
+
+/// 16 random bytes as a UUIDv4 (the version and variant bits set).
+fn format_uuid_v4(mut b: [u8; 16]) -> String {
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_v4_shape() {
+        let u = format_uuid_v4([0xff; 16]);
+        assert_eq!(u, "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        let u = format_uuid_v4([0; 16]);
+        assert_eq!(u, "00000000-0000-4000-8000-000000000000");
+        let a = new_uuid_v4().unwrap();
+        let b = new_uuid_v4().unwrap();
+        let uuid = |s: &str| crate::agent::valid_session_id(AgentKind::Copilot, s);
+        assert!(uuid(&a) && uuid(&b));
+        assert_ne!(a, b);
+        assert_eq!(&a[14..15], "4");
     }
 }
