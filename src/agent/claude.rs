@@ -17,12 +17,11 @@ use super::config::{AgentKind, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
 use super::json::{first_detail, one_line};
 use super::loose::{List, Loose, Num};
-use super::runner::{Cli, CliRunner, Turn};
+use super::runner::{Cli, CliRunner, Invocation, Parsed};
 use super::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind as E, AgentRateLimits, TokenUsage,
     TurnResult,
 };
-use crate::host::ProcessSpec;
 use crate::text::truncate_chars;
 use crate::workflow::config::ClaudeCodeConfig;
 
@@ -47,18 +46,40 @@ impl Cli for ClaudeCodeConfig {
         &self.cli
     }
 
-    fn invocation(
-        r: &ClaudeRunner,
-        _: &mut (),
-        t: &Turn,
-        prompt: &str,
-        spec: &mut ProcessSpec,
-    ) -> Result<StreamParser, AgentError> {
-        spec.args.extend(claude_args(&r.cfg, t.session, prompt));
-        for (k, v) in child_timeout_env(r.cfg.cli.stall_timeout_ms, |k| r.sets_env(k)) {
-            spec.env(k, v);
+    /// The prompt comes last, after `--`, so neither a shell nor the CLI's option parser can read
+    /// it as anything but the prompt; the resumed id is attached (`--resume=<uuid>`).
+    fn invocation(r: &ClaudeRunner, i: &mut Invocation<()>) -> Parsed<Self> {
+        let cfg = &r.cfg;
+        let mut a: Vec<&str> = vec!["-p", "--output-format", "stream-json", "--verbose"];
+        a.extend(["--permission-mode", &cfg.permission_mode]);
+        if let Some(m) = cfg.cli.model.as_deref().filter(|m| !m.is_empty()) {
+            a.extend(["--model", m]);
         }
-        Ok(StreamParser::new(t.number, t.session.map(String::from)))
+        for (flag, tools) in [
+            ("--allowedTools", &cfg.allowed_tools),
+            ("--disallowedTools", &cfg.disallowed_tools),
+        ] {
+            if !tools.is_empty() {
+                a.push(flag);
+                a.extend(tools.iter().map(String::as_str));
+            }
+        }
+        if let Some(p) = cfg
+            .append_system_prompt
+            .as_deref()
+            .filter(|p| !p.is_empty())
+        {
+            a.extend(["--append-system-prompt", p]);
+        }
+        let resume = i.session.map(|id| format!("--resume={id}"));
+        a.extend(resume.as_deref());
+        a.extend(cfg.cli.extra_args.iter().map(String::as_str));
+        a.extend(["--", i.prompt]);
+        i.spec.args.extend(a.into_iter().map(OsString::from));
+        for (k, v) in child_timeout_env(cfg.cli.stall_timeout_ms, |k| r.sets_env(k)) {
+            i.spec.env(k, v);
+        }
+        Ok(StreamParser::new(i.turn, i.session.map(String::from)))
     }
 }
 
@@ -403,56 +424,6 @@ fn failure_detail(r: &ResultInfo, exit: &str) -> String {
     }
     detail.push_str(&format!(" ({exit})"));
     detail
-}
-
-/// The CLI arguments of one turn. The prompt comes last, after `--`, so neither a shell nor
-/// the CLI's option parser can read it as anything but the prompt.
-pub(crate) fn claude_args(
-    cfg: &ClaudeCodeConfig,
-    resume: Option<&str>,
-    prompt: &str,
-) -> Vec<OsString> {
-    let mut a: Vec<OsString> = Vec::new();
-    let mut push = |s: &str| a.push(OsString::from(s));
-    for s in [
-        "-p",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--permission-mode",
-    ] {
-        push(s);
-    }
-    push(&cfg.permission_mode);
-    if let Some(m) = cfg.cli.model.as_deref().filter(|m| !m.is_empty()) {
-        push("--model");
-        push(m);
-    }
-    for (flag, tools) in [
-        ("--allowedTools", &cfg.allowed_tools),
-        ("--disallowedTools", &cfg.disallowed_tools),
-    ] {
-        if !tools.is_empty() {
-            push(flag);
-            tools.iter().for_each(|t| push(t));
-        }
-    }
-    if let Some(p) = cfg
-        .append_system_prompt
-        .as_deref()
-        .filter(|p| !p.is_empty())
-    {
-        push("--append-system-prompt");
-        push(p);
-    }
-    if let Some(id) = resume {
-        // Attached, so no value can be read as a flag (the id is a checked UUID as well).
-        push(&format!("--resume={id}"));
-    }
-    cfg.cli.extra_args.iter().for_each(|e| push(e));
-    push("--");
-    push(prompt);
-    a
 }
 
 /// Timeouts set for the child so the CLI fails by itself before Baton's stall timer:

@@ -31,12 +31,11 @@ use super::config::{AgentKind, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
 use super::json::{one_line, str_at};
 use super::loose::count;
-use super::runner::{Cli, CliRunner, Turn};
+use super::runner::{Cli, CliRunner, Invocation, Parsed};
 use super::{
     AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E, AgentRateLimits, TokenUsage,
     TurnResult,
 };
-use crate::host::ProcessSpec;
 use crate::workflow::config::CodexConfig;
 
 /// Longest JSON-RPC reply or server request accepted (Symphony §10.1: control payloads ≤ 4 MiB;
@@ -66,18 +65,13 @@ impl Cli for CodexConfig {
         Duration::from_secs(30 * 24 * 3600)
     }
 
-    fn invocation(
-        r: &CodexRunner,
-        _: &mut (),
-        t: &Turn,
-        prompt: &str,
-        spec: &mut ProcessSpec,
-    ) -> Result<Client, AgentError> {
-        spec.args
+    fn invocation(r: &CodexRunner, i: &mut Invocation<()>) -> Parsed<Self> {
+        i.spec
+            .args
             .extend(r.cfg.cli.extra_args.iter().map(Into::into));
-        spec.stdin_pipe = true;
-        let thread = t.session.map(String::from);
-        Ok(Client::new(&r.cfg, t.cwd, thread, prompt, t.number))
+        i.spec.stdin_pipe = true;
+        let thread = i.session.map(String::from);
+        Ok(Client::new(&r.cfg, i.cwd, thread, i.prompt, i.turn))
     }
 }
 

@@ -22,9 +22,8 @@ use super::config::{AgentKind, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
 use super::json::{str_at, tool_input_detail};
 use super::loose::{Loose, Num};
-use super::runner::{new_uuid_v4, Cli, CliRunner, Turn};
+use super::runner::{new_uuid_v4, Cli, CliRunner, Invocation, Parsed};
 use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind as E, TokenUsage, TurnResult};
-use crate::host::ProcessSpec;
 use crate::text::{single_line, truncate_chars};
 use crate::workflow::config::CopilotConfig;
 
@@ -53,24 +52,16 @@ impl Cli for CopilotConfig {
 
     /// Values are attached with `=`, so an issue text starting with `--` cannot become CLI flags
     /// (`--prompt=<p>` means `-p <p>`; the CLI rejects `-p --x`).
-    fn invocation(
-        r: &CopilotRunner,
-        st: &mut UsageFiles,
-        t: &Turn,
-        prompt: &str,
-        spec: &mut ProcessSpec,
-    ) -> Result<StreamParser, AgentError> {
-        let (cfg, session) = (&r.cfg, t.session.unwrap_or_default());
-        let file = st.file(t.resume)?;
-        let a = &mut spec.args;
-        a.push(format!("--prompt={prompt}").into());
-        for s in ["--output-format", "json", "--no-auto-update", "--no-color"] {
-            a.push(s.into());
-        }
-        let flag = if t.resume { "--resume" } else { "--session-id" };
+    fn invocation(r: &CopilotRunner, i: &mut Invocation<UsageFiles>) -> Parsed<Self> {
+        let (cfg, session) = (&r.cfg, i.session.unwrap_or_default());
+        let file = i.state.file(i.resume)?;
+        i.writable = i.state.dir.clone();
+        let flag = if i.resume { "--resume" } else { "--session-id" };
+        let a = &mut i.spec.args;
+        a.push(format!("--prompt={}", i.prompt).into());
+        a.extend(["--output-format", "json", "--no-auto-update", "--no-color"].map(Into::into));
         a.push(format!("{flag}={session}").into());
-        a.push("--usage-output-file".into());
-        a.push(file.into());
+        a.extend(["--usage-output-file".into(), file.into()]);
         if cfg.allow_all_tools {
             a.push("--allow-all-tools".into());
         }
@@ -89,9 +80,9 @@ impl Cli for CopilotConfig {
         }
         a.extend(cfg.cli.extra_args.iter().map(Into::into));
         if !cfg.allow_all_tools {
-            spec.env_remove.push(ALLOW_ALL_ENV.into());
+            i.spec.env_remove.push(ALLOW_ALL_ENV.into());
         }
-        Ok(StreamParser::new(t.label(), t.number))
+        Ok(StreamParser::new(i.label(), i.turn))
     }
 
     fn ended(st: &mut UsageFiles, p: &mut StreamParser) {
@@ -104,19 +95,16 @@ impl Cli for CopilotConfig {
             Ok(now) => {
                 let last = st.totals.replace(now).unwrap_or_default();
                 // A figure lower than before is a counter reset (the new value is the delta).
-                let d = |cur: u64, old: u64| if cur >= old { cur - old } else { cur };
-                p.usage = Some(TokenUsage {
-                    input_tokens: d(now.input_tokens, last.input_tokens),
-                    output_tokens: d(now.output_tokens, last.output_tokens),
-                    cache_read_input_tokens: d(
-                        now.cache_read_input_tokens,
-                        last.cache_read_input_tokens,
-                    ),
-                    cache_creation_input_tokens: d(
-                        now.cache_creation_input_tokens,
-                        last.cache_creation_input_tokens,
-                    ),
-                });
+                let mut d = now;
+                for (cur, old) in [
+                    (&mut d.input_tokens, last.input_tokens),
+                    (&mut d.output_tokens, last.output_tokens),
+                    (&mut d.cache_read_input_tokens, last.cache_read_input_tokens),
+                    (&mut d.cache_creation_input_tokens, last.cache_creation_input_tokens),
+                ] {
+                    *cur -= if *cur >= old { old } else { 0 };
+                }
+                p.usage = Some(d);
             }
             Err(why) => log::info!(
                 "copilot token usage unavailable for this turn; reporting zero session_id={} reason={}",
@@ -124,10 +112,6 @@ impl Cli for CopilotConfig {
                 bound(&why)
             ),
         }
-    }
-
-    fn writable(st: &UsageFiles) -> Option<&Path> {
-        st.dir.as_deref()
     }
 }
 
@@ -508,7 +492,6 @@ fn bound(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ffi::OsString;
 
     fn cfg() -> CopilotConfig {
         CopilotConfig {
@@ -523,21 +506,23 @@ mod tests {
         }
     }
 
-    /// The arguments of one invocation (after `$0`) and the usage file it names.
+    /// The arguments of one invocation (after `$0`).
     fn args(c: CopilotConfig, prompt: &str, session: &str, resume: bool) -> Vec<String> {
-        let r = CopilotRunner::new(c);
-        let mut spec = ProcessSpec::command("copilot", "/");
-        let t = Turn {
-            number: 1,
+        let mut state = UsageFiles::default();
+        let mut i = Invocation {
+            spec: crate::host::ProcessSpec::command("copilot", "/"),
+            prompt,
+            turn: 1,
             session: Some(session),
             resume,
             cwd: Path::new("/"),
+            state: &mut state,
+            writable: None,
         };
-        let mut st = UsageFiles::default();
-        CopilotConfig::invocation(&r, &mut st, &t, prompt, &mut spec).unwrap();
-        let strs = spec.args[1..]
+        CopilotConfig::invocation(&CopilotRunner::new(c), &mut i).unwrap();
+        let strs = i.spec.args[1..]
             .iter()
-            .map(|s: &OsString| s.to_str().unwrap().to_string());
+            .map(|s| s.to_str().unwrap().to_string());
         strs.collect()
     }
 

@@ -20,11 +20,10 @@ use super::config::{AgentKind, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
 use super::json::{one_line, str_at, tool_input_detail};
 use super::loose::count;
-use super::runner::{Cli, CliRunner, Turn};
+use super::runner::{Cli, CliRunner, Invocation, Parsed};
 use super::{
     AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E, TokenUsage, TurnResult,
 };
-use crate::host::ProcessSpec;
 use crate::text::truncate_chars;
 use crate::workflow::config::GeminiConfig;
 
@@ -45,32 +44,24 @@ impl Cli for GeminiConfig {
     }
 
     /// Values are attached with `=`, so a prompt starting with `-` is never read as a flag.
-    fn invocation(
-        r: &GeminiRunner,
-        _: &mut (),
-        t: &Turn,
-        prompt: &str,
-        spec: &mut ProcessSpec,
-    ) -> Result<StreamParser, AgentError> {
-        let (cfg, session) = (&r.cfg, t.session.unwrap_or_default());
-        let flag = if t.resume { "--resume" } else { "--session-id" };
-        spec.args.push(format!("--prompt={prompt}").into());
-        for a in ["--output-format", "stream-json", "--skip-trust"] {
-            spec.args.push(a.into());
-        }
-        spec.args
-            .push(format!("--approval-mode={}", cfg.approval_mode).into());
-        spec.args.push(format!("{flag}={session}").into());
+    fn invocation(r: &GeminiRunner, i: &mut Invocation<()>) -> Parsed<Self> {
+        let (cfg, session) = (&r.cfg, i.session.unwrap_or_default());
+        let flag = if i.resume { "--resume" } else { "--session-id" };
+        let a = &mut i.spec.args;
+        a.push(format!("--prompt={}", i.prompt).into());
+        a.extend(["--output-format", "stream-json", "--skip-trust"].map(Into::into));
+        a.push(format!("--approval-mode={}", cfg.approval_mode).into());
+        a.push(format!("{flag}={session}").into());
         if let Some(m) = cfg.cli.model.as_deref().filter(|m| !m.is_empty()) {
-            spec.args.push(format!("--model={m}").into());
+            a.push(format!("--model={m}").into());
         }
-        spec.args.extend(cfg.cli.extra_args.iter().map(Into::into));
+        a.extend(cfg.cli.extra_args.iter().map(Into::into));
         if !cfg.auth_type.is_empty() {
             let home = cli_home(&cfg.auth_type, session)
                 .map_err(|e| AgentError::new(K::StartupFailed, format!("gemini home: {e}")))?;
-            spec.env("GEMINI_CLI_HOME", home);
+            i.spec.env("GEMINI_CLI_HOME", home);
         }
-        Ok(StreamParser::new(t.label()))
+        Ok(StreamParser::new(i.label()))
     }
 }
 

@@ -14,8 +14,8 @@ use super::config::{AgentKind, CliSection};
 use super::driver::{run_invocation, Limits, ProcessEnd, TurnParser};
 use super::json::one_line;
 use super::{
-    check_cwd_on, usable_session_id, AgentError, AgentErrorKind, AgentEvent, AgentEventKind,
-    AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TurnResult,
+    check_cwd_on, usable_session_id, AgentError, AgentErrorKind as K, AgentEvent,
+    AgentEventKind as E, AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TurnResult,
 };
 use crate::host::sandbox::Sandbox;
 use crate::host::{Host, ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES};
@@ -42,36 +42,34 @@ pub trait Cli: Clone + Debug + Send + Sync + 'static {
     fn turn_limit(&self) -> Duration {
         Duration::from_millis(self.cli().turn_timeout_ms.max(1))
     }
-    /// The CLI's arguments and environment added to `spec`, and the invocation's parser.
-    fn invocation(
-        r: &CliRunner<Self>,
-        st: &mut Self::State,
-        t: &Turn,
-        prompt: &str,
-        spec: &mut ProcessSpec,
-    ) -> Result<Self::Parser, AgentError>;
+    /// The CLI's arguments and environment added to `i.spec`, and the invocation's parser.
+    fn invocation(r: &CliRunner<Self>, i: &mut Invocation<Self::State>) -> Parsed<Self>;
     /// After the turn's last invocation ended (Copilot reads its usage file).
     fn ended(_st: &mut Self::State, _p: &mut Self::Parser) {}
-    /// A directory outside the workspace the CLI writes (the sandbox keeps it writable).
-    fn writable(_st: &Self::State) -> Option<&Path> {
-        None
-    }
 }
 
-/// The session facts of one invocation.
-pub struct Turn<'a> {
-    pub number: u32,
+pub type Parsed<C> = Result<<C as Cli>::Parser, AgentError>;
+type Ran<P> = Result<(P, ProcessEnd, u32), AgentError>;
+
+/// One invocation being built.
+pub struct Invocation<'a, S> {
+    pub spec: ProcessSpec,
+    pub prompt: &'a str,
+    pub turn: u32,
     /// The id to resume, or the Baton-chosen one to create; `None`: the CLI picks one.
     pub session: Option<&'a str>,
     /// Whether the CLI has `session` already.
     pub resume: bool,
     pub cwd: &'a Path,
+    pub state: &'a mut S,
+    /// A directory outside the workspace the CLI writes (the sandbox keeps it writable).
+    pub writable: Option<PathBuf>,
 }
 
-impl Turn<'_> {
+impl<S> Invocation<'_, S> {
     /// `<session>-<turn>`, the `session_id` of the turn's events.
     pub fn label(&self) -> String {
-        format!("{}-{}", self.session.unwrap_or_default(), self.number)
+        format!("{}-{}", self.session.unwrap_or_default(), self.turn)
     }
 }
 
@@ -104,13 +102,6 @@ impl<C> CliRunner<C> {
         self
     }
 
-    /// Several [`CliRunner::with_env`] at once.
-    pub fn with_envs(mut self, vars: Vec<(String, String)>) -> Self {
-        self.env
-            .extend(vars.into_iter().map(|(k, v)| (k.into(), v.into())));
-        self
-    }
-
     /// Remove an inherited environment variable from every CLI process (e.g. `GH_TOKEN` in tests).
     pub fn without_env(mut self, key: impl Into<OsString>) -> Self {
         self.env_remove.push(key.into());
@@ -139,19 +130,6 @@ impl<C> CliRunner<C> {
     pub(crate) fn sets_env(&self, key: &str) -> bool {
         std::env::var_os(key).is_some() || self.env.iter().any(|(k, _)| k == key)
     }
-
-    /// The one place agent specs are finished: line-bounded stdout, removed variables, the extra
-    /// ones (last, so they win), then the sandbox, which keeps `writable` writable.
-    fn apply(&self, spec: &mut ProcessSpec, writable: Option<&Path>) {
-        spec.stdout = StdoutMode::Lines {
-            max_line_bytes: self.max_line_bytes,
-        };
-        spec.env_remove.extend(self.env_remove.iter().cloned());
-        spec.env.extend(self.env.iter().cloned());
-        if let Some(sb) = &self.sandbox {
-            sb.wrap(spec, writable);
-        }
-    }
 }
 
 impl<C: Cli> AgentRunner for CliRunner<C> {
@@ -165,11 +143,12 @@ impl<C: Cli> AgentRunner for CliRunner<C> {
             None if C::NAMES_SESSION => Some(new_uuid_v4()?),
             None => None,
         };
+        let (runner, host, root) = (self.clone(), Arc::clone(&ctx.host), &ctx.workspace_root);
         Ok(Box::new(CliSession {
-            runner: self.clone(),
-            host: Arc::clone(&ctx.host),
+            runner,
+            host,
             cwd,
-            root: ctx.workspace_root.clone(),
+            root: root.clone(),
             issue,
             id,
             resume,
@@ -194,71 +173,67 @@ struct CliSession<C: Cli> {
     state: C::State,
 }
 
-type Ran<P> = Result<(P, ProcessEnd, u32), AgentError>;
-
 impl<C: Cli> CliSession<C> {
     /// `<session>-<turn>` once the session id is known.
     fn label(&self) -> Option<String> {
         self.id.as_ref().map(|id| format!("{id}-{}", self.turn))
     }
 
-    fn invoke(
-        &mut self,
-        prompt: &str,
-        limits: Limits,
-        cancel: &CancelToken,
-        emit: &mut Emit,
-    ) -> Ran<C::Parser> {
-        let host = self.host.as_ref();
-        check_cwd_on(host, &self.cwd, &self.root)?;
-        let r = &self.runner;
-        let mut spec = ProcessSpec::command(&r.cfg.cli().command, self.cwd.clone());
-        spec.env("BATON_ISSUE_IDENTIFIER", self.issue.clone());
-        let t = Turn {
-            number: self.turn,
-            session: self.id.as_deref(),
-            resume: self.resume,
-            cwd: &self.cwd,
+    /// Run the turn's invocation; a resume the CLI does not know is retried once in a new session
+    /// in the same workspace.
+    fn invoke(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> Ran<C::Parser> {
+        let name = C::KIND.cli_home().name;
+        let limits = Limits {
+            deadline: Instant::now() + self.runner.cfg.turn_limit(),
+            kill_grace: self.runner.kill_grace,
         };
-        let mut parser = C::invocation(r, &mut self.state, &t, prompt, &mut spec)?;
-        r.apply(&mut spec, C::writable(&self.state));
-        log::info!(
-            "{} turn started issue_identifier={} session_id={} turn={} mode={}",
-            C::KIND.cli_home().name,
-            self.issue,
-            self.label().as_deref().unwrap_or("-"),
-            self.turn,
-            if self.resume { "resume" } else { "new" }
-        );
-        let (end, pid) = run_invocation(host, &spec, &mut parser, limits, cancel, emit)?;
-        Ok((parser, end, pid))
-    }
-
-    /// A resume the CLI does not know is retried once in a new session in the same workspace.
-    fn invoke_or_fall_back(
-        &mut self,
-        prompt: &str,
-        limits: Limits,
-        cancel: &CancelToken,
-        emit: &mut Emit,
-    ) -> Ran<C::Parser> {
-        let (p, end, pid) = self.invoke(prompt, limits, cancel, emit)?;
-        if !(self.resume && p.unknown_resume(&end)) {
-            return Ok((p, end, pid));
+        loop {
+            let host = self.host.as_ref();
+            check_cwd_on(host, &self.cwd, &self.root)?;
+            let r = &self.runner;
+            let mut i = Invocation {
+                spec: ProcessSpec::command(&r.cfg.cli().command, self.cwd.clone()),
+                prompt,
+                turn: self.turn,
+                session: self.id.as_deref(),
+                resume: self.resume,
+                cwd: &self.cwd,
+                state: &mut self.state,
+                writable: None,
+            };
+            i.spec.env("BATON_ISSUE_IDENTIFIER", self.issue.clone());
+            let mut p = C::invocation(r, &mut i)?;
+            let (mut spec, writable) = (i.spec, i.writable);
+            // The one place agent specs are finished: the runner's variables go last, so they
+            // win; then the sandbox.
+            spec.stdout = StdoutMode::Lines {
+                max_line_bytes: r.max_line_bytes,
+            };
+            spec.env_remove.extend(r.env_remove.iter().cloned());
+            spec.env.extend(r.env.iter().cloned());
+            if let Some(sb) = &r.sandbox {
+                sb.wrap(&mut spec, writable.as_deref());
+            }
+            let (mode, label) = (if self.resume { "resume" } else { "new" }, self.label());
+            log::info!(
+                "{name} turn started issue_identifier={} session_id={} turn={} mode={mode}",
+                self.issue,
+                label.as_deref().unwrap_or("-"),
+                self.turn,
+            );
+            let (end, pid) = run_invocation(host, &spec, &mut p, limits, cancel, emit)?;
+            if !(self.resume && p.unknown_resume(&end)) {
+                return Ok((p, end, pid));
+            }
+            let fresh = new_uuid_v4()?;
+            let text = format!(
+                "resume of session {} failed (unknown session); continuing in new session {fresh}",
+                self.id.as_deref().unwrap_or_default()
+            );
+            log::warn!("{name} {text} issue_identifier={}", self.issue);
+            emit(p.event(E::Notification, text));
+            (self.id, self.resume) = (Some(fresh), false);
         }
-        let fresh = new_uuid_v4()?;
-        let text = format!(
-            "resume of session {} failed (unknown session); continuing in new session {fresh}",
-            self.id.as_deref().unwrap_or_default()
-        );
-        log::warn!(
-            "{} {text} issue_identifier={}",
-            C::KIND.cli_home().name,
-            self.issue
-        );
-        emit(p.event(AgentEventKind::Notification, text));
-        (self.id, self.resume) = (Some(fresh), false);
-        self.invoke(prompt, limits, cancel, emit)
     }
 }
 
@@ -266,15 +241,10 @@ impl<C: Cli> AgentSession for CliSession<C> {
     fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult {
         self.turn += 1;
         let started = Instant::now();
-        let limits = Limits {
-            deadline: started + self.runner.cfg.turn_limit(),
-            kill_grace: self.runner.kill_grace,
-        };
-        let (mut p, end, pid) = match self.invoke_or_fall_back(prompt, limits, cancel, emit) {
+        let (mut p, end, pid) = match self.invoke(prompt, cancel, emit) {
             Ok(ran) => ran,
             Err(e) => {
-                let mut ev =
-                    AgentEvent::new(AgentEventKind::StartupFailed, one_line(&e.to_string(), 200));
+                let mut ev = AgentEvent::new(E::StartupFailed, one_line(&e.to_string(), 200));
                 ev.session_id = self.label();
                 emit(ev);
                 return Err(e);
@@ -286,22 +256,16 @@ impl<C: Cli> AgentSession for CliSession<C> {
         }
         self.resume = self.id.is_some() && (self.resume || p.stored());
         let outcome = p.outcome(&end);
-        let summary = match &outcome {
-            Ok(()) => format!(
-                "turn {} completed in {} ms{}",
-                self.turn,
-                started.elapsed().as_millis(),
-                p.result_text()
-                    .map(|t| format!(": {t}"))
-                    .unwrap_or_default()
-            ),
-            Err(e) => e.to_string(),
+        let ms = started.elapsed().as_millis();
+        let summary = match (&outcome, p.result_text()) {
+            (Ok(()), Some(text)) => format!("turn {} completed in {ms} ms: {text}", self.turn),
+            (Ok(()), None) => format!("turn {} completed in {ms} ms", self.turn),
+            (Err(e), _) => e.to_string(),
         };
         let kind = terminal_event_kind(&outcome);
         let mut ev = p.event(kind, summary);
         ev.agent_pid = Some(pid);
-        ev.usage_delta = p.usage();
-        ev.session_cost_usd = p.cost();
+        (ev.usage_delta, ev.session_cost_usd) = (p.usage(), p.cost());
         let u = ev.usage_delta.unwrap_or_default();
         emit(ev);
         let line = format!(
@@ -332,26 +296,21 @@ impl<C: Cli> AgentSession for CliSession<C> {
     }
 }
 
-fn terminal_event_kind(outcome: &TurnResult) -> AgentEventKind {
+fn terminal_event_kind(outcome: &TurnResult) -> E {
     match outcome.as_ref().map_err(|e| e.kind) {
-        Ok(()) => AgentEventKind::TurnCompleted,
-        Err(AgentErrorKind::TurnCancelled) => AgentEventKind::TurnCancelled,
-        Err(AgentErrorKind::TurnInputRequired) => AgentEventKind::TurnInputRequired,
-        Err(AgentErrorKind::AgentNotFound | AgentErrorKind::StartupFailed) => {
-            AgentEventKind::StartupFailed
-        }
-        Err(_) => AgentEventKind::TurnFailed,
+        Ok(()) => E::TurnCompleted,
+        Err(K::TurnCancelled) => E::TurnCancelled,
+        Err(K::TurnInputRequired) => E::TurnInputRequired,
+        Err(K::AgentNotFound | K::StartupFailed) => E::StartupFailed,
+        Err(_) => E::TurnFailed,
     }
 }
 
 /// A random UUIDv4 (lower-case, hyphenated): the session ids Baton chooses.
 pub(crate) fn new_uuid_v4() -> Result<String, AgentError> {
     let mut b = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|e| {
-            AgentError::new(AgentErrorKind::StartupFailed, format!("no randomness: {e}"))
-        })?;
+    let urandom = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    urandom.map_err(|e| AgentError::new(K::StartupFailed, format!("no randomness: {e}")))?;
     Ok(format_uuid_v4(b))
 }
 
@@ -359,15 +318,14 @@ pub(crate) fn new_uuid_v4() -> Result<String, AgentError> {
 fn format_uuid_v4(mut b: [u8; 16]) -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    let mut s = String::with_capacity(36);
+    for (i, x) in b.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push_str(&format!("{x:02x}"));
+    }
+    s
 }
 
 #[cfg(test)]
