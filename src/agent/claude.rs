@@ -8,7 +8,6 @@
 
 use std::collections::HashSet;
 use std::ffi::OsString;
-use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -159,26 +158,16 @@ impl StreamParser {
         let Some(status) = text(&info.status) else {
             return self.ev(E::OtherMessage, "rate_limit_event without a status");
         };
-        let resets_at = info.resets_at.value().filter(|s| *s >= 0.0).map(|s| {
-            // Capped at year 9999: a hostile number must not overflow the time arithmetic.
-            let secs = s.min(253_402_300_799.0) as u64;
-            crate::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(secs))
-        });
+        let resets_at = info.resets_at.value().filter(|s| *s >= 0.0);
         let limits = AgentRateLimits {
             rate_limit_type: text(&info.rate_limit_type),
             utilization: info.utilization.value().map(|u| u.clamp(0.0, 1.0)),
-            resets_at,
+            resets_at: resets_at.map(|s| AgentRateLimits::reset_time(s as u64)),
             overage_status: text(&info.overage_status),
             is_using_overage: info.is_using_overage.as_bool(),
             status,
         };
-        let kind = limits.rate_limit_type.as_deref().unwrap_or("?");
-        let mut ev = self.ev(
-            E::Notification,
-            &format!("rate limit {} ({kind})", limits.status),
-        );
-        ev.rate_limits = Some(limits);
-        ev
+        limits.event(|kind, text| self.ev(kind, &text))
     }
 
     /// One event per content block of an `assistant` line.

@@ -1,28 +1,20 @@
-//! OpenAI Codex adapter over `codex app-server` (Symphony §10), built against
-//! `@openai/codex@0.169.0`: JSON-RPC 2.0, one JSON object per line on stdin/stdout.
+//! OpenAI Codex over `codex app-server` (Symphony §10), built against `@openai/codex@0.169.0`:
+//! JSON-RPC 2.0, one JSON object per line on stdin/stdout. Each turn is one app-server process:
+//! `initialize`, `initialized`, `thread/start` (or `thread/resume`; an unknown thread falls back
+//! once to `thread/start` in the same process), `turn/start` with the prompt as JSON text, then
+//! notifications until `turn/completed`, when Baton closes stdin and the server exits. A restart
+//! is then the same path as a continuation turn; the thread history lives in Codex's store.
 //!
-//! Every turn is one app-server process run by the turn driver (`bash -lc '<codex.command> "$@"'`
-//! in the workspace, stdin a pipe): `initialize`, `initialized`, then `thread/start` (the first
-//! turn) or `thread/resume` with the thread id (later turns, and the first turn after a restart;
-//! an unknown thread falls back once to `thread/start` in the same process), then `turn/start`
-//! with the prompt as JSON text (never through a shell). Notifications become events until
-//! `turn/completed`; Baton then closes stdin and the server exits. One process per turn keeps
-//! the driver's one loop (spawn → lines → exit) and makes a Baton restart the same path as a
-//! continuation turn; the thread history lives in Codex's own store.
-//!
-//! * Approval requests are declined (the sandbox is the boundary; `codex.approval_policy` decides
-//!   which requests come at all), user-input requests fail the turn (`turn_input_required`),
-//!   dynamic tool calls get a failure result, other server requests a JSON-RPC error: never a
-//!   hang.
-//! * Usage: `thread/tokenUsage/updated` carries the thread's `total` and the call's `last`; the
-//!   turn's delta is the sum of `last` over this turn's updates, so the replay a `thread/resume`
-//!   sends (the previous turn's figures) is never counted again. Codex reports no cost.
+//! * Server requests are answered at once: approvals declined (the sandbox is the boundary),
+//!   user input fails the turn, dynamic tool calls fail, anything else gets a JSON-RPC error.
+//! * Usage: the sum of `tokenUsage.last` over this turn's updates, so the replay a
+//!   `thread/resume` sends is never counted again. Codex reports no cost.
 //! * Timeouts (Symphony §10.6): `read_timeout_ms` per request, `turn_timeout_ms` as the silence
 //!   bound of the stream; both stop the group.
 
 use std::io::Write;
 use std::path::Path;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Sender};
 use serde_json::{json, Value};
@@ -349,16 +341,7 @@ impl Client {
                 self.event(E::OtherMessage, text)
             }
             "account/rateLimits/updated" => match p.get("rateLimits").and_then(rate_limits) {
-                Some(rl) => {
-                    let text = format!(
-                        "rate limit {} ({})",
-                        rl.status,
-                        rl.rate_limit_type.as_deref().unwrap_or("?")
-                    );
-                    let mut ev = self.event(E::Notification, text);
-                    ev.rate_limits = Some(rl);
-                    ev
-                }
+                Some(rl) => rl.event(|kind, text| self.event(kind, text)),
                 None => self.event(E::Malformed, "rate limits without a window".into()),
             },
             "error" => {
@@ -419,12 +402,7 @@ impl TurnParser for Client {
         self.has_stdin = self.tx.is_some();
     }
 
-    fn started(&mut self, pid: u32) -> Vec<AgentEvent> {
-        log::info!(
-            "codex app-server started turn={} agent_pid={pid} resume={}",
-            self.turn,
-            self.thread_id.is_some()
-        );
+    fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
         let info = json!({"clientInfo": {"name": "baton", "title": "Baton",
             "version": env!("CARGO_PKG_VERSION")}});
         self.request("initialize", info);
@@ -514,11 +492,7 @@ impl TurnParser for Client {
             }
             None => {}
         }
-        let stderr = if end.stderr_tail.is_empty() {
-            String::new()
-        } else {
-            format!("; stderr: {}", one_line(&end.stderr_tail, 500))
-        };
+        let stderr = end.stderr_note();
         if end.timed_out {
             return match self.pending {
                 Some((_, method, _)) => err(
@@ -591,15 +565,12 @@ fn rate_limits(rl: &Value) -> Option<AgentRateLimits> {
         .flatten()
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let reached = rl.get("rateLimitReachedType").is_some_and(|t| !t.is_null());
-    let resets_at = w
-        .get("resetsAt")
-        .and_then(Value::as_u64)
-        .map(|s| crate::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(s.min(253_402_300_799))));
+    let resets_at = w.get("resetsAt").and_then(Value::as_u64);
     Some(AgentRateLimits {
         status: if reached { "rejected" } else { "allowed" }.into(),
         rate_limit_type: Some(name.into()),
         utilization: Some((used / 100.0).clamp(0.0, 1.0)),
-        resets_at,
+        resets_at: resets_at.map(AgentRateLimits::reset_time),
         overage_status: None,
         is_using_overage: None,
     })

@@ -157,6 +157,24 @@ pub struct AgentRateLimits {
     pub is_using_overage: Option<bool>,
 }
 
+impl AgentRateLimits {
+    /// The `notification` reporting this state, made by `event` (the adapter's stamp and bound).
+    pub(crate) fn event(self, event: impl Fn(AgentEventKind, String) -> AgentEvent) -> AgentEvent {
+        let window = self.rate_limit_type.as_deref().unwrap_or("?");
+        let text = format!("rate limit {} ({window})", self.status);
+        let mut ev = event(AgentEventKind::Notification, text);
+        ev.rate_limits = Some(self);
+        ev
+    }
+
+    /// A reset time in seconds since the epoch, capped at year 9999 (a hostile number must not
+    /// overflow the time arithmetic).
+    pub(crate) fn reset_time(secs: u64) -> String {
+        let secs = secs.min(253_402_300_799);
+        crate::timefmt::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+    }
+}
+
 impl AgentEvent {
     /// An event with just a kind and summary.
     pub fn new(kind: AgentEventKind, summary: impl Into<String>) -> Self {

@@ -170,12 +170,15 @@ impl ServiceConfig {
     /// The agent registry: the settings of the section `agent.kind` selects (Claude Code's when
     /// unset; preflight rejects that).
     pub(crate) fn agent_settings(&self) -> AgentSettings<'_> {
-        match self.agent.kind {
-            Some(AgentKind::Copilot) => AgentSettings::copilot(&self.copilot),
-            Some(AgentKind::Codex) => AgentSettings::codex(&self.codex),
-            Some(AgentKind::Gemini) => AgentSettings::gemini(&self.gemini),
-            Some(AgentKind::ClaudeCode) | None => AgentSettings::claude_code(&self.claude_code),
-        }
+        let (section, cli) = match self.agent.kind {
+            Some(AgentKind::Copilot) => (CopilotConfig::SECTION, &self.copilot.cli),
+            Some(AgentKind::Codex) => (CodexConfig::SECTION, &self.codex.cli),
+            Some(AgentKind::Gemini) => (GeminiConfig::SECTION, &self.gemini.cli),
+            Some(AgentKind::ClaudeCode) | None => {
+                (ClaudeCodeConfig::SECTION, &self.claude_code.cli)
+            }
+        };
+        AgentSettings { section, cli }
     }
 
     /// The CLI keys (command, timeouts) of the section `agent.kind` selects (Claude's when unset).
