@@ -136,13 +136,6 @@ impl StreamParser {
             .map(|id| format!("{id}-{}", self.turn))
     }
 
-    /// An event stamped with this turn's session id; only the bounded summary is copied.
-    fn ev(&self, kind: E, text: &str) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, one_line(text, SUMMARY_MAX_CHARS));
-        ev.session_id = self.label();
-        ev
-    }
-
     fn adopt_session_id(&mut self, line: &Line) {
         if let Some(id) = line.session_id.as_str().filter(|id| !id.is_empty()) {
             self.session = Some(truncate_chars(id, 128));
@@ -152,11 +145,11 @@ impl StreamParser {
     /// `rate_limit_info` (sent for subscription logins, not with an API key); bounded.
     fn parse_rate_limit(&self, line: &Line) -> AgentEvent {
         let Some(info) = line.rate_limit_info.as_obj() else {
-            return self.ev(E::Malformed, "rate_limit_event without rate_limit_info");
+            return self.event(E::Malformed, "rate_limit_event without rate_limit_info");
         };
         let text = |v: &Loose| v.as_str().map(|s| crate::text::single_line(s, 40));
         let Some(status) = text(&info.status) else {
-            return self.ev(E::OtherMessage, "rate_limit_event without a status");
+            return self.event(E::OtherMessage, "rate_limit_event without a status");
         };
         let resets_at = info.resets_at.value().filter(|s| *s >= 0.0);
         let limits = AgentRateLimits {
@@ -167,13 +160,13 @@ impl StreamParser {
             is_using_overage: info.is_using_overage.as_bool(),
             status,
         };
-        limits.event(|kind, text| self.ev(kind, &text))
+        limits.event(|kind, text| self.event(kind, text))
     }
 
     /// One event per content block of an `assistant` line.
     fn parse_assistant(&mut self, line: &Line) -> Vec<AgentEvent> {
         let Some(blocks) = line.content() else {
-            return vec![self.ev(E::OtherMessage, "assistant message")];
+            return vec![self.event(E::OtherMessage, "assistant message")];
         };
         let api_error = line.is_api_error_message.as_bool() == Some(true);
         let empty = Block::default();
@@ -187,22 +180,22 @@ impl StreamParser {
         match b.ty.as_str().unwrap_or("") {
             "text" if api_error => {
                 let text = b.text.as_str().unwrap_or("");
-                self.ev(E::Notification, &format!("api error: {text}"))
+                self.event(E::Notification, &format!("api error: {text}"))
             }
-            "text" => self.ev(E::Notification, b.text.as_str().unwrap_or("")),
+            "text" => self.event(E::Notification, b.text.as_str().unwrap_or("")),
             "tool_use" => {
                 let name = b.name.as_str().unwrap_or("?");
                 self.asked_for_input |= name == "AskUserQuestion";
                 let name = truncate_chars(name, 60);
                 match b.input.as_obj().map(Input::detail).unwrap_or_default() {
-                    d if d.is_empty() => self.ev(E::ToolUse, &name),
-                    d => self.ev(E::ToolUse, &format!("{name}: {d}")),
+                    d if d.is_empty() => self.event(E::ToolUse, &name),
+                    d => self.event(E::ToolUse, &format!("{name}: {d}")),
                 }
             }
-            "thinking" | "redacted_thinking" => self.ev(E::OtherMessage, "thinking"),
+            "thinking" | "redacted_thinking" => self.event(E::OtherMessage, "thinking"),
             other => {
                 let text = format!("assistant {} block", truncate_chars(other, 40));
-                self.ev(E::OtherMessage, &text)
+                self.event(E::OtherMessage, &text)
             }
         }
     }
@@ -221,7 +214,7 @@ impl StreamParser {
                     l.permission_mode.as_str().unwrap_or("?"),
                     l.claude_code_version.as_str().unwrap_or("?"),
                 );
-                self.ev(kind, &text)
+                self.event(kind, &text)
             }
             "permission_denied" => {
                 let tool = truncate_chars(l.tool_name.as_str().unwrap_or("?"), 60);
@@ -229,7 +222,7 @@ impl StreamParser {
                     self.note_denial(id);
                 }
                 let msg = l.message.as_str().or(l.decision_reason.as_str());
-                self.ev(
+                self.event(
                     E::PermissionDenied,
                     &format!("{tool}: {}", msg.unwrap_or("")),
                 )
@@ -247,9 +240,9 @@ impl StreamParser {
                     l.error.as_str().unwrap_or("?"),
                     num(&l.retry_delay_ms),
                 );
-                self.ev(E::Notification, &text)
+                self.event(E::Notification, &text)
             }
-            other => self.ev(
+            other => self.event(
                 E::OtherMessage,
                 &format!("system/{}", truncate_chars(other, 40)),
             ),
@@ -279,12 +272,12 @@ impl StreamParser {
                     self.note_denial(id);
                 }
                 let text = format!("{tool}: denied (reported in result)");
-                out.push(self.ev(E::PermissionDenied, &text));
+                out.push(self.event(E::PermissionDenied, &text));
             }
         }
         // Only the first result line of an invocation counts (a `-p` run has exactly one).
         if !first {
-            out.push(self.ev(E::Malformed, "second result line ignored"));
+            out.push(self.event(E::Malformed, "second result line ignored"));
             return out;
         }
         let errors = l.errors.as_arr().unwrap_or_default();
@@ -317,11 +310,11 @@ impl TurnParser for StreamParser {
             Ok(Loose::Obj(line)) => line,
             Ok(_) => {
                 let text = format!("non-object JSON line: {}", truncate_chars(trimmed, 80));
-                return vec![self.ev(E::Malformed, &text)];
+                return vec![self.event(E::Malformed, &text)];
             }
             Err(e) => {
                 let text = format!("non-JSON line ({e}): {}", truncate_chars(trimmed, 80));
-                return vec![self.ev(E::Malformed, &text)];
+                return vec![self.event(E::Malformed, &text)];
             }
         };
         if self.session.is_none() {
@@ -330,19 +323,22 @@ impl TurnParser for StreamParser {
         match line.ty.as_str().unwrap_or("") {
             "system" => vec![self.parse_system(&line)],
             "assistant" => self.parse_assistant(&line),
-            "user" => vec![self.ev(E::OtherMessage, &summarize_user(&line))],
+            "user" => vec![self.event(E::OtherMessage, &summarize_user(&line))],
             "result" => self.parse_result(&line),
             "rate_limit_event" => vec![self.parse_rate_limit(&line)],
-            "" => vec![self.ev(E::Malformed, "JSON line without a type")],
+            "" => vec![self.event(E::Malformed, "JSON line without a type")],
             other => {
                 let text = format!("unhandled message type {}", truncate_chars(other, 40));
-                vec![self.ev(E::OtherMessage, &text)]
+                vec![self.event(E::OtherMessage, &text)]
             }
         }
     }
 
-    fn event(&self, kind: E, summary: String) -> AgentEvent {
-        self.ev(kind, &summary)
+    /// An event stamped with this turn's session id; only the bounded summary is copied.
+    fn event(&self, kind: E, text: &str) -> AgentEvent {
+        let mut ev = AgentEvent::new(kind, one_line(text, SUMMARY_MAX_CHARS));
+        ev.session_id = self.label();
+        ev
     }
 
     fn result_seen(&self) -> bool {

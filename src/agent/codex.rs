@@ -58,9 +58,8 @@ impl Cli for CodexConfig {
     }
 
     fn invocation(r: &CodexRunner, i: &mut Invocation<()>) -> Parsed<Self> {
-        i.spec
-            .args
-            .extend(r.cfg.cli.extra_args.iter().map(Into::into));
+        let args = r.cfg.cli.extra_args.iter().map(Into::into);
+        i.spec.args.extend(args);
         i.spec.stdin_pipe = true;
         let thread = i.session.map(String::from);
         Ok(Client::new(&r.cfg, i.cwd, thread, i.prompt, i.turn))
@@ -146,10 +145,7 @@ impl Client {
             .as_ref()
             .is_some_and(|tx| tx.try_send(bytes).is_err())
         {
-            self.fail(
-                K::ProcessExit,
-                "app-server stopped reading its stdin".into(),
-            );
+            self.fail(K::ProcessExit, "app-server stopped reading its stdin");
         }
     }
 
@@ -166,7 +162,7 @@ impl Client {
         self.done_at.get_or_insert_with(Instant::now);
     }
 
-    fn fail(&mut self, kind: K, message: String) {
+    fn fail(&mut self, kind: K, message: impl Into<String>) {
         self.failure.get_or_insert(AgentError::new(kind, message));
         self.finish();
     }
@@ -186,7 +182,7 @@ impl Client {
     /// A reply to one of Baton's requests.
     fn on_reply(&mut self, id: Option<i64>, v: &Value) -> AgentEvent {
         let Some((_, method, _)) = self.pending.filter(|p| Some(p.0) == id) else {
-            return self.event(E::Malformed, "reply to no pending request".into());
+            return self.event(E::Malformed, "reply to no pending request");
         };
         self.pending = None;
         if let Some(err) = v.get("error") {
@@ -197,18 +193,18 @@ impl Client {
                 self.thread_request();
                 let text = format!("resume of thread {old} failed ({msg}); starting a new thread");
                 log::warn!("codex {text}");
-                return self.event(E::Notification, text);
+                return self.event(E::Notification, &text);
             }
             let text = format!("response_error: {method} failed: {msg}");
             self.fail(K::StartupFailed, text.clone());
-            return self.event(E::Notification, text);
+            return self.event(E::Notification, &text);
         }
         let result = v.get("result").unwrap_or(&Value::Null);
         match method {
             "initialize" => {
                 self.send(json!({"method": "initialized"}));
                 self.thread_request();
-                self.event(E::OtherMessage, "initialized".into())
+                self.event(E::OtherMessage, "initialized")
             }
             "thread/start" | RESUME => {
                 let Some(id) = result.pointer("/thread/id").and_then(Value::as_str) else {
@@ -216,28 +212,23 @@ impl Client {
                         K::StartupFailed,
                         format!("{method} reply without a thread id"),
                     );
-                    return self.event(E::Malformed, "thread reply without thread.id".into());
+                    return self.event(E::Malformed, "thread reply without thread.id");
                 };
                 self.thread_id = Some(crate::text::truncate_chars(id, 128));
                 let mut params = self.turn_params.clone();
                 params["threadId"] = id.into();
                 self.request("turn/start", params);
-                let how = if method == "thread/start" {
-                    "started"
-                } else {
-                    "resumed"
+                let how = match method {
+                    RESUME => "resumed",
+                    _ => "started",
                 };
-                self.event(
-                    E::SessionStarted,
-                    format!("thread {how} (turn {})", self.turn),
-                )
+                let text = format!("thread {how} (turn {})", self.turn);
+                self.event(E::SessionStarted, &text)
             }
             _ => {
-                self.turn_id = result
-                    .pointer("/turn/id")
-                    .and_then(Value::as_str)
-                    .map(String::from);
-                self.event(E::OtherMessage, "turn started".into())
+                let id = result.pointer("/turn/id").and_then(Value::as_str);
+                self.turn_id = id.map(String::from);
+                self.event(E::OtherMessage, "turn started")
             }
         }
     }
@@ -252,20 +243,20 @@ impl Client {
         let (result, event) = match method {
             "item/commandExecution/requestApproval" | "item/fileChange/requestApproval" => (
                 json!({"decision": "decline"}),
-                self.event(E::PermissionDenied, format!("{method} declined: {detail}")),
+                self.event(E::PermissionDenied, &format!("{method} declined: {detail}")),
             ),
             "execCommandApproval" | "applyPatchApproval" => (
                 json!({"decision": "denied"}),
-                self.event(E::PermissionDenied, format!("{method} denied: {detail}")),
+                self.event(E::PermissionDenied, &format!("{method} denied: {detail}")),
             ),
             "item/permissions/requestApproval" => (
                 json!({"permissions": {}}),
-                self.event(E::PermissionDenied, "extra permissions declined".into()),
+                self.event(E::PermissionDenied, "extra permissions declined"),
             ),
             "item/tool/call" => (
                 json!({"success": false, "contentItems": [{"type": "inputText",
                     "text": "Baton offers no client-side tools"}]}),
-                self.event(E::Notification, format!("unsupported tool call {detail}")),
+                self.event(E::Notification, &format!("unsupported tool call {detail}")),
             ),
             "item/tool/requestUserInput" | "mcpServer/elicitation/request" => {
                 self.send(json!({"id": id, "error": {"code": -32000,
@@ -274,13 +265,13 @@ impl Client {
                     K::TurnInputRequired,
                     format!("the agent asked for user input ({method}); headless turns never wait"),
                 );
-                return self.event(E::TurnInputRequired, format!("{method}: {detail}"));
+                return self.event(E::TurnInputRequired, &format!("{method}: {detail}"));
             }
             other => {
                 self.send(json!({"id": id, "error": {"code": -32601,
                     "message": "method not supported by this client"}}));
                 let m = one_line(other, 60);
-                return self.event(E::Malformed, format!("unexpected server request {m}"));
+                return self.event(E::Malformed, &format!("unexpected server request {m}"));
             }
         };
         self.send(json!({"id": id, "result": result}));
@@ -292,29 +283,29 @@ impl Client {
         let item_type = str_at(item, "type").unwrap_or("?");
         match (started, item_type) {
             (true, "userMessage" | "agentMessage" | "reasoning") => {
-                self.event(E::OtherMessage, format!("{item_type} started"))
+                self.event(E::OtherMessage, &format!("{item_type} started"))
             }
             (true, _) => {
                 let d = ["command", "tool", "query"]
                     .iter()
                     .find_map(|k| str_at(item, k));
                 let text = format!("{item_type}: {}", one_line(d.unwrap_or(""), 120));
-                self.event(E::ToolUse, text)
+                self.event(E::ToolUse, &text)
             }
             (false, "agentMessage") => {
                 let text = str_at(item, "text").unwrap_or("");
-                self.event(E::Notification, format!("assistant: {text}"))
+                self.event(E::Notification, &format!("assistant: {text}"))
             }
             (false, "commandExecution") => self.event(
                 E::Notification,
-                format!(
+                &format!(
                     "command {} exit={}: {}",
                     str_at(item, "status").unwrap_or("?"),
                     item.get("exitCode").map_or("?".into(), Value::to_string),
                     str_at(item, "command").unwrap_or("")
                 ),
             ),
-            (false, other) => self.event(E::OtherMessage, format!("{other} completed")),
+            (false, other) => self.event(E::OtherMessage, &format!("{other} completed")),
         }
     }
 
@@ -332,17 +323,17 @@ impl Client {
                 match last {
                     Some(u) if same_turn => self.usage.add(&u),
                     Some(_) => {}
-                    None => return self.event(E::Malformed, "token usage without last".into()),
+                    None => return self.event(E::Malformed, "token usage without last"),
                 }
                 let total = p
                     .pointer("/tokenUsage/total/totalTokens")
                     .and_then(Value::as_u64);
                 let text = format!("thread tokens total={}", total.unwrap_or(0));
-                self.event(E::OtherMessage, text)
+                self.event(E::OtherMessage, &text)
             }
             "account/rateLimits/updated" => match p.get("rateLimits").and_then(rate_limits) {
                 Some(rl) => rl.event(|kind, text| self.event(kind, text)),
-                None => self.event(E::Malformed, "rate limits without a window".into()),
+                None => self.event(E::Malformed, "rate limits without a window"),
             },
             "error" => {
                 let err = p.get("error").unwrap_or(&Value::Null);
@@ -362,7 +353,7 @@ impl Client {
                     self.last_error = Some(text.clone());
                 }
                 let how = if retry { "retrying" } else { "final" };
-                self.event(E::Notification, format!("api error ({how}): {text}"))
+                self.event(E::Notification, &format!("api error ({how}): {text}"))
             }
             "turn/completed" => {
                 let turn = p.get("turn").unwrap_or(&Value::Null);
@@ -371,17 +362,17 @@ impl Client {
                     None => self.thread_id.is_some(),
                 };
                 if !ours {
-                    return self.event(E::OtherMessage, "another turn completed".into());
+                    return self.event(E::OtherMessage, "another turn completed");
                 }
                 let status = str_at(turn, "status").unwrap_or("?").to_string();
                 let error = turn.pointer("/error/message").and_then(Value::as_str);
                 let error = error.map(|e| one_line(e, 300)).unwrap_or_default();
                 self.completed = Some((status.clone(), error));
                 self.finish();
-                self.event(E::OtherMessage, format!("turn/completed status={status}"))
+                self.event(E::OtherMessage, &format!("turn/completed status={status}"))
             }
-            "item/agentMessage/delta" => self.event(E::OtherMessage, "assistant delta".into()),
-            other => self.event(E::OtherMessage, one_line(other, 60)),
+            "item/agentMessage/delta" => self.event(E::OtherMessage, "assistant delta"),
+            other => self.event(E::OtherMessage, &one_line(other, 60)),
         }
     }
 }
@@ -417,18 +408,18 @@ impl TurnParser for Client {
         }
         let v: Value = match serde_json::from_str(line) {
             Ok(v @ Value::Object(_)) => v,
-            Ok(_) => return vec![self.event(E::Malformed, "non-object JSON line".into())],
-            Err(e) => return vec![self.event(E::Malformed, format!("non-JSON line ({e})"))],
+            Ok(_) => return vec![self.event(E::Malformed, "non-object JSON line")],
+            Err(e) => return vec![self.event(E::Malformed, &format!("non-JSON line ({e})"))],
         };
         let method = str_at(&v, "method");
         match (v.get("id"), method) {
             (Some(_), _) if line.len() > MAX_CONTROL_BYTES => {
                 if self.pending.is_some() {
-                    self.fail(K::StartupFailed, "response_error: reply over 4 MiB".into());
+                    self.fail(K::StartupFailed, "response_error: reply over 4 MiB");
                 }
                 vec![self.event(
                     E::Malformed,
-                    format!("control frame over 4 MiB ({} bytes)", line.len()),
+                    &format!("control frame over 4 MiB ({} bytes)", line.len()),
                 )]
             }
             (Some(id), Some(m)) => {
@@ -441,13 +432,13 @@ impl TurnParser for Client {
                 vec![self.on_notification(m, params)]
             }
             (None, None) => {
-                vec![self.event(E::Malformed, "JSON-RPC message without id or method".into())]
+                vec![self.event(E::Malformed, "JSON-RPC message without id or method")]
             }
         }
     }
 
-    fn event(&self, kind: E, summary: String) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, one_line(&summary, SUMMARY_MAX));
+    fn event(&self, kind: E, summary: &str) -> AgentEvent {
+        let mut ev = AgentEvent::new(kind, one_line(summary, SUMMARY_MAX));
         ev.session_id = self.session_id();
         ev
     }
@@ -456,69 +447,57 @@ impl TurnParser for Client {
         self.done_at.is_some()
     }
 
-    /// The turn's result from what the server said and how the process ended (Symphony §10.6
-    /// categories mapped onto Baton's).
+    /// Symphony §10.6 categories mapped onto Baton's. A failure Baton saw ends the turn, unless
+    /// the server completed it first (user input fails it either way).
     fn outcome(&self, end: &ProcessEnd) -> TurnResult {
         let err = |k, m: String| Err(AgentError::new(k, m));
         if end.cancelled {
             return err(K::TurnCancelled, "turn cancelled".into());
         }
         if !self.has_stdin {
-            return err(
-                K::StartupFailed,
-                "the host gave codex app-server no stdin pipe (needed for JSON-RPC)".into(),
-            );
+            let text = "the host gave codex app-server no stdin pipe (needed for JSON-RPC)";
+            return err(K::StartupFailed, text.into());
         }
-        // A failure Baton saw ends the turn, unless the server completed it first (user input
-        // fails it either way).
-        let input = |e: &AgentError| e.kind == K::TurnInputRequired;
-        if let Some(e) = self
-            .failure
-            .as_ref()
-            .filter(|e| input(e) || self.completed.is_none())
-        {
-            return Err(e.clone());
-        }
-        match self.completed.as_ref().map(|(s, e)| (s.as_str(), e)) {
-            Some(("completed", _)) => return Ok(()),
-            Some(("interrupted", _)) => return err(K::TurnCancelled, "turn interrupted".into()),
-            Some((status, e)) => {
-                let e = if e.is_empty() {
-                    self.last_error.clone().unwrap_or_default()
-                } else {
-                    e.clone()
-                };
-                return err(K::TurnFailed, format!("turn {status}: {e}"));
+        match (&self.failure, &self.completed) {
+            (Some(e), None) => return Err(e.clone()),
+            (Some(e), _) if e.kind == K::TurnInputRequired => return Err(e.clone()),
+            (_, Some((s, _))) if s == "completed" => return Ok(()),
+            (_, Some((s, _))) if s == "interrupted" => {
+                return err(K::TurnCancelled, "turn interrupted".into())
             }
-            None => {}
+            (_, Some((status, e))) => {
+                let e = Some(e)
+                    .filter(|e| !e.is_empty())
+                    .or(self.last_error.as_ref());
+                return err(
+                    K::TurnFailed,
+                    format!("turn {status}: {}", e.map_or("", |e| e)),
+                );
+            }
+            (None, None) => {}
         }
         let stderr = end.stderr_note();
-        if end.timed_out {
-            return match self.pending {
-                Some((_, method, _)) => err(
-                    K::StartupFailed,
-                    format!("response_timeout: no reply to {method} within codex.read_timeout_ms"),
-                ),
-                None => err(
-                    K::TurnTimeout,
-                    "turn_timeout: no output for codex.turn_timeout_ms; process group stopped"
-                        .into(),
-                ),
-            };
-        }
-        if end.exit_code == Some(127) {
-            return err(
+        match (end.timed_out, self.pending, end.exit_code) {
+            (true, Some((_, method, _)), _) => err(
+                K::StartupFailed,
+                format!("response_timeout: no reply to {method} within codex.read_timeout_ms"),
+            ),
+            (true, None, _) => err(
+                K::TurnTimeout,
+                "turn_timeout: no output for codex.turn_timeout_ms; process group stopped".into(),
+            ),
+            (_, _, Some(127)) => err(
                 K::AgentNotFound,
                 format!("codex command not found (exit code 127){stderr}"),
-            );
-        }
-        err(
-            K::ProcessExit,
-            format!(
-                "app-server ended before the turn completed ({}){stderr}",
-                end.describe()
             ),
-        )
+            _ => err(
+                K::ProcessExit,
+                format!(
+                    "app-server ended before the turn completed ({}){stderr}",
+                    end.describe()
+                ),
+            ),
+        }
     }
 
     fn usage(&self) -> Option<TokenUsage> {

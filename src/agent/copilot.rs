@@ -348,7 +348,7 @@ impl StreamParser {
 impl TurnParser for StreamParser {
     fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
         let text = format!("copilot process started (turn {})", self.turn);
-        vec![self.event(E::SessionStarted, text)]
+        vec![self.event(E::SessionStarted, &text)]
     }
 
     /// Exactly one event per line, `malformed` for anything but a JSON object with a `type`.
@@ -364,11 +364,11 @@ impl TurnParser for StreamParser {
                 None => (E::Malformed, format!("no \"type\" field: {}", excerpt())),
             },
         };
-        vec![self.event(kind, text)]
+        vec![self.event(kind, &text)]
     }
 
-    fn event(&self, kind: E, summary: String) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, bound(&summary));
+    fn event(&self, kind: E, summary: &str) -> AgentEvent {
+        let mut ev = AgentEvent::new(kind, bound(summary));
         ev.session_id = Some(self.session.clone());
         ev
     }

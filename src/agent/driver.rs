@@ -34,7 +34,7 @@ pub trait TurnParser {
     /// The events of one stdout line; a bad line is `malformed`, never a panic.
     fn parse_line(&mut self, line: &str) -> Vec<AgentEvent>;
     /// An event stamped and bounded like the parser's own.
-    fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent;
+    fn event(&self, kind: AgentEventKind, summary: &str) -> AgentEvent;
     /// True once the invocation's terminal line arrived.
     fn result_seen(&self) -> bool;
     /// The turn result from what was parsed and how the process ended.
@@ -265,7 +265,7 @@ fn feed_queued(
 }
 
 fn feed(parser: &mut dyn TurnParser, item: StdoutItem, emit: &mut dyn FnMut(AgentEvent)) {
-    let malformed = |p: &dyn TurnParser, s: String| p.event(AgentEventKind::Malformed, s);
+    let malformed = |p: &dyn TurnParser, s: String| p.event(AgentEventKind::Malformed, &s);
     let lines = match &item {
         StdoutItem::Line(l) => std::slice::from_ref(l),
         StdoutItem::Lines(ls) => ls.as_slice(),
@@ -365,7 +365,7 @@ mod tests {
             self.seen.push(line.to_string());
             vec![AgentEvent::new(AgentEventKind::OtherMessage, line)]
         }
-        fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent {
+        fn event(&self, kind: AgentEventKind, summary: &str) -> AgentEvent {
             AgentEvent::new(kind, summary)
         }
         fn result_seen(&self) -> bool {

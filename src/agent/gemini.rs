@@ -124,13 +124,13 @@ impl StreamParser {
             return Vec::new();
         }
         let text = std::mem::take(&mut self.text);
-        vec![self.event(E::Notification, format!("assistant: {text}"))]
+        vec![self.event(E::Notification, &format!("assistant: {text}"))]
     }
 
     fn on_result(&mut self, v: &Value) -> Vec<AgentEvent> {
         let mut out = self.flush_text();
         if self.result.is_some() {
-            out.push(self.event(E::Malformed, "second result line ignored".into()));
+            out.push(self.event(E::Malformed, "second result line ignored"));
             return out;
         }
         let status = str_at(v, "status").unwrap_or("?");
@@ -149,7 +149,7 @@ impl StreamParser {
             cache_creation_input_tokens: 0,
         };
         self.result = Some((truncate_chars(status, 40), error.unwrap_or_default()));
-        out.push(self.event(E::OtherMessage, format!("result status={status}")));
+        out.push(self.event(E::OtherMessage, &format!("result status={status}")));
         out
     }
 }
@@ -162,8 +162,8 @@ impl TurnParser for StreamParser {
         }
         let v: Value = match serde_json::from_str(line) {
             Ok(v @ Value::Object(_)) => v,
-            Ok(_) => return vec![self.event(E::Malformed, "non-object JSON line".into())],
-            Err(e) => return vec![self.event(E::Malformed, format!("non-JSON line ({e})"))],
+            Ok(_) => return vec![self.event(E::Malformed, "non-object JSON line")],
+            Err(e) => return vec![self.event(E::Malformed, &format!("non-JSON line ({e})"))],
         };
         let (kind, text) = match str_at(&v, "type").unwrap_or("") {
             "init" => {
@@ -184,7 +184,7 @@ impl TurnParser for StreamParser {
                 let name = one_line(str_at(&v, "tool_name").unwrap_or("?"), 60);
                 let detail = v.get("parameters").map(tool_input_detail);
                 let text = format!("{name}: {}", detail.unwrap_or_default());
-                out.push(self.event(E::ToolUse, text));
+                out.push(self.event(E::ToolUse, &text));
                 return out;
             }
             "tool_result" if str_at(&v, "status") == Some("success") => {
@@ -207,11 +207,11 @@ impl TurnParser for StreamParser {
                 format!("unhandled type {}", one_line(other, 40)),
             ),
         };
-        vec![self.event(kind, text)]
+        vec![self.event(kind, &text)]
     }
 
-    fn event(&self, kind: E, summary: String) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, one_line(&summary, SUMMARY_MAX));
+    fn event(&self, kind: E, summary: &str) -> AgentEvent {
+        let mut ev = AgentEvent::new(kind, one_line(summary, SUMMARY_MAX));
         ev.session_id = Some(self.session.clone());
         ev
     }

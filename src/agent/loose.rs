@@ -24,13 +24,10 @@ pub(crate) const MAX_COST_USD: f64 = 1e9;
 /// `IgnoredAny` (a zero-sized type) an unwanted object or array is skipped without allocating.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) enum Loose<'a, T = IgnoredAny, E = IgnoredAny> {
-    /// A string (bounded when it had to be unescaped).
+    /// Bounded when it had to be unescaped.
     Str(Cow<'a, str>),
-    /// A boolean.
     Bool(bool),
-    /// An object.
     Obj(T),
-    /// An array.
     Arr(Vec<E>),
     /// Null, a number, or missing.
     #[default]
@@ -41,7 +38,6 @@ pub(crate) enum Loose<'a, T = IgnoredAny, E = IgnoredAny> {
 pub(crate) type List<'a, E> = Loose<'a, IgnoredAny, E>;
 
 impl<T, E> Loose<'_, T, E> {
-    /// The string, when it is one.
     pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Loose::Str(s) => Some(s),
@@ -49,7 +45,6 @@ impl<T, E> Loose<'_, T, E> {
         }
     }
 
-    /// The boolean, when it is one.
     pub(crate) fn as_bool(&self) -> Option<bool> {
         match self {
             Loose::Bool(b) => Some(*b),
@@ -57,7 +52,6 @@ impl<T, E> Loose<'_, T, E> {
         }
     }
 
-    /// The object, when it is one.
     pub(crate) fn as_obj(&self) -> Option<&T> {
         match self {
             Loose::Obj(t) => Some(t),
@@ -65,7 +59,6 @@ impl<T, E> Loose<'_, T, E> {
         }
     }
 
-    /// The array's elements, when it is one.
     pub(crate) fn as_arr(&self) -> Option<&[E]> {
         match self {
             Loose::Arr(v) => Some(v),

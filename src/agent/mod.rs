@@ -159,10 +159,10 @@ pub struct AgentRateLimits {
 
 impl AgentRateLimits {
     /// The `notification` reporting this state, made by `event` (the adapter's stamp and bound).
-    pub(crate) fn event(self, event: impl Fn(AgentEventKind, String) -> AgentEvent) -> AgentEvent {
+    pub(crate) fn event(self, event: impl Fn(AgentEventKind, &str) -> AgentEvent) -> AgentEvent {
         let window = self.rate_limit_type.as_deref().unwrap_or("?");
         let text = format!("rate limit {} ({window})", self.status);
-        let mut ev = event(AgentEventKind::Notification, text);
+        let mut ev = event(AgentEventKind::Notification, &text);
         ev.rate_limits = Some(self);
         ev
     }

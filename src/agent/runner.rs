@@ -231,7 +231,7 @@ impl<C: Cli> CliSession<C> {
                 self.id.as_deref().unwrap_or_default()
             );
             log::warn!("{name} {text} issue_identifier={}", self.issue);
-            emit(p.event(E::Notification, text));
+            emit(p.event(E::Notification, &text));
             (self.id, self.resume) = (Some(fresh), false);
         }
     }
@@ -263,7 +263,7 @@ impl<C: Cli> AgentSession for CliSession<C> {
             (Err(e), _) => e.to_string(),
         };
         let kind = terminal_event_kind(&outcome);
-        let mut ev = p.event(kind, summary);
+        let mut ev = p.event(kind, &summary);
         ev.agent_pid = Some(pid);
         (ev.usage_delta, ev.session_cost_usd) = (p.usage(), p.cost());
         let u = ev.usage_delta.unwrap_or_default();
