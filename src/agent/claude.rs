@@ -14,8 +14,8 @@ use serde_json::value::RawValue;
 
 use super::config::{AgentKind, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
-use super::json::{first_detail, one_line};
-use super::loose::{List, Loose, Num};
+pub use super::loose::SUMMARY_MAX as SUMMARY_MAX_CHARS;
+use super::loose::{first_detail, one_line, List, Loose, Num};
 use super::runner::{Cli, CliRunner, Invocation, Parsed};
 use super::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind as E, AgentRateLimits, TokenUsage,
@@ -24,8 +24,6 @@ use super::{
 use crate::text::truncate_chars;
 use crate::workflow::config::ClaudeCodeConfig;
 
-/// Longest event summary (characters).
-pub const SUMMARY_MAX_CHARS: usize = 200;
 /// Longest result text kept (characters); it ends the `turn_completed` summary.
 const RESULT_TEXT_MAX_CHARS: usize = 2000;
 /// Denials a turn remembers (a hostile stream must not grow the set without end).
@@ -101,7 +99,7 @@ pub struct ResultInfo {
 }
 
 /// The parser of one invocation's stdout (pure).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct StreamParser {
     turn: u32,
     emit_session_started: bool,
@@ -119,9 +117,7 @@ impl StreamParser {
             turn,
             emit_session_started: turn <= 1,
             session: known,
-            result: None,
-            reported_denials: HashSet::new(),
-            asked_for_input: false,
+            ..Self::default()
         }
     }
 

@@ -21,8 +21,7 @@ use serde_json::{json, Value};
 
 use super::config::{AgentKind, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
-use super::json::{one_line, str_at};
-use super::loose::count;
+use super::loose::{count, one_line, str_at, SUMMARY_MAX};
 use super::runner::{Cli, CliRunner, Invocation, Parsed};
 use super::{
     AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E, AgentRateLimits, TokenUsage,
@@ -37,8 +36,6 @@ pub const MAX_CONTROL_BYTES: usize = 4 * 1024 * 1024;
 const RESUME: &str = "thread/resume";
 /// After `turn/completed` (or a fatal error) Baton closes stdin; the server gets this long to exit.
 const EXIT_GRACE: Duration = Duration::from_secs(5);
-/// Longest event summary (characters).
-const SUMMARY_MAX: usize = 200;
 
 /// Builds Codex sessions from `codex.*`.
 pub type CodexRunner = CliRunner<CodexConfig>;
@@ -62,7 +59,7 @@ impl Cli for CodexConfig {
         i.spec.args.extend(args);
         i.spec.stdin_pipe = true;
         let thread = i.session.map(String::from);
-        Ok(Client::new(&r.cfg, i.cwd, thread, i.prompt, i.turn))
+        Ok(Client::new(&r.cfg, &i.spec.cwd, thread, i.prompt, i.turn))
     }
 }
 
@@ -74,7 +71,6 @@ pub struct Client {
     silence: Duration,
     turn: u32,
     tx: Option<Sender<Vec<u8>>>,
-    has_stdin: bool,
     next_id: i64,
     /// The one outstanding request: id, method, when it was sent.
     pending: Option<(i64, &'static str, Instant)>,
@@ -115,7 +111,6 @@ impl Client {
             silence: Duration::from_millis(cfg.cli.turn_timeout_ms.max(1)),
             turn,
             tx: None,
-            has_stdin: false,
             next_id: 0,
             pending: None,
             last_output: Instant::now(),
@@ -390,10 +385,14 @@ impl TurnParser for Client {
                 }
             });
         self.tx = spawned.ok().map(|_| tx);
-        self.has_stdin = self.tx.is_some();
     }
 
     fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
+        if self.tx.is_none() {
+            let text = "the host gave codex app-server no stdin pipe (needed for JSON-RPC)";
+            self.fail(K::StartupFailed, text);
+            return Vec::new();
+        }
         let info = json!({"clientInfo": {"name": "baton", "title": "Baton",
             "version": env!("CARGO_PKG_VERSION")}});
         self.request("initialize", info);
@@ -453,10 +452,6 @@ impl TurnParser for Client {
         let err = |k, m: String| Err(AgentError::new(k, m));
         if end.cancelled {
             return err(K::TurnCancelled, "turn cancelled".into());
-        }
-        if !self.has_stdin {
-            let text = "the host gave codex app-server no stdin pipe (needed for JSON-RPC)";
-            return err(K::StartupFailed, text.into());
         }
         match (&self.failure, &self.completed) {
             (Some(e), None) => return Err(e.clone()),

@@ -20,8 +20,7 @@ use serde_json::Value;
 
 use super::config::{AgentKind, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
-use super::json::{str_at, tool_input_detail};
-use super::loose::{Loose, Num};
+use super::loose::{str_at, tool_input_detail, Loose, Num};
 use super::runner::{new_uuid_v4, Cli, CliRunner, Invocation, Parsed};
 use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind as E, TokenUsage, TurnResult};
 use crate::text::{single_line, truncate_chars};
@@ -515,7 +514,6 @@ mod tests {
             turn: 1,
             session: Some(session),
             resume,
-            cwd: Path::new("/"),
             state: &mut state,
             writable: None,
         };

@@ -94,7 +94,7 @@ impl ProcessEnd {
             true => String::new(),
             false => format!(
                 "; stderr: {}",
-                super::json::one_line(&self.stderr_tail, 500)
+                super::loose::one_line(&self.stderr_tail, 500)
             ),
         }
     }

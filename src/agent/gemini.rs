@@ -18,17 +18,13 @@ use serde_json::Value;
 
 use super::config::{AgentKind, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
-use super::json::{one_line, str_at, tool_input_detail};
-use super::loose::count;
+use super::loose::{count, one_line, str_at, tool_input_detail, SUMMARY_MAX};
 use super::runner::{Cli, CliRunner, Invocation, Parsed};
 use super::{
     AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E, TokenUsage, TurnResult,
 };
 use crate::text::truncate_chars;
 use crate::workflow::config::GeminiConfig;
-
-/// Longest event summary (characters).
-const SUMMARY_MAX: usize = 200;
 
 /// Builds Gemini sessions from `gemini.*`.
 pub type GeminiRunner = CliRunner<GeminiConfig>;
@@ -96,7 +92,7 @@ fn cli_home(auth_type: &str, session: &str) -> std::io::Result<PathBuf> {
 }
 
 /// The parser of one invocation's stream-json stdout (pure).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct StreamParser {
     session: String,
     saw_init: bool,
@@ -111,10 +107,7 @@ impl StreamParser {
     pub fn new(session: String) -> StreamParser {
         StreamParser {
             session,
-            saw_init: false,
-            text: String::new(),
-            result: None,
-            usage: TokenUsage::default(),
+            ..Self::default()
         }
     }
 

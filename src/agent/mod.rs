@@ -1,14 +1,12 @@
 //! The coding-agent boundary (spec §10.0): the runner/session traits every adapter implements,
 //! the normalized events they emit, and the token that stops a running turn from another thread.
 
-mod argv;
 pub mod claude;
 pub mod codex;
 pub mod config;
 pub mod copilot;
 pub(crate) mod driver;
 pub mod gemini;
-mod json;
 mod loose;
 pub mod runner;
 
@@ -23,8 +21,8 @@ use serde::Serialize;
 use crate::host::{Host, LocalHost};
 use config::AgentKind;
 
-pub use argv::{argv_safe_prompt, MAX_PROMPT_ARG_BYTES};
 pub use driver::{ProcessEnd, TurnParser};
+pub use runner::argv_safe_prompt;
 
 /// Whether `id` has the form every supported CLI gives its session ids, a hyphenated UUID (Claude
 /// Code's own, Codex's thread id, the ids Baton picks for Copilot and Gemini). Only such an id is

@@ -3,16 +3,17 @@
 //! invocation through the turn driver, one fallback to a new session when the CLI does not know
 //! the one resumed, the CLI's session id adopted, one terminal event with the usage delta.
 
+use std::borrow::Cow;
 use std::ffi::OsString;
 use std::fmt::Debug;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::config::{AgentKind, CliSection};
 use super::driver::{run_invocation, Limits, ProcessEnd, TurnParser};
-use super::json::one_line;
+use super::loose::{one_line, SUMMARY_MAX};
 use super::{
     check_cwd_on, usable_session_id, AgentError, AgentErrorKind as K, AgentEvent,
     AgentEventKind as E, AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TurnResult,
@@ -60,7 +61,6 @@ pub struct Invocation<'a, S> {
     pub session: Option<&'a str>,
     /// Whether the CLI has `session` already.
     pub resume: bool,
-    pub cwd: &'a Path,
     pub state: &'a mut S,
     /// A directory outside the workspace the CLI writes (the sandbox keeps it writable).
     pub writable: Option<PathBuf>,
@@ -197,7 +197,6 @@ impl<C: Cli> CliSession<C> {
                 turn: self.turn,
                 session: self.id.as_deref(),
                 resume: self.resume,
-                cwd: &self.cwd,
                 state: &mut self.state,
                 writable: None,
             };
@@ -244,7 +243,8 @@ impl<C: Cli> AgentSession for CliSession<C> {
         let (mut p, end, pid) = match self.invoke(prompt, cancel, emit) {
             Ok(ran) => ran,
             Err(e) => {
-                let mut ev = AgentEvent::new(E::StartupFailed, one_line(&e.to_string(), 200));
+                let mut ev =
+                    AgentEvent::new(E::StartupFailed, one_line(&e.to_string(), SUMMARY_MAX));
                 ev.session_id = self.label();
                 emit(ev);
                 return Err(e);
@@ -328,6 +328,37 @@ fn format_uuid_v4(mut b: [u8; 16]) -> String {
     s
 }
 
+/// Longest prompt passed as one argument (bytes): below Linux's 128 KiB `MAX_ARG_STRLEN`.
+const MAX_PROMPT_ARG_BYTES: usize = 120 * 1024;
+
+/// `prompt` without NUL bytes and cut (at a character boundary) to [`MAX_PROMPT_ARG_BYTES`], with
+/// a logged warning: either would make every spawn fail the same way, so the issue would retry
+/// forever.
+pub fn argv_safe_prompt<'a>(prompt: &'a str, issue_identifier: &str) -> Cow<'a, str> {
+    let nuls = prompt.bytes().filter(|&b| b == 0).count();
+    if nuls == 0 && prompt.len() <= MAX_PROMPT_ARG_BYTES {
+        return Cow::Borrowed(prompt);
+    }
+    let mut out: String = prompt.chars().filter(|&c| c != '\0').collect();
+    if nuls > 0 {
+        log::warn!(
+            "prompt contained NUL bytes that cannot be passed to the agent; removed them issue_identifier={issue_identifier} nul_bytes={nuls}"
+        );
+    }
+    if out.len() > MAX_PROMPT_ARG_BYTES {
+        let mut cut = MAX_PROMPT_ARG_BYTES;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        log::warn!(
+            "prompt longer than one command-line argument may be; truncated issue_identifier={issue_identifier} bytes={} kept_bytes={cut}",
+            out.len()
+        );
+        out.truncate(cut);
+    }
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,5 +375,18 @@ mod tests {
         assert!(uuid(&a) && uuid(&b));
         assert_ne!(a, b);
         assert_eq!(&a[14..15], "4");
+    }
+
+    #[test]
+    fn clean_prompts_are_borrowed() {
+        assert!(matches!(argv_safe_prompt("hi", "x"), Cow::Borrowed("hi")));
+    }
+
+    #[test]
+    fn nul_is_removed_and_long_prompts_are_cut_at_a_char_boundary() {
+        assert_eq!(argv_safe_prompt("a\0b\0", "x"), "ab");
+        let long = "é".repeat(MAX_PROMPT_ARG_BYTES);
+        let cut = argv_safe_prompt(&long, "x");
+        assert!(cut.len() <= MAX_PROMPT_ARG_BYTES && cut.len() + 2 > MAX_PROMPT_ARG_BYTES);
     }
 }
