@@ -28,7 +28,7 @@ use crate::workflow::config::CopilotConfig;
 
 /// Makes the CLI approve every tool; removed from the child's environment unless
 /// `copilot.allow_all_tools` is true, so the posture stays explicit.
-pub(crate) const ALLOW_ALL_ENV: &str = "COPILOT_ALLOW_ALL";
+const ALLOW_ALL_ENV: &str = "COPILOT_ALLOW_ALL";
 /// Longest event summary (characters).
 pub const SUMMARY_MAX_CHARS: usize = 240;
 /// Tool calls remembered between `tool.execution_start` and `tool.execution_complete`.
@@ -64,16 +64,9 @@ impl Cli for CopilotConfig {
         if cfg.allow_all_tools {
             a.push("--allow-all-tools".into());
         }
-        a.extend(
-            cfg.allow_tools
-                .iter()
-                .map(|t| format!("--allow-tool={t}").into()),
-        );
-        a.extend(
-            cfg.deny_tools
-                .iter()
-                .map(|t| format!("--deny-tool={t}").into()),
-        );
+        for (flag, tools) in [("allow", &cfg.allow_tools), ("deny", &cfg.deny_tools)] {
+            a.extend(tools.iter().map(|t| format!("--{flag}-tool={t}").into()));
+        }
         if let Some(m) = cfg.cli.model.as_deref().filter(|m| !m.trim().is_empty()) {
             a.push(format!("--model={m}").into());
         }
@@ -128,23 +121,17 @@ impl UsageFiles {
         if self.dir.is_none() {
             // `$TMPDIR/baton-copilot-<uuid>`, mode 0700; created only if new (no symlink games).
             let dir = std::env::temp_dir().join(format!("baton-copilot-{}", new_uuid_v4()?));
-            fs::DirBuilder::new()
-                .mode(0o700)
-                .create(&dir)
-                .map_err(|e| {
-                    let text = format!("could not create a temp dir for usage files: {e}");
-                    AgentError::new(AgentErrorKind::StartupFailed, text)
-                })?;
+            let made = fs::DirBuilder::new().mode(0o700).create(&dir);
+            made.map_err(|e| {
+                let text = format!("could not create a temp dir for usage files: {e}");
+                AgentError::new(AgentErrorKind::StartupFailed, text)
+            })?;
             self.dir = Some(dir);
         }
         if !resume {
             self.totals = None;
         }
-        let file = self
-            .dir
-            .as_ref()
-            .map(|d| d.join("usage.json"))
-            .unwrap_or_default();
+        let file = self.dir.clone().unwrap_or_default().join("usage.json");
         let _ = fs::remove_file(&file);
         Ok(file)
     }
@@ -173,14 +160,10 @@ pub fn read_usage_file(path: &Path) -> Result<TokenUsage, String> {
     }
     let file: Loose<UsageFile> =
         serde_json::from_str(&text).map_err(|e| format!("usage file is not JSON: {e}"))?;
-    let no_metrics = || "usage file has no modelMetrics object".to_string();
     let metrics = file.as_obj().and_then(|f| f.model_metrics.as_obj());
+    let metrics = metrics.ok_or("usage file has no modelMetrics object")?;
     let mut tokens = TokenUsage::default();
-    for u in metrics
-        .ok_or_else(no_metrics)?
-        .values()
-        .filter_map(|m| m.as_obj()?.usage.as_obj())
-    {
+    for u in metrics.values().filter_map(|m| m.as_obj()?.usage.as_obj()) {
         tokens.add(&TokenUsage {
             input_tokens: u.input_tokens.count(),
             output_tokens: u.output_tokens.count(),

@@ -143,12 +143,11 @@ impl<C: Cli> AgentRunner for CliRunner<C> {
             None if C::NAMES_SESSION => Some(new_uuid_v4()?),
             None => None,
         };
-        let (runner, host, root) = (self.clone(), Arc::clone(&ctx.host), &ctx.workspace_root);
         Ok(Box::new(CliSession {
-            runner,
-            host,
+            runner: self.clone(),
+            host: Arc::clone(&ctx.host),
             cwd,
-            root: root.clone(),
+            root: ctx.workspace_root.clone(),
             issue,
             id,
             resume,
