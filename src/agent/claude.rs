@@ -25,7 +25,7 @@ use crate::text::truncate_chars;
 use crate::workflow::config::ClaudeCodeConfig;
 
 /// Longest result text kept (characters); it ends the `turn_completed` summary.
-const RESULT_TEXT_MAX_CHARS: usize = 2000;
+const MAX_RESULT_TEXT: usize = 2000;
 /// Denials a turn remembers (a hostile stream must not grow the set without end).
 const MAX_TRACKED_DENIALS: usize = 1024;
 /// The CLI clamps `CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS` to at least this.
@@ -61,11 +61,7 @@ impl Cli for ClaudeCodeConfig {
                 a.extend(tools.iter().map(String::as_str));
             }
         }
-        if let Some(p) = cfg
-            .append_system_prompt
-            .as_deref()
-            .filter(|p| !p.is_empty())
-        {
+        for p in cfg.append_system_prompt.iter().filter(|p| !p.is_empty()) {
             a.extend(["--append-system-prompt", p]);
         }
         let resume = i.session.map(|id| format!("--resume={id}"));
@@ -127,9 +123,8 @@ impl StreamParser {
     }
 
     fn label(&self) -> Option<String> {
-        self.session
-            .as_ref()
-            .map(|id| format!("{id}-{}", self.turn))
+        let id = self.session.as_ref()?;
+        Some(format!("{id}-{}", self.turn))
     }
 
     fn adopt_session_id(&mut self, line: &Line) {
@@ -225,10 +220,8 @@ impl StreamParser {
             }
             "api_retry" => {
                 let num = |n: &Num| n.text().unwrap_or("?").to_string();
-                let status = l
-                    .error_status
-                    .int()
-                    .map_or("none".into(), |s| s.to_string());
+                let status = l.error_status.int().map(|s| s.to_string());
+                let status = status.as_deref().unwrap_or("none");
                 let text = format!(
                     "api retry attempt={}/{} error={} status={status} delay_ms={}",
                     num(&l.attempt),
@@ -285,7 +278,7 @@ impl StreamParser {
             result_text: l
                 .result
                 .as_str()
-                .map(|s| truncate_chars(s, RESULT_TEXT_MAX_CHARS)),
+                .map(|s| truncate_chars(s, MAX_RESULT_TEXT)),
             errors: errors.iter().take(10).map(error_text).collect(),
             usage: l.usage.as_obj().map(Usage::tokens).unwrap_or_default(),
             total_cost_usd: l.total_cost_usd.cost(),

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use super::config::{AgentKind, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
-use super::loose::{count, one_line, str_at, SUMMARY_MAX};
+use super::loose::{count, first_detail, one_line, str_at, SUMMARY_MAX};
 use super::runner::{Cli, CliRunner, Invocation, Parsed};
 use super::{
     AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E, AgentRateLimits, TokenUsage,
@@ -126,20 +126,15 @@ impl Client {
 
     /// `<thread_id>-<turn>` once the thread is known (Baton's recovery reads the id back from it).
     fn session_id(&self) -> Option<String> {
-        self.thread_id
-            .as_ref()
-            .map(|t| format!("{t}-{}", self.turn))
+        let id = self.thread_id.as_ref()?;
+        Some(format!("{id}-{}", self.turn))
     }
 
     fn send(&mut self, msg: Value) {
         let mut bytes = msg.to_string().into_bytes();
         bytes.push(b'\n');
         // A full queue means the server stopped reading: end the turn rather than block.
-        if self
-            .tx
-            .as_ref()
-            .is_some_and(|tx| tx.try_send(bytes).is_err())
-        {
+        if matches!(&self.tx, Some(tx) if tx.try_send(bytes).is_err()) {
             self.fail(K::ProcessExit, "app-server stopped reading its stdin");
         }
     }
@@ -230,11 +225,7 @@ impl Client {
 
     /// A request from the server: answered at once, never left waiting.
     fn on_server_request(&mut self, id: &Value, method: &str, params: &Value) -> AgentEvent {
-        let detail = ["command", "reason", "tool"]
-            .iter()
-            .find_map(|k| str_at(params, k))
-            .map(|d| one_line(d, 120))
-            .unwrap_or_default();
+        let detail = first_detail(["command", "reason", "tool"].map(|k| str_at(params, k)));
         let (result, event) = match method {
             "item/commandExecution/requestApproval" | "item/fileChange/requestApproval" => (
                 json!({"decision": "decline"}),
@@ -281,10 +272,8 @@ impl Client {
                 self.event(E::OtherMessage, &format!("{item_type} started"))
             }
             (true, _) => {
-                let d = ["command", "tool", "query"]
-                    .iter()
-                    .find_map(|k| str_at(item, k));
-                let text = format!("{item_type}: {}", one_line(d.unwrap_or(""), 120));
+                let d = first_detail(["command", "tool", "query"].map(|k| str_at(item, k)));
+                let text = format!("{item_type}: {d}");
                 self.event(E::ToolUse, &text)
             }
             (false, "agentMessage") => {
@@ -320,10 +309,8 @@ impl Client {
                     Some(_) => {}
                     None => return self.event(E::Malformed, "token usage without last"),
                 }
-                let total = p
-                    .pointer("/tokenUsage/total/totalTokens")
-                    .and_then(Value::as_u64);
-                let text = format!("thread tokens total={}", total.unwrap_or(0));
+                let total = count(p.pointer("/tokenUsage/total/totalTokens"));
+                let text = format!("thread tokens total={total}");
                 self.event(E::OtherMessage, &text)
             }
             "account/rateLimits/updated" => match p.get("rateLimits").and_then(rate_limits) {
@@ -332,13 +319,10 @@ impl Client {
             },
             "error" => {
                 let err = p.get("error").unwrap_or(&Value::Null);
-                let status = err
-                    .get("codexErrorInfo")
-                    .and_then(Value::as_object)
-                    .and_then(|o| {
-                        o.values()
-                            .find_map(|v| v.get("httpStatusCode").and_then(Value::as_u64))
-                    });
+                let info = err.get("codexErrorInfo").and_then(Value::as_object);
+                let status = info.and_then(|o| {
+                    (o.values()).find_map(|v| v.get("httpStatusCode").and_then(Value::as_u64))
+                });
                 let mut text = one_line(str_at(err, "message").unwrap_or("?"), 160);
                 if let Some(s) = status {
                     text.push_str(&format!(" (http {s})"));

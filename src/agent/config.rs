@@ -118,8 +118,7 @@ impl ClaudeCodeConfig {
     pub(crate) fn parse(s: &Section<'_>, env: &dyn ConfigEnv) -> Result<Self, ConfigError> {
         Ok(ClaudeCodeConfig {
             cli: CliSection::parse(s, env, "claude")?,
-            permission_mode: s
-                .string("permission_mode", env)?
+            permission_mode: (s.string("permission_mode", env)?)
                 .unwrap_or_else(|| "acceptEdits".into()),
             allowed_tools: s.string_list("allowed_tools")?.unwrap_or_default(),
             disallowed_tools: s.string_list("disallowed_tools")?.unwrap_or_default(),

@@ -72,8 +72,8 @@ fn cli_home(auth_type: &str, session: &str) -> std::io::Result<PathBuf> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
         .ok_or_else(|| std::io::Error::other("neither XDG_STATE_HOME nor HOME is set"))?;
     let home = base.join("baton/gemini").join(session);
-    fs::DirBuilder::new()
-        .recursive(true)
+    let mut dirs = fs::DirBuilder::new();
+    dirs.recursive(true)
         .mode(0o700)
         .create(home.join(".gemini"))?;
     let settings = serde_json::json!({
@@ -81,12 +81,9 @@ fn cli_home(auth_type: &str, session: &str) -> std::io::Result<PathBuf> {
         "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
         "privacy": {"usageStatisticsEnabled": false},
     });
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(home.join(".gemini/settings.json"))?;
+    let mut file = fs::OpenOptions::new();
+    file.write(true).create(true).truncate(true).mode(0o600);
+    let mut f = file.open(home.join(".gemini/settings.json"))?;
     std::io::Write::write_all(&mut f, settings.to_string().as_bytes())?;
     Ok(home)
 }

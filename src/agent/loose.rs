@@ -41,12 +41,8 @@ pub(crate) fn tool_input_detail(input: &Value) -> String {
 
 /// The first present value of a tool call's telling arguments, as one bounded line.
 pub(crate) fn first_detail<'s>(values: impl IntoIterator<Item = Option<&'s str>>) -> String {
-    values
-        .into_iter()
-        .flatten()
-        .next()
-        .map(|s| one_line(s, 120))
-        .unwrap_or_default()
+    let first = values.into_iter().flatten().next();
+    first.map_or(String::new(), |s| one_line(s, 120))
 }
 
 /// Collapse whitespace/control characters to single spaces, then truncate to `max` characters.

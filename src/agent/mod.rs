@@ -111,14 +111,20 @@ impl TokenUsage {
 
     /// Add `other` into this one, saturating.
     pub fn add(&mut self, other: &TokenUsage) {
-        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-        self.cache_read_input_tokens = self
-            .cache_read_input_tokens
-            .saturating_add(other.cache_read_input_tokens);
-        self.cache_creation_input_tokens = self
-            .cache_creation_input_tokens
-            .saturating_add(other.cache_creation_input_tokens);
+        for (sum, n) in [
+            (&mut self.input_tokens, other.input_tokens),
+            (&mut self.output_tokens, other.output_tokens),
+            (
+                &mut self.cache_read_input_tokens,
+                other.cache_read_input_tokens,
+            ),
+            (
+                &mut self.cache_creation_input_tokens,
+                other.cache_creation_input_tokens,
+            ),
+        ] {
+            *sum = sum.saturating_add(n);
+        }
     }
 }
 
