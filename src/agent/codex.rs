@@ -198,10 +198,8 @@ impl Client {
             }
             "thread/start" | RESUME => {
                 let Some(id) = result.pointer("/thread/id").and_then(Value::as_str) else {
-                    self.fail(
-                        K::StartupFailed,
-                        format!("{method} reply without a thread id"),
-                    );
+                    let text = format!("{method} reply without a thread id");
+                    self.fail(K::StartupFailed, text);
                     return self.event(E::Malformed, "thread reply without thread.id");
                 };
                 self.thread_id = Some(crate::text::truncate_chars(id, 128));
@@ -394,30 +392,24 @@ impl TurnParser for Client {
             Ok(_) => return vec![self.event(E::Malformed, "non-object JSON line")],
             Err(e) => return vec![self.event(E::Malformed, &format!("non-JSON line ({e})"))],
         };
-        let method = str_at(&v, "method");
-        match (v.get("id"), method) {
+        let (method, params) = (
+            str_at(&v, "method"),
+            v.get("params").unwrap_or(&Value::Null),
+        );
+        let ev = match (v.get("id"), method) {
             (Some(_), _) if line.len() > MAX_CONTROL_BYTES => {
                 if self.pending.is_some() {
                     self.fail(K::StartupFailed, "response_error: reply over 4 MiB");
                 }
-                vec![self.event(
-                    E::Malformed,
-                    &format!("control frame over 4 MiB ({} bytes)", line.len()),
-                )]
+                let text = format!("control frame over 4 MiB ({} bytes)", line.len());
+                self.event(E::Malformed, &text)
             }
-            (Some(id), Some(m)) => {
-                let params = v.get("params").unwrap_or(&Value::Null);
-                vec![self.on_server_request(id, m, params)]
-            }
-            (Some(id), None) => vec![self.on_reply(id.as_i64(), &v)],
-            (None, Some(m)) => {
-                let params = v.get("params").unwrap_or(&Value::Null);
-                vec![self.on_notification(m, params)]
-            }
-            (None, None) => {
-                vec![self.event(E::Malformed, "JSON-RPC message without id or method")]
-            }
-        }
+            (Some(id), Some(m)) => self.on_server_request(id, m, params),
+            (Some(id), None) => self.on_reply(id.as_i64(), &v),
+            (None, Some(m)) => self.on_notification(m, params),
+            (None, None) => self.event(E::Malformed, "JSON-RPC message without id or method"),
+        };
+        vec![ev]
     }
 
     fn event(&self, kind: E, summary: &str) -> AgentEvent {
