@@ -1,9 +1,8 @@
-//! When to write `state.json`: only when the stored projection changed, at most one write per
+//! When to write `state.json`: only when the projected bytes changed, at most one write per
 //! `min_interval_ms`, a forced final write on shutdown, and after a failure no new attempt before
 //! `retry_after_ms` (a full disk is not hammered, the log not flooded). Pure: every method takes
 //! the caller's clock (orchestrator milliseconds), so tests drive it with a virtual clock.
 
-use super::schema::{StoredIssue, StoredState};
 use super::store::{StateDir, StoreError};
 
 /// Default minimum spacing of writes.
@@ -113,19 +112,16 @@ pub enum WriteOutcome {
     },
 }
 
-/// Change detection plus [`WritePolicy`]: holds the latest projection until it is written.
-/// Changes are detected by comparing the projected issues with the last written ones (the
-/// `written_at` stamp is not part of the comparison).
-///
-/// Synchronous use: [`StateWriter::write_if_due`] and [`StateWriter::flush`]. Off the main
-/// thread (see [`super::saver::BackgroundSaver`]): [`StateWriter::take_due`] hands out the
-/// state to write, [`StateWriter::finish`] takes the result back; one write is in flight at a
-/// time.
+/// Change detection plus [`WritePolicy`]: holds the latest projection (the `state.json` bytes)
+/// until it is written. Synchronous use: [`StateWriter::write_if_due`] and
+/// [`StateWriter::flush`]. Off the main thread (see [`super::saver::BackgroundSaver`]):
+/// [`StateWriter::take_due`] hands out the bytes to write, [`StateWriter::finish`] takes the
+/// result back; one write is in flight at a time.
 #[derive(Debug, Default)]
 pub struct StateWriter {
     policy: WritePolicy,
-    written: Option<Vec<StoredIssue>>,
-    pending: Option<Vec<StoredIssue>>,
+    written: Option<Vec<u8>>,
+    pending: Option<Vec<u8>>,
     in_flight: bool,
 }
 
@@ -138,25 +134,19 @@ impl StateWriter {
         }
     }
 
-    /// Declare what `state.json` holds now (e.g. the loaded issues), so an identical projection
-    /// is not written again.
-    pub fn assume_written(&mut self, issues: Vec<StoredIssue>) {
-        self.written = Some(issues);
-    }
-
     /// Offer the current projection at `now`; returns true if a write is now pending for it.
     /// While a write is in flight every new projection is kept (what reaches the disk is not
     /// known yet).
-    pub fn offer(&mut self, issues: Vec<StoredIssue>, now: u64) -> bool {
-        if self.pending.as_ref() == Some(&issues) {
+    pub fn offer(&mut self, bytes: Vec<u8>, now: u64) -> bool {
+        if self.pending.as_ref() == Some(&bytes) {
             return false;
         }
-        if !self.in_flight && self.written.as_ref() == Some(&issues) {
+        if !self.in_flight && self.written.as_ref() == Some(&bytes) {
             self.pending = None;
             self.policy.mark_clean();
             return false;
         }
-        self.pending = Some(issues);
+        self.pending = Some(bytes);
         self.policy.mark_changed(now);
         true
     }
@@ -180,33 +170,33 @@ impl StateWriter {
         self.in_flight
     }
 
-    /// The state to write now, if one is due at `now` and none is in flight (`now` stamps
-    /// `written_at`). Pass it back with the result to [`StateWriter::finish`].
-    pub fn take_due(&mut self, now: u64) -> Option<StoredState> {
+    /// The bytes to write now, if a write is due at `now` and none is in flight. Pass them back
+    /// with the result to [`StateWriter::finish`].
+    pub fn take_due(&mut self, now: u64) -> Option<Vec<u8>> {
         if self.in_flight || !self.policy.should_write(now) {
             return None;
         }
-        self.take(now)
+        self.take()
     }
 
-    fn take(&mut self, now: u64) -> Option<StoredState> {
-        let issues = self.pending.take()?;
+    fn take(&mut self) -> Option<Vec<u8>> {
+        let bytes = self.pending.take()?;
         self.in_flight = true;
-        Some(StoredState::new(issues, now))
+        Some(bytes)
     }
 
-    /// Record the result of writing `state` (from [`StateWriter::take_due`]) at `now`. On
-    /// failure the state is kept (unless a newer projection is pending) and retried later.
+    /// Record the result of writing `bytes` (from [`StateWriter::take_due`]) at `now`. On
+    /// failure they are kept (unless a newer projection is pending) and retried later.
     pub fn finish(
         &mut self,
-        state: StoredState,
+        bytes: Vec<u8>,
         result: Result<(), StoreError>,
         now: u64,
     ) -> WriteOutcome {
         self.in_flight = false;
         match result {
             Ok(()) => {
-                self.written = Some(state.issues);
+                self.written = Some(bytes);
                 let recovered = self.policy.wrote(now);
                 if self.pending.is_some() {
                     if self.pending == self.written {
@@ -218,7 +208,7 @@ impl StateWriter {
                 WriteOutcome::Written { recovered }
             }
             Err(error) => {
-                self.pending.get_or_insert(state.issues);
+                self.pending.get_or_insert(bytes);
                 WriteOutcome::Failed {
                     error,
                     first: self.policy.failed(now),
@@ -230,7 +220,7 @@ impl StateWriter {
     /// Write the pending projection if it is due at `now`, on this thread.
     pub fn write_if_due(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
         match self.take_due(now) {
-            Some(state) => self.save(dir, state, now),
+            Some(bytes) => self.save(dir, bytes, now),
             None if self.pending.is_none() => WriteOutcome::Clean,
             None => WriteOutcome::NotDue,
         }
@@ -240,15 +230,15 @@ impl StateWriter {
     /// a [`super::saver::BackgroundSaver`], stop it and [`StateWriter::finish`] its last report
     /// first: two writers must never run at once.
     pub fn flush(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
-        match self.take(now) {
-            Some(state) => self.save(dir, state, now),
+        match self.take() {
+            Some(bytes) => self.save(dir, bytes, now),
             None => WriteOutcome::Clean,
         }
     }
 
-    fn save(&mut self, dir: &StateDir, state: StoredState, now: u64) -> WriteOutcome {
-        let result = dir.save(&state);
-        self.finish(state, result, now)
+    fn save(&mut self, dir: &StateDir, bytes: Vec<u8>, now: u64) -> WriteOutcome {
+        let result = dir.save(&bytes);
+        self.finish(bytes, result, now)
     }
 }
 

@@ -8,7 +8,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{supervisor, Host, Process, ProcessSpec};
+use super::{orphan, supervisor, Host, OrphanOutcome, Process, ProcessSpec};
 use super::{BeforeRemove, Removal, Workspace, WorkspaceError};
 
 /// This machine.
@@ -112,6 +112,10 @@ impl Host for LocalHost {
 
     fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>> {
         Ok(Box::new(supervisor::spawn(spec)?))
+    }
+
+    fn stop_orphan(&self, pgid: u32, leader_start: u64) -> Result<OrphanOutcome, String> {
+        Ok(orphan::stop_local(pgid, leader_start, orphan::ORPHAN_GRACE))
     }
 }
 

@@ -368,15 +368,16 @@ struct Daemon {
     done: bool,
     /// Metrics, readiness and systemd notify.
     ops: LoopOps,
-    /// False until the first poll job went out (it carries the startup terminal cleanup).
-    first_poll_sent: bool,
+    /// True once a board read succeeded and its terminal issues went to the startup cleanup;
+    /// until then every poll job carries the cleanup.
+    swept: bool,
     /// Where the tracker's watch pings (kept for the tracker a reload builds).
     changed_tx: Sender<()>,
     /// The current tracker's watch, if it has one.
     watch: Option<WatchGuard>,
     /// The self-shutdown condition ([`run_with`]); `None` once it fired.
     exit_when: Option<ExitWhen>,
-    /// Durable state: recovery, `state.json` writes, session resumes.
+    /// Durable state: `state.json` writes.
     persist: Persist,
     /// Workspace-removal threads, joined (bounded) at shutdown.
     removals: Reaper,
@@ -453,7 +454,8 @@ pub fn run_with_state(
     let Some(tracker) = startup_tracker(&cfg, &tracker_factory, &shutdown_rx)? else {
         return Ok(()); // SIGINT/SIGTERM during startup
     };
-    let persist = Persist::start(state);
+    let policy = Policy::from_config(&cfg);
+    let (persist, restored, startup) = Persist::start(state, policy, clock.now());
     let hosts = Arc::new(HostPool::new());
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
@@ -476,7 +478,7 @@ pub fn run_with_state(
         env: config_env,
         tracker_factory,
         runner_factory,
-        state: OrchestratorState::new(Policy::from_config(&cfg), clock.now()),
+        state: restored,
         workflow: initial,
         tracker,
         runner,
@@ -491,7 +493,7 @@ pub fn run_with_state(
         pending_acks: Vec::new(),
         done: false,
         ops: LoopOps::new(ops),
-        first_poll_sent: false,
+        swept: false,
         changed_tx,
         watch: None,
         exit_when,
@@ -506,8 +508,9 @@ pub fn run_with_state(
     };
     d.sweep_tombstones();
     d.start_watch();
-    let now = d.clock.now();
-    d.persist.apply(&mut d.state, now);
+    for action in startup {
+        d.execute(action);
+    }
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
         d.opts_path.display(),
@@ -792,7 +795,16 @@ impl Daemon {
             }
             LoopEvent::Control(req) => self.control(req),
             LoopEvent::OpsDue => {}
-            LoopEvent::Saved(r) => self.persist.finished(r, self.clock.now()),
+            LoopEvent::Saved(r) => {
+                let took = r.elapsed;
+                let shared = &self.ops.shared;
+                shared.update_metrics(|m| m.state_write_duration.observe_duration(took));
+                if let Some(e) = self.persist.finished(r, self.clock.now()) {
+                    self.fatal.get_or_insert(e);
+                    self.ops.stopping();
+                    self.engine(Event::Shutdown);
+                }
+            }
             // The same coalesced poll + reconcile as `POST /api/v1/refresh`.
             LoopEvent::TrackerChanged => {
                 debug!("event=tracker_changed; refreshing");
@@ -850,7 +862,11 @@ impl Daemon {
             }
         }
         let now = self.clock.now();
-        self.persist.observe(&ev, &self.state, now);
+        match &ev {
+            Event::Shutdown => self.persist.freeze(&self.state, now),
+            Event::TerminalAtStartup(_) => self.swept = true,
+            _ => {}
+        }
         let actions = handle(&mut self.state, ev, now);
         let held = self.state.poll.gate.blocks(now);
         self.tracker_held.store(held, Ordering::SeqCst);
@@ -875,9 +891,10 @@ impl Daemon {
                 attempt,
                 workspace_path,
                 host,
+                resume,
             } => {
                 let host = self.hosts.get(host.as_deref());
-                self.dispatch(run_id, issue, attempt, workspace_path, host)
+                self.dispatch(run_id, issue, (attempt, resume), workspace_path, host)
             }
             Action::StopWorker {
                 issue_id,
@@ -901,6 +918,12 @@ impl Daemon {
                 self.clean_in_background(issue, workspace_path, host)
             }
             Action::ProbeHost { host } => probe_host(&self.hosts, host, self.events_tx.clone()),
+            Action::StopOrphan {
+                issue_id,
+                host,
+                pgid,
+                leader_start,
+            } => self.stop_orphan(issue_id, host, pgid, leader_start),
             Action::ReloadWorkflow => self.reload(),
             Action::RefreshAck {
                 coalesced,
@@ -950,6 +973,34 @@ impl Daemon {
         }
     }
 
+    /// Stop an orphaned agent group through the host that owns it, on the background pool; the
+    /// answer comes back as `Event::OrphanChecked`.
+    fn stop_orphan(&mut self, issue_id: String, host: Option<String>, pgid: u32, start: u64) {
+        let h = self.hosts.get(host.as_deref());
+        let events = self.events_tx.clone();
+        let ident = self
+            .state
+            .orphans
+            .get(&issue_id)
+            .map(|o| o.identifier.clone());
+        let job = Box::new(move || {
+            let on = h.name().unwrap_or("local").to_string();
+            let result = h.stop_orphan(pgid, start).map(|outcome| {
+                let event = if outcome.stopped() { "orphan_stopped" } else { "orphan_check" };
+                info!(
+                    "event={event} issue_id={issue_id} issue_identifier={} host={on} pgid={pgid} outcome={}",
+                    ident.as_deref().unwrap_or("-"),
+                    outcome.as_str()
+                );
+                outcome.stopped()
+            });
+            let _ = events.send(Event::OrphanChecked { issue_id, result });
+        });
+        if let Err(e) = self.removals.submit(job) {
+            warn!("cannot start an orphan check error={e}");
+        }
+    }
+
     fn start_poll(&mut self, running_ids: Vec<String>) {
         // Safety net for missed watch events: re-read the file when its stamp changed.
         let stamp = stat_fingerprint(&self.opts_path);
@@ -970,13 +1021,12 @@ impl Daemon {
             }
             self.last_preflight = preflight.clone();
         }
-        let startup_cleanup = (!self.first_poll_sent).then(|| {
+        let startup_cleanup = (!self.swept).then(|| {
             let cfg = config(&self.workflow);
             StartupCleanup {
                 terminal_states: cfg.tracker.terminal_states.clone(),
             }
         });
-        self.first_poll_sent = true;
         let _ = self.poll_jobs.send(TrackerJob::Poll {
             tracker: self.tracker.clone(),
             running_ids,
@@ -989,23 +1039,11 @@ impl Daemon {
         &mut self,
         run_id: u64,
         issue: Issue,
-        attempt: Option<u32>,
+        (attempt, resume): (Option<u32>, Option<crate::orchestrator::Resume>),
         path: PathBuf,
         host: Arc<dyn Host>,
     ) {
         let cfg = config(&self.workflow);
-        let agent = persist::agent_name(cfg.agent.kind);
-        let (runner, resumed) = self.persist.dispatched(
-            &issue,
-            run_id,
-            &path,
-            host.name(),
-            agent,
-            self.runner.clone(),
-        );
-        if let Some(e) = self.state.running.get_mut(&issue.id).filter(|_| resumed) {
-            e.resumed = true;
-        }
         let cancel = CancelToken::new();
         let ctx = WorkerContext {
             run_id,
@@ -1016,12 +1054,13 @@ impl Daemon {
             max_turns: cfg.agent.max_turns,
             template: self.workflow.template.clone(),
             policy: self.state.policy.clone(),
-            runner,
+            runner: self.runner.clone(),
             tracker: self.tracker.clone(),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
             host,
             tracker_held: Arc::clone(&self.tracker_held),
+            resume,
         };
         match spawn_worker(ctx) {
             Ok(_handle) => {

@@ -4,17 +4,37 @@ use super::section::Section;
 use super::ConfigError;
 
 /// `worker.*`.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
     /// `worker.ssh_hosts`: SSH destinations exactly as passed to `ssh` (`build-1`,
     /// `baton@10.0.0.5`); empty = everything runs locally.
     pub ssh_hosts: Vec<String>,
     /// `worker.max_concurrent_agents_per_host`: a cap shared by every SSH host.
     pub max_concurrent_agents_per_host: Option<u32>,
+    /// `worker.orphan_grace_ms`: after a restart, how long an issue whose previous agent could not
+    /// be checked (its host did not answer) waits before it may run on another host.
+    pub orphan_grace_ms: u64,
+}
+
+/// Default of `worker.orphan_grace_ms` (10 minutes).
+pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 600_000;
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            ssh_hosts: Vec::new(),
+            max_concurrent_agents_per_host: None,
+            orphan_grace_ms: DEFAULT_ORPHAN_GRACE_MS,
+        }
+    }
 }
 
 /// The keys of the section.
-pub(crate) const KEYS: &[&str] = &["ssh_hosts", "max_concurrent_agents_per_host"];
+pub(crate) const KEYS: &[&str] = &[
+    "ssh_hosts",
+    "max_concurrent_agents_per_host",
+    "orphan_grace_ms",
+];
 
 impl WorkerConfig {
     /// Parse and validate `worker.*`.
@@ -42,13 +62,16 @@ impl WorkerConfig {
             ssh_hosts,
             max_concurrent_agents_per_host: worker
                 .positive_u32("max_concurrent_agents_per_host")?,
+            orphan_grace_ms: worker
+                .positive("orphan_grace_ms")?
+                .unwrap_or(DEFAULT_ORPHAN_GRACE_MS),
         })
     }
 }
 
 /// Why `h` is not usable as an `ssh` destination argument (`None`: fine). A leading `-` would be
 /// read as an option; whitespace and control characters never belong in a destination.
-fn bad_destination(h: &str) -> Option<&'static str> {
+pub(crate) fn bad_destination(h: &str) -> Option<&'static str> {
     if h.is_empty() {
         Some("not empty")
     } else if h.starts_with('-') {

@@ -1,10 +1,13 @@
-//! Process identity and orphan stopping.
+//! Process identity and orphan stopping: the agent groups a previous Baton left running.
 //!
 //! A pid alone does not name a process across a restart: it may have been reused. A recorded
 //! agent is identified by its process-group id (= its leader's pid) **and** the leader's start
-//! time, `/proc/<pid>/stat` field 22 (clock ticks since boot), which a reused pid does not share.
+//! time, `/proc/<pid>/stat` field 22 (clock ticks since boot), which a reused pid does not share,
+//! and it must belong to this user. A group is only ever signalled on the host that owns it:
+//! [`stop_local`] here, the same checks in [`STOP_SCRIPT`] over SSH.
 
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -12,6 +15,8 @@ use std::time::{Duration, Instant};
 const POLL: Duration = Duration::from_millis(20);
 /// How long to wait for the group to vanish after SIGKILL (a reaper may lag behind).
 const AFTER_KILL: Duration = Duration::from_secs(2);
+/// Grace between SIGTERM and SIGKILL.
+pub const ORPHAN_GRACE: Duration = Duration::from_secs(3);
 
 /// The start time (`/proc/<pid>/stat` field 22, clock ticks since boot) of `pid`, or `None` if
 /// there is no such process or the file cannot be parsed.
@@ -83,20 +88,17 @@ pub fn group_alive(pgid: u32) -> bool {
     }
 }
 
-/// What [`stop_orphan_group`] found and did.
+/// What an orphan stop found and did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrphanOutcome {
-    /// pgid 0, 1 or out of range: nothing signalled.
+    /// pgid 0, 1 or out of range, or no recorded start time: nothing signalled.
     InvalidPgid,
     /// No process in the group: nothing to do.
     NotRunning,
     /// The leader pid exists but started at another time: a reused pid, left alone.
-    StartTimeMismatch {
-        /// The start time found.
-        found: u64,
-    },
+    StartTimeMismatch,
     /// The leader is gone but members of a group with that id remain. Whether that group is the
-    /// recorded one cannot be proven, so it is left alone (the caller should warn).
+    /// recorded one cannot be proven, so it is left alone.
     LeaderGone,
     /// The group vanished after SIGTERM.
     Terminated,
@@ -104,7 +106,7 @@ pub enum OrphanOutcome {
     Killed,
     /// The group was still present after SIGKILL (e.g. a member in uninterruptible sleep).
     Survived,
-    /// Signalling the group was not permitted (EPERM): it belongs to another user.
+    /// The leader belongs to another user (or signalling it was refused): left alone.
     NotPermitted,
 }
 
@@ -114,12 +116,12 @@ impl OrphanOutcome {
         matches!(self, OrphanOutcome::Terminated | OrphanOutcome::Killed)
     }
 
-    /// snake_case name for logs.
+    /// snake_case name, as logged and as the remote script prints it.
     pub fn as_str(self) -> &'static str {
         match self {
             OrphanOutcome::InvalidPgid => "invalid_pgid",
             OrphanOutcome::NotRunning => "not_running",
-            OrphanOutcome::StartTimeMismatch { .. } => "start_time_mismatch",
+            OrphanOutcome::StartTimeMismatch => "start_time_mismatch",
             OrphanOutcome::LeaderGone => "leader_gone",
             OrphanOutcome::Terminated => "terminated",
             OrphanOutcome::Killed => "killed",
@@ -127,20 +129,42 @@ impl OrphanOutcome {
             OrphanOutcome::NotPermitted => "not_permitted",
         }
     }
+
+    /// The outcome named `s` (what [`STOP_SCRIPT`] prints).
+    pub fn parse(s: &str) -> Option<Self> {
+        use OrphanOutcome::*;
+        [
+            InvalidPgid,
+            NotRunning,
+            StartTimeMismatch,
+            LeaderGone,
+            Terminated,
+            Killed,
+            Survived,
+            NotPermitted,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
 }
 
-/// Stop a recorded agent process group left behind by a previous daemon: only if the leader
-/// (pid == `pgid`) exists **and** started at `expected_start_time`. Sends SIGTERM to the group,
-/// waits up to `grace` for it to vanish, then SIGKILL. Blocks for at most `grace` + 2 s.
-pub fn stop_orphan_group(pgid: u32, expected_start_time: u64, grace: Duration) -> OrphanOutcome {
-    let Some(p) = signalable(pgid) else {
+/// Stop a recorded agent process group on this machine: only if the leader (pid == `pgid`)
+/// exists, belongs to this user **and** started at `expected_start_time`. Sends SIGTERM to the
+/// group, waits up to `grace` for it to vanish, then SIGKILL. Blocks for at most `grace` + 2 s.
+pub fn stop_local(pgid: u32, expected_start_time: u64, grace: Duration) -> OrphanOutcome {
+    let Some(p) = signalable(pgid).filter(|_| expected_start_time > 0) else {
         return OrphanOutcome::InvalidPgid;
     };
     match leader_start_time(pgid) {
         Some(t) if t == expected_start_time => {}
-        Some(found) => return OrphanOutcome::StartTimeMismatch { found },
+        Some(_) => return OrphanOutcome::StartTimeMismatch,
         None if group_alive(pgid) => return OrphanOutcome::LeaderGone,
         None => return OrphanOutcome::NotRunning,
+    }
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if std::fs::metadata(format!("/proc/{pgid}")).map_or(true, |m| m.uid() != me) {
+        return OrphanOutcome::NotPermitted;
     }
     if !group_running(pgid) {
         return OrphanOutcome::NotRunning; // only zombies left: nothing to stop
@@ -180,6 +204,20 @@ fn wait_gone(pgid: u32, limit: Duration) -> bool {
     }
 }
 
+/// [`stop_local`] as a remote `sh` script (`$1` pgid, `$2` start time; both digits, checked by
+/// the caller): the same checks on the remote `/proc`, then TERM, 3 s, KILL. Prints the outcome.
+pub const STOP_SCRIPT: &str = r#"p=$1; t=$2
+s=$(cat "/proc/$p/stat" 2>/dev/null) || { kill -0 -"$p" 2>/dev/null && echo leader_gone || echo not_running; exit 0; }
+set -- ${s##*) }
+[ "${20}" = "$t" ] || { echo start_time_mismatch; exit 0; }
+[ -O "/proc/$p" ] || { echo not_permitted; exit 0; }
+kill -TERM -"$p" 2>/dev/null || { echo not_running; exit 0; }
+i=0; while kill -0 -"$p" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
+kill -0 -"$p" 2>/dev/null || { echo terminated; exit 0; }
+kill -KILL -"$p" 2>/dev/null; sleep 1
+kill -0 -"$p" 2>/dev/null && echo survived || echo killed
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,19 +244,17 @@ mod tests {
     #[test]
     fn own_start_time_is_readable_and_init_is_never_signalled() {
         assert!(leader_start_time(std::process::id()).is_some());
-        assert_eq!(
-            stop_orphan_group(1, 0, Duration::ZERO),
-            OrphanOutcome::InvalidPgid
-        );
-        assert_eq!(
-            stop_orphan_group(0, 0, Duration::ZERO),
-            OrphanOutcome::InvalidPgid
-        );
-        assert_eq!(
-            stop_orphan_group(u32::MAX, 0, Duration::ZERO),
-            OrphanOutcome::InvalidPgid
-        );
+        for (pgid, start) in [(1, 5), (0, 5), (u32::MAX, 5), (std::process::id(), 0)] {
+            assert_eq!(
+                stop_local(pgid, start, Duration::ZERO),
+                OrphanOutcome::InvalidPgid
+            );
+        }
         assert!(!group_alive(1));
         assert!(!group_alive(0));
+        for o in ["killed", "not_running", "survived"] {
+            assert_eq!(OrphanOutcome::parse(o).map(|o| o.as_str()), Some(o));
+        }
+        assert_eq!(OrphanOutcome::parse("x"), None);
     }
 }
