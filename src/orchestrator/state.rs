@@ -362,6 +362,7 @@ pub enum RetryKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RetryEntry {
     /// Issue node id.
+    #[serde(default)]
     pub issue_id: String,
     /// Identifier for logs/status.
     pub identifier: String,
@@ -395,6 +396,7 @@ pub struct RetryEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockedEntry {
     /// Issue node id.
+    #[serde(default)]
     pub issue_id: String,
     /// Identifier.
     pub identifier: String,
@@ -572,7 +574,7 @@ impl OrchestratorState {
     /// Claim `issue_id` and queue a retry for it with a fresh generation (replacing an entry
     /// cancels its timer: the old generation no longer matches). Returns the entry so the caller
     /// can fill in what it knows (`url`, `error`, `host`).
-    pub(crate) fn queue_retry(
+    pub fn queue_retry(
         &mut self,
         issue_id: &str,
         identifier: &str,

@@ -40,20 +40,21 @@ fn board() -> BoardFixture {
     b
 }
 
-/// WORKFLOW.md in `dir` (workspaces in `dir/ws`, so the state dir is `dir/ws/.baton`).
+/// WORKFLOW.md in `dir` (workspaces in `dir/ws`, the state dir `dir/state`).
 fn workflow(dir: &Path, github: &FakeGithub, agent_yaml: &str, body: &str) -> PathBuf {
     let p = dir.join("WORKFLOW.md");
     let text = format!(
-        "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $BATON_E2E_TOKEN\n  owner: acme\n  project_number: 7\n  active_states: [Todo, In Progress]\n  terminal_states: [Done]\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: |\n    echo created >> .baton-created\n{agent_yaml}---\n{body}\n",
+        "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $BATON_E2E_TOKEN\n  owner: acme\n  project_number: 7\n  active_states: [Todo, In Progress]\n  terminal_states: [Done]\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: |\n    echo created >> .baton-created\nstate:\n  dir: {}\n{agent_yaml}---\n{body}\n",
         github.endpoint(),
         dir.join("ws").display(),
+        state_dir(dir).display(),
     );
     std::fs::write(&p, text).unwrap();
     p
 }
 
 fn state_dir(dir: &Path) -> PathBuf {
-    dir.join("ws").join(".baton")
+    dir.join("state")
 }
 
 fn stored(dir: &Path) -> Value {
@@ -66,13 +67,13 @@ fn stored(dir: &Path) -> Value {
 /// The stored running entry of the issue once it has a process group and a session id.
 fn stored_run(dir: &Path) -> Option<(i32, String)> {
     let s = stored(dir);
-    let run = s["issues"]
-        .as_array()?
-        .iter()
-        .find(|i| i["identifier"] == IDENT)?["running"]
+    let run = s["running"]
+        .as_object()?
+        .values()
+        .find(|e| e["issue"]["identifier"] == IDENT)?
         .clone();
-    let pgid = run["pgid"].as_i64().filter(|&p| p > 1)? as i32;
-    Some((pgid, run["session_id"].as_str()?.to_string()))
+    let pgid = run["agent_pid"].as_i64().filter(|&p| p > 1)? as i32;
+    Some((pgid, run["agent_session"].as_str()?.to_string()))
 }
 
 /// A scripted agent speaking Claude's stream-json: logs each invocation (pid, process group,
@@ -449,7 +450,11 @@ fn an_unwritable_state_dir_is_logged_and_the_daemon_keeps_running() {
     std::fs::remove_dir(sd.join(".state.json.tmp")).unwrap();
     d.wait_log("event=state_write_recovered", LIMIT);
     d.wait("the released issue to leave the file", LIMIT, || {
-        (stored(&dir)["issues"].as_array()?.is_empty()).then_some(())
+        let s = stored(&dir);
+        let empty = ["running", "retry_attempts", "runs_since_active"]
+            .iter()
+            .all(|k| s[k].as_object().is_some_and(|m| m.is_empty()));
+        empty.then_some(())
     });
     assert_eq!(d.stop_with(libc::SIGTERM, LIMIT).code(), Some(0));
 }
@@ -464,7 +469,7 @@ fn a_recorded_pgid_whose_start_time_differs_is_left_alone() {
         .spawn()
         .unwrap();
     let pid = bystander.id();
-    let real_start = baton::durable::leader_start_time(pid).unwrap();
+    let real_start = baton::host::orphan::leader_start_time(pid).unwrap();
     let sd = state_dir(&dir);
     std::fs::create_dir_all(&sd).unwrap();
     let doc = serde_json::json!({
@@ -700,7 +705,7 @@ fn assert_resumed_once(
 #[test]
 #[ignore = "benchmark: run scripts/bench/restart.sh"]
 fn bench_restart_to_first_resumed_agent() {
-    use baton::durable::{StoredIssue, StoredRetry, StoredRetryKind, StoredRun, StoredState};
+    use baton::orchestrator::state::{OrchestratorState, RetryKind, RunningEntry};
     let dir = tempdir("bench-restart");
     let github = FakeGithub::start(BoardFixture::generated(1_000, "Todo"));
     let agent = dir.join("fake-claude");
@@ -721,39 +726,30 @@ fn bench_restart_to_first_resumed_agent() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    let issues: Vec<StoredIssue> = (1..=1_000u64)
-        .map(|n| {
-            let mut i = StoredIssue::new(
-                support::fake_github::issue_node_id(&format!("acme/app#{n}")),
-                format!("acme__app-{n}"),
-            );
-            i.runs = 1;
-            i.agent = Some("claude".into());
-            i.session_id = Some(format!("bench-session-{n}"));
-            i.workspace = Some(dir.join("ws").join(format!("acme__app-{n}")));
-            if n == 1 {
-                i.running = Some(StoredRun {
-                    pgid: 0,
-                    leader_start_time: 0,
-                    started_at: now - 60_000,
-                    agent: "claude".into(),
-                    session_id: Some("bench-session-1".into()),
-                });
-            } else {
-                i.attempt = 2;
-                i.retry = Some(StoredRetry {
-                    due_at: now + 3_600_000,
-                    attempt: 2,
-                    error: Some("worker exited: boom".into()),
-                    kind: StoredRetryKind::Failure,
-                });
-            }
-            i
-        })
-        .collect();
+    let mut st = OrchestratorState::default();
+    for n in 1..=1_000u64 {
+        let id = support::fake_github::issue_node_id(&format!("acme/app#{n}"));
+        let ident = format!("acme__app-{n}");
+        let ws = dir.join("ws").join(&ident);
+        st.runs_since_active.insert(id.clone(), 1);
+        if n == 1 {
+            let mut e = RunningEntry {
+                workspace_path: ws,
+                started_at: now - 60_000,
+                agent: "claude_code".into(),
+                agent_session: Some("bench-session-1".into()),
+                ..RunningEntry::default()
+            };
+            (e.issue.id, e.issue.identifier) = (id.clone(), ident);
+            st.running.insert(id, e);
+        } else {
+            let r = st.queue_retry(&id, &ident, RetryKind::Failure, 2, now + 3_600_000, ws);
+            r.error = Some("worker exited: boom".into());
+        }
+    }
     let sd = state_dir(&dir);
     std::fs::create_dir_all(&sd).unwrap();
-    let text = serde_json::to_vec(&StoredState::new(issues, now)).unwrap();
+    let text = baton::orchestrator::restore::to_json(&st).unwrap();
     std::fs::write(sd.join("state.json"), &text).unwrap();
     let t0 = std::time::Instant::now();
     let d = start(&dir, &wf);

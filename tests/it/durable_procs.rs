@@ -7,9 +7,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use baton::durable::{
-    group_alive, group_running, leader_start_time, stop_orphan_group, OrphanOutcome,
-};
+use baton::host::orphan::{group_alive, group_running, leader_start_time, stop_local};
+use baton::host::OrphanOutcome;
 
 /// A child in its own process group, reaped by a thread (as init reaps a dead daemon's orphans),
 /// so the group vanishes once its processes exit. The receiver fires when it is reaped.
@@ -53,8 +52,8 @@ fn reused_pid_is_left_alone_and_the_recorded_group_is_stopped() {
     let start = start_time_of(pgid);
 
     let wrong = start.wrapping_add(1);
-    let out = stop_orphan_group(pgid, wrong, Duration::from_millis(50));
-    assert_eq!(out, OrphanOutcome::StartTimeMismatch { found: start });
+    let out = stop_local(pgid, wrong, Duration::from_millis(50));
+    assert_eq!(out, OrphanOutcome::StartTimeMismatch);
     assert!(!out.stopped());
     assert!(
         group_running(pgid),
@@ -62,7 +61,7 @@ fn reused_pid_is_left_alone_and_the_recorded_group_is_stopped() {
     );
     assert!(reaped.try_recv().is_err());
 
-    let out = stop_orphan_group(pgid, start, Duration::from_secs(5));
+    let out = stop_local(pgid, start, Duration::from_secs(5));
     assert_eq!(out, OrphanOutcome::Terminated);
     assert!(out.stopped());
     assert!(!group_running(pgid));
@@ -70,7 +69,7 @@ fn reused_pid_is_left_alone_and_the_recorded_group_is_stopped() {
     assert!(!group_alive(pgid), "reaped: not even a zombie is left");
 
     assert_eq!(
-        stop_orphan_group(pgid, start, Duration::from_millis(10)),
+        stop_local(pgid, start, Duration::from_millis(10)),
         OrphanOutcome::NotRunning
     );
 }
@@ -105,7 +104,7 @@ fn group_ignoring_sigterm_is_killed_after_the_grace_period() {
     let start = start_time_of(pgid);
 
     let t0 = Instant::now();
-    let out = stop_orphan_group(pgid, start, Duration::from_millis(300));
+    let out = stop_local(pgid, start, Duration::from_millis(300));
     assert_eq!(out, OrphanOutcome::Killed);
     assert!(
         t0.elapsed() >= Duration::from_millis(300),
@@ -114,4 +113,27 @@ fn group_ignoring_sigterm_is_killed_after_the_grace_period() {
     // The reparented background sleep may linger as a zombie until init reaps it; nothing in
     // the group runs any more.
     assert!(!group_running(pgid), "the background sleep too");
+}
+
+#[test]
+fn a_group_of_another_user_is_left_alone() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping: starting a process as another user needs root");
+        return;
+    }
+    let mut child = Command::new("sleep")
+        .arg("60")
+        .uid(65534)
+        .gid(65534)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id();
+    let start = start_time_of(pgid);
+    let out = stop_local(pgid, start, Duration::from_millis(50));
+    assert_eq!(out, OrphanOutcome::NotPermitted);
+    assert!(group_running(pgid), "another user's process was not signalled");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

@@ -167,6 +167,7 @@ fn run_case(
         events: tx,
         host: baton::host::LocalHost::shared(),
         tracker_held: Arc::new(AtomicBool::new(tracker_held)),
+        resume: None,
     };
     let outcome = run_attempt(&ctx);
     let case = Case {

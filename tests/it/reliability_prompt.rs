@@ -76,6 +76,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         events: tx,
         host: baton::host::LocalHost::shared(),
         tracker_held: Default::default(),
+        resume: None,
     };
     let outcome = run_attempt(&ctx);
     assert_eq!(outcome, WorkerOutcome::Normal);
