@@ -973,8 +973,10 @@ impl Daemon {
         }
     }
 
-    /// Stop an orphaned agent group through the host that owns it, on the background pool; the
-    /// answer comes back as `Event::OrphanChecked`.
+    /// Stop an orphaned agent group through the host that owns it; the answer comes back as
+    /// `Event::OrphanChecked`. A remote check runs on the background pool. A local one only
+    /// comes from the restore at startup and runs here, before the loop and the first spawn (at
+    /// most the orphan grace plus 2 s each), so nothing else touches the group first.
     fn stop_orphan(&mut self, issue_id: String, host: Option<String>, pgid: u32, start: u64) {
         let h = self.hosts.get(host.as_deref());
         let events = self.events_tx.clone();
@@ -983,7 +985,7 @@ impl Daemon {
             .orphans
             .get(&issue_id)
             .map(|o| o.identifier.clone());
-        let job = Box::new(move || {
+        let job = move || {
             let on = h.name().unwrap_or("local").to_string();
             let result = h.stop_orphan(pgid, start).map(|outcome| {
                 let event = if outcome.stopped() { "orphan_stopped" } else { "orphan_check" };
@@ -995,8 +997,10 @@ impl Daemon {
                 outcome.stopped()
             });
             let _ = events.send(Event::OrphanChecked { issue_id, result });
-        });
-        if let Err(e) = self.removals.submit(job) {
+        };
+        if host.is_none() {
+            job();
+        } else if let Err(e) = self.removals.submit(Box::new(job)) {
             warn!("cannot start an orphan check error={e}");
         }
     }
