@@ -349,20 +349,21 @@ mod issue_ref {
 }
 
 /// Kind of a queued retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RetryKind {
     /// 1 s re-check after a normal exit.
     Continuation,
     /// Exponential backoff after a failure.
+    #[default]
     Failure,
 }
 
 /// A queued retry (spec §4.1.7); the timer is `due_at` itself (see `engine::next_deadline`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RetryEntry {
     /// Issue node id.
-    #[serde(default)]
     pub issue_id: String,
     /// Identifier for logs/status.
     pub identifier: String,
@@ -385,18 +386,16 @@ pub struct RetryEntry {
     /// Workspace of the previous run (for terminal cleanup).
     pub workspace_path: PathBuf,
     /// The SSH host of the previous run (has the workspace; preferred for the retry).
-    #[serde(default)]
     pub host: Option<String>,
     /// The session an interrupted run resumes (set by restore).
-    #[serde(default)]
     pub resume: Option<Resume>,
 }
 
 /// An issue parked until its state or labels change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct BlockedEntry {
     /// Issue node id.
-    #[serde(default)]
     pub issue_id: String,
     /// Identifier.
     pub identifier: String,
@@ -407,7 +406,6 @@ pub struct BlockedEntry {
     /// `max_attempts reached`, `max_runs_per_issue reached`, `budget exceeded: …`.
     pub reason: String,
     /// The reason's class (a bounded metrics label).
-    #[serde(default)]
     pub kind: ParkKind,
     /// When parked.
     pub since: Millis,

@@ -381,7 +381,8 @@ struct Daemon {
     persist: Persist,
     /// Workspace-removal threads, joined (bounded) at shutdown.
     removals: Reaper,
-    /// The first supervised thread that panicked: the run ends with an error.
+    /// Why the run must end with an error (a supervised thread panicked, the state directory
+    /// was taken away).
     fatal: Option<String>,
     /// Results of reloads run off the loop.
     reload_tx: Sender<Box<ReloadResult>>,
@@ -689,10 +690,7 @@ impl Daemon {
         self.persist.shutdown(now);
         self.hosts.close_all();
         info!("event=shutdown_complete");
-        match self.fatal {
-            Some(name) => Err(format!("thread {name} panicked; restart Baton")),
-            None => Ok(()),
-        }
+        self.fatal.map_or(Ok(()), Err)
     }
 
     /// Sweep workspace tombstones a crash left behind, on the removal pool (the first tick's board
@@ -785,7 +783,8 @@ impl Daemon {
             LoopEvent::Reloaded(r) => self.reload_done(*r),
             LoopEvent::Fatal(name) => {
                 error!("a supervised thread died; shutting down thread={name}");
-                self.fatal.get_or_insert(name);
+                self.fatal
+                    .get_or_insert(format!("thread {name} panicked; restart Baton"));
                 self.ops.stopping();
                 self.engine(Event::Shutdown);
             }

@@ -132,7 +132,10 @@ mod tests {
                 .1
                 .push(prompt.to_string());
             if !self.ok {
-                emit(AgentEvent::new(AgentEventKind::TurnFailed, "no conversation"));
+                emit(AgentEvent::new(
+                    AgentEventKind::TurnFailed,
+                    "no conversation",
+                ));
                 return Err(AgentError::new(AgentErrorKind::ProcessExit, "exit 1"));
             }
             emit(AgentEvent::new(AgentEventKind::OtherMessage, "working"));

@@ -133,7 +133,10 @@ fn a_group_of_another_user_is_left_alone() {
     let start = start_time_of(pgid);
     let out = stop_local(pgid, start, Duration::from_millis(50));
     assert_eq!(out, OrphanOutcome::NotPermitted);
-    assert!(group_running(pgid), "another user's process was not signalled");
+    assert!(
+        group_running(pgid),
+        "another user's process was not signalled"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
 }

@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use baton::orchestrator::restore::{check_summary, parse, restore, to_json, ParseError, INTERRUPTED};
+use baton::orchestrator::restore::{
+    check_summary, parse, restore, to_json, ParseError, INTERRUPTED,
+};
 use baton::orchestrator::state::{
     BlockedEntry, IssueSpend, OrchestratorState, ParkKind, Policy, RetryKind, RunningEntry,
     TokenCounts,
@@ -53,7 +55,14 @@ fn stored(s: &OrchestratorState) -> OrchestratorState {
 fn retry(s: &mut OrchestratorState, n: u64, due_at: u64, attempt: u32) {
     let i = issue(n, "Todo");
     let ws = PathBuf::from(format!("/ws/{}", i.identifier));
-    let r = s.queue_retry(&i.id, &i.identifier, RetryKind::Failure, attempt, due_at, ws);
+    let r = s.queue_retry(
+        &i.id,
+        &i.identifier,
+        RetryKind::Failure,
+        attempt,
+        due_at,
+        ws,
+    );
     r.error = Some("boom".into());
 }
 
@@ -86,11 +95,13 @@ fn retries_keep_their_due_times_and_past_ones_are_due_now() {
 #[test]
 fn a_running_entry_is_an_immediate_resume_that_is_not_a_failed_attempt() {
     let mut s = OrchestratorState::default();
-    s.running.insert("I_1".into(), running(1, Some(5_000), Some("sess-1")));
+    s.running
+        .insert("I_1".into(), running(1, Some(5_000), Some("sess-1")));
     let mut second = running(2, Some(6_000), None);
     second.attempt = Some(4);
     s.running.insert("I_2".into(), second);
-    s.running.insert("I_3".into(), running(3, Some(1), Some("sess-3")));
+    s.running
+        .insert("I_3".into(), running(3, Some(1), Some("sess-3")));
     s.runs_since_active.insert("I_2".into(), 6);
     retry(&mut s, 2, NOW + 99_000, 4); // stale: the run started after it
     let (st, actions) = restore(stored(&s), policy(), NOW + 60_000);
@@ -126,11 +137,17 @@ fn a_running_entry_is_an_immediate_resume_that_is_not_a_failed_attempt() {
         (resume.agent.as_str(), resume.session.as_str()),
         ("claude_code", "sess-1")
     );
-    assert_eq!(resume.tokens.input_tokens, 100, "the session's usage so far");
+    assert_eq!(
+        resume.tokens.input_tokens, 100,
+        "the session's usage so far"
+    );
     assert_eq!(resume.cost_usd, Some(0.25));
     assert_eq!(st.retry_attempts["I_2"].attempt, 4, "same attempt, not 5");
     assert_eq!(st.retry_attempts["I_2"].resume, None, "no session: fresh");
-    assert_eq!(st.runs_since_active["I_2"], 5, "the re-dispatch counts it again");
+    assert_eq!(
+        st.runs_since_active["I_2"], 5,
+        "the re-dispatch counts it again"
+    );
     assert_eq!(
         baton::orchestrator::restore::summary(&st),
         "restored_retries=3 parked_issues=0 resumed_sessions=2 orphans=2"
@@ -262,7 +279,10 @@ fn bad_entries_are_dropped_alone_and_hostile_values_are_made_safe() {
     let s = parse(doc.to_string().as_bytes()).unwrap();
     let kept: Vec<&str> = s.retry_attempts.keys().map(String::as_str).collect();
     assert_eq!(kept, ["I_1", "I_5"]);
-    assert_eq!(s.retry_attempts["I_5"].resume, None, "a flag is never a session");
+    assert_eq!(
+        s.retry_attempts["I_5"].resume, None,
+        "a flag is never a session"
+    );
     let e = &s.running["I_6"];
     assert_eq!(e.agent_pid, None, "pgid 0 is never signalled");
     assert_eq!(e.agent_session, None);
@@ -320,7 +340,10 @@ fn a_schema_1_file_from_the_previous_build_is_upgraded() {
         (res1.agent.as_str(), res1.session.as_str()),
         ("claude_code", "0b9c6e1e-58a5-4a51-9d4b-123456789012")
     );
-    assert_eq!(r1.workspace_path, PathBuf::from("/srv/baton/ws/acme__repo-1"));
+    assert_eq!(
+        r1.workspace_path,
+        PathBuf::from("/srv/baton/ws/acme__repo-1")
+    );
     let r2 = &st.retry_attempts["I_2"];
     assert_eq!(r2.resume.as_ref().unwrap().agent, "copilot");
     assert_eq!(r2.host.as_deref(), Some("build-1"));
@@ -359,7 +382,10 @@ fn a_schema_1_file_from_the_previous_build_is_upgraded() {
     assert_eq!(st.spend["I_1"].turns, 1);
     assert_eq!(st.agent_totals.turns, 3);
     assert!((st.agent_totals.cost_usd - 1.5094).abs() < 1e-9);
-    assert_eq!(st.runs_since_active["I_1"], 0, "counted again when it resumes");
+    assert_eq!(
+        st.runs_since_active["I_1"], 0,
+        "counted again when it resumes"
+    );
     assert_eq!(st.runs_since_active["I_4"], 1);
     // Written back, it is a schema 2 file that restores to the same state.
     let again = parse(&to_json(&st).unwrap()).unwrap();

@@ -22,7 +22,14 @@ fn bytes(n: u64, v: u32) -> Vec<u8> {
     for k in 1..=n {
         let i = board_issue(k, "Todo");
         let ws = PathBuf::from(format!("/var/lib/baton/workspaces/{}", i.identifier));
-        let r = s.queue_retry(&i.id, &i.identifier, RetryKind::Failure, 2, 1_796_000_000_000, ws);
+        let r = s.queue_retry(
+            &i.id,
+            &i.identifier,
+            RetryKind::Failure,
+            2,
+            1_796_000_000_000,
+            ws,
+        );
         r.error = Some("agent exited with status 1: turn failed after tool error".into());
         r.url = i.url.clone();
         s.runs_since_active.insert(i.id.clone(), v);
@@ -56,7 +63,11 @@ fn open_creates_a_private_dir_and_save_read_round_trips() {
     dir.save(&b).unwrap();
     assert_eq!(mode(&dir.state_file()), 0o600);
     assert_eq!(dir.read_state().unwrap(), Some(b));
-    assert_eq!(names(dir.path()), ["state.json"], "no temp file left behind");
+    assert_eq!(
+        names(dir.path()),
+        ["state.json"],
+        "no temp file left behind"
+    );
 
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     let reopened = StateDir::open(dir.path(), false).unwrap();
@@ -70,7 +81,10 @@ fn second_locker_gets_state_locked_with_the_holder_pid() {
     assert_eq!(dir.lock_holder(), None);
     dir.lock().unwrap();
     let pid = std::process::id();
-    assert_eq!(fs::read_to_string(t.join("pid")).unwrap(), format!("{pid}\n"));
+    assert_eq!(
+        fs::read_to_string(t.join("pid")).unwrap(),
+        format!("{pid}\n")
+    );
 
     // flock locks belong to the open file description: a second open conflicts in-process.
     let other = StateDir::open(&t.0, false).unwrap();
@@ -87,7 +101,10 @@ fn second_locker_gets_state_locked_with_the_holder_pid() {
     other.lock().unwrap();
     let probe = StateDir::open(&t.0, false).unwrap();
     assert!(probe.lock_holder().is_some());
-    assert!(other.lock_holder().is_none(), "the probe did not take the lock");
+    assert!(
+        other.lock_holder().is_none(),
+        "the probe did not take the lock"
+    );
 }
 
 #[test]
@@ -105,7 +122,10 @@ fn unreadable_files_are_reported_and_moved_aside_without_overwriting() {
         t.join("state.json.corrupt-1000-1"),
         "the earlier copy is not overwritten"
     );
-    assert_eq!(fs::read_to_string(t.join("state.json.corrupt-1000")).unwrap(), "x");
+    assert_eq!(
+        fs::read_to_string(t.join("state.json.corrupt-1000")).unwrap(),
+        "x"
+    );
     // A FIFO is never opened blocking; a directory is not a file.
     let fifo = std::ffi::CString::new(dir.state_file().to_str().unwrap()).unwrap();
     // SAFETY: mkfifo with a NUL-terminated path.
@@ -131,7 +151,10 @@ fn planted_symlinks_in_the_state_dir_are_never_followed() {
     dir.save(b"{}").unwrap();
     assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
     for name in ["state.json", "pid"] {
-        assert!(fs::symlink_metadata(d.join(name)).unwrap().is_file(), "{name}");
+        assert!(
+            fs::symlink_metadata(d.join(name)).unwrap().is_file(),
+            "{name}"
+        );
     }
     assert!(fs::symlink_metadata(d.join("state.json.corrupt-7"))
         .unwrap()
@@ -155,7 +178,9 @@ fn directories_others_can_change_are_refused() {
     assert!(why.contains(open.to_str().unwrap()), "{why}");
     let err = StateDir::open(&inner, false).unwrap_err();
     assert_eq!(err.name(), "state_dir_unsafe");
-    assert!(err.to_string().starts_with(&format!("state_dir_unsafe: {}: ", inner.display())));
+    assert!(err
+        .to_string()
+        .starts_with(&format!("state_dir_unsafe: {}: ", inner.display())));
     // /tmp itself (root-owned, sticky) is a fine parent.
     assert_eq!(unsafe_reason(&t.0), None);
     // A symlink named as the state dir counts as its target.
@@ -248,10 +273,7 @@ fn writer_writes_only_changes_and_flushes_on_shutdown() {
     assert!(matches!(w.flush(&dir, 70), WriteOutcome::Clean));
 
     assert!(w.offer(bytes(1, 4), 80));
-    assert!(
-        !w.offer(bytes(1, 3), 90),
-        "changed back to what is on disk"
-    );
+    assert!(!w.offer(bytes(1, 3), 90), "changed back to what is on disk");
     assert_eq!(w.next_due(), None);
 }
 
@@ -300,7 +322,10 @@ fn bench_state_write_1000_issues() {
         t0.elapsed().as_secs_f64() * 1e3
     );
     assert_eq!(loaded, state);
-    println!("file size         : {} bytes for 1000 queued retries", state.len());
+    println!(
+        "file size         : {} bytes for 1000 queued retries",
+        state.len()
+    );
     if std::env::var_os("BATON_BENCH_DIR").is_some() {
         let _ = fs::remove_dir_all(dir.path());
     }
@@ -454,7 +479,11 @@ fn a_renamed_or_replaced_state_dir_is_detected_before_the_next_write() {
     fs::remove_file(path.join("pid")).unwrap();
     symlink("/dev/null", path.join("lock")).unwrap();
     assert_eq!(
-        StateDir::open(&path, false).unwrap().lock().unwrap_err().name(),
+        StateDir::open(&path, false)
+            .unwrap()
+            .lock()
+            .unwrap_err()
+            .name(),
         "state_locked"
     );
     dir.save(b"{}").unwrap();

@@ -721,7 +721,10 @@ fn waiting_for_a_slot_or_a_refresh_keeps_the_attempt_and_its_backoff() {
     });
     h.tick(None, Ok(vec![issue(1, "Todo")]));
     h.exit(1, WorkerOutcome::Failed("boom".into()));
-    assert_eq!(dispatched(&h.fire_retry(1, Ok(Some(issue(1, "Todo"))))), ["I_1"]);
+    assert_eq!(
+        dispatched(&h.fire_retry(1, Ok(Some(issue(1, "Todo"))))),
+        ["I_1"]
+    );
     h.exit(1, WorkerOutcome::Failed("boom".into()));
     assert_eq!(h.s.retry_attempts["I_1"].attempt, 2, "two real failures");
     // I_2 holds the only slot; I_1's retry finds no slot (or no answer) again and again.

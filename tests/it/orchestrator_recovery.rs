@@ -159,8 +159,14 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
         }]
     );
     let r1 = &st2.retry_attempts["I_1"];
-    assert_eq!((r1.due_at, r1.kind, r1.attempt), (now2, RetryKind::Continuation, 1));
-    assert_eq!(st2.retry_attempts["I_2"].due_at, i2_due, "original due time");
+    assert_eq!(
+        (r1.due_at, r1.kind, r1.attempt),
+        (now2, RetryKind::Continuation, 1)
+    );
+    assert_eq!(
+        st2.retry_attempts["I_2"].due_at, i2_due,
+        "original due time"
+    );
     assert!(st2.blocked.contains_key("I_3"), "still parked");
     assert_eq!(st2.blocked["I_3"].kind, ParkKind::MaxAttempts);
     assert_eq!(st2.runs_since_active["I_1"], 0);
@@ -212,7 +218,9 @@ fn an_unreachable_host_holds_the_issue_until_it_answers_or_the_grace_passes() {
     ev.agent_pid = Some(777);
     let _ = handle(&mut st, update("I_1", d[0].1, ev), t0);
     let (mut st2, actions) = restore(parse(&to_json(&st).unwrap()).unwrap(), policy, t0 + 10);
-    assert!(matches!(&actions[..], [Action::StopOrphan { host: Some(h), pgid: 777, .. }] if h == "a"));
+    assert!(
+        matches!(&actions[..], [Action::StopOrphan { host: Some(h), pgid: 777, .. }] if h == "a")
+    );
     let unreachable = Event::OrphanChecked {
         issue_id: "I_1".into(),
         result: Err("host_unavailable: ssh a: timed out".into()),
@@ -222,12 +230,17 @@ fn an_unreachable_host_holds_the_issue_until_it_answers_or_the_grace_passes() {
     // While unknown, the issue is not run anywhere, however often the loop wakes.
     let mut now = t0 + 20;
     loop {
-        now = baton::orchestrator::next_deadline(&st2).unwrap().max(now + 1);
+        now = baton::orchestrator::next_deadline(&st2)
+            .unwrap()
+            .max(now + 1);
         if now >= t0 + 10 + 600_000 {
             break;
         }
         for a in handle(&mut st2, Event::Wake, now) {
-            assert!(!matches!(a, Action::FetchRetryIssue { .. } | Action::Dispatch { .. }));
+            assert!(!matches!(
+                a,
+                Action::FetchRetryIssue { .. } | Action::Dispatch { .. }
+            ));
             if let Action::ProbeHost { host } = a {
                 let failed = Event::HostProbed {
                     host,
@@ -270,7 +283,11 @@ fn a_budget_parks_at_the_same_turn_with_or_without_a_restart() {
         for turn in 1..=10u32 {
             now += 1_000;
             let cost = 0.3 * f64::from(turn);
-            let acts = handle(&mut st, update("I_1", run, claude_turn("s", 1_000, cost)), now);
+            let acts = handle(
+                &mut st,
+                update("I_1", run, claude_turn("s", 1_000, cost)),
+                now,
+            );
             if acts.iter().any(|a| matches!(a, Action::StopWorker { .. })) {
                 let ev = Event::WorkerExited {
                     issue_id: "I_1".into(),
@@ -301,7 +318,12 @@ fn a_budget_parks_at_the_same_turn_with_or_without_a_restart() {
     for k in 1..=3 {
         let with = parked_after(Some(k));
         assert_eq!(with.0, without.0, "same turn (restart after turn {k})");
-        assert!((with.1 - without.1).abs() < 1e-9, "cost {} vs {}", with.1, without.1);
+        assert!(
+            (with.1 - without.1).abs() < 1e-9,
+            "cost {} vs {}",
+            with.1,
+            without.1
+        );
         assert_eq!(with.2, without.2, "tokens");
     }
 }
@@ -319,7 +341,11 @@ fn spend_and_totals_never_overflow_decrease_or_reset() {
     let run = dispatched(&handle(&mut st, poll(vec![issue(1, "Todo")]), t0))[0].1;
     let mut last = 0.0;
     for cost in [f64::MAX, 0.5, f64::MAX, 1e308, 3.0] {
-        let _ = handle(&mut st, update("I_1", run, claude_turn("s", u64::MAX, cost)), t0);
+        let _ = handle(
+            &mut st,
+            update("I_1", run, claude_turn("s", u64::MAX, cost)),
+            t0,
+        );
         let c = st.agent_totals.cost_usd;
         assert!(c.is_finite() && c >= last, "{c} after {last}");
         assert!(st.spend["I_1"].cost_usd.is_finite());
