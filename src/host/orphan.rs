@@ -205,17 +205,20 @@ fn wait_gone(pgid: u32, limit: Duration) -> bool {
 }
 
 /// [`stop_local`] as a remote `sh` script (`$1` pgid, `$2` start time; both digits, checked by
-/// the caller): the same checks on the remote `/proc`, then TERM, 3 s, KILL. Prints the outcome.
+/// the caller): the same checks on the remote `/proc`, then TERM, 3 s, KILL; a group of zombies
+/// is gone. Prints the outcome.
 pub const STOP_SCRIPT: &str = r#"p=$1; t=$2
-s=$(cat "/proc/$p/stat" 2>/dev/null) || { kill -0 -"$p" 2>/dev/null && echo leader_gone || echo not_running; exit 0; }
+running() { for f in /proc/[0-9]*/stat; do read -r l < "$f" 2>/dev/null || continue; set -- ${l##*) }; [ "$3" = "$p" ] && [ "$1" != Z ] && return 0; done; return 1; }
+s=$(cat "/proc/$p/stat" 2>/dev/null) || { running && echo leader_gone || echo not_running; exit 0; }
 set -- ${s##*) }
 [ "${20}" = "$t" ] || { echo start_time_mismatch; exit 0; }
 [ -O "/proc/$p" ] || { echo not_permitted; exit 0; }
+running || { echo not_running; exit 0; }
 kill -TERM -"$p" 2>/dev/null || { echo not_running; exit 0; }
-i=0; while kill -0 -"$p" 2>/dev/null && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
-kill -0 -"$p" 2>/dev/null || { echo terminated; exit 0; }
+i=0; while running && [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done
+running || { echo terminated; exit 0; }
 kill -KILL -"$p" 2>/dev/null; sleep 1
-kill -0 -"$p" 2>/dev/null && echo survived || echo killed
+running && echo survived || echo killed
 "#;
 
 #[cfg(test)]
