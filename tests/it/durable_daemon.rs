@@ -1120,3 +1120,26 @@ fn a_state_file_at_the_old_default_location_is_moved_once() {
         .map(|e| e.file_name().into_string().unwrap())
         .any(|n| n.starts_with("state.json.moved-")));
 }
+
+#[test]
+fn state_writes_are_timed_in_the_metrics() {
+    let (dir, _github, wf) = fake_setup("metrics");
+    let d = start(&dir, &wf);
+    d.wait("the recorded run", LIMIT, || stored_run(&dir));
+    let written = d.wait("a timed state write", LIMIT, || {
+        let m = d.get("/metrics").1;
+        let count = m
+            .lines()
+            .find(|l| l.starts_with("baton_state_write_duration_seconds_count"))?
+            .rsplit(' ')
+            .next()?
+            .parse::<f64>()
+            .ok()?;
+        (count >= 1.0).then_some(m)
+    });
+    let sum = written
+        .lines()
+        .find(|l| l.starts_with("baton_state_write_duration_seconds_sum"))
+        .unwrap();
+    assert!(!sum.ends_with(" 0"), "{sum}");
+}
