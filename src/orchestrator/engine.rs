@@ -569,6 +569,7 @@ fn on_poll_result(
         }
     };
     release_changed_blocks(state, &issues);
+    forget_gone(state, &issues);
     // 4./5. Sort and dispatch while slots remain.
     rules::sort_for_dispatch(&mut issues);
     for issue in issues {
@@ -663,6 +664,35 @@ fn release_changed_blocks(state: &mut OrchestratorState, candidates: &[Issue]) {
             state.recent_events.remove(&id);
             state.last_errors.remove(&id);
         }
+    }
+}
+
+/// Forget what is kept about issues that have nothing worth keeping any more: not running,
+/// waiting, parked, being cleaned or checked, and not among the active candidates (they left the
+/// active states or the board; their counts start over if they come back). Keeps the state, and
+/// so `state.json`, as small as the work in hand.
+fn forget_gone(state: &mut OrchestratorState, candidates: &[Issue]) {
+    let ids: std::collections::BTreeSet<&str> = candidates.iter().map(|i| i.id.as_str()).collect();
+    let s = &mut *state;
+    let keep = |id: &String| {
+        ids.contains(id.as_str())
+            || s.claimed.contains(id)
+            || s.blocked.contains_key(id)
+            || s.cleaning.contains_key(id)
+            || s.orphans.contains_key(id)
+    };
+    let gone: Vec<String> = (s.runs_since_active.keys().chain(s.spend.keys()))
+        .chain(s.last_errors.keys().chain(s.recent_events.keys()))
+        .chain(s.completed.iter())
+        .filter(|id| !keep(id))
+        .cloned()
+        .collect();
+    for id in gone {
+        s.runs_since_active.remove(&id);
+        s.spend.remove(&id);
+        s.last_errors.remove(&id);
+        s.recent_events.remove(&id);
+        s.completed.remove(&id);
     }
 }
 

@@ -381,3 +381,46 @@ fn bench_projection_of_1000_issues() {
     let per = t0.elapsed().as_secs_f64() * 1e3 / f64::from(rounds);
     println!("projection + change check of 1,000 issues: {per:.3} ms per loop step");
 }
+
+/// Issue 21, item 10: what is kept for long-gone issues is bounded. A state file of 50,000 known
+/// issues (a board that churned for months) is cut to the entry cap when read, and the first
+/// successful poll forgets every issue that is neither on the board's active list nor in hand.
+#[test]
+fn long_gone_issues_are_forgotten_and_the_state_stays_small() {
+    use baton::orchestrator::state::IssueSpend;
+    let mut old = OrchestratorState::default();
+    for n in 1..=50_000u64 {
+        old.runs_since_active.insert(format!("I_{n}"), 1);
+        let spend = IssueSpend {
+            turns: 1,
+            ..IssueSpend::default()
+        };
+        old.spend.insert(format!("I_{n}"), spend);
+    }
+    let big = to_json(&old).unwrap();
+    let stored = parse(&big).unwrap();
+    assert_eq!(stored.runs_since_active.len(), 10_000, "cut to the cap");
+    assert_eq!(stored.spend.len(), 10_000);
+    let policy = Policy {
+        active_states: vec!["Todo".into()],
+        workspace_root: "/ws".into(),
+        max_concurrent_agents: 1,
+        ..Policy::default()
+    };
+    let t0 = 1_796_000_000_000;
+    let (mut st, _) = restore(stored, policy, t0);
+    let _ = handle(&mut st, Event::Wake, t0);
+    // Issues 1 and 10 are still active (1 runs, 10 waits for a slot); every other one is gone.
+    let _ = handle(&mut st, poll(vec![issue(1, "Todo"), issue(10, "Todo")]), t0);
+    let kept: Vec<&str> = st.runs_since_active.keys().map(String::as_str).collect();
+    assert_eq!(kept, ["I_1", "I_10"]);
+    assert_eq!(st.runs_since_active["I_1"], 2, "its count kept and bumped");
+    assert_eq!(st.spend.len(), 2);
+    let small = to_json(&st).unwrap();
+    assert!(
+        small.len() < 2_000,
+        "{} bytes (was {})",
+        small.len(),
+        big.len()
+    );
+}
