@@ -103,9 +103,11 @@ mod tests {
     #[test]
     fn parses_hosts_and_cap() {
         let w = parse(
-            "worker: {ssh_hosts: [build-1, 'baton@10.0.0.5', 'ssh://h:2222'], max_concurrent_agents_per_host: 4}",
+            "worker: {ssh_hosts: [build-1, 'baton@10.0.0.5', 'ssh://h:2222'], max_concurrent_agents_per_host: 4, orphan_grace_ms: 5000}",
         )
         .unwrap();
+        assert_eq!(w.orphan_grace_ms, 5_000);
+        assert_eq!(parse("{}").unwrap().orphan_grace_ms, 600_000);
         assert_eq!(w.ssh_hosts, ["build-1", "baton@10.0.0.5", "ssh://h:2222"]);
         assert_eq!(w.max_concurrent_agents_per_host, Some(4));
     }
@@ -123,6 +125,7 @@ mod tests {
             ("worker: {ssh_hosts: build-1}", "ssh_hosts"),
             ("worker: {max_concurrent_agents_per_host: 0}", "0"),
             ("worker: {max_concurrent_agents_per_host: -2}", "-2"),
+            ("worker: {orphan_grace_ms: 0}", "orphan_grace_ms"),
         ] {
             let e = parse(yaml).unwrap_err();
             assert_eq!(e.class, "invalid_config", "{yaml}");
