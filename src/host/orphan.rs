@@ -3,20 +3,15 @@
 //! A pid alone does not name a process across a restart: it may have been reused. A recorded
 //! agent is identified by its process-group id (= its leader's pid) **and** the leader's start
 //! time, `/proc/<pid>/stat` field 22 (clock ticks since boot), which a reused pid does not share,
-//! and it must belong to this user. A group is only ever signalled on the host that owns it:
-//! [`stop_local`] here, the same checks in [`STOP_SCRIPT`] over SSH.
+//! and it must belong to this user. One check does it, [`STOP_SCRIPT`], run by the host that owns
+//! the group: `sh` here for [`LocalHost`](super::LocalHost), over SSH for a remote host — never a
+//! local signal for a remote group.
 
-use std::io;
-use std::os::unix::fs::MetadataExt;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How often the group is polled while waiting for it to vanish.
-const POLL: Duration = Duration::from_millis(20);
-/// How long to wait for the group to vanish after SIGKILL (a reaper may lag behind).
-const AFTER_KILL: Duration = Duration::from_secs(2);
-/// Grace between SIGTERM and SIGKILL.
-pub const ORPHAN_GRACE: Duration = Duration::from_secs(3);
+/// How long one check may take (TERM, 3 s, KILL, 1 s, and the `/proc` scans) before it is
+/// killed and its outcome is unknown.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The start time (`/proc/<pid>/stat` field 22, clock ticks since boot) of `pid`, or `None` if
 /// there is no such process or the file cannot be parsed.
@@ -26,74 +21,19 @@ pub fn leader_start_time(pid: u32) -> Option<u64> {
 }
 
 /// Field 22 of a `/proc/<pid>/stat` line. The command name (field 2) is in parentheses and may
-/// itself contain spaces and `)`, so fields are counted after the **last** `)`.
+/// itself contain spaces and `)`, so fields are counted after the **last** `)` (which starts at
+/// field 3).
 pub fn parse_start_time(stat: &str) -> Option<u64> {
-    stat_field(stat, 22)?.parse().ok()
-}
-
-/// Field `n` (1-based, `n >= 3`) of a `/proc/<pid>/stat` line, counted after the last `)`.
-fn stat_field(stat: &str, n: usize) -> Option<&str> {
     let rest = &stat[stat.rfind(')')? + 1..];
-    // `rest` starts at field 3 (state).
-    rest.split_ascii_whitespace().nth(n.checked_sub(3)?)
+    rest.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
 }
 
-/// True if a process that is not a zombie is in group `pgid` (a scan of `/proc`). Zombies
-/// still count for [`group_alive`] until their parent (for orphans: init) reaps them, which
-/// may lag; they run nothing, so a group of zombies is stopped. False for pgid 0 and 1.
-pub fn group_running(pgid: u32) -> bool {
-    if signalable(pgid).is_none() {
-        return false;
-    }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true; // cannot tell: assume alive
-    };
-    let pgid = pgid.to_string();
-    entries.filter_map(Result::ok).any(|e| {
-        let name = e.file_name();
-        let is_pid = name
-            .to_str()
-            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()));
-        is_pid
-            && std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
-                stat_field(&stat, 5) == Some(pgid.as_str()) && stat_field(&stat, 3) != Some("Z")
-            })
-    })
-}
-
-/// A pgid we may signal: a group never has id 0 or 1 (init), and it must fit a `pid_t`.
-fn signalable(pgid: u32) -> Option<libc::pid_t> {
-    libc::pid_t::try_from(pgid).ok().filter(|&p| p > 1)
-}
-
-/// `kill(-pgid, sig)`; `Ok` if at least one member was signalled.
-fn kill_group(pgid: libc::pid_t, sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: kill(2) with a negative pid (> 1 checked by callers) signals that process group.
-    if unsafe { libc::kill(-pgid, sig) } == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
-}
-
-/// True while any process (zombies included) is in process group `pgid`. A group we may not
-/// signal (EPERM) still exists. Always false for pgid 0 and 1.
-pub fn group_alive(pgid: u32) -> bool {
-    let Some(p) = signalable(pgid) else {
-        return false;
-    };
-    match kill_group(p, 0) {
-        Ok(()) => true,
-        Err(e) => e.raw_os_error() != Some(libc::ESRCH),
-    }
-}
-
-/// What an orphan stop found and did.
+/// What an orphan check found and did (the names [`STOP_SCRIPT`] prints).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OrphanOutcome {
     /// pgid 0, 1 or out of range, or no recorded start time: nothing signalled.
     InvalidPgid,
-    /// No process in the group: nothing to do.
+    /// No process (but zombies) in the group: nothing to do.
     NotRunning,
     /// The leader pid exists but started at another time: a reused pid, left alone.
     StartTimeMismatch,
@@ -106,107 +46,59 @@ pub enum OrphanOutcome {
     Killed,
     /// The group was still present after SIGKILL (e.g. a member in uninterruptible sleep).
     Survived,
-    /// The leader belongs to another user (or signalling it was refused): left alone.
+    /// The leader belongs to another user: left alone.
     NotPermitted,
 }
 
+const OUTCOMES: [(OrphanOutcome, &str); 8] = [
+    (OrphanOutcome::InvalidPgid, "invalid_pgid"),
+    (OrphanOutcome::NotRunning, "not_running"),
+    (OrphanOutcome::StartTimeMismatch, "start_time_mismatch"),
+    (OrphanOutcome::LeaderGone, "leader_gone"),
+    (OrphanOutcome::Terminated, "terminated"),
+    (OrphanOutcome::Killed, "killed"),
+    (OrphanOutcome::Survived, "survived"),
+    (OrphanOutcome::NotPermitted, "not_permitted"),
+];
+
 impl OrphanOutcome {
-    /// True if this call stopped the group (log `event=orphan_stopped`).
+    /// True if this check stopped the group (log `event=orphan_stopped`).
     pub fn stopped(self) -> bool {
         matches!(self, OrphanOutcome::Terminated | OrphanOutcome::Killed)
     }
 
-    /// snake_case name, as logged and as the remote script prints it.
+    /// snake_case name, as logged.
     pub fn as_str(self) -> &'static str {
-        match self {
-            OrphanOutcome::InvalidPgid => "invalid_pgid",
-            OrphanOutcome::NotRunning => "not_running",
-            OrphanOutcome::StartTimeMismatch => "start_time_mismatch",
-            OrphanOutcome::LeaderGone => "leader_gone",
-            OrphanOutcome::Terminated => "terminated",
-            OrphanOutcome::Killed => "killed",
-            OrphanOutcome::Survived => "survived",
-            OrphanOutcome::NotPermitted => "not_permitted",
-        }
-    }
-
-    /// The outcome named `s` (what [`STOP_SCRIPT`] prints).
-    pub fn parse(s: &str) -> Option<Self> {
-        use OrphanOutcome::*;
-        [
-            InvalidPgid,
-            NotRunning,
-            StartTimeMismatch,
-            LeaderGone,
-            Terminated,
-            Killed,
-            Survived,
-            NotPermitted,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
+        OUTCOMES
+            .iter()
+            .find(|(o, _)| *o == self)
+            .map_or("", |o| o.1)
     }
 }
 
-/// Stop a recorded agent process group on this machine: only if the leader (pid == `pgid`)
-/// exists, belongs to this user **and** started at `expected_start_time`. Sends SIGTERM to the
-/// group, waits up to `grace` for it to vanish, then SIGKILL. Blocks for at most `grace` + 2 s.
-pub fn stop_local(pgid: u32, expected_start_time: u64, grace: Duration) -> OrphanOutcome {
-    let Some(p) = signalable(pgid).filter(|_| expected_start_time > 0) else {
-        return OrphanOutcome::InvalidPgid;
-    };
-    match leader_start_time(pgid) {
-        Some(t) if t == expected_start_time => {}
-        Some(_) => return OrphanOutcome::StartTimeMismatch,
-        None if group_alive(pgid) => return OrphanOutcome::LeaderGone,
-        None => return OrphanOutcome::NotRunning,
+/// Stop the recorded group `pgid` (leader started at `start`) by running [`STOP_SCRIPT`] with
+/// `run` (`sh -c <script> baton <pgid> <start>` on the owning host; `Err` when the host could
+/// not run it). Nothing runs for a pgid that can never be an agent's or an unknown start time.
+pub(crate) fn stop_with(
+    pgid: u32,
+    start: u64,
+    run: impl FnOnce(&[&str]) -> Result<String, String>,
+) -> Result<OrphanOutcome, String> {
+    if pgid <= 1 || i32::try_from(pgid).is_err() || start == 0 {
+        return Ok(OrphanOutcome::InvalidPgid);
     }
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if std::fs::metadata(format!("/proc/{pgid}")).map_or(true, |m| m.uid() != me) {
-        return OrphanOutcome::NotPermitted;
-    }
-    if !group_running(pgid) {
-        return OrphanOutcome::NotRunning; // only zombies left: nothing to stop
-    }
-    match kill_group(p, libc::SIGTERM) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::EPERM) => return OrphanOutcome::NotPermitted,
-        Err(_) => return OrphanOutcome::NotRunning,
-    }
-    if wait_gone(pgid, grace) {
-        return OrphanOutcome::Terminated;
-    }
-    match kill_group(p, libc::SIGKILL) {
-        Ok(()) => {}
-        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return OrphanOutcome::Terminated,
-        Err(_) => return OrphanOutcome::NotPermitted,
-    }
-    if wait_gone(pgid, AFTER_KILL) {
-        OrphanOutcome::Killed
-    } else {
-        OrphanOutcome::Survived
-    }
+    let out = run(&[STOP_SCRIPT, "baton", &pgid.to_string(), &start.to_string()])?;
+    let out = out.trim();
+    OUTCOMES
+        .iter()
+        .find(|(_, name)| *name == out)
+        .map(|o| o.0)
+        .ok_or_else(|| format!("unexpected orphan check output {out:?}"))
 }
 
-/// Poll until the group has no process left but zombies (true) or `limit` passed (false).
-fn wait_gone(pgid: u32, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    loop {
-        if !group_alive(pgid) || !group_running(pgid) {
-            return true;
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return false;
-        }
-        thread::sleep(POLL.min(deadline - now));
-    }
-}
-
-/// [`stop_local`] as a remote `sh` script (`$1` pgid, `$2` start time; both digits, checked by
-/// the caller): the same checks on the remote `/proc`, then TERM, 3 s, KILL; a group of zombies
-/// is gone. Prints the outcome.
+/// The check (`$1` pgid, `$2` start time; digits): the leader must exist with that start time
+/// and belong to this user; then TERM to the group, up to 3 s, KILL. A group of zombies is gone.
+/// Prints the outcome.
 pub const STOP_SCRIPT: &str = r#"p=$1; t=$2
 running() { for f in /proc/[0-9]*/stat; do read -r l < "$f" 2>/dev/null || continue; set -- ${l##*) }; [ "$3" = "$p" ] && [ "$1" != Z ] && return 0; done; return 1; }
 s=$(cat "/proc/$p/stat" 2>/dev/null) || { running && echo leader_gone || echo not_running; exit 0; }
@@ -238,26 +130,20 @@ mod tests {
         );
         assert_eq!(parse_start_time("12 (x) S 1 2"), None);
         assert_eq!(parse_start_time("garbage"), None);
-        assert_eq!(stat_field(&format!("1 (x) {tail}"), 3), Some("S"));
-        assert_eq!(stat_field(&format!("1 (x) {tail}"), 5), Some("2"));
-        assert_eq!(stat_field("1 (x) S", 2), None);
         assert_eq!(parse_start_time(""), None);
+        assert!(leader_start_time(std::process::id()).is_some());
     }
 
     #[test]
-    fn own_start_time_is_readable_and_init_is_never_signalled() {
-        assert!(leader_start_time(std::process::id()).is_some());
+    fn impossible_groups_are_never_checked() {
         for (pgid, start) in [(1, 5), (0, 5), (u32::MAX, 5), (std::process::id(), 0)] {
-            assert_eq!(
-                stop_local(pgid, start, Duration::ZERO),
-                OrphanOutcome::InvalidPgid
-            );
+            let out = stop_with(pgid, start, |_| panic!("ran a check"));
+            assert_eq!(out, Ok(OrphanOutcome::InvalidPgid));
         }
-        assert!(!group_alive(1));
-        assert!(!group_alive(0));
-        for o in ["killed", "not_running", "survived"] {
-            assert_eq!(OrphanOutcome::parse(o).map(|o| o.as_str()), Some(o));
+        let out = stop_with(7, 9, |a| Ok(format!("{} {}\n", a[2], a[3])));
+        assert_eq!(out, Err("unexpected orphan check output \"7 9\"".into()));
+        for o in OUTCOMES {
+            assert_eq!(stop_with(7, 9, |_| Ok(o.1.into())), Ok(o.0));
         }
-        assert_eq!(OrphanOutcome::parse("x"), None);
     }
 }

@@ -28,7 +28,6 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::orphan::STOP_SCRIPT;
 use super::WorkspaceError;
 use super::{BeforeRemove, Host, OrphanOutcome, Process, ProcessSpec, Removal, Workspace};
 
@@ -241,16 +240,12 @@ impl Host for SshHost {
         self.check_reachable()
     }
 
-    /// The checks of [`crate::host::orphan::stop_local`], run on this host (never a local
-    /// signal: the pgid is this host's).
+    /// The orphan check run on this host (never a local signal: the pgid is this host's).
     fn stop_orphan(&self, pgid: u32, leader_start: u64) -> Result<OrphanOutcome, String> {
-        if pgid <= 1 || leader_start == 0 {
-            return Ok(OrphanOutcome::InvalidPgid);
-        }
-        let (p, t) = (pgid.to_string(), leader_start.to_string());
-        let out = self.sh(STOP_SCRIPT, &[OsStr::new(&p), OsStr::new(&t)])?;
-        OrphanOutcome::parse(out.trim())
-            .ok_or_else(|| format!("unexpected orphan check output {:?}", out.trim()))
+        crate::host::orphan::stop_with(pgid, leader_start, |args| {
+            let rest: Vec<&OsStr> = args[2..].iter().map(OsStr::new).collect();
+            self.sh(args[0], &rest)
+        })
     }
 }
 
