@@ -15,4 +15,4 @@ pub mod write_policy;
 
 pub use saver::{BackgroundSaver, SaveReport};
 pub use store::{check_private, unsafe_reason, StateDir, StoreError};
-pub use write_policy::{StateWriter, WriteOutcome, WritePolicy};
+pub use write_policy::{StateWriter, WriteOutcome};

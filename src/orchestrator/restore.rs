@@ -16,12 +16,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::agent::TokenUsage;
 use crate::workspace::{workspace_key, workspace_path};
 
 use super::engine::Action;
 use super::state::{
     BlockedEntry, IssueSpend, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume,
-    RetryEntry, RetryKind, RunningEntry, TokenCounts, Totals,
+    RetryEntry, RetryKind, RunningEntry, Totals,
 };
 
 /// The `state.json` version this build writes and the newest it reads (1 is upgraded).
@@ -102,7 +103,9 @@ pub fn parse(bytes: &[u8]) -> Result<OrchestratorState, ParseError> {
 /// An entry of one of the maps, checked (and made safe) after it was read.
 trait Entry: DeserializeOwned {
     /// `Err(field)` when the entry must be dropped.
-    fn check(&mut self, id: &str) -> Result<(), &'static str>;
+    fn check(&mut self, _id: &str) -> Result<(), &'static str> {
+        Ok(())
+    }
 }
 
 /// The entries of map `key`, each read and checked on its own.
@@ -254,17 +257,8 @@ impl Entry for Orphan {
     }
 }
 
-impl Entry for IssueSpend {
-    fn check(&mut self, _: &str) -> Result<(), &'static str> {
-        Ok(())
-    }
-}
-
-impl Entry for u32 {
-    fn check(&mut self, _: &str) -> Result<(), &'static str> {
-        Ok(())
-    }
-}
+impl Entry for IssueSpend {}
+impl Entry for u32 {}
 
 /// Put a stored state into a fresh engine state with `policy` at `now`: retries keep their due
 /// times (a past one is due now), parked issues, counts, spend and totals come back; a run that
@@ -415,14 +409,13 @@ struct V1Issue {
     running: Option<V1Run>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
+#[serde(default)]
 struct V1Retry {
     due_at: u64,
     attempt: u32,
-    #[serde(default)]
     error: Option<String>,
-    #[serde(default)]
-    kind: Option<RetryKind>,
+    kind: RetryKind,
 }
 
 #[derive(Deserialize, Default)]
@@ -472,30 +465,25 @@ fn upgrade_v1(issues: Option<Value>, s: &mut OrchestratorState) {
         let host = i.host.filter(|h| h != "local");
         let path = i.workspace.unwrap_or_default();
         let t = &i.totals;
-        let tokens = TokenCounts {
+        let usage = TokenUsage {
             input_tokens: t.input_tokens,
             output_tokens: t.output_tokens,
             cache_read_input_tokens: t.cache_read_tokens,
             cache_creation_input_tokens: t.cache_creation_tokens,
-            total_tokens: [
-                t.input_tokens,
-                t.output_tokens,
-                t.cache_read_tokens,
-                t.cache_creation_tokens,
-            ]
-            .iter()
-            .fold(0u64, |a, b| a.saturating_add(*b)),
         };
-        let cost = t.cost_usd.map_or(super::budget::MAX_COST_USD, |c| {
-            c.clamp(0.0, super::budget::MAX_COST_USD)
-        });
-        if tokens != TokenCounts::default() || cost > 0.0 || t.turns > 0 {
-            let spend = IssueSpend {
-                tokens,
+        let max = super::budget::MAX_COST_USD;
+        let cost = t.cost_usd.map_or(max, |c| c.clamp(0.0, max));
+        if usage != TokenUsage::default() || cost > 0.0 || t.turns > 0 {
+            let mut spend = IssueSpend {
                 cost_usd: cost,
                 turns: t.turns,
+                ..IssueSpend::default()
             };
-            add_to_totals(&mut s.agent_totals, &spend);
+            spend.tokens.add(&usage);
+            let all = &mut s.agent_totals;
+            all.tokens.add(&usage);
+            all.cost_usd = super::budget::add_cost(all.cost_usd, cost);
+            all.turns = all.turns.saturating_add(u64::from(t.turns));
             s.spend.insert(id.clone(), spend);
         }
         if i.runs > 0 {
@@ -547,7 +535,7 @@ fn upgrade_v1(issues: Option<Value>, s: &mut OrchestratorState) {
                 attempt: r.attempt,
                 due_at: r.due_at,
                 error: r.error,
-                kind: r.kind.unwrap_or(RetryKind::Failure),
+                kind: r.kind,
                 seq: 0,
                 in_flight: false,
                 workspace_path: path,
@@ -559,19 +547,4 @@ fn upgrade_v1(issues: Option<Value>, s: &mut OrchestratorState) {
             }
         }
     }
-}
-
-fn add_to_totals(t: &mut Totals, sp: &IssueSpend) {
-    let (a, b) = (&mut t.tokens, &sp.tokens);
-    a.input_tokens = a.input_tokens.saturating_add(b.input_tokens);
-    a.output_tokens = a.output_tokens.saturating_add(b.output_tokens);
-    a.cache_read_input_tokens = a
-        .cache_read_input_tokens
-        .saturating_add(b.cache_read_input_tokens);
-    a.cache_creation_input_tokens = a
-        .cache_creation_input_tokens
-        .saturating_add(b.cache_creation_input_tokens);
-    a.total_tokens = a.total_tokens.saturating_add(b.total_tokens);
-    t.cost_usd = super::budget::add_cost(t.cost_usd, sp.cost_usd);
-    t.turns = t.turns.saturating_add(u64::from(sp.turns));
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use baton::durable::{
-    unsafe_reason, BackgroundSaver, StateDir, StateWriter, StoreError, WriteOutcome, WritePolicy,
+    unsafe_reason, BackgroundSaver, StateDir, StateWriter, StoreError, WriteOutcome,
 };
 use baton::orchestrator::restore::to_json;
 use baton::orchestrator::state::{OrchestratorState, RetryKind};
@@ -216,7 +216,7 @@ fn make_unwritable(dir: &Path) -> impl FnOnce() {
 fn unwritable_dir_fails_the_write_keeps_the_state_and_retries_later() {
     let t = TempDir::unborn("readonly");
     let dir = StateDir::open(&t.0, true).unwrap();
-    let mut w = StateWriter::new(WritePolicy::new(100, 1_000));
+    let mut w = StateWriter::new(100, 1_000);
     assert!(w.offer(bytes(1, 1), 0));
     assert!(matches!(
         w.write_if_due(&dir, 0),
@@ -255,7 +255,7 @@ fn unwritable_dir_fails_the_write_keeps_the_state_and_retries_later() {
 fn writer_writes_only_changes_and_flushes_on_shutdown() {
     let t = TempDir::unborn("writer");
     let dir = StateDir::open(&t.0, true).unwrap();
-    let mut w = StateWriter::new(WritePolicy::new(100, 5_000));
+    let mut w = StateWriter::new(100, 5_000);
     assert!(w.offer(bytes(1, 1), 0));
     assert!(matches!(
         w.write_if_due(&dir, 0),
@@ -337,7 +337,7 @@ fn background_saver_writes_off_thread_and_reports_back() {
     let dir = StateDir::open(&t.0, true).unwrap();
     let (done_tx, done) = crossbeam_channel::unbounded();
     let saver = BackgroundSaver::spawn(dir.clone(), done_tx).unwrap();
-    let mut w = StateWriter::new(WritePolicy::new(100, 1_000));
+    let mut w = StateWriter::new(100, 1_000);
 
     assert!(w.offer(bytes(1, 1), 0));
     let job = w.take_due(0).expect("due at once");
@@ -373,7 +373,7 @@ fn background_saver_writes_off_thread_and_reports_back() {
 
 #[test]
 fn a_failed_background_write_is_retried_with_the_newest_state() {
-    let mut w = StateWriter::new(WritePolicy::new(100, 1_000));
+    let mut w = StateWriter::new(100, 1_000);
     assert!(w.offer(bytes(1, 1), 0));
     let job = w.take_due(0).unwrap();
     assert!(w.offer(bytes(1, 2), 5));
