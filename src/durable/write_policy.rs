@@ -111,7 +111,7 @@ impl StateWriter {
     /// The bytes to write now, if a write is due at `now` and none is in flight. Pass them back
     /// with the result to [`StateWriter::finish`].
     pub fn take_due(&mut self, now: u64) -> Option<Vec<u8>> {
-        if !self.next_due().is_some_and(|d| now >= d) {
+        if self.next_due().is_none_or(|d| now < d) {
             return None;
         }
         self.take()
