@@ -119,6 +119,7 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
         return;
     }
     let pool = crate::host::HostPool::new();
+    pool.configure(&cfg.worker);
     let command = &cfg.agent_settings().cli.command;
     for h in &cfg.worker.ssh_hosts {
         match crate::host::ssh::probe_host(&pool.ssh(h), &cfg.workspace_root, command) {

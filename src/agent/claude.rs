@@ -1,11 +1,12 @@
 //! Claude Code CLI adapter (spec §10.1, CLI subprocess mode), built against the real
 //! `@anthropic-ai/claude-code@2.1.332` stream-json protocol.
 //!
-//! Every turn is one `claude -p … --output-format stream-json --verbose` invocation run by the turn
-//! driver (`agent::driver`) on the runner's host; continuation turns add `--resume <agent_session_id>`, so the CLI's session
-//! (and its id) stays the same across turns. The pure [`StreamParser`] turns stdout lines into
-//! normalized [`AgentEvent`]s; the pure [`turn_outcome`] decides the turn result from the `result`
-//! line and how the process ended.
+//! Every turn is one `claude -p … --output-format stream-json --verbose` invocation run by the
+//! turn driver (`agent::driver`) on the runner's host; continuation turns add
+//! `--resume=<agent_session_id>` (only a [`super::valid_session_id`]), so the CLI's session (and
+//! its id) stays the same across turns. The pure [`StreamParser`] turns stdout lines into
+//! normalized [`AgentEvent`]s in one typed pass; the pure [`turn_outcome`] decides the turn result
+//! from the `result` line and how the process ended.
 //!
 //! Usage (§13.5): `result.usage` is per invocation and is reported **once per turn**, as the
 //! `usage_delta` of the terminal event (`turn_completed` / `turn_failed` / …). `total_cost_usd` is session-cumulative and is
@@ -19,15 +20,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::value::RawValue;
 
+use super::config::AgentKind;
 use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
-use super::json::{first_detail, int_text, num_at, one_line, str_at, tool_input_detail};
-use super::loose::{Loose, Object};
+use super::json::{first_detail, one_line};
+use super::loose::{List, Loose, Num};
 use super::runner::CliRunner;
 use super::{
-    check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
-    AgentSession, CancelToken, Emit, SessionContext, TokenUsage, TurnResult,
+    check_cwd_on, usable_session_id, AgentError, AgentErrorKind, AgentEvent, AgentEventKind,
+    AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TokenUsage, TurnResult,
 };
 use crate::host::{Host, ProcessSpec};
 use crate::text::truncate_chars;
@@ -39,6 +41,8 @@ pub use super::driver::ProcessEnd;
 pub const SUMMARY_MAX_CHARS: usize = 200;
 /// Longest `ResultInfo::result_text` kept (characters); it ends the `turn_completed` summary.
 pub(crate) const RESULT_TEXT_MAX_CHARS: usize = 2000;
+/// Tool calls whose denial a turn remembers (a hostile stream must not grow the set without end).
+const MAX_TRACKED_DENIALS: usize = 1024;
 /// The CLI clamps `CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS` to at least this.
 const CLI_MIN_TIMEOUT_MS: i64 = 10_000;
 
@@ -122,21 +126,21 @@ impl StreamParser {
     }
 
     /// Parse one stdout line into zero or more events (never panics; bad lines ⇒ `malformed`).
+    /// One typed pass: the line's fields are read into [`Line`], text borrowed from the line and
+    /// everything Baton does not read (tool results, thinking text) skipped unread.
     pub fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
         let trimmed = line.trim();
         if trimmed.is_empty() {
             return Vec::new();
         }
-        match self.parse_fast(trimmed) {
-            Some(events) => events,
-            None => self.parse_value(trimmed),
-        }
-    }
-
-    /// The general path: any line through a `serde_json::Value` tree.
-    fn parse_value(&mut self, trimmed: &str) -> Vec<AgentEvent> {
-        let value: Value = match serde_json::from_str(trimmed) {
-            Ok(v) => v,
+        let line = match serde_json::from_str::<Loose<Line>>(trimmed) {
+            Ok(Loose::Obj(line)) => line,
+            Ok(_) => {
+                return vec![self.event(
+                    AgentEventKind::Malformed,
+                    format!("non-object JSON line: {}", truncate_chars(trimmed, 80)),
+                )]
+            }
             Err(e) => {
                 return vec![self.event(
                     AgentEventKind::Malformed,
@@ -144,26 +148,15 @@ impl StreamParser {
                 )]
             }
         };
-        let Some(obj) = value.as_object() else {
-            return vec![self.event(
-                AgentEventKind::Malformed,
-                format!("non-object JSON line: {}", truncate_chars(trimmed, 80)),
-            )];
-        };
         if self.agent_session_id.is_none() {
-            if let Some(id) = obj.get("session_id").and_then(Value::as_str) {
-                if !id.is_empty() {
-                    self.agent_session_id = Some(truncate_chars(id, 128));
-                }
-            }
+            self.adopt_session_id(&line);
         }
-        let ty = obj.get("type").and_then(Value::as_str).unwrap_or("");
-        match ty {
-            "system" => self.parse_system(&value),
-            "assistant" => self.parse_assistant(&value),
-            "user" => vec![self.event(AgentEventKind::OtherMessage, summarize_user(&value))],
-            "result" => self.parse_result(&value),
-            "rate_limit_event" => vec![self.parse_rate_limit(&value)],
+        match line.ty.as_str().unwrap_or("") {
+            "system" => vec![self.parse_system(&line)],
+            "assistant" => self.parse_assistant(&line),
+            "user" => vec![self.event(AgentEventKind::OtherMessage, summarize_user(&line))],
+            "result" => self.parse_result(&line),
+            "rate_limit_event" => vec![self.parse_rate_limit(&line)],
             "" => vec![self.event(AgentEventKind::Malformed, "JSON line without a type")],
             other => vec![self.event(
                 AgentEventKind::OtherMessage,
@@ -172,44 +165,40 @@ impl StreamParser {
         }
     }
 
+    fn adopt_session_id(&mut self, line: &Line) {
+        if let Some(id) = line.session_id.as_str().filter(|id| !id.is_empty()) {
+            self.agent_session_id = Some(truncate_chars(id, 128));
+        }
+    }
+
     /// `{"type":"rate_limit_event","rate_limit_info":{"status",…}}` (see the protocol notes:
     /// emitted for subscription logins, not with an API key). Unknown shapes are `malformed`.
-    fn parse_rate_limit(&self, v: &Value) -> AgentEvent {
-        let Some(info) = v.get("rate_limit_info").filter(|i| i.is_object()) else {
+    fn parse_rate_limit(&self, line: &Line) -> AgentEvent {
+        let Some(info) = line.rate_limit_info.as_obj() else {
             return self.event(
                 AgentEventKind::Malformed,
                 "rate_limit_event without rate_limit_info",
             );
         };
-        let text = |k: &str| {
-            info.get(k)
-                .and_then(Value::as_str)
-                .map(|s| crate::text::single_line(s, 40))
-        };
-        let Some(status) = text("status") else {
+        let text = |v: &Loose| v.as_str().map(|s| crate::text::single_line(s, 40));
+        let Some(status) = text(&info.status) else {
             // Tolerated like other partial lines of a known type; nothing to record.
             return self.event(
                 AgentEventKind::OtherMessage,
                 "rate_limit_event without a status",
             );
         };
-        let resets_at = info
-            .get("resetsAt")
-            .and_then(Value::as_u64)
+        let resets_at = info.resets_at.value().filter(|s| *s >= 0.0).map(|s| {
             // Capped at year 9999: a hostile number must not overflow the time arithmetic.
-            .map(|s| {
-                crate::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(s.min(253_402_300_799)))
-            });
+            let secs = s.min(253_402_300_799.0) as u64;
+            crate::timefmt::rfc3339(UNIX_EPOCH + Duration::from_secs(secs))
+        });
         let limits = crate::agent::AgentRateLimits {
-            rate_limit_type: text("rateLimitType"),
-            utilization: info
-                .get("utilization")
-                .and_then(Value::as_f64)
-                .filter(|u| u.is_finite())
-                .map(|u| u.clamp(0.0, 1.0)),
+            rate_limit_type: text(&info.rate_limit_type),
+            utilization: info.utilization.value().map(|u| u.clamp(0.0, 1.0)),
             resets_at,
-            overage_status: text("overageStatus"),
-            is_using_overage: info.get("isUsingOverage").and_then(Value::as_bool),
+            overage_status: text(&info.overage_status),
+            is_using_overage: info.is_using_overage.as_bool(),
             status,
         };
         let mut ev = self.event(
@@ -237,63 +226,23 @@ impl StreamParser {
         ev
     }
 
-    /// The typed fast path for `assistant` and `user` lines, the bulk of a stream: no
-    /// `serde_json::Value` tree, text borrowed from the line, tool results skipped unread.
-    /// `None` for any other line, or one of an unexpected shape: the `Value` path handles it
-    /// (and its exact messages).
-    fn parse_fast(&mut self, line: &str) -> Option<Vec<AgentEvent>> {
-        let Object(view): Object<FastLine> = serde_json::from_str(line).ok()?;
-        let ty = view.ty.as_str()?;
-        if ty != "assistant" && ty != "user" {
-            return None;
-        }
-        if self.agent_session_id.is_none() {
-            if let Some(id) = view.session_id.as_str().filter(|id| !id.is_empty()) {
-                self.agent_session_id = Some(truncate_chars(id, 128));
-            }
-        }
-        let blocks = view.message.and_then(|m| m.0.content);
-        if ty == "user" {
-            let blocks = blocks.as_deref().unwrap_or(&[]);
-            let results = blocks
-                .iter()
-                .filter(|b| b.0.ty.as_str() == Some("tool_result"))
-                .count();
-            let errors = blocks
-                .iter()
-                .filter(|b| b.0.is_error.as_bool() == Some(true))
-                .count();
-            return Some(vec![
-                self.event(AgentEventKind::OtherMessage, user_summary(results, errors))
-            ]);
-        }
-        let Some(blocks) = blocks else {
-            return Some(vec![
-                self.event(AgentEventKind::OtherMessage, "assistant message")
-            ]);
+    /// One event per content block of an `assistant` line.
+    fn parse_assistant(&mut self, line: &Line) -> Vec<AgentEvent> {
+        let Some(blocks) = line.content() else {
+            return vec![self.event(AgentEventKind::OtherMessage, "assistant message")];
         };
-        let api_error = view.is_api_error_message.as_bool() == Some(true);
-        let out = blocks
+        let api_error = line.is_api_error_message.as_bool() == Some(true);
+        let empty = Block::default();
+        blocks
             .iter()
-            .map(|Object(b)| {
-                let detail = b.input.as_ref().map(|i| i.0.detail()).unwrap_or_default();
-                let block = BlockView {
-                    ty: b.ty.as_str().unwrap_or(""),
-                    text: b.text.as_str(),
-                    name: b.name.as_str(),
-                    detail,
-                };
-                self.assistant_block(block, api_error)
-            })
-            .collect();
-        Some(out)
+            .map(|b| self.assistant_block(b.as_obj().unwrap_or(&empty), api_error))
+            .collect()
     }
 
-    /// The event of one assistant content block (both parse paths).
-    fn assistant_block(&mut self, b: BlockView<'_>, api_error: bool) -> AgentEvent {
-        match b.ty {
+    fn assistant_block(&mut self, b: &Block, api_error: bool) -> AgentEvent {
+        match b.ty.as_str().unwrap_or("") {
             "text" => {
-                let text = b.text.unwrap_or("");
+                let text = b.text.as_str().unwrap_or("");
                 if api_error {
                     self.event(AgentEventKind::Notification, format!("api error: {text}"))
                 } else {
@@ -301,14 +250,15 @@ impl StreamParser {
                 }
             }
             "tool_use" => {
-                let name = b.name.unwrap_or("?");
+                let name = b.name.as_str().unwrap_or("?");
                 if name == "AskUserQuestion" {
                     self.asked_for_input = true;
                 }
-                let summary = if b.detail.is_empty() {
+                let detail = b.input.as_obj().map(Input::detail).unwrap_or_default();
+                let summary = if detail.is_empty() {
                     truncate_chars(name, 60)
                 } else {
-                    format!("{}: {}", truncate_chars(name, 60), b.detail)
+                    format!("{}: {detail}", truncate_chars(name, 60))
                 };
                 self.event(AgentEventKind::ToolUse, summary)
             }
@@ -322,16 +272,11 @@ impl StreamParser {
         }
     }
 
-    fn parse_system(&mut self, v: &Value) -> Vec<AgentEvent> {
-        let subtype = str_at(v, "subtype").unwrap_or("");
-        match subtype {
+    fn parse_system(&mut self, l: &Line) -> AgentEvent {
+        match l.subtype.as_str().unwrap_or("") {
             "init" => {
                 self.saw_init = true;
-                if let Some(id) = str_at(v, "session_id") {
-                    if !id.is_empty() {
-                        self.agent_session_id = Some(truncate_chars(id, 128));
-                    }
-                }
+                self.adopt_session_id(l);
                 let summary = format!(
                     "session {} model={} permission_mode={} version={}",
                     if self.emit_session_started {
@@ -339,9 +284,9 @@ impl StreamParser {
                     } else {
                         "resumed"
                     },
-                    str_at(v, "model").unwrap_or("?"),
-                    str_at(v, "permissionMode").unwrap_or("?"),
-                    str_at(v, "claude_code_version").unwrap_or("?"),
+                    l.model.as_str().unwrap_or("?"),
+                    l.permission_mode.as_str().unwrap_or("?"),
+                    l.claude_code_version.as_str().unwrap_or("?"),
                 );
                 let kind = if self.emit_session_started {
                     self.emit_session_started = false;
@@ -349,109 +294,92 @@ impl StreamParser {
                 } else {
                     AgentEventKind::OtherMessage
                 };
-                vec![self.event(kind, summary)]
+                self.event(kind, summary)
             }
             "permission_denied" => {
-                let tool = str_at(v, "tool_name").unwrap_or("?");
-                if let Some(id) = str_at(v, "tool_use_id") {
-                    self.reported_denials.insert(id.to_string());
+                let tool = l.tool_name.as_str().unwrap_or("?");
+                if let Some(id) = l.tool_use_id.as_str() {
+                    self.note_denial(id);
                 }
-                let msg = str_at(v, "message")
-                    .or_else(|| str_at(v, "decision_reason"))
-                    .unwrap_or("");
-                vec![self.event(
+                let msg = l.message.as_str().or(l.decision_reason.as_str());
+                self.event(
                     AgentEventKind::PermissionDenied,
-                    format!("{}: {msg}", truncate_chars(tool, 60)),
-                )]
+                    format!("{}: {}", truncate_chars(tool, 60), msg.unwrap_or("")),
+                )
             }
             "api_retry" => {
-                let status = int_text(v, "error_status", "none");
-                vec![self.event(
+                let num = |n: &Num| n.text().unwrap_or("?").to_string();
+                let status = l
+                    .error_status
+                    .int()
+                    .map_or("none".into(), |s| s.to_string());
+                self.event(
                     AgentEventKind::Notification,
                     format!(
                         "api retry attempt={}/{} error={} status={status} delay_ms={}",
-                        num_at(v, "attempt"),
-                        num_at(v, "max_retries"),
-                        str_at(v, "error").unwrap_or("?"),
-                        num_at(v, "retry_delay_ms"),
+                        num(&l.attempt),
+                        num(&l.max_retries),
+                        l.error.as_str().unwrap_or("?"),
+                        num(&l.retry_delay_ms),
                     ),
-                )]
+                )
             }
-            other => vec![self.event(
+            other => self.event(
                 AgentEventKind::OtherMessage,
                 format!("system/{}", truncate_chars(other, 40)),
-            )],
+            ),
         }
     }
 
-    fn parse_assistant(&mut self, v: &Value) -> Vec<AgentEvent> {
-        let Some(content) = v.pointer("/message/content").and_then(Value::as_array) else {
-            return vec![self.event(AgentEventKind::OtherMessage, "assistant message")];
-        };
-        let api_error = v.get("is_api_error_message").and_then(Value::as_bool) == Some(true);
-        content
-            .iter()
-            .map(|block| {
-                let view = BlockView {
-                    ty: str_at(block, "type").unwrap_or(""),
-                    text: str_at(block, "text"),
-                    name: str_at(block, "name"),
-                    detail: block
-                        .get("input")
-                        .map(tool_input_detail)
-                        .unwrap_or_default(),
-                };
-                self.assistant_block(view, api_error)
-            })
-            .collect()
+    /// Remember a denial reported on its own line (bounded), so the result line's copy of it is
+    /// not reported twice.
+    fn note_denial(&mut self, tool_use_id: &str) {
+        if self.reported_denials.len() < MAX_TRACKED_DENIALS {
+            self.reported_denials
+                .insert(truncate_chars(tool_use_id, 128));
+        }
     }
 
-    fn parse_result(&mut self, v: &Value) -> Vec<AgentEvent> {
-        let usage = v.get("usage").map(parse_usage).unwrap_or_default();
+    fn parse_result(&mut self, l: &Line) -> Vec<AgentEvent> {
         let mut denials = Vec::new();
         let mut out = Vec::new();
-        if let Some(list) = v.get("permission_denials").and_then(Value::as_array) {
-            for d in list {
-                let tool = str_at(d, "tool_name").unwrap_or("?");
-                denials.push(truncate_chars(tool, 60));
-                let id = str_at(d, "tool_use_id").unwrap_or("");
-                if id.is_empty() || !self.reported_denials.contains(id) {
-                    if !id.is_empty() {
-                        self.reported_denials.insert(id.to_string());
-                    }
-                    out.push(self.event(
-                        AgentEventKind::PermissionDenied,
-                        format!("{}: denied (reported in result)", truncate_chars(tool, 60)),
-                    ));
+        let empty = Denial::default();
+        for d in l.permission_denials.as_arr().unwrap_or_default() {
+            let d = d.as_obj().unwrap_or(&empty);
+            let tool = d.tool_name.as_str().unwrap_or("?");
+            denials.push(truncate_chars(tool, 60));
+            let id = d.tool_use_id.as_str().unwrap_or("");
+            if id.is_empty() || !self.reported_denials.contains(&truncate_chars(id, 128)) {
+                if !id.is_empty() {
+                    self.note_denial(id);
                 }
+                out.push(self.event(
+                    AgentEventKind::PermissionDenied,
+                    format!("{}: denied (reported in result)", truncate_chars(tool, 60)),
+                ));
             }
         }
         let info = ResultInfo {
-            subtype: str_at(v, "subtype").unwrap_or("").to_string(),
-            is_error: v.get("is_error").and_then(Value::as_bool).unwrap_or(true),
-            terminal_reason: str_at(v, "terminal_reason").map(|s| truncate_chars(s, 60)),
-            api_error_status: v.get("api_error_status").and_then(Value::as_i64),
-            result_text: str_at(v, "result").map(|s| truncate_chars(s, RESULT_TEXT_MAX_CHARS)),
-            errors: v
-                .get("errors")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .take(10)
-                        .map(|e| match e.as_str() {
-                            Some(s) => truncate_chars(s, 300),
-                            None => truncate_chars(&e.to_string(), 300),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            usage,
-            total_cost_usd: v
-                .get("total_cost_usd")
-                .and_then(Value::as_f64)
-                .filter(|c| c.is_finite() && *c >= 0.0),
+            subtype: l.subtype.as_str().unwrap_or("").to_string(),
+            is_error: l.is_error.as_bool().unwrap_or(true),
+            terminal_reason: l.terminal_reason.as_str().map(|s| truncate_chars(s, 60)),
+            api_error_status: l.api_error_status.int(),
+            result_text: l
+                .result
+                .as_str()
+                .map(|s| truncate_chars(s, RESULT_TEXT_MAX_CHARS)),
+            errors: l
+                .errors
+                .as_arr()
+                .unwrap_or_default()
+                .iter()
+                .take(10)
+                .map(error_text)
+                .collect(),
+            usage: l.usage.as_obj().map(Usage::tokens).unwrap_or_default(),
+            total_cost_usd: l.total_cost_usd.cost(),
             permission_denials: denials,
-            num_turns: v.get("num_turns").and_then(Value::as_u64),
+            num_turns: l.num_turns.value().map(|_| l.num_turns.count()),
         };
         // Only the first result line of an invocation counts (a `-p` run has exactly one).
         if self.result.is_none() {
@@ -597,8 +525,8 @@ pub(crate) fn claude_args(
         push(p);
     }
     if let Some(id) = resume {
-        push("--resume");
-        push(id);
+        // Attached, so no value can be read as a flag (the id is a checked UUID as well).
+        push(&format!("--resume={id}"));
     }
     for e in &cfg.cli.extra_args {
         push(e);
@@ -640,7 +568,11 @@ impl AgentRunner for ClaudeRunner {
             cwd,
             workspace_root: ctx.workspace_root.clone(),
             issue_identifier: ctx.issue_identifier.clone(),
-            agent_session_id: ctx.resume_session_id.clone(),
+            agent_session_id: usable_session_id(
+                AgentKind::ClaudeCode,
+                ctx.resume_session_id.as_deref(),
+                &ctx.issue_identifier,
+            ),
             turn_number: 0,
         }))
     }
@@ -744,7 +676,8 @@ impl AgentSession for ClaudeSession {
             );
         }
         if let Some(id) = parser.agent_session_id() {
-            self.agent_session_id = Some(id.to_string());
+            self.agent_session_id =
+                usable_session_id(AgentKind::ClaudeCode, Some(id), &self.issue_identifier);
         }
         let outcome = turn_outcome(parser.result(), &end, parser.asked_for_input());
         let summary_text = match &outcome {
@@ -787,35 +720,22 @@ impl AgentSession for ClaudeSession {
     }
 }
 
-fn parse_usage(u: &Value) -> TokenUsage {
-    let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-    TokenUsage {
-        input_tokens: n("input_tokens"),
-        output_tokens: n("output_tokens"),
-        cache_read_input_tokens: n("cache_read_input_tokens"),
-        cache_creation_input_tokens: n("cache_creation_input_tokens"),
+/// One entry of `result.errors`: its text, or its JSON when it is not a string; bounded.
+fn error_text(e: &&RawValue) -> String {
+    match serde_json::from_str::<String>(e.get()) {
+        Ok(s) => truncate_chars(&s, 300),
+        Err(_) => truncate_chars(e.get(), 300),
     }
 }
 
-fn summarize_user(v: &Value) -> String {
-    let blocks = v
-        .pointer("/message/content")
-        .and_then(Value::as_array)
-        .map(|a| a.as_slice())
-        .unwrap_or(&[]);
-    let results = blocks
-        .iter()
-        .filter(|b| str_at(b, "type") == Some("tool_result"))
-        .count();
-    let errors = blocks
-        .iter()
-        .filter(|b| b.get("is_error").and_then(Value::as_bool) == Some(true))
-        .count();
-    user_summary(results, errors)
-}
-
-/// The summary of a `user` line with `results` tool results, `errors` of them failed.
-fn user_summary(results: usize, errors: usize) -> String {
+fn summarize_user(line: &Line) -> String {
+    let blocks = line.content().unwrap_or(&[]);
+    let blocks = blocks.iter().filter_map(Loose::as_obj);
+    let (mut results, mut errors) = (0, 0);
+    for b in blocks {
+        results += usize::from(b.ty.as_str() == Some("tool_result"));
+        errors += usize::from(b.is_error.as_bool() == Some(true));
+    }
     if results > 0 {
         format!("tool results={results} errors={errors}")
     } else {
@@ -823,70 +743,87 @@ fn user_summary(results: usize, errors: usize) -> String {
     }
 }
 
-/// One assistant content block, from either parse path.
-struct BlockView<'b> {
-    ty: &'b str,
-    text: Option<&'b str>,
-    name: Option<&'b str>,
-    /// The tool call's most telling argument (see `tool_input_detail`).
-    detail: String,
-}
-
-/// The fast path's view of an `assistant` / `user` line (see [`StreamParser::parse_fast`]).
-#[derive(Deserialize)]
-struct FastLine<'a> {
-    #[serde(rename = "type", borrow, default)]
+/// Every field Baton reads of any stream-json line, by line type (one struct, so a line is
+/// parsed once and then read by its `type`). Fields of an unexpected type read as absent.
+#[derive(Default, Deserialize)]
+#[serde(default, bound(deserialize = "'de: 'a"))]
+struct Line<'a> {
+    #[serde(rename = "type")]
     ty: Loose<'a>,
-    #[serde(borrow, default)]
+    subtype: Loose<'a>,
     session_id: Loose<'a>,
-    #[serde(borrow, default)]
-    message: Option<Object<FastMessage<'a>>>,
-    #[serde(borrow, default)]
+    // system/init
+    model: Loose<'a>,
+    #[serde(rename = "permissionMode")]
+    permission_mode: Loose<'a>,
+    claude_code_version: Loose<'a>,
+    // system/permission_denied; `message` is a string there and an object on assistant/user lines
+    tool_name: Loose<'a>,
+    tool_use_id: Loose<'a>,
+    message: Loose<'a, Message<'a>>,
+    decision_reason: Loose<'a>,
+    // system/api_retry
+    attempt: Num<'a>,
+    max_retries: Num<'a>,
+    retry_delay_ms: Num<'a>,
+    error_status: Num<'a>,
+    error: Loose<'a>,
+    // assistant
     is_api_error_message: Loose<'a>,
+    // result
+    is_error: Loose<'a>,
+    terminal_reason: Loose<'a>,
+    api_error_status: Num<'a>,
+    result: Loose<'a>,
+    errors: List<'a, &'a RawValue>,
+    usage: Loose<'a, Usage<'a>>,
+    total_cost_usd: Num<'a>,
+    permission_denials: List<'a, Loose<'a, Denial<'a>>>,
+    num_turns: Num<'a>,
+    // rate_limit_event
+    rate_limit_info: Loose<'a, RateLimitInfo<'a>>,
 }
 
-/// `message` of a [`FastLine`].
-#[derive(Deserialize)]
-struct FastMessage<'a> {
-    #[serde(borrow, default)]
-    content: Option<Vec<Object<FastBlock<'a>>>>,
+impl Line<'_> {
+    /// `message.content` when it is an array.
+    fn content(&self) -> Option<&[Loose<'_, Block<'_>>]> {
+        self.message.as_obj()?.content.as_arr()
+    }
 }
 
-/// One block of `message.content`; everything else in it (tool results…) is skipped unread.
-#[derive(Deserialize)]
-struct FastBlock<'a> {
-    #[serde(rename = "type", borrow, default)]
+/// `message` of an assistant or user line.
+#[derive(Default, Deserialize)]
+#[serde(default, bound(deserialize = "'de: 'a"))]
+struct Message<'a> {
+    content: List<'a, Loose<'a, Block<'a>>>,
+}
+
+/// One block of `message.content` (text, tool call, tool result, thinking…).
+#[derive(Default, Deserialize)]
+#[serde(default, bound(deserialize = "'de: 'a"))]
+struct Block<'a> {
+    #[serde(rename = "type")]
     ty: Loose<'a>,
-    #[serde(borrow, default)]
     text: Loose<'a>,
-    #[serde(borrow, default)]
     name: Loose<'a>,
-    #[serde(borrow, default)]
-    input: Option<Object<FastInput<'a>>>,
-    #[serde(borrow, default)]
+    input: Loose<'a, Input<'a>>,
     is_error: Loose<'a>,
 }
 
-/// The tool-call arguments `tool_input_detail` looks at, in its order.
-#[derive(Deserialize)]
-struct FastInput<'a> {
-    #[serde(borrow, default)]
+/// The tool-call arguments a summary names, in the order it prefers them.
+#[derive(Default, Deserialize)]
+#[serde(default, bound(deserialize = "'de: 'a"))]
+struct Input<'a> {
     command: Loose<'a>,
-    #[serde(borrow, default)]
     file_path: Loose<'a>,
-    #[serde(borrow, default)]
     path: Loose<'a>,
-    #[serde(borrow, default)]
     pattern: Loose<'a>,
-    #[serde(borrow, default)]
     url: Loose<'a>,
-    #[serde(borrow, default)]
     description: Loose<'a>,
-    #[serde(borrow, default)]
     prompt: Loose<'a>,
 }
 
-impl FastInput<'_> {
+impl Input<'_> {
     fn detail(&self) -> String {
         first_detail([
             self.command.as_str(),
@@ -898,6 +835,47 @@ impl FastInput<'_> {
             self.prompt.as_str(),
         ])
     }
+}
+
+/// `result.usage` (per invocation).
+#[derive(Default, Deserialize)]
+#[serde(default, bound(deserialize = "'de: 'a"))]
+struct Usage<'a> {
+    input_tokens: Num<'a>,
+    output_tokens: Num<'a>,
+    cache_read_input_tokens: Num<'a>,
+    cache_creation_input_tokens: Num<'a>,
+}
+
+impl Usage<'_> {
+    fn tokens(&self) -> TokenUsage {
+        TokenUsage {
+            input_tokens: self.input_tokens.count(),
+            output_tokens: self.output_tokens.count(),
+            cache_read_input_tokens: self.cache_read_input_tokens.count(),
+            cache_creation_input_tokens: self.cache_creation_input_tokens.count(),
+        }
+    }
+}
+
+/// One entry of `result.permission_denials`.
+#[derive(Default, Deserialize)]
+#[serde(default, bound(deserialize = "'de: 'a"))]
+struct Denial<'a> {
+    tool_name: Loose<'a>,
+    tool_use_id: Loose<'a>,
+}
+
+/// `rate_limit_info` of a `rate_limit_event` line.
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", bound(deserialize = "'de: 'a"))]
+struct RateLimitInfo<'a> {
+    status: Loose<'a>,
+    resets_at: Num<'a>,
+    rate_limit_type: Loose<'a>,
+    utilization: Num<'a>,
+    overage_status: Loose<'a>,
+    is_using_overage: Loose<'a>,
 }
 
 #[cfg(test)]
@@ -945,34 +923,128 @@ mod tests {
     }
 
     #[test]
-    fn fast_path_matches_the_value_path() {
-        let lines = [
-            r#"{"type":"assistant","session_id":"s1","message":{"content":[{"type":"text","text":"hi\n\tthere \u00e9"},{"type":"tool_use","name":"Bash","input":{"description":"d","command":"ls\n-l"}},{"type":"tool_use","name":"AskUserQuestion","input":null},{"type":"thinking","thinking":"x"},{"type":"image"}]}}"#,
-            r#"{"type":"assistant","is_api_error_message":true,"message":{"content":[{"type":"text","text":"overloaded"}]}}"#,
-            r#"{"type":"assistant","message":{"content":null}}"#,
-            r#"{"type":"assistant"}"#,
-            r#"{"type":"assistant","message":{"content":[{"type":"text","text":5}]}}"#,
-            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"big"}],"is_error":true},{"type":"tool_result","content":"ok"}]}}"#,
-            r#"{"type":"user","message":{"content":"plain prompt"}}"#,
-            r#"{"type":"assistant","message":[[{"type":"text","text":"by position"}]]}"#,
-            r#"{"type":"assistant","message":{"content":[["text","by position"]]}}"#,
-            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"X","input":["ls"]}]}}"#,
-            r#"["assistant","s",{"content":[]}]"#,
+    fn one_typed_pass_reads_every_shape() {
+        use AgentEventKind::*;
+        // The events of the former `serde_json::Value` path for the same lines, except that
+        // numeric strings now count (`"503"`, `"3"`).
+        let cases: &[(&str, &[(AgentEventKind, &str)])] = &[
+            (
+                r#"{"type":"assistant","session_id":"s1","message":{"content":[{"type":"text","text":"hi\n\tthere \u00e9"},{"type":"tool_use","name":"Bash","input":{"description":"d","command":"ls\n-l"}},{"type":"tool_use","name":"AskUserQuestion","input":null},{"type":"thinking","thinking":"x"},{"type":"image"}]}}"#,
+                &[
+                    (Notification, "hi there é"),
+                    (ToolUse, "Bash: ls -l"),
+                    (ToolUse, "AskUserQuestion"),
+                    (OtherMessage, "thinking"),
+                    (OtherMessage, "assistant image block"),
+                ],
+            ),
+            (
+                r#"{"type":"assistant","is_api_error_message":true,"message":{"content":[{"type":"text","text":"overloaded"}]}}"#,
+                &[(Notification, "api error: overloaded")],
+            ),
+            (
+                r#"{"type":"assistant","message":{"content":null}}"#,
+                &[(OtherMessage, "assistant message")],
+            ),
+            (
+                r#"{"type":"assistant"}"#,
+                &[(OtherMessage, "assistant message")],
+            ),
+            (
+                r#"{"type":"assistant","message":{"content":[{"type":"text","text":5}]}}"#,
+                &[(Notification, "")],
+            ),
+            (
+                r#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"big"}],"is_error":true},{"type":"tool_result","content":"ok"}]}}"#,
+                &[(OtherMessage, "tool results=2 errors=1")],
+            ),
+            (
+                r#"{"type":"user","message":{"content":"plain prompt"}}"#,
+                &[(OtherMessage, "user message")],
+            ),
+            (
+                r#"{"type":"assistant","message":[[{"type":"text","text":"by position"}]]}"#,
+                &[(OtherMessage, "assistant message")],
+            ),
+            (
+                r#"{"type":"assistant","message":{"content":[["text","by position"]]}}"#,
+                &[(OtherMessage, "assistant block")],
+            ),
+            (
+                r#"{"type":"assistant","message":{"content":[{"type":"tool_use","name":"X","input":["ls"]}]}}"#,
+                &[(ToolUse, "X")],
+            ),
+            (
+                r#"["assistant","s",{"content":[]}]"#,
+                &[(
+                    Malformed,
+                    r#"non-object JSON line: ["assistant","s",{"content":[]}]"#,
+                )],
+            ),
+            (
+                r#"{"type":"system","subtype":"permission_denied","tool_name":"Write","tool_use_id":"t1","message":{"x":1},"decision_reason":"rule"}"#,
+                &[(PermissionDenied, "Write: rule")],
+            ),
+            (
+                r#"{"type":"system","subtype":"api_retry","attempt":"2","max_retries":10.0,"error_status":"503","error":7}"#,
+                &[(
+                    Notification,
+                    "api retry attempt=?/10.0 error=? status=503 delay_ms=?",
+                )],
+            ),
+            (r#"{"type":5}"#, &[(Malformed, "JSON line without a type")]),
+            (
+                r#""just a string""#,
+                &[(Malformed, r#"non-object JSON line: "just a string""#)],
+            ),
+            (r#"{"type":"system"}"#, &[(OtherMessage, "system/")]),
+            // What no field reads never fails the line (the Value path rejected both).
+            (
+                r#"{"type":"system","subtype":"init","x":1e400,"tools":["\ud800"],"model":"m"}"#,
+                &[(
+                    SessionStarted,
+                    "session started model=m permission_mode=? version=?",
+                )],
+            ),
         ];
-        for line in lines {
-            let mut fast = StreamParser::new(1, None);
-            let mut slow = StreamParser::new(1, None);
-            let got = fast.parse_line(line);
-            assert_eq!(got, slow.parse_value(line), "{line}");
-            assert_eq!(fast.asked_for_input(), slow.asked_for_input(), "{line}");
-            assert_eq!(fast.session_id(), slow.session_id(), "{line}");
+        for (line, want) in cases {
+            let mut p = StreamParser::new(1, None);
+            let got: Vec<_> = p
+                .parse_line(line)
+                .into_iter()
+                .map(|e| (e.kind, e.summary))
+                .collect();
+            let want: Vec<_> = want.iter().map(|(k, s)| (*k, s.to_string())).collect();
+            assert_eq!(got, want, "{line}");
         }
-        // A line of an unexpected shape falls back to the Value path.
         let mut p = StreamParser::new(1, None);
-        assert!(p
-            .parse_fast(r#"{"type":"user","message":{"content":"plain"}}"#)
-            .is_none());
-        assert!(p.parse_fast(r#"{"type":"result"}"#).is_none());
+        p.parse_line(cases[0].0);
+        assert!(p.asked_for_input());
+        assert_eq!(p.session_id().as_deref(), Some("s1-1"));
+        // A result of odd shapes: denials without ids or objects, errors that are not strings.
+        let ev = p.parse_line(
+            r#"{"type":"result","subtype":"error_during_execution","is_error":"yes","errors":["a\nb",{"code":1},7],"usage":[1],"permission_denials":[{"tool_name":"Bash","tool_use_id":"t1"},"x"],"num_turns":"3"}"#,
+        );
+        let kinds: Vec<_> = ev.iter().map(|e| (e.kind, e.summary.as_str())).collect();
+        assert_eq!(
+            kinds,
+            [
+                (PermissionDenied, "Bash: denied (reported in result)"),
+                (PermissionDenied, "?: denied (reported in result)")
+            ]
+        );
+        let r = p.result().expect("a result");
+        assert_eq!(r.errors, ["a\nb", r#"{"code":1}"#, "7"]);
+        assert!(r.is_error);
+        assert_eq!((r.num_turns, r.usage), (Some(3), TokenUsage::default()));
+        // A duplicate key is ambiguous (which value did the agent mean?): the line is malformed.
+        let ev = StreamParser::new(1, None).parse_line(r#"{"type":"user","type":"result"}"#);
+        assert_eq!(ev[0].kind, Malformed);
+        assert!(
+            ev[0].summary.contains("duplicate field `type`"),
+            "{}",
+            ev[0].summary
+        );
     }
 
     #[test]

@@ -26,13 +26,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use self::parse::{is_uuid, ProcessEnd, StreamParser};
+use self::parse::{ProcessEnd, StreamParser};
 use self::usage::{read_usage_file, UsageTracker};
+use super::config::AgentKind;
 use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
 use super::runner::CliRunner;
 use super::{
-    check_cwd_on, AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner,
-    AgentSession, CancelToken, Emit, SessionContext, TurnResult,
+    check_cwd_on, usable_session_id, AgentError, AgentErrorKind, AgentEvent, AgentEventKind,
+    AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TurnResult,
 };
 use crate::host::{Host, ProcessSpec};
 use crate::workflow::config::CopilotConfig;
@@ -133,16 +134,14 @@ impl AgentRunner for CopilotRunner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
         let workspace = check_cwd_on(ctx.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
         let startup = |m: String| AgentError::new(AgentErrorKind::StartupFailed, m);
-        let (session, resuming) = match ctx.resume_session_id.as_deref() {
-            Some(id) if is_uuid(id) => (id.to_ascii_lowercase(), true),
-            other => {
-                if let Some(bad) = other {
-                    log::warn!(
-                        "ignoring persisted copilot session id that is not a UUID issue_identifier={} value_len={}",
-                        ctx.issue_identifier,
-                        bad.len()
-                    );
-                }
+        let resume = usable_session_id(
+            AgentKind::Copilot,
+            ctx.resume_session_id.as_deref(),
+            &ctx.issue_identifier,
+        );
+        let (session, resuming) = match resume {
+            Some(id) => (id.to_ascii_lowercase(), true),
+            None => {
                 let id = new_uuid_v4().map_err(|e| startup(format!("no randomness: {e}")))?;
                 (id, false)
             }
@@ -528,7 +527,8 @@ mod tests {
         assert_eq!(u, "00000000-0000-4000-8000-000000000000");
         let a = new_uuid_v4().unwrap();
         let b = new_uuid_v4().unwrap();
-        assert!(is_uuid(&a) && is_uuid(&b));
+        let uuid = |s: &str| crate::agent::valid_session_id(AgentKind::Copilot, s);
+        assert!(uuid(&a) && uuid(&b));
         assert_ne!(a, b);
         assert_eq!(&a[14..15], "4");
     }

@@ -10,14 +10,6 @@ pub(crate) fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-/// `v[key]` as a number's text, `?` otherwise.
-pub(crate) fn num_at(v: &Value, key: &str) -> String {
-    match v.get(key) {
-        Some(Value::Number(n)) => n.to_string(),
-        _ => "?".into(),
-    }
-}
-
 /// `v[key]` as an integer's text, `missing` otherwise.
 pub(crate) fn int_text(v: &Value, key: &str, missing: &str) -> String {
     v.get(key)

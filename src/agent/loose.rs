@@ -1,30 +1,46 @@
-//! [`Loose`]: a JSON value reduced to what the stream parsers read, for typed
-//! `#[derive(Deserialize)]` views of agent lines that never fail on an unexpected field type and
-//! never copy big text. Strings without escapes are borrowed from the line; escaped strings keep
-//! at most [`LOOSE_STR_MAX`] bytes; numbers, arrays and objects are skipped without allocating.
+//! Lenient typed views of agent output for `#[derive(Deserialize)]` structs: a field of an
+//! unexpected type never fails the line, big text is never copied, and numbers are read the way
+//! budgets need them. [`Loose`] is a string, a boolean, an object read as `T` or an array;
+//! [`Num`] a number. Strings without escapes are borrowed from the line, escaped ones keep at most
+//! [`LOOSE_STR_MAX`] bytes; everything a view does not name is skipped without allocating.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
 
 /// Most bytes an escaped string keeps (a summary shows at most a few hundred characters).
 pub(crate) const LOOSE_STR_MAX: usize = 64 * 1024;
+/// Largest token count taken from an agent (2^53: exact in every JSON reader and in a float metric).
+pub(crate) const MAX_COUNT: u64 = 1 << 53;
+/// Largest cost in USD taken from an agent: any number of such values still adds up to a finite sum.
+pub(crate) const MAX_COST_USD: f64 = 1e9;
 
-/// A string, a boolean, or anything else (skipped); missing fields are [`Loose::Other`].
+/// A string, a boolean, an object read as `T` or an array of `E` (give elements a lenient type
+/// such as `Loose`); anything else, and a missing field, is [`Loose::Other`]. With the default
+/// `IgnoredAny` (a zero-sized type) an unwanted object or array is skipped without allocating.
 #[derive(Debug, Default, PartialEq)]
-pub(crate) enum Loose<'a> {
+pub(crate) enum Loose<'a, T = IgnoredAny, E = IgnoredAny> {
     /// A string (bounded when it had to be unescaped).
     Str(Cow<'a, str>),
     /// A boolean.
     Bool(bool),
-    /// Null, a number, an array, an object, or missing.
+    /// An object.
+    Obj(T),
+    /// An array.
+    Arr(Vec<E>),
+    /// Null, a number, or missing.
     #[default]
     Other,
 }
 
-impl Loose<'_> {
+/// An array of `E` (see [`Loose`]).
+pub(crate) type List<'a, E> = Loose<'a, IgnoredAny, E>;
+
+impl<T, E> Loose<'_, T, E> {
     /// The string, when it is one.
     pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
@@ -40,28 +56,46 @@ impl Loose<'_> {
             _ => None,
         }
     }
-}
 
-impl<'de: 'a, 'a> Deserialize<'de> for Loose<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(LooseVisitor(std::marker::PhantomData))
+    /// The object, when it is one.
+    pub(crate) fn as_obj(&self) -> Option<&T> {
+        match self {
+            Loose::Obj(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The array's elements, when it is one.
+    pub(crate) fn as_arr(&self) -> Option<&[E]> {
+        match self {
+            Loose::Arr(v) => Some(v),
+            _ => None,
+        }
     }
 }
 
-struct LooseVisitor<'a>(std::marker::PhantomData<&'a ()>);
+impl<'de: 'a, 'a, T: Deserialize<'de>, E: Deserialize<'de>> Deserialize<'de> for Loose<'a, T, E> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LooseVisitor(PhantomData))
+    }
+}
 
-impl<'de: 'a, 'a> Visitor<'de> for LooseVisitor<'a> {
-    type Value = Loose<'a>;
+struct LooseVisitor<'a, T, E>(PhantomData<(&'a (), T, E)>);
+
+impl<'de: 'a, 'a, T: Deserialize<'de>, E: Deserialize<'de>> Visitor<'de>
+    for LooseVisitor<'a, T, E>
+{
+    type Value = Loose<'a, T, E>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
 
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+    fn visit_borrowed_str<X>(self, v: &'de str) -> Result<Self::Value, X> {
         Ok(Loose::Str(Cow::Borrowed(v)))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+    fn visit_str<X>(self, v: &str) -> Result<Self::Value, X> {
         let mut end = v.len().min(LOOSE_STR_MAX);
         while !v.is_char_boundary(end) {
             end -= 1;
@@ -69,67 +103,87 @@ impl<'de: 'a, 'a> Visitor<'de> for LooseVisitor<'a> {
         Ok(Loose::Str(Cow::Owned(v[..end].to_owned())))
     }
 
-    fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+    fn visit_bool<X>(self, v: bool) -> Result<Self::Value, X> {
         Ok(Loose::Bool(v))
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+    fn visit_i64<X>(self, _: i64) -> Result<Self::Value, X> {
         Ok(Loose::Other)
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+    fn visit_u64<X>(self, _: u64) -> Result<Self::Value, X> {
         Ok(Loose::Other)
     }
 
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+    fn visit_f64<X>(self, _: f64) -> Result<Self::Value, X> {
         Ok(Loose::Other)
     }
 
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+    fn visit_unit<X>(self) -> Result<Self::Value, X> {
         Ok(Loose::Other)
-    }
-
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(Loose::Other)
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        Loose::deserialize(d)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        while a.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(Loose::Other)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Loose::Other)
-    }
-}
-
-/// A derived struct read from a JSON *object* only. (serde_json also fills a derived struct from
-/// an array, by position; a `serde_json::Value` reader would not see any field in one.)
-#[derive(Debug)]
-pub(crate) struct Object<T>(pub T);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(ObjectVisitor(std::marker::PhantomData))
-    }
-}
-
-struct ObjectVisitor<T>(std::marker::PhantomData<T>);
-
-impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjectVisitor<T> {
-    type Value = Object<T>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
+        let mut v = Vec::new();
+        while let Some(e) = a.next_element()? {
+            v.push(e);
+        }
+        Ok(Loose::Arr(v))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, a: A) -> Result<Self::Value, A::Error> {
-        T::deserialize(MapAccessDeserializer::new(a)).map(Object)
+        T::deserialize(MapAccessDeserializer::new(a)).map(Loose::Obj)
+    }
+}
+
+/// A number an agent reported, kept as its JSON text so that no value fails the line (serde_json
+/// rejects `1e400` as a number); read it with the methods, which accept integers, floats and
+/// numeric strings and never return a negative, NaN or infinite figure.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Num<'a>(Option<&'a RawValue>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Num<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Option::<&'a RawValue>::deserialize(d).map(Num)
+    }
+}
+
+impl Num<'_> {
+    /// The JSON number's own text (`None` for a string or anything else).
+    pub(crate) fn text(&self) -> Option<&str> {
+        let raw = self.0?.get();
+        raw.starts_with(|c: char| c == '-' || c.is_ascii_digit())
+            .then_some(raw)
+    }
+
+    /// The value of a number or a numeric string (`±inf` when out of range); NaN is `None`.
+    pub(crate) fn value(&self) -> Option<f64> {
+        let text = match self.text() {
+            Some(n) => Cow::Borrowed(n),
+            None => serde_json::from_str::<Cow<str>>(self.0?.get()).ok()?,
+        };
+        text.trim().parse().ok().filter(|v: &f64| !v.is_nan())
+    }
+
+    /// A token count: 0 when absent, negative or not a number, at most [`MAX_COUNT`], fractions cut.
+    pub(crate) fn count(&self) -> u64 {
+        self.value()
+            .map_or(0, |v| v.clamp(0.0, MAX_COUNT as f64) as u64)
+    }
+
+    /// A cost in USD, at most [`MAX_COST_USD`]; `None` when absent, negative or not a number (a
+    /// made-up 0 would look like a new session to the spend accounting).
+    pub(crate) fn cost(&self) -> Option<f64> {
+        self.value()
+            .filter(|v| *v >= 0.0)
+            .map(|v| v.min(MAX_COST_USD))
+    }
+
+    /// A whole number of at most 15 digits (a status code, an exit code).
+    pub(crate) fn int(&self) -> Option<i64> {
+        self.value()
+            .filter(|v| v.fract() == 0.0 && v.abs() < 1e15)
+            .map(|v| v as i64)
     }
 }
 
@@ -144,18 +198,28 @@ mod tests {
         #[serde(borrow, default)]
         b: Loose<'a>,
         #[serde(borrow, default)]
-        c: Loose<'a>,
+        c: Loose<'a, Inner<'a>>,
+        #[serde(borrow, default)]
+        l: List<'a, Loose<'a>>,
+    }
+
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Inner<'a> {
+        #[serde(borrow, default)]
+        x: Loose<'a>,
     }
 
     #[test]
     fn strings_borrow_or_stay_bounded_and_other_types_never_fail() {
-        let v: View = serde_json::from_str(r#"{"a":"plain","b":true,"c":[1,{"x":2}],"d":9}"#)
-            .expect("parses");
+        let v: View =
+            serde_json::from_str(r#"{"a":"plain","b":true,"c":[1,{"x":2}],"d":9,"l":{}}"#)
+                .expect("parses");
         assert!(matches!(v.a, Loose::Str(Cow::Borrowed("plain"))));
         assert_eq!(v.b.as_bool(), Some(true));
-        assert_eq!(v.c, Loose::Other);
+        assert_eq!(v.c, Loose::Arr(vec![IgnoredAny, IgnoredAny]));
+        assert_eq!(v.l.as_arr(), None);
         let big = format!(
-            r#"{{"a":"\n{}","b":null,"c":1.5}}"#,
+            r#"{{"a":"\n{}","b":null,"c":{{"x":"y","z":1e400}},"l":["s",2]}}"#,
             "é".repeat(LOOSE_STR_MAX)
         );
         let v: View = serde_json::from_str(&big).expect("parses");
@@ -165,13 +229,52 @@ mod tests {
             "{}",
             s.len()
         );
-        assert_eq!((v.b, v.c), (Loose::Other, Loose::Other));
-        let v: Object<View> = serde_json::from_str(r#"{"a":"x"}"#).expect("an object");
-        assert_eq!(v.0.a.as_str(), Some("x"));
-        assert!(
-            serde_json::from_str::<View>(r#"["x"]"#).is_ok(),
-            "serde fills by position"
-        );
-        assert!(serde_json::from_str::<Object<View>>(r#"["x"]"#).is_err());
+        assert_eq!(v.b, Loose::Other);
+        assert_eq!(v.c.as_obj().and_then(|i| i.x.as_str()), Some("y"));
+        assert_eq!(v.l.as_arr().map(|l| l.len()), Some(2));
+        let top: Loose<View> = serde_json::from_str(r#"["x"]"#).expect("an array");
+        assert!(top.as_obj().is_none(), "never filled by position");
+    }
+
+    #[derive(serde::Deserialize)]
+    struct N<'a> {
+        #[serde(borrow)]
+        n: Num<'a>,
+    }
+
+    /// `(count, cost, int, text)` of `json` read as a [`Num`].
+    fn read(json: &str) -> (u64, Option<f64>, Option<i64>, Option<String>) {
+        let line = format!(r#"{{"n":{json}}}"#);
+        let n = serde_json::from_str::<N>(&line).expect("parses").n;
+        (n.count(), n.cost(), n.int(), n.text().map(str::to_owned))
+    }
+
+    #[test]
+    fn numbers_are_lenient_bounded_and_never_fail_the_line() {
+        for (json, count, cost, int) in [
+            ("12", 12, Some(12.0), Some(12)),
+            ("12.9", 12, Some(12.9), None),
+            ("\" 7 \"", 7, Some(7.0), Some(7)),
+            ("\"0.25\"", 0, Some(0.25), None),
+            ("-5", 0, None, Some(-5)),
+            ("1e400", MAX_COUNT, Some(MAX_COST_USD), None),
+            ("-1e400", 0, None, None),
+            ("\"NaN\"", 0, None, None),
+            ("\"inf\"", MAX_COUNT, Some(MAX_COST_USD), None),
+            ("18446744073709551616", MAX_COUNT, Some(MAX_COST_USD), None),
+            ("\"x\"", 0, None, None),
+            ("null", 0, None, None),
+            ("[1]", 0, None, None),
+            ("{\"a\":1}", 0, None, None),
+            ("true", 0, None, None),
+        ] {
+            let (c, usd, i, _) = read(json);
+            assert_eq!((c, usd, i), (count, cost, int), "{json}");
+        }
+        assert_eq!(read("1.5e3").3.as_deref(), Some("1.5e3"));
+        assert_eq!(read("999999999999999").2, Some(999_999_999_999_999));
+        assert_eq!(read("1e15").2, None);
+        assert_eq!(read("\"3\"").3, None);
+        assert_eq!(Num::default().count(), 0);
     }
 }

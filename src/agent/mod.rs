@@ -20,8 +20,40 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use serde::Serialize;
 
 use crate::host::{Host, LocalHost};
+use config::AgentKind;
 
 pub use argv::{argv_safe_prompt, MAX_PROMPT_ARG_BYTES};
+
+/// Whether `id` has the form `kind`'s CLI gives its session ids: a canonical hyphenated UUID for
+/// Claude Code (its own) and Copilot (chosen by Baton). Only such an id is ever put on a command
+/// line, so a stored or reported value cannot become a CLI flag (`--dangerously-skip-permissions`).
+/// State restore checks stored ids with it too.
+pub fn valid_session_id(kind: AgentKind, id: &str) -> bool {
+    match kind {
+        AgentKind::ClaudeCode | AgentKind::Copilot => {
+            id.len() == 36
+                && id.bytes().enumerate().all(|(i, c)| match i {
+                    8 | 13 | 18 | 23 => c == b'-',
+                    _ => c.is_ascii_hexdigit(),
+                })
+        }
+    }
+}
+
+/// `id` when it is a [`valid_session_id`]; otherwise `None`, logged as `event=session_id_invalid`
+/// (the run then starts a fresh session instead of passing the value to the CLI).
+pub(crate) fn usable_session_id(kind: AgentKind, id: Option<&str>, issue: &str) -> Option<String> {
+    let id = id?;
+    if valid_session_id(kind, id) {
+        return Some(id.to_string());
+    }
+    log::warn!(
+        "event=session_id_invalid agent={} issue_identifier={issue} session_id={:?} reason=\"not a UUID\"; starting a fresh session",
+        kind.as_str(),
+        crate::text::truncate_chars(id, 64)
+    );
+    None
+}
 
 /// Normalized agent event kinds (spec §10.0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -331,4 +363,35 @@ pub(crate) fn check_cwd_on(
 ) -> Result<PathBuf, AgentError> {
     host.check_workspace(root, workspace)
         .map_err(|e| AgentError::new(AgentErrorKind::InvalidWorkspaceCwd, e.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_uuids_are_session_ids() {
+        for kind in [AgentKind::ClaudeCode, AgentKind::Copilot] {
+            assert!(valid_session_id(
+                kind,
+                "0b470000-0000-4000-8000-0000000000a1"
+            ));
+            assert!(valid_session_id(
+                kind,
+                "11111111-2222-3333-4444-55555555555F"
+            ));
+            for bad in [
+                "--dangerously-skip-permissions",
+                "--resume=0000-4000-8000-00000000000a1",
+                "0b470000-0000-4000-8000-0000000000a",
+                "0b470000x0000-4000-8000-0000000000a1",
+                "-b470000-0000-4000-8000-0000000000a1",
+                " 0b470000-0000-4000-8000-0000000000a",
+                "",
+            ] {
+                assert!(!valid_session_id(kind, bad), "{bad}");
+                assert_eq!(usable_session_id(kind, Some(bad), "acme/repo#1"), None);
+            }
+        }
+    }
 }

@@ -1,19 +1,22 @@
 //! Containment with cgroup v2 where Baton can manage a subtree (under systemd with
 //! `Delegate=yes`, or any writable cgroup directory): every process the local supervisor starts —
 //! agents and hooks — runs in its own child cgroup `baton-<baton pid>-<label>-<n>` of Baton's
-//! cgroup. The child moves itself there before `exec` (a `pre_exec` write to `cgroup.procs`), so
-//! no descendant can escape, not even by `setsid` or a double fork; when the leader has exited,
-//! `cgroup.kill` ends everything left and the directory is removed. Elsewhere Baton falls back to
-//! process groups (a `setsid`'d descendant can escape those).
+//! cgroup. A tiny `/bin/sh` shim started with `posix_spawn` moves itself there and then execs the
+//! program (see [`ProcCgroup::command`]), so every descendant starts inside, even one that
+//! `setsid`s or double-forks; when the leader has exited, `cgroup.kill` ends everything left (in
+//! nested cgroups too) and the directory is removed with whatever the agent nested below it.
+//! What this does not stop (a process that writes itself into another cgroup its user may write)
+//! is in docs/security.md. Elsewhere Baton falls back to process groups (a `setsid`'d descendant
+//! can escape those).
 //!
 //! Detection, once per process: the `0::<path>` line of `/proc/self/cgroup`, the cgroup2 mount
 //! point from `/proc/self/mountinfo`, and a probe child that must be creatable and have
 //! `cgroup.kill` (Linux ≥ 5.14). `BATON_CONTAINMENT=process_group` forces the fallback.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -76,6 +79,7 @@ fn detect() -> Option<PathBuf> {
     // A child moves itself from Baton's cgroup into the probe's sibling: both `cgroup.procs`
     // must be writable (cgroup v2 checks the common ancestor too).
     let ok = probe.join("cgroup.kill").exists()
+        && Path::new("/bin/sh").exists()
         && writable(&probe.join("cgroup.procs"))
         && writable(&dir.join("cgroup.procs"));
     let _ = fs::remove_dir(&probe);
@@ -116,21 +120,24 @@ fn sweep_stale(dir: &Path) {
             continue;
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            let cg = ProcCgroup {
-                dir: e.path(),
-                procs: None,
-            };
-            cg.kill_and_remove();
+            ProcCgroup { dir: e.path() }.kill_and_remove();
         }
     }
 }
+
+/// `sh -c JOIN baton-cgroup <cgroup.procs> <program> <args…>`: the shim moves itself into the
+/// cgroup, then execs the program, which therefore starts inside it. A failed write leaves the
+/// program in Baton's cgroup (group containment still applies); it never fails the spawn.
+const JOIN: &str = r#"{ echo 0 >"$1"; } 2>/dev/null; shift; exec "$@""#;
+
+/// At most this many cgroups (the process's own and those an agent nested below it) are visited
+/// when one is removed.
+const MAX_NESTED: usize = 1024;
 
 /// One process's child cgroup.
 #[derive(Debug)]
 pub(crate) struct ProcCgroup {
     dir: PathBuf,
-    /// `cgroup.procs`, open until the child has moved itself in.
-    procs: Option<File>,
 }
 
 impl ProcCgroup {
@@ -148,38 +155,30 @@ impl ProcCgroup {
         }
     }
 
-    /// Create `<base>/baton-<pid>-<label>-<n>` and open its `cgroup.procs`.
+    /// Create `<base>/baton-<pid>-<label>-<n>`.
     pub(crate) fn create_in(base: &Path, label: &str) -> io::Result<ProcCgroup> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let dir = base.join(format!("baton-{}-{label}-{n}", std::process::id()));
         fs::create_dir(&dir)?;
-        match OpenOptions::new()
-            .write(true)
-            .open(dir.join("cgroup.procs"))
-        {
-            Ok(f) => Ok(ProcCgroup {
-                dir,
-                procs: Some(f),
-            }),
-            Err(e) => {
-                let _ = fs::remove_dir(&dir);
-                Err(e)
-            }
-        }
+        Ok(ProcCgroup { dir })
     }
 
-    /// The open `cgroup.procs` descriptor for the child's `pre_exec` (close-on-exec).
-    pub(crate) fn procs_fd(&self) -> Option<RawFd> {
-        self.procs.as_ref().map(AsRawFd::as_raw_fd)
+    /// A command running `program` inside this cgroup: the `/bin/sh` shim [`JOIN`] joins it and
+    /// execs `program`. No `pre_exec` hook, so std spawns with `posix_spawn` (a vfork) instead of
+    /// forking Baton with all its threads and mappings: the cost stays flat in the number of
+    /// running agents.
+    pub(crate) fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new("/bin/sh");
+        c.arg("-c")
+            .arg(JOIN)
+            .arg("baton-cgroup")
+            .arg(self.dir.join("cgroup.procs"))
+            .arg(program);
+        c
     }
 
-    /// Close `cgroup.procs` once the child is started.
-    pub(crate) fn spawned(&mut self) {
-        self.procs = None;
-    }
-
-    /// Kill every process in the cgroup (`cgroup.kill`).
+    /// Kill every process in the cgroup and in the cgroups nested below it (`cgroup.kill`).
     pub(crate) fn kill(&self) {
         if let Ok(mut f) = OpenOptions::new()
             .write(true)
@@ -189,14 +188,15 @@ impl ProcCgroup {
         }
     }
 
-    /// Kill what is left, wait (bounded) until the cgroup is empty, then remove it.
+    /// Kill what is left, wait (bounded) until the cgroup is empty, then remove it with the
+    /// cgroups an agent nested below it.
     pub(crate) fn kill_and_remove(&self) {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
-            match fs::remove_dir(&self.dir) {
+            let mut budget = MAX_NESTED;
+            match remove_tree(&self.dir, &mut budget) {
                 Ok(()) => return,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return,
                 Err(e) if Instant::now() >= deadline => {
                     log::warn!(
                         "cannot remove cgroup cgroup={} error={e}",
@@ -210,23 +210,33 @@ impl ProcCgroup {
     }
 }
 
+/// Remove the cgroup `dir` and every cgroup nested below it, deepest first (a cgroup with a child
+/// cannot be removed), visiting at most `budget` more cgroups; a missing one is fine.
+fn remove_tree(dir: &Path, budget: &mut usize) -> io::Result<()> {
+    *budget = budget
+        .checked_sub(1)
+        .ok_or_else(|| io::Error::other(format!("more than {MAX_NESTED} nested cgroups")))?;
+    let entries = match fs::read_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
+    };
+    for e in entries.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_tree(&e.path(), budget)?;
+        }
+    }
+    match fs::remove_dir(dir) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 impl Drop for ProcCgroup {
-    /// Never leak a cgroup (or what runs in it), e.g. when a supervisor thread could not start.
+    /// Never leak a cgroup (or what runs in it), e.g. when a spawn or a supervisor thread failed.
     fn drop(&mut self) {
         if self.dir.exists() {
             self.kill_and_remove();
         }
-    }
-}
-
-/// In the child between fork and exec: move itself into the cgroup behind `fd`. Only
-/// async-signal-safe calls. A failure leaves the child in Baton's cgroup (group containment
-/// still applies); it never fails the spawn.
-pub(crate) fn join_in_child(fd: RawFd) {
-    let b = b"0";
-    // SAFETY: write(2) on an fd the parent opened and keeps open until the spawn returned.
-    unsafe {
-        libc::write(fd, b.as_ptr().cast(), 1);
     }
 }
 

@@ -43,7 +43,7 @@ pub use local::sweep_tombstones;
 pub use local::LocalHost;
 pub use orphan::OrphanOutcome;
 pub use pool::HostPool;
-pub use ssh::SshHost;
+pub use ssh::{SshHost, SshSettings};
 
 /// Default bound of one stdout line (10 MB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;

@@ -5,13 +5,17 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use super::ssh::SshSettings;
 use super::{Host, LocalHost, SshHost};
+use crate::workflow::config::WorkerConfig;
 
 /// SSH hosts by destination, created on first use and kept across reloads.
 #[derive(Debug)]
 pub struct HostPool {
     control_dir: Option<PathBuf>,
     hosts: Mutex<BTreeMap<String, Arc<SshHost>>>,
+    /// Shared by every host: [`HostPool::configure`] reaches the existing ones too.
+    settings: Arc<SshSettings>,
 }
 
 impl HostPool {
@@ -28,7 +32,14 @@ impl HostPool {
         HostPool {
             control_dir,
             hosts: Mutex::new(BTreeMap::new()),
+            settings: Arc::default(),
         }
+    }
+
+    /// Apply `worker.ssh_command_timeout_ms` and `worker.ssh_sessions_per_connection` (at
+    /// startup and on every reload).
+    pub fn configure(&self, worker: &WorkerConfig) {
+        self.settings.set(worker);
     }
 
     /// The host for a run: this machine for `None`, else the SSH host `destination`.
@@ -43,11 +54,10 @@ impl HostPool {
     pub fn ssh(&self, destination: &str) -> Arc<SshHost> {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         let dir = self.control_dir.clone().unwrap_or_default();
-        Arc::clone(
-            hosts
-                .entry(destination.to_string())
-                .or_insert_with(|| Arc::new(SshHost::new(destination, &dir))),
-        )
+        Arc::clone(hosts.entry(destination.to_string()).or_insert_with(|| {
+            let h = SshHost::new(destination, &dir);
+            Arc::new(h.with_settings(Arc::clone(&self.settings)))
+        }))
     }
 
     /// Stop every multiplexing master (shutdown).

@@ -199,6 +199,9 @@ pub enum Action {
         host: Option<String>,
         /// The agent session to resume (an interrupted run after a restart).
         resume: Option<Resume>,
+        /// The host holds an older copy of the workspace (the issue ran on another host since):
+        /// remove it (with `before_remove`) before creating a fresh one.
+        stale_workspace: bool,
     },
     /// Cancel a running worker (its agent process group is killed, `after_run` runs).
     StopWorker {
@@ -314,6 +317,7 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
                     continue;
                 }
                 let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
+                hosts::take_workspace_hosts(state, &issue.id); // every host is cleaned below
                 for host in &hosts {
                     clean_workspace(state, issue.clone(), path.clone(), host.clone(), &mut out);
                 }
@@ -341,8 +345,9 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
     out
 }
 
-/// Ask for the removal of `issue`'s workspace; the issue is held (not dispatched) until the
-/// `Event::WorkspaceRemoved` of every removal asked for.
+/// Ask for the removal of `issue`'s workspace on `host` and on every other host holding a copy;
+/// the issue is held (not dispatched) until the `Event::WorkspaceRemoved` of every removal asked
+/// for.
 fn clean_workspace(
     state: &mut OrchestratorState,
     issue: Issue,
@@ -350,13 +355,21 @@ fn clean_workspace(
     host: Option<String>,
     out: &mut Vec<Action>,
 ) {
+    let mut holders = vec![host];
+    for h in hosts::take_workspace_hosts(state, &issue.id) {
+        if !holders.contains(&Some(h.clone())) {
+            holders.push(Some(h));
+        }
+    }
     let pending = state.cleaning.entry(issue.id.clone()).or_default();
-    *pending = pending.saturating_add(1);
-    out.push(Action::CleanWorkspace {
-        issue,
-        workspace_path: path,
-        host,
-    });
+    *pending = pending.saturating_add(holders.len() as u32);
+    for host in holders {
+        out.push(Action::CleanWorkspace {
+            issue: issue.clone(),
+            workspace_path: path.clone(),
+            host,
+        });
+    }
 }
 
 /// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled):
@@ -727,7 +740,9 @@ fn dispatch(
     now: Millis,
     out: &mut Vec<Action>,
 ) {
-    let host = hosts::place(state, preferred).host();
+    let recorded = hosts::workspace_host(state, &issue.id).map(str::to_string);
+    let host = hosts::place(state, preferred.or(recorded.as_deref())).host();
+    let stale_workspace = hosts::record_workspace(state, &issue.id, host.as_deref());
     let run_id = state.next_run_id;
     state.next_run_id += 1;
     state.counters.dispatches = state.counters.dispatches.saturating_add(1);
@@ -782,6 +797,7 @@ fn dispatch(
         workspace_path: path,
         host,
         resume,
+        stale_workspace,
     });
 }
 

@@ -3,10 +3,14 @@
 //! back (`Event::HostProbed`).
 //!
 //! * No `worker.ssh_hosts`: everything runs locally ([`Placement::Local`]).
-//! * Otherwise a dispatch goes to the preferred host (the previous run's, which has the
-//!   workspace) when it is up and has a free slot, else to the least-loaded up host with a free
-//!   slot (ties: config order). When none has one, dispatch waits ([`Placement::Full`]); it never
-//!   falls back to running locally.
+//! * Otherwise a dispatch goes to the preferred host (the one holding the issue's latest
+//!   workspace, also for an issue that left the active states and came back) when it is up and
+//!   has a free slot, else to the least-loaded up host with a free slot (ties: config order).
+//!   When none has one, dispatch waits ([`Placement::Full`]); it never falls back to running
+//!   locally.
+//! * Every host that may hold a copy of an issue's workspace is remembered
+//!   ([`WorkspaceHosts`]): a run on a host holding an older copy replaces it, and terminal
+//!   cleanup removes the copies on all of them, each through its own host.
 //! * A host whose connection failed is down until a probe succeeds; probes back off
 //!   exponentially from [`PROBE_BASE_MS`] to [`PROBE_MAX_MS`].
 
@@ -61,6 +65,35 @@ pub struct HostDown {
 
 /// Down hosts by destination.
 pub type HostsDown = BTreeMap<String, HostDown>;
+
+/// Per issue, the SSH hosts that may hold a copy of its workspace, the latest first (at most one
+/// entry per host; kept until the workspace is removed everywhere).
+pub type WorkspaceHosts = BTreeMap<String, Vec<String>>;
+
+/// The host holding `id`'s latest workspace.
+pub fn workspace_host<'a>(s: &'a OrchestratorState, id: &str) -> Option<&'a str> {
+    s.workspace_hosts.get(id)?.first().map(String::as_str)
+}
+
+/// Record a dispatch of `id` on `host`. True when `host` holds an older copy of the workspace
+/// (the issue ran on another host since): the run must replace it, never reuse it.
+pub fn record_workspace(s: &mut OrchestratorState, id: &str, host: Option<&str>) -> bool {
+    let Some(host) = host else {
+        return false;
+    };
+    let hosts = s.workspace_hosts.entry(id.to_string()).or_default();
+    let at = hosts.iter().position(|h| h == host);
+    if let Some(i) = at {
+        hosts.remove(i);
+    }
+    hosts.insert(0, host.to_string());
+    at.is_some_and(|i| i > 0)
+}
+
+/// Forget and return the hosts holding a copy of `id`'s workspace (it is removed everywhere).
+pub fn take_workspace_hosts(s: &mut OrchestratorState, id: &str) -> Vec<String> {
+    s.workspace_hosts.remove(id).unwrap_or_default()
+}
 
 /// Running agents per configured host (hosts with none included).
 pub fn loads(s: &OrchestratorState) -> BTreeMap<String, usize> {

@@ -552,6 +552,8 @@ pub struct OrchestratorState {
     pub hosts_down: super::hosts::HostsDown,
     /// issue id → an agent group a previous Baton left behind, not yet known to be stopped.
     pub orphans: BTreeMap<String, Orphan>,
+    /// issue id → the SSH hosts that may hold a copy of its workspace, the latest first.
+    pub workspace_hosts: super::hosts::WorkspaceHosts,
 }
 
 impl OrchestratorState {

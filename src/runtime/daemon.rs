@@ -458,6 +458,7 @@ pub fn run_with_state(
     let policy = Policy::from_config(&cfg);
     let (persist, restored, startup) = Persist::start(state, policy, clock.now());
     let hosts = Arc::new(HostPool::new());
+    hosts.configure(&cfg.worker);
     let runner = runner_factory(&cfg);
     let (events_tx, events_rx) = unbounded();
     let (reload_tx, reloaded_rx) = unbounded();
@@ -891,9 +892,11 @@ impl Daemon {
                 workspace_path,
                 host,
                 resume,
+                stale_workspace,
             } => {
                 let host = self.hosts.get(host.as_deref());
-                self.dispatch(run_id, issue, (attempt, resume), workspace_path, host)
+                let how = (attempt, resume, stale_workspace);
+                self.dispatch(run_id, issue, how, workspace_path, host)
             }
             Action::StopWorker {
                 issue_id,
@@ -1042,7 +1045,11 @@ impl Daemon {
         &mut self,
         run_id: u64,
         issue: Issue,
-        (attempt, resume): (Option<u32>, Option<crate::orchestrator::Resume>),
+        (attempt, resume, stale_workspace): (
+            Option<u32>,
+            Option<crate::orchestrator::Resume>,
+            bool,
+        ),
         path: PathBuf,
         host: Arc<dyn Host>,
     ) {
@@ -1062,6 +1069,7 @@ impl Daemon {
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
             host,
+            stale_workspace,
             tracker_held: Arc::clone(&self.tracker_held),
             resume,
         };
@@ -1199,6 +1207,7 @@ impl Daemon {
         }
         self.runner = (self.runner_factory)(new_cfg);
         crate::host::set_env_policy(new_cfg.env_policy());
+        self.hosts.configure(&new_cfg.worker);
         let policy = Policy::from_config(new_cfg);
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());

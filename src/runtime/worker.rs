@@ -24,7 +24,7 @@ use crate::tracker::Tracker;
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
 use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
-use crate::workspace::{ensure_workspace, Workspace};
+use crate::workspace::{ensure_workspace, remove_workspace_on, Workspace};
 
 /// Everything one worker run needs; built by the main loop from the config current at dispatch.
 pub struct WorkerContext {
@@ -54,6 +54,9 @@ pub struct WorkerContext {
     pub events: Sender<Event>,
     /// Where the workspace, the hooks and the agent run (the host the engine chose).
     pub host: Arc<dyn Host>,
+    /// The host holds an older copy of the workspace (the issue ran on another host since):
+    /// remove it first, so the run gets a fresh one (`Action::Dispatch::stale_workspace`).
+    pub stale_workspace: bool,
     /// Set by the main loop while its request gate holds tracker requests (a rate-limit pause or
     /// the credential back-off). The between-turn refresh is not sent then: the run ends
     /// normally, and its continuation retry waits for the gate like every other request.
@@ -219,6 +222,23 @@ impl Run<'_> {
     fn prepare(&mut self, root: &Path) -> Result<(), WorkerOutcome> {
         let ctx = self.ctx;
         let env = HookEnv::for_issue(&ctx.issue, &ctx.workspace_path);
+        if ctx.stale_workspace {
+            info!(
+                "removing a stale workspace issue_id={} issue_identifier={} workspace={} host={}",
+                ctx.issue.id,
+                ctx.issue.identifier,
+                ctx.workspace_path.display(),
+                self.host.name().unwrap_or("local")
+            );
+            remove_workspace_on(
+                self.host.as_ref(),
+                root,
+                &ctx.workspace_path,
+                &ctx.hooks,
+                &env,
+            )
+            .map_err(|e| self.classify(format!("workspace error: {e}"), false))?;
+        }
         let ws = ensure_workspace(
             self.host.as_ref(),
             root,

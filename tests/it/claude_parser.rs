@@ -454,3 +454,42 @@ fn every_fixture_parses_without_malformed_lines() {
     }
     assert_eq!(n, 25);
 }
+
+#[test]
+fn hostile_result_numbers_are_read_leniently_and_bounded() {
+    let result = |usage: &str, cost: &str| {
+        let mut p = StreamParser::new(1, None);
+        let line = format!(
+            r#"{{"type":"result","subtype":"success","is_error":false,"usage":{usage},"total_cost_usd":{cost}}}"#
+        );
+        assert!(p.parse_line(&line).is_empty(), "{line}");
+        let r = p.result().expect("the result line counts").clone();
+        (r.usage, r.total_cost_usd)
+    };
+    // Floats and numeric strings count (they used to count as 0); fractions are cut.
+    let (u, c) = result(
+        r#"{"input_tokens":1200.0,"output_tokens":"34","cache_read_input_tokens":" 5.9 ","cache_creation_input_tokens":1e2}"#,
+        r#""0.25""#,
+    );
+    assert_eq!(u, usage(1200, 34, 5, 100));
+    assert_eq!(c, Some(0.25));
+    // A number too big for a float no longer makes the line a parse error; it is clamped, like
+    // any huge figure, so adding two never overflows to infinity.
+    let max_count = 1u64 << 53;
+    let (u, c) = result(
+        r#"{"input_tokens":1e400,"output_tokens":18446744073709551616,"cache_read_input_tokens":"inf"}"#,
+        "1e400",
+    );
+    assert_eq!(u, usage(max_count, max_count, max_count, 0));
+    assert_eq!(c, Some(1e9));
+    assert_eq!(result("{}", "1.7e308").1, Some(1e9));
+    assert!((result("{}", "1.7e308").1.unwrap() * 2.0).is_finite());
+    // Negative, NaN and non-numbers: no tokens, no cost reported (spend never goes down).
+    for cost in ["-3", r#""NaN""#, r#""x""#, "null", "[1]", "true", "-1e400"] {
+        let (u, c) = result(
+            &format!(r#"{{"input_tokens":{cost},"output_tokens":{cost}}}"#),
+            cost,
+        );
+        assert_eq!((u, c), (TokenUsage::default(), None), "{cost}");
+    }
+}

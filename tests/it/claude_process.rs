@@ -89,10 +89,11 @@ fn argv(sb: &Sandbox) -> Vec<String> {
     serde_json::from_value(read_args(sb)["argv"].clone()).unwrap()
 }
 
-/// The argument after `--resume`.
+/// The value of `--resume=<id>`.
 fn resumed_id(argv: &[String]) -> &str {
-    let i = argv.iter().position(|a| a == "--resume").expect("--resume");
-    &argv[i + 1]
+    argv.iter()
+        .find_map(|a| a.strip_prefix("--resume="))
+        .expect("--resume=<id>")
 }
 
 /// Our own child `pid` has been reaped (waitpid says it is not our child any more).
@@ -186,7 +187,7 @@ fn continuation_turns_resume_and_increment_turn_number() {
     let mut s = start(&sb, &replay(&sb, 20_000, "a_text", &[]), None);
     let t1 = run(s.as_mut(), "p1");
     assert!(t1.result.is_ok());
-    assert!(!argv(&sb).iter().any(|a| a == "--resume"));
+    assert!(!argv(&sb).iter().any(|a| a.starts_with("--resume")));
     let t2 = run(s.as_mut(), "p2");
     assert!(t2.result.is_ok());
     let sid = "9b329807-06e5-4f01-8184-11d256192ad9";
@@ -196,6 +197,42 @@ fn continuation_turns_resume_and_increment_turn_number() {
         .iter()
         .all(|e| e.session_id.as_deref() == Some(&*format!("{sid}-2"))));
     assert_eq!(resumed_id(&argv(&sb)), sid);
+}
+
+#[test]
+fn a_session_id_that_is_not_a_uuid_never_reaches_the_command_line() {
+    let sb = Sandbox::new("badsid");
+    let flag = "--dangerously-skip-permissions";
+    let clean = |argv: &[String]| {
+        assert!(
+            !argv.iter().any(|a| a.starts_with("--resume") || a == flag),
+            "{argv:?}"
+        );
+    };
+    // A stored id shaped like a flag: the run starts a fresh session instead.
+    let mut s = start(&sb, &replay(&sb, 20_000, "a_text", &[]), Some(flag));
+    assert!(run(s.as_mut(), "p1").result.is_ok());
+    clean(&argv(&sb));
+    // An agent reporting such an id as its session: the next turn is not resumed with it.
+    let fixture = sb.file("hostile.jsonl");
+    let lines = [
+        format!(r#"{{"type":"system","subtype":"init","session_id":"{flag}","model":"m"}}"#),
+        r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","usage":{}}"#.into(),
+    ];
+    std::fs::write(&fixture, lines.join("\n") + "\n").unwrap();
+    let r = runner(&sb, 20_000, "replay", &[])
+        .with_env("FAKE_CLAUDE_FIXTURE", &fixture)
+        .with_env("FAKE_CLAUDE_ARGS_FILE", sb.file("args.json"));
+    let mut s = start(&sb, &r, None);
+    let t1 = run(s.as_mut(), "p1");
+    assert!(t1.result.is_ok(), "{:?}", t1.result);
+    assert_eq!(
+        t1.events[0].session_id.as_deref(),
+        Some(&*format!("{flag}-1"))
+    );
+    assert_eq!(s.agent_session_id(), None);
+    assert!(run(s.as_mut(), "p2").result.is_ok());
+    clean(&argv(&sb));
 }
 
 #[test]

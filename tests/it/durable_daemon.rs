@@ -77,22 +77,20 @@ fn stored_run(dir: &Path) -> Option<(i32, String)> {
 }
 
 /// A scripted agent speaking Claude's stream-json: logs each invocation (pid, process group,
-/// `--resume` value, whether the prompt is the interruption notice), prints an init line and
+/// `--resume=` value, whether the prompt is the interruption notice), prints an init line and
 /// hangs in a child until stopped. With `$E2E_DIR/forget` present it does not know any resumed
 /// session (exit 1, like the real CLI).
 const FAKE_AGENT: &str = r#"#!/usr/bin/env bash
-resume=""; prev=""; interrupted=0
+resume=""; interrupted=0
 for a in "$@"; do
-  [ "$prev" = "--resume" ] && resume="$a"
-  case "$a" in *"was interrupted"*) interrupted=1;; esac
-  prev="$a"
+  case "$a" in --resume=*) resume="${a#--resume=}";; *"was interrupted"*) interrupted=1;; esac
 done
 echo "run pid=$$ pgid=$(ps -o pgid= $$ | tr -d ' ') resume=$resume interrupted=$interrupted" >> "$E2E_DIR/agent.log"
 if [ -n "$resume" ] && [ -e "$E2E_DIR/forget" ]; then
   echo "No conversation found with session ID: $resume" >&2
   exit 1
 fi
-sid="${resume:-fake-session-$$}"
+sid="${resume:-$(printf '00000000-0000-4000-8000-%012d' $$)}"
 echo '{"type":"system","subtype":"init","session_id":"'"$sid"'","model":"fake","tools":[]}'
 sleep 300 &
 wait

@@ -45,7 +45,7 @@ fn setup(tag: &str, servers: usize, pid_ns: bool, hosts: &str, grace_ms: u64) ->
         ("E2E_LOG", log.to_str().unwrap()),
         ("E2E_MARK", mark.as_str()),
     ];
-    let lab = Lab::start_in(tag, servers, &env, pid_ns);
+    let lab = Lab::start_in(tag, servers, &env, "", pid_ns);
     let mut board = BoardFixture::empty("acme", 7);
     board.push_issue(IssueFixture::new("acme/api", 1, "work"), Some("Todo"));
     let github = FakeGithub::start(board);

@@ -124,6 +124,10 @@ struct Flags {
     cancel_in_turn: bool,
     /// The main loop's request gate holds tracker requests.
     tracker_held: bool,
+    /// An older copy of the workspace (with a `stale-marker` file) exists before the run.
+    old_copy: bool,
+    /// The dispatch says the host's copy is stale (`stale_workspace`).
+    stale_workspace: bool,
 }
 
 /// One worker run in a fresh directory, with an `after_run` hook counting its runs in a marker
@@ -141,15 +145,22 @@ fn run_case(
         fail_start,
         cancel_in_turn,
         tracker_held,
+        old_copy,
+        stale_workspace,
     } = flags;
     let dir = TempDir::new(&name);
+    let ws = workspace_path(&dir.join("ws"), "acme__repo-1");
+    if old_copy {
+        fs::create_dir_all(&ws).unwrap();
+        fs::write(ws.join("stale-marker"), "old run").unwrap();
+    }
     let log = Arc::new(Mutex::new(Log::default()));
     let (tx, events) = unbounded::<Event>();
     let ctx = WorkerContext {
         run_id: 1,
         issue: issue(),
         attempt: None,
-        workspace_path: workspace_path(&dir.join("ws"), "acme__repo-1"),
+        workspace_path: ws,
         hooks,
         max_turns: 3,
         template: PromptTemplate::compile("Do it.", 5).unwrap(),
@@ -166,6 +177,7 @@ fn run_case(
         cancel: CancelToken::new(),
         events: tx,
         host: baton::host::LocalHost::shared(),
+        stale_workspace,
         tracker_held: Arc::new(AtomicBool::new(tracker_held)),
         resume: None,
     };
@@ -202,6 +214,28 @@ impl Case {
         fs::read_to_string(self.dir.join(format!("{}-after_run", self.name)))
             .map(|s| s.lines().count())
             .unwrap_or(0)
+    }
+}
+
+/// Issue 24 item 6: a run on a host whose copy of the workspace is stale (the issue ran on
+/// another host since) removes it first and starts in a fresh one; without the flag an existing
+/// workspace is reused as always.
+#[test]
+fn a_stale_workspace_is_replaced_before_the_run() {
+    let check = Some("test ! -e stale-marker");
+    for (stale_workspace, replaced) in [(true, true), (false, false)] {
+        let flags = Flags {
+            old_copy: true,
+            stale_workspace,
+            ..Flags::default()
+        };
+        let (out, c) = run_case("stale", T(Ok(vec![issue()])), flags, check);
+        let reused = matches!(&out, WorkerOutcome::Failed(m) if m.contains("before_run"));
+        assert_eq!(
+            !reused, replaced,
+            "stale_workspace={stale_workspace}: {out:?}"
+        );
+        assert_eq!(c.log.lock().unwrap().started, usize::from(replaced));
     }
 }
 

@@ -75,6 +75,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         cancel: CancelToken::new(),
         events: tx,
         host: baton::host::LocalHost::shared(),
+        stale_workspace: false,
         tracker_held: Default::default(),
         resume: None,
     };

@@ -444,3 +444,49 @@ fn sigkill_of_the_daemon_leaves_no_remote_process() {
         ps(&left)
     );
 }
+
+/// Issue 21 item 5: a host that accepts connections but whose commands never return (sshd
+/// `ForceCommand sleep …`) is marked down once a workspace command exceeds
+/// `worker.ssh_command_timeout_ms`, the run is re-dispatched as a host failure, and SIGTERM is
+/// prompt. Before, the workspace command waited for as long as the host did, the host stayed
+/// "up" and the run "running" with no agent.
+#[test]
+#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+fn a_host_whose_commands_never_return_is_marked_down() {
+    let tag = "hung";
+    let marker = hang_marker(tag);
+    let lab = Lab::start_with(
+        tag,
+        1,
+        &[("E2E_LOG", "/dev/null"), ("E2E_MODE", "ok")],
+        &format!("ForceCommand sleep {marker}\n"),
+    );
+    let github = FakeGithub::start(board(1));
+    let wf = setup(&lab, &github, &["h1"], "  ssh_command_timeout_ms: 1000\n");
+    let d = start_baton(&lab, &wf);
+    let state = d.wait("the host marked down", Duration::from_secs(30), || {
+        let s = d.state();
+        (s["hosts"][0]["up"] == false).then_some(s)
+    });
+    let error = state["hosts"][0]["error"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let started = Instant::now();
+    let status = d.terminate(Duration::from_secs(30));
+    let took = started.elapsed();
+    for pid in sshd::processes_matching(&format!("sleep {marker}")) {
+        // SAFETY: kill(2) of a process this test's server started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(
+        error.contains("host_unavailable") && error.contains("ssh_command_timeout_ms"),
+        "{state}"
+    );
+    assert!(
+        state["running"].as_array().is_some_and(|r| r.is_empty()),
+        "{state}"
+    );
+    assert!(status.success());
+    assert!(took < Duration::from_secs(10), "SIGTERM took {took:?}");
+}

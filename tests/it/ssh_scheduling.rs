@@ -35,10 +35,14 @@ impl H {
 
     /// A poll tick offering issues 1..=n (all active).
     fn poll(&mut self, n: u64) -> Vec<Action> {
+        self.poll_with((1..=n).map(|i| issue(i, "Todo")).collect())
+    }
+
+    /// A poll tick whose board is `issues` (the running ones refreshed from it too).
+    fn poll_with(&mut self, issues: Vec<baton::model::Issue>) -> Vec<Action> {
         self.now = self.now.max(self.s.poll.next_poll_at);
         let a = self.ev(Event::Wake);
         let running_ids = poll_started(&a).expect("a poll");
-        let issues: Vec<_> = (1..=n).map(|i| issue(i, "Todo")).collect();
         let refreshed = (!running_ids.is_empty()).then(|| Ok(issues.clone()));
         self.ev(Event::PollResult {
             running_ids,
@@ -79,6 +83,21 @@ fn dispatches(a: &[Action]) -> Vec<(String, Option<String>, Option<u32>)> {
                 attempt,
                 ..
             } => Some((issue.id.clone(), host.clone(), *attempt)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// (issue id, host, stale workspace) of each dispatch.
+fn placed(a: &[Action]) -> Vec<(String, Option<String>, bool)> {
+    a.iter()
+        .filter_map(|x| match x {
+            Action::Dispatch {
+                issue,
+                host,
+                stale_workspace,
+                ..
+            } => Some((issue.id.clone(), host.clone(), *stale_workspace)),
             _ => None,
         })
         .collect()
@@ -281,4 +300,62 @@ fn reload_applies_hosts_to_future_dispatches() {
         host("a"),
         "running work is not moved"
     );
+}
+
+/// Issue 24 item 6: an issue that left the active states and came back returns to the host that
+/// holds its workspace, even when another host is less loaded (before: the least-loaded host,
+/// leaving the old workspace behind). When it had to move (its host was down), a later run back
+/// on the old host is told to replace the stale copy, never to reuse it, and terminal cleanup
+/// removes the copies on every host that holds one.
+#[test]
+fn a_reactivated_issue_returns_to_its_host_and_never_reuses_a_stale_copy() {
+    let mut h = H::new(&["a", "b"], None);
+    let leave_and_exit = |h: &mut H, board: Vec<baton::model::Issue>| {
+        let a = h.poll_with(board);
+        assert!(
+            a.iter().any(|x| matches!(x, Action::StopWorker { .. })),
+            "{a:?}"
+        );
+        h.exit(1, WorkerOutcome::Cancelled);
+    };
+    assert_eq!(
+        placed(&h.poll_with(vec![issue(1, "Todo")])),
+        vec![("I_1".into(), host("a"), false)]
+    );
+    leave_and_exit(&mut h, vec![issue(1, "Human Review")]);
+    assert!(h.s.retry_attempts.is_empty(), "no retry remembers the host");
+    // I_2 takes a: now b is the least loaded host.
+    let board = || vec![issue(1, "Todo"), issue(2, "Todo")];
+    assert_eq!(
+        placed(&h.poll_with(vec![issue(1, "Human Review"), issue(2, "Todo")])),
+        vec![("I_2".into(), host("a"), false)]
+    );
+    assert_eq!(
+        placed(&h.poll_with(board())),
+        vec![("I_1".into(), host("a"), false)],
+        "back to the host with the workspace"
+    );
+    // Its host is down when it comes back: it moves to b (a fresh workspace there).
+    leave_and_exit(&mut h, vec![issue(1, "Human Review"), issue(2, "Todo")]);
+    baton::orchestrator::hosts::mark_down(&mut h.s, "a", "host_unavailable: x", h.now);
+    assert_eq!(
+        placed(&h.poll_with(board())),
+        vec![("I_1".into(), host("b"), false)]
+    );
+    // Back on a later: the copy there is older than b's, so the run replaces it.
+    leave_and_exit(&mut h, vec![issue(1, "Human Review"), issue(2, "Todo")]);
+    h.ev(Event::HostProbed {
+        host: "a".into(),
+        result: Ok(()),
+    });
+    baton::orchestrator::hosts::mark_down(&mut h.s, "b", "host_unavailable: x", h.now);
+    assert_eq!(
+        placed(&h.poll_with(board())),
+        vec![("I_1".into(), host("a"), true)]
+    );
+    // Done: both copies are removed, each on its own host.
+    h.poll_with(vec![issue(1, "Done"), issue(2, "Todo")]);
+    let a = h.exit(1, WorkerOutcome::Cancelled);
+    assert_eq!(clean_hosts(&a), vec![host("a"), host("b")]);
+    assert!(!h.s.workspace_hosts.contains_key("I_1"));
 }

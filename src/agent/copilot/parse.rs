@@ -8,8 +8,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
+use crate::agent::config::AgentKind;
 use crate::agent::json::{int_text, str_at, tool_input_detail};
-use crate::agent::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind};
+use crate::agent::{valid_session_id, AgentError, AgentErrorKind, AgentEvent, AgentEventKind};
 
 pub use crate::agent::driver::ProcessEnd;
 
@@ -175,7 +176,8 @@ impl StreamParser {
             "result" => {
                 self.result_seen = true;
                 self.result_exit_code = whole.get("exitCode").and_then(Value::as_i64);
-                self.result_session_id = str_field(whole, "sessionId").filter(|s| is_uuid(s));
+                self.result_session_id = str_field(whole, "sessionId")
+                    .filter(|s| valid_session_id(AgentKind::Copilot, s));
                 self.result_outcome = str_field(whole, "outcome");
                 self.premium_requests = whole
                     .get("usage")
@@ -327,16 +329,6 @@ fn tool_arguments_summary(args: &Value) -> String {
     }
 }
 
-/// True for a canonical hyphenated UUID (36 chars, hex digits and four dashes).
-pub(crate) fn is_uuid(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 36
-        && b.iter().enumerate().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => *c == b'-',
-            _ => c.is_ascii_hexdigit(),
-        })
-}
-
 /// One line, control characters replaced, at most [`SUMMARY_MAX_CHARS`] characters.
 pub(crate) fn bound(s: &str) -> String {
     single_line(s, SUMMARY_MAX_CHARS)
@@ -400,13 +392,5 @@ mod tests {
         let ev = p.parse_line(&line.to_string());
         assert!(ev.summary.chars().count() <= SUMMARY_MAX_CHARS + 1);
         assert!(!ev.summary.contains('\n'));
-    }
-
-    #[test]
-    fn uuid_check() {
-        assert!(is_uuid("0b470000-0000-4000-8000-0000000000a1"));
-        assert!(!is_uuid("0b470000-0000-4000-8000-0000000000a"));
-        assert!(!is_uuid("0b470000x0000-4000-8000-0000000000a1"));
-        assert!(!is_uuid("--resume=0000-4000-8000-00000000000a1"));
     }
 }

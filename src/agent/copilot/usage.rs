@@ -7,8 +7,11 @@
 use std::io::Read;
 use std::path::Path;
 
-use serde_json::Value;
+use std::collections::HashMap;
 
+use serde::Deserialize;
+
+use crate::agent::loose::{Loose, Num};
 use crate::agent::TokenUsage;
 
 /// The usage file is small (a few KB); anything above this is refused as unreasonable.
@@ -36,38 +39,55 @@ pub struct TurnUsage {
     pub totals: Option<UsageTotals>,
 }
 
-/// Parse the usage file's JSON text.
+/// Parse the usage file's JSON text. Figures are read leniently ([`Num`]: floats and numeric
+/// strings count, anything else is 0, huge values are clamped), so one odd figure never makes the
+/// whole file unavailable.
 pub fn parse_usage(text: &str) -> Result<UsageTotals, String> {
-    let v: Value =
+    let file: Loose<UsageFile> =
         serde_json::from_str(text).map_err(|e| format!("usage file is not JSON: {e}"))?;
-    let metrics = v
-        .get("modelMetrics")
-        .and_then(Value::as_object)
-        .ok_or_else(|| "usage file has no modelMetrics object".to_string())?;
+    let no_metrics = || "usage file has no modelMetrics object".to_string();
+    let file = file.as_obj().ok_or_else(no_metrics)?;
+    let metrics = file.model_metrics.as_obj().ok_or_else(no_metrics)?;
     let mut tokens = TokenUsage::default();
-    for (_model, m) in metrics {
-        let Some(u) = m.get("usage") else { continue };
-        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
-        tokens.input_tokens = tokens.input_tokens.saturating_add(n("inputTokens"));
-        tokens.output_tokens = tokens.output_tokens.saturating_add(n("outputTokens"));
-        tokens.cache_read_input_tokens = tokens
-            .cache_read_input_tokens
-            .saturating_add(n("cacheReadTokens"));
-        tokens.cache_creation_input_tokens = tokens
-            .cache_creation_input_tokens
-            .saturating_add(n("cacheWriteTokens"));
+    for u in metrics.values().filter_map(|m| m.as_obj()?.usage.as_obj()) {
+        tokens.add(&TokenUsage {
+            input_tokens: u.input_tokens.count(),
+            output_tokens: u.output_tokens.count(),
+            cache_read_input_tokens: u.cache_read_tokens.count(),
+            cache_creation_input_tokens: u.cache_write_tokens.count(),
+        });
     }
     Ok(UsageTotals {
         tokens,
-        premium_request_cost: v
-            .get("totalPremiumRequestCost")
-            .and_then(Value::as_f64)
-            .unwrap_or(0.0),
-        user_requests: v
-            .get("totalUserRequests")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
+        premium_request_cost: file.total_premium_request_cost.cost().unwrap_or(0.0),
+        user_requests: file.total_user_requests.count(),
     })
+}
+
+/// The parts of the usage file Baton reads.
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", bound(deserialize = "'de: 'a"))]
+struct UsageFile<'a> {
+    model_metrics: Loose<'a, HashMap<String, Loose<'a, ModelMetrics<'a>>>>,
+    total_premium_request_cost: Num<'a>,
+    total_user_requests: Num<'a>,
+}
+
+/// `modelMetrics.<model>`.
+#[derive(Default, Deserialize)]
+#[serde(default, bound(deserialize = "'de: 'a"))]
+struct ModelMetrics<'a> {
+    usage: Loose<'a, ModelUsage<'a>>,
+}
+
+/// `modelMetrics.<model>.usage`: session-cumulative token counts.
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", bound(deserialize = "'de: 'a"))]
+struct ModelUsage<'a> {
+    input_tokens: Num<'a>,
+    output_tokens: Num<'a>,
+    cache_read_tokens: Num<'a>,
+    cache_write_tokens: Num<'a>,
 }
 
 /// Read and parse a usage file (bounded size).
@@ -199,6 +219,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.tokens, TokenUsage::default());
+    }
+
+    #[test]
+    fn hostile_usage_figures_are_read_leniently_and_clamped() {
+        // Floats and numeric strings count; a number too big for a float does not make the file
+        // unreadable; huge figures are clamped; negative, NaN and non-numbers are 0.
+        let t = parse_usage(
+            r#"{"modelMetrics":{"a":{"usage":{"inputTokens":12.9,"outputTokens":"34","cacheReadTokens":1e400,"cacheWriteTokens":"NaN"}},
+                "b":{"usage":{"inputTokens":"-3","outputTokens":[1]}},"c":{"usage":5},"d":7},
+                "totalPremiumRequestCost":"1e400","totalUserRequests":"2"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            t.tokens,
+            TokenUsage {
+                input_tokens: 12,
+                output_tokens: 34,
+                cache_read_input_tokens: crate::agent::loose::MAX_COUNT,
+                cache_creation_input_tokens: 0,
+            }
+        );
+        assert_eq!(t.premium_request_cost, crate::agent::loose::MAX_COST_USD);
+        assert_eq!(t.user_requests, 2);
     }
 
     #[test]

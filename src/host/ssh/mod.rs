@@ -1,9 +1,15 @@
 //! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A).
 //!
 //! * Every operation runs the `ssh` found on `PATH` with `BatchMode=yes`, a connect timeout and
-//!   keep-alives; one multiplexing master per host (`ControlPath` in a private 0700 directory,
-//!   `ControlPersist`) is started on first use so later dispatches and hooks skip the handshake.
-//!   The operator's `ssh_config` (keys, `known_hosts`, `ProxyJump`) applies unchanged.
+//!   keep-alives; multiplexing masters (`ControlPath` in a private 0700 directory,
+//!   `ControlPersist`) are started on first use so later dispatches and hooks skip the handshake.
+//!   A host gets another master whenever its connections carry
+//!   `worker.ssh_sessions_per_connection` sessions (sshd's `MaxSessions`), so the server never
+//!   has to refuse a session. The operator's `ssh_config` (keys, `known_hosts`, `ProxyJump`)
+//!   applies unchanged.
+//! * Every short command (workspace scripts, probes, signals, master start) has a deadline
+//!   (`worker.ssh_command_timeout_ms`); one that times out is a `host_unavailable` failure, so
+//!   the host is marked down like an unreachable one.
 //! * The remote command line is built only from operator config and Baton-chosen values, each
 //!   word single-quoted ([`shell_quote`]); issue text travels as quoted positional arguments and
 //!   environment values, never as shell text.
@@ -25,11 +31,14 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::command::{output_within, status_within};
 use super::WorkspaceError;
 use super::{BeforeRemove, Host, OrphanOutcome, Process, ProcessSpec, Removal, Workspace};
+use crate::workflow::config::WorkerConfig;
 
 pub use probe::probe_host;
 pub use quote::{shell_join, shell_quote};
@@ -42,18 +51,93 @@ const SSH_CONNECTION_FAILED: i32 = 255;
 const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
 /// How long the multiplexing master outlives its last client (seconds).
 const CONTROL_PERSIST_S: u64 = 120;
+/// Signals and their checks wait at most this long (or the command timeout when shorter): a
+/// hung host must not hold a cancellation or a shutdown for a whole command timeout per signal.
+const SIGNAL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `worker.ssh_command_timeout_ms` and `worker.ssh_sessions_per_connection`, shared by the hosts
+/// of a pool; a reload changes them in place.
+#[derive(Debug)]
+pub struct SshSettings {
+    command_timeout_ms: AtomicU64,
+    sessions_per_connection: AtomicU32,
+}
+
+impl Default for SshSettings {
+    fn default() -> Self {
+        let w = WorkerConfig::default();
+        SshSettings {
+            command_timeout_ms: AtomicU64::new(w.ssh_command_timeout_ms),
+            sessions_per_connection: AtomicU32::new(w.ssh_sessions_per_connection),
+        }
+    }
+}
+
+impl SshSettings {
+    /// Take the values of `worker`.
+    pub fn set(&self, worker: &WorkerConfig) {
+        self.command_timeout_ms
+            .store(worker.ssh_command_timeout_ms, Ordering::Relaxed);
+        self.sessions_per_connection
+            .store(worker.ssh_sessions_per_connection, Ordering::Relaxed);
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.command_timeout_ms.load(Ordering::Relaxed))
+    }
+
+    fn sessions(&self) -> usize {
+        self.sessions_per_connection.load(Ordering::Relaxed).max(1) as usize
+    }
+}
+
+/// The multiplexing connections of one host, one master each (`ControlPath` `<base>-<n>`): the
+/// sessions each carries, so that another connection opens when they reach
+/// `worker.ssh_sessions_per_connection` instead of sshd refusing the session (`MaxSessions`).
+#[derive(Debug, Default)]
+struct Mux {
+    /// Open sessions per connection, and a lower limit learned from a refused session.
+    conns: Mutex<Vec<(usize, Option<usize>)>>,
+    /// Serializes starting masters: one handshake at a time per host (`MaxStartups`).
+    starting: Mutex<()>,
+}
+
+/// A session's place on one of a host's connections; dropping it frees the place.
+#[derive(Debug)]
+pub(crate) struct Session {
+    mux: Arc<Mux>,
+    conn: usize,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let mut conns = self.mux.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = conns.get_mut(self.conn) {
+            c.0 = c.0.saturating_sub(1);
+        }
+    }
+}
+
+/// Whether `stderr` of an `ssh` client says the master's session was refused (sshd's
+/// `MaxSessions`): the server is up, the connection is full.
+fn session_refused(stderr: &[u8]) -> bool {
+    let e = String::from_utf8_lossy(stderr);
+    e.contains("Session open refused") || e.contains("administratively prohibited")
+}
 
 /// A remote worker host: an SSH destination exactly as passed to `ssh`. Clones share the
-/// multiplexing master.
+/// multiplexing connections.
 #[derive(Clone)]
 pub struct SshHost {
     destination: String,
-    control_path: Option<PathBuf>,
+    /// `<dir>/<pid>-<hash>`; connection `n` uses the socket `<base>-<n>` (`None`: no
+    /// multiplexing).
+    control_base: Option<PathBuf>,
     connect_timeout_s: u64,
     /// The client program (`ssh`, looked up on `PATH`).
     program: OsString,
-    /// Serializes starting the multiplexing master.
-    master: Arc<Mutex<()>>,
+    settings: Arc<SshSettings>,
+    mux: Arc<Mux>,
 }
 
 impl fmt::Debug for SshHost {
@@ -65,16 +149,17 @@ impl fmt::Debug for SshHost {
 }
 
 impl SshHost {
-    /// A host for `destination` whose multiplexing socket lives in `control_dir` (see
+    /// A host for `destination` whose multiplexing sockets live in `control_dir` (see
     /// [`control_dir`]; an empty path disables multiplexing).
     pub fn new(destination: &str, control_dir: &Path) -> Self {
         SshHost {
             destination: destination.to_string(),
-            control_path: (!control_dir.as_os_str().is_empty())
+            control_base: (!control_dir.as_os_str().is_empty())
                 .then(|| control_dir.join(socket_name(destination))),
             connect_timeout_s: DEFAULT_CONNECT_TIMEOUT_S,
             program: OsString::from("ssh"),
-            master: Arc::new(Mutex::new(())),
+            settings: Arc::default(),
+            mux: Arc::default(),
         }
     }
 
@@ -91,14 +176,29 @@ impl SshHost {
         self
     }
 
+    /// Use `settings` (the pool's, so that a reload reaches every host).
+    pub fn with_settings(mut self, settings: Arc<SshSettings>) -> Self {
+        self.settings = settings;
+        self
+    }
+
     /// The destination as configured.
     pub fn destination(&self) -> &str {
         &self.destination
     }
 
-    /// `ssh` with Baton's options (before the destination); `master` starts the multiplexing
-    /// master instead of using it (ssh keeps the first value of an option, so it is chosen here).
-    fn ssh(&self, master: bool) -> Command {
+    /// The socket of connection `conn`.
+    fn control_path(&self, conn: usize) -> Option<PathBuf> {
+        let base = self.control_base.as_ref()?;
+        let mut name = base.file_name()?.to_os_string();
+        name.push(format!("-{conn}"));
+        Some(base.with_file_name(name))
+    }
+
+    /// `ssh` with Baton's options (before the destination) for connection `conn`; `master`
+    /// starts its multiplexing master instead of using it (ssh keeps the first value of an
+    /// option, so it is chosen here).
+    fn ssh(&self, master: bool, conn: usize) -> Command {
         let mut c = Command::new(&self.program);
         let opts = [
             "BatchMode=yes".to_string(),
@@ -116,7 +216,7 @@ impl SshHost {
         }
         c.arg("-o").arg({
             let mut s = OsString::from("ControlPath=");
-            match &self.control_path {
+            match self.control_path(conn) {
                 Some(p) => s.push(p),
                 None => s.push("none"),
             }
@@ -125,42 +225,114 @@ impl SshHost {
         c
     }
 
-    /// `ssh … -T <dest> -- <words quoted>`, multiplexed.
-    fn command(&self, words: &[&OsStr]) -> Command {
-        let _ = self.ensure_master();
-        let mut c = self.ssh(false);
-        c.arg("-T").arg("--").arg(&self.destination);
-        c.arg(shell_join(words));
+    /// A place for one more session: on the first connection with room, else on a new one.
+    pub(crate) fn session(&self) -> Session {
+        let limit = self.settings.sessions();
+        let mut conns = self.mux.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = conns
+            .iter()
+            .position(|(open, learned)| *open < learned.unwrap_or(limit).min(limit))
+            .unwrap_or_else(|| {
+                conns.push((0, None));
+                conns.len() - 1
+            });
+        conns[conn].0 += 1;
+        Session {
+            mux: Arc::clone(&self.mux),
+            conn,
+        }
+    }
+
+    /// The server refused a session on `s`'s connection: take what it carries now as its limit
+    /// (the server's `MaxSessions` is lower than `worker.ssh_sessions_per_connection`).
+    pub(crate) fn refused(&self, s: &Session) {
+        let mut conns = self.mux.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = conns.get_mut(s.conn) {
+            let limit = c.0.saturating_sub(1).max(1);
+            c.1 = Some(limit);
+            log::warn!(
+                "event=ssh_session_refused host={} connection={} sessions={limit}; the server allows fewer sessions per connection (sshd MaxSessions) than worker.ssh_sessions_per_connection",
+                self.destination,
+                s.conn
+            );
+        }
+    }
+
+    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted), multiplexed over
+    /// `session`'s connection.
+    pub(crate) fn command(&self, line: &OsStr, session: &Session) -> Command {
+        self.ensure_master(session.conn);
+        let mut c = self.ssh(false, session.conn);
+        c.arg("-T").arg("--").arg(&self.destination).arg(line);
         c
     }
 
-    /// Start the multiplexing master unless its socket exists. Failures are left to the
-    /// operation itself (it then connects directly and reports the error).
-    fn ensure_master(&self) -> io::Result<()> {
-        let _guard = self.master.lock();
-        if self.control_path.as_ref().is_none_or(|p| p.exists()) {
-            return Ok(());
+    /// Start connection `conn`'s master unless its socket exists (within the command timeout).
+    /// Failures are left to the operation itself (it then connects directly and reports the
+    /// error).
+    fn ensure_master(&self, conn: usize) {
+        let Some(path) = self.control_path(conn) else {
+            return;
+        };
+        if path.exists() {
+            return;
         }
-        let st = self.control(true, &["-f", "-N"])?;
-        if st.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other("could not start the ssh master"))
+        let _one_at_a_time = self.mux.starting.lock();
+        if path.exists() {
+            return;
+        }
+        let mut c = self.ssh(true, conn);
+        c.args(["-f", "-N", "--"])
+            .arg(&self.destination)
+            .stdin(Stdio::null());
+        if let Err(e) = status_within(c, self.settings.timeout()) {
+            log::warn!(
+                "cannot start the ssh master host={} connection={conn} error={e}",
+                self.destination
+            );
         }
     }
 
-    /// Run `words` remotely with stdin `/dev/null` and collect the output. A connection failure
-    /// is an `Err` starting with [`HOST_UNAVAILABLE`].
+    /// Run `words` remotely with stdin `/dev/null` and collect the output, within the command
+    /// timeout. A connection failure or a timeout is an `Err` starting with [`HOST_UNAVAILABLE`].
     pub(crate) fn run(&self, words: &[&OsStr]) -> Result<Output, String> {
-        let out = self
-            .command(words)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{HOST_UNAVAILABLE}: cannot run ssh: {e}"))?;
-        if out.status.code() == Some(SSH_CONNECTION_FAILED) {
-            return Err(self.unavailable(&out.stderr));
+        self.run_within(words, self.settings.timeout())
+    }
+
+    /// [`SshHost::run`] with its own deadline. A session the server refused (and that the client
+    /// could not replace by a fresh connection) is tried once more on another connection; it
+    /// is never a `host_unavailable` failure.
+    fn run_within(&self, words: &[&OsStr], timeout: Duration) -> Result<Output, String> {
+        for _ in 0..2 {
+            let session = self.session();
+            let mut cmd = self.command(&shell_join(words), &session);
+            cmd.stdin(Stdio::null());
+            let out = match output_within(cmd, timeout) {
+                Ok(out) => out,
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                    return Err(format!(
+                        "{HOST_UNAVAILABLE}: ssh {}: {e} (worker.ssh_command_timeout_ms)",
+                        self.destination
+                    ))
+                }
+                Err(e) => return Err(format!("{HOST_UNAVAILABLE}: cannot run ssh: {e}")),
+            };
+            let failed = out.status.code() == Some(SSH_CONNECTION_FAILED);
+            if session_refused(&out.stderr) {
+                self.refused(&session);
+                if failed {
+                    continue;
+                }
+            }
+            if failed {
+                return Err(self.unavailable(&out.stderr));
+            }
+            return Ok(out);
         }
-        Ok(out)
+        Err(format!(
+            "ssh {}: session refused on two connections (sshd MaxSessions)",
+            self.destination
+        ))
     }
 
     /// The `host_unavailable` message for `stderr` of a failed `ssh`.
@@ -181,6 +353,22 @@ impl SshHost {
         }
     }
 
+    /// `kill <args…>` on the host, within [`SIGNAL_TIMEOUT`]: `Some(true)` when it succeeded,
+    /// `None` when the host did not answer.
+    pub(crate) fn kill(&self, args: &[&str]) -> Option<bool> {
+        let mut words: Vec<&OsStr> = vec![OsStr::new("kill")];
+        words.extend(args.iter().map(OsStr::new));
+        let timeout = self.settings.timeout().min(SIGNAL_TIMEOUT);
+        self.run_within(&words, timeout)
+            .ok()
+            .map(|o| o.status.success())
+    }
+
+    /// The deadline for a remote start to report its process group.
+    pub(crate) fn start_timeout(&self) -> Duration {
+        self.settings.timeout()
+    }
+
     /// Run `sh -c <script> baton <args…>` remotely; stdout on success, an error (with the
     /// stderr tail) otherwise.
     pub(crate) fn sh(&self, script: &str, args: &[&OsStr]) -> Result<String, String> {
@@ -197,21 +385,16 @@ impl SshHost {
         }
     }
 
-    /// Stop the multiplexing master (best effort; used at shutdown).
+    /// Stop every multiplexing master (best effort, bounded; used at shutdown).
     pub fn close(&self) {
-        let _ = self.control(false, &["-O", "exit"]);
-    }
-
-    /// `ssh <flags> -- <dest>` with no stdio (master start and control commands).
-    fn control(&self, master: bool, flags: &[&str]) -> io::Result<std::process::ExitStatus> {
-        self.ssh(master)
-            .args(flags)
-            .arg("--")
-            .arg(&self.destination)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
+        let conns = self.mux.conns.lock().map(|c| c.len()).unwrap_or(0);
+        for conn in 0..conns {
+            let mut c = self.ssh(false, conn);
+            c.args(["-O", "exit", "--"])
+                .arg(&self.destination)
+                .stdin(Stdio::null());
+            let _ = output_within(c, SIGNAL_TIMEOUT);
+        }
     }
 }
 

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{after, bounded, select, Receiver, Sender};
 
 use super::quote::is_env_name;
-use super::{SshHost, HOST_UNAVAILABLE, SSH_CONNECTION_FAILED, VERIFY_POLL};
+use super::VERIFY_POLL;
+use super::{session_refused, Session, SshHost, HOST_UNAVAILABLE, SSH_CONNECTION_FAILED};
 use crate::host::supervisor::{self, LocalProcess};
 use crate::host::{Process, ProcessSpec, StdoutItem};
 
@@ -36,8 +37,6 @@ kill -KILL -"$w" 2>/dev/null || kill -KILL "$w" 2>/dev/null
 exit "$s"
 "#;
 
-/// How long `spawn` waits for the `BATON_PGID` line beyond the connect timeout.
-const START_SLACK: Duration = Duration::from_secs(10);
 /// Capacity of the forwarded stdout channel.
 const CHANNEL_CAPACITY: usize = 16;
 
@@ -49,6 +48,8 @@ pub(crate) struct SshProcess {
     start_time: Option<u64>,
     host: SshHost,
     lines: Receiver<StdoutItem>,
+    /// This process's place on one of the host's connections.
+    _session: Session,
 }
 
 /// The remote command line for `spec`: `cd <cwd> && exec env [-u K]… [K=V]… sh -c WRAPPER
@@ -91,44 +92,55 @@ fn check_env_name(k: &OsStr) -> io::Result<()> {
 }
 
 /// Start `spec` on `host`; returns once the remote group exists (its pgid was reported), or an
-/// error (`host_unavailable: …` when the connection failed).
+/// error (`host_unavailable: …` when the connection failed or no pgid came within the command
+/// timeout). A session the server refused is started once more on another connection.
 pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess> {
-    let _ = host.ensure_master();
-    let mut cmd = host.ssh(false);
-    cmd.arg("-T").arg("--").arg(&host.destination);
-    cmd.arg(remote_command(spec)?);
-    cmd.stdin(Stdio::piped());
-    let client = supervisor::spawn_command(cmd, spec)?;
-    let (pgid_tx, pgid_rx) = bounded::<(u32, Option<u64>)>(1);
-    let (tx, lines) = bounded(CHANNEL_CAPACITY);
-    let from = client.lines().clone();
-    thread::Builder::new()
-        .name(format!("{}-ssh-{}", spec.label, client.pid()))
-        .spawn(move || forward(from, pgid_tx, tx))?;
-    let limit = Duration::from_secs(host.connect_timeout_s) + START_SLACK;
-    let pgid = select! {
-        recv(pgid_rx) -> p => p.ok(),
-        recv(after(limit)) -> _ => None,
-    };
-    let Some((pgid, start_time)) = pgid else {
+    let line = remote_command(spec)?;
+    let mut refused = false;
+    loop {
+        let session = host.session();
+        let mut cmd = host.command(&line, &session);
+        cmd.stdin(Stdio::piped());
+        let client = supervisor::spawn_command(cmd, spec, None)?;
+        let (pgid_tx, pgid_rx) = bounded::<(u32, Option<u64>)>(1);
+        let (tx, lines) = bounded(CHANNEL_CAPACITY);
+        let from = client.lines().clone();
+        thread::Builder::new()
+            .name(format!("{}-ssh-{}", spec.label, client.pid()))
+            .spawn(move || forward(from, pgid_tx, tx))?;
+        let pgid = select! {
+            recv(pgid_rx) -> p => p.ok(),
+            recv(after(host.start_timeout())) -> _ => None,
+        };
+        if let Some((pgid, start_time)) = pgid {
+            if session_refused(&client.stderr_bytes()) {
+                host.refused(&session); // the client fell back to a connection of its own
+            }
+            return Ok(SshProcess {
+                client,
+                pgid,
+                start_time,
+                host: host.clone(),
+                lines,
+                _session: session,
+            });
+        }
         // The forwarder ends without a pgid when the client exits first (or after the timeout).
         client.terminate(Duration::from_millis(200));
         let tail = client.stderr_tail_after(Duration::from_millis(500));
         let code = client.exit_status().and_then(|s| s.code());
+        if session_refused(tail.as_bytes()) && !refused {
+            host.refused(&session);
+            refused = true;
+            continue;
+        }
         let msg = if code == Some(SSH_CONNECTION_FAILED) || code.is_none() {
             format!("{HOST_UNAVAILABLE}: ssh {}: {tail}", host.destination)
         } else {
             format!("remote start on {} failed: {tail}", host.destination)
         };
         return Err(io::Error::other(msg));
-    };
-    Ok(SshProcess {
-        client,
-        pgid,
-        start_time,
-        host: host.clone(),
-        lines,
-    })
+    }
 }
 
 /// Take the `BATON_PGID <n>` line off the front of the stream, then forward everything.
@@ -220,17 +232,9 @@ fn pgid_line(head: &mut Vec<u8>) -> PgidLine {
 }
 
 impl SshProcess {
-    /// True while the remote group has a member (checked over ssh; false when unreachable).
-    fn remote_alive(&self) -> bool {
-        let sig = format!("-0 -{}", self.pgid);
-        self.remote_kill(&sig)
-    }
-
-    /// `kill <args>` on the remote host; true when it succeeded.
-    fn remote_kill(&self, args: &str) -> bool {
-        let mut words: Vec<&OsStr> = vec![OsStr::new("kill")];
-        words.extend(args.split(' ').map(OsStr::new));
-        matches!(self.host.run(&words), Ok(o) if o.status.success())
+    /// `kill -<signal> -<pgid>` on the host: `Some(sent)`, `None` when the host did not answer.
+    fn remote_signal(&self, signal: &str) -> Option<bool> {
+        self.host.kill(&[signal, &format!("-{}", self.pgid)])
     }
 }
 
@@ -261,7 +265,7 @@ impl Process for SshProcess {
         if self.client.has_exited() {
             return false;
         }
-        self.remote_kill(&format!("-{signal} -{}", self.pgid))
+        self.remote_signal(&format!("-{signal}")) == Some(true)
     }
 
     fn stderr_bytes(&self) -> Vec<u8> {
@@ -277,18 +281,20 @@ impl Process for SshProcess {
     }
 
     /// TERM, grace, KILL on the remote group; then verify with `kill -0` that the group is gone
-    /// (a last KILL when it is not), and stop the local client.
+    /// (a last KILL when it is not), and stop the local client. A host that does not answer a
+    /// signal gets no further remote steps.
     fn terminate(&self, grace: Duration) -> Option<ExitStatus> {
+        let mut answers = true;
         if !self.client.has_exited() {
-            self.signal_group(libc::SIGTERM);
-            if self.client.wait_exit(grace).is_none() {
-                self.signal_group(libc::SIGKILL);
+            answers = self.remote_signal("-TERM").is_some();
+            if answers && self.client.wait_exit(grace).is_none() {
+                answers = self.remote_signal("-KILL").is_some();
                 self.client.wait_exit(Duration::from_secs(2));
             }
         }
         let deadline = Instant::now() + Duration::from_secs(2);
-        while self.remote_alive() && Instant::now() < deadline {
-            self.remote_kill(&format!("-KILL -{}", self.pgid));
+        while answers && Instant::now() < deadline && self.remote_signal("-0") == Some(true) {
+            answers = self.remote_signal("-KILL").is_some();
             thread::sleep(VERIFY_POLL);
         }
         // Closing the client (and its stdin) also makes the wrapper's watcher act if the

@@ -3,6 +3,13 @@
 use super::section::Section;
 use super::ConfigError;
 
+/// Default of `worker.ssh_command_timeout_ms`.
+pub const DEFAULT_SSH_COMMAND_TIMEOUT_MS: u64 = 30_000;
+/// Default of `worker.ssh_sessions_per_connection`: sshd's default `MaxSessions`.
+pub const DEFAULT_SSH_SESSIONS_PER_CONNECTION: u32 = 10;
+/// Default of `worker.orphan_grace_ms` (10 minutes).
+pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 600_000;
+
 /// `worker.*`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerConfig {
@@ -14,10 +21,14 @@ pub struct WorkerConfig {
     /// `worker.orphan_grace_ms`: after a restart, how long an issue whose previous agent could not
     /// be checked (its host did not answer) waits before it may run on another host.
     pub orphan_grace_ms: u64,
+    /// `worker.ssh_command_timeout_ms`: the deadline of every short remote command (workspace
+    /// scripts, probes, signals, master start) and of a remote start; a host whose commands time
+    /// out is marked down like an unreachable one.
+    pub ssh_command_timeout_ms: u64,
+    /// `worker.ssh_sessions_per_connection`: sessions multiplexed over one SSH connection before
+    /// another is opened to the host (keep it at most the server's `MaxSessions`).
+    pub ssh_sessions_per_connection: u32,
 }
-
-/// Default of `worker.orphan_grace_ms` (10 minutes).
-pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 600_000;
 
 impl Default for WorkerConfig {
     fn default() -> Self {
@@ -25,6 +36,8 @@ impl Default for WorkerConfig {
             ssh_hosts: Vec::new(),
             max_concurrent_agents_per_host: None,
             orphan_grace_ms: DEFAULT_ORPHAN_GRACE_MS,
+            ssh_command_timeout_ms: DEFAULT_SSH_COMMAND_TIMEOUT_MS,
+            ssh_sessions_per_connection: DEFAULT_SSH_SESSIONS_PER_CONNECTION,
         }
     }
 }
@@ -34,6 +47,8 @@ pub(crate) const KEYS: &[&str] = &[
     "ssh_hosts",
     "max_concurrent_agents_per_host",
     "orphan_grace_ms",
+    "ssh_command_timeout_ms",
+    "ssh_sessions_per_connection",
 ];
 
 impl WorkerConfig {
@@ -65,6 +80,12 @@ impl WorkerConfig {
             orphan_grace_ms: worker
                 .positive("orphan_grace_ms")?
                 .unwrap_or(DEFAULT_ORPHAN_GRACE_MS),
+            ssh_command_timeout_ms: worker
+                .positive("ssh_command_timeout_ms")?
+                .unwrap_or(DEFAULT_SSH_COMMAND_TIMEOUT_MS),
+            ssh_sessions_per_connection: worker
+                .positive_u32("ssh_sessions_per_connection")?
+                .unwrap_or(DEFAULT_SSH_SESSIONS_PER_CONNECTION),
         })
     }
 }
@@ -103,13 +124,18 @@ mod tests {
     #[test]
     fn parses_hosts_and_cap() {
         let w = parse(
-            "worker: {ssh_hosts: [build-1, 'baton@10.0.0.5', 'ssh://h:2222'], max_concurrent_agents_per_host: 4, orphan_grace_ms: 5000}",
+            "worker: {ssh_hosts: [build-1, 'baton@10.0.0.5', 'ssh://h:2222'], max_concurrent_agents_per_host: 4, ssh_command_timeout_ms: 5000, ssh_sessions_per_connection: 4, orphan_grace_ms: 5000}",
         )
         .unwrap();
         assert_eq!(w.orphan_grace_ms, 5_000);
         assert_eq!(parse("{}").unwrap().orphan_grace_ms, 600_000);
         assert_eq!(w.ssh_hosts, ["build-1", "baton@10.0.0.5", "ssh://h:2222"]);
         assert_eq!(w.max_concurrent_agents_per_host, Some(4));
+        assert_eq!(w.ssh_command_timeout_ms, 5000);
+        assert_eq!(w.ssh_sessions_per_connection, 4);
+        let d = parse("{}").unwrap();
+        assert_eq!(d.ssh_command_timeout_ms, 30_000);
+        assert_eq!(d.ssh_sessions_per_connection, 10);
     }
 
     #[test]
@@ -126,6 +152,15 @@ mod tests {
             ("worker: {max_concurrent_agents_per_host: 0}", "0"),
             ("worker: {max_concurrent_agents_per_host: -2}", "-2"),
             ("worker: {orphan_grace_ms: 0}", "orphan_grace_ms"),
+            (
+                "worker: {ssh_command_timeout_ms: 0}",
+                "ssh_command_timeout_ms",
+            ),
+            (
+                "worker: {ssh_sessions_per_connection: 0}",
+                "ssh_sessions_per_connection",
+            ),
+            ("worker: {ssh_sessions_per_connection: many}", "many"),
         ] {
             let e = parse(yaml).unwrap_err();
             assert_eq!(e.class, "invalid_config", "{yaml}");

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-SID = "fake-session-0001"
+SID = "00000000-0000-4000-8000-00000000fa4e"
 
 
 def out(line):

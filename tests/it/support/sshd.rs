@@ -101,9 +101,10 @@ pub struct Sshd {
 
 impl Sshd {
     /// Start an sshd in `dir` accepting `client`'s key; `set_env` lands in every session's
-    /// environment (sshd `SetEnv`), e.g. a per-host marker.
-    pub fn start(dir: &Path, client: &SshClient, set_env: &[(&str, &str)]) -> Sshd {
-        Sshd::start_in(dir, client, set_env, false)
+    /// environment (sshd `SetEnv`), e.g. a per-host marker; `config` lines come first (sshd keeps
+    /// the first value of a keyword), e.g. `MaxSessions 10` for a stock server.
+    pub fn start(dir: &Path, client: &SshClient, set_env: &[(&str, &str)], config: &str) -> Sshd {
+        Sshd::start_in(dir, client, set_env, config, false)
     }
 
     /// [`Sshd::start`]; with `pid_namespace` the server runs in a PID namespace of its own
@@ -113,6 +114,7 @@ impl Sshd {
         dir: &Path,
         client: &SshClient,
         set_env: &[(&str, &str)],
+        config: &str,
         pid_namespace: bool,
     ) -> Sshd {
         fs::create_dir_all(dir).unwrap();
@@ -124,7 +126,7 @@ impl Sshd {
         fs::copy(client.key.with_extension("pub"), &auth).unwrap();
         let port = free_port();
         let mut cfg = format!(
-            "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {pid}\nAuthorizedKeysFile {auth}\n\
+            "{config}Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {pid}\nAuthorizedKeysFile {auth}\n\
              StrictModes no\nUsePAM no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nPubkeyAuthentication yes\nMaxSessions 100\nMaxStartups 100\n\
              LogLevel ERROR\n",
@@ -318,11 +320,23 @@ pub struct Lab {
 impl Lab {
     /// Start `n` servers; `extra_env` is added to every server's `SetEnv`.
     pub fn start(tag: &str, n: usize, extra_env: &[(&str, &str)]) -> Lab {
-        Lab::start_in(tag, n, extra_env, false)
+        Lab::start_with(tag, n, extra_env, "")
     }
 
-    /// [`Lab::start`] with each server in a PID namespace of its own (see [`Sshd::start_in`]).
-    pub fn start_in(tag: &str, n: usize, extra_env: &[(&str, &str)], pid_namespace: bool) -> Lab {
+    /// [`Lab::start`] with `config` lines first in every server's `sshd_config`.
+    pub fn start_with(tag: &str, n: usize, extra_env: &[(&str, &str)], config: &str) -> Lab {
+        Lab::start_in(tag, n, extra_env, config, false)
+    }
+
+    /// [`Lab::start_with`], each server in a PID namespace of its own when `pid_namespace` (see
+    /// [`Sshd::start_in`]).
+    pub fn start_in(
+        tag: &str,
+        n: usize,
+        extra_env: &[(&str, &str)],
+        config: &str,
+        pid_namespace: bool,
+    ) -> Lab {
         let tmp = TempDir::new(tag);
         let client = SshClient::new(&tmp.join("client"));
         fs::create_dir_all(tmp.join("ctl")).unwrap();
@@ -341,7 +355,7 @@ impl Lab {
             }
             env.extend_from_slice(extra_env);
             let dir = tmp.join(format!("sshd-{alias}"));
-            let s = Sshd::start_in(&dir, &client, &env, pid_namespace);
+            let s = Sshd::start_in(&dir, &client, &env, config, pid_namespace);
             client.add_host(&alias, s.port, Some(&s.host_pub));
             servers.push(s);
         }
@@ -355,6 +369,19 @@ impl Lab {
     /// The wrapper `ssh` (adds `-F <ssh_config>`).
     pub fn ssh_program(&self) -> PathBuf {
         self.client.bin.join("ssh")
+    }
+
+    /// Established TCP connections to server `i`'s port (the server side of each).
+    pub fn connections(&self, i: usize) -> usize {
+        let port = format!(":{:04X}", self.servers[i].port);
+        let tcp = fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+        tcp.lines()
+            .skip(1)
+            .filter(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.len() > 3 && f[1].ends_with(&port) && f[3] == "01"
+            })
+            .count()
     }
 
     /// A host for `alias` using the lab's client and a private socket directory.
