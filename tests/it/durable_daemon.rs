@@ -735,7 +735,7 @@ fn bench_restart_to_first_resumed_agent() {
                 workspace_path: ws,
                 started_at: now - 60_000,
                 agent: "claude_code".into(),
-                agent_session: Some("bench-session-1".into()),
+                agent_session: Some("00000000-0000-4000-8000-000000000001".into()),
                 ..RunningEntry::default()
             };
             (e.issue.id, e.issue.identifier) = (id.clone(), ident);
@@ -752,7 +752,9 @@ fn bench_restart_to_first_resumed_agent() {
     let t0 = std::time::Instant::now();
     let d = start(&dir, &wf);
     let run = d.wait("the resumed agent", LIMIT, || {
-        runs(&dir).into_iter().find(|r| r.2 == "bench-session-1")
+        runs(&dir)
+            .into_iter()
+            .find(|r| r.2 == "00000000-0000-4000-8000-000000000001")
     });
     let to_agent = t0.elapsed();
     let log = d.log();
@@ -966,11 +968,9 @@ fn bad_state_entry_is_dropped_alone() {
 /// session cost 0.40), 2 hangs (Baton is killed there), 3 must be the resumed one (50 tokens,
 /// cumulative cost 0.60), later ones hang.
 const FAKE_CLAUDE_USAGE: &str = r#"#!/usr/bin/env bash
-resume=""; prev=""; interrupted=0
+resume=""; interrupted=0
 for a in "$@"; do
-  [ "$prev" = "--resume" ] && resume="$a"
-  case "$a" in *"was interrupted"*) interrupted=1;; esac
-  prev="$a"
+  case "$a" in --resume=*) resume="${a#--resume=}";; *"was interrupted"*) interrupted=1;; esac
 done
 n=$(( $(cat "$E2E_DIR/n" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$E2E_DIR/n"
 sid="${resume:-0b9c6e1e-58a5-4a51-9d4b-123456789012}"
@@ -1025,6 +1025,16 @@ fn kill9_mid_session(tag: &str, script: &str, agent_yaml: &str) -> (TempDir, Dae
     let wf = workflow(&dir, &github, &yaml, "Work on {{ issue.identifier }}");
     slow_poll(&wf);
     let n = |dir: &Path| std::fs::read_to_string(dir.join("n")).unwrap_or_default();
+    // Process groups only: another test's Baton starting meanwhile sweeps the cgroups a killed
+    // Baton left, which would stop this orphan before the restart looks at it.
+    let start = |dir: &Path, wf: &Path| {
+        let envs = [
+            ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+            ("E2E_DIR", dir.display().to_string()),
+            ("BATON_CONTAINMENT", "process_group".to_string()),
+        ];
+        DaemonProc::start(wf, &dir.join("home"), &envs)
+    };
     let mut d = start(&dir, &wf);
     d.wait("the second invocation, recorded", LIMIT, || {
         let pgid = stored_run(&dir)?.0;

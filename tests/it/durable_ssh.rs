@@ -22,7 +22,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// An agent that records where it ran and hangs (its `sleep` carries `$E2E_MARK`).
 const FAKE_AGENT: &str = r#"#!/usr/bin/env bash
 printf 'run host=%s\n' "$BATON_TEST_HOST" >> "$E2E_LOG"
-echo '{"type":"system","subtype":"init","session_id":"ssh-session-1","model":"fake","tools":[]}'
+echo '{"type":"system","subtype":"init","session_id":"5a5e55e0-0000-4000-8000-000000000001","model":"fake","tools":[]}'
 sleep "$E2E_MARK" &
 wait
 "#;
