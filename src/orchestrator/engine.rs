@@ -331,16 +331,8 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
                 }
             }
         }
-        Event::HostProbed { host, result } => {
-            let up = result.is_ok();
-            hosts::probed(state, &host, result, now);
-            if up {
-                recheck_orphans(state, &host, &mut out);
-            }
-        }
-        Event::OrphanChecked { issue_id, result } => {
-            on_orphan_checked(state, &issue_id, result, now)
-        }
+        Event::HostProbed { host, result } => recheck_orphans(state, &host, result, now, &mut out),
+        Event::OrphanChecked { issue_id, result } => orphan_checked(state, &issue_id, result, now),
     }
     out
 }
@@ -987,23 +979,7 @@ fn on_agent_updates(
         if let Some(sid) = ev.session_id {
             e.session_id = Some(bounded_summary(&sid));
         }
-        if let Some(raw) = ev.agent_session_id {
-            if e.agent_session.as_deref() != Some(raw.as_str()) {
-                if e.agent_session.is_some() {
-                    // Another session (a fallback to a fresh one) reports from zero.
-                    e.tokens = TokenCounts::default();
-                    e.cost_usd = None;
-                }
-                e.agent_session = Some(raw.chars().take(SESSION_ID_CHARS).collect());
-            }
-        }
-        if let Some(pid) = ev.agent_pid {
-            if e.agent_pid != Some(pid) {
-                e.agent_pid = Some(pid);
-                e.leader_start = None;
-            }
-            e.leader_start = ev.agent_start_time.or(e.leader_start);
-        }
+        note_process(e, ev.agent_session_id, ev.agent_pid, ev.agent_start_time);
         if let Some(rl) = &ev.rate_limits {
             state.agent_rate_limits = serde_json::to_value(rl).ok();
         }
@@ -1429,6 +1405,31 @@ fn shutdown_grace_check(state: &mut OrchestratorState, now: Millis, out: &mut Ve
 /// Characters kept of an agent's own session id.
 const SESSION_ID_CHARS: usize = 128;
 
+/// Record what an event says about the run's agent: its own session id (another session, e.g. a
+/// fallback to a fresh one, reports its usage from zero) and its process group with the leader's
+/// start time.
+fn note_process(
+    e: &mut RunningEntry,
+    session: Option<String>,
+    pid: Option<u32>,
+    start: Option<u64>,
+) {
+    if let Some(raw) = session.filter(|s| e.agent_session.as_ref() != Some(s)) {
+        if e.agent_session.is_some() {
+            e.tokens = TokenCounts::default();
+            e.cost_usd = None;
+        }
+        e.agent_session = Some(raw.chars().take(SESSION_ID_CHARS).collect());
+    }
+    if let Some(pid) = pid {
+        if e.agent_pid != Some(pid) {
+            e.agent_pid = Some(pid);
+            e.leader_start = None;
+        }
+        e.leader_start = start.or(e.leader_start);
+    }
+}
+
 /// A retry that must not start now: its refresh is out, or its issue's previous agent may still
 /// run (an orphan not yet known to be stopped).
 fn held(state: &OrchestratorState, r: &RetryEntry) -> bool {
@@ -1438,7 +1439,7 @@ fn held(state: &OrchestratorState, r: &RetryEntry) -> bool {
 /// An orphan check came back: a stopped (or gone, or not ours) group releases the issue; an
 /// unreachable host keeps it waiting (`orphan unknown`) and is marked down, so the next good
 /// probe checks again.
-fn on_orphan_checked(
+fn orphan_checked(
     state: &mut OrchestratorState,
     id: &str,
     result: Result<bool, String>,
@@ -1470,9 +1471,18 @@ fn on_orphan_checked(
     }
 }
 
-/// `host` answers again: check its orphans that are not being checked.
-fn recheck_orphans(state: &mut OrchestratorState, host: &str, out: &mut Vec<Action>) {
-    for (id, o) in state.orphans.iter_mut() {
+/// A probe of `host` came back; when it answers again, check its orphans that are not being
+/// checked.
+fn recheck_orphans(
+    state: &mut OrchestratorState,
+    host: &str,
+    result: Result<(), String>,
+    now: Millis,
+    out: &mut Vec<Action>,
+) {
+    let up = result.is_ok();
+    hosts::probed(state, host, result, now);
+    for (id, o) in state.orphans.iter_mut().filter(|_| up) {
         if !o.checking && o.host.as_deref() == Some(host) {
             o.checking = true;
             out.push(Action::StopOrphan {

@@ -457,94 +457,102 @@ fn upgrade_v1(issues: Option<Value>, s: &mut OrchestratorState) {
         return;
     };
     for v in issues.into_iter().take(MAX_ENTRIES) {
-        let Ok(i) = serde_json::from_value::<V1Issue>(v) else {
-            warn!("event=state_entry_dropped map=issues field=? (schema 1 entry)");
-            continue;
-        };
-        let (id, ident) = (i.id.clone(), i.identifier.clone());
-        let host = i.host.filter(|h| h != "local");
-        let path = i.workspace.unwrap_or_default();
-        let t = &i.totals;
-        let usage = TokenUsage {
-            input_tokens: t.input_tokens,
-            output_tokens: t.output_tokens,
-            cache_read_input_tokens: t.cache_read_tokens,
-            cache_creation_input_tokens: t.cache_creation_tokens,
-        };
-        let max = super::budget::MAX_COST_USD;
-        let cost = t.cost_usd.map_or(max, |c| c.clamp(0.0, max));
-        if usage != TokenUsage::default() || cost > 0.0 || t.turns > 0 {
-            let mut spend = IssueSpend {
-                cost_usd: cost,
-                turns: t.turns,
-                ..IssueSpend::default()
-            };
-            spend.tokens.add(&usage);
-            let all = &mut s.agent_totals;
-            all.tokens.add(&usage);
-            all.cost_usd = super::budget::add_cost(all.cost_usd, cost);
-            all.turns = all.turns.saturating_add(u64::from(t.turns));
-            s.spend.insert(id.clone(), spend);
+        match serde_json::from_value::<V1Issue>(v) {
+            Ok(i) => upgrade_issue(i, s),
+            Err(e) => warn!("event=state_entry_dropped map=issues field=? ({e})"),
         }
-        if i.runs > 0 {
-            s.runs_since_active.insert(id.clone(), i.runs);
+    }
+}
+
+/// A schema-1 issue's totals: its spend and its part of the service totals.
+fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
+    let usage = TokenUsage {
+        input_tokens: t.input_tokens,
+        output_tokens: t.output_tokens,
+        cache_read_input_tokens: t.cache_read_tokens,
+        cache_creation_input_tokens: t.cache_creation_tokens,
+    };
+    let max = super::budget::MAX_COST_USD;
+    let cost = t.cost_usd.map_or(max, |c| c.clamp(0.0, max));
+    if usage != TokenUsage::default() || cost > 0.0 || t.turns > 0 {
+        let mut spend = IssueSpend {
+            cost_usd: cost,
+            turns: t.turns,
+            ..IssueSpend::default()
+        };
+        spend.tokens.add(&usage);
+        let all = &mut s.agent_totals;
+        all.tokens.add(&usage);
+        all.cost_usd = super::budget::add_cost(all.cost_usd, cost);
+        all.turns = all.turns.saturating_add(u64::from(t.turns));
+        s.spend.insert(id.to_string(), spend);
+    }
+}
+
+/// One schema-1 issue into the engine's maps.
+fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
+    let (id, ident) = (i.id.clone(), i.identifier.clone());
+    let host = i.host.filter(|h| h != "local");
+    let path = i.workspace.unwrap_or_default();
+    upgrade_spend(&id, &i.totals, s);
+    if i.runs > 0 {
+        s.runs_since_active.insert(id.clone(), i.runs);
+    }
+    let v1_agent = |a: &str| if a == "claude" { "claude_code" } else { a }.to_string();
+    if let Some(run) = i.running {
+        let agent = Some(run.agent).filter(|a| !a.is_empty()).or(i.agent);
+        let mut e = RunningEntry {
+            workspace_path: path,
+            attempt: (i.attempt > 0).then_some(i.attempt),
+            started_at: run.started_at,
+            agent: v1_agent(agent.as_deref().unwrap_or_default()),
+            agent_session: run.session_id.or(i.session_id),
+            agent_pid: Some(run.pgid),
+            leader_start: host.is_none().then_some(run.leader_start_time),
+            host,
+            ..RunningEntry::default()
+        };
+        e.issue.identifier = ident;
+        if e.check(&id).is_ok() {
+            s.running.insert(id, e);
         }
-        let v1_agent = |a: &str| if a == "claude" { "claude_code" } else { a }.to_string();
-        if let Some(run) = i.running {
-            let agent = Some(run.agent).filter(|a| !a.is_empty()).or(i.agent);
-            let mut e = RunningEntry {
-                workspace_path: path,
-                attempt: (i.attempt > 0).then_some(i.attempt),
-                started_at: run.started_at,
-                agent: v1_agent(agent.as_deref().unwrap_or_default()),
-                agent_session: run.session_id.or(i.session_id),
-                agent_pid: Some(run.pgid),
-                leader_start: host.is_none().then_some(run.leader_start_time),
-                host,
-                ..RunningEntry::default()
-            };
-            e.issue.identifier = ident;
-            if e.check(&id).is_ok() {
-                s.running.insert(id, e);
-            }
-        } else if let Some(p) = i.parked {
-            let kind = p.kind.unwrap_or(match p.reason.as_str() {
-                r if r.starts_with("max_attempts") => ParkKind::MaxAttempts,
-                r if r.starts_with("budget") => ParkKind::BudgetExceeded,
-                _ => ParkKind::MaxRuns,
-            });
-            let mut b = BlockedEntry {
-                issue_id: id.clone(),
-                identifier: ident,
-                url: None,
-                state: p.state,
-                reason: p.reason,
-                kind,
-                since: p.since,
-                fingerprint: p.fingerprint,
-                workspace_path: path,
-            };
-            if b.check(&id).is_ok() {
-                s.blocked.insert(id, b);
-            }
-        } else if let Some(r) = i.retry {
-            let mut e = RetryEntry {
-                issue_id: id.clone(),
-                identifier: ident,
-                url: None,
-                attempt: r.attempt,
-                due_at: r.due_at,
-                error: r.error,
-                kind: r.kind,
-                seq: 0,
-                in_flight: false,
-                workspace_path: path,
-                host,
-                resume: None,
-            };
-            if e.check(&id).is_ok() {
-                s.retry_attempts.insert(id, e);
-            }
+    } else if let Some(p) = i.parked {
+        let kind = p.kind.unwrap_or(match p.reason.as_str() {
+            r if r.starts_with("max_attempts") => ParkKind::MaxAttempts,
+            r if r.starts_with("budget") => ParkKind::BudgetExceeded,
+            _ => ParkKind::MaxRuns,
+        });
+        let mut b = BlockedEntry {
+            issue_id: id.clone(),
+            identifier: ident,
+            url: None,
+            state: p.state,
+            reason: p.reason,
+            kind,
+            since: p.since,
+            fingerprint: p.fingerprint,
+            workspace_path: path,
+        };
+        if b.check(&id).is_ok() {
+            s.blocked.insert(id, b);
+        }
+    } else if let Some(r) = i.retry {
+        let mut e = RetryEntry {
+            issue_id: id.clone(),
+            identifier: ident,
+            url: None,
+            attempt: r.attempt,
+            due_at: r.due_at,
+            error: r.error,
+            kind: r.kind,
+            seq: 0,
+            in_flight: false,
+            workspace_path: path,
+            host,
+            resume: None,
+        };
+        if e.check(&id).is_ok() {
+            s.retry_attempts.insert(id, e);
         }
     }
 }
