@@ -23,6 +23,7 @@ mod hook;
 mod local;
 pub mod orphan;
 mod pool;
+pub mod sandbox;
 pub mod ssh;
 mod supervisor;
 
@@ -44,6 +45,7 @@ pub use local::LocalHost;
 pub use orphan::OrphanOutcome;
 pub use pool::HostPool;
 pub use ssh::{SshHost, SshSettings};
+pub use supervisor::kill_live_groups;
 
 /// Default bound of one stdout line (10 MB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;

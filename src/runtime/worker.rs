@@ -1,7 +1,8 @@
 //! One worker thread per running issue: the §16 attempt algorithm (workspace, `before_run`, agent
 //! session, turn loop with an issue refresh between turns, `after_run`) against the
-//! `AgentRunner`/`Tracker` traits. Everything it learns goes back to the main loop as
-//! `orchestrator::Event`s; its last message is always `WorkerExited`, even after a panic.
+//! `AgentRunner`/`Tracker` traits. Progress and agent events go to its run's `Mailbox` (coalesced;
+//! see `runtime::mailbox`); tracker call outcomes and its last message, always `WorkerExited`
+//! (even after a panic), go on the bounded events channel.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -12,7 +13,9 @@ use std::thread::{self, JoinHandle};
 use crossbeam_channel::Sender;
 use log::{info, warn};
 
-use crate::agent::{argv_safe_prompt, AgentRunner, AgentSession, CancelToken, SessionContext};
+use crate::agent::{
+    argv_safe_prompt, AgentErrorKind, AgentRunner, AgentSession, CancelToken, SessionContext,
+};
 use crate::host::ssh::is_host_unavailable;
 use crate::host::Host;
 use crate::model::Issue;
@@ -20,11 +23,14 @@ use crate::orchestrator::rules;
 use crate::orchestrator::{
     CallOutcome, Event, Policy, Resume, WorkerOutcome, WorkerPhase, WorkerProgress,
 };
-use crate::tracker::Tracker;
+use crate::tracker::{Tracker, TrackerError, TrackerErrorKind};
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
 use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
 use crate::workspace::{ensure_workspace, remove_workspace_on, Workspace};
+
+use super::fds;
+use super::mailbox::{Mailbox, News};
 
 /// Everything one worker run needs; built by the main loop from the config current at dispatch.
 pub struct WorkerContext {
@@ -50,8 +56,10 @@ pub struct WorkerContext {
     pub tracker: Arc<dyn Tracker>,
     /// Cancelled by the main loop to stop this run.
     pub cancel: CancelToken,
-    /// Events to the main loop.
+    /// The few events the main loop must get (tracker call outcomes, the exit); bounded.
     pub events: Sender<Event>,
+    /// Progress and agent events, coalesced for the main loop (see `runtime::mailbox`).
+    pub mailbox: Arc<Mailbox>,
     /// Where the workspace, the hooks and the agent run (the host the engine chose).
     pub host: Arc<dyn Host>,
     /// The host holds an older copy of the workspace (the issue ran on another host since):
@@ -84,6 +92,7 @@ pub fn continuation_prompt(issue: &Issue, turn: u32, max_turns: u32) -> String {
 pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
     let name = format!("worker-{}", ctx.issue.identifier);
     thread::Builder::new().name(name).spawn(move || {
+        let _log = crate::runlog::RunLog::new(&ctx.issue.id, &ctx.issue.identifier).enter();
         let issue_id = ctx.issue.id.clone();
         let identifier = ctx.issue.identifier.clone();
         let run_id = ctx.run_id;
@@ -113,11 +122,7 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn progress(&self, p: WorkerProgress) {
-        let _ = self.ctx.events.send(Event::WorkerProgress {
-            issue_id: self.ctx.issue.id.clone(),
-            run_id: self.ctx.run_id,
-            progress: p,
-        });
+        self.ctx.mailbox.post(News::Progress(p));
     }
 
     /// Stop the session (if any), enter Finishing, run `after_run` best-effort.
@@ -151,6 +156,9 @@ impl Run<'_> {
     /// (`host_unavailable`), or when the host no longer answers (a dropped connection mid-turn).
     /// `started`: whether the agent process had started.
     fn classify(&self, msg: String, started: bool) -> WorkerOutcome {
+        if !started && !self.ctx.cancel.is_cancelled() && fds::is_resource_exhausted(&msg) {
+            return resource_exhausted(msg);
+        }
         if self.ctx.cancel.is_cancelled() || self.host.name().is_none() {
             return self.failed_or_cancelled(msg);
         }
@@ -170,8 +178,17 @@ impl Run<'_> {
     }
 }
 
+/// A spawn ran out of descriptors or processes: a WARN, and a retry that is not a failed attempt.
+fn resource_exhausted(msg: String) -> WorkerOutcome {
+    warn!("event=spawn_resource_exhausted error={msg:?}; retrying without counting an attempt");
+    WorkerOutcome::ResourceExhausted(msg)
+}
+
 /// The attempt algorithm (baton §16). Returns how the run ended.
 pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
+    if let Err(msg) = fds::check_reserve() {
+        return resource_exhausted(msg);
+    }
     let mut run = Run {
         ctx,
         host: Arc::clone(&ctx.host),
@@ -302,15 +319,7 @@ impl Run<'_> {
                 "turn starting issue_id={id} issue_identifier={ident} turn={turn} max_turns={max_turns} session_id={}",
                 session.agent_session_id().as_deref().unwrap_or("-")
             );
-            let events = ctx.events.clone();
-            let run_id = ctx.run_id;
-            let mut on_event = |ev| {
-                let _ = events.send(Event::AgentUpdate {
-                    issue_id: id.clone(),
-                    run_id,
-                    event: ev,
-                });
-            };
+            let mut on_event = |ev| ctx.mailbox.post(News::Agent(ev));
             let prompt = argv_safe_prompt(&prompt, ident);
             let result = if turn == 1 && sctx.resume_session_id.is_some() {
                 let runner = ctx.runner.as_ref();
@@ -326,9 +335,12 @@ impl Run<'_> {
                 session.run_turn(&prompt, &ctx.cancel, &mut on_event)
             };
             if let Err(e) = result {
-                // A first turn that could not reach the host never started the agent.
+                // A first turn that could not reach the host never started the agent; neither
+                // did one whose process could not be spawned.
                 let msg = format!("agent turn error: {e}");
-                let started = turn > 1 || !is_host_unavailable(&msg);
+                let spawn_failed = e.kind == AgentErrorKind::StartupFailed;
+                let started = (turn > 1 || !is_host_unavailable(&msg))
+                    && !(spawn_failed && fds::is_resource_exhausted(&msg));
                 return self.classify(msg, started);
             }
             if ctx.cancel.is_cancelled() {
@@ -355,36 +367,64 @@ impl Run<'_> {
         }
     }
 
-    /// Re-read the issue between turns; `Ok(false)` when the run should end normally.
+    /// Re-read the issue between turns; `Ok(false)` when the run should end normally. An issue
+    /// missing from the answer keeps its previous snapshot (baton §16: `issue = refreshed[0] or
+    /// issue`); the next poll's reconciliation stops a run whose issue left the project.
     fn refresh(&mut self) -> Result<bool, String> {
         let ctx = self.ctx;
         let id = &ctx.issue.id;
-        let ident = &ctx.issue.identifier;
-        let result = ctx
-            .tracker
-            .fetch_issue_states_by_ids(std::slice::from_ref(id));
-        // The request gate learns how the call ended (a rate limit here pauses every request).
-        let _ = ctx
-            .events
-            .send(Event::TrackerCalls(vec![CallOutcome::of(&result)]));
-        let refreshed = result.map_err(|e| format!("issue state refresh error: {e}"))?;
-        let Some(fresh) = refreshed.into_iter().find(|i| &i.id == id) else {
-            info!(
-                "issue no longer on the project; ending run issue_id={id} issue_identifier={ident}"
-            );
-            return Ok(false);
+        let Some(result) = self.fetch_issue() else {
+            return Err("cancelled during the issue state refresh".into());
         };
-        self.issue = fresh.clone();
-        self.progress(WorkerProgress::IssueRefreshed(fresh));
+        let refreshed = result.map_err(|e| format!("issue state refresh error: {e}"))?;
+        match refreshed.into_iter().find(|i| &i.id == id) {
+            Some(fresh) => {
+                self.issue = fresh.clone();
+                self.progress(WorkerProgress::IssueRefreshed(fresh));
+            }
+            None => {
+                info!("issue missing from the between-turn refresh; keeping its previous snapshot")
+            }
+        }
         if !rules::is_active(&ctx.policy, &self.issue)
             || !rules::is_routable(&ctx.policy, &self.issue)
         {
             info!(
-                "issue no longer active/routable; ending run issue_id={id} issue_identifier={ident} state={:?}",
+                "issue no longer active/routable; ending run state={:?}",
                 self.issue.state
             );
             return Ok(false);
         }
         Ok(true)
+    }
+
+    /// The tracker call of [`Run::refresh`], on a helper thread so that a cancel (a stop or the
+    /// shutdown) ends the wait at once: the worker never outlives the shutdown grace because of a
+    /// slow tracker. `None` when cancelled; the helper still reports how the call ended to the
+    /// request gate (a rate limit here pauses every request) and its late answer is dropped.
+    fn fetch_issue(&self) -> Option<Result<Vec<Issue>, TrackerError>> {
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (tracker, id) = (Arc::clone(&self.ctx.tracker), self.ctx.issue.id.clone());
+        let (events, context) = (self.ctx.events.clone(), crate::runlog::RunLog::current());
+        let spawned = thread::Builder::new()
+            .name("worker-refresh".into())
+            .spawn(move || {
+                let _log = context.map(crate::runlog::RunLog::enter);
+                let result = tracker.fetch_issue_states_by_ids(std::slice::from_ref(&id));
+                let _ = events.send(Event::TrackerCalls(vec![CallOutcome::of(&result)]));
+                let _ = tx.send(result);
+            });
+        let lost = |what: String| Some(Err(TrackerError::new(TrackerErrorKind::Transport, what)));
+        if let Err(e) = spawned {
+            return lost(format!("cannot start the refresh thread: {e}"));
+        }
+        let cancel = &self.ctx.cancel;
+        while !cancel.is_cancelled() {
+            crossbeam_channel::select! {
+                recv(rx) -> r => return r.map_or_else(|_| lost("the refresh thread died".into()), Some),
+                recv(cancel.receiver()) -> _ => {}
+            }
+        }
+        None
     }
 }

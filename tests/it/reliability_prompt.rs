@@ -9,6 +9,7 @@ use baton::agent::claude::ClaudeRunner;
 use baton::agent::CancelToken;
 use baton::model::Issue;
 use baton::orchestrator::{Event, Policy, WorkerOutcome};
+use baton::runtime::mailbox::Mailbox;
 use baton::runtime::worker::{run_attempt, WorkerContext};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::HooksConfig;
@@ -74,6 +75,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         tracker: Arc::new(Gone),
         cancel: CancelToken::new(),
         events: tx,
+        mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
         tracker_held: Default::default(),
