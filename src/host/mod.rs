@@ -154,8 +154,8 @@ pub enum StdoutMode {
     Chunks,
 }
 
-/// One process to launch: `<shell> -lc <script> [<arg0> <args…>]` in `cwd`, stdin `/dev/null`,
-/// stdout/stderr piped, as the leader of a new process group.
+/// One process to launch: `<shell> -lc <script> [<arg0> <args…>]` in `cwd`, stdin `/dev/null`
+/// (or a pipe, see `stdin_pipe`), stdout/stderr piped, as the leader of a new process group.
 ///
 /// Only `script` is shell text (operator-trusted); `args` are positional parameters no shell ever
 /// parses, so issue text can travel there safely.
@@ -179,6 +179,9 @@ pub struct ProcessSpec {
     pub stderr_tail_bytes: usize,
     /// Short label for thread names and logs (`agent`, `hook`).
     pub label: &'static str,
+    /// Give the child a stdin pipe for [`Process::take_stdin`] (a JSON-RPC agent such as `codex
+    /// app-server`) instead of `/dev/null`. Hosts that cannot forward one hand out none.
+    pub stdin_pipe: bool,
 }
 
 impl ProcessSpec {
@@ -197,6 +200,7 @@ impl ProcessSpec {
             },
             stderr_tail_bytes: DEFAULT_STDERR_TAIL_BYTES,
             label: "agent",
+            stdin_pipe: false,
         }
     }
 
@@ -271,6 +275,12 @@ pub trait Process: Send + fmt::Debug {
     /// The leader's start time on its host (`/proc/<pid>/stat` field 22), recorded with the pid
     /// so a restart never mistakes a reused pid for the agent.
     fn start_time(&self) -> Option<u64> {
+        None
+    }
+
+    /// The write end of the child's stdin, once, when its spec asked for a pipe and this host
+    /// forwards one (dropping it closes the child's stdin).
+    fn take_stdin(&self) -> Option<Box<dyn io::Write + Send>> {
         None
     }
 
