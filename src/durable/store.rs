@@ -47,6 +47,8 @@ pub enum StoreError {
         path: PathBuf,
         /// Its version.
         found: u64,
+        /// The newest version this build reads.
+        newest: u64,
     },
     /// The directory (or a parent) could be changed by someone else (`what` names which
     /// directory: `state_dir_unsafe`, `workspace_root_unsafe`).
@@ -103,11 +105,14 @@ impl fmt::Display for StoreError {
                 let pid = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
                 write!(f, "{name}: {} is in use by pid {pid}", dir.display())
             }
-            StoreError::VersionUnsupported { path, found } => write!(
+            StoreError::VersionUnsupported {
+                path,
+                found,
+                newest,
+            } => write!(
                 f,
-                "{name}: {} has version {found}; this Baton reads up to {}",
-                path.display(),
-                crate::orchestrator::restore::VERSION
+                "{name}: {} has version {found}; this Baton reads up to {newest}",
+                path.display()
             ),
             StoreError::Unsafe { dir, reason, .. } => {
                 write!(f, "{name}: {}: {reason}", dir.display())

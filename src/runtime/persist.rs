@@ -114,6 +114,7 @@ fn read(dir: &StateDir) -> Result<OrchestratorState, StoreError> {
             Err(ParseError::Newer(found)) => Err(StoreError::VersionUnsupported {
                 path: dir.state_file(),
                 found,
+                newest: restore::VERSION,
             }),
             Err(ParseError::Corrupt(problem)) => corrupt(&problem),
         },
@@ -308,10 +309,15 @@ pub fn check_lines(cfg: &ServiceConfig) -> Vec<(&'static str, String)> {
         Err(e) => ("warn", format!("stored state {}: {e}", file.display())),
         Ok(Some(bytes)) => match restore::parse(&bytes) {
             Ok(s) => ("ok", format!("stored state: {}", check_summary(&s))),
-            Err(ParseError::Newer(found)) => (
-                "fail",
-                StoreError::VersionUnsupported { path: file, found }.to_string(),
-            ),
+            Err(ParseError::Newer(found)) => {
+                let newest = restore::VERSION;
+                let e = StoreError::VersionUnsupported {
+                    path: file,
+                    found,
+                    newest,
+                };
+                ("fail", e.to_string())
+            }
             Err(ParseError::Corrupt(e)) => (
                 "warn",
                 format!(
