@@ -28,23 +28,20 @@ pub const WATCHDOG_MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// Longest watchdog ping interval returned (a huge `WATCHDOG_USEC` must not overflow timers).
 pub const WATCHDOG_MAX_INTERVAL: Duration = Duration::from_secs(3600);
 
-/// Sends `READY=1`, `STATUS=…`, `WATCHDOG=1` and `STOPPING=1` to systemd.
-///
-/// `Send + Sync`; build it once at startup with [`Notifier::from_env`].
+/// Sends `READY=1`, `STATUS=…`, `WATCHDOG=1` and `STOPPING=1` to systemd. Build it once at
+/// startup with [`Notifier::from_env`].
 #[derive(Debug)]
 pub struct Notifier {
-    /// The socket and its destination; `None` disables every call.
+    /// `None` disables every call.
     target: Option<(UnixDatagram, SocketAddr)>,
     /// `$NOTIFY_SOCKET` as given, for the one warning.
     label: String,
     /// Half the watchdog period, when the watchdog applies to this process.
     watchdog: Option<Duration>,
-    /// Set after the first logged failure.
     warned: AtomicBool,
 }
 
 impl Notifier {
-    /// A notifier that never sends anything.
     pub fn disabled() -> Self {
         Notifier {
             target: None,
@@ -101,7 +98,6 @@ impl Notifier {
         }
     }
 
-    /// Whether messages are sent at all.
     pub fn is_enabled(&self) -> bool {
         self.target.is_some()
     }
@@ -113,7 +109,7 @@ impl Notifier {
         self.watchdog
     }
 
-    /// `READY=1`: startup is done. Returns whether the datagram was sent.
+    /// `READY=1`: startup is done. Each message returns whether its datagram was sent.
     pub fn ready(&self) -> bool {
         self.send("READY=1")
     }
@@ -127,12 +123,11 @@ impl Notifier {
         self.send(&format!("STATUS={}", status_line(line)))
     }
 
-    /// `WATCHDOG=1`: the main loop is alive. Call every [`Notifier::watchdog_interval`].
+    /// Call every [`Notifier::watchdog_interval`] from the main loop.
     pub fn watchdog(&self) -> bool {
         self.send("WATCHDOG=1")
     }
 
-    /// `STOPPING=1`: shutdown has started.
     pub fn stopping(&self) -> bool {
         self.send("STOPPING=1")
     }
@@ -162,9 +157,7 @@ impl Notifier {
 /// [`WatchdogPacer::due`] says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchdogPacer {
-    /// Ping interval ([`Notifier::watchdog_interval`]).
     every: Duration,
-    /// When the next ping is due.
     next: Instant,
 }
 
@@ -174,7 +167,7 @@ impl WatchdogPacer {
         WatchdogPacer { every, next: now }
     }
 
-    /// When the next ping is due (the main loop's latest wake-up).
+    /// The main loop's latest wake-up.
     pub fn deadline(&self) -> Instant {
         self.next
     }
@@ -189,7 +182,7 @@ impl WatchdogPacer {
     }
 }
 
-/// Open an unbound, non-blocking datagram socket and resolve `$NOTIFY_SOCKET`.
+/// An unbound, non-blocking datagram socket and `$NOTIFY_SOCKET` resolved.
 fn open(raw: &[u8]) -> std::io::Result<(UnixDatagram, SocketAddr)> {
     let addr = match raw.split_first() {
         Some((b'@', name)) => SocketAddr::from_abstract_name(name)?,
@@ -207,8 +200,8 @@ fn open(raw: &[u8]) -> std::io::Result<(UnixDatagram, SocketAddr)> {
 }
 
 /// Half the watchdog period from `WATCHDOG_USEC`, if the watchdog is meant for `our_pid`
-/// (`WATCHDOG_PID` unset or equal). `0`, garbage and "infinity" (`u64::MAX`, also what overlong
-/// digit strings saturate to) disable it; the result is clamped to
+/// (`WATCHDOG_PID` unset or equal). `0`, garbage and "infinity" (`u64::MAX`, or more digits
+/// than a `u64` holds) disable it; the result is clamped to
 /// [`WATCHDOG_MIN_INTERVAL`]..=[`WATCHDOG_MAX_INTERVAL`]. Never panics.
 pub fn parse_watchdog(
     watchdog_usec: Option<&[u8]>,
@@ -228,14 +221,13 @@ pub fn parse_watchdog(
     Some(half.clamp(WATCHDOG_MIN_INTERVAL, WATCHDOG_MAX_INTERVAL))
 }
 
-/// A non-empty ASCII decimal number, saturating at `u64::MAX`; anything else is `None`.
+/// A non-empty ASCII decimal number that fits a `u64` (no sign, no spaces).
 fn parse_digits(bytes: &[u8]) -> Option<u64> {
-    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(bytes.iter().fold(0u64, |acc, d| {
-        acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
-    }))
+    let digits = std::str::from_utf8(bytes).ok()?;
+    digits
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| digits.parse().ok())?
 }
 
 /// The `STATUS=` summary: `running 2, retrying 1, parked 0; last poll 2026-01-01T12:00:00Z`
