@@ -245,7 +245,6 @@ fn table_section<'a, T: 'a, I>(
 }
 
 /// The per-issue page for `detail` as seen at `now`.
-// Over 80 lines on purpose: the issue page's sections in display order.
 pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
     let mut h = String::with_capacity(8 * 1024);
     page_start(&mut h, &format!("Baton · {}", d.issue_identifier));
@@ -261,6 +260,30 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
         path_segment(&d.issue_identifier),
         issue_link(&d.issue_identifier, url),
     );
+    issue_facts(&mut h, d, now);
+    table_section(
+        &mut h,
+        ("events", "Recent events", "No events recorded."),
+        "events-table",
+        "<th>At</th><th>Event</th><th>Message</th>",
+        // Newest first reads best on a page that reloads itself.
+        d.recent_events.iter().rev(),
+        |h, ev| {
+            let _ = write!(
+                h,
+                "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&ev.at),
+                escape(&ev.event),
+                escape(&truncate_chars(&ev.message, EVENT_MESSAGE_CHARS)),
+            );
+        },
+    );
+    page_end(&mut h);
+    h
+}
+
+/// The issue page's title and facts: status, workspace, attempts, spend, budget, why blocked.
+fn issue_facts(h: &mut String, d: &IssueDetail, now: SystemTime) {
     if let Some(r) = &d.running {
         let _ = write!(h, "<p id=\"issue-title\">{}</p>", escape(&r.title));
     }
@@ -281,7 +304,7 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
             .unwrap_or_else(|| "<span class=\"muted\">none</span>".into()),
     );
     if let Some(r) = &d.running {
-        running_details(&mut h, r, now);
+        running_details(h, r, now);
     }
     if let Some(r) = &d.retry {
         let _ = write!(
@@ -304,7 +327,7 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
         thousands(sp.tokens.cache_creation_input_tokens),
         sp.turns,
     );
-    budget_limits(&mut h, &d.budget);
+    budget_limits(h, &d.budget);
     if let Some(b) = &d.blocked {
         let _ = write!(
             h,
@@ -314,25 +337,6 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
         );
     }
     h.push_str("</dl>");
-    table_section(
-        &mut h,
-        ("events", "Recent events", "No events recorded."),
-        "events-table",
-        "<th>At</th><th>Event</th><th>Message</th>",
-        // Newest first reads best on a page that reloads itself.
-        d.recent_events.iter().rev(),
-        |h, ev| {
-            let _ = write!(
-                h,
-                "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape(&ev.at),
-                escape(&ev.event),
-                escape(&truncate_chars(&ev.message, EVENT_MESSAGE_CHARS)),
-            );
-        },
-    );
-    page_end(&mut h);
-    h
 }
 
 /// A small HTML error page (unknown issue, snapshot timeout) for the HTML routes.
