@@ -45,7 +45,8 @@ where
         } => {
             crate::logging::init(Some(log_level.unwrap_or(log::LevelFilter::Warn)));
             crate::runtime::threads::install_panic_hook();
-            crate::check::run_check(&workflow, &mut std::io::stdout().lock())
+            let out = &mut std::io::stdout().lock();
+            crate::check::run_check_with_env(&workflow, &ProcessEnv, out)
         }
         Command::Run(args) => {
             crate::logging::init(args.log_level);

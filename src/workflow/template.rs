@@ -34,26 +34,6 @@ const FILTERS: &[&str] = &[
     "eq", "ne", "and", "or", "contains", "default", "join", "upcase", "downcase", "size", "plus",
 ];
 
-/// The fields of the `issue` variable, in the order error messages list them.
-const ISSUE_FIELDS: &[&str] = &[
-    "id",
-    "item_id",
-    "identifier",
-    "number",
-    "repository",
-    "title",
-    "description",
-    "priority",
-    "state",
-    "branch_name",
-    "url",
-    "labels",
-    "blocked_by",
-    "created_at",
-    "updated_at",
-    "closed",
-];
-
 /// A template error: class `template_parse_error` or `template_render_error`, message with
 /// `line L column C` counted in WORKFLOW.md.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -359,8 +339,9 @@ fn filter_plus(a: Value, b: Value) -> Result<Value, String> {
 // Render context
 // ---------------------------------------------------------------------------------------------
 
-/// The `issue` variable: every field of [`Issue`]; absent optional fields are null.
-fn issue_value(i: &Issue) -> Value {
+/// The `issue` variable: every field of [`Issue`] (in the order error messages list them);
+/// absent optional fields are null.
+fn issue_fields(i: &Issue) -> [(&'static str, Value); 16] {
     let blocker = |b: &BlockerRef| {
         Value::from([
             ("id", Value::from(b.id.as_str())),
@@ -371,7 +352,7 @@ fn issue_value(i: &Issue) -> Value {
     };
     let labels = i.labels.iter().take(MAX_CONTEXT_LIST).map(String::as_str);
     let blockers = i.blocked_by.iter().take(MAX_CONTEXT_LIST).map(blocker);
-    Value::from([
+    [
         ("id", Value::from(i.id.as_str())),
         ("item_id", i.item_id.as_str().into()),
         ("identifier", i.identifier.as_str().into()),
@@ -388,11 +369,12 @@ fn issue_value(i: &Issue) -> Value {
         ("created_at", i.created_at.as_deref().into()),
         ("updated_at", i.updated_at.as_deref().into()),
         ("closed", i.closed.into()),
-    ])
+    ]
 }
 
 fn context(issue: &Issue, attempt: Option<u32>) -> Value {
-    Value::from([("issue", issue_value(issue)), ("attempt", attempt.into())])
+    let issue = Value::from(issue_fields(issue));
+    Value::from([("issue", issue), ("attempt", attempt.into())])
 }
 
 /// A fully populated issue for load-time dry renders: every optional field set, lists non-empty.
@@ -651,7 +633,8 @@ impl Source {
         if reason.contains("not found in map") || reason.contains("not found in this scope") {
             let (start, path) = word_at(compiled, off, true);
             let hint = if path.starts_with("issue.") {
-                format!(" (issue fields: {})", ISSUE_FIELDS.join(", "))
+                let fields = issue_fields(&sample_issue()).map(|(name, _)| name);
+                format!(" (issue fields: {})", fields.join(", "))
             } else if reason.contains("scope") {
                 " (variables: issue, attempt, and loop variables inside for)".to_string()
             } else {
