@@ -560,16 +560,9 @@ impl Source {
 
     /// The message for `err`: its position in WORKFLOW.md and a wording for the usual mistakes.
     fn describe(&self, err: &upon::Error, parse: bool) -> String {
-        let reason = err.to_string();
-        let reason = [
-            "invalid syntax: ",
-            "render error: ",
-            "function error: ",
-            "format error: ",
-        ]
-        .iter()
-        .find_map(|p| reason.strip_prefix(p))
-        .unwrap_or(&reason);
+        // upon's `{kind}: {reason}` (`invalid syntax: …`, `render error: …`): the reason.
+        let text = err.to_string();
+        let reason = text.split_once(": ").map_or(text.as_str(), |(_, r)| r);
         let (detail, at) = match (self.offset(err), self.unclosed) {
             (Some(off), _) if !parse => {
                 let (detail, off) = self.render_detail(reason, off);
