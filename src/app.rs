@@ -130,7 +130,7 @@ fn start_and_run(
     exit_when: Option<ExitWhen>,
     on_listen: &dyn Fn(SocketAddr),
 ) -> Result<i32, String> {
-    let ops = crate::ops::startup::take_systemd_env();
+    let ops = crate::ops::sdnotify::take_systemd_env();
     let wf = load_for_startup(&args.workflow)?;
     // The instance lock comes first: nothing (not even startup cleanup) runs without it. Then
     // agents that run here need a working sandbox: never silently unconfined.

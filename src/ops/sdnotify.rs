@@ -10,12 +10,16 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::warn;
 
-/// Environment variables systemd sets for the main process only. [`super::startup`] removes them
-/// from Baton's own environment before any thread or child starts, so children never inherit
+use super::shared::OpsShared;
+use crate::runtime::daemon::DaemonOps;
+
+/// Environment variables systemd sets for the main process only. [`take_systemd_env`] removes
+/// them from Baton's own environment before any thread or child starts, so children never inherit
 /// them and never talk to systemd in our name.
 pub const CHILD_ENV_REMOVE: [&str; 3] = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
 
@@ -149,6 +153,26 @@ impl Notifier {
                 false
             }
         }
+    }
+}
+
+/// Build the [`DaemonOps`] of a `baton` run (a notifier from the environment, fresh shared
+/// metrics) and scrub the systemd variables from the process environment.
+///
+/// Call it first thing in the daemon, **before any thread is spawned**: `std::env::remove_var`
+/// is only sound while no other thread may read or write the environment concurrently (libc's
+/// `getenv`/`setenv` are not synchronized; Rust 2024 marks `remove_var` `unsafe` for this
+/// reason). At that point `main` has parsed arguments and set up logging, neither of which
+/// starts a thread; signal handlers, the watcher, HTTP, tracker and worker threads all come
+/// later. Every child process is spawned later too, so none can inherit the variables.
+pub fn take_systemd_env() -> DaemonOps {
+    let notifier = Notifier::from_env();
+    for name in CHILD_ENV_REMOVE {
+        std::env::remove_var(name);
+    }
+    DaemonOps {
+        shared: Arc::new(OpsShared::new()),
+        notifier: Arc::new(notifier),
     }
 }
 
