@@ -34,7 +34,7 @@ pub const WATCHDOG_MAX_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// Sends `READY=1`, `STATUS=…`, `WATCHDOG=1` and `STOPPING=1` to systemd. Build it once at
 /// startup with [`Notifier::from_env`].
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Notifier {
     /// `None` disables every call.
     target: Option<(UnixDatagram, SocketAddr)>,
@@ -47,12 +47,7 @@ pub struct Notifier {
 
 impl Notifier {
     pub fn disabled() -> Self {
-        Notifier {
-            target: None,
-            label: String::new(),
-            watchdog: None,
-            warned: AtomicBool::new(false),
-        }
+        Self::default()
     }
 
     /// Read `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from the process environment.
