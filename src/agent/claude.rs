@@ -327,6 +327,7 @@ impl TurnParser for StreamParser {
     fn event(&self, kind: E, text: &str) -> AgentEvent {
         let mut ev = AgentEvent::new(kind, one_line(text, SUMMARY_MAX_CHARS));
         ev.session_id = self.label();
+        ev.agent_session_id.clone_from(&self.session);
         ev
     }
 

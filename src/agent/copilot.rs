@@ -74,7 +74,11 @@ impl Cli for CopilotConfig {
         if !cfg.allow_all_tools {
             i.spec.env_remove.push(ALLOW_ALL_ENV.into());
         }
-        Ok(StreamParser::new(i.label(), i.turn))
+        Ok(StreamParser::new(session.into(), i.turn))
+    }
+
+    fn resumed(st: &mut UsageFiles, usage: TokenUsage) {
+        st.totals = Some(usage);
     }
 
     fn ended(st: &mut UsageFiles, p: &mut StreamParser) {
@@ -99,8 +103,9 @@ impl Cli for CopilotConfig {
                 p.usage = Some(d);
             }
             Err(why) => log::info!(
-                "copilot token usage unavailable for this turn; reporting zero session_id={} reason={}",
+                "copilot token usage unavailable for this turn; reporting zero session_id={}-{} reason={}",
                 p.session,
+                p.turn,
                 bound(&why)
             ),
         }
@@ -213,7 +218,7 @@ pub struct StreamParser {
 }
 
 impl StreamParser {
-    /// A parser for turn `turn` whose events carry `session` (`<session id>-<turn>`).
+    /// A parser for turn `turn` of `session`.
     pub fn new(session: String, turn: u32) -> Self {
         StreamParser {
             session,
@@ -351,7 +356,8 @@ impl TurnParser for StreamParser {
 
     fn event(&self, kind: E, summary: &str) -> AgentEvent {
         let mut ev = AgentEvent::new(kind, bound(summary));
-        ev.session_id = Some(self.session.clone());
+        ev.session_id = Some(format!("{}-{}", self.session, self.turn));
+        ev.agent_session_id = Some(self.session.clone());
         ev
     }
 

@@ -141,7 +141,7 @@ pub(crate) struct Limits {
 }
 
 /// Run one invocation of `spec` on `host` to its end (see the module docs); every event gets the
-/// agent's pid. Fails only when the process could not be started.
+/// agent's pid and start time. Fails only when the process could not be started.
 pub(crate) fn run_invocation(
     host: &dyn Host,
     spec: &ProcessSpec,
@@ -156,12 +156,13 @@ pub(crate) fn run_invocation(
             format!("could not start {:?}: {e}", spec.shell),
         )
     })?;
-    let pid = proc.pid();
+    let (pid, start) = (proc.pid(), proc.start_time());
     if let Some(stdin) = proc.take_stdin() {
         parser.attach_stdin(stdin);
     }
     let mut emit = |mut ev: AgentEvent| {
         ev.agent_pid.get_or_insert(pid);
+        ev.agent_start_time = ev.agent_start_time.or(start);
         emit(ev);
     };
     for ev in parser.started(pid) {

@@ -57,7 +57,7 @@ impl Cli for GeminiConfig {
                 .map_err(|e| AgentError::new(K::StartupFailed, format!("gemini home: {e}")))?;
             i.spec.env("GEMINI_CLI_HOME", home);
         }
-        Ok(StreamParser::new(i.label()))
+        Ok(StreamParser::new(session.into(), i.turn))
     }
 }
 
@@ -92,6 +92,7 @@ fn cli_home(auth_type: &str, session: &str) -> std::io::Result<PathBuf> {
 #[derive(Debug, Clone, Default)]
 pub struct StreamParser {
     session: String,
+    turn: u32,
     saw_init: bool,
     text: String,
     /// The `result` line's status and error text.
@@ -100,10 +101,11 @@ pub struct StreamParser {
 }
 
 impl StreamParser {
-    /// A parser whose events carry `session` (`<session id>-<turn>`).
-    pub fn new(session: String) -> StreamParser {
+    /// A parser for turn `turn` of `session`.
+    pub fn new(session: String, turn: u32) -> StreamParser {
         StreamParser {
             session,
+            turn,
             ..Self::default()
         }
     }
@@ -202,7 +204,8 @@ impl TurnParser for StreamParser {
 
     fn event(&self, kind: E, summary: &str) -> AgentEvent {
         let mut ev = AgentEvent::new(kind, one_line(summary, SUMMARY_MAX));
-        ev.session_id = Some(self.session.clone());
+        ev.session_id = Some(format!("{}-{}", self.session, self.turn));
+        ev.agent_session_id = Some(self.session.clone());
         ev
     }
 

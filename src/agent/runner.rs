@@ -16,7 +16,8 @@ use super::driver::{run_invocation, Limits, ProcessEnd, TurnParser};
 use super::loose::{one_line, SUMMARY_MAX};
 use super::{
     check_cwd_on, usable_session_id, AgentError, AgentErrorKind as K, AgentEvent,
-    AgentEventKind as E, AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TurnResult,
+    AgentEventKind as E, AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TokenUsage,
+    TurnResult,
 };
 use crate::host::sandbox::Sandbox;
 use crate::host::{Host, ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES};
@@ -47,6 +48,8 @@ pub trait Cli: Clone + Debug + Send + Sync + 'static {
     fn invocation(r: &CliRunner<Self>, i: &mut Invocation<Self::State>) -> Parsed<Self>;
     /// After the turn's last invocation ended (Copilot reads its usage file).
     fn ended(_st: &mut Self::State, _p: &mut Self::Parser) {}
+    /// A resumed session had reported `usage` so far (Copilot's usage file counts from its start).
+    fn resumed(_st: &mut Self::State, _usage: TokenUsage) {}
 }
 
 pub type Parsed<C> = Result<<C as Cli>::Parser, AgentError>;
@@ -64,13 +67,6 @@ pub struct Invocation<'a, S> {
     pub state: &'a mut S,
     /// A directory outside the workspace the CLI writes (the sandbox keeps it writable).
     pub writable: Option<PathBuf>,
-}
-
-impl<S> Invocation<'_, S> {
-    /// `<session>-<turn>`, the `session_id` of the turn's events.
-    pub fn label(&self) -> String {
-        format!("{}-{}", self.session.unwrap_or_default(), self.turn)
-    }
 }
 
 /// A CLI agent's config plus the process knobs tests and embedders set.
@@ -139,10 +135,13 @@ impl<C: Cli> AgentRunner for CliRunner<C> {
         let restored = usable_session_id(C::KIND, ctx.resume_session_id.as_deref(), &issue);
         let resume = restored.is_some();
         let id = match restored {
-            Some(id) => Some(id.to_ascii_lowercase()),
             None if C::NAMES_SESSION => Some(new_uuid_v4()?),
-            None => None,
+            id => id,
         };
+        let mut state = C::State::default();
+        if resume {
+            C::resumed(&mut state, ctx.resume_usage);
+        }
         Ok(Box::new(CliSession {
             runner: self.clone(),
             host: Arc::clone(&ctx.host),
@@ -152,7 +151,7 @@ impl<C: Cli> AgentRunner for CliRunner<C> {
             id,
             resume,
             turn: 0,
-            state: C::State::default(),
+            state,
         }))
     }
 }
@@ -244,7 +243,7 @@ impl<C: Cli> AgentSession for CliSession<C> {
             Err(e) => {
                 let mut ev =
                     AgentEvent::new(E::StartupFailed, one_line(&e.to_string(), SUMMARY_MAX));
-                ev.session_id = self.label();
+                (ev.session_id, ev.agent_session_id) = (self.label(), self.id.clone());
                 emit(ev);
                 return Err(e);
             }

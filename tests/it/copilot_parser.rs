@@ -72,8 +72,8 @@ fn failure_kind(r: &Run) -> Option<AgentErrorKind> {
     outcome(&r.parser, &r.end)
 }
 
-/// The session id the runs below are parsed under.
-const SESSION: &str = "0b470000-0000-4000-8000-0000000000a1-1";
+/// The session id the runs below are parsed under (turn 1).
+const SESSION: &str = "0b470000-0000-4000-8000-0000000000a1";
 
 const ALL: &[&str] = &[
     "01-simple-text",
@@ -132,7 +132,8 @@ fn json_transcripts_have_no_malformed_lines_and_a_uuid_session() {
         assert!(started
             .iter()
             .chain(&r.events)
-            .all(|e| e.session_id.as_deref() == Some(SESSION)));
+            .all(|e| e.session_id == Some(format!("{SESSION}-1"))
+                && e.agent_session_id.as_deref() == Some(SESSION)));
     }
 }
 

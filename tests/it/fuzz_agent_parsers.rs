@@ -186,10 +186,10 @@ fn gemini_stream_parser_never_panics_on_generated_lines() {
     let corpus = case_lines("gemini", "stdout.jsonl");
     assert!(corpus.len() > 100, "fixtures/gemini has transcripts");
     let raw: Vec<Vec<u8>> = corpus.iter().map(|l| l.as_bytes().to_vec()).collect();
-    let mut parser = StreamParser::new("s-1".into());
+    let mut parser = StreamParser::new("s".into(), 1);
     fuzz::run("gemini_stream_parser", CASES, |rng, i| {
         if i % 50 == 0 {
-            parser = StreamParser::new("s-1".into());
+            parser = StreamParser::new("s".into(), 1);
         }
         let line = generate(rng, &corpus, &raw);
         for ev in parser.parse_line(&line) {

@@ -16,7 +16,7 @@ fn run(case: &str) -> (StreamParser, Vec<AgentEvent>, ProcessEnd) {
         .join("fixtures/gemini")
         .join(case);
     let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap();
-    let mut p = StreamParser::new("s-1".into());
+    let mut p = StreamParser::new("s".into(), 1);
     let events = read("stdout.jsonl")
         .lines()
         .flat_map(|l| p.parse_line(l))
@@ -152,7 +152,7 @@ fn every_case_is_survived() {
 
 #[test]
 fn hostile_lines_are_malformed() {
-    let mut p = StreamParser::new("s-1".into());
+    let mut p = StreamParser::new("s".into(), 1);
     for bad in ["nope", "[]", "\"x\"", "{}", r#"{"type":7}"#] {
         assert_eq!(
             p.parse_line(bad)[0].kind,
@@ -175,7 +175,7 @@ fn hostile_lines_are_malformed() {
         Ok(())
     );
     // A long assistant stream stays bounded.
-    let mut p = StreamParser::new("s-1".into());
+    let mut p = StreamParser::new("s".into(), 1);
     for _ in 0..10_000 {
         p.parse_line(&format!(
             r#"{{"type":"message","role":"assistant","content":"{}","delta":true}}"#,
