@@ -656,7 +656,9 @@ mod tests {
     }
 
     /// Turns of one session reading `files` (`None`: no file) after each; `resume` from turn 2.
-    fn turns(files: &[Option<(u64, u64)>]) -> Vec<(Option<(u64, u64)>, Option<String>)> {
+    type Reading = (Option<(u64, u64)>, Option<String>);
+
+    fn turns(files: &[Option<(u64, u64)>]) -> Vec<Reading> {
         let mut st = UsageFiles::default();
         let out = (files.iter().enumerate())
             .map(|(i, usage)| {
