@@ -69,8 +69,17 @@ impl Cli for ClaudeCodeConfig {
         a.extend(cfg.cli.extra_args.iter().map(String::as_str));
         a.extend(["--", i.prompt]);
         i.spec.args.extend(a.into_iter().map(OsString::from));
-        for (k, v) in child_timeout_env(cfg.cli.stall_timeout_ms, |k| r.sets_env(k)) {
-            i.spec.env(k, v);
+        // The CLI fails by itself before Baton's stall timer: both bounds at max(10 s, 2/5 ×
+        // stall_timeout_ms), as the byte-idle watchdog retries once silently; the operator's own
+        // values win; none without stall detection.
+        let stall = cfg.cli.stall_timeout_ms;
+        let bound = (stall.saturating_mul(2) / 5)
+            .max(CLI_MIN_TIMEOUT_MS)
+            .to_string();
+        for k in ["API_TIMEOUT_MS", "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS"] {
+            if stall > 0 && !r.sets_env(k) {
+                i.spec.env(k, &bound);
+            }
         }
         Ok(StreamParser::new(i.turn, i.session.map(String::from)))
     }
@@ -401,25 +410,6 @@ fn failure_detail(r: &ResultInfo, exit: &str) -> String {
     detail
 }
 
-/// Timeouts set for the child so the CLI fails by itself before Baton's stall timer:
-/// `API_TIMEOUT_MS` and `CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS` = max(10000, 2/5 × stall_timeout_ms)
-/// (the byte-idle watchdog retries once silently, so twice the value must stay below the stall
-/// timeout). Variables the operator sets are left alone; nothing without stall detection.
-pub(crate) fn child_timeout_env(
-    stall_timeout_ms: i64,
-    operator_env: impl Fn(&str) -> bool,
-) -> Vec<(String, String)> {
-    if stall_timeout_ms <= 0 {
-        return Vec::new();
-    }
-    let v = (stall_timeout_ms.saturating_mul(2) / 5).max(CLI_MIN_TIMEOUT_MS);
-    ["API_TIMEOUT_MS", "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS"]
-        .into_iter()
-        .filter(|k| !operator_env(k))
-        .map(|k| (k.to_string(), v.to_string()))
-        .collect()
-}
-
 /// One entry of `result.errors`: its text, or its JSON when it is not a string; bounded.
 fn error_text(e: &&RawValue) -> String {
     match serde_json::from_str::<String>(e.get()) {
@@ -736,19 +726,50 @@ mod tests {
 
     #[test]
     fn timeout_env_respects_operator_and_clamp() {
-        let env = child_timeout_env(300_000, |_| false);
+        let env = |stall: i64, operator: Option<&str>| {
+            let mut r = ClaudeRunner::new(ClaudeCodeConfig {
+                cli: CliSection {
+                    stall_timeout_ms: stall,
+                    ..CliSection::new("claude")
+                },
+                permission_mode: "acceptEdits".into(),
+                allowed_tools: vec![],
+                disallowed_tools: vec![],
+                append_system_prompt: None,
+            });
+            if let Some(k) = operator {
+                r = r.with_env(k, "1");
+            }
+            let mut i = Invocation {
+                spec: crate::host::ProcessSpec::command("claude", "/"),
+                prompt: "p",
+                turn: 1,
+                session: None,
+                resume: false,
+                state: &mut (),
+                writable: None,
+            };
+            ClaudeCodeConfig::invocation(&r, &mut i).unwrap();
+            let env = i
+                .spec
+                .env
+                .iter()
+                .filter(|(k, _)| k.to_str().unwrap().contains("TIMEOUT"));
+            let pairs =
+                env.map(|(k, v)| format!("{}={}", k.to_str().unwrap(), v.to_str().unwrap()));
+            pairs.collect::<Vec<_>>()
+        };
         assert_eq!(
-            env,
-            vec![
-                ("API_TIMEOUT_MS".into(), "120000".into()),
-                ("CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS".into(), "120000".into())
+            env(300_000, None),
+            [
+                "API_TIMEOUT_MS=120000",
+                "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS=120000"
             ]
         );
-        let env = child_timeout_env(1000, |k| k == "API_TIMEOUT_MS");
         assert_eq!(
-            env,
-            vec![("CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS".into(), "10000".into())]
+            env(1000, Some("API_TIMEOUT_MS")),
+            ["CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS=10000"]
         );
-        assert!(child_timeout_env(0, |_| false).is_empty());
+        assert!(env(0, None).is_empty());
     }
 }

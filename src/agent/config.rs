@@ -297,22 +297,3 @@ impl CliSection {
         })
     }
 }
-
-/// What the core needs from the selected agent's section.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct AgentSettings<'a> {
-    pub section: &'static str,
-    pub cli: &'a CliSection,
-}
-
-impl AgentSettings<'_> {
-    /// Preflight of the section: a blank command cannot start the agent.
-    pub(crate) fn preflight_error(&self) -> Option<ConfigError> {
-        self.cli.command.trim().is_empty().then(|| {
-            ConfigError::new(
-                "invalid_config",
-                format!("{}.command must be a non-empty shell command", self.section),
-            )
-        })
-    }
-}

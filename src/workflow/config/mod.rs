@@ -20,7 +20,6 @@ pub mod worker;
 pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
 pub use self::worker::WorkerConfig;
-use crate::agent::config::AgentSettings;
 pub use crate::agent::config::{
     AgentKind, ClaudeCodeConfig, CliSection, CodexConfig, CopilotConfig, GeminiConfig,
 };
@@ -171,36 +170,35 @@ impl ServiceConfig {
         crate::host::EnvPolicy { remove, keep_only }
     }
 
-    /// The agent registry: the settings of the section `agent.kind` selects (Claude Code's when
-    /// unset; preflight rejects that).
-    pub(crate) fn agent_settings(&self) -> AgentSettings<'_> {
-        let (section, cli) = match self.agent.kind {
-            Some(AgentKind::Copilot) => (CopilotConfig::SECTION, &self.copilot.cli),
-            Some(AgentKind::Codex) => (CodexConfig::SECTION, &self.codex.cli),
-            Some(AgentKind::Gemini) => (GeminiConfig::SECTION, &self.gemini.cli),
-            Some(AgentKind::ClaudeCode) | None => {
-                (ClaudeCodeConfig::SECTION, &self.claude_code.cli)
-            }
-        };
-        AgentSettings { section, cli }
-    }
-
-    /// The CLI keys (command, timeouts) of the section `agent.kind` selects (Claude's when unset).
+    /// The CLI keys (command, timeouts) of the section `agent.kind` selects (Claude's when unset;
+    /// preflight rejects that).
     pub fn agent_cli(&self) -> &CliSection {
-        self.agent_settings().cli
+        match self.agent.kind {
+            Some(AgentKind::Copilot) => &self.copilot.cli,
+            Some(AgentKind::Codex) => &self.codex.cli,
+            Some(AgentKind::Gemini) => &self.gemini.cli,
+            Some(AgentKind::ClaudeCode) | None => &self.claude_code.cli,
+        }
     }
 
     /// Dispatch preflight validation (spec §6.3) of the parts that need no network.
     /// Returns every problem, each naming the key.
     pub fn preflight_errors(&self) -> Vec<ConfigError> {
         let mut errs = crate::tracker::config::preflight(&self.tracker);
-        if self.agent.kind.is_none() {
-            errs.push(ConfigError::new(
+        match self.agent.kind {
+            None => errs.push(ConfigError::new(
                 "missing_agent_kind",
                 format!("agent.kind is required; set it to {}", AgentKind::EXPECTED),
-            ));
-        } else {
-            errs.extend(self.agent_settings().preflight_error());
+            )),
+            // The agent's section is named like its kind.
+            Some(kind) if self.agent_cli().command.trim().is_empty() => {
+                let text = format!(
+                    "{}.command must be a non-empty shell command",
+                    kind.as_str()
+                );
+                errs.push(ConfigError::new("invalid_config", text));
+            }
+            Some(_) => {}
         }
         if self.agent.kind == Some(AgentKind::Codex) && !self.worker.ssh_hosts.is_empty() {
             errs.push(ConfigError::new(
