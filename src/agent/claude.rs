@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::config::{AgentKind, CliSection};
+use super::config::{AgentKind, ClaudeCodeConfig, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
 pub use super::loose::SUMMARY_MAX as SUMMARY_MAX_CHARS;
 use super::loose::{first_detail, one_line, List, Loose, Num};
@@ -22,7 +22,6 @@ use super::{
     TurnResult,
 };
 use crate::text::truncate_chars;
-use crate::workflow::config::ClaudeCodeConfig;
 
 /// Longest result text kept (characters); it ends the `turn_completed` summary.
 const MAX_RESULT_TEXT: usize = 2000;

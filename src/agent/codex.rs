@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{bounded, Sender};
 use serde_json::{json, Value};
 
-use super::config::{AgentKind, CliSection};
+use super::config::{AgentKind, CliSection, CodexConfig};
 use super::driver::{ProcessEnd, TurnParser};
 use super::loose::{count, first_detail, one_line, str_at, SUMMARY_MAX};
 use super::runner::{Cli, CliRunner, Invocation, Parsed};
@@ -27,7 +27,6 @@ use super::{
     AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E, AgentRateLimits, TokenUsage,
     TurnResult,
 };
-use crate::workflow::config::CodexConfig;
 
 /// Longest JSON-RPC reply or server request accepted (Symphony §10.1: control payloads ≤ 4 MiB;
 /// notifications may use the whole line bound).

@@ -18,13 +18,12 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::config::{AgentKind, CliSection};
+use super::config::{AgentKind, CliSection, CopilotConfig};
 use super::driver::{ProcessEnd, TurnParser};
 use super::loose::{str_at, tool_input_detail, Loose, Num};
 use super::runner::{new_uuid_v4, Cli, CliRunner, Invocation, Parsed};
 use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind as E, TokenUsage, TurnResult};
 use crate::text::{single_line, truncate_chars};
-use crate::workflow::config::CopilotConfig;
 
 /// Makes the CLI approve every tool; removed from the child's environment unless
 /// `copilot.allow_all_tools` is true, so the posture stays explicit.

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::config::{AgentKind, CliSection};
+use super::config::{AgentKind, CliSection, GeminiConfig};
 use super::driver::{ProcessEnd, TurnParser};
 use super::loose::{count, one_line, str_at, tool_input_detail, SUMMARY_MAX};
 use super::runner::{Cli, CliRunner, Invocation, Parsed};
@@ -24,7 +24,6 @@ use super::{
     AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind as E, TokenUsage, TurnResult,
 };
 use crate::text::truncate_chars;
-use crate::workflow::config::GeminiConfig;
 
 /// Builds Gemini sessions from `gemini.*`.
 pub type GeminiRunner = CliRunner<GeminiConfig>;
