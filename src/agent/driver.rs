@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, never, select, Receiver, TryRecvError};
 
+use super::loose::one_line;
 use super::{
-    AgentError, AgentErrorKind, AgentEvent, AgentEventKind, CancelToken, Emit, TokenUsage,
+    AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind, CancelToken, Emit, TokenUsage,
     TurnResult,
 };
 use crate::host::{describe_exit, Host, Process, ProcessSpec, StdoutItem};
@@ -92,19 +93,16 @@ impl ProcessEnd {
     pub(crate) fn stderr_note(&self) -> String {
         match self.stderr_tail.is_empty() {
             true => String::new(),
-            false => format!(
-                "; stderr: {}",
-                super::loose::one_line(&self.stderr_tail, 500)
-            ),
+            false => format!("; stderr: {}", one_line(&self.stderr_tail, 500)),
         }
     }
 
     /// Baton's own stop (cancel or `turn_timeout_ms`), which decides the outcome first.
     pub(crate) fn stopped(&self) -> Option<AgentError> {
         let (kind, text) = match (self.cancelled, self.timed_out) {
-            (true, _) => (AgentErrorKind::TurnCancelled, "turn cancelled"),
+            (true, _) => (K::TurnCancelled, "turn cancelled"),
             (_, true) => (
-                AgentErrorKind::TurnTimeout,
+                K::TurnTimeout,
                 "turn_timeout_ms exceeded; process group killed",
             ),
             _ => return None,
@@ -117,15 +115,15 @@ impl ProcessEnd {
         let (exit, stderr) = (self.describe(), self.stderr_note());
         let (kind, text) = match self.exit_code {
             Some(127) => (
-                AgentErrorKind::AgentNotFound,
+                K::AgentNotFound,
                 format!("agent command not found (exit code 127){stderr}"),
             ),
             Some(0) => (
-                AgentErrorKind::ParseError,
+                K::ParseError,
                 format!("process exited 0 without a result line{stderr}"),
             ),
             _ => (
-                AgentErrorKind::ProcessExit,
+                K::ProcessExit,
                 format!("process ended without a result line ({exit}){stderr}"),
             ),
         };
@@ -151,10 +149,8 @@ pub(crate) fn run_invocation(
     emit: &mut Emit,
 ) -> Result<(ProcessEnd, u32), AgentError> {
     let proc = host.spawn(spec).map_err(|e| {
-        AgentError::new(
-            AgentErrorKind::StartupFailed,
-            format!("could not start {:?}: {e}", spec.shell),
-        )
+        let text = format!("could not start {:?}: {e}", spec.shell);
+        AgentError::new(K::StartupFailed, text)
     })?;
     let (pid, start) = (proc.pid(), proc.start_time());
     if let Some(stdin) = proc.take_stdin() {

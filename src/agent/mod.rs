@@ -201,8 +201,7 @@ impl AgentEvent {
 }
 
 /// Normalized error categories (spec §10.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentErrorKind {
     /// The agent command does not exist (exit 127).
     AgentNotFound,
