@@ -101,7 +101,7 @@ impl std::error::Error for TrackerError {}
 
 /// The request budget a tracker last reported (GitHub: GraphQL rate-limit points). Trackers
 /// without a budget report none. Serialized as the API's `tracker.rate_limit` object.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TrackerBudget {
     /// Units left in the window.
     pub remaining: Option<i64>,

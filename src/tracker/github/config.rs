@@ -140,47 +140,22 @@ fn parse(
     Ok(())
 }
 
-/// The settings a [`GithubTracker`] cannot start without.
-pub(crate) struct Required {
-    /// The token.
-    pub token: Secret,
-    /// The owner login (non-blank).
-    pub owner: String,
-    /// The project number.
-    pub number: u64,
-}
-
-/// The required settings, or every missing one as a typed error naming the key.
-pub(crate) fn required(cfg: &TrackerConfig) -> Result<Required, Vec<TrackerError>> {
-    let mut errs = Vec::new();
-    let token = cfg.token.clone();
-    if token.is_none() {
-        errs.push(TrackerError::new(
-            TrackerErrorKind::MissingTrackerToken,
-            "tracker.token is missing: set tracker.token (literal or $VAR), export GITHUB_TOKEN, or run `gh auth login`",
-        ));
-    }
+/// The token, owner and project number a [`GithubTracker`] cannot start without, or every
+/// missing one as a typed error naming the key.
+pub(crate) fn required(cfg: &TrackerConfig) -> Result<(Secret, String, u64), Vec<TrackerError>> {
     let owner = cfg.owner.clone().filter(|o| !o.trim().is_empty());
-    if owner.is_none() {
-        errs.push(TrackerError::new(
-            TrackerErrorKind::MissingTrackerProject,
-            "tracker.owner is required (organization or user login owning the project)",
-        ));
+    if let (Some(token), Some(owner), Some(number)) = (&cfg.token, &owner, cfg.project_number) {
+        return Ok((token.clone(), owner.clone(), number));
     }
-    if cfg.project_number.is_none() {
-        errs.push(TrackerError::new(
-            TrackerErrorKind::MissingTrackerProject,
-            "tracker.project_number is required (the number in the project's URL)",
-        ));
-    }
-    match (token, owner, cfg.project_number) {
-        (Some(token), Some(owner), Some(number)) => Ok(Required {
-            token,
-            owner,
-            number,
-        }),
-        _ => Err(errs),
-    }
+    let problems = [
+        (cfg.token.is_none(), TrackerErrorKind::MissingTrackerToken, "tracker.token is missing: set tracker.token (literal or $VAR), export GITHUB_TOKEN, or run `gh auth login`"),
+        (owner.is_none(), TrackerErrorKind::MissingTrackerProject, "tracker.owner is required (organization or user login owning the project)"),
+        (cfg.project_number.is_none(), TrackerErrorKind::MissingTrackerProject, "tracker.project_number is required (the number in the project's URL)"),
+    ];
+    let missing = problems.into_iter().filter(|p| p.0);
+    Err(missing
+        .map(|(_, kind, msg)| TrackerError::new(kind, msg))
+        .collect())
 }
 
 /// The warning for an `http://` endpoint whose host is not loopback: the token would cross the
