@@ -30,13 +30,9 @@ pub struct TrackerConfig {
     pub endpoint: String,
     /// Resolved token (`$VAR`, `GITHUB_TOKEN`, then `gh auth token`); `None` when missing.
     pub token: Option<Secret>,
-    /// Where the token came from.
     pub token_source: Option<TokenSource>,
-    /// Organization or user login owning the project.
     pub owner: Option<String>,
-    /// How to resolve `owner`.
     pub owner_type: OwnerType,
-    /// The project's number.
     pub project_number: Option<u64>,
     /// Name of the single-select Status field (default `Status`).
     pub status_field: String,
@@ -92,17 +88,15 @@ impl Default for TrackerConfig {
     }
 }
 
-/// What a kind's parser may use besides its section.
+/// What a kind's parser may use besides its section: the environment `$VAR`, `~` and
+/// credentials resolve against, and the directory relative paths start from.
 pub(crate) struct ParseContext<'a> {
-    /// The environment `$VAR`, `~` and credentials resolve against.
     pub env: &'a dyn ConfigEnv,
-    /// The directory holding WORKFLOW.md (for relative paths).
     pub workflow_dir: &'a Path,
 }
 
 /// One tracker kind: everything the core needs to configure and build it.
 pub(crate) struct TrackerAdapter {
-    /// The `tracker.kind` spelling.
     pub kind: &'static str,
     /// Every key of `tracker.*` for this kind, the shared ones included (unknown-key hints).
     pub keys: &'static [&'static str],
@@ -110,7 +104,7 @@ pub(crate) struct TrackerAdapter {
     pub parse: fn(&Section<'_>, &ParseContext<'_>, &mut TrackerConfig) -> Result<(), ConfigError>,
     /// Preflight of the kind's own keys (no I/O): every problem, each naming the key.
     pub check: fn(&TrackerConfig) -> Vec<TrackerError>,
-    /// Build the tracker (no request yet).
+    /// Builds the tracker (no request yet).
     pub open: fn(&TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError>,
     /// The kind's section of `baton check` (what it resolved, read and skipped); returns every
     /// issue it could read, for the dispatch plan, or `None` when it could not read them.
@@ -121,7 +115,6 @@ pub(crate) struct TrackerAdapter {
 pub(crate) const ADAPTERS: &[&TrackerAdapter] =
     &[&github::config::ADAPTER, &backlog::config::ADAPTER];
 
-/// The registered adapter for `kind`, if any.
 fn registered(kind: Option<&str>) -> Option<&'static TrackerAdapter> {
     ADAPTERS.iter().copied().find(|a| Some(a.kind) == kind)
 }
@@ -132,7 +125,7 @@ fn adapter_for(kind: Option<&str>) -> &'static TrackerAdapter {
     registered(kind).unwrap_or(ADAPTERS[0])
 }
 
-/// Every key of `tracker.*` for `kind`, for unknown-key hints.
+/// For unknown-key hints.
 pub(crate) fn known_keys(kind: Option<&str>) -> &'static [&'static str] {
     adapter_for(kind).keys
 }

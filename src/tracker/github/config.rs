@@ -73,7 +73,6 @@ fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
     Ok(Arc::new(GithubTracker::new(cfg)?))
 }
 
-/// Parse the GitHub keys of `tracker.*` into `cfg`.
 fn parse(
     s: &Section<'_>,
     ctx: &ParseContext<'_>,
@@ -99,12 +98,11 @@ fn parse(
             return Err(s.invalid("owner_type", "organization or user", &format!("{other:?}")))
         }
     };
-    let page_size = s.uint("page_size")?.unwrap_or(50);
-    if !(1..=100).contains(&page_size) {
-        let got = page_size.to_string();
-        return Err(s.invalid("page_size", "an integer from 1 to 100", &got));
-    }
-    cfg.page_size = page_size as u32;
+    let ranged = |key: &str, default: u64, max: u64| match s.uint(key)?.unwrap_or(default) {
+        v if (1..=max).contains(&v) => Ok(v),
+        v => Err(s.invalid(key, &format!("an integer from 1 to {max}"), &v.to_string())),
+    };
+    cfg.page_size = ranged("page_size", 50, 100)? as u32;
     if let Some(endpoint) = s.plain_string("endpoint")? {
         cfg.endpoint = endpoint;
     }
@@ -120,16 +118,7 @@ fn parse(
     cfg.repos = s.string_list("repos")?.unwrap_or_default();
     cfg.server_side_filter = s.boolean("server_side_filter")?.unwrap_or(false);
     cfg.timeout_ms = s.positive("timeout_ms")?.unwrap_or(30_000);
-    let max_items = s.uint("max_items")?.unwrap_or(DEFAULT_MAX_ITEMS);
-    if !(1..=MAX_MAX_ITEMS).contains(&max_items) {
-        let got = max_items.to_string();
-        return Err(s.invalid(
-            "max_items",
-            &format!("an integer from 1 to {MAX_MAX_ITEMS}"),
-            &got,
-        ));
-    }
-    cfg.max_items = max_items;
+    cfg.max_items = ranged("max_items", DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS)?;
     for repo in &cfg.repos {
         let parts: Vec<&str> = repo.split('/').collect();
         if parts.len() != 2 || parts.iter().any(|p| p.trim().is_empty()) {
