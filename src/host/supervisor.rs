@@ -100,6 +100,7 @@ pub fn kill_live_groups(wait: Duration) -> usize {
 }
 
 /// A local process group started by [`spawn`].
+#[derive(Debug)]
 pub(crate) struct LocalProcess {
     pid: u32,
     lines: Receiver<StdoutItem>,
@@ -110,14 +111,6 @@ pub(crate) struct LocalProcess {
     /// The write end of the child's stdin when it was piped ([`spawn_command`]): held open, never
     /// written, closed when the handle drops (the SSH host uses its EOF as "Baton is gone").
     _stdin: Option<std::process::ChildStdin>,
-}
-
-impl std::fmt::Debug for LocalProcess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalProcess")
-            .field("pid", &self.pid)
-            .finish()
-    }
 }
 
 /// Launch `spec` locally (see the module docs). The one place a local agent's or hook's command
@@ -270,10 +263,8 @@ impl Process for LocalProcess {
     }
 
     fn stderr_bytes(&self) -> Vec<u8> {
-        match self.stderr_tail.lock() {
-            Ok(b) => b.iter().copied().collect(),
-            Err(_) => Vec::new(),
-        }
+        let tail = self.stderr_tail.lock();
+        tail.map_or_else(|_| Vec::new(), |b| b.iter().copied().collect())
     }
 
     fn stderr_done(&self) -> &Receiver<()> {
@@ -515,30 +506,19 @@ impl Watch {
         let mut stderr_open = true;
         let mut reaped = false;
         while stderr_open || !reaped {
-            let watch_pid = !reaped && pidfd.is_some();
+            let poll = |on: bool, fd: Option<i32>| libc::pollfd {
+                fd: fd.filter(|_| on).unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let pid_fd = pidfd.as_ref().map(AsRawFd::as_raw_fd);
             let mut fds = [
-                libc::pollfd {
-                    fd: if stderr_open {
-                        self.stderr.as_raw_fd()
-                    } else {
-                        -1
-                    },
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: match &pidfd {
-                        Some(fd) if watch_pid => fd.as_raw_fd(),
-                        _ => -1,
-                    },
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
+                poll(stderr_open, Some(self.stderr.as_raw_fd())),
+                poll(!reaped, pid_fd),
             ];
-            let timeout = if reaped || pidfd.is_some() {
-                -1
-            } else {
-                EXIT_POLL_MS
+            let timeout = match reaped || pidfd.is_some() {
+                true => -1,
+                false => EXIT_POLL_MS,
             };
             // SAFETY: `fds` is a valid array of two pollfd; negative fds are ignored by poll.
             let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
@@ -614,10 +594,7 @@ impl Watch {
     /// then, so its pgid cannot be reused while [`Process::signal_group`] may still signal it.
     fn reap(&mut self) {
         let p = self.pid as libc::pid_t;
-        let mut guard = match self.exit.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut guard = self.exit.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: plain syscall; the leader is unreaped, so the pgid is still ours.
         unsafe {
             libc::killpg(p, libc::SIGKILL);
@@ -648,7 +625,7 @@ impl Watch {
 }
 
 /// A pidfd for our (unreaped) child, when the kernel has `pidfd_open` (Linux ≥ 5.3).
-pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     // SAFETY: plain syscall; a non-negative result is a new fd that we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;

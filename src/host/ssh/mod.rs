@@ -30,13 +30,14 @@ use std::fmt;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::command::{output_within, status_within};
-use super::{BeforeRemove, Host, Process, ProcessSpec, Removal, Workspace, WorkspaceError};
+use super::WorkspaceError;
+use super::{BeforeRemove, HookOutput, Host, Process, ProcessSpec, Removal, Workspace};
 use crate::workflow::config::WorkerConfig;
 
 pub use probe::probe_host;
@@ -119,9 +120,8 @@ impl Drop for Session {
 
 /// Whether `stderr` of an `ssh` client says the master's session was refused (sshd's
 /// `MaxSessions`): the server is up, the connection is full.
-fn session_refused(stderr: &[u8]) -> bool {
-    let e = String::from_utf8_lossy(stderr);
-    e.contains("Session open refused") || e.contains("administratively prohibited")
+fn session_refused(stderr: &str) -> bool {
+    stderr.contains("Session open refused") || stderr.contains("administratively prohibited")
 }
 
 /// A remote worker host: an SSH destination exactly as passed to `ssh`. Clones share the
@@ -179,11 +179,6 @@ impl SshHost {
     pub fn with_settings(mut self, settings: Arc<SshSettings>) -> Self {
         self.settings = settings;
         self
-    }
-
-    /// The destination as configured.
-    pub fn destination(&self) -> &str {
-        &self.destination
     }
 
     /// The socket of connection `conn`.
@@ -294,14 +289,14 @@ impl SshHost {
 
     /// Run `words` remotely with stdin `/dev/null` and collect the output, within the command
     /// timeout. A connection failure or a timeout is an `Err` starting with [`HOST_UNAVAILABLE`].
-    pub(crate) fn run(&self, words: &[&OsStr]) -> Result<Output, String> {
+    pub(crate) fn run(&self, words: &[&OsStr]) -> Result<HookOutput, String> {
         self.run_within(words, self.settings.timeout())
     }
 
     /// [`SshHost::run`] with its own deadline. A session the server refused (and that the client
     /// could not replace by a fresh connection) is tried once more on another connection; it
     /// is never a `host_unavailable` failure.
-    fn run_within(&self, words: &[&OsStr], timeout: Duration) -> Result<Output, String> {
+    fn run_within(&self, words: &[&OsStr], timeout: Duration) -> Result<HookOutput, String> {
         for _ in 0..2 {
             let session = self.session();
             let mut cmd = self.command(&shell_join(words), &session);
@@ -316,7 +311,7 @@ impl SshHost {
                 }
                 Err(e) => return Err(format!("{HOST_UNAVAILABLE}: cannot run ssh: {e}")),
             };
-            let failed = out.status.code() == Some(SSH_CONNECTION_FAILED);
+            let failed = out.code == Some(SSH_CONNECTION_FAILED);
             if session_refused(&out.stderr) {
                 self.refused(&session);
                 if failed {
@@ -335,9 +330,8 @@ impl SshHost {
     }
 
     /// The `host_unavailable` message for `stderr` of a failed `ssh`.
-    fn unavailable(&self, stderr: &[u8]) -> String {
-        let e = String::from_utf8_lossy(stderr);
-        let e = e.trim();
+    fn unavailable(&self, stderr: &str) -> String {
+        let e = stderr.trim();
         let e = e.get(e.len().saturating_sub(300)..).unwrap_or(e);
         format!("{HOST_UNAVAILABLE}: ssh {}: {e}", self.destination)
     }
@@ -345,10 +339,9 @@ impl SshHost {
     /// Check that the host answers (`ssh <dest> true`).
     pub fn check_reachable(&self) -> Result<(), String> {
         let out = self.run(&[OsStr::new("true")])?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(self.unavailable(&out.stderr))
+        match out.code {
+            Some(0) => Ok(()),
+            _ => Err(self.unavailable(&out.stderr)),
         }
     }
 
@@ -360,12 +353,7 @@ impl SshHost {
         let timeout = self.settings.timeout().min(SIGNAL_TIMEOUT);
         self.run_within(&words, timeout)
             .ok()
-            .map(|o| o.status.success())
-    }
-
-    /// The deadline for a remote start to report its process group.
-    pub(crate) fn start_timeout(&self) -> Duration {
-        self.settings.timeout()
+            .map(|o| o.code == Some(0))
     }
 
     /// Run `sh -c <script> baton <args…>` remotely; stdout on success, an error (with the
@@ -376,11 +364,9 @@ impl SshHost {
         words.push(OsStr::new("baton"));
         words.extend_from_slice(args);
         let out = self.run(&words)?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            let e = String::from_utf8_lossy(&out.stderr);
-            Err(e.trim().to_string())
+        match out.code {
+            Some(0) => Ok(out.stdout),
+            _ => Err(out.stderr.trim().to_string()),
         }
     }
 

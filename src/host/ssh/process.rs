@@ -109,10 +109,10 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
             .spawn(move || forward(from, pgid_tx, tx))?;
         let pgid = select! {
             recv(pgid_rx) -> p => p.ok(),
-            recv(after(host.start_timeout())) -> _ => None,
+            recv(after(host.settings.timeout())) -> _ => None,
         };
         if let Some(pgid) = pgid {
-            if session_refused(&client.stderr_bytes()) {
+            if session_refused(&client.stderr_tail()) {
                 host.refused(&session); // the client fell back to a connection of its own
             }
             return Ok(SshProcess {
@@ -127,7 +127,7 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
         client.terminate(Duration::from_millis(200));
         let tail = client.stderr_tail_after(Duration::from_millis(500));
         let code = client.exit_status().and_then(|s| s.code());
-        if session_refused(tail.as_bytes()) && !refused {
+        if session_refused(&tail) && !refused {
             host.refused(&session);
             refused = true;
             continue;

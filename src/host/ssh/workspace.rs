@@ -56,7 +56,7 @@ fn script(body: &str) -> String {
 }
 
 fn err(host: &SshHost, e: String) -> WorkspaceError {
-    WorkspaceError(format!("{e} (host {})", host.destination()))
+    WorkspaceError(format!("{e} (host {})", host.destination))
 }
 
 fn args<'a>(root: &'a Path, path: &'a Path, mode: &'a str) -> [&'a OsStr; 3] {
