@@ -31,8 +31,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use super::command::{output_within, status_within};
@@ -57,37 +56,24 @@ const SIGNAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `worker.ssh_command_timeout_ms` and `worker.ssh_sessions_per_connection`, shared by the hosts
 /// of a pool; a reload changes them in place.
-#[derive(Debug)]
-pub struct SshSettings {
-    command_timeout_ms: AtomicU64,
-    sessions_per_connection: AtomicU32,
-}
-
-impl Default for SshSettings {
-    fn default() -> Self {
-        let w = WorkerConfig::default();
-        SshSettings {
-            command_timeout_ms: AtomicU64::new(w.ssh_command_timeout_ms),
-            sessions_per_connection: AtomicU32::new(w.ssh_sessions_per_connection),
-        }
-    }
-}
+#[derive(Debug, Default)]
+pub struct SshSettings(RwLock<WorkerConfig>);
 
 impl SshSettings {
-    /// Take the values of `worker`.
     pub fn set(&self, worker: &WorkerConfig) {
-        self.command_timeout_ms
-            .store(worker.ssh_command_timeout_ms, Ordering::Relaxed);
-        self.sessions_per_connection
-            .store(worker.ssh_sessions_per_connection, Ordering::Relaxed);
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = worker.clone();
+    }
+
+    fn get(&self) -> RwLockReadGuard<'_, WorkerConfig> {
+        self.0.read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn timeout(&self) -> Duration {
-        Duration::from_millis(self.command_timeout_ms.load(Ordering::Relaxed))
+        Duration::from_millis(self.get().ssh_command_timeout_ms)
     }
 
     fn sessions(&self) -> usize {
-        self.sessions_per_connection.load(Ordering::Relaxed).max(1) as usize
+        self.get().ssh_sessions_per_connection.max(1) as usize
     }
 }
 

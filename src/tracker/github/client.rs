@@ -343,15 +343,13 @@ pub fn classify_response(
                 ),
                 false => format!("a body that is not a JSON object ({} bytes)", body.len()),
             };
-            return Err(super::error(
-                TrackerErrorKind::Payload,
-                format!("GitHub answered HTTP 200 with {what}"),
-            ));
+            return Err(super::unknown(format!(
+                "GitHub answered HTTP 200 with {what}"
+            )));
         }
     };
     if data.is_none() && reply.errors.is_empty() {
-        return Err(super::error(
-            TrackerErrorKind::Payload,
+        return Err(super::unknown(
             "GitHub answered HTTP 200 without `data` or `errors`",
         ));
     }

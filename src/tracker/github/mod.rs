@@ -308,10 +308,9 @@ impl GithubTracker {
             }
             let Some(end) = next else { break };
             if !seen_cursors.insert(end.clone()) {
-                return Err(error(
-                    TrackerErrorKind::Payload,
-                    format!("pagination does not advance (page {pages}, repeated cursor)"),
-                ));
+                return Err(unknown(format!(
+                    "pagination does not advance (page {pages}, repeated cursor)"
+                )));
             }
             acc.next_page(pages)?;
             cursor = Some(end);
@@ -571,7 +570,7 @@ impl GithubTracker {
         let nodes = (reply.data.nodes.as_ref())
             .ok_or_else(|| unknown("refresh reply without a nodes list"))?;
         if nodes.len() != ids.len() {
-            return Err(unknown(&format!(
+            return Err(unknown(format!(
                 "refresh asked for {} ids and got {} nodes",
                 ids.len(),
                 nodes.len()
@@ -600,12 +599,7 @@ impl GithubTracker {
         node: &NodeRow,
         stats: &mut OpStats,
     ) -> Result<Option<ItemRow>, TrackerError> {
-        let unreadable = |why: String| {
-            error(
-                TrackerErrorKind::Payload,
-                format!("refresh of issue {id}: {why}"),
-            )
-        };
+        let unreadable = |why: String| unknown(format!("refresh of issue {id}: {why}"));
         let repeated = |why: String| error(TrackerErrorKind::Pagination, why);
         let mut fetched: NodeRow;
         let (mut page, mut after, mut pages) = (node, None, 1);
@@ -657,10 +651,7 @@ impl GithubTracker {
     ) -> Result<Option<Issue>, TrackerError> {
         let unreadable = |why: &str| {
             let why = single_line(why, 200);
-            error(
-                TrackerErrorKind::Payload,
-                format!("refresh of issue {id}: {why}"),
-            )
+            unknown(format!("refresh of issue {id}: {why}"))
         };
         let node = serde_json::from_str::<Option<NodeRow>>(node.get())
             .map_err(|e| unreadable(&format!("malformed issue record: {e}")))?;
@@ -828,7 +819,8 @@ fn next_cursor(info: &PageInfoRow, page: usize) -> Result<Option<String>, Tracke
     }
 }
 
-fn unknown(what: &str) -> TrackerError {
+/// A reply Baton cannot read (`github_unknown_payload`).
+pub(crate) fn unknown(what: impl Into<String>) -> TrackerError {
     error(TrackerErrorKind::Payload, what)
 }
 

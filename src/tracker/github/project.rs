@@ -99,32 +99,23 @@ pub fn parse_project(
         .id
         .clone()
         .filter(|s| !s.is_empty())
-        .ok_or_else(|| {
-            super::error(
-                TrackerErrorKind::Payload,
-                "project resolution reply has no project id",
-            )
-        })?;
+        .ok_or_else(|| super::unknown("project resolution reply has no project id"))?;
     let where_ = format!("project #{number} of {kind_word} {owner:?}");
     let name = &cfg.status_field;
-    let status = match single_select(project.status_field.as_ref()) {
-        Ok(f) if f.options.is_empty() => Err(format!("field {name:?} on {where_} has no options")),
-        Ok(f) => Ok(f),
-        Err(None) => Err(format!("{where_} has no field named {name:?}")),
-        Err(Some(t)) => Err(format!(
-            "field {name:?} on {where_} is a {t}, not a single-select field"
-        )),
-    };
-    let status = status.map_err(|e| missing(format!("tracker.status_field: {e}")))?;
-    let priority = match (&cfg.priority_field, single_select(project.priority_field.as_ref())) {
-        (None, _) => PriorityField::NotConfigured,
-        (Some(_), Ok(f)) => PriorityField::Resolved(f),
-        (Some(name), Err(None)) => PriorityField::Unusable(format!(
-            "tracker.priority_field: {where_} has no field named {name:?}; priority is null"
-        )),
-        (Some(name), Err(Some(t))) => PriorityField::Unusable(format!(
-            "tracker.priority_field: field {name:?} on {where_} is a {t}, not a single-select field; priority is null"
-        )),
+    let status = single_select(project.status_field.as_ref(), name, &where_)
+        .and_then(|f| match f.options.is_empty() {
+            true => Err(format!("field {name:?} on {where_} has no options")),
+            false => Ok(f),
+        })
+        .map_err(|e| missing(format!("tracker.status_field: {e}")))?;
+    let priority = match &cfg.priority_field {
+        None => PriorityField::NotConfigured,
+        Some(name) => match single_select(project.priority_field.as_ref(), name, &where_) {
+            Ok(f) => PriorityField::Resolved(f),
+            Err(e) => {
+                PriorityField::Unusable(format!("tracker.priority_field: {e}; priority is null"))
+            }
+        },
     };
     Ok(ProjectInfo {
         id,
@@ -137,9 +128,13 @@ pub fn parse_project(
     })
 }
 
-/// `Err(None)` = absent/null; `Err(Some(what))` = not single-select (or malformed).
-fn single_select(f: Option<&FieldRow>) -> Result<SingleSelectField, Option<String>> {
-    let f = f.ok_or(None)?;
+/// The single-select field `name` of `where_`, or why it is not one.
+fn single_select(
+    f: Option<&FieldRow>,
+    name: &str,
+    where_: &str,
+) -> Result<SingleSelectField, String> {
+    let f = f.ok_or_else(|| format!("{where_} has no field named {name:?}"))?;
     let what = match f.typename.as_deref().unwrap_or("") {
         "ProjectV2SingleSelectField" => None,
         "ProjectV2IterationField" => Some("iteration field"),
@@ -147,18 +142,21 @@ fn single_select(f: Option<&FieldRow>) -> Result<SingleSelectField, Option<Strin
         "" => Some("field of unknown type"),
         other => Some(other),
     };
-    if let Some(what) = what {
-        return Err(Some(what.to_string()));
-    }
-    let (Some(_), Some(name), Some(opts)) = (&f.id, &f.name, &f.options) else {
-        return Err(Some("malformed single-select field".into()));
+    let opts = match (what, &f.id, &f.name, &f.options) {
+        (None, Some(_), Some(_), Some(opts)) => opts,
+        (what, ..) => {
+            let what = what.unwrap_or("malformed single-select field");
+            return Err(format!(
+                "field {name:?} on {where_} is a {what}, not a single-select field"
+            ));
+        }
     };
     let options = opts
         .iter()
         .filter_map(|o| Some((o.id.clone()?, o.name.as_deref()?.trim().to_string())))
         .collect();
     Ok(SingleSelectField {
-        name: name.clone(),
+        name: f.name.clone().unwrap_or_default(),
         options,
     })
 }
