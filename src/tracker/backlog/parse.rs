@@ -53,92 +53,72 @@ impl Default for BoardConfig {
 #[derive(Debug, Clone)]
 struct Scalar(String);
 
-/// Accepts text, numbers and booleans; the error names what was found instead, and serde_yaml
-/// prefixes the key and the line (`labels[0]: invalid type: map, expected text …`).
-struct ScalarVisitor;
+/// A list of scalars (null items skipped), or one scalar meaning a one-item list.
+#[derive(Debug, Clone)]
+struct ScalarList(Vec<String>);
 
-impl<'de> Visitor<'de> for ScalarVisitor {
-    type Value = Scalar;
+impl ScalarList {
+    /// Trimmed, non-empty item texts.
+    fn texts(&self) -> Vec<String> {
+        let texts = self.0.iter().map(|s| s.trim().to_string());
+        texts.filter(|s| !s.is_empty()).collect()
+    }
+}
+
+/// Reads text, numbers and booleans as text (with `list`, also a list of them); the error names
+/// what was found instead, and serde_yaml prefixes the key and the line (`labels[0]: invalid
+/// type: map, expected text …`).
+struct Text {
+    list: bool,
+}
+
+impl<'de> Visitor<'de> for Text {
+    type Value = Vec<String>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("text")
+        f.write_str(if self.list {
+            "a list of text items"
+        } else {
+            "text"
+        })
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
-        Ok(Scalar(v))
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+        if !self.list {
+            return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
+        }
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Option<Scalar>>()? {
+            items.extend(item.map(|s| s.0));
+        }
+        Ok(items)
     }
 }
 
 impl<'de> Deserialize<'de> for Scalar {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarVisitor)
-    }
-}
-
-/// A list of scalars (null items skipped), or one scalar meaning a one-item list.
-#[derive(Debug, Clone)]
-struct ScalarList(Vec<Scalar>);
-
-impl ScalarList {
-    /// Trimmed, non-empty item texts.
-    fn texts(&self) -> Vec<String> {
-        self.0
-            .iter()
-            .map(|s| s.0.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
-    }
-}
-
-struct ScalarListVisitor;
-
-impl<'de> Visitor<'de> for ScalarListVisitor {
-    type Value = ScalarList;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a list of text items")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ScalarList, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element::<Option<Scalar>>()? {
-            items.extend(item);
-        }
-        Ok(ScalarList(items))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_str(v).map(|s| ScalarList(vec![s]))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_i64(v).map(|s| ScalarList(vec![s]))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_u64(v).map(|s| ScalarList(vec![s]))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_f64(v).map(|s| ScalarList(vec![s]))
-    }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_bool(v).map(|s| ScalarList(vec![s]))
+        let text = d.deserialize_any(Text { list: false })?;
+        Ok(Scalar(text.into_iter().next().unwrap_or_default()))
     }
 }
 
 impl<'de> Deserialize<'de> for ScalarList {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarListVisitor)
+        d.deserialize_any(Text { list: true }).map(ScalarList)
     }
 }
 
