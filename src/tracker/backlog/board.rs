@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::model::{contains_name, normalize_name, BlockerRef, Issue};
+use crate::model::{contains_name, normalize_labels, BlockerRef, Issue};
 
 use super::parse::{id_number, identifier_for, priority_rank, BoardConfig, TaskFile, TaskProblem};
 
@@ -215,13 +215,6 @@ impl Board {
     /// Map one task to the normalized issue (see the module docs of `tracker::backlog`).
     pub fn to_issue(&self, t: &BoardTask, terminal_states: &[String]) -> Issue {
         let task = &t.task;
-        let mut labels: Vec<String> = Vec::new();
-        for l in &task.labels {
-            let l = normalize_name(l);
-            if !l.is_empty() && !labels.contains(&l) {
-                labels.push(l);
-            }
-        }
         Issue {
             id: task.id.clone(),
             item_id: String::new(),
@@ -234,7 +227,7 @@ impl Board {
             state: task.status.clone(),
             branch_name: None,
             url: Some(file_url(&t.path)),
-            labels,
+            labels: normalize_labels(task.labels.iter().map(String::as_str)),
             blocked_by: task
                 .dependencies
                 .iter()

@@ -8,7 +8,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::model::{contains_name, normalize_name, BlockerRef, Issue};
+use crate::model::{contains_name, normalize_labels, BlockerRef, Issue};
 
 /// Why a project item did not become an issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,13 +218,6 @@ pub fn normalize_issue(
         Some("CLOSED") => true,
         other => return Err(format!("issue {id} has an unknown state {other:?}")),
     };
-    let mut labels: Vec<String> = Vec::new();
-    for l in Nodes::iter(&content.labels).filter_map(|l| l.name.as_deref()) {
-        let n = normalize_name(l);
-        if !n.is_empty() && !labels.contains(&n) {
-            labels.push(n);
-        }
-    }
     Ok(Issue {
         id: id.to_string(),
         item_id: item_id.to_string(),
@@ -241,7 +234,7 @@ pub fn normalize_issue(
         state: state.trim().to_string(),
         branch_name: None,
         url: content.url.clone(),
-        labels,
+        labels: normalize_labels(Nodes::iter(&content.labels).filter_map(|l| l.name.as_deref())),
         blocked_by: Vec::new(),
         closed,
         created_at: timestamp(content.created_at.as_deref()),
