@@ -90,6 +90,12 @@ pub struct NodeRow {
     pub items: Option<ItemPage>,
 }
 
+impl NodeRow {
+    fn repo(&self) -> Option<&str> {
+        self.repository.as_ref()?.name_with_owner.as_deref()
+    }
+}
+
 /// A project's `items` page; each item is read into an [`ItemRow`] on its own.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -144,6 +150,12 @@ pub struct ItemRow {
     pub priority: Option<Leaf>,
     /// The issue (or the bare `__typename` of a draft or pull request).
     pub content: Option<NodeRow>,
+}
+
+impl ItemRow {
+    fn project_id(&self) -> Option<&str> {
+        self.project.as_ref()?.id.as_deref()
+    }
 }
 
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
@@ -203,9 +215,7 @@ pub fn normalize_issue(
         .number
         .ok_or_else(|| format!("issue {id} without a number"))?;
     let repository = content
-        .repository
-        .as_ref()
-        .and_then(|r| r.name_with_owner.as_deref())
+        .repo()
         .ok_or_else(|| format!("issue {id} without repository.nameWithOwner"))?;
     let identifier = identifier(repository, number)
         .ok_or_else(|| format!("issue {id} has an unusable repository name {repository:?}"))?;
@@ -263,32 +273,22 @@ pub fn normalize_blockers(
         let Ok(b) = NodeRow::deserialize(b) else {
             continue;
         };
-        let repo = b
-            .repository
-            .as_ref()
-            .and_then(|r| r.name_with_owner.as_deref());
-        let (Some(id), Some(ident)) = (
-            &b.id,
-            repo.zip(b.number).and_then(|(r, n)| identifier(r, n)),
-        ) else {
+        let ident = b.repo().zip(b.number).and_then(|(r, n)| identifier(r, n));
+        let (Some(id), Some(ident)) = (&b.id, ident) else {
             continue;
         };
         let closed = b.state.as_deref() == Some("CLOSED");
         let status = project_id.and_then(|p| {
-            let ours = Nodes::iter(&b.project_items).find(|it| {
-                it.project.as_ref().and_then(|p| p.id.as_deref()) == Some(p)
-                    && it.is_archived != Some(true)
-            })?;
+            let mut items = Nodes::iter(&b.project_items);
+            let ours =
+                items.find(|it| it.project_id() == Some(p) && it.is_archived != Some(true))?;
             selected(ours.status.as_ref()?.as_ref())?.name.clone()
         });
-        let (state, terminal) = match status {
-            Some(status) => {
-                let t = closed || contains_name(terminal_states, &status);
-                (status, t)
-            }
-            None if closed => ("CLOSED".to_string(), true),
-            None => ("OPEN".to_string(), false),
-        };
+        let terminal = closed
+            || status
+                .as_ref()
+                .is_some_and(|s| contains_name(terminal_states, s));
+        let state = status.unwrap_or_else(|| if closed { "CLOSED" } else { "OPEN" }.to_string());
         out.push(BlockerRef {
             id: id.clone(),
             identifier: ident,
@@ -326,9 +326,7 @@ pub fn project_items_page<'a>(
     for it in nodes {
         let it = it.as_ref().ok_or("project item without project.id")?;
         let pid = it
-            .project
-            .as_ref()
-            .and_then(|p| p.id.as_deref())
+            .project_id()
             .filter(|p| !p.is_empty())
             .ok_or("project item without project.id")?;
         let archived = it.is_archived.ok_or("project item without isArchived")?;
