@@ -29,7 +29,7 @@ pub(crate) fn output_within(cmd: Command, timeout: Duration) -> io::Result<HookO
         label: "command",
         ..ProcessSpec::hook("", "")
     };
-    let p = super::supervisor::spawn_command(cmd, &spec, None)?;
+    let p = super::supervisor::spawn_command(cmd, &spec, None, None)?;
     match supervise(&p, started, timeout.min(MAX_TIMEOUT)) {
         Ok(out) | Err(HookError::Failed(out)) => Ok(out),
         Err(HookError::Timeout { .. }) => Err(timed_out(timeout)),

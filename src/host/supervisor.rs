@@ -134,7 +134,7 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    spawn_command(cmd, spec, cgroup)
+    spawn_command(cmd, spec, cgroup, None)
 }
 
 /// `program` as a path: as given when it has a `/`, else the first executable file of that name
@@ -163,10 +163,13 @@ fn find_program(program: &OsStr) -> io::Result<PathBuf> {
 /// the leader of a new process group, supervised with `spec`'s stdout mode, stderr tail and
 /// label; `cgroup` (joined by `cmd`'s shim; `None` for the SSH client, whose work is remote) is
 /// removed when it ends. A piped stdin is held open (never written) for the life of the handle.
+/// With `pgid`, stdout starts with the SSH wrapper's `BATON_PGID <n>` line: the group id is sent
+/// there and the line is not delivered (stdout is not read on when it is missing).
 pub(crate) fn spawn_command(
     mut cmd: Command,
     spec: &ProcessSpec,
     cgroup: Option<ProcCgroup>,
+    pgid: Option<Sender<u32>>,
 ) -> io::Result<LocalProcess> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -192,9 +195,18 @@ pub(crate) fn spawn_command(
     let mode = spec.stdout;
     thread::Builder::new()
         .name(format!("{label}-stdout-{pid}"))
-        .spawn(move || match mode {
-            StdoutMode::Lines { max_line_bytes } => read_lines(stdout, max_line_bytes, line_tx),
-            StdoutMode::Chunks => read_chunks(stdout, line_tx),
+        .spawn(move || {
+            let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
+            if let Some(tx) = pgid {
+                let Some(p) = remote_pgid(&mut stdout) else {
+                    return;
+                };
+                let _ = tx.send(p);
+            }
+            match mode {
+                StdoutMode::Lines { max_line_bytes } => read_lines(stdout, max_line_bytes, line_tx),
+                StdoutMode::Chunks => read_chunks(stdout, line_tx),
+            }
         })
         .map_err(fail)?;
 
@@ -339,6 +351,16 @@ impl LineBuf {
     fn capacity(&self) -> usize {
         self.line.capacity()
     }
+}
+
+/// The group id of the wrapper's `BATON_PGID <n>` first line (at most 64 bytes).
+fn remote_pgid(r: &mut impl BufRead) -> Option<u32> {
+    let mut line = Vec::new();
+    r.take(65).read_until(b'\n', &mut line).ok()?;
+    let n = std::str::from_utf8(&line)
+        .ok()?
+        .strip_prefix("BATON_PGID ")?;
+    n.trim().parse::<u32>().ok().filter(|n| *n > 1)
 }
 
 /// Split `r` into bounded lines and send them; ends with `Eof`. Stops early when the receiver is gone.
@@ -761,6 +783,22 @@ mod tests {
             let tail: Vec<u8> = tail.lock().unwrap().iter().copied().collect();
             assert_eq!(tail, b"o-three\n");
             assert!(exited.recv().is_err() && stderr_done.recv().is_err());
+        }
+    }
+
+    #[test]
+    fn the_remote_pgid_line_is_read_strictly() {
+        let pgid = |s: &[u8]| remote_pgid(&mut BufReader::new(s));
+        assert_eq!(pgid(b"BATON_PGID 4242\nrest"), Some(4242));
+        let long = [b'1'; 100];
+        for bad in [
+            &b"BATON_PGID 1\n"[..],
+            b"hello\n",
+            b"BATON_PGID x\n",
+            &long,
+            b"",
+        ] {
+            assert_eq!(pgid(bad), None);
         }
     }
 

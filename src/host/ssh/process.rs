@@ -8,7 +8,7 @@ use std::process::{ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, bounded, select, Receiver, Sender};
+use crossbeam_channel::{after, bounded, select, Receiver};
 
 use super::quote::is_env_name;
 use super::VERIFY_POLL;
@@ -37,16 +37,12 @@ kill -KILL -"$w" 2>/dev/null || kill -KILL "$w" 2>/dev/null
 exit "$s"
 "#;
 
-/// Capacity of the forwarded stdout channel.
-const CHANNEL_CAPACITY: usize = 16;
-
 /// A remote process group (see the module docs).
 #[derive(Debug)]
 pub(crate) struct SshProcess {
     client: LocalProcess,
     pgid: u32,
     host: SshHost,
-    lines: Receiver<StdoutItem>,
     /// This process's place on one of the host's connections.
     _session: Session,
 }
@@ -100,13 +96,8 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
         let session = host.session();
         let mut cmd = host.command(&line, &session);
         cmd.stdin(Stdio::piped());
-        let client = supervisor::spawn_command(cmd, spec, None)?;
         let (pgid_tx, pgid_rx) = bounded::<u32>(1);
-        let (tx, lines) = bounded(CHANNEL_CAPACITY);
-        let from = client.lines().clone();
-        thread::Builder::new()
-            .name(format!("{}-ssh-{}", spec.label, client.pid()))
-            .spawn(move || forward(from, pgid_tx, tx))?;
+        let client = supervisor::spawn_command(cmd, spec, None, Some(pgid_tx))?;
         let pgid = select! {
             recv(pgid_rx) -> p => p.ok(),
             recv(after(host.settings.timeout())) -> _ => None,
@@ -119,11 +110,10 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
                 client,
                 pgid,
                 host: host.clone(),
-                lines,
                 _session: session,
             });
         }
-        // The forwarder ends without a pgid when the client exits first (or after the timeout).
+        // No pgid when the client exits first (or its first line is not the wrapper's).
         client.terminate(Duration::from_millis(200));
         let tail = client.stderr_tail_after(Duration::from_millis(500));
         let code = client.exit_status().and_then(|s| s.code());
@@ -141,90 +131,6 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
     }
 }
 
-/// Take the `BATON_PGID <n>` line off the front of the stream, then forward everything.
-fn forward(from: Receiver<StdoutItem>, pgid_tx: Sender<u32>, tx: Sender<StdoutItem>) {
-    let mut head: Vec<u8> = Vec::new();
-    for item in from.iter() {
-        let (rest, chunked) = match item {
-            StdoutItem::Line(l) => {
-                head.extend_from_slice(l.as_bytes());
-                head.push(b'\n');
-                (None, false)
-            }
-            StdoutItem::Lines(ls) => {
-                // The pgid line is the first of the batch; the others are the agent's.
-                let mut ls = ls.into_iter();
-                if let Some(l) = ls.next() {
-                    head.extend_from_slice(l.as_bytes());
-                    head.push(b'\n');
-                }
-                let rest: Vec<String> = ls.collect();
-                ((!rest.is_empty()).then_some(StdoutItem::Lines(rest)), false)
-            }
-            StdoutItem::Chunk(b) => {
-                head.extend_from_slice(&b);
-                (None, true)
-            }
-            StdoutItem::Eof | StdoutItem::ReadError(_) => {
-                let _ = tx.send(item);
-                return;
-            }
-            StdoutItem::LineTooLong { .. } => return,
-        };
-        match pgid_line(&mut head) {
-            PgidLine::NotYet => continue,
-            PgidLine::NotOurs => return,
-            PgidLine::Found(pgid, tail) => {
-                let _ = pgid_tx.send(pgid);
-                if chunked && !tail.is_empty() && tx.send(StdoutItem::Chunk(tail)).is_err() {
-                    return;
-                }
-                if let Some(rest) = rest {
-                    if tx.send(rest).is_err() {
-                        return;
-                    }
-                }
-                break;
-            }
-        }
-    }
-    for item in from.iter() {
-        if tx.send(item).is_err() {
-            return;
-        }
-    }
-}
-
-/// What the front of the stream says so far.
-enum PgidLine {
-    /// No complete first line yet.
-    NotYet,
-    /// The first line is not the wrapper's.
-    NotOurs,
-    /// The remote process group, and the bytes after its line.
-    Found(u32, Vec<u8>),
-}
-
-/// Read the wrapper's `BATON_PGID <n>` first line off `head`.
-fn pgid_line(head: &mut Vec<u8>) -> PgidLine {
-    let Some(nl) = head.iter().position(|b| *b == b'\n') else {
-        return if head.len() > 64 {
-            PgidLine::NotOurs
-        } else {
-            PgidLine::NotYet
-        };
-    };
-    let first = String::from_utf8_lossy(&head[..nl]).into_owned();
-    match first
-        .strip_prefix("BATON_PGID ")
-        .and_then(|n| n.trim().parse::<u32>().ok())
-        .filter(|n| *n > 1)
-    {
-        Some(pgid) => PgidLine::Found(pgid, head.split_off(nl + 1)),
-        None => PgidLine::NotOurs,
-    }
-}
-
 impl SshProcess {
     /// `kill -<signal> -<pgid>` on the host: `Some(sent)`, `None` when the host did not answer.
     fn remote_signal(&self, signal: &str) -> Option<bool> {
@@ -238,7 +144,7 @@ impl Process for SshProcess {
     }
 
     fn lines(&self) -> &Receiver<StdoutItem> {
-        &self.lines
+        self.client.lines()
     }
 
     fn exited(&self) -> &Receiver<()> {
