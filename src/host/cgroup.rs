@@ -21,12 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// How processes are contained.
+/// How processes are contained: one child cgroup per process under Baton's own cgroup (this
+/// directory), or process groups only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Containment {
-    /// One child cgroup per process under this directory (Baton's own cgroup).
     Cgroup(PathBuf),
-    /// Process groups only.
     ProcessGroup,
 }
 
@@ -141,27 +140,22 @@ pub(crate) struct ProcCgroup {
 }
 
 impl ProcCgroup {
-    /// Create a child cgroup for a process labelled `label`; `None` in process-group mode.
+    /// Create `<base>/baton-<pid>-<label>-<n>` for a process labelled `label`; `None` in
+    /// process-group mode.
     pub(crate) fn create(label: &str) -> Option<ProcCgroup> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
         let Containment::Cgroup(base) = containment() else {
             return None;
         };
-        match Self::create_in(base, label) {
-            Ok(cg) => Some(cg),
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("baton-{}-{label}-{n}", std::process::id()));
+        match fs::create_dir(&dir) {
+            Ok(()) => Some(ProcCgroup { dir }),
             Err(e) => {
                 log::warn!("cannot create a cgroup; using the process group only error={e}");
                 None
             }
         }
-    }
-
-    /// Create `<base>/baton-<pid>-<label>-<n>`.
-    pub(crate) fn create_in(base: &Path, label: &str) -> io::Result<ProcCgroup> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!("baton-{}-{label}-{n}", std::process::id()));
-        fs::create_dir(&dir)?;
-        Ok(ProcCgroup { dir })
     }
 
     /// A command running `program` inside this cgroup: the `/bin/sh` shim [`JOIN`] joins it and

@@ -26,7 +26,6 @@ mod quote;
 mod workspace;
 
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -112,7 +111,7 @@ fn session_refused(stderr: &str) -> bool {
 
 /// A remote worker host: an SSH destination exactly as passed to `ssh`. Clones share the
 /// multiplexing connections.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SshHost {
     destination: String,
     /// `<dir>/<pid>-<hash>`; connection `n` uses the socket `<base>-<n>` (`None`: no
@@ -123,14 +122,6 @@ pub struct SshHost {
     program: OsString,
     settings: Arc<SshSettings>,
     mux: Arc<Mux>,
-}
-
-impl fmt::Debug for SshHost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SshHost")
-            .field("destination", &self.destination)
-            .finish()
-    }
 }
 
 impl SshHost {
