@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{GithubTracker, TRACKER_KIND};
 use crate::tracker::config::{ParseContext, TrackerAdapter, TrackerConfig};
 use crate::tracker::{Tracker, TrackerError, TrackerErrorKind};
-use crate::workflow::config::section::{SecretOrigin, Section};
+use crate::workflow::config::section::Section;
 use crate::workflow::config::{ConfigError, Secret};
 
 /// Default GitHub GraphQL endpoint.
@@ -18,19 +18,6 @@ pub const DEFAULT_MAX_ITEMS: u64 = 20_000;
 
 /// Largest accepted `tracker.max_items`.
 pub const MAX_MAX_ITEMS: u64 = 1_000_000;
-
-/// Where the tracker token came from (for operator messages; never the value).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenSource {
-    /// A literal in WORKFLOW.md.
-    Literal,
-    /// `$NAME` in WORKFLOW.md.
-    EnvReference,
-    /// The `GITHUB_TOKEN` environment variable (key omitted).
-    GithubTokenEnv,
-    /// `gh auth token`.
-    GhCli,
-}
 
 /// `tracker.owner_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,17 +66,13 @@ fn parse(
     cfg: &mut TrackerConfig,
 ) -> Result<(), ConfigError> {
     let env = ctx.env;
-    (cfg.token, cfg.token_source) = match s.secret("token", env)? {
-        Some((tok, SecretOrigin::Literal)) => (Some(tok), Some(TokenSource::Literal)),
-        Some((tok, SecretOrigin::EnvReference)) => (Some(tok), Some(TokenSource::EnvReference)),
-        None if s.is_set("token") => (None, None),
-        None => match env.var("GITHUB_TOKEN").filter(|v| !v.is_empty()) {
-            Some(v) => (Some(Secret::new(v)), Some(TokenSource::GithubTokenEnv)),
-            None => match env.gh_auth_token() {
-                Some(v) => (Some(Secret::new(v)), Some(TokenSource::GhCli)),
-                None => (None, None),
-            },
-        },
+    // A literal or `$VAR` (one that resolves empty is missing), else GITHUB_TOKEN, else `gh`.
+    cfg.token = match s.secret("token", env)? {
+        Some((tok, _)) => Some(tok),
+        None if s.is_set("token") => None,
+        None => (env.var("GITHUB_TOKEN").filter(|v| !v.is_empty()))
+            .or_else(|| env.gh_auth_token())
+            .map(Secret::new),
     };
     cfg.owner_type = match s.string("owner_type", env)?.as_deref() {
         None | Some("organization") | Some("org") => OwnerType::Organization,
