@@ -4,6 +4,7 @@
 //! from server text is passed through [`scrub`] so it can never leak.
 
 use crate::text::single_line;
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::de::IgnoredAny;
@@ -195,16 +196,16 @@ pub fn describe_errors(errors: &[GraphqlError], token: &Secret) -> String {
 
 /// Replace every occurrence of the token with `***`.
 pub fn scrub(text: &str, token: &Secret) -> String {
-    scrub_secret(text, token.expose())
+    scrub_secret(text.into(), token.expose()).into_owned()
 }
 
-/// Replace every occurrence of `secret` with `***`; secrets shorter than 4 bytes are left alone
-/// (they would blank out ordinary words, and no real credential is that short).
-fn scrub_secret(text: &str, secret: &str) -> String {
-    if secret.len() < 4 || !text.contains(secret) {
-        return text.to_string();
+/// Replace every occurrence of `secret` with `***` (copying only then); secrets shorter than 4
+/// bytes are left alone (they would blank out ordinary words, and no credential is that short).
+fn scrub_secret<'a>(text: Cow<'a, str>, secret: &str) -> Cow<'a, str> {
+    match secret.len() >= 4 && text.contains(secret) {
+        true => Cow::Owned(text.replace(secret, "***")),
+        false => text,
     }
-    text.replace(secret, "***")
 }
 
 /// Replace the userinfo (`user:password@`) of every URL in `text` with `***@`, so an endpoint
@@ -290,7 +291,7 @@ pub fn classify_response(
 ) -> Result<Reply, TrackerError> {
     // The token echoed anywhere in the reply (a data field, an error's `type`) is scrubbed
     // before anything is parsed, so no field can carry it into a log line or an issue.
-    let body = &scrub(body, token);
+    let body = &*scrub_secret(body.into(), token.expose());
     let (data, errors, message) = match serde_json::from_str::<Envelope<Data>>(body) {
         Ok(env) => (Ok(env.data), env.errors, env.message),
         Err(e) => {
@@ -514,29 +515,17 @@ impl GraphqlClient {
             .limit(MAX_RESPONSE_BYTES)
             .read_to_vec()
             .map_err(|e| self.transport_error(operation, &e))?;
-        let mut text = String::from_utf8_lossy(&bytes);
         // Scrub before parsing: a credential echoed back inside a data field (a title, an
-        // error message) then cannot reach an issue, a warning or an error. Most replies contain
-        // none, so they are searched first and copied only when one is found.
-        if self.echoes_a_secret(&bytes) {
-            text = self.scrub_all(&text).into();
-        }
+        // error message) then cannot reach an issue, a warning or an error.
+        let text = self.scrub_all(String::from_utf8_lossy(&bytes));
         classify_response(status, &meta, &text, &self.token, SystemTime::now())
     }
 
-    /// True when `bytes` contain the token or a credential of the endpoint URL.
-    fn echoes_a_secret(&self, bytes: &[u8]) -> bool {
-        let contains =
-            |needle: &[u8]| !needle.is_empty() && bytes.windows(needle.len()).any(|w| w == needle);
-        contains(self.token.expose().as_bytes())
-            || self.endpoint_secrets.iter().any(|s| contains(s.as_bytes()))
-    }
-
     /// Scrub the token and the endpoint's credentials from `text`.
-    pub(crate) fn scrub_all(&self, text: &str) -> String {
-        let mut out = scrub(text, &self.token);
+    pub(crate) fn scrub_all<'a>(&self, text: Cow<'a, str>) -> Cow<'a, str> {
+        let mut out = scrub_secret(text, self.token.expose());
         for secret in &self.endpoint_secrets {
-            out = scrub_secret(&out, secret);
+            out = scrub_secret(out, secret);
         }
         out
     }
@@ -552,7 +541,7 @@ impl GraphqlClient {
             ureq::Error::BodyExceedsLimit(_) => {
                 format!("response body exceeds {MAX_RESPONSE_BYTES} bytes")
             }
-            other => redact_userinfo(&self.scrub_all(&other.to_string())),
+            other => redact_userinfo(&self.scrub_all(other.to_string().into())),
         };
         super::error(
             TrackerErrorKind::Transport,
@@ -792,7 +781,8 @@ mod tests {
             Duration::from_secs(1),
         );
         assert_eq!(c.endpoint_shown(), "https://***@127.0.0.1:1/graphql");
-        let echoed = c.scrub_all("title hunter2!TOKEN and hunter2%21TOKEN and ghp_SECRETSECRET");
+        let echoed =
+            c.scrub_all("title hunter2!TOKEN and hunter2%21TOKEN and ghp_SECRETSECRET".into());
         assert!(!echoed.contains("hunter2"), "{echoed}");
         assert!(!echoed.contains("SECRETSECRET"), "{echoed}");
     }
