@@ -1,17 +1,10 @@
-//! Containment with cgroup v2 where Baton can manage a subtree (under systemd with
-//! `Delegate=yes`, or any writable cgroup directory): every process the local supervisor starts —
-//! agents and hooks — runs in its own child cgroup `baton-<baton pid>-<label>-<n>` of Baton's
-//! cgroup. A tiny `/bin/sh` shim started with `posix_spawn` moves itself there and then execs the
-//! program (see [`ProcCgroup::command`]), so every descendant starts inside, even one that
-//! `setsid`s or double-forks; when the leader has exited, `cgroup.kill` ends everything left (in
-//! nested cgroups too) and the directory is removed with whatever the agent nested below it.
-//! What this does not stop (a process that writes itself into another cgroup its user may write)
-//! is in docs/security.md. Elsewhere Baton falls back to process groups (a `setsid`'d descendant
-//! can escape those).
-//!
-//! Detection, once per process: the `0::<path>` line of `/proc/self/cgroup`, the cgroup2 mount
-//! point from `/proc/self/mountinfo`, and a probe child that must be creatable and have
-//! `cgroup.kill` (Linux ≥ 5.14). `BATON_CONTAINMENT=process_group` forces the fallback.
+//! Containment with cgroup v2 where Baton can manage a subtree (what it stops and what it does
+//! not: docs/security.md): every process the local supervisor starts runs in its own child cgroup
+//! `baton-<baton pid>-<label>-<n>` of Baton's cgroup, joined by a `/bin/sh` shim before the
+//! program is exec'd ([`ProcCgroup::command`]), so every descendant starts inside; once the
+//! leader has exited, `cgroup.kill` ends everything left and the subtree is removed. Detected
+//! once per process (the `0::` line of `/proc/self/cgroup`, the cgroup2 mount, a probe child with
+//! `cgroup.kill`); `BATON_CONTAINMENT=process_group` forces process groups only.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};

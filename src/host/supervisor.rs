@@ -48,9 +48,8 @@ use super::{Process, ProcessSpec, StdoutItem, StdoutMode};
 /// near the cap (10 MB) is ever queued per agent. (Measured: a capacity of 2 for every line costs
 /// about 40 % of stream-json throughput in thread wake-ups.)
 const LINE_CHANNEL_CAPACITY: usize = 16;
-/// Line buffers that grew above this are shrunk back after the line is emitted.
-pub(crate) const SHRINK_ABOVE: usize = 1024 * 1024;
-/// What a shrunk line buffer keeps.
+/// Line buffers that grew above this are shrunk back (to `SHRUNK_CAPACITY`) after the line.
+const SHRINK_ABOVE: usize = 1024 * 1024;
 const SHRUNK_CAPACITY: usize = 64 * 1024;
 
 #[derive(Debug, Default)]
@@ -307,7 +306,7 @@ impl Drop for LocalProcess {
 
 /// Accumulates one line with a bound; skips (and measures) longer lines.
 #[derive(Debug, Default)]
-pub(crate) struct LineBuf {
+struct LineBuf {
     line: Vec<u8>,
     /// Some(bytes seen) while skipping an overlong line.
     skipping: Option<usize>,
@@ -315,7 +314,7 @@ pub(crate) struct LineBuf {
 }
 
 impl LineBuf {
-    pub(crate) fn new(max: usize) -> Self {
+    fn new(max: usize) -> Self {
         LineBuf {
             max: max.max(1),
             ..Default::default()
@@ -338,7 +337,7 @@ impl LineBuf {
     }
 
     /// The finished line (or the overlong marker); the buffer is reset (and shrunk when big).
-    pub(crate) fn take(&mut self) -> StdoutItem {
+    fn take(&mut self) -> StdoutItem {
         if let Some(bytes) = self.skipping.take() {
             return StdoutItem::LineTooLong { bytes };
         }
@@ -379,7 +378,7 @@ fn remote_pgid(r: &mut impl BufRead) -> Option<u32> {
 /// Split `r` into bounded lines and send them; ends with `Eof`. Stops early when the receiver is gone.
 /// Lines read together are sent together ([`Batch`]); whatever is finished is sent before the
 /// next read that may block, so a line is never held back waiting for more output.
-pub(crate) fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>) {
+fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>) {
     let mut reader = BufReader::with_capacity(64 * 1024, r);
     let mut buf = LineBuf::new(max_line);
     let mut batch = Batch::new(&tx);
@@ -419,9 +418,8 @@ pub(crate) fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>)
     }
 }
 
-/// Bytes of small lines sent as one [`StdoutItem::Lines`] at most.
+/// Bytes and lines of small lines sent as one [`StdoutItem::Lines`] at most.
 const BATCH_BYTES: usize = 64 * 1024;
-/// Lines sent as one [`StdoutItem::Lines`] at most.
 const BATCH_LINES: usize = 256;
 
 /// Small lines waiting to be sent as one item: a fast producer then costs one consumer wake-up

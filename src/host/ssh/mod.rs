@@ -1,24 +1,11 @@
-//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A).
-//!
-//! * Every operation runs the `ssh` found on `PATH` with `BatchMode=yes`, a connect timeout and
-//!   keep-alives; multiplexing masters (`ControlPath` in a private 0700 directory,
-//!   `ControlPersist`) are started on first use so later dispatches and hooks skip the handshake.
-//!   A host gets another master whenever its connections carry
-//!   `worker.ssh_sessions_per_connection` sessions (sshd's `MaxSessions`), so the server never
-//!   has to refuse a session. The operator's `ssh_config` (keys, `known_hosts`, `ProxyJump`)
-//!   applies unchanged.
-//! * Every short command (workspace scripts, probes, signals, master start) has a deadline
-//!   (`worker.ssh_command_timeout_ms`); one that times out is a `host_unavailable` failure, so
-//!   the host is marked down like an unreachable one.
-//! * The remote command line is built only from operator config and Baton-chosen values, each
-//!   word single-quoted ([`shell_quote`]); issue text travels as quoted positional arguments and
-//!   environment values, never as shell text.
-//! * Processes start under a tiny `sh` wrapper ([`process`]) that `setsid`s the program, prints
-//!   `BATON_PGID <n>` first, and kills that group when the connection's stdin reaches EOF (the
-//!   `ssh` client, the master or `sshd` died). Signals go to the remote group over a second
-//!   `ssh`.
-//! * Workspace operations are small fixed `sh` scripts ([`workspace`]) with the same containment
-//!   rules as locally, resolved with `cd -P`/`pwd -P` on the remote host.
+//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A; its `ssh`
+//! options, multiplexing masters, server limits and failure handling: docs/hosts.md). What a
+//! reviewer checks here: the remote command line is built only from operator config and
+//! Baton-chosen values, each word single-quoted ([`shell_quote`]), so issue text travels as
+//! quoted positional arguments and environment values, never as shell text; every short command
+//! has a deadline (`worker.ssh_command_timeout_ms`; a timeout is a `host_unavailable` failure);
+//! processes start under the [`process`] wrapper, which reports the remote group and kills it
+//! when the connection drops; workspaces keep the local containment rules ([`workspace`]).
 
 mod probe;
 mod process;

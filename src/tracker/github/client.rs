@@ -485,7 +485,6 @@ impl GraphqlClient {
         }
     }
 
-    /// The token (for scrubbing messages).
     pub fn token(&self) -> &Secret {
         &self.token
     }
