@@ -398,7 +398,7 @@ mod tests {
     }
 
     #[test]
-    fn selected_unset_shapes() {
+    fn option_value_unset_shapes() {
         let leaf = |v: Value| Leaf::deserialize(v).unwrap();
         assert!(selected(None).is_none());
         assert!(selected(Some(&leaf(json!({})))).is_none());
