@@ -2,7 +2,7 @@
 //! stdin a pipe held open) running the remote wrapper [`WRAPPER`]. The handle's pid is the
 //! remote process group id the wrapper reported; signals go to that group over a second `ssh`.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::thread;
@@ -50,40 +50,34 @@ pub(crate) struct SshProcess {
 /// The remote command line for `spec`: `cd <cwd> && exec env [-u K]… [K=V]… sh -c WRAPPER
 /// baton-run <shell> -lc <script> <args…>`, every word quoted.
 pub(crate) fn remote_command(spec: &ProcessSpec) -> io::Result<OsString> {
+    let names = spec
+        .env_remove
+        .iter()
+        .chain(spec.env.iter().map(|(k, _)| k));
+    if let Some(k) = names.into_iter().find(|k| !is_env_name(k)) {
+        let k = k.to_string_lossy();
+        return Err(io::Error::other(format!(
+            "invalid environment variable name {k:?}"
+        )));
+    }
     let mut words: Vec<OsString> = vec!["env".into()];
     for k in &spec.env_remove {
-        check_env_name(k)?;
-        words.push("-u".into());
-        words.push(k.clone());
+        words.extend(["-u".into(), k.clone()]);
     }
     for (k, v) in &spec.env {
-        check_env_name(k)?;
         let mut kv = k.clone();
         kv.push("=");
         kv.push(v);
         words.push(kv);
     }
-    words.extend(["sh".into(), "-c".into(), WRAPPER.into(), "baton-run".into()]);
-    words.push(spec.shell.clone());
-    words.push("-lc".into());
-    words.push(spec.script.clone().into());
+    words.extend(["sh", "-c", WRAPPER, "baton-run"].map(OsString::from));
+    words.extend([spec.shell.clone(), "-lc".into(), spec.script.clone().into()]);
     words.extend(spec.args.iter().cloned());
     let mut line = OsString::from("cd ");
     line.push(super::shell_join([spec.cwd.as_os_str()]));
     line.push(" && exec ");
     line.push(super::shell_join(&words));
     Ok(line)
-}
-
-fn check_env_name(k: &OsStr) -> io::Result<()> {
-    if is_env_name(k) {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!(
-            "invalid environment variable name {:?}",
-            k.to_string_lossy()
-        )))
-    }
 }
 
 /// Start `spec` on `host`; returns once the remote group exists (its pgid was reported), or an
