@@ -45,8 +45,8 @@ fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &TrackerConfi
     };
     r.ok(format!(
         "project: {} #{} {} ({})",
-        project.owner,
-        project.number,
+        tracker.owner,
+        tracker.number,
         quoted(&project.title),
         project.id
     ));

@@ -44,8 +44,6 @@ pub enum PriorityField {
 pub struct ProjectInfo {
     /// ProjectV2 node id (`PVT_…`).
     pub id: String,
-    pub owner: String,
-    pub number: u64,
     /// Untrusted text.
     pub title: String,
     pub closed: bool,
@@ -119,8 +117,6 @@ pub fn parse_project(
     };
     Ok(ProjectInfo {
         id,
-        owner: owner.to_string(),
-        number,
         title: project.title.clone().unwrap_or_default(),
         closed: project.closed.unwrap_or(false),
         status,
