@@ -577,13 +577,8 @@ impl GithubTracker {
             )));
         }
         for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
-            let found = self.refreshed_issue(project, id, node, gone.contains(&i), stats)?;
-            if let Some(mut issue) = found {
-                if shallow {
-                    issue.blocked_by.clear();
-                }
-                out.push(issue);
-            }
+            // A shallow refresh (`RefreshRunning`) reads no blockers: `blocked_by` stays empty.
+            out.extend(self.refreshed_issue(project, id, node, gone.contains(&i), stats)?);
         }
         Ok(())
     }
