@@ -175,7 +175,7 @@ pub(crate) fn spawn_command(
     mut cmd: Command,
     spec: &ProcessSpec,
     cgroup: Option<ProcCgroup>,
-    pgid: Option<Sender<u32>>,
+    pgid: Option<Sender<(u32, Option<u64>)>>,
 ) -> io::Result<LocalProcess> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -267,6 +267,10 @@ impl Process for LocalProcess {
 
     fn has_exited(&self) -> bool {
         self.exit.lock().map(|s| s.reaped).unwrap_or(true)
+    }
+
+    fn start_time(&self) -> Option<u64> {
+        super::orphan::leader_start_time(self.pid)
     }
 
     fn signal_group(&self, signal: i32) -> bool {
@@ -365,14 +369,22 @@ impl LineBuf {
     }
 }
 
-/// The group id of the wrapper's `BATON_PGID <n>` first line (at most 64 bytes).
-fn remote_pgid(r: &mut impl BufRead) -> Option<u32> {
+/// The group id and leader start time of the wrapper's `BATON_PGID <pgid> <start time>` first
+/// line (at most 64 bytes; the time may be empty).
+pub(crate) fn remote_pgid(r: &mut impl BufRead) -> Option<(u32, Option<u64>)> {
     let mut line = Vec::new();
     r.take(65).read_until(b'\n', &mut line).ok()?;
-    let n = std::str::from_utf8(&line)
+    let line = std::str::from_utf8(&line)
         .ok()?
         .strip_prefix("BATON_PGID ")?;
-    n.trim().parse::<u32>().ok().filter(|n| *n > 1)
+    let mut words = line.split(' ');
+    let pgid = words
+        .next()?
+        .trim_end()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 1)?;
+    Some((pgid, words.next().and_then(|t| t.trim().parse().ok())))
 }
 
 /// Split `r` into bounded lines and send them; ends with `Eof`. Stops early when the receiver is gone.
@@ -800,7 +812,8 @@ mod tests {
     #[test]
     fn the_remote_pgid_line_is_read_strictly() {
         let pgid = |s: &[u8]| remote_pgid(&mut BufReader::new(s));
-        assert_eq!(pgid(b"BATON_PGID 4242\nrest"), Some(4242));
+        assert_eq!(pgid(b"BATON_PGID 4242 917\nrest"), Some((4242, Some(917))));
+        assert_eq!(pgid(b"BATON_PGID 4242 \n"), Some((4242, None)));
         let long = [b'1'; 100];
         for bad in [
             &b"BATON_PGID 1\n"[..],

@@ -19,14 +19,14 @@ use crate::host::{Process, ProcessSpec, StdoutItem};
 /// The remote wrapper (`sh -c WRAPPER baton-run <shell> -lc <script> <args…>`):
 /// 1. keeps the connection's stdin on fd 3 and starts the program with `setsid` in a new session
 ///    (so a new process group) with stdin `/dev/null`; the program's first line is
-///    `BATON_PGID <pgid>`;
+///    `BATON_PGID <pgid> <leader start time>` (the time empty where `/proc` is missing);
 /// 2. starts a watcher (its own session) that blocks reading the connection's stdin: EOF means
 ///    Baton, its `ssh` client, the master or `sshd` is gone, and the watcher stops the group
 ///    (TERM, grace, KILL);
 /// 3. waits for the program, kills whatever is left in its group and the watcher, and exits with
 ///    the program's status.
 pub(crate) const WRAPPER: &str = r#"exec 3<&0 </dev/null
-setsid sh -c 'echo "BATON_PGID $$"; exec "$@"' baton-agent "$@" &
+setsid sh -c 'echo "BATON_PGID $$ $(cut -d" " -f22 /proc/$$/stat 2>/dev/null)"; exec "$@"' baton-agent "$@" &
 c=$!
 setsid sh -c 'cat >/dev/null; kill -TERM -"$1" 2>/dev/null || exit 0; sleep 3; kill -KILL -"$1" 2>/dev/null' baton-watch "$c" <&3 >/dev/null 2>&1 &
 w=$!
@@ -42,6 +42,7 @@ exit "$s"
 pub(crate) struct SshProcess {
     client: LocalProcess,
     pgid: u32,
+    start_time: Option<u64>,
     host: SshHost,
     /// This process's place on one of the host's connections.
     _session: Session,
@@ -90,19 +91,20 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
         let session = host.session();
         let mut cmd = host.command(&line, &session);
         cmd.stdin(Stdio::piped());
-        let (pgid_tx, pgid_rx) = bounded::<u32>(1);
+        let (pgid_tx, pgid_rx) = bounded::<(u32, Option<u64>)>(1);
         let client = supervisor::spawn_command(cmd, spec, None, Some(pgid_tx))?;
         let pgid = select! {
             recv(pgid_rx) -> p => p.ok(),
             recv(after(host.settings.timeout())) -> _ => None,
         };
-        if let Some(pgid) = pgid {
+        if let Some((pgid, start_time)) = pgid {
             if session_refused(&client.stderr_tail()) {
                 host.refused(&session); // the client fell back to a connection of its own
             }
             return Ok(SshProcess {
                 client,
                 pgid,
+                start_time,
                 host: host.clone(),
                 _session: session,
             });
@@ -168,6 +170,10 @@ impl Process for SshProcess {
 
     fn stderr_done(&self) -> &Receiver<()> {
         self.client.stderr_done()
+    }
+
+    fn start_time(&self) -> Option<u64> {
+        self.start_time
     }
 
     /// TERM, grace, KILL on the remote group; then verify with `kill -0` that the group is gone
@@ -243,6 +249,11 @@ mod tests {
         let mut lines = text.lines();
         let first = lines.next().unwrap();
         assert!(first.starts_with("BATON_PGID "), "{text}");
+        let line = format!("{first}\n");
+        let Some((pgid, start)) = supervisor::remote_pgid(&mut line.as_bytes()) else {
+            panic!("{text}");
+        };
+        assert!(pgid > 1 && start.is_some_and(|t| t > 0), "{first}");
         assert_eq!(lines.next(), Some("hi"));
         assert_eq!(status.code(), Some(3));
     }
