@@ -24,7 +24,7 @@ pub use crate::agent::config::{
     AgentKind, ClaudeCodeConfig, CliSection, CodexConfig, CopilotConfig, GeminiConfig,
 };
 pub use crate::host::sandbox::SandboxConfig;
-pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
+pub use crate::tracker::config::{OwnerType, TrackerConfig, DEFAULT_ENDPOINT};
 
 /// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
 #[derive(Clone, PartialEq, Eq)]
