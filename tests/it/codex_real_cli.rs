@@ -307,9 +307,9 @@ fn codex_real_cli_runs_in_the_sandbox() {
     .unwrap();
     let mut cfg = lab.config();
     cfg.thread_sandbox = "danger-full-access".into();
-    // The sandbox binds the command's own file: name the npm script itself, not its `.bin` link.
-    let real = std::fs::canonicalize(&lab.bin).unwrap();
-    cfg.cli.command = format!("'{}' app-server", real.display());
+    // The default command, with `codex` on PATH as a link in the (hidden) HOME.
+    lab.sb.put_on_path("codex", &lab.bin);
+    cfg.cli.command = "codex app-server".into();
     let sandbox = baton::host::sandbox::Sandbox::new(
         baton::host::sandbox::SandboxConfig {
             bubblewrap: true,
