@@ -205,9 +205,9 @@ mod tests {
 
     #[test]
     fn a_forced_shutdown_exits_3() {
-        let forced = Err(RunError::ForcedShutdown { workers: 1 });
-        assert_eq!(super::exit_code(&forced), 3);
-        let text = forced.unwrap_err().to_string();
+        let forced = RunError::ForcedShutdown { workers: 1 };
+        let text = forced.to_string();
+        assert_eq!(super::exit_code(&Err(forced)), 3);
         assert!(text.starts_with("forced_shutdown: 1 worker(s)"), "{text}");
         // A startup error that happens to start with the same word is not one.
         let startup = RunError::Startup("forced_shutdown: not really".into());
