@@ -21,6 +21,7 @@ use crate::agent::TokenUsage;
 use crate::workspace::{workspace_key, workspace_path};
 
 use super::engine::Action;
+use super::hosts::WorkspaceHosts;
 use super::state::{
     BlockedEntry, IssueSpend, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume,
     RetryEntry, RetryKind, RunningEntry, Totals,
@@ -47,7 +48,7 @@ struct View<'a> {
     spend: &'a BTreeMap<String, IssueSpend>,
     agent_totals: &'a Totals,
     orphans: &'a BTreeMap<String, Orphan>,
-    workspace_hosts: &'a super::hosts::WorkspaceHosts,
+    workspace_hosts: &'a WorkspaceHosts,
 }
 
 /// The `state.json` bytes of `s`.
@@ -295,12 +296,7 @@ pub fn restore(
     s.spend = stored.spend;
     s.agent_totals = stored.agent_totals;
     s.orphans = stored.orphans;
-    // Only configured hosts are ever contacted (placement, cleanup).
-    s.workspace_hosts = stored.workspace_hosts;
-    s.workspace_hosts.retain(|_, hs| {
-        hs.retain(|h| s.policy.ssh_hosts.contains(h));
-        !hs.is_empty()
-    });
+    s.workspace_hosts = configured_only(stored.workspace_hosts, &s.policy.ssh_hosts);
     for (id, e) in stored.running {
         let ident = e.issue.identifier.clone();
         if let Some(pgid) = e.agent_pid {
@@ -365,6 +361,16 @@ pub fn restore(
         }
     }
     (s, actions)
+}
+
+/// The workspace hosts that are still configured: no other host is ever contacted (placement,
+/// cleanup).
+fn configured_only(mut all: WorkspaceHosts, configured: &[String]) -> WorkspaceHosts {
+    all.retain(|_, hs| {
+        hs.retain(|h| configured.contains(h));
+        !hs.is_empty()
+    });
+    all
 }
 
 /// The recorded workspace, or the one the current root gives (a file that did not record it).
