@@ -14,5 +14,5 @@ pub mod store;
 pub mod write_policy;
 
 pub use saver::{BackgroundSaver, SaveReport};
-pub use store::{check_private, unsafe_reason, StateDir, StoreError};
+pub use store::{check_private, create_private, unsafe_reason, StateDir, StoreError};
 pub use write_policy::{StateWriter, WriteOutcome};

@@ -1,40 +1,34 @@
 //! Writes `state.json` on its own thread, so the main loop pays for the projection and the
-//! hand-off, not for the two fsyncs (milliseconds to tens of milliseconds on real disks).
+//! hand-off, not for the two fsyncs (milliseconds to tens of milliseconds on real disks). Hand
+//! [`StateWriter::take_due`]'s bytes to [`BackgroundSaver::submit`]; each finished write comes
+//! back as a [`SaveReport`] for [`StateWriter::finish`]. On shutdown: [`BackgroundSaver::stop`],
+//! finish the reports still in the channel, then [`StateWriter::flush`] on the main thread.
 //!
-//! Use with [`StateWriter`]: hand [`StateWriter::take_due`]'s state to
-//! [`BackgroundSaver::submit`]; each finished write comes back as a [`SaveReport`] on the
-//! channel given to [`BackgroundSaver::spawn`] (select on it in the main loop) and goes to
-//! [`StateWriter::finish`]. On shutdown: [`BackgroundSaver::stop`], finish the reports still in
-//! the channel, then [`StateWriter::flush`] on the main thread.
-//!
-//! [`StateWriter`]: crate::durable::StateWriter
 //! [`StateWriter::take_due`]: crate::durable::StateWriter::take_due
 //! [`StateWriter::finish`]: crate::durable::StateWriter::finish
 //! [`StateWriter::flush`]: crate::durable::StateWriter::flush
 
 use std::io;
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Sender};
 
 use super::store::{StateDir, StoreError};
 
-/// One finished write.
+/// One finished write; `elapsed` feeds `baton_state_write_duration_seconds`.
 #[derive(Debug)]
 pub struct SaveReport {
-    /// What was written (hand back to [`crate::durable::StateWriter::finish`]).
     pub bytes: Vec<u8>,
-    /// The result.
     pub result: Result<(), StoreError>,
-    /// How long the write took (for `baton_state_write_duration_seconds`).
-    pub elapsed: std::time::Duration,
+    pub elapsed: Duration,
 }
 
 /// The writer thread.
 #[derive(Debug)]
 pub struct BackgroundSaver {
-    jobs: Option<Sender<Vec<u8>>>,
-    thread: Option<JoinHandle<()>>,
+    jobs: Sender<Vec<u8>>,
+    thread: JoinHandle<()>,
 }
 
 impl BackgroundSaver {
@@ -45,48 +39,32 @@ impl BackgroundSaver {
             .name("baton-state".into())
             .spawn(move || {
                 for bytes in rx {
-                    let started = std::time::Instant::now();
+                    let started = Instant::now();
                     let result = dir.save(&bytes);
                     let elapsed = started.elapsed();
-                    let report = SaveReport {
-                        bytes,
-                        result,
-                        elapsed,
-                    };
-                    if done.send(report).is_err() {
+                    if done
+                        .send(SaveReport {
+                            bytes,
+                            result,
+                            elapsed,
+                        })
+                        .is_err()
+                    {
                         break;
                     }
                 }
             })?;
-        Ok(BackgroundSaver {
-            jobs: Some(jobs),
-            thread: Some(thread),
-        })
+        Ok(BackgroundSaver { jobs, thread })
     }
 
     /// Queue a write. Returns the bytes back if the thread is gone (write them synchronously).
     pub fn submit(&self, bytes: Vec<u8>) -> Result<(), Vec<u8>> {
-        match &self.jobs {
-            Some(tx) => tx.send(bytes).map_err(|e| e.into_inner()),
-            None => Err(bytes),
-        }
+        self.jobs.send(bytes).map_err(|e| e.into_inner())
     }
 
     /// Let the queued writes finish and join the thread.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        self.jobs = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for BackgroundSaver {
-    fn drop(&mut self) {
-        self.shutdown();
+    pub fn stop(self) {
+        drop(self.jobs);
+        let _ = self.thread.join();
     }
 }

@@ -21,9 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// File name of the state document.
 pub const STATE_FILE: &str = "state.json";
-/// Temporary file a write goes to before it is renamed.
 const TEMP_FILE: &str = ".state.json.tmp";
 /// The holder's pid (informational: the lock is the directory's `flock`).
 const PID_FILE: &str = "pid";
@@ -34,50 +32,33 @@ const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
 /// after `baton: `.
 #[derive(Debug)]
 pub enum StoreError {
-    /// Another process holds the directory's lock.
-    Locked {
-        /// The state directory.
-        dir: PathBuf,
-        /// The holder's pid as written in `pid` (`None` if unreadable).
-        pid: Option<u32>,
-    },
+    /// Another process holds the directory's lock (`pid` as written in `pid`, if readable).
+    Locked { dir: PathBuf, pid: Option<u32> },
     /// `state.json` was written by a newer Baton; it is left untouched.
     VersionUnsupported {
-        /// The file.
         path: PathBuf,
-        /// Its version.
         found: u64,
-        /// The newest version this build reads.
         newest: u64,
     },
-    /// The directory (or a parent) could be changed by someone else (`what` names which
-    /// directory: `state_dir_unsafe`, `workspace_root_unsafe`).
+    /// The directory (or a parent) could be changed by someone else; `what` is the error name
+    /// (`state_dir_unsafe`, `workspace_root_unsafe`).
     Unsafe {
-        /// The error name.
         what: &'static str,
-        /// The directory.
         dir: PathBuf,
-        /// Why.
         reason: String,
     },
     /// The path no longer names the directory this process locked (renamed or replaced).
-    LockLost {
-        /// The state directory.
-        dir: PathBuf,
-    },
-    /// A filesystem operation failed.
+    LockLost { dir: PathBuf },
+    /// `op` names what was being done (`create state dir`, `write state`, ...).
     Io {
-        /// What was being done (`create state dir`, `write state`, ...).
         op: &'static str,
-        /// The path involved.
         path: PathBuf,
-        /// The OS error.
         source: io::Error,
     },
 }
 
 impl StoreError {
-    /// The stable error name.
+    /// The stable error name (logs, `baton check`).
     pub fn name(&self) -> &'static str {
         match self {
             StoreError::Locked { .. } => "state_locked",
@@ -138,16 +119,11 @@ pub struct StateDir {
     dir: Arc<File>,
 }
 
-/// This process's effective uid.
-fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
-}
-
 /// Why `dir` must not hold private files (`None`: it may). See the module docs; checked on the
 /// path as given and on the path it resolves to.
 pub fn unsafe_reason(dir: &Path) -> Option<String> {
-    let uid = euid();
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
     let real = match std::fs::canonicalize(dir) {
         Ok(r) => r,
         Err(e) => return Some(format!("cannot resolve: {e}")),
@@ -181,6 +157,11 @@ pub fn unsafe_reason(dir: &Path) -> Option<String> {
     None
 }
 
+/// Create `dir` and its missing parents, 0700.
+pub fn create_private(dir: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
 /// Refuse `dir` as a private directory (`what` names the error), see [`unsafe_reason`].
 pub fn check_private(what: &'static str, dir: &Path) -> Result<(), StoreError> {
     match unsafe_reason(dir) {
@@ -199,11 +180,7 @@ impl StateDir {
     pub fn open(path: impl Into<PathBuf>, create: bool) -> Result<StateDir, StoreError> {
         let path = path.into();
         if create {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&path)
-                .map_err(|e| StoreError::io("create state dir", &path, e))?;
+            create_private(&path).map_err(|e| StoreError::io("create state dir", &path, e))?;
         }
         check_private("state_dir_unsafe", &path)?;
         let real = std::fs::canonicalize(&path).map_err(|e| StoreError::io("open", &path, e))?;
@@ -218,12 +195,10 @@ impl StateDir {
         })
     }
 
-    /// The directory.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Path of `state.json`.
     pub fn state_file(&self) -> PathBuf {
         self.path.join(STATE_FILE)
     }
@@ -325,13 +300,11 @@ impl StateDir {
     }
 
     fn check_lock(&self) -> Result<(), StoreError> {
-        let lost = || StoreError::LockLost {
-            dir: self.path.clone(),
-        };
-        let (here, locked) = (std::fs::metadata(&self.path), self.dir.metadata());
-        match (here, locked) {
+        match (std::fs::metadata(&self.path), self.dir.metadata()) {
             (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino() => Ok(()),
-            _ => Err(lost()),
+            _ => Err(StoreError::LockLost {
+                dir: self.path.clone(),
+            }),
         }
     }
 

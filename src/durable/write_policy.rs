@@ -10,31 +10,19 @@ pub const MIN_INTERVAL_MS: u64 = 100;
 /// Default wait after a failed write before the next attempt.
 pub const RETRY_AFTER_FAILURE_MS: u64 = 5_000;
 
-/// What [`StateWriter::write_if_due`] or [`StateWriter::flush`] did.
+/// What [`StateWriter::finish`] or [`StateWriter::flush`] did: nothing (`Clean`: no change since
+/// the last write), a write (`recovered`: it ended a streak of failures), or a failed write
+/// (`first` of a streak; the in-memory state is kept and retried later).
 #[derive(Debug)]
 pub enum WriteOutcome {
-    /// Nothing changed since the last write.
     Clean,
-    /// A change is pending but not due yet (see [`StateWriter::next_due`]).
-    NotDue,
-    /// Written.
-    Written {
-        /// The write ended a streak of failures (log the recovery).
-        recovered: bool,
-    },
-    /// The write failed; the in-memory state is kept and retried later.
-    Failed {
-        /// Why.
-        error: StoreError,
-        /// First failure of a streak.
-        first: bool,
-    },
+    Written { recovered: bool },
+    Failed { error: StoreError, first: bool },
 }
 
-/// Holds the latest projection (the `state.json` bytes) until it is written. Synchronous use:
-/// [`StateWriter::write_if_due`] and [`StateWriter::flush`]. Off the main thread (see
-/// [`super::saver::BackgroundSaver`]): [`StateWriter::take_due`] hands out the bytes to write,
-/// [`StateWriter::finish`] takes the result back; one write is in flight at a time.
+/// Holds the latest projection (the `state.json` bytes) until it is written:
+/// [`StateWriter::take_due`] hands out the bytes to write, [`StateWriter::finish`] takes the
+/// result back; one write is in flight at a time.
 #[derive(Debug)]
 pub struct StateWriter {
     min_interval_ms: u64,
@@ -103,11 +91,6 @@ impl StateWriter {
         )
     }
 
-    /// True while a write handed out by [`StateWriter::take_due`] has not been finished.
-    pub fn in_flight(&self) -> bool {
-        self.in_flight
-    }
-
     /// The bytes to write now, if a write is due at `now` and none is in flight. Pass them back
     /// with the result to [`StateWriter::finish`].
     pub fn take_due(&mut self, now: u64) -> Option<Vec<u8>> {
@@ -159,28 +142,17 @@ impl StateWriter {
         }
     }
 
-    /// Write the pending projection if it is due at `now`, on this thread.
-    pub fn write_if_due(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
-        match self.take_due(now) {
-            Some(bytes) => self.save(dir, bytes, now),
-            None if self.pending.is_none() => WriteOutcome::Clean,
-            None => WriteOutcome::NotDue,
-        }
-    }
-
-    /// Write the pending projection now, whatever the timer says (shutdown's final write). With
-    /// a [`super::saver::BackgroundSaver`], stop it and [`StateWriter::finish`] its last report
-    /// first: two writers must never run at once.
+    /// Write the pending projection now on this thread, whatever the timer says (shutdown's final
+    /// write). With a [`super::saver::BackgroundSaver`], stop it and [`StateWriter::finish`] its
+    /// last report first: two writers must never run at once.
     pub fn flush(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
         match self.take() {
-            Some(bytes) => self.save(dir, bytes, now),
+            Some(bytes) => {
+                let result = dir.save(&bytes);
+                self.finish(bytes, result, now)
+            }
             None => WriteOutcome::Clean,
         }
-    }
-
-    fn save(&mut self, dir: &StateDir, bytes: Vec<u8>, now: u64) -> WriteOutcome {
-        let result = dir.save(&bytes);
-        self.finish(bytes, result, now)
     }
 }
 

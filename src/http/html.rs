@@ -91,146 +91,150 @@ pub fn path_segment(s: &str) -> String {
     out
 }
 
-/// The dashboard for `snap` as seen at `now` (ages and countdowns).
-pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
+/// A whole page: `body` between the common head (title, style, reload) and the countdown script.
+fn page(title: &str, body: impl FnOnce(&mut String)) -> String {
     let mut h = String::with_capacity(8 * 1024);
-    page_start(&mut h, "Baton");
     let _ = write!(
         h,
-        "<h1>Baton</h1><p class=\"muted\">Snapshot {} · {} running · {} retrying · {} blocked · \
-         reloads every {REFRESH_SECONDS}s · <a href=\"/api/v1/state\">JSON</a></p>",
-        escape(&snap.generated_at),
-        snap.counts.running,
-        snap.counts.retrying,
-        snap.counts.blocked,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <meta name=\"referrer\" content=\"no-referrer\">\
+         <meta http-equiv=\"refresh\" content=\"{REFRESH_SECONDS}\">\
+         <title>{}</title><style>{STYLE}</style></head><body>",
+        escape(title)
     );
-
-    table_section(
-        &mut h,
-        ("running", "Running", "No running agents."),
-        "running-table",
-        "<th>Issue</th><th>Title</th><th>State</th>\
-         <th class=\"num\">Turns</th><th>Age</th><th>Last event</th>\
-         <th class=\"num\">Tokens</th><th class=\"num\">Cost</th>",
-        &snap.running,
-        |h, row| running_row(h, row, now),
-    );
-    hosts_section(&mut h, &snap.hosts);
-    table_section(
-        &mut h,
-        ("retrying", "Retry queue", "No retries queued."),
-        "retry-table",
-        "<th>Issue</th><th class=\"num\">Attempt</th>\
-         <th>Due in</th><th>Due at</th><th>Error</th>",
-        &snap.retrying,
-        retry_row,
-    );
-    table_section(
-        &mut h,
-        ("blocked", "Blocked", "No blocked issues."),
-        "blocked-table",
-        "<th>Issue</th><th>State</th><th>Reason</th>\
-         <th>Since</th>",
-        &snap.blocked,
-        |h, row| blocked_row(h, row, now),
-    );
-
-    let t = &snap.agent_totals;
-    let _ = write!(
-        h,
-        "<h2 id=\"totals\">Totals</h2><dl><dt>Input tokens</dt><dd>{}</dd><dt>Output tokens</dt>\
-         <dd>{}</dd><dt>Cache read tokens</dt><dd>{}</dd><dt>Cache write tokens</dt><dd>{}</dd>\
-         <dt>Total tokens</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd><dt>Agent runtime</dt><dd>{}</dd>\
-         <dt>Cost</dt><dd>{}</dd>",
-        thousands(t.tokens.input_tokens),
-        thousands(t.tokens.output_tokens),
-        thousands(t.tokens.cache_read_input_tokens),
-        thousands(t.tokens.cache_creation_input_tokens),
-        thousands(t.tokens.total_tokens),
-        thousands(t.turns),
-        duration_text(t.seconds_running.max(0.0) as u64),
-        cost_text(Some(t.cost_usd)),
-    );
-    budget_limits(&mut h, &snap.budget);
-    h.push_str("</dl>");
-
-    tracker_section(&mut h, &snap.tracker, now);
-    h.push_str("<h2 id=\"rate-limits\">Agent rate limits</h2>");
-    match &snap.rate_limits {
-        Some(v) if !v.is_null() => {
-            let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
-            let _ = write!(h, "<pre>{}</pre>", escape(&pretty));
-        }
-        _ => h.push_str("<p class=\"muted\">None reported.</p>"),
-    }
-    page_end(&mut h);
+    body(&mut h);
+    let _ = write!(h, "<script>{COUNTDOWN_SCRIPT}</script></body></html>");
     h
 }
 
-fn tracker_section(h: &mut String, tr: &TrackerHealth, now: SystemTime) {
-    h.push_str("<h2 id=\"tracker\">Tracker</h2><dl><dt>Last successful poll</dt><dd>");
-    match &tr.last_successful_poll_at {
-        Some(at) => {
-            let _ = write!(h, "{} ({})", escape(at), ago_text(at, now));
-        }
-        None => h.push_str("<span class=\"muted\">never</span>"),
-    }
-    h.push_str("</dd><dt>Last poll error</dt><dd>");
-    match &tr.last_error {
-        Some(e) => {
-            let _ = write!(h, "<span class=\"err\">{}</span>", escape(e));
-        }
-        None => h.push_str("<span class=\"muted\">none</span>"),
-    }
-    h.push_str("</dd><dt>Request budget</dt><dd>");
-    match &tr.rate_limit {
-        Some(rl) => {
-            let _ = write!(h, "{} of {} left", opt_num(rl.remaining), opt_num(rl.limit));
-            if let Some(reset) = &rl.reset_at {
-                let _ = write!(h, ", resets {}", escape(reset));
-            }
-            if let Some(cost) = rl.last_cost {
-                let _ = write!(h, ", last request cost {cost}");
-            }
-        }
-        None => h.push_str("<span class=\"muted\">unknown</span>"),
-    }
-    h.push_str("</dd></dl>");
+fn muted(text: &str) -> String {
+    format!("<span class=\"muted\">{text}</span>")
 }
 
-fn running_details(h: &mut String, r: &RunningRow, now: SystemTime) {
+/// The dashboard for `snap` as seen at `now` (ages and countdowns).
+pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
+    page("Baton", |h| {
+        let _ = write!(
+            h,
+            "<h1>Baton</h1><p class=\"muted\">Snapshot {} · {} running · {} retrying · {} blocked \
+             · reloads every {REFRESH_SECONDS}s · <a href=\"/api/v1/state\">JSON</a></p>",
+            escape(&snap.generated_at),
+            snap.counts.running,
+            snap.counts.retrying,
+            snap.counts.blocked,
+        );
+        table_section(
+            h,
+            ("running", "Running", "No running agents."),
+            "running-table",
+            "<th>Issue</th><th>Title</th><th>State</th>\
+             <th class=\"num\">Turns</th><th>Age</th><th>Last event</th>\
+             <th class=\"num\">Tokens</th><th class=\"num\">Cost</th>",
+            &snap.running,
+            |h, row| running_row(h, row, now),
+        );
+        if !snap.hosts.is_empty() {
+            table_section(
+                h,
+                ("hosts", "Worker hosts", ""),
+                "hosts-table",
+                "<th>Host</th><th class=\"num\">Running</th><th class=\"num\">Cap</th>\
+                 <th>Health</th>",
+                &snap.hosts,
+                host_row,
+            );
+        }
+        table_section(
+            h,
+            ("retrying", "Retry queue", "No retries queued."),
+            "retry-table",
+            "<th>Issue</th><th class=\"num\">Attempt</th>\
+             <th>Due in</th><th>Due at</th><th>Error</th>",
+            &snap.retrying,
+            retry_row,
+        );
+        table_section(
+            h,
+            ("blocked", "Blocked", "No blocked issues."),
+            "blocked-table",
+            "<th>Issue</th><th>State</th><th>Reason</th><th>Since</th>",
+            &snap.blocked,
+            |h, row| blocked_row(h, row, now),
+        );
+        let t = &snap.agent_totals;
+        let _ = write!(
+            h,
+            "<h2 id=\"totals\">Totals</h2><dl><dt>Input tokens</dt><dd>{}</dd><dt>Output tokens\
+             </dt><dd>{}</dd><dt>Cache read tokens</dt><dd>{}</dd><dt>Cache write tokens</dt>\
+             <dd>{}</dd><dt>Total tokens</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd><dt>Agent \
+             runtime</dt><dd>{}</dd><dt>Cost</dt><dd>{}</dd>",
+            thousands(t.tokens.input_tokens),
+            thousands(t.tokens.output_tokens),
+            thousands(t.tokens.cache_read_input_tokens),
+            thousands(t.tokens.cache_creation_input_tokens),
+            thousands(t.tokens.total_tokens),
+            thousands(t.turns),
+            duration_text(t.seconds_running.max(0.0) as u64),
+            cost_text(Some(t.cost_usd)),
+        );
+        budget_limits(h, &snap.budget);
+        h.push_str("</dl>");
+        tracker_section(h, &snap.tracker, now);
+        h.push_str("<h2 id=\"rate-limits\">Agent rate limits</h2>");
+        match &snap.rate_limits {
+            Some(v) if !v.is_null() => {
+                let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
+                let _ = write!(h, "<pre>{}</pre>", escape(&pretty));
+            }
+            _ => h.push_str("<p class=\"muted\">None reported.</p>"),
+        }
+    })
+}
+
+fn tracker_section(h: &mut String, tr: &TrackerHealth, now: SystemTime) {
+    let last_poll = tr.last_successful_poll_at.as_ref().map_or_else(
+        || muted("never"),
+        |at| format!("{} ({})", escape(at), ago_text(at, now)),
+    );
+    let last_error = tr.last_error.as_ref().map_or_else(
+        || muted("none"),
+        |e| format!("<span class=\"err\">{}</span>", escape(e)),
+    );
+    let budget = tr.rate_limit.as_ref().map_or_else(
+        || muted("unknown"),
+        |rl| {
+            let num = |n: Option<i64>| n.map_or_else(|| "?".into(), |v| v.to_string());
+            let mut s = format!("{} of {} left", num(rl.remaining), num(rl.limit));
+            if let Some(reset) = &rl.reset_at {
+                let _ = write!(s, ", resets {}", escape(reset));
+            }
+            if let Some(cost) = rl.last_cost {
+                let _ = write!(s, ", last request cost {cost}");
+            }
+            s
+        },
+    );
     let _ = write!(
         h,
-        "<dt>State</dt><dd>{}</dd><dt>Session</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd>\
-         <dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} total</dd>\
-         <dt>Cost</dt><dd>{}</dd>",
-        escape(&r.state),
-        session_text(r),
-        r.turn_count,
-        age_text(&r.started_at, now),
-        thousands(r.tokens.input_tokens),
-        thousands(r.tokens.output_tokens),
-        thousands(r.tokens.total_tokens),
-        cost_text(r.cost_usd),
+        "<h2 id=\"tracker\">Tracker</h2><dl><dt>Last successful poll</dt><dd>{last_poll}</dd>\
+         <dt>Last poll error</dt><dd>{last_error}</dd><dt>Request budget</dt><dd>{budget}</dd>\
+         </dl>"
     );
 }
 
 /// One dashboard section: a heading (`id`, title, text shown when empty), then a table of
 /// `rows` with the given header cells.
-fn table_section<'a, T: 'a, I>(
+fn table_section<T>(
     h: &mut String,
     (id, title, empty): (&str, &str, &str),
     table_id: &str,
     head: &str,
-    rows: I,
+    rows: &[T],
     mut row: impl FnMut(&mut String, &T),
-) where
-    I: IntoIterator<Item = &'a T>,
-    I::IntoIter: ExactSizeIterator,
-{
-    let rows = rows.into_iter();
+) {
     let _ = write!(h, "<h2 id=\"{id}\">{title}</h2>");
-    if rows.len() == 0 {
+    if rows.is_empty() {
         let _ = write!(h, "<p class=\"muted\">{empty}</p>");
         return;
     }
@@ -246,40 +250,39 @@ fn table_section<'a, T: 'a, I>(
 
 /// The per-issue page for `detail` as seen at `now`.
 pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
-    let mut h = String::with_capacity(8 * 1024);
-    page_start(&mut h, &format!("Baton · {}", d.issue_identifier));
-    let url = d
-        .running
-        .as_ref()
-        .and_then(|r| r.url.as_deref())
-        .or_else(|| d.retry.as_ref().and_then(|r| r.url.as_deref()))
-        .or_else(|| d.blocked.as_ref().and_then(|r| r.url.as_deref()));
-    let _ = write!(
-        h,
-        "<p><a href=\"/\">← Dashboard</a> · <a href=\"/api/v1/{}\">JSON</a></p><h1>{}</h1>",
-        path_segment(&d.issue_identifier),
-        issue_link(&d.issue_identifier, url),
-    );
-    issue_facts(&mut h, d, now);
-    table_section(
-        &mut h,
-        ("events", "Recent events", "No events recorded."),
-        "events-table",
-        "<th>At</th><th>Event</th><th>Message</th>",
+    page(&format!("Baton · {}", d.issue_identifier), |h| {
+        let url = d
+            .running
+            .as_ref()
+            .and_then(|r| r.url.as_deref())
+            .or_else(|| d.retry.as_ref().and_then(|r| r.url.as_deref()))
+            .or_else(|| d.blocked.as_ref().and_then(|r| r.url.as_deref()));
+        let _ = write!(
+            h,
+            "<p><a href=\"/\">← Dashboard</a> · <a href=\"/api/v1/{}\">JSON</a></p><h1>{}</h1>",
+            path_segment(&d.issue_identifier),
+            issue_link(&d.issue_identifier, url),
+        );
+        issue_facts(h, d, now);
         // Newest first reads best on a page that reloads itself.
-        d.recent_events.iter().rev(),
-        |h, ev| {
-            let _ = write!(
-                h,
-                "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape(&ev.at),
-                escape(&ev.event),
-                escape(&truncate_chars(&ev.message, EVENT_MESSAGE_CHARS)),
-            );
-        },
-    );
-    page_end(&mut h);
-    h
+        let events: Vec<_> = d.recent_events.iter().rev().collect();
+        table_section(
+            h,
+            ("events", "Recent events", "No events recorded."),
+            "events-table",
+            "<th>At</th><th>Event</th><th>Message</th>",
+            &events,
+            |h, ev| {
+                let _ = write!(
+                    h,
+                    "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    escape(&ev.at),
+                    escape(&ev.event),
+                    escape(&truncate_chars(&ev.message, EVENT_MESSAGE_CHARS)),
+                );
+            },
+        );
+    })
 }
 
 /// The issue page's title and facts: status, workspace, attempts, spend, budget, why blocked.
@@ -293,18 +296,33 @@ fn issue_facts(h: &mut String, d: &IssueDetail, now: SystemTime) {
          <dt>Workspace</dt><dd>{}</dd><dt>Attempts</dt><dd>{}</dd><dt>Last error</dt><dd>{}</dd>",
         escape(&d.status),
         escape(&d.issue_id),
-        d.workspace
-            .as_deref()
-            .map(escape)
-            .unwrap_or_else(|| "<span class=\"muted\">none</span>".into()),
+        d.workspace.as_deref().map_or_else(|| muted("none"), escape),
         d.attempts,
-        d.last_error
-            .as_deref()
-            .map(|e| format!("<span class=\"err\">{}</span>", escape(e)))
-            .unwrap_or_else(|| "<span class=\"muted\">none</span>".into()),
+        d.last_error.as_deref().map_or_else(
+            || muted("none"),
+            |e| format!("<span class=\"err\">{}</span>", escape(e))
+        ),
     );
     if let Some(r) = &d.running {
-        running_details(h, r, now);
+        let session = escape(r.session_id.as_deref().unwrap_or("—"));
+        let resumed = if r.resumed {
+            " (resumed after restart)"
+        } else {
+            ""
+        };
+        let _ = write!(
+            h,
+            "<dt>State</dt><dd>{}</dd><dt>Session</dt><dd>{session}{resumed}</dd><dt>Turns</dt>\
+             <dd>{}</dd><dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} \
+             total</dd><dt>Cost</dt><dd>{}</dd>",
+            escape(&r.state),
+            r.turn_count,
+            age_text(&r.started_at, now),
+            thousands(r.tokens.input_tokens),
+            thousands(r.tokens.output_tokens),
+            thousands(r.tokens.total_tokens),
+            cost_text(r.cost_usd),
+        );
     }
     if let Some(r) = &d.retry {
         let _ = write!(
@@ -341,60 +359,14 @@ fn issue_facts(h: &mut String, d: &IssueDetail, now: SystemTime) {
 
 /// A small HTML error page (unknown issue, snapshot timeout) for the HTML routes.
 pub fn render_error_page(title: &str, message: &str) -> String {
-    let mut h = String::new();
-    page_start(&mut h, "Baton");
-    let _ = write!(
-        h,
-        "<p><a href=\"/\">← Dashboard</a></p><h1>{}</h1><p class=\"err\">{}</p>",
-        escape(title),
-        escape(message)
-    );
-    page_end(&mut h);
-    h
-}
-
-fn page_start(h: &mut String, title: &str) {
-    let _ = write!(
-        h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
-         <meta name=\"referrer\" content=\"no-referrer\">\
-         <meta http-equiv=\"refresh\" content=\"{REFRESH_SECONDS}\">\
-         <title>{}</title><style>{STYLE}</style></head><body>",
-        escape(title)
-    );
-}
-
-fn page_end(h: &mut String) {
-    let _ = write!(h, "<script>{COUNTDOWN_SCRIPT}</script></body></html>");
-}
-
-/// The Status cell of a running row: resumed after a restart, on which host.
-fn state_text(r: &RunningRow) -> String {
-    let mut s = escape(&r.state);
-    if r.resumed {
-        s.push_str(
-            " <span class=\"muted resumed\" title=\"resumed its agent session after a restart\">resumed</span>",
-        );
-    }
-    if let Some(host) = &r.host {
-        let _ = write!(s, " <span class=\"muted host\">on {}</span>", escape(host));
-    }
-    s
-}
-
-/// Nothing without `worker.ssh_hosts`.
-fn hosts_section(h: &mut String, hosts: &[HostRow]) {
-    if !hosts.is_empty() {
-        table_section(
+    page("Baton", |h| {
+        let _ = write!(
             h,
-            ("hosts", "Worker hosts", ""),
-            "hosts-table",
-            "<th>Host</th><th class=\"num\">Running</th><th class=\"num\">Cap</th><th>Health</th>",
-            hosts,
-            host_row,
+            "<p><a href=\"/\">← Dashboard</a></p><h1>{}</h1><p class=\"err\">{}</p>",
+            escape(title),
+            escape(message)
         );
-    }
+    })
 }
 
 fn host_row(h: &mut String, r: &HostRow) {
@@ -417,15 +389,6 @@ fn host_row(h: &mut String, r: &HostRow) {
     );
 }
 
-fn session_text(r: &RunningRow) -> String {
-    let id = escape(r.session_id.as_deref().unwrap_or("—"));
-    if r.resumed {
-        format!("{id} (resumed after restart)")
-    } else {
-        id
-    }
-}
-
 /// The opening of a row about one issue: its link, and a link to its page.
 fn issue_cells(class: &str, identifier: &str, url: Option<&str>) -> String {
     format!(
@@ -442,19 +405,31 @@ fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
         Some(ev) => {
             let mut s = format!("<b>{}</b>", escape(ev));
             if let Some(at) = &r.last_event_at {
-                let _ = write!(s, " <span class=\"muted\">{}</span>", ago_text(at, now));
+                let _ = write!(s, " {}", muted(&ago_text(at, now)));
             }
             if let Some(msg) = r.last_message.as_deref().filter(|m| !m.is_empty()) {
-                let _ = write!(
-                    s,
-                    "<br>{}",
-                    escape(&truncate_chars(msg, CELL_MESSAGE_CHARS))
-                );
+                let msg = escape(&truncate_chars(msg, CELL_MESSAGE_CHARS));
+                let _ = write!(s, "<br>{msg}");
             }
             s
         }
-        None => "<span class=\"muted\">—</span>".to_string(),
+        None => muted("—"),
     };
+    // The Status cell: resumed after a restart, on which host.
+    let mut state = escape(&r.state);
+    if r.resumed {
+        state.push_str(
+            " <span class=\"muted resumed\" title=\"resumed its agent session after a restart\">\
+             resumed</span>",
+        );
+    }
+    if let Some(host) = &r.host {
+        let _ = write!(
+            state,
+            " <span class=\"muted host\">on {}</span>",
+            escape(host)
+        );
+    }
     let _ = write!(
         h,
         "{cells}<td class=\"title\">{title}</td><td>{state}</td>\
@@ -463,7 +438,6 @@ fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
          <td class=\"num\">{cost}</td></tr>",
         cells = issue_cells("running-row", &r.issue_identifier, r.url.as_deref()),
         title = escape(&r.title),
-        state = state_text(r),
         turns = r.turn_count,
         age = age_text(&r.started_at, now),
         input = thousands(r.tokens.input_tokens),
@@ -527,7 +501,7 @@ fn elapsed(at: &str, now: SystemTime) -> Option<String> {
 }
 
 fn age_text(started_at: &str, now: SystemTime) -> String {
-    elapsed(started_at, now).unwrap_or_else(|| "<span class=\"muted\">?</span>".to_string())
+    elapsed(started_at, now).unwrap_or_else(|| muted("?"))
 }
 
 fn ago_text(at: &str, now: SystemTime) -> String {
@@ -572,7 +546,7 @@ fn budget_limits(h: &mut String, b: &Budget) {
         parts.push(format!("{t} turns"));
     }
     let text = if parts.is_empty() {
-        "<span class=\"muted\">unlimited</span>".to_string()
+        muted("unlimited")
     } else {
         escape(&parts.join(" · "))
     };
@@ -586,26 +560,15 @@ fn cost_text(cost: Option<f64>) -> String {
     }
 }
 
-fn opt_num(n: Option<i64>) -> String {
-    n.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
-}
-
 fn base64(bytes: &[u8]) -> String {
     const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        let n =
+            (chunk.iter().enumerate()).fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
         for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(char::from(TABLE[(n >> (18 - 6 * i) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
+            let c = TABLE[(n >> (18 - 6 * i) & 63) as usize];
+            out.push(if i <= chunk.len() { char::from(c) } else { '=' });
         }
     }
     out

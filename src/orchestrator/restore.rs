@@ -1,13 +1,8 @@
-//! Durable state, the core's side (pure). `state.json` is a serde view of the engine state
-//! ([`to_json`]): the running entries with their durable facts, the retry queue, parked issues,
-//! run counts, spend, totals, unresolved orphans and the SSH hosts holding each issue's
-//! workspace copies. [`parse`] reads it back entry by entry (a bad
-//! entry is dropped alone; schema 1 is upgraded once) and [`restore`] turns it into a fresh engine
-//! state plus the startup actions: every interrupted run becomes a continuation that resumes its
-//! session once its old agent group is known to be stopped (`Action::StopOrphan`).
-//!
-//! Times are engine times, which in the daemon are Unix-epoch milliseconds (the runtime's
-//! `SystemClock`), so a due time written before a restart means the same moment after it.
+//! Durable state, the core's side (pure): `state.json` is a serde view of the engine state
+//! ([`to_json`]), [`parse`] reads it back entry by entry (a bad entry is dropped alone; schema 1
+//! is upgraded once) and [`restore`] turns it into a fresh engine state plus the startup actions.
+//! Times are engine times, in the daemon Unix-epoch milliseconds, so a due time written before a
+//! restart means the same moment after it.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -67,12 +62,11 @@ pub fn to_json(s: &OrchestratorState) -> Result<Vec<u8>, String> {
     .map_err(|e| format!("serialize state: {e}"))
 }
 
-/// Why a whole file cannot be used.
+/// Why a whole file cannot be used: written by a newer Baton (leave it alone), or not a state
+/// document at all (move it aside).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ParseError {
-    /// Written by a newer Baton: leave it alone.
     Newer(u64),
-    /// Not a state document at all: move it aside.
     Corrupt(String),
 }
 
@@ -80,9 +74,8 @@ pub enum ParseError {
 /// on its own: one that fails is dropped with `event=state_entry_dropped` naming the issue and
 /// the field, the rest is kept.
 pub fn parse(bytes: &[u8]) -> Result<OrchestratorState, ParseError> {
-    let corrupt = |e: String| ParseError::Corrupt(e);
     let mut doc: Map<String, Value> =
-        serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+        serde_json::from_slice(bytes).map_err(|e| ParseError::Corrupt(e.to_string()))?;
     let version = ["version", "schema_version"]
         .iter()
         .find_map(|k| doc.get(*k).and_then(Value::as_u64));
@@ -103,20 +96,18 @@ pub fn parse(bytes: &[u8]) -> Result<OrchestratorState, ParseError> {
         }
         Some(1) => upgrade_v1(doc.remove("issues"), &mut s),
         Some(v) if v > VERSION => return Err(ParseError::Newer(v)),
-        _ => return Err(corrupt("no known version".into())),
+        _ => return Err(ParseError::Corrupt("no known version".into())),
     }
     Ok(s)
 }
 
-/// An entry of one of the maps, checked (and made safe) after it was read.
+/// An entry of one of the maps, checked (and made safe) after it was read: `Err(field)` drops it.
 trait Entry: DeserializeOwned {
-    /// `Err(field)` when the entry must be dropped.
     fn check(&mut self, _id: &str) -> Result<(), &'static str> {
         Ok(())
     }
 }
 
-/// The entries of map `key`, each read and checked on its own.
 fn entries<T: Entry>(doc: &mut Map<String, Value>, key: &str) -> BTreeMap<String, T> {
     let Some(Value::Object(map)) = doc.remove(key) else {
         return BTreeMap::new();
@@ -165,6 +156,10 @@ fn bad_field<T: DeserializeOwned>(v: &Value) -> String {
     found.cloned().unwrap_or_else(|| "?".into())
 }
 
+fn need(ok: bool, field: &'static str) -> Result<(), &'static str> {
+    ok.then_some(()).ok_or(field)
+}
+
 /// Ids and identifiers: non-empty, bounded, no control characters.
 fn text_ok(s: &str) -> bool {
     !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control)
@@ -179,40 +174,46 @@ fn path_ok(p: &Path, identifier: &str) -> bool {
             && p.file_name().and_then(|n| n.to_str()) == Some(&workspace_key(identifier)))
 }
 
-fn host_ok(h: Option<&str>) -> Result<(), &'static str> {
-    match h {
-        Some(h) if crate::workflow::config::worker::bad_destination(h).is_some() => Err("host"),
-        _ => Ok(()),
-    }
+fn host_ok(h: Option<&str>) -> bool {
+    h.is_none_or(|h| crate::workflow::config::worker::bad_destination(h).is_none())
 }
 
-/// An agent session id Baton may pass to a CLI: 1–128 of `[A-Za-z0-9._-]`, not starting with
-/// `-` (never read as a flag).
-pub fn session_ok(s: &str) -> bool {
-    (1..=128).contains(&s.len())
-        && !s.starts_with('-')
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+/// An entry's identifier (named `field`), workspace and host.
+fn check_common(
+    field: &'static str,
+    ident: &str,
+    path: &Path,
+    host: Option<&str>,
+) -> Result<(), &'static str> {
+    need(text_ok(ident), field)?;
+    need(path_ok(path, ident), "workspace_path")?;
+    need(host_ok(host), "host")
 }
 
-/// Keep a session only when it is well formed (the run itself stays).
-fn keep_session(id: &str, field: &str, s: &mut Option<String>) {
-    if s.as_deref().is_some_and(|v| !session_ok(v)) {
+/// Whether a stored agent session may be resumed: 1–128 of `[A-Za-z0-9._-]`, not starting with
+/// `-` (never read as a flag). A malformed one is logged; the run itself stays.
+fn session_kept(id: &str, field: &str, s: Option<&str>) -> bool {
+    let ok = |s: &str| {
+        (1..=128).contains(&s.len())
+            && !s.starts_with('-')
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    };
+    let kept = s.is_none_or(ok);
+    if !kept {
         warn!("event=state_entry_dropped issue_id={id:?} field={field}; not resumed");
-        *s = None;
     }
+    kept
 }
 
 impl Entry for RunningEntry {
     fn check(&mut self, id: &str) -> Result<(), &'static str> {
         self.issue.id = id.to_string();
-        let ident = &self.issue.identifier;
-        text_ok(ident).then_some(()).ok_or("issue.identifier")?;
-        path_ok(&self.workspace_path, ident)
-            .then_some(())
-            .ok_or("workspace_path")?;
-        host_ok(self.host.as_deref())?;
-        keep_session(id, "agent_session", &mut self.agent_session);
+        let (ident, host) = (&self.issue.identifier, self.host.as_deref());
+        check_common("issue.identifier", ident, &self.workspace_path, host)?;
+        if !session_kept(id, "agent_session", self.agent_session.as_deref()) {
+            self.agent_session = None;
+        }
         self.agent_pid = self.agent_pid.filter(|p| (2..=i32::MAX as u32).contains(p));
         self.cost_usd = self
             .cost_usd
@@ -224,20 +225,11 @@ impl Entry for RunningEntry {
 impl Entry for RetryEntry {
     fn check(&mut self, id: &str) -> Result<(), &'static str> {
         self.issue_id = id.to_string();
-        text_ok(&self.identifier)
-            .then_some(())
-            .ok_or("identifier")?;
-        path_ok(&self.workspace_path, &self.identifier)
-            .then_some(())
-            .ok_or("workspace_path")?;
-        host_ok(self.host.as_deref())?;
-        if let Some(r) = &mut self.resume {
-            let mut s = Some(std::mem::take(&mut r.session));
-            keep_session(id, "resume.session", &mut s);
-            match s {
-                Some(s) => r.session = s,
-                None => self.resume = None,
-            }
+        let host = self.host.as_deref();
+        check_common("identifier", &self.identifier, &self.workspace_path, host)?;
+        let session = self.resume.as_ref().map(|r| r.session.as_str());
+        if !session_kept(id, "resume.session", session) {
+            self.resume = None;
         }
         Ok(())
     }
@@ -246,22 +238,15 @@ impl Entry for RetryEntry {
 impl Entry for BlockedEntry {
     fn check(&mut self, id: &str) -> Result<(), &'static str> {
         self.issue_id = id.to_string();
-        text_ok(&self.identifier)
-            .then_some(())
-            .ok_or("identifier")?;
-        path_ok(&self.workspace_path, &self.identifier)
-            .then_some(())
-            .ok_or("workspace_path")
+        check_common("identifier", &self.identifier, &self.workspace_path, None)
     }
 }
 
 impl Entry for Orphan {
     fn check(&mut self, _: &str) -> Result<(), &'static str> {
-        text_ok(&self.identifier)
-            .then_some(())
-            .ok_or("identifier")?;
-        (self.pgid > 1).then_some(()).ok_or("pgid")?;
-        host_ok(self.host.as_deref())
+        need(text_ok(&self.identifier), "identifier")?;
+        need(self.pgid > 1, "pgid")?;
+        need(host_ok(self.host.as_deref()), "host")
     }
 }
 
@@ -273,9 +258,11 @@ impl Entry for Vec<String> {
     fn check(&mut self, _: &str) -> Result<(), &'static str> {
         let mut seen = std::collections::BTreeSet::new();
         let unique = self.iter().all(|h| seen.insert(h.as_str()));
-        let valid = self.iter().all(|h| host_ok(Some(h)).is_ok());
-        let len_ok = (1..=MAX_WORKSPACE_HOSTS).contains(&self.len());
-        (unique && valid && len_ok).then_some(()).ok_or("host")
+        let valid = self.iter().all(|h| host_ok(Some(h)));
+        need(
+            unique && valid && (1..=MAX_WORKSPACE_HOSTS).contains(&self.len()),
+            "host",
+        )
     }
 }
 
@@ -300,19 +287,17 @@ pub fn restore(
     for (id, e) in stored.running {
         let ident = e.issue.identifier.clone();
         if let Some(pgid) = e.agent_pid {
-            let leader_start = e.leader_start.unwrap_or(0);
             let (identifier, host) = (ident.clone(), e.host.clone());
-            s.orphans.insert(
-                id.clone(),
-                Orphan {
-                    identifier,
-                    host,
-                    pgid,
-                    leader_start,
-                    give_up_at,
-                    checking: false,
-                },
-            );
+            let leader_start = e.leader_start.unwrap_or(0);
+            let orphan = Orphan {
+                identifier,
+                host,
+                pgid,
+                leader_start,
+                give_up_at,
+                checking: false,
+            };
+            s.orphans.insert(id.clone(), orphan);
         }
         // Its re-dispatch counts the run again.
         if let Some(n) = s.runs_since_active.get_mut(&id) {
@@ -521,28 +506,32 @@ fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
 
 /// One schema-1 issue into the engine's maps.
 fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
-    let (id, ident) = (i.id.clone(), i.identifier.clone());
+    let id = i.id;
     let host = i.host.filter(|h| h != "local");
-    let path = i.workspace.unwrap_or_default();
+    let workspace_path = i.workspace.unwrap_or_default();
     upgrade_spend(&id, &i.totals, s);
     if i.runs > 0 {
         s.runs_since_active.insert(id.clone(), i.runs);
     }
-    let v1_agent = |a: &str| if a == "claude" { "claude_code" } else { a }.to_string();
     if let Some(run) = i.running {
         let agent = Some(run.agent).filter(|a| !a.is_empty()).or(i.agent);
+        let agent = agent.unwrap_or_default();
         let mut e = RunningEntry {
-            workspace_path: path,
+            workspace_path,
             attempt: (i.attempt > 0).then_some(i.attempt),
             started_at: run.started_at,
-            agent: v1_agent(agent.as_deref().unwrap_or_default()),
+            agent: if agent == "claude" {
+                "claude_code".into()
+            } else {
+                agent
+            },
             agent_session: run.session_id.or(i.session_id),
             agent_pid: Some(run.pgid),
             leader_start: host.is_none().then_some(run.leader_start_time),
             host,
             ..RunningEntry::default()
         };
-        e.issue.identifier = ident;
+        e.issue.identifier = i.identifier;
         if e.check(&id).is_ok() {
             s.running.insert(id, e);
         }
@@ -553,33 +542,28 @@ fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
             _ => ParkKind::MaxRuns,
         });
         let mut b = BlockedEntry {
-            issue_id: id.clone(),
-            identifier: ident,
-            url: None,
+            identifier: i.identifier,
             state: p.state,
             reason: p.reason,
             kind,
             since: p.since,
             fingerprint: p.fingerprint,
-            workspace_path: path,
+            workspace_path,
+            ..BlockedEntry::default()
         };
         if b.check(&id).is_ok() {
             s.blocked.insert(id, b);
         }
     } else if let Some(r) = i.retry {
         let mut e = RetryEntry {
-            issue_id: id.clone(),
-            identifier: ident,
-            url: None,
+            identifier: i.identifier,
             attempt: r.attempt,
             due_at: r.due_at,
             error: r.error,
             kind: r.kind,
-            seq: 0,
-            in_flight: false,
-            workspace_path: path,
+            workspace_path,
             host,
-            resume: None,
+            ..RetryEntry::default()
         };
         if e.check(&id).is_ok() {
             s.retry_attempts.insert(id, e);

@@ -22,68 +22,55 @@ pub const RECENT_EVENTS_CAP: usize = 200;
 /// Characters kept of one event summary.
 pub(crate) const EVENT_SUMMARY_CHARS: usize = 500;
 
-/// The scheduling-relevant slice of the config, re-applied on every valid reload.
+/// The scheduling-relevant slice of the config, re-applied on every valid reload. Fields are named
+/// after their config keys (`polling.*`, `agent.*`, `tracker.*`, `worker.*`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Policy {
-    /// `polling.interval_ms`.
     pub poll_interval_ms: u64,
-    /// `agent.max_concurrent_agents`.
     pub max_concurrent_agents: u32,
-    /// `agent.max_concurrent_agents_by_state` (normalized keys).
+    /// Normalized keys.
     pub max_concurrent_agents_by_state: BTreeMap<String, u32>,
-    /// `agent.max_retry_backoff_ms`.
     pub max_retry_backoff_ms: u64,
-    /// `agent.max_attempts`.
     pub max_attempts: Option<u32>,
-    /// `agent.max_runs_per_issue`.
     pub max_runs_per_issue: u32,
     /// The selected runner's `stall_timeout_ms` (`<= 0` disables stall detection).
     pub stall_timeout_ms: i64,
-    /// `tracker.active_states`.
     pub active_states: Vec<String>,
-    /// `tracker.terminal_states`.
     pub terminal_states: Vec<String>,
-    /// `tracker.required_labels`.
     pub required_labels: Vec<String>,
-    /// `tracker.excluded_labels`.
     pub excluded_labels: Vec<String>,
-    /// `tracker.repos` (empty = all).
+    /// Empty: all repositories.
     pub repos: Vec<String>,
-    /// `workspace.root` (absolute) used for new dispatches.
+    /// Used for new dispatches.
     pub workspace_root: PathBuf,
-    /// How long shutdown waits for workers: `hooks.timeout_ms` + 30 s (`after_run` must fit).
+    /// `hooks.timeout_ms` + 30 s: `after_run` must fit in the shutdown grace.
     pub shutdown_grace_ms: u64,
-    /// `agent.max_*_per_issue`: lifetime spend limits per issue.
+    /// `agent.max_*_per_issue`.
     #[serde(default)]
     pub budget: Budget,
-    /// `worker.ssh_hosts` (empty: run locally).
+    /// Empty: run locally.
     #[serde(default)]
     pub ssh_hosts: Vec<String>,
-    /// `worker.max_concurrent_agents_per_host`.
     #[serde(default)]
     pub max_concurrent_agents_per_host: Option<u32>,
-    /// `worker.orphan_grace_ms`: how long an issue whose old agent could not be checked (its host
-    /// did not answer) waits before it may run elsewhere.
+    /// How long an issue whose old agent could not be checked (its host did not answer) waits
+    /// before it may run elsewhere.
     #[serde(default)]
     pub orphan_grace_ms: u64,
-    /// `agent.kind` of new runs (`claude_code`, `copilot`): recorded on each run, so a restart
-    /// resumes a session only with the same CLI.
+    /// `agent.kind` of new runs: recorded on each run, so a restart resumes a session only with
+    /// the same CLI.
     #[serde(default)]
     pub agent: String,
 }
 
-/// What one issue has spent since it last entered an active state (across runs; durable state
-/// will keep it across restarts).
+/// What one issue has spent since it last entered an active state, across runs and restarts;
+/// `turns` counts turns that ended (`turn_completed` or `turn_failed`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct IssueSpend {
-    /// Tokens of all its runs.
-    #[serde(default)]
     pub tokens: TokenCounts,
-    /// Agent-reported cost in US dollars.
-    #[serde(default, deserialize_with = "stored_cost")]
+    #[serde(deserialize_with = "stored_cost")]
     pub cost_usd: f64,
-    /// Turns that ended (`turn_completed` or `turn_failed`).
-    #[serde(default)]
     pub turns: u32,
 }
 
@@ -134,16 +121,15 @@ impl Default for Policy {
     }
 }
 
-/// Where a worker is in its attempt (spec §7.2, coarse).
+/// Where a worker is in its attempt (spec §7.2, coarse): `Preparing` (workspace and
+/// `before_run`: hook deadlines apply, no stall detection), `Agent` (session and turns: stall
+/// detection applies), `Finishing` (`after_run`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerPhase {
-    /// Workspace preparation and `before_run` (hook deadlines apply, no stall detection).
     #[default]
     Preparing,
-    /// Agent session startup and turns (stall detection applies).
     Agent,
-    /// Session stopped, `after_run` running.
     Finishing,
 }
 
@@ -151,13 +137,13 @@ pub enum WorkerPhase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
-    /// Issue reached a terminal state or was closed: clean the workspace, release.
+    /// Terminal state or closed: clean the workspace, release.
     Terminal,
-    /// Issue left the active states: release, keep the workspace.
+    /// Left the active states: release, keep the workspace.
     Inactive,
-    /// Issue is still active but no longer routable (labels/repo): release, keep the workspace.
+    /// Still active but no longer routable (labels/repo): release, keep the workspace.
     Unroutable,
-    /// Issue no longer visible on the project: release, keep the workspace.
+    /// No longer visible on the project: release, keep the workspace.
     Missing,
     /// No agent activity for `stall_timeout_ms`: failure retry.
     Stalled,
@@ -182,40 +168,35 @@ impl StopReason {
     }
 }
 
-/// Token counters.
+/// Token counters; `input_tokens` excludes cache reads and writes, `total_tokens` includes them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenCounts {
-    /// Input tokens (not counting cache reads or writes).
     pub input_tokens: u64,
-    /// Output tokens.
     pub output_tokens: u64,
-    /// Input tokens read from the prompt cache.
     #[serde(default)]
     pub cache_read_input_tokens: u64,
-    /// Input tokens written to the prompt cache.
     #[serde(default)]
     pub cache_creation_input_tokens: u64,
-    /// input + output + cache reads + cache writes.
     pub total_tokens: u64,
 }
 
 impl TokenCounts {
     /// Add a usage delta (saturating: the numbers come from the agent).
     pub fn add(&mut self, d: &crate::agent::TokenUsage) {
-        self.input_tokens = self.input_tokens.saturating_add(d.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(d.output_tokens);
-        self.cache_read_input_tokens = self
-            .cache_read_input_tokens
-            .saturating_add(d.cache_read_input_tokens);
-        self.cache_creation_input_tokens = self
-            .cache_creation_input_tokens
-            .saturating_add(d.cache_creation_input_tokens);
+        let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
+        add(&mut self.input_tokens, d.input_tokens);
+        add(&mut self.output_tokens, d.output_tokens);
+        add(&mut self.cache_read_input_tokens, d.cache_read_input_tokens);
+        add(
+            &mut self.cache_creation_input_tokens,
+            d.cache_creation_input_tokens,
+        );
         let all = d
             .input_tokens
             .saturating_add(d.output_tokens)
             .saturating_add(d.cache_read_input_tokens)
             .saturating_add(d.cache_creation_input_tokens);
-        self.total_tokens = self.total_tokens.saturating_add(all);
+        add(&mut self.total_tokens, all);
     }
 }
 
@@ -225,18 +206,16 @@ impl TokenCounts {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RunningEntry {
-    /// Unique id of this worker run; events of other runs are ignored.
+    /// Events of other runs are ignored.
     pub run_id: u64,
-    /// Latest known issue snapshot (stored: id, identifier and URL only).
+    /// Latest known snapshot (stored: id, identifier and URL only).
     #[serde(with = "issue_ref")]
     pub issue: Issue,
-    /// Workspace path recorded at dispatch (used for cleanup, whatever the config says later).
+    /// Recorded at dispatch: cleanup uses it, whatever the config says later.
     pub workspace_path: PathBuf,
-    /// Retry attempt this run is (`None` for a first run).
+    /// `None` for a first run.
     pub attempt: Option<u32>,
-    /// When the worker was dispatched.
     pub started_at: Millis,
-    /// Current phase.
     #[serde(skip)]
     pub phase: WorkerPhase,
     /// When the current phase (or turn) began.
@@ -245,38 +224,33 @@ pub struct RunningEntry {
     /// `<agent_session_id>-<turn>` (display).
     #[serde(skip)]
     pub session_id: Option<String>,
-    /// `agent.kind` of the run (`claude_code`, `copilot`).
+    /// `agent.kind` of the run.
     pub agent: String,
     /// The agent CLI's own session id (what `--resume` takes).
     pub agent_session: Option<String>,
-    /// Agent process id, which is also its process-group id (on the run's host).
+    /// Also its process-group id (on the run's host).
     pub agent_pid: Option<u32>,
-    /// The group leader's start time (`/proc/<pid>/stat` field 22), so a reused pid is never
-    /// mistaken for the agent.
+    /// `/proc/<pid>/stat` field 22, so a reused pid is never mistaken for the agent.
     pub leader_start: Option<u64>,
-    /// Last event kind.
     #[serde(skip)]
     pub last_event: Option<String>,
-    /// When the last agent event arrived.
     #[serde(skip)]
     pub last_event_at: Option<Millis>,
-    /// Last event summary (bounded, untrusted).
+    /// Bounded, untrusted.
     #[serde(skip)]
     pub last_message: Option<String>,
-    /// Turns started by this worker.
     #[serde(skip)]
     pub turn_count: u32,
-    /// Tokens of the agent session (a resumed session starts from what it had reported).
+    /// Of the agent session (a resumed session starts from what it had reported).
     pub tokens: TokenCounts,
     /// Latest session-cumulative cost.
     pub cost_usd: Option<f64>,
-    /// Set once the orchestrator asked the worker to stop.
     #[serde(skip)]
     pub stop: Option<StopReason>,
     /// The run resumed the agent session of a run interrupted by a restart.
     #[serde(skip)]
     pub resumed: bool,
-    /// The SSH host running it (`None`: this machine).
+    /// `None`: this machine.
     pub host: Option<String>,
 }
 
@@ -285,30 +259,24 @@ pub struct RunningEntry {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Resume {
-    /// `agent.kind` of the session.
     pub agent: String,
-    /// The agent CLI's own session id.
     pub session: String,
-    /// Tokens the session had reported.
     pub tokens: TokenCounts,
-    /// The session's last cumulative cost.
     pub cost_usd: Option<f64>,
 }
 
 /// An agent process group a previous Baton left running: the issue waits until it is known to be
-/// stopped (or `give_up_at`), so two agents never work on one issue.
+/// stopped (or `give_up_at`, `worker.orphan_grace_ms` after the restart), so two agents never
+/// work on one issue.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Orphan {
-    /// Issue identifier (logs).
     pub identifier: String,
-    /// The host that owns the group (`None`: this machine).
+    /// `None`: this machine.
     pub host: Option<String>,
-    /// Process-group id on that host.
     pub pgid: u32,
-    /// Recorded leader start time (0: unknown, never signalled).
+    /// 0: unknown, never signalled.
     pub leader_start: u64,
-    /// When the issue stops waiting for an answer (`worker.orphan_grace_ms` after the restart).
     pub give_up_at: Millis,
     /// A stop is in flight.
     #[serde(skip)]
@@ -329,32 +297,36 @@ mod issue_ref {
     }
 
     pub(super) fn serialize<S: Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
+        let (id, identifier, url) = (i.id.clone(), i.identifier.clone(), i.url.clone());
         IssueRef {
-            id: i.id.clone(),
-            identifier: i.identifier.clone(),
-            url: i.url.clone(),
+            id,
+            identifier,
+            url,
         }
         .serialize(s)
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
-        let r = IssueRef::deserialize(d)?;
+        let IssueRef {
+            id,
+            identifier,
+            url,
+        } = IssueRef::deserialize(d)?;
         Ok(Issue {
-            id: r.id,
-            identifier: r.identifier,
-            url: r.url,
+            id,
+            identifier,
+            url,
             ..Issue::default()
         })
     }
 }
 
-/// Kind of a queued retry.
+/// Kind of a queued retry: a 1 s re-check after a normal exit, or exponential backoff after a
+/// failure.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RetryKind {
-    /// 1 s re-check after a normal exit.
     Continuation,
-    /// Exponential backoff after a failure.
     #[default]
     Failure,
 }
@@ -363,27 +335,21 @@ pub enum RetryKind {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RetryEntry {
-    /// Issue node id.
     pub issue_id: String,
-    /// Identifier for logs/status.
     pub identifier: String,
-    /// Issue URL, when known.
     pub url: Option<String>,
-    /// Attempt number the retry runs as (1-based).
+    /// 1-based.
     pub attempt: u32,
-    /// Due time.
     pub due_at: Millis,
-    /// Why.
     pub error: Option<String>,
-    /// Continuation or failure.
     pub kind: RetryKind,
     /// Generation; results for another generation are stale and ignored.
     #[serde(skip)]
     pub seq: u64,
-    /// True while its issue refresh is in flight.
+    /// Its issue refresh is in flight.
     #[serde(skip)]
     pub in_flight: bool,
-    /// Workspace of the previous run (for terminal cleanup).
+    /// Of the previous run (for terminal cleanup).
     pub workspace_path: PathBuf,
     /// The SSH host of the previous run (has the workspace; preferred for the retry).
     pub host: Option<String>,
@@ -395,36 +361,30 @@ pub struct RetryEntry {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BlockedEntry {
-    /// Issue node id.
     pub issue_id: String,
-    /// Identifier.
     pub identifier: String,
-    /// URL.
     pub url: Option<String>,
     /// Status when parked.
     pub state: String,
     /// `max_attempts reached`, `max_runs_per_issue reached`, `budget exceeded: …`.
     pub reason: String,
-    /// The reason's class (a bounded metrics label).
     pub kind: ParkKind,
-    /// When parked.
     pub since: Millis,
     /// Normalized state + labels at parking time; a different value releases the block.
     pub fingerprint: String,
-    /// Workspace of the last run.
+    /// Of the last run.
     pub workspace_path: PathBuf,
 }
 
-/// Why an issue is parked, as a bounded class (the `reason` label of `baton_parked_issues`).
+/// Why an issue is parked, as a bounded class (the `reason` label of `baton_parked_issues`): a
+/// limit of `agent.max_attempts`, `agent.max_runs_per_issue` or a per-issue budget (a reload
+/// that raises the budget releases it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ParkKind {
-    /// `agent.max_attempts` reached.
     MaxAttempts,
-    /// `agent.max_runs_per_issue` reached.
     #[default]
     MaxRuns,
-    /// A per-issue budget reached; a reload that raises the limit releases it.
     BudgetExceeded,
 }
 
@@ -439,120 +399,99 @@ impl ParkKind {
     }
 }
 
-/// A recorded agent event for the per-issue view.
+/// A recorded agent event for the per-issue view; `message` is a bounded, untrusted summary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRecord {
-    /// When it arrived.
     pub at: Millis,
-    /// Kind (snake_case).
+    /// snake_case kind.
     pub event: String,
-    /// Bounded summary (untrusted).
     pub message: String,
 }
 
-/// Aggregate agent totals (spec §13.5).
+/// Aggregate agent totals (spec §13.5): `ended_seconds` is the runtime of ended runs, `cost_usd`
+/// the sum of each session's latest cumulative cost, `turns` the turns that ended.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Totals {
-    /// Tokens of all runs.
     pub tokens: TokenCounts,
-    /// Runtime of ended runs in seconds.
     pub ended_seconds: f64,
-    /// Sum of session costs (latest cumulative per session).
     #[serde(deserialize_with = "stored_cost")]
     pub cost_usd: f64,
-    /// Turns that ended (`turn_completed` or `turn_failed`).
-    #[serde(default)]
     pub turns: u64,
 }
 
-/// Event counters of the engine (for `GET /metrics`).
+/// Event counters of the engine (for `GET /metrics`); `orphans_stopped` counts since startup.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
-    /// Retries scheduled (continuation and failure).
     pub retries_scheduled: u64,
-    /// Workers dispatched.
     pub dispatches: u64,
-    /// Orphaned agent groups stopped since startup.
     pub orphans_stopped: u64,
 }
 
 /// The poll cycle bookkeeping.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PollState {
-    /// When the next poll tick is due.
     pub next_poll_at: Millis,
-    /// When the last poll started.
     pub last_started_at: Option<Millis>,
     /// A poll is out at the tracker thread.
     pub in_flight: bool,
     /// A refresh (API or webhook) waits for its poll: in flight, or deferred by the gate.
     pub refresh_pending: bool,
-    /// Last successful candidate fetch.
     pub last_success_at: Option<Millis>,
     /// Last poll/preflight error (cleared by success).
     pub last_error: Option<String>,
-    /// The tracker request gate: rate-limit pauses from any operation, credential back-off,
-    /// refresh spacing.
+    /// Rate-limit pauses from any operation, credential back-off, refresh spacing.
     #[serde(default)]
     pub gate: super::gate::RequestGate,
-    /// Latest GraphQL budget.
     #[serde(skip)]
     pub rate_limit: Option<TrackerBudget>,
 }
 
 /// Orchestrator runtime state (spec §4.1.8) plus Baton's parking and observability bookkeeping.
+/// Maps are keyed by issue id.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct OrchestratorState {
-    /// Effective scheduling policy.
     pub policy: Policy,
-    /// issue id → running worker.
     pub running: BTreeMap<String, RunningEntry>,
-    /// Issue ids reserved: running or retry-queued.
+    /// Reserved: running or retry-queued.
     pub claimed: BTreeSet<String>,
-    /// issue id → queued retry.
     pub retry_attempts: BTreeMap<String, RetryEntry>,
-    /// Issue ids that exited normally at least once (bookkeeping only).
+    /// Exited normally at least once (bookkeeping only).
     pub completed: BTreeSet<String>,
-    /// issue id → parked entry.
+    /// Parked issues.
     pub blocked: BTreeMap<String, BlockedEntry>,
     /// Worker runs since the issue last entered an active state.
     pub runs_since_active: BTreeMap<String, u32>,
-    /// Last error per issue (for the issue view).
+    /// For the issue view.
     pub last_errors: BTreeMap<String, String>,
-    /// Aggregates.
     pub agent_totals: Totals,
-    /// Poll cycle.
     pub poll: PollState,
-    /// issue id → last events (bounded ring).
+    /// Bounded rings.
     pub recent_events: BTreeMap<String, VecDeque<EventRecord>>,
-    /// Next worker run id.
     pub next_run_id: u64,
-    /// Next retry generation.
     pub next_retry_seq: u64,
-    /// Set by shutdown: no dispatch, no retries.
+    /// No dispatch, no retries.
     pub shutting_down: bool,
     /// When shutdown stops waiting for workers (set by the first shutdown request).
     pub shutdown_deadline: Option<Millis>,
     /// When WORKFLOW.md is re-read (debounced reload pings).
     pub reload_due: Option<Millis>,
-    /// issue id → lifetime spend since it last entered an active state (budgets).
+    /// Lifetime spend since the issue last entered an active state (budgets).
     pub spend: BTreeMap<String, IssueSpend>,
-    /// Event counters for metrics.
     pub counters: Counters,
-    /// The latest agent-reported rate limits (the snapshot's `rate_limits`); `None` until an
-    /// agent adapter reports them (Claude's `rate_limit_event`).
+    /// The snapshot's `rate_limits`: `None` until an agent adapter reports them (Claude's
+    /// `rate_limit_event`).
     pub agent_rate_limits: Option<serde_json::Value>,
-    /// Issue ids whose workspace removals (with `before_remove`) are still running, with how
-    /// many are (the startup cleanup with SSH hosts removes on every host): not dispatched until
-    /// the last `Event::WorkspaceRemoved`, so a re-dispatch never shares a directory.
+    /// Workspace removals (with `before_remove`) still running per issue (the startup cleanup
+    /// with SSH hosts removes on every host): not dispatched until the last
+    /// `Event::WorkspaceRemoved`, so a re-dispatch never shares a directory.
     pub cleaning: BTreeMap<String, u32>,
     /// SSH hosts marked down (connection failures), with their probe schedule.
     pub hosts_down: super::hosts::HostsDown,
-    /// issue id → an agent group a previous Baton left behind, not yet known to be stopped.
+    /// Agent groups a previous Baton left behind, not yet known to be stopped.
     pub orphans: BTreeMap<String, Orphan>,
-    /// issue id → the SSH hosts that may hold a copy of its workspace, the latest first.
+    /// The SSH hosts that may hold a copy of the issue's workspace, the latest first.
     pub workspace_hosts: super::hosts::WorkspaceHosts,
 }
 
@@ -589,16 +528,12 @@ impl OrchestratorState {
         let entry = RetryEntry {
             issue_id: issue_id.to_string(),
             identifier: identifier.to_string(),
-            url: None,
             attempt,
             due_at,
-            error: None,
             kind,
             seq,
-            in_flight: false,
             workspace_path,
-            host: None,
-            resume: None,
+            ..RetryEntry::default()
         };
         self.retry_attempts.insert(issue_id.to_string(), entry);
         self.retry_attempts

@@ -5,13 +5,12 @@
 //! (the runs shutdown stops stay recorded as interrupted, so the next start resumes them); write
 //! once more when shutdown completes.
 
-use std::os::unix::fs::DirBuilderExt;
-
 use crossbeam_channel::{unbounded, Receiver};
-use log::{error, info, warn};
+use log::{error, info, log, warn, Level};
 
 use crate::durable::{
-    check_private, BackgroundSaver, SaveReport, StateDir, StateWriter, StoreError, WriteOutcome,
+    check_private, create_private, BackgroundSaver, SaveReport, StateDir, StateWriter, StoreError,
+    WriteOutcome,
 };
 use crate::orchestrator::restore::{self, check_summary, to_json, ParseError};
 use crate::orchestrator::{Action, Millis, OrchestratorState, Policy};
@@ -41,11 +40,7 @@ pub fn acquire(cfg: &ServiceConfig) -> Result<StateHandle, StoreError> {
     if cfg.worker.ssh_hosts.is_empty() {
         let root = &cfg.workspace_root;
         if !root.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(root)
-                .map_err(|e| StoreError::io("create workspace root", root, e))?;
+            create_private(root).map_err(|e| StoreError::io("create workspace root", root, e))?;
         }
         check_private("workspace_root_unsafe", root)?;
     }
@@ -128,7 +123,6 @@ pub(crate) struct Persist {
     saver: Option<BackgroundSaver>,
     /// Finished background writes (the main loop selects on it).
     pub(crate) reports: Receiver<SaveReport>,
-    /// When the state was last projected.
     projected_at: Option<Millis>,
     /// The state may have changed since the last projection.
     stale: bool,
@@ -152,13 +146,11 @@ impl Persist {
             restore::summary(&state)
         );
         let (tx, reports) = unbounded();
-        let saver = match BackgroundSaver::spawn(h.dir.clone(), tx) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                warn!("cannot start the state writer thread; writing on the main loop error={e}");
-                None
-            }
-        };
+        let saver = BackgroundSaver::spawn(h.dir.clone(), tx)
+            .map_err(|e| {
+                warn!("cannot start the state writer thread; writing on the main loop error={e}")
+            })
+            .ok();
         let persist = Persist {
             dir: h.dir,
             writer: StateWriter::default(),
@@ -191,12 +183,12 @@ impl Persist {
         let Some(bytes) = self.writer.take_due(now) else {
             return;
         };
-        let bytes = match &self.saver {
-            Some(s) => match s.submit(bytes) {
-                Ok(()) => return,
-                Err(back) => back,
-            },
-            None => bytes,
+        let unsent = match &self.saver {
+            Some(s) => s.submit(bytes).err(),
+            None => Some(bytes),
+        };
+        let Some(bytes) = unsent else {
+            return;
         };
         let result = self.dir.save(&bytes);
         let outcome = self.writer.finish(bytes, result, now);
@@ -240,15 +232,12 @@ impl Persist {
                 return Some(e.to_string());
             }
             WriteOutcome::Failed { error, first } => {
-                let msg = format!(
+                let level = if first { Level::Error } else { Level::Warn };
+                log!(
+                    level,
                     "event=state_write_failed file={} error={error}; keeping the in-memory state, retrying later",
                     file.display()
                 );
-                if first {
-                    error!("{msg}");
-                } else {
-                    warn!("{msg}");
-                }
             }
             _ => {}
         }

@@ -37,6 +37,14 @@ fn bytes(n: u64, v: u32) -> Vec<u8> {
     to_json(&s).unwrap()
 }
 
+/// Write the pending projection if it is due at `now` (`None`: nothing due), as the daemon's
+/// persistence does without its writer thread.
+fn write_if_due(w: &mut StateWriter, dir: &StateDir, now: u64) -> Option<WriteOutcome> {
+    let bytes = w.take_due(now)?;
+    let result = dir.save(&bytes);
+    Some(w.finish(bytes, result, now))
+}
+
 fn mode(p: &Path) -> u32 {
     fs::metadata(p).unwrap().permissions().mode() & 0o777
 }
@@ -219,15 +227,15 @@ fn unwritable_dir_fails_the_write_keeps_the_state_and_retries_later() {
     let mut w = StateWriter::new(100, 1_000);
     assert!(w.offer(bytes(1, 1), 0));
     assert!(matches!(
-        w.write_if_due(&dir, 0),
-        WriteOutcome::Written { recovered: false }
+        write_if_due(&mut w, &dir, 0),
+        Some(WriteOutcome::Written { recovered: false })
     ));
 
     let restore = make_unwritable(&t.0);
     assert!(dir.save(&bytes(2, 1)).is_err(), "save returns an error");
     assert!(w.offer(bytes(2, 1), 500));
-    match w.write_if_due(&dir, 500) {
-        WriteOutcome::Failed { error, first } => {
+    match write_if_due(&mut w, &dir, 500) {
+        Some(WriteOutcome::Failed { error, first }) => {
             assert!(first);
             assert!(
                 ["state_io", "state_lock_lost"].contains(&error.name()),
@@ -237,16 +245,16 @@ fn unwritable_dir_fails_the_write_keeps_the_state_and_retries_later() {
         other => panic!("expected a failure, got {other:?}"),
     }
     assert_eq!(w.next_due(), Some(1_500), "retried after the back-off");
-    assert!(matches!(w.write_if_due(&dir, 1_499), WriteOutcome::NotDue));
+    assert!(write_if_due(&mut w, &dir, 1_499).is_none(), "not due yet");
     assert!(matches!(
-        w.write_if_due(&dir, 1_500),
-        WriteOutcome::Failed { first: false, .. }
+        write_if_due(&mut w, &dir, 1_500),
+        Some(WriteOutcome::Failed { first: false, .. })
     ));
     restore();
 
     assert!(matches!(
-        w.write_if_due(&dir, 2_500),
-        WriteOutcome::Written { recovered: true }
+        write_if_due(&mut w, &dir, 2_500),
+        Some(WriteOutcome::Written { recovered: true })
     ));
     assert_eq!(dir.read_state().unwrap(), Some(bytes(2, 1)));
 }
@@ -258,16 +266,16 @@ fn writer_writes_only_changes_and_flushes_on_shutdown() {
     let mut w = StateWriter::new(100, 5_000);
     assert!(w.offer(bytes(1, 1), 0));
     assert!(matches!(
-        w.write_if_due(&dir, 0),
-        WriteOutcome::Written { .. }
+        write_if_due(&mut w, &dir, 0),
+        Some(WriteOutcome::Written { .. })
     ));
     assert!(!w.offer(bytes(1, 1), 5), "same as on disk");
-    assert!(matches!(w.write_if_due(&dir, 5), WriteOutcome::Clean));
+    assert_eq!(w.next_due(), None, "clean");
 
     assert!(w.offer(bytes(1, 3), 20));
     assert!(!w.offer(bytes(1, 3), 30), "already pending");
     assert_eq!(w.next_due(), Some(100));
-    assert!(matches!(w.write_if_due(&dir, 50), WriteOutcome::NotDue));
+    assert!(write_if_due(&mut w, &dir, 50).is_none(), "not due yet");
     assert!(matches!(w.flush(&dir, 60), WriteOutcome::Written { .. }));
     assert_eq!(dir.read_state().unwrap(), Some(bytes(1, 3)));
     assert!(matches!(w.flush(&dir, 70), WriteOutcome::Clean));
@@ -341,7 +349,6 @@ fn background_saver_writes_off_thread_and_reports_back() {
 
     assert!(w.offer(bytes(1, 1), 0));
     let job = w.take_due(0).expect("due at once");
-    assert!(w.in_flight());
     assert_eq!(w.next_due(), None, "the report wakes the loop, not a timer");
     assert!(w.take_due(500).is_none(), "one write in flight at a time");
     // A change while the write is in flight stays pending, even one back to the old content.
