@@ -306,6 +306,8 @@ fn watchdog_pings_follow_the_pacer_and_stop_while_the_loop_is_wedged() {
 
 // ------------------------------------------------------------------ the real main loop
 
+#[path = "it/support/clock.rs"]
+mod clock;
 #[path = "it/support/stand_ins.rs"]
 mod stand_ins;
 
@@ -316,10 +318,11 @@ mod wedge {
 
     use std::sync::Condvar;
 
+    use super::clock::ManualClock;
     use baton::http::routes::ControlClient;
     use baton::ops::health::NotLive;
     use baton::ops::shared::OpsShared;
-    use baton::runtime::clock::{Clock, ManualClock};
+    use baton::runtime::clock::Clock;
     use baton::runtime::daemon::{run_with, DaemonOps};
     use crossbeam_channel::Receiver;
 

@@ -5,6 +5,8 @@
 //! A test binary of its own (not in `tests/it/`) because a forced shutdown kills every process
 //! group supervised in the process, which would kill the agents of other tests.
 
+#[path = "it/support/clock.rs"]
+mod clock;
 #[path = "it/support/stand_ins.rs"]
 mod stand_ins;
 #[path = "it/support/tempdir.rs"]
@@ -22,10 +24,11 @@ use baton::agent::{
 };
 use baton::host::{Host, Process, ProcessSpec};
 use baton::model::Issue;
-use baton::runtime::clock::{Clock, ManualClock};
+use baton::runtime::clock::Clock;
 use baton::runtime::daemon::{run, RunError, RunnerFactory, TrackerFactory};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::ServiceConfig;
+use clock::ManualClock;
 
 use stand_ins::{daemon_options_with, spawn_daemon, TestEnv};
 use tempdir::TempDir;

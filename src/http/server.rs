@@ -248,7 +248,7 @@ mod tests {
         // A listening socket shut down fails `accept` for good (EINVAL), as a broken one would.
         same.shutdown(Shutdown::Both).unwrap();
         assert!(
-            crate::runtime::threads::wait_fatal(
+            crate::runtime::threads::tests::wait_fatal(
                 "tinyhttp-accept",
                 std::time::Duration::from_secs(10)
             ),

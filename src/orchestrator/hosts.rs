@@ -1,18 +1,9 @@
-//! The SSH host pool in the pure core (spec Appendix A.2): which host a dispatch goes to, and
-//! host health. Pure functions of the state and the time; the runtime probes hosts and reports
-//! back (`Event::HostProbed`).
-//!
-//! * No `worker.ssh_hosts`: everything runs locally ([`Placement::Local`]).
-//! * Otherwise a dispatch goes to the preferred host (the one holding the issue's latest
-//!   workspace, also for an issue that left the active states and came back) when it is up and
-//!   has a free slot, else to the least-loaded up host with a free slot (ties: config order).
-//!   When none has one, dispatch waits ([`Placement::Full`]); it never falls back to running
-//!   locally.
-//! * Every host that may hold a copy of an issue's workspace is remembered
-//!   ([`WorkspaceHosts`]): a run on a host holding an older copy replaces it, and terminal
-//!   cleanup removes the copies on all of them, each through its own host.
-//! * A host whose connection failed is down until a probe succeeds; probes back off
-//!   exponentially from [`PROBE_BASE_MS`] to [`PROBE_MAX_MS`].
+//! The SSH host pool in the pure core (spec Appendix A.2): placement and host health, as pure
+//! functions of the state and the time; the runtime probes hosts (`Event::HostProbed`). Every host
+//! that may hold a copy of an issue's workspace is remembered ([`WorkspaceHosts`]): a run on a
+//! host holding an older copy replaces it, and terminal cleanup removes the copies on all of
+//! them. A host whose connection failed is down until a probe succeeds; probes back off
+//! exponentially from [`PROBE_BASE_MS`] to [`PROBE_MAX_MS`].
 
 use std::collections::BTreeMap;
 
@@ -20,21 +11,17 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Millis, OrchestratorState};
 
-/// First probe of a host marked down, after this long.
 pub const PROBE_BASE_MS: u64 = 5_000;
-/// Longest wait between probes of a down host.
 pub const PROBE_MAX_MS: u64 = 300_000;
 /// Error class of connection/startup failures.
 pub const HOST_UNAVAILABLE: &str = "host_unavailable";
 
-/// Where a dispatch goes.
+/// Where a dispatch goes: this machine (no `worker.ssh_hosts`), an SSH host, or nowhere yet
+/// (`Full`: every up host is at its cap; never a fallback to running locally).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {
-    /// No SSH hosts configured: this machine.
     Local,
-    /// This SSH host.
     Host(String),
-    /// Every up host is at its cap (or down): wait.
     Full,
 }
 
@@ -48,22 +35,18 @@ impl Placement {
     }
 }
 
-/// A host marked down.
+/// A host marked down: since when, its consecutive failures (connections and probes), the next
+/// probe and whether it is in flight, and the last error (bounded).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostDown {
-    /// When it was first marked down.
     pub since: Millis,
-    /// Consecutive failures (connection failures and failed probes).
     pub failures: u32,
-    /// When the next probe is due.
     pub probe_at: Millis,
-    /// True while a probe is in flight.
     pub probing: bool,
-    /// The last error (bounded).
     pub error: String,
 }
 
-/// Down hosts by destination.
+/// By destination.
 pub type HostsDown = BTreeMap<String, HostDown>;
 
 /// Per issue, the SSH hosts that may hold a copy of its workspace, the latest first (at most one
@@ -107,7 +90,9 @@ pub fn loads(s: &OrchestratorState) -> BTreeMap<String, usize> {
     m
 }
 
-/// Choose where the next dispatch goes, preferring `preferred` (see the module docs).
+/// Choose where the next dispatch goes: `preferred` (the host holding the issue's latest
+/// workspace) when it is up and has a free slot, else the least-loaded up host with a free slot
+/// (ties: config order).
 pub fn place(s: &OrchestratorState, preferred: Option<&str>) -> Placement {
     if s.policy.ssh_hosts.is_empty() {
         return Placement::Local;

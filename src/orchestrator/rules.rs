@@ -18,7 +18,6 @@ pub(crate) const FAILURE_BASE_MS: u64 = 10_000;
 pub const RELOAD_DEBOUNCE_MS: u64 = 200;
 /// Shutdown waits `hooks.timeout_ms` plus this for workers to stop before exiting anyway.
 pub(crate) const SHUTDOWN_GRACE_EXTRA_MS: u64 = 30_000;
-/// Requeue reason when no slot is free (spec §8.4).
 pub(crate) const NO_SLOTS_ERROR: &str = "no available orchestrator slots";
 
 /// Terminal: the GitHub issue is CLOSED, or its Status is a terminal state.
@@ -43,19 +42,13 @@ pub fn is_routable(p: &Policy, issue: &Issue) -> bool {
 /// `Display` is the operator text `baton check` prints.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ineligible {
-    /// A field dispatch needs (`id`, `identifier`, `title`, `state`) is blank.
+    /// `id`, `identifier`, `title` or `state`.
     BlankField(&'static str),
-    /// The issue is closed (closed issues are terminal whatever their Status).
     Closed,
-    /// Its Status is a terminal state.
     TerminalState(String),
-    /// Its Status is not an active state.
     InactiveState(String),
-    /// Its repository is not in `tracker.repos`.
     RepoNotAllowed(String),
-    /// Required labels it lacks.
     MissingLabels(Vec<String>),
-    /// Excluded labels it carries.
     ExcludedLabels(Vec<String>),
     /// Non-terminal blockers `(identifier, state)` of an issue in the first active state.
     BlockedBy(Vec<(String, String)>),
@@ -175,7 +168,6 @@ fn blocker_rule_applies(p: &Policy, issue: &Issue) -> bool {
         .is_some_and(|first| normalize_name(first) == issue.normalized_state())
 }
 
-/// True when [`ineligibility`] finds nothing.
 pub(crate) fn is_eligible(p: &Policy, issue: &Issue) -> bool {
     ineligibility(p, issue).is_empty()
 }
@@ -216,7 +208,6 @@ pub fn dispatch_order(a: &Issue, b: &Issue) -> Ordering {
         .then_with(|| a.identifier.cmp(&b.identifier))
 }
 
-/// Sort candidates for dispatch.
 pub(crate) fn sort_for_dispatch(issues: &mut [Issue]) {
     issues.sort_by(dispatch_order);
 }
@@ -276,8 +267,7 @@ pub fn running_from_read(
         .chain(others)
         .map(|i| (i.id.as_str(), i))
         .collect();
-    let mut present = Vec::new();
-    let mut missing = Vec::new();
+    let (mut present, mut missing) = (Vec::new(), Vec::new());
     for id in running_ids {
         match by_id.get(id.as_str()) {
             Some(i) => present.push((*i).clone()),

@@ -1,17 +1,9 @@
 //! The daemon main loop, shaped like rust-analyzer's: [`LoopEvent`] is everything the loop waits
 //! for, `next_event` holds the only `select!`, and `handle_event` feeds the event (a drained burst,
-//! for worker reports) to the pure engine, `orchestrator::handle`, and executes the returned
-//! actions. An action whose result is another engine event (a reloaded config, a failed spawn)
-//! queues it; the engine is never re-entered from inside action execution. Every timer (poll,
-//! retries, stalls, the reload debounce, the shutdown grace) is an engine deadline, and time comes
-//! from the injected [`Clock`]. Tracker calls run on two tracker threads (polls, retry refreshes),
-//! so a slow GitHub never blocks the loop or a snapshot reply. A tracker that can watch its
-//! source (`Tracker::watch`: a Backlog.md board) pings the loop, which handles the ping as a
-//! refresh request (`POST /api/v1/refresh`); [`run_with`] can add a self-shutdown condition.
-//!
-//! Operations (`ops`): after every event the loop copies its gauges and counters into the shared
-//! metrics and readiness facts that `/metrics` and `/readyz` read, and talks to systemd; the
-//! watchdog ping is a real-time deadline in the same `select!`, so a wedged loop stops pinging.
+//! for worker reports) to the pure engine and executes the returned actions. An action whose
+//! result is another engine event queues it: the engine is never re-entered. Every timer is an
+//! engine deadline on the injected [`Clock`]; tracker calls run on two tracker threads, so a slow
+//! tracker never blocks the loop. See ARCHITECTURE.md, "The main loop".
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -69,14 +61,14 @@ const BURST: usize = 256;
 /// and prints it after the WORKFLOW.md path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunError {
-    /// Startup failed (the state lock, preflight, the tracker): nothing was dispatched. Exit 1.
+    /// Nothing was dispatched (the state lock, preflight, the tracker). Exit 1.
     Startup(String),
     /// Workers still ran when the shutdown grace ended; every process group they owned was
     /// killed. Exit 3 (`forced_shutdown`).
     ForcedShutdown { workers: usize },
-    /// A supervised thread panicked (its name); the daemon shut down gracefully. Exit 1.
+    /// A supervised thread (named) panicked; the daemon shut down gracefully. Exit 1.
     ThreadDied(String),
-    /// Another process took the state directory's lock (the store's error). Exit 1.
+    /// Another process took the state directory's lock. Exit 1.
     LockLost(String),
 }
 
@@ -103,24 +95,21 @@ impl std::fmt::Display for RunError {
 /// Capacity of the worker events channel and of the mailbox wake-up channel.
 const WORKER_CHANNEL_CAPACITY: usize = 1024;
 
-/// Builds a tracker for a config.
+/// Builds a tracker for a config (again when `tracker.*` changes on reload).
 pub type TrackerFactory =
     Box<dyn Fn(&ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> + Send>;
 /// Says, after each loop event, whether the daemon should shut down by itself (`baton demo`
 /// stops when its board is done); given the current snapshot.
 pub type ExitWhen = Box<dyn FnMut(&StateSnapshot) -> bool>;
-/// Builds an agent runner for a config.
+/// Builds an agent runner for a config (again on every valid reload, for future dispatches).
 pub type RunnerFactory = Box<dyn Fn(&ServiceConfig) -> Arc<dyn AgentRunner> + Send>;
 
 /// Everything the daemon needs from `main` (CLI, watcher, signals and HTTP live there).
 pub struct DaemonOptions {
-    /// The WORKFLOW.md path (re-read on reload).
     pub workflow_path: PathBuf,
-    /// Already loaded and validated workflow.
+    /// Already loaded and validated.
     pub initial: Workflow,
-    /// Builds the tracker (again when tracker config changes on reload).
     pub tracker_factory: TrackerFactory,
-    /// Builds the agent runner (again on every valid reload, for future dispatches).
     pub runner_factory: RunnerFactory,
     /// "WORKFLOW.md may have changed" pings (undebounced).
     pub reload_rx: Receiver<()>,
@@ -128,44 +117,35 @@ pub struct DaemonOptions {
     pub shutdown_rx: Receiver<()>,
     /// Snapshot/refresh requests from the HTTP thread.
     pub control_rx: Receiver<ControlRequest>,
-    /// Environment for reloading the config.
+    /// For reloading the config.
     pub config_env: Arc<dyn ConfigEnv + Send + Sync>,
-    /// Time source ([`SystemClock`](super::clock::SystemClock) in production,
-    /// [`ManualClock`](super::clock::ManualClock) in tests).
+    /// `SystemClock` in production, `ManualClock` in tests.
     pub clock: Arc<dyn Clock>,
 }
 
 /// What a reload thread reports: a changed, valid workflow, `None` when unchanged, or the error.
 type ReloadResult = Result<Option<Workflow>, WorkflowError>;
 
-/// Everything the main loop reacts to.
+/// Everything the main loop reacts to: the armed engine deadline (`Tick`), an input's message,
+/// an engine event an action produced (`Queued`, handled before any new input), or a real-time
+/// systemd duty (`OpsDue`: a watchdog ping or a deferred status).
 enum LoopEvent {
-    /// The armed engine deadline came (or the idle wait ended).
     Tick,
-    /// An event from a worker, a removal or a probe thread (the rest of its burst is drained by
-    /// `handle_event`).
+    /// From a worker, a removal or a probe thread.
     Worker(Event),
-    /// A run's mailbox has news (the rest of the burst is drained by `handle_event`).
+    /// A run's mailbox has news.
     News(Arc<Mailbox>),
-    /// A tracker thread's result.
     Tracker(Event),
-    /// WORKFLOW.md may have changed.
     ReloadPing,
-    /// SIGINT/SIGTERM.
     Signal,
-    /// A request from the HTTP thread.
     Control(ControlRequest),
     /// The tracker's watch saw its source change (debounced).
     TrackerChanged,
-    /// An engine event produced by executing an action, handled before any new input.
     Queued(Event),
-    /// A watchdog ping or a deferred systemd status is due (real time).
     OpsDue,
-    /// A background `state.json` write finished.
     Saved(crate::durable::SaveReport),
     /// A supervised thread panicked: shut down and exit non-zero.
     Fatal(String),
-    /// A reload finished off the loop.
     Reloaded(Box<ReloadResult>),
 }
 
@@ -178,9 +158,7 @@ struct Inbox {
     signals: Receiver<()>,
     control: Receiver<ControlRequest>,
     tracker_changed: Receiver<()>,
-    /// Names of supervised threads that panicked (see `runtime::threads`).
     fatal: Receiver<String>,
-    /// Finished WORKFLOW.md reloads.
     reloaded: Receiver<Box<ReloadResult>>,
 }
 
@@ -419,36 +397,27 @@ struct Daemon {
     last_reload_error: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
-    /// Metrics, readiness and systemd notify.
     ops: LoopOps,
-    /// True once a board read succeeded and its terminal issues went to the startup cleanup;
-    /// until then every poll job carries the cleanup.
+    /// A board read succeeded and its terminal issues went to the startup cleanup; until then
+    /// every poll job carries the cleanup.
     swept: bool,
     /// Where the tracker's watch pings (kept for the tracker a reload builds).
     changed_tx: Sender<()>,
-    /// The current tracker's watch, if it has one.
     watch: Option<WatchGuard>,
-    /// The self-shutdown condition ([`run_with`]); `None` once it fired.
+    /// `None` once it fired.
     exit_when: Option<ExitWhen>,
-    /// Durable state: `state.json` writes.
     persist: Persist,
     /// Workspace-removal threads, joined (bounded) at shutdown.
     removals: Reaper,
-    /// Why the run must end with an error (a supervised thread panicked, the state directory
-    /// was taken away).
+    /// Why the run must end with an error.
     fatal: Option<RunError>,
-    /// Results of reloads run off the loop.
     reload_tx: Sender<Box<ReloadResult>>,
-    /// A reload thread is running.
     reload_in_flight: bool,
     /// Another reload was requested meanwhile: start it when the running one is done.
     reload_again: bool,
-    /// SSH hosts by destination (shared multiplexing masters).
     hosts: Arc<HostPool>,
-    /// True while the request gate holds tracker requests; workers read it before their
-    /// between-turn refresh (see `WorkerContext::tracker_held`).
+    /// The request gate holds tracker requests (see `WorkerContext::tracker_held`).
     tracker_held: Arc<AtomicBool>,
-    /// What each tracker thread is busy with, for liveness.
     tracker_busy: [Arc<TrackerBusy>; 2],
     /// The agents the file-descriptor limit allows (`runtime::fds`), measured at startup.
     fd_cap: Option<u64>,
@@ -468,13 +437,9 @@ fn policy_for(cfg: &ServiceConfig, fd_cap: Option<u64>) -> Policy {
     policy
 }
 
-/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done). A
-/// [`RunError::ForcedShutdown`] means workers were still running when the shutdown grace ended:
-/// every process group they owned was killed before returning.
-///
-/// Startup: dispatch preflight (config + tracker validation; failure is an `Err`), then an
-/// immediate first tick whose one board read also drives the terminal workspace cleanup (a read
-/// failure is a warning), done before that tick's result can dispatch anything.
+/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done). Startup:
+/// dispatch preflight (config + tracker validation; failure is an `Err`), then an immediate first
+/// tick whose board read also drives the terminal workspace cleanup, before anything dispatches.
 pub fn run(opts: DaemonOptions) -> Result<(), RunError> {
     run_with(opts, DaemonOps::default(), None)
 }
@@ -490,59 +455,57 @@ pub fn run_with(
 }
 
 /// [`run`] with the state directory already locked and loaded ([`persist::acquire`], which the
-/// binary calls before anything else), publishing metrics and readiness to `ops.shared`,
-/// notifying systemd through `ops.notifier` (`READY=1` once startup is done), and shutting down
-/// by itself (the usual graceful shutdown) the first time `exit_when` holds after a loop event
-/// (`baton demo`). Recovery (orphans stopped, retries, parked issues and session resumes
-/// restored) happens before startup cleanup and the first dispatch.
-// Over 80 lines on purpose: the startup wiring in order (threads, channels, and the `Daemon` literal naming every field once).
+/// binary calls first), publishing to `ops` (`READY=1` once startup is done), and shutting down
+/// gracefully the first time `exit_when` holds after a loop event (`baton demo`). Recovery
+/// happens before startup cleanup and the first dispatch.
 pub fn run_with_state(
     opts: DaemonOptions,
     ops: DaemonOps,
     state: StateHandle,
     exit_when: Option<ExitWhen>,
 ) -> Result<(), RunError> {
-    let DaemonOptions {
-        workflow_path,
-        initial,
-        tracker_factory,
-        runner_factory,
-        reload_rx,
-        shutdown_rx,
-        control_rx,
-        config_env,
-        clock,
-    } = opts;
     limit_malloc_arenas();
-    let cfg = config(&initial).clone();
+    let cfg = config(&opts.initial).clone();
     let errs = cfg.preflight_errors();
     if !errs.is_empty() {
         let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
         return Err(format!("startup validation failed: {}", msg.join("; ")).into());
     }
     crate::host::set_env_policy(cfg.env_policy());
-    let Some(tracker) = startup_tracker(&cfg, &tracker_factory, &shutdown_rx)? else {
+    let Some(tracker) = startup_tracker(&cfg, &opts.tracker_factory, &opts.shutdown_rx)? else {
         return Ok(()); // SIGINT/SIGTERM during startup
     };
     let fd_cap = descriptor_cap(&cfg);
     let policy = policy_for(&cfg, fd_cap);
+    let clock = opts.clock;
     let (persist, restored, startup) = Persist::start(state, policy, clock.now());
     let hosts = Arc::new(HostPool::new());
     hosts.configure(&cfg.worker);
-    let runner = runner_factory(&cfg);
+    let runner = (opts.runner_factory)(&cfg);
     let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
     let (poll_jobs, retry_jobs, tracker_rx, busy) = start_tracker_threads(&ops.shared, &clock);
     let (changed_tx, changed_rx) = bounded(1);
-    let mut d = Daemon {
-        stamp: stat_fingerprint(&workflow_path),
-        opts_path: workflow_path,
-        env: config_env,
-        tracker_factory,
-        runner_factory,
+    let inbox = Inbox {
+        workers: events_rx,
+        news: news_rx,
+        tracker: tracker_rx,
+        reload: opts.reload_rx,
+        signals: opts.shutdown_rx,
+        control: opts.control_rx,
+        tracker_changed: changed_rx,
+        fatal: fatal_events(),
+        reloaded: reloaded_rx,
+    };
+    let d = Daemon {
+        stamp: stat_fingerprint(&opts.workflow_path),
+        opts_path: opts.workflow_path,
+        env: opts.config_env,
+        tracker_factory: opts.tracker_factory,
+        runner_factory: opts.runner_factory,
         state: restored,
-        workflow: initial,
+        workflow: opts.initial,
         tracker,
         runner,
         clock,
@@ -571,32 +534,7 @@ pub fn run_with_state(
         tracker_busy: busy,
         fd_cap,
     };
-    d.sweep_tombstones();
-    d.start_watch();
-    for action in startup {
-        d.execute(action);
-    }
-    info!(
-        "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
-        d.opts_path.display(),
-        cfg.poll_interval_ms,
-        cfg.agent.max_concurrent_agents,
-        cfg.workspace_root.display()
-    );
-    info!("process containment {}", crate::host::containment());
-    let inbox = Inbox {
-        workers: events_rx,
-        news: news_rx,
-        tracker: tracker_rx,
-        reload: reload_rx,
-        signals: shutdown_rx,
-        control: control_rx,
-        tracker_changed: changed_rx,
-        fatal: fatal_events(),
-        reloaded: reloaded_rx,
-    };
-    d.ops.ready(&d.state);
-    d.run(inbox)
+    d.start(startup, inbox)
 }
 
 /// The agents the descriptor limit allows (`runtime::fds`), warning when it caps the config.
@@ -638,28 +576,38 @@ fn start_tracker_threads(
 }
 
 /// Build the tracker and validate it (on a helper thread, so SIGTERM interrupts a hung tracker
-/// at once); `None` when SIGINT/SIGTERM came first.
+/// at once); `None` when SIGINT/SIGTERM came first (or the helper could not report).
 fn startup_tracker(
     cfg: &ServiceConfig,
     tracker_factory: &TrackerFactory,
-    shutdown_rx: &Receiver<()>,
+    shutdown: &Receiver<()>,
 ) -> Result<Option<Arc<dyn Tracker>>, String> {
-    let tracker = tracker_factory(cfg).map_err(|e| format!("startup validation failed: {e}"))?;
+    let failed = |e: String| format!("startup validation failed: {e}");
+    let tracker = tracker_factory(cfg).map_err(|e| failed(e.to_string()))?;
+    let (tx, rx) = bounded(1);
     let t = tracker.clone();
-    match until_shutdown(shutdown_rx, move || t.validate().map_err(|e| e.to_string())) {
-        None => Ok(None),
-        Some(r) => r
-            .map(|()| Some(tracker))
-            .map_err(|e| format!("startup validation failed: {e}")),
+    let spawned = thread::Builder::new()
+        .name("startup".into())
+        .spawn(move || {
+            let _ = tx.send(t.validate().map_err(|e| e.to_string()));
+        });
+    if let Err(e) = spawned {
+        error!("cannot start the startup thread error={e}");
+        return Ok(None);
+    }
+    select! {
+        recv(rx) -> r => r.ok().map(|r| r.map(|()| tracker).map_err(failed)).transpose(),
+        recv(shutdown) -> _ => {
+            info!("shutdown requested during startup; exiting");
+            Ok(None)
+        }
     }
 }
 
-/// Cap glibc's malloc arenas at 2 before the tracker and agent threads start. glibc gives busy
-/// threads their own arenas (up to 8 per core) and keeps freed memory in each: with one reader
-/// thread per agent, memory freed after a burst stays resident per arena. Measured with
-/// scripts/bench (docs/performance.md): RSS 10 s after 10 agents printed two 9.4 MB lines fell
-/// from 294 to 159 MiB, with no change in stream-json throughput. `MALLOC_ARENA_MAX` in the
-/// environment still wins (glibc reads it at the first allocation; mallopt is then skipped).
+/// Cap glibc's malloc arenas at 2 before the tracker and agent threads start: glibc gives busy
+/// threads their own arenas and keeps freed memory in each, so with one reader thread per agent
+/// memory freed after a burst stays resident (RSS after 10 agents printed two 9.4 MB lines: 294
+/// → 159 MiB, same throughput; docs/performance.md). The environment's `MALLOC_ARENA_MAX` wins.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
@@ -668,9 +616,8 @@ fn limit_malloc_arenas() {
             libc::mallopt(libc::M_ARENA_MAX, 2);
         }
     }
-    // A fixed mmap threshold: blocks of 1 MiB and more (a huge agent line, its buffers) are
-    // mapped and unmapped on their own, so freeing them returns the memory at once. glibc's
-    // default threshold grows to the size of the largest block freed (up to 32 MiB), after
+    // A fixed mmap threshold: blocks of 1 MiB and more (a huge agent line) are unmapped when
+    // freed; glibc's default threshold grows to the largest block freed (up to 32 MiB), after
     // which such blocks stay in the arenas. `MALLOC_MMAP_THRESHOLD_` in the environment wins.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
@@ -683,31 +630,6 @@ fn limit_malloc_arenas() {
 
 /// Least time shutdown waits for running workspace removals.
 const REMOVAL_JOIN_MIN_MS: u64 = 1_000;
-
-/// Run `f` on a helper thread; `None` when SIGINT/SIGTERM arrives first (the helper is left to
-/// finish on its own: the process is about to exit).
-fn until_shutdown<T: Send + 'static>(
-    shutdown: &Receiver<()>,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> Option<T> {
-    let (tx, rx) = crossbeam_channel::bounded(1);
-    let spawned = thread::Builder::new()
-        .name("startup".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        });
-    if let Err(e) = spawned {
-        error!("cannot start the startup thread error={e}");
-        return None;
-    }
-    select! {
-        recv(rx) -> r => r.ok(),
-        recv(shutdown) -> _ => {
-            info!("shutdown requested during startup; exiting");
-            None
-        }
-    }
-}
 
 /// Probe an SSH host in the background (reachable, and its sandbox starts when agents run
 /// confined); the answer comes back as `Event::HostProbed`.
@@ -751,6 +673,27 @@ fn clean_workspace(host: &dyn Host, hooks: &HooksConfig, issue: &Issue, path: &P
 }
 
 impl Daemon {
+    /// Startup once wired: the tombstone sweep, the watch, the restore's orphan stops, readiness;
+    /// then the loop.
+    fn start(mut self, startup: Vec<Action>, inbox: Inbox) -> Result<(), RunError> {
+        self.sweep_tombstones();
+        self.start_watch();
+        for action in startup {
+            self.execute(action);
+        }
+        let cfg = config(&self.workflow);
+        info!(
+            "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
+            self.opts_path.display(),
+            cfg.poll_interval_ms,
+            cfg.agent.max_concurrent_agents,
+            cfg.workspace_root.display()
+        );
+        info!("process containment {}", crate::host::containment());
+        self.ops.ready(&self.state);
+        self.run(inbox)
+    }
+
     /// The loop, then the rest of the shutdown: removals, the final state write, SSH masters.
     fn run(mut self, mut inbox: Inbox) -> Result<(), RunError> {
         while !self.done {
@@ -811,19 +754,15 @@ impl Daemon {
         if let Some(ev) = self.queue.pop_front() {
             return LoopEvent::Queued(ev);
         }
-        let mut deadline = match (next_deadline(&self.state), self.persist.next_due()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if let Some(at) = self.stuck_tracker(self.clock.now()).1 {
-            deadline = Some(deadline.map_or(at, |d| d.min(at)));
-        }
-        if self.exit_when.is_some() {
-            // Some of what the condition looks at (e.g. a removed workspace) sends no event.
-            let recheck = self.clock.now().saturating_add(EXIT_RECHECK_MS);
-            deadline = Some(deadline.map_or(recheck, |d| d.min(recheck)));
-        }
-        let mut timer = self.clock.timer(deadline);
+        let now = self.clock.now();
+        // Some of what an exit condition looks at (e.g. a removed workspace) sends no event.
+        let recheck = self
+            .exit_when
+            .as_ref()
+            .map(|_| now.saturating_add(EXIT_RECHECK_MS));
+        let due = [next_deadline(&self.state), self.persist.next_due()];
+        let due = due.into_iter().chain([self.stuck_tracker(now).1, recheck]);
+        let mut timer = self.clock.timer(due.flatten().min());
         let saves = self.persist.reports.clone();
         // Real time, not the injected clock: systemd's watchdog counts wall time.
         let mut ops_timer = match self.ops.deadline() {
@@ -887,14 +826,9 @@ impl Daemon {
             LoopEvent::Reloaded(r) => self.reload_done(*r),
             LoopEvent::Fatal(name) => {
                 error!("a supervised thread died; shutting down thread={name}");
-                self.fatal.get_or_insert(RunError::ThreadDied(name));
-                self.ops.stopping();
-                self.engine(Event::Shutdown);
+                self.shut_down(Some(RunError::ThreadDied(name)));
             }
-            LoopEvent::Signal => {
-                self.ops.stopping();
-                self.engine(Event::Shutdown);
-            }
+            LoopEvent::Signal => self.shut_down(None),
             LoopEvent::Control(req) => self.control(req),
             LoopEvent::OpsDue => {}
             LoopEvent::Saved(r) => {
@@ -902,9 +836,7 @@ impl Daemon {
                 let shared = &self.ops.shared;
                 shared.update_metrics(|m| m.state_write_duration.observe_duration(took));
                 if let Some(e) = self.persist.finished(r, self.clock.now()) {
-                    self.fatal.get_or_insert(RunError::LockLost(e));
-                    self.ops.stopping();
-                    self.engine(Event::Shutdown);
+                    self.shut_down(Some(RunError::LockLost(e)));
                 }
             }
             // The same coalesced poll + reconcile as `POST /api/v1/refresh`.
@@ -968,9 +900,17 @@ impl Daemon {
         if exit_when(&state_snapshot(&self.state, self.clock.now())) {
             self.exit_when = None;
             info!("event=exit_condition_met; shutting down");
-            self.ops.stopping();
-            self.engine(Event::Shutdown);
+            self.shut_down(None);
         }
+    }
+
+    /// Begin the graceful shutdown; `fatal` (the first one kept) makes the run end with an error.
+    fn shut_down(&mut self, fatal: Option<RunError>) {
+        if let Some(f) = fatal {
+            self.fatal.get_or_insert(f);
+        }
+        self.ops.stopping();
+        self.engine(Event::Shutdown);
     }
 
     /// One engine step: apply `ev` at the current time and execute the resulting actions.
@@ -1021,19 +961,7 @@ impl Daemon {
                     seq,
                 });
             }
-            Action::Dispatch {
-                run_id,
-                issue,
-                attempt,
-                workspace_path,
-                host,
-                resume,
-                stale_workspace,
-            } => {
-                let host = self.hosts.get(host.as_deref());
-                let how = (attempt, resume, stale_workspace);
-                self.dispatch(run_id, issue, how, workspace_path, host)
-            }
+            dispatch @ Action::Dispatch { .. } => self.dispatch(dispatch),
             Action::StopWorker {
                 issue_id,
                 run_id,
@@ -1088,30 +1016,26 @@ impl Daemon {
     /// Remove a workspace on `host`, on the removal pool; `WorkspaceRemoved` releases the issue
     /// afterwards (at once when a local workspace does not exist).
     fn clean_in_background(&mut self, issue: Issue, path: PathBuf, host: Arc<dyn Host>) {
+        let issue_id = issue.id.clone();
         if host.name().is_none() && std::fs::symlink_metadata(&path).is_err() {
-            self.queue
-                .push_back(Event::WorkspaceRemoved { issue_id: issue.id });
-            return;
+            return self.queue.push_back(Event::WorkspaceRemoved { issue_id });
         }
-        let hooks = config(&self.workflow).hooks.clone();
-        let events = self.events_tx.clone();
-        let id = issue.id.clone();
+        let (hooks, events) = (config(&self.workflow).hooks.clone(), self.events_tx.clone());
+        let id = issue_id.clone();
         let job = Box::new(move || {
             let _log = crate::runlog::RunLog::new(&issue.id, &issue.identifier).enter();
-            let issue_id = issue.id.clone();
             // Whatever happens in the removal, the issue must be released afterwards.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 clean_workspace(host.as_ref(), &hooks, &issue, &path)
             }));
             if r.is_err() {
-                error!("workspace removal panicked issue_id={issue_id}");
+                error!("workspace removal panicked issue_id={id}");
             }
-            let _ = events.send(Event::WorkspaceRemoved { issue_id });
+            let _ = events.send(Event::WorkspaceRemoved { issue_id: id });
         });
         if let Err(e) = self.removals.submit(job) {
             warn!("cannot start workspace cleanup error={e}");
-            self.queue
-                .push_back(Event::WorkspaceRemoved { issue_id: id });
+            self.queue.push_back(Event::WorkspaceRemoved { issue_id });
         }
     }
 
@@ -1166,18 +1090,19 @@ impl Daemon {
         });
     }
 
-    fn dispatch(
-        &mut self,
-        run_id: u64,
-        issue: Issue,
-        (attempt, resume, stale_workspace): (
-            Option<u32>,
-            Option<crate::orchestrator::Resume>,
-            bool,
-        ),
-        path: PathBuf,
-        host: Arc<dyn Host>,
-    ) {
+    fn dispatch(&mut self, action: Action) {
+        let Action::Dispatch {
+            run_id,
+            issue,
+            attempt,
+            workspace_path,
+            host,
+            resume,
+            stale_workspace,
+        } = action
+        else {
+            return;
+        };
         let cfg = config(&self.workflow);
         let cancel = CancelToken::new();
         let mailbox = Mailbox::new(&issue.id, run_id, self.news_tx.clone());
@@ -1185,7 +1110,7 @@ impl Daemon {
             run_id,
             issue: issue.clone(),
             attempt,
-            workspace_path: path,
+            workspace_path,
             hooks: cfg.hooks.clone(),
             max_turns: cfg.agent.max_turns,
             template: self.workflow.template.clone(),
@@ -1195,7 +1120,7 @@ impl Daemon {
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
             mailbox: Arc::clone(&mailbox),
-            host,
+            host: self.hosts.get(host.as_deref()),
             stale_workspace,
             tracker_held: Arc::clone(&self.tracker_held),
             resume,

@@ -21,16 +21,14 @@ pub const CAPACITY: usize = 64;
 /// One report of a run, in the order the worker made it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum News {
-    /// A worker progress report.
     Progress(WorkerProgress),
-    /// A normalized agent event.
     Agent(AgentEvent),
 }
 
 #[derive(Default)]
 struct Slot {
     items: Vec<News>,
-    /// The mailbox was sent on the wake-up channel and not taken since.
+    /// Sent on the wake-up channel and not taken since.
     signalled: bool,
     /// Nobody takes items any more: posts are dropped, no worker waits.
     closed: bool,
@@ -150,11 +148,6 @@ impl Mailbox {
         drop(slot);
         self.room.notify_all();
     }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.lock().items.len()
-    }
 }
 
 #[cfg(test)]
@@ -162,6 +155,10 @@ mod tests {
     use super::*;
     use crate::agent::TokenUsage;
     use crossbeam_channel::unbounded;
+
+    fn len(m: &Mailbox) -> usize {
+        m.lock().items.len()
+    }
 
     fn activity(i: usize) -> News {
         let mut ev = AgentEvent::new(AgentEventKind::Notification, format!("line {i}"));
@@ -208,7 +205,7 @@ mod tests {
             m.post(activity(i));
         }
         m.post(turn_end(6));
-        assert_eq!(m.len(), 5, "progress, activity, end, activity, end");
+        assert_eq!(len(&m), 5, "progress, activity, end, activity, end");
         assert_eq!(rx.len(), 1, "one wake-up for the whole burst");
         let events = m.take();
         assert_eq!(usage(&events), (11, 2), "usage and turn ends are exact");
@@ -222,7 +219,7 @@ mod tests {
             "sticky facts kept"
         );
         assert_eq!(evs[0].agent_pid, Some(42));
-        assert_eq!(m.len(), 0);
+        assert_eq!(len(&m), 0);
         m.post(activity(1));
         assert_eq!(rx.len(), 2, "news after a take wakes the loop again");
     }
@@ -242,7 +239,7 @@ mod tests {
         let mut total = (0, 0);
         while total.1 < 1_000 {
             let _ = rx.recv_timeout(std::time::Duration::from_secs(10));
-            assert!(m.len() <= CAPACITY);
+            assert!(len(&m) <= CAPACITY);
             let (t, n) = usage(&m.take());
             total = (total.0 + t, total.1 + n);
         }
@@ -258,6 +255,6 @@ mod tests {
         for _ in 0..(CAPACITY * 2) {
             m.post(turn_end(1)); // the loop is gone: never waits
         }
-        assert_eq!(m.len(), 0);
+        assert_eq!(len(&m), 0);
     }
 }

@@ -38,30 +38,6 @@ where
         })
 }
 
-/// Unit tests only: wait until a thread named `name` is reported on [`fatal_events`]. Reports
-/// for other names are kept for their own waiters (tests run in parallel on one channel).
-#[cfg(test)]
-pub(crate) fn wait_fatal(name: &str, timeout: std::time::Duration) -> bool {
-    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-    let deadline = std::time::Instant::now() + timeout;
-    let fatal = fatal_events();
-    loop {
-        {
-            let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(i) = seen.iter().position(|n| n == name) {
-                seen.remove(i);
-                return true;
-            }
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        if let Ok(n) = fatal.recv_timeout(std::time::Duration::from_millis(20)) {
-            SEEN.lock().unwrap_or_else(|e| e.into_inner()).push(n);
-        }
-    }
-}
-
 /// Route panic messages through the logger (one escaped line with the thread name, location and
 /// message) instead of raw stderr. Installed once by the binary.
 pub fn install_panic_hook() {
@@ -87,8 +63,31 @@ fn panic_line(thread: &str, location: &str, payload: &(dyn std::any::Any + Send)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Wait until a thread named `name` is reported on [`fatal_events`]. Reports
+    /// for other names are kept for their own waiters (tests run in parallel on one channel).
+    pub(crate) fn wait_fatal(name: &str, timeout: std::time::Duration) -> bool {
+        static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let deadline = std::time::Instant::now() + timeout;
+        let fatal = fatal_events();
+        loop {
+            {
+                let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(i) = seen.iter().position(|n| n == name) {
+                    seen.remove(i);
+                    return true;
+                }
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            if let Ok(n) = fatal.recv_timeout(std::time::Duration::from_millis(20)) {
+                SEEN.lock().unwrap_or_else(|e| e.into_inner()).push(n);
+            }
+        }
+    }
 
     #[test]
     fn panic_lines_name_the_thread_and_escape_the_message() {

@@ -32,44 +32,35 @@ use crate::workspace::{ensure_workspace, remove_workspace_on, Workspace};
 use super::fds;
 use super::mailbox::{Mailbox, News};
 
-/// Everything one worker run needs; built by the main loop from the config current at dispatch.
+/// Everything one worker run needs; built by the main loop from the config current at dispatch
+/// (the fields of `Action::Dispatch`, the config's hooks, turns, template and policy).
 pub struct WorkerContext {
-    /// Run id from `Action::Dispatch` (echoed in every event).
     pub run_id: u64,
-    /// The issue as dispatched.
     pub issue: Issue,
-    /// `None` on a first run; the retry attempt otherwise.
     pub attempt: Option<u32>,
-    /// `<root>/<key>`, recorded at dispatch.
     pub workspace_path: PathBuf,
-    /// Hooks and their timeout.
     pub hooks: HooksConfig,
-    /// `agent.max_turns`.
     pub max_turns: u32,
-    /// The compiled prompt template.
     pub template: PromptTemplate,
     /// States/labels for the between-turns active check.
     pub policy: Policy,
-    /// The agent adapter.
     pub runner: Arc<dyn AgentRunner>,
     /// The tracker (for the between-turns refresh).
     pub tracker: Arc<dyn Tracker>,
-    /// Cancelled by the main loop to stop this run.
     pub cancel: CancelToken,
     /// The few events the main loop must get (tracker call outcomes, the exit); bounded.
     pub events: Sender<Event>,
-    /// Progress and agent events, coalesced for the main loop (see `runtime::mailbox`).
+    /// Progress and agent events, coalesced for the main loop.
     pub mailbox: Arc<Mailbox>,
-    /// Where the workspace, the hooks and the agent run (the host the engine chose).
+    /// Where the workspace, the hooks and the agent run.
     pub host: Arc<dyn Host>,
-    /// The host holds an older copy of the workspace (the issue ran on another host since):
-    /// remove it first, so the run gets a fresh one (`Action::Dispatch::stale_workspace`).
+    /// Remove the host's older copy of the workspace first.
     pub stale_workspace: bool,
     /// Set by the main loop while its request gate holds tracker requests (a rate-limit pause or
     /// the credential back-off). The between-turn refresh is not sent then: the run ends
     /// normally, and its continuation retry waits for the gate like every other request.
     pub tracker_held: Arc<AtomicBool>,
-    /// The agent session to resume (an interrupted run after a restart).
+    /// The agent session of an interrupted run (after a restart).
     pub resume: Option<Resume>,
 }
 
@@ -92,21 +83,15 @@ pub fn continuation_prompt(issue: &Issue, turn: u32, max_turns: u32) -> String {
 pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
     let name = format!("worker-{}", ctx.issue.identifier);
     thread::Builder::new().name(name).spawn(move || {
-        let _log = crate::runlog::RunLog::new(&ctx.issue.id, &ctx.issue.identifier).enter();
-        let issue_id = ctx.issue.id.clone();
-        let identifier = ctx.issue.identifier.clone();
-        let run_id = ctx.run_id;
-        let events = ctx.events.clone();
-        let outcome = match catch_unwind(AssertUnwindSafe(|| run_attempt(&ctx))) {
-            Ok(o) => o,
-            Err(_) => {
-                warn!("worker panicked issue_id={issue_id} issue_identifier={identifier}");
-                WorkerOutcome::Failed("worker panicked".into())
-            }
-        };
-        let _ = events.send(Event::WorkerExited {
-            issue_id,
-            run_id,
+        let (id, ident) = (&ctx.issue.id, &ctx.issue.identifier);
+        let _log = crate::runlog::RunLog::new(id, ident).enter();
+        let outcome = catch_unwind(AssertUnwindSafe(|| run_attempt(&ctx))).unwrap_or_else(|_| {
+            warn!("worker panicked issue_id={id} issue_identifier={ident}");
+            WorkerOutcome::Failed("worker panicked".into())
+        });
+        let _ = ctx.events.send(Event::WorkerExited {
+            issue_id: id.clone(),
+            run_id: ctx.run_id,
             outcome,
         });
     })
@@ -114,8 +99,6 @@ pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>
 
 struct Run<'a> {
     ctx: &'a WorkerContext,
-    /// Where the workspace, the hooks and the agent run (`WorkerContext::host`).
-    host: Arc<dyn Host>,
     issue: Issue,
     workspace: Option<Workspace>,
 }
@@ -125,21 +108,23 @@ impl Run<'_> {
         self.ctx.mailbox.post(News::Progress(p));
     }
 
-    /// Stop the session (if any), enter Finishing, run `after_run` best-effort.
+    /// Stop the session, enter Finishing, run `after_run` best-effort.
     fn finish(&self, session: Option<&mut Box<dyn AgentSession>>) {
         if let Some(s) = session {
             s.stop();
         }
         self.progress(WorkerProgress::Phase(WorkerPhase::Finishing));
         if let Some(ws) = &self.workspace {
-            let env = HookEnv::for_issue(&self.issue, &ws.path);
+            let (env, hooks) = (HookEnv::for_issue(&self.issue, &ws.path), &self.ctx.hooks);
+            let after_run = hooks.after_run.as_deref();
+            let host = self.ctx.host.as_ref();
             let _ = run_configured_hook(
-                self.host.as_ref(),
+                host,
                 HookKind::AfterRun,
-                self.ctx.hooks.after_run.as_deref(),
+                after_run,
                 &ws.path,
                 &env,
-                self.ctx.hooks.timeout_ms,
+                hooks.timeout_ms,
             );
         }
     }
@@ -159,7 +144,7 @@ impl Run<'_> {
         if !started && !self.ctx.cancel.is_cancelled() && fds::is_resource_exhausted(&msg) {
             return resource_exhausted(msg);
         }
-        if self.ctx.cancel.is_cancelled() || self.host.name().is_none() {
+        if self.ctx.cancel.is_cancelled() || self.ctx.host.name().is_none() {
             return self.failed_or_cancelled(msg);
         }
         if is_host_unavailable(&msg) {
@@ -168,7 +153,7 @@ impl Run<'_> {
                 error: msg,
             };
         }
-        match self.host.probe() {
+        match self.ctx.host.probe() {
             Err(e) if started => WorkerOutcome::HostFailed {
                 started,
                 error: format!("{msg}; {e}"),
@@ -191,7 +176,6 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
     }
     let mut run = Run {
         ctx,
-        host: Arc::clone(&ctx.host),
         issue: ctx.issue.clone(),
         workspace: None,
     };
@@ -220,7 +204,7 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
             cache_read_input_tokens: t.cache_read_input_tokens,
             cache_creation_input_tokens: t.cache_creation_input_tokens,
         },
-        host: Arc::clone(&run.host),
+        host: Arc::clone(&ctx.host),
     };
     let mut session = match ctx.runner.start_session(&sctx) {
         Ok(s) => s,
@@ -238,37 +222,22 @@ impl Run<'_> {
     /// Ensure the workspace and run `before_run`; `Err` carries the outcome when the run ends here.
     fn prepare(&mut self, root: &Path) -> Result<(), WorkerOutcome> {
         let ctx = self.ctx;
-        let env = HookEnv::for_issue(&ctx.issue, &ctx.workspace_path);
+        let (host, path, hooks) = (ctx.host.as_ref(), &ctx.workspace_path, &ctx.hooks);
+        let (id, ident) = (&ctx.issue.id, &ctx.issue.identifier);
+        let env = HookEnv::for_issue(&ctx.issue, path);
         if ctx.stale_workspace {
             info!(
-                "removing a stale workspace issue_id={} issue_identifier={} workspace={} host={}",
-                ctx.issue.id,
-                ctx.issue.identifier,
-                ctx.workspace_path.display(),
-                self.host.name().unwrap_or("local")
+                "removing a stale workspace issue_id={id} issue_identifier={ident} workspace={} host={}",
+                path.display(),
+                host.name().unwrap_or("local")
             );
-            remove_workspace_on(
-                self.host.as_ref(),
-                root,
-                &ctx.workspace_path,
-                &ctx.hooks,
-                &env,
-            )
-            .map_err(|e| self.classify(format!("workspace error: {e}"), false))?;
+            remove_workspace_on(host, root, path, hooks, &env)
+                .map_err(|e| self.classify(format!("workspace error: {e}"), false))?;
         }
-        let ws = ensure_workspace(
-            self.host.as_ref(),
-            root,
-            &ctx.workspace_path,
-            &ctx.hooks,
-            &env,
-        )
-        .map_err(|e| {
+        let ws = ensure_workspace(host, root, path, hooks, &env).map_err(|e| {
             log::error!(
-                "workspace preparation failed issue_id={} issue_identifier={} workspace={} error={e}",
-                ctx.issue.id,
-                ctx.issue.identifier,
-                ctx.workspace_path.display()
+                "workspace preparation failed issue_id={id} issue_identifier={ident} workspace={} error={e}",
+                path.display()
             );
             self.classify(format!("workspace error: {e}"), false)
         })?;
@@ -276,14 +245,16 @@ impl Run<'_> {
             return Err(WorkerOutcome::Cancelled);
         }
         let env = HookEnv::for_issue(&ctx.issue, &ws.path);
-        if let Err(e) = run_configured_hook(
-            self.host.as_ref(),
+        let before_run = hooks.before_run.as_deref();
+        let hook = run_configured_hook(
+            host,
             HookKind::BeforeRun,
-            ctx.hooks.before_run.as_deref(),
+            before_run,
             &ws.path,
             &env,
-            ctx.hooks.timeout_ms,
-        ) {
+            hooks.timeout_ms,
+        );
+        if let Err(e) = hook {
             return Err(self.classify(format!("before_run hook error: {e}"), false));
         }
         self.workspace = Some(ws);

@@ -7,6 +7,7 @@ use std::os::unix::net::UnixDatagram;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use crate::support::clock::ManualClock;
 use baton::agent::AgentRunner;
 use baton::http::routes::{handle, App, ControlClient, Incoming, Route};
 use baton::model::Issue;
@@ -15,7 +16,6 @@ use baton::ops::health::{
 };
 use baton::ops::sdnotify::Notifier;
 use baton::ops::shared::OpsShared;
-use baton::runtime::clock::ManualClock;
 use baton::runtime::daemon::{
     run_with, DaemonOps, RunnerFactory, TrackerFactory, TRACKER_JOB_BOUND_MS,
 };

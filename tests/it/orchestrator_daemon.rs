@@ -21,6 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
+use crate::support::clock::ManualClock;
 use baton::agent::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken,
     Emit, SessionContext, TokenUsage, TurnResult,
@@ -28,7 +29,7 @@ use baton::agent::{
 use baton::model::Issue;
 use baton::ops::health::NotReady;
 use baton::ops::shared::OpsShared;
-use baton::runtime::clock::{Clock, ManualClock};
+use baton::runtime::clock::Clock;
 use baton::runtime::daemon::{run_with, DaemonOps, RELOAD_DEBOUNCE_MS};
 use baton::status::{ControlRequest, IssueDetail, StateSnapshot};
 use baton::timefmt::parse_rfc3339;
@@ -628,4 +629,35 @@ fn the_startup_sweep_waits_for_the_first_successful_board_read() {
     d.wait_until("the startup sweep after the first good read", || {
         !ws.exists()
     });
+}
+
+#[test]
+fn manual_timer_fires_when_time_reaches_the_deadline() {
+    let c = ManualClock::new(1_000);
+    let rx = c.timer(Some(1_500));
+    assert!(rx.try_recv().is_err());
+    c.advance(499);
+    assert!(rx.try_recv().is_err());
+    c.advance(1);
+    assert!(rx.try_recv().is_ok());
+    assert_eq!(c.now(), 1_500);
+    assert!(
+        c.timer(Some(1_000)).try_recv().is_ok(),
+        "past deadlines fire at once"
+    );
+    assert_eq!(c.turns(), 2);
+    assert!(c.wait_turn_after(1, Duration::ZERO));
+    assert!(!c.wait_turn_after(2, Duration::from_millis(1)));
+}
+
+#[test]
+fn advance_to_deadline_is_bounded() {
+    let c = ManualClock::new(0);
+    assert_eq!(c.advance_to_deadline(100), 0, "nothing armed");
+    let rx = c.timer(Some(1_000));
+    assert_eq!(c.advance_to_deadline(200), 200);
+    assert!(rx.try_recv().is_err());
+    assert_eq!(c.advance_to_deadline(5_000), 1_000);
+    assert!(rx.try_recv().is_ok());
+    assert_eq!(c.deadline(), None);
 }

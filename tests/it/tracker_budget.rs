@@ -18,8 +18,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
+use crate::support::clock::ManualClock;
 use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
-use baton::runtime::clock::{Clock, ManualClock};
+use baton::runtime::clock::Clock;
 use baton::runtime::daemon::run;
 use baton::status::{ControlRequest, RefreshAck};
 use baton::tracker::Tracker;

@@ -6,7 +6,7 @@
 use std::fs;
 use std::sync::Arc;
 
-use baton::runtime::clock::ManualClock;
+use crate::support::clock::ManualClock;
 
 use super::{
     issue, start, two_todo_issues_with_hanging_agents, workflow_text, FakeRunner, FakeTracker,

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod backlog;
 pub mod chromium;
+pub mod clock;
 pub mod daemon_proc;
 pub mod engine_sim;
 pub mod escapes;
