@@ -124,37 +124,34 @@ pub struct StateDir {
 pub fn unsafe_reason(dir: &Path) -> Option<String> {
     // SAFETY: geteuid cannot fail.
     let uid = unsafe { libc::geteuid() };
-    let real = match std::fs::canonicalize(dir) {
-        Ok(r) => r,
-        Err(e) => return Some(format!("cannot resolve: {e}")),
-    };
-    let meta = match std::fs::metadata(&real) {
-        Ok(m) => m,
-        Err(e) => return Some(format!("cannot stat: {e}")),
-    };
-    let mode = meta.mode() & 0o7777;
-    if !meta.is_dir() {
-        return Some("not a directory".into());
-    }
-    if meta.uid() != uid {
-        return Some(format!("owned by uid {}, not by uid {uid}", meta.uid()));
-    }
-    if mode & 0o022 != 0 {
-        return Some(format!("writable by group or others (mode {mode:o})"));
-    }
-    for p in dir.ancestors().chain(real.ancestors().skip(1)) {
-        let Ok(m) = std::fs::symlink_metadata(p) else {
-            continue;
-        };
-        if m.uid() != uid && m.uid() != 0 {
-            return Some(format!("{} is owned by uid {}", p.display(), m.uid()));
+    let check = || -> Result<(), String> {
+        let real = std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve: {e}"))?;
+        let meta = std::fs::metadata(&real).map_err(|e| format!("cannot stat: {e}"))?;
+        let mode = meta.mode() & 0o7777;
+        if !meta.is_dir() {
+            return Err("not a directory".into());
         }
-        let sticky_root = m.uid() == 0 && m.mode() & 0o1000 != 0;
-        if m.is_dir() && m.mode() & 0o022 != 0 && !sticky_root {
-            return Some(format!("{} is writable by group or others", p.display()));
+        if meta.uid() != uid {
+            return Err(format!("owned by uid {}, not by uid {uid}", meta.uid()));
         }
-    }
-    None
+        if mode & 0o022 != 0 {
+            return Err(format!("writable by group or others (mode {mode:o})"));
+        }
+        for p in dir.ancestors().chain(real.ancestors().skip(1)) {
+            let Ok(m) = std::fs::symlink_metadata(p) else {
+                continue;
+            };
+            if m.uid() != uid && m.uid() != 0 {
+                return Err(format!("{} is owned by uid {}", p.display(), m.uid()));
+            }
+            let sticky_root = m.uid() == 0 && m.mode() & 0o1000 != 0;
+            if m.is_dir() && m.mode() & 0o022 != 0 && !sticky_root {
+                return Err(format!("{} is writable by group or others", p.display()));
+            }
+        }
+        Ok(())
+    };
+    check().err()
 }
 
 /// Create `dir` and its missing parents, 0700.

@@ -607,23 +607,24 @@ fn startup_tracker(
 /// Cap glibc's malloc arenas at 2 before the tracker and agent threads start: glibc gives busy
 /// threads their own arenas and keeps freed memory in each, so with one reader thread per agent
 /// memory freed after a burst stays resident (RSS after 10 agents printed two 9.4 MB lines: 294
-/// → 159 MiB, same throughput; docs/performance.md). The environment's `MALLOC_ARENA_MAX` wins.
+/// → 159 MiB, same throughput; docs/performance.md). And a fixed mmap threshold: blocks of 1 MiB
+/// and more (a huge agent line) are unmapped when freed, while glibc's default threshold grows to
+/// the largest block freed (up to 32 MiB). The environment's settings win.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt only sets an allocator tunable; no memory is touched.
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
-    }
-    // A fixed mmap threshold: blocks of 1 MiB and more (a huge agent line) are unmapped when
-    // freed; glibc's default threshold grows to the largest block freed (up to 32 MiB), after
-    // which such blocks stay in the arenas. `MALLOC_MMAP_THRESHOLD_` in the environment wins.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_none() {
-        // SAFETY: as above.
-        unsafe {
-            libc::mallopt(libc::M_MMAP_THRESHOLD, 1024 * 1024);
+    for (var, param, value) in [
+        ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, 2),
+        (
+            "MALLOC_MMAP_THRESHOLD_",
+            libc::M_MMAP_THRESHOLD,
+            1024 * 1024,
+        ),
+    ] {
+        if std::env::var_os(var).is_none() {
+            // SAFETY: mallopt only sets an allocator tunable; no memory is touched.
+            unsafe {
+                libc::mallopt(param, value);
+            }
         }
     }
 }

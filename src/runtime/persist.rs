@@ -247,10 +247,7 @@ impl Persist {
     /// When the next projection or coalesced write is due (a main-loop deadline).
     pub(crate) fn next_due(&self) -> Option<Millis> {
         let project = self.projection_due().filter(|_| self.stale && !self.frozen);
-        match (project, self.writer.next_due()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        project.into_iter().chain(self.writer.next_due()).min()
     }
 
     /// Final write before shutdown completes: stop the writer thread, settle its last report,

@@ -14,13 +14,11 @@ use crate::orchestrator::{OrchestratorState, ParkKind, WorkerOutcome};
 /// Shortest time between two `STATUS=` messages.
 pub(crate) const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
 
-/// What the daemon shares with the HTTP thread and systemd. `Default`: fresh shared state and
-/// no systemd.
+/// What the daemon shares with the HTTP thread (metrics and readiness facts) and systemd
+/// ([`Notifier::from_env`] in production). `Default`: fresh shared state and no systemd.
 #[derive(Debug, Clone)]
 pub struct DaemonOps {
-    /// Metrics and readiness facts (also given to the HTTP server).
     pub shared: Arc<OpsShared>,
-    /// The systemd notifier ([`Notifier::from_env`] in production).
     pub notifier: Arc<Notifier>,
 }
 
@@ -42,7 +40,7 @@ pub(crate) struct LoopOps {
     last_status: Option<(String, Instant)>,
     /// A changed status waiting for the rate limit.
     pending_status: Option<String>,
-    /// A tracker thread stuck on one job: no watchdog pings, `/livez` 503.
+    /// A tracker thread stuck on one job.
     stuck: Option<&'static str>,
 }
 
@@ -98,7 +96,6 @@ impl LoopOps {
         self.shared.update_health(|h| h.stuck_thread = thread);
     }
 
-    /// Count one worker exit by outcome.
     pub(crate) fn worker_exit(&self, outcome: &WorkerOutcome) {
         let label = match outcome {
             WorkerOutcome::Normal => "normal",
@@ -145,10 +142,11 @@ impl LoopOps {
                 .as_ref()
                 .map_or_else(Instant::now, |(_, at)| *at + STATUS_MIN_INTERVAL)
         });
-        match (self.pacer.map(|p| p.deadline()), status) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.pacer
+            .map(|p| p.deadline())
+            .into_iter()
+            .chain(status)
+            .min()
     }
 
     /// Send what is due at `now`: the watchdog ping and a rate-limited status.
@@ -195,7 +193,7 @@ fn copy_state(m: &mut MetricsSnapshot, s: &OrchestratorState) {
     m.cost_usd = t.cost_usd;
     m.agent_turns = t.turns;
     if let Some(rl) = &s.poll.rate_limit {
-        let known = |v: Option<i64>| v.and_then(|n| u64::try_from(n).ok());
+        let known = |v: Option<i64>| v.and_then(|n| n.try_into().ok());
         m.rate_limit_remaining = known(rl.remaining);
         m.rate_limit_limit = known(rl.limit);
     }
