@@ -49,7 +49,7 @@ trap '' TERM
 exec bwrap "${a[@]}" "$@"
 "#;
 
-/// `sandbox.*` (parsed by `workflow::config::sandbox`).
+/// `sandbox.*` (parsed by `host::config::sandbox`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SandboxConfig {
     /// `kind: bubblewrap` (default `none`: agents run unconfined).
