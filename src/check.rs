@@ -272,7 +272,7 @@ fn print_list(r: &mut Report<'_>, lines: Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::EmptyEnv;
+    use crate::config::test_env::EmptyEnv;
     use crate::workflow::config::parse_config;
 
     fn budget_lines(agent_yaml: &str) -> String {

@@ -89,57 +89,28 @@ pub trait ConfigEnv {
     fn gh_auth_token(&self) -> Option<String>;
 }
 
-/// An empty environment: no variables, no home, no `gh`.
-#[cfg(test)]
-pub(crate) struct EmptyEnv;
-
-#[cfg(test)]
-impl ConfigEnv for EmptyEnv {
-    fn var(&self, _: &str) -> Option<String> {
-        None
-    }
-    fn home(&self) -> Option<PathBuf> {
-        None
-    }
-    fn gh_auth_token(&self) -> Option<String> {
-        None
-    }
-}
-
 /// The keys whose value, when it is exactly `$NAME`, is read from the environment
 /// (docs/configuration.md). Their values are trimmed, and an empty one (or an empty or unset
 /// variable) leaves the key unset.
-const FROM_ENV: &[&str] = &[
-    "tracker.kind",
-    "tracker.token",
-    "tracker.owner",
-    "tracker.owner_type",
-    "tracker.status_field",
-    "tracker.priority_field",
-    "agent.kind",
-    "claude_code.model",
-    "claude_code.permission_mode",
-    "copilot.model",
-    "codex.model",
-    "codex.thread_sandbox",
-    "gemini.model",
-    "gemini.approval_mode",
-    "gemini.auth_type",
-    "server.webhook_secret",
-];
+const FROM_ENV: &str = "tracker.kind tracker.token tracker.owner tracker.owner_type \
+    tracker.status_field tracker.priority_field agent.kind claude_code.model \
+    claude_code.permission_mode copilot.model codex.model codex.thread_sandbox gemini.model \
+    gemini.approval_mode gemini.auth_type server.webhook_secret";
 
-/// The front matter being read: hands out its sections and remembers every key they read, so
-/// that the rest can be warned about.
+/// The front matter being read: hands out its sections and remembers every section and
+/// `section.key` they read, so that the rest can be warned about.
 pub(crate) struct FrontMatter<'a> {
     root: &'a Mapping,
+    /// What `$NAME`, `~` and credentials resolve against.
     env: &'a dyn ConfigEnv,
+    /// WORKFLOW.md's directory: relative paths start there.
     dir: &'a Path,
-    known: RefCell<Vec<(&'static str, &'static str)>>,
+    known: RefCell<Vec<String>>,
 }
 
 impl<'a> FrontMatter<'a> {
     pub(crate) fn new(root: &'a Mapping, env: &'a dyn ConfigEnv, dir: &'a Path) -> Self {
-        let known = RefCell::new(Vec::new());
+        let known = RefCell::default();
         FrontMatter {
             root,
             env,
@@ -149,15 +120,16 @@ impl<'a> FrontMatter<'a> {
     }
 
     /// The top-level section `name`; absent or null reads as empty, anything but a map is an error.
-    pub(crate) fn section(&self, name: &'static str) -> Result<Section<'_>, ConfigError> {
-        self.known.borrow_mut().push((name, ""));
+    pub(crate) fn section(&'a self, name: &'static str) -> Result<Section<'a>, ConfigError> {
+        self.known.borrow_mut().push(name.into());
         let map = match self.root.get(name) {
             None | Some(Value::Null) => None,
             Some(Value::Mapping(m)) => Some(m),
-            Some(other) => {
-                let got = describe(other);
-                let text = format!("{name} must be a map of settings, got {got}");
-                return Err(ConfigError::new("invalid_config", text));
+            Some(v) => {
+                return Err(invalid(format!(
+                    "{name} must be a map of settings, got {}",
+                    describe(v)
+                )))
             }
         };
         Ok(Section {
@@ -167,46 +139,43 @@ impl<'a> FrontMatter<'a> {
         })
     }
 
-    /// A warning for every key no section read, with a hint when a known key is one edit away.
+    /// A warning for every key no section read, with a hint when a known key one edit away has
+    /// the same parent.
     pub(crate) fn unknown_keys(&self) -> Vec<String> {
         let known = self.known.borrow();
-        let dotted = |s: &str, k: &str| {
-            if k.is_empty() {
-                s.into()
-            } else {
-                format!("{s}.{k}")
-            }
-        };
-        let unknown = |key: String, section: &str| {
-            let hint = known
-                .iter()
-                .filter(|(s, k)| *s == section || section.is_empty() && k.is_empty())
-                .map(|(s, k)| dotted(s, k))
-                .find(|k| edit_distance(&key, k) == 1);
-            match hint {
-                Some(h) => format!("unknown config key `{key}` is ignored; did you mean `{h}`?"),
-                None => format!("unknown config key `{key}` is ignored"),
-            }
-        };
         let mut out = Vec::new();
         for (k, v) in self.root {
             let Some(k) = k.as_str() else {
                 out.push(format!("ignoring non-string top-level key {}", describe(k)));
                 continue;
             };
-            if !known.contains(&(k, "")) {
-                out.push(unknown(k.to_string(), ""));
-                continue;
-            }
-            let Value::Mapping(m) = v else { continue };
-            for sub in m.keys().filter_map(Value::as_str) {
-                if !known.iter().any(|(s, key)| *s == k && *key == sub) {
-                    out.push(unknown(format!("{k}.{sub}"), k));
-                }
+            let keys: Vec<String> = match v {
+                Value::Mapping(m) if known.iter().any(|s| s == k) => m
+                    .keys()
+                    .filter_map(Value::as_str)
+                    .map(|s| format!("{k}.{s}"))
+                    .collect(),
+                _ => vec![k.to_string()],
+            };
+            for key in keys.into_iter().filter(|key| !known.contains(key)) {
+                let parent = key.split_once('.').map(|p| p.0);
+                let mut near = known
+                    .iter()
+                    .filter(|c| c.split_once('.').map(|p| p.0) == parent);
+                out.push(match near.find(|c| edit_distance(&key, c) == 1) {
+                    Some(h) => {
+                        format!("unknown config key `{key}` is ignored; did you mean `{h}`?")
+                    }
+                    None => format!("unknown config key `{key}` is ignored"),
+                });
             }
         }
         out
     }
+}
+
+fn invalid(message: String) -> ConfigError {
+    ConfigError::new("invalid_config", message)
 }
 
 /// One top-level section of the front matter.
@@ -222,34 +191,67 @@ impl<'a> Section<'a> {
         self.read_keys(None)
     }
 
-    /// The section read into `T` from the keys `only` lists (when given) that are `T`'s fields;
-    /// those are the known keys.
+    /// The section read into `T` from those of its fields `only` lists (when given): the keys
+    /// that become known.
     pub(crate) fn read_keys<T: DeserializeOwned>(
         &self,
         only: Option<&[&str]>,
     ) -> Result<T, ConfigError> {
-        T::deserialize(Reader { s: self, only })
-            .map_err(|e| ConfigError::new("invalid_config", e.0))
+        let entries = Vec::new().into_iter();
+        let reader = Reader {
+            s: self,
+            only,
+            entries,
+            next: None,
+        };
+        T::deserialize(reader).map_err(|e| invalid(e.to_string()))
+    }
+
+    /// One value read like a field of a derived struct (`Option<T>`: `None` when unset).
+    pub(crate) fn get<T: DeserializeOwned>(&self, key: &'static str) -> Result<T, ConfigError> {
+        let field = Field(self.value(key).unwrap_or(Value::Null));
+        T::deserialize(field).map_err(|e| invalid(self.named(key, e).to_string()))
     }
 
     /// The raw value of `key` (a known key from now on); `None` when unset or null.
     pub(crate) fn raw(&self, key: &'static str) -> Option<&'a Value> {
-        self.fm.known.borrow_mut().push((self.name, key));
+        self.fm
+            .known
+            .borrow_mut()
+            .push(format!("{}.{key}", self.name));
         self.map?.get(key).filter(|v| !v.is_null())
+    }
+
+    /// The value of `key` as a field reads it (`None`: unset).
+    fn value(&self, key: &'static str) -> Option<Value> {
+        let dotted = format!("{}.{key}", self.name);
+        match self.raw(key)? {
+            Value::String(s) if FROM_ENV.split_whitespace().any(|k| k == dotted) => {
+                let s = match env_reference(s.trim()) {
+                    Some(name) => self.fm.env.var(name).unwrap_or_default(),
+                    None => s.clone(),
+                };
+                Some(s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .map(Value::String)
+            }
+            v => Some(v.clone()),
+        }
+    }
+
+    fn named(&self, key: &str, e: Error) -> Error {
+        de::Error::custom(format!("{}.{key} {e}", self.name))
     }
 
     /// `section.key must be <expected>, got <got>`.
     pub(crate) fn invalid(&self, key: &str, expected: &str, got: &str) -> ConfigError {
-        let text = format!("{}.{key} must be {expected}, got {got}", self.name);
-        ConfigError::new("invalid_config", text)
+        invalid(format!("{}.{key} must be {expected}, got {got}", self.name))
     }
 
-    /// The environment the config resolves against.
     pub(crate) fn env(&self) -> &'a dyn ConfigEnv {
         self.fm.env
     }
 
-    /// WORKFLOW.md's directory: relative paths start there.
     pub(crate) fn dir(&self) -> &'a Path {
         self.fm.dir
     }
@@ -270,87 +272,41 @@ impl<'a> Section<'a> {
         }
     }
 
-    /// A path `key` (see [`resolve_path`]); `None` when unset.
+    /// A path (see [`resolve_path`]); `None` when unset.
     pub(crate) fn path(&self, key: &'static str) -> Result<Option<PathBuf>, ConfigError> {
         match self.raw(key) {
             None => Ok(None),
-            Some(Value::String(s)) => match resolve_path(s, self.fm.dir, self.fm.env) {
-                Some(p) => Ok(Some(p)),
-                None => Err(self.invalid(key, VAR_PATH, &format!("{s:?}"))),
-            },
+            Some(Value::String(s)) => resolve_path(s, self.fm.dir, self.fm.env)
+                .map(Some)
+                .ok_or_else(|| self.invalid(key, VAR_PATH, &format!("{s:?}"))),
             Some(other) => Err(self.invalid(key, "a path string", &describe(other))),
         }
     }
 
-    /// The paths of the list `key`, each resolved like [`Section::path`].
+    /// A list of paths, each resolved like [`Section::path`].
     pub(crate) fn paths(&self, key: &'static str) -> Result<Vec<PathBuf>, ConfigError> {
         let raw: Option<Vec<String>> = self.get(key)?;
-        let dir = self.fm.dir;
-        let resolve = |p: &String| resolve_path(p, dir, self.fm.env).filter(|_| !p.is_empty());
+        let resolve =
+            |p: &String| resolve_path(p, self.fm.dir, self.fm.env).filter(|_| !p.is_empty());
         let bad = |p: &String| self.invalid(key, "paths (a $VAR must be set)", &format!("{p:?}"));
-        raw.unwrap_or_default()
-            .iter()
+        (raw.unwrap_or_default().iter())
             .map(|p| resolve(p).ok_or_else(|| bad(p)))
             .collect()
-    }
-
-    /// One value read like a field of a derived struct; `None` when unset.
-    pub(crate) fn get<T: DeserializeOwned>(&self, key: &'static str) -> Result<T, ConfigError> {
-        let value = self.value(key).unwrap_or(Value::Null);
-        T::deserialize(Field(value)).map_err(|e| self.invalid_text(key, e))
-    }
-
-    /// The value of `key` as a field reads it: a [`FROM_ENV`] key's `$NAME` read and its blanks
-    /// trimmed (`None`: unset).
-    fn value(&self, key: &'static str) -> Option<Value> {
-        let v = self.raw(key)?.clone();
-        let listed = FROM_ENV
-            .iter()
-            .any(|k| k.split_once('.') == Some((self.name, key)));
-        let Value::String(text) = &v else {
-            return Some(v);
-        };
-        if !listed {
-            return Some(v);
-        }
-        let text = match env_reference(text.trim()) {
-            Some(name) => self.fm.env.var(name).unwrap_or_default(),
-            None => text.clone(),
-        };
-        let text = text.trim();
-        (!text.is_empty()).then(|| Value::String(text.to_string()))
-    }
-
-    fn invalid_text(&self, key: &str, e: Error) -> ConfigError {
-        ConfigError::new("invalid_config", format!("{}.{key} {}", self.name, e.0))
     }
 }
 
 /// What a path key expects when its `$VAR` is unset.
 pub(crate) const VAR_PATH: &str = "a path (or $VAR naming a set variable)";
 
-/// A message for a config error; [`Section`] puts `section.key` in front.
-#[derive(Debug)]
-struct Error(String);
+type Error = de::value::Error;
 
-impl de::Error for Error {
-    fn custom<T: fmt::Display>(msg: T) -> Self {
-        Error(msg.to_string())
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Error {}
-
-/// A section as a serde deserializer: it learns the struct's fields and hands out their values.
+/// A section as a serde deserializer (of a struct: it learns the fields) and map (of the set
+/// fields, each value a [`Field`] whose errors it names `section.key`).
 struct Reader<'s, 'a> {
     s: &'s Section<'a>,
     only: Option<&'s [&'s str]>,
+    entries: std::vec::IntoIter<(&'static str, Value)>,
+    next: Option<(&'static str, Value)>,
 }
 
 impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
@@ -361,24 +317,18 @@ impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
-        self,
+        mut self,
         _: &'static str,
         fields: &'static [&'static str],
         v: V,
     ) -> Result<V::Value, Error> {
         let only = self.only;
-        let fields: Vec<&'static str> = (fields.iter().copied())
-            .filter(|f| only.is_none_or(|o| o.contains(f)))
+        let fields = fields.iter().filter(|f| only.is_none_or(|o| o.contains(f)));
+        let entries: Vec<_> = fields
+            .filter_map(|f| Some((*f, self.s.value(f)?)))
             .collect();
-        let mut entries = Vec::new();
-        for f in &fields {
-            entries.extend(self.s.value(f).map(|value| (*f, value)));
-        }
-        v.visit_map(Entries {
-            s: self.s,
-            entries: entries.into_iter(),
-            value: None,
-        })
+        self.entries = entries.into_iter();
+        v.visit_map(self)
     }
 
     forward_to_deserialize_any! {
@@ -388,31 +338,24 @@ impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
     }
 }
 
-/// The set keys of a section, one at a time.
-struct Entries<'s, 'a> {
-    s: &'s Section<'a>,
-    entries: std::vec::IntoIter<(&'static str, Value)>,
-    value: Option<(&'static str, Value)>,
-}
-
-impl<'de> de::MapAccess<'de> for Entries<'_, '_> {
+impl<'de> de::MapAccess<'de> for Reader<'_, '_> {
     type Error = Error;
 
     fn next_key_seed<K: de::DeserializeSeed<'de>>(
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
-        self.value = self.entries.next();
-        let Some((key, _)) = self.value else {
+        self.next = self.entries.next();
+        let Some((key, _)) = self.next else {
             return Ok(None);
         };
         seed.deserialize(key.into_deserializer()).map(Some)
     }
 
     fn next_value_seed<V: de::DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let (key, value) = self.value.take().ok_or_else(|| Error("no value".into()))?;
+        let (key, value) = self.next.take().unwrap_or(("", Value::Null));
         seed.deserialize(Field(value))
-            .map_err(|e| Error(self.s.invalid_text(key, e).message))
+            .map_err(|e| self.s.named(key, e))
     }
 }
 
@@ -421,18 +364,10 @@ struct Field(Value);
 
 impl Field {
     fn bad<T>(&self, expected: &str) -> Result<T, Error> {
-        Err(Error(format!(
+        Err(de::Error::custom(format!(
             "must be {expected}, got {}",
             describe(&self.0)
         )))
-    }
-
-    /// A positive integer up to `max`.
-    fn positive(&self, max: u64) -> Result<u64, Error> {
-        match self.int() {
-            Some(n) if n > 0 && n as u64 <= max => Ok(n as u64),
-            _ => self.bad("a positive integer"),
-        }
     }
 
     fn int(&self) -> Option<i64> {
@@ -442,13 +377,21 @@ impl Field {
             _ => None,
         }
     }
+
+    /// A positive integer up to `max`.
+    fn positive(&self, max: u64) -> Result<u64, Error> {
+        match self.int() {
+            Some(n) if n > 0 && n as u64 <= max => Ok(n as u64),
+            _ => self.bad("a positive integer"),
+        }
+    }
 }
 
 impl<'de> de::Deserializer<'de> for Field {
     type Error = Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        self.0.deserialize_any(v).map_err(|e| Error(e.to_string()))
+        self.0.deserialize_any(v).map_err(de::Error::custom)
     }
 
     fn deserialize_option<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
@@ -507,10 +450,7 @@ impl<'de> de::Deserializer<'de> for Field {
         }
     }
 
-    fn deserialize_str<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
-        self.deserialize_string(v)
-    }
-
+    /// A list of strings: entries trimmed, numbers written out.
     fn deserialize_seq<V: Visitor<'de>>(self, v: V) -> Result<V::Value, Error> {
         let Value::Sequence(items) = &self.0 else {
             return self.bad("a list of strings");
@@ -521,8 +461,9 @@ impl<'de> de::Deserializer<'de> for Field {
                 Value::String(s) => s.trim().to_string(),
                 Value::Number(n) => n.to_string(),
                 other => {
-                    let got = format!("an entry {}", describe(other));
-                    return Err(Error(format!("must be a list of strings, got {got}")));
+                    let got = describe(other);
+                    let text = format!("must be a list of strings, got an entry {got}");
+                    return Err(de::Error::custom(text));
                 }
             });
         }
@@ -544,7 +485,7 @@ impl<'de> de::Deserializer<'de> for Field {
     }
 
     forward_to_deserialize_any! {
-        i8 i16 i32 i128 u8 u128 f32 char bytes byte_buf unit unit_struct newtype_struct tuple
+        i8 i16 i32 i128 u8 u128 f32 char str bytes byte_buf unit unit_struct newtype_struct tuple
         tuple_struct map struct identifier ignored_any
     }
 }
@@ -652,5 +593,25 @@ pub(crate) fn bad_destination(h: &str) -> Option<&'static str> {
         Some("at most 255 bytes")
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_env {
+    use super::*;
+
+    /// An empty environment: no variables, no home, no `gh`.
+    pub(crate) struct EmptyEnv;
+
+    impl ConfigEnv for EmptyEnv {
+        fn var(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn home(&self) -> Option<PathBuf> {
+            None
+        }
+        fn gh_auth_token(&self) -> Option<String> {
+            None
+        }
     }
 }

@@ -87,7 +87,7 @@ pub(crate) fn sandbox(s: &Section<'_>, hidden: Vec<PathBuf>) -> Result<SandboxCo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{EmptyEnv, FrontMatter};
+    use crate::config::{test_env::EmptyEnv, FrontMatter};
     use std::path::Path;
 
     fn parse(yaml: &str) -> Result<WorkerConfig, ConfigError> {

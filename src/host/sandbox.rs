@@ -261,7 +261,7 @@ mod tests {
             hidden: vec!["/srv/share/state".into()],
             ..Default::default()
         };
-        let home = crate::workflow::config::AgentKind::ClaudeCode.cli_home();
+        let home = crate::agent::config::AgentKind::ClaudeCode.cli_home();
         let mut spec = ProcessSpec::command("claude", "/w/k");
         spec.arg("$(touch x)");
         Sandbox::new(cfg, home, "claude").wrap(&mut spec, Some(Path::new("/u")));

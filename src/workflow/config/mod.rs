@@ -440,7 +440,7 @@ fn parse_by_state(
 #[cfg(test)]
 mod budget_tests {
     use super::*;
-    use crate::config::EmptyEnv;
+    use crate::config::test_env::EmptyEnv;
 
     fn agent(yaml: &str) -> Result<AgentConfig, ConfigError> {
         let m: Mapping = serde_yaml::from_str(&format!("agent:\n{yaml}")).unwrap();
