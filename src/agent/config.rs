@@ -100,11 +100,9 @@ impl Default for ClaudeCodeConfig {
 
 impl ClaudeCodeConfig {
     pub(crate) fn parse(s: &Section<'_>) -> Result<Self, ConfigError> {
-        let c: Self = s.read()?;
-        Ok(Self {
-            cli: c.cli.read(s)?,
-            ..c
-        })
+        let mut c: Self = s.read()?;
+        c.cli.read(s)?;
+        Ok(c)
     }
 }
 
@@ -133,11 +131,9 @@ impl Default for CopilotConfig {
 
 impl CopilotConfig {
     pub(crate) fn parse(s: &Section<'_>) -> Result<Self, ConfigError> {
-        let c: Self = s.read()?;
-        Ok(Self {
-            cli: c.cli.read(s)?,
-            ..c
-        })
+        let mut c: Self = s.read()?;
+        c.cli.read(s)?;
+        Ok(c)
     }
 }
 
@@ -194,13 +190,13 @@ impl CodexConfig {
                 _ => Err(s.invalid(key, want, &crate::config::describe(raw))),
             }
         };
-        let c: Self = s.read()?;
-        Ok(Self {
-            approval_policy: json("approval_policy", false)?.unwrap_or(c.approval_policy),
-            turn_sandbox_policy: json("turn_sandbox_policy", true)?,
-            cli: c.cli.read(s)?,
-            ..c
-        })
+        let mut c: Self = s.read()?;
+        c.cli.read(s)?;
+        if let Some(policy) = json("approval_policy", false)? {
+            c.approval_policy = policy;
+        }
+        c.turn_sandbox_policy = json("turn_sandbox_policy", true)?;
+        Ok(c)
     }
 }
 
@@ -231,15 +227,13 @@ impl Default for GeminiConfig {
 
 impl GeminiConfig {
     pub(crate) fn parse(s: &Section<'_>) -> Result<Self, ConfigError> {
-        let c: Self = s.read()?;
+        let mut c: Self = s.read()?;
         if !["auto_edit", "yolo", "default"].contains(&c.approval_mode.as_str()) {
             let got = format!("{:?}", c.approval_mode);
             return Err(s.invalid("approval_mode", "auto_edit, yolo or default", &got));
         }
-        Ok(Self {
-            cli: c.cli.read(s)?,
-            ..c
-        })
+        c.cli.read(s)?;
+        Ok(c)
     }
 }
 
@@ -279,19 +273,16 @@ impl CliSection {
         }
     }
 
-    /// The CLI keys of section `s` over `self`, the kind's defaults; a set `command` must not be
-    /// blank.
-    fn read(self, s: &Section<'_>) -> Result<Self, ConfigError> {
-        let cli: CliSection = s.read()?;
-        match s.raw("command") {
-            None => Ok(CliSection {
-                command: self.command,
-                ..cli
-            }),
-            Some(_) if cli.command.trim().is_empty() => {
-                Err(s.invalid("command", "a non-empty shell command", "\"\""))
-            }
-            Some(_) => Ok(cli),
+    /// The CLI keys of section `s`; `command` keeps the kind's default unless set, and must not
+    /// be blank.
+    fn read(&mut self, s: &Section<'_>) -> Result<(), ConfigError> {
+        let command = std::mem::take(&mut self.command);
+        *self = s.read()?;
+        if s.raw("command").is_none() {
+            self.command = command;
+        } else if self.command.trim().is_empty() {
+            return Err(s.invalid("command", "a non-empty shell command", "\"\""));
         }
+        Ok(())
     }
 }

@@ -90,25 +90,17 @@ pub struct ServerConfig {
 /// The whole typed configuration (spec §4.1.3).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceConfig {
-    /// `tracker.*`.
     pub tracker: TrackerConfig,
     /// `polling.interval_ms`.
     pub poll_interval_ms: u64,
     /// `workspace.root`, absolute.
     pub workspace_root: PathBuf,
-    /// `hooks.*`.
     pub hooks: HooksConfig,
-    /// `agent.*`.
     pub agent: AgentConfig,
-    /// `claude_code.*`.
     pub claude_code: ClaudeCodeConfig,
-    /// `copilot.*`.
     pub copilot: CopilotConfig,
-    /// `codex.*`.
     pub codex: CodexConfig,
-    /// `gemini.*`.
     pub gemini: GeminiConfig,
-    /// `server.*`.
     pub server: ServerConfig,
     /// `state.dir`, absolute: Baton's own directory for `state.json` (default
     /// `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/baton/<hash>` or `~/.local/state/baton/<hash>`,
