@@ -615,3 +615,122 @@ pub(crate) mod test_env {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::test_env::EmptyEnv;
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Default, Deserialize, PartialEq)]
+    #[serde(default)]
+    struct Demo {
+        count: u32,
+        port: Option<u16>,
+        stall: i64,
+        names: Vec<String>,
+        flag: bool,
+        model: Option<String>,
+        secret: Option<Secret>,
+    }
+
+    struct OneVar;
+
+    impl ConfigEnv for OneVar {
+        fn var(&self, name: &str) -> Option<String> {
+            (name == "SET").then(|| " from-env ".into())
+        }
+        fn home(&self) -> Option<PathBuf> {
+            None
+        }
+        fn gh_auth_token(&self) -> Option<String> {
+            None
+        }
+    }
+
+    fn read(yaml: &str) -> (Result<Demo, ConfigError>, Vec<String>) {
+        let m: Mapping = serde_yaml::from_str(yaml).unwrap();
+        let fm = FrontMatter::new(&m, &OneVar, Path::new("/"));
+        // `codex.model` is one of the FROM_ENV keys.
+        let demo = fm.section("codex").and_then(|s| s.read::<Demo>());
+        (demo, fm.unknown_keys())
+    }
+
+    #[test]
+    fn values_are_read_by_their_type_and_unset_keys_keep_the_default() {
+        let (d, w) = read(
+            "codex: {count: ' 7 ', port: 0, stall: '-5', names: [' a ', 2], flag: true, model: $SET, secret: ~}",
+        );
+        let d = d.unwrap();
+        assert_eq!((d.count, d.port, d.stall, d.flag), (7, Some(0), -5, true));
+        assert_eq!(d.names, ["a", "2"]);
+        assert_eq!(d.model.as_deref(), Some("from-env"), "trimmed");
+        assert_eq!(d.secret, None, "null is unset");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(read("codex:").0.unwrap(), Demo::default());
+        assert_eq!(read("codex: {model: $UNSET}").0.unwrap().model, None);
+        assert_eq!(read("codex: {model: '  '}").0.unwrap().model, None);
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_value_but_never_a_secret() {
+        for (yaml, want) in [
+            ("count: 0", "codex.count must be a positive integer, got 0"),
+            (
+                "count: 4294967296",
+                "codex.count must be a positive integer, got 4294967296",
+            ),
+            (
+                "port: 65536",
+                "codex.port must be an integer from 0 to 65535, got 65536",
+            ),
+            ("stall: x", "codex.stall must be an integer, got \"x\""),
+            (
+                "names: [a, [b]]",
+                "codex.names must be a list of strings, got an entry a list",
+            ),
+            (
+                "names: a",
+                "codex.names must be a list of strings, got \"a\"",
+            ),
+            (
+                "flag: yes-please",
+                "codex.flag must be true or false, got \"yes-please\"",
+            ),
+            ("model: 5", "codex.model must be a string, got 5"),
+            (
+                "secret: 12345",
+                "codex.secret must be a string (a literal or $VAR_NAME)",
+            ),
+        ] {
+            let e = read(&format!("codex: {{{yaml}}}")).0.unwrap_err();
+            assert_eq!((e.class, e.message.as_str()), ("invalid_config", want));
+        }
+        let e = read("codex: [a]").0.unwrap_err();
+        assert_eq!(e.message, "codex must be a map of settings, got a list");
+    }
+
+    #[test]
+    fn unknown_keys_are_warned_with_a_hint_from_the_same_section() {
+        let (_, w) = read("codex: {cont: 1, flag: true}\ncodx: {}\n7: x\nother: {count: 1}");
+        assert_eq!(
+            w,
+            [
+                "unknown config key `codex.cont` is ignored; did you mean `codex.count`?",
+                "unknown config key `codx` is ignored; did you mean `codex`?",
+                "ignoring non-string top-level key 7",
+                "unknown config key `other` is ignored",
+            ]
+        );
+        let m: Mapping = serde_yaml::from_str("tracker: {kind: x, owner: o}").unwrap();
+        let fm = FrontMatter::new(&m, &EmptyEnv, Path::new("/"));
+        let s = fm.section("tracker").unwrap();
+        let _: Demo = s.read_keys(Some(&["flag"])).unwrap();
+        assert_eq!(
+            s.get::<Option<String>>("kind").unwrap().as_deref(),
+            Some("x")
+        );
+        let w = fm.unknown_keys();
+        assert_eq!(w, ["unknown config key `tracker.owner` is ignored"]);
+    }
+}
