@@ -1,7 +1,7 @@
 //! `baton check [WORKFLOW.md]`: the operator's preflight. Loads and validates the workflow, then
-//! the tracker kind writes its own section through its registry entry's `report` hook (GitHub:
-//! the project, its Status options, the rate-limit budget; Backlog.md: the board, its statuses,
-//! the skipped files), flagging configured states that match none; then this module lists the
+//! prints the lines the state directory and the tracker kind (its registry entry's `report`)
+//! return (GitHub: the project, its Status options, the rate-limit budget; Backlog.md: the board,
+//! its statuses, the skipped files; both: configured states that match none); then it lists the
 //! candidate issues in dispatch order and, for every other active issue, why it would not
 //! dispatch. Exit code 0 when healthy, 1 on any problem.
 //!
