@@ -126,10 +126,10 @@ impl<'a> FrontMatter<'a> {
             None | Some(Value::Null) => None,
             Some(Value::Mapping(m)) => Some(m),
             Some(v) => {
+                let got = describe(v);
                 return Err(invalid(format!(
-                    "{name} must be a map of settings, got {}",
-                    describe(v)
-                )))
+                    "{name} must be a map of settings, got {got}"
+                )));
             }
         };
         Ok(Section {
@@ -278,7 +278,10 @@ impl<'a> Section<'a> {
             None => Ok(None),
             Some(Value::String(s)) => resolve_path(s, self.fm.dir, self.fm.env)
                 .map(Some)
-                .ok_or_else(|| self.invalid(key, VAR_PATH, &format!("{s:?}"))),
+                .ok_or_else(|| {
+                    let want = "a path (or $VAR naming a set variable)";
+                    self.invalid(key, want, &format!("{s:?}"))
+                }),
             Some(other) => Err(self.invalid(key, "a path string", &describe(other))),
         }
     }
@@ -294,9 +297,6 @@ impl<'a> Section<'a> {
             .collect()
     }
 }
-
-/// What a path key expects when its `$VAR` is unset.
-pub(crate) const VAR_PATH: &str = "a path (or $VAR naming a set variable)";
 
 type Error = de::value::Error;
 

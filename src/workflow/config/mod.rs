@@ -207,20 +207,10 @@ impl ServiceConfig {
     /// Returns every problem, each naming the key.
     pub fn preflight_errors(&self) -> Vec<ConfigError> {
         let mut errs = crate::tracker::config::preflight(&self.tracker);
-        match self.agent.kind {
-            None => errs.push(ConfigError::new(
-                "missing_agent_kind",
-                format!("agent.kind is required; set it to {}", AgentKind::EXPECTED),
-            )),
-            // The agent's section is named like its kind.
-            Some(kind) if self.agent_cli().command.trim().is_empty() => {
-                let text = format!(
-                    "{}.command must be a non-empty shell command",
-                    kind.as_str()
-                );
-                errs.push(ConfigError::new("invalid_config", text));
-            }
-            Some(_) => {}
+        // A blank agent command never parses; the kind must be chosen.
+        if self.agent.kind.is_none() {
+            let text = format!("agent.kind is required; set it to {}", AgentKind::EXPECTED);
+            errs.push(ConfigError::new("missing_agent_kind", text));
         }
         if self.agent.kind == Some(AgentKind::Codex) && !self.worker.ssh_hosts.is_empty() {
             errs.push(ConfigError::new(
