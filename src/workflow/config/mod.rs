@@ -212,12 +212,6 @@ impl ServiceConfig {
             let text = format!("agent.kind is required; set it to {}", AgentKind::EXPECTED);
             errs.push(ConfigError::new("missing_agent_kind", text));
         }
-        if self.agent.kind == Some(AgentKind::Codex) && !self.worker.ssh_hosts.is_empty() {
-            errs.push(ConfigError::new(
-                "invalid_config",
-                "agent.kind codex talks JSON-RPC over the agent's stdin, which worker.ssh_hosts do not forward; run codex without SSH hosts",
-            ));
-        }
         errs
     }
 }
