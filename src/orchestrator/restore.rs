@@ -175,7 +175,7 @@ fn path_ok(p: &Path, identifier: &str) -> bool {
 }
 
 fn host_ok(h: Option<&str>) -> bool {
-    h.is_none_or(|h| crate::workflow::config::worker::bad_destination(h).is_none())
+    h.is_none_or(|h| crate::config::bad_destination(h).is_none())
 }
 
 /// An entry's identifier (named `field`), workspace and host.
