@@ -38,35 +38,15 @@ pub fn add_cost(total: f64, delta: f64) -> f64 {
 /// $0.25`, `… tokens 120000 > 100000`, `… turns 5 >= 5`); `None` while every limit has room.
 pub fn violation(budget: &Budget, spend: &IssueSpend) -> Option<String> {
     let cmp = |over: bool| if over { ">" } else { ">=" };
-    if let Some(max) = budget.max_cost_usd_per_issue {
-        if spend.cost_usd >= max {
-            return Some(format!(
-                "{BUDGET_EXCEEDED}: cost ${} {} ${}",
-                usd(spend.cost_usd),
-                cmp(spend.cost_usd > max),
-                usd(max)
-            ));
-        }
-    }
-    if let Some(max) = budget.max_tokens_per_issue {
-        let used = spend.tokens.total_tokens;
-        if used >= max {
-            return Some(format!(
-                "{BUDGET_EXCEEDED}: tokens {used} {} {max}",
-                cmp(used > max)
-            ));
-        }
-    }
-    if let Some(max) = budget.max_turns_per_issue {
-        if spend.turns >= max {
-            return Some(format!(
-                "{BUDGET_EXCEEDED}: turns {} {} {max}",
-                spend.turns,
-                cmp(spend.turns > max)
-            ));
-        }
-    }
-    None
+    let (cost, tokens, turns) = (spend.cost_usd, spend.tokens.total_tokens, spend.turns);
+    let over_cost = budget.max_cost_usd_per_issue.filter(|&max| cost >= max);
+    let over_tokens = budget.max_tokens_per_issue.filter(|&max| tokens >= max);
+    let over_turns = budget.max_turns_per_issue.filter(|&max| turns >= max);
+    let what = over_cost
+        .map(|max| format!("cost ${} {} ${}", usd(cost), cmp(cost > max), usd(max)))
+        .or_else(|| over_tokens.map(|max| format!("tokens {tokens} {} {max}", cmp(tokens > max))))
+        .or_else(|| over_turns.map(|max| format!("turns {turns} {} {max}", cmp(turns > max))))?;
+    Some(format!("{BUDGET_EXCEEDED}: {what}"))
 }
 
 /// Dollars with at least two and at most four decimals (`0.31`, `0.3125`, `12.00`).

@@ -1,5 +1,4 @@
-//! Building the status surface's rows (spec §13.3, §13.5) from orchestrator state. Pure: the
-//! runtime calls these when the HTTP thread asks.
+//! Building the status surface's rows (spec §13.3, §13.5) from orchestrator state (pure).
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -151,18 +150,13 @@ pub fn issue_detail(s: &OrchestratorState, identifier: &str, now: Millis) -> Opt
         .values()
         .find(|r| r.identifier == identifier);
     let blocked = s.blocked.values().find(|b| b.identifier == identifier);
-    let (issue_id, status, workspace) = if let Some(e) = running {
-        (e.issue.id.clone(), "running", Some(&e.workspace_path))
-    } else if let Some(r) = retry {
-        (r.issue_id.clone(), "retrying", Some(&r.workspace_path))
-    } else if let Some(b) = blocked {
-        (b.issue_id.clone(), "blocked", Some(&b.workspace_path))
-    } else {
-        return None;
-    };
+    let (issue_id, status, workspace) = (running
+        .map(|e| (&e.issue.id, "running", &e.workspace_path)))
+    .or(retry.map(|r| (&r.issue_id, "retrying", &r.workspace_path)))
+    .or(blocked.map(|b| (&b.issue_id, "blocked", &b.workspace_path)))?;
     let recent_events = s
         .recent_events
-        .get(&issue_id)
+        .get(issue_id)
         .map(|ring| {
             ring.iter()
                 .map(|r| RecentEvent {
@@ -177,13 +171,13 @@ pub fn issue_detail(s: &OrchestratorState, identifier: &str, now: Millis) -> Opt
         issue_identifier: identifier.to_string(),
         issue_id: issue_id.clone(),
         status: status.to_string(),
-        workspace: workspace.map(|p| p.display().to_string()),
-        attempts: s.runs_since_active.get(&issue_id).copied().unwrap_or(0),
+        workspace: Some(workspace.display().to_string()),
+        attempts: s.runs_since_active.get(issue_id).copied().unwrap_or(0),
         running: running.map(|e| running_row(s, e)),
         retry: retry.map(|r| retry_row(r, now)),
         blocked: blocked.map(blocked_row),
-        last_error: s.last_errors.get(&issue_id).cloned(),
-        spend: spend(s, &issue_id),
+        last_error: s.last_errors.get(issue_id).cloned(),
+        spend: spend(s, issue_id),
         budget: s.policy.budget,
         recent_events,
     })

@@ -809,7 +809,7 @@ impl Daemon {
             LoopEvent::Tick => self.engine(Event::Wake),
             LoopEvent::Worker(first) => {
                 for ev in std::iter::once(first).chain(inbox.workers.try_iter().take(BURST)) {
-                    self.worker_event(ev);
+                    self.engine(ev);
                 }
             }
             LoopEvent::News(first) => {
@@ -870,20 +870,6 @@ impl Daemon {
         out
     }
 
-    /// A worker's exit comes after everything its mailbox still holds (its last turn's usage).
-    fn worker_event(&mut self, ev: Event) {
-        if let Event::WorkerExited {
-            issue_id, run_id, ..
-        } = &ev
-        {
-            let worker = self.workers.get(issue_id).filter(|w| w.run_id == *run_id);
-            for news in worker.map(|w| w.mailbox.take()).unwrap_or_default() {
-                self.engine(news);
-            }
-        }
-        self.engine(ev);
-    }
-
     /// (Re)start the current tracker's watch; a failure only costs the instant reaction.
     fn start_watch(&mut self) {
         self.watch = None;
@@ -914,7 +900,8 @@ impl Daemon {
         self.engine(Event::Shutdown);
     }
 
-    /// One engine step: apply `ev` at the current time and execute the resulting actions.
+    /// One engine step: apply `ev` at the current time and execute the resulting actions. A
+    /// worker's exit comes after everything its mailbox still holds (its last turn's usage).
     fn engine(&mut self, ev: Event) {
         if let Event::WorkerExited {
             issue_id,
@@ -922,19 +909,14 @@ impl Daemon {
             outcome,
         } = &ev
         {
-            if self
-                .state
-                .running
-                .get(issue_id)
-                .is_some_and(|e| e.run_id == *run_id)
-            {
+            let worker = self.workers.get(issue_id).filter(|w| w.run_id == *run_id);
+            for news in worker.map(|w| w.mailbox.take()).unwrap_or_default() {
+                self.engine(news);
+            }
+            if self.state.running.get(issue_id).map(|e| e.run_id) == Some(*run_id) {
                 self.ops.worker_exit(outcome);
             }
-            if self
-                .workers
-                .get(issue_id)
-                .is_some_and(|w| w.run_id == *run_id)
-            {
+            if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
                 self.workers.remove(issue_id);
             }
         }

@@ -14,11 +14,8 @@ pub fn interrupted_prompt(identifier: &str) -> String {
     format!(
         "Your previous run on GitHub issue {identifier} was interrupted: the Baton service \
          restarted while you were working, and this is the same conversation resumed. Commands \
-         that were running were stopped. Re-check the current state first (workspace contents, \
-         git status, open pull requests and the issue's project Status), then continue from \
-         where you left off: do not start over and do not repeat work that is already done. If \
-         the task is complete, make sure the work is delivered (committed, pushed, and the issue \
-         moved to its handoff Status as the task instructions say), then stop."
+         that were running were stopped. {}",
+        super::worker::CARRY_ON
     )
 }
 

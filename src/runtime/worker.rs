@@ -64,18 +64,19 @@ pub struct WorkerContext {
     pub resume: Option<Resume>,
 }
 
-/// Guidance sent as the prompt of turns after the first (the task prompt is already in the
-/// session's history).
+/// What a continued or resumed turn asks first (the task is already in the session's history).
+pub(crate) const CARRY_ON: &str = "Re-check the current state first (workspace contents, git \
+    status, open pull requests and the issue's project Status), then continue from where you left \
+    off: do not start over and do not repeat work that is already done. If the task is complete, \
+    make sure the work is delivered (committed, pushed, and the issue moved to its handoff Status \
+    as the task instructions say), then stop.";
+
+/// The prompt of turns after the first.
 pub fn continuation_prompt(issue: &Issue, turn: u32, max_turns: u32) -> String {
     format!(
-        "Continuation turn {turn} of at most {max_turns} for GitHub issue {identifier}. The issue \
-         is still in an active state and the original task is above in this conversation. \
-         Re-check the current state first (workspace contents, git status, open pull requests and \
-         the issue's project Status), then continue from where you left off: do not start over \
-         and do not repeat work that is already done. If the task is complete, make sure the work \
-         is delivered (committed, pushed, and the issue moved to its handoff Status as the task \
-         instructions say), then stop.",
-        identifier = issue.identifier,
+        "Continuation turn {turn} of at most {max_turns} for GitHub issue {}. The issue is still \
+         in an active state and the original task is above in this conversation. {CARRY_ON}",
+        issue.identifier,
     )
 }
 
