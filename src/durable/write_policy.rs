@@ -5,9 +5,8 @@
 
 use super::store::{StateDir, StoreError};
 
-/// Default minimum spacing of writes.
+/// The daemon's spacing of writes, and its wait after a failed write.
 pub const MIN_INTERVAL_MS: u64 = 100;
-/// Default wait after a failed write before the next attempt.
 pub const RETRY_AFTER_FAILURE_MS: u64 = 5_000;
 
 /// What [`StateWriter::finish`] or [`StateWriter::flush`] did: nothing (`Clean`: no change since

@@ -133,14 +133,11 @@ fn entry<T: Entry>(map: &str, id: &str, v: Value) -> Option<T> {
         Ok(_) => Err("issue id".to_string()),
         Err(e) => Err(format!("{} ({e})", bad_field::<T>(&v))),
     };
-    match read {
-        Ok(t) => Some(t),
-        Err(field) => {
-            let id: String = id.chars().take(100).collect();
-            warn!("event=state_entry_dropped map={map} issue_id={id:?} field={field}");
-            None
-        }
-    }
+    read.inspect_err(|field| {
+        let id: String = id.chars().take(100).collect();
+        warn!("event=state_entry_dropped map={map} issue_id={id:?} field={field}");
+    })
+    .ok()
 }
 
 /// The field whose removal makes `v` readable as a `T` (serde's own errors do not name it).

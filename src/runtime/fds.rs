@@ -14,16 +14,14 @@ pub const FD_RESERVE: u64 = 128;
 /// Descriptors one running agent is counted for.
 pub const FDS_PER_AGENT: u64 = 4;
 
-/// The `RLIMIT_NOFILE` pair.
+/// The `RLIMIT_NOFILE` pair: `open` and `pipe` are held to the soft limit, which may be raised up
+/// to the hard one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NofileLimit {
-    /// The soft limit: what `open` and `pipe` are held to.
     pub soft: u64,
-    /// The hard limit: how far the soft one may be raised.
     pub hard: u64,
 }
 
-/// The current limits.
 pub fn nofile_limit() -> io::Result<NofileLimit> {
     let mut l = libc::rlimit {
         rlim_cur: 0,
@@ -63,7 +61,6 @@ pub fn raise_nofile_limit() -> io::Result<(NofileLimit, NofileLimit)> {
     Ok((before, nofile_limit()?))
 }
 
-/// Descriptors this process has open.
 pub fn open_fds() -> io::Result<u64> {
     Ok(std::fs::read_dir("/proc/self/fd")?.count() as u64)
 }
