@@ -290,12 +290,6 @@ impl StateDir {
         self.write(STATE_FILE, bytes, true)
     }
 
-    /// [`StateDir::save`] without the fsyncs (benchmarks only: atomic but not durable).
-    #[doc(hidden)]
-    pub fn save_without_fsync(&self, bytes: &[u8]) -> Result<(), StoreError> {
-        self.write(STATE_FILE, bytes, false)
-    }
-
     fn check_lock(&self) -> Result<(), StoreError> {
         match (std::fs::metadata(&self.path), self.dir.metadata()) {
             (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino() => Ok(()),
