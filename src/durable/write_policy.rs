@@ -118,14 +118,11 @@ impl StateWriter {
             Ok(()) => {
                 self.written = Some(bytes);
                 self.last_write_at = Some(now);
-                self.dirty_since = None;
-                if self.pending.is_some() {
-                    if self.pending == self.written {
-                        self.pending = None;
-                    } else {
-                        self.dirty_since = Some(now);
-                    }
+                if self.pending == self.written {
+                    self.pending = None;
                 }
+                // A change made while the write was in flight is due one interval later.
+                self.dirty_since = self.pending.is_some().then_some(now);
                 WriteOutcome::Written {
                     recovered: self.last_failure_at.take().is_some(),
                 }
