@@ -58,7 +58,7 @@ where
         Command::Demo(args) => {
             crate::logging::init(args.log_level);
             crate::runtime::threads::install_panic_hook();
-            crate::demo::run(&args)
+            crate::demo::run(&args, &run_workflow)
         }
     }
 }
@@ -88,7 +88,7 @@ fn load_for_startup(path: &Path) -> Result<Workflow, String> {
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
 fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
-    let sandbox = crate::agent::runner::sandbox_for(cfg);
+    let sandbox = crate::runtime::sandbox_for(cfg);
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => {
             Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
@@ -105,7 +105,7 @@ fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
 
 /// With `sandbox.kind: bubblewrap` and agents running on this machine, a trial sandbox starts.
 fn local_sandbox_starts(cfg: &ServiceConfig) -> Result<(), String> {
-    match crate::agent::runner::sandbox_for(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
+    match crate::runtime::sandbox_for(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
         Some(sb) => sb.check(&LocalHost),
         None => Ok(()),
     }

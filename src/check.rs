@@ -11,7 +11,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::agent::runner::sandbox_for;
+use crate::runtime::sandbox_for;
 use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Policy};
 use crate::text::single_line as truncate;

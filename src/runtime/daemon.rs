@@ -27,7 +27,7 @@ use crate::agent::{AgentRunner, CancelToken};
 use crate::host::sandbox::Sandbox;
 use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
-use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
+use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
     handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
     WorkerOutcome,
@@ -53,7 +53,7 @@ use super::worker::{spawn_worker, WorkerContext};
 use crate::ops::shared::OpsShared;
 
 mod ops;
-pub use self::ops::DaemonOps;
+pub use crate::ops::DaemonOps;
 use self::ops::LoopOps;
 
 /// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
@@ -1029,7 +1029,7 @@ impl Daemon {
                 self.clean_in_background(issue, workspace_path, host)
             }
             Action::ProbeHost { host } => {
-                let sandbox = crate::agent::runner::sandbox_for(config(&self.workflow));
+                let sandbox = crate::runtime::sandbox_for(config(&self.workflow));
                 probe_host(&self.hosts, host, sandbox, self.events_tx.clone())
             }
             Action::StopOrphan {
