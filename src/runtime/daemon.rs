@@ -686,12 +686,12 @@ fn probe_host(
     sandbox: Option<Arc<Sandbox>>,
     events: Sender<Event>,
 ) {
-    let h = hosts.ssh(&host);
+    let h = hosts.get(Some(&host));
     let spawned = thread::Builder::new()
         .name("host-probe".into())
         .spawn(move || {
             let result = h
-                .check_reachable()
+                .probe()
                 .and_then(|()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref())));
             let _ = events.send(Event::HostProbed { host, result });
         });
@@ -1286,11 +1286,8 @@ impl Daemon {
             Err(e) => return self.reload_failed(Some(e.to_string())),
         };
         let new_cfg = config(&wf);
-        let mut problems: Vec<String> = new_cfg
-            .preflight_errors()
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let mut problems = crate::features::not_built(Some(new_cfg), None);
+        problems.extend(new_cfg.preflight_errors().iter().map(|e| e.to_string()));
         let tracker_changed = new_cfg.tracker != config(&self.workflow).tracker;
         let mut tracker = None;
         if problems.is_empty() && tracker_changed {

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{backlog, github};
+use super::github;
 use super::{Tracker, TrackerError, TrackerErrorKind};
 use crate::check::Report;
 use crate::model::Issue;
@@ -79,6 +79,7 @@ impl Default for TrackerConfig {
 /// credentials resolve against, and the directory relative paths start from.
 pub(crate) struct ParseContext<'a> {
     pub env: &'a dyn ConfigEnv,
+    #[cfg_attr(not(feature = "backlog"), allow(dead_code))] // the Backlog.md board's directory
     pub workflow_dir: &'a Path,
 }
 
@@ -99,8 +100,11 @@ pub(crate) struct TrackerAdapter {
 }
 
 /// The registry of tracker kinds. The first one is the default shown in messages.
-pub(crate) const ADAPTERS: &[&TrackerAdapter] =
-    &[&github::config::ADAPTER, &backlog::config::ADAPTER];
+pub(crate) const ADAPTERS: &[&TrackerAdapter] = &[
+    &github::config::ADAPTER,
+    #[cfg(feature = "backlog")]
+    &super::backlog::config::ADAPTER,
+];
 
 fn registered(kind: Option<&str>) -> Option<&'static TrackerAdapter> {
     ADAPTERS.iter().copied().find(|a| Some(a.kind) == kind)
@@ -206,6 +210,7 @@ mod tests {
             assert!(kind_message(None).contains(a.kind));
             assert_eq!(adapter_for(Some(a.kind)).kind, a.kind);
         }
+        #[cfg(feature = "backlog")]
         assert_eq!(
             kind_message(Some("jira")),
             "tracker.kind must be github_projects or backlog_md, got \"jira\""

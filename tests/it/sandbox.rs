@@ -366,7 +366,7 @@ fn sandbox_missing_bwrap_fails_closed() {
         "{err}"
     );
     assert!(
-        baton::host::ssh::is_host_unavailable(&err),
+        baton::host::is_host_unavailable(&err),
         "an SSH host would not be used"
     );
     assert!(!w.ws.join("ran-unconfined").exists());
@@ -651,7 +651,7 @@ fn sandbox_confines_an_agent_on_an_ssh_host() {
     sb.wrap(&mut spec, None);
     let (_, code, err) = run_spec(&host, &spec);
     assert_eq!(code, Some(125), "{err}");
-    assert!(baton::host::ssh::is_host_unavailable(&err), "{err}");
+    assert!(baton::host::is_host_unavailable(&err), "{err}");
     assert!(!w.ws.join("ran-unconfined").exists());
 }
 
