@@ -70,7 +70,6 @@ where
         }
         #[cfg(not(all(feature = "backlog", feature = "http")))]
         Command::Demo(_) => EXIT_FAILURE, // refused above: feature_not_built
-
     }
 }
 

@@ -11,9 +11,9 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::runtime::sandbox_for;
 use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Policy};
+use crate::runtime::sandbox_for;
 use crate::text::single_line as truncate;
 use crate::tracker::config::TrackerConfig;
 use crate::workflow::config::{ConfigEnv, ServiceConfig};

@@ -31,7 +31,9 @@ fn missing(cfg: Option<&ServiceConfig>, cmd: Option<&Command>, built: &[&str]) -
             wanted.extend(a.port.map(|_| ("--port", "http")));
             wanted.extend(a.bind.as_ref().map(|_| ("--bind", "http")));
         }
-        Some(Command::Demo(_)) => wanted.extend([("baton demo", "backlog"), ("baton demo", "http")]),
+        Some(Command::Demo(_)) => {
+            wanted.extend([("baton demo", "backlog"), ("baton demo", "http")])
+        }
         _ => {}
     }
     if let Some(c) = cfg {

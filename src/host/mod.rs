@@ -46,9 +46,9 @@ pub use env::{env_policy, set_env_policy, EnvPolicy};
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::sweep_tombstones;
 pub use local::LocalHost;
-pub use orphan::OrphanOutcome;
 #[cfg(not(feature = "ssh"))]
 pub use no_ssh::HostPool;
+pub use orphan::OrphanOutcome;
 #[cfg(feature = "ssh")]
 pub use pool::HostPool;
 #[cfg(feature = "ssh")]

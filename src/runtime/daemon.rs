@@ -27,11 +27,11 @@ use crate::agent::{AgentRunner, CancelToken};
 use crate::host::sandbox::Sandbox;
 use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
-use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
     handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
     WorkerOutcome,
 };
+use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::status::StateSnapshot;
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
@@ -53,8 +53,8 @@ use super::worker::{spawn_worker, WorkerContext};
 use crate::ops::shared::OpsShared;
 
 mod ops;
-pub use crate::ops::DaemonOps;
 use self::ops::LoopOps;
+pub use crate::ops::DaemonOps;
 
 /// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
 pub use crate::orchestrator::rules::RELOAD_DEBOUNCE_MS;

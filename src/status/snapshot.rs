@@ -11,7 +11,9 @@ use super::{
 use crate::timefmt::rfc3339_millis;
 
 use crate::orchestrator::hosts;
-use crate::orchestrator::state::{BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry};
+use crate::orchestrator::state::{
+    BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry,
+};
 
 /// The issue's lifetime spend row (zero when it has spent nothing yet).
 fn spend(s: &OrchestratorState, issue_id: &str) -> Spend {

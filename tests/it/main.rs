@@ -14,22 +14,29 @@ mod conformance_doc;
 mod conformance_e2e;
 mod copilot_parser;
 mod copilot_real_cli;
+#[cfg(all(feature = "backlog", feature = "http"))]
 mod demo;
 mod durable_daemon;
 mod durable_procs;
 mod durable_recover;
+#[cfg(feature = "ssh")]
 mod durable_ssh;
 mod durable_state;
 mod e2e_daemon;
 mod fuzz_agent_parsers;
+#[cfg(feature = "http")]
 mod fuzz_http;
 mod fuzz_tracker_classify;
 mod fuzz_workflow;
 mod gemini_parser;
 mod gemini_real_cli;
+#[cfg(feature = "http")]
 mod http_api;
+#[cfg(feature = "http")]
 mod http_browser;
+#[cfg(feature = "http")]
 mod http_hardening;
+#[cfg(feature = "http")]
 mod ops_health;
 mod ops_metrics;
 mod ops_systemd;
@@ -48,11 +55,15 @@ mod reliability_reopen;
 mod reliability_startup;
 mod reliability_template;
 mod sandbox;
+#[cfg(feature = "ssh")]
 mod ssh_daemon;
+#[cfg(feature = "ssh")]
 mod ssh_host;
 mod ssh_scheduling;
 mod template;
+#[cfg(feature = "backlog")]
 mod tracker_backlog;
+#[cfg(feature = "backlog")]
 mod tracker_backlog_daemon;
 mod tracker_budget;
 mod tracker_check;

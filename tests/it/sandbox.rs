@@ -7,7 +7,9 @@
 
 use crate::support::agent::{claude_config, run, ISSUE};
 use crate::support::fake_anthropic::{FakeAnthropic, Step};
-use crate::support::sshd::{processes_matching, wait_none_matching, Lab};
+use crate::support::procs::{processes_matching, wait_none_matching};
+#[cfg(feature = "ssh")]
+use crate::support::sshd::Lab;
 use crate::support::tempdir::TempDir;
 use crate::support::tool;
 
@@ -623,6 +625,7 @@ fn sandbox_real_claude_turn_completes() {
 }
 
 #[test]
+#[cfg(feature = "ssh")]
 #[ignore = "needs bwrap and OpenSSH's sshd (BATON_BWRAP, BATON_SSHD)"]
 fn sandbox_confines_an_agent_on_an_ssh_host() {
     need_bwrap();

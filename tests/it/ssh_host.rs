@@ -9,8 +9,9 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::procs::wait_none_matching;
 use baton::host::{Host, ProcessSpec, StdoutItem};
-use sshd::{wait_none_matching, Lab};
+use sshd::Lab;
 
 fn lines_of(p: &dyn baton::host::Process) -> Vec<String> {
     let mut out = vec![];

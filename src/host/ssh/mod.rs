@@ -425,6 +425,5 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-
 /// A short wait used by remote kill verification.
 pub(crate) const VERIFY_POLL: Duration = Duration::from_millis(100);
