@@ -31,8 +31,11 @@ where
             return EXIT_USAGE;
         }
     };
-    if let Some(e) = crate::features::not_built(None, Some(&cmd)).first() {
+    let not_built = crate::features::not_built(None, Some(&cmd));
+    for e in &not_built {
         eprintln!("baton: {e}");
+    }
+    if !not_built.is_empty() {
         return EXIT_FAILURE;
     }
     match cmd {

@@ -23,6 +23,7 @@ mod durable_recover;
 mod durable_ssh;
 mod durable_state;
 mod e2e_daemon;
+mod features;
 mod fuzz_agent_parsers;
 #[cfg(feature = "http")]
 mod fuzz_http;
