@@ -11,17 +11,20 @@ mod cli;
 mod codex_parser;
 mod codex_real_cli;
 mod conformance_doc;
+#[cfg(feature = "http")] // the real binary, observed through its HTTP API
 mod conformance_e2e;
 mod copilot_parser;
 mod copilot_real_cli;
 #[cfg(all(feature = "backlog", feature = "http"))]
 mod demo;
+#[cfg(feature = "http")] // the real binary, observed through its HTTP API
 mod durable_daemon;
 mod durable_procs;
 mod durable_recover;
 #[cfg(feature = "ssh")]
 mod durable_ssh;
 mod durable_state;
+#[cfg(feature = "http")] // the real binary, observed through its HTTP API
 mod e2e_daemon;
 mod features;
 mod fuzz_agent_parsers;
@@ -48,8 +51,10 @@ mod orchestrator_recovery;
 mod orchestrator_worker;
 mod orchestrator_workspace;
 mod reliability_cleanup;
+#[cfg(feature = "http")] // the real binary, observed through its HTTP API
 mod reliability_memory;
 mod reliability_prompt;
+#[cfg(feature = "http")] // the real binary, observed through its HTTP API
 mod reliability_refresh;
 mod reliability_reload;
 mod reliability_reopen;
