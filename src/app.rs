@@ -15,7 +15,7 @@ use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_FORCED_SHUTDOWN, EXIT_OK, EXIT_USAGE};
 use crate::host::LocalHost;
 use crate::runtime::clock::SystemClock;
-use crate::runtime::daemon::{DaemonOptions, ExitWhen};
+use crate::runtime::daemon::{DaemonOptions, ExitWhen, RunError};
 use crate::workflow::config::{AgentKind, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::{load_workflow, Workflow};
 
@@ -199,21 +199,29 @@ fn raise_nofile_limit() {
 }
 
 /// The exit code of a daemon run: 0, 3 for a `forced_shutdown`, else 1.
-fn exit_code(result: &Result<(), String>) -> i32 {
+fn exit_code(result: &Result<(), RunError>) -> i32 {
     match result {
         Ok(()) => EXIT_OK,
-        Err(e) if e.starts_with(crate::runtime::daemon::FORCED_SHUTDOWN) => EXIT_FORCED_SHUTDOWN,
-        Err(_) => EXIT_FAILURE,
+        Err(RunError::ForcedShutdown { .. }) => EXIT_FORCED_SHUTDOWN,
+        Err(RunError::Startup(_) | RunError::ThreadDied(_) | RunError::LockLost(_)) => EXIT_FAILURE,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::RunError;
+
     #[test]
     fn a_forced_shutdown_exits_3() {
-        let forced = Err("forced_shutdown: 1 worker(s) did not stop".to_string());
-        assert_eq!(super::exit_code(&forced), 3);
-        assert_eq!(super::exit_code(&Err("thread x panicked".into())), 1);
+        let forced = RunError::ForcedShutdown { workers: 1 };
+        let text = forced.to_string();
+        assert_eq!(super::exit_code(&Err(forced)), 3);
+        assert!(text.starts_with("forced_shutdown: 1 worker(s)"), "{text}");
+        // A startup error that happens to start with the same word is not one.
+        let startup = RunError::Startup("forced_shutdown: not really".into());
+        assert_eq!(super::exit_code(&Err(startup)), 1);
+        assert_eq!(super::exit_code(&Err(RunError::ThreadDied("x".into()))), 1);
+        assert_eq!(super::exit_code(&Err(RunError::LockLost("lost".into()))), 1);
         assert_eq!(super::exit_code(&Ok(())), 0);
     }
 }

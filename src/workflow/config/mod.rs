@@ -200,12 +200,6 @@ impl ServiceConfig {
             }
             Some(_) => {}
         }
-        if self.agent.kind == Some(AgentKind::Codex) && !self.worker.ssh_hosts.is_empty() {
-            errs.push(ConfigError::new(
-                "invalid_config",
-                "agent.kind codex talks JSON-RPC over the agent's stdin, which worker.ssh_hosts do not forward; run codex without SSH hosts",
-            ));
-        }
         errs
     }
 }
