@@ -4,8 +4,6 @@
 //! `feature_not_built`, never silently ignored. The rule table itself is unit-tested in
 //! `features::tests` for every build.
 
-use crate::support::tempdir::TempDir;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -82,7 +80,7 @@ fn refused(p: &Path, flags: &[&str], needs: &str) {
 #[test]
 #[cfg(not(feature = "http"))]
 fn without_http_server_keys_and_flags_fail_with_feature_not_built() {
-    let d = TempDir::new("no-http");
+    let d = crate::support::tempdir::TempDir::new("no-http");
     let plain = workflow(&d, "github_projects", "");
     refused(
         &plain,
@@ -99,7 +97,7 @@ fn without_http_server_keys_and_flags_fail_with_feature_not_built() {
         ("server.host", "server:\n  host: 0.0.0.0\n"),
         ("server.webhook_secret", "server:\n  webhook_secret: s\n"),
     ] {
-        let d = TempDir::new("no-http-key");
+        let d = crate::support::tempdir::TempDir::new("no-http-key");
         let p = workflow(&d, "github_projects", yaml);
         refused(
             &p,
@@ -119,7 +117,7 @@ fn without_http_server_keys_and_flags_fail_with_feature_not_built() {
 #[test]
 #[cfg(not(feature = "ssh"))]
 fn without_ssh_worker_ssh_hosts_fail_with_feature_not_built() {
-    let d = TempDir::new("no-ssh");
+    let d = crate::support::tempdir::TempDir::new("no-ssh");
     let p = workflow(&d, "github_projects", "worker:\n  ssh_hosts: [build-1]\n");
     refused(
         &p,
@@ -131,7 +129,7 @@ fn without_ssh_worker_ssh_hosts_fail_with_feature_not_built() {
 #[test]
 #[cfg(not(feature = "backlog"))]
 fn without_backlog_the_backlog_tracker_and_demo_fail_with_feature_not_built() {
-    let d = TempDir::new("no-backlog");
+    let d = crate::support::tempdir::TempDir::new("no-backlog");
     let p = workflow(&d, "backlog_md", "");
     refused(
         &p,
