@@ -4,7 +4,7 @@
 # binary <= 4 MiB (4,194,304 bytes), crates <= 60. With --minimal, the build without the
 # optional surfaces (`--no-default-features`, issue 22; in <target>/minimal so that the two
 # builds never overwrite each other): binary <= 4,000,000 bytes (rustls, ring, serde and the
-# YAML parser dominate both builds: the left-out surfaces are about 80 KB), crates <= 55.
+# YAML parser dominate both builds: the left-out surfaces are about 440 KB), crates <= 55.
 # Usage: scripts/size.sh [--minimal]   (honours CARGO_TARGET_DIR; defaults to ./target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
