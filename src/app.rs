@@ -104,7 +104,7 @@ fn load_for_startup(path: &Path) -> Result<Workflow, String> {
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
 fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
-    let sandbox = crate::runtime::sandbox_for(cfg);
+    let sandbox = cfg.agent_sandbox();
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => {
             Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
@@ -121,7 +121,10 @@ fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
 
 /// With `sandbox.kind: bubblewrap` and agents running on this machine, a trial sandbox starts.
 fn local_sandbox_starts(cfg: &ServiceConfig) -> Result<(), String> {
-    match crate::runtime::sandbox_for(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
+    match cfg
+        .agent_sandbox()
+        .filter(|_| cfg.worker.ssh_hosts.is_empty())
+    {
         Some(sb) => sb.check(&LocalHost),
         None => Ok(()),
     }

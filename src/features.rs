@@ -65,14 +65,11 @@ fn missing(cfg: Option<&ServiceConfig>, cmd: Option<&Command>, built: &[&str]) -
 mod tests {
     use super::*;
     use crate::cli::{DemoArgs, RunArgs};
-    use crate::workflow::config::{parse_config, EmptyEnv, Secret};
-    use serde_yaml::Mapping;
-    use std::path::Path;
+    use crate::config::Secret;
 
     #[test]
     fn a_minimal_build_refuses_every_surface_key_flag_and_command() {
-        let defaults = || parse_config(&Mapping::new(), Path::new("/W.md"), &EmptyEnv).unwrap();
-        let mut cfg = defaults().config;
+        let mut cfg = ServiceConfig::default();
         cfg.tracker.kind = Some("backlog_md".into());
         cfg.server.port = Some(8080);
         cfg.server.host = Some("0.0.0.0".into());
@@ -111,6 +108,6 @@ mod tests {
             missing(None, Some(&demo), &["backlog"]),
             [need("baton demo", "http")]
         );
-        assert!(missing(Some(&defaults().config), None, &[]).is_empty());
+        assert!(missing(Some(&ServiceConfig::default()), None, &[]).is_empty());
     }
 }

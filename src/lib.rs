@@ -13,6 +13,7 @@ pub mod agent;
 pub mod app;
 pub mod check;
 pub mod cli;
+pub mod config;
 #[cfg(all(feature = "backlog", feature = "http"))]
 pub mod demo;
 pub mod durable;

@@ -7,9 +7,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::config::WorkerConfig;
 use super::{BeforeRemove, Host, LocalHost, Process, ProcessSpec, Removal, Workspace};
 use super::{WorkspaceError, HOST_UNAVAILABLE};
-use crate::workflow::config::WorkerConfig;
 
 /// This machine only.
 #[derive(Debug, Default)]

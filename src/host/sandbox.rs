@@ -55,7 +55,7 @@ trap '' TERM
 exec bwrap "${a[@]}" "$@"
 "#;
 
-/// `sandbox.*` (parsed by `workflow::config::sandbox`).
+/// `sandbox.*` (parsed by `host::config::sandbox`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SandboxConfig {
     /// `kind: bubblewrap` (default `none`: agents run unconfined).
@@ -267,7 +267,7 @@ mod tests {
             hidden: vec!["/srv/share/state".into()],
             ..Default::default()
         };
-        let home = crate::workflow::config::AgentKind::ClaudeCode.cli_home();
+        let home = crate::agent::config::AgentKind::ClaudeCode.cli_home();
         let mut spec = ProcessSpec::command("claude", "/w/k");
         spec.arg("$(touch x)");
         Sandbox::new(cfg, home, "claude").wrap(&mut spec, Some(Path::new("/u")));

@@ -181,7 +181,7 @@ fn path_ok(p: &Path, identifier: &str) -> bool {
 
 fn host_ok(h: Option<&str>) -> Result<(), &'static str> {
     match h {
-        Some(h) if crate::workflow::config::worker::bad_destination(h).is_some() => Err("host"),
+        Some(h) if crate::config::bad_destination(h).is_some() => Err("host"),
         _ => Ok(()),
     }
 }

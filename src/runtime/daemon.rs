@@ -460,7 +460,7 @@ fn config(w: &Workflow) -> &ServiceConfig {
 
 /// The scheduling policy of `cfg`, `agent.max_concurrent_agents` capped at `fd_cap` (at least 1).
 fn policy_for(cfg: &ServiceConfig, fd_cap: Option<u64>) -> Policy {
-    let mut policy = Policy::from_config(cfg);
+    let mut policy = cfg.policy();
     if let Some(cap) = fd_cap {
         let cap = u32::try_from(cap).unwrap_or(u32::MAX).max(1);
         policy.max_concurrent_agents = policy.max_concurrent_agents.min(cap);
@@ -1056,7 +1056,7 @@ impl Daemon {
                 self.clean_in_background(issue, workspace_path, host)
             }
             Action::ProbeHost { host } => {
-                let sandbox = crate::runtime::sandbox_for(config(&self.workflow));
+                let sandbox = config(&self.workflow).agent_sandbox();
                 probe_host(&self.hosts, host, sandbox, self.events_tx.clone())
             }
             Action::StopOrphan {

@@ -11,15 +11,3 @@ pub mod persist;
 pub mod resume;
 pub mod threads;
 pub mod worker;
-
-use std::sync::Arc;
-
-use crate::host::sandbox::Sandbox;
-use crate::workflow::config::ServiceConfig;
-
-/// The sandbox the agents of `cfg` run in; `None` with `sandbox.kind: none`.
-pub fn sandbox_for(cfg: &ServiceConfig) -> Option<Arc<Sandbox>> {
-    let home = cfg.agent.kind?.cli_home();
-    let command = &cfg.agent_cli().command;
-    (cfg.sandbox.bubblewrap).then(|| Arc::new(Sandbox::new(cfg.sandbox.clone(), home, command)))
-}
