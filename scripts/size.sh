@@ -3,15 +3,15 @@
 # distinct crates in the normal (non-dev, non-build) dependency tree. Budgets (issue 10):
 # binary <= 4 MiB (4,194,304 bytes), crates <= 60. With --minimal, the build without the
 # optional surfaces (`--no-default-features`, issue 22; in <target>/minimal so that the two
-# builds never overwrite each other): binary <= 4,000,000 bytes (rustls, ring, serde and the
-# YAML parser dominate both builds: the left-out surfaces are about 440 KB), crates <= 55.
+# builds never overwrite each other): binary <= 4 MiB (rustls, ring, serde and the YAML parser
+# dominate both builds: the left-out surfaces are about 440 KB), crates <= 55.
 # Usage: scripts/size.sh [--minimal]   (honours CARGO_TARGET_DIR; defaults to ./target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
 flags=() max_bytes=4194304 max_crates=60
 if [ "${1:-}" = "--minimal" ]; then
-  flags=(--no-default-features) target="$target/minimal" max_bytes=4000000 max_crates=55
+  flags=(--no-default-features) target="$target/minimal" max_bytes=4194304 max_crates=55
 fi
 cargo build --release --locked "${flags[@]}" --target-dir "$target" >&2
 bin="$target/release/baton"
