@@ -311,6 +311,7 @@ mod clock;
 #[path = "it/support/stand_ins.rs"]
 mod stand_ins;
 
+#[cfg(feature = "http")]
 mod wedge {
     use super::*;
     use std::sync::Arc;

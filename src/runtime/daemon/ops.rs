@@ -9,27 +9,11 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use crate::ops::metrics::MetricsSnapshot;
 use crate::ops::sdnotify::{summary, Notifier, WatchdogPacer};
 use crate::ops::shared::OpsShared;
+use crate::ops::DaemonOps;
 use crate::orchestrator::{OrchestratorState, ParkKind, WorkerOutcome};
 
 /// Shortest time between two `STATUS=` messages.
 pub(crate) const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
-
-/// What the daemon shares with the HTTP thread (metrics and readiness facts) and systemd
-/// ([`Notifier::from_env`] in production). `Default`: fresh shared state and no systemd.
-#[derive(Debug, Clone)]
-pub struct DaemonOps {
-    pub shared: Arc<OpsShared>,
-    pub notifier: Arc<Notifier>,
-}
-
-impl Default for DaemonOps {
-    fn default() -> Self {
-        DaemonOps {
-            shared: Arc::new(OpsShared::new()),
-            notifier: Arc::new(Notifier::disabled()),
-        }
-    }
-}
 
 /// The loop-side state of [`DaemonOps`].
 pub(crate) struct LoopOps {
