@@ -121,11 +121,8 @@ impl LoopOps {
     /// The next real-time moment [`LoopOps::on_due`] has work: a watchdog ping or a deferred
     /// status.
     pub(crate) fn deadline(&self) -> Option<Instant> {
-        let status = self.pending_status.as_ref().map(|_| {
-            self.last_status
-                .as_ref()
-                .map_or_else(Instant::now, |(_, at)| *at + STATUS_MIN_INTERVAL)
-        });
+        let status =
+            (self.pending_status.as_ref()).map(|_| self.status_at().unwrap_or_else(Instant::now));
         self.pacer
             .map(|p| p.deadline())
             .into_iter()
@@ -140,16 +137,19 @@ impl LoopOps {
                 self.notifier.watchdog();
             }
         }
-        let allowed = self
-            .last_status
-            .as_ref()
-            .is_none_or(|(_, at)| now.saturating_duration_since(*at) >= STATUS_MIN_INTERVAL);
-        if allowed {
+        if self.status_at().is_none_or(|at| now >= at) {
             if let Some(line) = self.pending_status.take() {
                 self.notifier.status(&line);
                 self.last_status = Some((line, now));
             }
         }
+    }
+
+    /// When the rate limit lets the next `STATUS=` go (`None`: at once).
+    fn status_at(&self) -> Option<Instant> {
+        self.last_status
+            .as_ref()
+            .map(|(_, at)| *at + STATUS_MIN_INTERVAL)
     }
 }
 
@@ -158,14 +158,12 @@ fn copy_state(m: &mut MetricsSnapshot, s: &OrchestratorState) {
     m.running = s.running.len() as u64;
     m.retrying = s.retry_attempts.len() as u64;
     // Every class is always shown (0 when none), so a series never vanishes.
-    m.parked.clear();
-    for kind in [
+    let kinds = [
         ParkKind::MaxAttempts,
         ParkKind::MaxRuns,
         ParkKind::BudgetExceeded,
-    ] {
-        m.parked.insert(kind.as_str(), 0);
-    }
+    ];
+    m.parked = kinds.map(|k| (k.as_str(), 0)).into();
     for b in s.blocked.values() {
         let n = m.parked.entry(b.kind.as_str()).or_insert(0);
         *n = n.saturating_add(1);
