@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::model::{contains_name, normalize_name, Issue};
-use crate::orchestrator::{rules, Policy};
+use crate::orchestrator::{rules, Pace, Policy};
 use crate::text::single_line as truncate;
 use crate::tracker::config::TrackerConfig;
 use crate::workflow::config::{AgentKind, ConfigEnv, ProcessEnv, ServiceConfig};
@@ -25,7 +25,11 @@ pub(crate) fn run_check(workflow_path: &Path, out: &mut dyn Write) -> i32 {
 
 /// `run_check` with an injected environment (tests).
 pub fn run_check_with_env(workflow_path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
-    let mut r = Report { out, problems: 0 };
+    let mut r = Report {
+        out,
+        problems: 0,
+        board_read: None,
+    };
     let code = check(workflow_path, env, &mut r);
     let _ = r.out.flush();
     code
@@ -35,6 +39,8 @@ pub fn run_check_with_env(workflow_path: &Path, env: &dyn ConfigEnv, out: &mut d
 pub(crate) struct Report<'a> {
     out: &'a mut dyn Write,
     problems: usize,
+    /// A tracker with a budget: the points one board read cost and the hourly limit.
+    pub(crate) board_read: Option<(u64, i64)>,
 }
 
 impl Report<'_> {
@@ -108,9 +114,30 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     // The tracker kind's own section: what it resolved, found and skipped; the plan needs
     // every issue it could read.
     if let Some(issues) = crate::tracker::config::check_report(&cfg.tracker, r) {
+        print_pacing(r, cfg);
         print_plan(r, &issues, cfg);
     }
     r.finish()
+}
+
+/// The budget plan the daemon starts from, for the board read's measured cost: the poll
+/// interval in force (`polling.interval_ms`, stretched) and its projected points per hour.
+fn print_pacing(r: &mut Report<'_>, cfg: &ServiceConfig) {
+    let Some((points, limit)) = r.board_read else {
+        return;
+    };
+    let mut pace = Pace::default();
+    pace.poll_points = Some(points);
+    let share = cfg.tracker.budget_share;
+    let plan = pace.plan(cfg.poll_interval_ms, share, Some(limit), 0);
+    let shown = |v: Option<u64>| v.map_or("?".into(), |n| n.to_string());
+    r.ok(format!(
+        "tracker budget: a board read costs {points} points; polling every {} ms (polling.interval_ms {}), projected {} of {} points per hour (tracker.budget_share {share} of {limit}); the daemon adds between-turn refreshes and retries",
+        plan.poll_interval_ms,
+        cfg.poll_interval_ms,
+        shown(plan.projected_per_hour),
+        shown(plan.target_per_hour),
+    ));
 }
 
 /// One line per SSH worker host: reachable, `workspace.root` writable, agent CLI version.
@@ -301,6 +328,7 @@ mod tests {
         let mut r = Report {
             out: &mut buf,
             problems: 0,
+            board_read: None,
         };
         print_budget(&mut r, &cfg);
         assert_eq!(r.problems, 0, "limits are never a problem");

@@ -3,12 +3,15 @@
 //! reports how its calls ended ([`CallOutcome`]); the gate keeps the latest rate-limit pause from
 //! any of them, an exponential back-off after rejected credentials, and the spacing of
 //! operator-triggered polls (refresh API, webhooks). The engine asks [`RequestGate::allowed_at`]
-//! before it starts a poll or a retry fetch. Pure: times are orchestrator-clock milliseconds
-//! passed in by the caller.
+//! before it starts a poll or a by-id fetch batch. [`Pace`] keeps the budget: what polls and
+//! fetch batches cost, and the [`Plan`] (effective poll interval, fetch batch spacing) that keeps
+//! the projected points per hour within `tracker.budget_share` of the tracker's hourly limit.
+//! Pure: times are orchestrator-clock milliseconds passed in by the caller.
 
 use serde::{Deserialize, Serialize};
 
 use crate::timefmt::unix_millis;
+pub use crate::tracker::config::DEFAULT_BUDGET_SHARE;
 use crate::tracker::{TrackerError, TrackerErrorKind};
 
 use super::state::Millis;
@@ -27,6 +30,174 @@ pub const AUTH_BACKOFF_BASE_MS: Millis = 60_000;
 
 /// … up to this.
 pub const AUTH_BACKOFF_MAX_MS: Millis = 600_000;
+
+/// Shortest spacing between the starts of two by-id fetch batches (between-turn refreshes and
+/// retry fetches share one batch per slot).
+pub const FETCH_MIN_SPACING_MS: Millis = 1_000;
+
+/// Non-poll spend is measured over a sliding window of this length.
+pub const SPEND_WINDOW_MS: Millis = 600_000;
+
+const HOUR_MS: u64 = 3_600_000;
+
+/// The shortest time the first window's spend is extrapolated from (a burst at startup is not
+/// an hourly rate).
+const MIN_EXTRAPOLATION_MS: Millis = 60_000;
+
+/// The operations whose point cost the tracker threads report (`Event::TrackerSpent`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrackerOp {
+    /// A poll (board read plus the running-issue refresh).
+    Poll,
+    /// A by-id fetch batch (between-turn refreshes and due retries); its report frees the slot.
+    Fetch,
+}
+
+/// The budget plan in force: how often Baton polls and fetches, and what that projects to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Effective poll interval: `polling.interval_ms`, stretched to fit the budget.
+    pub poll_interval_ms: Millis,
+    /// Spacing between the starts of two fetch batches.
+    pub fetch_spacing_ms: Millis,
+    /// Points per hour Baton aims to stay within (`None`: the tracker reports no budget).
+    pub target_per_hour: Option<u64>,
+    /// Points per hour this plan projects (`None`: no budget, or nothing measured yet).
+    pub projected_per_hour: Option<u64>,
+}
+
+/// What polls and fetch batches cost, and the fetch batch slot. Measured, not stored: a restart
+/// measures again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pace {
+    /// Points the last poll cost (`None` before one reported any).
+    pub poll_points: Option<u64>,
+    /// Points the last fetch batch cost.
+    pub fetch_points: u64,
+    /// Non-poll points spent in the window before the current one and in the current one.
+    spent: [u64; 2],
+    /// The first window's start and the current window's index (`None`: nothing spent yet).
+    window: Option<(Millis, u64)>,
+    /// A fetch batch is out at a tracker thread.
+    pub fetch_in_flight: bool,
+    /// When the last fetch batch started.
+    pub fetch_started_at: Option<Millis>,
+    /// How long the last fetch batch took (widens the spacing for a slow tracker).
+    pub last_fetch_ms: Millis,
+    /// Workers wait for their between-turn refresh (the runtime keeps their issue ids).
+    pub refresh_wanted: bool,
+    /// The plan in force.
+    pub plan: Plan,
+    /// The poll interval last logged (`event=poll_interval_stretched`).
+    pub logged_interval_ms: Millis,
+}
+
+impl Pace {
+    /// Record the points one operation cost at `now`; a fetch report also frees the slot.
+    pub fn note_spent(&mut self, op: TrackerOp, points: u64, now: Millis) {
+        match op {
+            // A poll that sent nothing (a preflight failure) says nothing about its cost.
+            TrackerOp::Poll if points > 0 => self.poll_points = Some(points),
+            TrackerOp::Poll => {}
+            TrackerOp::Fetch => {
+                self.fetch_in_flight = false;
+                self.fetch_points = points;
+                if let Some(started) = self.fetch_started_at {
+                    self.last_fetch_ms = now.saturating_sub(started);
+                }
+                let (origin, _) = *self.window.get_or_insert((now, 0));
+                let (spent, idx) = self.windows(now);
+                self.spent = [spent[0], spent[1].saturating_add(points)];
+                self.window = Some((origin, idx));
+            }
+        }
+    }
+
+    /// The (previous, current) window counts and the current window's index at `now`.
+    fn windows(&self, now: Millis) -> ([u64; 2], u64) {
+        let Some((origin, idx)) = self.window else {
+            return ([0, 0], 0);
+        };
+        let at = now.saturating_sub(origin) / SPEND_WINDOW_MS;
+        let spent = match at.saturating_sub(idx) {
+            0 => self.spent,
+            1 => [self.spent[1], 0],
+            _ => [0, 0],
+        };
+        (spent, at.max(idx))
+    }
+
+    /// Non-poll points per hour, measured: a sliding-window counter (the previous window weighted
+    /// by how much of it the sliding window still covers), the first window extrapolated.
+    pub fn other_per_hour(&self, now: Millis) -> u64 {
+        let Some((origin, _)) = self.window else {
+            return 0;
+        };
+        let ([prev, cur], idx) = self.windows(now);
+        let into = now
+            .saturating_sub(origin)
+            .saturating_sub(idx.saturating_mul(SPEND_WINDOW_MS));
+        if idx == 0 {
+            return cur.saturating_mul(HOUR_MS) / into.max(MIN_EXTRAPOLATION_MS);
+        }
+        let prev_part = prev.saturating_mul(SPEND_WINDOW_MS.saturating_sub(into)) / SPEND_WINDOW_MS;
+        prev_part.saturating_add(cur).saturating_mul(HOUR_MS) / SPEND_WINDOW_MS
+    }
+
+    /// The plan for `polling.interval_ms` = `base_ms`, `tracker.budget_share` = `share` and the
+    /// tracker's hourly `limit`. Fetch batches may use half of the target (their spacing grows
+    /// with their measured cost); polls get the target less the measured non-poll spend, and
+    /// their interval stretches until one poll's measured cost fits (never below `base_ms`).
+    pub fn plan(&self, base_ms: Millis, share: f64, limit: Option<i64>, now: Millis) -> Plan {
+        let fetch_floor = FETCH_MIN_SPACING_MS.max(self.last_fetch_ms);
+        let target = limit
+            .filter(|l| *l > 0)
+            .map(|l| (l as f64 * share.clamp(0.0, 1.0)) as u64)
+            .filter(|t| *t > 0);
+        let Some(target) = target else {
+            return Plan {
+                poll_interval_ms: base_ms,
+                fetch_spacing_ms: fetch_floor,
+                target_per_hour: None,
+                projected_per_hour: None,
+            };
+        };
+        let half = (target / 2).max(1);
+        let other = self.other_per_hour(now);
+        let poll_budget = target.saturating_sub(other.min(half)).max(1);
+        let per_poll = self.poll_points.unwrap_or(0);
+        let interval = base_ms
+            .max(per_poll.saturating_mul(HOUR_MS).div_ceil(poll_budget))
+            .max(1);
+        let fetch_spacing = fetch_floor.max(self.fetch_points.saturating_mul(HOUR_MS).div_ceil(half));
+        let measured = self.poll_points.is_some() || self.window.is_some();
+        Plan {
+            poll_interval_ms: interval,
+            fetch_spacing_ms: fetch_spacing,
+            target_per_hour: Some(target),
+            projected_per_hour: measured
+                .then(|| (per_poll.saturating_mul(HOUR_MS) / interval).saturating_add(other)),
+        }
+    }
+
+    /// When the next fetch batch may start: one per slot, never inside a pause (`allowed_at`);
+    /// `None` while one is out.
+    pub fn fetch_due(&self, allowed_at: Millis) -> Option<Millis> {
+        if self.fetch_in_flight {
+            return None;
+        }
+        let spaced = self
+            .fetch_started_at
+            .map_or(0, |t| t.saturating_add(self.plan.fetch_spacing_ms.max(FETCH_MIN_SPACING_MS)));
+        Some(spaced.max(allowed_at))
+    }
+
+    /// True when `plan` changes the poll interval enough to log (10 %, or to or from `base_ms`).
+    pub fn interval_changed(&self, plan: &Plan, base_ms: Millis) -> bool {
+        let (old, new) = (self.logged_interval_ms.max(base_ms), plan.poll_interval_ms);
+        old != new && (old == base_ms || new == base_ms || old.abs_diff(new) >= old / 10)
+    }
+}
 
 /// How one tracker call ended, as far as the request budget is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +256,9 @@ pub struct RequestGate {
     pub auth_until: Option<Millis>,
     /// How long the last poll took (widens the refresh spacing for a slow tracker).
     pub last_poll_ms: Millis,
+    /// The budget: measured costs, the plan, the fetch batch slot.
+    #[serde(skip)]
+    pub pace: Pace,
 }
 
 impl RequestGate {
@@ -139,6 +313,32 @@ impl RequestGate {
     pub fn end_auth_backoff(&mut self) {
         self.auth_failures = 0;
         self.auth_until = None;
+    }
+
+    /// Recompute the budget plan for `polling.interval_ms` = `base_ms`, `tracker.budget_share` =
+    /// `share` and the tracker's hourly `limit`; log `event=poll_interval_stretched` when the
+    /// poll interval moves.
+    pub fn replan(&mut self, base_ms: Millis, share: f64, limit: Option<i64>, now: Millis) {
+        let pace = &mut self.pace;
+        let plan = pace.plan(base_ms, share, limit, now);
+        if pace.interval_changed(&plan, base_ms) {
+            let shown = |v: Option<u64>| v.map_or("unknown".to_string(), |n| n.to_string());
+            log::info!(
+                "event=poll_interval_stretched poll_interval_ms={} configured_interval_ms={base_ms} projected_points_per_hour={} target_points_per_hour={} poll_points={} other_points_per_hour={}",
+                plan.poll_interval_ms,
+                shown(plan.projected_per_hour),
+                shown(plan.target_per_hour),
+                shown(pace.poll_points),
+                pace.other_per_hour(now)
+            );
+            pace.logged_interval_ms = plan.poll_interval_ms;
+        }
+        pace.plan = plan;
+    }
+
+    /// The poll interval in force: the plan's, never below `polling.interval_ms` = `base_ms`.
+    pub fn poll_interval(&self, base_ms: Millis) -> Millis {
+        self.pace.plan.poll_interval_ms.max(base_ms)
     }
 
     /// Record every outcome of one operation.

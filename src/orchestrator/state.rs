@@ -62,6 +62,13 @@ pub struct Policy {
     /// `worker.max_concurrent_agents_per_host`.
     #[serde(default)]
     pub max_concurrent_agents_per_host: Option<u32>,
+    /// `tracker.budget_share`: the share of the tracker's hourly limit polls and fetches may use.
+    #[serde(default = "default_budget_share")]
+    pub budget_share: f64,
+}
+
+fn default_budget_share() -> f64 {
+    super::gate::DEFAULT_BUDGET_SHARE
 }
 
 /// What one issue has spent since it last entered an active state (across runs; durable state
@@ -97,6 +104,7 @@ impl Policy {
             budget: c.agent.budget,
             ssh_hosts: c.worker.ssh_hosts.clone(),
             max_concurrent_agents_per_host: c.worker.max_concurrent_agents_per_host,
+            budget_share: c.tracker.budget_share,
         }
     }
 }

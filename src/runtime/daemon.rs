@@ -29,12 +29,12 @@ use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
     handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
-    WorkerOutcome,
+    TrackerOp, WorkerOutcome,
 };
 use crate::status::StateSnapshot;
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
-use crate::tracker::{Tracker, TrackerError, WatchGuard};
+use crate::tracker::{take_points, Tracker, TrackerError, WatchGuard};
 use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
 use crate::workflow::loader::{
     fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow, WorkflowError,
@@ -46,6 +46,7 @@ use crate::workspace::remove_workspace_on;
 
 use super::clock::Clock;
 use super::persist::{self, Persist, StateHandle};
+use super::refresh::Refresher;
 use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
 use crate::ops::shared::OpsShared;
@@ -149,10 +150,12 @@ enum TrackerJob {
         /// Set on the first tick only: its board read drives the terminal-workspace cleanup.
         startup_cleanup: Option<StartupCleanup>,
     },
-    Retry {
+    /// One fetch batch (`Action::FetchIssues`).
+    Fetch {
         tracker: Arc<dyn Tracker>,
-        issue_id: String,
-        seq: u64,
+        retries: Vec<(String, u64)>,
+        /// Set when the batch serves the workers waiting between turns.
+        refresher: Option<Arc<Refresher>>,
     },
 }
 
@@ -198,6 +201,7 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
             startup_cleanup,
         } => {
             let started = Instant::now();
+            let _ = take_points();
             let (candidates, refreshed, class, terminal) = poll_tracker(
                 &*tracker,
                 &running_ids,
@@ -206,18 +210,16 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
                 &mut calls,
             );
             let rate_limit = tracker.rate_limit();
-            let points = rate_limit
-                .as_ref()
-                .and_then(|r| r.last_cost)
-                .and_then(|n| u64::try_from(n).ok());
+            let points = take_points();
             ops.record_poll(
                 started.elapsed(),
                 class,
-                points,
+                rate_limit.as_ref().map(|_| points),
                 SystemTime::now(),
                 Instant::now(),
             );
-            let mut out = vec![Event::TrackerCalls(calls)];
+            let op = TrackerOp::Poll;
+            let mut out = vec![Event::TrackerCalls(calls), Event::TrackerSpent { op, points }];
             out.extend(terminal.map(Event::TerminalAtStartup));
             out.push(Event::PollResult {
                 running_ids,
@@ -227,27 +229,52 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
             });
             out
         }
-        TrackerJob::Retry {
+        TrackerJob::Fetch {
             tracker,
+            retries,
+            refresher,
+        } => fetch_batch(&*tracker, retries, refresher.as_deref(), ops),
+    }
+}
+
+/// One fetch batch: the between-turn refreshes (answered to the workers), then one fetch of
+/// every due retry's issue (none after a rate limit or rejected credentials: the gate will
+/// hold). Events: `TrackerCalls`, `TrackerSpent` (frees the slot), a `RetryRefreshed` per retry.
+fn fetch_batch(
+    tracker: &dyn Tracker,
+    retries: Vec<(String, u64)>,
+    refresher: Option<&Refresher>,
+    ops: &OpsShared,
+) -> Vec<Event> {
+    let _ = take_points();
+    let mut calls: Vec<CallOutcome> = refresher.and_then(|r| r.serve(tracker)).into_iter().collect();
+    let ids: Vec<String> = retries.iter().map(|(id, _)| id.clone()).collect();
+    let fetched = match calls.first() {
+        _ if ids.is_empty() => Ok(Vec::new()),
+        Some(o) if o.stops_operation() => Err("not sent: the tracker refused the batch's refresh".into()),
+        _ => observe(&mut calls, tracker.fetch_issue_states_by_ids(&ids)).map_err(|e| e.to_string()),
+    };
+    let points = take_points();
+    ops.record_points(points);
+    let mut out = vec![
+        Event::TrackerCalls(calls),
+        Event::TrackerSpent {
+            op: TrackerOp::Fetch,
+            points,
+        },
+    ];
+    out.extend(retries.into_iter().map(|(issue_id, seq)| {
+        let result = match &fetched {
+            Ok(v) => Ok(v.iter().find(|i| i.id == issue_id).cloned()),
+            Err(e) => Err(e.clone()),
+        };
+        Event::RetryRefreshed {
             issue_id,
             seq,
-        } => {
-            let result = observe(
-                &mut calls,
-                tracker.fetch_issue_states_by_ids(std::slice::from_ref(&issue_id)),
-            )
-            .map(|v| v.into_iter().find(|i| i.id == issue_id))
-            .map_err(|e| e.to_string());
-            vec![
-                Event::TrackerCalls(calls),
-                Event::RetryRefreshed {
-                    issue_id,
-                    seq,
-                    result,
-                },
-            ]
+            result,
         }
-    }
+    }));
+    out
 }
 
 /// A poll's candidates, as `Event::PollResult` carries them.
@@ -393,6 +420,8 @@ struct Daemon {
     /// True while the request gate holds tracker requests; workers read it before their
     /// between-turn refresh (see `WorkerContext::tracker_held`).
     tracker_held: Arc<AtomicBool>,
+    /// The workers waiting for their between-turn refresh (served by fetch batches).
+    refresher: Arc<Refresher>,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -471,6 +500,7 @@ pub fn run_with_state(
     );
     tracker_thread("tracker-retry", retry_jobs_rx, tracker_tx, shared);
     let (changed_tx, changed_rx) = bounded(1);
+    let refresher = Refresher::new(events_tx.clone());
     let mut d = Daemon {
         stamp: stat_fingerprint(&workflow_path),
         opts_path: workflow_path,
@@ -504,6 +534,7 @@ pub fn run_with_state(
         reload_again: false,
         hosts,
         tracker_held: Arc::new(AtomicBool::new(false)),
+        refresher,
     };
     d.sweep_tombstones();
     d.start_watch();
@@ -855,6 +886,9 @@ impl Daemon {
         let actions = handle(&mut self.state, ev, now);
         let held = self.state.poll.gate.blocks(now);
         self.tracker_held.store(held, Ordering::SeqCst);
+        if held {
+            self.refresher.release_held();
+        }
         for action in actions {
             self.execute(action);
         }
@@ -863,11 +897,14 @@ impl Daemon {
     fn execute(&mut self, action: Action) {
         match action {
             Action::StartPoll { running_ids } => self.start_poll(running_ids),
-            Action::FetchRetryIssue { issue_id, seq } => {
-                let _ = self.retry_jobs.send(TrackerJob::Retry {
+            Action::FetchIssues {
+                retries,
+                refresh_workers,
+            } => {
+                let _ = self.retry_jobs.send(TrackerJob::Fetch {
                     tracker: self.tracker.clone(),
-                    issue_id,
-                    seq,
+                    retries,
+                    refresher: refresh_workers.then(|| Arc::clone(&self.refresher)),
                 });
             }
             Action::Dispatch {
@@ -1027,7 +1064,7 @@ impl Daemon {
             template: self.workflow.template.clone(),
             policy: self.state.policy.clone(),
             runner,
-            tracker: self.tracker.clone(),
+            refresher: Arc::clone(&self.refresher),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
             host,

@@ -1,9 +1,10 @@
 //! The runtime around the pure core: the daemon main loop (`daemon`), its injected time source
-//! (`clock`), worker threads running the attempt algorithm (`worker`) and the tracker threads
-//! that keep GitHub calls off the loop.
+//! (`clock`), worker threads running the attempt algorithm (`worker`), the tracker threads that
+//! keep GitHub calls off the loop, and the between-turn refresh batches (`refresh`).
 
 pub mod clock;
 pub mod daemon;
 pub mod persist;
+pub mod refresh;
 pub mod threads;
 pub mod worker;

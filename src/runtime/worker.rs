@@ -5,7 +5,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
@@ -17,12 +17,13 @@ use crate::host::ssh::is_host_unavailable;
 use crate::host::Host;
 use crate::model::Issue;
 use crate::orchestrator::rules;
-use crate::orchestrator::{CallOutcome, Event, Policy, WorkerOutcome, WorkerPhase, WorkerProgress};
-use crate::tracker::Tracker;
+use crate::orchestrator::{Event, Policy, WorkerOutcome, WorkerPhase, WorkerProgress};
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
 use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
 use crate::workspace::{ensure_workspace, remove_workspace_on, Workspace};
+
+use super::refresh::{Refreshed, Refresher};
 
 /// Everything one worker run needs; built by the main loop from the config current at dispatch.
 pub struct WorkerContext {
@@ -44,8 +45,8 @@ pub struct WorkerContext {
     pub policy: Policy,
     /// The agent adapter.
     pub runner: Arc<dyn AgentRunner>,
-    /// The tracker (for the between-turns refresh).
-    pub tracker: Arc<dyn Tracker>,
+    /// Where the between-turn refresh waits for its batch.
+    pub refresher: Arc<Refresher>,
     /// Cancelled by the main loop to stop this run.
     pub cancel: CancelToken,
     /// Events to the main loop.
@@ -56,7 +57,7 @@ pub struct WorkerContext {
     /// remove it first, so the run gets a fresh one (`Action::Dispatch::stale_workspace`).
     pub stale_workspace: bool,
     /// Set by the main loop while its request gate holds tracker requests (a rate-limit pause or
-    /// the credential back-off). The between-turn refresh is not sent then: the run ends
+    /// the credential back-off). The between-turn refresh is not asked for then: the run ends
     /// normally, and its continuation retry waits for the gate like every other request.
     pub tracker_held: Arc<AtomicBool>,
 }
@@ -305,13 +306,7 @@ impl Run<'_> {
             if ctx.cancel.is_cancelled() {
                 return WorkerOutcome::Cancelled;
             }
-            if ctx.tracker_held.load(Ordering::SeqCst) {
-                info!(
-                    "event=between_turn_refresh_deferred issue_id={id} issue_identifier={ident} turn={turn}; tracker requests are held (rate limit or credential back-off): ending the run, its continuation waits for the tracker"
-                );
-                return WorkerOutcome::Normal;
-            }
-            match self.refresh() {
+            match self.refresh(turn) {
                 Err(e) => return self.failed_or_cancelled(e),
                 Ok(false) => return WorkerOutcome::Normal,
                 Ok(true) => {}
@@ -326,18 +321,22 @@ impl Run<'_> {
         }
     }
 
-    /// Re-read the issue between turns; `Ok(false)` when the run should end normally.
-    fn refresh(&mut self) -> Result<bool, String> {
+    /// Re-read the issue after `turn` (from the next fetch batch, see `runtime::refresh`);
+    /// `Ok(false)` when the run should end normally.
+    fn refresh(&mut self, turn: u32) -> Result<bool, String> {
         let ctx = self.ctx;
         let id = &ctx.issue.id;
         let ident = &ctx.issue.identifier;
-        let result = ctx
-            .tracker
-            .fetch_issue_states_by_ids(std::slice::from_ref(id));
-        // The request gate learns how the call ended (a rate limit here pauses every request).
-        let _ = ctx
-            .events
-            .send(Event::TrackerCalls(vec![CallOutcome::of(&result)]));
+        let result = match ctx.refresher.refresh(id, &ctx.cancel, &ctx.tracker_held) {
+            Refreshed::Done(result) => result,
+            Refreshed::Cancelled => return Err("cancelled during the issue state refresh".into()),
+            Refreshed::Held => {
+                info!(
+                    "event=between_turn_refresh_deferred issue_id={id} issue_identifier={ident} turn={turn}; tracker requests are held (rate limit or credential back-off): ending the run, its continuation waits for the tracker"
+                );
+                return Ok(false);
+            }
+        };
         let refreshed = result.map_err(|e| format!("issue state refresh error: {e}"))?;
         let Some(fresh) = refreshed.into_iter().find(|i| &i.id == id) else {
             info!(

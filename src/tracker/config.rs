@@ -20,6 +20,10 @@ pub use super::github::config::{
     OwnerType, TokenSource, DEFAULT_ENDPOINT, DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS,
 };
 
+/// `tracker.budget_share` when unset: half the hourly limit, leaving the rest to the agents and
+/// people sharing the token.
+pub const DEFAULT_BUDGET_SHARE: f64 = 0.5;
+
 /// `tracker.*` (spec §5.3.1). `kind` and the state and label lists are shared by every kind;
 /// the other fields belong to `github_projects` and keep their defaults for other kinds.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +67,8 @@ pub struct TrackerConfig {
     pub max_items: u64,
     /// `backlog_md`: the board directory, resolved (default `backlog` next to WORKFLOW.md).
     pub path: Option<PathBuf>,
+    /// The share of the token's hourly limit polls and fetches may spend (default 0.5).
+    pub budget_share: f64,
 }
 
 impl Default for TrackerConfig {
@@ -88,6 +94,7 @@ impl Default for TrackerConfig {
             timeout_ms: 30_000,
             max_items: DEFAULT_MAX_ITEMS,
             path: None,
+            budget_share: DEFAULT_BUDGET_SHARE,
         }
     }
 }

@@ -48,8 +48,8 @@ impl H {
                     handle(&mut self.s, Event::TrackerCalls(calls), self.now);
                     self.ev_with(result, answer);
                 }
-                Action::FetchRetryIssue { issue_id, seq } => {
-                    self.retry_fetches.push((issue_id.clone(), *seq));
+                Action::FetchIssues { retries, .. } => {
+                    self.retry_fetches.extend(retries.iter().cloned());
                 }
                 _ => {}
             }

@@ -223,9 +223,9 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     let acts = handle(&mut st2, Event::Wake, now2);
     let fetches: Vec<&str> = acts
         .iter()
-        .filter_map(|a| match a {
-            Action::FetchRetryIssue { issue_id, .. } => Some(issue_id.as_str()),
-            _ => None,
+        .flat_map(|a| match a {
+            Action::FetchIssues { retries, .. } => retries.iter().map(|(id, _)| id.as_str()).collect(),
+            _ => Vec::new(),
         })
         .collect();
     assert_eq!(fetches, ["I_1"]);

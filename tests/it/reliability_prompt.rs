@@ -3,12 +3,10 @@
 
 use std::sync::Arc;
 
-use crossbeam_channel::unbounded;
-
 use baton::agent::claude::ClaudeRunner;
 use baton::agent::CancelToken;
 use baton::model::Issue;
-use baton::orchestrator::{Event, Policy, WorkerOutcome};
+use baton::orchestrator::{Policy, WorkerOutcome};
 use baton::runtime::worker::{run_attempt, WorkerContext};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::HooksConfig;
@@ -16,6 +14,7 @@ use baton::workflow::template::PromptTemplate;
 use baton::workspace::workspace_path;
 
 use crate::support::agent::{claude_config, fake_claude_command, Sandbox};
+use crate::support::stand_ins::serving_refresher;
 
 struct Gone;
 
@@ -57,7 +56,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         state: "Todo".into(),
         ..Issue::default()
     };
-    let (tx, _rx) = unbounded::<Event>();
+    let (refresher, tx, _rx) = serving_refresher(Arc::new(Gone));
     let ctx = WorkerContext {
         run_id: 1,
         issue,
@@ -71,7 +70,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         template: PromptTemplate::compile("Body: {{ issue.description }}", 5).unwrap(),
         policy: Policy::default(),
         runner: Arc::new(runner),
-        tracker: Arc::new(Gone),
+        refresher,
         cancel: CancelToken::new(),
         events: tx,
         host: baton::host::LocalHost::shared(),

@@ -86,7 +86,14 @@ fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &TrackerConfi
 
 /// Fetch the whole board and summarize what was skipped; `None` when the fetch failed.
 fn check_board(r: &mut Report<'_>, tracker: &GithubTracker) -> Option<Board> {
-    let board = match tracker.fetch_board(None) {
+    let _ = crate::tracker::take_points();
+    let read = tracker.fetch_board(None);
+    let points = crate::tracker::take_points();
+    r.board_read = tracker
+        .rate_limit()
+        .and_then(|rl| rl.limit)
+        .map(|limit| (points, limit));
+    let board = match read {
         Ok(b) => b,
         Err(e) => {
             r.fail(format!("board: {e}"));

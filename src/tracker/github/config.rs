@@ -62,6 +62,7 @@ pub(crate) const ADAPTER: TrackerAdapter = TrackerAdapter {
         "server_side_filter",
         "timeout_ms",
         "max_items",
+        "budget_share",
     ],
     parse,
     check,
@@ -130,6 +131,12 @@ fn parse(
         ));
     }
     cfg.max_items = max_items;
+    if let Some(share) = s.positive_number("budget_share")? {
+        if share > 1.0 {
+            return Err(s.invalid("budget_share", "a number above 0 and at most 1", &s.got("budget_share")));
+        }
+        cfg.budget_share = share;
+    }
     for repo in &cfg.repos {
         let parts: Vec<&str> = repo.split('/').collect();
         if parts.len() != 2 || parts.iter().any(|p| p.trim().is_empty()) {

@@ -240,10 +240,17 @@ impl GithubTracker {
         stats.requests += 1;
         let reply = self.client.post(q.name, q.text, vars)?;
         if let Some(rl) = reply.rate_limit() {
-            stats.cost += rl.last_cost.unwrap_or(0);
-            *lock(&self.rate) = Some(rl);
+            self.note_budget(rl, stats);
         }
         Ok(reply)
+    }
+
+    /// Keep the budget a reply reported and count its cost (for the log and the pacing).
+    fn note_budget(&self, rl: TrackerBudget, stats: &mut OpStats) {
+        let cost = rl.last_cost.unwrap_or(0);
+        stats.cost = stats.cost.saturating_add(cost);
+        crate::tracker::spend_points(cost);
+        *lock(&self.rate) = Some(rl);
     }
 
     fn log_stats(&self, op: &str, stats: &OpStats) {
@@ -444,8 +451,7 @@ impl GithubTracker {
             Page::Raw(reply) => reply.rate_limit(),
         };
         if let Some(rl) = rl {
-            stats.cost += rl.last_cost.unwrap_or(0);
-            *lock(&self.rate) = Some(rl);
+            self.note_budget(rl, stats);
         }
         Ok(page)
     }
