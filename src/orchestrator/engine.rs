@@ -298,7 +298,9 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             state.poll.gate.pace.note_spent(op, points, now);
             replan(state, now);
         }
-        Event::TurnRefreshWanted => state.poll.gate.pace.refresh_wanted = true,
+        Event::TurnRefreshWanted => {
+            state.poll.gate.pace.refresh_wanted_at.get_or_insert(now);
+        }
         Event::Shutdown => on_shutdown(state, now, &mut out),
         Event::TerminalAtStartup(issues) => {
             // No record says which host holds an old workspace: clean it wherever it may be.
@@ -373,8 +375,8 @@ pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
         consider(state.poll.next_poll_at.max(allowed));
     }
     if let Some(slot) = state.poll.gate.pace.fetch_due(allowed) {
-        if state.poll.gate.pace.refresh_wanted {
-            consider(slot);
+        if let Some(at) = state.poll.gate.pace.refresh_wanted_at {
+            consider(slot.max(at));
         }
         for r in state.retry_attempts.values().filter(|r| !r.in_flight) {
             consider(r.due_at.max(slot));
@@ -421,7 +423,11 @@ fn on_wake(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
 /// when workers asked, their between-turn refreshes. Like polls, it waits out a pause.
 fn start_fetch_if_due(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
     let gate = &mut state.poll.gate;
-    if gate.pace.fetch_due(gate.allowed_at()).is_none_or(|due| now < due) {
+    if gate
+        .pace
+        .fetch_due(gate.allowed_at())
+        .is_none_or(|due| now < due)
+    {
         return;
     }
     let mut retries = Vec::new();
@@ -435,7 +441,7 @@ fn start_fetch_if_due(state: &mut OrchestratorState, now: Millis, out: &mut Vec<
             retries.push((r.issue_id.clone(), r.seq));
         }
     }
-    let refresh_workers = std::mem::take(&mut gate.pace.refresh_wanted);
+    let refresh_workers = gate.pace.refresh_wanted_at.take().is_some();
     if retries.is_empty() && !refresh_workers {
         return;
     }

@@ -40,6 +40,10 @@ pub const SPEND_WINDOW_MS: Millis = 600_000;
 
 const HOUR_MS: u64 = 3_600_000;
 
+/// The plan aims this much below the target, so that what the measurement lags behind (the
+/// polls before the first cost is known, a sliding window catching up) stays within it.
+const HEADROOM_PERCENT: u64 = 5;
+
 /// The shortest time the first window's spend is extrapolated from (a burst at startup is not
 /// an hourly rate).
 const MIN_EXTRAPOLATION_MS: Millis = 60_000;
@@ -84,8 +88,8 @@ pub struct Pace {
     pub fetch_started_at: Option<Millis>,
     /// How long the last fetch batch took (widens the spacing for a slow tracker).
     pub last_fetch_ms: Millis,
-    /// Workers wait for their between-turn refresh (the runtime keeps their issue ids).
-    pub refresh_wanted: bool,
+    /// Since when workers wait for their between-turn refresh (the runtime keeps their ids).
+    pub refresh_wanted_at: Option<Millis>,
     /// The plan in force.
     pub plan: Plan,
     /// The poll interval last logged (`event=poll_interval_stretched`).
@@ -145,9 +149,10 @@ impl Pace {
     }
 
     /// The plan for `polling.interval_ms` = `base_ms`, `tracker.budget_share` = `share` and the
-    /// tracker's hourly `limit`. Fetch batches may use half of the target (their spacing grows
-    /// with their measured cost); polls get the target less the measured non-poll spend, and
-    /// their interval stretches until one poll's measured cost fits (never below `base_ms`).
+    /// tracker's hourly `limit`. The plan aims [`HEADROOM_PERCENT`] below the target. Fetch
+    /// batches may use half of that (their spacing grows with their measured cost); polls get
+    /// the rest of it less the measured non-poll spend, and their interval stretches until one
+    /// poll's measured cost fits (never below `base_ms`).
     pub fn plan(&self, base_ms: Millis, share: f64, limit: Option<i64>, now: Millis) -> Plan {
         let fetch_floor = FETCH_MIN_SPACING_MS.max(self.last_fetch_ms);
         let target = limit
@@ -162,14 +167,16 @@ impl Pace {
                 projected_per_hour: None,
             };
         };
-        let half = (target / 2).max(1);
+        let aim = target.saturating_mul(100 - HEADROOM_PERCENT) / 100;
+        let half = (aim / 2).max(1);
         let other = self.other_per_hour(now);
-        let poll_budget = target.saturating_sub(other.min(half)).max(1);
+        let poll_budget = aim.saturating_sub(other.min(half)).max(1);
         let per_poll = self.poll_points.unwrap_or(0);
         let interval = base_ms
             .max(per_poll.saturating_mul(HOUR_MS).div_ceil(poll_budget))
             .max(1);
-        let fetch_spacing = fetch_floor.max(self.fetch_points.saturating_mul(HOUR_MS).div_ceil(half));
+        let fetch_spacing =
+            fetch_floor.max(self.fetch_points.saturating_mul(HOUR_MS).div_ceil(half));
         let measured = self.poll_points.is_some() || self.window.is_some();
         Plan {
             poll_interval_ms: interval,
@@ -186,9 +193,9 @@ impl Pace {
         if self.fetch_in_flight {
             return None;
         }
-        let spaced = self
-            .fetch_started_at
-            .map_or(0, |t| t.saturating_add(self.plan.fetch_spacing_ms.max(FETCH_MIN_SPACING_MS)));
+        let spaced = self.fetch_started_at.map_or(0, |t| {
+            t.saturating_add(self.plan.fetch_spacing_ms.max(FETCH_MIN_SPACING_MS))
+        });
         Some(spaced.max(allowed_at))
     }
 
@@ -414,6 +421,129 @@ mod tests {
             g.note(CallOutcome::AuthRejected, 0);
         }
         assert_eq!(g.allowed_at(), AUTH_BACKOFF_MAX_MS);
+    }
+
+    /// A pace that measured `poll` points per poll and `fetch` points per fetch batch.
+    fn measured(poll: Option<u64>, fetch: u64) -> Pace {
+        Pace {
+            poll_points: poll,
+            fetch_points: fetch,
+            ..Pace::default()
+        }
+    }
+
+    #[test]
+    fn the_poll_interval_stretches_until_one_polls_cost_fits_the_share() {
+        // A 1,000-item board: 20 points a poll; 5,000 an hour at 0.5 is 2,500 points, aimed at
+        // 2,375 (5 % headroom).
+        let plan = measured(Some(20), 0).plan(5_000, 0.5, Some(5_000), 0);
+        assert_eq!(plan.poll_interval_ms, 30_316);
+        assert_eq!(
+            (plan.target_per_hour, plan.projected_per_hour),
+            (Some(2_500), Some(2_374))
+        );
+        // A cheap board is polled at the configured interval, never faster.
+        let plan = measured(Some(1), 0).plan(5_000, 0.5, Some(5_000), 0);
+        assert_eq!(plan.poll_interval_ms, 5_000);
+        assert_eq!(plan.projected_per_hour, Some(720));
+        // A larger share stretches less.
+        let plan = measured(Some(20), 0).plan(5_000, 1.0, Some(5_000), 0);
+        assert_eq!(plan.poll_interval_ms, 15_158);
+    }
+
+    #[test]
+    fn without_a_budget_or_a_measurement_nothing_stretches() {
+        for (pace, limit) in [
+            (measured(Some(20), 3), None),
+            (measured(Some(20), 3), Some(0)),
+            (measured(Some(20), 3), Some(-5)),
+            (measured(None, 0), Some(5_000)),
+        ] {
+            let plan = pace.plan(5_000, 0.5, limit, 0);
+            assert_eq!(plan.poll_interval_ms, 5_000, "{pace:?} {limit:?}");
+            assert_eq!(plan.projected_per_hour, None);
+        }
+        let plan = measured(Some(20), 3).plan(5_000, 0.5, None, 0);
+        assert_eq!(plan.fetch_spacing_ms, FETCH_MIN_SPACING_MS);
+    }
+
+    #[test]
+    fn fetch_batches_get_at_most_half_the_target() {
+        // 3 points a batch, 1,187 points an hour for batches: one every 9.1 s.
+        let plan = measured(Some(1), 3).plan(5_000, 0.5, Some(5_000), 0);
+        assert_eq!(plan.fetch_spacing_ms, 9_099);
+        // Never closer than a second, nor than the last batch took.
+        let mut pace = measured(Some(1), 0);
+        assert_eq!(
+            pace.plan(5_000, 0.5, Some(5_000), 0).fetch_spacing_ms,
+            1_000
+        );
+        pace.last_fetch_ms = 4_000;
+        assert_eq!(
+            pace.plan(5_000, 0.5, Some(5_000), 0).fetch_spacing_ms,
+            4_000
+        );
+    }
+
+    #[test]
+    fn measured_fetch_spend_leaves_the_rest_to_polls() {
+        let mut pace = measured(Some(20), 0);
+        // 600 points of batches in the first 10 minutes: 3,600 an hour, more than half the aim.
+        for k in 0..600 {
+            pace.fetch_started_at = Some(k * 1_000);
+            pace.note_spent(TrackerOp::Fetch, 1, k * 1_000);
+        }
+        assert_eq!(pace.other_per_hour(599_000), 3_606);
+        let plan = pace.plan(5_000, 0.5, Some(5_000), 599_000);
+        // Polls keep half of the aim: 1,188 points, 59.4 polls of 20.
+        assert_eq!(plan.poll_interval_ms, 60_607);
+        assert_eq!(plan.projected_per_hour, Some(1_187 + 3_606));
+    }
+
+    #[test]
+    fn fetch_spend_is_a_sliding_window_and_a_startup_burst_is_no_hourly_rate() {
+        let mut pace = Pace::default();
+        assert_eq!(pace.other_per_hour(0), 0);
+        pace.note_spent(TrackerOp::Fetch, 10, 1_000);
+        // 10 points 2 s after the first: extrapolated from a minute, not from 2 s.
+        assert_eq!(pace.other_per_hour(3_000), 600);
+        assert_eq!(pace.other_per_hour(300_000), 120);
+        // Half-way into the next window, half of the previous one still counts.
+        assert_eq!(pace.other_per_hour(1_000 + SPEND_WINDOW_MS * 3 / 2), 30);
+        pace.note_spent(TrackerOp::Fetch, 6, 1_000 + SPEND_WINDOW_MS * 3 / 2);
+        assert_eq!(pace.other_per_hour(1_000 + SPEND_WINDOW_MS * 3 / 2), 66);
+        // Two windows later nothing is left.
+        assert_eq!(pace.other_per_hour(1_000 + SPEND_WINDOW_MS * 3), 0);
+        // Hostile sizes saturate.
+        pace.note_spent(TrackerOp::Fetch, u64::MAX, u64::MAX - 1);
+        let _ = pace.plan(u64::MAX, 1.0, Some(i64::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn a_poll_that_sent_nothing_keeps_the_last_measurement() {
+        let mut pace = Pace::default();
+        pace.note_spent(TrackerOp::Poll, 20, 0);
+        pace.note_spent(TrackerOp::Poll, 0, 1);
+        assert_eq!(pace.poll_points, Some(20));
+        assert_eq!(pace.other_per_hour(1), 0, "polls are not other spend");
+    }
+
+    #[test]
+    fn interval_changes_are_logged_at_ten_percent_and_to_or_from_the_base() {
+        let pace = Pace::default();
+        let at = |ms| Plan {
+            poll_interval_ms: ms,
+            ..Plan::default()
+        };
+        assert!(!pace.interval_changed(&at(5_000), 5_000));
+        assert!(pace.interval_changed(&at(5_200), 5_000));
+        let pace = Pace {
+            logged_interval_ms: 30_000,
+            ..Pace::default()
+        };
+        assert!(!pace.interval_changed(&at(32_000), 5_000));
+        assert!(pace.interval_changed(&at(33_000), 5_000));
+        assert!(pace.interval_changed(&at(5_000), 5_000));
     }
 
     #[test]

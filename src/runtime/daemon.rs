@@ -219,7 +219,10 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
                 Instant::now(),
             );
             let op = TrackerOp::Poll;
-            let mut out = vec![Event::TrackerCalls(calls), Event::TrackerSpent { op, points }];
+            let mut out = vec![
+                Event::TrackerCalls(calls),
+                Event::TrackerSpent { op, points },
+            ];
             out.extend(terminal.map(Event::TerminalAtStartup));
             out.push(Event::PollResult {
                 running_ids,
@@ -247,12 +250,19 @@ fn fetch_batch(
     ops: &OpsShared,
 ) -> Vec<Event> {
     let _ = take_points();
-    let mut calls: Vec<CallOutcome> = refresher.and_then(|r| r.serve(tracker)).into_iter().collect();
+    let mut calls: Vec<CallOutcome> = refresher
+        .and_then(|r| r.serve(tracker))
+        .into_iter()
+        .collect();
     let ids: Vec<String> = retries.iter().map(|(id, _)| id.clone()).collect();
     let fetched = match calls.first() {
         _ if ids.is_empty() => Ok(Vec::new()),
-        Some(o) if o.stops_operation() => Err("not sent: the tracker refused the batch's refresh".into()),
-        _ => observe(&mut calls, tracker.fetch_issue_states_by_ids(&ids)).map_err(|e| e.to_string()),
+        Some(o) if o.stops_operation() => {
+            Err("not sent: the tracker refused the batch's refresh".into())
+        }
+        _ => {
+            observe(&mut calls, tracker.fetch_issue_states_by_ids(&ids)).map_err(|e| e.to_string())
+        }
     };
     let points = take_points();
     ops.record_points(points);

@@ -131,3 +131,169 @@ impl Refresher {
         Some(outcome)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tracker::{TrackerBudget, TrackerErrorKind};
+    use crossbeam_channel::unbounded;
+    use std::sync::atomic::AtomicUsize;
+    use std::thread;
+
+    /// A tracker whose `refresh_running` answers `answer` (issues for the ids it knows) and
+    /// counts its calls and ids.
+    struct T {
+        answer: Result<(), TrackerError>,
+        calls: AtomicUsize,
+        ids: Mutex<Vec<String>>,
+    }
+
+    impl T {
+        fn new(answer: Result<(), TrackerError>) -> Self {
+            T {
+                answer,
+                calls: AtomicUsize::new(0),
+                ids: Mutex::new(Vec::new()),
+            }
+        }
+    }
+
+    impl Tracker for T {
+        fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
+            Ok(vec![])
+        }
+        fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+            Ok(vec![])
+        }
+        fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.ids.lock().unwrap().extend(ids.iter().cloned());
+            self.answer.clone()?;
+            // "I_gone" is no longer on the project.
+            let known = ids.iter().filter(|id| *id != "I_gone");
+            Ok(known
+                .map(|id| Issue {
+                    id: id.clone(),
+                    state: format!("state of {id}"),
+                    ..Issue::default()
+                })
+                .collect())
+        }
+        fn validate(&self) -> Result<(), TrackerError> {
+            Ok(())
+        }
+        fn reset_cache(&self) {}
+        fn rate_limit(&self) -> Option<TrackerBudget> {
+            None
+        }
+    }
+
+    /// `n` workers waiting for ids `I_0..`, each on its own thread.
+    fn waiters(
+        r: &Arc<Refresher>,
+        ids: &[&str],
+        held: &Arc<AtomicBool>,
+    ) -> Vec<thread::JoinHandle<Refreshed>> {
+        ids.iter()
+            .map(|id| {
+                let (r, held, id) = (Arc::clone(r), Arc::clone(held), id.to_string());
+                thread::spawn(move || r.refresh(&id, &CancelToken::new(), &held))
+            })
+            .collect()
+    }
+
+    fn wait_for_waiters(r: &Refresher, n: usize) {
+        let t0 = Instant::now();
+        while r.lock().len() < n {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "waiters never joined"
+            );
+            thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn one_request_answers_every_waiting_worker_and_the_loop_hears_once() {
+        let (tx, rx) = unbounded();
+        let r = Refresher::new(tx);
+        let held = Arc::new(AtomicBool::new(false));
+        let ids = ["I_1", "I_2", "I_3", "I_gone"];
+        let workers = waiters(&r, &ids, &held);
+        wait_for_waiters(&r, ids.len());
+        let t = T::new(Ok(()));
+        assert_eq!(r.serve(&t), Some(CallOutcome::Ok));
+        let answers: Vec<Refreshed> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        for (id, answer) in ids.iter().zip(&answers) {
+            let Refreshed::Done(Ok(issues)) = answer else {
+                panic!("{id}: {answer:?}");
+            };
+            let got: Vec<&str> = issues.iter().map(|i| i.id.as_str()).collect();
+            let want: &[&str] = if *id == "I_gone" { &[] } else { &[*id] };
+            assert_eq!(got, want);
+        }
+        assert_eq!(t.calls.load(Ordering::SeqCst), 1);
+        let mut sent = t.ids.lock().unwrap().clone();
+        sent.sort();
+        assert_eq!(sent, ["I_1", "I_2", "I_3", "I_gone"]);
+        let wanted = rx.try_iter().filter(|e| *e == Event::TurnRefreshWanted);
+        assert_eq!(
+            wanted.count(),
+            1,
+            "only the first waiter of a batch tells the loop"
+        );
+        assert_eq!(r.serve(&t), None, "nobody waits: nothing is sent");
+        assert_eq!(t.calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_refused_batch_releases_its_workers_and_other_errors_reach_them() {
+        let (tx, _rx) = unbounded();
+        let held = Arc::new(AtomicBool::new(false));
+        for (kind, held_answer) in [
+            (TrackerErrorKind::RateLimited, true),
+            (TrackerErrorKind::Auth, true),
+            (TrackerErrorKind::Status, false),
+        ] {
+            let r = Refresher::new(tx.clone());
+            let workers = waiters(&r, &["I_1", "I_2"], &held);
+            wait_for_waiters(&r, 2);
+            let t = T::new(Err(TrackerError::new(kind, "no")));
+            r.serve(&t);
+            for w in workers {
+                let answer = w.join().unwrap();
+                match answer {
+                    Refreshed::Held => assert!(held_answer, "{kind:?}"),
+                    Refreshed::Done(Err(e)) => assert!(!held_answer && e.kind == kind),
+                    other => panic!("{kind:?}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_held_gate_or_a_cancel_ends_the_wait() {
+        let (tx, _rx) = unbounded();
+        let r = Refresher::new(tx);
+        let held = Arc::new(AtomicBool::new(true));
+        let cancel = CancelToken::new();
+        assert_eq!(r.refresh("I_1", &cancel, &held), Refreshed::Held);
+        assert!(r.lock().is_empty(), "a held gate is not joined");
+        held.store(false, Ordering::SeqCst);
+        let workers = waiters(&r, &["I_1", "I_2"], &held);
+        wait_for_waiters(&r, 2);
+        held.store(true, Ordering::SeqCst);
+        r.release_held();
+        for w in workers {
+            assert_eq!(w.join().unwrap(), Refreshed::Held);
+        }
+        held.store(false, Ordering::SeqCst);
+        let (r2, c2) = (Arc::clone(&r), cancel.clone());
+        let h2 = Arc::clone(&held);
+        let worker = thread::spawn(move || r2.refresh("I_3", &c2, &h2));
+        wait_for_waiters(&r, 1);
+        cancel.cancel();
+        assert_eq!(worker.join().unwrap(), Refreshed::Cancelled);
+        assert!(r.lock().is_empty(), "a cancelled worker leaves the batch");
+    }
+}

@@ -50,6 +50,8 @@ impl H {
                 }
                 Action::FetchIssues { retries, .. } => {
                     self.retry_fetches.extend(retries.iter().cloned());
+                    let (op, points) = (baton::orchestrator::TrackerOp::Fetch, 1);
+                    handle(&mut self.s, Event::TrackerSpent { op, points }, self.now);
                 }
                 _ => {}
             }

@@ -224,7 +224,9 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     let fetches: Vec<&str> = acts
         .iter()
         .flat_map(|a| match a {
-            Action::FetchIssues { retries, .. } => retries.iter().map(|(id, _)| id.as_str()).collect(),
+            Action::FetchIssues { retries, .. } => {
+                retries.iter().map(|(id, _)| id.as_str()).collect()
+            }
             _ => Vec::new(),
         })
         .collect();

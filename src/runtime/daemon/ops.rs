@@ -94,7 +94,8 @@ impl LoopOps {
     /// summary changed.
     pub(crate) fn after_event(&mut self, state: &OrchestratorState) {
         self.shared.update_metrics(|m| copy_state(m, state));
-        let interval = Duration::from_millis(state.poll.gate.poll_interval(state.policy.poll_interval_ms));
+        let interval =
+            Duration::from_millis(state.poll.gate.poll_interval(state.policy.poll_interval_ms));
         let shutting_down = state.shutting_down;
         self.shared.update_health(|h| {
             h.polling_interval = interval;

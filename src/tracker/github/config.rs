@@ -133,7 +133,11 @@ fn parse(
     cfg.max_items = max_items;
     if let Some(share) = s.positive_number("budget_share")? {
         if share > 1.0 {
-            return Err(s.invalid("budget_share", "a number above 0 and at most 1", &s.got("budget_share")));
+            return Err(s.invalid(
+                "budget_share",
+                "a number above 0 and at most 1",
+                &s.got("budget_share"),
+            ));
         }
         cfg.budget_share = share;
     }
