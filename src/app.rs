@@ -10,7 +10,8 @@ use std::sync::Arc;
 use crate::agent::claude::ClaudeRunner;
 use crate::agent::copilot::CopilotRunner;
 use crate::agent::AgentRunner;
-use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
+use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_FORCED_SHUTDOWN, EXIT_OK, EXIT_USAGE};
+use crate::host::LocalHost;
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
 use crate::runtime::daemon::{DaemonOptions, ExitWhen};
@@ -96,9 +97,20 @@ pub(crate) fn open_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, Trac
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
 pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
+    let sandbox = crate::agent::runner::sandbox_for(cfg);
     match cfg.agent.kind {
-        Some(AgentKind::Copilot) => Arc::new(CopilotRunner::new(cfg.copilot.clone())),
-        _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone())),
+        Some(AgentKind::Copilot) => {
+            Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
+        }
+        _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone()).with_sandbox(sandbox)),
+    }
+}
+
+/// With `sandbox.kind: bubblewrap` and agents running on this machine, a trial sandbox starts.
+fn local_sandbox_starts(cfg: &ServiceConfig) -> Result<(), String> {
+    match crate::agent::runner::sandbox_for(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
+        Some(sb) => sb.check(&LocalHost),
+        None => Ok(()),
     }
 }
 
@@ -117,14 +129,18 @@ pub(crate) fn run_workflow(
             return EXIT_FAILURE;
         }
     };
-    // The instance lock comes first: nothing (not even startup cleanup) runs without it.
-    let state = match crate::runtime::persist::acquire(&wf.config.config) {
+    // The instance lock comes first: nothing (not even startup cleanup) runs without it. Then
+    // agents that run here need a working sandbox: never silently unconfined.
+    let cfg = &wf.config.config;
+    let ready = crate::runtime::persist::acquire(cfg).map_err(|e| e.to_string());
+    let state = match ready.and_then(|s| local_sandbox_starts(cfg).map(|()| s)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("baton: {e}");
             return EXIT_FAILURE;
         }
     };
+    raise_nofile_limit();
     let shutdown_rx = match crate::signals::shutdown_channel() {
         Ok(rx) => rx,
         Err(e) => {
@@ -171,11 +187,45 @@ pub(crate) fn run_workflow(
         config_env: Arc::new(ProcessEnv),
         clock: Arc::new(SystemClock::new()),
     };
-    match crate::runtime::daemon::run_with_state(opts, ops, state, exit_when) {
+    let result = crate::runtime::daemon::run_with_state(opts, ops, state, exit_when);
+    if let Err(e) = &result {
+        eprintln!("baton: {}: {e}", args.workflow.display());
+    }
+    exit_code(&result)
+}
+
+/// Raise the soft `RLIMIT_NOFILE` to the hard limit (agents hold descriptors; see
+/// `runtime::fds`) and log both.
+fn raise_nofile_limit() {
+    use crate::runtime::fds;
+    match fds::raise_nofile_limit() {
+        Ok((before, after)) => log::info!(
+            "event=nofile_limit soft_before={} soft={} hard={} agents_allowed={}",
+            before.soft,
+            after.soft,
+            after.hard,
+            fds::agents_allowed_now().unwrap_or(0)
+        ),
+        Err(e) => log::warn!("event=nofile_limit cannot raise the soft RLIMIT_NOFILE error={e}"),
+    }
+}
+
+/// The exit code of a daemon run: 0, 3 for a `forced_shutdown`, else 1.
+fn exit_code(result: &Result<(), String>) -> i32 {
+    match result {
         Ok(()) => EXIT_OK,
-        Err(e) => {
-            eprintln!("baton: {}: {e}", args.workflow.display());
-            EXIT_FAILURE
-        }
+        Err(e) if e.starts_with(crate::runtime::daemon::FORCED_SHUTDOWN) => EXIT_FORCED_SHUTDOWN,
+        Err(_) => EXIT_FAILURE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_forced_shutdown_exits_3() {
+        let forced = Err("forced_shutdown: 1 worker(s) did not stop".to_string());
+        assert_eq!(super::exit_code(&forced), 3);
+        assert_eq!(super::exit_code(&Err("thread x panicked".into())), 1);
+        assert_eq!(super::exit_code(&Ok(())), 0);
     }
 }

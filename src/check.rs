@@ -11,6 +11,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::agent::runner::sandbox_for;
 use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Pace, Policy};
 use crate::text::single_line as truncate;
@@ -100,7 +101,9 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     for w in &wf.config.warnings {
         r.line("warn", w);
     }
+    print_nofile(r, cfg);
     print_budget(r, cfg);
+    check_sandbox(r, cfg);
     for e in cfg.preflight_errors() {
         r.fail(format!("{}: {}", e.class, e.message));
     }
@@ -140,6 +143,30 @@ fn print_pacing(r: &mut Report<'_>, cfg: &ServiceConfig) {
     ));
 }
 
+/// The descriptor limit the daemon raises its soft limit to, and the agents it allows.
+fn print_nofile(r: &mut Report<'_>, cfg: &ServiceConfig) {
+    use crate::runtime::fds::{agents_allowed, nofile_limit, open_fds, FD_RESERVE};
+    let Ok(limit) = nofile_limit() else {
+        return r.line("warn", "file descriptors: cannot read RLIMIT_NOFILE");
+    };
+    let allowed = agents_allowed(limit.hard, open_fds().unwrap_or(0));
+    let text = format!(
+        "file descriptors: soft limit {}, hard limit {} (baton raises the soft one to it): room for {allowed} agents with {FD_RESERVE} kept free",
+        limit.soft, limit.hard
+    );
+    if allowed < u64::from(cfg.agent.max_concurrent_agents) {
+        r.line(
+            "warn",
+            format!(
+                "{text}; agent.max_concurrent_agents ({}) is capped to it: raise LimitNOFILE",
+                cfg.agent.max_concurrent_agents
+            ),
+        );
+    } else {
+        r.ok(text);
+    }
+}
+
 /// One line per SSH worker host: reachable, `workspace.root` writable, agent CLI version.
 fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
     if cfg.worker.ssh_hosts.is_empty() {
@@ -157,6 +184,34 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
             )),
             Err(e) => r.fail(format!("host {h}: {}", truncate(&e, 200))),
         }
+        if let Some(Err(e)) = sandbox_for(cfg).map(|sb| sb.check(pool.ssh(h).as_ref())) {
+            r.fail(e);
+        }
+    }
+}
+
+/// Whether agents run confined: a warning when not, else whether the sandbox starts here (SSH
+/// hosts: in [`check_hosts`]).
+fn check_sandbox(r: &mut Report<'_>, cfg: &ServiceConfig) {
+    let Some(sb) = sandbox_for(cfg) else {
+        r.line(
+            "warn",
+            "sandbox.kind is none: agents run unconfined, with the service user's access to \
+             every workspace, the state directory and the home directory (docs/security.md)",
+        );
+        return;
+    };
+    if !cfg.worker.ssh_hosts.is_empty() {
+        return;
+    }
+    let net = if cfg.sandbox.no_network {
+        "none"
+    } else {
+        "host"
+    };
+    match sb.check(&crate::host::LocalHost) {
+        Ok(()) => r.ok(format!("sandbox: bubblewrap starts (network: {net})")),
+        Err(e) => r.fail(e),
     }
 }
 

@@ -9,6 +9,9 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 /// Exit code: usage error (unknown flag, bad flag value).
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code: `forced_shutdown`, workers did not stop within the shutdown grace (their process
+/// groups were killed before exiting).
+pub const EXIT_FORCED_SHUTDOWN: i32 = 3;
 
 /// The help text printed by `--help`.
 pub const HELP: &str = "\
@@ -44,6 +47,7 @@ EXIT CODES:
     0   clean shutdown after SIGINT/SIGTERM (all agents stopped); `baton check` found no problem
     1   startup/validation failure (missing or invalid WORKFLOW.md, config, tracker); `check` found a problem
     2   usage error (unknown option, bad option value)
+    3   forced_shutdown: workers did not stop within the shutdown grace (their process groups were killed)
 
 Reloads WORKFLOW.md automatically when it changes; an invalid edit keeps the last good config.
 ";

@@ -128,7 +128,7 @@ pub fn init(level: Option<log::LevelFilter>) {
             style,
             record.level(),
             record.target(),
-            &record.args().to_string(),
+            &crate::runlog::with_run_fields(&record.args().to_string()),
             SystemTime::now(),
         );
         // Errors here are swallowed by ForgivingStderr; never propagate a panic.

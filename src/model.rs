@@ -41,6 +41,10 @@ pub struct Issue {
     pub created_at: Option<String>,
     /// RFC 3339 update timestamp, when known.
     pub updated_at: Option<String>,
+    /// Lists the tracker returned only in part (`labels`, `blocked_by`: GitHub's first 50
+    /// labels and 20 blockers): a dispatch rule that depends on one fails closed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub truncated: Vec<String>,
 }
 
 /// A "blocked by" reference (spec §4.1.1).

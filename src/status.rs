@@ -2,7 +2,7 @@
 //! §13.7) and the request type the HTTP thread sends to the main loop. The HTTP thread never touches
 //! orchestrator state; it asks over a channel and renders what comes back.
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
 use serde::Serialize;
 
 use crate::tracker::TrackerBudget;
@@ -268,12 +268,5 @@ pub enum ControlRequest {
     Ping {
         /// Where to answer.
         reply: Sender<()>,
-    },
-    /// Test-only: the main loop blocks until `release` yields or disconnects (a wedged loop).
-    /// No HTTP route builds it; only in-process tests hold the control sender.
-    #[doc(hidden)]
-    WedgeForTest {
-        /// Dropped or signalled by the test to un-wedge the loop.
-        release: Receiver<()>,
     },
 }

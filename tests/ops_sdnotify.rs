@@ -314,14 +314,54 @@ mod wedge {
     use std::sync::Arc;
     use std::time::Instant;
 
+    use std::sync::Condvar;
+
     use baton::ops::health::{probe_livez, NotLive};
     use baton::ops::shared::OpsShared;
-    use baton::runtime::clock::ManualClock;
+    use baton::runtime::clock::{Clock, ManualClock};
     use baton::runtime::daemon::{run_with, DaemonOps};
     use baton::status::ControlRequest;
-    use crossbeam_channel::bounded;
+    use crossbeam_channel::Receiver;
 
     use super::stand_ins::{daemon_options, minimal_workflow, spawn_daemon, StubTracker, TestEnv};
+
+    /// The daemon's clock, able to wedge the main loop: while wedged, the loop blocks in
+    /// `timer` (called once per turn, right before its `select!`), as a loop stuck in a slow
+    /// call would. The daemon itself has no test hook for this.
+    struct WedgeClock {
+        inner: ManualClock,
+        /// (wedged, the loop is blocked)
+        state: Mutex<(bool, bool)>,
+        changed: Condvar,
+    }
+
+    impl WedgeClock {
+        fn set(&self, wedged: bool) {
+            self.state.lock().unwrap().0 = wedged;
+            self.changed.notify_all();
+        }
+
+        fn stuck(&self) -> bool {
+            self.state.lock().unwrap().1
+        }
+    }
+
+    impl Clock for WedgeClock {
+        fn now(&self) -> u64 {
+            self.inner.now()
+        }
+
+        fn timer(&self, deadline: Option<u64>) -> Receiver<Instant> {
+            let mut st = self.state.lock().unwrap();
+            while st.0 {
+                st.1 = true;
+                st = self.changed.wait(st).unwrap();
+            }
+            st.1 = false;
+            drop(st);
+            self.inner.timer(deadline)
+        }
+    }
 
     /// Collect datagrams with arrival times on a background thread.
     fn listen(sock: UnixDatagram) -> Arc<Mutex<Vec<(Instant, String)>>> {
@@ -376,9 +416,13 @@ mod wedge {
             std::process::id(),
         );
         let shared = Arc::new(OpsShared::new());
-        let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+        let clock = Arc::new(WedgeClock {
+            inner: ManualClock::new(1_700_000_000_000),
+            state: Mutex::new((false, false)),
+            changed: Condvar::new(),
+        });
         let env = Arc::new(TestEnv::none());
-        let (opts, inputs) = daemon_options(&wf, env, StubTracker::empty(), clock);
+        let (opts, inputs) = daemon_options(&wf, env, StubTracker::empty(), clock.clone());
         let ops = DaemonOps {
             shared: Arc::clone(&shared),
             notifier: Arc::new(notifier),
@@ -398,11 +442,9 @@ mod wedge {
         };
         assert_eq!(live(Duration::from_secs(2)), Ok(()));
 
-        // Wedge the loop; once a ping goes unanswered it is stuck, and the pings stop.
-        let (release, wedge) = bounded::<()>(0);
-        control
-            .send(ControlRequest::WedgeForTest { release: wedge })
-            .unwrap();
+        // Wedge the loop; once it is stuck a ping goes unanswered, and the pings stop.
+        clock.set(true);
+        until("the loop is stuck", || clock.stuck());
         assert_eq!(live(Duration::from_millis(300)), Err(NotLive::Timeout));
         let wedged_at = Instant::now();
         std::thread::sleep(Duration::from_millis(500)); // ten ping intervals
@@ -413,7 +455,7 @@ mod wedge {
         );
 
         // Un-wedge: the pings resume.
-        drop(release);
+        clock.set(false);
         let back = Instant::now();
         until("pings again", || pings(&got, back) >= 3);
         assert_eq!(live(Duration::from_secs(2)), Ok(()));

@@ -5,6 +5,8 @@
 #          with a grandchild process, like a real agent running a tool)
 #   big    init, then the two lines of $BENCH_BIG_FILE (9.4 MB each), then hang
 #   flood  the first run only: init, $BENCH_FLOOD_FILE, a result line, exit; later runs hang
+#   stream the first run in each workspace only: assistant lines as fast as it can for
+#          $BENCH_STREAM_SECS seconds, a result line, exit; later runs hang
 # Every start (and the end of big/flood output) is appended to $BENCH_AGENT_LOG with a ns time.
 log() { echo "$1 $(date +%s%N) $$" >> "$BENCH_AGENT_LOG"; }
 log start
@@ -25,6 +27,16 @@ case "${BENCH_AGENT_MODE:-hang}" in
     if mkdir "$BENCH_AGENT_LOG.flooded" 2>/dev/null; then
       cat "$BENCH_FLOOD_FILE"
       log flooded
+      echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"'"$sid"'","num_turns":1,"usage":{"input_tokens":1,"output_tokens":1}}'
+    else
+      hang
+    fi
+    ;;
+  stream)
+    if mkdir .streamed 2>/dev/null; then
+      line='{"type":"assistant","message":{"id":"m2","role":"assistant","content":[{"type":"text","text":"still working on the task, printing another progress line"}],"usage":{"input_tokens":10,"output_tokens":1}},"session_id":"'"$sid"'"}'
+      timeout "${BENCH_STREAM_SECS:-60}" yes "$line"
+      log streamed
       echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"'"$sid"'","num_turns":1,"usage":{"input_tokens":1,"output_tokens":1}}'
     else
       hang

@@ -386,9 +386,44 @@ def parse_throughput(baton, fake):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def stream_flood(baton, fake):
+    """10 agents print valid stream-json lines as fast as they can for 60 s (issue 21, item 1):
+    Baton's RSS during (sampled every 0.5 s) and 10 s after the floods ended. A run whose RSS
+    passes BENCH_RSS_ABORT_MIB (default 2048) is stopped there, so a Baton without backpressure
+    cannot take the machine down."""
+    secs = 20 if QUICK else 60
+    abort = float(os.environ.get("BENCH_RSS_ABORT_MIB", "2048"))
+    r = Run(baton, fake, "stream", 10, "Todo", 5000, "  max_concurrent_agents: 10\n",
+            agent_mode="stream", env={"BENCH_STREAM_SECS": str(secs)})
+    try:
+        started = r.wait_agents("start", 10, limit=120)
+        report("stream flood: agents started", len(started))
+        c0 = cpu_s(r.pid)
+        peak, t0, aborted = 0.0, time.time(), False
+        while len(r.agent_events("streamed")) < 10 and time.time() - t0 < secs + 30:
+            peak = max(peak, rss_mib(r.pid))
+            if peak > abort:
+                aborted = True
+                break
+            time.sleep(0.5)
+        if aborted:
+            report(f"stream flood: RSS passed {abort:.0f} MiB after", f"{time.time() - t0:.1f}", "s (stopped)")
+            return
+        report(f"stream flood: max RSS during {secs} s (0.5 s samples)", f"{peak:.1f}", "MiB")
+        report("stream flood: Baton CPU during the flood", f"{cpu_s(r.pid) - c0:.1f}", "s")
+        time.sleep(10)
+        report("stream flood: RSS 10 s after the floods ended", f"{rss_mib(r.pid):.1f}", "MiB")
+        report("stream flood: peak RSS (VmHWM)", f"{rss_mib(r.pid, 'VmHWM'):.1f}", "MiB")
+        st = r.api_state()
+        t = st["agent_totals"]
+        report("stream flood: turns / output tokens counted (10 / 10 expected)", f"{t['turns']} / {t['output_tokens']}")
+    finally:
+        r.close()
+
+
 def main():
     baton, fake = sys.argv[1], sys.argv[2]
-    wanted = sys.argv[3:] or ["idle", "b1000", "b10000", "run100", "big", "parse"]
+    wanted = sys.argv[3:] or ["idle", "b1000", "b10000", "run100", "big", "parse", "flood"]
     w = 10 if QUICK else 20
     print(f"machine: {os.cpu_count()} CPUs, {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}, kernel {os.uname().release}")
     for s in wanted:
@@ -408,6 +443,8 @@ def main():
             big_lines(baton, fake)
         elif s == "parse":
             parse_throughput(baton, fake)
+        elif s == "flood":
+            stream_flood(baton, fake)
         else:
             print(f"unknown scenario {s}")
 

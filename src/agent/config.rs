@@ -7,6 +7,7 @@
 //! and one arm in [`AgentKind::from_config`] and in
 //! [`crate::workflow::config::ServiceConfig::agent_settings`].
 
+use crate::host::sandbox::CliHome;
 use crate::workflow::config::section::Section;
 use crate::workflow::config::{ConfigEnv, ConfigError};
 
@@ -34,6 +35,23 @@ impl AgentKind {
             "claude_code" => Some(AgentKind::ClaudeCode),
             "copilot" => Some(AgentKind::Copilot),
             _ => None,
+        }
+    }
+
+    /// Where the CLI keeps its state, so the sandbox can keep it per issue (Claude Code honours
+    /// `CLAUDE_CONFIG_DIR`, Copilot `COPILOT_HOME`), and the credential files it reads there.
+    pub fn cli_home(self) -> CliHome {
+        match self {
+            AgentKind::ClaudeCode => CliHome {
+                env: "CLAUDE_CONFIG_DIR",
+                name: "claude",
+                credentials: &[(".claude/.credentials.json", ".credentials.json")],
+            },
+            AgentKind::Copilot => CliHome {
+                env: "COPILOT_HOME",
+                name: "copilot",
+                credentials: &[],
+            },
         }
     }
 

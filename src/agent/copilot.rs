@@ -259,7 +259,7 @@ impl CopilotSession {
             spec.env_remove.push(ALLOW_ALL_ENV.into());
         }
         spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
-        self.runner.apply(&mut spec);
+        self.runner.apply_with(&mut spec, self.temp_dir.as_deref());
         let mut inv = Invocation {
             parser: StreamParser::new(),
             turn_session: format!("{}-{}", session.id(), self.turn),

@@ -4,9 +4,20 @@
 //! (`ClaudeRunner = CliRunner<ClaudeCodeConfig>`, `CopilotRunner = CliRunner<CopilotConfig>`).
 
 use std::ffi::OsString;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::host::sandbox::Sandbox;
 use crate::host::{ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES};
+use crate::workflow::config::ServiceConfig;
+
+/// The sandbox the agents of `cfg` run in; `None` with `sandbox.kind: none`.
+pub fn sandbox_for(cfg: &ServiceConfig) -> Option<Arc<Sandbox>> {
+    let home = cfg.agent.kind?.cli_home();
+    let command = &cfg.agent_cli().command;
+    (cfg.sandbox.bubblewrap).then(|| Arc::new(Sandbox::new(cfg.sandbox.clone(), home, command)))
+}
 
 /// A CLI agent's config plus its process knobs; builds sessions through its `AgentRunner` impl.
 #[derive(Debug, Clone)]
@@ -16,6 +27,7 @@ pub struct CliRunner<C> {
     env_remove: Vec<OsString>,
     pub(crate) kill_grace: Duration,
     max_line_bytes: usize,
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 impl<C> CliRunner<C> {
@@ -27,6 +39,7 @@ impl<C> CliRunner<C> {
             env_remove: Vec::new(),
             kill_grace: DEFAULT_KILL_GRACE,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            sandbox: None,
         }
     }
 
@@ -61,18 +74,32 @@ impl<C> CliRunner<C> {
         self
     }
 
+    /// Run every CLI process confined (`sandbox.kind: bubblewrap`; `None`: unconfined).
+    pub fn with_sandbox(mut self, sandbox: Option<Arc<Sandbox>>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
     /// Whether the operator or the runner sets `key` for the child (then Baton leaves it alone).
     pub(crate) fn sets_env(&self, key: &str) -> bool {
         std::env::var_os(key).is_some() || self.env.iter().any(|(k, _)| k == key)
     }
 
     /// Apply the knobs to a spec: line-bounded stdout, removed variables, then the extra ones
-    /// (pushed last, so they win).
+    /// (pushed last, so they win); last, the sandbox. The one place agent specs are finished.
     pub(crate) fn apply(&self, spec: &mut ProcessSpec) {
+        self.apply_with(spec, None);
+    }
+
+    /// [`CliRunner::apply`] for a CLI that also writes `writable` (outside its workspace).
+    pub(crate) fn apply_with(&self, spec: &mut ProcessSpec, writable: Option<&Path>) {
         spec.stdout = StdoutMode::Lines {
             max_line_bytes: self.max_line_bytes,
         };
         spec.env_remove.extend(self.env_remove.iter().cloned());
         spec.env.extend(self.env.iter().cloned());
+        if let Some(sb) = &self.sandbox {
+            sb.wrap(spec, writable);
+        }
     }
 }

@@ -69,11 +69,21 @@ pub fn run(args: &DemoArgs) -> i32 {
         bind: None,
         log_level: args.log_level,
     };
+    let listened = std::cell::Cell::new(false);
     let on_listen = |addr: std::net::SocketAddr| {
+        listened.set(true);
         println!("  dashboard: http://{addr}/  (JSON: http://{addr}/api/v1/state)");
         println!("baton demo: running; it stops by itself when every task is Done (Ctrl-C stops it earlier)");
     };
     let code = crate::app::run_workflow(&run, Some(exit_when), &on_listen);
+    if code != EXIT_OK && !listened.get() {
+        // It never ran (the port is taken, …): nothing in the directory is worth keeping.
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => eprintln!("baton demo: removed {}", dir.display()),
+            Err(e) => eprintln!("baton demo: cannot remove {}: {e}", dir.display()),
+        }
+        return code;
+    }
     let snapshot = last.borrow().clone();
     if code == EXIT_OK {
         print_summary(&dir, snapshot.as_ref());

@@ -22,6 +22,7 @@ mod env;
 mod hook;
 mod local;
 mod pool;
+pub mod sandbox;
 pub mod ssh;
 mod supervisor;
 
@@ -42,6 +43,7 @@ pub use local::sweep_tombstones;
 pub use local::LocalHost;
 pub use pool::HostPool;
 pub use ssh::{SshHost, SshSettings};
+pub use supervisor::kill_live_groups;
 
 /// Default bound of one stdout line (10 MB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;

@@ -59,6 +59,46 @@ struct ExitState {
     status: Option<ExitStatus>,
 }
 
+/// Every supervised group whose handle may still be alive: what a forced shutdown stops
+/// ([`kill_live_groups`]). Entries of reaped or dropped processes are pruned as new ones come.
+static LIVE: Mutex<Vec<(u32, std::sync::Weak<Mutex<ExitState>>)>> = Mutex::new(Vec::new());
+
+fn register_live(pid: u32, exit: &Arc<Mutex<ExitState>>) {
+    let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    live.retain(|(_, w)| {
+        w.upgrade()
+            .is_some_and(|e| e.lock().is_ok_and(|s| !s.reaped))
+    });
+    live.push((pid, Arc::downgrade(exit)));
+}
+
+/// SIGKILL every supervised process group whose leader is not reaped yet, then wait up to `wait`
+/// for their watch threads to reap them (and end their cgroups). Returns how many groups were
+/// signalled. For a forced shutdown: the process is about to exit with workers still running.
+pub fn kill_live_groups(wait: Duration) -> usize {
+    let live: Vec<_> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
+    let exits: Vec<_> = live
+        .iter()
+        .filter_map(|(pid, w)| {
+            let exit = w.upgrade()?;
+            let state = exit.lock().ok()?;
+            // SAFETY: plain syscall; the leader is not reaped (checked under the lock the reaper
+            // holds while reaping), so the pgid still names this group.
+            let sent =
+                !state.reaped && unsafe { libc::killpg(*pid as libc::pid_t, libc::SIGKILL) } == 0;
+            drop(state);
+            sent.then_some(exit)
+        })
+        .collect();
+    let deadline = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < deadline
+        && exits.iter().any(|e| e.lock().is_ok_and(|s| !s.reaped))
+    {
+        thread::sleep(Duration::from_millis(10));
+    }
+    exits.len()
+}
+
 /// A local process group started by [`spawn`].
 pub(crate) struct LocalProcess {
     pid: u32,
@@ -168,6 +208,7 @@ pub(crate) fn spawn_command(
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
     let (stderr_done_tx, stderr_done) = bounded::<()>(0);
     let exit = Arc::new(Mutex::new(ExitState::default()));
+    register_live(pid, &exit);
     let (exited_tx, exited) = bounded::<()>(0);
     let watch = Watch {
         pid,

@@ -52,16 +52,14 @@ impl Route {
         }
     }
 
+    /// `/livez`, `/readyz` and `/metrics`: kept answerable under any load of other routes.
+    pub fn is_probe(&self) -> bool {
+        matches!(self, Route::Metrics | Route::Livez | Route::Readyz)
+    }
+
     /// Whether the handler needs the request body (read capped by the server).
     pub fn takes_body(&self) -> bool {
         matches!(self, Route::Refresh | Route::GithubWebhook)
-    }
-
-    fn accepts(&self, method: &str) -> bool {
-        match self {
-            Route::Refresh | Route::GithubWebhook => method == "POST",
-            _ => method == "GET" || method == "HEAD",
-        }
     }
 }
 
@@ -79,36 +77,24 @@ pub enum Dispatch {
 /// Map a request method and URL (path plus optional query) to a route.
 pub fn resolve(method: &str, url: &str) -> Dispatch {
     let path = url.split(['?', '#']).next().unwrap_or("");
-    let route = if path == "/" {
-        Some(Route::Dashboard)
-    } else if let Some(r) = ops_route(path) {
-        Some(r)
-    } else if let Some(rest) = path.strip_prefix("/issues/") {
-        single_segment(rest).map(Route::IssuePage)
-    } else if let Some(rest) = path.strip_prefix("/api/v1/") {
-        match rest {
-            "state" => Some(Route::State),
-            "refresh" => Some(Route::Refresh),
-            "webhooks/github" => Some(Route::GithubWebhook),
-            _ => single_segment(rest).map(Route::IssueApi),
-        }
-    } else {
-        None
-    };
-    match route {
-        Some(r) if r.accepts(method) => Dispatch::Route(r),
-        Some(r) => Dispatch::MethodNotAllowed(r.allow()),
-        None => Dispatch::NotFound,
-    }
-}
-
-/// The operations routes (`/metrics`, `/livez`, `/readyz`).
-fn ops_route(path: &str) -> Option<Route> {
-    match path {
+    let route = match path {
+        "/" => Some(Route::Dashboard),
         "/metrics" => Some(Route::Metrics),
         "/livez" => Some(Route::Livez),
         "/readyz" => Some(Route::Readyz),
-        _ => None,
+        "/api/v1/state" => Some(Route::State),
+        "/api/v1/refresh" => Some(Route::Refresh),
+        "/api/v1/webhooks/github" => Some(Route::GithubWebhook),
+        _ => match (path.strip_prefix("/issues/"), path.strip_prefix("/api/v1/")) {
+            (Some(rest), _) => single_segment(rest).map(Route::IssuePage),
+            (_, Some(rest)) => single_segment(rest).map(Route::IssueApi),
+            _ => None,
+        },
+    };
+    match route {
+        Some(r) if r.allow().split(", ").any(|m| m == method) => Dispatch::Route(r),
+        Some(r) => Dispatch::MethodNotAllowed(r.allow()),
+        None => Dispatch::NotFound,
     }
 }
 
@@ -173,27 +159,22 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// A JSON reply.
-    pub fn json<T: Serialize>(status: u16, value: &T) -> Reply {
-        let body = serde_json::to_string(value).unwrap_or_else(|_| {
-            r#"{"error":{"code":"internal","message":"serialization failed"}}"#.into()
-        });
+    /// A reply without `Allow`.
+    pub fn new(status: u16, kind: ContentKind, body: String) -> Reply {
         Reply {
             status,
-            kind: ContentKind::Json,
+            kind,
             body,
             allow: None,
         }
     }
 
-    /// A JSON reply from an already serialized body.
-    pub fn raw_json(status: u16, body: String) -> Reply {
-        Reply {
-            status,
-            kind: ContentKind::Json,
-            body,
-            allow: None,
-        }
+    /// A JSON reply.
+    pub fn json<T: Serialize>(status: u16, value: &T) -> Reply {
+        let body = serde_json::to_string(value).unwrap_or_else(|_| {
+            r#"{"error":{"code":"internal","message":"serialization failed"}}"#.into()
+        });
+        Reply::new(status, ContentKind::Json, body)
     }
 
     /// The JSON error envelope `{"error":{"code":…,"message":…}}`.
@@ -206,12 +187,7 @@ impl Reply {
 
     /// An HTML reply.
     pub fn html(status: u16, body: String) -> Reply {
-        Reply {
-            status,
-            kind: ContentKind::Html,
-            body,
-            allow: None,
-        }
+        Reply::new(status, ContentKind::Html, body)
     }
 
     /// `405` with `Allow`.
@@ -324,7 +300,7 @@ impl ControlClient {
 }
 
 /// What the handlers need: the control channel and the webhook secret.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct App {
     /// Channel to the main loop.
     pub control: ControlClient,
@@ -332,6 +308,8 @@ pub struct App {
     pub webhook_secret: Option<Secret>,
     /// Metrics and readiness facts published by the main loop.
     pub ops: Arc<OpsShared>,
+    /// Recently accepted webhook deliveries (a redelivery queues no second refresh).
+    pub deliveries: webhook::Deliveries,
 }
 
 /// Request data a handler may look at (the body only for routes that take one).
@@ -341,6 +319,8 @@ pub struct Incoming {
     pub signature: Option<String>,
     /// `X-GitHub-Event`.
     pub github_event: Option<String>,
+    /// `X-GitHub-Delivery`.
+    pub delivery: Option<String>,
     /// Raw body (capped by the server).
     pub body: Vec<u8>,
 }
@@ -398,16 +378,18 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
 /// `/livez` asks the loop.
 fn ops_reply(route: &Route, app: &App) -> Reply {
     match route {
-        Route::Metrics => Reply {
-            status: 200,
-            kind: ContentKind::Metrics,
-            body: app.ops.render_metrics(),
-            allow: None,
-        },
+        Route::Metrics => Reply::new(200, ContentKind::Metrics, app.ops.render_metrics()),
         Route::Readyz => match app.ops.readyz(Instant::now()) {
-            Ok(()) => Reply::raw_json(200, READY_JSON.to_string()),
-            Err(why) => Reply::raw_json(503, why.to_json()),
+            Ok(()) => Reply::new(200, ContentKind::Json, READY_JSON.to_string()),
+            Err(why) => Reply::new(503, ContentKind::Json, why.to_json()),
         },
+        _ if app.ops.health().stuck_thread.is_some() => {
+            let thread = app.ops.health().stuck_thread;
+            Reply::json(
+                503,
+                &json!({"live": false, "reason": "tracker_stuck", "thread": thread}),
+            )
+        }
         _ => match app.control.ping() {
             Ok(()) => Reply::json(200, &json!({"live": true})),
             Err(e) => {
@@ -440,7 +422,19 @@ fn webhook_reply(app: &App, req: &Incoming) -> Reply {
         log::warn!("http webhook rejected reason={e:?}");
         return Reply::error(401, "invalid_signature", e.message());
     }
-    let event = req.github_event.as_deref().unwrap_or("").trim();
+    let delivery = req.delivery.as_deref().unwrap_or("");
+    if app.deliveries.seen(delivery) {
+        log::info!("http webhook duplicate delivery={delivery:?}");
+        return Reply::json(200, &json!({"queued": false, "duplicate": true}));
+    }
+    let reply = webhook_event_reply(app, req.github_event.as_deref().unwrap_or("").trim());
+    if reply.status < 300 {
+        app.deliveries.remember(delivery);
+    }
+    reply
+}
+
+fn webhook_event_reply(app: &App, event: &str) -> Reply {
     if event == "ping" {
         return Reply::json(200, &json!({"ok": true, "event": "ping"}));
     }
@@ -575,6 +569,7 @@ mod tests {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
             ops: Arc::new(OpsShared::new()),
+            deliveries: Default::default(),
         };
         let r = handle(
             &Route::GithubWebhook,
@@ -595,6 +590,7 @@ mod tests {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
             ops: Arc::new(OpsShared::new()),
+            deliveries: Default::default(),
         };
         let r = handle(&Route::State, &app, &Incoming::default(), SystemTime::now());
         assert_eq!(r.status, 503);

@@ -1,67 +1,35 @@
-//! The tiny_http plumbing: one acceptor thread that owns the `tiny_http::Server` (and rebuilds
-//! it with backoff when its request stream fails), and a few worker threads that read capped
-//! bodies, call [`routes::handle`] and write responses with constant headers only.
-//!
-//! Both kinds of thread run under [`spawn_supervised`] (the daemon's one policy: a panic that
-//! escapes a thread is logged and takes the daemon down with exit 1, so systemd restarts it). A
-//! panic inside one request's handler is caught around that request alone and answered by
-//! dropping it: a hostile request must not be able to restart the daemon.
+//! The tiny_http plumbing. The vendored server's one pool of connection handler threads
+//! (at most 64) reads each request whole, head and body, under its deadline before one of them
+//! runs [`handle_request`] on it: a slow or silent client costs a file descriptor and its
+//! buffered bytes, never a thread, so every route stays answerable however many clients
+//! trickle. Those threads, and the accept thread, are Baton's supervised threads
+//! ([`spawn_supervised`]): a panic that escapes one, or a listener that fails for good, is
+//! logged and takes the daemon down with exit 1, and systemd restarts it; nothing is rebuilt
+//! in place. A panic inside one request's handler costs that connection only (the pool
+//! catches it): a hostile request must not be able to restart the daemon.
 
 use std::io::Read;
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Instant, SystemTime};
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
-use tiny_http::{Header, Request, Response, Server, StatusCode};
+use crossbeam_channel::Sender;
+use tiny_http::{ConnectionLimits, Header, Request, Response, Server, StatusCode};
 
 use super::routes::{self, App, ContentKind, ControlClient, Dispatch, Incoming, Reply};
 use super::{html, webhook, HttpOptions};
 use crate::runtime::threads::spawn_supervised;
 use crate::status::ControlRequest;
 
-/// Unit tests only: the acceptor panics on the next request (a thread death to supervise).
-#[cfg(test)]
-static PANIC_IN_ACCEPTOR: AtomicBool = AtomicBool::new(false);
-
-/// Worker threads answering requests (a slow snapshot or slow client occupies one).
-const WORKERS: usize = 4;
-/// Requests waiting for a worker before new ones get 503 `busy`.
-const QUEUE: usize = 32;
-/// First and largest pause before rebuilding a failed server.
-const BACKOFF_START: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(30);
-
-/// A running HTTP server. Dropping it shuts the server down.
-#[derive(Debug)]
+/// A running HTTP server. Dropping it stops accepting; requests in progress finish.
 pub struct HttpHandle {
     local_addr: SocketAddr,
-    shared: Arc<Shared>,
-    acceptor: Option<JoinHandle<()>>,
+    _server: Server,
 }
 
-struct Shared {
-    shutdown: AtomicBool,
-    /// The server the acceptor is currently reading from (swapped on rebuild).
-    current: Mutex<Option<Arc<Server>>>,
-    /// Wakes the acceptor from a backoff pause.
-    wake: Sender<()>,
-}
-
-impl std::fmt::Debug for Shared {
+impl std::fmt::Debug for HttpHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("shutdown", &self.shutdown)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    fn current(&self) -> MutexGuard<'_, Option<Arc<Server>>> {
-        self.current.lock().unwrap_or_else(|e| e.into_inner())
+        write!(f, "HttpHandle({})", self.local_addr)
     }
 }
 
@@ -71,50 +39,25 @@ impl HttpHandle {
         self.local_addr
     }
 
-    /// Stop accepting requests and wait for the acceptor thread. Workers finish the request
-    /// they are on (bounded by the snapshot timeout) and exit on their own.
-    pub fn shutdown(mut self) {
-        self.stop();
-    }
-
-    /// Make the current server's request stream end with an error, as a failed `accept()`
-    /// would; the acceptor must log it and rebuild the server on the same address.
-    #[doc(hidden)]
-    pub fn break_request_stream_for_test(&self) {
-        if let Some(server) = self.shared.current().as_ref() {
-            server.unblock();
-        }
-    }
-
-    fn stop(&mut self) {
-        {
-            let current = self.shared.current();
-            self.shared.shutdown.store(true, Ordering::SeqCst);
-            if let Some(server) = current.as_ref() {
-                server.unblock();
-            }
-        }
-        let _ = self.shared.wake.try_send(());
-        if let Some(acceptor) = self.acceptor.take() {
-            let _ = acceptor.join();
-        }
-    }
-}
-
-impl Drop for HttpHandle {
-    fn drop(&mut self) {
-        self.stop();
-    }
+    /// Stop accepting requests (the same as dropping the handle).
+    pub fn shutdown(self) {}
 }
 
 /// Bind now (errors are returned, not logged) and start serving on background threads.
 pub fn spawn(opts: HttpOptions, control: Sender<ControlRequest>) -> Result<HttpHandle, String> {
     let addr = resolve_bind(&opts.bind, opts.port)?;
-    let server = Server::http(addr).map_err(|e| format!("cannot bind {addr}: {e}"))?;
-    let local_addr = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| "bound address is not an IP socket".to_string())?;
+    let listener = TcpListener::bind(addr).map_err(|e| format!("cannot bind {addr}: {e}"))?;
+    serve(listener, opts, control)
+}
+
+fn serve(
+    listener: TcpListener,
+    opts: HttpOptions,
+    control: Sender<ControlRequest>,
+) -> Result<HttpHandle, String> {
+    let local_addr = listener
+        .local_addr()
+        .map_err(|e| format!("bound address unknown: {e}"))?;
     if local_addr.ip().is_loopback() {
         log::info!("http server listening addr={local_addr}");
     } else {
@@ -124,40 +67,27 @@ pub fn spawn(opts: HttpOptions, control: Sender<ControlRequest>) -> Result<HttpH
              and trigger refreshes"
         );
     }
-
-    let app = Arc::new(App {
-        control: ControlClient::new(control, opts.snapshot_timeout),
-        webhook_secret: opts.webhook_secret.clone(),
-        ops: Arc::clone(&opts.ops),
-    });
-    let (job_tx, job_rx) = bounded::<Request>(QUEUE);
-    for i in 0..WORKERS {
-        let rx = job_rx.clone();
-        let app = Arc::clone(&app);
-        let max = opts.max_body_bytes;
-        spawn_supervised(&format!("http-worker-{i}"), move || {
-            worker_loop(rx, app, max)
-        })
-        .map_err(|e| format!("cannot start http worker: {e}"))?;
-    }
-
-    let (wake_tx, wake_rx) = bounded(1);
-    let shared = Arc::new(Shared {
-        shutdown: AtomicBool::new(false),
-        current: Mutex::new(None),
-        wake: wake_tx,
-    });
-    let acceptor = {
-        let shared = Arc::clone(&shared);
-        spawn_supervised("http-accept", move || {
-            accept_loop(Arc::new(server), local_addr, shared, job_tx, wake_rx)
-        })
-        .map_err(|e| format!("cannot start http acceptor: {e}"))?
+    let served = Served {
+        app: App {
+            control: ControlClient::new(control, opts.snapshot_timeout),
+            webhook_secret: opts.webhook_secret,
+            ops: opts.ops,
+            deliveries: webhook::Deliveries::default(),
+        },
+        max_body: opts.max_body_bytes,
+        busy: AtomicUsize::new(0),
     };
+    let limits = ConnectionLimits {
+        max_body: opts.max_body_bytes,
+        spawn: |name, f| spawn_supervised(name, f).map(drop),
+        ..ConnectionLimits::default()
+    };
+    let server =
+        Server::from_listener_with_handler(listener, limits, move |rq| handle_request(rq, &served))
+            .map_err(|e| format!("cannot start the http server: {e}"))?;
     Ok(HttpHandle {
         local_addr,
-        shared,
-        acceptor: Some(acceptor),
+        _server: server,
     })
 }
 
@@ -170,138 +100,72 @@ fn resolve_bind(host: &str, port: u16) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("bind host {host:?} resolves to no address"))
 }
 
-fn accept_loop(
-    first: Arc<Server>,
-    addr: SocketAddr,
-    shared: Arc<Shared>,
-    jobs: Sender<Request>,
-    wake: Receiver<()>,
-) {
-    let mut next = Some(first);
-    let mut backoff = BACKOFF_START;
-    loop {
-        let server = match next.take() {
-            Some(s) => s,
-            None => match Server::http(addr) {
-                Ok(s) => {
-                    log::info!("http server rebuilt addr={addr}");
-                    Arc::new(s)
-                }
-                Err(e) => {
-                    log::warn!(
-                        "http server rebind failed addr={addr} error={e} retry_in_ms={}",
-                        backoff.as_millis()
-                    );
-                    if pause(&wake, &shared, &mut backoff) {
-                        return;
-                    }
-                    continue;
-                }
-            },
-        };
-        {
-            let mut current = shared.current();
-            if shared.shutdown.load(Ordering::SeqCst) {
-                return;
-            }
-            *current = Some(Arc::clone(&server));
-        }
-        let failure = loop {
-            match server.recv() {
-                Ok(rq) => {
-                    #[cfg(test)]
-                    if PANIC_IN_ACCEPTOR.swap(false, Ordering::SeqCst) {
-                        panic!("injected panic in the http acceptor");
-                    }
-                    backoff = BACKOFF_START;
-                    dispatch(rq, &jobs);
-                }
-                Err(e) => break e,
-            }
-        };
-        *shared.current() = None;
-        drop(server);
-        if shared.shutdown.load(Ordering::SeqCst) {
-            log::info!("http server stopped addr={addr}");
-            return;
-        }
-        log::error!(
-            "http server request stream failed addr={addr} error={failure} rebuild_in_ms={}",
-            backoff.as_millis()
-        );
-        if pause(&wake, &shared, &mut backoff) {
-            return;
-        }
+/// Handler threads (of the pool's 64) that routes other than the probes may hold at once, so
+/// that `/livez`, `/readyz` and `/metrics` always find one, whatever the others wait for (a
+/// slow main loop, a client slow to take a large page). Past it: `503 busy`.
+const SHARED_ROUTES_MAX: usize = 48;
+
+/// What the handler threads share.
+struct Served {
+    app: App,
+    max_body: usize,
+    /// Requests of non-probe routes in progress.
+    busy: AtomicUsize,
+}
+
+/// One of [`SHARED_ROUTES_MAX`] places, given back on drop (after the response is written).
+struct Slot<'a>(&'a AtomicUsize);
+
+impl<'a> Slot<'a> {
+    fn take(busy: &'a AtomicUsize) -> Option<Slot<'a>> {
+        let slot = Slot(busy);
+        (busy.fetch_add(1, Ordering::SeqCst) < SHARED_ROUTES_MAX).then_some(slot)
     }
 }
 
-/// Sleep up to `*backoff`, then double it (capped) for the next failure; true when shutdown was
-/// requested meanwhile.
-fn pause(wake: &Receiver<()>, shared: &Shared, backoff: &mut Duration) -> bool {
-    let _ = wake.recv_timeout(*backoff);
-    *backoff = (*backoff * 2).min(BACKOFF_MAX);
-    shared.shutdown.load(Ordering::SeqCst)
-}
-
-fn dispatch(rq: Request, jobs: &Sender<Request>) {
-    match jobs.try_send(rq) {
-        Ok(()) => {}
-        Err(TrySendError::Full(rq)) | Err(TrySendError::Disconnected(rq)) => {
-            log::warn!("http server busy; rejecting request");
-            respond(
-                rq,
-                Reply::error(503, "busy", "too many requests in flight; retry shortly"),
-            );
-        }
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-fn worker_loop(jobs: Receiver<Request>, app: Arc<App>, max_body: usize) {
-    for rq in jobs.iter() {
-        // A panic (ours or tiny_http's) costs one request, never the worker.
-        if catch_unwind(AssertUnwindSafe(|| handle_request(rq, &app, max_body))).is_err() {
-            log::error!("http request handler panicked");
-        }
-    }
-}
-
-fn handle_request(mut rq: Request, app: &App, max_body: usize) {
+fn handle_request(mut rq: Request, served: &Served) {
     let started = Instant::now();
     let method = rq.method().as_str().to_string();
     let url: String = rq.url().chars().take(200).collect();
-    let reply = match routes::resolve(&method, rq.url()) {
-        Dispatch::NotFound => Reply::not_found(),
-        Dispatch::MethodNotAllowed(allow) => Reply::method_not_allowed(allow),
-        Dispatch::Route(route) => {
-            let body = if route.takes_body() {
-                match read_body(&mut rq, max_body) {
-                    Ok(b) => b,
-                    Err(reply) => {
-                        log_request(&method, &url, reply.status, started);
-                        respond(rq, reply);
-                        return;
-                    }
-                }
-            } else {
-                Vec::new()
-            };
-            let incoming = Incoming {
-                signature: header(&rq, webhook::SIGNATURE_HEADER),
-                github_event: header(&rq, webhook::EVENT_HEADER),
-                body,
-            };
-            routes::handle(&route, app, &incoming, SystemTime::now())
-        }
+    let dispatch = routes::resolve(&method, rq.url());
+    let probe = matches!(&dispatch, Dispatch::Route(r) if r.is_probe());
+    let slot = (!probe).then(|| Slot::take(&served.busy));
+    let reply = match (dispatch, &slot) {
+        (_, Some(None)) => Reply::error(503, "busy", "too many requests in progress; retry"),
+        (Dispatch::NotFound, _) => Reply::not_found(),
+        (Dispatch::MethodNotAllowed(allow), _) => Reply::method_not_allowed(allow),
+        (Dispatch::Route(route), _) => route_reply(&mut rq, &route, served),
     };
-    log_request(&method, &url, reply.status, started);
+    log::debug!(
+        "http request method={method} path={url:?} status={} elapsed_ms={}",
+        reply.status,
+        started.elapsed().as_millis()
+    );
     respond(rq, reply);
 }
 
-fn log_request(method: &str, url: &str, status: u16, started: Instant) {
-    log::debug!(
-        "http request method={method} path={url:?} status={status} elapsed_ms={}",
-        started.elapsed().as_millis()
-    );
+fn route_reply(rq: &mut Request, route: &routes::Route, served: &Served) -> Reply {
+    let body = if route.takes_body() {
+        match read_body(rq, served.max_body) {
+            Ok(b) => b,
+            Err(reply) => return reply,
+        }
+    } else {
+        Vec::new()
+    };
+    let incoming = Incoming {
+        signature: header(rq, webhook::SIGNATURE_HEADER),
+        github_event: header(rq, webhook::EVENT_HEADER),
+        delivery: header(rq, webhook::DELIVERY_HEADER),
+        body,
+    };
+    routes::handle(route, &served.app, &incoming, SystemTime::now())
 }
 
 /// Read at most `max + 1` bytes; a declared or actual size over `max` is a 413.
@@ -372,18 +236,23 @@ fn respond(rq: Request, reply: Reply) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::net::{Shutdown, TcpStream};
+    use std::os::fd::OwnedFd;
 
     #[test]
-    fn a_panicking_acceptor_is_reported_on_the_fatal_channel() {
+    fn a_failed_listener_is_a_supervised_thread_death() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let same = TcpStream::from(OwnedFd::from(listener.try_clone().unwrap()));
         let (control, _rx) = crossbeam_channel::unbounded();
-        let handle = spawn(HttpOptions::new("127.0.0.1", 0), control).unwrap();
-        PANIC_IN_ACCEPTOR.store(true, Ordering::SeqCst);
-        let mut conn = std::net::TcpStream::connect(handle.local_addr()).unwrap();
-        let _ = conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+        let _handle = serve(listener, HttpOptions::new("127.0.0.1", 0), control).unwrap();
+        // A listening socket shut down fails `accept` for good (EINVAL), as a broken one would.
+        same.shutdown(Shutdown::Both).unwrap();
         assert!(
-            crate::runtime::threads::wait_fatal("http-accept", Duration::from_secs(10)),
-            "the acceptor's death must reach the daemon loop"
+            crate::runtime::threads::wait_fatal(
+                "tinyhttp-accept",
+                std::time::Duration::from_secs(10)
+            ),
+            "the accept thread's death must reach the daemon loop"
         );
     }
 }

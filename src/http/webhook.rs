@@ -1,5 +1,9 @@
 //! GitHub webhook signatures: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>`,
-//! verified in constant time (`ring::hmac::verify`). The body itself is never parsed.
+//! verified in constant time (`ring::hmac::verify`), and the memory of recent delivery ids.
+//! The body itself is never parsed.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
 
 use ring::hmac;
 
@@ -9,6 +13,43 @@ use crate::workflow::config::Secret;
 pub(crate) const SIGNATURE_HEADER: &str = "X-Hub-Signature-256";
 /// Header carrying the event name (`projects_v2_item`, `ping`, …).
 pub(crate) const EVENT_HEADER: &str = "X-GitHub-Event";
+/// Header carrying the delivery's id (a GUID), the same on a redelivery.
+pub(crate) const DELIVERY_HEADER: &str = "X-GitHub-Delivery";
+
+/// The ids of the last accepted deliveries, so that one delivery sent twice (GitHub retries,
+/// a redelivery, a proxy replaying) queues one refresh. Bounded: the oldest id is forgotten.
+#[derive(Debug, Default)]
+pub struct Deliveries(Mutex<VecDeque<String>>);
+
+impl Deliveries {
+    /// How many ids are remembered.
+    pub const REMEMBERED: usize = 1024;
+
+    /// Whether `id` was remembered; ids that are not plausibly GitHub's (a 36-byte GUID),
+    /// empty or over 64 bytes, count as never seen and are never remembered.
+    pub(crate) fn seen(&self, id: &str) -> bool {
+        plausible(id) && self.lock().iter().any(|d| d == id)
+    }
+
+    pub(crate) fn remember(&self, id: &str) {
+        if !plausible(id) {
+            return;
+        }
+        let mut ids = self.lock();
+        if ids.len() >= Self::REMEMBERED {
+            ids.pop_front();
+        }
+        ids.push_back(id.to_string());
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn plausible(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+}
 
 /// Why a delivery's signature was rejected (the message is safe to return to the caller).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,37 +91,24 @@ pub(crate) fn verify_signature(
 /// The header value GitHub would send for `body` (`sha256=<hex>`); for tests and tooling.
 pub fn sign(secret: &Secret, body: &[u8]) -> String {
     let key = hmac::Key::new(hmac::HMAC_SHA256, secret.expose().as_bytes());
-    let tag = hmac::sign(&key, body);
-    let mut out = String::with_capacity(7 + 64);
-    out.push_str("sha256=");
-    for b in tag.as_ref() {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0xf)]));
-    }
-    out
+    let hex: String = hmac::sign(&key, body)
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256={hex}")
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
+/// 64 hex digits (either case) as 32 bytes; anything else is `None`.
 fn decode_hex_32(s: &str) -> Option<[u8; 32]> {
-    let bytes = s.as_bytes();
-    if bytes.len() != 64 {
+    if s.len() != 64 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let mut out = [0u8; 32];
-    for (i, pair) in bytes.chunks_exact(2).enumerate() {
-        out[i] = (hex_val(pair[0])? << 4) | hex_val(pair[1])?;
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok()?;
     }
     Some(out)
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
@@ -105,6 +133,25 @@ mod tests {
             verify_signature(&secret, b"Hello, World!", Some(&format!("sha256={upper}"))),
             Ok(())
         );
+    }
+
+    #[test]
+    fn delivery_ids_are_remembered_up_to_a_bound() {
+        let d = Deliveries::default();
+        d.remember("first");
+        for i in 1..Deliveries::REMEMBERED {
+            d.remember(&format!("id-{i}"));
+        }
+        assert!(d.seen("first") && d.seen("id-1"));
+        d.remember("one-more");
+        assert!(!d.seen("first"), "the oldest is forgotten");
+        assert!(d.seen("id-1") && d.seen("one-more"));
+        assert_eq!(d.lock().len(), Deliveries::REMEMBERED);
+        for implausible in [String::new(), "a".repeat(65)] {
+            d.remember(&implausible);
+            assert!(!d.seen(&implausible));
+        }
+        assert!(d.seen("one-more"), "nothing was evicted for them");
     }
 
     #[test]

@@ -88,6 +88,8 @@ pub struct ReadyInputs<'a> {
     pub last_success: Option<Instant>,
     /// The error class of the last poll if it failed; `None` if it succeeded or none ran.
     pub last_failure_class: Option<&'a str>,
+    /// Why the last WORKFLOW.md reload was rejected, if it was.
+    pub reload_error: Option<&'a str>,
 }
 
 /// Why the daemon is not ready (`/readyz` answers 503 with [`NotReady::to_json`]).
@@ -110,6 +112,11 @@ pub enum NotReady {
     },
     /// Shutdown has started.
     ShuttingDown,
+    /// The last WORKFLOW.md edit was rejected: the previous config is in force.
+    ReloadFailed {
+        /// The error: file, key and problem.
+        message: String,
+    },
 }
 
 impl NotReady {
@@ -121,6 +128,7 @@ impl NotReady {
             NotReady::TrackerFailing { .. } => "tracker_failing",
             NotReady::Stale { .. } => "poll_stale",
             NotReady::ShuttingDown => "shutting_down",
+            NotReady::ReloadFailed { .. } => "reload_failed",
         }
     }
 
@@ -132,6 +140,9 @@ impl NotReady {
             NotReady::TrackerFailing { class } => format!("tracker failing with class {class}"),
             NotReady::Stale { seconds } => format!("no successful poll for {seconds} s"),
             NotReady::ShuttingDown => "shutting down".into(),
+            NotReady::ReloadFailed { message } => {
+                format!("WORKFLOW.md reload rejected; the previous config is in force: {message}")
+            }
         }
     }
 
@@ -164,6 +175,11 @@ pub fn readyz(inputs: &ReadyInputs<'_>, now: Instant) -> Result<(), NotReady> {
     }
     if !inputs.recovery_done {
         return Err(NotReady::Starting);
+    }
+    if let Some(message) = inputs.reload_error {
+        return Err(NotReady::ReloadFailed {
+            message: message.to_string(),
+        });
     }
     let failing = |class: &str| NotReady::TrackerFailing {
         class: class.to_string(),

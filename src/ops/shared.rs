@@ -27,6 +27,10 @@ pub struct HealthFacts {
     pub last_success: Option<Instant>,
     /// The class of the last poll's failure; `None` after a success.
     pub last_failure_class: Option<&'static str>,
+    /// Why the last WORKFLOW.md reload was rejected (the previous config is in force).
+    pub reload_error: Option<String>,
+    /// A tracker thread that has not finished its job within the liveness bound.
+    pub stuck_thread: Option<&'static str>,
 }
 
 /// Metrics and health facts shared between the main loop, the tracker thread and HTTP.
@@ -113,6 +117,7 @@ impl OpsShared {
             polling_interval: h.polling_interval,
             last_success: h.last_success,
             last_failure_class: h.last_failure_class,
+            reload_error: h.reload_error.as_deref(),
         };
         readyz(&inputs, now)
     }

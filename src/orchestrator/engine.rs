@@ -54,6 +54,9 @@ pub enum WorkerOutcome {
         /// The error (`host_unavailable: …`).
         error: String,
     },
+    /// A spawn ran out of file descriptors or processes (or the descriptor reserve was reached)
+    /// before the agent started: retried soon, with no attempt counted.
+    ResourceExhausted(String),
 }
 
 /// Progress reports from a worker.
@@ -1100,6 +1103,7 @@ fn on_worker_exit(
             WorkerOutcome::HostFailed { started, error } => {
                 on_host_failure(state, &entry, started, &error, now);
             }
+            WorkerOutcome::ResourceExhausted(error) => retry_uncounted(state, &entry, &error, now),
         },
     }
     // A retry prefers the host that has the workspace.
@@ -1120,14 +1124,28 @@ fn on_host_failure(
     if let Some(h) = &entry.host {
         hosts::mark_down(state, h, error, now);
     }
+    if started {
+        let msg = format!("worker exited: {}", bounded_summary(error));
+        let next = entry.attempt.unwrap_or(0).saturating_add(1);
+        failure_retry(
+            state,
+            &entry.issue,
+            next,
+            msg,
+            entry.workspace_path.clone(),
+            now,
+        );
+        return;
+    }
+    retry_uncounted(state, entry, error, now);
+}
+
+/// A run that ended before its agent started for a reason that is not the run's fault (a host
+/// down, no descriptors): re-dispatch soon with the same attempt; the run does not count either.
+fn retry_uncounted(state: &mut OrchestratorState, entry: &RunningEntry, error: &str, now: Millis) {
     let issue = &entry.issue;
     let path = entry.workspace_path.clone();
     let msg = format!("worker exited: {}", bounded_summary(error));
-    if started {
-        let next = entry.attempt.unwrap_or(0).saturating_add(1);
-        failure_retry(state, issue, next, msg, path, now);
-        return;
-    }
     if let Some(runs) = state.runs_since_active.get_mut(&issue.id) {
         *runs = runs.saturating_sub(1);
     }

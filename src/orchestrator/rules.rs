@@ -59,6 +59,9 @@ pub enum Ineligible {
     ExcludedLabels(Vec<String>),
     /// Non-terminal blockers `(identifier, state)` of an issue in the first active state.
     BlockedBy(Vec<(String, String)>),
+    /// Lists the tracker returned only in part that a rule depends on (`labels`, `blocked_by`):
+    /// an unread label could be excluded or required, an unread blocker open.
+    FieldsTruncated(Vec<String>),
 }
 
 impl Ineligible {
@@ -71,7 +74,9 @@ impl Ineligible {
             Ineligible::RepoNotAllowed(_)
             | Ineligible::MissingLabels(_)
             | Ineligible::ExcludedLabels(_) => Some(StopReason::Unroutable),
-            Ineligible::BlankField(_) | Ineligible::BlockedBy(_) => None,
+            Ineligible::BlankField(_)
+            | Ineligible::BlockedBy(_)
+            | Ineligible::FieldsTruncated(_) => None,
         }
     }
 }
@@ -93,6 +98,11 @@ impl fmt::Display for Ineligible {
                     .collect();
                 write!(f, "blocked by {}", list.join(", "))
             }
+            Ineligible::FieldsTruncated(l) => write!(
+                f,
+                "issue_fields_truncated: {} not read in full and a rule depends on them",
+                l.join(", ")
+            ),
         }
     }
 }
@@ -130,6 +140,7 @@ pub fn ineligibility(p: &Policy, issue: &Issue) -> Vec<Ineligible> {
             .collect()
     };
     let missing = labels(false, &p.required_labels);
+    let labels_decide = !p.excluded_labels.is_empty() || !missing.is_empty();
     if !missing.is_empty() {
         why.push(Ineligible::MissingLabels(missing));
     }
@@ -141,7 +152,27 @@ pub fn ineligibility(p: &Policy, issue: &Issue) -> Vec<Ineligible> {
     if !blockers.is_empty() {
         why.push(Ineligible::BlockedBy(blockers));
     }
+    let cut: Vec<String> = issue
+        .truncated
+        .iter()
+        .filter(|list| match list.as_str() {
+            "labels" => labels_decide,
+            "blocked_by" => blocker_rule_applies(p, issue),
+            _ => true,
+        })
+        .cloned()
+        .collect();
+    if !cut.is_empty() {
+        why.push(Ineligible::FieldsTruncated(cut));
+    }
     why
+}
+
+/// True when the blocker rule applies: the issue is in the *first* active state.
+fn blocker_rule_applies(p: &Policy, issue: &Issue) -> bool {
+    p.active_states
+        .first()
+        .is_some_and(|first| normalize_name(first) == issue.normalized_state())
 }
 
 /// True when [`ineligibility`] finds nothing.
@@ -160,10 +191,7 @@ pub(crate) fn stop_reason(p: &Policy, issue: &Issue) -> Option<StopReason> {
 /// Blocker rule: an issue in the *first* active state is not dispatched while any blocker is
 /// non-terminal. Returns those blockers as `(identifier, state)`.
 fn open_blockers(p: &Policy, issue: &Issue) -> Vec<(String, String)> {
-    let Some(first) = p.active_states.first() else {
-        return Vec::new();
-    };
-    if normalize_name(first) != issue.normalized_state() {
+    if !blocker_rule_applies(p, issue) {
         return Vec::new();
     }
     issue

@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -24,6 +24,7 @@ use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Send
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
+use crate::host::sandbox::Sandbox;
 use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
 use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
@@ -45,6 +46,7 @@ use crate::workspace::reaper::Reaper;
 use crate::workspace::remove_workspace_on;
 
 use super::clock::Clock;
+use super::mailbox::Mailbox;
 use super::persist::{self, Persist, StateHandle};
 use super::refresh::Refresher;
 use super::threads::{fatal_events, spawn_supervised};
@@ -63,6 +65,13 @@ const EXIT_RECHECK_MS: u64 = 250;
 
 /// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
+
+/// The error class (and first word of the error) of a shutdown that gave up on workers still
+/// running after the grace period; `baton` exits with `cli::EXIT_FORCED_SHUTDOWN` (3).
+pub const FORCED_SHUTDOWN: &str = "forced_shutdown";
+
+/// Capacity of the worker events channel and of the mailbox wake-up channel.
+const WORKER_CHANNEL_CAPACITY: usize = 1024;
 
 /// Builds a tracker for a config.
 pub type TrackerFactory =
@@ -103,8 +112,11 @@ type ReloadResult = Result<Option<Workflow>, WorkflowError>;
 enum LoopEvent {
     /// The armed engine deadline came (or the idle wait ended).
     Tick,
-    /// A report from a worker thread (the rest of its burst is drained by `handle_event`).
+    /// An event from a worker, a removal or a probe thread (the rest of its burst is drained by
+    /// `handle_event`).
     Worker(Event),
+    /// A run's mailbox has news (the rest of the burst is drained by `handle_event`).
+    News(Arc<Mailbox>),
     /// A tracker thread's result.
     Tracker(Event),
     /// WORKFLOW.md may have changed.
@@ -130,6 +142,7 @@ enum LoopEvent {
 /// The loop's input channels; a disconnected one is replaced by `never()`.
 struct Inbox {
     workers: Receiver<Event>,
+    news: Receiver<Arc<Mailbox>>,
     tracker: Receiver<Event>,
     reload: Receiver<()>,
     signals: Receiver<()>,
@@ -145,8 +158,6 @@ enum TrackerJob {
     Poll {
         tracker: Arc<dyn Tracker>,
         running_ids: Vec<String>,
-        /// The preflight failure and its error class.
-        preflight: Option<(String, &'static str)>,
         /// Set on the first tick only: its board read drives the terminal-workspace cleanup.
         startup_cleanup: Option<StartupCleanup>,
     },
@@ -159,10 +170,30 @@ enum TrackerJob {
     },
 }
 
-fn tracker_thread(name: &str, jobs: Receiver<TrackerJob>, out: Sender<Event>, ops: Arc<OpsShared>) {
-    let spawned = spawn_supervised(name, move || {
+/// A tracker job (one poll: its pages, each under the request timeout) running longer than this
+/// means its thread is stuck (a FIFO read, a connection that never answers): `/livez` answers
+/// 503 and the watchdog pings stop, so that systemd restarts Baton.
+pub const TRACKER_JOB_BOUND_MS: u64 = 10 * 60 * 1000;
+
+/// When the job of one tracker thread started (injected-clock ms; 0 while idle).
+struct TrackerBusy {
+    name: &'static str,
+    since: AtomicU64,
+}
+
+fn tracker_thread(
+    busy: Arc<TrackerBusy>,
+    jobs: Receiver<TrackerJob>,
+    out: Sender<Event>,
+    ops: Arc<OpsShared>,
+    clock: Arc<dyn Clock>,
+) {
+    let spawned = spawn_supervised(busy.name, move || {
         for job in jobs {
-            for ev in run_tracker_job(job, &ops) {
+            busy.since.store(clock.now().max(1), Ordering::SeqCst);
+            let events = run_tracker_job(job, &ops);
+            busy.since.store(0, Ordering::SeqCst);
+            for ev in events {
                 if out.send(ev).is_err() {
                     return;
                 }
@@ -197,18 +228,12 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
         TrackerJob::Poll {
             tracker,
             running_ids,
-            preflight,
             startup_cleanup,
         } => {
             let started = Instant::now();
             let _ = take_points();
-            let (candidates, refreshed, class, terminal) = poll_tracker(
-                &*tracker,
-                &running_ids,
-                preflight,
-                startup_cleanup,
-                &mut calls,
-            );
+            let (candidates, refreshed, class, terminal) =
+                poll_tracker(&*tracker, &running_ids, startup_cleanup, &mut calls);
             let rate_limit = tracker.rate_limit();
             let points = take_points();
             ops.record_poll(
@@ -294,13 +319,12 @@ type Refreshed = Option<Result<Vec<Issue>, String>>;
 
 /// The candidates and the running issues' current state from one board read: running issues
 /// the read contains need no second request; only the missing ones are refreshed (shallow).
-/// Without a read (preflight or validation failed, read failed) every running issue is refreshed,
+/// Without a read (validation failed, read failed) every running issue is refreshed,
 /// except after a rate limit or rejected credentials: then nothing more is sent (the tracker just
 /// refused the budget; issue 12, failure 5). Every call's outcome goes to `calls`.
 fn poll_tracker(
     tracker: &dyn Tracker,
     running_ids: &[String],
-    preflight: Option<(String, &'static str)>,
     startup_cleanup: Option<StartupCleanup>,
     calls: &mut Vec<CallOutcome>,
 ) -> (
@@ -315,28 +339,23 @@ fn poll_tracker(
         .unwrap_or_default();
     let mut class: Option<&'static str> = None;
     let mut stopped = false;
-    let read = match preflight {
-        Some((p, c)) => {
-            class = Some(c);
-            Err(PollSkip::Preflight(p))
+    // The config passed the dispatch preflight at startup and at every applied reload. A cached
+    // validation sends nothing, so only its failure counts.
+    let read = match tracker.validate() {
+        Err(e) => {
+            class = Some(e.class);
+            calls.push(CallOutcome::of_error(&e));
+            stopped = CallOutcome::of_error(&e).stops_operation();
+            Err(PollSkip::Preflight(e.to_string()))
         }
-        // A cached validation sends nothing, so only its failure counts.
-        None => match tracker.validate() {
-            Err(e) => {
-                class = Some(e.class);
-                calls.push(CallOutcome::of_error(&e));
-                stopped = CallOutcome::of_error(&e).stops_operation();
-                Err(PollSkip::Preflight(e.to_string()))
+        Ok(()) => observe(calls, tracker.read_board(running_ids, &also_states)).map_err(|e| {
+            class = Some(e.class);
+            stopped = CallOutcome::of_error(&e).stops_operation();
+            PollSkip::Tracker {
+                message: e.to_string(),
+                retry_at: e.retry_at.map(unix_millis),
             }
-            Ok(()) => observe(calls, tracker.read_board(running_ids, &also_states)).map_err(|e| {
-                class = Some(e.class);
-                stopped = CallOutcome::of_error(&e).stops_operation();
-                PollSkip::Tracker {
-                    message: e.to_string(),
-                    retry_at: e.retry_at.map(unix_millis),
-                }
-            }),
-        },
+        }),
     };
     let mut refresh = |ids: &[String]| -> Refreshed {
         (!ids.is_empty() && !stopped)
@@ -380,6 +399,7 @@ fn poll_tracker(
 struct WorkerHandle {
     run_id: u64,
     cancel: CancelToken,
+    mailbox: Arc<Mailbox>,
 }
 
 struct Daemon {
@@ -394,13 +414,15 @@ struct Daemon {
     clock: Arc<dyn Clock>,
     /// Engine events produced by actions, handled before any new input.
     queue: VecDeque<Event>,
+    /// Events of workers, removals and probes (bounded: producers wait, the loop never sends).
     events_tx: Sender<Event>,
+    /// Wake-ups of run mailboxes (bounded; at most one pending per run).
+    news_tx: Sender<Arc<Mailbox>>,
     poll_jobs: Sender<TrackerJob>,
     retry_jobs: Sender<TrackerJob>,
     workers: HashMap<String, WorkerHandle>,
     stamp: Option<(SystemTime, u64)>,
     last_reload_error: Option<String>,
-    last_preflight: Option<String>,
     pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
     /// Metrics, readiness and systemd notify.
@@ -430,6 +452,10 @@ struct Daemon {
     /// True while the request gate holds tracker requests; workers read it before their
     /// between-turn refresh (see `WorkerContext::tracker_held`).
     tracker_held: Arc<AtomicBool>,
+    /// What each tracker thread is busy with, for liveness.
+    tracker_busy: [Arc<TrackerBusy>; 2],
+    /// The agents the file-descriptor limit allows (`runtime::fds`), measured at startup.
+    fd_cap: Option<u64>,
     /// The workers waiting for their between-turn refresh (served by fetch batches).
     refresher: Arc<Refresher>,
 }
@@ -438,7 +464,19 @@ fn config(w: &Workflow) -> &ServiceConfig {
     &w.config.config
 }
 
-/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done).
+/// The scheduling policy of `cfg`, `agent.max_concurrent_agents` capped at `fd_cap` (at least 1).
+fn policy_for(cfg: &ServiceConfig, fd_cap: Option<u64>) -> Policy {
+    let mut policy = Policy::from_config(cfg);
+    if let Some(cap) = fd_cap {
+        let cap = u32::try_from(cap).unwrap_or(u32::MAX).max(1);
+        policy.max_concurrent_agents = policy.max_concurrent_agents.min(cap);
+    }
+    policy
+}
+
+/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done). An error starting
+/// with [`FORCED_SHUTDOWN`] means workers were still running when the shutdown grace ended: every
+/// process group they owned was killed before returning.
 ///
 /// Startup: dispatch preflight (config + tracker validation; failure is an `Err`), then an
 /// immediate first tick whose one board read also drives the terminal workspace cleanup (a read
@@ -492,23 +530,15 @@ pub fn run_with_state(
     let Some(tracker) = startup_tracker(&cfg, &tracker_factory, &shutdown_rx)? else {
         return Ok(()); // SIGINT/SIGTERM during startup
     };
+    let fd_cap = descriptor_cap(&cfg);
     let persist = Persist::start(state);
     let hosts = Arc::new(HostPool::new());
     hosts.configure(&cfg.worker);
     let runner = runner_factory(&cfg);
-    let (events_tx, events_rx) = unbounded();
+    let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
+    let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
-    let (tracker_tx, tracker_rx) = unbounded();
-    let (poll_jobs, poll_jobs_rx) = unbounded();
-    let (retry_jobs, retry_jobs_rx) = unbounded();
-    let shared = Arc::clone(&ops.shared);
-    tracker_thread(
-        "tracker-poll",
-        poll_jobs_rx,
-        tracker_tx.clone(),
-        Arc::clone(&shared),
-    );
-    tracker_thread("tracker-retry", retry_jobs_rx, tracker_tx, shared);
+    let (poll_jobs, retry_jobs, tracker_rx, busy) = start_tracker_threads(&ops.shared, &clock);
     let (changed_tx, changed_rx) = bounded(1);
     let refresher = Refresher::new(events_tx.clone());
     let mut d = Daemon {
@@ -517,18 +547,18 @@ pub fn run_with_state(
         env: config_env,
         tracker_factory,
         runner_factory,
-        state: OrchestratorState::new(Policy::from_config(&cfg), clock.now()),
+        state: OrchestratorState::new(policy_for(&cfg, fd_cap), clock.now()),
         workflow: initial,
         tracker,
         runner,
         clock,
         queue: VecDeque::new(),
         events_tx,
+        news_tx,
         poll_jobs,
         retry_jobs,
         workers: HashMap::new(),
         last_reload_error: None,
-        last_preflight: None,
         pending_acks: Vec::new(),
         done: false,
         ops: LoopOps::new(ops),
@@ -544,6 +574,8 @@ pub fn run_with_state(
         reload_again: false,
         hosts,
         tracker_held: Arc::new(AtomicBool::new(false)),
+        tracker_busy: busy,
+        fd_cap,
         refresher,
     };
     d.sweep_tombstones();
@@ -560,6 +592,7 @@ pub fn run_with_state(
     info!("process containment {}", crate::host::containment());
     let inbox = Inbox {
         workers: events_rx,
+        news: news_rx,
         tracker: tracker_rx,
         reload: reload_rx,
         signals: shutdown_rx,
@@ -570,6 +603,44 @@ pub fn run_with_state(
     };
     d.ops.ready(&d.state);
     d.run(inbox)
+}
+
+/// The agents the descriptor limit allows (`runtime::fds`), warning when it caps the config.
+fn descriptor_cap(cfg: &ServiceConfig) -> Option<u64> {
+    let cap = super::fds::agents_allowed_now();
+    if let Some(cap) = cap.filter(|&c| c < u64::from(cfg.agent.max_concurrent_agents)) {
+        warn!(
+            "event=agents_capped_by_nofile max_concurrent_agents={} allowed={cap}; raise LimitNOFILE to run more",
+            cfg.agent.max_concurrent_agents
+        );
+    }
+    cap
+}
+
+/// Start the poll and the retry tracker threads: their job senders, their results, and what
+/// each is busy with.
+fn start_tracker_threads(
+    ops: &Arc<OpsShared>,
+    clock: &Arc<dyn Clock>,
+) -> (
+    Sender<TrackerJob>,
+    Sender<TrackerJob>,
+    Receiver<Event>,
+    [Arc<TrackerBusy>; 2],
+) {
+    let (out, results) = unbounded();
+    let busy = ["tracker-poll", "tracker-retry"].map(|name| {
+        Arc::new(TrackerBusy {
+            name,
+            since: AtomicU64::new(0),
+        })
+    });
+    let [poll, retry] = busy.clone().map(|b| {
+        let (jobs, jobs_rx) = unbounded();
+        tracker_thread(b, jobs_rx, out.clone(), Arc::clone(ops), Arc::clone(clock));
+        jobs
+    });
+    (poll, retry, results, busy)
 }
 
 /// Build the tracker and validate it (on a helper thread, so SIGTERM interrupts a hung tracker
@@ -644,13 +715,21 @@ fn until_shutdown<T: Send + 'static>(
     }
 }
 
-/// Probe an SSH host in the background; the answer comes back as `Event::HostProbed`.
-fn probe_host(hosts: &HostPool, host: String, events: Sender<Event>) {
+/// Probe an SSH host in the background (reachable, and its sandbox starts when agents run
+/// confined); the answer comes back as `Event::HostProbed`.
+fn probe_host(
+    hosts: &HostPool,
+    host: String,
+    sandbox: Option<Arc<Sandbox>>,
+    events: Sender<Event>,
+) {
     let h = hosts.ssh(&host);
     let spawned = thread::Builder::new()
         .name("host-probe".into())
         .spawn(move || {
-            let result = h.check_reachable();
+            let result = h
+                .check_reachable()
+                .and_then(|()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref())));
             let _ = events.send(Event::HostProbed { host, result });
         });
     if let Err(e) = spawned {
@@ -677,36 +756,6 @@ fn clean_workspace(host: &dyn Host, hooks: &HooksConfig, issue: &Issue, path: &P
     }
 }
 
-/// Merge consecutive `AgentUpdate`s of the same run into one `AgentUpdates`; every other event
-/// keeps its place. Lossless: the engine applies a batch exactly like its events in order.
-fn coalesce(events: impl IntoIterator<Item = Event>) -> Vec<Event> {
-    let mut out: Vec<Event> = Vec::new();
-    for ev in events {
-        let Event::AgentUpdate {
-            issue_id,
-            run_id,
-            event,
-        } = ev
-        else {
-            out.push(ev);
-            continue;
-        };
-        match out.last_mut() {
-            Some(Event::AgentUpdates {
-                issue_id: i,
-                run_id: r,
-                events,
-            }) if *i == issue_id && *r == run_id => events.push(event),
-            _ => out.push(Event::AgentUpdates {
-                issue_id,
-                run_id,
-                events: vec![event],
-            }),
-        }
-    }
-    out
-}
-
 impl Daemon {
     /// The loop, then the rest of the shutdown: removals, the final state write, SSH masters.
     fn run(mut self, mut inbox: Inbox) -> Result<(), String> {
@@ -716,6 +765,16 @@ impl Daemon {
             let now = self.clock.now();
             self.persist.after_step(&self.state, now);
             self.check_exit();
+        }
+        // Producers blocked on a full channel or mailbox get an error instead of waiting.
+        drop(inbox);
+        let abandoned = self.workers.len();
+        for w in self.workers.values() {
+            w.mailbox.close();
+        }
+        if abandoned > 0 {
+            let groups = crate::host::kill_live_groups(Duration::from_secs(2));
+            error!("event=forced_shutdown workers={abandoned} process_groups_killed={groups}");
         }
         // Removals get what is left of the shutdown grace period (at least a moment).
         let left = self
@@ -728,6 +787,12 @@ impl Daemon {
         self.persist.shutdown(now);
         self.hosts.close_all();
         info!("event=shutdown_complete");
+        if abandoned > 0 {
+            return Err(format!(
+                "{FORCED_SHUTDOWN}: {abandoned} worker(s) did not stop within the shutdown grace; \
+                 their process groups were killed"
+            ));
+        }
         match self.fatal {
             Some(name) => Err(format!("thread {name} panicked; restart Baton")),
             None => Ok(()),
@@ -762,6 +827,9 @@ impl Daemon {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if let Some(at) = self.stuck_tracker(self.clock.now()).1 {
+            deadline = Some(deadline.map_or(at, |d| d.min(at)));
+        }
         if self.exit_when.is_some() {
             // Some of what the condition looks at (e.g. a removed workspace) sends no event.
             let recheck = self.clock.now().saturating_add(EXIT_RECHECK_MS);
@@ -788,6 +856,7 @@ impl Daemon {
             select! {
                 recv(ops_timer) -> m => input!(m, ops_timer, |_| LoopEvent::OpsDue),
                 recv(inbox.workers) -> m => input!(m, inbox.workers, LoopEvent::Worker),
+                recv(inbox.news) -> m => input!(m, inbox.news, LoopEvent::News),
                 recv(inbox.tracker) -> m => input!(m, inbox.tracker, LoopEvent::Tracker),
                 recv(inbox.control) -> m => input!(m, inbox.control, LoopEvent::Control),
                 recv(inbox.reload) -> m => input!(m, inbox.reload, |()| LoopEvent::ReloadPing),
@@ -811,9 +880,15 @@ impl Daemon {
         match ev {
             LoopEvent::Tick => self.engine(Event::Wake),
             LoopEvent::Worker(first) => {
-                let burst = std::iter::once(first).chain(inbox.workers.try_iter().take(BURST));
-                for ev in coalesce(burst) {
-                    self.engine(ev);
+                for ev in std::iter::once(first).chain(inbox.workers.try_iter().take(BURST)) {
+                    self.worker_event(ev);
+                }
+            }
+            LoopEvent::News(first) => {
+                for mailbox in std::iter::once(first).chain(inbox.news.try_iter().take(BURST)) {
+                    for ev in mailbox.take() {
+                        self.engine(ev);
+                    }
                 }
             }
             LoopEvent::Tracker(ev) | LoopEvent::Queued(ev) => self.engine(ev),
@@ -841,8 +916,42 @@ impl Daemon {
                 self.engine(Event::RefreshRequested);
             }
         }
+        let stuck = self.stuck_tracker(self.clock.now()).0;
+        self.ops.tracker_stuck(stuck);
         self.ops.after_event(&self.state);
         self.ops.on_due(Instant::now());
+    }
+
+    /// The tracker thread on one job for [`TRACKER_JOB_BOUND_MS`] or longer, and when the next
+    /// busy thread would pass the bound.
+    fn stuck_tracker(&self, now: u64) -> (Option<&'static str>, Option<u64>) {
+        let mut out = (None, None);
+        for b in &self.tracker_busy {
+            let since = b.since.load(Ordering::SeqCst);
+            let due = since.saturating_add(TRACKER_JOB_BOUND_MS);
+            if since == 0 {
+                continue;
+            } else if due <= now {
+                out.0 = out.0.or(Some(b.name));
+            } else {
+                out.1 = Some(out.1.map_or(due, |d: u64| d.min(due)));
+            }
+        }
+        out
+    }
+
+    /// A worker's exit comes after everything its mailbox still holds (its last turn's usage).
+    fn worker_event(&mut self, ev: Event) {
+        if let Event::WorkerExited {
+            issue_id, run_id, ..
+        } = &ev
+        {
+            let worker = self.workers.get(issue_id).filter(|w| w.run_id == *run_id);
+            for news in worker.map(|w| w.mailbox.take()).unwrap_or_default() {
+                self.engine(news);
+            }
+        }
+        self.engine(ev);
     }
 
     /// (Re)start the current tracker's watch; a failure only costs the instant reaction.
@@ -956,7 +1065,10 @@ impl Daemon {
                 let host = self.hosts.get(host.as_deref());
                 self.clean_in_background(issue, workspace_path, host)
             }
-            Action::ProbeHost { host } => probe_host(&self.hosts, host, self.events_tx.clone()),
+            Action::ProbeHost { host } => {
+                let sandbox = crate::agent::runner::sandbox_for(config(&self.workflow));
+                probe_host(&self.hosts, host, sandbox, self.events_tx.clone())
+            }
             Action::ReloadWorkflow => self.reload(),
             Action::RefreshAck {
                 coalesced,
@@ -989,6 +1101,7 @@ impl Daemon {
         let events = self.events_tx.clone();
         let id = issue.id.clone();
         let job = Box::new(move || {
+            let _log = crate::runlog::RunLog::new(&issue.id, &issue.identifier).enter();
             let issue_id = issue.id.clone();
             // Whatever happens in the removal, the issue must be released afterwards.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1012,20 +1125,6 @@ impl Daemon {
         if stamp != self.stamp {
             self.reload();
         }
-        let errs = config(&self.workflow).preflight_errors();
-        let preflight = (!errs.is_empty()).then(|| {
-            errs.iter()
-                .map(|e| e.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        });
-        let class = errs.first().map(|e| e.class);
-        if preflight != self.last_preflight {
-            if let Some(p) = &preflight {
-                error!("dispatch preflight failed; dispatch is skipped until fixed error={p:?}");
-            }
-            self.last_preflight = preflight.clone();
-        }
         let startup_cleanup = (!self.first_poll_sent).then(|| {
             let cfg = config(&self.workflow);
             StartupCleanup {
@@ -1036,7 +1135,6 @@ impl Daemon {
         let _ = self.poll_jobs.send(TrackerJob::Poll {
             tracker: self.tracker.clone(),
             running_ids,
-            preflight: preflight.zip(class),
             startup_cleanup,
         });
     }
@@ -1064,6 +1162,7 @@ impl Daemon {
             e.resumed = true;
         }
         let cancel = CancelToken::new();
+        let mailbox = Mailbox::new(&issue.id, run_id, self.news_tx.clone());
         let ctx = WorkerContext {
             run_id,
             issue: issue.clone(),
@@ -1077,24 +1176,32 @@ impl Daemon {
             refresher: Arc::clone(&self.refresher),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
+            mailbox: Arc::clone(&mailbox),
             host,
             stale_workspace,
             tracker_held: Arc::clone(&self.tracker_held),
         };
         match spawn_worker(ctx) {
             Ok(_handle) => {
-                self.workers
-                    .insert(issue.id.clone(), WorkerHandle { run_id, cancel });
+                let handle = WorkerHandle {
+                    run_id,
+                    cancel,
+                    mailbox,
+                };
+                self.workers.insert(issue.id.clone(), handle);
             }
             Err(e) => {
-                error!(
-                    "failed to spawn agent worker issue_id={} issue_identifier={} error={e}",
+                // Only a lack of threads or memory stops a thread from starting.
+                warn!(
+                    "event=spawn_resource_exhausted issue_id={} issue_identifier={} what=worker_thread error={e}",
                     issue.id, issue.identifier
                 );
                 self.queue.push_back(Event::WorkerExited {
                     issue_id: issue.id,
                     run_id,
-                    outcome: WorkerOutcome::Failed("failed to spawn agent".into()),
+                    outcome: WorkerOutcome::ResourceExhausted(format!(
+                        "cannot start the worker thread: {e}"
+                    )),
                 });
             }
         }
@@ -1115,10 +1222,6 @@ impl Daemon {
             }
             ControlRequest::Ping { reply } => {
                 let _ = reply.send(());
-            }
-            ControlRequest::WedgeForTest { release } => {
-                warn!("main loop wedged on request (test only)");
-                let _ = release.recv();
             }
         }
     }
@@ -1178,94 +1281,68 @@ impl Daemon {
         }
     }
 
+    /// All or nothing: a reload that fails to parse, fails the dispatch preflight or names a
+    /// tracker that cannot be built keeps the previous workflow, tracker, runner and policy in
+    /// force entirely; the error (file, key, problem) is logged once and shown by `/readyz`.
     fn apply_reload(&mut self, loaded: ReloadResult) {
         let wf = match loaded {
             Ok(Some(wf)) => wf,
             Ok(None) => {
-                self.last_reload_error = None;
                 debug!("workflow unchanged; reload skipped");
-                return;
+                return self.reload_failed(None);
             }
-            Err(e) => {
-                let msg = e.to_string();
-                if self.last_reload_error.as_deref() != Some(msg.as_str()) {
-                    error!("workflow reload failed; keeping the last good config error={msg}");
-                    self.last_reload_error = Some(msg);
-                }
-                return;
-            }
+            Err(e) => return self.reload_failed(Some(e.to_string())),
         };
-        self.last_reload_error = None;
+        let new_cfg = config(&wf);
+        let mut problems: Vec<String> = new_cfg
+            .preflight_errors()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        let tracker_changed = new_cfg.tracker != config(&self.workflow).tracker;
+        let mut tracker = None;
+        if problems.is_empty() && tracker_changed {
+            match (self.tracker_factory)(new_cfg) {
+                Ok(t) => tracker = Some(t),
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        if !problems.is_empty() {
+            let file = self.opts_path.display();
+            return self.reload_failed(Some(format!("{file}: {}", problems.join("; "))));
+        }
+        self.reload_failed(None);
         for w in &wf.config.warnings {
             warn!("workflow config warning: {w}");
         }
-        let new_cfg = config(&wf);
-        if new_cfg.tracker != config(&self.workflow).tracker {
-            match (self.tracker_factory)(new_cfg) {
-                Ok(t) => {
-                    self.tracker = t;
-                    self.start_watch();
-                }
-                Err(e) => {
-                    error!("new tracker config rejected; keeping the previous tracker error={e}")
-                }
+        match tracker {
+            Some(t) => {
+                self.tracker = t;
+                self.start_watch();
             }
-        } else {
-            self.tracker.reset_cache();
+            None => self.tracker.reset_cache(),
         }
         self.runner = (self.runner_factory)(new_cfg);
         crate::host::set_env_policy(new_cfg.env_policy());
         self.hosts.configure(&new_cfg.worker);
-        let policy = Policy::from_config(new_cfg);
+        let policy = policy_for(new_cfg, self.fd_cap);
         self.workflow = wf;
         info!("workflow reloaded file={}", self.opts_path.display());
         self.queue.push_back(Event::ConfigReloaded(policy));
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::agent::{AgentEvent, AgentEventKind};
-
-    fn update(issue: &str, run_id: u64, text: &str) -> Event {
-        Event::AgentUpdate {
-            issue_id: issue.into(),
-            run_id,
-            event: AgentEvent::new(AgentEventKind::Notification, text),
+    /// Record how the last reload ended (`None`: applied or unchanged); a new error is logged
+    /// once and shown by `/readyz` until a reload succeeds.
+    fn reload_failed(&mut self, error: Option<String>) {
+        if error.is_some() && error != self.last_reload_error {
+            let msg = error.as_deref().unwrap_or_default();
+            error!(
+                "workflow reload failed; keeping the previous config entirely event=workflow_reload_failed error={msg:?}"
+            );
         }
-    }
-
-    #[test]
-    fn coalesce_merges_only_consecutive_updates_of_one_run() {
-        let out = coalesce([
-            update("I_1", 1, "a"),
-            update("I_1", 1, "b"),
-            update("I_1", 2, "c"),
-            Event::Wake,
-            update("I_1", 2, "d"),
-        ]);
-        let shape: Vec<(String, usize)> = out
-            .iter()
-            .map(|e| match e {
-                Event::AgentUpdates {
-                    issue_id, events, ..
-                } => (issue_id.clone(), events.len()),
-                other => (format!("{other:?}"), 0),
-            })
-            .collect();
-        assert_eq!(
-            shape,
-            [
-                ("I_1".to_string(), 2),
-                ("I_1".to_string(), 1),
-                ("Wake".to_string(), 0),
-                ("I_1".to_string(), 1)
-            ]
-        );
-        let Event::AgentUpdates { events, .. } = &out[0] else {
-            unreachable!()
-        };
-        assert_eq!(events[1].summary, "b", "order kept");
+        self.ops
+            .shared
+            .update_health(|h| h.reload_error.clone_from(&error));
+        self.last_reload_error = error;
     }
 }

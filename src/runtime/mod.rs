@@ -1,9 +1,12 @@
 //! The runtime around the pure core: the daemon main loop (`daemon`), its injected time source
-//! (`clock`), worker threads running the attempt algorithm (`worker`), the tracker threads that
-//! keep GitHub calls off the loop, and the between-turn refresh batches (`refresh`).
+//! (`clock`), worker threads running the attempt algorithm (`worker`), each reporting through
+//! its run's `mailbox`, the tracker threads that keep GitHub calls off the loop, and the
+//! between-turn refresh batches (`refresh`).
 
 pub mod clock;
 pub mod daemon;
+pub mod fds;
+pub mod mailbox;
 pub mod persist;
 pub mod refresh;
 pub mod threads;

@@ -1,7 +1,8 @@
 //! One worker thread per running issue: the §16 attempt algorithm (workspace, `before_run`, agent
 //! session, turn loop with an issue refresh between turns, `after_run`) against the
-//! `AgentRunner`/`Tracker` traits. Everything it learns goes back to the main loop as
-//! `orchestrator::Event`s; its last message is always `WorkerExited`, even after a panic.
+//! `AgentRunner` trait. Progress and agent events go to its run's `Mailbox` (coalesced; see
+//! `runtime::mailbox`); the between-turn refresh waits for a fetch batch (`runtime::refresh`); its
+//! last message, always `WorkerExited` (even after a panic), goes on the bounded events channel.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -12,7 +13,9 @@ use std::thread::{self, JoinHandle};
 use crossbeam_channel::Sender;
 use log::{info, warn};
 
-use crate::agent::{argv_safe_prompt, AgentRunner, AgentSession, CancelToken, SessionContext};
+use crate::agent::{
+    argv_safe_prompt, AgentErrorKind, AgentRunner, AgentSession, CancelToken, SessionContext,
+};
 use crate::host::ssh::is_host_unavailable;
 use crate::host::Host;
 use crate::model::Issue;
@@ -23,6 +26,8 @@ use crate::workflow::template::PromptTemplate;
 use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
 use crate::workspace::{ensure_workspace, remove_workspace_on, Workspace};
 
+use super::fds;
+use super::mailbox::{Mailbox, News};
 use super::refresh::{Refreshed, Refresher};
 
 /// Everything one worker run needs; built by the main loop from the config current at dispatch.
@@ -49,8 +54,10 @@ pub struct WorkerContext {
     pub refresher: Arc<Refresher>,
     /// Cancelled by the main loop to stop this run.
     pub cancel: CancelToken,
-    /// Events to the main loop.
+    /// The few events the main loop must get (a refresh wanted, the exit); bounded.
     pub events: Sender<Event>,
+    /// Progress and agent events, coalesced for the main loop (see `runtime::mailbox`).
+    pub mailbox: Arc<Mailbox>,
     /// Where the workspace, the hooks and the agent run (the host the engine chose).
     pub host: Arc<dyn Host>,
     /// The host holds an older copy of the workspace (the issue ran on another host since):
@@ -81,6 +88,7 @@ pub fn continuation_prompt(issue: &Issue, turn: u32, max_turns: u32) -> String {
 pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>> {
     let name = format!("worker-{}", ctx.issue.identifier);
     thread::Builder::new().name(name).spawn(move || {
+        let _log = crate::runlog::RunLog::new(&ctx.issue.id, &ctx.issue.identifier).enter();
         let issue_id = ctx.issue.id.clone();
         let identifier = ctx.issue.identifier.clone();
         let run_id = ctx.run_id;
@@ -110,11 +118,7 @@ struct Run<'a> {
 
 impl Run<'_> {
     fn progress(&self, p: WorkerProgress) {
-        let _ = self.ctx.events.send(Event::WorkerProgress {
-            issue_id: self.ctx.issue.id.clone(),
-            run_id: self.ctx.run_id,
-            progress: p,
-        });
+        self.ctx.mailbox.post(News::Progress(p));
     }
 
     /// Stop the session (if any), enter Finishing, run `after_run` best-effort.
@@ -148,6 +152,9 @@ impl Run<'_> {
     /// (`host_unavailable`), or when the host no longer answers (a dropped connection mid-turn).
     /// `started`: whether the agent process had started.
     fn classify(&self, msg: String, started: bool) -> WorkerOutcome {
+        if !started && !self.ctx.cancel.is_cancelled() && fds::is_resource_exhausted(&msg) {
+            return resource_exhausted(msg);
+        }
         if self.ctx.cancel.is_cancelled() || self.host.name().is_none() {
             return self.failed_or_cancelled(msg);
         }
@@ -167,8 +174,17 @@ impl Run<'_> {
     }
 }
 
+/// A spawn ran out of descriptors or processes: a WARN, and a retry that is not a failed attempt.
+fn resource_exhausted(msg: String) -> WorkerOutcome {
+    warn!("event=spawn_resource_exhausted error={msg:?}; retrying without counting an attempt");
+    WorkerOutcome::ResourceExhausted(msg)
+}
+
 /// The attempt algorithm (baton §16). Returns how the run ended.
 pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
+    if let Err(msg) = fds::check_reserve() {
+        return resource_exhausted(msg);
+    }
     let mut run = Run {
         ctx,
         host: Arc::clone(&ctx.host),
@@ -287,20 +303,15 @@ impl Run<'_> {
                 "turn starting issue_id={id} issue_identifier={ident} turn={turn} max_turns={max_turns} session_id={}",
                 session.agent_session_id().as_deref().unwrap_or("-")
             );
-            let events = ctx.events.clone();
-            let run_id = ctx.run_id;
-            let mut on_event = |ev| {
-                let _ = events.send(Event::AgentUpdate {
-                    issue_id: id.clone(),
-                    run_id,
-                    event: ev,
-                });
-            };
+            let mut on_event = |ev| ctx.mailbox.post(News::Agent(ev));
             let prompt = argv_safe_prompt(&prompt, ident);
             if let Err(e) = session.run_turn(&prompt, &ctx.cancel, &mut on_event) {
-                // A first turn that could not reach the host never started the agent.
+                // A first turn that could not reach the host never started the agent; neither
+                // did one whose process could not be spawned.
                 let msg = format!("agent turn error: {e}");
-                let started = turn > 1 || !is_host_unavailable(&msg);
+                let spawn_failed = e.kind == AgentErrorKind::StartupFailed;
+                let started = (turn > 1 || !is_host_unavailable(&msg))
+                    && !(spawn_failed && fds::is_resource_exhausted(&msg));
                 return self.classify(msg, started);
             }
             if ctx.cancel.is_cancelled() {
@@ -321,36 +332,38 @@ impl Run<'_> {
         }
     }
 
-    /// Re-read the issue after `turn` (from the next fetch batch, see `runtime::refresh`);
-    /// `Ok(false)` when the run should end normally.
+    /// Re-read the issue after `turn`, from the next fetch batch (see `runtime::refresh`: a
+    /// cancel ends the wait at once); `Ok(false)` when the run should end normally. An issue
+    /// missing from the answer keeps its previous snapshot (baton §16: `issue = refreshed[0] or
+    /// issue`); the next poll's reconciliation stops a run whose issue left the project.
     fn refresh(&mut self, turn: u32) -> Result<bool, String> {
         let ctx = self.ctx;
         let id = &ctx.issue.id;
-        let ident = &ctx.issue.identifier;
         let result = match ctx.refresher.refresh(id, &ctx.cancel, &ctx.tracker_held) {
             Refreshed::Done(result) => result,
             Refreshed::Cancelled => return Err("cancelled during the issue state refresh".into()),
             Refreshed::Held => {
                 info!(
-                    "event=between_turn_refresh_deferred issue_id={id} issue_identifier={ident} turn={turn}; tracker requests are held (rate limit or credential back-off): ending the run, its continuation waits for the tracker"
+                    "event=between_turn_refresh_deferred turn={turn}; tracker requests are held (rate limit or credential back-off) or the refresh did not come: ending the run, its continuation waits for the tracker"
                 );
                 return Ok(false);
             }
         };
         let refreshed = result.map_err(|e| format!("issue state refresh error: {e}"))?;
-        let Some(fresh) = refreshed.into_iter().find(|i| &i.id == id) else {
-            info!(
-                "issue no longer on the project; ending run issue_id={id} issue_identifier={ident}"
-            );
-            return Ok(false);
-        };
-        self.issue = fresh.clone();
-        self.progress(WorkerProgress::IssueRefreshed(fresh));
+        match refreshed.into_iter().find(|i| &i.id == id) {
+            Some(fresh) => {
+                self.issue = fresh.clone();
+                self.progress(WorkerProgress::IssueRefreshed(fresh));
+            }
+            None => {
+                info!("issue missing from the between-turn refresh; keeping its previous snapshot")
+            }
+        }
         if !rules::is_active(&ctx.policy, &self.issue)
             || !rules::is_routable(&ctx.policy, &self.issue)
         {
             info!(
-                "issue no longer active/routable; ending run issue_id={id} issue_identifier={ident} state={:?}",
+                "issue no longer active/routable; ending run state={:?}",
                 self.issue.state
             );
             return Ok(false);

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde_yaml::{Mapping, Value};
 
+use crate::front_matter::{self, FrontMatter};
+
 use super::config::{parse_config, ConfigEnv, ParsedConfig};
 use super::template::PromptTemplate;
 
@@ -35,7 +37,7 @@ pub struct Workflow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkflowError {
     /// `missing_workflow_file`, `workflow_parse_error`, `workflow_front_matter_not_a_map`,
-    /// `workflow_too_large`, `invalid_config`, `template_parse_error`, `template_render_error`, …
+    /// `workflow_too_large`, `workflow_front_matter_too_complex`, `invalid_config`, `template_parse_error`, `template_render_error`, …
     pub class: &'static str,
     /// The file concerned.
     pub path: PathBuf,
@@ -119,82 +121,79 @@ pub fn split_workflow(path: &Path, text: &str) -> Result<SplitWorkflow, Workflow
         path: path.to_path_buf(),
         message,
     };
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let is_fence = |l: &str| l.trim_end_matches(['\n', '\r']).trim_end() == "---";
-    if lines.first().is_none_or(|l| !is_fence(l)) {
-        let (body, first) = trim_body(&lines, 0);
-        return Ok(SplitWorkflow {
-            front_matter: Mapping::new(),
-            body,
-            body_first_line: first,
-        });
-    }
-    let Some(close) = lines
-        .iter()
-        .skip(1)
-        .position(|l| is_fence(l))
-        .map(|i| i + 1)
-    else {
+    let Ok(split) = front_matter::split(text) else {
         return Err(err(
             "workflow_parse_error",
             "line 1: front matter opened with `---` is never closed by a second `---` line".into(),
         ));
     };
-    let yaml: String = lines[1..close].concat();
-    let front_matter = if yaml.trim().is_empty() {
-        Mapping::new()
-    } else {
-        let value: Value = serde_yaml::from_str(&yaml).map_err(|e| {
-            let msg = strip_location(&e.to_string());
-            match e.location() {
-                // The YAML starts on file line 2.
-                Some(loc) => err(
-                    "workflow_parse_error",
-                    format!(
-                        "line {} column {}: invalid YAML front matter: {msg}",
-                        loc.line() + 1,
-                        loc.column()
-                    ),
+    let Some(FrontMatter {
+        yaml,
+        body,
+        body_line,
+    }) = split
+    else {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        return Ok(trimmed(Mapping::new(), text, 1));
+    };
+    if yaml.trim().is_empty() {
+        return Ok(trimmed(Mapping::new(), body, body_line));
+    }
+    front_matter::check_yaml(yaml).map_err(|why| {
+        err(
+            "workflow_front_matter_too_complex",
+            format!("line 2: the front matter is not parsed: {why}"),
+        )
+    })?;
+    let value: Value = serde_yaml::from_str(yaml).map_err(|e| {
+        let msg = strip_location(&e.to_string());
+        match e.location() {
+            // The YAML starts on file line 2.
+            Some(loc) => err(
+                "workflow_parse_error",
+                format!(
+                    "line {} column {}: invalid YAML front matter: {msg}",
+                    loc.line() + 1,
+                    loc.column()
                 ),
-                None => err(
-                    "workflow_parse_error",
-                    format!("invalid YAML front matter: {msg}"),
-                ),
-            }
-        })?;
-        match value {
-            Value::Mapping(m) => m,
-            Value::Null => Mapping::new(),
-            other => {
-                let kind = match other {
-                    Value::Sequence(_) => "a list",
-                    Value::String(_) => "a string",
-                    Value::Number(_) => "a number",
-                    Value::Bool(_) => "a boolean",
-                    _ => "not a map",
-                };
-                return Err(err(
-                    "workflow_front_matter_not_a_map",
-                    format!("line 2: the front matter must be a YAML map of settings, got {kind}"),
-                ));
-            }
+            ),
+            None => err(
+                "workflow_parse_error",
+                format!("invalid YAML front matter: {msg}"),
+            ),
+        }
+    })?;
+    let front_matter = match value {
+        Value::Mapping(m) => m,
+        Value::Null => Mapping::new(),
+        other => {
+            let kind = match other {
+                Value::Sequence(_) => "a list",
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Bool(_) => "a boolean",
+                _ => "not a map",
+            };
+            return Err(err(
+                "workflow_front_matter_not_a_map",
+                format!("line 2: the front matter must be a YAML map of settings, got {kind}"),
+            ));
         }
     };
-    let (body, first) = trim_body(&lines, close + 1);
-    Ok(SplitWorkflow {
-        front_matter,
-        body,
-        body_first_line: first,
-    })
+    Ok(trimmed(front_matter, body, body_line))
 }
 
-/// Trim the body starting at line index `start`; return it and its first non-blank 1-based line.
-fn trim_body(lines: &[&str], start: usize) -> (String, usize) {
-    let rest = &lines[start.min(lines.len())..];
-    let skip = rest.iter().take_while(|l| l.trim().is_empty()).count();
-    let body: String = rest[skip..].concat();
-    (body.trim().to_string(), start + skip + 1)
+/// The split with its body trimmed; `body_first_line` is the body's first non-blank line.
+fn trimmed(front_matter: Mapping, body: &str, body_line: usize) -> SplitWorkflow {
+    let skip = body
+        .split_inclusive('\n')
+        .take_while(|l| l.trim().is_empty())
+        .count();
+    SplitWorkflow {
+        front_matter,
+        body: body.trim().to_string(),
+        body_first_line: body_line + skip,
+    }
 }
 
 /// serde_yaml appends " at line L column C" to messages; we print our own file-relative position.

@@ -582,6 +582,7 @@ pub fn sample_issue() -> Issue {
         closed: false,
         created_at: Some("2025-01-02T03:04:05Z".to_string()),
         updated_at: Some("2025-01-03T03:04:05Z".to_string()),
+        truncated: Vec::new(),
     }
 }
 

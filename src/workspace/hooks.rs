@@ -154,8 +154,9 @@ pub(crate) fn run_configured_hook(
     match run_hook(host, script, cwd, env, timeout_ms) {
         Ok(o) => {
             log::debug!(
-                "hook finished hook={} issue_identifier={} elapsed_ms={} stdout={:?}",
+                "hook finished hook={} issue_id={} issue_identifier={} elapsed_ms={} stdout={:?}",
                 kind.as_str(),
+                env.issue_id,
                 env.issue_identifier,
                 o.elapsed.as_millis(),
                 truncate_for_log(&o.stdout)

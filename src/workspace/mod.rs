@@ -69,7 +69,7 @@ pub(crate) fn remove_workspace_on(
     hooks: &HooksConfig,
     env: &HookEnv,
 ) -> Result<bool, WorkspaceError> {
-    host.remove_workspace(root, path, &mut |target| {
+    let removed = host.remove_workspace(root, path, &mut |target| {
         let mut env = env.clone();
         env.workspace = target.to_path_buf();
         let _ = run_configured_hook(
@@ -80,5 +80,14 @@ pub(crate) fn remove_workspace_on(
             &env,
             hooks.timeout_ms,
         );
-    })
+    });
+    // The agent CLI's per-issue state (sandboxed runs) goes with the workspace.
+    let state = crate::host::sandbox::cli_state_dir(path);
+    if let Err(e) = host.remove_workspace(root, &state, &mut |_| {}) {
+        log::warn!(
+            "agent state removal failed path={} error={e}",
+            state.display()
+        );
+    }
+    removed
 }

@@ -121,6 +121,19 @@ impl Drop for Demo {
     }
 }
 
+/// Issue 21: with the port taken the demo failed and left its directory behind; now it exits 1
+/// and removes it.
+#[test]
+fn demo_on_a_taken_port_exits_1_and_leaves_no_directory() {
+    let scratch = scratch("demo-port-taken");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut demo = Demo::start(&scratch, taken.local_addr().unwrap().port());
+    let code = demo.wait(Instant::now() + DEADLINE);
+    assert_eq!(code, 1, "{:?}", demo.stdout);
+    let left: Vec<_> = std::fs::read_dir(scratch.join("tmp")).unwrap().collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 /// `GET path` on the loopback port; the body, or `None` while the server is not up.
 fn http_get(port: u16, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;

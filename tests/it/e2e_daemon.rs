@@ -687,3 +687,117 @@ fn real_claude_cost_budget_parks_after_the_crossing_turn() {
     let st = daemon.terminate(Duration::from_secs(30));
     assert_eq!(st.code(), Some(0));
 }
+
+#[test]
+fn every_line_of_a_run_names_the_issue_id_and_identifier() {
+    // Issue 24, item 4 (spec §13.1): a run with two turns and a failing hook.
+    let (dir, _github, agent_log, wf) = fake_agent_run(
+        "log-ctx",
+        "  max_turns: 2\n",
+        "Work on {{ issue.identifier }}",
+    );
+    let text = std::fs::read_to_string(&wf).unwrap();
+    std::fs::write(
+        &wf,
+        text.replace("hooks:\n", "hooks:\n  after_run: exit 7\n"),
+    )
+    .unwrap();
+    let daemon = start_daemon(&wf, &dir, &[("E2E_LOG", agent_log.display().to_string())]);
+    wait_for(
+        "two turns and the failed after_run hook",
+        Duration::from_secs(30),
+        || {
+            daemon
+                .log()
+                .contains("hook failed hook=after_run")
+                .then_some(())
+        },
+    );
+    let log = daemon.log();
+    let lines: Vec<&str> = log.lines().filter(|l| l.contains(IDENT)).collect();
+    for needle in [
+        "claude turn started",
+        "claude turn completed",
+        "turn=2",
+        "hook failed",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(needle)),
+            "no `{needle}` line:\n{log}"
+        );
+    }
+    for l in &lines {
+        assert!(
+            l.contains(" issue_id=") && l.contains(" issue_identifier="),
+            "an issue line without both fields: {l}"
+        );
+    }
+    assert_eq!(daemon.terminate(Duration::from_secs(30)).code(), Some(0));
+}
+
+#[test]
+fn a_low_descriptor_limit_caps_the_agents_and_keeps_the_api_and_state_working() {
+    // Issue 25, item 3: soft = hard = 180 descriptors and 60 issues that want agents.
+    use std::os::unix::process::CommandExt;
+    let dir = TempDir::new("nofile");
+    let mut b = BoardFixture::empty("acme", 7);
+    for n in 1..=60 {
+        b.push_issue(IssueFixture::new("acme/api", n, "task"), Some("Todo"));
+    }
+    let github = FakeGithub::start(b);
+    let agent = fake_agent(&dir);
+    let agent_keys = agent_yaml("claude_code", &agent, "  max_concurrent_agents: 60\n", "");
+    let wf = write_workflow(&dir, &github, &agent_keys, "Work on {{ issue.identifier }}");
+    let agent_log = dir.join("agent.log");
+    let envs = [
+        ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+        ("E2E_LOG", agent_log.display().to_string()),
+        ("E2E_MODE", "hang".into()),
+    ];
+    let mut cmd = support::daemon_proc::baton_command(&wf, &dir, &envs);
+    // SAFETY: only setrlimit(2), async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let l = libc::rlimit {
+                rlim_cur: 180,
+                rlim_max: 180,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let daemon = DaemonProc::spawn(cmd);
+    let allowed: u64 = wait_for("the agent cap", Duration::from_secs(30), || {
+        let log = daemon.log();
+        let line = log
+            .lines()
+            .find(|l| l.contains("event=agents_capped_by_nofile"))?;
+        line.split("allowed=")
+            .nth(1)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    });
+    assert!((1..60).contains(&allowed), "{allowed}");
+    wait_for("the capped agents running", Duration::from_secs(30), || {
+        (logged_runs(&agent_log).len() as u64 >= allowed).then_some(())
+    });
+    let state = daemon.state();
+    assert_eq!(
+        state["counts"]["running"].as_u64(),
+        Some(allowed),
+        "{state}"
+    );
+    assert_eq!(daemon.get("/livez").0, 200);
+    let log = daemon.log();
+    assert!(!log.contains("Too many open files"), "{log}");
+    assert!(!log.contains("attempt=1"), "no failed attempt:\n{log}");
+    wait_for("state.json written", Duration::from_secs(10), || {
+        let text = std::fs::read_to_string(dir.join("ws/.baton/state.json")).ok()?;
+        text.contains("acme__api-").then_some(())
+    });
+    assert_eq!(daemon.terminate(Duration::from_secs(40)).code(), Some(0));
+}

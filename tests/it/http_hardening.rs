@@ -243,7 +243,7 @@ fn well_framed_pipelined_requests_are_still_served_on_one_connection() {
 
 fn short_timeouts() -> ConnectionLimits {
     ConnectionLimits {
-        header_timeout: Duration::from_millis(500),
+        request_timeout: Duration::from_millis(500),
         ..ConnectionLimits::default()
     }
 }
@@ -379,7 +379,7 @@ fn idle_connections_do_not_cost_threads_and_the_server_keeps_answering() {
     let _serial = serial();
     let baseline = threads_in_process();
     let limits = ConnectionLimits {
-        header_timeout: Duration::from_secs(30), // they stay idle for the whole test
+        request_timeout: Duration::from_secs(30), // they stay idle for the whole test
         ..ConnectionLimits::default()
     };
     let cap = limits.max_handlers;
@@ -424,4 +424,195 @@ fn bench_ten_thousand_idle_connections() {
     );
     assert!(answered);
     assert!(peak <= 100, "{peak} threads");
+}
+
+// ------------------------------------------------ Baton's server under trickling bodies
+
+mod trickling {
+    //! Issue 21, item 6: clients trickling POST bodies must not starve any endpoint. Baton's
+    //! own server (`baton::http::spawn`) with a fake main loop and ready health facts.
+
+    use std::io::Write;
+    use std::net::{SocketAddr, TcpStream};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::thread::{self, JoinHandle};
+    use std::time::{Duration, Instant, SystemTime};
+
+    use baton::http::{spawn, HttpHandle, HttpOptions};
+    use baton::ops::shared::OpsShared;
+    use baton::workflow::config::Secret;
+
+    use crate::support::http::{parse_response, FakeLoop, LoopMode, Resp, WEBHOOK_SECRET};
+
+    /// A Baton server whose `/readyz` is ready, answered by a fake main loop.
+    pub(super) fn baton_server() -> (HttpHandle, FakeLoop) {
+        let ops = Arc::new(OpsShared::new());
+        ops.update_health(|f| {
+            f.recovery_done = true;
+            f.polling_interval = Duration::from_secs(30);
+        });
+        ops.record_poll(
+            Duration::ZERO,
+            None,
+            None,
+            SystemTime::now(),
+            Instant::now(),
+        );
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let fake = FakeLoop::start(rx, LoopMode::Answer);
+        let opts = HttpOptions {
+            ops,
+            webhook_secret: Some(Secret::new(WEBHOOK_SECRET)),
+            ..HttpOptions::new("127.0.0.1", 0)
+        };
+        (spawn(opts, tx).expect("bind"), fake)
+    }
+
+    /// `n` connections that each send a webhook head declaring a 100,000-byte body, then one
+    /// body byte per connection every `every`; a connection the server closes is opened again
+    /// when `reconnect` (a sustained attack), else dropped.
+    pub(super) struct Trickle {
+        stop: Arc<AtomicBool>,
+        thread: Option<JoinHandle<()>>,
+    }
+
+    const HEAD: &[u8] = b"POST /api/v1/webhooks/github HTTP/1.1\r\nHost: x\r\n\
+        X-GitHub-Event: projects_v2_item\r\nContent-Length: 100000\r\n\r\n";
+
+    fn open(addr: SocketAddr) -> Option<TcpStream> {
+        let mut s = TcpStream::connect(addr).ok()?;
+        s.set_write_timeout(Some(Duration::from_secs(1))).ok()?;
+        s.write_all(HEAD).ok()?;
+        Some(s)
+    }
+
+    impl Trickle {
+        pub(super) fn start(addr: SocketAddr, n: usize, every: Duration, reconnect: bool) -> Self {
+            let stop = Arc::new(AtomicBool::new(false));
+            let mut conns: Vec<TcpStream> = (0..n).filter_map(|_| open(addr)).collect();
+            assert_eq!(conns.len(), n, "could not open the trickling connections");
+            let halt = Arc::clone(&stop);
+            let thread = thread::spawn(move || {
+                while !halt.load(Ordering::SeqCst) {
+                    conns.retain_mut(|s| s.write_all(b"{").is_ok());
+                    while reconnect && conns.len() < n {
+                        match open(addr) {
+                            Some(s) => conns.push(s),
+                            None => break,
+                        }
+                    }
+                    thread::sleep(every);
+                }
+            });
+            Trickle {
+                stop,
+                thread: Some(thread),
+            }
+        }
+    }
+
+    impl Drop for Trickle {
+        fn drop(&mut self) {
+            self.stop.store(true, Ordering::SeqCst);
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    /// One GET on a fresh connection; `None` when no whole response came within `wait`.
+    pub(super) fn get_within(addr: SocketAddr, path: &str, wait: Duration) -> Option<Resp> {
+        use std::io::Read;
+        let mut s = TcpStream::connect(addr).ok()?;
+        s.set_read_timeout(Some(wait)).ok()?;
+        let head = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        s.write_all(head.as_bytes()).ok()?;
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out)
+            .contains("\r\n\r\n")
+            .then(|| parse_response(&out))
+    }
+
+    const ENDPOINTS: &[&str] = &["/api/v1/state", "/", "/livez", "/readyz", "/metrics"];
+
+    fn every_endpoint_answers_while(n: usize) {
+        let (h, _fake) = baton_server();
+        let addr = h.local_addr();
+        let _attack = Trickle::start(addr, n, Duration::from_millis(100), false);
+        thread::sleep(Duration::from_millis(300)); // the heads are in, bodies trickling
+        for round in 0..3 {
+            for path in ENDPOINTS {
+                let r = get_within(addr, path, Duration::from_secs(5))
+                    .unwrap_or_else(|| panic!("{path} did not answer ({n} trickling clients)"));
+                assert_eq!(r.status, 200, "{path} round {round}: {}", r.body);
+            }
+        }
+    }
+
+    #[test]
+    fn four_trickling_bodies_starve_no_endpoint() {
+        every_endpoint_answers_while(4);
+    }
+
+    #[test]
+    fn forty_trickling_bodies_starve_no_endpoint() {
+        every_endpoint_answers_while(40);
+    }
+
+    /// The figures for issue 21 item 6 (`scripts/bench/http_slow_bodies.sh`): latency of
+    /// `/livez` and `/api/v1/state` while `BATON_SLOW_CLIENTS` (default 4) clients trickle
+    /// webhook bodies, one byte per connection every 100 ms, reconnecting when closed.
+    #[test]
+    #[ignore = "benchmark: scripts/bench/http_slow_bodies.sh"]
+    fn bench_trickling_bodies() {
+        let n = std::env::var("BATON_SLOW_CLIENTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(4);
+        let secs = std::env::var("BATON_SLOW_SECS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(15);
+        let (h, _fake) = baton_server();
+        let addr = h.local_addr();
+        let _attack = Trickle::start(addr, n, Duration::from_millis(100), true);
+        thread::sleep(Duration::from_millis(500));
+        let until = Instant::now() + Duration::from_secs(secs);
+        let mut samples: Vec<(&str, Option<u16>, Duration)> = Vec::new();
+        while Instant::now() < until {
+            for path in ["/livez", "/api/v1/state"] {
+                let t = Instant::now();
+                let r = get_within(addr, path, Duration::from_secs(5));
+                samples.push((path, r.map(|r| r.status), t.elapsed()));
+            }
+        }
+        for path in ["/livez", "/api/v1/state"] {
+            let mine: Vec<_> = samples.iter().filter(|s| s.0 == path).collect();
+            let mut ok: Vec<Duration> = mine
+                .iter()
+                .filter(|s| s.1 == Some(200))
+                .map(|s| s.2)
+                .collect();
+            ok.sort();
+            let pct = |p: usize| ok.get(ok.len().saturating_sub(1) * p / 100).copied();
+            let ms = |d: Option<Duration>| {
+                d.map_or("-".into(), |d| format!("{:.1}", d.as_secs_f64() * 1e3))
+            };
+            println!(
+                "http_slow_bodies: clients={n} path={path} requests={} ok={} non_200={} \
+                 no_answer_5s={} p50_ms={} p99_ms={} max_ms={}",
+                mine.len(),
+                ok.len(),
+                mine.iter()
+                    .filter(|s| s.1.is_some_and(|c| c != 200))
+                    .count(),
+                mine.iter().filter(|s| s.1.is_none()).count(),
+                ms(pct(50)),
+                ms(pct(99)),
+                ms(ok.last().copied()),
+            );
+        }
+    }
 }

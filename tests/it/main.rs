@@ -41,6 +41,7 @@ mod reliability_reload;
 mod reliability_reopen;
 mod reliability_startup;
 mod reliability_template;
+mod sandbox;
 mod ssh_daemon;
 mod ssh_host;
 mod ssh_scheduling;

@@ -3,11 +3,31 @@
 
 use std::time::{Duration, Instant};
 
+use std::os::unix::net::UnixDatagram;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use baton::agent::AgentRunner;
+use baton::http::routes::{handle, App, ControlClient, Incoming, Route};
+use baton::model::Issue;
 use baton::ops::health::{
     is_transient_class, livez, probe_livez, ready_window, readyz, NotLive, NotReady, ReadyInputs,
     LIVEZ_DEADLINE, READY_JSON,
 };
+use baton::ops::sdnotify::Notifier;
+use baton::ops::shared::OpsShared;
+use baton::runtime::clock::ManualClock;
+use baton::runtime::daemon::{
+    run_with, DaemonOps, RunnerFactory, TrackerFactory, TRACKER_JOB_BOUND_MS,
+};
+use baton::tracker::{Tracker, TrackerBudget, TrackerError};
+use baton::workflow::config::ServiceConfig;
 use crossbeam_channel::{unbounded, Sender};
+
+use crate::support::stand_ins::{
+    daemon_options_with, minimal_workflow, spawn_daemon, NoRunner, TestEnv,
+};
+use crate::support::tempdir::TempDir;
 
 const SEC: Duration = Duration::from_secs(1);
 
@@ -19,6 +39,7 @@ fn ready_at(t0: Instant) -> ReadyInputs<'static> {
         polling_interval: 30 * SEC,
         last_success: Some(t0),
         last_failure_class: None,
+        reload_error: None,
     }
 }
 
@@ -107,6 +128,24 @@ fn a_rejected_token_flips_at_once_and_a_success_flips_back() {
     inputs.last_failure_class = None;
     inputs.last_success = Some(t0 + 31 * SEC);
     assert_eq!(readyz(&inputs, t0 + 31 * SEC), Ok(()));
+}
+
+#[test]
+fn a_rejected_reload_is_not_ready_until_a_reload_succeeds() {
+    let t0 = Instant::now();
+    let mut inputs = ready_at(t0);
+    let why = "/srv/WORKFLOW.md: missing_tracker_token: tracker.token is missing";
+    inputs.reload_error = Some(why);
+    let err = readyz(&inputs, t0).unwrap_err();
+    assert_eq!(err.code(), "reload_failed");
+    let body: serde_json::Value = serde_json::from_str(&err.to_json()).unwrap();
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("previous config is in force") && message.contains(why),
+        "{message}"
+    );
+    inputs.reload_error = None;
+    assert_eq!(readyz(&inputs, t0), Ok(()));
 }
 
 #[test]
@@ -224,4 +263,134 @@ fn probe_sees_a_live_loop_then_a_wedged_one_then_a_gone_one() {
         .err(),
         Some(NotLive::Gone)
     );
+}
+
+/// A tracker whose board read reports that it started, then blocks until released (a FIFO in a
+/// Backlog.md board, a connection that never answers).
+struct BlockingBoard {
+    entered: Sender<()>,
+    release: crossbeam_channel::Receiver<()>,
+}
+
+impl Tracker for BlockingBoard {
+    fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
+        let _ = self.entered.send(());
+        let _ = self.release.recv();
+        Ok(Vec::new())
+    }
+    fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        Ok(Vec::new())
+    }
+    fn fetch_issue_states_by_ids(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        Ok(Vec::new())
+    }
+    fn validate(&self) -> Result<(), TrackerError> {
+        Ok(())
+    }
+    fn reset_cache(&self) {}
+    fn rate_limit(&self) -> Option<TrackerBudget> {
+        None
+    }
+}
+
+/// Wait (bounded, real time: the watchdog is wall-clock by design) until `f` holds.
+fn until(what: &str, f: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < 10 * SEC, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_tracker_thread_stuck_on_one_job_fails_liveness_and_stops_the_watchdog() {
+    // Issue 21, item 4: a read that never returns must get Baton restarted.
+    let dir = TempDir::new("stuck-tracker");
+    let wf = dir.join("WORKFLOW.md");
+    std::fs::write(&wf, minimal_workflow(&dir)).unwrap();
+    let sock = UnixDatagram::bind(dir.join("notify.sock")).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let pings = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let sink = Arc::clone(&pings);
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 256];
+        while Arc::strong_count(&sink) > 1 {
+            if let Ok(n) = sock.recv(&mut buf) {
+                if &buf[..n] == b"WATCHDOG=1" {
+                    sink.lock().unwrap().push(Instant::now());
+                }
+            }
+        }
+    });
+    let pings_since = |t: Instant| pings.lock().unwrap().iter().filter(|p| **p > t).count();
+    // WATCHDOG_USEC = 100 ms: a ping every 50 ms.
+    let notifier = Notifier::from_vars(
+        Some(dir.join("notify.sock").as_os_str()),
+        Some(std::ffi::OsStr::new("100000")),
+        None,
+        std::process::id(),
+    );
+    let (entered_tx, entered) = unbounded();
+    let (release, release_rx) = unbounded::<()>();
+    let board = Arc::new(BlockingBoard {
+        entered: entered_tx,
+        release: release_rx,
+    });
+    let factories: (TrackerFactory, RunnerFactory) = (
+        Box::new(move |_: &ServiceConfig| Ok(Arc::clone(&board) as Arc<dyn Tracker>)),
+        Box::new(|_: &ServiceConfig| Arc::new(NoRunner) as Arc<dyn AgentRunner>),
+    );
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let (opts, inputs) =
+        daemon_options_with(&wf, Arc::new(TestEnv::none()), factories, clock.clone());
+    let shared = Arc::new(OpsShared::new());
+    let ops = DaemonOps {
+        shared: Arc::clone(&shared),
+        notifier: Arc::new(notifier),
+    };
+    let exited = spawn_daemon(move || run_with(opts, ops, None));
+    let app = App {
+        control: ControlClient::new(inputs.control.clone(), 2 * SEC),
+        webhook_secret: None,
+        ops: Arc::clone(&shared),
+        deliveries: Default::default(),
+    };
+    let livez = || handle(&Route::Livez, &app, &Incoming::default(), SystemTime::now());
+    entered
+        .recv_timeout(10 * SEC)
+        .expect("the first board read");
+    until("pings while the read is young", || {
+        pings_since(Instant::now() - SEC) >= 2
+    });
+    assert_eq!(livez().status, 200);
+
+    clock.advance(TRACKER_JOB_BOUND_MS);
+    until("the stuck thread noticed", || {
+        shared.health().stuck_thread.is_some()
+    });
+    assert_eq!(shared.health().stuck_thread, Some("tracker-poll"));
+    let reply = livez();
+    assert_eq!(reply.status, 503, "{}", reply.body);
+    let body: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(body["reason"], "tracker_stuck");
+    assert_eq!(body["thread"], "tracker-poll");
+    let quiet_from = Instant::now();
+    std::thread::sleep(Duration::from_millis(400)); // eight ping intervals
+    assert_eq!(
+        pings_since(quiet_from),
+        0,
+        "no WATCHDOG=1 while a tracker thread is stuck"
+    );
+
+    // The read returns: liveness and the pings come back.
+    drop(release);
+    until("the thread recovered", || {
+        shared.health().stuck_thread.is_none()
+    });
+    let back = Instant::now();
+    until("pings again", || pings_since(back) >= 2);
+    assert_eq!(livez().status, 200);
+    inputs.shutdown.send(()).unwrap();
+    assert_eq!(exited.recv_timeout(10 * SEC).unwrap(), Ok(()));
 }

@@ -13,6 +13,7 @@ use baton::cli::{parse, Command as Cli};
 
 const UNIT: &str = include_str!("../../contrib/systemd/baton.service");
 const SCORE: &str = include_str!("../../contrib/systemd/SECURITY-SCORE.txt");
+const SANDBOX_DROP_IN: &str = include_str!("../../contrib/systemd/baton.service.d/sandbox.conf");
 
 /// `(key, value)` of every setting, in order, with whether a comment line precedes it.
 fn settings() -> Vec<(String, String, bool)> {
@@ -62,6 +63,8 @@ fn unit_sets_what_the_issue_lists_and_comments_each_hardening_line() {
         ("SystemCallArchitectures", "native"),
         ("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6"),
         ("UMask", "0077"),
+        ("LimitNOFILE", "65536"),
+        ("TasksMax", "32768"),
     ];
     for (key, want) in required {
         assert_eq!(value(key), want, "{key}");
@@ -91,6 +94,8 @@ fn unit_sets_what_the_issue_lists_and_comments_each_hardening_line() {
             "TimeoutStopSec",
             "Restart",
             "EnvironmentFile",
+            "LimitNOFILE",
+            "TasksMax",
         ]
         .contains(&k.as_str())
     });
@@ -226,5 +231,68 @@ fn recorded_exposure_score_is_current() {
         overall(&stdout),
         Some(recorded),
         "regenerate contrib/systemd/SECURITY-SCORE.txt (see contrib/systemd/README.md)"
+    );
+}
+
+/// `(key, value)` of the sandbox drop-in's settings.
+fn drop_in_settings() -> Vec<(&'static str, &'static str)> {
+    SANDBOX_DROP_IN
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .collect()
+}
+
+#[test]
+fn sandbox_drop_in_allows_exactly_the_namespaces_bwrap_needs() {
+    assert_eq!(
+        drop_in_settings(),
+        [
+            ("RestrictNamespaces", "user mnt pid ipc uts cgroup net"),
+            ("ProtectKernelTunables", "no"),
+            ("ProtectKernelLogs", "no"),
+            (
+                "RestrictAddressFamilies",
+                "AF_UNIX AF_INET AF_INET6 AF_NETLINK"
+            ),
+        ]
+    );
+    // Each one overrides a line of the unit, which it loosens and nothing more.
+    for (key, _) in drop_in_settings() {
+        assert!(!value(key).is_empty(), "{key} is not set by baton.service");
+    }
+    assert_eq!(value("RestrictNamespaces"), "yes");
+    assert!(SANDBOX_DROP_IN.contains("[Service]"));
+}
+
+#[test]
+#[ignore = "needs systemd-analyze (BATON_SYSTEMD_ANALYZE, .ci/setup-systemd.sh)"]
+fn unit_with_the_sandbox_drop_in_passes_systemd_analyze_verify() {
+    let Some(tool) = analyze_or_skip("unit_with_the_sandbox_drop_in_passes_systemd_analyze_verify")
+    else {
+        return;
+    };
+    let (dir, unit) = unit_copy("verify-sandbox");
+    let drop_in = dir.join("baton.service.d/sandbox.conf");
+    std::fs::create_dir_all(drop_in.parent().unwrap()).unwrap();
+    // First prove that verify reads the drop-in: a bad line in it is reported.
+    std::fs::write(&drop_in, format!("{SANDBOX_DROP_IN}NotAKey=1\n")).unwrap();
+    let (_, stdout, stderr) = run(&tool, &["verify"], &unit);
+    assert!(
+        stderr.contains("sandbox.conf") && stderr.contains("NotAKey"),
+        "the drop-in was not read:\n{stdout}\n{stderr}"
+    );
+    std::fs::write(&drop_in, SANDBOX_DROP_IN).unwrap();
+    let (ok, stdout, stderr) = run(&tool, &["verify"], &unit);
+    assert!(ok, "verify failed:\n{stdout}\n{stderr}");
+    let complaints: Vec<&str> = stderr
+        .lines()
+        .chain(stdout.lines())
+        .filter(|l| l.contains("baton.service"))
+        .collect();
+    assert!(
+        complaints.is_empty(),
+        "verify complained:\n{}",
+        complaints.join("\n")
     );
 }

@@ -808,6 +808,31 @@ fn max_attempts_parks_the_issue_until_its_state_or_labels_change() {
 }
 
 #[test]
+fn a_spawn_out_of_descriptors_is_retried_without_counting_an_attempt() {
+    // Issue 25, item 3: EMFILE/EAGAIN at spawn, or the descriptor reserve reached.
+    let mut h = H::new(Policy {
+        max_attempts: Some(1),
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    for _ in 0..5 {
+        h.exit(
+            1,
+            WorkerOutcome::ResourceExhausted(
+                "could not start: Too many open files (os error 24)".into(),
+            ),
+        );
+        let r = &h.s.retry_attempts["I_1"];
+        assert_eq!(r.attempt, 0, "no attempt counted");
+        assert!(r.error.as_deref().unwrap().contains("os error 24"));
+        let out = h.fire_retry(1, Ok(Some(issue(1, "Todo"))));
+        assert_eq!(dispatched(&out), ["I_1"], "never parked");
+        assert_eq!(h.s.running["I_1"].attempt, None, "still a first run");
+    }
+    assert!(h.s.blocked.is_empty());
+}
+
+#[test]
 fn an_issue_that_stays_active_after_n_normal_exits_is_parked() {
     let mut h = H::new(Policy {
         max_runs_per_issue: 3,

@@ -26,8 +26,10 @@ use baton::agent::{
     Emit, SessionContext, TokenUsage, TurnResult,
 };
 use baton::model::Issue;
+use baton::ops::health::NotReady;
+use baton::ops::shared::OpsShared;
 use baton::runtime::clock::{Clock, ManualClock};
-use baton::runtime::daemon::{run, RELOAD_DEBOUNCE_MS};
+use baton::runtime::daemon::{run_with, DaemonOps, RELOAD_DEBOUNCE_MS};
 use baton::status::{ControlRequest, IssueDetail, StateSnapshot};
 use baton::timefmt::parse_rfc3339;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
@@ -250,6 +252,8 @@ const MAX_STEP_MS: u64 = 200;
 
 struct Running {
     clock: Arc<ManualClock>,
+    /// What `/readyz` and `/metrics` read.
+    ops: Arc<OpsShared>,
     control: Sender<ControlRequest>,
     reload: Sender<()>,
     shutdown: Sender<()>,
@@ -269,9 +273,12 @@ fn start(dir: &Path, tracker: FakeTracker, runner: FakeRunner, extra_agent: &str
         Box::new(move |_: &ServiceConfig| Arc::new(runner.clone()) as Arc<dyn AgentRunner>),
     );
     let (opts, inputs) = daemon_options_with(&wf_path, env, factories, clock.clone());
-    let exited = spawn_daemon(move || run(opts));
+    let daemon_ops = DaemonOps::default();
+    let ops = Arc::clone(&daemon_ops.shared);
+    let exited = spawn_daemon(move || run_with(opts, daemon_ops, None));
     Running {
         clock,
+        ops,
         control: inputs.control,
         reload: inputs.reload,
         shutdown: inputs.shutdown,
@@ -484,6 +491,63 @@ fn workflow_reload_applies_valid_edits_and_keeps_the_last_good_config() {
     .unwrap();
     d.reload.send(()).unwrap();
     d.wait_for("two running after reload", |s| s.counts.running == 2);
+    d.stop();
+}
+
+#[test]
+fn a_reload_that_cannot_build_its_tracker_keeps_the_previous_config_entirely() {
+    // Issue 24, item 2: an edit raising the cap that also makes the tracker unbuildable.
+    let dir = TempDir::new("reload-all");
+    let (tracker, _log, runner) = two_todo_issues_with_hanging_agents();
+    let d = start(
+        &dir,
+        tracker.clone(),
+        runner,
+        "  max_concurrent_agents: 1\n",
+    );
+    let first = d.wait_for("one running", |s| s.counts.running == 1);
+    let first = first.running[0].issue_id.clone();
+    let bad = workflow_text(&dir, "  max_concurrent_agents: 2\n")
+        .replace("token: test-token", "token: $BATON_TEST_UNSET_TOKEN");
+    fs::write(dir.join("WORKFLOW.md"), bad).unwrap();
+    d.reload.send(()).unwrap();
+    d.wait_until("/readyz to show the rejected reload", || {
+        matches!(
+            d.ops.readyz(Instant::now()),
+            Err(NotReady::ReloadFailed { .. })
+        )
+    });
+    let Err(NotReady::ReloadFailed { message }) = d.ops.readyz(Instant::now()) else {
+        unreachable!()
+    };
+    assert!(
+        message.contains("WORKFLOW.md") && message.contains("tracker.token"),
+        "names the file and the key: {message}"
+    );
+    d.run_for(1_000);
+    assert_eq!(
+        d.snapshot().counts.running,
+        1,
+        "the previous cap is in force"
+    );
+    // Dispatch goes on under the previous config: the first issue is done, the second starts.
+    tracker.set_state(&first, "Done");
+    d.wait_for("the second issue dispatched", |s| {
+        s.counts.running == 1 && s.running[0].issue_id != first
+    });
+    // A valid edit applies and clears the error.
+    fs::write(
+        dir.join("WORKFLOW.md"),
+        workflow_text(&dir, "  max_concurrent_agents: 2\n"),
+    )
+    .unwrap();
+    d.reload.send(()).unwrap();
+    d.wait_until("/readyz without the reload error", || {
+        !matches!(
+            d.ops.readyz(Instant::now()),
+            Err(NotReady::ReloadFailed { .. })
+        )
+    });
     d.stop();
 }
 

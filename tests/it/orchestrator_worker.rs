@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{unbounded, Receiver};
 
 use baton::agent::{
     AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
@@ -16,6 +16,7 @@ use baton::agent::{
 };
 use baton::model::Issue;
 use baton::orchestrator::{CallOutcome, Event, Policy, WorkerOutcome};
+use baton::runtime::mailbox::Mailbox;
 use baton::runtime::worker::{continuation_prompt, run_attempt, WorkerContext};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
 use baton::workflow::config::HooksConfig;
@@ -177,6 +178,7 @@ fn run_case(
         refresher,
         cancel: CancelToken::new(),
         events: tx,
+        mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace,
         tracker_held: Arc::new(AtomicBool::new(tracker_held)),
@@ -373,4 +375,144 @@ fn continuation_prompt_is_short_guidance_without_issue_text() {
     assert!(p.contains("acme__repo-1") && p.contains("turn 2 of at most 20"));
     assert!(p.contains("do not start over") || p.contains("do not"));
     assert!(!p.contains("IGNORE") && !p.contains("evil"));
+}
+
+#[test]
+fn an_empty_between_turn_refresh_keeps_the_previous_snapshot_and_the_run_goes_on() {
+    // Baton §16: `issue = refreshed[0] or issue`; the poll's reconciliation stops a run whose
+    // issue really left the project.
+    let (out, c) = run_case("empty", T(Ok(vec![])), Flags::default(), None);
+    assert_eq!(out, WorkerOutcome::Normal);
+    assert_eq!(c.log.lock().unwrap().turns, 3, "up to max_turns");
+    assert_eq!(c.tracker_calls(), vec![CallOutcome::Ok; 3]);
+}
+
+/// A tracker whose by-id refresh says it was asked (first channel), then never answers (until the
+/// test ends).
+struct Hanging(
+    crossbeam_channel::Sender<()>,
+    crossbeam_channel::Receiver<()>,
+);
+
+impl Tracker for Hanging {
+    fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
+        Ok(vec![])
+    }
+    fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        Ok(vec![])
+    }
+    fn fetch_issue_states_by_ids(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+        let _ = self.0.send(());
+        let _ = self.1.recv();
+        Ok(vec![])
+    }
+    fn validate(&self) -> Result<(), TrackerError> {
+        Ok(())
+    }
+    fn reset_cache(&self) {}
+    fn rate_limit(&self) -> Option<TrackerBudget> {
+        None
+    }
+}
+
+#[test]
+fn a_cancel_ends_a_hanging_between_turn_refresh_at_once() {
+    // Issue 24, item 3: the worker's own requests must not outlive the shutdown grace.
+    let dir = TempDir::new("w-hang");
+    let (_never, hang) = crossbeam_channel::bounded::<()>(0);
+    let (asked_tx, asked) = crossbeam_channel::bounded::<()>(1);
+    let (refresher, tx, _events) = serving_refresher(Arc::new(Hanging(asked_tx, hang)));
+    let log = Arc::new(Mutex::new(Log::default()));
+    let ctx = WorkerContext {
+        run_id: 1,
+        issue: issue(),
+        attempt: None,
+        workspace_path: workspace_path(&dir.join("ws"), "acme__repo-1"),
+        hooks: HooksConfig::default(),
+        max_turns: 3,
+        template: PromptTemplate::compile("Do it.", 5).unwrap(),
+        policy: Policy::default(),
+        runner: Arc::new(R {
+            log: log.clone(),
+            fail_start: false,
+            cancel_in_turn: false,
+        }),
+        refresher,
+        cancel: CancelToken::new(),
+        events: tx,
+        mailbox: Mailbox::new("I_1", 1, unbounded().0),
+        host: baton::host::LocalHost::shared(),
+        stale_workspace: false,
+        tracker_held: Arc::new(AtomicBool::new(false)),
+    };
+    let cancel = ctx.cancel.clone();
+    let (done_tx, done) = crossbeam_channel::bounded(1);
+    std::thread::spawn(move || {
+        let _ = done_tx.send(run_attempt(&ctx));
+    });
+    asked
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the refresh after turn 1");
+    assert_eq!(log.lock().unwrap().turns, 1);
+    cancel.cancel();
+    let out = done
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the worker ends at once on cancel");
+    assert_eq!(out, WorkerOutcome::Cancelled);
+    assert_eq!(log.lock().unwrap().stopped, 1);
+}
+
+/// A runner whose every turn fails to spawn the agent for lack of descriptors.
+struct NoDescriptors;
+
+struct NoDescriptorsSession;
+
+impl AgentRunner for NoDescriptors {
+    fn start_session(&self, _: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+        Ok(Box::new(NoDescriptorsSession))
+    }
+}
+
+impl AgentSession for NoDescriptorsSession {
+    fn run_turn(&mut self, _: &str, _: &CancelToken, _: &mut Emit) -> TurnResult {
+        let e = std::io::Error::from_raw_os_error(libc::EMFILE);
+        Err(AgentError::new(
+            AgentErrorKind::StartupFailed,
+            format!("could not start \"bash\": {e}"),
+        ))
+    }
+    fn agent_session_id(&self) -> Option<String> {
+        None
+    }
+    fn stop(&mut self) {}
+}
+
+#[test]
+fn a_spawn_without_descriptors_is_a_resource_retry_not_a_failure() {
+    // Issue 25, item 3: EMFILE at spawn is retried without counting an attempt.
+    let dir = TempDir::new("w-emfile");
+    let (refresher, tx, _events) = serving_refresher(Arc::new(T(Ok(vec![issue()]))));
+    let ctx = WorkerContext {
+        run_id: 1,
+        issue: issue(),
+        attempt: None,
+        workspace_path: workspace_path(&dir.join("ws"), "acme__repo-1"),
+        hooks: HooksConfig::default(),
+        max_turns: 3,
+        template: PromptTemplate::compile("Do it.", 5).unwrap(),
+        policy: Policy::default(),
+        runner: Arc::new(NoDescriptors),
+        refresher,
+        cancel: CancelToken::new(),
+        events: tx,
+        mailbox: Mailbox::new("I_1", 1, unbounded().0),
+        host: baton::host::LocalHost::shared(),
+        stale_workspace: false,
+        tracker_held: Arc::new(AtomicBool::new(false)),
+    };
+    let out = run_attempt(&ctx);
+    assert!(
+        matches!(&out, WorkerOutcome::ResourceExhausted(m) if m.contains("os error 24")),
+        "{out:?}"
+    );
 }

@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
+use crossbeam_channel::unbounded;
+
 use baton::agent::claude::ClaudeRunner;
 use baton::agent::CancelToken;
 use baton::model::Issue;
 use baton::orchestrator::{Policy, WorkerOutcome};
+use baton::runtime::mailbox::Mailbox;
 use baton::runtime::worker::{run_attempt, WorkerContext};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::HooksConfig;
@@ -73,6 +76,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         refresher,
         cancel: CancelToken::new(),
         events: tx,
+        mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
         tracker_held: Default::default(),

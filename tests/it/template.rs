@@ -35,6 +35,7 @@ fn issue() -> Issue {
         closed: false,
         created_at: Some("2025-01-01T00:00:00Z".into()),
         updated_at: None,
+        truncated: vec![],
     }
 }
 

@@ -6,7 +6,7 @@ use crate::support::tempdir::TempDir;
 use std::path::{Path, PathBuf};
 
 use baton::check::run_check_with_env;
-use support::fake_github::{FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
+use support::fake_github::{BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_TOKEN};
 use support::stand_ins::TestEnv;
 
 fn acme() -> FakeGithub {
@@ -49,6 +49,73 @@ fn assert_has(out: &str, needles: &[&str]) {
     }
 }
 
+/// An issue of `acme/app` with `labels`, blocked by `blockers` (`owner/repo#n`).
+fn labelled(number: u64, labels: Vec<String>, blockers: &[String]) -> IssueFixture {
+    let mut i = IssueFixture::new("acme/app", number, &format!("issue {number}"));
+    i.labels = labels;
+    i.blocked_by = blockers.to_vec();
+    i
+}
+
+/// Issue 24: `labels(first: 50)` and `blockedBy(first: 20)` were read without `pageInfo`, so an
+/// excluded 55th label, a required 55th label and an open 21st blocker were never seen. The fake
+/// now serves the first page with `pageInfo` as GitHub does; Baton fails closed and says why.
+#[test]
+fn labels_and_blockers_past_the_first_page_fail_closed() {
+    let filler = |n: usize| (0..n).map(|i| format!("l{i}")).collect::<Vec<_>>();
+    let mut board = BoardFixture::empty("acme", 7);
+    let mut excluded_55th = vec!["baton".to_string()];
+    excluded_55th.extend(filler(53));
+    excluded_55th.push("wontfix".into());
+    board.push_issue(labelled(1, excluded_55th, &[]), Some("Todo"));
+    let mut required_55th = filler(54);
+    required_55th.push("baton".into());
+    board.push_issue(labelled(2, required_55th, &[]), Some("Todo"));
+    let blockers: Vec<String> = (100..121).map(|n| format!("acme/lib#{n}")).collect();
+    for k in 0..21 {
+        let mut i = IssueFixture::new("acme/lib", 100 + k, "blocker");
+        i.state = if k < 20 { "CLOSED" } else { "OPEN" }.into();
+        board.extra_issues.push(i);
+    }
+    board.push_issue(labelled(3, vec!["baton".into()], &blockers), Some("Todo"));
+    board.push_issue(
+        labelled(4, vec!["baton".into()], &blockers[..20]),
+        Some("Todo"),
+    );
+    let fake = FakeGithub::start(board);
+    let (_, out) = run(&workflow(&fake, "truncated", |t| t).1);
+    assert_has(
+        &out,
+        &[
+            "dispatch order (1 of 4 active issues):",
+            "  1. acme__app-4  [Todo]",
+            "acme__app-1  [Todo]  issue_fields_truncated: labels not read in full",
+            "acme__app-2  [Todo]  missing required label baton; issue_fields_truncated: labels",
+            "acme__app-3  [Todo]  issue_fields_truncated: blocked_by not read in full",
+        ],
+    );
+}
+
+/// Issue 21: a plain `http://` endpoint off loopback sends the token in cleartext; `baton check`
+/// says so (a loopback one, like the fake's, does not).
+#[test]
+fn cleartext_endpoint_off_loopback_is_warned_about() {
+    let fake = acme();
+    let (_, out) = run(&workflow(&fake, "endpoint-ok", |t| t).1);
+    assert!(!out.contains("plain http://"), "{out}");
+    let (_, out) = run(&workflow(&fake, "cleartext", |t| {
+        t.replace(&fake.endpoint(), "http://0.0.0.0:9/graphql")
+    })
+    .1);
+    assert_has(
+        &out,
+        &[
+            "warn  tracker.endpoint http://0.0.0.0:9/graphql is plain http://",
+            "cleartext",
+        ],
+    );
+}
+
 #[test]
 fn healthy_board_prints_plan_in_dispatch_order_with_reasons() {
     let fake = acme();
@@ -63,6 +130,9 @@ fn healthy_board_prints_plan_in_dispatch_order_with_reasons() {
             "ok    active states: \"Todo\", \"In Progress\"",
             "rate limit: ",
             "skipped 1 draft, 1 pull request, 1 redacted",
+            // Issue 25, item 3: the descriptor limit and the agents it allows.
+            "file descriptors: soft limit ",
+            "agents with 128 kept free",
         ],
     );
     // Dispatch order: priority (P0=1, P1=2), then null priority by created_at.

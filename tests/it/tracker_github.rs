@@ -934,8 +934,8 @@ fn board_read_stops_at_tracker_max_items_with_a_typed_error() {
         &t.fetch_candidate_issues().unwrap_err(),
         "tracker.max_items = 1000",
     );
-    // 1000 items at 50 per page: the 21st page is the first one past the cap.
-    assert_eq!(item_pages(&fake), 21);
+    // 1000 items at 50 per page: 20 pages, and no request past them.
+    assert_eq!(item_pages(&fake), 20);
 }
 
 #[test]
@@ -944,6 +944,47 @@ fn endless_pagination_with_distinct_cursors_stops_at_200_pages() {
     let t = tracker_with(&fake, |c| c.page_size = 100);
     assert_too_large(&t.read_board(&[], &[]).unwrap_err(), "200 pages");
     assert_eq!(item_pages(&fake), 200);
+}
+
+/// Issue 21: `a_/b#1` and `a/_b#1` were both `a___b-1` and two agents ran in one workspace.
+/// An owner with `_` (no GitHub login has one) keeps GitHub's `owner/repo#n` form, and the
+/// workspace keys differ.
+#[test]
+fn hostile_repository_names_get_distinct_identifiers_and_workspaces() {
+    let mut board = BoardFixture::empty("acme", 7);
+    for repo in ["a_/b", "a/_b", "acme/app"] {
+        board.push_issue(IssueFixture::new(repo, 1, repo), Some("Todo"));
+    }
+    let fake = FakeGithub::start(board);
+    let issues = tracker(&fake).fetch_candidate_issues().unwrap();
+    assert_eq!(idents(&issues), ["a_/b#1", "a___b-1", "acme__app-1"]);
+    let keys: Vec<String> = issues
+        .iter()
+        .map(|i| baton::workspace::workspace_key(&i.identifier))
+        .collect();
+    assert_eq!(
+        keys[1..],
+        ["a___b-1", "acme__app-1"],
+        "ordinary keys unchanged"
+    );
+    assert!(
+        keys[0].starts_with("a__b_1-") && keys[0].len() == 7 + 32,
+        "{}",
+        keys[0]
+    );
+}
+
+/// Issue 21: short pages with fresh cursors cost 200 requests per poll whatever
+/// `tracker.max_items`; the read now stops at the pages `max_items` needs (1000 / 100 = 10).
+#[test]
+fn endless_pagination_stops_at_the_pages_max_items_needs() {
+    let fake = endless(1, 10);
+    let t = tracker_with(&fake, |c| {
+        c.page_size = 100;
+        c.max_items = 1000;
+    });
+    assert_too_large(&t.read_board(&[], &[]).unwrap_err(), "10 pages");
+    assert_eq!(item_pages(&fake), 10);
 }
 
 #[test]

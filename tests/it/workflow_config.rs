@@ -181,6 +181,27 @@ fn oversized_file_is_rejected_with_a_clear_error() {
     assert!(e.message.contains("1 MiB"));
 }
 
+/// Nested flow collections made the YAML parser's cost grow with depth × tokens (39 s for one
+/// `baton check`); the front matter is refused before parsing, naming the file and the line.
+#[test]
+fn hostile_front_matter_is_refused_before_parsing() {
+    let d = TempDir::new("deep");
+    let deep = format!(
+        "---\nagent:\n  x: {}1{}\n---\nbody\n",
+        "{a: ".repeat(100),
+        "}".repeat(100)
+    );
+    let p = write(&d, "W.md", &deep);
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert_eq!(e.class, "workflow_front_matter_too_complex", "{e}");
+    assert!(e.to_string().contains("W.md"), "{e}");
+    assert!(e.message.contains("nested deeper than 64 (line 2"), "{e}");
+    let wide = format!("---\nagent:\n  x: [{}]\n---\n", "[\"]\", ".repeat(30_000));
+    let p = write(&d, "W2.md", &wide);
+    let e = load_workflow(&p, &env(&[])).unwrap_err();
+    assert_eq!(e.class, "workflow_front_matter_too_complex", "{e}");
+}
+
 #[test]
 fn var_indirection_only_for_exact_dollar_name() {
     let d = TempDir::new("vars");
@@ -492,5 +513,76 @@ fn state_dir_defaults_under_the_workspace_root_and_expands_like_it() {
         let e = load_workflow(&p, &env(&[])).unwrap_err();
         assert_eq!(e.class, "invalid_config", "{yaml}");
         assert!(e.message.contains(want), "{yaml}: got {:?}", e.message);
+    }
+}
+
+#[test]
+fn sandbox_section_parses_expands_and_names_bad_values() {
+    let d = TempDir::new("sandbox");
+    let p = write(&d, "W.md", "---\nworkspace:\n  root: /srv/ws\n---\n");
+    let c = load_workflow(&p, &env(&[])).unwrap().config.config;
+    assert!(!c.sandbox.bubblewrap, "agents run unconfined unless asked");
+    assert!(!c.sandbox.no_network);
+    // Hidden from agents: the WORKFLOW.md directory and state.dir.
+    assert_eq!(
+        c.sandbox.hidden,
+        vec![d.to_path_buf(), PathBuf::from("/srv/ws/.baton")]
+    );
+
+    let p = write(
+        &d,
+        "W.md",
+        "---\nsandbox:\n  kind: bubblewrap\n  network: none\n  writable: [~/.cache/go-build, $GOCACHE]\n  \
+         readable: [$TOOLS/bin, rel]\n  futur: 1\n---\n",
+    );
+    let wf = load_workflow(&p, &env(&[("GOCACHE", "/var/go"), ("TOOLS", "/opt/t")])).unwrap();
+    let s = &wf.config.config.sandbox;
+    assert!(s.bubblewrap && s.no_network);
+    assert_eq!(
+        s.writable,
+        [
+            PathBuf::from("/home/op/.cache/go-build"),
+            PathBuf::from("/var/go")
+        ]
+    );
+    assert_eq!(s.readable, [PathBuf::from("/opt/t/bin"), d.join("rel")]);
+    assert_eq!(
+        wf.config.warnings,
+        ["unknown config key `sandbox.futur` is ignored"]
+    );
+
+    for (yaml, want) in [
+        (
+            "kind: firejail",
+            "sandbox.kind must be none or bubblewrap, got \"firejail\"",
+        ),
+        (
+            "kind: true",
+            "sandbox.kind must be none or bubblewrap, got true",
+        ),
+        (
+            "network: off",
+            "sandbox.network must be host or none, got \"off\"",
+        ),
+        (
+            "writable: /tmp",
+            "sandbox.writable must be a list of strings, got \"/tmp\"",
+        ),
+        (
+            "readable: [$UNSET]",
+            "sandbox.readable must be paths (a $VAR must be set), got \"$UNSET\"",
+        ),
+        (
+            "writable: [\"\"]",
+            "sandbox.writable must be paths (a $VAR must be set), got \"\"",
+        ),
+    ] {
+        let p = write(&d, "W.md", &format!("---\nsandbox:\n  {yaml}\n---\n"));
+        let e = load_workflow(&p, &env(&[])).unwrap_err();
+        assert_eq!(
+            (e.class, e.message.as_str()),
+            ("invalid_config", want),
+            "{yaml}"
+        );
     }
 }

@@ -469,9 +469,10 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     h
 }
 
-/// Whether `err` (an error message from a host operation) is a connection/startup failure.
+/// Whether `err` (an error message from a host operation) is a connection/startup failure, or
+/// a host whose sandbox cannot start (`host_sandbox_unavailable`): either way the host is not used.
 pub fn is_host_unavailable(err: &str) -> bool {
-    err.contains(HOST_UNAVAILABLE)
+    err.contains(HOST_UNAVAILABLE) || err.contains(super::sandbox::SANDBOX_UNAVAILABLE)
 }
 
 /// A short wait used by remote kill verification.

@@ -42,6 +42,8 @@ pub(crate) struct LoopOps {
     last_status: Option<(String, Instant)>,
     /// A changed status waiting for the rate limit.
     pending_status: Option<String>,
+    /// A tracker thread stuck on one job: no watchdog pings, `/livez` 503.
+    stuck: Option<&'static str>,
 }
 
 impl LoopOps {
@@ -56,6 +58,7 @@ impl LoopOps {
             pacer,
             last_status: None,
             pending_status: None,
+            stuck: None,
         }
     }
 
@@ -79,6 +82,22 @@ impl LoopOps {
         }
     }
 
+    /// Whether a tracker thread is stuck on one job (see `TRACKER_JOB_BOUND_MS`): while one is,
+    /// liveness fails (`/livez` 503, no `WATCHDOG=1`) so that systemd restarts Baton.
+    pub(crate) fn tracker_stuck(&mut self, thread: Option<&'static str>) {
+        if thread == self.stuck {
+            return;
+        }
+        match thread {
+            Some(t) => log::error!(
+                "event=tracker_thread_stuck thread={t}; liveness fails (/livez 503, no watchdog pings) until it finishes its job"
+            ),
+            None => log::info!("event=tracker_thread_recovered"),
+        }
+        self.stuck = thread;
+        self.shared.update_health(|h| h.stuck_thread = thread);
+    }
+
     /// Count one worker exit by outcome.
     pub(crate) fn worker_exit(&self, outcome: &WorkerOutcome) {
         let label = match outcome {
@@ -86,6 +105,7 @@ impl LoopOps {
             WorkerOutcome::Failed(_) => "failed",
             WorkerOutcome::Cancelled => "cancelled",
             WorkerOutcome::HostFailed { .. } => "host_failed",
+            WorkerOutcome::ResourceExhausted(_) => "resource_exhausted",
         };
         self.shared.update_metrics(|m| m.record_worker_exit(label));
     }
@@ -135,7 +155,7 @@ impl LoopOps {
     /// Send what is due at `now`: the watchdog ping and a rate-limited status.
     pub(crate) fn on_due(&mut self, now: Instant) {
         if let Some(p) = self.pacer.as_mut() {
-            if p.due(now) {
+            if p.due(now) && self.stuck.is_none() {
                 self.notifier.watchdog();
             }
         }

@@ -105,8 +105,15 @@ pub struct Board {
 
 impl Board {
     /// Assemble a board from scanned files: unreadable files become warnings, and every file of
-    /// an id claimed by more than one file is dropped with one warning naming them all.
-    pub fn assemble(dir: &Path, config: BoardConfig, files: Vec<ScannedFile>) -> Board {
+    /// an id claimed by more than one file is dropped with one warning naming them all, except
+    /// the file `owners` names for that id (the task's file in the previous read): a copy that
+    /// appears later must not take away a task that may be running.
+    pub fn assemble(
+        dir: &Path,
+        config: BoardConfig,
+        files: Vec<ScannedFile>,
+        owners: &HashMap<String, PathBuf>,
+    ) -> Board {
         let mut warnings = Vec::new();
         let mut groups: HashMap<String, Vec<BoardTask>> = HashMap::new();
         for f in files {
@@ -129,15 +136,27 @@ impl Board {
                 tasks.extend(group.pop());
                 continue;
             }
+            let owner = owners.get(&id);
+            let kept = group.iter().position(|t| Some(&t.path) == owner);
+            let kept = kept.map(|i| group.swap_remove(i));
             let mut paths: Vec<PathBuf> = group.into_iter().map(|t| t.path).collect();
             paths.sort();
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-            warnings.push(BoardWarning {
-                kind: WarningKind::DuplicateId,
-                message: format!(
+            let message = match &kept {
+                Some(k) => format!(
+                    "duplicate task id {id}: keeping {} (read before), skipping {}",
+                    k.path.display(),
+                    names.join(", ")
+                ),
+                None => format!(
                     "duplicate task id {id}: skipping all of {}",
                     names.join(", ")
                 ),
+            };
+            tasks.extend(kept);
+            warnings.push(BoardWarning {
+                kind: WarningKind::DuplicateId,
+                message,
                 paths,
             });
         }
@@ -155,6 +174,14 @@ impl Board {
             warnings,
             by_id,
         }
+    }
+
+    /// Each task's id and file, what the next read's [`Board::assemble`] keeps on a duplicate.
+    pub fn owners(&self) -> HashMap<String, PathBuf> {
+        self.tasks
+            .iter()
+            .map(|t| (t.task.id.clone(), t.path.clone()))
+            .collect()
     }
 
     /// The task with this id (any spelling `canonical_id` accepts).
@@ -247,6 +274,7 @@ impl Board {
             closed: t.terminal_by_location(),
             created_at: task.created_at.clone(),
             updated_at: task.updated_at.clone(),
+            truncated: Vec::new(),
         }
     }
 
@@ -323,7 +351,12 @@ mod tests {
                 )),
             })
             .collect();
-        Board::assemble(Path::new("/b"), BoardConfig::default(), files)
+        Board::assemble(
+            Path::new("/b"),
+            BoardConfig::default(),
+            files,
+            &HashMap::new(),
+        )
     }
 
     #[test]

@@ -39,20 +39,22 @@ pub mod states;
 pub mod tracker;
 pub mod watch;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 pub use board::{Board, BoardTask, BoardWarning, Location, WarningKind};
-pub use read::{read_board, BoardError, BoardErrorKind, MAX_FILE_BYTES};
+pub use read::{read_board, read_board_keeping, BoardError, BoardErrorKind, MAX_FILE_BYTES};
 pub use states::validate_states;
 pub use tracker::BacklogTracker;
 
 /// Reads one board repeatedly (each refresh re-reads it) and logs each warning once: when it
-/// first appears, and again only if it disappears and comes back.
+/// first appears, and again only if it disappears and comes back. A task keeps its file when a
+/// duplicate of its id appears later (the newcomer is skipped).
 #[derive(Debug)]
 pub struct BoardReader {
     dir: PathBuf,
     reported: HashSet<BoardWarning>,
+    owners: HashMap<String, PathBuf>,
 }
 
 impl BoardReader {
@@ -61,6 +63,7 @@ impl BoardReader {
         BoardReader {
             dir: dir.into(),
             reported: HashSet::new(),
+            owners: HashMap::new(),
         }
     }
 
@@ -72,7 +75,8 @@ impl BoardReader {
     /// Read the board now. New warnings are logged (`log::error!` for duplicate ids,
     /// `log::warn!` otherwise); all current warnings are also in the returned board.
     pub fn read(&mut self) -> Result<Board, BoardError> {
-        let board = read_board(&self.dir)?;
+        let board = read_board_keeping(&self.dir, &self.owners)?;
+        self.owners = board.owners();
         let current: HashSet<BoardWarning> = board.warnings.iter().cloned().collect();
         for w in &board.warnings {
             if self.reported.contains(w) {

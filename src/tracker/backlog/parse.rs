@@ -20,6 +20,7 @@
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use crate::front_matter::{self, FrontMatter};
 use crate::model::normalize_name;
 
 /// The statuses Backlog.md uses when `config.yml` has no `statuses` key.
@@ -163,6 +164,7 @@ pub fn parse_config(text: &str) -> Result<BoardConfig, String> {
     let raw: RawConfig = if text.trim().is_empty() {
         RawConfig::default()
     } else {
+        crate::front_matter::check_yaml(text)?;
         serde_yaml::from_str(text).map_err(|e| e.to_string())?
     };
     let mut cfg = BoardConfig::default();
@@ -225,6 +227,9 @@ pub enum TaskProblem {
     NotUtf8(usize),
     /// No `---` front matter block, or YAML that does not parse as a mapping.
     BrokenFrontMatter(String),
+    /// Front matter refused before parsing: too large or too deeply nested to parse in bounded
+    /// time ([`front_matter::check_yaml`]).
+    Unbounded(String),
     /// A required key (`id`, `title`, `status`) is missing or blank.
     MissingField(&'static str),
     /// The `id` is not `<letters>-<number>[.<number>…]`.
@@ -241,6 +246,7 @@ impl std::fmt::Display for TaskProblem {
                 write!(f, "not valid UTF-8 (first bad byte at offset {at})")
             }
             TaskProblem::BrokenFrontMatter(why) => write!(f, "broken front matter: {why}"),
+            TaskProblem::Unbounded(why) => write!(f, "front matter not parsed: {why}"),
             TaskProblem::MissingField(k) => write!(f, "front matter has no `{k}`"),
             TaskProblem::BadId(id) => write!(f, "id {id:?} is not like TASK-12"),
             TaskProblem::Unreadable(e) => write!(f, "cannot read file: {e}"),
@@ -256,8 +262,12 @@ pub fn parse_task_bytes(bytes: &[u8]) -> Result<TaskFile, TaskProblem> {
 
 /// Parse one task file's text.
 pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
-    let (yaml, body) = split_front_matter(text)
-        .ok_or_else(|| TaskProblem::BrokenFrontMatter("no `---` block at the top".into()))?;
+    let Ok(Some(FrontMatter { yaml, body, .. })) = front_matter::split(text) else {
+        return Err(TaskProblem::BrokenFrontMatter(
+            "no `---` block at the top".into(),
+        ));
+    };
+    front_matter::check_yaml(yaml).map_err(TaskProblem::Unbounded)?;
     let raw: RawTask = serde_yaml::from_str(yaml).map_err(|e| {
         TaskProblem::BrokenFrontMatter(crate::text::single_line(&e.to_string(), 200))
     })?;
@@ -297,24 +307,6 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
             .and_then(|d| backlog_date_to_rfc3339(&d.text())),
         body: body.trim().to_string(),
     })
-}
-
-/// Split `---\n<yaml>\n---\n<body>` (LF or CRLF). `None` when the text does not open with a
-/// `---` line or has no closing `---` line.
-pub fn split_front_matter(text: &str) -> Option<(&str, &str)> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let rest = text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))?;
-    let mut offset = 0;
-    for line in rest.split_inclusive('\n') {
-        if line.trim_end_matches(['\r', '\n']) == "---" {
-            let yaml = &rest[..offset];
-            return Some((yaml, &rest[offset + line.len()..]));
-        }
-        offset += line.len();
-    }
-    None
 }
 
 /// Backlog.md's canonical task id: `<PREFIX>-<n>[.<n>…]` upper-cased with leading zeros dropped
@@ -399,21 +391,6 @@ pub fn priority_rank(value: Option<&str>, priorities: &[String]) -> Option<u32> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn splits_front_matter_lf_and_crlf() {
-        assert_eq!(
-            split_front_matter("---\nid: A-1\n---\nbody\n"),
-            Some(("id: A-1\n", "body\n"))
-        );
-        assert_eq!(
-            split_front_matter("---\r\nid: A-1\r\n---\r\nbody"),
-            Some(("id: A-1\r\n", "body"))
-        );
-        assert_eq!(split_front_matter("---\n---\n"), Some(("", "")));
-        assert_eq!(split_front_matter("id: A-1\n---\n"), None);
-        assert_eq!(split_front_matter("---\nid: A-1\n"), None);
-    }
 
     #[test]
     fn canonical_ids() {

@@ -1,6 +1,7 @@
 //! The thin filesystem side of the Backlog.md reader: find the board's files, bound their size,
 //! read their bytes, and hand them to the pure parser and [`Board::assemble`].
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs;
 use std::io::{self, Read};
@@ -78,6 +79,15 @@ fn err(kind: BoardErrorKind, path: &Path, message: impl Into<String>) -> BoardEr
 /// result are absolute. Bad task files become warnings; only a missing/unlistable board or a bad
 /// `config.yml` is an error.
 pub fn read_board(dir: &Path) -> Result<Board, BoardError> {
+    read_board_keeping(dir, &HashMap::new())
+}
+
+/// [`read_board`] that keeps, on a duplicate id, the file `owners` names for it (see
+/// [`Board::assemble`]).
+pub fn read_board_keeping(
+    dir: &Path,
+    owners: &HashMap<String, PathBuf>,
+) -> Result<Board, BoardError> {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     check_dir(&dir)?;
     let (config, config_warning) = read_config(&dir)?;
@@ -85,7 +95,7 @@ pub fn read_board(dir: &Path) -> Result<Board, BoardError> {
     for loc in LOCATIONS {
         scan_folder(&dir.join(loc.dir()), loc, &config.task_prefix, &mut files)?;
     }
-    let mut board = Board::assemble(&dir, config, files);
+    let mut board = Board::assemble(&dir, config, files, owners);
     board.warnings.extend(config_warning);
     Ok(board)
 }
@@ -131,8 +141,9 @@ fn read_config(dir: &Path) -> Result<(BoardConfig, Option<BoardWarning>), BoardE
         };
         return Ok((BoardConfig::default(), Some(warning)));
     };
-    let bytes =
-        read_capped(&path).map_err(|p| err(BoardErrorKind::BadConfig, &path, p.to_string()))?;
+    let bytes = read_capped(&path)
+        .and_then(|b| b.ok_or(TaskProblem::Unreadable("not a regular file".into())))
+        .map_err(|p| err(BoardErrorKind::BadConfig, &path, p.to_string()))?;
     let text = std::str::from_utf8(&bytes).map_err(|e| {
         err(
             BoardErrorKind::BadConfig,
@@ -164,13 +175,11 @@ fn scan_folder(
             continue;
         }
         let path = entry.path();
-        // `metadata` follows symlinks, as Backlog.md does; directories and sockets are not tasks.
-        match fs::metadata(&path) {
-            Ok(m) if !m.is_file() => continue,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // deleted meanwhile
-            _ => {}
-        }
-        let parsed = read_capped(&path).and_then(|b| parse_task_bytes(&b));
+        let parsed = match read_capped(&path) {
+            Ok(Some(b)) => parse_task_bytes(&b),
+            Ok(None) => continue, // deleted meanwhile, or a directory, FIFO, socket, device
+            Err(p) => Err(p),
+        };
         out.push(ScannedFile {
             path,
             location,
@@ -190,24 +199,39 @@ pub fn is_task_file_name(name: &str, prefix: &str) -> bool {
         && lower.as_bytes().get(prefix.len()) == Some(&b'-')
 }
 
-/// The file's bytes, refusing anything over [`MAX_FILE_BYTES`] (checked before reading, and
-/// again while reading in case the file grows).
-fn read_capped(path: &Path) -> Result<Vec<u8>, TaskProblem> {
-    let unreadable = |e: io::Error| TaskProblem::Unreadable(e.to_string());
-    let len = fs::metadata(path).map_err(unreadable)?.len();
-    if len > MAX_FILE_BYTES {
-        return Err(TaskProblem::TooLarge(len));
+/// The bytes of a regular file, refusing anything over [`MAX_FILE_BYTES`]; `Ok(None)` when it
+/// is gone or not a regular file. The file is opened with `O_NOFOLLOW | O_NONBLOCK` and its type
+/// checked with `fstat` on that descriptor: a name swapped for a FIFO between a check and the
+/// open can then never block the reader, and a symlink never leads out of the board.
+fn read_capped(path: &Path) -> Result<Option<Vec<u8>>, TaskProblem> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let unreadable = |e: io::Error| match e.raw_os_error() {
+        Some(libc::ELOOP) => TaskProblem::Unreadable("a symbolic link (not followed)".into()),
+        _ => TaskProblem::Unreadable(e.to_string()),
+    };
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let file = match file {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        other => other.map_err(unreadable)?,
+    };
+    let meta = file.metadata().map_err(unreadable)?;
+    if !meta.is_file() {
+        return Ok(None);
     }
-    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-    fs::File::open(path)
-        .map_err(unreadable)?
-        .take(MAX_FILE_BYTES + 1)
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(TaskProblem::TooLarge(meta.len()));
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut buf)
         .map_err(unreadable)?;
     if buf.len() as u64 > MAX_FILE_BYTES {
         return Err(TaskProblem::TooLarge(buf.len() as u64));
     }
-    Ok(buf)
+    Ok(Some(buf))
 }
 
 #[cfg(test)]
@@ -224,5 +248,34 @@ mod tests {
         assert!(!is_task_file_name("task-1 - x.md.swp", "task"));
         assert!(!is_task_file_name("tasks-1.md", "task"));
         assert!(!is_task_file_name("task-.md", "task"));
+    }
+
+    /// The board reader checked the type by name and then opened the file blocking: a task file
+    /// swapped for a FIFO in between blocked the poll thread for good. The open itself must not
+    /// block (the read runs on a thread; a hang fails the test at the timeout instead).
+    #[test]
+    fn a_task_file_swapped_for_a_fifo_does_not_block_the_read() {
+        let dir = std::env::temp_dir().join(format!("baton-fifo-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("task-1 - x.md");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let path = fifo.clone();
+        std::thread::spawn(move || tx.send(read_capped(&path)).unwrap());
+        let got = rx.recv_timeout(std::time::Duration::from_secs(10));
+        if got.is_err() {
+            // Unblock the reader before failing.
+            let _ = fs::OpenOptions::new().write(true).open(&fifo);
+        }
+        assert_eq!(got.expect("the read of a FIFO returns"), Ok(None));
+        // A symlink is not followed either, and says so.
+        let link = dir.join("task-2 - y.md");
+        std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
+        let e = read_capped(&link).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -57,7 +57,7 @@ pub fn watch_board(
     let board_abs = std::path::absolute(board).unwrap_or_else(|_| board.to_path_buf());
     let (raw_tx, raw_rx) = unbounded::<()>();
     let filter_root = board_abs.clone();
-    let mut watcher = notify::recommended_watcher(move |res: notify::Result<Event>| match res {
+    let handler = move |res: notify::Result<Event>| match res {
         Ok(ev) if is_relevant(&ev, &filter_root) => {
             changes.fetch_add(1, Ordering::SeqCst);
             let _ = raw_tx.send(());
@@ -68,8 +68,12 @@ pub fn watch_board(
             changes.fetch_add(1, Ordering::SeqCst);
             let _ = raw_tx.send(());
         }
-    })
-    .map_err(|e| format!("cannot create a file watcher: {e}"))?;
+    };
+    // Links are not followed: one symlink to `/` would otherwise add a watch per directory of
+    // the host (and the reader does not follow links either).
+    let config = notify::Config::default().with_follow_symlinks(false);
+    let mut watcher = notify::RecommendedWatcher::new(handler, config)
+        .map_err(|e| format!("cannot create a file watcher: {e}"))?;
     watcher
         .watch(&board_abs, RecursiveMode::Recursive)
         .map_err(|e| format!("cannot watch {}: {e}", board_abs.display()))?;
@@ -124,6 +128,47 @@ mod tests {
             b
         ));
         assert!(is_relevant(&Event::new(m), b));
+    }
+
+    /// The inodes every inotify watch of this process is on (`/proc/self/fdinfo`).
+    fn watched_inodes() -> Vec<u64> {
+        let mut out = Vec::new();
+        for fd in std::fs::read_dir("/proc/self/fdinfo").unwrap().flatten() {
+            let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
+            for line in info.lines().filter(|l| l.starts_with("inotify wd:")) {
+                let ino = line.split(" ino:").nth(1).and_then(|r| r.split(' ').next());
+                out.extend(ino.and_then(|h| u64::from_str_radix(h, 16).ok()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_symlink_out_of_the_board_is_not_followed() {
+        use std::os::unix::fs::MetadataExt;
+        let root = std::env::temp_dir().join(format!("baton-watch-link-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let (board, outside) = (root.join("board"), root.join("outside"));
+        std::fs::create_dir_all(board.join("tasks")).unwrap();
+        for i in 0..20 {
+            std::fs::create_dir_all(outside.join(format!("d{i}"))).unwrap();
+        }
+        std::os::unix::fs::symlink(&outside, board.join("tasks/link")).unwrap();
+        let (tx, _rx) = crossbeam_channel::bounded(1);
+        let guard = watch_board(&board, Arc::new(AtomicU64::new(0)), tx).unwrap();
+        let watched = watched_inodes();
+        let ino = |p: &Path| std::fs::metadata(p).unwrap().ino();
+        assert!(
+            watched.contains(&ino(&board.join("tasks"))),
+            "the board is watched"
+        );
+        for i in 0..20 {
+            let d = outside.join(format!("d{i}"));
+            assert!(!watched.contains(&ino(&d)), "{} is watched", d.display());
+        }
+        assert!(!watched.contains(&ino(&outside)));
+        drop(guard);
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -14,6 +14,9 @@ const STATES_NOUN: &str = "option of the status field";
 /// The GitHub part of the report; the board's issues for the plan, `None` when the project or
 /// the board could not be read.
 pub(crate) fn report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issue>> {
+    if let Some(w) = super::config::cleartext_warning(&cfg.endpoint) {
+        r.line("warn", w);
+    }
     let tracker = match GithubTracker::new(cfg) {
         Ok(t) => t,
         Err(e) => {

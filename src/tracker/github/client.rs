@@ -6,9 +6,9 @@
 use crate::text::single_line;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
 
 use super::normalize::RateLimitRow;
@@ -111,11 +111,12 @@ impl GraphqlError {
     }
 }
 
-/// A parsed GraphQL reply: `data` (may be `Null`), the errors, and the rate-limit headers.
+/// A parsed GraphQL reply: `data` as the operation's type `T` (its default when absent or
+/// null), the errors, and the rate-limit headers.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reply {
-    /// The `data` member (`Value::Null` when absent or null).
-    pub data: Value,
+pub struct Reply<T = Map<String, Value>> {
+    /// The `data` member (`T::default()`, e.g. an empty map, when absent or null).
+    pub data: T,
     /// The `errors` member, parsed.
     pub errors: Vec<GraphqlError>,
     /// Rate-limit headers of the response.
@@ -146,19 +147,12 @@ pub fn budget(body: Option<&RateLimitRow>, meta: &ResponseMeta) -> Option<Tracke
     })
 }
 
-/// A reply read straight into typed rows (a clean HTTP 200 with `data` and no `errors`), or, for
-/// anything else, the classified [`Reply`] (errors, degradation and odd shapes are handled there).
-pub enum Page<T> {
-    /// The `data` member as `T`, with the response's rate-limit headers.
-    Typed(T, ResponseMeta),
-    /// The classified reply.
-    Raw(Reply),
-}
-
-#[derive(serde::Deserialize)]
+/// The members a reply is classified on, with `data` read as the operation's type.
+#[derive(Deserialize)]
 struct Envelope<T> {
     data: Option<T>,
-    errors: Option<serde::de::IgnoredAny>,
+    errors: Option<Value>,
+    message: Option<Value>,
 }
 
 impl Reply {
@@ -170,7 +164,9 @@ impl Reply {
             .and_then(|v| RateLimitRow::deserialize(v).ok());
         budget(body.as_ref(), &self.meta)
     }
+}
 
+impl<T> Reply<T> {
     /// Errors other than those `tolerated` (and errors about `rateLimit`, which GHES may lack)
     /// become one `github_graphql_errors` error; INSUFFICIENT_SCOPES/FORBIDDEN become `github_auth`.
     pub fn check_errors(
@@ -306,11 +302,7 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Classify a raw HTTP reply (pure; `now` injected for the retry times).
-///
-/// Order matters: 401 is checked before any rate-limit header (GitHub sends
-/// `x-ratelimit-remaining: 0` with "Bad credentials"), and a 200 is parsed for `errors[].type`
-/// `RATE_LIMITED`/`RATE_LIMIT` before the caller sees it.
+/// [`decode`] with `data` as a JSON object, for the operations that walk their reply as a tree.
 pub fn classify_response(
     status: u16,
     meta: &ResponseMeta,
@@ -318,37 +310,50 @@ pub fn classify_response(
     token: &Secret,
     now: SystemTime,
 ) -> Result<Reply, TrackerError> {
+    decode(status, meta, body, token, now)
+}
+
+/// Classify a raw HTTP reply and read its `data` straight into `T` (pure; `now` injected).
+///
+/// Order matters: 401 is checked before any rate-limit header (GitHub sends
+/// `x-ratelimit-remaining: 0` with "Bad credentials"), and a 200 is checked for `errors[].type`
+/// `RATE_LIMITED`/`RATE_LIMIT` before its `data` is used. A `data` member that does not fit `T`
+/// is a `github_unknown_payload` error (after the errors were classified).
+pub fn decode<T: DeserializeOwned + Default>(
+    status: u16,
+    meta: &ResponseMeta,
+    body: &str,
+    token: &Secret,
+    now: SystemTime,
+) -> Result<Reply<T>, TrackerError> {
     // The token echoed anywhere in the reply (a data field, an error's `type`) is scrubbed
     // before anything is parsed, so no field can carry it into a log line or an issue.
     let body = &scrub(body, token);
-    let parsed: Option<Value> = serde_json::from_str(body).ok();
-    let rest_message = parsed
+    let (data, errors, message) = match serde_json::from_str::<Envelope<T>>(body) {
+        Ok(env) => (Ok(env.data), env.errors, env.message),
+        Err(e) => {
+            // Still classified on its errors and message when `data` does not fit.
+            let loose = serde_json::from_str::<Envelope<IgnoredAny>>(body).ok();
+            let (errors, message) = loose.map_or((None, None), |env| (env.errors, env.message));
+            (Err(e), errors, message)
+        }
+    };
+    let errors = parse_errors(errors.as_ref());
+    let rest_message = message
         .as_ref()
-        .and_then(|v| v.get("message"))
         .and_then(Value::as_str)
         .map(|m| single_line(&scrub(m, token), 300));
     if status != 200 {
         return Err(classify_failure(
             status,
             meta,
-            parsed.as_ref(),
+            &errors,
             rest_message,
             body.len(),
             token,
             now,
         ));
     }
-    let Some(Value::Object(obj)) = parsed else {
-        return Err(super::error(
-            TrackerErrorKind::Payload,
-            format!(
-                "GitHub answered HTTP 200 with a body that is not a JSON object ({} bytes)",
-                body.len()
-            ),
-        ));
-    };
-    let root = Value::Object(obj);
-    let errors = parse_errors(&root);
     if errors.iter().any(|e| {
         matches!(e.kind.as_deref(), Some("RATE_LIMITED") | Some("RATE_LIMIT"))
             || e.code.as_deref() == Some("graphql_rate_limit")
@@ -362,24 +367,36 @@ pub fn classify_response(
             at,
         ));
     }
-    let data = match root.get("data") {
-        None | Some(Value::Null) => Value::Null,
-        Some(d @ Value::Object(_)) => d.clone(),
-        Some(_) => {
-            return Err(super::error(
-                TrackerErrorKind::Payload,
-                "GitHub answered with a `data` member that is not an object",
-            ))
-        }
-    };
-    if data.is_null() && errors.is_empty() {
+    if data.is_err() && !errors.is_empty() {
+        // Errors explain a `data` that does not fit better than its shape does.
+        let with_errors = Reply {
+            data: (),
+            errors: errors.clone(),
+            meta: meta.clone(),
+        };
+        with_errors.check_errors(token, |_| false)?;
+    }
+    let data = data.map_err(|e| {
+        let what = match body.trim_start().starts_with('{') {
+            true => format!(
+                "a `data` member Baton cannot read: {}",
+                single_line(&e.to_string(), 200)
+            ),
+            false => format!("a body that is not a JSON object ({} bytes)", body.len()),
+        };
+        super::error(
+            TrackerErrorKind::Payload,
+            format!("GitHub answered HTTP 200 with {what}"),
+        )
+    })?;
+    if data.is_none() && errors.is_empty() {
         return Err(super::error(
             TrackerErrorKind::Payload,
             "GitHub answered HTTP 200 without `data` or `errors`",
         ));
     }
     Ok(Reply {
-        data,
+        data: data.unwrap_or_default(),
         errors,
         meta: meta.clone(),
     })
@@ -389,7 +406,7 @@ pub fn classify_response(
 fn classify_failure(
     status: u16,
     meta: &ResponseMeta,
-    parsed: Option<&Value>,
+    errors: &[GraphqlError],
     rest_message: Option<String>,
     body_len: usize,
     token: &Secret,
@@ -432,11 +449,8 @@ fn classify_failure(
         );
     }
     // 502/504 bodies may be GraphQL-ish (`{"data":"null","errors":[...]}`).
-    let detail = rest_message.or_else(|| {
-        parsed
-            .map(|v| describe_errors(&parse_errors(v), token))
-            .filter(|s| !s.is_empty())
-    });
+    let detail =
+        rest_message.or_else(|| Some(describe_errors(errors, token)).filter(|s| !s.is_empty()));
     super::error(
         TrackerErrorKind::Status,
         match detail {
@@ -464,9 +478,10 @@ fn reset_time(reset_epoch: u64, now: SystemTime) -> SystemTime {
     }
 }
 
-/// Parse `errors` (absent or malformed entries are tolerated: a message-less entry still counts).
-pub fn parse_errors(root: &Value) -> Vec<GraphqlError> {
-    let Some(list) = root.get("errors").and_then(Value::as_array) else {
+/// Parse the `errors` member (absent or malformed entries are tolerated: a message-less entry
+/// still counts).
+pub fn parse_errors(errors: Option<&Value>) -> Vec<GraphqlError> {
+    let Some(list) = errors.and_then(Value::as_array) else {
         return Vec::new();
     };
     list.iter()
@@ -532,38 +547,17 @@ impl GraphqlClient {
         &self.token
     }
 
-    /// POST one operation and classify the reply.
-    pub fn post(
+    /// POST one operation; the reply classified and its `data` read as `T` (a `Value` for the
+    /// operations that walk a tree, typed rows for board pages).
+    pub fn post<T: DeserializeOwned + Default>(
         &self,
         operation: &str,
         query: &str,
         variables: Value,
-    ) -> Result<Reply, TrackerError> {
+    ) -> Result<Reply<T>, TrackerError> {
         let (status, meta, bytes) = self.send(operation, query, variables)?;
         let text = String::from_utf8_lossy(&bytes);
-        classify_response(status, &meta, &text, &self.token, SystemTime::now())
-    }
-
-    /// POST one operation; a clean success is deserialized straight into `T` (no `Value` tree),
-    /// anything else is classified like [`GraphqlClient::post`].
-    pub fn post_typed<T: DeserializeOwned>(
-        &self,
-        operation: &str,
-        query: &str,
-        variables: Value,
-    ) -> Result<Page<T>, TrackerError> {
-        let (status, meta, bytes) = self.send(operation, query, variables)?;
-        if status == 200 {
-            if let Ok(Envelope {
-                data: Some(data),
-                errors: None,
-            }) = serde_json::from_slice::<Envelope<T>>(&bytes)
-            {
-                return Ok(Page::Typed(data, meta));
-            }
-        }
-        let text = String::from_utf8_lossy(&bytes);
-        classify_response(status, &meta, &text, &self.token, SystemTime::now()).map(Page::Raw)
+        decode(status, &meta, &text, &self.token, SystemTime::now())
     }
 
     /// Send one operation: the status, rate-limit headers and body (at most
@@ -832,7 +826,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.retry_at, Some(limit), "far reset clamps to now + 1 h");
         let r = Reply {
-            data: Value::Null,
+            data: Map::new(),
             errors: vec![],
             meta: ResponseMeta {
                 limit: Some(1),
@@ -887,7 +881,7 @@ mod tests {
             tok(),
             Duration::from_secs(2),
         );
-        let e = c.post("Op", "query{x}", Value::Null).unwrap_err();
+        let e = c.post::<Value>("Op", "query{x}", Value::Null).unwrap_err();
         assert_eq!(e.kind, TrackerErrorKind::Transport);
         let shown = format!("{e} {e:?}");
         assert!(!shown.contains("hunter2TOKEN"), "{shown}");

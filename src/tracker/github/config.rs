@@ -194,6 +194,63 @@ pub(crate) fn required(cfg: &TrackerConfig) -> Result<Required, Vec<TrackerError
     }
 }
 
+/// The warning for an `http://` endpoint whose host is not loopback: the token would cross the
+/// network in cleartext. `None` for `https://` and loopback hosts (a local proxy or test server).
+pub(crate) fn cleartext_warning(endpoint: &str) -> Option<String> {
+    let scheme_len = "http://".len();
+    let rest = endpoint
+        .get(..scheme_len)
+        .filter(|s| s.eq_ignore_ascii_case("http://"))
+        .map(|_| &endpoint[scheme_len..])?;
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let host_port = &authority[authority.rfind('@').map_or(0, |i| i + 1)..];
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => &v6[..v6.find(']').unwrap_or(v6.len())],
+        None => &host_port[..host_port.find(':').unwrap_or(host_port.len())],
+    };
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    (!loopback).then(|| {
+        format!(
+            "tracker.endpoint {} is plain http:// to a host that is not loopback: the token is sent in cleartext (use https://)",
+            super::client::redact_userinfo(endpoint)
+        )
+    })
+}
+
 fn check(cfg: &TrackerConfig) -> Vec<TrackerError> {
     required(cfg).err().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cleartext_warning;
+
+    #[test]
+    fn cleartext_endpoints_off_loopback_are_warned_about() {
+        for quiet in [
+            "https://api.github.com/graphql",
+            "http://127.0.0.1:8080/graphql",
+            "http://127.9.9.9/graphql",
+            "HTTP://localhost:1/x",
+            "http://[::1]:80/graphql",
+            "http://user:pw@127.0.0.1/graphql",
+        ] {
+            assert_eq!(cleartext_warning(quiet), None, "{quiet}");
+        }
+        for loud in [
+            "http://ghe.example/api/graphql",
+            "http://10.0.0.1:80/graphql",
+            "http://[2001:db8::1]/graphql",
+            "http://127.0.0.1.evil.example/graphql",
+            "http://0.0.0.0:9/graphql",
+        ] {
+            let w = cleartext_warning(loud).unwrap();
+            assert!(w.contains("cleartext"), "{w}");
+        }
+        let w = cleartext_warning("http://bob:SECRET@ghe.example/graphql").unwrap();
+        assert!(!w.contains("SECRET"), "{w}");
+    }
 }

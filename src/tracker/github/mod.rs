@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 
 use serde::Deserialize;
 
-use self::client::{GraphqlClient, Page, Reply};
+use self::client::{GraphqlClient, Reply};
 use self::config::OwnerType;
 use self::normalize::{DropReason, IssueRow, ItemRow, ItemsOnPage, ItemsPage, OptionValue};
 use self::project::{PriorityField, ProjectInfo};
@@ -54,9 +54,8 @@ pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
             .any(|t| target == *t || target.starts_with(&format!("{t}::")))
 }
 
-/// Pages one board read may request (more when `tracker.max_items` needs more pages at
-/// `tracker.page_size`), and pages of one issue's `projectItems`: past it the read fails with
-/// [`BOARD_TOO_LARGE`] instead of paging on.
+/// Pages of one issue's `projectItems` a refresh may request: past it the refresh fails instead
+/// of paging on. (A board read may request the pages `tracker.max_items` needs, see `ReadCaps`.)
 pub(crate) const MAX_PAGES: usize = 200;
 
 /// Bytes of issue text (titles, bodies, labels, URLs) one board read may keep. With the items
@@ -64,8 +63,8 @@ pub(crate) const MAX_PAGES: usize = 200;
 /// capped at [`client::MAX_RESPONSE_BYTES`] and dropped once normalized).
 pub(crate) const MAX_KEPT_BYTES: usize = 48 * 1024 * 1024;
 
-/// The stable class of a board read stopped by a cap ([`MAX_PAGES`], `tracker.max_items`,
-/// [`MAX_KEPT_BYTES`]).
+/// The stable class of a board read stopped by a cap (the pages `tracker.max_items` needs,
+/// `tracker.max_items`, [`MAX_KEPT_BYTES`]).
 pub const BOARD_TOO_LARGE: &str = "github_board_too_large";
 
 /// Counts of project items that did not become issues, by reason.
@@ -129,6 +128,8 @@ pub struct GithubTracker {
     /// Cleared when the server rejects `items(query:)`.
     filter_supported: AtomicBool,
     rate: Mutex<Option<TrackerBudget>>,
+    /// The cut lists last logged per issue id (`event=issue_fields_truncated` once, not per poll).
+    truncated_logged: Mutex<HashMap<String, Vec<String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -160,6 +161,9 @@ impl GithubTracker {
             owner,
             number,
         } = config::required(cfg).map_err(|mut errs| errs.remove(0))?;
+        if let Some(w) = config::cleartext_warning(&cfg.endpoint) {
+            log::warn!("event=tracker_endpoint_cleartext {w}");
+        }
         let client = GraphqlClient::new(
             &cfg.endpoint,
             token,
@@ -174,6 +178,7 @@ impl GithubTracker {
             deps_supported: AtomicBool::new(true),
             filter_supported: AtomicBool::new(true),
             rate: Mutex::new(None),
+            truncated_logged: Mutex::new(HashMap::new()),
         })
     }
 
@@ -311,37 +316,21 @@ impl GithubTracker {
                 }
                 _ => None,
             };
-            let page = self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
-            let (rows, has_next, end) = match page {
-                Page::Typed(data, _) => {
-                    let Some(node) = data.node else {
-                        return Err(self.project_gone());
-                    };
-                    let info = node.items.page_info;
-                    let rows = node.items.nodes.into_iter().map(|r| {
-                        r.ok_or_else(|| {
-                            log::warn!("tracker_item_skipped reason=\"item is not an object\"");
-                        })
-                    });
-                    let rows = rows.collect();
-                    (rows, info.has_next_page, info.end_cursor)
+            let reply =
+                self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
+            match self.degrade_on_capability_error(&reply.errors, filter.is_some()) {
+                Degraded::No => {}
+                Degraded::Dependencies => continue,
+                Degraded::Filter => {
+                    acc = BoardAcc::default();
+                    cursor = None;
+                    seen_cursors.clear();
+                    pages = 0;
+                    caps = ReadCaps::new(&self.cfg);
+                    continue;
                 }
-                Page::Raw(reply) => {
-                    match self.degrade_on_capability_error(&reply, filter.is_some()) {
-                        Degraded::No => {}
-                        Degraded::Dependencies => continue,
-                        Degraded::Filter => {
-                            acc = BoardAcc::default();
-                            cursor = None;
-                            seen_cursors.clear();
-                            pages = 0;
-                            caps = ReadCaps::new(&self.cfg);
-                            continue;
-                        }
-                    }
-                    self.raw_page(&reply)?
-                }
-            };
+            }
+            let (rows, has_next, end) = self.page_rows(reply)?;
             pages += 1;
             let next = next_cursor(has_next, end, pages)?;
             caps.add_items(rows.len())?;
@@ -376,9 +365,9 @@ impl GithubTracker {
         )
     }
 
-    /// An items page that did not deserialize as typed rows: errors are checked, then each item
-    /// is converted on its own (a malformed one becomes `Err(())`, counted and dropped).
-    fn raw_page(&self, reply: &Reply) -> Result<PageRows, TrackerError> {
+    /// A page's rows (each item read on its own: a malformed one becomes `Err(())`, logged,
+    /// counted and dropped), `hasNextPage` and `endCursor`.
+    fn page_rows(&self, reply: Reply<ItemsPage>) -> Result<PageRows, TrackerError> {
         // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
         // the item is then dropped as redacted. Anything else fails the read.
         reply.check_errors(self.client.token(), |e| {
@@ -386,39 +375,28 @@ impl GithubTracker {
                 && e.path.len() > 3
                 && e.path.get(2).and_then(Value::as_str) == Some("nodes")
         })?;
-        let node = reply.data.get("node").unwrap_or(&Value::Null);
-        if node.is_null() {
+        let Some(node) = reply.data.node else {
             return Err(self.project_gone());
-        }
-        let items = node
-            .get("items")
-            .ok_or_else(|| unknown("project node without items"))?;
-        let nodes = items
-            .get("nodes")
-            .and_then(Value::as_array)
-            .ok_or_else(|| unknown("items without a nodes list"))?;
-        let info = items
-            .get("pageInfo")
-            .ok_or_else(|| unknown("items without pageInfo"))?;
-        let rows = nodes
-            .iter()
-            .map(|v| {
-                ItemRow::deserialize(v).map_err(|e| {
-                    let id = v.get("id").and_then(Value::as_str).unwrap_or("");
-                    log::warn!(
-                        "tracker_item_skipped item_id={id} reason={:?}",
-                        crate::text::single_line(&e.to_string(), 200)
-                    );
-                })
+        };
+        let info = node.items.page_info;
+        let rows = node.items.nodes.iter().map(|raw| {
+            serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
+                #[derive(Deserialize)]
+                struct Id {
+                    id: Option<String>,
+                }
+                let id = serde_json::from_str::<Id>(raw.get())
+                    .ok()
+                    .and_then(|i| i.id);
+                log::warn!(
+                    "tracker_item_skipped item_id={} reason={:?}",
+                    id.as_deref()
+                        .map_or(String::new(), |i| crate::text::single_line(i, 80)),
+                    crate::text::single_line(&e.to_string(), 200)
+                );
             })
-            .collect();
-        Ok((
-            rows,
-            info.get("hasNextPage").and_then(Value::as_bool),
-            info.get("endCursor")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-        ))
+        });
+        Ok((rows.collect(), info.has_next_page, info.end_cursor))
     }
 
     /// Request one page of project items (with blockers unless the server lacks them).
@@ -428,7 +406,7 @@ impl GithubTracker {
         filter: Option<&str>,
         cursor: Option<&str>,
         stats: &mut OpStats,
-    ) -> Result<Page<ItemsPage>, TrackerError> {
+    ) -> Result<Reply<ItemsPage>, TrackerError> {
         let deps = self.deps_supported.load(Ordering::Relaxed);
         let q = match (filter, deps) {
             (Some(_), true) => &queries::PROJECT_ITEMS_FILTERED,
@@ -445,15 +423,11 @@ impl GithubTracker {
             vars["query"] = json!(f);
         }
         stats.requests += 1;
-        let page = self.client.post_typed::<ItemsPage>(q.name, q.text, vars)?;
-        let rl = match &page {
-            Page::Typed(data, meta) => client::budget(data.rate_limit.as_ref(), meta),
-            Page::Raw(reply) => reply.rate_limit(),
-        };
-        if let Some(rl) = rl {
+        let reply = self.client.post::<ItemsPage>(q.name, q.text, vars)?;
+        if let Some(rl) = client::budget(reply.data.rate_limit.as_ref(), &reply.meta) {
             self.note_budget(rl, stats);
         }
-        Ok(page)
+        Ok(reply)
     }
 
     /// Add the status/priority field variables every item query takes.
@@ -465,8 +439,12 @@ impl GithubTracker {
 
     /// Turn off what the server's schema rejects (blockers, then the server-side filter), so the
     /// caller retries without it.
-    fn degrade_on_capability_error(&self, reply: &Reply, filtered: bool) -> Degraded {
-        let Some(e) = reply.errors.iter().find(|e| e.is_schema_capability_error()) else {
+    fn degrade_on_capability_error(
+        &self,
+        errors: &[client::GraphqlError],
+        filtered: bool,
+    ) -> Degraded {
+        let Some(e) = errors.iter().find(|e| e.is_schema_capability_error()) else {
             return Degraded::No;
         };
         let deps = self.deps_supported.load(Ordering::Relaxed);
@@ -509,6 +487,7 @@ impl GithubTracker {
                 if !keep(&issue) {
                     return 0;
                 }
+                self.note_truncated(&issue);
                 if deps {
                     // Blockers first resolve to OPEN/CLOSED; `finish_board` swaps in the Status
                     // of those seen anywhere on the board.
@@ -597,6 +576,29 @@ impl GithubTracker {
                 Err(DropReason::Malformed)
             }
         }
+    }
+
+    /// Log `event=issue_fields_truncated` when the lists cut on `issue` change.
+    fn note_truncated(&self, issue: &Issue) {
+        let mut logged = lock(&self.truncated_logged);
+        let before = logged.get(&issue.id).map_or(&[][..], Vec::as_slice);
+        if before == issue.truncated.as_slice() {
+            return;
+        }
+        if issue.truncated.is_empty() {
+            logged.remove(&issue.id);
+            return;
+        }
+        log::warn!(
+            "event=issue_fields_truncated issue_id={} issue_identifier={} lists={} effect=\"not dispatched while a label or blocker rule depends on them\"",
+            issue.id,
+            issue.identifier,
+            issue.truncated.join(",")
+        );
+        if logged.len() >= 10_000 {
+            logged.clear();
+        }
+        logged.insert(issue.id.clone(), issue.truncated.clone());
     }
 
     fn priority_of(&self, project: &ProjectInfo, v: Option<OptionValue>) -> Option<u32> {
@@ -823,6 +825,7 @@ impl GithubTracker {
                     format!("refresh of issue {id}: {why}"),
                 )
             })?;
+        self.note_truncated(&issue);
         if !self.in_repo_scope(&issue) {
             log::debug!("tracker_issue_out_of_scope issue_id={id} reason=\"tracker.repos\"");
             return Ok(None);
@@ -856,18 +859,21 @@ struct BoardAcc {
 /// The bounds of one board read: pages, items received and bytes of issue text kept.
 struct ReadCaps {
     max_pages: usize,
+    page_size: u64,
     max_items: u64,
     items: u64,
     kept_bytes: usize,
 }
 
 impl ReadCaps {
-    /// [`MAX_PAGES`], or the pages `tracker.max_items` needs at `tracker.page_size` when more.
+    /// The pages `tracker.max_items` needs at `tracker.page_size`: a server that sends short
+    /// pages with fresh cursors forever costs no more requests than a full board.
     fn new(cfg: &TrackerConfig) -> Self {
         let per_page = u64::from(cfg.page_size.clamp(1, 100));
         let needed = usize::try_from(cfg.max_items.div_ceil(per_page)).unwrap_or(usize::MAX);
         ReadCaps {
-            max_pages: MAX_PAGES.max(needed),
+            max_pages: needed.max(1),
+            page_size: per_page,
             max_items: cfg.max_items,
             items: 0,
             kept_bytes: 0,
@@ -902,7 +908,8 @@ impl ReadCaps {
     fn next_page(&self, done: usize) -> Result<(), TrackerError> {
         if done >= self.max_pages {
             return Err(too_large(format!(
-                "the board read reached {done} pages and has more (endless pagination?)"
+                "the board read reached {done} pages, all that tracker.max_items = {} needs at {} items a page, and has more; raise tracker.max_items or archive items",
+                self.max_items, self.page_size
             )));
         }
         Ok(())

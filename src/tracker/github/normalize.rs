@@ -1,8 +1,8 @@
 //! Normalization of GitHub payloads into [`Issue`] (spec §4.1.1, §11.3). Board pages are
 //! deserialized straight into typed rows ([`ItemsPage`], [`ItemRow`], [`IssueRow`]: every member
-//! optional, unknown ones ignored) instead of `serde_json::Value` trees; a page that does not fit
-//! is read as a `Value` and each item converted on its own, so one bad record only drops itself.
-//! Pure functions, so every bad shape is a unit test away.
+//! optional, unknown ones ignored) instead of `serde_json::Value` trees; each item is read into
+//! its row on its own, so one bad record only drops itself. Pure functions, so every bad shape is
+//! a unit test away.
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -36,7 +36,7 @@ pub struct OptionValue {
 }
 
 /// The `data` of one `ProjectItems*` reply.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 pub struct ItemsPage {
     /// The project node (`null` when the id no longer resolves).
     pub node: Option<ItemsNode>,
@@ -58,8 +58,9 @@ pub struct ItemConnection {
     /// Paging state.
     #[serde(rename = "pageInfo")]
     pub page_info: PageInfoRow,
-    /// The items (a `null` element is a malformed item).
-    pub nodes: Vec<Option<ItemRow>>,
+    /// The items, each read into an [`ItemRow`] on its own (one that does not fit is malformed
+    /// and dropped alone).
+    pub nodes: Vec<Box<serde_json::value::RawValue>>,
 }
 
 /// `pageInfo`.
@@ -155,6 +156,17 @@ pub struct IssueRow {
 pub struct Nodes<T> {
     /// The nodes.
     pub nodes: Option<Vec<Option<T>>>,
+    /// Whether more nodes follow (asked for `labels` and `blockedBy`).
+    #[serde(rename = "pageInfo")]
+    pub page_info: Option<PageInfoRow>,
+}
+
+impl<T> Nodes<T> {
+    /// True when GitHub reports nodes past this page.
+    fn cut(this: &Option<Self>) -> bool {
+        let info = this.as_ref().and_then(|n| n.page_info.as_ref());
+        info.and_then(|i| i.has_next_page) == Some(true)
+    }
 }
 
 /// `{ name }`.
@@ -202,11 +214,17 @@ pub fn option_value(v: Option<&Value>) -> Option<OptionValue> {
     option_row(Some(&row))
 }
 
-/// `<owner>__<repo>-<number>` from `owner/repo` (spec §4.2).
+/// `<owner>__<repo>-<number>` from `owner/repo` (spec §4.2), or GitHub's own `owner/repo#number`
+/// when that form would be ambiguous: an owner containing `_` (GitHub logins cannot, a hostile
+/// server can) makes `a_/b#1` and `a/_b#1` both `a___b-1`, and two issues would share a
+/// workspace. Every identifier then names one issue.
 pub fn identifier(name_with_owner: &str, number: u64) -> Option<String> {
     let (owner, repo) = name_with_owner.split_once('/')?;
     if owner.is_empty() || repo.is_empty() || repo.contains('/') {
         return None;
+    }
+    if owner.contains('_') {
+        return Some(format!("{owner}/{repo}#{number}"));
     }
     Some(format!("{owner}__{repo}-{number}"))
 }
@@ -283,6 +301,14 @@ pub fn normalize_issue(
         closed,
         created_at: timestamp(content.created_at.as_deref()),
         updated_at: timestamp(content.updated_at.as_deref()),
+        truncated: [
+            ("labels", Nodes::cut(&content.labels)),
+            ("blocked_by", Nodes::cut(&content.blocked_by)),
+        ]
+        .into_iter()
+        .filter(|(_, cut)| *cut)
+        .map(|(list, _)| list.to_string())
+        .collect(),
     })
 }
 

@@ -46,6 +46,7 @@ pub(crate) fn known_keys(
     sections.push(("server", &["port", "host", "webhook_secret"]));
     sections.push(("state", &["dir"]));
     sections.push(("worker", super::worker::KEYS));
+    sections.push((super::sandbox::SECTION, super::sandbox::KEYS));
     sections
 }
 

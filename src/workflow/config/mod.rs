@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_yaml::{Mapping, Value};
 
 pub(crate) mod keys;
+mod sandbox;
 pub(crate) mod section;
 pub mod worker;
 
@@ -21,6 +22,7 @@ use self::section::{describe, env_reference, Section};
 pub use self::worker::WorkerConfig;
 use crate::agent::config::AgentSettings;
 pub use crate::agent::config::{AgentKind, ClaudeCodeConfig, CliSection, CopilotConfig};
+pub use crate::host::sandbox::SandboxConfig;
 pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
 
 /// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
@@ -141,6 +143,8 @@ pub struct ServiceConfig {
     pub state_dir: PathBuf,
     /// `worker.*` (SSH worker hosts).
     pub worker: WorkerConfig,
+    /// `sandbox.*` (agents confined with bubblewrap).
+    pub sandbox: SandboxConfig,
 }
 
 impl ServiceConfig {
@@ -287,6 +291,7 @@ pub(crate) fn parse_config(
     let (hooks, agent, server) = (section("hooks")?, section("agent")?, section("server")?);
     let state = section("state")?;
     let worker = section("worker")?;
+    let sandbox = section(sandbox::SECTION)?;
     let claude_code = section(ClaudeCodeConfig::SECTION)?;
     let copilot = section(CopilotConfig::SECTION)?;
 
@@ -324,6 +329,8 @@ pub(crate) fn parse_config(
     let server = parse_server(&server, env)?;
     let state_dir = parse_state_dir(&state, &workspace_root, workflow_dir, env)?;
     let worker = WorkerConfig::parse(&worker)?;
+    let mut sandbox = sandbox::parse(&sandbox, workflow_dir, env)?;
+    sandbox.hidden = vec![workflow_dir.to_path_buf(), state_dir.clone()];
     Ok(ParsedConfig {
         config: ServiceConfig {
             tracker,
@@ -336,6 +343,7 @@ pub(crate) fn parse_config(
             server,
             state_dir,
             worker,
+            sandbox,
         },
         warnings,
     })

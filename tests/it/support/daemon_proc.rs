@@ -92,9 +92,12 @@ pub fn baton_command(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> C
 impl DaemonProc {
     /// Start `baton` (see [`baton_command`]).
     pub fn start(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> DaemonProc {
-        let mut child = baton_command(workflow, home, envs)
-            .spawn()
-            .expect("spawn baton");
+        DaemonProc::spawn(baton_command(workflow, home, envs))
+    }
+
+    /// Start a prepared [`baton_command`] (e.g. with resource limits set for the child).
+    pub fn spawn(mut cmd: Command) -> DaemonProc {
+        let mut child = cmd.spawn().expect("spawn baton");
         let log = capture_stderr(&mut child);
         DaemonProc {
             child: Some(child),

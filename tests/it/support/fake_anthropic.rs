@@ -43,6 +43,8 @@ pub struct Recorded {
     pub last_user_text: String,
     /// `model` of the request.
     pub model: String,
+    /// The `tool_result` contents of the last user message (what the tools printed).
+    pub tool_results: Vec<String>,
 }
 
 /// The running fake (`base_url` is `http://127.0.0.1:<port>`); stops on drop.
@@ -72,12 +74,18 @@ impl FakeAnthropic {
             let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
             let messages = v["messages"].as_array().cloned().unwrap_or_default();
             let n_assistant = messages.iter().filter(|m| m["role"] == "assistant").count();
-            let last_user_text = messages
-                .iter()
-                .rev()
-                .find(|m| m["role"] == "user")
-                .map(message_text)
-                .unwrap_or_default();
+            let last_user = messages.iter().rev().find(|m| m["role"] == "user");
+            let last_user_text = last_user.map(message_text).unwrap_or_default();
+            let tool_results = last_user
+                .and_then(|m| m["content"].as_array())
+                .into_iter()
+                .flatten()
+                .filter(|b| b["type"] == "tool_result")
+                .map(|b| match &b["content"] {
+                    Value::String(s) => s.clone(),
+                    c => message_text(&json!({ "content": c })),
+                })
+                .collect();
             let session_header = req
                 .headers()
                 .iter()
@@ -90,6 +98,7 @@ impl FakeAnthropic {
                 n_assistant,
                 last_user_text,
                 model: model.clone(),
+                tool_results,
             };
             hook(&rec);
             log.lock().unwrap().push(rec);

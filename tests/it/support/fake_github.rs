@@ -1326,10 +1326,8 @@ fn issue_json(s: &State, i: &IssueFixture) -> Map<String, Value> {
     m.insert("state".into(), json!(i.state));
     m.insert("createdAt".into(), json!(i.created_at));
     m.insert("updatedAt".into(), json!(i.updated_at));
-    m.insert(
-        "labels".into(),
-        json!({"nodes": i.labels.iter().take(50).map(|l| json!({"name": l})).collect::<Vec<_>>()}),
-    );
+    let labels: Vec<Value> = i.labels.iter().map(|l| json!({"name": l})).collect();
+    m.insert("labels".into(), first_page(labels, LABELS_FIRST));
     m.insert("repository".into(), json!({"nameWithOwner": i.repo}));
     let _ = s;
     m
@@ -1378,7 +1376,24 @@ fn blocked_by_json(
         .iter()
         .filter_map(|r| blocker_json(s, r, with_project_items, status_field))
         .collect();
-    json!({"nodes": blockers})
+    first_page(blockers, BLOCKERS_FIRST)
+}
+
+/// `first` of the `labels` and `blockedBy` connections in Baton's documents.
+const LABELS_FIRST: usize = 50;
+const BLOCKERS_FIRST: usize = 20;
+
+/// The first page of a connection over `nodes`, as GitHub serves it: at most `first` nodes and a
+/// `pageInfo` saying whether more follow.
+fn first_page(mut nodes: Vec<Value>, first: usize) -> Value {
+    let more = nodes.len() > first;
+    nodes.truncate(first);
+    let end = if nodes.is_empty() {
+        Value::Null
+    } else {
+        json!(cursor(nodes.len() - 1))
+    };
+    json!({"pageInfo": {"hasNextPage": more, "endCursor": end}, "nodes": nodes})
 }
 
 /// `first`/`after` of an issue's `projectItems` connection.

@@ -203,9 +203,6 @@ impl FakeLoop {
                     ControlRequest::Ping { reply } => {
                         let _ = reply.send(());
                     }
-                    ControlRequest::WedgeForTest { release } => {
-                        let _ = release.recv();
-                    }
                 }
             }
         });

@@ -2,19 +2,19 @@ use ascii::AsciiString;
 
 use std::io::Error as IoError;
 use std::io::Result as IoResult;
-use std::io::{BufReader, BufWriter, ErrorKind, Read, Write};
+use std::io::{BufWriter, ErrorKind, Read, Write};
 
 use std::net::SocketAddr;
-use std::str::FromStr;
-use std::sync::Arc; // BATON PATCH 6
-use std::time::{Duration, Instant}; // BATON PATCH 5, 6
+use std::sync::atomic::{AtomicBool, Ordering}; // BATON PATCH 7
+use std::sync::Arc; // BATON PATCH 7
+use std::time::Duration; // BATON PATCH 5
 
-use crate::common::{HTTPVersion, Method};
-use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 6
+use crate::common::{HTTPVersion, Method, StatusCode};
+use crate::framing::{whole_request, MAX_HEAD_BYTES}; // BATON PATCH 9
 use crate::util::RefinedTcpStream;
 use crate::util::Turn; // BATON PATCH 5
 use crate::util::{SequentialReader, SequentialReaderBuilder, SequentialWriterBuilder};
-use crate::Request;
+use crate::{Request, Response};
 
 /// BATON PATCH 3: longest request or header line accepted.
 const MAX_LINE_BYTES: usize = 8 * 1024;
@@ -28,33 +28,32 @@ pub struct ClientConnection {
     remote_addr: IoResult<Option<SocketAddr>>,
 
     // sequence of Readers to the stream, so that the data is not read in
-    //  the wrong order
-    source: SequentialReaderBuilder<BufReader<RefinedTcpStream>>,
+    //  the wrong order (BATON PATCH 9: no `BufReader`; the stream buffers what it read ahead)
+    source: SequentialReaderBuilder<RefinedTcpStream>,
 
     // sequence of Writers to the stream, to avoid writing response #2 before
     //  response #1
     sink: SequentialWriterBuilder<BufWriter<RefinedTcpStream>>,
 
     // Reader to read the next header from
-    next_header_source: SequentialReader<BufReader<RefinedTcpStream>>,
+    next_header_source: SequentialReader<RefinedTcpStream>,
 
     // set to true if we know that the previous request is the last one
     no_more_requests: bool,
 
-    // true if the connection goes through SSL
-    secure: bool,
-
-    /// BATON PATCH 6: the request-head deadline shared with the read half of the socket.
-    head_deadline: Arc<HeadDeadline>,
+    /// BATON PATCH 7: set when a request body was left unread (the connection then ends).
+    abandoned: Arc<AtomicBool>,
 }
 
-/// BATON PATCH 5: what a connection handler should do with a parked connection.
+/// BATON PATCH 5, 9: what a connection handler should do with a parked connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Readiness {
-    /// Bytes of the next request are waiting: read its head now.
+    /// A whole request (head and body) is buffered: read it now, from memory.
     Ready,
     /// Nothing arrived yet (no request in flight).
     Idle,
+    /// Part of a request arrived.
+    Partial,
     /// A previous request's body reader still holds the stream.
     InFlight,
     /// The client closed, or no further request may come: drop the connection.
@@ -78,10 +77,9 @@ impl ClientConnection {
         mut read_socket: RefinedTcpStream,
     ) -> ClientConnection {
         let remote_addr = read_socket.peer_addr();
-        let secure = read_socket.secure();
-        let head_deadline = read_socket.head_deadline();
+        let abandoned = read_socket.abandoned();
 
-        let mut source = SequentialReaderBuilder::new(BufReader::with_capacity(1024, read_socket));
+        let mut source = SequentialReaderBuilder::new(read_socket);
         let first_header = source.next().unwrap();
 
         ClientConnection {
@@ -90,8 +88,7 @@ impl ClientConnection {
             remote_addr,
             next_header_source: first_header,
             no_more_requests: false,
-            secure,
-            head_deadline,
+            abandoned,
         }
     }
 
@@ -101,38 +98,47 @@ impl ClientConnection {
         self.no_more_requests
     }
 
-    /// BATON PATCH 6: bounds reading the next request head (and a small body read with it).
-    pub(crate) fn set_head_deadline(&self, deadline: Option<Instant>) {
-        self.head_deadline.set(deadline);
-    }
-
-    /// BATON PATCH 5: waits up to `wait` (at most about twice that) to learn whether the next
-    /// request can be read without blocking a thread on an idle client.
-    pub(crate) fn poll(&mut self, wait: Duration) -> Readiness {
+    /// BATON PATCH 5, 9: reads what the client sent, waiting up to `wait` (at most about twice
+    /// that), and says whether a whole request is buffered. A body over `max_body` is not
+    /// read ahead (the application refuses it from its `Content-Length`).
+    pub(crate) fn poll(&mut self, wait: Duration, max_body: usize) -> Readiness {
         let no_more_requests = self.no_more_requests;
-        let reader = match self.next_header_source.turn(wait) {
+        let stream = match self.next_header_source.turn(wait) {
             Turn::Pending => return Readiness::InFlight,
             Turn::Lost => return Readiness::Closed,
-            Turn::Mine(reader) => reader,
+            Turn::Mine(stream) => stream,
         };
-        // BATON PATCH 7: the rest of an unread body (maybe already buffered) is never a
-        // request head.
-        if no_more_requests || self.head_deadline.is_abandoned() {
+        // BATON PATCH 7: the rest of an unread body is never a request head.
+        if no_more_requests || self.abandoned.load(Ordering::SeqCst) {
             return Readiness::Closed;
         }
-        if !reader.buffer().is_empty() {
-            return Readiness::Ready; // a pipelined request is already buffered
+        let mut open = true;
+        if !whole_request(stream.buffered(), max_body) {
+            let cap = max_body.saturating_mul(2).saturating_add(MAX_HEAD_BYTES + 1);
+            open = stream.fill(wait, cap).unwrap_or(false);
         }
-        match reader.get_mut().poll_readable(wait) {
-            Ok(Some(true)) => Readiness::Ready,
-            Ok(None) => Readiness::Idle,
-            Ok(Some(false)) | Err(_) => Readiness::Closed,
+        match stream.buffered() {
+            b if whole_request(b, max_body) => Readiness::Ready,
+            _ if !open => Readiness::Closed,
+            [] => Readiness::Idle,
+            _ => Readiness::Partial,
         }
     }
 
-    /// true if the connection is HTTPS
-    pub fn secure(&self) -> bool {
-        self.secure
+    /// BATON PATCH 9: the request did not arrive whole in time: `408` and close.
+    pub(crate) fn time_out(&mut self) {
+        self.refuse(StatusCode(408), HTTPVersion(1, 1));
+    }
+
+    /// Answers a request that cannot be read with an empty response that closes the
+    /// connection (BATON PATCH 4; BATON PATCH 8: never in a version this server does not
+    /// speak).
+    fn refuse(&mut self, status: StatusCode, version: HTTPVersion) {
+        let writer = self.sink.next().unwrap();
+        Response::new_empty(status)
+            .with_connection_close()
+            .raw_print(writer, http1_version(version), &[], false, None)
+            .ok();
     }
 
     /// Reads the next line from self.next_header_source.
@@ -229,7 +235,7 @@ impl ClientConnection {
 
         // building the next reader
         let request = crate::request::new_request(
-            self.secure,
+            false, // BATON PATCH 10: no HTTPS
             method,
             path,
             version.clone(),
@@ -239,7 +245,7 @@ impl ClientConnection {
             self.remote_addr.as_ref().ok().copied().flatten(),
             data_source,
             writer,
-            Some(self.head_deadline.clone()), // BATON PATCH 7
+            Some(self.abandoned.clone()), // BATON PATCH 7
         )
         .map_err(|e| {
             use crate::request;
@@ -262,8 +268,6 @@ impl Iterator for ClientConnection {
     /// Blocks until the next Request is available.
     /// Returns None when no new Requests will come from the client.
     fn next(&mut self) -> Option<Request> {
-        use crate::{Response, StatusCode};
-
         // the client sent a "connection: close" header in this previous request
         //  or is using HTTP 1.0, meaning that no new request will come
         if self.no_more_requests {
@@ -272,49 +276,24 @@ impl Iterator for ClientConnection {
 
         loop {
             let rq = match self.read() {
+                // We don't know where the next request would start: close.
                 Err(ReadError::WrongRequestLine) => {
-                    let writer = self.sink.next().unwrap();
-                    // BATON PATCH 4: say that the connection closes.
-                    let response = Response::new_empty(StatusCode(400)).with_connection_close();
-                    response
-                        .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
-                        .ok();
-                    return None; // we don't know where the next request would start,
-                                 // se we have to close
+                    self.refuse(StatusCode(400), HTTPVersion(1, 1));
+                    return None;
                 }
-
                 Err(ReadError::WrongHeader(ver)) => {
-                    let writer = self.sink.next().unwrap();
-                    // BATON PATCH 4: say that the connection closes.
-                    let response = Response::new_empty(StatusCode(400)).with_connection_close();
-                    // BATON PATCH 8: never answer in a version this server does not speak.
-                    response
-                        .raw_print(writer, http1_version(ver), &[], false, None)
-                        .ok();
-                    return None; // we don't know where the next request would start,
-                                 // se we have to close
+                    self.refuse(StatusCode(400), ver);
+                    return None;
                 }
-
+                // BATON PATCH 9: a head cut short by its deadline.
                 Err(ReadError::ReadIoError(ref err)) if err.kind() == ErrorKind::TimedOut => {
-                    // request timeout
-                    let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(408));
-                    response
-                        .raw_print(writer, HTTPVersion(1, 1), &[], false, None)
-                        .ok();
-                    return None; // closing the connection
+                    self.time_out();
+                    return None;
                 }
-
                 Err(ReadError::ExpectationFailed(ver)) => {
-                    let writer = self.sink.next().unwrap();
-                    let response = Response::new_empty(StatusCode(417));
-                    // BATON PATCH 8: never answer in a version this server does not speak.
-                    response
-                        .raw_print(writer, http1_version(ver), &[], true, None)
-                        .ok();
-                    return None; // TODO: should be recoverable, but needs handling in case of body
+                    self.refuse(StatusCode(417), ver);
+                    return None;
                 }
-
                 Err(ReadError::ReadIoError(_)) => return None,
 
                 Ok(rq) => rq,

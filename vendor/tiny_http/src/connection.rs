@@ -99,23 +99,12 @@ impl Connection {
         }
     }
 
-    /// BATON PATCH 6: read timeout (TCP and Unix sockets).
+    /// BATON PATCH 9: read timeout (TCP and Unix sockets).
     pub(crate) fn set_read_timeout(&self, timeout: std::time::Duration) -> std::io::Result<()> {
         match self {
             Self::Tcp(s) => s.set_read_timeout(Some(timeout)),
             #[cfg(unix)]
             Self::Unix(s) => s.set_read_timeout(Some(timeout)),
-        }
-    }
-
-    /// BATON PATCH 5: peeks one byte, waiting up to the read timeout (`Ok(0)`: closed).
-    /// Unix sockets cannot peek on stable Rust; they always report one byte waiting, so
-    /// their request heads are read under the head deadline at once.
-    pub(crate) fn peek_one(&self) -> std::io::Result<usize> {
-        match self {
-            Self::Tcp(s) => s.peek(&mut [0u8; 1]),
-            #[cfg(unix)]
-            Self::Unix(_) => Ok(1),
         }
     }
 

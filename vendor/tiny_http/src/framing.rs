@@ -100,6 +100,63 @@ pub(crate) fn request_framing(headers: &[Header], version: &HTTPVersion) -> Resu
     }
 }
 
+/// BATON PATCH 9: the longest request head read ahead; a longer one is handed to the parser as
+/// it is (which refuses it: a line over 8 KiB or more than 100 headers).
+pub(crate) const MAX_HEAD_BYTES: usize = 32 * 1024;
+
+/// BATON PATCH 9: whether `buf` starts with a whole request: its head and the body its framing
+/// delimits. A `Content-Length` over `max_body` is not waited for (the application refuses it
+/// unread), nor a chunked body past twice that; a head the strict parser refuses counts as
+/// whole, so that it is answered at once.
+pub(crate) fn whole_request(buf: &[u8], max_body: usize) -> bool {
+    let Some(end) = find(buf, b"\r\n\r\n") else {
+        return buf.len() >= MAX_HEAD_BYTES;
+    };
+    let mut lines = buf[..end + 2].split(|&b| b == b'\n');
+    let version = match lines.next() {
+        Some(line) if line.ends_with(b" HTTP/1.0\r") => HTTPVersion(1, 0),
+        _ => HTTPVersion(1, 1),
+    };
+    let headers: Result<Vec<Header>, ()> = lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let l = l.strip_suffix(b"\r").ok_or(())?;
+            parse_header_line(std::str::from_utf8(l).map_err(drop)?)
+        })
+        .collect();
+    let body = &buf[end + 4..];
+    match headers.and_then(|h| request_framing(&h, &version)) {
+        Ok(Framing::Length(n)) => n > max_body || body.len() >= n,
+        Ok(Framing::Chunked) => body.len() > max_body.saturating_mul(2) || chunked_done(body),
+        Ok(Framing::Empty) | Err(()) => true,
+    }
+}
+
+/// Whether the chunked body at the start of `b` has ended (a malformed one counts as ended:
+/// the decoder reports it).
+fn chunked_done(mut b: &[u8]) -> bool {
+    loop {
+        let Some(eol) = find(b, b"\r\n") else {
+            return false;
+        };
+        let size = std::str::from_utf8(&b[..eol]).ok().and_then(|line| {
+            let size = line.split(';').next()?.trim();
+            usize::from_str_radix(size, 16).ok()
+        });
+        b = &b[eol + 2..];
+        match size.map(|s| s.checked_add(2)) {
+            Some(Some(2)) => return b.starts_with(b"\r\n") || find(b, b"\r\n\r\n").is_some(),
+            Some(Some(n)) if n <= b.len() => b = &b[n..],
+            Some(Some(_)) => return false,
+            None | Some(None) => return true,
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +215,30 @@ mod tests {
             framing(&["Transfer-Encoding: chunked"], HTTPVersion(1, 0)),
             Err(())
         );
+    }
+
+    #[test]
+    fn a_request_is_whole_once_its_framed_body_is_there() {
+        let whole = |s: &str| whole_request(s.as_bytes(), 10);
+        assert!(!whole("GET / HTTP/1.1\r\nHost: x\r\n"));
+        assert!(whole("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert!(!whole("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nabcd"));
+        assert!(whole("POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nabcde"));
+        // Over the body cap: handed over at once, to be refused unread.
+        assert!(whole("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n"));
+        let chunked = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert!(!whole(&format!("{chunked}3\r\nabc\r\n")));
+        assert!(!whole(&format!("{chunked}3;x=1\r\nabc\r\n0\r\n")));
+        assert!(whole(&format!("{chunked}3;x=1\r\nabc\r\n0\r\n\r\n")));
+        assert!(whole(&format!("{chunked}3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n")));
+        assert!(whole(&format!("{chunked}zz\r\n")), "malformed: the decoder says so");
+        assert!(whole(&format!("{chunked}{}\r\n", "f".repeat(40))), "overflow");
+        // Heads the parser refuses are answered at once, whatever they announce.
+        assert!(whole("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n"));
+        assert!(whole("POST / HTTP/1.1\r\nX: a\nTransfer-Encoding: chunked\r\n\r\n"));
+        assert!(whole("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"));
+        assert!(!whole_request(&[b'a'; MAX_HEAD_BYTES - 1], 10));
+        assert!(whole_request(&[b'a'; MAX_HEAD_BYTES], 10));
     }
 
     #[test]

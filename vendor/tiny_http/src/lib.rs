@@ -91,9 +91,6 @@
 #![deny(rust_2018_idioms)]
 #![allow(clippy::match_like_matches_macro)]
 
-#[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-use zeroize::Zeroizing;
-
 use std::error::Error;
 use std::io::Error as IoError;
 use std::io::ErrorKind as IoErrorKind;
@@ -101,7 +98,6 @@ use std::io::Result as IoResult;
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
@@ -112,7 +108,7 @@ use util::MessagesQueue;
 
 pub use common::{HTTPVersion, Header, HeaderField, Method, StatusCode};
 pub use connection::{ConfigListenAddr, ListenAddr, Listener};
-pub use pool::ConnectionLimits; // BATON PATCH 5
+pub use pool::{ConnectionLimits, Spawn}; // BATON PATCH 5, 9
 pub use request::{ReadWrite, Request};
 pub use response::{Response, ResponseBox};
 pub use test::TestRequest;
@@ -124,7 +120,6 @@ mod framing; // BATON PATCH 4
 mod pool; // BATON PATCH 5
 mod request;
 mod response;
-mod ssl;
 mod test;
 mod util;
 
@@ -165,12 +160,6 @@ impl From<Request> for Message {
     }
 }
 
-// this trait is to make sure that Server implements Share and Send
-#[doc(hidden)]
-trait MustBeShareDummy: Sync + Send {}
-#[doc(hidden)]
-impl MustBeShareDummy for Server {}
-
 pub struct IncomingRequests<'a> {
     server: &'a Server,
 }
@@ -180,20 +169,10 @@ pub struct IncomingRequests<'a> {
 pub struct ServerConfig {
     /// The addresses to try to listen to.
     pub addr: ConfigListenAddr,
-
-    /// If `Some`, then the server will use SSL to encode the communications.
-    pub ssl: Option<SslConfig>,
 }
 
-/// Configuration of the server for SSL.
-#[derive(Debug, Clone)]
-pub struct SslConfig {
-    /// Contains the public certificate to send to clients.
-    pub certificate: Vec<u8>,
-    /// Contains the ultra-secret private key used to decode communications.
-    pub private_key: Vec<u8>,
-}
-
+// BATON PATCH 10: upstream's HTTPS (`Server::https`, `SslConfig`, the `ssl` module and every
+// `ssl-openssl`/`ssl-rustls` branch) is removed; its features were never offered here.
 impl Server {
     /// Shortcut for a simple server on a specific address.
     #[inline]
@@ -201,10 +180,7 @@ impl Server {
     where
         A: ToSocketAddrs,
     {
-        Server::new(ServerConfig {
-            addr: ConfigListenAddr::from_socket_addrs(addr)?,
-            ssl: None,
-        })
+        Self::http_with_limits(addr, ConnectionLimits::default())
     }
 
     /// BATON PATCH 5: like [`Server::http`], with other connection limits and timeouts.
@@ -216,23 +192,7 @@ impl Server {
         A: ToSocketAddrs,
     {
         let listener = ConfigListenAddr::from_socket_addrs(addr)?.bind()?;
-        Self::from_listener_with_limits(listener, None, limits)
-    }
-
-    /// Shortcut for an HTTPS server on a specific address.
-    #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-    #[inline]
-    pub fn https<A>(
-        addr: A,
-        config: SslConfig,
-    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>>
-    where
-        A: ToSocketAddrs,
-    {
-        Server::new(ServerConfig {
-            addr: ConfigListenAddr::from_socket_addrs(addr)?,
-            ssl: Some(config),
-        })
+        Self::from_listener_with_limits(listener, limits)
     }
 
     #[cfg(unix)]
@@ -243,14 +203,12 @@ impl Server {
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         Server::new(ServerConfig {
             addr: ConfigListenAddr::unix_from_path(path),
-            ssl: None,
         })
     }
 
     /// Builds a new server that listens on the specified address.
     pub fn new(config: ServerConfig) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        let listener = config.addr.bind()?;
-        Self::from_listener(listener, config.ssl)
+        Self::from_listener(config.addr.bind()?)
     }
 
     /// Builds a new server using the specified TCP listener.
@@ -259,68 +217,63 @@ impl Server {
     /// such as from systemd. For other cases, you probably want the `new()` function.
     pub fn from_listener<L: Into<Listener>>(
         listener: L,
-        ssl_config: Option<SslConfig>,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         // BATON PATCH 5: the default connection limits.
-        Self::from_listener_with_limits(listener, ssl_config, ConnectionLimits::default())
+        Self::from_listener_with_limits(listener, ConnectionLimits::default())
     }
 
     /// BATON PATCH 5: like [`Server::from_listener`], with other connection limits.
     pub fn from_listener_with_limits<L: Into<Listener>>(
         listener: L,
-        ssl_config: Option<SslConfig>,
         limits: ConnectionLimits,
     ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
-        let listener = listener.into();
+        let messages = MessagesQueue::with_capacity(8);
+        let sink = pool::Sink::Queue(messages.clone());
+        Self::start(listener.into(), limits, messages, sink)
+    }
+
+    /// BATON PATCH 9: serves every request with `handler`, called on the connection handler
+    /// threads themselves (at most `limits.max_handlers` at once) once the whole request has
+    /// arrived; `recv` receives nothing. A listener that fails for good (not a transient
+    /// `accept` error) panics the accept thread, for `limits.spawn` to supervise.
+    pub fn from_listener_with_handler<L, F>(
+        listener: L,
+        limits: ConnectionLimits,
+        handler: F,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>>
+    where
+        L: Into<Listener>,
+        F: Fn(Request) + Send + Sync + 'static,
+    {
+        let sink = pool::Sink::Handler(Arc::new(handler));
+        Self::start(listener.into(), limits, MessagesQueue::with_capacity(0), sink)
+    }
+
+    fn start(
+        server: Listener,
+        limits: ConnectionLimits,
+        messages: Arc<MessagesQueue<Message>>,
+        sink: pool::Sink,
+    ) -> Result<Server, Box<dyn Error + Send + Sync + 'static>> {
         // building the "close" variable
         let close_trigger = Arc::new(AtomicBool::new(false));
-
-        // building the TcpListener
-        let (server, local_addr) = {
-            let local_addr = listener.local_addr()?;
-            log::debug!("Server listening on {}", local_addr);
-            (listener, local_addr)
-        };
-
-        // building the SSL capabilities
-        #[cfg(all(feature = "ssl-openssl", feature = "ssl-rustls"))]
-        compile_error!(
-            "Features 'ssl-openssl' and 'ssl-rustls' must not be enabled at the same time"
-        );
-        #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
-        type SslContext = ();
-        #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-        type SslContext = crate::ssl::SslContextImpl;
-        let ssl: Option<SslContext> = {
-            match ssl_config {
-                #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-                Some(config) => Some(SslContext::from_pem(
-                    config.certificate,
-                    Zeroizing::new(config.private_key),
-                )?),
-                #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
-                Some(_) => return Err(
-                    "Building a server with SSL requires enabling the `ssl` feature in tiny-http"
-                        .into(),
-                ),
-                None => None,
-            }
-        };
+        let local_addr = server.local_addr()?;
+        log::debug!("Server listening on {}", local_addr);
 
         // creating a task where server.accept() is continuously called
         // and ClientConnection objects are pushed in the messages queue
-        let messages = MessagesQueue::with_capacity(8);
-
         let inside_close_trigger = close_trigger.clone();
-        let inside_messages = messages.clone();
         // BATON PATCH 5: a bounded pool of connection handlers instead of upstream's
         // thread per connection; transient accept errors (out of file descriptors, say) no
         // longer end the accept loop, and a failed socket clone drops one connection.
+        // BATON PATCH 9: what connections read ahead is bounded (16 bodies beyond heads).
         let socket_timeout = limits.socket_timeout;
-        let pool = pool::ConnPool::new(limits, messages.clone());
-        thread::Builder::new()
-            .name("tinyhttp-accept".into())
-            .spawn(move || {
+        let budget = util::refined_tcp_stream::Budget::new(limits.max_body.saturating_mul(16));
+        let spawn = limits.spawn;
+        let pool = pool::ConnPool::new(limits, sink.clone());
+        spawn(
+            "tinyhttp-accept",
+            Box::new(move || {
                 log::debug!("Running accept thread");
                 while !inside_close_trigger.load(Relaxed) {
                     let sock = match server.accept() {
@@ -332,32 +285,25 @@ impl Server {
                         }
                         Err(e) => {
                             log::error!("Error accepting new client: {}", e);
-                            inside_messages.push(e.into());
+                            match &sink {
+                                pool::Sink::Queue(messages) => messages.push(e.into()),
+                                // BATON PATCH 9: a thread death the application supervises.
+                                pool::Sink::Handler(_) => panic!("the HTTP listener failed: {}", e),
+                            }
                             break;
                         }
                     };
-                    // BATON PATCH 2: bound slow or silent clients (bodies, drains, responses).
+                    // BATON PATCH 2: bound slow or silent clients (responses).
                     sock.set_timeouts(socket_timeout);
-                    use util::RefinedTcpStream;
-                    let halves = match ssl {
-                        None => RefinedTcpStream::new(sock, socket_timeout),
-                        #[cfg(any(feature = "ssl-openssl", feature = "ssl-rustls"))]
-                        Some(ref ssl) => match ssl.accept(sock) {
-                            // if SSL fails, close the socket and resume listening
-                            Ok(s) => RefinedTcpStream::new(s, socket_timeout),
-                            Err(_) => continue,
-                        },
-                        #[cfg(not(any(feature = "ssl-openssl", feature = "ssl-rustls")))]
-                        Some(ref _ssl) => unreachable!(),
-                    };
-                    match halves {
+                    match util::RefinedTcpStream::new(sock, budget.clone()) {
                         Ok((read, write)) => pool.submit(ClientConnection::new(write, read)),
                         Err(e) => log::warn!("Cannot set up a client connection: {}", e),
                     }
                 }
                 pool.close();
                 log::debug!("Terminating accept thread");
-            })?;
+            }),
+        )?;
 
         // result
         Ok(Server {
@@ -379,12 +325,6 @@ impl Server {
     #[inline]
     pub fn server_addr(&self) -> ListenAddr {
         self.listening_addr.clone()
-    }
-
-    /// Returns the number of clients currently connected to the server.
-    pub fn num_connections(&self) -> usize {
-        unimplemented!()
-        //self.requests_receiver.lock().len()
     }
 
     /// Blocks until an HTTP request has been submitted and returns it.

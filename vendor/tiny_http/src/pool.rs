@@ -1,14 +1,17 @@
-//! BATON PATCH 5: a bounded pool of connection handlers, replacing upstream's
+//! BATON PATCH 5, 9: a bounded pool of connection handlers, replacing upstream's
 //! one-thread-per-connection `TaskPool` (10,000 idle connections made 6,130 threads).
 //!
 //! Accepted connections are *parked* in one queue. At most `max_handlers` threads take turns
-//! on them: a handler waits a short slice for the next request's first byte (or for a request
-//! in flight to release the stream), then either reads the request head under the head
-//! deadline or puts the connection back. So an idle connection costs a file descriptor, not a
-//! thread, and a slow one holds a thread at most until its deadline. A connection must present
-//! a complete request head within `header_timeout` of being accepted (or of its previous
-//! request finishing), otherwise it is closed. Past `max_connections`, a new connection evicts
-//! the longest-idle parked one, so a flood of idle connections cannot lock out a real client.
+//! on them: a handler waits a short slice for what the client sends next (or for a request in
+//! flight to release the stream), reads it ahead into the connection's buffer, and puts the
+//! connection back until a whole request (head and body) is there. Only then is the request
+//! parsed, from memory, and handed on: to the application's threads calling `recv`, or, with
+//! [`crate::Server::from_listener_with_handler`], to the application's handler on the same
+//! thread (one pool). So an idle or trickling client costs a file descriptor and its buffered
+//! bytes, never a thread. A request must arrive whole within `request_timeout` of the accept
+//! (or of the previous request finishing), otherwise it is answered `408` and closed. Past
+//! `max_connections`, a new connection evicts the longest-idle parked one, so a flood of idle
+//! connections cannot lock out a real client.
 
 use std::collections::VecDeque;
 use std::io::{Error as IoError, ErrorKind};
@@ -19,34 +22,44 @@ use std::time::{Duration, Instant};
 
 use crate::client::{ClientConnection, Readiness};
 use crate::util::MessagesQueue;
-use crate::Message;
+use crate::{Message, Request};
 
 /// How long a handler waits on one parked connection before moving on to the next.
 const POLL_SLICE: Duration = Duration::from_millis(50);
-/// Time to read a head whose deadline passed while it waited to be polled.
-const LATE_HEAD_GRACE: Duration = Duration::from_millis(100);
 /// A handler with nothing to do for this long exits (the pool grows back on demand).
 const HANDLER_IDLE_EXIT: Duration = Duration::from_secs(10);
 
-/// BATON PATCH 5: bounds on connections and on the threads serving them.
+/// BATON PATCH 9: starts the server's threads (named `tinyhttp-accept` and `tinyhttp-conn`),
+/// so that an application can supervise them like its own.
+pub type Spawn = fn(&'static str, Box<dyn FnOnce() + Send>) -> std::io::Result<()>;
+
+fn spawn_thread(name: &'static str, f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+    thread::Builder::new().name(name.into()).spawn(f).map(drop)
+}
+
+/// BATON PATCH 5, 9: bounds on connections, requests and the threads serving them.
 ///
 /// `Server::http` and `Server::new` use [`ConnectionLimits::default`];
 /// `Server::http_with_limits` takes other values (e.g. short timeouts in tests).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ConnectionLimits {
-    /// Most threads reading request heads (default 64). Requests themselves are handled by
-    /// the application's threads calling `recv`.
+    /// Most connection handler threads (default 64); with a handler, they also run it.
     pub max_handlers: usize,
     /// Most open connections held (default 256, two file descriptors each). A new connection
     /// past this evicts the longest-idle one, or is closed at once if none is idle.
     pub max_connections: usize,
-    /// Time for a complete request head, counted from the accept or from the end of the
-    /// previous request on the connection (default 5 s): idle keep-alive connections and
-    /// slowloris clients are closed after it.
-    pub header_timeout: Duration,
-    /// Read and write timeout of each socket for bodies and responses (default 30 s,
-    /// [`crate::SOCKET_TIMEOUT`]).
+    /// Time for a whole request (head and body), counted from the accept or from the end of
+    /// the previous request on the connection (default 10 s): idle keep-alive connections
+    /// and slow clients are closed after it.
+    pub request_timeout: Duration,
+    /// Write timeout of each socket for responses (default 30 s, [`crate::SOCKET_TIMEOUT`]).
     pub socket_timeout: Duration,
+    /// Largest body read ahead (default 16 MiB). A longer `Content-Length` is handed on
+    /// unread (its body reads fail; the application should refuse it by its length). All
+    /// connections together hold at most 16 such bodies beyond their heads.
+    pub max_body: usize,
+    /// How the server starts its threads (default: plain named threads).
+    pub spawn: Spawn,
 }
 
 impl Default for ConnectionLimits {
@@ -54,17 +67,28 @@ impl Default for ConnectionLimits {
         ConnectionLimits {
             max_handlers: 64,
             max_connections: 256,
-            header_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(10),
             socket_timeout: crate::SOCKET_TIMEOUT,
+            max_body: 16 << 20,
+            spawn: spawn_thread,
         }
     }
+}
+
+/// BATON PATCH 9: where whole requests go.
+#[derive(Clone)]
+pub(crate) enum Sink {
+    /// To the application's threads calling `Server::recv`.
+    Queue(Arc<MessagesQueue<Message>>),
+    /// To the application's handler, called on the connection handler's thread.
+    Handler(Arc<dyn Fn(Request) + Send + Sync>),
 }
 
 /// A connection waiting for its next request (or for its request in flight to finish).
 struct Parked {
     conn: ClientConnection,
     /// When the connection became idle (accept, or the end of its previous request); `None`
-    /// while a request is in flight. The head deadline is `idle_since + header_timeout`.
+    /// while a request is in flight. The request deadline is `idle_since + request_timeout`.
     idle_since: Option<Instant>,
 }
 
@@ -81,7 +105,7 @@ struct Shared {
     state: Mutex<State>,
     wakeup: Condvar,
     limits: ConnectionLimits,
-    messages: Arc<MessagesQueue<Message>>,
+    sink: Sink,
 }
 
 impl Shared {
@@ -96,8 +120,8 @@ pub(crate) struct ConnPool {
 }
 
 impl ConnPool {
-    /// An empty pool delivering requests to `messages`; handlers start on demand.
-    pub(crate) fn new(limits: ConnectionLimits, messages: Arc<MessagesQueue<Message>>) -> Self {
+    /// An empty pool delivering requests to `sink`; handlers start on demand.
+    pub(crate) fn new(limits: ConnectionLimits, sink: Sink) -> Self {
         let limits = ConnectionLimits {
             max_handlers: limits.max_handlers.max(1),
             max_connections: limits.max_connections.max(1),
@@ -114,7 +138,7 @@ impl ConnPool {
                 }),
                 wakeup: Condvar::new(),
                 limits,
-                messages,
+                sink,
             }),
         }
     }
@@ -187,10 +211,8 @@ fn evict_longest_idle(queue: &mut VecDeque<Parked>) -> Option<Parked> {
 }
 
 fn spawn_handler(shared: Arc<Shared>) -> std::io::Result<()> {
-    thread::Builder::new()
-        .name("tinyhttp-conn".into())
-        .spawn(move || handler_loop(&shared))
-        .map(|_| ())
+    let spawn = shared.limits.spawn;
+    spawn("tinyhttp-conn", Box::new(move || handler_loop(&shared)))
 }
 
 /// One handler thread: take a parked connection, serve or re-park it, repeat.
@@ -245,28 +267,24 @@ fn next_parked(shared: &Shared) -> Option<Parked> {
 /// Gives one parked connection a slice of attention. Returns it to park again, or `None`
 /// to close it.
 fn serve(shared: &Shared, mut parked: Parked) -> Option<Parked> {
-    let timeout = shared.limits.header_timeout;
-    match parked.conn.poll(POLL_SLICE) {
+    match parked.conn.poll(POLL_SLICE, shared.limits.max_body) {
         Readiness::Closed => None,
         Readiness::InFlight => Some(Parked {
             idle_since: None,
             ..parked
         }),
-        Readiness::Idle => {
-            let since = *parked.idle_since.get_or_insert_with(Instant::now);
-            (since.elapsed() < timeout).then_some(parked)
+        Readiness::Idle | Readiness::Partial if in_time(shared, &mut parked) => Some(parked),
+        Readiness::Idle => None,
+        Readiness::Partial => {
+            parked.conn.time_out();
+            None
         }
         Readiness::Ready => {
-            // A head sent in time but polled late (many parked connections) is in the socket
-            // buffer already: a short grace reads it, and costs a slow client little.
-            let now = Instant::now();
-            let since = parked.idle_since.unwrap_or(now);
-            let deadline = (since + timeout).max(now + LATE_HEAD_GRACE);
-            parked.conn.set_head_deadline(Some(deadline));
-            let request = parked.conn.next();
-            parked.conn.set_head_deadline(None);
-            let request = request?; // None: answered (400, 408, ...) or gone; close
-            shared.messages.push(request.into());
+            let request = parked.conn.next()?; // None: answered (400, 408, ...) or gone; close
+            match &shared.sink {
+                Sink::Queue(messages) => messages.push(request.into()),
+                Sink::Handler(handle) => handle(request),
+            }
             // The last request: dropping the connection now closes the socket once the
             // application is done with the request, without a handler watching it.
             (!parked.conn.is_finished()).then_some(Parked {
@@ -275,6 +293,13 @@ fn serve(shared: &Shared, mut parked: Parked) -> Option<Parked> {
             })
         }
     }
+}
+
+/// Whether the connection's request deadline is still ahead (its idle time starts now if
+/// it was in flight).
+fn in_time(shared: &Shared, parked: &mut Parked) -> bool {
+    let since = *parked.idle_since.get_or_insert_with(Instant::now);
+    since.elapsed() < shared.limits.request_timeout
 }
 
 /// Accept errors that say "try again later" rather than "the listener is broken": running

@@ -5,10 +5,8 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::str::FromStr;
 
-use std::sync::mpsc::Sender;
+use std::sync::atomic::AtomicBool; // BATON PATCH 7
 use std::sync::Arc; // BATON PATCH 7
-
-use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 7
 
 use crate::util::{EqualReader, FusedReader};
 use crate::{HTTPVersion, Header, Method, Response, StatusCode};
@@ -74,33 +72,7 @@ pub struct Request {
 
     // true if a `100 Continue` response must be sent when `as_reader()` is called
     must_send_continue: bool,
-
-    // If Some, a message must be sent after responding
-    notify_when_responded: Option<Sender<()>>,
-}
-
-struct NotifyOnDrop<R> {
-    sender: Sender<()>,
-    inner: R,
-}
-
-impl<R: Read> Read for NotifyOnDrop<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(buf)
-    }
-}
-impl<R: Write> Write for NotifyOnDrop<R> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        self.inner.flush()
-    }
-}
-impl<R> Drop for NotifyOnDrop<R> {
-    fn drop(&mut self) {
-        self.sender.send(()).unwrap();
-    }
+    // BATON PATCH 10: upstream's unused `notify_when_responded` is removed.
 }
 
 /// Error that can happen when building a `Request` object.
@@ -139,7 +111,7 @@ pub fn new_request<R, W>(
     mut source_data: R,
     writer: W,
     // BATON PATCH 7: the connection to end when a large body is left unread.
-    conn: Option<Arc<HeadDeadline>>,
+    conn: Option<Arc<AtomicBool>>,
 ) -> Result<Request, RequestCreationError>
 where
     R: Read + Send + 'static,
@@ -247,7 +219,6 @@ where
         headers,
         body_length: content_length,
         must_send_continue: expects_continue,
-        notify_when_responded: None,
     })
 }
 
@@ -332,15 +303,7 @@ impl Request {
         self.response_writer.as_mut().unwrap().flush().ok(); // TODO: unused result
 
         let stream = CustomStream::new(self.extract_reader_impl(), self.extract_writer_impl());
-        if let Some(sender) = self.notify_when_responded.take() {
-            let stream = NotifyOnDrop {
-                sender,
-                inner: stream,
-            };
-            Box::new(stream) as Box<dyn ReadWrite + Send>
-        } else {
-            Box::new(stream) as Box<dyn ReadWrite + Send>
-        }
+        Box::new(stream) as Box<dyn ReadWrite + Send>
     }
 
     /// Allows to read the body of the request.
@@ -398,16 +361,7 @@ impl Request {
     /// Therefore you should always destroy the `Writer` as soon as possible.
     #[inline]
     pub fn into_writer(mut self) -> Box<dyn Write + Send + 'static> {
-        let writer = self.extract_writer_impl();
-        if let Some(sender) = self.notify_when_responded.take() {
-            let writer = NotifyOnDrop {
-                sender,
-                inner: writer,
-            };
-            Box::new(writer) as Box<dyn Write + Send + 'static>
-        } else {
-            writer
-        }
+        self.extract_writer_impl()
     }
 
     /// Extract the response `Writer` object from the Request, dropping this `Writer` has the same side effects
@@ -443,11 +397,7 @@ impl Request {
     where
         R: Read,
     {
-        let res = self.respond_impl(response);
-        if let Some(sender) = self.notify_when_responded.take() {
-            sender.send(()).unwrap();
-        }
-        res
+        self.respond_impl(response)
     }
 
     fn respond_impl<R>(&mut self, response: Response<R>) -> Result<(), IoError>
@@ -478,11 +428,6 @@ impl Request {
             _ => Err(err),
         })
     }
-
-    pub(crate) fn with_notify_sender(mut self, sender: Sender<()>) -> Self {
-        self.notify_when_responded = Some(sender);
-        self
-    }
 }
 
 impl fmt::Debug for Request {
@@ -500,9 +445,6 @@ impl Drop for Request {
         if self.response_writer.is_some() {
             let response = Response::empty(500);
             let _ = self.respond_impl(response); // ignoring any potential error
-            if let Some(sender) = self.notify_when_responded.take() {
-                sender.send(()).unwrap();
-            }
         }
     }
 }

@@ -2,9 +2,8 @@ use std::io::Read;
 use std::io::Result as IoResult;
 use std::sync::mpsc::channel;
 use std::sync::mpsc::{Receiver, Sender};
+use std::sync::atomic::{AtomicBool, Ordering}; // BATON PATCH 7
 use std::sync::Arc; // BATON PATCH 7
-
-use crate::util::refined_tcp_stream::HeadDeadline; // BATON PATCH 7
 
 /// A `Reader` that reads exactly the number of bytes from a sub-reader.
 ///
@@ -19,7 +18,7 @@ where
     size: usize,
     last_read_signal: Sender<IoResult<()>>,
     /// BATON PATCH 7: the connection to end if the body is left unread.
-    on_unread: Option<Arc<HeadDeadline>>,
+    on_unread: Option<Arc<AtomicBool>>,
 }
 
 impl<R> EqualReader<R>
@@ -42,7 +41,7 @@ where
     /// BATON PATCH 7: if dropped before the whole body was read, end the connection instead
     /// of draining the rest. A drain read a declared length (up to 2^64 bytes) at the
     /// client's pace, holding the application's thread that dropped the request.
-    pub(crate) fn end_connection_if_unread(mut self, conn: Arc<HeadDeadline>) -> Self {
+    pub(crate) fn end_connection_if_unread(mut self, conn: Arc<AtomicBool>) -> Self {
         self.on_unread = Some(conn);
         self
     }
@@ -82,7 +81,7 @@ where
 
         // BATON PATCH 7: end the connection rather than drain an unread body.
         if let (true, Some(conn)) = (remaining_to_read > 0, self.on_unread.as_ref()) {
-            conn.abandon();
+            conn.store(true, Ordering::SeqCst);
             self.last_read_signal.send(Ok(())).ok();
             return;
         }

@@ -5,8 +5,7 @@ pub use self::messages_queue::MessagesQueue;
 pub use self::refined_tcp_stream::RefinedTcpStream;
 pub use self::sequential::{SequentialReader, SequentialReaderBuilder};
 pub(crate) use self::sequential::Turn; // BATON PATCH 5
-pub use self::sequential::{SequentialWriter, SequentialWriterBuilder};
-pub use self::task_pool::TaskPool;
+pub use self::sequential::SequentialWriterBuilder;
 
 use std::str::FromStr;
 
@@ -16,7 +15,6 @@ mod fused_reader;
 mod messages_queue;
 pub(crate) mod refined_tcp_stream;
 mod sequential;
-mod task_pool;
 
 /// Parses a the value of a header.
 /// Suitable for `Accept-*`, `TE`, etc.
