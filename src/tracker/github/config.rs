@@ -131,15 +131,13 @@ fn parse(
         ));
     }
     cfg.max_items = max_items;
-    if let Some(share) = s.positive_number("budget_share")? {
-        if share > 1.0 {
-            return Err(s.invalid(
-                "budget_share",
-                "a number above 0 and at most 1",
-                &s.got("budget_share"),
-            ));
+    match s.positive_number("budget_share") {
+        Ok(None) => {}
+        Ok(Some(share)) if share <= 1.0 => cfg.budget_share = share,
+        _ => {
+            let got = s.got("budget_share");
+            return Err(s.invalid("budget_share", "a number above 0 and at most 1", &got));
         }
-        cfg.budget_share = share;
     }
     for repo in &cfg.repos {
         let parts: Vec<&str> = repo.split('/').collect();
