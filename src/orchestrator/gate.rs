@@ -62,8 +62,11 @@ pub enum TrackerOp {
 pub struct Plan {
     /// Effective poll interval: `polling.interval_ms`, stretched to fit the budget.
     pub poll_interval_ms: Millis,
-    /// Spacing between the starts of two fetch batches.
+    /// Spacing between the starts of two fetch batches when they are wanted all the time (a
+    /// burst may go faster, see [`Pace::fetch_due`]).
     pub fetch_spacing_ms: Millis,
+    /// Points per hour fetch batches may use (`None`: no budget).
+    pub fetch_per_hour: Option<u64>,
     /// Points per hour Baton aims to stay within (`None`: the tracker reports no budget).
     pub target_per_hour: Option<u64>,
     /// Points per hour this plan projects (`None`: no budget, or nothing measured yet).
@@ -88,6 +91,10 @@ pub struct Pace {
     pub fetch_started_at: Option<Millis>,
     /// How long the last fetch batch took (widens the spacing for a slow tracker).
     pub last_fetch_ms: Millis,
+    /// The fetch batches' token bucket: milli-points it held after the last batch, and when
+    /// (`None`: full). It refills at `Plan::fetch_per_hour` up to a minute's worth, so a burst of
+    /// turn ends is served a second apart while the long-run rate stays within the budget.
+    bucket: (u64, Option<Millis>),
     /// Since when workers wait for their between-turn refresh (the runtime keeps their ids).
     pub refresh_wanted_at: Option<Millis>,
     /// The plan in force.
@@ -109,6 +116,11 @@ impl Pace {
                 if let Some(started) = self.fetch_started_at {
                     self.last_fetch_ms = now.saturating_sub(started);
                 }
+                let level = self.bucket_level(now);
+                self.bucket = (
+                    level.saturating_sub(points.saturating_mul(1_000)),
+                    Some(now),
+                );
                 let (origin, _) = *self.window.get_or_insert((now, 0));
                 let (spent, idx) = self.windows(now);
                 self.spent = [spent[0], spent[1].saturating_add(points)];
@@ -163,6 +175,7 @@ impl Pace {
             return Plan {
                 poll_interval_ms: base_ms,
                 fetch_spacing_ms: fetch_floor,
+                fetch_per_hour: None,
                 target_per_hour: None,
                 projected_per_hour: None,
             };
@@ -181,22 +194,45 @@ impl Pace {
         Plan {
             poll_interval_ms: interval,
             fetch_spacing_ms: fetch_spacing,
+            fetch_per_hour: Some(half),
             target_per_hour: Some(target),
             projected_per_hour: measured
                 .then(|| (per_poll.saturating_mul(HOUR_MS) / interval).saturating_add(other)),
         }
     }
 
-    /// When the next fetch batch may start: one per slot, never inside a pause (`allowed_at`);
-    /// `None` while one is out.
+    /// Milli-points the fetch bucket holds at `now` (full without a budget or a batch yet).
+    fn bucket_level(&self, now: Millis) -> u64 {
+        let Some(rate) = self.plan.fetch_per_hour else {
+            return 0;
+        };
+        let cap = rate.saturating_mul(1_000) / 60;
+        let (level, at) = match self.bucket {
+            (_, None) => return cap,
+            (level, Some(at)) => (level, at),
+        };
+        let refill = now.saturating_sub(at).saturating_mul(rate) / 3_600;
+        level.saturating_add(refill).min(cap)
+    }
+
+    /// When the next fetch batch may start: one at a time, at least [`FETCH_MIN_SPACING_MS`] and
+    /// the last batch's duration apart, when the bucket holds what the last batch cost, and never
+    /// inside a pause (`allowed_at`); `None` while one is out.
     pub fn fetch_due(&self, allowed_at: Millis) -> Option<Millis> {
         if self.fetch_in_flight {
             return None;
         }
-        let spaced = self.fetch_started_at.map_or(0, |t| {
-            t.saturating_add(self.plan.fetch_spacing_ms.max(FETCH_MIN_SPACING_MS))
-        });
-        Some(spaced.max(allowed_at))
+        let floor = FETCH_MIN_SPACING_MS.max(self.last_fetch_ms);
+        let spaced = self.fetch_started_at.map_or(0, |t| t.saturating_add(floor));
+        let refilled = match (self.plan.fetch_per_hour, self.bucket) {
+            (Some(rate), (level, Some(at))) if rate > 0 => {
+                let need = self.fetch_points.saturating_mul(1_000);
+                let missing = need.saturating_sub(level);
+                at.saturating_add(missing.saturating_mul(3_600).div_ceil(rate))
+            }
+            _ => 0,
+        };
+        Some(spaced.max(refilled).max(allowed_at))
     }
 
     /// True when `plan` changes the poll interval enough to log (10 %, or to or from `base_ms`).

@@ -337,3 +337,32 @@ fn a_failed_poll_keeps_the_stretched_interval() {
     handle(&mut sim.s, failed, sim.now);
     assert_eq!(sim.s.poll.next_poll_at, T0 + 2 * STRETCHED);
 }
+
+/// A burst of turn ends after a quiet time is served a second apart (the budget's bucket holds a
+/// minute of fetch points); sustained demand is then spaced to the budget (about 3 s for 1-point
+/// batches at a 2,500 target).
+#[test]
+fn a_burst_is_served_a_second_apart_and_sustained_demand_is_spaced_to_the_budget() {
+    let mut sim = Sim::new(60_000, 1, Some(5_000));
+    sim.run_until(T0);
+    for k in 1..=180u64 {
+        sim.run_until(T0 + k * 1_000);
+        sim.turn_ended();
+    }
+    sim.run_until(T0 + 181_000);
+    let at: Vec<Millis> = sim.fetches.iter().map(|f| f.0).collect();
+    let gaps: Vec<Millis> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(gaps[..20].iter().all(|g| *g == 1_000), "{gaps:?}");
+    assert!(
+        gaps[gaps.len() - 10..].iter().all(|g| *g >= 3_000),
+        "{gaps:?}"
+    );
+    // 20 points of bucket plus 1,187 an hour: at most about 80 batches in 3 minutes.
+    assert!(
+        at.len() <= 20 + 180 * 1_187 / 3_600 + 2,
+        "{} batches",
+        at.len()
+    );
+    let served: u64 = sim.fetches.iter().map(|f| f.1).sum();
+    assert_eq!(served, 180, "every turn end is served");
+}
