@@ -8,7 +8,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::agent::claude::ClaudeRunner;
+use crate::agent::codex::CodexRunner;
 use crate::agent::copilot::CopilotRunner;
+use crate::agent::gemini::GeminiRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_FORCED_SHUTDOWN, EXIT_OK, EXIT_USAGE};
 use crate::host::LocalHost;
@@ -101,6 +103,12 @@ pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => {
             Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
+        }
+        Some(AgentKind::Codex) => {
+            Arc::new(CodexRunner::new(cfg.codex.clone()).with_sandbox(sandbox))
+        }
+        Some(AgentKind::Gemini) => {
+            Arc::new(GeminiRunner::new(cfg.gemini.clone()).with_sandbox(sandbox))
         }
         _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone()).with_sandbox(sandbox)),
     }

@@ -16,7 +16,7 @@ use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Pace, Policy};
 use crate::text::single_line as truncate;
 use crate::tracker::config::TrackerConfig;
-use crate::workflow::config::{AgentKind, ConfigEnv, ProcessEnv, ServiceConfig};
+use crate::workflow::config::{ConfigEnv, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
 /// Run the check against the real environment; writes the report to `out`, returns the exit code.
@@ -237,12 +237,17 @@ fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
             limits.join(", ")
         ));
     }
-    if a.budget.max_cost_usd_per_issue.is_some() && a.kind == Some(AgentKind::Copilot) {
-        r.line(
-            "warn",
-            "agent.max_cost_usd_per_issue does not apply to copilot (it reports no cost); \
-             use agent.max_tokens_per_issue or agent.max_turns_per_issue",
-        );
+    if let Some(k) = a.kind.filter(|k| !k.reports_cost()) {
+        if a.budget.max_cost_usd_per_issue.is_some() {
+            r.line(
+                "warn",
+                format!(
+                    "agent.max_cost_usd_per_issue does not apply to {} (it reports no cost); \
+                     use agent.max_tokens_per_issue or agent.max_turns_per_issue",
+                    k.as_str()
+                ),
+            );
+        }
     }
 }
 
@@ -391,7 +396,7 @@ mod tests {
     }
 
     #[test]
-    fn budget_limits_are_printed_and_copilot_cost_is_flagged() {
+    fn budget_limits_are_printed_and_cost_is_flagged_for_agents_without_one() {
         assert!(budget_lines("  kind: claude_code\n").contains("budget per issue: unlimited"));
         let out = budget_lines(
             "  kind: copilot\n  max_cost_usd_per_issue: 2.5\n  max_tokens_per_issue: 1000\n  max_turns_per_issue: 9\n",
@@ -404,5 +409,12 @@ mod tests {
             out.contains("warn  agent.max_cost_usd_per_issue does not apply to copilot"),
             "{out}"
         );
+        for kind in ["codex", "gemini"] {
+            let out = budget_lines(&format!("  kind: {kind}\n  max_cost_usd_per_issue: 1\n"));
+            let want = format!("warn  agent.max_cost_usd_per_issue does not apply to {kind}");
+            assert!(out.contains(&want), "{out}");
+        }
+        let out = budget_lines("  kind: claude_code\n  max_cost_usd_per_issue: 1\n");
+        assert!(!out.contains("does not apply"), "{out}");
     }
 }

@@ -615,8 +615,9 @@ struct Invocation<'a> {
 impl TurnParser for Invocation<'_> {
     fn started(&mut self, pid: u32) -> Vec<AgentEvent> {
         log::info!(
-            "claude turn started issue_identifier={} turn={} agent_pid={pid} resume={}",
+            "claude turn started issue_identifier={} session_id={} turn={} agent_pid={pid} resume={}",
             self.issue_identifier,
+            self.parser.session_id().as_deref().unwrap_or("-"),
             self.parser.turn_number,
             self.resume
         );

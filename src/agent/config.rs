@@ -1,11 +1,13 @@
-//! `agent.kind` and the per-agent sections `claude_code.*` (spec §5.3.6) and `copilot.*`
-//! (§5.3.7): their typed configs, key lists and parsers.
+//! `agent.kind` and the per-agent sections `claude_code.*` (spec §5.3.6), `copilot.*` (§5.3.7),
+//! `codex.*` (Symphony §5.3.6) and `gemini.*`: their typed configs, key lists and parsers.
 //!
 //! The agent module owns its configuration: `workflow::config` only calls the parsers here
 //! (through the shared `Section` reader, so every error names the key and value). Adding an
 //! agent: a config struct with a `parse`, a [`KNOWN_SECTIONS`] entry, an [`AgentKind`] variant,
 //! and one arm in [`AgentKind::from_config`] and in
 //! [`crate::workflow::config::ServiceConfig::agent_settings`].
+
+use serde_yaml::Value as YamlValue;
 
 use crate::host::sandbox::CliHome;
 use crate::workflow::config::section::Section;
@@ -23,23 +25,29 @@ pub enum AgentKind {
     ClaudeCode,
     /// GitHub Copilot CLI (`copilot -p --output-format json`).
     Copilot,
+    /// OpenAI Codex over JSON-RPC (`codex app-server`).
+    Codex,
+    /// Google Gemini CLI (`gemini -p --output-format stream-json`).
+    Gemini,
 }
 
 impl AgentKind {
     /// What `agent.kind` accepts, for error messages.
-    pub(crate) const EXPECTED: &'static str = "claude_code or copilot";
+    pub(crate) const EXPECTED: &'static str = "claude_code, copilot, codex or gemini";
 
     /// The agent registry: the kind for a config spelling, `None` when unknown.
     pub(crate) fn from_config(s: &str) -> Option<Self> {
         match s {
             "claude_code" => Some(AgentKind::ClaudeCode),
             "copilot" => Some(AgentKind::Copilot),
+            "codex" => Some(AgentKind::Codex),
+            "gemini" => Some(AgentKind::Gemini),
             _ => None,
         }
     }
 
     /// Where the CLI keeps its state, so the sandbox can keep it per issue (Claude Code honours
-    /// `CLAUDE_CONFIG_DIR`, Copilot `COPILOT_HOME`), and the credential files it reads there.
+    /// `CLAUDE_CONFIG_DIR`, Copilot `COPILOT_HOME`, Codex `CODEX_HOME`, Gemini `GEMINI_CLI_HOME`), and the credential files it reads there.
     pub fn cli_home(self) -> CliHome {
         match self {
             AgentKind::ClaudeCode => CliHome {
@@ -52,15 +60,38 @@ impl AgentKind {
                 name: "copilot",
                 credentials: &[],
             },
+            AgentKind::Codex => CliHome {
+                env: "CODEX_HOME",
+                name: "codex",
+                credentials: &[
+                    (".codex/auth.json", "auth.json"),
+                    (".codex/config.toml", "config.toml"),
+                ],
+            },
+            AgentKind::Gemini => CliHome {
+                env: "GEMINI_CLI_HOME",
+                name: "gemini",
+                credentials: &[
+                    (".gemini/settings.json", ".gemini/settings.json"),
+                    (".gemini/oauth_creds.json", ".gemini/oauth_creds.json"),
+                ],
+            },
         }
     }
 
-    /// The config spelling (`claude_code` / `copilot`).
+    /// The config spelling (`claude_code`, `copilot`, `codex`, `gemini`).
     pub fn as_str(self) -> &'static str {
         match self {
             AgentKind::ClaudeCode => "claude_code",
             AgentKind::Copilot => "copilot",
+            AgentKind::Codex => "codex",
+            AgentKind::Gemini => "gemini",
         }
+    }
+
+    /// Whether the agent reports a cost (only Claude Code does), so a cost budget can apply.
+    pub fn reports_cost(self) -> bool {
+        self == AgentKind::ClaudeCode
     }
 }
 
@@ -68,6 +99,8 @@ impl AgentKind {
 pub(crate) const KNOWN_SECTIONS: &[(&str, &[&str])] = &[
     (ClaudeCodeConfig::SECTION, ClaudeCodeConfig::KEYS),
     (CopilotConfig::SECTION, CopilotConfig::KEYS),
+    (CodexConfig::SECTION, CodexConfig::KEYS),
+    (GeminiConfig::SECTION, GeminiConfig::KEYS),
 ];
 
 /// `claude_code.*` (spec §5.3.6).
@@ -154,6 +187,125 @@ impl CopilotConfig {
     }
 }
 
+/// `codex.*` (Symphony §5.3.6): the app-server client. Codex-owned values (`approval_policy`,
+/// `thread_sandbox`, `turn_sandbox_policy`) pass through unchecked beyond their JSON shape, so a
+/// newer Codex needs no Baton change.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodexConfig {
+    /// The keys every CLI agent has (`command` defaults to `codex app-server`; `turn_timeout_ms`
+    /// is the silence bound of a turn stream, as in Symphony §10.6).
+    pub cli: CliSection,
+    /// `approvalPolicy` of `thread/start` / `thread/resume` (default `never`): a string or a
+    /// `granular` map. Approval requests the policy still lets through are declined.
+    pub approval_policy: serde_json::Value,
+    /// `sandbox` of `thread/start` / `thread/resume` (default `workspace-write`).
+    pub thread_sandbox: String,
+    /// `sandboxPolicy` of `turn/start` (a map with `type`); unset: the thread's sandbox applies.
+    pub turn_sandbox_policy: Option<serde_json::Value>,
+    /// How long a request (`initialize`, `thread/*`, `turn/start`) may wait for its reply, in ms
+    /// (default 5000).
+    pub read_timeout_ms: u64,
+}
+
+impl CodexConfig {
+    /// The section name.
+    pub(crate) const SECTION: &'static str = "codex";
+    /// Every key of the section.
+    pub(crate) const KEYS: &'static [&'static str] = &[
+        "command",
+        "model",
+        "approval_policy",
+        "thread_sandbox",
+        "turn_sandbox_policy",
+        "extra_args",
+        "read_timeout_ms",
+        "turn_timeout_ms",
+        "stall_timeout_ms",
+    ];
+
+    /// Parse `codex.*` with its defaults.
+    pub(crate) fn parse(s: &Section<'_>, env: &dyn ConfigEnv) -> Result<Self, ConfigError> {
+        let json = |key: &str, want_map: bool| -> Result<Option<serde_json::Value>, ConfigError> {
+            let expected = if want_map {
+                "a map with a type"
+            } else {
+                "a non-empty string or a map"
+            };
+            let ok = match s.raw(key) {
+                None | Some(YamlValue::Null) => return Ok(None),
+                Some(YamlValue::String(t)) => !want_map && !t.trim().is_empty(),
+                Some(YamlValue::Mapping(m)) => {
+                    !want_map || m.get("type").is_some_and(|t| t.is_string())
+                }
+                Some(_) => false,
+            };
+            let value = s.raw(key).and_then(|v| serde_json::to_value(v).ok());
+            match value {
+                Some(v) if ok => Ok(Some(v)),
+                _ => Err(s.invalid(key, expected, &s.got(key))),
+            }
+        };
+        let thread_sandbox = s
+            .string("thread_sandbox", env)?
+            .unwrap_or_else(|| "workspace-write".into());
+        Ok(CodexConfig {
+            cli: CliSection::parse(s, env, "codex app-server")?,
+            approval_policy: json("approval_policy", false)?
+                .unwrap_or_else(|| serde_json::Value::from("never")),
+            thread_sandbox,
+            turn_sandbox_policy: json("turn_sandbox_policy", true)?,
+            read_timeout_ms: s.positive("read_timeout_ms")?.unwrap_or(5000),
+        })
+    }
+}
+
+/// `gemini.*`: the Gemini CLI in headless `stream-json` mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeminiConfig {
+    /// The keys every CLI agent has (`command` defaults to `gemini`).
+    pub cli: CliSection,
+    /// `--approval-mode`: `auto_edit` (default: file edits, no shell), `yolo` (every tool) or
+    /// `default` (the CLI then offers the model no tool that needs approval).
+    pub approval_mode: String,
+    /// When set (e.g. `gemini-api-key`, needed with `GOOGLE_GEMINI_BASE_URL`), the CLI runs with
+    /// a Baton-owned home whose settings select this auth type; empty (the default) leaves auth
+    /// to the environment and the service user's own settings.
+    pub auth_type: String,
+}
+
+impl GeminiConfig {
+    /// The section name.
+    pub(crate) const SECTION: &'static str = "gemini";
+    /// Every key of the section.
+    pub(crate) const KEYS: &'static [&'static str] = &[
+        "command",
+        "model",
+        "approval_mode",
+        "auth_type",
+        "extra_args",
+        "turn_timeout_ms",
+        "stall_timeout_ms",
+    ];
+    /// The accepted `approval_mode` values.
+    const APPROVAL_MODES: [&'static str; 3] = ["auto_edit", "yolo", "default"];
+
+    /// Parse `gemini.*` with its defaults.
+    pub(crate) fn parse(s: &Section<'_>, env: &dyn ConfigEnv) -> Result<Self, ConfigError> {
+        let approval_mode = s
+            .string("approval_mode", env)?
+            .unwrap_or_else(|| "auto_edit".into());
+        if !Self::APPROVAL_MODES.contains(&approval_mode.as_str()) {
+            let got = format!("{approval_mode:?}");
+            return Err(s.invalid("approval_mode", "auto_edit, yolo or default", &got));
+        }
+        Ok(GeminiConfig {
+            cli: CliSection::parse(s, env, "gemini")?,
+            approval_mode,
+            auth_type: s.string("auth_type", env)?.unwrap_or_default(),
+        })
+    }
+}
+
 /// The keys every CLI agent section has (`command`, `model`, `extra_args`, `turn_timeout_ms`,
 /// `stall_timeout_ms`).
 #[derive(Debug, Clone, PartialEq)]
@@ -226,6 +378,22 @@ impl<'a> AgentSettings<'a> {
     pub(crate) fn copilot(c: &'a CopilotConfig) -> Self {
         AgentSettings {
             section: CopilotConfig::SECTION,
+            cli: &c.cli,
+        }
+    }
+
+    /// The settings of Codex's section.
+    pub(crate) fn codex(c: &'a CodexConfig) -> Self {
+        AgentSettings {
+            section: CodexConfig::SECTION,
+            cli: &c.cli,
+        }
+    }
+
+    /// The settings of Gemini's section.
+    pub(crate) fn gemini(c: &'a GeminiConfig) -> Self {
+        AgentSettings {
+            section: GeminiConfig::SECTION,
             cli: &c.cli,
         }
     }

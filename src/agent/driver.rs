@@ -33,7 +33,7 @@ const LINES_PER_PASS: usize = 64;
 const STDERR_WAIT: Duration = Duration::from_millis(500);
 
 /// What the driver needs from an adapter for one invocation.
-pub(crate) trait TurnParser {
+pub trait TurnParser {
     /// Events to emit right after the process started (e.g. `session_started`); also the place
     /// to log the start.
     fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
@@ -45,6 +45,14 @@ pub(crate) trait TurnParser {
     fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent;
     /// True once the invocation's terminal result line arrived.
     fn result_seen(&self) -> bool;
+    /// The child's stdin, before `started`, when the spec asked for a pipe and the host gave one
+    /// (an adapter that talks to its agent, like Codex's JSON-RPC client).
+    fn attach_stdin(&mut self, _stdin: Box<dyn std::io::Write + Send>) {}
+    /// An adapter's own deadline besides the turn's (a silence or reply timeout); past it the
+    /// group is stopped and the end is `timed_out`.
+    fn deadline(&self) -> Option<Instant> {
+        None
+    }
 }
 
 /// How an invocation ended (the one end state every adapter maps to an outcome).
@@ -95,6 +103,9 @@ pub(crate) fn run_invocation(
         )
     })?;
     let pid = proc.pid();
+    if let Some(stdin) = proc.take_stdin() {
+        parser.attach_stdin(stdin);
+    }
     let mut emit = |mut ev: AgentEvent| {
         ev.agent_pid.get_or_insert(pid);
         emit(ev);
@@ -140,14 +151,17 @@ fn pump(
             }
             return stop(|_| {});
         }
+        let deadline = parser
+            .deadline()
+            .map_or(limits.deadline, |d| d.min(limits.deadline));
         let limit = match (eof_at, exited_at) {
-            (Some(t), None) if parser.result_seen() => limits.deadline.min(t + EXIT_WAIT_AFTER_EOF),
-            (_, Some(t)) => limits.deadline.min(t + EXIT_WAIT_AFTER_EOF),
-            _ => limits.deadline,
+            (Some(t), None) if parser.result_seen() => deadline.min(t + EXIT_WAIT_AFTER_EOF),
+            (_, Some(t)) => deadline.min(t + EXIT_WAIT_AFTER_EOF),
+            _ => deadline,
         };
         let now = Instant::now();
         if now >= limit {
-            if now >= limits.deadline {
+            if now >= deadline {
                 return stop(|e| e.timed_out = true);
             }
             // Stdout closed but the process lingers, or it exited but stdout stays open.

@@ -4,9 +4,11 @@
 
 mod argv;
 pub mod claude;
+pub mod codex;
 pub mod config;
 pub mod copilot;
 pub(crate) mod driver;
+pub mod gemini;
 mod json;
 mod loose;
 pub mod runner;
@@ -23,14 +25,15 @@ use crate::host::{Host, LocalHost};
 use config::AgentKind;
 
 pub use argv::{argv_safe_prompt, MAX_PROMPT_ARG_BYTES};
+pub use driver::{ProcessEnd, TurnParser};
 
 /// Whether `id` has the form `kind`'s CLI gives its session ids: a canonical hyphenated UUID for
-/// Claude Code (its own) and Copilot (chosen by Baton). Only such an id is ever put on a command
+/// Claude Code (its own), Codex (its thread id, a UUIDv7), Copilot and Gemini (chosen by Baton). Only such an id is ever put on a command
 /// line, so a stored or reported value cannot become a CLI flag (`--dangerously-skip-permissions`).
 /// State restore checks stored ids with it too.
 pub fn valid_session_id(kind: AgentKind, id: &str) -> bool {
     match kind {
-        AgentKind::ClaudeCode | AgentKind::Copilot => {
+        AgentKind::ClaudeCode | AgentKind::Copilot | AgentKind::Codex | AgentKind::Gemini => {
             id.len() == 36
                 && id.bytes().enumerate().all(|(i, c)| match i {
                     8 | 13 | 18 | 23 => c == b'-',

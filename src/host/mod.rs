@@ -144,8 +144,8 @@ pub enum StdoutMode {
     Chunks,
 }
 
-/// One process to launch: `<shell> -lc <script> [<arg0> <args…>]` in `cwd`, stdin `/dev/null`,
-/// stdout/stderr piped, as the leader of a new process group.
+/// One process to launch: `<shell> -lc <script> [<arg0> <args…>]` in `cwd`, stdin `/dev/null`
+/// (or a pipe, see `stdin_pipe`), stdout/stderr piped, as the leader of a new process group.
 ///
 /// Only `script` is shell text (operator-trusted); `args` are positional parameters no shell ever
 /// parses, so issue text can travel there safely.
@@ -169,6 +169,9 @@ pub struct ProcessSpec {
     pub stderr_tail_bytes: usize,
     /// Short label for thread names and logs (`agent`, `hook`).
     pub label: &'static str,
+    /// Give the child a stdin pipe for [`Process::take_stdin`] (a JSON-RPC agent such as `codex
+    /// app-server`) instead of `/dev/null`. Hosts that cannot forward one hand out none.
+    pub stdin_pipe: bool,
 }
 
 impl ProcessSpec {
@@ -187,6 +190,7 @@ impl ProcessSpec {
             },
             stderr_tail_bytes: DEFAULT_STDERR_TAIL_BYTES,
             label: "agent",
+            stdin_pipe: false,
         }
     }
 
@@ -257,6 +261,12 @@ pub trait Process: Send + fmt::Debug {
     fn stderr_bytes(&self) -> Vec<u8>;
     /// Becomes ready (disconnected) once stderr reached EOF.
     fn stderr_done(&self) -> &Receiver<()>;
+
+    /// The write end of the child's stdin, once, when its spec asked for a pipe and this host
+    /// forwards one (dropping it closes the child's stdin).
+    fn take_stdin(&self) -> Option<Box<dyn io::Write + Send>> {
+        None
+    }
 
     /// The kept stderr tail (lossy UTF-8), trimmed.
     fn stderr_tail(&self) -> String {

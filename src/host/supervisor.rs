@@ -1,7 +1,7 @@
 //! The one local process supervisor, used by hooks and agents alike.
 //!
-//! * The child is the leader of a **new process group** (`process_group(0)`), stdin `/dev/null`,
-//!   stdout/stderr piped.
+//! * The child is the leader of a **new process group** (`process_group(0)`), stdin `/dev/null`
+//!   (or a pipe the caller takes, `ProcessSpec::stdin_pipe`), stdout/stderr piped.
 //! * A named stdout thread either splits lines with a bounded buffer (a longer line is never held
 //!   in memory: it becomes [`StdoutItem::LineTooLong`] and is skipped up to the next newline; a
 //!   line over [`SHRINK_ABOVE`] takes the buffer with it and waits for an empty channel) or
@@ -107,9 +107,11 @@ pub(crate) struct LocalProcess {
     exited: Receiver<()>,
     stderr_tail: Arc<Mutex<VecDeque<u8>>>,
     stderr_done: Receiver<()>,
-    /// The write end of the child's stdin when it was piped ([`spawn_command`]): held open, never
-    /// written, closed when the handle drops (the SSH host uses its EOF as "Baton is gone").
-    _stdin: Option<std::process::ChildStdin>,
+    /// The write end of the child's stdin when it was piped ([`spawn_command`]): held open until
+    /// the handle drops (the SSH host uses its EOF as "Baton is gone"), or lent out once by
+    /// [`Process::take_stdin`] when the spec asked for a pipe.
+    stdin: Mutex<Option<std::process::ChildStdin>>,
+    lend_stdin: bool,
 }
 
 impl std::fmt::Debug for LocalProcess {
@@ -133,7 +135,11 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
         .arg(&spec.script)
         .args(&spec.args)
         .current_dir(&spec.cwd)
-        .stdin(Stdio::null());
+        .stdin(if spec.stdin_pipe {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
     super::env::apply(&mut cmd);
     for k in &spec.env_remove {
         cmd.env_remove(k);
@@ -169,7 +175,8 @@ fn find_program(program: &OsStr) -> io::Result<PathBuf> {
 /// Launch a prepared `cmd` (program, arguments, cwd, environment; stdin as the caller set it) as
 /// the leader of a new process group, supervised with `spec`'s stdout mode, stderr tail and
 /// label; `cgroup` (joined by `cmd`'s shim; `None` for the SSH client, whose work is remote) is
-/// removed when it ends. A piped stdin is held open (never written) for the life of the handle.
+/// removed when it ends. A piped stdin is held open for the life of the handle unless
+/// `spec.stdin_pipe` lends it out.
 pub(crate) fn spawn_command(
     mut cmd: Command,
     spec: &ProcessSpec,
@@ -232,7 +239,8 @@ pub(crate) fn spawn_command(
         exited,
         stderr_tail,
         stderr_done,
-        _stdin: stdin,
+        stdin: Mutex::new(stdin),
+        lend_stdin: spec.stdin_pipe,
     })
 }
 
@@ -278,6 +286,11 @@ impl Process for LocalProcess {
 
     fn stderr_done(&self) -> &Receiver<()> {
         &self.stderr_done
+    }
+
+    fn take_stdin(&self) -> Option<Box<dyn io::Write + Send>> {
+        let stdin = self.stdin.lock().ok()?.take().filter(|_| self.lend_stdin)?;
+        Some(Box::new(stdin))
     }
 }
 

@@ -319,11 +319,11 @@ impl Persist {
     }
 }
 
-/// The agent kind as recorded in `state.json` (`claude`, `copilot`).
+/// The agent kind as recorded in `state.json` (`claude`, `copilot`, `codex`, `gemini`).
 pub(crate) fn agent_name(kind: Option<crate::workflow::config::AgentKind>) -> &'static str {
     match kind {
-        Some(crate::workflow::config::AgentKind::Copilot) => "copilot",
-        _ => "claude",
+        Some(crate::workflow::config::AgentKind::ClaudeCode) | None => "claude",
+        Some(k) => k.as_str(),
     }
 }
 

@@ -14,6 +14,9 @@ use crate::support::agent::{
 };
 use crate::support::procs;
 
+#[path = "conformance/claude.rs"]
+mod conformance;
+
 /// The fake with every flag set (the argv test checks each one).
 fn cfg(turn_timeout_ms: u64) -> ClaudeCodeConfig {
     let mut c = ClaudeCodeConfig {

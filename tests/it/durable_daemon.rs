@@ -8,9 +8,13 @@ use crate::support::tempdir::TempDir;
 
 use crate::support::daemon_proc;
 use crate::support::fake_anthropic;
+use crate::support::fake_gemini::FakeGemini;
 use crate::support::fake_openai;
+use crate::support::fake_responses::FakeResponses;
 use crate::support::procs;
-use crate::support::real_cli::{agent_yaml, claude_env, copilot_env, slow_poll};
+use crate::support::real_cli::{
+    agent_yaml, agent_yaml_args, claude_env, codex_env, copilot_env, gemini_env, slow_poll,
+};
 use crate::support::tool;
 
 use std::collections::BTreeSet;
@@ -776,4 +780,92 @@ fn bench_restart_to_first_resumed_agent() {
         1,
         "only the interrupted run was dispatched"
     );
+}
+
+/// A real CLI blocked in a slow model stream (`SCENARIO:slow`), the daemon stopped with SIGTERM
+/// and started again: `resumed()` says whether the interrupted-run request the fake saw came
+/// from the recorded session; the run then ends, once.
+fn real_sigterm_restart(
+    tag: &str,
+    github: &FakeGithub,
+    agent: &str,
+    mut envs: Vec<(&'static str, String)>,
+    requests: &dyn Fn() -> usize,
+    resumed: &dyn Fn() -> Option<bool>,
+) {
+    let dir = tempdir(tag);
+    let body = "SCENARIO:slow Work on {{ issue.identifier }}.";
+    let wf = workflow(&dir, github, agent, body);
+    slow_poll(&wf);
+    envs.push(("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()));
+    let mut d = DaemonProc::start(&wf, &dir.join("home"), &envs);
+    let (pgid, _) = d.wait("the recorded, streaming run", LIMIT * 2, || {
+        stored_run(&dir).filter(|_| requests() >= 1)
+    });
+    assert_eq!(d.stop_with(libc::SIGTERM, LIMIT).code(), Some(0));
+    assert!(procs::wait_group_gone(pgid, Duration::from_secs(10)));
+    let d = DaemonProc::start(&wf, &dir.join("home"), &envs);
+    let same = d.wait("the resumed request", LIMIT * 2, resumed);
+    assert!(same, "the resumed request belongs to the recorded session");
+    d.wait("the run to end", LIMIT * 2, || {
+        (d.state()["counts"]["running"] == 0).then_some(())
+    });
+    let log = d.log();
+    assert!(log.contains("event=session_resume "), "{log}");
+    assert!(!log.contains("event=session_resume_failed"), "{log}");
+    assert_eq!(after_create_runs(&dir), 1);
+}
+
+/// A fake board whose issue moves to In Review once the model sees the interrupted-run prompt.
+fn board_ending_on_resume() -> (Arc<FakeGithub>, impl Fn(&str) + Send + Sync + 'static) {
+    let github = Arc::new(FakeGithub::start(board()));
+    let g = Arc::clone(&github);
+    let on_prompt = move |last_user: &str| {
+        if last_user.contains("was interrupted") {
+            g.set_status(ISSUE, Some("In Review"));
+        }
+    };
+    (github, on_prompt)
+}
+
+#[test]
+#[ignore = "needs the real codex CLI (BATON_CODEX_BIN, .ci/setup-codex.sh)"]
+fn real_codex_sigterm_restart_resumes_the_thread() {
+    let codex = tool::required("BATON_CODEX_BIN", ".ci/setup-codex.sh");
+    let (github, on_prompt) = board_ending_on_resume();
+    let api = FakeResponses::start_with_hook(move |r| on_prompt(&r.last_user));
+    let home =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("restart-{}", std::process::id()));
+    let agent = agent_yaml_args("codex", &codex, " app-server", "  max_turns: 3\n", "");
+    let resumed = || {
+        let reqs = api.requests();
+        let r = reqs
+            .iter()
+            .find(|r| r.last_user.contains("was interrupted"))?;
+        Some(r.thread.is_some() && r.thread == reqs[0].thread && r.prompts == 2)
+    };
+    let requests = || api.requests().len();
+    let env = codex_env(&api, &home);
+    real_sigterm_restart("codex-restart", &github, &agent, env, &requests, &resumed);
+}
+
+#[test]
+#[ignore = "needs the real gemini CLI (BATON_GEMINI_BIN, .ci/setup-gemini.sh)"]
+fn real_gemini_sigterm_restart_resumes_the_session() {
+    let gemini = tool::required("BATON_GEMINI_BIN", ".ci/setup-gemini.sh");
+    let (github, on_prompt) = board_ending_on_resume();
+    let api = FakeGemini::start_with_hook(move |r| on_prompt(&r.last_user));
+    let keys = "  model: gemini-2.5-flash\n  auth_type: gemini-api-key\n";
+    let agent = agent_yaml("gemini", &gemini, "  max_turns: 3\n", keys);
+    // The resumed session carries the interrupted turn's prompt.
+    let resumed = || {
+        let reqs = api.requests();
+        let r = reqs
+            .iter()
+            .find(|r| r.last_user.contains("was interrupted"))?;
+        Some(r.prompts == 2)
+    };
+    let requests = || api.requests().len();
+    let env = gemini_env(&api.base_url);
+    real_sigterm_restart("gemini-restart", &github, &agent, env, &requests, &resumed);
 }

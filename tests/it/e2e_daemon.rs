@@ -9,13 +9,15 @@ use crate::support::tempdir::TempDir;
 use crate::support::daemon_proc::{logged_runs, wait_until, DaemonProc};
 use crate::support::procs;
 use crate::support::real_cli::{
-    agent_yaml, assert_claude_two_turns, claude_env, claude_two_turns, copilot_env, slow_poll,
-    CLAUDE_KEYS,
+    self, agent_yaml, agent_yaml_args, assert_claude_two_turns, claude_env, claude_two_turns,
+    copilot_env, slow_poll, CLAUDE_KEYS,
 };
 use crate::support::tool;
 
 use crate::support::fake_anthropic;
+use crate::support::fake_gemini::FakeGemini;
 use crate::support::fake_openai;
+use crate::support::fake_responses::FakeResponses;
 use crate::support::prom;
 
 use std::os::unix::net::UnixDatagram;
@@ -442,6 +444,109 @@ fn real_copilot_two_turns_on_one_session() {
     assert!(input == 0 || input == 2 * fake_openai::PROMPT_TOKENS, "{s}");
     let st = daemon.terminate(Duration::from_secs(30));
     assert_eq!(st.code(), Some(0));
+}
+
+/// A real agent CLI for two turns on one session: the fake model's hook moves the issue to In
+/// Review when a request carries two prompts, so the worker stops after turn 2. Returns the
+/// daemon's final state.
+fn real_two_turns(
+    kind: &str,
+    tag: &str,
+    cli: &Path,
+    args: &str,
+    keys: &str,
+    api: TwoTurnApi,
+) -> Value {
+    let (dir, home, github) = real_cli_sandbox(tag);
+    let g = Arc::clone(&github);
+    let moved = move |prompts: usize| {
+        if prompts >= 2 {
+            g.set_status(ISSUE, Some("In Review"));
+        }
+    };
+    let (env, requests): (_, Box<dyn Fn() -> usize>) = match api {
+        TwoTurnApi::Codex => {
+            let api = FakeResponses::start_with_hook(move |r| moved(r.prompts));
+            let codex_home = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("e2e-{tag}-{}", std::process::id()));
+            let env = real_cli::codex_env(&api, &codex_home);
+            (env, Box::new(move || api.requests().len()))
+        }
+        TwoTurnApi::Gemini => {
+            let api = FakeGemini::start_with_hook(move |r| moved(r.prompts));
+            let env = real_cli::gemini_env(&api.base_url);
+            (env, Box::new(move || api.requests().len()))
+        }
+    };
+    let keys = format!("  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n{keys}");
+    let agent = agent_yaml_args(kind, cli, args, "  max_turns: 5\n", &keys);
+    let wf = write_workflow(&dir, &github, &agent, "Work on {{ issue.identifier }}.");
+    slow_poll(&wf);
+    let daemon = start_daemon(&wf, &home, &env);
+    daemon.wait("release after two turns", Duration::from_secs(150), || {
+        let s = daemon.state();
+        (requests() >= 2 && s["counts"]["running"] == 0 && s["counts"]["retrying"] == 0)
+            .then_some(())
+    });
+    assert_eq!(requests(), 2, "one model call per turn");
+    assert!(daemon.log().contains("releasing claim"), "{}", daemon.log());
+    assert!(
+        dir.join("ws").join(IDENT).join(".baton-created").exists(),
+        "hooks ran"
+    );
+    let s = daemon.state();
+    let st = daemon.terminate(Duration::from_secs(30));
+    assert_eq!(st.code(), Some(0));
+    s
+}
+
+enum TwoTurnApi {
+    Codex,
+    Gemini,
+}
+
+#[test]
+#[ignore = "needs the real codex CLI (BATON_CODEX_BIN, .ci/setup-codex.sh)"]
+fn real_codex_two_turns_on_one_thread() {
+    let codex = tool::required("BATON_CODEX_BIN", ".ci/setup-codex.sh");
+    let s = real_two_turns(
+        "codex",
+        "codex",
+        &codex,
+        " app-server",
+        "",
+        TwoTurnApi::Codex,
+    );
+    // Turn 1: 1000 input (600 cached); turn 2 (resumed thread): 2000 (1600 cached); 20 out each.
+    let t = &s["agent_totals"];
+    assert_eq!(
+        (
+            t["input_tokens"].as_u64(),
+            t["cache_read_input_tokens"].as_u64()
+        ),
+        (Some(800), Some(2200)),
+        "{s}"
+    );
+    assert_eq!(t["output_tokens"], 40, "{s}");
+}
+
+#[test]
+#[ignore = "needs the real gemini CLI (BATON_GEMINI_BIN, .ci/setup-gemini.sh)"]
+fn real_gemini_two_turns_on_one_session() {
+    let gemini = tool::required("BATON_GEMINI_BIN", ".ci/setup-gemini.sh");
+    let keys = "  model: gemini-2.5-flash\n  auth_type: gemini-api-key\n";
+    let s = real_two_turns("gemini", "gemini", &gemini, "", keys, TwoTurnApi::Gemini);
+    // Per invocation: 1000 (600 cached) then 2000 (1600 cached); output 20 + 5 thoughts each.
+    let t = &s["agent_totals"];
+    assert_eq!(
+        (
+            t["input_tokens"].as_u64(),
+            t["cache_read_input_tokens"].as_u64()
+        ),
+        (Some(800), Some(2200)),
+        "{s}"
+    );
+    assert_eq!(t["output_tokens"], 50, "{s}");
 }
 
 /// Datagrams received on a notify socket, with their arrival times.

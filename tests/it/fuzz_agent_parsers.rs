@@ -1,5 +1,6 @@
 //! Generated-input tests for the agents' stream parsers (issue 12): real transcript lines from
-//! fixtures/claude/*.jsonl and fixtures/copilot/*/stdout.txt, mutated byte-wise and structurally,
+//! fixtures/claude/*.jsonl, fixtures/copilot/*/stdout.txt, the Codex app-server messages in
+//! fixtures/codex/*/rpc-transcript.jsonl and fixtures/gemini/*/stdout.jsonl, mutated byte-wise and structurally,
 //! fed to the public parsers. Every line must parse to events (or `malformed`) without a panic,
 //! and the turn outcome must be computable afterwards. Seeded: see tests/it/support/fuzz.rs.
 
@@ -31,7 +32,14 @@ fn claude_lines() -> Vec<String> {
 }
 
 fn copilot_lines() -> Vec<String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/copilot");
+    case_lines("copilot", "stdout.txt")
+}
+
+/// The lines of `file` in every case directory of `fixtures/<agent>`.
+fn case_lines(agent: &str, file: &str) -> Vec<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(agent);
     let mut dirs: Vec<_> = std::fs::read_dir(root)
         .unwrap()
         .flatten()
@@ -39,12 +47,12 @@ fn copilot_lines() -> Vec<String> {
         .collect();
     dirs.sort();
     let mut out = Vec::new();
-    for d in dirs {
+    for d in dirs.iter().filter(|d| d.is_dir()) {
         let rel = format!(
-            "fixtures/copilot/{}",
+            "fixtures/{agent}/{}",
             d.file_name().unwrap().to_string_lossy()
         );
-        out.extend(lines(fuzz::corpus_files(&rel, |n| n == "stdout.txt")));
+        out.extend(lines(fuzz::corpus_files(&rel, |n| n == file)));
     }
     out
 }
@@ -121,6 +129,73 @@ fn copilot_jsonl_parser_never_panics_on_generated_lines() {
             let _ = parser.is_unknown_resume(&e);
             let _ = parser.finish(&e);
             let _ = (parser.premium_requests(), parser.result_session_id());
+        }
+    });
+}
+
+#[test]
+fn codex_client_never_panics_on_generated_messages() {
+    use baton::agent::codex::Client;
+    use baton::agent::TurnParser;
+    // The server's side of the captured app-server sessions.
+    let corpus: Vec<String> = case_lines("codex", "rpc-transcript.jsonl")
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["dir"] == "recv")
+        .map(|v| v["msg"].to_string())
+        .collect();
+    assert!(
+        corpus.len() > 100,
+        "fixtures/codex has app-server transcripts"
+    );
+    let raw: Vec<Vec<u8>> = corpus.iter().map(|l| l.as_bytes().to_vec()).collect();
+    let cfg = baton::workflow::config::CodexConfig {
+        cli: baton::workflow::config::CliSection::new("codex app-server"),
+        approval_policy: "never".into(),
+        thread_sandbox: "workspace-write".into(),
+        turn_sandbox_policy: None,
+        read_timeout_ms: 5000,
+    };
+    let fresh = |rng: &mut fuzz::Rng| {
+        let thread = rng.one_in(2).then(|| "t-1".to_string());
+        let mut c = Client::new(&cfg, std::path::Path::new("/ws"), thread, "p", 1);
+        c.attach_stdin(Box::new(std::io::sink()));
+        c.started(1);
+        c
+    };
+    let mut client = fresh(&mut fuzz::Rng::new(1));
+    fuzz::run("codex_client", CASES, |rng, i| {
+        if i % 50 == 0 {
+            client = fresh(rng);
+        }
+        let line = generate(rng, &corpus, &raw);
+        for ev in client.parse_line(&line) {
+            assert!(ev.summary.chars().count() <= 201, "{line:?}");
+        }
+        if i % 50 == 49 {
+            let _ = (client.outcome(&end(rng)), client.deadline(), client.usage());
+        }
+    });
+}
+
+#[test]
+fn gemini_stream_parser_never_panics_on_generated_lines() {
+    use baton::agent::gemini::StreamParser;
+    use baton::agent::TurnParser;
+    let corpus = case_lines("gemini", "stdout.jsonl");
+    assert!(corpus.len() > 100, "fixtures/gemini has transcripts");
+    let raw: Vec<Vec<u8>> = corpus.iter().map(|l| l.as_bytes().to_vec()).collect();
+    let mut parser = StreamParser::new("s-1".into());
+    fuzz::run("gemini_stream_parser", CASES, |rng, i| {
+        if i % 50 == 0 {
+            parser = StreamParser::new("s-1".into());
+        }
+        let line = generate(rng, &corpus, &raw);
+        for ev in parser.parse_line(&line) {
+            assert!(ev.summary.chars().count() <= 201, "{line:?}");
+        }
+        if i % 50 == 49 {
+            let _ = (parser.outcome(&end(rng)), parser.usage());
         }
     });
 }

@@ -20,6 +20,9 @@ use baton::orchestrator::{
 
 const T0: Millis = 1_700_000_000_000;
 
+#[path = "conformance/core.rs"]
+mod conformance;
+
 fn policy() -> Policy {
     Policy {
         poll_interval_ms: 30_000,

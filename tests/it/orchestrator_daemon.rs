@@ -385,6 +385,9 @@ fn two_todo_issues_with_hanging_agents() -> (FakeTracker, Arc<Mutex<AgentLog>>, 
 
 // ------------------------------------------------------------------ tests
 
+#[path = "conformance/daemon.rs"]
+mod conformance;
+
 #[test]
 fn dispatch_continuation_and_terminal_cleanup() {
     let dir = TempDir::new("lifecycle");

@@ -23,6 +23,9 @@ use baton::workflow::config::HooksConfig;
 use baton::workflow::template::PromptTemplate;
 use baton::workspace::workspace_path;
 
+#[path = "conformance/worker.rs"]
+mod conformance;
+
 fn issue() -> Issue {
     Issue {
         id: "I_1".into(),

@@ -81,6 +81,14 @@ fn defaults_apply_when_keys_are_absent() {
     assert_eq!(c.claude_code.cli.stall_timeout_ms, 300_000);
     assert_eq!(c.copilot.cli.command, "copilot");
     assert!(!c.copilot.allow_all_tools);
+    assert_eq!(c.codex.cli.command, "codex app-server");
+    assert_eq!(c.codex.approval_policy, "never");
+    assert_eq!(c.codex.thread_sandbox, "workspace-write");
+    assert_eq!(c.codex.turn_sandbox_policy, None);
+    assert_eq!(c.codex.read_timeout_ms, 5000);
+    assert_eq!(c.gemini.cli.command, "gemini");
+    assert_eq!(c.gemini.approval_mode, "auto_edit");
+    assert_eq!(c.gemini.auth_type, "");
     assert_eq!(c.server.port, None);
     assert_eq!(wf.prompt_source, "Hello");
 }
@@ -314,8 +322,24 @@ fn validation_errors_name_key_and_value() {
             "agent.max_concurrent_agents must be a positive integer, got -3",
         ),
         (
-            "agent:\n  kind: codex",
-            "agent.kind must be claude_code or copilot, got \"codex\"",
+            "agent:\n  kind: cursor",
+            "agent.kind must be claude_code, copilot, codex or gemini, got \"cursor\"",
+        ),
+        (
+            "gemini:\n  approval_mode: plan",
+            "gemini.approval_mode must be auto_edit, yolo or default, got \"plan\"",
+        ),
+        (
+            "codex:\n  approval_policy: 3",
+            "codex.approval_policy must be a non-empty string or a map, got 3",
+        ),
+        (
+            "codex:\n  turn_sandbox_policy: readOnly",
+            "codex.turn_sandbox_policy must be a map with a type, got \"readOnly\"",
+        ),
+        (
+            "codex:\n  read_timeout_ms: 0",
+            "codex.read_timeout_ms must be a positive integer, got 0",
         ),
         (
             "polling:\n  interval_ms: soon",
@@ -422,6 +446,24 @@ fn kinds_are_enforced_at_preflight() {
     assert!(classes.contains(&"missing_tracker_token"));
     assert!(classes.contains(&"missing_tracker_project"));
     assert!(classes.contains(&"missing_agent_kind"));
+
+    // Codex needs the agent's stdin, which SSH worker hosts do not forward.
+    let p = write(
+        &d,
+        "W.md",
+        "---\nagent:\n  kind: codex\nworker:\n  ssh_hosts: [build-1]\n---\n",
+    );
+    let errs = load_workflow(&p, &env(&[]))
+        .unwrap()
+        .config
+        .config
+        .preflight_errors();
+    assert!(
+        errs.iter()
+            .any(|e| e.message.contains("agent.kind codex")
+                && e.message.contains("worker.ssh_hosts")),
+        "{errs:?}"
+    );
 }
 
 #[test]
@@ -446,7 +488,7 @@ fn unknown_keys_warn_with_did_you_mean() {
     let p = write(
         &d,
         "W.md",
-        "---\ntraker:\n  kind: x\nagent:\n  max_turn: 3\nfuture_extension: {}\n---\n",
+        "---\ntraker:\n  kind: x\nagent:\n  max_turn: 3\nfuture_extension: {}\ncodex:\n  aproval_policy: never\ngemini:\n  approval: yolo\n---\n",
     );
     let wf = load_workflow(&p, &env(&[])).unwrap();
     let w = wf.config.warnings.join("\n");
@@ -464,6 +506,44 @@ fn unknown_keys_warn_with_did_you_mean() {
         w.contains("unknown config key `future_extension` is ignored"),
         "{w}"
     );
+    assert!(
+        w.contains("unknown config key `codex.aproval_policy` is ignored; did you mean `codex.approval_policy`?"),
+        "{w}"
+    );
+    assert!(
+        w.contains("unknown config key `gemini.approval` is ignored"),
+        "{w}"
+    );
+}
+
+#[test]
+fn codex_and_gemini_sections_pass_codex_values_through() {
+    let d = TempDir::new("agents");
+    let p = write(
+        &d,
+        "W.md",
+        "---\nagent:\n  kind: codex\ncodex:\n  command: codex --profile ci app-server\n  model: gpt-5.5\n  approval_policy:\n    granular: {mcp_elicitations: false, rules: true, sandbox_approval: true}\n  thread_sandbox: read-only\n  turn_sandbox_policy: {type: workspaceWrite, networkAccess: true}\n  read_timeout_ms: 9000\n  turn_timeout_ms: 60000\ngemini:\n  approval_mode: yolo\n  auth_type: $AUTH\n---\n",
+    );
+    let wf = load_workflow(&p, &env(&[("AUTH", "vertex-ai")])).unwrap();
+    let c = &wf.config.config;
+    assert_eq!(
+        c.agent.kind,
+        Some(baton::workflow::config::AgentKind::Codex)
+    );
+    assert_eq!(c.agent_cli().command, "codex --profile ci app-server");
+    assert_eq!(c.codex.cli.model.as_deref(), Some("gpt-5.5"));
+    assert_eq!(c.codex.approval_policy["granular"]["rules"], true);
+    assert_eq!(c.codex.thread_sandbox, "read-only");
+    let policy = c.codex.turn_sandbox_policy.as_ref().unwrap();
+    assert_eq!(policy["type"], "workspaceWrite");
+    assert_eq!(policy["networkAccess"], true);
+    assert_eq!(
+        (c.codex.read_timeout_ms, c.codex.cli.turn_timeout_ms),
+        (9000, 60_000)
+    );
+    assert_eq!(c.gemini.approval_mode, "yolo");
+    assert_eq!(c.gemini.auth_type, "vertex-ai");
+    assert!(wf.config.warnings.is_empty(), "{:?}", wf.config.warnings);
 }
 
 #[test]

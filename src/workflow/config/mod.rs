@@ -21,7 +21,9 @@ pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
 pub use self::worker::WorkerConfig;
 use crate::agent::config::AgentSettings;
-pub use crate::agent::config::{AgentKind, ClaudeCodeConfig, CliSection, CopilotConfig};
+pub use crate::agent::config::{
+    AgentKind, ClaudeCodeConfig, CliSection, CodexConfig, CopilotConfig, GeminiConfig,
+};
 pub use crate::host::sandbox::SandboxConfig;
 pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
 
@@ -136,6 +138,10 @@ pub struct ServiceConfig {
     pub claude_code: ClaudeCodeConfig,
     /// `copilot.*`.
     pub copilot: CopilotConfig,
+    /// `codex.*`.
+    pub codex: CodexConfig,
+    /// `gemini.*`.
+    pub gemini: GeminiConfig,
     /// `server.*`.
     pub server: ServerConfig,
     /// `state.dir`, absolute: `state.json` and the instance `lock` (default
@@ -166,6 +172,8 @@ impl ServiceConfig {
     pub(crate) fn agent_settings(&self) -> AgentSettings<'_> {
         match self.agent.kind {
             Some(AgentKind::Copilot) => AgentSettings::copilot(&self.copilot),
+            Some(AgentKind::Codex) => AgentSettings::codex(&self.codex),
+            Some(AgentKind::Gemini) => AgentSettings::gemini(&self.gemini),
             Some(AgentKind::ClaudeCode) | None => AgentSettings::claude_code(&self.claude_code),
         }
     }
@@ -186,6 +194,12 @@ impl ServiceConfig {
             ));
         } else {
             errs.extend(self.agent_settings().preflight_error());
+        }
+        if self.agent.kind == Some(AgentKind::Codex) && !self.worker.ssh_hosts.is_empty() {
+            errs.push(ConfigError::new(
+                "invalid_config",
+                "agent.kind codex talks JSON-RPC over the agent's stdin, which worker.ssh_hosts do not forward; run codex without SSH hosts",
+            ));
         }
         errs
     }
@@ -294,6 +308,10 @@ pub(crate) fn parse_config(
     let sandbox = section(sandbox::SECTION)?;
     let claude_code = section(ClaudeCodeConfig::SECTION)?;
     let copilot = section(CopilotConfig::SECTION)?;
+    let (codex, gemini) = (
+        section(CodexConfig::SECTION)?,
+        section(GeminiConfig::SECTION)?,
+    );
 
     let kind = tracker.string("kind", env).ok().flatten();
     let mut warnings = Vec::new();
@@ -326,6 +344,8 @@ pub(crate) fn parse_config(
     }
     let claude_code = ClaudeCodeConfig::parse(&claude_code, env)?;
     let copilot = CopilotConfig::parse(&copilot, env)?;
+    let codex = CodexConfig::parse(&codex, env)?;
+    let gemini = GeminiConfig::parse(&gemini, env)?;
     let server = parse_server(&server, env)?;
     let state_dir = parse_state_dir(&state, &workspace_root, workflow_dir, env)?;
     let worker = WorkerConfig::parse(&worker)?;
@@ -340,6 +360,8 @@ pub(crate) fn parse_config(
             agent,
             claude_code,
             copilot,
+            codex,
+            gemini,
             server,
             state_dir,
             worker,

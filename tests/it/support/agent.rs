@@ -302,3 +302,34 @@ pub fn message_text(m: &Value) -> String {
         _ => String::new(),
     }
 }
+
+/// Medians over `n` first turns of fresh sessions from `start` (benchmarks, printed, never
+/// asserted): milliseconds from `run_turn` (just before the spawn) to the first event, to
+/// `session_started`, and to the end of the turn.
+pub fn turn_start_latency(n: usize, mut start: impl FnMut() -> Box<dyn AgentSession>) -> [f64; 3] {
+    let mut samples: [Vec<f64>; 3] = Default::default();
+    for _ in 0..n {
+        let mut session = start();
+        let t0 = Instant::now();
+        let (mut first, mut started) = (None, None);
+        let t = run_with(session.as_mut(), "say hi", &CancelToken::new(), |e| {
+            first.get_or_insert_with(|| t0.elapsed());
+            if e.kind == AgentEventKind::SessionStarted {
+                started.get_or_insert_with(|| t0.elapsed());
+            }
+        });
+        t.ok();
+        let ms = |d: Option<Duration>| d.unwrap_or_default().as_secs_f64() * 1000.0;
+        for (i, v) in [ms(first), ms(started), ms(Some(t.elapsed))]
+            .into_iter()
+            .enumerate()
+        {
+            samples[i].push(v);
+        }
+        session.stop();
+    }
+    samples.map(|mut s| {
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    })
+}

@@ -9,21 +9,28 @@ use std::time::Duration;
 use super::daemon_proc::DaemonProc;
 use super::fake_anthropic::{FakeAnthropic, Step};
 use super::fake_github::FakeGithub;
+use super::fake_responses::FakeResponses;
 
 /// `claude_code:` keys of the real-CLI runs: edits allowed, generous timeouts.
 pub const CLAUDE_KEYS: &str =
     "  permission_mode: acceptEdits\n  stall_timeout_ms: 60000\n  turn_timeout_ms: 120000\n";
 
-/// `agent:` plus the CLI's own section (`claude_code` or `copilot`, after `kind`) running
-/// `command`, with extra keys for each section (key lines indented by two spaces).
+/// `agent:` plus the CLI's own section (named like `kind`) running `command` (with `args`
+/// after it), with extra keys for each section (key lines indented by two spaces).
 pub fn agent_yaml(kind: &str, command: &Path, agent_keys: &str, cli_keys: &str) -> String {
-    let section = if kind == "copilot" {
-        "copilot"
-    } else {
-        "claude_code"
-    };
+    agent_yaml_args(kind, command, "", agent_keys, cli_keys)
+}
+
+/// [`agent_yaml`] with shell words after the command (e.g. `app-server`).
+pub fn agent_yaml_args(
+    kind: &str,
+    command: &Path,
+    args: &str,
+    agent_keys: &str,
+    cli_keys: &str,
+) -> String {
     format!(
-        "agent:\n  kind: {kind}\n{agent_keys}{section}:\n  command: \"'{}'\"\n{cli_keys}",
+        "agent:\n  kind: {kind}\n{agent_keys}{kind}:\n  command: \"'{}'{args}\"\n{cli_keys}",
         command.display()
     )
 }
@@ -55,6 +62,28 @@ pub fn copilot_env(base_url: &str) -> Vec<(&'static str, String)> {
         ("COPILOT_MODEL", "gpt-4.1".into()),
         ("COPILOT_CACHE_HOME", cache),
         ("NO_COLOR", "1".into()),
+    ]
+}
+
+/// The environment that runs the real `codex` offline against the fake Responses API: a
+/// `CODEX_HOME` at `home` (outside `/tmp`, where Codex refuses its sandbox helper) whose
+/// `config.toml` points a custom provider at `api`.
+pub fn codex_env(api: &FakeResponses, home: &Path) -> Vec<(&'static str, String)> {
+    std::fs::create_dir_all(home).unwrap();
+    std::fs::write(home.join("config.toml"), api.codex_config(true)).unwrap();
+    vec![
+        ("CODEX_HOME", home.display().to_string()),
+        ("FAKE_OPENAI_API_KEY", "dummy".into()),
+    ]
+}
+
+/// The environment that runs the real `gemini` offline against the fake Gemini API at
+/// `base_url` (`gemini.auth_type: gemini-api-key` selects the key over the base URL's default).
+pub fn gemini_env(base_url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("GOOGLE_GEMINI_BASE_URL", base_url.to_string()),
+        ("GEMINI_API_KEY", "dummy".into()),
+        ("TERM", "dumb".into()),
     ]
 }
 
