@@ -76,6 +76,26 @@ def starts_by_key(run):
     return out
 
 
+def turn_bursts(run, since, until, within=0.05):
+    """For each "turn starting" line of a turn >= 2 in [since, until]: how many such lines were
+    logged within `within` s of it (turns whose processes start together)."""
+    times = []
+    for _, line in list(run.log_lines):
+        m = TURN_RE.search(line)
+        t = log_time(line) if m and int(m.group(2)) >= 2 else None
+        if t is not None and since <= t <= until:
+            times.append(t)
+    times.sort()
+    out, lo, hi = [], 0, 0
+    for t in times:
+        while times[lo] < t - within:
+            lo += 1
+        while hi < len(times) and times[hi] <= t + within:
+            hi += 1
+        out.append(hi - lo)
+    return out
+
+
 def later_turn_latencies(run, since, until):
     """Seconds from each "turn starting" line of a turn >= 2 (logged in [since, until]) to the
     agent process of that turn; and how many such turns had no process yet."""
@@ -222,7 +242,8 @@ def scale(baton, fake, label, n, env=None, nofile=None, sigterm=True):
         report(f"{label}: later turns' spawn median / p99 / max (target <= 50 ms / - / 1 s)",
                f"{pct(spawn, 0.5) * 1000:.0f} / {pct(spawn, 0.99) * 1000:.0f} / "
                f"{max(spawn or [float('nan')]) * 1000:.0f} ms over {len(spawn)} turns"
-               f" ({missing} not started yet)")
+               f" ({missing} not started yet; median {pct(turn_bursts(r, t0 - TURN_S, t1), 0.5)}"
+               " turns starting within 50 ms of each other)")
         gaps = between_turns(r, t0 - TURN_S, t1)
         report(f"{label}: turn end -> next turn starting (the between-turn refresh) median / max",
                f"{pct(gaps, 0.5) * 1000:.0f} / {max(gaps or [float('nan')]) * 1000:.0f} ms over {len(gaps)} turns")
