@@ -17,7 +17,6 @@ use crate::host::LocalHost;
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
 use crate::runtime::daemon::{DaemonOptions, ExitWhen};
-use crate::tracker::{Tracker, TrackerError};
 use crate::workflow::config::{AgentKind, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::{load_workflow, Workflow};
 
@@ -48,7 +47,8 @@ where
         } => {
             crate::logging::init(Some(log_level.unwrap_or(log::LevelFilter::Warn)));
             crate::runtime::threads::install_panic_hook();
-            run_check(&workflow)
+            let out = &mut std::io::stdout().lock();
+            crate::check::run_check_with_env(&workflow, &ProcessEnv, out)
         }
         Command::Run(args) => {
             crate::logging::init(args.log_level);
@@ -64,7 +64,7 @@ where
 }
 
 /// Load and validate the workflow for startup; on failure print one actionable line.
-pub(crate) fn load_for_startup(path: &Path) -> Result<Workflow, String> {
+fn load_for_startup(path: &Path) -> Result<Workflow, String> {
     let wf = load_workflow(path, &ProcessEnv).map_err(|e| e.to_string())?;
     for w in &wf.config.warnings {
         log::warn!("event=config_warning file={} {w}", path.display());
@@ -86,19 +86,8 @@ pub(crate) fn load_for_startup(path: &Path) -> Result<Workflow, String> {
     Ok(wf)
 }
 
-fn run_check(path: &Path) -> i32 {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    crate::check::run_check(path, &mut out)
-}
-
-/// The real tracker for a config (the kind `tracker.kind` selects).
-pub(crate) fn open_tracker(cfg: &ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
-    crate::tracker::open(&cfg.tracker)
-}
-
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
-pub(crate) fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
+fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
     let sandbox = crate::agent::runner::sandbox_for(cfg);
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => {
@@ -129,65 +118,48 @@ pub(crate) fn run_workflow(
     exit_when: Option<ExitWhen>,
     on_listen: &dyn Fn(SocketAddr),
 ) -> i32 {
-    let ops = crate::ops::startup::take_systemd_env();
-    let wf = match load_for_startup(&args.workflow) {
-        Ok(wf) => wf,
-        Err(e) => {
-            eprintln!("baton: {e}");
-            return EXIT_FAILURE;
-        }
-    };
+    start_and_run(args, exit_when, on_listen).unwrap_or_else(|e| {
+        eprintln!("baton: {e}");
+        EXIT_FAILURE
+    })
+}
+
+/// [`run_workflow`]; `Err` is a startup failure.
+fn start_and_run(
+    args: &RunArgs,
+    exit_when: Option<ExitWhen>,
+    on_listen: &dyn Fn(SocketAddr),
+) -> Result<i32, String> {
+    let ops = crate::ops::sdnotify::take_systemd_env();
+    let wf = load_for_startup(&args.workflow)?;
     // The instance lock comes first: nothing (not even startup cleanup) runs without it. Then
     // agents that run here need a working sandbox: never silently unconfined.
-    let cfg = &wf.config.config;
-    let ready = crate::runtime::persist::acquire(cfg).map_err(|e| e.to_string());
-    let state = match ready.and_then(|s| local_sandbox_starts(cfg).map(|()| s)) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("baton: {e}");
-            return EXIT_FAILURE;
-        }
-    };
+    let state = crate::runtime::persist::acquire(&wf.config.config).map_err(|e| e.to_string())?;
+    local_sandbox_starts(&wf.config.config)?;
     raise_nofile_limit();
-    let shutdown_rx = match crate::signals::shutdown_channel() {
-        Ok(rx) => rx,
-        Err(e) => {
-            eprintln!("baton: startup_failed: cannot install signal handlers: {e}");
-            return EXIT_FAILURE;
-        }
-    };
-    let (_watcher, reload_rx) = match crate::workflow::watch::watch_workflow(&args.workflow) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("baton: startup_failed: {}: {e}", args.workflow.display());
-            return EXIT_FAILURE;
-        }
-    };
+    let shutdown_rx = crate::signals::shutdown_channel()
+        .map_err(|e| format!("startup_failed: cannot install signal handlers: {e}"))?;
+    let (_watcher, reload_rx) = crate::workflow::watch::watch_workflow(&args.workflow)
+        .map_err(|e| format!("startup_failed: {}: {e}", args.workflow.display()))?;
     let (control_tx, control_rx) = crossbeam_channel::bounded(64);
-    let _http =
-        match HttpOptions::from_config(args.port, args.bind.as_deref(), &wf.config.config.server) {
-            None => None,
-            Some(opts) => match crate::http::spawn(
-                HttpOptions {
-                    ops: Arc::clone(&ops.shared),
-                    ..opts
-                },
-                control_tx,
-            ) {
-                Ok(h) => {
-                    on_listen(h.local_addr());
-                    Some(h)
-                }
-                Err(e) => {
-                    eprintln!("baton: startup_failed: dashboard/API server: {e}");
-                    return EXIT_FAILURE;
-                }
-            },
-        };
+    let server = &wf.config.config.server;
+    let _http = match HttpOptions::from_config(args.port, args.bind.as_deref(), server) {
+        None => None,
+        Some(opts) => {
+            let opts = HttpOptions {
+                ops: Arc::clone(&ops.shared),
+                ..opts
+            };
+            let h = crate::http::spawn(opts, control_tx)
+                .map_err(|e| format!("startup_failed: dashboard/API server: {e}"))?;
+            on_listen(h.local_addr());
+            Some(h)
+        }
+    };
     let opts = DaemonOptions {
         workflow_path: args.workflow.clone(),
         initial: wf,
-        tracker_factory: Box::new(open_tracker),
+        tracker_factory: Box::new(|cfg| crate::tracker::open(&cfg.tracker)),
         runner_factory: Box::new(agent_runner),
         reload_rx,
         shutdown_rx,
@@ -199,7 +171,7 @@ pub(crate) fn run_workflow(
     if let Err(e) = &result {
         eprintln!("baton: {}: {e}", args.workflow.display());
     }
-    exit_code(&result)
+    Ok(exit_code(&result))
 }
 
 /// Raise the soft `RLIMIT_NOFILE` to the hard limit (agents hold descriptors; see

@@ -16,15 +16,11 @@ use crate::model::{contains_name, normalize_name, Issue};
 use crate::orchestrator::{rules, Pace, Policy};
 use crate::text::single_line as truncate;
 use crate::tracker::config::TrackerConfig;
-use crate::workflow::config::{ConfigEnv, ProcessEnv, ServiceConfig};
+use crate::workflow::config::{ConfigEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
-/// Run the check against the real environment; writes the report to `out`, returns the exit code.
-pub(crate) fn run_check(workflow_path: &Path, out: &mut dyn Write) -> i32 {
-    run_check_with_env(workflow_path, &ProcessEnv, out)
-}
-
-/// `run_check` with an injected environment (tests).
+/// Write the report to `out`; returns the exit code. `env` is [`crate::workflow::config::ProcessEnv`]
+/// in the binary.
 pub fn run_check_with_env(workflow_path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
     let mut r = Report {
         out,
@@ -58,7 +54,6 @@ impl Report<'_> {
     pub(crate) fn raw(&mut self, text: impl AsRef<str>) {
         let _ = writeln!(self.out, "{}", text.as_ref());
     }
-    /// Problems reported so far.
     pub(crate) fn problems(&self) -> usize {
         self.problems
     }
@@ -255,51 +250,51 @@ fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
 fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
     // The scheduler's own rule, so the plan is what the daemon would do (minus claims and slots).
     let policy = Policy::from_config(cfg);
-    let active: Vec<&Issue> = issues
+    let (mut ready, mut held) = (Vec::new(), Vec::new());
+    for i in issues
         .iter()
         .filter(|i| contains_name(&policy.active_states, &i.state))
-        .collect();
-    let mut ready: Vec<&Issue> = Vec::new();
-    let mut held: Vec<(&Issue, String)> = Vec::new();
-    for i in &active {
-        let why = rules::ineligibility(&policy, i);
-        if why.is_empty() {
-            ready.push(i);
-        } else {
-            let why: Vec<String> = why.iter().map(ToString::to_string).collect();
-            held.push((i, why.join("; ")));
+    {
+        let why: Vec<String> = rules::ineligibility(&policy, i)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        match why.is_empty() {
+            true => ready.push(i),
+            false => held.push(format!(
+                "  {}  [{}]  {}",
+                i.identifier,
+                truncate(&i.state, 40),
+                why.join("; ")
+            )),
         }
     }
     ready.sort_by(|a, b| rules::dispatch_order(a, b));
+    let active = ready.len() + held.len();
     r.raw(format!(
-        "dispatch order ({} of {} active issues):",
-        ready.len(),
-        active.len()
+        "dispatch order ({} of {active} active issues):",
+        ready.len()
     ));
-    if ready.is_empty() {
-        r.raw("  (none)");
-    }
-    for (n, i) in ready.iter().enumerate() {
-        r.raw(format!(
-            "  {}. {}  [{}]  priority {}  {}",
+    let ready = ready.iter().enumerate().map(|(n, i)| {
+        let priority = i.priority.map_or("-".into(), |p| p.to_string());
+        let (state, title) = (truncate(&i.state, 40), quoted(&i.title));
+        format!(
+            "  {}. {}  [{state}]  priority {priority}  {title}",
             n + 1,
-            i.identifier,
-            truncate(&i.state, 40),
-            i.priority.map_or("-".into(), |p| p.to_string()),
-            quoted(&i.title)
-        ));
-    }
+            i.identifier
+        )
+    });
+    print_list(r, ready.collect());
     r.raw(format!("not dispatching ({}):", held.len()));
-    if held.is_empty() {
+    print_list(r, held);
+}
+
+fn print_list(r: &mut Report<'_>, lines: Vec<String>) {
+    if lines.is_empty() {
         r.raw("  (none)");
     }
-    for (i, why) in held {
-        r.raw(format!(
-            "  {}  [{}]  {}",
-            i.identifier,
-            truncate(&i.state, 40),
-            why
-        ));
+    for line in lines {
+        r.raw(line);
     }
 }
 
@@ -355,7 +350,6 @@ pub(crate) fn check_states(
     }
 }
 
-/// Each item [`quoted`], joined with `sep`.
 pub(crate) fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
     let q: Vec<String> = items.iter().map(|s| quoted(s.as_ref())).collect();
     q.join(sep)

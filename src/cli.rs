@@ -55,31 +55,23 @@ Reloads WORKFLOW.md automatically when it changes; an invalid edit keeps the las
 /// What the command line asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// Run the daemon.
     Run(RunArgs),
     /// `baton check [PATH]`.
     Check {
-        /// The workflow file.
         workflow: PathBuf,
-        /// `--log-level`, if given.
         log_level: Option<log::LevelFilter>,
     },
-    /// `--help`.
     Help,
-    /// `--version`.
     Version,
-    /// `baton demo`.
     Demo(DemoArgs),
 }
 
 /// Options of `baton demo`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DemoArgs {
-    /// `--port` (default 8787).
     pub port: u16,
     /// `--agent claude`: the real Claude Code CLI instead of the demo agent script.
     pub real_claude: bool,
-    /// `--log-level`, if given.
     pub log_level: Option<log::LevelFilter>,
 }
 
@@ -89,13 +81,10 @@ pub const DEMO_PORT: u16 = 8787;
 /// Options of the daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunArgs {
-    /// The workflow file (positional path, else `./WORKFLOW.md`).
+    /// The positional path, else `./WORKFLOW.md`.
     pub workflow: PathBuf,
-    /// `--port`.
     pub port: Option<u16>,
-    /// `--bind`.
     pub bind: Option<String>,
-    /// `--log-level`.
     pub log_level: Option<log::LevelFilter>,
 }
 
@@ -109,48 +98,104 @@ impl std::fmt::Display for UsageError {
     }
 }
 
+/// Every flag and positional argument, before the subcommand decides what they mean.
+#[derive(Default)]
+struct Flags {
+    port: Option<u16>,
+    bind: Option<String>,
+    log_level: Option<log::LevelFilter>,
+    agent: Option<String>,
+    positional: Vec<OsString>,
+}
+
 /// Parse arguments (without the program name).
-// Over 80 lines on purpose: one flat match over every subcommand and flag reads better than a parser split across helpers.
 pub fn parse<I>(args: I) -> Result<Command, UsageError>
 where
     I: IntoIterator,
     I::Item: Into<OsString>,
 {
+    let mut f = match read_flags(lexopt::Parser::from_args(args))? {
+        Ok(flags) => flags,
+        Err(help_or_version) => return Ok(help_or_version),
+    };
+    if f.positional.first().is_some_and(|p| p == "demo") {
+        if f.positional.len() > 1 || f.bind.is_some() {
+            return Err(UsageError(
+                "`baton demo` takes only --port, --agent and --log-level".into(),
+            ));
+        }
+        return Ok(Command::Demo(DemoArgs {
+            port: f.port.unwrap_or(DEMO_PORT),
+            real_claude: f.agent.as_deref() == Some("claude"),
+            log_level: f.log_level,
+        }));
+    }
+    if f.agent.is_some() {
+        return Err(UsageError("--agent is an option of `baton demo`".into()));
+    }
+    let is_check = f.positional.first().is_some_and(|p| p == "check");
+    if is_check {
+        f.positional.remove(0);
+        if f.port.is_some() || f.bind.is_some() {
+            return Err(UsageError("`baton check` takes no --port/--bind".into()));
+        }
+    }
+    if f.positional.len() > 1 {
+        return Err(UsageError(format!(
+            "expected at most one workflow path, got {}; try `baton --help`",
+            f.positional.len()
+        )));
+    }
+    let workflow = f
+        .positional
+        .pop()
+        .map_or_else(|| PathBuf::from("WORKFLOW.md"), PathBuf::from);
+    let log_level = f.log_level;
+    Ok(match is_check {
+        true => Command::Check {
+            workflow,
+            log_level,
+        },
+        false => Command::Run(RunArgs {
+            workflow,
+            port: f.port,
+            bind: f.bind,
+            log_level,
+        }),
+    })
+}
+
+/// The flags, each value checked; `Ok(Err(_))` for `--help` and `--version`.
+fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, UsageError> {
     use lexopt::prelude::*;
-    let mut parser = lexopt::Parser::from_args(args);
-    let mut port = None;
-    let mut bind = None;
-    let mut log_level = None;
-    let mut agent: Option<String> = None;
-    let mut positional: Vec<OsString> = Vec::new();
     let usage = |e: lexopt::Error| UsageError(format!("{e}; try `baton --help`"));
+    let mut f = Flags::default();
     while let Some(arg) = parser.next().map_err(usage)? {
         match arg {
-            Short('h') | Long("help") => return Ok(Command::Help),
-            Short('V') | Long("version") => return Ok(Command::Version),
+            Short('h') | Long("help") => return Ok(Err(Command::Help)),
+            Short('V') | Long("version") => return Ok(Err(Command::Version)),
             Long("port") => {
-                let v = parser.value().map_err(usage)?;
-                let s = v.to_string_lossy();
-                port = Some(s.parse::<u16>().map_err(|_| {
+                let s = parser.value().map_err(usage)?.to_string_lossy().to_string();
+                f.port = Some(s.parse::<u16>().map_err(|_| {
                     UsageError(format!(
                         "--port must be an integer from 0 to 65535, got {s:?}"
                     ))
                 })?);
             }
             Long("bind") => {
-                let v = parser.value().map_err(usage)?;
-                let s = v
+                let s = parser
+                    .value()
+                    .map_err(usage)?
                     .into_string()
                     .map_err(|_| UsageError("--bind must be valid UTF-8".into()))?;
                 if s.trim().is_empty() {
                     return Err(UsageError("--bind must not be empty".into()));
                 }
-                bind = Some(s);
+                f.bind = Some(s);
             }
             Long("log-level") => {
-                let v = parser.value().map_err(usage)?;
-                let s = v.to_string_lossy().to_string();
-                log_level = Some(s.parse::<log::LevelFilter>().map_err(|_| {
+                let s = parser.value().map_err(usage)?.to_string_lossy().to_string();
+                f.log_level = Some(s.parse::<log::LevelFilter>().map_err(|_| {
                     UsageError(format!(
                         "--log-level must be one of off, error, warn, info, debug, trace; got {s:?}"
                     ))
@@ -163,57 +208,13 @@ where
                         "--agent must be demo or claude, got {v:?}"
                     )));
                 }
-                agent = Some(v);
+                f.agent = Some(v);
             }
-            Value(v) => positional.push(v),
+            Value(v) => f.positional.push(v),
             _ => return Err(usage(arg.unexpected())),
         }
     }
-    if positional.first().is_some_and(|p| p == "demo") {
-        if positional.len() > 1 || bind.is_some() {
-            return Err(UsageError(
-                "`baton demo` takes only --port, --agent and --log-level".into(),
-            ));
-        }
-        return Ok(Command::Demo(DemoArgs {
-            port: port.unwrap_or(DEMO_PORT),
-            real_claude: agent.as_deref() == Some("claude"),
-            log_level,
-        }));
-    }
-    if agent.is_some() {
-        return Err(UsageError("--agent is an option of `baton demo`".into()));
-    }
-    let is_check = positional.first().is_some_and(|p| p == "check");
-    if is_check {
-        positional.remove(0);
-        if port.is_some() || bind.is_some() {
-            return Err(UsageError("`baton check` takes no --port/--bind".into()));
-        }
-    }
-    if positional.len() > 1 {
-        return Err(UsageError(format!(
-            "expected at most one workflow path, got {}; try `baton --help`",
-            positional.len()
-        )));
-    }
-    let workflow = positional
-        .pop()
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("WORKFLOW.md"));
-    if is_check {
-        Ok(Command::Check {
-            workflow,
-            log_level,
-        })
-    } else {
-        Ok(Command::Run(RunArgs {
-            workflow,
-            port,
-            bind,
-            log_level,
-        }))
-    }
+    Ok(Ok(f))
 }
 
 #[cfg(test)]

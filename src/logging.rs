@@ -7,48 +7,29 @@ use std::time::SystemTime;
 
 use log::Level;
 
-/// Log line style.
+/// Log line style: `2026-11-29T19:17:17.123Z INFO  baton::x: message`, or `<6>baton::x: message`
+/// for journald (when `JOURNAL_STREAM` is set and non-empty).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LogStyle {
-    /// `2026-11-29T19:17:17.123Z INFO  baton::x: message`.
+enum LogStyle {
     Timestamped,
-    /// `<6>baton::x: message` for journald.
     Journald,
-}
-
-impl LogStyle {
-    /// Journald style when `JOURNAL_STREAM` is set and non-empty.
-    pub(crate) fn from_env() -> Self {
-        match std::env::var_os("JOURNAL_STREAM") {
-            Some(v) if !v.is_empty() => LogStyle::Journald,
-            _ => LogStyle::Timestamped,
-        }
-    }
-}
-
-/// The sd-daemon priority for a log level (`<3>` err, `<4>` warning, `<6>` info, `<7>` debug).
-pub(crate) fn sd_priority(level: Level) -> &'static str {
-    match level {
-        Level::Error => "<3>",
-        Level::Warn => "<4>",
-        Level::Info => "<6>",
-        Level::Debug | Level::Trace => "<7>",
-    }
 }
 
 /// Format one log line (without the trailing newline). Control characters inside the message are
 /// escaped so one event is one line and no terminal escape sequence (ESC from a server-supplied
 /// name, say) reaches the reader.
-pub(crate) fn format_line(
-    style: LogStyle,
-    level: Level,
-    target: &str,
-    msg: &str,
-    now: SystemTime,
-) -> String {
+fn format_line(style: LogStyle, level: Level, target: &str, msg: &str, now: SystemTime) -> String {
     let msg = escape_controls(msg);
     match style {
-        LogStyle::Journald => format!("{}{target}: {msg}", sd_priority(level)),
+        LogStyle::Journald => {
+            let priority = match level {
+                Level::Error => 3,
+                Level::Warn => 4,
+                Level::Info => 6,
+                Level::Debug | Level::Trace => 7,
+            };
+            format!("<{priority}>{target}: {msg}")
+        }
         LogStyle::Timestamped => format!(
             "{} {:<5} {target}: {msg}",
             crate::timefmt::rfc3339_millis(now),
@@ -58,7 +39,7 @@ pub(crate) fn format_line(
 }
 
 /// `\n`, `\r`, `\t` and `\xNN`/`\u{NN}` for every other C0/C1 control character and DEL.
-pub(crate) fn escape_controls(s: &str) -> String {
+fn escape_controls(s: &str) -> String {
     if !s.chars().any(char::is_control) {
         return s.to_string();
     }
@@ -80,7 +61,7 @@ pub(crate) fn escape_controls(s: &str) -> String {
 
 /// False for records that must never be written: notify's own debug/trace output (its lines about
 /// writes to the log file would make more writes: a feedback loop).
-pub(crate) fn record_allowed(target: &str, level: Level) -> bool {
+fn record_allowed(target: &str, level: Level) -> bool {
     let notify = target == "notify" || target.starts_with("notify::");
     !(notify && level > Level::Info)
 }
@@ -103,7 +84,10 @@ impl Write for ForgivingStderr {
 /// Install the global logger. `RUST_LOG` is honoured; `level` (from `--log-level`) wins over it.
 /// Default: `info`. Safe to call more than once (later calls are ignored).
 pub fn init(level: Option<log::LevelFilter>) {
-    let style = LogStyle::from_env();
+    let style = match std::env::var_os("JOURNAL_STREAM") {
+        Some(v) if !v.is_empty() => LogStyle::Journald,
+        _ => LogStyle::Timestamped,
+    };
     let mut builder = env_logger::Builder::new();
     builder.filter_level(log::LevelFilter::Info);
     if let Ok(spec) = std::env::var("RUST_LOG") {

@@ -1,6 +1,7 @@
 //! What the status surface sees: plain, serializable snapshots of orchestrator state (spec §13.3,
 //! §13.7) and the request type the HTTP thread sends to the main loop. The HTTP thread never touches
-//! orchestrator state; it asks over a channel and renders what comes back.
+//! orchestrator state; it asks over a channel and renders what comes back. Times are RFC 3339 UTC
+//! strings.
 
 use crossbeam_channel::Sender;
 use serde::Serialize;
@@ -11,11 +12,8 @@ pub use crate::workflow::config::Budget;
 /// Number of rows per section.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Counts {
-    /// Running workers.
     pub running: usize,
-    /// Queued retries.
     pub retrying: usize,
-    /// Parked/blocked issues.
     pub blocked: usize,
 }
 
@@ -25,40 +23,29 @@ pub use crate::orchestrator::state::TokenCounts as Tokens;
 /// What one issue has spent since it last entered an active state (across runs).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Spend {
-    /// Tokens of all its runs.
     pub tokens: Tokens,
     /// Agent-reported cost in USD (Copilot reports none: stays 0).
     pub cost_usd: f64,
-    /// Turns that ended.
     pub turns: u32,
 }
 
 /// One running worker (spec §13.3).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunningRow {
-    /// Issue node id.
     pub issue_id: String,
-    /// `<owner>__<repo>-<number>`.
     pub issue_identifier: String,
     /// Issue title (untrusted).
     pub title: String,
-    /// Issue URL.
     pub url: Option<String>,
-    /// Status option name.
     pub state: String,
     /// `<agent_session_id>-<turn>`.
     pub session_id: Option<String>,
-    /// Turns run by this worker.
     pub turn_count: u32,
-    /// Last event kind.
     pub last_event: Option<String>,
     /// Last event summary (untrusted).
     pub last_message: Option<String>,
-    /// RFC 3339.
     pub started_at: String,
-    /// RFC 3339.
     pub last_event_at: Option<String>,
-    /// Tokens of this worker run.
     pub tokens: Tokens,
     /// The issue's lifetime spend (all runs since it last entered an active state).
     pub spend: Spend,
@@ -76,36 +63,26 @@ pub struct RunningRow {
 /// One queued retry.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RetryRow {
-    /// Issue node id.
     pub issue_id: String,
-    /// Identifier.
     pub issue_identifier: String,
-    /// Issue URL, when known.
     pub url: Option<String>,
-    /// Attempt number the retry will run as.
     pub attempt: u32,
-    /// RFC 3339 due time.
     pub due_at: String,
     /// Milliseconds until due (0 when overdue).
     pub due_in_ms: u64,
-    /// Why it is retrying.
     pub error: Option<String>,
 }
 
 /// An issue Baton will not dispatch until something changes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BlockedRow {
-    /// Issue node id.
     pub issue_id: String,
-    /// Identifier.
     pub issue_identifier: String,
-    /// Issue URL, when known.
     pub url: Option<String>,
     /// Status when it was parked.
     pub state: String,
     /// Why (e.g. `max_attempts reached`, `max_runs_per_issue reached`).
     pub reason: String,
-    /// RFC 3339.
     pub since: String,
 }
 
@@ -115,7 +92,6 @@ pub struct AgentTotals {
     /// Token totals of all runs (flat in the JSON: `input_tokens`, `output_tokens`, …).
     #[serde(flatten)]
     pub tokens: Tokens,
-    /// Agent turns that ended.
     pub turns: u64,
     /// Ended sessions' runtime plus live elapsed time of running ones.
     pub seconds_running: f64,
@@ -126,7 +102,6 @@ pub struct AgentTotals {
 /// Tracker health for operators.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TrackerHealth {
-    /// RFC 3339 time of the last successful candidate poll.
     pub last_successful_poll_at: Option<String>,
     /// Last poll error, if the most recent poll failed.
     pub last_error: Option<String>,
@@ -145,24 +120,16 @@ pub struct TrackerHealth {
 /// `GET /api/v1/state`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct StateSnapshot {
-    /// RFC 3339.
     pub generated_at: String,
-    /// Section sizes.
     pub counts: Counts,
-    /// Running workers.
     pub running: Vec<RunningRow>,
-    /// Retry queue.
     pub retrying: Vec<RetryRow>,
-    /// Parked issues.
     pub blocked: Vec<BlockedRow>,
-    /// Totals.
     pub agent_totals: AgentTotals,
-    /// Per-issue budget limits in force.
     pub budget: Budget,
     /// Agent-reported rate limits: `OrchestratorState::agent_rate_limits`, null until an agent
     /// adapter reports them.
     pub rate_limits: Option<serde_json::Value>,
-    /// Tracker health.
     pub tracker: TrackerHealth,
     /// SSH worker hosts with their load, cap and health (absent without `worker.ssh_hosts`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -172,9 +139,7 @@ pub struct StateSnapshot {
 /// One SSH worker host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HostRow {
-    /// The SSH destination.
     pub host: String,
-    /// Running agents on it.
     pub running: usize,
     /// `worker.max_concurrent_agents_per_host` (null: no per-host cap).
     pub cap: Option<u32>,
@@ -183,7 +148,7 @@ pub struct HostRow {
     /// The last connection error while down.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// RFC 3339 of the next probe while down.
+    /// When the next probe runs while down.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_probe_at: Option<String>,
 }
@@ -191,9 +156,7 @@ pub struct HostRow {
 /// A recent normalized agent event for the per-issue view.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RecentEvent {
-    /// RFC 3339.
     pub at: String,
-    /// Event kind (snake_case).
     pub event: String,
     /// Bounded summary (untrusted).
     pub message: String,
@@ -202,27 +165,17 @@ pub struct RecentEvent {
 /// `GET /api/v1/<issue_identifier>`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IssueDetail {
-    /// Identifier.
     pub issue_identifier: String,
-    /// Issue node id.
     pub issue_id: String,
     /// `running`, `retrying` or `blocked`.
     pub status: String,
-    /// Workspace path.
     pub workspace: Option<String>,
-    /// Attempts so far.
     pub attempts: u32,
-    /// Running row, when running.
     pub running: Option<RunningRow>,
-    /// Retry row, when queued.
     pub retry: Option<RetryRow>,
-    /// Blocked row, when parked.
     pub blocked: Option<BlockedRow>,
-    /// Last error.
     pub last_error: Option<String>,
-    /// The issue's lifetime spend.
     pub spend: Spend,
-    /// Per-issue budget limits in force.
     pub budget: Budget,
     /// The most recent events, oldest first (bounded ring).
     pub recent_events: Vec<RecentEvent>,
@@ -231,15 +184,13 @@ pub struct IssueDetail {
 /// `POST /api/v1/refresh` acknowledgement.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RefreshAck {
-    /// Always true.
     pub queued: bool,
     /// True when it joined an already pending refresh.
     pub coalesced: bool,
-    /// RFC 3339.
     pub requested_at: String,
     /// `["poll", "reconcile"]`.
     pub operations: Vec<String>,
-    /// RFC 3339: the poll serving this refresh starts no earlier than this (refresh spacing or a
+    /// The poll serving this refresh starts no earlier than this (refresh spacing or a
     /// tracker rate-limit pause); `null` when it starts now or right after the running poll.
     pub deferred_until: Option<String>,
 }
@@ -247,26 +198,20 @@ pub struct RefreshAck {
 /// A request from the HTTP thread to the main loop; the loop answers on `reply`.
 #[derive(Debug)]
 pub enum ControlRequest {
-    /// Whole-state snapshot.
     State {
-        /// Where to send it.
         reply: Sender<StateSnapshot>,
     },
     /// One issue by identifier; `None` when unknown.
     Issue {
-        /// `<owner>__<repo>-<number>`.
         identifier: String,
-        /// Where to send it.
         reply: Sender<Option<IssueDetail>>,
     },
     /// Queue an immediate poll + reconcile (coalesced).
     Refresh {
-        /// Where to send the ack.
         reply: Sender<RefreshAck>,
     },
     /// A sign of life for `GET /livez`: the loop answers `()` at once.
     Ping {
-        /// Where to answer.
         reply: Sender<()>,
     },
 }

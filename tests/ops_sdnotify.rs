@@ -316,11 +316,11 @@ mod wedge {
 
     use std::sync::Condvar;
 
-    use baton::ops::health::{probe_livez, NotLive};
+    use baton::http::routes::ControlClient;
+    use baton::ops::health::NotLive;
     use baton::ops::shared::OpsShared;
     use baton::runtime::clock::{Clock, ManualClock};
     use baton::runtime::daemon::{run_with, DaemonOps};
-    use baton::status::ControlRequest;
     use crossbeam_channel::Receiver;
 
     use super::stand_ins::{daemon_options, minimal_workflow, spawn_daemon, StubTracker, TestEnv};
@@ -434,18 +434,13 @@ mod wedge {
             got.lock().unwrap().iter().any(|(_, m)| m == "READY=1") && pings(&got, t0) >= 3
         });
         assert!(shared.health().recovery_done);
-        let live = |deadline| {
-            probe_livez(
-                |reply| control.send(ControlRequest::Ping { reply }).is_ok(),
-                deadline,
-            )
-        };
-        assert_eq!(live(Duration::from_secs(2)), Ok(()));
+        let live = || ControlClient::new(control.clone(), Duration::from_secs(2)).ping();
+        assert_eq!(live(), Ok(()));
 
         // Wedge the loop; once it is stuck a ping goes unanswered, and the pings stop.
         clock.set(true);
         until("the loop is stuck", || clock.stuck());
-        assert_eq!(live(Duration::from_millis(300)), Err(NotLive::Timeout));
+        assert_eq!(live(), Err(NotLive::Timeout));
         let wedged_at = Instant::now();
         std::thread::sleep(Duration::from_millis(500)); // ten ping intervals
         assert_eq!(
@@ -458,7 +453,7 @@ mod wedge {
         clock.set(false);
         let back = Instant::now();
         until("pings again", || pings(&got, back) >= 3);
-        assert_eq!(live(Duration::from_secs(2)), Ok(()));
+        assert_eq!(live(), Ok(()));
         inputs.shutdown.send(()).unwrap();
         let result = exited.recv_timeout(Duration::from_secs(10)).unwrap();
         assert_eq!(result, Ok(()));

@@ -222,6 +222,7 @@ impl StreamParser {
     fn event_text(&self, kind: AgentEventKind, text: &str) -> AgentEvent {
         let mut ev = AgentEvent::new(kind, one_line(text, SUMMARY_MAX_CHARS));
         ev.session_id = self.session_id();
+        ev.agent_session_id.clone_from(&self.agent_session_id);
         ev
     }
 

@@ -616,6 +616,7 @@ impl TurnParser for Client {
     fn event(&self, kind: E, summary: String) -> AgentEvent {
         let mut ev = AgentEvent::new(kind, one_line(&summary, SUMMARY_MAX));
         ev.session_id = self.session_id();
+        ev.agent_session_id.clone_from(&self.thread_id);
         ev
     }
 

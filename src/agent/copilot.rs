@@ -157,7 +157,8 @@ impl AgentRunner for CopilotRunner {
             session_id: session,
             session_exists: resuming,
             turn: 0,
-            usage: UsageTracker::new(),
+            // A resumed session's usage file counts from the session's start.
+            usage: UsageTracker::starting_at(resuming.then_some(ctx.resume_usage)),
             temp_dir: Some(temp_dir),
         }))
     }
@@ -196,6 +197,8 @@ struct Attempt {
 /// The driver's view of one Copilot invocation: every event carries `<session>-<turn>`.
 struct Invocation<'a> {
     parser: StreamParser,
+    /// The CLI's session id.
+    session: String,
     turn_session: String,
     issue_identifier: &'a str,
     mode: &'static str,
@@ -217,12 +220,14 @@ impl TurnParser for Invocation<'_> {
     fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
         let mut ev = self.parser.parse_line(line);
         ev.session_id = Some(self.turn_session.clone());
+        ev.agent_session_id = Some(self.session.clone());
         vec![ev]
     }
 
     fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent {
         let mut ev = AgentEvent::new(kind, parse::bound(&summary));
         ev.session_id = Some(self.turn_session.clone());
+        ev.agent_session_id = Some(self.session.clone());
         ev
     }
 
@@ -262,6 +267,7 @@ impl CopilotSession {
         self.runner.apply_with(&mut spec, self.temp_dir.as_deref());
         let mut inv = Invocation {
             parser: StreamParser::new(),
+            session: session.id().to_string(),
             turn_session: format!("{}-{}", session.id(), self.turn),
             issue_identifier: &self.issue_identifier,
             mode: match session {
@@ -408,6 +414,7 @@ impl AgentSession for CopilotSession {
         };
         let mut ev = AgentEvent::new(kind, parse::bound(&format!("{summary}; {usage_note}")));
         ev.session_id = Some(turn_session.clone());
+        ev.agent_session_id = Some(self.session_id.clone());
         ev.usage_delta = Some(turn_usage.delta);
         emit(ev);
         log::info!(

@@ -87,7 +87,8 @@ pub(crate) struct Limits {
 }
 
 /// Run one invocation of `spec` on `host` to its end (see the module docs). Every event gets the
-/// agent's pid. Fails only when the process could not be started (`startup_failed`).
+/// agent's pid and its start time. Fails only when the process could not be started
+/// (`startup_failed`).
 pub(crate) fn run_invocation(
     host: &dyn Host,
     spec: &ProcessSpec,
@@ -102,12 +103,13 @@ pub(crate) fn run_invocation(
             format!("could not start {:?}: {e}", spec.shell),
         )
     })?;
-    let pid = proc.pid();
+    let (pid, start) = (proc.pid(), proc.start_time());
     if let Some(stdin) = proc.take_stdin() {
         parser.attach_stdin(stdin);
     }
     let mut emit = |mut ev: AgentEvent| {
         ev.agent_pid.get_or_insert(pid);
+        ev.agent_start_time = ev.agent_start_time.or(start);
         emit(ev);
     };
     for ev in parser.started(pid) {

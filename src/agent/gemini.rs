@@ -170,7 +170,12 @@ impl GeminiSession {
         );
         let mut parser = StreamParser::new(format!("{}-{}", self.session_id, self.turn));
         let host = self.host.as_ref();
-        let (end, pid) = run_invocation(host, &spec, &mut parser, limits, cancel, emit)?;
+        let raw = self.session_id.clone();
+        let mut stamp = |mut ev: AgentEvent| {
+            ev.agent_session_id.get_or_insert_with(|| raw.clone());
+            emit(ev)
+        };
+        let (end, pid) = run_invocation(host, &spec, &mut parser, limits, cancel, &mut stamp)?;
         Ok((parser, end, pid))
     }
 }
@@ -223,6 +228,7 @@ impl AgentSession for GeminiSession {
             },
         );
         ev.agent_pid = Some(pid);
+        ev.agent_session_id = Some(self.session_id.clone());
         ev.usage_delta = Some(parser.usage);
         emit(ev);
         log::info!(

@@ -146,8 +146,12 @@ pub struct AgentEvent {
     pub summary: String,
     /// `<agent_session_id>-<turn>` when known.
     pub session_id: Option<String>,
+    /// The agent CLI's own session id (what `--resume` takes) when known.
+    pub agent_session_id: Option<String>,
     /// The agent's process id when known.
     pub agent_pid: Option<u32>,
+    /// The agent process's start time on its host (`/proc/<pid>/stat` field 22), when known.
+    pub agent_start_time: Option<u64>,
     /// Token usage *delta* to add (never a cumulative figure).
     pub usage_delta: Option<TokenUsage>,
     /// Session-cumulative cost in USD as reported by the agent (record the latest, never add).
@@ -181,7 +185,9 @@ impl AgentEvent {
             kind,
             summary: summary.into(),
             session_id: None,
+            agent_session_id: None,
             agent_pid: None,
+            agent_start_time: None,
             usage_delta: None,
             session_cost_usd: None,
             rate_limits: None,
@@ -268,6 +274,9 @@ pub struct SessionContext {
     pub workspace_root: PathBuf,
     /// Agent session id to resume (persisted from an earlier run), if any.
     pub resume_session_id: Option<String>,
+    /// The session-cumulative tokens the resumed session had reported (zero for a new one), so a
+    /// CLI that reports cumulative usage (Copilot's usage file) is not counted twice.
+    pub resume_usage: TokenUsage,
     /// Where the workspace lives and the agent runs.
     pub host: Arc<dyn Host>,
 }

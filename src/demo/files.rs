@@ -24,17 +24,12 @@ active_branch_days: 30
 task_prefix: "task"
 "#;
 
-/// One demo task.
+/// One demo task: `TASK-<number>`, its front matter fields and its description section.
 pub(crate) struct DemoTask {
-    /// The number in `TASK-<n>`.
     pub number: u32,
-    /// The title (also the file name, dashed).
     pub title: &'static str,
-    /// `priority:`.
     pub priority: &'static str,
-    /// `dependencies:` (task numbers).
     pub depends_on: &'static [u32],
-    /// The description section.
     pub description: &'static str,
 }
 
@@ -73,19 +68,15 @@ impl DemoTask {
 
     /// The file's text; `created` is `YYYY-MM-DD HH:MM` (UTC).
     pub(crate) fn text(&self, created: &str) -> String {
-        let deps = if self.depends_on.is_empty() {
-            "dependencies: []\n".to_string()
-        } else {
-            let items: String = self
-                .depends_on
-                .iter()
-                .map(|n| format!("  - TASK-{n}\n"))
-                .collect();
-            format!("dependencies:\n{items}")
-        };
+        let deps: String = self
+            .depends_on
+            .iter()
+            .map(|n| format!("\n  - TASK-{n}"))
+            .collect();
+        let deps = if deps.is_empty() { " []" } else { &deps };
         format!(
             "---\nid: TASK-{n}\ntitle: {title}\nstatus: To Do\nassignee: []\n\
-             created_date: '{created}'\nlabels:\n  - demo\n{deps}priority: {prio}\n\
+             created_date: '{created}'\nlabels:\n  - demo\ndependencies:{deps}\npriority: {prio}\n\
              ordinal: {ord}\n---\n\n## Description\n\n<!-- SECTION:DESCRIPTION:BEGIN -->\n\
              {desc}\n<!-- SECTION:DESCRIPTION:END -->\n",
             n = self.number,

@@ -17,14 +17,13 @@ use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{unbounded, Sender};
 
-use super::schema::StoredState;
 use super::store::{StateDir, StoreError};
 
 /// One finished write.
 #[derive(Debug)]
 pub struct SaveReport {
     /// What was written (hand back to [`crate::durable::StateWriter::finish`]).
-    pub state: StoredState,
+    pub bytes: Vec<u8>,
     /// The result.
     pub result: Result<(), StoreError>,
     /// How long the write took (for `baton_state_write_duration_seconds`).
@@ -34,23 +33,23 @@ pub struct SaveReport {
 /// The writer thread.
 #[derive(Debug)]
 pub struct BackgroundSaver {
-    jobs: Option<Sender<StoredState>>,
+    jobs: Option<Sender<Vec<u8>>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl BackgroundSaver {
     /// Start the thread writing into `dir`; reports go to `done`.
     pub fn spawn(dir: StateDir, done: Sender<SaveReport>) -> io::Result<BackgroundSaver> {
-        let (jobs, rx) = unbounded::<StoredState>();
+        let (jobs, rx) = unbounded::<Vec<u8>>();
         let thread = thread::Builder::new()
             .name("baton-state".into())
             .spawn(move || {
-                for state in rx {
+                for bytes in rx {
                     let started = std::time::Instant::now();
-                    let result = dir.save(&state);
+                    let result = dir.save(&bytes);
                     let elapsed = started.elapsed();
                     let report = SaveReport {
-                        state,
+                        bytes,
                         result,
                         elapsed,
                     };
@@ -65,11 +64,11 @@ impl BackgroundSaver {
         })
     }
 
-    /// Queue a write. Returns the state back if the thread is gone (write it synchronously).
-    pub fn submit(&self, state: StoredState) -> Result<(), StoredState> {
+    /// Queue a write. Returns the bytes back if the thread is gone (write them synchronously).
+    pub fn submit(&self, bytes: Vec<u8>) -> Result<(), Vec<u8>> {
         match &self.jobs {
-            Some(tx) => tx.send(state).map_err(|e| e.into_inner()),
-            None => Err(state),
+            Some(tx) => tx.send(bytes).map_err(|e| e.into_inner()),
+            None => Err(bytes),
         }
     }
 

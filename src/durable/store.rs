@@ -1,19 +1,32 @@
-//! The state directory: `state.json` written crash-safely, read defensively.
+//! The state directory: Baton's own, locked, and never a path to follow.
+//!
+//! * [`StateDir::open`] creates the directory 0700 when missing and refuses it (and, with
+//!   [`check_private`], the workspace root) unless this user owns it, no one else can write it,
+//!   and every parent can only be changed by this user or root (a root-owned sticky directory
+//!   such as `/tmp` is fine), as OpenSSH's `StrictModes` does.
+//! * The directory is opened once without following a symlink; every file in it is opened
+//!   relative to that descriptor with `O_NOFOLLOW` and written by rename.
+//! * One instance per directory: an exclusive `flock` on the directory itself, which no rename or
+//!   deletion of a file can take away; before every write the path must still name the locked
+//!   directory (`state_lock_lost` otherwise). The holder's pid is written to `pid` for messages.
 
+use std::ffi::CString;
 use std::fmt;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-
-use serde::Deserialize;
-
-use super::schema::{StoredState, SCHEMA_VERSION};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// File name of the state document.
 pub const STATE_FILE: &str = "state.json";
-/// Temporary file a write goes to before it is renamed over [`STATE_FILE`].
+/// Temporary file a write goes to before it is renamed.
 const TEMP_FILE: &str = ".state.json.tmp";
+/// The holder's pid (informational: the lock is the directory's `flock`).
+const PID_FILE: &str = "pid";
 /// A state file larger than this is not read; it is treated as corrupt (ours stay far below).
 const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -21,19 +34,36 @@ const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
 /// after `baton: `.
 #[derive(Debug)]
 pub enum StoreError {
-    /// Another process holds `<dir>/lock`.
+    /// Another process holds the directory's lock.
     Locked {
         /// The state directory.
         dir: PathBuf,
-        /// The holder's pid as written in the lock file (`None` if unreadable).
+        /// The holder's pid as written in `pid` (`None` if unreadable).
         pid: Option<u32>,
     },
     /// `state.json` was written by a newer Baton; it is left untouched.
     VersionUnsupported {
         /// The file.
         path: PathBuf,
-        /// Its schema version.
-        found: u32,
+        /// Its version.
+        found: u64,
+        /// The newest version this build reads.
+        newest: u64,
+    },
+    /// The directory (or a parent) could be changed by someone else (`what` names which
+    /// directory: `state_dir_unsafe`, `workspace_root_unsafe`).
+    Unsafe {
+        /// The error name.
+        what: &'static str,
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The path no longer names the directory this process locked (renamed or replaced).
+    LockLost {
+        /// The state directory.
+        dir: PathBuf,
     },
     /// A filesystem operation failed.
     Io {
@@ -47,11 +77,13 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// The stable error name (`state_locked`, `state_version_unsupported`, `state_io`).
+    /// The stable error name.
     pub fn name(&self) -> &'static str {
         match self {
             StoreError::Locked { .. } => "state_locked",
             StoreError::VersionUnsupported { .. } => "state_version_unsupported",
+            StoreError::Unsafe { what, .. } => what,
+            StoreError::LockLost { .. } => "state_lock_lost",
             StoreError::Io { .. } => "state_io",
         }
     }
@@ -67,200 +99,329 @@ impl StoreError {
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = self.name();
         match self {
             StoreError::Locked { dir, pid } => {
                 let pid = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
-                write!(f, "state_locked: {} is in use by pid {pid}", dir.display())
+                write!(f, "{name}: {} is in use by pid {pid}", dir.display())
             }
-            StoreError::VersionUnsupported { path, found } => write!(
+            StoreError::VersionUnsupported {
+                path,
+                found,
+                newest,
+            } => write!(
                 f,
-                "state_version_unsupported: {} has schema version {found}; this Baton reads up to {SCHEMA_VERSION}",
+                "{name}: {} has version {found}; this Baton reads up to {newest}",
                 path.display()
             ),
+            StoreError::Unsafe { dir, reason, .. } => {
+                write!(f, "{name}: {}: {reason}", dir.display())
+            }
+            StoreError::LockLost { dir } => write!(
+                f,
+                "{name}: {} is no longer the directory this Baton locked",
+                dir.display()
+            ),
             StoreError::Io { op, path, source } => {
-                write!(f, "state_io: {op} {}: {source}", path.display())
+                write!(f, "{name}: {op} {}: {source}", path.display())
             }
         }
     }
 }
 
-impl std::error::Error for StoreError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            StoreError::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
+impl std::error::Error for StoreError {}
 
-/// Result of [`StateDir::load`].
-#[derive(Debug, Clone, PartialEq)]
-pub struct Loaded {
-    /// The stored state (empty when there was no usable file).
-    pub state: StoredState,
-    /// Where an unreadable file was moved to; the caller logs one error naming it.
-    pub moved_aside: Option<PathBuf>,
-    /// Why the file was unusable (parse error or I/O error), when it was moved aside.
-    pub problem: Option<String>,
-}
-
-/// The state directory (`state.dir`): holds `state.json` and `lock`.
+/// The open state directory. Clones share the descriptor (and so the lock).
 #[derive(Debug, Clone)]
 pub struct StateDir {
-    dir: PathBuf,
+    path: PathBuf,
+    dir: Arc<File>,
+}
+
+/// This process's effective uid.
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Why `dir` must not hold private files (`None`: it may). See the module docs; checked on the
+/// path as given and on the path it resolves to.
+pub fn unsafe_reason(dir: &Path) -> Option<String> {
+    let uid = euid();
+    let real = match std::fs::canonicalize(dir) {
+        Ok(r) => r,
+        Err(e) => return Some(format!("cannot resolve: {e}")),
+    };
+    let meta = match std::fs::metadata(&real) {
+        Ok(m) => m,
+        Err(e) => return Some(format!("cannot stat: {e}")),
+    };
+    let mode = meta.mode() & 0o7777;
+    if !meta.is_dir() {
+        return Some("not a directory".into());
+    }
+    if meta.uid() != uid {
+        return Some(format!("owned by uid {}, not by uid {uid}", meta.uid()));
+    }
+    if mode & 0o022 != 0 {
+        return Some(format!("writable by group or others (mode {mode:o})"));
+    }
+    for p in dir.ancestors().chain(real.ancestors().skip(1)) {
+        let Ok(m) = std::fs::symlink_metadata(p) else {
+            continue;
+        };
+        if m.uid() != uid && m.uid() != 0 {
+            return Some(format!("{} is owned by uid {}", p.display(), m.uid()));
+        }
+        let sticky_root = m.uid() == 0 && m.mode() & 0o1000 != 0;
+        if m.is_dir() && m.mode() & 0o022 != 0 && !sticky_root {
+            return Some(format!("{} is writable by group or others", p.display()));
+        }
+    }
+    None
+}
+
+/// Refuse `dir` as a private directory (`what` names the error), see [`unsafe_reason`].
+pub fn check_private(what: &'static str, dir: &Path) -> Result<(), StoreError> {
+    match unsafe_reason(dir) {
+        None => Ok(()),
+        Some(reason) => Err(StoreError::Unsafe {
+            what,
+            dir: dir.to_path_buf(),
+            reason,
+        }),
+    }
 }
 
 impl StateDir {
-    /// Use `dir`, creating it (and missing parents) with mode 0700. An existing directory keeps
-    /// its permissions; see [`StateDir::loose_permissions`].
-    pub fn open(dir: impl Into<PathBuf>) -> Result<StateDir, StoreError> {
-        let dir = dir.into();
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| StoreError::io("create state dir", &dir, e))?;
-        Ok(StateDir { dir })
+    /// Open `path` (created 0700 with its missing parents when `create`), refusing an unsafe one
+    /// (`state_dir_unsafe`). The directory is opened without following a symlink.
+    pub fn open(path: impl Into<PathBuf>, create: bool) -> Result<StateDir, StoreError> {
+        let path = path.into();
+        if create {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&path)
+                .map_err(|e| StoreError::io("create state dir", &path, e))?;
+        }
+        check_private("state_dir_unsafe", &path)?;
+        let real = std::fs::canonicalize(&path).map_err(|e| StoreError::io("open", &path, e))?;
+        let dir = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(&real)
+            .map_err(|e| StoreError::io("open state dir", &path, e))?;
+        Ok(StateDir {
+            path,
+            dir: Arc::new(dir),
+        })
     }
 
     /// The directory.
     pub fn path(&self) -> &Path {
-        &self.dir
+        &self.path
     }
 
     /// Path of `state.json`.
     pub fn state_file(&self) -> PathBuf {
-        self.dir.join(STATE_FILE)
+        self.path.join(STATE_FILE)
     }
 
-    /// The directory's mode when group or others have any access (worth a warning: the file
-    /// holds session ids and workspace paths), else `None`.
-    pub fn loose_permissions(&self) -> Option<u32> {
-        let mode = fs::metadata(&self.dir).ok()?.permissions().mode() & 0o777;
-        (mode & 0o077 != 0).then_some(mode)
+    /// True when group or others may read the directory (worth a warning: the file holds session
+    /// ids and workspace paths).
+    pub fn readable_by_others(&self) -> bool {
+        self.dir.metadata().is_ok_and(|m| m.mode() & 0o077 != 0)
     }
 
-    /// Read `state.json`. A missing file is an empty state. A corrupt, truncated or unparseable
-    /// file is renamed to `state.json.corrupt-<now_unix_ms>` and an empty state returned (see
-    /// [`Loaded::moved_aside`]). A newer schema version is an error and the file stays as it is.
-    pub fn load(&self, now_unix_ms: u64) -> Result<Loaded, StoreError> {
-        let path = self.state_file();
-        let bytes = match read_bounded(&path) {
-            Ok(Some(b)) => b,
-            Ok(None) => return Ok(fresh(None, None)),
-            Err(problem) => return self.move_aside(&path, problem, now_unix_ms),
-        };
-        match parse(&bytes) {
-            Ok(state) => Ok(Loaded {
-                state,
-                moved_aside: None,
-                problem: None,
-            }),
-            Err(Parse::Newer(found)) => Err(StoreError::VersionUnsupported { path, found }),
-            Err(Parse::Corrupt(problem)) => self.move_aside(&path, problem, now_unix_ms),
+    /// Take the instance lock without blocking and write our pid to `pid`. Another holder gives
+    /// [`StoreError::Locked`].
+    pub fn lock(&self) -> Result<(), StoreError> {
+        match flock(&self.dir, libc::LOCK_EX | libc::LOCK_NB) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                return Err(StoreError::Locked {
+                    dir: self.path.clone(),
+                    pid: read_pid_patiently(self),
+                })
+            }
+            Err(e) => return Err(StoreError::io("lock", &self.path, e)),
+        }
+        let pid = format!("{}\n", std::process::id());
+        self.write(PID_FILE, pid.as_bytes(), false)
+    }
+
+    /// Who holds the lock, without taking it (for `baton check`): `None` when nobody does. The
+    /// probe holds a shared lock for an instant.
+    pub fn lock_holder(&self) -> Option<Option<u32>> {
+        match flock(&self.dir, libc::LOCK_SH | libc::LOCK_NB) {
+            Ok(()) => {
+                let _ = flock(&self.dir, libc::LOCK_UN);
+                None
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Some(read_pid_patiently(self)),
+            Err(_) => None,
         }
     }
 
-    fn move_aside(&self, path: &Path, problem: String, now: u64) -> Result<Loaded, StoreError> {
-        let mut target = self.dir.join(format!("{STATE_FILE}.corrupt-{now}"));
-        let mut n = 1u32;
-        while target.exists() {
-            target = self.dir.join(format!("{STATE_FILE}.corrupt-{now}-{n}"));
+    /// True while an older Baton holds the `lock` file it used in this directory.
+    pub fn old_lock_held(&self) -> bool {
+        self.open_at("lock", libc::O_RDONLY).is_ok_and(|f| {
+            matches!(flock(&f, libc::LOCK_SH | libc::LOCK_NB), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+        })
+    }
+
+    /// The bytes of `state.json`, `None` if there is none; `Err(problem)` when it cannot be
+    /// read (a symlink, a FIFO, too large…): the caller moves it aside.
+    pub fn read_state(&self) -> Result<Option<Vec<u8>>, String> {
+        let f = match self.open_at(STATE_FILE, libc::O_RDONLY | libc::O_NONBLOCK) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot open: {e}")),
+        };
+        if !f.metadata().is_ok_and(|m| m.is_file()) {
+            return Err("not a regular file".into());
+        }
+        let mut bytes = Vec::new();
+        f.take(MAX_STATE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read: {e}"))?;
+        if bytes.len() as u64 > MAX_STATE_BYTES {
+            return Err(format!("larger than {MAX_STATE_BYTES} bytes"));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Rename `state.json` to `state.json.<tag>-<now>` (never over an existing file); the new
+    /// path.
+    pub fn move_aside(&self, tag: &str, now: u64) -> Result<PathBuf, StoreError> {
+        let mut n = 0u32;
+        loop {
+            let name = match n {
+                0 => format!("{STATE_FILE}.{tag}-{now}"),
+                _ => format!("{STATE_FILE}.{tag}-{now}-{n}"),
+            };
+            if self.open_at(&name, libc::O_RDONLY).is_err() {
+                self.rename_at(STATE_FILE, &name)
+                    .map_err(|e| StoreError::io("move aside state", &self.state_file(), e))?;
+                return Ok(self.path.join(name));
+            }
             n = n.saturating_add(1);
         }
-        fs::rename(path, &target)
-            .map_err(|e| StoreError::io("move aside corrupt state", path, e))?;
-        Ok(fresh(Some(target), Some(problem)))
     }
 
-    /// Write `state` crash-safely: temp file in the directory, fsync, rename over `state.json`,
-    /// fsync the directory. On error the previous `state.json` is intact.
-    pub fn save(&self, state: &StoredState) -> Result<(), StoreError> {
-        self.save_inner(state, true)
+    /// Write `bytes` as `state.json` crash-safely (temp file, fsync, rename, fsync of the
+    /// directory), after checking that the path still names the locked directory. On error the
+    /// previous `state.json` is intact.
+    pub fn save(&self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.check_lock()?;
+        self.write(STATE_FILE, bytes, true)
     }
 
-    /// [`StateDir::save`] without the two fsyncs (benchmarks only: atomic but not durable).
+    /// [`StateDir::save`] without the fsyncs (benchmarks only: atomic but not durable).
     #[doc(hidden)]
-    pub fn save_without_fsync(&self, state: &StoredState) -> Result<(), StoreError> {
-        self.save_inner(state, false)
+    pub fn save_without_fsync(&self, bytes: &[u8]) -> Result<(), StoreError> {
+        self.write(STATE_FILE, bytes, false)
     }
 
-    fn save_inner(&self, state: &StoredState, sync: bool) -> Result<(), StoreError> {
-        let bytes = serde_json::to_vec(state).map_err(|e| {
-            StoreError::io("serialize state", &self.state_file(), io::Error::other(e))
-        })?;
-        let tmp = self.dir.join(TEMP_FILE);
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
+    fn check_lock(&self) -> Result<(), StoreError> {
+        let lost = || StoreError::LockLost {
+            dir: self.path.clone(),
+        };
+        let (here, locked) = (std::fs::metadata(&self.path), self.dir.metadata());
+        match (here, locked) {
+            (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino() => Ok(()),
+            _ => Err(lost()),
+        }
+    }
+
+    fn write(&self, name: &str, bytes: &[u8], sync: bool) -> Result<(), StoreError> {
+        let tmp = self.path.join(TEMP_FILE);
+        let _ = self.unlink_at(TEMP_FILE);
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        let mut f = self
+            .open_at(TEMP_FILE, flags)
             .map_err(|e| StoreError::io("create temp state", &tmp, e))?;
-        f.write_all(&bytes)
+        f.write_all(bytes)
+            .and_then(|()| if sync { f.sync_all() } else { Ok(()) })
             .map_err(|e| StoreError::io("write temp state", &tmp, e))?;
-        if sync {
-            f.sync_all()
-                .map_err(|e| StoreError::io("fsync temp state", &tmp, e))?;
-        }
         drop(f);
-        let path = self.state_file();
-        if let Err(e) = fs::rename(&tmp, &path) {
-            let _ = fs::remove_file(&tmp);
-            return Err(StoreError::io("rename state", &path, e));
+        if let Err(e) = self.rename_at(TEMP_FILE, name) {
+            let _ = self.unlink_at(TEMP_FILE);
+            return Err(StoreError::io("rename state", &self.path.join(name), e));
         }
         if sync {
-            File::open(&self.dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| StoreError::io("fsync state dir", &self.dir, e))?;
+            self.dir
+                .sync_all()
+                .map_err(|e| StoreError::io("fsync state dir", &self.path, e))?;
         }
         Ok(())
     }
+
+    /// `openat(dir, name, flags | O_NOFOLLOW | O_CLOEXEC, 0600)`.
+    fn open_at(&self, name: &str, flags: libc::c_int) -> io::Result<File> {
+        let name = cname(name)?;
+        let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: a valid directory descriptor and a NUL-terminated name; the returned
+        // descriptor is owned by the File.
+        let fd = unsafe { libc::openat(self.dir.as_raw_fd(), name.as_ptr(), flags, 0o600) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    fn rename_at(&self, from: &str, to: &str) -> io::Result<()> {
+        let (from, to, d) = (cname(from)?, cname(to)?, self.dir.as_raw_fd());
+        // SAFETY: valid descriptor and NUL-terminated names; renameat never follows a symlink.
+        cvt(unsafe { libc::renameat(d, from.as_ptr(), d, to.as_ptr()) })
+    }
+
+    fn unlink_at(&self, name: &str) -> io::Result<()> {
+        let name = cname(name)?;
+        // SAFETY: valid descriptor and a NUL-terminated name; a symlink itself is removed.
+        cvt(unsafe { libc::unlinkat(self.dir.as_raw_fd(), name.as_ptr(), 0) })
+    }
 }
 
-/// An empty state (no file, or one moved aside).
-fn fresh(moved_aside: Option<PathBuf>, problem: Option<String>) -> Loaded {
-    Loaded {
-        state: StoredState::default(),
-        moved_aside,
-        problem,
+fn cname(name: &str) -> io::Result<CString> {
+    CString::new(Path::new(name).as_os_str().as_bytes()).map_err(io::Error::other)
+}
+
+fn cvt(r: libc::c_int) -> io::Result<()> {
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
-/// The file's bytes, `None` if it does not exist; `Err(problem)` when it cannot be read.
-fn read_bounded(path: &Path) -> Result<Option<Vec<u8>>, String> {
-    let f = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot open: {e}")),
-    };
-    let mut bytes = Vec::new();
-    f.take(MAX_STATE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() as u64 > MAX_STATE_BYTES {
-        return Err(format!("larger than {MAX_STATE_BYTES} bytes"));
+fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
+    loop {
+        // SAFETY: flock on a valid open descriptor owned by `file`.
+        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
-    Ok(Some(bytes))
 }
 
-enum Parse {
-    Newer(u32),
-    Corrupt(String),
-}
-
-/// Check the version first (a newer file may have another shape), then parse the document.
-fn parse(bytes: &[u8]) -> Result<StoredState, Parse> {
-    #[derive(Deserialize)]
-    struct Probe {
-        schema_version: u32,
+/// The pid in `pid`. A holder that has just taken the lock may not have written it yet, so it
+/// is re-read a few times (at most ~50 ms).
+fn read_pid_patiently(dir: &StateDir) -> Option<u32> {
+    for _ in 0..10 {
+        let mut s = String::new();
+        let read = dir.open_at(PID_FILE, libc::O_RDONLY | libc::O_NONBLOCK);
+        if read.is_ok_and(|f| f.take(64).read_to_string(&mut s).is_ok()) {
+            if let Some(pid) = s.trim().parse().ok().filter(|&p| p > 0) {
+                return Some(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
-    let probe: Probe = serde_json::from_slice(bytes).map_err(|e| Parse::Corrupt(e.to_string()))?;
-    if probe.schema_version > SCHEMA_VERSION {
-        return Err(Parse::Newer(probe.schema_version));
-    }
-    if probe.schema_version == 0 {
-        return Err(Parse::Corrupt("schema_version 0".into()));
-    }
-    serde_json::from_slice(bytes).map_err(|e| Parse::Corrupt(e.to_string()))
+    None
 }

@@ -1,96 +1,14 @@
-//! When to write `state.json`: only when the stored projection changed, at most one write per
+//! When to write `state.json`: only when the projected bytes changed, at most one write per
 //! `min_interval_ms`, a forced final write on shutdown, and after a failure no new attempt before
 //! `retry_after_ms` (a full disk is not hammered, the log not flooded). Pure: every method takes
 //! the caller's clock (orchestrator milliseconds), so tests drive it with a virtual clock.
 
-use super::schema::{StoredIssue, StoredState};
 use super::store::{StateDir, StoreError};
 
 /// Default minimum spacing of writes.
 pub const MIN_INTERVAL_MS: u64 = 100;
 /// Default wait after a failed write before the next attempt.
 pub const RETRY_AFTER_FAILURE_MS: u64 = 5_000;
-
-/// The coalescing timer (no knowledge of the content).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WritePolicy {
-    min_interval_ms: u64,
-    retry_after_ms: u64,
-    dirty_since: Option<u64>,
-    last_write_at: Option<u64>,
-    last_failure_at: Option<u64>,
-}
-
-impl Default for WritePolicy {
-    fn default() -> Self {
-        WritePolicy::new(MIN_INTERVAL_MS, RETRY_AFTER_FAILURE_MS)
-    }
-}
-
-impl WritePolicy {
-    /// A policy writing at most once per `min_interval_ms`, retrying `retry_after_ms` after a
-    /// failure.
-    pub fn new(min_interval_ms: u64, retry_after_ms: u64) -> Self {
-        WritePolicy {
-            min_interval_ms,
-            retry_after_ms,
-            dirty_since: None,
-            last_write_at: None,
-            last_failure_at: None,
-        }
-    }
-
-    /// The state changed at `now` (the first change since the last write starts the clock).
-    pub fn mark_changed(&mut self, now: u64) {
-        self.dirty_since.get_or_insert(now);
-    }
-
-    /// The content went back to what is on disk: nothing to write.
-    pub fn mark_clean(&mut self) {
-        self.dirty_since = None;
-    }
-
-    /// True while a change is not yet written.
-    pub fn is_dirty(&self) -> bool {
-        self.dirty_since.is_some()
-    }
-
-    /// True while the latest write failed and no write has succeeded since.
-    pub fn is_failing(&self) -> bool {
-        self.last_failure_at.is_some()
-    }
-
-    /// When the next write is due (`None` when clean): the change time, but no sooner than
-    /// `min_interval_ms` after the last write nor `retry_after_ms` after the last failure.
-    pub fn due_at(&self) -> Option<u64> {
-        let mut due = self.dirty_since?;
-        if let Some(w) = self.last_write_at {
-            due = due.max(w.saturating_add(self.min_interval_ms));
-        }
-        if let Some(f) = self.last_failure_at {
-            due = due.max(f.saturating_add(self.retry_after_ms));
-        }
-        Some(due)
-    }
-
-    /// True if a write should happen at `now`.
-    pub fn should_write(&self, now: u64) -> bool {
-        self.due_at().is_some_and(|d| now >= d)
-    }
-
-    /// A write succeeded at `now`. Returns true if it ends a streak of failures.
-    pub fn wrote(&mut self, now: u64) -> bool {
-        self.last_write_at = Some(now);
-        self.dirty_since = None;
-        self.last_failure_at.take().is_some()
-    }
-
-    /// A write failed at `now` (the state stays dirty). Returns true for the first failure of
-    /// a streak (log it as an error; later ones may be quieter).
-    pub fn failed(&mut self, now: u64) -> bool {
-        self.last_failure_at.replace(now).is_none()
-    }
-}
 
 /// What [`StateWriter::write_if_due`] or [`StateWriter::flush`] did.
 #[derive(Debug)]
@@ -113,66 +31,76 @@ pub enum WriteOutcome {
     },
 }
 
-/// Change detection plus [`WritePolicy`]: holds the latest projection until it is written.
-/// Changes are detected by comparing the projected issues with the last written ones (the
-/// `written_at` stamp is not part of the comparison).
-///
-/// Synchronous use: [`StateWriter::write_if_due`] and [`StateWriter::flush`]. Off the main
-/// thread (see [`super::saver::BackgroundSaver`]): [`StateWriter::take_due`] hands out the
-/// state to write, [`StateWriter::finish`] takes the result back; one write is in flight at a
-/// time.
-#[derive(Debug, Default)]
+/// Holds the latest projection (the `state.json` bytes) until it is written. Synchronous use:
+/// [`StateWriter::write_if_due`] and [`StateWriter::flush`]. Off the main thread (see
+/// [`super::saver::BackgroundSaver`]): [`StateWriter::take_due`] hands out the bytes to write,
+/// [`StateWriter::finish`] takes the result back; one write is in flight at a time.
+#[derive(Debug)]
 pub struct StateWriter {
-    policy: WritePolicy,
-    written: Option<Vec<StoredIssue>>,
-    pending: Option<Vec<StoredIssue>>,
+    min_interval_ms: u64,
+    retry_after_ms: u64,
+    /// When the first change since the last write was offered.
+    dirty_since: Option<u64>,
+    last_write_at: Option<u64>,
+    /// Set while the latest write failed and no write has succeeded since.
+    last_failure_at: Option<u64>,
+    written: Option<Vec<u8>>,
+    pending: Option<Vec<u8>>,
     in_flight: bool,
 }
 
-impl StateWriter {
-    /// A writer with `policy`; nothing is known to be on disk yet.
-    pub fn new(policy: WritePolicy) -> Self {
-        StateWriter {
-            policy,
-            ..StateWriter::default()
-        }
+impl Default for StateWriter {
+    fn default() -> Self {
+        StateWriter::new(MIN_INTERVAL_MS, RETRY_AFTER_FAILURE_MS)
     }
+}
 
-    /// Declare what `state.json` holds now (e.g. the loaded issues), so an identical projection
-    /// is not written again.
-    pub fn assume_written(&mut self, issues: Vec<StoredIssue>) {
-        self.written = Some(issues);
+impl StateWriter {
+    /// A writer writing at most once per `min_interval_ms`, retrying `retry_after_ms` after a
+    /// failure; nothing is known to be on disk yet.
+    pub fn new(min_interval_ms: u64, retry_after_ms: u64) -> Self {
+        StateWriter {
+            min_interval_ms,
+            retry_after_ms,
+            dirty_since: None,
+            last_write_at: None,
+            last_failure_at: None,
+            written: None,
+            pending: None,
+            in_flight: false,
+        }
     }
 
     /// Offer the current projection at `now`; returns true if a write is now pending for it.
     /// While a write is in flight every new projection is kept (what reaches the disk is not
     /// known yet).
-    pub fn offer(&mut self, issues: Vec<StoredIssue>, now: u64) -> bool {
-        if self.pending.as_ref() == Some(&issues) {
+    pub fn offer(&mut self, bytes: Vec<u8>, now: u64) -> bool {
+        if self.pending.as_ref() == Some(&bytes) {
             return false;
         }
-        if !self.in_flight && self.written.as_ref() == Some(&issues) {
+        if !self.in_flight && self.written.as_ref() == Some(&bytes) {
             self.pending = None;
-            self.policy.mark_clean();
+            self.dirty_since = None;
             return false;
         }
-        self.pending = Some(issues);
-        self.policy.mark_changed(now);
+        self.pending = Some(bytes);
+        self.dirty_since.get_or_insert(now);
         true
     }
 
-    /// When the pending write is due (a deadline for the main loop); `None` when clean or while
-    /// a write is in flight (its completion wakes the loop).
+    /// When the pending write is due (a deadline for the main loop): the change time, but no
+    /// sooner than `min_interval_ms` after the last write nor `retry_after_ms` after the last
+    /// failure; `None` when clean or while a write is in flight (its completion wakes the loop).
     pub fn next_due(&self) -> Option<u64> {
-        if self.in_flight {
+        if self.in_flight || self.pending.is_none() {
             return None;
         }
-        self.pending.as_ref().and(self.policy.due_at())
-    }
-
-    /// The timer state (for status and tests).
-    pub fn policy(&self) -> &WritePolicy {
-        &self.policy
+        let spaced = |t: Option<u64>, by: u64| t.map_or(0, |t| t.saturating_add(by));
+        let due = self.dirty_since?;
+        Some(
+            due.max(spaced(self.last_write_at, self.min_interval_ms))
+                .max(spaced(self.last_failure_at, self.retry_after_ms)),
+        )
     }
 
     /// True while a write handed out by [`StateWriter::take_due`] has not been finished.
@@ -180,48 +108,52 @@ impl StateWriter {
         self.in_flight
     }
 
-    /// The state to write now, if one is due at `now` and none is in flight (`now` stamps
-    /// `written_at`). Pass it back with the result to [`StateWriter::finish`].
-    pub fn take_due(&mut self, now: u64) -> Option<StoredState> {
-        if self.in_flight || !self.policy.should_write(now) {
+    /// The bytes to write now, if a write is due at `now` and none is in flight. Pass them back
+    /// with the result to [`StateWriter::finish`].
+    pub fn take_due(&mut self, now: u64) -> Option<Vec<u8>> {
+        if self.next_due().is_none_or(|d| now < d) {
             return None;
         }
-        self.take(now)
+        self.take()
     }
 
-    fn take(&mut self, now: u64) -> Option<StoredState> {
-        let issues = self.pending.take()?;
+    fn take(&mut self) -> Option<Vec<u8>> {
+        let bytes = self.pending.take()?;
         self.in_flight = true;
-        Some(StoredState::new(issues, now))
+        Some(bytes)
     }
 
-    /// Record the result of writing `state` (from [`StateWriter::take_due`]) at `now`. On
-    /// failure the state is kept (unless a newer projection is pending) and retried later.
+    /// Record the result of writing `bytes` (from [`StateWriter::take_due`]) at `now`. On
+    /// failure they are kept (unless a newer projection is pending) and retried later.
     pub fn finish(
         &mut self,
-        state: StoredState,
+        bytes: Vec<u8>,
         result: Result<(), StoreError>,
         now: u64,
     ) -> WriteOutcome {
         self.in_flight = false;
         match result {
             Ok(()) => {
-                self.written = Some(state.issues);
-                let recovered = self.policy.wrote(now);
+                self.written = Some(bytes);
+                self.last_write_at = Some(now);
+                self.dirty_since = None;
                 if self.pending.is_some() {
                     if self.pending == self.written {
                         self.pending = None;
                     } else {
-                        self.policy.mark_changed(now);
+                        self.dirty_since = Some(now);
                     }
                 }
-                WriteOutcome::Written { recovered }
+                WriteOutcome::Written {
+                    recovered: self.last_failure_at.take().is_some(),
+                }
             }
             Err(error) => {
-                self.pending.get_or_insert(state.issues);
+                self.pending.get_or_insert(bytes);
+                self.dirty_since.get_or_insert(now);
                 WriteOutcome::Failed {
                     error,
-                    first: self.policy.failed(now),
+                    first: self.last_failure_at.replace(now).is_none(),
                 }
             }
         }
@@ -230,7 +162,7 @@ impl StateWriter {
     /// Write the pending projection if it is due at `now`, on this thread.
     pub fn write_if_due(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
         match self.take_due(now) {
-            Some(state) => self.save(dir, state, now),
+            Some(bytes) => self.save(dir, bytes, now),
             None if self.pending.is_none() => WriteOutcome::Clean,
             None => WriteOutcome::NotDue,
         }
@@ -240,15 +172,15 @@ impl StateWriter {
     /// a [`super::saver::BackgroundSaver`], stop it and [`StateWriter::finish`] its last report
     /// first: two writers must never run at once.
     pub fn flush(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
-        match self.take(now) {
-            Some(state) => self.save(dir, state, now),
+        match self.take() {
+            Some(bytes) => self.save(dir, bytes, now),
             None => WriteOutcome::Clean,
         }
     }
 
-    fn save(&mut self, dir: &StateDir, state: StoredState, now: u64) -> WriteOutcome {
-        let result = dir.save(&state);
-        self.finish(state, result, now)
+    fn save(&mut self, dir: &StateDir, bytes: Vec<u8>, now: u64) -> WriteOutcome {
+        let result = dir.save(&bytes);
+        self.finish(bytes, result, now)
     }
 }
 
@@ -256,26 +188,33 @@ impl StateWriter {
 mod tests {
     use super::*;
 
+    fn written(w: &mut StateWriter, now: u64) -> bool {
+        let b = w.take_due(now);
+        let ok = b.is_some();
+        if let Some(b) = b {
+            w.finish(b, Ok(()), now);
+        }
+        ok
+    }
+
     #[test]
     fn coalesces_to_one_write_per_interval() {
-        let mut p = WritePolicy::new(100, 5_000);
-        assert_eq!(p.due_at(), None);
-        p.mark_changed(1_000);
+        let mut w = StateWriter::new(100, 5_000);
+        assert_eq!(w.next_due(), None);
+        w.offer(b"1".to_vec(), 1_000);
         assert!(
-            p.should_write(1_000),
+            written(&mut w, 1_000),
             "first change after a quiet period: at once"
         );
-        p.wrote(1_000);
-        p.mark_changed(1_010);
-        p.mark_changed(1_050);
-        assert_eq!(p.due_at(), Some(1_100));
-        assert!(!p.should_write(1_099));
-        assert!(p.should_write(1_100));
-        p.wrote(1_100);
-        assert_eq!(p.due_at(), None);
-        p.mark_changed(5_000);
+        w.offer(b"2".to_vec(), 1_010);
+        w.offer(b"3".to_vec(), 1_050);
+        assert_eq!(w.next_due(), Some(1_100));
+        assert!(!written(&mut w, 1_099));
+        assert!(written(&mut w, 1_100));
+        assert_eq!(w.next_due(), None);
+        w.offer(b"4".to_vec(), 5_000);
         assert_eq!(
-            p.due_at(),
+            w.next_due(),
             Some(5_000),
             "long after the last write: at once"
         );
@@ -283,24 +222,30 @@ mod tests {
 
     #[test]
     fn failure_backs_off_and_reports_streaks() {
-        let mut p = WritePolicy::new(100, 5_000);
-        p.mark_changed(0);
-        assert!(p.failed(0));
-        assert!(!p.failed(0), "second failure of the streak");
-        assert!(p.is_dirty() && p.is_failing());
-        assert_eq!(p.due_at(), Some(5_000));
-        assert!(p.wrote(5_000), "a success ends the streak");
-        assert!(!p.is_failing());
-        p.mark_changed(5_001);
-        assert!(!p.wrote(5_200));
-    }
-
-    #[test]
-    fn clean_again_means_nothing_due() {
-        let mut p = WritePolicy::default();
-        p.mark_changed(7);
-        p.mark_clean();
-        assert_eq!(p.due_at(), None);
-        assert!(!p.should_write(u64::MAX));
+        let mut w = StateWriter::new(100, 5_000);
+        w.offer(b"1".to_vec(), 0);
+        let err = || {
+            StoreError::io(
+                "write",
+                std::path::Path::new("/x"),
+                std::io::Error::other("full"),
+            )
+        };
+        let b = w.take_due(0).unwrap();
+        assert!(matches!(
+            w.finish(b, Err(err()), 0),
+            WriteOutcome::Failed { first: true, .. }
+        ));
+        let b = w.take_due(5_000).unwrap();
+        assert!(matches!(
+            w.finish(b, Err(err()), 5_000),
+            WriteOutcome::Failed { first: false, .. }
+        ));
+        assert_eq!(w.next_due(), Some(10_000));
+        let b = w.take_due(10_000).unwrap();
+        assert!(matches!(
+            w.finish(b, Ok(()), 10_000),
+            WriteOutcome::Written { recovered: true }
+        ));
     }
 }

@@ -8,7 +8,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use super::{supervisor, Host, Process, ProcessSpec};
+use super::{orphan, supervisor, Host, OrphanOutcome, Process, ProcessSpec};
 use super::{BeforeRemove, Removal, Workspace, WorkspaceError};
 
 /// This machine.
@@ -112,6 +112,16 @@ impl Host for LocalHost {
 
     fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>> {
         Ok(Box::new(supervisor::spawn(spec)?))
+    }
+
+    fn stop_orphan(&self, pgid: u32, leader_start: u64) -> Result<OrphanOutcome, String> {
+        orphan::stop_with(pgid, leader_start, |args| {
+            let mut argv = vec!["-c"];
+            argv.extend_from_slice(args);
+            let out = super::command_output("sh", &argv, orphan::CHECK_TIMEOUT);
+            let out = out.ok_or("the orphan check did not finish")?;
+            Ok(String::from_utf8_lossy(&out).into_owned())
+        })
     }
 }
 

@@ -21,6 +21,7 @@ mod command;
 mod env;
 mod hook;
 mod local;
+pub mod orphan;
 mod pool;
 pub mod sandbox;
 pub mod ssh;
@@ -41,6 +42,7 @@ pub use env::{env_policy, set_env_policy, EnvPolicy};
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::sweep_tombstones;
 pub use local::LocalHost;
+pub use orphan::OrphanOutcome;
 pub use pool::HostPool;
 pub use ssh::{SshHost, SshSettings};
 pub use supervisor::kill_live_groups;
@@ -111,6 +113,14 @@ pub trait Host: Send + Sync + fmt::Debug {
     /// `host_unavailable` for connection failures.
     fn probe(&self) -> Result<(), String> {
         Ok(())
+    }
+
+    /// Stop the agent group `pgid` a previous Baton left on this host, only if its leader is
+    /// this user's and started at `leader_start` (see [`orphan`]). `Err` when the host cannot be
+    /// asked (the group's fate is unknown); a host that cannot check never signals.
+    fn stop_orphan(&self, pgid: u32, leader_start: u64) -> Result<OrphanOutcome, String> {
+        let _ = (pgid, leader_start);
+        Err(format!("{:?} cannot check orphaned agents", self))
     }
 
     /// Run a hook script (`sh -lc <script>`) in `cwd` with `env` on this host, killing its whole
@@ -261,6 +271,12 @@ pub trait Process: Send + fmt::Debug {
     fn stderr_bytes(&self) -> Vec<u8>;
     /// Becomes ready (disconnected) once stderr reached EOF.
     fn stderr_done(&self) -> &Receiver<()>;
+
+    /// The leader's start time on its host (`/proc/<pid>/stat` field 22), recorded with the pid
+    /// so a restart never mistakes a reused pid for the agent.
+    fn start_time(&self) -> Option<u64> {
+        None
+    }
 
     /// The write end of the child's stdin, once, when its spec asked for a pipe and this host
     /// forwards one (dropping it closes the child's stdin).

@@ -265,6 +265,10 @@ impl Process for LocalProcess {
         self.exit.lock().map(|s| s.reaped).unwrap_or(true)
     }
 
+    fn start_time(&self) -> Option<u64> {
+        super::orphan::leader_start_time(self.pid)
+    }
+
     fn signal_group(&self, signal: i32) -> bool {
         let Ok(guard) = self.exit.lock() else {
             return false;

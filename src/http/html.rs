@@ -91,7 +91,7 @@ pub fn path_segment(s: &str) -> String {
     out
 }
 
-/// Render the dashboard for `snap` as seen at `now`.
+/// The dashboard for `snap` as seen at `now` (ages and countdowns).
 pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
     let mut h = String::with_capacity(8 * 1024);
     page_start(&mut h, "Baton");
@@ -167,7 +167,6 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
     h
 }
 
-/// The tracker health section: last poll, last error, request budget.
 fn tracker_section(h: &mut String, tr: &TrackerHealth, now: SystemTime) {
     h.push_str("<h2 id=\"tracker\">Tracker</h2><dl><dt>Last successful poll</dt><dd>");
     match &tr.last_successful_poll_at {
@@ -199,7 +198,6 @@ fn tracker_section(h: &mut String, tr: &TrackerHealth, now: SystemTime) {
     h.push_str("</dd></dl>");
 }
 
-/// The `<dt>/<dd>` rows of a running worker on the issue page.
 fn running_details(h: &mut String, r: &RunningRow, now: SystemTime) {
     let _ = write!(
         h,
@@ -246,8 +244,7 @@ fn table_section<'a, T: 'a, I>(
     h.push_str("</tbody></table>");
 }
 
-/// Render the per-issue page for `detail` as seen at `now`.
-// Over 80 lines on purpose: the issue page's sections in display order.
+/// The per-issue page for `detail` as seen at `now`.
 pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
     let mut h = String::with_capacity(8 * 1024);
     page_start(&mut h, &format!("Baton · {}", d.issue_identifier));
@@ -263,6 +260,30 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
         path_segment(&d.issue_identifier),
         issue_link(&d.issue_identifier, url),
     );
+    issue_facts(&mut h, d, now);
+    table_section(
+        &mut h,
+        ("events", "Recent events", "No events recorded."),
+        "events-table",
+        "<th>At</th><th>Event</th><th>Message</th>",
+        // Newest first reads best on a page that reloads itself.
+        d.recent_events.iter().rev(),
+        |h, ev| {
+            let _ = write!(
+                h,
+                "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&ev.at),
+                escape(&ev.event),
+                escape(&truncate_chars(&ev.message, EVENT_MESSAGE_CHARS)),
+            );
+        },
+    );
+    page_end(&mut h);
+    h
+}
+
+/// The issue page's title and facts: status, workspace, attempts, spend, budget, why blocked.
+fn issue_facts(h: &mut String, d: &IssueDetail, now: SystemTime) {
     if let Some(r) = &d.running {
         let _ = write!(h, "<p id=\"issue-title\">{}</p>", escape(&r.title));
     }
@@ -283,7 +304,7 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
             .unwrap_or_else(|| "<span class=\"muted\">none</span>".into()),
     );
     if let Some(r) = &d.running {
-        running_details(&mut h, r, now);
+        running_details(h, r, now);
     }
     if let Some(r) = &d.retry {
         let _ = write!(
@@ -306,7 +327,7 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
         thousands(sp.tokens.cache_creation_input_tokens),
         sp.turns,
     );
-    budget_limits(&mut h, &d.budget);
+    budget_limits(h, &d.budget);
     if let Some(b) = &d.blocked {
         let _ = write!(
             h,
@@ -316,25 +337,6 @@ pub fn render_issue_page(d: &IssueDetail, now: SystemTime) -> String {
         );
     }
     h.push_str("</dl>");
-    table_section(
-        &mut h,
-        ("events", "Recent events", "No events recorded."),
-        "events-table",
-        "<th>At</th><th>Event</th><th>Message</th>",
-        // Newest first reads best on a page that reloads itself.
-        d.recent_events.iter().rev(),
-        |h, ev| {
-            let _ = write!(
-                h,
-                "<tr class=\"event\"><td>{}</td><td>{}</td><td>{}</td></tr>",
-                escape(&ev.at),
-                escape(&ev.event),
-                escape(&truncate_chars(&ev.message, EVENT_MESSAGE_CHARS)),
-            );
-        },
-    );
-    page_end(&mut h);
-    h
 }
 
 /// A small HTML error page (unknown issue, snapshot timeout) for the HTML routes.
@@ -367,7 +369,7 @@ fn page_end(h: &mut String) {
     let _ = write!(h, "<script>{COUNTDOWN_SCRIPT}</script></body></html>");
 }
 
-/// The Status cell of a running row, marked when the run resumed its session after a restart.
+/// The Status cell of a running row: resumed after a restart, on which host.
 fn state_text(r: &RunningRow) -> String {
     let mut s = escape(&r.state);
     if r.resumed {
@@ -381,7 +383,7 @@ fn state_text(r: &RunningRow) -> String {
     s
 }
 
-/// The SSH worker hosts table (nothing without `worker.ssh_hosts`).
+/// Nothing without `worker.ssh_hosts`.
 fn hosts_section(h: &mut String, hosts: &[HostRow]) {
     if !hosts.is_empty() {
         table_section(
@@ -395,7 +397,6 @@ fn hosts_section(h: &mut String, hosts: &[HostRow]) {
     }
 }
 
-/// One SSH worker host: load against its cap, and why it is down.
 fn host_row(h: &mut String, r: &HostRow) {
     let health = if r.up {
         "up".to_string()
@@ -416,7 +417,6 @@ fn host_row(h: &mut String, r: &HostRow) {
     );
 }
 
-/// The Session cell of the issue page (`resumed after restart` when it was).
 fn session_text(r: &RunningRow) -> String {
     let id = escape(r.session_id.as_deref().unwrap_or("—"));
     if r.resumed {
@@ -424,6 +424,17 @@ fn session_text(r: &RunningRow) -> String {
     } else {
         id
     }
+}
+
+/// The opening of a row about one issue: its link, and a link to its page.
+fn issue_cells(class: &str, identifier: &str, url: Option<&str>) -> String {
+    format!(
+        "<tr class=\"{class}\" data-issue=\"{}\"><td>{} <a class=\"muted\" \
+         href=\"/issues/{}\">details</a></td>",
+        escape(identifier),
+        issue_link(identifier, url),
+        path_segment(identifier)
+    )
 }
 
 fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
@@ -446,14 +457,11 @@ fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
     };
     let _ = write!(
         h,
-        "<tr class=\"running-row\" data-issue=\"{id}\"><td>{link} <a class=\"muted\" \
-         href=\"/issues/{seg}\">details</a></td><td class=\"title\">{title}</td><td>{state}</td>\
+        "{cells}<td class=\"title\">{title}</td><td>{state}</td>\
          <td class=\"num\">{turns}</td><td>{age}</td><td>{last}</td>\
          <td class=\"num\" title=\"{input} in / {output} out\">{total}</td>\
          <td class=\"num\">{cost}</td></tr>",
-        id = escape(&r.issue_identifier),
-        link = issue_link(&r.issue_identifier, r.url.as_deref()),
-        seg = path_segment(&r.issue_identifier),
+        cells = issue_cells("running-row", &r.issue_identifier, r.url.as_deref()),
         title = escape(&r.title),
         state = state_text(r),
         turns = r.turn_count,
@@ -468,12 +476,9 @@ fn running_row(h: &mut String, r: &RunningRow, now: SystemTime) {
 fn retry_row(h: &mut String, r: &RetryRow) {
     let _ = write!(
         h,
-        "<tr class=\"retry-row\" data-issue=\"{id}\"><td>{link} <a class=\"muted\" \
-         href=\"/issues/{seg}\">details</a></td><td class=\"num\">{attempt}</td><td>{due}</td>\
+        "{cells}<td class=\"num\">{attempt}</td><td>{due}</td>\
          <td>{due_at}</td><td class=\"err\">{error}</td></tr>",
-        id = escape(&r.issue_identifier),
-        link = issue_link(&r.issue_identifier, r.url.as_deref()),
-        seg = path_segment(&r.issue_identifier),
+        cells = issue_cells("retry-row", &r.issue_identifier, r.url.as_deref()),
         attempt = r.attempt,
         due = countdown(r.due_in_ms),
         due_at = escape(&r.due_at),
@@ -484,12 +489,9 @@ fn retry_row(h: &mut String, r: &RetryRow) {
 fn blocked_row(h: &mut String, b: &BlockedRow, now: SystemTime) {
     let _ = write!(
         h,
-        "<tr class=\"blocked-row\" data-issue=\"{id}\"><td>{link} <a class=\"muted\" \
-         href=\"/issues/{seg}\">details</a></td><td>{state}</td><td class=\"err\">{reason}</td>\
+        "{cells}<td>{state}</td><td class=\"err\">{reason}</td>\
          <td>{since} <span class=\"muted\">({ago})</span></td></tr>",
-        id = escape(&b.issue_identifier),
-        link = issue_link(&b.issue_identifier, b.url.as_deref()),
-        seg = path_segment(&b.issue_identifier),
+        cells = issue_cells("blocked-row", &b.issue_identifier, b.url.as_deref()),
         state = escape(&b.state),
         reason = escape(&b.reason),
         since = escape(&b.since),
@@ -516,21 +518,20 @@ fn countdown(due_in_ms: u64) -> String {
     )
 }
 
+/// The time from `at` to `now` (none before `at`), when `at` parses.
+fn elapsed(at: &str, now: SystemTime) -> Option<String> {
+    let t = timefmt::parse_rfc3339(at)?;
+    Some(duration_text(
+        now.duration_since(t).map_or(0, |d| d.as_secs()),
+    ))
+}
+
 fn age_text(started_at: &str, now: SystemTime) -> String {
-    match timefmt::parse_rfc3339(started_at) {
-        Some(t) => duration_text(now.duration_since(t).map(|d| d.as_secs()).unwrap_or(0)),
-        None => "<span class=\"muted\">?</span>".to_string(),
-    }
+    elapsed(started_at, now).unwrap_or_else(|| "<span class=\"muted\">?</span>".to_string())
 }
 
 fn ago_text(at: &str, now: SystemTime) -> String {
-    match timefmt::parse_rfc3339(at) {
-        Some(t) => format!(
-            "{} ago",
-            duration_text(now.duration_since(t).map(|d| d.as_secs()).unwrap_or(0))
-        ),
-        None => escape(at),
-    }
+    elapsed(at, now).map_or_else(|| escape(at), |d| format!("{d} ago"))
 }
 
 /// `42s`, `3m 05s`, `2h 07m`, `3d 04h`.
@@ -559,7 +560,6 @@ fn thousands(n: u64) -> String {
     out
 }
 
-/// `<dt>Budget per issue</dt><dd>…</dd>` with the limits in force.
 fn budget_limits(h: &mut String, b: &Budget) {
     let mut parts = Vec::new();
     if let Some(c) = b.max_cost_usd_per_issue {

@@ -20,26 +20,17 @@ use crate::workflow::config::Secret;
 /// Longest identifier accepted in a URL (bytes).
 pub const MAX_IDENTIFIER_LEN: usize = 200;
 
-/// A known route.
+/// A known route; identifiers are percent-decoded but not yet validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route {
-    /// `GET /`.
     Dashboard,
-    /// `GET /issues/<identifier>` (percent-decoded; may still be invalid).
     IssuePage(String),
-    /// `GET /api/v1/state`.
     State,
-    /// `GET /api/v1/<identifier>` (percent-decoded; may still be invalid).
     IssueApi(String),
-    /// `POST /api/v1/refresh`.
     Refresh,
-    /// `POST /api/v1/webhooks/github`.
     GithubWebhook,
-    /// `GET /metrics` (Prometheus text format 0.0.4).
     Metrics,
-    /// `GET /livez`: the main loop answers within 2 s.
     Livez,
-    /// `GET /readyz`: recovered, polled, tracker healthy, not shutting down.
     Readyz,
 }
 
@@ -63,14 +54,11 @@ impl Route {
     }
 }
 
-/// Outcome of routing.
+/// Outcome of routing: a route, a `405` with this `Allow` value, or a `404`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Dispatch {
-    /// Known route, accepted method.
     Route(Route),
-    /// Known route, other method: `405` with this `Allow` value.
     MethodNotAllowed(&'static str),
-    /// No such route: `404`.
     NotFound,
 }
 
@@ -113,8 +101,7 @@ fn percent_decode(s: &str) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
         } else {
@@ -137,29 +124,22 @@ pub fn is_plausible_identifier(id: &str) -> bool {
 /// Body type of a reply (each maps to one constant `Content-Type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ContentKind {
-    /// `application/json`.
     Json,
-    /// `text/html; charset=utf-8`.
     Html,
-    /// The Prometheus exposition `Content-Type` (`text/plain; version=0.0.4`).
     Metrics,
 }
 
 /// A response before it is put on the wire; headers are chosen by the server from constants.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
-    /// HTTP status.
     pub status: u16,
-    /// Body type.
     pub kind: ContentKind,
-    /// Body.
     pub body: String,
     /// `Allow` header value for 405 replies.
     pub allow: Option<&'static str>,
 }
 
 impl Reply {
-    /// A reply without `Allow`.
     pub fn new(status: u16, kind: ContentKind, body: String) -> Reply {
         Reply {
             status,
@@ -169,7 +149,6 @@ impl Reply {
         }
     }
 
-    /// A JSON reply.
     pub fn json<T: Serialize>(status: u16, value: &T) -> Reply {
         let body = serde_json::to_string(value).unwrap_or_else(|_| {
             r#"{"error":{"code":"internal","message":"serialization failed"}}"#.into()
@@ -185,44 +164,33 @@ impl Reply {
         )
     }
 
-    /// An HTML reply.
     pub fn html(status: u16, body: String) -> Reply {
         Reply::new(status, ContentKind::Html, body)
     }
 
-    /// `405` with `Allow`.
     pub fn method_not_allowed(allow: &'static str) -> Reply {
+        let message = format!("this route accepts {allow}");
         Reply {
             allow: Some(allow),
-            ..Reply::error(
-                405,
-                "method_not_allowed",
-                &format!("this route accepts {allow}"),
-            )
+            ..Reply::error(405, "method_not_allowed", &message)
         }
     }
 
-    /// `404` for an unknown route.
     pub fn not_found() -> Reply {
         Reply::error(404, "not_found", "no such route")
     }
 
-    /// `413` for a body over the cap.
     pub fn payload_too_large(max: usize) -> Reply {
-        Reply::error(
-            413,
-            "payload_too_large",
-            &format!("request body exceeds {max} bytes"),
-        )
+        let message = format!("request body exceeds {max} bytes");
+        Reply::error(413, "payload_too_large", &message)
     }
 }
 
-/// Why the main loop gave no answer.
+/// Why the main loop gave no answer: none within the timeout, or it is gone (channel closed,
+/// reply dropped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AskError {
-    /// No answer within the snapshot timeout.
     Timeout,
-    /// The main loop is gone (channel closed or reply dropped).
     Unavailable,
 }
 
@@ -239,17 +207,8 @@ impl ControlClient {
         ControlClient { tx, timeout }
     }
 
-    /// The configured answer timeout.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    fn ask<T>(&self, make: impl FnOnce(Sender<T>) -> ControlRequest) -> Result<T, AskError> {
-        self.ask_within(self.timeout, make)
-    }
-
     /// Send a request and wait for its answer, both within `timeout` in total.
-    fn ask_within<T>(
+    fn ask<T>(
         &self,
         timeout: Duration,
         make: impl FnOnce(Sender<T>) -> ControlRequest,
@@ -263,46 +222,70 @@ impl ControlClient {
             Err(SendTimeoutError::Disconnected(_)) => return Err(AskError::Unavailable),
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        match reply_rx.recv_timeout(left) {
-            Ok(v) => Ok(v),
-            Err(RecvTimeoutError::Timeout) => Err(AskError::Timeout),
-            Err(RecvTimeoutError::Disconnected) => Err(AskError::Unavailable),
-        }
+        reply_rx.recv_timeout(left).map_err(|e| match e {
+            RecvTimeoutError::Timeout => AskError::Timeout,
+            RecvTimeoutError::Disconnected => AskError::Unavailable,
+        })
     }
 
-    /// Whole-state snapshot.
     pub fn state(&self) -> Result<StateSnapshot, AskError> {
-        self.ask(|reply| ControlRequest::State { reply })
+        self.ask(self.timeout, |reply| ControlRequest::State { reply })
     }
 
     /// One issue; `Ok(None)` when the main loop does not know it.
     pub fn issue(&self, identifier: &str) -> Result<Option<IssueDetail>, AskError> {
-        self.ask(|reply| ControlRequest::Issue {
-            identifier: identifier.to_string(),
+        let identifier = identifier.to_string();
+        self.ask(self.timeout, |reply| ControlRequest::Issue {
+            identifier,
             reply,
         })
     }
 
     /// Queue a (coalesced) poll + reconcile.
     pub fn refresh(&self) -> Result<RefreshAck, AskError> {
-        self.ask(|reply| ControlRequest::Refresh { reply })
+        self.ask(self.timeout, |reply| ControlRequest::Refresh { reply })
     }
 
     /// Liveness: the main loop answers a ping within [`LIVEZ_DEADLINE`] (whatever the snapshot
     /// timeout is).
     pub fn ping(&self) -> Result<(), NotLive> {
-        self.ask_within(LIVEZ_DEADLINE, |reply| ControlRequest::Ping { reply })
+        self.ask(LIVEZ_DEADLINE, |reply| ControlRequest::Ping { reply })
             .map_err(|e| match e {
                 AskError::Timeout => NotLive::Timeout,
                 AskError::Unavailable => NotLive::Gone,
             })
     }
+
+    /// The 503 for a question the main loop did not answer, as JSON or as an HTML page.
+    fn unanswered(&self, e: AskError, page: bool) -> Reply {
+        let (code, message) = match e {
+            AskError::Timeout => (
+                "snapshot_timeout",
+                format!(
+                    "the orchestrator did not answer within {} ms",
+                    self.timeout.as_millis()
+                ),
+            ),
+            AskError::Unavailable => (
+                "unavailable",
+                "the orchestrator is not accepting requests".to_string(),
+            ),
+        };
+        if !page {
+            return Reply::error(503, code, &message);
+        }
+        let retry = match e {
+            AskError::Timeout => "; this page retries on its own",
+            AskError::Unavailable => "",
+        };
+        let text = format!("The{}{retry}.", &message[3..]);
+        Reply::html(503, html::render_error_page("Snapshot unavailable", &text))
+    }
 }
 
-/// What the handlers need: the control channel and the webhook secret.
+/// What the handlers need.
 #[derive(Debug)]
 pub struct App {
-    /// Channel to the main loop.
     pub control: ControlClient,
     /// `server.webhook_secret`; `None` disables the webhook route (404).
     pub webhook_secret: Option<Secret>,
@@ -312,16 +295,14 @@ pub struct App {
     pub deliveries: webhook::Deliveries,
 }
 
-/// Request data a handler may look at (the body only for routes that take one).
+/// Request data a handler may look at: the webhook headers (`X-Hub-Signature-256`,
+/// `X-GitHub-Event`, `X-GitHub-Delivery`) and the body (only for routes that take one; capped by
+/// the server).
 #[derive(Debug, Clone, Default)]
 pub struct Incoming {
-    /// `X-Hub-Signature-256`.
     pub signature: Option<String>,
-    /// `X-GitHub-Event`.
     pub github_event: Option<String>,
-    /// `X-GitHub-Delivery`.
     pub delivery: Option<String>,
-    /// Raw body (capped by the server).
     pub body: Vec<u8>,
 }
 
@@ -331,46 +312,47 @@ const REFRESH_EVENTS: &[&str] = &["projects_v2_item", "issues"];
 
 /// Produce the reply for an accepted route.
 pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Reply {
+    let c = &app.control;
     match route {
-        Route::State => match app.control.state() {
-            Ok(snap) => Reply::json(200, &snap),
-            Err(e) => ask_error_json(e, app.control.timeout()),
+        Route::State => c
+            .state()
+            .map_or_else(|e| c.unanswered(e, false), |snap| Reply::json(200, &snap)),
+        Route::IssueApi(id) => match known_issue(c, id) {
+            Ok(Some(detail)) => Reply::json(200, &detail),
+            Ok(None) => Reply::error(
+                404,
+                "issue_not_found",
+                &format!("issue {} is not known to Baton", clip(id)),
+            ),
+            Err(e) => c.unanswered(e, false),
         },
-        Route::IssueApi(id) => {
-            if !is_plausible_identifier(id) {
-                return issue_not_found_json(id);
-            }
-            match app.control.issue(id) {
-                Ok(Some(detail)) => Reply::json(200, &detail),
-                Ok(None) => issue_not_found_json(id),
-                Err(e) => ask_error_json(e, app.control.timeout()),
-            }
-        }
         Route::Refresh => refresh_reply(app),
         Route::Metrics | Route::Livez | Route::Readyz => ops_reply(route, app),
         Route::GithubWebhook => webhook_reply(app, req),
-        Route::Dashboard => match app.control.state() {
-            Ok(snap) => Reply::html(200, html::render_dashboard(&snap, now)),
-            Err(e) => ask_error_html(e, app.control.timeout()),
-        },
-        Route::IssuePage(id) => {
-            let found = if is_plausible_identifier(id) {
-                app.control.issue(id)
-            } else {
-                Ok(None)
-            };
-            match found {
-                Ok(Some(detail)) => Reply::html(200, html::render_issue_page(&detail, now)),
-                Ok(None) => Reply::html(
-                    404,
-                    html::render_error_page(
-                        "Issue not found",
-                        &format!("Baton is not tracking {}.", clip(id)),
-                    ),
+        Route::Dashboard => c.state().map_or_else(
+            |e| c.unanswered(e, true),
+            |snap| Reply::html(200, html::render_dashboard(&snap, now)),
+        ),
+        Route::IssuePage(id) => match known_issue(c, id) {
+            Ok(Some(detail)) => Reply::html(200, html::render_issue_page(&detail, now)),
+            Ok(None) => Reply::html(
+                404,
+                html::render_error_page(
+                    "Issue not found",
+                    &format!("Baton is not tracking {}.", clip(id)),
                 ),
-                Err(e) => ask_error_html(e, app.control.timeout()),
-            }
-        }
+            ),
+            Err(e) => c.unanswered(e, true),
+        },
+    }
+}
+
+/// The issue `id`, asking the main loop only when `id` is plausible.
+fn known_issue(c: &ControlClient, id: &str) -> Result<Option<IssueDetail>, AskError> {
+    if is_plausible_identifier(id) {
+        c.issue(id)
+    } else {
+        Ok(None)
     }
 }
 
@@ -383,30 +365,28 @@ fn ops_reply(route: &Route, app: &App) -> Reply {
             Ok(()) => Reply::new(200, ContentKind::Json, READY_JSON.to_string()),
             Err(why) => Reply::new(503, ContentKind::Json, why.to_json()),
         },
-        _ if app.ops.health().stuck_thread.is_some() => {
-            let thread = app.ops.health().stuck_thread;
-            Reply::json(
-                503,
-                &json!({"live": false, "reason": "tracker_stuck", "thread": thread}),
-            )
-        }
-        _ => match app.control.ping() {
-            Ok(()) => Reply::json(200, &json!({"live": true})),
-            Err(e) => {
-                let reason = match e {
-                    NotLive::Timeout => "main_loop_timeout",
-                    NotLive::Gone => "main_loop_gone",
-                };
-                Reply::json(503, &json!({"live": false, "reason": reason}))
+        _ => {
+            if let Some(thread) = app.ops.health().stuck_thread {
+                let body = json!({"live": false, "reason": "tracker_stuck", "thread": thread});
+                return Reply::json(503, &body);
             }
-        },
+            match app.control.ping() {
+                Ok(()) => Reply::json(200, &json!({"live": true})),
+                Err(NotLive::Timeout) => {
+                    Reply::json(503, &json!({"live": false, "reason": "main_loop_timeout"}))
+                }
+                Err(NotLive::Gone) => {
+                    Reply::json(503, &json!({"live": false, "reason": "main_loop_gone"}))
+                }
+            }
+        }
     }
 }
 
 fn refresh_reply(app: &App) -> Reply {
     match app.control.refresh() {
         Ok(ack) => Reply::json(202, &ack),
-        Err(e) => ask_error_json(e, app.control.timeout()),
+        Err(e) => app.control.unanswered(e, false),
     }
 }
 
@@ -427,62 +407,20 @@ fn webhook_reply(app: &App, req: &Incoming) -> Reply {
         log::info!("http webhook duplicate delivery={delivery:?}");
         return Reply::json(200, &json!({"queued": false, "duplicate": true}));
     }
-    let reply = webhook_event_reply(app, req.github_event.as_deref().unwrap_or("").trim());
+    let event = req.github_event.as_deref().unwrap_or("").trim();
+    let reply = if event == "ping" {
+        Reply::json(200, &json!({"ok": true, "event": "ping"}))
+    } else if REFRESH_EVENTS.contains(&event) {
+        log::info!("http webhook accepted event={event}");
+        refresh_reply(app)
+    } else {
+        let body = json!({"queued": false, "ignored": true, "event": clip(event)});
+        Reply::json(200, &body)
+    };
     if reply.status < 300 {
         app.deliveries.remember(delivery);
     }
     reply
-}
-
-fn webhook_event_reply(app: &App, event: &str) -> Reply {
-    if event == "ping" {
-        return Reply::json(200, &json!({"ok": true, "event": "ping"}));
-    }
-    if REFRESH_EVENTS.contains(&event) {
-        log::info!("http webhook accepted event={event}");
-        return refresh_reply(app);
-    }
-    Reply::json(
-        200,
-        &json!({"queued": false, "ignored": true, "event": clip(event)}),
-    )
-}
-
-fn issue_not_found_json(id: &str) -> Reply {
-    Reply::error(
-        404,
-        "issue_not_found",
-        &format!("issue {} is not known to Baton", clip(id)),
-    )
-}
-
-fn ask_error_json(e: AskError, timeout: Duration) -> Reply {
-    match e {
-        AskError::Timeout => Reply::error(
-            503,
-            "snapshot_timeout",
-            &format!(
-                "the orchestrator did not answer within {} ms",
-                timeout.as_millis()
-            ),
-        ),
-        AskError::Unavailable => Reply::error(
-            503,
-            "unavailable",
-            "the orchestrator is not accepting requests",
-        ),
-    }
-}
-
-fn ask_error_html(e: AskError, timeout: Duration) -> Reply {
-    let msg = match e {
-        AskError::Timeout => format!(
-            "The orchestrator did not answer within {} ms; this page retries on its own.",
-            timeout.as_millis()
-        ),
-        AskError::Unavailable => "The orchestrator is not accepting requests.".to_string(),
-    };
-    Reply::html(503, html::render_error_page("Snapshot unavailable", &msg))
 }
 
 /// Bound an untrusted string before echoing it back (JSON/HTML escaping happens later).

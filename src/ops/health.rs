@@ -1,5 +1,5 @@
-//! Health decisions for `GET /livez` and `GET /readyz`, as pure functions over plain inputs and an
-//! explicit `now` (tests use a virtual clock), plus the one blocking liveness probe.
+//! Health decisions for `GET /livez` and `GET /readyz`, as pure functions over plain facts and an
+//! explicit `now` (tests use a virtual clock).
 //!
 //! - **livez**: the main loop answered a control request within [`LIVEZ_DEADLINE`].
 //! - **readyz**: startup recovery is done and a poll has succeeded; it turns 503 when the *last*
@@ -7,8 +7,6 @@
 //!   `max(3 × polling interval, 60 s)` whatever the class.
 
 use std::time::{Duration, Instant};
-
-use crossbeam_channel::{bounded, Sender};
 
 /// How long the main loop has to answer a liveness request.
 pub const LIVEZ_DEADLINE: Duration = Duration::from_secs(2);
@@ -37,84 +35,49 @@ pub fn is_transient_class(class: &str) -> bool {
     !NON_TRANSIENT_CLASSES.contains(&class)
 }
 
-/// Why the main loop is not live.
+/// Why the main loop is not live: no answer within the deadline, or it is gone (channel closed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotLive {
-    /// No answer within the deadline.
     Timeout,
-    /// The main loop is gone (its channel is closed).
     Gone,
 }
 
-/// Ask the main loop for a sign of life and wait up to `deadline` for the answer.
-///
-/// `ask` delivers the reply sender to the main loop (e.g. as a control event); it returns
-/// `false` when the loop's channel is closed. The main loop answers by sending `()`.
-pub fn probe_livez(
-    ask: impl FnOnce(Sender<()>) -> bool,
-    deadline: Duration,
-) -> Result<(), NotLive> {
-    let (reply, answer) = bounded(1);
-    if !ask(reply) {
-        return Err(NotLive::Gone);
-    }
-    answer.recv_timeout(deadline).map_err(|e| {
-        if e.is_timeout() {
-            NotLive::Timeout
-        } else {
-            NotLive::Gone
-        }
-    })
-}
-
-/// The livez decision from when a request was asked and when (if ever) it was answered.
-pub fn livez(asked: Instant, answered: Option<Instant>) -> Result<(), NotLive> {
-    match answered {
-        Some(at) if at.saturating_duration_since(asked) <= LIVEZ_DEADLINE => Ok(()),
-        _ => Err(NotLive::Timeout),
-    }
-}
-
-/// What `/readyz` decides from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReadyInputs<'a> {
+/// The facts `/readyz` decides from, published by the main loop and the tracker thread.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HealthFacts {
     /// Startup recovery (durable state, orphan cleanup) has finished.
     pub recovery_done: bool,
-    /// Shutdown has started.
     pub shutting_down: bool,
     /// `polling.interval_ms`.
     pub polling_interval: Duration,
     /// When a poll last succeeded.
     pub last_success: Option<Instant>,
     /// The error class of the last poll if it failed; `None` if it succeeded or none ran.
-    pub last_failure_class: Option<&'a str>,
-    /// Why the last WORKFLOW.md reload was rejected, if it was.
-    pub reload_error: Option<&'a str>,
+    pub last_failure_class: Option<&'static str>,
+    /// Why the last WORKFLOW.md reload was rejected (the previous config is in force).
+    pub reload_error: Option<String>,
+    /// A tracker thread that has not finished its job within the liveness bound (`/livez` 503).
+    pub stuck_thread: Option<&'static str>,
 }
 
 /// Why the daemon is not ready (`/readyz` answers 503 with [`NotReady::to_json`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NotReady {
-    /// Startup recovery is still running.
     Starting,
     /// No poll has finished yet (before the first success, a failed poll reports
     /// [`NotReady::TrackerFailing`] instead).
     NeverPolled,
     /// Polls fail with this class (non-transient, or for longer than the staleness window).
     TrackerFailing {
-        /// The error class, e.g. `github_auth`.
         class: String,
     },
     /// No poll succeeded within the window, and the last poll did not fail (polls stopped).
     Stale {
-        /// Time since the last success (or since start), whole seconds.
         seconds: u64,
     },
-    /// Shutdown has started.
     ShuttingDown,
     /// The last WORKFLOW.md edit was rejected: the previous config is in force.
     ReloadFailed {
-        /// The error: file, key and problem.
         message: String,
     },
 }
@@ -132,7 +95,6 @@ impl NotReady {
         }
     }
 
-    /// A human-readable sentence.
     pub fn message(&self) -> String {
         match self {
             NotReady::Starting => "startup recovery is not done".into(),
@@ -160,7 +122,6 @@ impl NotReady {
     }
 }
 
-/// The 200 body of `/readyz`.
 pub const READY_JSON: &str = r#"{"ready":true}"#;
 
 /// The staleness window: `max(3 × polling interval, 60 s)`, saturating.
@@ -169,16 +130,16 @@ pub fn ready_window(polling_interval: Duration) -> Duration {
 }
 
 /// The readyz decision at `now`.
-pub fn readyz(inputs: &ReadyInputs<'_>, now: Instant) -> Result<(), NotReady> {
+pub fn readyz(inputs: &HealthFacts, now: Instant) -> Result<(), NotReady> {
     if inputs.shutting_down {
         return Err(NotReady::ShuttingDown);
     }
     if !inputs.recovery_done {
         return Err(NotReady::Starting);
     }
-    if let Some(message) = inputs.reload_error {
+    if let Some(message) = &inputs.reload_error {
         return Err(NotReady::ReloadFailed {
-            message: message.to_string(),
+            message: message.clone(),
         });
     }
     let failing = |class: &str| NotReady::TrackerFailing {

@@ -5,11 +5,10 @@
 //! readiness facts into [`shared::OpsShared`] (the hand-over point: the loop and the tracker
 //! thread write it, the HTTP thread reads it and decides with [`health::readyz`]), and calls the
 //! [`sdnotify::Notifier`] from the main loop (so a wedged loop stops the watchdog pings).
-//! [`startup`] reads and scrubs systemd's variables before any thread starts.
+//! [`sdnotify::take_systemd_env`] reads and scrubs systemd's variables before any thread starts.
 
 pub mod exposition;
 pub mod health;
 pub mod metrics;
 pub mod sdnotify;
 pub mod shared;
-pub mod startup;

@@ -10,12 +10,16 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::warn;
 
-/// Environment variables systemd sets for the main process only. [`super::startup`] removes them
-/// from Baton's own environment before any thread or child starts, so children never inherit
+use super::shared::OpsShared;
+use crate::runtime::daemon::DaemonOps;
+
+/// Environment variables systemd sets for the main process only. [`take_systemd_env`] removes
+/// them from Baton's own environment before any thread or child starts, so children never inherit
 /// them and never talk to systemd in our name.
 pub const CHILD_ENV_REMOVE: [&str; 3] = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"];
 
@@ -28,30 +32,22 @@ pub const WATCHDOG_MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// Longest watchdog ping interval returned (a huge `WATCHDOG_USEC` must not overflow timers).
 pub const WATCHDOG_MAX_INTERVAL: Duration = Duration::from_secs(3600);
 
-/// Sends `READY=1`, `STATUS=…`, `WATCHDOG=1` and `STOPPING=1` to systemd.
-///
-/// `Send + Sync`; build it once at startup with [`Notifier::from_env`].
-#[derive(Debug)]
+/// Sends `READY=1`, `STATUS=…`, `WATCHDOG=1` and `STOPPING=1` to systemd. Build it once at
+/// startup with [`Notifier::from_env`].
+#[derive(Debug, Default)]
 pub struct Notifier {
-    /// The socket and its destination; `None` disables every call.
+    /// `None` disables every call.
     target: Option<(UnixDatagram, SocketAddr)>,
     /// `$NOTIFY_SOCKET` as given, for the one warning.
     label: String,
     /// Half the watchdog period, when the watchdog applies to this process.
     watchdog: Option<Duration>,
-    /// Set after the first logged failure.
     warned: AtomicBool,
 }
 
 impl Notifier {
-    /// A notifier that never sends anything.
     pub fn disabled() -> Self {
-        Notifier {
-            target: None,
-            label: String::new(),
-            watchdog: None,
-            warned: AtomicBool::new(false),
-        }
+        Self::default()
     }
 
     /// Read `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from the process environment.
@@ -101,7 +97,6 @@ impl Notifier {
         }
     }
 
-    /// Whether messages are sent at all.
     pub fn is_enabled(&self) -> bool {
         self.target.is_some()
     }
@@ -113,7 +108,7 @@ impl Notifier {
         self.watchdog
     }
 
-    /// `READY=1`: startup is done. Returns whether the datagram was sent.
+    /// `READY=1`: startup is done. Each message returns whether its datagram was sent.
     pub fn ready(&self) -> bool {
         self.send("READY=1")
     }
@@ -127,12 +122,11 @@ impl Notifier {
         self.send(&format!("STATUS={}", status_line(line)))
     }
 
-    /// `WATCHDOG=1`: the main loop is alive. Call every [`Notifier::watchdog_interval`].
+    /// Call every [`Notifier::watchdog_interval`] from the main loop.
     pub fn watchdog(&self) -> bool {
         self.send("WATCHDOG=1")
     }
 
-    /// `STOPPING=1`: shutdown has started.
     pub fn stopping(&self) -> bool {
         self.send("STOPPING=1")
     }
@@ -157,14 +151,32 @@ impl Notifier {
     }
 }
 
+/// Build the [`DaemonOps`] of a `baton` run (a notifier from the environment, fresh shared
+/// metrics) and scrub the systemd variables from the process environment.
+///
+/// Call it first thing in the daemon, **before any thread is spawned**: `std::env::remove_var`
+/// is only sound while no other thread may read or write the environment concurrently (libc's
+/// `getenv`/`setenv` are not synchronized; Rust 2024 marks `remove_var` `unsafe` for this
+/// reason). At that point `main` has parsed arguments and set up logging, neither of which
+/// starts a thread; signal handlers, the watcher, HTTP, tracker and worker threads all come
+/// later. Every child process is spawned later too, so none can inherit the variables.
+pub fn take_systemd_env() -> DaemonOps {
+    let notifier = Notifier::from_env();
+    for name in CHILD_ENV_REMOVE {
+        std::env::remove_var(name);
+    }
+    DaemonOps {
+        shared: Arc::new(OpsShared::new()),
+        notifier: Arc::new(notifier),
+    }
+}
+
 /// When the main loop pings the watchdog next. Driven by the caller's clock, so tests can use a
 /// virtual one; the loop wakes up by [`WatchdogPacer::deadline`] and pings when
 /// [`WatchdogPacer::due`] says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WatchdogPacer {
-    /// Ping interval ([`Notifier::watchdog_interval`]).
     every: Duration,
-    /// When the next ping is due.
     next: Instant,
 }
 
@@ -174,7 +186,7 @@ impl WatchdogPacer {
         WatchdogPacer { every, next: now }
     }
 
-    /// When the next ping is due (the main loop's latest wake-up).
+    /// The main loop's latest wake-up.
     pub fn deadline(&self) -> Instant {
         self.next
     }
@@ -189,7 +201,7 @@ impl WatchdogPacer {
     }
 }
 
-/// Open an unbound, non-blocking datagram socket and resolve `$NOTIFY_SOCKET`.
+/// An unbound, non-blocking datagram socket and `$NOTIFY_SOCKET` resolved.
 fn open(raw: &[u8]) -> std::io::Result<(UnixDatagram, SocketAddr)> {
     let addr = match raw.split_first() {
         Some((b'@', name)) => SocketAddr::from_abstract_name(name)?,
@@ -207,8 +219,8 @@ fn open(raw: &[u8]) -> std::io::Result<(UnixDatagram, SocketAddr)> {
 }
 
 /// Half the watchdog period from `WATCHDOG_USEC`, if the watchdog is meant for `our_pid`
-/// (`WATCHDOG_PID` unset or equal). `0`, garbage and "infinity" (`u64::MAX`, also what overlong
-/// digit strings saturate to) disable it; the result is clamped to
+/// (`WATCHDOG_PID` unset or equal). `0`, garbage and "infinity" (`u64::MAX`, or more digits
+/// than a `u64` holds) disable it; the result is clamped to
 /// [`WATCHDOG_MIN_INTERVAL`]..=[`WATCHDOG_MAX_INTERVAL`]. Never panics.
 pub fn parse_watchdog(
     watchdog_usec: Option<&[u8]>,
@@ -228,14 +240,13 @@ pub fn parse_watchdog(
     Some(half.clamp(WATCHDOG_MIN_INTERVAL, WATCHDOG_MAX_INTERVAL))
 }
 
-/// A non-empty ASCII decimal number, saturating at `u64::MAX`; anything else is `None`.
+/// A non-empty ASCII decimal number that fits a `u64` (no sign, no spaces).
 fn parse_digits(bytes: &[u8]) -> Option<u64> {
-    if bytes.is_empty() || !bytes.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(bytes.iter().fold(0u64, |acc, d| {
-        acc.saturating_mul(10).saturating_add(u64::from(d - b'0'))
-    }))
+    let digits = std::str::from_utf8(bytes).ok()?;
+    digits
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| digits.parse().ok())?
 }
 
 /// The `STATUS=` summary: `running 2, retrying 1, parked 0; last poll 2026-01-01T12:00:00Z`

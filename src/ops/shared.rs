@@ -11,34 +11,13 @@
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
-use super::health::{readyz, NotReady, ReadyInputs};
+use super::health::{readyz, HealthFacts, NotReady};
 use super::metrics::{render, MetricsSnapshot};
-
-/// The facts `/readyz` decides from (see [`ReadyInputs`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HealthFacts {
-    /// Startup recovery has finished.
-    pub recovery_done: bool,
-    /// Shutdown has started.
-    pub shutting_down: bool,
-    /// `polling.interval_ms`.
-    pub polling_interval: Duration,
-    /// When a poll last succeeded (real time).
-    pub last_success: Option<Instant>,
-    /// The class of the last poll's failure; `None` after a success.
-    pub last_failure_class: Option<&'static str>,
-    /// Why the last WORKFLOW.md reload was rejected (the previous config is in force).
-    pub reload_error: Option<String>,
-    /// A tracker thread that has not finished its job within the liveness bound.
-    pub stuck_thread: Option<&'static str>,
-}
 
 /// Metrics and health facts shared between the main loop, the tracker thread and HTTP.
 #[derive(Debug, Default)]
 pub struct OpsShared {
-    /// The live metrics.
     metrics: Mutex<MetricsSnapshot>,
-    /// The readiness facts.
     health: Mutex<HealthFacts>,
 }
 
@@ -48,12 +27,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl OpsShared {
-    /// Fresh state: zero counters, not ready ("starting").
+    /// Zero counters, not ready (`starting`).
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// A copy of the metrics.
     pub fn metrics(&self) -> MetricsSnapshot {
         lock(&self.metrics).clone()
     }
@@ -63,12 +41,11 @@ impl OpsShared {
         f(&mut lock(&self.metrics));
     }
 
-    /// A copy of the health facts.
     pub fn health(&self) -> HealthFacts {
         lock(&self.health).clone()
     }
 
-    /// Change the health facts in place.
+    /// Change the health facts in place (keep `f` short, as for the metrics).
     pub fn update_health(&self, f: impl FnOnce(&mut HealthFacts)) {
         f(&mut lock(&self.health));
     }
@@ -103,23 +80,12 @@ impl OpsShared {
         self.update_metrics(|m| m.points_total = m.points_total.saturating_add(points));
     }
 
-    /// The `GET /metrics` body.
     pub fn render_metrics(&self) -> String {
         render(&self.metrics())
     }
 
-    /// The `/readyz` decision at `now`.
     pub fn readyz(&self, now: Instant) -> Result<(), NotReady> {
-        let h = self.health();
-        let inputs = ReadyInputs {
-            recovery_done: h.recovery_done,
-            shutting_down: h.shutting_down,
-            polling_interval: h.polling_interval,
-            last_success: h.last_success,
-            last_failure_class: h.last_failure_class,
-            reload_error: h.reload_error.as_deref(),
-        };
-        readyz(&inputs, now)
+        readyz(&self.health(), now)
     }
 }
 

@@ -11,6 +11,16 @@ use super::state::{Budget, IssueSpend};
 /// The park reason prefix of a budget park.
 pub const BUDGET_EXCEEDED: &str = "budget exceeded";
 
+/// Spend and totals stop growing here (USD): finite, so never `+Inf` in the API, a metric or
+/// `state.json`, and a restart reads back what was written.
+pub const MAX_COST_USD: f64 = 1e12;
+
+/// `total + delta` (both finite and non-negative), clamped to [`MAX_COST_USD`]: a cost never
+/// decreases and never overflows.
+pub fn add_cost(total: f64, delta: f64) -> f64 {
+    (total + delta).min(MAX_COST_USD)
+}
+
 /// The first limit `spend` has reached, as the park reason (`budget exceeded: cost $0.31 >
 /// $0.25`, `… tokens 120000 > 100000`, `… turns 5 >= 5`); `None` while every limit has room.
 pub fn violation(budget: &Budget, spend: &IssueSpend) -> Option<String> {

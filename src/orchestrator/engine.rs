@@ -18,8 +18,9 @@ use super::gate::{CallOutcome, TrackerOp};
 use super::hosts::{self, Placement};
 use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
-    BlockedEntry, EventRecord, Millis, OrchestratorState, ParkKind, Policy, RetryKind,
-    RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS, RECENT_EVENTS_CAP,
+    BlockedEntry, EventRecord, Millis, OrchestratorState, ParkKind, Policy, Resume, RetryEntry,
+    RetryKind, RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS,
+    RECENT_EVENTS_CAP,
 };
 
 /// Why a poll produced no candidates.
@@ -172,6 +173,14 @@ pub enum Event {
         /// `Err` with the reason when it is still unreachable.
         result: Result<(), String>,
     },
+    /// Result of an `Action::StopOrphan`: `Ok(stopped)` once the group is known to be gone (or
+    /// not ours), `Err` when its host did not answer.
+    OrphanChecked {
+        /// Issue id.
+        issue_id: String,
+        /// `Ok(true)` when this check stopped the group.
+        result: Result<bool, String>,
+    },
 }
 
 /// Outputs of the core, executed by the runtime.
@@ -204,6 +213,8 @@ pub enum Action {
         workspace_path: PathBuf,
         /// The SSH host to run on (`None`: this machine).
         host: Option<String>,
+        /// The agent session to resume (an interrupted run after a restart).
+        resume: Option<Resume>,
         /// The host holds an older copy of the workspace (the issue ran on another host since):
         /// remove it (with `before_remove`) before creating a fresh one.
         stale_workspace: bool,
@@ -243,6 +254,18 @@ pub enum Action {
     ProbeHost {
         /// The SSH destination.
         host: String,
+    },
+    /// Stop an agent group a previous Baton left behind, through the host that owns it, only if
+    /// its leader still has the recorded start time; answer with `Event::OrphanChecked`.
+    StopOrphan {
+        /// Issue id.
+        issue_id: String,
+        /// The host (`None`: this machine).
+        host: Option<String>,
+        /// Process-group id on that host.
+        pgid: u32,
+        /// The leader's recorded start time.
+        leader_start: u64,
     },
 }
 
@@ -331,7 +354,8 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
                 }
             }
         }
-        Event::HostProbed { host, result } => hosts::probed(state, &host, result, now),
+        Event::HostProbed { host, result } => recheck_orphans(state, &host, result, now, &mut out),
+        Event::OrphanChecked { issue_id, result } => orphan_checked(state, &issue_id, result, now),
     }
     out
 }
@@ -381,10 +405,11 @@ pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
         if let Some(at) = state.poll.gate.pace.refresh_wanted_at {
             consider(slot.max(at));
         }
-        for r in state.retry_attempts.values().filter(|r| !r.in_flight) {
+        for r in state.retry_attempts.values().filter(|r| !held(state, r)) {
             consider(r.due_at.max(slot));
         }
     }
+    state.orphans.values().for_each(|o| consider(o.give_up_at));
     hosts::next_probe(state).into_iter().for_each(&mut consider);
     if state.policy.stall_timeout_ms > 0 {
         let stall = state.policy.stall_timeout_ms as u64;
@@ -415,6 +440,7 @@ fn on_wake(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
         return;
     }
     detect_stalls(state, now, out);
+    give_up_orphans(state, now);
     for host in hosts::due_probes(state, now) {
         out.push(Action::ProbeHost { host });
     }
@@ -434,8 +460,10 @@ fn start_fetch_if_due(state: &mut OrchestratorState, now: Millis, out: &mut Vec<
         return;
     }
     let mut retries = Vec::new();
+    let orphans = &state.orphans;
     for r in state.retry_attempts.values_mut() {
-        if !r.in_flight && r.due_at <= now {
+        // Like `held`: an issue whose old agent may still run waits.
+        if !r.in_flight && !orphans.contains_key(&r.issue_id) && r.due_at <= now {
             r.in_flight = true;
             debug!(
                 "retry due issue_id={} issue_identifier={} attempt={}",
@@ -604,6 +632,7 @@ fn on_poll_result(
         }
     };
     release_changed_blocks(state, &issues);
+    forget_gone(state, &issues);
     // 4./5. Sort and dispatch while slots remain.
     rules::sort_for_dispatch(&mut issues);
     for issue in issues {
@@ -630,7 +659,7 @@ fn on_poll_result(
             park(state, &issue, ParkKind::BudgetExceeded, &reason, path, now);
             continue;
         }
-        dispatch(state, issue, None, None, now, out);
+        dispatch(state, issue, None, None, None, now, out);
     }
 }
 
@@ -701,6 +730,35 @@ fn release_changed_blocks(state: &mut OrchestratorState, candidates: &[Issue]) {
     }
 }
 
+/// Forget what is kept about issues that have nothing worth keeping any more: not running,
+/// waiting, parked, being cleaned or checked, and not among the active candidates (they left the
+/// active states or the board; their counts start over if they come back). Keeps the state, and
+/// so `state.json`, as small as the work in hand.
+fn forget_gone(state: &mut OrchestratorState, candidates: &[Issue]) {
+    let ids: std::collections::BTreeSet<&str> = candidates.iter().map(|i| i.id.as_str()).collect();
+    let s = &mut *state;
+    let keep = |id: &String| {
+        ids.contains(id.as_str())
+            || s.claimed.contains(id)
+            || s.blocked.contains_key(id)
+            || s.cleaning.contains_key(id)
+            || s.orphans.contains_key(id)
+    };
+    let gone: Vec<String> = (s.runs_since_active.keys().chain(s.spend.keys()))
+        .chain(s.last_errors.keys().chain(s.recent_events.keys()))
+        .chain(s.completed.iter())
+        .filter(|id| !keep(id))
+        .cloned()
+        .collect();
+    for id in gone {
+        s.runs_since_active.remove(&id);
+        s.spend.remove(&id);
+        s.last_errors.remove(&id);
+        s.recent_events.remove(&id);
+        s.completed.remove(&id);
+    }
+}
+
 fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
     rules::is_eligible(&state.policy, issue)
         && !state.running.contains_key(&issue.id)
@@ -721,12 +779,14 @@ fn runs_exhausted(state: &OrchestratorState, id: &str) -> bool {
     state.runs_since_active.get(id).copied().unwrap_or(0) >= state.policy.max_runs_per_issue
 }
 
-/// Dispatch bookkeeping (spec §16.4), on the host [`hosts::place`] picks (`preferred` first).
+/// Dispatch bookkeeping (spec §16.4), on the host [`hosts::place`] picks (`preferred` first);
+/// a resumed session starts from the usage it had reported.
 fn dispatch(
     state: &mut OrchestratorState,
     issue: Issue,
     attempt: Option<u32>,
     preferred: Option<&str>,
+    resume: Option<Resume>,
     now: Millis,
     out: &mut Vec<Action>,
 ) {
@@ -750,6 +810,18 @@ fn dispatch(
     state.claimed.insert(issue.id.clone());
     state.retry_attempts.remove(&issue.id);
     state.blocked.remove(&issue.id);
+    if let Some(h) = &host {
+        info!(
+            "dispatching on host issue_id={} issue_identifier={} host={h}",
+            issue.id, issue.identifier
+        );
+    }
+    if let Some(r) = &resume {
+        info!(
+            "event=session_resume issue_id={} issue_identifier={} agent={} session_id={}",
+            issue.id, issue.identifier, r.agent, r.session
+        );
+    }
     state.running.insert(
         issue.id.clone(),
         RunningEntry {
@@ -758,33 +830,23 @@ fn dispatch(
             workspace_path: path.clone(),
             attempt,
             started_at: now,
-            phase: WorkerPhase::Preparing,
             phase_entered_at: now,
-            session_id: None,
-            agent_pid: None,
-            last_event: None,
-            last_event_at: None,
-            last_message: None,
-            turn_count: 0,
-            tokens: TokenCounts::default(),
-            cost_usd: None,
-            stop: None,
-            resumed: false,
+            agent: state.policy.agent.clone(),
+            agent_session: resume.as_ref().map(|r| r.session.clone()),
+            tokens: resume.as_ref().map(|r| r.tokens).unwrap_or_default(),
+            cost_usd: resume.as_ref().and_then(|r| r.cost_usd),
+            resumed: resume.is_some(),
             host: host.clone(),
+            ..RunningEntry::default()
         },
     );
-    if let Some(h) = &host {
-        info!(
-            "dispatching on host issue_id={} issue_identifier={} host={h}",
-            issue.id, issue.identifier
-        );
-    }
     out.push(Action::Dispatch {
         run_id,
         issue,
         attempt,
         workspace_path: path,
         host,
+        resume,
         stale_workspace,
     });
 }
@@ -975,9 +1037,7 @@ fn on_agent_updates(
         if let Some(sid) = ev.session_id {
             e.session_id = Some(bounded_summary(&sid));
         }
-        if ev.agent_pid.is_some() {
-            e.agent_pid = ev.agent_pid;
-        }
+        note_process(e, ev.agent_session_id, ev.agent_pid, ev.agent_start_time);
         if let Some(rl) = &ev.rate_limits {
             state.agent_rate_limits = serde_json::to_value(rl).ok();
         }
@@ -987,11 +1047,12 @@ fn on_agent_updates(
             spend.tokens.add(&d);
         }
         if let Some(c) = ev.session_cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+            let c = c.min(budget::MAX_COST_USD);
             let prev = e.cost_usd.unwrap_or(0.0);
             // Session-cumulative: add the difference; a drop means a new session started over.
             let delta = if c >= prev { c - prev } else { c };
-            state.agent_totals.cost_usd += delta;
-            spend.cost_usd += delta;
+            state.agent_totals.cost_usd = budget::add_cost(state.agent_totals.cost_usd, delta);
+            spend.cost_usd = budget::add_cost(spend.cost_usd, delta);
             e.cost_usd = Some(c);
         }
         if turn_ended {
@@ -1186,25 +1247,10 @@ fn on_retry_refreshed(
         release(state, id, false);
         return;
     }
-    let placeholder = || Issue {
-        id: entry.issue_id.clone(),
-        identifier: entry.identifier.clone(),
-        url: entry.url.clone(),
-        ..Issue::default()
-    };
     let issue = match result {
         Err(e) => {
             let msg = format!("retry refresh failed: {}", bounded_summary(&e));
-            schedule_retry(
-                state,
-                &placeholder(),
-                entry.attempt.saturating_add(1),
-                RetryKind::Failure,
-                Some(msg),
-                entry.workspace_path,
-                now,
-            );
-            keep_host(state, id, entry.host.clone());
+            wait(state, entry, &Issue::default(), msg, now);
             return;
         }
         Ok(None) => {
@@ -1242,32 +1288,65 @@ fn on_retry_refreshed(
         );
         return;
     }
-    let preferred = entry.host.as_deref();
     if rules::global_slots(state) == 0
         || !rules::state_slot_free(state, &issue.state)
-        || hosts::place(state, preferred) == Placement::Full
+        || hosts::place(state, entry.host.as_deref()) == Placement::Full
     {
-        schedule_retry(
-            state,
-            &issue,
-            entry.attempt.saturating_add(1),
-            RetryKind::Failure,
-            Some(NO_SLOTS_ERROR.to_string()),
-            entry.workspace_path,
-            now,
-        );
-        keep_host(state, id, entry.host.clone());
+        wait(state, entry, &issue, NO_SLOTS_ERROR.to_string(), now);
         return;
     }
     let attempt = (entry.attempt > 0).then_some(entry.attempt);
-    dispatch(state, issue, attempt, preferred, now, out);
+    let resume = entry.resume.filter(|r| {
+        let same = r.agent == state.policy.agent;
+        if !same {
+            info!(
+                "not resuming the interrupted session: agent.kind changed issue_id={id} recorded={} now={}",
+                r.agent, state.policy.agent
+            );
+        }
+        same
+    });
+    dispatch(
+        state,
+        issue,
+        attempt,
+        entry.host.as_deref(),
+        resume,
+        now,
+        out,
+    );
 }
 
-/// Keep the previous run's host on a rescheduled retry.
-fn keep_host(state: &mut OrchestratorState, id: &str, host: Option<String>) {
-    if let Some(r) = state.retry_attempts.get_mut(id) {
-        r.host = host;
-    }
+/// Queue a due retry again that could not run yet (no slot or host, a failed refresh). Waiting is
+/// not an attempt: it keeps its attempt, kind, host and session, and waits its attempt's backoff.
+fn wait(
+    state: &mut OrchestratorState,
+    entry: RetryEntry,
+    issue: &Issue,
+    error: String,
+    now: Millis,
+) {
+    let delay = rules::failure_backoff_ms(entry.attempt.max(1), state.policy.max_retry_backoff_ms);
+    info!(
+        "retry waits issue_id={} issue_identifier={} attempt={} delay_ms={delay} reason={error:?}",
+        entry.issue_id, entry.identifier, entry.attempt
+    );
+    state.counters.retries_scheduled = state.counters.retries_scheduled.saturating_add(1);
+    state
+        .last_errors
+        .insert(entry.issue_id.clone(), error.clone());
+    let r = state.queue_retry(
+        &entry.issue_id,
+        &entry.identifier,
+        entry.kind,
+        entry.attempt,
+        now.saturating_add(delay),
+        entry.workspace_path,
+    );
+    r.url = issue.url.clone().or(entry.url);
+    r.error = Some(error);
+    r.host = entry.host;
+    r.resume = entry.resume;
 }
 
 /// The eligibility half of a due retry (spec §16.6): release the claim (and clean the workspace
@@ -1397,5 +1476,128 @@ fn shutdown_grace_check(state: &mut OrchestratorState, now: Millis, out: &mut Ve
             state.policy.shutdown_grace_ms / 1000
         );
         out.push(Action::ShutdownComplete);
+    }
+}
+
+/// Characters kept of an agent's own session id.
+const SESSION_ID_CHARS: usize = 128;
+
+/// Record what an event says about the run's agent: its own session id (another session, e.g. a
+/// fallback to a fresh one, reports its usage from zero) and its process group with the leader's
+/// start time.
+fn note_process(
+    e: &mut RunningEntry,
+    session: Option<String>,
+    pid: Option<u32>,
+    start: Option<u64>,
+) {
+    if let Some(raw) = session.filter(|s| e.agent_session.as_ref() != Some(s)) {
+        if e.agent_session.is_some() {
+            e.tokens = TokenCounts::default();
+            e.cost_usd = None;
+        }
+        e.agent_session = Some(raw.chars().take(SESSION_ID_CHARS).collect());
+    }
+    if let Some(pid) = pid {
+        if e.agent_pid != Some(pid) {
+            e.agent_pid = Some(pid);
+            e.leader_start = None;
+        }
+        e.leader_start = start.or(e.leader_start);
+    }
+}
+
+/// A retry that must not start now: its refresh is out, or its issue's previous agent may still
+/// run (an orphan not yet known to be stopped).
+fn held(state: &OrchestratorState, r: &RetryEntry) -> bool {
+    r.in_flight || state.orphans.contains_key(&r.issue_id)
+}
+
+/// An orphan check came back: a stopped (or gone, or not ours) group releases the issue; an
+/// unreachable host keeps it waiting (`orphan unknown`) and is marked down, so the next good
+/// probe checks again.
+fn orphan_checked(
+    state: &mut OrchestratorState,
+    id: &str,
+    result: Result<bool, String>,
+    now: Millis,
+) {
+    let Some(o) = state.orphans.get_mut(id) else {
+        return;
+    };
+    match result {
+        Ok(stopped) => {
+            state.orphans.remove(id);
+            if stopped {
+                state.counters.orphans_stopped = state.counters.orphans_stopped.saturating_add(1);
+            }
+            orphans_done(state);
+        }
+        Err(e) => {
+            o.checking = false;
+            warn!(
+                "event=orphan_unknown issue_id={id} issue_identifier={} host={} pgid={} error={e:?}; the issue waits until the host answers (at most worker.orphan_grace_ms)",
+                o.identifier,
+                o.host.as_deref().unwrap_or("local"),
+                o.pgid
+            );
+            if let Some(h) = o.host.clone() {
+                hosts::mark_down(state, &h, &e, now);
+            }
+        }
+    }
+}
+
+/// A probe of `host` came back; when it answers again, check its orphans that are not being
+/// checked.
+fn recheck_orphans(
+    state: &mut OrchestratorState,
+    host: &str,
+    result: Result<(), String>,
+    now: Millis,
+    out: &mut Vec<Action>,
+) {
+    let up = result.is_ok();
+    hosts::probed(state, host, result, now);
+    for (id, o) in state.orphans.iter_mut().filter(|_| up) {
+        if !o.checking && o.host.as_deref() == Some(host) {
+            o.checking = true;
+            out.push(Action::StopOrphan {
+                issue_id: id.clone(),
+                host: o.host.clone(),
+                pgid: o.pgid,
+                leader_start: o.leader_start,
+            });
+        }
+    }
+}
+
+/// Stop waiting for orphans whose host has not answered within `worker.orphan_grace_ms`.
+fn give_up_orphans(state: &mut OrchestratorState, now: Millis) {
+    let before = state.orphans.len();
+    state.orphans.retain(|id, o| {
+        let keep = o.give_up_at > now;
+        if !keep {
+            warn!(
+                "event=orphan_unknown issue_id={id} issue_identifier={} host={} pgid={}; no answer within worker.orphan_grace_ms, the issue may run again",
+                o.identifier,
+                o.host.as_deref().unwrap_or("local"),
+                o.pgid
+            );
+        }
+        keep
+    });
+    if state.orphans.len() < before {
+        orphans_done(state);
+    }
+}
+
+/// Once no orphan is left to check, log how many were stopped.
+fn orphans_done(state: &OrchestratorState) {
+    if state.orphans.is_empty() {
+        info!(
+            "event=orphans_checked orphans_stopped={}",
+            state.counters.orphans_stopped
+        );
     }
 }

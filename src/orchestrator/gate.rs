@@ -91,9 +91,10 @@ pub struct Pace {
     pub fetch_started_at: Option<Millis>,
     /// How long the last fetch batch took (widens the spacing for a slow tracker).
     pub last_fetch_ms: Millis,
-    /// The fetch batches' token bucket: milli-points it held after the last batch, and when
-    /// (`None`: full). It refills at `Plan::fetch_per_hour` up to a minute's worth, so a burst of
-    /// turn ends is served a second apart while the long-run rate stays within the budget.
+    /// The fetch batches' token bucket: milli-points it held after the last batch, and from when
+    /// it refills (`None`: full; later than the batch while a debt is paid). It refills at
+    /// `Plan::fetch_per_hour` up to a minute's worth, so a burst of turn ends is served a second
+    /// apart while the long-run rate stays within the budget.
     bucket: (u64, Option<Millis>),
     /// Since when workers wait for their between-turn refresh (the runtime keeps their ids).
     pub refresh_wanted_at: Option<Millis>,
@@ -116,11 +117,7 @@ impl Pace {
                 if let Some(started) = self.fetch_started_at {
                     self.last_fetch_ms = now.saturating_sub(started);
                 }
-                let level = self.bucket_level(now);
-                self.bucket = (
-                    level.saturating_sub(points.saturating_mul(1_000)),
-                    Some(now),
-                );
+                self.draw(points, now);
                 let (origin, _) = *self.window.get_or_insert((now, 0));
                 let (spent, idx) = self.windows(now);
                 self.spent = [spent[0], spent[1].saturating_add(points)];
@@ -201,6 +198,20 @@ impl Pace {
         }
     }
 
+    /// Take a batch's `points` from the bucket at `now`. A batch that cost more than the bucket
+    /// held leaves a debt: the bucket stays empty until the refill has paid it.
+    fn draw(&mut self, points: u64, now: Millis) {
+        let (level, cost) = (self.bucket_level(now), points.saturating_mul(1_000));
+        let debt_ms = match self.plan.fetch_per_hour {
+            Some(rate) if rate > 0 => cost.saturating_sub(level).saturating_mul(3_600) / rate,
+            _ => 0,
+        };
+        self.bucket = (
+            level.saturating_sub(cost),
+            Some(now.saturating_add(debt_ms)),
+        );
+    }
+
     /// Milli-points the fetch bucket holds at `now` (full without a budget or a batch yet).
     fn bucket_level(&self, now: Millis) -> u64 {
         let Some(rate) = self.plan.fetch_per_hour else {
@@ -216,18 +227,18 @@ impl Pace {
     }
 
     /// When the next fetch batch may start: one at a time, at least [`FETCH_MIN_SPACING_MS`] and
-    /// the last batch's duration apart, when the bucket holds what the last batch cost, and never
-    /// inside a pause (`allowed_at`); `None` while one is out.
+    /// the last batch's duration apart, when the bucket holds a point, and never inside a pause
+    /// (`allowed_at`); `None` while one is out.
     pub fn fetch_due(&self, allowed_at: Millis) -> Option<Millis> {
         if self.fetch_in_flight {
             return None;
         }
         let floor = FETCH_MIN_SPACING_MS.max(self.last_fetch_ms);
         let spaced = self.fetch_started_at.map_or(0, |t| t.saturating_add(floor));
+        // A batch costs at least a point; one that costs more leaves a debt (`draw`).
         let refilled = match (self.plan.fetch_per_hour, self.bucket) {
             (Some(rate), (level, Some(at))) if rate > 0 => {
-                let need = self.fetch_points.saturating_mul(1_000);
-                let missing = need.saturating_sub(level);
+                let missing = 1_000u64.saturating_sub(level);
                 at.saturating_add(missing.saturating_mul(3_600).div_ceil(rate))
             }
             _ => 0,

@@ -1,12 +1,13 @@
 //! The scheduling core (spec §7, §8): plain serializable state (`state`), pure rules (`rules`),
-//! the event → decision → action function (`engine`) and status rows (`snapshot`). Nothing in this
+//! the event → decision → action function (`engine`), status rows (`snapshot`) and the durable
+//! projection and restore of the state (`restore`). Nothing in this
 //! module performs I/O, spawns threads or reads a clock; `crate::runtime` does that.
 
 pub mod budget;
 pub mod engine;
 pub mod gate;
 pub mod hosts;
-pub mod recovery;
+pub mod restore;
 pub mod rules;
 pub mod snapshot;
 pub mod state;
@@ -16,5 +17,6 @@ pub use self::engine::{
 };
 pub use self::gate::{CallOutcome, Pace, Plan, RequestGate, TrackerOp};
 pub use self::state::{
-    Budget, IssueSpend, Millis, OrchestratorState, ParkKind, Policy, StopReason, WorkerPhase,
+    Budget, IssueSpend, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume, StopReason,
+    WorkerPhase,
 };

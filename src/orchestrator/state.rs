@@ -62,6 +62,14 @@ pub struct Policy {
     /// `worker.max_concurrent_agents_per_host`.
     #[serde(default)]
     pub max_concurrent_agents_per_host: Option<u32>,
+    /// `worker.orphan_grace_ms`: how long an issue whose old agent could not be checked (its host
+    /// did not answer) waits before it may run elsewhere.
+    #[serde(default)]
+    pub orphan_grace_ms: u64,
+    /// `agent.kind` of new runs (`claude_code`, `copilot`): recorded on each run, so a restart
+    /// resumes a session only with the same CLI.
+    #[serde(default)]
+    pub agent: String,
     /// `tracker.budget_share`: the share of the tracker's hourly limit polls and fetches may use.
     #[serde(default = "default_budget_share")]
     pub budget_share: f64,
@@ -76,11 +84,22 @@ fn default_budget_share() -> f64 {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct IssueSpend {
     /// Tokens of all its runs.
+    #[serde(default)]
     pub tokens: TokenCounts,
     /// Agent-reported cost in US dollars.
+    #[serde(default, deserialize_with = "stored_cost")]
     pub cost_usd: f64,
     /// Turns that ended (`turn_completed` or `turn_failed`).
+    #[serde(default)]
     pub turns: u32,
+}
+
+/// A cost read from `state.json`: clamped to `0..=MAX_COST_USD`; `null` (an infinite cost an
+/// older Baton wrote) reads as the maximum, so a budget never resets by a restart.
+fn stored_cost<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    let max = super::budget::MAX_COST_USD;
+    let v: Option<f64> = Option::deserialize(d)?;
+    Ok(v.map_or(max, |c| c.clamp(0.0, max)))
 }
 
 impl Policy {
@@ -104,6 +123,8 @@ impl Policy {
             budget: c.agent.budget,
             ssh_hosts: c.worker.ssh_hosts.clone(),
             max_concurrent_agents_per_host: c.worker.max_concurrent_agents_per_host,
+            orphan_grace_ms: c.worker.orphan_grace_ms,
+            agent: c.agent.kind.map_or("", |k| k.as_str()).to_string(),
             budget_share: c.tracker.budget_share,
         }
     }
@@ -113,7 +134,7 @@ impl Default for Policy {
     /// The policy of a WORKFLOW.md that sets nothing: the config parser's defaults, so the default
     /// values have one source of truth (`workflow::config`).
     fn default() -> Self {
-        match parse_config(&Mapping::new(), Path::new("/"), &EmptyEnv) {
+        match parse_config(&Mapping::new(), Path::new("/WORKFLOW.md"), &EmptyEnv) {
             Ok(parsed) => Policy::from_config(&parsed.config),
             // Unreachable: an empty front matter has nothing to reject.
             Err(e) => unreachable!("the empty config must parse: {e}"),
@@ -122,10 +143,11 @@ impl Default for Policy {
 }
 
 /// Where a worker is in its attempt (spec §7.2, coarse).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerPhase {
     /// Workspace preparation and `before_run` (hook deadlines apply, no stall detection).
+    #[default]
     Preparing,
     /// Agent session startup and turns (stall detection applies).
     Agent,
@@ -205,12 +227,16 @@ impl TokenCounts {
     }
 }
 
-/// One running worker (spec §16.4 running entry).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One running worker (spec §16.4 running entry). Its durable facts (what a restart needs: the
+/// agent kind, the agent's own session id, host, workspace, process group and leader start time,
+/// the session's last reported usage) are serialized into `state.json`; the rest is skipped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunningEntry {
     /// Unique id of this worker run; events of other runs are ignored.
     pub run_id: u64,
-    /// Latest known issue snapshot.
+    /// Latest known issue snapshot (stored: id, identifier and URL only).
+    #[serde(with = "issue_ref")]
     pub issue: Issue,
     /// Workspace path recorded at dispatch (used for cleanup, whatever the config says later).
     pub workspace_path: PathBuf,
@@ -219,47 +245,131 @@ pub struct RunningEntry {
     /// When the worker was dispatched.
     pub started_at: Millis,
     /// Current phase.
+    #[serde(skip)]
     pub phase: WorkerPhase,
     /// When the current phase (or turn) began.
+    #[serde(skip)]
     pub phase_entered_at: Millis,
-    /// `<agent_session_id>-<turn>`.
+    /// `<agent_session_id>-<turn>` (display).
+    #[serde(skip)]
     pub session_id: Option<String>,
-    /// Agent process id.
+    /// `agent.kind` of the run (`claude_code`, `copilot`).
+    pub agent: String,
+    /// The agent CLI's own session id (what `--resume` takes).
+    pub agent_session: Option<String>,
+    /// Agent process id, which is also its process-group id (on the run's host).
     pub agent_pid: Option<u32>,
+    /// The group leader's start time (`/proc/<pid>/stat` field 22), so a reused pid is never
+    /// mistaken for the agent.
+    pub leader_start: Option<u64>,
     /// Last event kind.
+    #[serde(skip)]
     pub last_event: Option<String>,
     /// When the last agent event arrived.
+    #[serde(skip)]
     pub last_event_at: Option<Millis>,
     /// Last event summary (bounded, untrusted).
+    #[serde(skip)]
     pub last_message: Option<String>,
     /// Turns started by this worker.
+    #[serde(skip)]
     pub turn_count: u32,
-    /// Tokens of this run.
+    /// Tokens of the agent session (a resumed session starts from what it had reported).
     pub tokens: TokenCounts,
     /// Latest session-cumulative cost.
     pub cost_usd: Option<f64>,
     /// Set once the orchestrator asked the worker to stop.
+    #[serde(skip)]
     pub stop: Option<StopReason>,
-    /// The run resumed the agent session of a run interrupted by a restart (set by the runtime).
-    #[serde(default)]
+    /// The run resumed the agent session of a run interrupted by a restart.
+    #[serde(skip)]
     pub resumed: bool,
     /// The SSH host running it (`None`: this machine).
-    #[serde(default)]
     pub host: Option<String>,
 }
 
+/// The agent session an interrupted run resumes, and what it had reported so far (the new run
+/// counts only what comes on top).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Resume {
+    /// `agent.kind` of the session.
+    pub agent: String,
+    /// The agent CLI's own session id.
+    pub session: String,
+    /// Tokens the session had reported.
+    pub tokens: TokenCounts,
+    /// The session's last cumulative cost.
+    pub cost_usd: Option<f64>,
+}
+
+/// An agent process group a previous Baton left running: the issue waits until it is known to be
+/// stopped (or `give_up_at`), so two agents never work on one issue.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Orphan {
+    /// Issue identifier (logs).
+    pub identifier: String,
+    /// The host that owns the group (`None`: this machine).
+    pub host: Option<String>,
+    /// Process-group id on that host.
+    pub pgid: u32,
+    /// Recorded leader start time (0: unknown, never signalled).
+    pub leader_start: u64,
+    /// When the issue stops waiting for an answer (`worker.orphan_grace_ms` after the restart).
+    pub give_up_at: Millis,
+    /// A stop is in flight.
+    #[serde(skip)]
+    pub checking: bool,
+}
+
+/// `RunningEntry::issue` in `state.json`: only what a restart needs (the rest is refreshed).
+mod issue_ref {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::model::Issue;
+
+    #[derive(Serialize, Deserialize)]
+    struct IssueRef {
+        id: String,
+        identifier: String,
+        url: Option<String>,
+    }
+
+    pub(super) fn serialize<S: Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
+        IssueRef {
+            id: i.id.clone(),
+            identifier: i.identifier.clone(),
+            url: i.url.clone(),
+        }
+        .serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
+        let r = IssueRef::deserialize(d)?;
+        Ok(Issue {
+            id: r.id,
+            identifier: r.identifier,
+            url: r.url,
+            ..Issue::default()
+        })
+    }
+}
+
 /// Kind of a queued retry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RetryKind {
     /// 1 s re-check after a normal exit.
     Continuation,
     /// Exponential backoff after a failure.
+    #[default]
     Failure,
 }
 
 /// A queued retry (spec §4.1.7); the timer is `due_at` itself (see `engine::next_deadline`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RetryEntry {
     /// Issue node id.
     pub issue_id: String,
@@ -276,18 +386,22 @@ pub struct RetryEntry {
     /// Continuation or failure.
     pub kind: RetryKind,
     /// Generation; results for another generation are stale and ignored.
+    #[serde(skip)]
     pub seq: u64,
     /// True while its issue refresh is in flight.
+    #[serde(skip)]
     pub in_flight: bool,
     /// Workspace of the previous run (for terminal cleanup).
     pub workspace_path: PathBuf,
     /// The SSH host of the previous run (has the workspace; preferred for the retry).
-    #[serde(default)]
     pub host: Option<String>,
+    /// The session an interrupted run resumes (set by restore).
+    pub resume: Option<Resume>,
 }
 
 /// An issue parked until its state or labels change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct BlockedEntry {
     /// Issue node id.
     pub issue_id: String,
@@ -300,7 +414,6 @@ pub struct BlockedEntry {
     /// `max_attempts reached`, `max_runs_per_issue reached`, `budget exceeded: …`.
     pub reason: String,
     /// The reason's class (a bounded metrics label).
-    #[serde(default)]
     pub kind: ParkKind,
     /// When parked.
     pub since: Millis,
@@ -347,12 +460,14 @@ pub struct EventRecord {
 
 /// Aggregate agent totals (spec §13.5).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Totals {
     /// Tokens of all runs.
     pub tokens: TokenCounts,
     /// Runtime of ended runs in seconds.
     pub ended_seconds: f64,
     /// Sum of session costs (latest cumulative per session).
+    #[serde(deserialize_with = "stored_cost")]
     pub cost_usd: f64,
     /// Turns that ended (`turn_completed` or `turn_failed`).
     #[serde(default)]
@@ -366,6 +481,8 @@ pub struct Counters {
     pub retries_scheduled: u64,
     /// Workers dispatched.
     pub dispatches: u64,
+    /// Orphaned agent groups stopped since startup.
+    pub orphans_stopped: u64,
 }
 
 /// The poll cycle bookkeeping.
@@ -441,6 +558,8 @@ pub struct OrchestratorState {
     pub cleaning: BTreeMap<String, u32>,
     /// SSH hosts marked down (connection failures), with their probe schedule.
     pub hosts_down: super::hosts::HostsDown,
+    /// issue id → an agent group a previous Baton left behind, not yet known to be stopped.
+    pub orphans: BTreeMap<String, Orphan>,
     /// issue id → the SSH hosts that may hold a copy of its workspace, the latest first.
     pub workspace_hosts: super::hosts::WorkspaceHosts,
 }
@@ -463,7 +582,7 @@ impl OrchestratorState {
     /// Claim `issue_id` and queue a retry for it with a fresh generation (replacing an entry
     /// cancels its timer: the old generation no longer matches). Returns the entry so the caller
     /// can fill in what it knows (`url`, `error`, `host`).
-    pub(crate) fn queue_retry(
+    pub fn queue_retry(
         &mut self,
         issue_id: &str,
         identifier: &str,
@@ -487,6 +606,7 @@ impl OrchestratorState {
             in_flight: false,
             workspace_path,
             host: None,
+            resume: None,
         };
         self.retry_attempts.insert(issue_id.to_string(), entry);
         self.retry_attempts

@@ -427,19 +427,21 @@ struct Daemon {
     done: bool,
     /// Metrics, readiness and systemd notify.
     ops: LoopOps,
-    /// False until the first poll job went out (it carries the startup terminal cleanup).
-    first_poll_sent: bool,
+    /// True once a board read succeeded and its terminal issues went to the startup cleanup;
+    /// until then every poll job carries the cleanup.
+    swept: bool,
     /// Where the tracker's watch pings (kept for the tracker a reload builds).
     changed_tx: Sender<()>,
     /// The current tracker's watch, if it has one.
     watch: Option<WatchGuard>,
     /// The self-shutdown condition ([`run_with`]); `None` once it fired.
     exit_when: Option<ExitWhen>,
-    /// Durable state: recovery, `state.json` writes, session resumes.
+    /// Durable state: `state.json` writes.
     persist: Persist,
     /// Workspace-removal threads, joined (bounded) at shutdown.
     removals: Reaper,
-    /// The first supervised thread that panicked: the run ends with an error.
+    /// Why the run must end with an error (a supervised thread panicked, the state directory
+    /// was taken away).
     fatal: Option<String>,
     /// Results of reloads run off the loop.
     reload_tx: Sender<Box<ReloadResult>>,
@@ -531,7 +533,8 @@ pub fn run_with_state(
         return Ok(()); // SIGINT/SIGTERM during startup
     };
     let fd_cap = descriptor_cap(&cfg);
-    let persist = Persist::start(state);
+    let policy = policy_for(&cfg, fd_cap);
+    let (persist, restored, startup) = Persist::start(state, policy, clock.now());
     let hosts = Arc::new(HostPool::new());
     hosts.configure(&cfg.worker);
     let runner = runner_factory(&cfg);
@@ -547,7 +550,7 @@ pub fn run_with_state(
         env: config_env,
         tracker_factory,
         runner_factory,
-        state: OrchestratorState::new(policy_for(&cfg, fd_cap), clock.now()),
+        state: restored,
         workflow: initial,
         tracker,
         runner,
@@ -562,7 +565,7 @@ pub fn run_with_state(
         pending_acks: Vec::new(),
         done: false,
         ops: LoopOps::new(ops),
-        first_poll_sent: false,
+        swept: false,
         changed_tx,
         watch: None,
         exit_when,
@@ -580,8 +583,9 @@ pub fn run_with_state(
     };
     d.sweep_tombstones();
     d.start_watch();
-    let now = d.clock.now();
-    d.persist.apply(&mut d.state, now);
+    for action in startup {
+        d.execute(action);
+    }
     info!(
         "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
         d.opts_path.display(),
@@ -793,10 +797,7 @@ impl Daemon {
                  their process groups were killed"
             ));
         }
-        match self.fatal {
-            Some(name) => Err(format!("thread {name} panicked; restart Baton")),
-            None => Ok(()),
-        }
+        self.fatal.map_or(Ok(()), Err)
     }
 
     /// Sweep workspace tombstones a crash left behind, on the removal pool (the first tick's board
@@ -899,7 +900,8 @@ impl Daemon {
             LoopEvent::Reloaded(r) => self.reload_done(*r),
             LoopEvent::Fatal(name) => {
                 error!("a supervised thread died; shutting down thread={name}");
-                self.fatal.get_or_insert(name);
+                self.fatal
+                    .get_or_insert(format!("thread {name} panicked; restart Baton"));
                 self.ops.stopping();
                 self.engine(Event::Shutdown);
             }
@@ -909,7 +911,16 @@ impl Daemon {
             }
             LoopEvent::Control(req) => self.control(req),
             LoopEvent::OpsDue => {}
-            LoopEvent::Saved(r) => self.persist.finished(r, self.clock.now()),
+            LoopEvent::Saved(r) => {
+                let took = r.elapsed;
+                let shared = &self.ops.shared;
+                shared.update_metrics(|m| m.state_write_duration.observe_duration(took));
+                if let Some(e) = self.persist.finished(r, self.clock.now()) {
+                    self.fatal.get_or_insert(e);
+                    self.ops.stopping();
+                    self.engine(Event::Shutdown);
+                }
+            }
             // The same coalesced poll + reconcile as `POST /api/v1/refresh`.
             LoopEvent::TrackerChanged => {
                 debug!("event=tracker_changed; refreshing");
@@ -1001,7 +1012,11 @@ impl Daemon {
             }
         }
         let now = self.clock.now();
-        self.persist.observe(&ev, &self.state, now);
+        match &ev {
+            Event::Shutdown => self.persist.freeze(&self.state, now),
+            Event::TerminalAtStartup(_) => self.swept = true,
+            _ => {}
+        }
         let actions = handle(&mut self.state, ev, now);
         let held = self.state.poll.gate.blocks(now);
         self.tracker_held.store(held, Ordering::SeqCst);
@@ -1032,17 +1047,12 @@ impl Daemon {
                 attempt,
                 workspace_path,
                 host,
+                resume,
                 stale_workspace,
             } => {
                 let host = self.hosts.get(host.as_deref());
-                self.dispatch(
-                    run_id,
-                    issue,
-                    attempt,
-                    workspace_path,
-                    host,
-                    stale_workspace,
-                )
+                let how = (attempt, resume, stale_workspace);
+                self.dispatch(run_id, issue, how, workspace_path, host)
             }
             Action::StopWorker {
                 issue_id,
@@ -1069,6 +1079,12 @@ impl Daemon {
                 let sandbox = crate::agent::runner::sandbox_for(config(&self.workflow));
                 probe_host(&self.hosts, host, sandbox, self.events_tx.clone())
             }
+            Action::StopOrphan {
+                issue_id,
+                host,
+                pgid,
+                leader_start,
+            } => self.stop_orphan(issue_id, host, pgid, leader_start),
             Action::ReloadWorkflow => self.reload(),
             Action::RefreshAck {
                 coalesced,
@@ -1119,19 +1135,50 @@ impl Daemon {
         }
     }
 
+    /// Stop an orphaned agent group through the host that owns it; the answer comes back as
+    /// `Event::OrphanChecked`. A remote check runs on the background pool. A local one only
+    /// comes from the restore at startup and runs here, before the loop and the first spawn (at
+    /// most the orphan grace plus 2 s each), so nothing else touches the group first.
+    fn stop_orphan(&mut self, issue_id: String, host: Option<String>, pgid: u32, start: u64) {
+        let h = self.hosts.get(host.as_deref());
+        let events = self.events_tx.clone();
+        let ident = self
+            .state
+            .orphans
+            .get(&issue_id)
+            .map(|o| o.identifier.clone());
+        let job = move || {
+            let on = h.name().unwrap_or("local").to_string();
+            let result = h.stop_orphan(pgid, start).map(|outcome| {
+                let event = if outcome.stopped() { "orphan_stopped" } else { "orphan_check" };
+                info!(
+                    "event={event} issue_id={issue_id} issue_identifier={} host={on} pgid={pgid} outcome={}",
+                    ident.as_deref().unwrap_or("-"),
+                    outcome.as_str()
+                );
+                outcome.stopped()
+            });
+            let _ = events.send(Event::OrphanChecked { issue_id, result });
+        };
+        if host.is_none() {
+            job();
+        } else if let Err(e) = self.removals.submit(Box::new(job)) {
+            warn!("cannot start an orphan check error={e}");
+        }
+    }
+
     fn start_poll(&mut self, running_ids: Vec<String>) {
         // Safety net for missed watch events: re-read the file when its stamp changed.
         let stamp = stat_fingerprint(&self.opts_path);
         if stamp != self.stamp {
             self.reload();
         }
-        let startup_cleanup = (!self.first_poll_sent).then(|| {
+        let startup_cleanup = (!self.swept).then(|| {
             let cfg = config(&self.workflow);
             StartupCleanup {
                 terminal_states: cfg.tracker.terminal_states.clone(),
             }
         });
-        self.first_poll_sent = true;
         let _ = self.poll_jobs.send(TrackerJob::Poll {
             tracker: self.tracker.clone(),
             running_ids,
@@ -1143,24 +1190,15 @@ impl Daemon {
         &mut self,
         run_id: u64,
         issue: Issue,
-        attempt: Option<u32>,
+        (attempt, resume, stale_workspace): (
+            Option<u32>,
+            Option<crate::orchestrator::Resume>,
+            bool,
+        ),
         path: PathBuf,
         host: Arc<dyn Host>,
-        stale_workspace: bool,
     ) {
         let cfg = config(&self.workflow);
-        let agent = persist::agent_name(cfg.agent.kind);
-        let (runner, resumed) = self.persist.dispatched(
-            &issue,
-            run_id,
-            &path,
-            host.name(),
-            agent,
-            self.runner.clone(),
-        );
-        if let Some(e) = self.state.running.get_mut(&issue.id).filter(|_| resumed) {
-            e.resumed = true;
-        }
         let cancel = CancelToken::new();
         let mailbox = Mailbox::new(&issue.id, run_id, self.news_tx.clone());
         let ctx = WorkerContext {
@@ -1172,7 +1210,7 @@ impl Daemon {
             max_turns: cfg.agent.max_turns,
             template: self.workflow.template.clone(),
             policy: self.state.policy.clone(),
-            runner,
+            runner: self.runner.clone(),
             refresher: Arc::clone(&self.refresher),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
@@ -1180,6 +1218,7 @@ impl Daemon {
             host,
             stale_workspace,
             tracker_held: Arc::clone(&self.tracker_held),
+            resume,
         };
         match spawn_worker(ctx) {
             Ok(_handle) => {

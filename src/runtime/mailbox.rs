@@ -86,7 +86,9 @@ impl Mailbox {
                 if let Some(News::Agent(last)) = slot.items.last_mut() {
                     if replaceable(last) {
                         ev.session_id = ev.session_id.or(last.session_id.take());
+                        ev.agent_session_id = ev.agent_session_id.or(last.agent_session_id.take());
                         ev.agent_pid = ev.agent_pid.or(last.agent_pid);
+                        ev.agent_start_time = ev.agent_start_time.or(last.agent_start_time);
                         ev.rate_limits = ev.rate_limits.or(last.rate_limits.take());
                         *last = ev;
                         return;

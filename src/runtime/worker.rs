@@ -20,7 +20,7 @@ use crate::host::ssh::is_host_unavailable;
 use crate::host::Host;
 use crate::model::Issue;
 use crate::orchestrator::rules;
-use crate::orchestrator::{Event, Policy, WorkerOutcome, WorkerPhase, WorkerProgress};
+use crate::orchestrator::{Event, Policy, Resume, WorkerOutcome, WorkerPhase, WorkerProgress};
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
 use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
@@ -67,6 +67,8 @@ pub struct WorkerContext {
     /// the credential back-off). The between-turn refresh is not asked for then: the run ends
     /// normally, and its continuation retry waits for the gate like every other request.
     pub tracker_held: Arc<AtomicBool>,
+    /// The agent session to resume (an interrupted run after a restart).
+    pub resume: Option<Resume>,
 }
 
 /// Guidance sent as the prompt of turns after the first (the task prompt is already in the
@@ -203,11 +205,19 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
         return WorkerOutcome::Failed("workspace error: not prepared".into());
     };
     run.progress(WorkerProgress::Phase(WorkerPhase::Agent));
+    let resume = ctx.resume.as_ref();
+    let t = resume.map(|r| r.tokens).unwrap_or_default();
     let sctx = SessionContext {
         issue_identifier: ctx.issue.identifier.clone(),
         workspace: ws.path,
         workspace_root: root, // adapters canonicalize it when they validate the cwd
-        resume_session_id: None,
+        resume_session_id: resume.map(|r| r.session.clone()),
+        resume_usage: crate::agent::TokenUsage {
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            cache_read_input_tokens: t.cache_read_input_tokens,
+            cache_creation_input_tokens: t.cache_creation_input_tokens,
+        },
         host: Arc::clone(&run.host),
     };
     let mut session = match ctx.runner.start_session(&sctx) {
@@ -217,7 +227,7 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
             return run.classify(format!("agent session startup error: {e}"), false);
         }
     };
-    let outcome = run.turns(&mut session);
+    let outcome = run.turns(&mut session, &sctx);
     run.finish(Some(&mut session));
     outcome
 }
@@ -283,7 +293,11 @@ impl Run<'_> {
     }
 
     /// The turn loop with the issue refresh between turns; the caller finishes the run.
-    fn turns(&mut self, session: &mut Box<dyn AgentSession>) -> WorkerOutcome {
+    fn turns(
+        &mut self,
+        session: &mut Box<dyn AgentSession>,
+        sctx: &SessionContext,
+    ) -> WorkerOutcome {
         let ctx = self.ctx;
         let id = &ctx.issue.id;
         let ident = &ctx.issue.identifier;
@@ -305,7 +319,20 @@ impl Run<'_> {
             );
             let mut on_event = |ev| ctx.mailbox.post(News::Agent(ev));
             let prompt = argv_safe_prompt(&prompt, ident);
-            if let Err(e) = session.run_turn(&prompt, &ctx.cancel, &mut on_event) {
+            let result = if turn == 1 && sctx.resume_session_id.is_some() {
+                let runner = ctx.runner.as_ref();
+                super::resume::first_turn(
+                    runner,
+                    sctx,
+                    session,
+                    &prompt,
+                    &ctx.cancel,
+                    &mut on_event,
+                )
+            } else {
+                session.run_turn(&prompt, &ctx.cancel, &mut on_event)
+            };
+            if let Err(e) = result {
                 // A first turn that could not reach the host never started the agent; neither
                 // did one whose process could not be spawned.
                 let msg = format!("agent turn error: {e}");

@@ -226,8 +226,8 @@ pub(crate) fn parse_workflow_bytes(
         ),
     })?;
     let split = split_workflow(path, &text)?;
-    let dir = workflow_dir(path);
-    let config = parse_config(&split.front_matter, &dir, env).map_err(|e| WorkflowError {
+    let file = workflow_dir(path).join(path.file_name().unwrap_or_default());
+    let config = parse_config(&split.front_matter, &file, env).map_err(|e| WorkflowError {
         class: e.class,
         path: path.to_path_buf(),
         message: e.message,

@@ -3,6 +3,8 @@
 //! passes. Output is captured (bounded) for the log; issue data only ever travels in environment
 //! variables, never through the shell parser.
 
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -13,21 +15,17 @@ pub use crate::host::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 /// Characters of hook output shown in one log line.
 pub const LOG_OUTPUT_CHARS: usize = 2000;
 
-/// Which hook (spec §5.3.4).
+/// Which hook (spec §5.3.4): a failed `after_create` or `before_run` fails the attempt; a failed
+/// `after_run` or `before_remove` is logged and ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum HookKind {
-    /// After a workspace directory was created (fatal).
     AfterCreate,
-    /// Before each attempt (fatal).
     BeforeRun,
-    /// After each attempt (logged, ignored).
     AfterRun,
-    /// Before a workspace is removed (logged, ignored).
     BeforeRemove,
 }
 
 impl HookKind {
-    /// Config spelling.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             HookKind::AfterCreate => "after_create",
@@ -38,27 +36,19 @@ impl HookKind {
     }
 }
 
-/// The environment a hook sees about its issue.
+/// The environment a hook sees about its issue (see [`HookEnv::vars`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HookEnv {
-    /// `BATON_ISSUE_ID`.
     pub issue_id: String,
-    /// `BATON_ISSUE_IDENTIFIER`.
     pub issue_identifier: String,
-    /// `BATON_ISSUE_NUMBER`.
     pub issue_number: String,
-    /// `BATON_ISSUE_REPO`.
     pub issue_repo: String,
-    /// `BATON_ISSUE_URL`.
     pub issue_url: String,
-    /// `BATON_ISSUE_STATUS`.
     pub issue_status: String,
-    /// `BATON_WORKSPACE`.
     pub workspace: PathBuf,
 }
 
 impl HookEnv {
-    /// Environment for `issue` in `workspace`.
     pub fn for_issue(issue: &Issue, workspace: &Path) -> Self {
         HookEnv {
             issue_id: issue.id.clone(),
@@ -73,34 +63,22 @@ impl HookEnv {
 
     /// The variables as (name, value) pairs. NUL bytes (which no environment can carry, and
     /// which would fail every spawn) are removed.
-    pub fn vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
-        let mut v = self.raw_vars();
-        for (_, val) in &mut v {
-            if val.as_encoded_bytes().contains(&0) {
-                let clean: Vec<u8> = val
-                    .as_encoded_bytes()
-                    .iter()
-                    .copied()
-                    .filter(|&b| b != 0)
-                    .collect();
-                *val = std::os::unix::ffi::OsStringExt::from_vec(clean);
-            }
-        }
-        v
-    }
-
-    fn raw_vars(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+    pub fn vars(&self) -> Vec<(&'static str, OsString)> {
+        let clean = |v: &[u8]| OsString::from_vec(v.iter().copied().filter(|&b| b != 0).collect());
         vec![
-            ("BATON_ISSUE_ID", self.issue_id.clone().into()),
+            ("BATON_ISSUE_ID", clean(self.issue_id.as_bytes())),
             (
                 "BATON_ISSUE_IDENTIFIER",
-                self.issue_identifier.clone().into(),
+                clean(self.issue_identifier.as_bytes()),
             ),
-            ("BATON_ISSUE_NUMBER", self.issue_number.clone().into()),
-            ("BATON_ISSUE_REPO", self.issue_repo.clone().into()),
-            ("BATON_ISSUE_URL", self.issue_url.clone().into()),
-            ("BATON_ISSUE_STATUS", self.issue_status.clone().into()),
-            ("BATON_WORKSPACE", self.workspace.clone().into_os_string()),
+            ("BATON_ISSUE_NUMBER", clean(self.issue_number.as_bytes())),
+            ("BATON_ISSUE_REPO", clean(self.issue_repo.as_bytes())),
+            ("BATON_ISSUE_URL", clean(self.issue_url.as_bytes())),
+            ("BATON_ISSUE_STATUS", clean(self.issue_status.as_bytes())),
+            (
+                "BATON_WORKSPACE",
+                clean(self.workspace.as_os_str().as_bytes()),
+            ),
         ]
     }
 }

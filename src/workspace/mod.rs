@@ -8,7 +8,7 @@ pub(crate) mod reaper;
 
 use std::path::Path;
 
-use crate::host::{Host, LocalHost};
+use crate::host::Host;
 use crate::workflow::config::HooksConfig;
 use hooks::{run_configured_hook, HookEnv, HookKind};
 
@@ -49,20 +49,10 @@ pub fn ensure_workspace(
     Ok(ws)
 }
 
-/// [`remove_workspace_on`] on this machine (the daemon's entry point).
-pub fn remove_workspace(
-    root: &Path,
-    path: &Path,
-    hooks: &HooksConfig,
-    env: &HookEnv,
-) -> Result<bool, WorkspaceError> {
-    remove_workspace_on(&LocalHost, root, path, hooks, env)
-}
-
 /// Remove the workspace at `path` (recorded at dispatch or derived from the identifier at startup)
 /// on `host`: run `before_remove` (failures logged, ignored), then delete it. A symlink is
 /// unlinked, never followed; anything not inside the root is left alone. Missing paths are fine.
-pub(crate) fn remove_workspace_on(
+pub fn remove_workspace_on(
     host: &dyn Host,
     root: &Path,
     path: &Path,

@@ -44,20 +44,21 @@ fn board() -> BoardFixture {
     b
 }
 
-/// WORKFLOW.md in `dir` (workspaces in `dir/ws`, so the state dir is `dir/ws/.baton`).
+/// WORKFLOW.md in `dir` (workspaces in `dir/ws`, the state dir `dir/state`).
 fn workflow(dir: &Path, github: &FakeGithub, agent_yaml: &str, body: &str) -> PathBuf {
     let p = dir.join("WORKFLOW.md");
     let text = format!(
-        "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $BATON_E2E_TOKEN\n  owner: acme\n  project_number: 7\n  active_states: [Todo, In Progress]\n  terminal_states: [Done]\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: |\n    echo created >> .baton-created\n{agent_yaml}---\n{body}\n",
+        "---\ntracker:\n  kind: github_projects\n  endpoint: {}\n  token: $BATON_E2E_TOKEN\n  owner: acme\n  project_number: 7\n  active_states: [Todo, In Progress]\n  terminal_states: [Done]\n  timeout_ms: 5000\npolling:\n  interval_ms: 300\nworkspace:\n  root: {}\nhooks:\n  timeout_ms: 10000\n  after_create: |\n    echo created >> .baton-created\nstate:\n  dir: {}\n{agent_yaml}---\n{body}\n",
         github.endpoint(),
         dir.join("ws").display(),
+        state_dir(dir).display(),
     );
     std::fs::write(&p, text).unwrap();
     p
 }
 
 fn state_dir(dir: &Path) -> PathBuf {
-    dir.join("ws").join(".baton")
+    dir.join("state")
 }
 
 fn stored(dir: &Path) -> Value {
@@ -70,13 +71,13 @@ fn stored(dir: &Path) -> Value {
 /// The stored running entry of the issue once it has a process group and a session id.
 fn stored_run(dir: &Path) -> Option<(i32, String)> {
     let s = stored(dir);
-    let run = s["issues"]
-        .as_array()?
-        .iter()
-        .find(|i| i["identifier"] == IDENT)?["running"]
+    let run = s["running"]
+        .as_object()?
+        .values()
+        .find(|e| e["issue"]["identifier"] == IDENT)?
         .clone();
-    let pgid = run["pgid"].as_i64().filter(|&p| p > 1)? as i32;
-    Some((pgid, run["session_id"].as_str()?.to_string()))
+    let pgid = run["agent_pid"].as_i64().filter(|&p| p > 1)? as i32;
+    Some((pgid, run["agent_session"].as_str()?.to_string()))
 }
 
 /// A scripted agent speaking Claude's stream-json: logs each invocation (pid, process group,
@@ -451,7 +452,11 @@ fn an_unwritable_state_dir_is_logged_and_the_daemon_keeps_running() {
     std::fs::remove_dir(sd.join(".state.json.tmp")).unwrap();
     d.wait_log("event=state_write_recovered", LIMIT);
     d.wait("the released issue to leave the file", LIMIT, || {
-        (stored(&dir)["issues"].as_array()?.is_empty()).then_some(())
+        let s = stored(&dir);
+        let empty = ["running", "retry_attempts", "runs_since_active"]
+            .iter()
+            .all(|k| s[k].as_object().is_some_and(|m| m.is_empty()));
+        empty.then_some(())
     });
     assert_eq!(d.stop_with(libc::SIGTERM, LIMIT).code(), Some(0));
 }
@@ -466,7 +471,7 @@ fn a_recorded_pgid_whose_start_time_differs_is_left_alone() {
         .spawn()
         .unwrap();
     let pid = bystander.id();
-    let real_start = baton::durable::leader_start_time(pid).unwrap();
+    let real_start = baton::host::orphan::leader_start_time(pid).unwrap();
     let sd = state_dir(&dir);
     std::fs::create_dir_all(&sd).unwrap();
     let doc = serde_json::json!({
@@ -702,7 +707,7 @@ fn assert_resumed_once(
 #[test]
 #[ignore = "benchmark: run scripts/bench/restart.sh"]
 fn bench_restart_to_first_resumed_agent() {
-    use baton::durable::{StoredIssue, StoredRetry, StoredRetryKind, StoredRun, StoredState};
+    use baton::orchestrator::state::{OrchestratorState, RetryKind, RunningEntry};
     let dir = tempdir("bench-restart");
     let github = FakeGithub::start(BoardFixture::generated(1_000, "Todo"));
     let agent = dir.join("fake-claude");
@@ -723,44 +728,37 @@ fn bench_restart_to_first_resumed_agent() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_millis() as u64;
-    let issues: Vec<StoredIssue> = (1..=1_000u64)
-        .map(|n| {
-            let mut i = StoredIssue::new(
-                support::fake_github::issue_node_id(&format!("acme/app#{n}")),
-                format!("acme__app-{n}"),
-            );
-            i.runs = 1;
-            i.agent = Some("claude".into());
-            i.session_id = Some(format!("bench-session-{n}"));
-            i.workspace = Some(dir.join("ws").join(format!("acme__app-{n}")));
-            if n == 1 {
-                i.running = Some(StoredRun {
-                    pgid: 0,
-                    leader_start_time: 0,
-                    started_at: now - 60_000,
-                    agent: "claude".into(),
-                    session_id: Some("bench-session-1".into()),
-                });
-            } else {
-                i.attempt = 2;
-                i.retry = Some(StoredRetry {
-                    due_at: now + 3_600_000,
-                    attempt: 2,
-                    error: Some("worker exited: boom".into()),
-                    kind: StoredRetryKind::Failure,
-                });
-            }
-            i
-        })
-        .collect();
+    let mut st = OrchestratorState::default();
+    for n in 1..=1_000u64 {
+        let id = support::fake_github::issue_node_id(&format!("acme/app#{n}"));
+        let ident = format!("acme__app-{n}");
+        let ws = dir.join("ws").join(&ident);
+        st.runs_since_active.insert(id.clone(), 1);
+        if n == 1 {
+            let mut e = RunningEntry {
+                workspace_path: ws,
+                started_at: now - 60_000,
+                agent: "claude_code".into(),
+                agent_session: Some("00000000-0000-4000-8000-000000000001".into()),
+                ..RunningEntry::default()
+            };
+            (e.issue.id, e.issue.identifier) = (id.clone(), ident);
+            st.running.insert(id, e);
+        } else {
+            let r = st.queue_retry(&id, &ident, RetryKind::Failure, 2, now + 3_600_000, ws);
+            r.error = Some("worker exited: boom".into());
+        }
+    }
     let sd = state_dir(&dir);
     std::fs::create_dir_all(&sd).unwrap();
-    let text = serde_json::to_vec(&StoredState::new(issues, now)).unwrap();
+    let text = baton::orchestrator::restore::to_json(&st).unwrap();
     std::fs::write(sd.join("state.json"), &text).unwrap();
     let t0 = std::time::Instant::now();
     let d = start(&dir, &wf);
     let run = d.wait("the resumed agent", LIMIT, || {
-        runs(&dir).into_iter().find(|r| r.2 == "bench-session-1")
+        runs(&dir)
+            .into_iter()
+            .find(|r| r.2 == "00000000-0000-4000-8000-000000000001")
     });
     let to_agent = t0.elapsed();
     let log = d.log();
@@ -780,6 +778,380 @@ fn bench_restart_to_first_resumed_agent() {
         1,
         "only the interrupted run was dispatched"
     );
+}
+
+/// Wait (up to `limit`) for `d` to exit by itself; its exit code.
+fn exit_code(d: &mut DaemonProc, limit: Duration) -> Option<i32> {
+    let deadline = std::time::Instant::now() + limit;
+    while d.alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running: {}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    d.stop_with(libc::SIGKILL, limit).code()
+}
+
+fn second_instance(dir: &Path, wf: &Path) -> std::process::Output {
+    baton_command(
+        wf,
+        &dir.join("home"),
+        &[("BATON_E2E_TOKEN", FAKE_TOKEN.into())],
+    )
+    .stderr(std::process::Stdio::piped())
+    .output()
+    .unwrap()
+}
+
+#[test]
+fn lock_survives_deletion_and_replacement() {
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let (dir, github, wf) = fake_setup("steal");
+    let mut d = start(&dir, &wf);
+    let (pgid, _) = d.wait("the recorded run", LIMIT, || stored_run(&dir));
+    let sd = state_dir(&dir);
+    // Files in the directory are not the lock: deleting, replacing or renaming them changes
+    // nothing for a second instance.
+    std::fs::remove_file(sd.join("pid")).unwrap();
+    std::fs::write(sd.join("lock"), "").unwrap();
+    std::fs::rename(sd.join("lock"), sd.join("lock.moved")).unwrap();
+    symlink("/dev/null", sd.join("lock")).unwrap();
+    let out = second_instance(&dir, &wf);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("state_locked:"), "{err}");
+    assert_eq!(
+        runs(&dir).len(),
+        1,
+        "the second instance dispatched nothing"
+    );
+    // The directory itself renamed away and a new one put in its place: the first instance
+    // sees it before its next write and stops (its agent with it) rather than run beside
+    // whoever takes the new directory.
+    std::fs::rename(&sd, dir.join("state.moved")).unwrap();
+    std::fs::create_dir(&sd).unwrap();
+    std::fs::set_permissions(&sd, std::fs::Permissions::from_mode(0o700)).unwrap();
+    github.set_status(ISSUE, Some("Done"));
+    d.wait_log("event=state_lock_lost", LIMIT);
+    assert_eq!(exit_code(&mut d, LIMIT), Some(1), "{}", d.log());
+    assert!(procs::wait_group_gone(pgid, Duration::from_secs(10)));
+    assert!(
+        !sd.join("state.json").exists(),
+        "never written into the new directory"
+    );
+    assert!(d.log().contains("state_lock_lost: "), "{}", d.log());
+}
+
+#[test]
+fn state_dir_planted_by_another_user_is_refused() {
+    use std::os::unix::fs::{chown, symlink, PermissionsExt};
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping: planting a directory as another user needs root");
+        return;
+    }
+    let (dir, _github, wf) = fake_setup("planted");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("60")
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = bystander.id();
+    let start = baton::host::orphan::leader_start_time(pid).unwrap();
+    // Another user (nobody) pre-created the state directory, world-writable, with symlinks to
+    // a file of ours and a state file naming a process of ours as an orphan to stop.
+    let sd = state_dir(&dir);
+    std::fs::create_dir(&sd).unwrap();
+    for name in ["pid", "lock", ".state.json.tmp"] {
+        symlink(&victim, sd.join(name)).unwrap();
+    }
+    let doc = serde_json::json!({"version": 2, "running": {"I_x": {
+        "issue": {"id": "I_x", "identifier": IDENT}, "workspace_path": dir.join("ws").join(IDENT),
+        "agent": "claude_code", "agent_session": "--dangerously-skip-permissions",
+        "agent_pid": pid, "leader_start": start}}});
+    std::fs::write(sd.join("state.json"), doc.to_string()).unwrap();
+    chown(&sd, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&sd, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = second_instance(&dir, &wf);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        format!(
+            "baton: state_dir_unsafe: {}: owned by uid 65534, not by uid 0",
+            sd.display()
+        )
+    );
+    // The same directory, ours but writable by others; then ours under a parent others can
+    // write (not sticky): refused as well.
+    chown(&sd, Some(0), Some(0)).unwrap();
+    let err = String::from_utf8_lossy(&second_instance(&dir, &wf).stderr).into_owned();
+    assert!(
+        err.contains("writable by group or others (mode 777)"),
+        "{err}"
+    );
+    std::fs::set_permissions(&sd, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let err = String::from_utf8_lossy(&second_instance(&dir, &wf).stderr).into_owned();
+    assert!(
+        err.contains(&format!("{} is writable by group or others", dir.display())),
+        "{err}"
+    );
+    std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // A workspace root planted by another user: refused too.
+    let ws = dir.join("ws");
+    let _ = std::fs::remove_dir(&ws);
+    std::fs::create_dir(&ws).unwrap();
+    chown(&ws, Some(65534), Some(65534)).unwrap();
+    let err = String::from_utf8_lossy(&second_instance(&dir, &wf).stderr).into_owned();
+    assert!(err.contains("workspace_root_unsafe: "), "{err}");
+    // Nothing was followed, nothing signalled, nothing run.
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert!(
+        procs::pid_alive(pid as i32),
+        "the named process was not signalled"
+    );
+    assert!(runs(&dir).is_empty(), "no agent started");
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+}
+
+#[test]
+fn bad_state_entry_is_dropped_alone() {
+    let (dir, _github, wf) = fake_setup("badentry");
+    let id = support::fake_github::issue_node_id(ISSUE);
+    let sd = state_dir(&dir);
+    std::fs::create_dir_all(&sd).unwrap();
+    let doc = serde_json::json!({
+        "version": 2,
+        "blocked": {id.clone(): {"identifier": IDENT, "state": "Todo", "reason": "max_runs_per_issue reached",
+            "kind": "max_runs", "since": 1, "fingerprint": "todo|false|",
+            "workspace_path": dir.join("ws").join(IDENT)}},
+        "retry_attempts": {"I_bogus": {"identifier": "acme__api-9", "attempt": "x", "due_at": 1,
+            "kind": "failure", "workspace_path": dir.join("ws").join("acme__api-9")}},
+        "runs_since_active": {id.clone(): 10},
+        "spend": {id.clone(): {"cost_usd": 2.5, "turns": 7}}
+    });
+    std::fs::write(sd.join("state.json"), doc.to_string()).unwrap();
+    let d = start(&dir, &wf);
+    d.wait_log("event=state_recovered", LIMIT);
+    let log = d.log();
+    let dropped: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("event=state_entry_dropped"))
+        .collect();
+    assert_eq!(dropped.len(), 1, "{log}");
+    assert!(
+        dropped[0].contains("WARN")
+            && dropped[0].contains("issue_id=\"I_bogus\"")
+            && dropped[0].contains("field=attempt"),
+        "{}",
+        dropped[0]
+    );
+    // The rest is kept: the issue is still parked with its spend, the file was not moved aside.
+    let blocked = d.wait("the parked issue", LIMIT, || {
+        d.state()["blocked"].as_array()?.first().cloned()
+    });
+    assert_eq!(blocked["issue_identifier"], IDENT);
+    let detail = d.get(&format!("/api/v1/{IDENT}")).1;
+    assert!(detail.contains("\"cost_usd\":2.5"), "{detail}");
+    assert!(log.contains("restored_retries=0 parked_issues=1"), "{log}");
+    let aside = std::fs::read_dir(&sd).unwrap().flatten();
+    let aside = aside.filter(|e| e.file_name().to_string_lossy().contains("corrupt"));
+    assert_eq!(aside.count(), 0, "the file was not moved aside");
+    assert!(runs(&dir).is_empty(), "parked: not dispatched");
+}
+
+/// A Claude CLI stand-in for the usage tests: invocation 1 completes a turn (100 input tokens,
+/// session cost 0.40), 2 hangs (Baton is killed there), 3 must be the resumed one (50 tokens,
+/// cumulative cost 0.60), later ones hang.
+const FAKE_CLAUDE_USAGE: &str = r#"#!/usr/bin/env bash
+resume=""; interrupted=0
+for a in "$@"; do
+  case "$a" in --resume=*) resume="${a#--resume=}";; *"was interrupted"*) interrupted=1;; esac
+done
+n=$(( $(cat "$E2E_DIR/n" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$E2E_DIR/n"
+sid="${resume:-0b9c6e1e-58a5-4a51-9d4b-123456789012}"
+echo '{"type":"system","subtype":"init","session_id":"'"$sid"'","model":"fake","tools":[]}'
+result() {
+  echo '{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"'"$sid"'","total_cost_usd":'"$1"',"num_turns":1,"usage":{"input_tokens":'"$2"',"output_tokens":1}}'
+}
+case "$n.$interrupted" in
+  1.0) result 0.40 100 ;;
+  3.1) result 0.60 50 ;;
+  *) sleep 300 & wait ;;
+esac
+"#;
+
+/// A Copilot CLI stand-in: the usage file holds the session's cumulative tokens. Invocation 1
+/// reaches 1,000 input tokens, 2 hangs, 3 (the resumed one) reaches 1,500, later ones hang.
+const FAKE_COPILOT_USAGE: &str = r#"#!/usr/bin/env bash
+usage=""; sid=""; interrupted=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --usage-output-file) usage="$2"; shift ;;
+    --resume=*) sid="${1#--resume=}" ;;
+    --session-id=*) sid="${1#--session-id=}" ;;
+    --prompt=*"was interrupted"*) interrupted=1 ;;
+  esac
+  shift
+done
+n=$(( $(cat "$E2E_DIR/n" 2>/dev/null || echo 0) + 1 )); echo "$n" > "$E2E_DIR/n"
+echo '{"type":"session.tools_updated","data":{"model":"gpt-4.1"}}'
+finish() {
+  printf '{"modelMetrics":{"gpt-4.1":{"usage":{"inputTokens":%s,"outputTokens":%s,"cacheReadTokens":0,"cacheWriteTokens":0}}}}' "$1" "$2" > "$usage"
+  echo '{"type":"result","sessionId":"'"$sid"'","exitCode":0,"usage":{"premiumRequests":1}}'
+}
+case "$n.$interrupted" in
+  1.0) finish 1000 100 ;;
+  3.1) finish 1500 150 ;;
+  *) sleep 300 & wait ;;
+esac
+"#;
+
+/// Run `script` as the agent (`agent_yaml` selects it), let it finish a turn and hang in the
+/// next, kill -9 Baton, restart: the resumed session's turn completes and the next hangs. The
+/// restarted daemon, once its totals count two turns.
+fn kill9_mid_session(tag: &str, script: &str, agent_yaml: &str) -> (TempDir, DaemonProc) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir(tag);
+    let github = FakeGithub::start(board());
+    let agent = dir.join("fake-agent");
+    std::fs::write(&agent, script).unwrap();
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let yaml = agent_yaml.replace("{agent}", &agent.display().to_string());
+    let wf = workflow(&dir, &github, &yaml, "Work on {{ issue.identifier }}");
+    slow_poll(&wf);
+    let n = |dir: &Path| std::fs::read_to_string(dir.join("n")).unwrap_or_default();
+    // Process groups only: another test's Baton starting meanwhile sweeps the cgroups a killed
+    // Baton left, which would stop this orphan before the restart looks at it.
+    let start = |dir: &Path, wf: &Path| {
+        let envs = [
+            ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+            ("E2E_DIR", dir.display().to_string()),
+            ("BATON_CONTAINMENT", "process_group".to_string()),
+        ];
+        DaemonProc::start(wf, &dir.join("home"), &envs)
+    };
+    let mut d = start(&dir, &wf);
+    d.wait("the second invocation, recorded", LIMIT, || {
+        let pgid = stored_run(&dir)?.0;
+        (n(&dir).trim() == "2" && !procs::live_group_members(pgid).is_empty()).then_some(())
+    });
+    assert_eq!(d.stop_with(libc::SIGKILL, LIMIT).code(), None);
+    let d = start(&dir, &wf);
+    d.wait_log("event=orphan_stopped", LIMIT);
+    d.wait(
+        "the resumed turn counted, the next one started",
+        LIMIT,
+        || {
+            let counted = d.state()["agent_totals"]["turns"] == 2;
+            (counted && n(&dir).trim() == "4").then_some(())
+        },
+    );
+    (dir, d)
+}
+
+#[test]
+fn resumed_claude_session_counts_usage_once() {
+    let yaml =
+        "agent:\n  kind: claude_code\n  max_turns: 5\nclaude_code:\n  command: \"'{agent}'\"\n";
+    let (_dir, d) = kill9_mid_session("usage-claude", FAKE_CLAUDE_USAGE, yaml);
+    let s = d.state();
+    // The CLI reported a session cost of 0.60 in all and 100 + 50 input tokens per invocation.
+    let totals = &s["agent_totals"];
+    assert!(
+        (totals["cost_usd"].as_f64().unwrap() - 0.6).abs() < 1e-9,
+        "{totals}"
+    );
+    assert_eq!(totals["input_tokens"], 150, "{totals}");
+    let spend = &s["running"][0]["spend"];
+    assert!(
+        (spend["cost_usd"].as_f64().unwrap() - 0.6).abs() < 1e-9,
+        "{spend}"
+    );
+    assert_eq!(spend["tokens"]["input_tokens"], 150, "{spend}");
+    assert_eq!(spend["turns"], 2);
+    assert_eq!(s["running"][0]["resumed"], true);
+}
+
+#[test]
+fn resumed_copilot_session_counts_usage_once() {
+    let yaml = "agent:\n  kind: copilot\n  max_turns: 5\ncopilot:\n  command: \"'{agent}'\"\n";
+    let (_dir, d) = kill9_mid_session("usage-copilot", FAKE_COPILOT_USAGE, yaml);
+    let s = d.state();
+    // The usage file said 1,500 input tokens for the whole session in the end.
+    let totals = &s["agent_totals"];
+    assert_eq!(totals["input_tokens"], 1500, "{totals}");
+    assert_eq!(totals["output_tokens"], 150, "{totals}");
+    let spend = &s["running"][0]["spend"];
+    assert_eq!(spend["tokens"]["input_tokens"], 1500, "{spend}");
+    assert_eq!(s["running"][0]["resumed"], true);
+}
+
+#[test]
+fn a_state_file_at_the_old_default_location_is_moved_once() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, _github, wf) = fake_setup("legacy");
+    // The workflow without `state.dir`: the default, under the private HOME.
+    let text = std::fs::read_to_string(&wf).unwrap();
+    let without: String = text
+        .lines()
+        .filter(|l| !l.starts_with("state:") && !l.starts_with("  dir: "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&wf, without).unwrap();
+    let legacy = dir.join("ws").join(".baton");
+    std::fs::create_dir_all(&legacy).unwrap();
+    std::fs::set_permissions(&legacy, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let v1 = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/state/v1-state.json"
+    ))
+    .unwrap();
+    std::fs::write(legacy.join("state.json"), &v1).unwrap();
+    let d = start(&dir, &wf);
+    d.wait_log("event=state_recovered", LIMIT);
+    let log = d.log();
+    let moved = log
+        .lines()
+        .find(|l| l.contains("event=state_moved"))
+        .unwrap();
+    let home_state = dir.join("home/.local/state/baton");
+    assert!(moved.contains(home_state.to_str().unwrap()), "{moved}");
+    assert!(log.contains("restored_retries=3 parked_issues=1"), "{log}");
+    assert!(!legacy.join("state.json").exists(), "read once");
+    let kept = std::fs::read_dir(&legacy).unwrap().flatten();
+    assert!(kept
+        .map(|e| e.file_name().into_string().unwrap())
+        .any(|n| n.starts_with("state.json.moved-")));
+}
+
+#[test]
+fn state_writes_are_timed_in_the_metrics() {
+    let (dir, _github, wf) = fake_setup("metrics");
+    let d = start(&dir, &wf);
+    d.wait("the recorded run", LIMIT, || stored_run(&dir));
+    let written = d.wait("a timed state write", LIMIT, || {
+        let m = d.get("/metrics").1;
+        let count = m
+            .lines()
+            .find(|l| l.starts_with("baton_state_write_duration_seconds_count"))?
+            .rsplit(' ')
+            .next()?
+            .parse::<f64>()
+            .ok()?;
+        (count >= 1.0).then_some(m)
+    });
+    let sum = written
+        .lines()
+        .find(|l| l.starts_with("baton_state_write_duration_seconds_sum"))
+        .unwrap();
+    assert!(!sum.ends_with(" 0"), "{sum}");
 }
 
 /// A real CLI blocked in a slow model stream (`SCENARIO:slow`), the daemon stopped with SIGTERM

@@ -1,5 +1,6 @@
-//! Orphaned agent process groups: a reused pid is never signalled, a group that ignores SIGTERM
-//! is SIGKILLed.
+//! Orphaned agent process groups checked on this machine (`LocalHost::stop_orphan`, the same
+//! script an SSH host runs): a reused pid is never signalled, nor another user's process, and a
+//! group that ignores SIGTERM is SIGKILLed.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
@@ -7,9 +8,18 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use baton::durable::{
-    group_alive, group_running, leader_start_time, stop_orphan_group, OrphanOutcome,
-};
+use crate::support::procs::{live_group_members, pid_alive};
+use baton::host::orphan::leader_start_time;
+use baton::host::{Host, LocalHost, OrphanOutcome};
+
+/// The check of the group `pgid` recorded with `start`, as a restart runs it here.
+fn stop_local(pgid: u32, start: u64) -> OrphanOutcome {
+    LocalHost.stop_orphan(pgid, start).unwrap()
+}
+
+fn group_running(pgid: u32) -> bool {
+    !live_group_members(pgid as i32).is_empty()
+}
 
 /// A child in its own process group, reaped by a thread (as init reaps a dead daemon's orphans),
 /// so the group vanishes once its processes exit. The receiver fires when it is reaped.
@@ -53,8 +63,8 @@ fn reused_pid_is_left_alone_and_the_recorded_group_is_stopped() {
     let start = start_time_of(pgid);
 
     let wrong = start.wrapping_add(1);
-    let out = stop_orphan_group(pgid, wrong, Duration::from_millis(50));
-    assert_eq!(out, OrphanOutcome::StartTimeMismatch { found: start });
+    let out = stop_local(pgid, wrong);
+    assert_eq!(out, OrphanOutcome::StartTimeMismatch);
     assert!(!out.stopped());
     assert!(
         group_running(pgid),
@@ -62,17 +72,14 @@ fn reused_pid_is_left_alone_and_the_recorded_group_is_stopped() {
     );
     assert!(reaped.try_recv().is_err());
 
-    let out = stop_orphan_group(pgid, start, Duration::from_secs(5));
+    let out = stop_local(pgid, start);
     assert_eq!(out, OrphanOutcome::Terminated);
     assert!(out.stopped());
     assert!(!group_running(pgid));
     reaped.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert!(!group_alive(pgid), "reaped: not even a zombie is left");
+    assert!(!pid_alive(pgid as i32), "reaped");
 
-    assert_eq!(
-        stop_orphan_group(pgid, start, Duration::from_millis(10)),
-        OrphanOutcome::NotRunning
-    );
+    assert_eq!(stop_local(pgid, start), OrphanOutcome::NotRunning);
 }
 
 #[test]
@@ -105,13 +112,39 @@ fn group_ignoring_sigterm_is_killed_after_the_grace_period() {
     let start = start_time_of(pgid);
 
     let t0 = Instant::now();
-    let out = stop_orphan_group(pgid, start, Duration::from_millis(300));
+    let out = stop_local(pgid, start);
     assert_eq!(out, OrphanOutcome::Killed);
     assert!(
-        t0.elapsed() >= Duration::from_millis(300),
+        t0.elapsed() >= Duration::from_secs(3),
         "grace period honoured"
     );
     // The reparented background sleep may linger as a zombie until init reaps it; nothing in
     // the group runs any more.
     assert!(!group_running(pgid), "the background sleep too");
+}
+
+#[test]
+fn a_group_of_another_user_is_left_alone() {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipping: starting a process as another user needs root");
+        return;
+    }
+    let mut child = Command::new("sleep")
+        .arg("60")
+        .uid(65534)
+        .gid(65534)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id();
+    let start = start_time_of(pgid);
+    let out = stop_local(pgid, start);
+    assert_eq!(out, OrphanOutcome::NotPermitted);
+    assert!(
+        group_running(pgid),
+        "another user's process was not signalled"
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

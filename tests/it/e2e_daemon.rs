@@ -901,7 +901,10 @@ fn a_low_descriptor_limit_caps_the_agents_and_keeps_the_api_and_state_working() 
     assert!(!log.contains("Too many open files"), "{log}");
     assert!(!log.contains("attempt=1"), "no failed attempt:\n{log}");
     wait_for("state.json written", Duration::from_secs(10), || {
-        let text = std::fs::read_to_string(dir.join("ws/.baton/state.json")).ok()?;
+        // The default state.dir: under the daemon's HOME, one directory per WORKFLOW.md.
+        let base = dir.join(".local/state/baton");
+        let state_dir = std::fs::read_dir(base).ok()?.next()?.ok()?.path();
+        let text = std::fs::read_to_string(state_dir.join("state.json")).ok()?;
         text.contains("acme__api-").then_some(())
     });
     assert_eq!(daemon.terminate(Duration::from_secs(40)).code(), Some(0));

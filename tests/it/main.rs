@@ -18,6 +18,7 @@ mod demo;
 mod durable_daemon;
 mod durable_procs;
 mod durable_recover;
+mod durable_ssh;
 mod durable_state;
 mod e2e_daemon;
 mod fuzz_agent_parsers;

@@ -13,7 +13,7 @@ use baton::model::{BlockerRef, Issue};
 use baton::orchestrator::engine::{handle, next_deadline, Action, Event, PollSkip};
 use baton::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 use baton::orchestrator::snapshot::{issue_detail, state_snapshot};
-use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RECENT_EVENTS_CAP};
+use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RetryKind, RECENT_EVENTS_CAP};
 use baton::orchestrator::{
     Budget, ParkKind, StopReason, WorkerOutcome, WorkerPhase, WorkerProgress,
 };
@@ -651,8 +651,8 @@ fn retry_whose_refresh_fails_is_rescheduled_not_dropped() {
     h.exit(1, WorkerOutcome::Normal);
     h.fire_retry(1, Err("github_api_request: timeout".into()));
     let r = &h.s.retry_attempts["I_1"];
-    assert_eq!(r.attempt, 2);
-    assert_eq!(r.due_at, h.now + 20_000);
+    assert_eq!(r.attempt, 1, "waiting is not an attempt");
+    assert_eq!(r.due_at, h.now + 10_000);
     assert!(r
         .error
         .as_deref()
@@ -712,7 +712,50 @@ fn slot_exhaustion_requeues_with_an_explicit_error() {
     assert!(dispatched(&out).is_empty());
     let r = &h.s.retry_attempts["I_1"];
     assert_eq!(r.error.as_deref(), Some("no available orchestrator slots"));
-    assert_eq!(r.attempt, 2);
+    assert_eq!(r.attempt, 1, "waiting is not an attempt");
+}
+
+#[test]
+fn waiting_for_a_slot_or_a_refresh_keeps_the_attempt_and_its_backoff() {
+    let mut h = H::new(Policy {
+        max_concurrent_agents: 1,
+        max_attempts: Some(3),
+        ..policy()
+    });
+    h.tick(None, Ok(vec![issue(1, "Todo")]));
+    h.exit(1, WorkerOutcome::Failed("boom".into()));
+    assert_eq!(
+        dispatched(&h.fire_retry(1, Ok(Some(issue(1, "Todo"))))),
+        ["I_1"]
+    );
+    h.exit(1, WorkerOutcome::Failed("boom".into()));
+    assert_eq!(h.s.retry_attempts["I_1"].attempt, 2, "two real failures");
+    // I_2 holds the only slot; I_1's retry finds no slot (or no answer) again and again.
+    h.ev(Event::PollResult {
+        running_ids: vec![],
+        refreshed: None,
+        candidates: Ok(vec![issue(1, "Todo"), issue(2, "Todo")]),
+        rate_limit: None,
+    });
+    assert!(h.s.running.contains_key("I_2"));
+    for k in 0..6 {
+        let result = if k % 2 == 0 {
+            Ok(Some(issue(1, "Todo")))
+        } else {
+            Err("github_api_request: timeout".into())
+        };
+        h.fire_retry(1, result);
+        let r = &h.s.retry_attempts["I_1"];
+        assert_eq!((r.attempt, r.kind), (2, RetryKind::Failure));
+        assert_eq!(r.due_at, h.now + 20_000, "attempt 2's backoff, not more");
+    }
+    assert!(h.s.blocked.is_empty(), "waiting never parks an issue");
+    h.exit(2, WorkerOutcome::Normal);
+    let out = h.fire_retry(1, Ok(Some(issue(1, "Todo"))));
+    match &out[..] {
+        [Action::Dispatch { attempt, .. }] => assert_eq!(*attempt, Some(2)),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
@@ -1044,7 +1087,11 @@ fn state_is_serializable() {
     h.exit(1, WorkerOutcome::Normal);
     let json = serde_json::to_string(&h.s).unwrap();
     let mut back: OrchestratorState = serde_json::from_str(&json).unwrap();
-    // The tracker budget's measurements belong to this process (a restart measures again).
+    // A retry's generation belongs to this process (a restore gives it a new one), and so do
+    // the tracker budget's measurements (a restart measures again).
+    for r in back.retry_attempts.values_mut() {
+        r.seq = h.s.retry_attempts[&r.issue_id].seq;
+    }
     back.poll.gate.pace = h.s.poll.gate.pace.clone();
     assert_eq!(back, h.s);
 }

@@ -600,3 +600,32 @@ fn a_rate_limit_holds_the_between_turn_refresh_and_ends_the_run_for_a_later_cont
     assert_eq!(sent, 0, "no tracker request while the gate holds them");
     d.stop();
 }
+
+#[test]
+fn the_startup_sweep_waits_for_the_first_successful_board_read() {
+    let dir = TempDir::new("late-sweep");
+    let tracker = FakeTracker {
+        active: vec!["Todo".into()],
+        ..FakeTracker::default()
+    };
+    tracker.add(issue(5, "Done"));
+    let ws = dir.join("ws").join("acme__repo-5");
+    fs::create_dir_all(&ws).unwrap();
+    // The first board read fails: a rate limit that lifts one (virtual) second later.
+    let until = UNIX_EPOCH + Duration::from_millis(T0 + 1_000);
+    tracker.board.lock().unwrap().rate_limited_until = Some(until);
+    let runner = FakeRunner {
+        clock: Arc::new(ManualClock::new(T0)),
+        log: Arc::default(),
+        script: Arc::new(|_, _| TurnScript::Hang),
+        tracker: tracker.clone(),
+        release: Arc::default(),
+    };
+    let d = start(&dir, tracker.clone(), runner, "");
+    d.wait_for("the failed first read", |s| s.tracker.last_error.is_some());
+    assert!(ws.exists(), "nothing known to be terminal yet");
+    tracker.board.lock().unwrap().rate_limited_until = None;
+    d.wait_until("the startup sweep after the first good read", || {
+        !ws.exists()
+    });
+}

@@ -366,3 +366,48 @@ fn a_burst_is_served_a_second_apart_and_sustained_demand_is_spaced_to_the_budget
     let served: u64 = sim.fetches.iter().map(|f| f.1).sum();
     assert_eq!(served, 180, "every turn end is served");
 }
+
+/// A batch that costs more than the bucket holds (1,000 turns ended together at startup: 11
+/// points) leaves a debt the next batches wait for, so the hour's fetch spend stays within its
+/// share; the batches after it still come within seconds.
+#[test]
+fn a_costly_batch_is_paid_for_by_the_next_ones() {
+    let mut sim = Sim::new(60_000, 1, Some(5_000));
+    sim.run_until(T0);
+    sim.turn_ended();
+    sim.waiting += 999;
+    sim.run_until(T0 + 1);
+    assert_eq!(
+        sim.fetches,
+        [(T0, 1_000, 0)],
+        "one batch for the burst, 11 points"
+    );
+    // 11 points from a bucket of 19.78: 8.78 left. A second burst a second later (9.11 held)
+    // leaves a debt of 1.89 points, paid at 1,187 an hour (5.7 s) before a point is back (3 s).
+    sim.turn_ended();
+    sim.waiting += 999;
+    sim.run_until(T0 + 1_000);
+    assert_eq!(sim.fetches.len(), 2);
+    sim.turn_ended();
+    let next = next_deadline(&sim.s).unwrap();
+    assert!((T0 + 9_700..=T0 + 9_800).contains(&next), "{}", next - T0);
+    sim.run_until(next);
+    assert_eq!(sim.fetches.len(), 3);
+    // Then 1,000 agents in 10-s turns for the hour (100 turn ends a second; an agent waiting for
+    // its refresh ends no turn): the batches stay within their share (1,187 an hour, plus the
+    // minute's 20 points held at the start and one batch's debt).
+    let mut k = 0;
+    while sim.now < T0 + HOUR {
+        k += 1;
+        sim.run_until(T0 + 10_000 + k * 1_000);
+        if sim.waiting < 1_000 {
+            sim.turn_ended();
+            sim.waiting = (sim.waiting + 99).min(1_000);
+        }
+    }
+    let fetch_points: u64 = sim.points - sim.polls.len() as u64;
+    assert!(
+        fetch_points <= 1_187 + 20 + 11,
+        "{fetch_points} points of batches"
+    );
+}

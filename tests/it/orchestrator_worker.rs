@@ -185,6 +185,7 @@ fn run_case(
         host: baton::host::LocalHost::shared(),
         stale_workspace,
         tracker_held: Arc::new(AtomicBool::new(tracker_held)),
+        resume: None,
     };
     let outcome = run_attempt(&ctx);
     drop(ctx);
@@ -447,6 +448,7 @@ fn a_cancel_ends_a_hanging_between_turn_refresh_at_once() {
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
         tracker_held: Arc::new(AtomicBool::new(false)),
+        resume: None,
     };
     let cancel = ctx.cancel.clone();
     let (done_tx, done) = crossbeam_channel::bounded(1);
@@ -512,6 +514,7 @@ fn a_spawn_without_descriptors_is_a_resource_retry_not_a_failure() {
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
         tracker_held: Arc::new(AtomicBool::new(false)),
+        resume: None,
     };
     let out = run_attempt(&ctx);
     assert!(

@@ -10,7 +10,7 @@ use baton::host::LocalHost;
 use baton::model::Issue;
 use baton::workflow::config::HooksConfig;
 use baton::workspace::hooks::{run_hook, HookEnv, HookError};
-use baton::workspace::{ensure_workspace, remove_workspace, workspace_path};
+use baton::workspace::{ensure_workspace, remove_workspace_on, workspace_path};
 
 fn issue() -> Issue {
     Issue {
@@ -121,7 +121,7 @@ fn a_symlink_escaping_the_root_is_rejected_and_never_followed_on_removal() {
         before_remove: Some("touch ran-before-remove".into()),
         ..hooks()
     };
-    assert!(remove_workspace(&root, &path, &h, &env).unwrap());
+    assert!(remove_workspace_on(&LocalHost, &root, &path, &h, &env).unwrap());
     assert!(
         !path.exists() && fs::symlink_metadata(&path).is_err(),
         "link removed"
@@ -148,7 +148,7 @@ fn paths_that_are_not_a_direct_child_of_the_root_are_refused() {
             "{p:?}"
         );
         assert!(
-            remove_workspace(&root, &p, &hooks(), &env).is_err(),
+            remove_workspace_on(&LocalHost, &root, &p, &hooks(), &env).is_err(),
             "{p:?}"
         );
     }
@@ -168,11 +168,11 @@ fn remove_runs_before_remove_and_ignores_its_failure() {
         )),
         ..hooks()
     };
-    assert!(remove_workspace(&root, &path, &h, &env).unwrap());
+    assert!(remove_workspace_on(&LocalHost, &root, &path, &h, &env).unwrap());
     assert!(!path.exists());
     assert_eq!(fs::read_to_string(&log).unwrap(), "acme__repo-12\n");
     assert!(
-        !remove_workspace(&root, &path, &h, &env).unwrap(),
+        !remove_workspace_on(&LocalHost, &root, &path, &h, &env).unwrap(),
         "missing is fine"
     );
 }

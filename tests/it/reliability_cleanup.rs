@@ -15,7 +15,7 @@ use baton::orchestrator::state::{Millis, OrchestratorState, Policy};
 use baton::orchestrator::{StopReason, WorkerOutcome};
 use baton::workflow::config::HooksConfig;
 use baton::workspace::hooks::HookEnv;
-use baton::workspace::{ensure_workspace, remove_workspace, sweep_tombstones, workspace_path};
+use baton::workspace::{ensure_workspace, remove_workspace_on, sweep_tombstones, workspace_path};
 
 const T0: Millis = 1_700_000_000_000;
 
@@ -208,7 +208,7 @@ fn removal_runs_before_remove_in_place_with_full_env_then_tombstones() {
     let env = HookEnv::for_issue(&i, &path);
     let ws = ensure_workspace(&baton::host::LocalHost, &root, &path, &hooks, &env).unwrap();
     assert!(ws.created_now);
-    assert!(remove_workspace(&root, &path, &hooks, &env).unwrap());
+    assert!(remove_workspace_on(&baton::host::LocalHost, &root, &path, &hooks, &env).unwrap());
     let got = fs::read_to_string(&out).unwrap();
     assert_eq!(
         got.trim(),
@@ -262,7 +262,7 @@ fn a_re_pointed_root_symlink_is_refused_and_nothing_is_deleted() {
     ensure_workspace(&baton::host::LocalHost, &link, &path, &hooks, &env).unwrap();
     fs::remove_file(&link).unwrap();
     std::os::unix::fs::symlink(&b, &link).unwrap();
-    let err = remove_workspace(&link, &path, &hooks, &env).unwrap_err();
+    let err = remove_workspace_on(&baton::host::LocalHost, &link, &path, &hooks, &env).unwrap_err();
     assert!(err.0.contains("now resolves to"), "{err}");
     assert!(a.join("acme__repo-9").is_dir() && b.join("acme__repo-9").is_dir());
 }

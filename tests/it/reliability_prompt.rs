@@ -80,6 +80,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
         tracker_held: Default::default(),
+        resume: None,
     };
     let outcome = run_attempt(&ctx);
     assert_eq!(outcome, WorkerOutcome::Normal);

@@ -557,6 +557,7 @@ fn sandbox_real_claude_turn_completes() {
         workspace: w.ws.clone(),
         workspace_root: w.root.clone(),
         resume_session_id: None,
+        resume_usage: Default::default(),
         host: LocalHost::shared(),
     };
     let mut s = runner.start_session(&ctx).unwrap();

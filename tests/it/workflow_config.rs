@@ -577,12 +577,42 @@ fn split_handles_crlf_and_bom() {
 }
 
 #[test]
-fn state_dir_defaults_under_the_workspace_root_and_expands_like_it() {
+fn state_dir_defaults_to_a_directory_of_its_own_and_expands_like_the_root() {
     let d = TempDir::new("statedir");
     let p = write(&d, "W.md", "---\nworkspace:\n  root: /srv/ws\n---\n");
-    let wf = load_workflow(&p, &env(&[])).unwrap();
-    assert_eq!(wf.config.config.state_dir, PathBuf::from("/srv/ws/.baton"));
-    assert!(wf.config.warnings.is_empty(), "{:?}", wf.config.warnings);
+    let default = |vars: &[(&str, &str)]| {
+        let c = load_workflow(&p, &env(vars)).unwrap().config.config;
+        assert!(c.state_dir_is_default);
+        c.state_dir
+    };
+    // Never under the workspace root: systemd's directory, else one per WORKFLOW.md path.
+    assert_eq!(
+        default(&[("STATE_DIRECTORY", "/var/lib/baton:/var/lib/other")]),
+        PathBuf::from("/var/lib/baton")
+    );
+    let xdg = default(&[("XDG_STATE_HOME", "/home/op/.st")]);
+    assert_eq!(xdg.parent().unwrap(), Path::new("/home/op/.st/baton"));
+    let home = default(&[]);
+    assert_eq!(
+        home.parent().unwrap(),
+        Path::new("/home/op/.local/state/baton")
+    );
+    assert_eq!(
+        xdg.file_name(),
+        home.file_name(),
+        "named after the WORKFLOW.md path"
+    );
+    let other = write(&d, "W2.md", "---\n---\n");
+    let c = load_workflow(&other, &env(&[])).unwrap().config.config;
+    assert_ne!(c.state_dir, home, "another workflow, another directory");
+    let p = write(&d, "W.md", "---\nstate:\n  dir: /x\n---\n");
+    assert!(
+        !load_workflow(&p, &env(&[]))
+            .unwrap()
+            .config
+            .config
+            .state_dir_is_default
+    );
     let cases: &[(&str, PathBuf)] = &[
         ("~/state", PathBuf::from("/home/op/state")),
         ("$STATE_DIRECTORY", PathBuf::from("/var/lib/baton")),
@@ -614,6 +644,21 @@ fn state_dir_defaults_under_the_workspace_root_and_expands_like_it() {
 }
 
 #[test]
+fn a_workspace_root_that_is_not_utf8_is_refused() {
+    use std::os::unix::ffi::OsStringExt;
+    let d = TempDir::new("nonutf8");
+    let p = write(&d, "W.md", "---\nworkspace:\n  root: ~/ws\n---\n");
+    let bad = FakeEnv {
+        home: Some(PathBuf::from(std::ffi::OsString::from_vec(
+            b"/home/\xffop".to_vec(),
+        ))),
+        ..FakeEnv::default()
+    };
+    let err = load_workflow(&p, &bad).unwrap_err().to_string();
+    assert!(err.contains("workspace.root must be a UTF-8 path"), "{err}");
+}
+
+#[test]
 fn sandbox_section_parses_expands_and_names_bad_values() {
     let d = TempDir::new("sandbox");
     let p = write(&d, "W.md", "---\nworkspace:\n  root: /srv/ws\n---\n");
@@ -621,10 +666,7 @@ fn sandbox_section_parses_expands_and_names_bad_values() {
     assert!(!c.sandbox.bubblewrap, "agents run unconfined unless asked");
     assert!(!c.sandbox.no_network);
     // Hidden from agents: the WORKFLOW.md directory and state.dir.
-    assert_eq!(
-        c.sandbox.hidden,
-        vec![d.to_path_buf(), PathBuf::from("/srv/ws/.baton")]
-    );
+    assert_eq!(c.sandbox.hidden, vec![d.to_path_buf(), c.state_dir.clone()]);
 
     let p = write(
         &d,

@@ -116,6 +116,16 @@ impl UsageTracker {
         Self::default()
     }
 
+    /// A tracker for a session that had already reported `tokens` (a resumed one), or a new one.
+    pub fn starting_at(tokens: Option<TokenUsage>) -> Self {
+        UsageTracker {
+            last: tokens.map(|tokens| UsageTotals {
+                tokens,
+                ..UsageTotals::default()
+            }),
+        }
+    }
+
     /// Forget the totals (the session was replaced by a new one).
     pub fn reset(&mut self) {
         self.last = None;

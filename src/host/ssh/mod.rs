@@ -36,7 +36,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::command::{output_within, status_within};
-use super::{BeforeRemove, Host, Process, ProcessSpec, Removal, Workspace, WorkspaceError};
+use super::WorkspaceError;
+use super::{BeforeRemove, Host, OrphanOutcome, Process, ProcessSpec, Removal, Workspace};
 use crate::workflow::config::WorkerConfig;
 
 pub use probe::probe_host;
@@ -420,6 +421,14 @@ impl Host for SshHost {
 
     fn probe(&self) -> Result<(), String> {
         self.check_reachable()
+    }
+
+    /// The orphan check run on this host (never a local signal: the pgid is this host's).
+    fn stop_orphan(&self, pgid: u32, leader_start: u64) -> Result<OrphanOutcome, String> {
+        crate::host::orphan::stop_with(pgid, leader_start, |args| {
+            let rest: Vec<&OsStr> = args[2..].iter().map(OsStr::new).collect();
+            self.sh(args[0], &rest)
+        })
     }
 }
 

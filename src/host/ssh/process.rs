@@ -19,14 +19,14 @@ use crate::host::{Process, ProcessSpec, StdoutItem};
 /// The remote wrapper (`sh -c WRAPPER baton-run <shell> -lc <script> <args…>`):
 /// 1. keeps the connection's stdin on fd 3 and starts the program with `setsid` in a new session
 ///    (so a new process group) with stdin `/dev/null`; the program's first line is
-///    `BATON_PGID <pgid>`;
+///    `BATON_PGID <pgid> <leader start time>` (the time empty where `/proc` is missing);
 /// 2. starts a watcher (its own session) that blocks reading the connection's stdin: EOF means
 ///    Baton, its `ssh` client, the master or `sshd` is gone, and the watcher stops the group
 ///    (TERM, grace, KILL);
 /// 3. waits for the program, kills whatever is left in its group and the watcher, and exits with
 ///    the program's status.
 pub(crate) const WRAPPER: &str = r#"exec 3<&0 </dev/null
-setsid sh -c 'echo "BATON_PGID $$"; exec "$@"' baton-agent "$@" &
+setsid sh -c 'echo "BATON_PGID $$ $(cut -d" " -f22 /proc/$$/stat 2>/dev/null)"; exec "$@"' baton-agent "$@" &
 c=$!
 setsid sh -c 'cat >/dev/null; kill -TERM -"$1" 2>/dev/null || exit 0; sleep 3; kill -KILL -"$1" 2>/dev/null' baton-watch "$c" <&3 >/dev/null 2>&1 &
 w=$!
@@ -45,6 +45,7 @@ const CHANNEL_CAPACITY: usize = 16;
 pub(crate) struct SshProcess {
     client: LocalProcess,
     pgid: u32,
+    start_time: Option<u64>,
     host: SshHost,
     lines: Receiver<StdoutItem>,
     /// This process's place on one of the host's connections.
@@ -101,7 +102,7 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
         let mut cmd = host.command(&line, &session);
         cmd.stdin(Stdio::piped());
         let client = supervisor::spawn_command(cmd, spec, None)?;
-        let (pgid_tx, pgid_rx) = bounded::<u32>(1);
+        let (pgid_tx, pgid_rx) = bounded::<(u32, Option<u64>)>(1);
         let (tx, lines) = bounded(CHANNEL_CAPACITY);
         let from = client.lines().clone();
         thread::Builder::new()
@@ -111,13 +112,14 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
             recv(pgid_rx) -> p => p.ok(),
             recv(after(host.start_timeout())) -> _ => None,
         };
-        if let Some(pgid) = pgid {
+        if let Some((pgid, start_time)) = pgid {
             if session_refused(&client.stderr_bytes()) {
                 host.refused(&session); // the client fell back to a connection of its own
             }
             return Ok(SshProcess {
                 client,
                 pgid,
+                start_time,
                 host: host.clone(),
                 lines,
                 _session: session,
@@ -142,7 +144,11 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
 }
 
 /// Take the `BATON_PGID <n>` line off the front of the stream, then forward everything.
-fn forward(from: Receiver<StdoutItem>, pgid_tx: Sender<u32>, tx: Sender<StdoutItem>) {
+fn forward(
+    from: Receiver<StdoutItem>,
+    pgid_tx: Sender<(u32, Option<u64>)>,
+    tx: Sender<StdoutItem>,
+) {
     let mut head: Vec<u8> = Vec::new();
     for item in from.iter() {
         let (rest, chunked) = match item {
@@ -201,8 +207,8 @@ enum PgidLine {
     NotYet,
     /// The first line is not the wrapper's.
     NotOurs,
-    /// The remote process group, and the bytes after its line.
-    Found(u32, Vec<u8>),
+    /// The remote process group with its leader's start time, and the bytes after its line.
+    Found((u32, Option<u64>), Vec<u8>),
 }
 
 /// Read the wrapper's `BATON_PGID <n>` first line off `head`.
@@ -215,13 +221,13 @@ fn pgid_line(head: &mut Vec<u8>) -> PgidLine {
         };
     };
     let first = String::from_utf8_lossy(&head[..nl]).into_owned();
-    match first
-        .strip_prefix("BATON_PGID ")
-        .and_then(|n| n.trim().parse::<u32>().ok())
-        .filter(|n| *n > 1)
-    {
-        Some(pgid) => PgidLine::Found(pgid, head.split_off(nl + 1)),
-        None => PgidLine::NotOurs,
+    let mut words = first.strip_prefix("BATON_PGID ").unwrap_or("").split(' ');
+    match words.next().and_then(|n| n.parse::<u32>().ok()) {
+        Some(pgid) if pgid > 1 => {
+            let start = words.next().and_then(|t| t.trim().parse().ok());
+            PgidLine::Found((pgid, start), head.split_off(nl + 1))
+        }
+        _ => PgidLine::NotOurs,
     }
 }
 
@@ -268,6 +274,10 @@ impl Process for SshProcess {
 
     fn stderr_done(&self) -> &Receiver<()> {
         self.client.stderr_done()
+    }
+
+    fn start_time(&self) -> Option<u64> {
+        self.start_time
     }
 
     /// TERM, grace, KILL on the remote group; then verify with `kill -0` that the group is gone
@@ -343,6 +353,11 @@ mod tests {
         let mut lines = text.lines();
         let first = lines.next().unwrap();
         assert!(first.starts_with("BATON_PGID "), "{text}");
+        let mut head = format!("{first}\n").into_bytes();
+        let PgidLine::Found((pgid, start), _) = pgid_line(&mut head) else {
+            panic!("{text}");
+        };
+        assert!(pgid > 1 && start.is_some_and(|t| t > 0), "{first}");
         assert_eq!(lines.next(), Some("hi"));
         assert_eq!(status.code(), Some(3));
     }

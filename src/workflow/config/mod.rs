@@ -144,9 +144,13 @@ pub struct ServiceConfig {
     pub gemini: GeminiConfig,
     /// `server.*`.
     pub server: ServerConfig,
-    /// `state.dir`, absolute: `state.json` and the instance `lock` (default
-    /// `<workspace.root>/.baton`).
+    /// `state.dir`, absolute: Baton's own directory for `state.json` (default
+    /// `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/baton/<hash>` or `~/.local/state/baton/<hash>`,
+    /// `<hash>` naming the WORKFLOW.md path).
     pub state_dir: PathBuf,
+    /// `state.dir` was not set (a state file at the old default `<workspace.root>/.baton` is
+    /// then moved over once).
+    pub state_dir_is_default: bool,
     /// `worker.*` (SSH worker hosts).
     pub worker: WorkerConfig,
     /// `sandbox.*` (agents confined with bubblewrap).
@@ -289,13 +293,15 @@ pub struct ParsedConfig {
 
 /// Parse the front matter map into a typed config.
 ///
-/// `workflow_dir` is the directory holding WORKFLOW.md (for a relative `workspace.root`).
+/// `workflow` is the WORKFLOW.md path (its directory resolves a relative `workspace.root`; the
+/// default `state.dir` is named after it).
 /// `tracker.*` is parsed by the tracker kind's module, the agent sections by [`agents`].
 pub(crate) fn parse_config(
     front_matter: &Mapping,
-    workflow_dir: &Path,
+    workflow: &Path,
     env: &dyn ConfigEnv,
 ) -> Result<ParsedConfig, ConfigError> {
+    let workflow_dir = workflow.parent().unwrap_or(Path::new("/"));
     let section = |name| Section::new(front_matter, name);
     let (tracker, polling, workspace) = (
         section("tracker")?,
@@ -347,7 +353,7 @@ pub(crate) fn parse_config(
     let codex = CodexConfig::parse(&codex, env)?;
     let gemini = GeminiConfig::parse(&gemini, env)?;
     let server = parse_server(&server, env)?;
-    let state_dir = parse_state_dir(&state, &workspace_root, workflow_dir, env)?;
+    let (state_dir, state_dir_is_default) = parse_state_dir(&state, workflow, env)?;
     let worker = WorkerConfig::parse(&worker)?;
     let mut sandbox = sandbox::parse(&sandbox, workflow_dir, env)?;
     sandbox.hidden = vec![workflow_dir.to_path_buf(), state_dir.clone()];
@@ -364,6 +370,7 @@ pub(crate) fn parse_config(
             gemini,
             server,
             state_dir,
+            state_dir_is_default,
             worker,
             sandbox,
         },
@@ -377,34 +384,53 @@ fn parse_workspace_root(
     workflow_dir: &Path,
     env: &dyn ConfigEnv,
 ) -> Result<PathBuf, ConfigError> {
-    match workspace.raw("root") {
-        None | Some(Value::Null) => Ok(std::env::temp_dir().join("baton_workspaces")),
+    let root = match workspace.raw("root") {
+        None | Some(Value::Null) => std::env::temp_dir().join("baton_workspaces"),
         Some(Value::String(s)) => resolve_path(s, workflow_dir, env).ok_or_else(|| {
             let got = format!("{s:?}");
             workspace.invalid("root", "a path (or $VAR naming a set variable)", &got)
-        }),
-        Some(other) => Err(workspace.invalid("root", "a path string", &describe(other))),
+        })?,
+        Some(other) => return Err(workspace.invalid("root", "a path string", &describe(other))),
+    };
+    // Workspace paths are recorded in state.json (JSON strings).
+    match root.to_str() {
+        Some(_) => Ok(root),
+        None => Err(workspace.invalid("root", "a UTF-8 path", &format!("{root:?}"))),
     }
 }
 
-/// `state.dir`: expanded like `workspace.root`; default `<workspace.root>/.baton`.
+/// `state.dir`, expanded like `workspace.root`, and whether it is the default: `$STATE_DIRECTORY`
+/// (systemd), else `<base>/<hash of the WORKFLOW.md path>` with base `$XDG_STATE_HOME/baton`,
+/// `~/.local/state/baton`, or (neither known) `.baton-state` next to WORKFLOW.md.
 fn parse_state_dir(
     state: &Section<'_>,
-    workspace_root: &Path,
-    workflow_dir: &Path,
+    workflow: &Path,
     env: &dyn ConfigEnv,
-) -> Result<PathBuf, ConfigError> {
+) -> Result<(PathBuf, bool), ConfigError> {
+    let workflow_dir = workflow.parent().unwrap_or(Path::new("/"));
+    let invalid = |what, got: &str| state.invalid("dir", what, &format!("{got:?}"));
     match state.raw("dir") {
-        None | Some(Value::Null) => Ok(workspace_root.join(".baton")),
+        None | Some(Value::Null) => {
+            let set = |k| env.var(k).filter(|v| v.starts_with('/'));
+            if let Some(d) = set("STATE_DIRECTORY") {
+                let first = d.split(':').next().unwrap_or_default();
+                return Ok((normalize_lexically(Path::new(first)), true));
+            }
+            let base = match (set("XDG_STATE_HOME"), env.home()) {
+                (Some(x), _) => PathBuf::from(x).join("baton"),
+                (None, Some(h)) => h.join(".local/state/baton"),
+                (None, None) => workflow_dir.join(".baton-state"),
+            };
+            let hash = crate::workflow::loader::fnv1a64(workflow.as_os_str().as_encoded_bytes());
+            Ok((
+                normalize_lexically(&base.join(format!("{hash:016x}"))),
+                true,
+            ))
+        }
         Some(Value::String(s)) if !s.trim().is_empty() => resolve_path(s, workflow_dir, env)
-            .ok_or_else(|| {
-                state.invalid(
-                    "dir",
-                    "a path (or $VAR naming a set variable)",
-                    &format!("{s:?}"),
-                )
-            }),
-        Some(Value::String(s)) => Err(state.invalid("dir", "a non-empty path", &format!("{s:?}"))),
+            .map(|p| (p, false))
+            .ok_or_else(|| invalid("a path (or $VAR naming a set variable)", s)),
+        Some(Value::String(s)) => Err(invalid("a non-empty path", s)),
         Some(other) => Err(state.invalid("dir", "a path string", &describe(other))),
     }
 }

@@ -7,6 +7,8 @@ use super::ConfigError;
 pub const DEFAULT_SSH_COMMAND_TIMEOUT_MS: u64 = 30_000;
 /// Default of `worker.ssh_sessions_per_connection`: sshd's default `MaxSessions`.
 pub const DEFAULT_SSH_SESSIONS_PER_CONNECTION: u32 = 10;
+/// Default of `worker.orphan_grace_ms` (10 minutes).
+pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 600_000;
 
 /// `worker.*`.
 #[derive(Debug, Clone, PartialEq)]
@@ -16,6 +18,9 @@ pub struct WorkerConfig {
     pub ssh_hosts: Vec<String>,
     /// `worker.max_concurrent_agents_per_host`: a cap shared by every SSH host.
     pub max_concurrent_agents_per_host: Option<u32>,
+    /// `worker.orphan_grace_ms`: after a restart, how long an issue whose previous agent could not
+    /// be checked (its host did not answer) waits before it may run on another host.
+    pub orphan_grace_ms: u64,
     /// `worker.ssh_command_timeout_ms`: the deadline of every short remote command (workspace
     /// scripts, probes, signals, master start) and of a remote start; a host whose commands time
     /// out is marked down like an unreachable one.
@@ -30,6 +35,7 @@ impl Default for WorkerConfig {
         WorkerConfig {
             ssh_hosts: Vec::new(),
             max_concurrent_agents_per_host: None,
+            orphan_grace_ms: DEFAULT_ORPHAN_GRACE_MS,
             ssh_command_timeout_ms: DEFAULT_SSH_COMMAND_TIMEOUT_MS,
             ssh_sessions_per_connection: DEFAULT_SSH_SESSIONS_PER_CONNECTION,
         }
@@ -40,6 +46,7 @@ impl Default for WorkerConfig {
 pub(crate) const KEYS: &[&str] = &[
     "ssh_hosts",
     "max_concurrent_agents_per_host",
+    "orphan_grace_ms",
     "ssh_command_timeout_ms",
     "ssh_sessions_per_connection",
 ];
@@ -70,6 +77,9 @@ impl WorkerConfig {
             ssh_hosts,
             max_concurrent_agents_per_host: worker
                 .positive_u32("max_concurrent_agents_per_host")?,
+            orphan_grace_ms: worker
+                .positive("orphan_grace_ms")?
+                .unwrap_or(DEFAULT_ORPHAN_GRACE_MS),
             ssh_command_timeout_ms: worker
                 .positive("ssh_command_timeout_ms")?
                 .unwrap_or(DEFAULT_SSH_COMMAND_TIMEOUT_MS),
@@ -82,7 +92,7 @@ impl WorkerConfig {
 
 /// Why `h` is not usable as an `ssh` destination argument (`None`: fine). A leading `-` would be
 /// read as an option; whitespace and control characters never belong in a destination.
-fn bad_destination(h: &str) -> Option<&'static str> {
+pub(crate) fn bad_destination(h: &str) -> Option<&'static str> {
     if h.is_empty() {
         Some("not empty")
     } else if h.starts_with('-') {
@@ -114,9 +124,11 @@ mod tests {
     #[test]
     fn parses_hosts_and_cap() {
         let w = parse(
-            "worker: {ssh_hosts: [build-1, 'baton@10.0.0.5', 'ssh://h:2222'], max_concurrent_agents_per_host: 4, ssh_command_timeout_ms: 5000, ssh_sessions_per_connection: 4}",
+            "worker: {ssh_hosts: [build-1, 'baton@10.0.0.5', 'ssh://h:2222'], max_concurrent_agents_per_host: 4, ssh_command_timeout_ms: 5000, ssh_sessions_per_connection: 4, orphan_grace_ms: 5000}",
         )
         .unwrap();
+        assert_eq!(w.orphan_grace_ms, 5_000);
+        assert_eq!(parse("{}").unwrap().orphan_grace_ms, 600_000);
         assert_eq!(w.ssh_hosts, ["build-1", "baton@10.0.0.5", "ssh://h:2222"]);
         assert_eq!(w.max_concurrent_agents_per_host, Some(4));
         assert_eq!(w.ssh_command_timeout_ms, 5000);
@@ -139,6 +151,7 @@ mod tests {
             ("worker: {ssh_hosts: build-1}", "ssh_hosts"),
             ("worker: {max_concurrent_agents_per_host: 0}", "0"),
             ("worker: {max_concurrent_agents_per_host: -2}", "-2"),
+            ("worker: {orphan_grace_ms: 0}", "orphan_grace_ms"),
             (
                 "worker: {ssh_command_timeout_ms: 0}",
                 "ssh_command_timeout_ms",

@@ -76,6 +76,7 @@ fn run_with(
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
         tracker_held: Arc::new(AtomicBool::new(false)),
+        resume: None,
     };
     run_attempt(&ctx)
 }

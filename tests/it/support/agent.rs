@@ -60,6 +60,7 @@ impl Sandbox {
             workspace: self.ws.clone(),
             workspace_root: self.root.clone(),
             resume_session_id: resume.map(str::to_owned),
+            resume_usage: Default::default(),
             host: baton::host::LocalHost::shared(),
         }
     }

@@ -79,6 +79,8 @@ pub fn baton_command(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> C
         .env_remove("GITHUB_TOKEN")
         .env_remove("RUST_LOG")
         .env_remove("JOURNAL_STREAM")
+        .env_remove("STATE_DIRECTORY")
+        .env_remove("XDG_STATE_HOME")
         .env("HOME", home)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

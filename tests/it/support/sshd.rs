@@ -104,6 +104,19 @@ impl Sshd {
     /// environment (sshd `SetEnv`), e.g. a per-host marker; `config` lines come first (sshd keeps
     /// the first value of a keyword), e.g. `MaxSessions 10` for a stock server.
     pub fn start(dir: &Path, client: &SshClient, set_env: &[(&str, &str)], config: &str) -> Sshd {
+        Sshd::start_in(dir, client, set_env, config, false)
+    }
+
+    /// [`Sshd::start`]; with `pid_namespace` the server runs in a PID namespace of its own
+    /// (`unshare`), so its sessions' pids and process groups are not this machine's: another
+    /// host, as far as process ids go. Killing it ends every process in the namespace.
+    pub fn start_in(
+        dir: &Path,
+        client: &SshClient,
+        set_env: &[(&str, &str)],
+        config: &str,
+        pid_namespace: bool,
+    ) -> Sshd {
         fs::create_dir_all(dir).unwrap();
         let _ = fs::create_dir_all("/run/sshd");
         let host_key = dir.join("host_ed25519");
@@ -128,7 +141,15 @@ impl Sshd {
         let cfg_path = dir.join("sshd_config");
         fs::write(&cfg_path, cfg).unwrap();
         let log = fs::File::create(dir.join("sshd.log")).unwrap();
-        let child = Command::new(sshd_bin())
+        let mut cmd = if pid_namespace {
+            let mut c = Command::new("unshare");
+            c.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+                .arg(sshd_bin());
+            c
+        } else {
+            Command::new(sshd_bin())
+        };
+        let child = cmd
             .arg("-D")
             .arg("-e")
             .arg("-f")
@@ -304,6 +325,18 @@ impl Lab {
 
     /// [`Lab::start`] with `config` lines first in every server's `sshd_config`.
     pub fn start_with(tag: &str, n: usize, extra_env: &[(&str, &str)], config: &str) -> Lab {
+        Lab::start_in(tag, n, extra_env, config, false)
+    }
+
+    /// [`Lab::start_with`], each server in a PID namespace of its own when `pid_namespace` (see
+    /// [`Sshd::start_in`]).
+    pub fn start_in(
+        tag: &str,
+        n: usize,
+        extra_env: &[(&str, &str)],
+        config: &str,
+        pid_namespace: bool,
+    ) -> Lab {
         let tmp = TempDir::new(tag);
         let client = SshClient::new(&tmp.join("client"));
         fs::create_dir_all(tmp.join("ctl")).unwrap();
@@ -321,7 +354,8 @@ impl Lab {
                 env.push(("HOME", home.as_str()));
             }
             env.extend_from_slice(extra_env);
-            let s = Sshd::start(&tmp.join(format!("sshd-{alias}")), &client, &env, config);
+            let dir = tmp.join(format!("sshd-{alias}"));
+            let s = Sshd::start_in(&dir, &client, &env, config, pid_namespace);
             client.add_host(&alias, s.port, Some(&s.host_pub));
             servers.push(s);
         }

@@ -1,0 +1,558 @@
+//! Durable state, the core's side (pure). `state.json` is a serde view of the engine state
+//! ([`to_json`]): the running entries with their durable facts, the retry queue, parked issues,
+//! run counts, spend, totals and unresolved orphans. [`parse`] reads it back entry by entry (a bad
+//! entry is dropped alone; schema 1 is upgraded once) and [`restore`] turns it into a fresh engine
+//! state plus the startup actions: every interrupted run becomes a continuation that resumes its
+//! session once its old agent group is known to be stopped (`Action::StopOrphan`).
+//!
+//! Times are engine times, which in the daemon are Unix-epoch milliseconds (the runtime's
+//! `SystemClock`), so a due time written before a restart means the same moment after it.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use log::warn;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::agent::TokenUsage;
+use crate::workspace::{workspace_key, workspace_path};
+
+use super::engine::Action;
+use super::state::{
+    BlockedEntry, IssueSpend, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume,
+    RetryEntry, RetryKind, RunningEntry, Totals,
+};
+
+/// The `state.json` version this build writes and the newest it reads (1 is upgraded).
+pub const VERSION: u64 = 2;
+/// Error text of the retry that resumes an interrupted run.
+pub const INTERRUPTED: &str = "interrupted: the previous Baton process stopped while the agent ran";
+/// Most entries read per map; the rest of a bigger (hostile) file is dropped with a warning.
+const MAX_ENTRIES: usize = 10_000;
+
+/// What `state.json` holds: borrowed from the engine state, nothing copied.
+#[derive(Serialize)]
+struct View<'a> {
+    version: u64,
+    running: &'a BTreeMap<String, RunningEntry>,
+    retry_attempts: &'a BTreeMap<String, RetryEntry>,
+    blocked: &'a BTreeMap<String, BlockedEntry>,
+    runs_since_active: &'a BTreeMap<String, u32>,
+    spend: &'a BTreeMap<String, IssueSpend>,
+    agent_totals: &'a Totals,
+    orphans: &'a BTreeMap<String, Orphan>,
+}
+
+/// The `state.json` bytes of `s`.
+pub fn to_json(s: &OrchestratorState) -> Result<Vec<u8>, String> {
+    serde_json::to_vec(&View {
+        version: VERSION,
+        running: &s.running,
+        retry_attempts: &s.retry_attempts,
+        blocked: &s.blocked,
+        runs_since_active: &s.runs_since_active,
+        spend: &s.spend,
+        agent_totals: &s.agent_totals,
+        orphans: &s.orphans,
+    })
+    .map_err(|e| format!("serialize state: {e}"))
+}
+
+/// Why a whole file cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseError {
+    /// Written by a newer Baton: leave it alone.
+    Newer(u64),
+    /// Not a state document at all: move it aside.
+    Corrupt(String),
+}
+
+/// Read a `state.json` into the durable part of an engine state. Every entry is read and checked
+/// on its own: one that fails is dropped with `event=state_entry_dropped` naming the issue and
+/// the field, the rest is kept.
+pub fn parse(bytes: &[u8]) -> Result<OrchestratorState, ParseError> {
+    let corrupt = |e: String| ParseError::Corrupt(e);
+    let mut doc: Map<String, Value> =
+        serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let version = ["version", "schema_version"]
+        .iter()
+        .find_map(|k| doc.get(*k).and_then(Value::as_u64));
+    let mut s = OrchestratorState::default();
+    match version {
+        Some(VERSION) => {
+            s.running = entries(&mut doc, "running");
+            s.retry_attempts = entries(&mut doc, "retry_attempts");
+            s.blocked = entries(&mut doc, "blocked");
+            s.runs_since_active = entries(&mut doc, "runs_since_active");
+            s.spend = entries(&mut doc, "spend");
+            s.orphans = entries(&mut doc, "orphans");
+            s.agent_totals = doc
+                .remove("agent_totals")
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or_default();
+        }
+        Some(1) => upgrade_v1(doc.remove("issues"), &mut s),
+        Some(v) if v > VERSION => return Err(ParseError::Newer(v)),
+        _ => return Err(corrupt("no known version".into())),
+    }
+    Ok(s)
+}
+
+/// An entry of one of the maps, checked (and made safe) after it was read.
+trait Entry: DeserializeOwned {
+    /// `Err(field)` when the entry must be dropped.
+    fn check(&mut self, _id: &str) -> Result<(), &'static str> {
+        Ok(())
+    }
+}
+
+/// The entries of map `key`, each read and checked on its own.
+fn entries<T: Entry>(doc: &mut Map<String, Value>, key: &str) -> BTreeMap<String, T> {
+    let Some(Value::Object(map)) = doc.remove(key) else {
+        return BTreeMap::new();
+    };
+    if map.len() > MAX_ENTRIES {
+        warn!(
+            "event=state_entry_dropped map={key} entries={} kept={MAX_ENTRIES}; the file is larger than any Baton writes",
+            map.len()
+        );
+    }
+    let mut out = BTreeMap::new();
+    for (id, v) in map.into_iter().take(MAX_ENTRIES) {
+        if let Some(t) = entry(key, &id, v) {
+            out.insert(id, t);
+        }
+    }
+    out
+}
+
+fn entry<T: Entry>(map: &str, id: &str, v: Value) -> Option<T> {
+    let read = match serde_json::from_value::<T>(v.clone()) {
+        Ok(mut t) if text_ok(id) => t.check(id).map(|()| t).map_err(str::to_string),
+        Ok(_) => Err("issue id".to_string()),
+        Err(e) => Err(format!("{} ({e})", bad_field::<T>(&v))),
+    };
+    match read {
+        Ok(t) => Some(t),
+        Err(field) => {
+            let id: String = id.chars().take(100).collect();
+            warn!("event=state_entry_dropped map={map} issue_id={id:?} field={field}");
+            None
+        }
+    }
+}
+
+/// The field whose removal makes `v` readable as a `T` (serde's own errors do not name it).
+fn bad_field<T: DeserializeOwned>(v: &Value) -> String {
+    let Value::Object(m) = v else {
+        return "(not an object)".into();
+    };
+    let found = m.keys().find(|k| {
+        let mut rest = m.clone();
+        rest.remove(*k);
+        serde_json::from_value::<T>(Value::Object(rest)).is_ok()
+    });
+    found.cloned().unwrap_or_else(|| "?".into())
+}
+
+/// Ids and identifiers: non-empty, bounded, no control characters.
+fn text_ok(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control)
+}
+
+/// A recorded workspace: empty (unknown), or an absolute path without `..` whose last part is
+/// the issue's workspace key, so a file can never point a removal elsewhere.
+fn path_ok(p: &Path, identifier: &str) -> bool {
+    p.as_os_str().is_empty()
+        || (p.is_absolute()
+            && !p.components().any(|c| c == Component::ParentDir)
+            && p.file_name().and_then(|n| n.to_str()) == Some(&workspace_key(identifier)))
+}
+
+fn host_ok(h: &Option<String>) -> Result<(), &'static str> {
+    match h {
+        Some(h) if crate::workflow::config::worker::bad_destination(h).is_some() => Err("host"),
+        _ => Ok(()),
+    }
+}
+
+/// An agent session id Baton may pass to a CLI: 1–128 of `[A-Za-z0-9._-]`, not starting with
+/// `-` (never read as a flag).
+pub fn session_ok(s: &str) -> bool {
+    (1..=128).contains(&s.len())
+        && !s.starts_with('-')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Keep a session only when it is well formed (the run itself stays).
+fn keep_session(id: &str, field: &str, s: &mut Option<String>) {
+    if s.as_deref().is_some_and(|v| !session_ok(v)) {
+        warn!("event=state_entry_dropped issue_id={id:?} field={field}; not resumed");
+        *s = None;
+    }
+}
+
+impl Entry for RunningEntry {
+    fn check(&mut self, id: &str) -> Result<(), &'static str> {
+        self.issue.id = id.to_string();
+        let ident = &self.issue.identifier;
+        text_ok(ident).then_some(()).ok_or("issue.identifier")?;
+        path_ok(&self.workspace_path, ident)
+            .then_some(())
+            .ok_or("workspace_path")?;
+        host_ok(&self.host)?;
+        keep_session(id, "agent_session", &mut self.agent_session);
+        self.agent_pid = self.agent_pid.filter(|p| (2..=i32::MAX as u32).contains(p));
+        self.cost_usd = self
+            .cost_usd
+            .map(|c| c.clamp(0.0, super::budget::MAX_COST_USD));
+        Ok(())
+    }
+}
+
+impl Entry for RetryEntry {
+    fn check(&mut self, id: &str) -> Result<(), &'static str> {
+        self.issue_id = id.to_string();
+        text_ok(&self.identifier)
+            .then_some(())
+            .ok_or("identifier")?;
+        path_ok(&self.workspace_path, &self.identifier)
+            .then_some(())
+            .ok_or("workspace_path")?;
+        host_ok(&self.host)?;
+        if let Some(r) = &mut self.resume {
+            let mut s = Some(std::mem::take(&mut r.session));
+            keep_session(id, "resume.session", &mut s);
+            match s {
+                Some(s) => r.session = s,
+                None => self.resume = None,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Entry for BlockedEntry {
+    fn check(&mut self, id: &str) -> Result<(), &'static str> {
+        self.issue_id = id.to_string();
+        text_ok(&self.identifier)
+            .then_some(())
+            .ok_or("identifier")?;
+        path_ok(&self.workspace_path, &self.identifier)
+            .then_some(())
+            .ok_or("workspace_path")
+    }
+}
+
+impl Entry for Orphan {
+    fn check(&mut self, _: &str) -> Result<(), &'static str> {
+        text_ok(&self.identifier)
+            .then_some(())
+            .ok_or("identifier")?;
+        (self.pgid > 1).then_some(()).ok_or("pgid")?;
+        host_ok(&self.host)
+    }
+}
+
+impl Entry for IssueSpend {}
+impl Entry for u32 {}
+
+/// Put a stored state into a fresh engine state with `policy` at `now`: retries keep their due
+/// times (a past one is due now), parked issues, counts, spend and totals come back; a run that
+/// was running becomes a continuation due at once that keeps its attempt (an interruption is not
+/// a failure) and resumes its session. Its old agent group becomes an orphan that holds the issue
+/// until its host says it is stopped (or `worker.orphan_grace_ms` passes): the returned
+/// `StopOrphan` actions ask each host (never another one) to stop its own groups.
+pub fn restore(
+    stored: OrchestratorState,
+    policy: Policy,
+    now: Millis,
+) -> (OrchestratorState, Vec<Action>) {
+    let mut s = OrchestratorState::new(policy, now);
+    let give_up_at = now.saturating_add(s.policy.orphan_grace_ms);
+    s.runs_since_active = stored.runs_since_active;
+    s.spend = stored.spend;
+    s.agent_totals = stored.agent_totals;
+    s.orphans = stored.orphans;
+    for (id, e) in stored.running {
+        let ident = e.issue.identifier.clone();
+        if let Some(pgid) = e.agent_pid {
+            let leader_start = e.leader_start.unwrap_or(0);
+            let (identifier, host) = (ident.clone(), e.host.clone());
+            s.orphans.insert(
+                id.clone(),
+                Orphan {
+                    identifier,
+                    host,
+                    pgid,
+                    leader_start,
+                    give_up_at,
+                    checking: false,
+                },
+            );
+        }
+        // Its re-dispatch counts the run again.
+        if let Some(n) = s.runs_since_active.get_mut(&id) {
+            *n = n.saturating_sub(1);
+        }
+        let path = known_path(&s, e.workspace_path, &ident);
+        let attempt = e.attempt.unwrap_or(1).max(1);
+        let r = s.queue_retry(&id, &ident, RetryKind::Continuation, attempt, now, path);
+        r.url = e.issue.url;
+        r.error = Some(INTERRUPTED.to_string());
+        r.host = e.host;
+        r.resume = e.agent_session.map(|session| Resume {
+            agent: e.agent,
+            session,
+            tokens: e.tokens,
+            cost_usd: e.cost_usd,
+        });
+    }
+    for (id, b) in stored.blocked {
+        if !s.claimed.contains(&id) {
+            s.blocked.insert(id, b);
+        }
+    }
+    for (id, r) in stored.retry_attempts {
+        if s.claimed.contains(&id) || s.blocked.contains_key(&id) {
+            continue;
+        }
+        let path = known_path(&s, r.workspace_path, &r.identifier);
+        let q = s.queue_retry(&id, &r.identifier, r.kind, r.attempt, r.due_at, path);
+        (q.url, q.error, q.host, q.resume) = (r.url, r.error, r.host, r.resume);
+    }
+    let mut actions = Vec::new();
+    for (id, o) in s.orphans.iter_mut() {
+        // A host no longer configured is never contacted: the issue waits out the grace.
+        if o.host
+            .as_ref()
+            .is_none_or(|h| s.policy.ssh_hosts.contains(h))
+        {
+            o.checking = true;
+            actions.push(Action::StopOrphan {
+                issue_id: id.clone(),
+                host: o.host.clone(),
+                pgid: o.pgid,
+                leader_start: o.leader_start,
+            });
+        }
+    }
+    (s, actions)
+}
+
+/// The recorded workspace, or the one the current root gives (a file that did not record it).
+fn known_path(s: &OrchestratorState, p: PathBuf, identifier: &str) -> PathBuf {
+    if p.as_os_str().is_empty() {
+        workspace_path(&s.policy.workspace_root, identifier)
+    } else {
+        p
+    }
+}
+
+/// `key=value` fields of the startup summary (`event=state_recovered`).
+pub fn summary(s: &OrchestratorState) -> String {
+    let resumed = s.retry_attempts.values().filter(|r| r.resume.is_some());
+    format!(
+        "restored_retries={} parked_issues={} resumed_sessions={} orphans={}",
+        s.retry_attempts.len(),
+        s.blocked.len(),
+        resumed.count(),
+        s.orphans.len()
+    )
+}
+
+/// `baton check`'s summary of a stored state: `issues= retries= parked= running= sessions=`.
+pub fn check_summary(s: &OrchestratorState) -> String {
+    let mut ids: Vec<&String> = s.running.keys().collect();
+    ids.extend(s.retry_attempts.keys());
+    ids.extend(s.blocked.keys());
+    ids.extend(s.runs_since_active.keys());
+    ids.extend(s.spend.keys());
+    ids.sort();
+    ids.dedup();
+    let sessions = s
+        .running
+        .values()
+        .filter(|e| e.agent_session.is_some())
+        .count()
+        + s.retry_attempts
+            .values()
+            .filter(|r| r.resume.is_some())
+            .count();
+    format!(
+        "issues={} retries={} parked={} running={} sessions={sessions}",
+        ids.len(),
+        s.retry_attempts.len(),
+        s.blocked.len(),
+        s.running.len()
+    )
+}
+
+/// One issue of a schema-1 file (Baton before "one state"), read once and upgraded.
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct V1Issue {
+    id: String,
+    identifier: String,
+    attempt: u32,
+    runs: u32,
+    retry: Option<V1Retry>,
+    parked: Option<V1Parked>,
+    totals: V1Totals,
+    agent: Option<String>,
+    session_id: Option<String>,
+    workspace: Option<PathBuf>,
+    host: Option<String>,
+    running: Option<V1Run>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct V1Retry {
+    due_at: u64,
+    attempt: u32,
+    error: Option<String>,
+    kind: RetryKind,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct V1Parked {
+    reason: String,
+    state: String,
+    fingerprint: String,
+    since: u64,
+    kind: Option<ParkKind>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct V1Totals {
+    input_tokens: u64,
+    output_tokens: u64,
+    cache_read_tokens: u64,
+    cache_creation_tokens: u64,
+    cost_usd: Option<f64>,
+    turns: u32,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct V1Run {
+    pgid: u32,
+    leader_start_time: u64,
+    started_at: u64,
+    agent: String,
+    session_id: Option<String>,
+}
+
+/// Schema 1 → the engine's maps; every upgraded entry then goes through the same checks as a
+/// current one. A remote run's recorded start time was read on this machine, so it is dropped
+/// (its group is then never signalled, only checked for being gone).
+fn upgrade_v1(issues: Option<Value>, s: &mut OrchestratorState) {
+    let Some(Value::Array(issues)) = issues else {
+        return;
+    };
+    for v in issues.into_iter().take(MAX_ENTRIES) {
+        match serde_json::from_value::<V1Issue>(v) {
+            Ok(i) => upgrade_issue(i, s),
+            Err(e) => warn!("event=state_entry_dropped map=issues field=? ({e})"),
+        }
+    }
+}
+
+/// A schema-1 issue's totals: its spend and its part of the service totals.
+fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
+    let usage = TokenUsage {
+        input_tokens: t.input_tokens,
+        output_tokens: t.output_tokens,
+        cache_read_input_tokens: t.cache_read_tokens,
+        cache_creation_input_tokens: t.cache_creation_tokens,
+    };
+    let max = super::budget::MAX_COST_USD;
+    let cost = t.cost_usd.map_or(max, |c| c.clamp(0.0, max));
+    if usage != TokenUsage::default() || cost > 0.0 || t.turns > 0 {
+        let mut spend = IssueSpend {
+            cost_usd: cost,
+            turns: t.turns,
+            ..IssueSpend::default()
+        };
+        spend.tokens.add(&usage);
+        let all = &mut s.agent_totals;
+        all.tokens.add(&usage);
+        all.cost_usd = super::budget::add_cost(all.cost_usd, cost);
+        all.turns = all.turns.saturating_add(u64::from(t.turns));
+        s.spend.insert(id.to_string(), spend);
+    }
+}
+
+/// One schema-1 issue into the engine's maps.
+fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
+    let (id, ident) = (i.id.clone(), i.identifier.clone());
+    let host = i.host.filter(|h| h != "local");
+    let path = i.workspace.unwrap_or_default();
+    upgrade_spend(&id, &i.totals, s);
+    if i.runs > 0 {
+        s.runs_since_active.insert(id.clone(), i.runs);
+    }
+    let v1_agent = |a: &str| if a == "claude" { "claude_code" } else { a }.to_string();
+    if let Some(run) = i.running {
+        let agent = Some(run.agent).filter(|a| !a.is_empty()).or(i.agent);
+        let mut e = RunningEntry {
+            workspace_path: path,
+            attempt: (i.attempt > 0).then_some(i.attempt),
+            started_at: run.started_at,
+            agent: v1_agent(agent.as_deref().unwrap_or_default()),
+            agent_session: run.session_id.or(i.session_id),
+            agent_pid: Some(run.pgid),
+            leader_start: host.is_none().then_some(run.leader_start_time),
+            host,
+            ..RunningEntry::default()
+        };
+        e.issue.identifier = ident;
+        if e.check(&id).is_ok() {
+            s.running.insert(id, e);
+        }
+    } else if let Some(p) = i.parked {
+        let kind = p.kind.unwrap_or(match p.reason.as_str() {
+            r if r.starts_with("max_attempts") => ParkKind::MaxAttempts,
+            r if r.starts_with("budget") => ParkKind::BudgetExceeded,
+            _ => ParkKind::MaxRuns,
+        });
+        let mut b = BlockedEntry {
+            issue_id: id.clone(),
+            identifier: ident,
+            url: None,
+            state: p.state,
+            reason: p.reason,
+            kind,
+            since: p.since,
+            fingerprint: p.fingerprint,
+            workspace_path: path,
+        };
+        if b.check(&id).is_ok() {
+            s.blocked.insert(id, b);
+        }
+    } else if let Some(r) = i.retry {
+        let mut e = RetryEntry {
+            issue_id: id.clone(),
+            identifier: ident,
+            url: None,
+            attempt: r.attempt,
+            due_at: r.due_at,
+            error: r.error,
+            kind: r.kind,
+            seq: 0,
+            in_flight: false,
+            workspace_path: path,
+            host,
+            resume: None,
+        };
+        if e.check(&id).is_ok() {
+            s.retry_attempts.insert(id, e);
+        }
+    }
+}
