@@ -324,9 +324,7 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             state.poll.gate.pace.note_spent(op, points, now);
             replan(state, now);
         }
-        Event::TurnRefreshWanted => {
-            state.poll.gate.pace.refresh_wanted_at.get_or_insert(now);
-        }
+        Event::TurnRefreshWanted => state.poll.gate.pace.want_refresh(now),
         Event::Shutdown => on_shutdown(state, now, &mut out),
         Event::TerminalAtStartup(issues) => {
             // No record says which host holds an old workspace: clean it wherever it may be.

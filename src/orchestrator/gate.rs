@@ -159,9 +159,10 @@ impl Pace {
 
     /// The plan for `polling.interval_ms` = `base_ms`, `tracker.budget_share` = `share` and the
     /// tracker's hourly `limit`. The plan aims [`HEADROOM_PERCENT`] below the target. Fetch
-    /// batches may use half of that (their spacing grows with their measured cost); polls get
-    /// the rest of it less the measured non-poll spend, and their interval stretches until one
-    /// poll's measured cost fits (never below `base_ms`).
+    /// batches may use half of that (their bucket's rate; their sustained spacing grows with
+    /// their measured cost); polls get what the measured non-poll spend leaves of the aim (at
+    /// least a quarter of it), and their interval stretches until one poll's measured cost fits
+    /// (never below `base_ms`).
     pub fn plan(&self, base_ms: Millis, share: f64, limit: Option<i64>, now: Millis) -> Plan {
         let fetch_floor = FETCH_MIN_SPACING_MS.max(self.last_fetch_ms);
         let target = limit
@@ -180,7 +181,7 @@ impl Pace {
         let aim = target.saturating_mul(100 - HEADROOM_PERCENT) / 100;
         let half = (aim / 2).max(1);
         let other = self.other_per_hour(now);
-        let poll_budget = aim.saturating_sub(other.min(half)).max(1);
+        let poll_budget = aim.saturating_sub(other.min(aim / 4 * 3)).max(1);
         let per_poll = self.poll_points.unwrap_or(0);
         let interval = base_ms
             .max(per_poll.saturating_mul(HOUR_MS).div_ceil(poll_budget))
@@ -196,6 +197,11 @@ impl Pace {
             projected_per_hour: measured
                 .then(|| (per_poll.saturating_mul(HOUR_MS) / interval).saturating_add(other)),
         }
+    }
+
+    /// A worker waits for its between-turn refresh (the first of a batch tells the loop).
+    pub fn want_refresh(&mut self, now: Millis) {
+        self.refresh_wanted_at.get_or_insert(now);
     }
 
     /// Take a batch's `points` from the bucket at `now`. A batch that cost more than the bucket
@@ -535,16 +541,24 @@ mod tests {
     #[test]
     fn measured_fetch_spend_leaves_the_rest_to_polls() {
         let mut pace = measured(Some(20), 0);
-        // 600 points of batches in the first 10 minutes: 3,600 an hour, more than half the aim.
+        // 600 points of batches in the first 10 minutes: 3,600 an hour, more than the aim.
         for k in 0..600 {
             pace.fetch_started_at = Some(k * 1_000);
             pace.note_spent(TrackerOp::Fetch, 1, k * 1_000);
         }
         assert_eq!(pace.other_per_hour(599_000), 3_606);
         let plan = pace.plan(5_000, 0.5, Some(5_000), 599_000);
-        // Polls keep half of the aim: 1,188 points, 59.4 polls of 20.
-        assert_eq!(plan.poll_interval_ms, 60_607);
-        assert_eq!(plan.projected_per_hour, Some(1_187 + 3_606));
+        // Polls keep a quarter of the aim: 2,375 - 1,779 = 596 points, 29.8 polls of 20.
+        assert_eq!(plan.poll_interval_ms, 120_806);
+        assert_eq!(plan.projected_per_hour, Some(595 + 3_606));
+        // Batches within their half leave the rest to polls.
+        let mut pace = measured(Some(20), 0);
+        for k in 0..200 {
+            pace.note_spent(TrackerOp::Fetch, 1, k * 3_000);
+        }
+        let plan = pace.plan(5_000, 0.5, Some(5_000), 599_000);
+        assert_eq!(pace.other_per_hour(599_000), 1_202);
+        assert_eq!(plan.projected_per_hour, Some(2_374));
     }
 
     #[test]
