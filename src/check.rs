@@ -169,7 +169,7 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
     }
     let pool = crate::host::HostPool::new();
     pool.configure(&cfg.worker);
-    let command = &cfg.agent_settings().cli.command;
+    let command = &cfg.agent_cli().command;
     for h in &cfg.worker.ssh_hosts {
         match crate::host::ssh::probe_host(&pool.ssh(h), &cfg.workspace_root, command) {
             Ok(v) => r.ok(format!(

@@ -67,6 +67,17 @@ pub(crate) fn normalize_name(s: &str) -> String {
     s.trim().to_lowercase()
 }
 
+/// Labels trimmed, lowercased, blank ones dropped, duplicates removed (first occurrence kept).
+pub(crate) fn normalize_labels<'a>(labels: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in labels.into_iter().map(normalize_name) {
+        if !n.is_empty() && !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
 /// True when `list` holds `name`, both compared trimmed and lowercased (states, labels, repos).
 pub(crate) fn contains_name(list: &[String], name: &str) -> bool {
     let n = normalize_name(name);

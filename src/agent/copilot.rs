@@ -1,457 +1,484 @@
-//! GitHub Copilot CLI adapter (spec §10.2), targeting `@github/copilot@1.0.102`.
+//! GitHub Copilot CLI (spec §10.2), built against `@github/copilot@1.0.102`: each turn is one
+//! `copilot --prompt=<prompt> --output-format json …` process; every stdout line (JSONL) becomes
+//! exactly one event, so every line counts as activity for the stall timer.
 //!
-//! Every turn is one `copilot --prompt=<prompt> --output-format json …` process (see `build_args`),
-//! run by the turn driver (`agent::driver`) on the runner's host (`bash -lc '<command> "$@"'`,
-//! prompt as a positional argument, cwd = workspace, stdin `/dev/null`, own process group, group
-//! kill on stop).
-//!
-//! * **Sessions**: the JSONL stream has no session-start event, so Baton picks a UUIDv4 and passes
-//!   `--session-id=<uuid>` on the first turn and `--resume=<uuid>` later; `session_started` is
-//!   emitted with `<uuid>-<turn>` when each turn's process starts. A resume the CLI does not know
-//!   (exit 1, nothing on stdout, "No session … matched" on stderr) falls back once per turn to a
-//!   new session in the same workspace.
-//! * **Events**: [`parse::StreamParser`] maps each stdout line to one normalized event.
-//! * **Usage**: `--usage-output-file` in a Baton-owned temp dir, read after exit; its totals are
-//!   cumulative per session, so [`usage::UsageTracker`] reports deltas. Missing figures are zero,
-//!   flagged unavailable (logged and noted in the terminal event), never invented.
+//! * Sessions: the stream announces none, so Baton picks the UUID (`--session-id`, then
+//!   `--resume`) and emits `session_started` when each process starts. A resume the CLI does not
+//!   know exits 1 with nothing on stdout and "No session … matched" on stderr.
+//! * Usage: the stream has no token counts; `--usage-output-file` in a Baton-owned temp dir is
+//!   read after exit. Its totals are cumulative per session, so a turn reports the difference;
+//!   without a file the turn reports zero, flagged unavailable, never invented.
 
-pub mod parse;
-pub mod usage;
-
-use std::ffi::OsString;
+use std::collections::HashMap;
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use self::parse::{ProcessEnd, StreamParser};
-use self::usage::{read_usage_file, UsageTracker};
-use super::config::AgentKind;
-use super::driver::{run_invocation, terminal_event_kind, Limits, TurnParser};
-use super::runner::CliRunner;
-use super::{
-    check_cwd_on, usable_session_id, AgentError, AgentErrorKind, AgentEvent, AgentEventKind,
-    AgentRunner, AgentSession, CancelToken, Emit, SessionContext, TurnResult,
-};
-use crate::host::{Host, ProcessSpec};
-use crate::workflow::config::CopilotConfig;
+use serde::Deserialize;
+use serde_json::Value;
 
-/// Environment variable that makes the CLI approve every tool (and trust the cwd); removed from the
-/// child's environment unless `copilot.allow_all_tools` is true, so the posture stays explicit.
-pub(crate) const ALLOW_ALL_ENV: &str = "COPILOT_ALLOW_ALL";
+use super::config::{AgentKind, CliSection, CopilotConfig};
+use super::driver::{ProcessEnd, TurnParser};
+use super::loose::{str_at, tool_input_detail, Loose, Num};
+use super::runner::{new_uuid_v4, Cli, CliRunner, Invocation, Parsed};
+use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind as E, TokenUsage, TurnResult};
+use crate::text::{single_line, truncate_chars};
 
-/// How a turn addresses its session.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SessionArg {
-    /// `--session-id=<uuid>`: create a session with this id.
-    New(String),
-    /// `--resume=<uuid>`: continue an existing session.
-    Resume(String),
-}
+/// Makes the CLI approve every tool; removed from the child's environment unless
+/// `copilot.allow_all_tools` is true, so the posture stays explicit.
+const ALLOW_ALL_ENV: &str = "COPILOT_ALLOW_ALL";
+/// Longest event summary (characters).
+pub const SUMMARY_MAX_CHARS: usize = 240;
+/// Tool calls remembered between `tool.execution_start` and `tool.execution_complete`.
+const MAX_TRACKED_TOOL_CALLS: usize = 256;
+/// The usage file is a few KB; anything larger is refused.
+const MAX_USAGE_FILE_BYTES: u64 = 1024 * 1024;
 
-impl SessionArg {
-    /// The session id either way.
-    pub(crate) fn id(&self) -> &str {
-        match self {
-            SessionArg::New(id) | SessionArg::Resume(id) => id,
-        }
-    }
-}
-
-/// The CLI arguments of one turn (everything after `<copilot.command>`), in order:
-/// `--prompt=<prompt> --output-format json --no-auto-update --no-color <session flag>
-/// [--usage-output-file <f>] [--allow-all-tools] [--allow-tool=<p>]… [--deny-tool=<p>]…
-/// [--model=<m>] <extra_args…>`. Values are attached with `=` so a value starting with `-` is
-/// never taken for a flag: `--prompt=<prompt>` is `-p <prompt>`, except that an issue text
-/// starting with `--` cannot turn into CLI flags (the real CLI rejects `-p --x …`).
-pub(crate) fn build_args(
-    cfg: &CopilotConfig,
-    prompt: &str,
-    session: &SessionArg,
-    usage_file: Option<&Path>,
-) -> Vec<OsString> {
-    let mut prompt_arg = OsString::from("--prompt=");
-    prompt_arg.push(prompt);
-    let mut a: Vec<OsString> = vec![
-        prompt_arg,
-        "--output-format".into(),
-        "json".into(),
-        "--no-auto-update".into(),
-        "--no-color".into(),
-    ];
-    a.push(match session {
-        SessionArg::New(id) => format!("--session-id={id}").into(),
-        SessionArg::Resume(id) => format!("--resume={id}").into(),
-    });
-    if let Some(f) = usage_file {
-        a.push("--usage-output-file".into());
-        a.push(f.as_os_str().to_owned());
-    }
-    if cfg.allow_all_tools {
-        a.push("--allow-all-tools".into());
-    }
-    for t in &cfg.allow_tools {
-        a.push(format!("--allow-tool={t}").into());
-    }
-    for t in &cfg.deny_tools {
-        a.push(format!("--deny-tool={t}").into());
-    }
-    if let Some(m) = cfg.cli.model.as_deref().filter(|m| !m.trim().is_empty()) {
-        a.push(format!("--model={m}").into());
-    }
-    a.extend(cfg.cli.extra_args.iter().map(OsString::from));
-    a
-}
-
-/// A random UUIDv4 from `/dev/urandom` (lower-case, hyphenated).
-pub(crate) fn new_uuid_v4() -> std::io::Result<String> {
-    let mut b = [0u8; 16];
-    fs::File::open("/dev/urandom")?.read_exact(&mut b)?;
-    Ok(format_uuid_v4(b))
-}
-
-/// Format 16 random bytes as a UUIDv4 (sets the version and variant bits).
-pub(crate) fn format_uuid_v4(mut b: [u8; 16]) -> String {
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-/// Builds Copilot sessions from `copilot.*` config.
+/// Builds Copilot sessions from `copilot.*`.
 pub type CopilotRunner = CliRunner<CopilotConfig>;
 
-impl AgentRunner for CopilotRunner {
-    fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        let workspace = check_cwd_on(ctx.host.as_ref(), &ctx.workspace, &ctx.workspace_root)?;
-        let startup = |m: String| AgentError::new(AgentErrorKind::StartupFailed, m);
-        let resume = usable_session_id(
-            AgentKind::Copilot,
-            ctx.resume_session_id.as_deref(),
-            &ctx.issue_identifier,
-        );
-        let (session, resuming) = match resume {
-            Some(id) => (id.to_ascii_lowercase(), true),
-            None => {
-                let id = new_uuid_v4().map_err(|e| startup(format!("no randomness: {e}")))?;
-                (id, false)
+impl Cli for CopilotConfig {
+    type Parser = StreamParser;
+    type State = UsageFiles;
+    const KIND: AgentKind = AgentKind::Copilot;
+    const NAMES_SESSION: bool = true;
+
+    fn cli(&self) -> &CliSection {
+        &self.cli
+    }
+
+    /// Values are attached with `=`, so an issue text starting with `--` cannot become CLI flags
+    /// (`--prompt=<p>` means `-p <p>`; the CLI rejects `-p --x`).
+    fn invocation(r: &CopilotRunner, i: &mut Invocation<UsageFiles>) -> Parsed<Self> {
+        let (cfg, session) = (&r.cfg, i.session.unwrap_or_default());
+        let file = i.state.file(i.resume)?;
+        i.writable = i.state.dir.clone();
+        let flag = if i.resume { "--resume" } else { "--session-id" };
+        let a = &mut i.spec.args;
+        a.push(format!("--prompt={}", i.prompt).into());
+        a.extend(["--output-format", "json", "--no-auto-update", "--no-color"].map(Into::into));
+        a.push(format!("{flag}={session}").into());
+        a.extend(["--usage-output-file".into(), file.into()]);
+        if cfg.allow_all_tools {
+            a.push("--allow-all-tools".into());
+        }
+        for (flag, tools) in [("allow", &cfg.allow_tools), ("deny", &cfg.deny_tools)] {
+            a.extend(tools.iter().map(|t| format!("--{flag}-tool={t}").into()));
+        }
+        if let Some(m) = cfg.cli.model.as_deref().filter(|m| !m.trim().is_empty()) {
+            a.push(format!("--model={m}").into());
+        }
+        a.extend(cfg.cli.extra_args.iter().map(Into::into));
+        if !cfg.allow_all_tools {
+            i.spec.env_remove.push(ALLOW_ALL_ENV.into());
+        }
+        Ok(StreamParser::new(session.into(), i.turn))
+    }
+
+    fn resumed(st: &mut UsageFiles, usage: TokenUsage) {
+        st.totals = Some(usage);
+    }
+
+    fn ended(st: &mut UsageFiles, p: &mut StreamParser) {
+        let Some(file) = st.dir.as_ref().map(|d| d.join("usage.json")) else {
+            return;
+        };
+        let reading = read_usage_file(&file);
+        let _ = fs::remove_file(&file);
+        match reading {
+            Ok(now) => {
+                let last = st.totals.replace(now).unwrap_or_default();
+                // A figure lower than before is a counter reset (the new value is the delta).
+                let mut d = now;
+                for (cur, old) in [
+                    (&mut d.input_tokens, last.input_tokens),
+                    (&mut d.output_tokens, last.output_tokens),
+                    (&mut d.cache_read_input_tokens, last.cache_read_input_tokens),
+                    (&mut d.cache_creation_input_tokens, last.cache_creation_input_tokens),
+                ] {
+                    *cur -= if *cur >= old { old } else { 0 };
+                }
+                p.usage = Some(d);
             }
-        };
-        let temp_dir = create_private_temp_dir()
-            .map_err(|e| startup(format!("could not create a temp dir for usage files: {e}")))?;
-        Ok(Box::new(CopilotSession {
-            runner: self.clone(),
-            host: Arc::clone(&ctx.host),
-            issue_identifier: ctx.issue_identifier.clone(),
-            workspace,
-            workspace_root: ctx.workspace_root.clone(),
-            session_id: session,
-            session_exists: resuming,
-            turn: 0,
-            // A resumed session's usage file counts from the session's start.
-            usage: UsageTracker::starting_at(resuming.then_some(ctx.resume_usage)),
-            temp_dir: Some(temp_dir),
-        }))
-    }
-}
-
-/// Create `$TMPDIR/baton-copilot-<uuid>` with mode 0700 (fails if it exists: no symlink games).
-fn create_private_temp_dir() -> std::io::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("baton-copilot-{}", new_uuid_v4()?));
-    fs::DirBuilder::new().mode(0o700).create(&dir)?;
-    Ok(dir)
-}
-
-/// One Copilot session in one workspace: turns run as successive CLI processes on one session id.
-#[derive(Debug)]
-pub(crate) struct CopilotSession {
-    runner: CopilotRunner,
-    host: Arc<dyn Host>,
-    issue_identifier: String,
-    workspace: PathBuf,
-    workspace_root: PathBuf,
-    session_id: String,
-    /// True once the CLI has (probably) created the session, so the next turn resumes it.
-    session_exists: bool,
-    turn: u32,
-    usage: UsageTracker,
-    temp_dir: Option<PathBuf>,
-}
-
-/// What one CLI invocation produced.
-struct Attempt {
-    parser: StreamParser,
-    end: ProcessEnd,
-    usage_file: Option<PathBuf>,
-}
-
-/// The driver's view of one Copilot invocation: every event carries `<session>-<turn>`.
-struct Invocation<'a> {
-    parser: StreamParser,
-    /// The CLI's session id.
-    session: String,
-    turn_session: String,
-    issue_identifier: &'a str,
-    mode: &'static str,
-    turn: u32,
-}
-
-impl TurnParser for Invocation<'_> {
-    fn started(&mut self, pid: u32) -> Vec<AgentEvent> {
-        log::info!(
-            "copilot turn started issue_identifier={} session_id={} agent_pid={pid} mode={}",
-            self.issue_identifier,
-            self.turn_session,
-            self.mode
-        );
-        let summary = format!("copilot process started (turn {})", self.turn);
-        vec![self.event(AgentEventKind::SessionStarted, summary)]
-    }
-
-    fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
-        let mut ev = self.parser.parse_line(line);
-        ev.session_id = Some(self.turn_session.clone());
-        ev.agent_session_id = Some(self.session.clone());
-        vec![ev]
-    }
-
-    fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, parse::bound(&summary));
-        ev.session_id = Some(self.turn_session.clone());
-        ev.agent_session_id = Some(self.session.clone());
-        ev
-    }
-
-    fn result_seen(&self) -> bool {
-        self.parser.result_seen()
-    }
-}
-
-impl CopilotSession {
-    fn run_attempt(
-        &mut self,
-        prompt: &str,
-        session: &SessionArg,
-        attempt_no: u32,
-        limits: Limits,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<Attempt, AgentError> {
-        let usage_file = self
-            .temp_dir
-            .as_ref()
-            .map(|d| d.join(format!("usage-{}-{attempt_no}.json", self.turn)));
-        if let Some(f) = &usage_file {
-            let _ = fs::remove_file(f);
-        }
-        let mut spec = ProcessSpec::command(&self.runner.cfg.cli.command, self.workspace.clone());
-        spec.args.extend(build_args(
-            &self.runner.cfg,
-            prompt,
-            session,
-            usage_file.as_deref(),
-        ));
-        if !self.runner.cfg.allow_all_tools {
-            spec.env_remove.push(ALLOW_ALL_ENV.into());
-        }
-        spec.env("BATON_ISSUE_IDENTIFIER", self.issue_identifier.clone());
-        self.runner.apply_with(&mut spec, self.temp_dir.as_deref());
-        let mut inv = Invocation {
-            parser: StreamParser::new(),
-            session: session.id().to_string(),
-            turn_session: format!("{}-{}", session.id(), self.turn),
-            issue_identifier: &self.issue_identifier,
-            mode: match session {
-                SessionArg::New(_) => "new",
-                SessionArg::Resume(_) => "resume",
-            },
-            turn: self.turn,
-        };
-        let (end, pid) = run_invocation(
-            self.host.as_ref(),
-            &spec,
-            &mut inv,
-            limits,
-            cancel,
-            on_event,
-        )?;
-        if end.cancelled || end.timed_out {
-            log::info!(
-                "stopping copilot process group issue_identifier={} session_id={} agent_pid={pid} reason={}",
-                self.issue_identifier,
-                inv.turn_session,
-                if end.cancelled { "cancelled" } else { "turn_timeout" }
-            );
-        }
-        Ok(Attempt {
-            parser: inv.parser,
-            end,
-            usage_file,
-        })
-    }
-
-    /// Run the turn's invocation; a resume the CLI does not know falls back once to a new session
-    /// in the same workspace.
-    fn run_with_fallback(
-        &mut self,
-        prompt: &str,
-        limits: Limits,
-        cancel: &CancelToken,
-        on_event: &mut dyn FnMut(AgentEvent),
-    ) -> Result<Attempt, AgentError> {
-        let session = if self.session_exists {
-            SessionArg::Resume(self.session_id.clone())
-        } else {
-            SessionArg::New(self.session_id.clone())
-        };
-        let a = self.run_attempt(prompt, &session, 1, limits, cancel, on_event)?;
-        if !(matches!(session, SessionArg::Resume(_)) && a.parser.is_unknown_resume(&a.end)) {
-            return Ok(a);
-        }
-        let new_id = new_uuid_v4().map_err(|e| {
-            AgentError::new(AgentErrorKind::StartupFailed, format!("no randomness: {e}"))
-        })?;
-        log::warn!(
-            "copilot session unknown to the CLI; starting a new session in the same workspace issue_identifier={} old_session_id={} session_id={}",
-            self.issue_identifier,
-            self.session_id,
-            new_id
-        );
-        let mut ev = AgentEvent::new(
-            AgentEventKind::Notification,
-            format!(
-                "resume of session {} failed (unknown session); continuing in new session {new_id}",
-                self.session_id
+            Err(why) => log::info!(
+                "copilot token usage unavailable for this turn; reporting zero session_id={}-{} reason={}",
+                p.session,
+                p.turn,
+                bound(&why)
             ),
-        );
-        ev.session_id = Some(format!("{}-{}", self.session_id, self.turn));
-        on_event(ev);
-        self.session_id = new_id.clone();
-        self.session_exists = false;
-        self.usage.reset();
-        self.run_attempt(
-            prompt,
-            &SessionArg::New(new_id),
-            2,
-            limits,
-            cancel,
-            on_event,
-        )
-    }
-
-    /// Read (and delete) the invocation's usage file into this turn's delta.
-    fn read_usage(&mut self, usage_file: Option<&Path>) -> usage::TurnUsage {
-        let reading = match usage_file {
-            Some(f) => {
-                let r = read_usage_file(f);
-                let _ = fs::remove_file(f);
-                r
-            }
-            None => Err("no usage file configured".into()),
-        };
-        if let Err(why) = &reading {
-            log::info!(
-                "copilot token usage unavailable for this turn; reporting zero issue_identifier={} session_id={}-{} reason={}",
-                self.issue_identifier,
-                self.session_id,
-                self.turn,
-                parse::bound(why)
-            );
         }
-        self.usage.record(reading)
     }
 }
 
-impl AgentSession for CopilotSession {
-    fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult {
-        // The workspace must still be where it was (spec §9.5) before anything launches.
-        let r = &self.runner;
-        self.workspace = check_cwd_on(self.host.as_ref(), &self.workspace, &self.workspace_root)?;
-        let limits = Limits {
-            deadline: Instant::now() + Duration::from_millis(r.cfg.cli.turn_timeout_ms.max(1)),
-            kill_grace: r.kill_grace,
-        };
-        self.turn += 1;
-        let attempt = self.run_with_fallback(prompt, limits, cancel, emit)?;
-        // Any process that got as far as printing events has created (or resumed) the session.
-        if attempt.parser.line_count() > 0 {
-            self.session_exists = true;
-        }
-        if let Some(reported) = attempt.parser.result_session_id() {
-            if !reported.eq_ignore_ascii_case(&self.session_id) {
-                log::warn!(
-                    "copilot reported a different session id issue_identifier={} session_id={} reported={}",
-                    self.issue_identifier,
-                    self.session_id,
-                    reported
-                );
-            }
-        }
-        let turn_usage = self.read_usage(attempt.usage_file.as_deref());
-        let usage_note = if turn_usage.available {
-            format!(
-                "tokens in={} out={}",
-                turn_usage.delta.input_tokens, turn_usage.delta.output_tokens
-            )
-        } else {
-            "tokens unavailable (reported as 0)".to_string()
-        };
-        let turn_session = format!("{}-{}", self.session_id, self.turn);
-        let outcome = attempt.parser.finish(&attempt.end);
-        let kind = terminal_event_kind(&outcome);
-        let summary = match &outcome {
-            Ok(()) => "turn completed".to_string(),
-            Err(e) => e.to_string(),
-        };
-        let mut ev = AgentEvent::new(kind, parse::bound(&format!("{summary}; {usage_note}")));
-        ev.session_id = Some(turn_session.clone());
-        ev.agent_session_id = Some(self.session_id.clone());
-        ev.usage_delta = Some(turn_usage.delta);
-        emit(ev);
-        log::info!(
-            "copilot turn ended issue_identifier={} session_id={} outcome={} usage_available={} input_tokens={} output_tokens={}",
-            self.issue_identifier,
-            turn_session,
-            kind.as_str(),
-            turn_usage.available,
-            turn_usage.delta.input_tokens,
-            turn_usage.delta.output_tokens
-        );
-        outcome
-    }
+/// A session's usage files: a private temp dir (removed with the session) and the session
+/// totals read last.
+#[derive(Debug, Default)]
+pub struct UsageFiles {
+    dir: Option<PathBuf>,
+    totals: Option<TokenUsage>,
+}
 
-    fn agent_session_id(&self) -> Option<String> {
-        Some(self.session_id.clone())
+impl UsageFiles {
+    /// The usage file of the next invocation, removed beforehand; a new session counts from 0.
+    fn file(&mut self, resume: bool) -> Result<PathBuf, AgentError> {
+        if self.dir.is_none() {
+            // `$TMPDIR/baton-copilot-<uuid>`, mode 0700; created only if new (no symlink games).
+            let dir = std::env::temp_dir().join(format!("baton-copilot-{}", new_uuid_v4()?));
+            let made = fs::DirBuilder::new().mode(0o700).create(&dir);
+            made.map_err(|e| {
+                let text = format!("could not create a temp dir for usage files: {e}");
+                AgentError::new(AgentErrorKind::StartupFailed, text)
+            })?;
+            self.dir = Some(dir);
+        }
+        if !resume {
+            self.totals = None;
+        }
+        let file = self.dir.clone().unwrap_or_default().join("usage.json");
+        let _ = fs::remove_file(&file);
+        Ok(file)
     }
+}
 
-    fn stop(&mut self) {
-        // Each turn's process is stopped and reaped before run_turn returns; only the temp dir is
-        // left to clean up.
-        if let Some(d) = self.temp_dir.take() {
+impl Drop for UsageFiles {
+    fn drop(&mut self) {
+        if let Some(d) = &self.dir {
             let _ = fs::remove_dir_all(d);
         }
     }
 }
 
-impl Drop for CopilotSession {
-    fn drop(&mut self) {
-        self.stop();
+/// A usage file's session totals, summed over `modelMetrics.*.usage`. Figures are read leniently
+/// ([`Num`]), so one odd figure never makes the whole file unavailable.
+pub fn read_usage_file(path: &Path) -> Result<TokenUsage, String> {
+    let unreadable = |e: std::io::Error| format!("usage file {} unreadable: {e}", path.display());
+    let mut text = String::new();
+    fs::File::open(path)
+        .map_err(unreadable)?
+        .take(MAX_USAGE_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(unreadable)?;
+    if text.len() as u64 > MAX_USAGE_FILE_BYTES {
+        return Err(format!("usage file {} is too large", path.display()));
     }
+    let file: Loose<UsageFile> =
+        serde_json::from_str(&text).map_err(|e| format!("usage file is not JSON: {e}"))?;
+    let metrics = file.as_obj().and_then(|f| f.model_metrics.as_obj());
+    let metrics = metrics.ok_or("usage file has no modelMetrics object")?;
+    let mut tokens = TokenUsage::default();
+    for u in metrics.values().filter_map(|m| m.as_obj()?.usage.as_obj()) {
+        tokens.add(&TokenUsage {
+            input_tokens: u.input_tokens.count(),
+            output_tokens: u.output_tokens.count(),
+            cache_read_input_tokens: u.cache_read_tokens.count(),
+            cache_creation_input_tokens: u.cache_write_tokens.count(),
+        });
+    }
+    Ok(tokens)
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", bound(deserialize = "'de: 'a"))]
+struct UsageFile<'a> {
+    model_metrics: Loose<'a, HashMap<String, Loose<'a, ModelMetrics<'a>>>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, bound(deserialize = "'de: 'a"))]
+struct ModelMetrics<'a> {
+    usage: Loose<'a, ModelUsage<'a>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", bound(deserialize = "'de: 'a"))]
+struct ModelUsage<'a> {
+    input_tokens: Num<'a>,
+    output_tokens: Num<'a>,
+    cache_read_tokens: Num<'a>,
+    cache_write_tokens: Num<'a>,
+}
+
+/// The parser of one invocation's JSONL stdout (pure).
+#[derive(Debug, Default)]
+pub struct StreamParser {
+    session: String,
+    turn: u32,
+    lines: u64,
+    /// `toolCallId` → tool name, to name the tool when it completes.
+    tool_names: HashMap<String, String>,
+    /// The `result` line's `exitCode` and `outcome`.
+    result: Option<(Option<i64>, Option<String>)>,
+    aborted: Option<String>,
+    session_error: Option<String>,
+    input_required: Option<String>,
+    /// Set after the process ended, from the usage file.
+    usage: Option<TokenUsage>,
+}
+
+impl StreamParser {
+    /// A parser for turn `turn` of `session`.
+    pub fn new(session: String, turn: u32) -> Self {
+        StreamParser {
+            session,
+            turn,
+            ..Self::default()
+        }
+    }
+
+    /// The kind and summary of one line of type `kind`.
+    fn map_event(&mut self, kind: &str, v: &Value) -> (E, String) {
+        let data = v.get("data").unwrap_or(&Value::Null);
+        let s = |k: &str| str_at(data, k);
+        match kind {
+            "tool.execution_start" | "tool.execution_complete" => {
+                self.tool_event(kind == "tool.execution_start", data)
+            }
+            "assistant.message" => (E::Notification, assistant_message(data)),
+            "assistant.message_delta" | "assistant.reasoning_delta" => {
+                let text = s("deltaContent").unwrap_or_default();
+                (E::Notification, format!("{kind}: {text}"))
+            }
+            "tool.shell_output" | "tool.execution_partial_result" | "tool.execution_progress" => {
+                (E::Notification, kind.to_string())
+            }
+            "session.info" | "session.warning" => {
+                let t = s("infoType")
+                    .or_else(|| s("warningType"))
+                    .unwrap_or_default();
+                let text = format!("{kind} {t}: {}", s("message").unwrap_or_default());
+                (E::Notification, text)
+            }
+            "assistant.turn_retry" => (E::Notification, "model call retried".into()),
+            "model.call_failure" => {
+                let code = data.get("statusCode").and_then(Value::as_i64);
+                let code = code.map_or("?".into(), |c| c.to_string());
+                (E::Notification, format!("model call failed: status {code}"))
+            }
+            "session.error" => {
+                let t = s("errorType").unwrap_or("error");
+                let summary = bound(&format!("{t}: {}", s("message").unwrap_or_default()));
+                let text = format!("session error {summary}");
+                self.session_error.get_or_insert(summary);
+                (E::TurnFailed, text)
+            }
+            "abort" => {
+                let reason = s("reason").unwrap_or("unknown");
+                self.aborted.get_or_insert_with(|| reason.to_string());
+                (E::Notification, format!("agent aborted: {reason}"))
+            }
+            "assistant.idle" if data.get("aborted").and_then(Value::as_bool) == Some(true) => {
+                self.aborted.get_or_insert_with(|| "aborted".into());
+                (E::Notification, "agent idle (aborted)".into())
+            }
+            "assistant.idle" => (E::OtherMessage, "agent idle".into()),
+            "result" => {
+                let code = v.get("exitCode").and_then(Value::as_i64);
+                let outcome = str_at(v, "outcome").map(String::from);
+                let text = format!(
+                    "result exitCode={}{}",
+                    code.map_or("missing".into(), |c| c.to_string()),
+                    outcome
+                        .as_deref()
+                        .map(|o| format!(" outcome={o}"))
+                        .unwrap_or_default()
+                );
+                self.result = Some((code, outcome));
+                (E::OtherMessage, text)
+            }
+            k if k.starts_with("user_input.requested")
+                || k.starts_with("elicitation.requested") =>
+            {
+                self.input_required.get_or_insert_with(|| k.to_string());
+                (
+                    E::TurnInputRequired,
+                    format!("agent requested user input ({k})"),
+                )
+            }
+            other => (E::OtherMessage, other.to_string()),
+        }
+    }
+
+    /// `tool.execution_start` / `tool.execution_complete` (a denial is `permission_denied`).
+    fn tool_event(&mut self, start: bool, data: &Value) -> (E, String) {
+        let s = |k: &str| str_at(data, k);
+        let id = s("toolCallId").unwrap_or_default();
+        if start {
+            let name = s("toolName").unwrap_or("tool");
+            if !id.is_empty() && self.tool_names.len() < MAX_TRACKED_TOOL_CALLS {
+                self.tool_names.insert(id.to_string(), name.to_string());
+            }
+            let detail = data.get("arguments").map(tool_input_detail);
+            let detail = detail.filter(|d| !d.is_empty()).map(|d| format!(": {d}"));
+            return (
+                E::ToolUse,
+                format!("tool {name} started{}", detail.unwrap_or_default()),
+            );
+        }
+        let name = (self.tool_names.remove(id))
+            .unwrap_or_else(|| s("toolName").unwrap_or("tool").to_string());
+        let err = data.get("error");
+        let code = err.and_then(|e| str_at(e, "code"));
+        let msg = err.and_then(|e| str_at(e, "message")).unwrap_or_default();
+        if code == Some("denied") {
+            (E::PermissionDenied, format!("tool {name} denied: {msg}"))
+        } else if data.get("success").and_then(Value::as_bool) == Some(true) {
+            (E::ToolUse, format!("tool {name} completed"))
+        } else {
+            let code = code.map(|c| format!(" ({c})")).unwrap_or_default();
+            (E::ToolUse, format!("tool {name} failed{code}: {msg}"))
+        }
+    }
+}
+
+impl TurnParser for StreamParser {
+    fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
+        let text = format!("copilot process started (turn {})", self.turn);
+        vec![self.event(E::SessionStarted, &text)]
+    }
+
+    /// Exactly one event per line, `malformed` for anything but a JSON object with a `type`.
+    fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
+        self.lines += 1;
+        let line = line.trim_end_matches(['\r', '\n']);
+        let excerpt = || truncate_chars(line, 80);
+        let (kind, text) = match serde_json::from_str::<Value>(line) {
+            Err(e) => (E::Malformed, format!("not JSON ({e}): {}", excerpt())),
+            Ok(v) if !v.is_object() => (E::Malformed, format!("not a JSON object: {}", excerpt())),
+            Ok(v) => match str_at(&v, "type") {
+                Some(t) => self.map_event(t, &v),
+                None => (E::Malformed, format!("no \"type\" field: {}", excerpt())),
+            },
+        };
+        vec![self.event(kind, &text)]
+    }
+
+    fn event(&self, kind: E, summary: &str) -> AgentEvent {
+        let mut ev = AgentEvent::new(kind, bound(summary));
+        ev.session_id = Some(format!("{}-{}", self.session, self.turn));
+        ev.agent_session_id = Some(self.session.clone());
+        ev
+    }
+
+    fn result_seen(&self) -> bool {
+        self.result.is_some()
+    }
+
+    /// Precedence: Baton's own cancel/timeout, agent abort, user input required,
+    /// `session.error`, missing `result`, `result` failure, non-zero exit; only a clean
+    /// `result{exitCode:0}` with exit 0 is success.
+    fn outcome(&self, end: &ProcessEnd) -> TurnResult {
+        use AgentErrorKind as K;
+        let fail = |k, m: String| Err(AgentError::new(k, m));
+        let how = format!("process {}", end.describe());
+        let stderr = match end.stderr_tail.trim() {
+            "" => String::new(),
+            t => format!("; stderr: {}", bound(t)),
+        };
+        if end.cancelled {
+            return fail(K::TurnCancelled, "turn cancelled by Baton".into());
+        }
+        if end.timed_out {
+            return fail(
+                K::TurnTimeout,
+                "turn exceeded copilot.turn_timeout_ms".into(),
+            );
+        }
+        if let Some(reason) = &self.aborted {
+            return fail(
+                K::TurnCancelled,
+                format!("agent aborted the turn ({reason}); {how}"),
+            );
+        }
+        if let Some(what) = &self.input_required {
+            return fail(
+                K::TurnInputRequired,
+                format!("agent requested user input ({what})"),
+            );
+        }
+        if let Some(msg) = &self.session_error {
+            return fail(K::TurnFailed, format!("agent reported {msg}; {how}"));
+        }
+        let Some((code, outcome)) = &self.result else {
+            return match end.exit_code {
+                Some(127) if self.lines == 0 => fail(
+                    K::AgentNotFound,
+                    format!("copilot command not found (exit 127){stderr}"),
+                ),
+                Some(0) => fail(
+                    K::ParseError,
+                    format!("stream ended without a result line; {how}{stderr}"),
+                ),
+                _ => fail(
+                    K::ProcessExit,
+                    format!("{how} without a result line{stderr}"),
+                ),
+            };
+        };
+        if outcome.as_deref() == Some("blocked") {
+            return fail(K::TurnFailed, "agent reported outcome=blocked".into());
+        }
+        match (code, end.exit_code) {
+            (None, _) => fail(K::ParseError, "result line without exitCode".into()),
+            (Some(c), _) if *c != 0 => fail(
+                K::TurnFailed,
+                format!("result reported exitCode={c}; {how}{stderr}"),
+            ),
+            (_, Some(0)) => Ok(()),
+            _ => fail(K::ProcessExit, format!("{how} after a result line{stderr}")),
+        }
+    }
+
+    fn usage(&self) -> Option<TokenUsage> {
+        Some(self.usage.unwrap_or_default())
+    }
+
+    /// Any process that printed a line has created (or resumed) the session.
+    fn stored(&self) -> bool {
+        self.lines > 0
+    }
+
+    /// Exit 1, nothing on stdout, and the CLI's "No session … matched" on stderr.
+    fn unknown_resume(&self, end: &ProcessEnd) -> bool {
+        self.lines == 0
+            && end.exit_code == Some(1)
+            && !end.cancelled
+            && !end.timed_out
+            && end.stderr_tail.contains("No session")
+            && end.stderr_tail.contains("matched")
+    }
+
+    fn result_text(&self) -> Option<String> {
+        self.usage
+            .is_none()
+            .then(|| "tokens unavailable (reported as 0)".into())
+    }
+}
+
+fn assistant_message(data: &Value) -> String {
+    let content = str_at(data, "content").unwrap_or_default();
+    if !content.trim().is_empty() {
+        return format!("assistant: {content}");
+    }
+    let requests = data.get("toolRequests").and_then(Value::as_array);
+    let tools: Vec<&str> = requests
+        .map(|r| r.iter().take(8).filter_map(|r| str_at(r, "name")).collect())
+        .unwrap_or_default();
+    if tools.is_empty() {
+        "assistant: (empty message)".into()
+    } else {
+        format!("assistant requests tools: {}", tools.join(", "))
+    }
+}
+
+/// One line, control characters replaced, at most [`SUMMARY_MAX_CHARS`] characters.
+fn bound(s: &str) -> String {
+    single_line(s, SUMMARY_MAX_CHARS)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::config::CliSection;
 
     fn cfg() -> CopilotConfig {
         CopilotConfig {
@@ -466,20 +493,30 @@ mod tests {
         }
     }
 
-    fn strs(v: Vec<OsString>) -> Vec<String> {
-        v.into_iter().map(|s| s.into_string().unwrap()).collect()
+    /// The arguments of one invocation (after `$0`).
+    fn args(c: CopilotConfig, prompt: &str, session: &str, resume: bool) -> Vec<String> {
+        let mut state = UsageFiles::default();
+        let mut i = Invocation {
+            spec: crate::host::ProcessSpec::command("copilot", "/"),
+            prompt,
+            turn: 1,
+            session: Some(session),
+            resume,
+            state: &mut state,
+            writable: None,
+        };
+        CopilotConfig::invocation(&CopilotRunner::new(c), &mut i).unwrap();
+        let strs = i.spec.args[1..]
+            .iter()
+            .map(|s| s.to_str().unwrap().to_string());
+        strs.collect()
     }
 
     #[test]
     fn first_turn_args() {
-        let a = strs(build_args(
-            &cfg(),
-            "do it; rm -rf / $(x) `y`",
-            &SessionArg::New("u1".into()),
-            Some(Path::new("/t/usage.json")),
-        ));
+        let a = args(cfg(), "do it; rm -rf / $(x) `y`", "u1", false);
         assert_eq!(
-            a,
+            a[..7],
             [
                 "--prompt=do it; rm -rf / $(x) `y`",
                 "--output-format",
@@ -488,9 +525,10 @@ mod tests {
                 "--no-color",
                 "--session-id=u1",
                 "--usage-output-file",
-                "/t/usage.json"
             ]
         );
+        assert!(a[7].contains("baton-copilot-") && a[7].ends_with("/usage.json"));
+        assert_eq!(a.len(), 8);
     }
 
     #[test]
@@ -500,11 +538,11 @@ mod tests {
         c.deny_tools = vec!["shell(rm)".into()];
         c.cli.model = Some("gpt-4.1".into());
         c.cli.extra_args = vec!["--add-dir".into(), "/x".into()];
-        let a = strs(build_args(&c, "p", &SessionArg::Resume("u2".into()), None));
+        let a = args(c.clone(), "p", "u2", true);
+        assert_eq!(a[5], "--resume=u2");
         assert_eq!(
-            &a[5..],
+            &a[8..],
             [
-                "--resume=u2",
                 "--allow-tool=shell(gh:*)",
                 "--allow-tool=write",
                 "--deny-tool=shell(rm)",
@@ -515,21 +553,162 @@ mod tests {
         );
         assert!(!a.contains(&"--allow-all-tools".to_string()));
         c.allow_all_tools = true;
-        let a = strs(build_args(&c, "p", &SessionArg::Resume("u2".into()), None));
-        assert!(a.contains(&"--allow-all-tools".to_string()));
+        assert!(args(c, "p", "u2", true).contains(&"--allow-all-tools".to_string()));
     }
 
     #[test]
-    fn uuid_v4_shape() {
-        let u = format_uuid_v4([0xff; 16]);
-        assert_eq!(u, "ffffffff-ffff-4fff-bfff-ffffffffffff");
-        let u = format_uuid_v4([0; 16]);
-        assert_eq!(u, "00000000-0000-4000-8000-000000000000");
-        let a = new_uuid_v4().unwrap();
-        let b = new_uuid_v4().unwrap();
-        let uuid = |s: &str| crate::agent::valid_session_id(AgentKind::Copilot, s);
-        assert!(uuid(&a) && uuid(&b));
-        assert_ne!(a, b);
-        assert_eq!(&a[14..15], "4");
+    fn bad_lines_are_malformed_not_panics() {
+        let mut p = StreamParser::default();
+        for line in [
+            "",
+            "{",
+            "[]",
+            "42",
+            "\"x\"",
+            "{\"data\":{}}",
+            "{\"type\":7}",
+            "\u{0}",
+        ] {
+            assert_eq!(p.parse_line(line)[0].kind, E::Malformed, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn wrong_field_types_do_not_panic() {
+        let mut p = StreamParser::default();
+        let lines = [
+            r#"{"type":"tool.execution_start","data":5}"#,
+            r#"{"type":"tool.execution_complete","data":{"error":"x","success":"yes"}}"#,
+            r#"{"type":"assistant.message","data":{"content":[1],"toolRequests":{"a":1}}}"#,
+            r#"{"type":"result","exitCode":"0","sessionId":12}"#,
+            r#"{"type":"session.error","data":null}"#,
+        ];
+        for l in lines {
+            let _ = p.parse_line(l);
+        }
+        let end = ProcessEnd {
+            exit_code: Some(0),
+            ..Default::default()
+        };
+        assert!(p.outcome(&end).is_err());
+    }
+
+    #[test]
+    fn summaries_are_bounded_single_lines() {
+        let mut p = StreamParser::default();
+        let long = "é\n".repeat(10_000);
+        let line = serde_json::json!({"type":"assistant.message","data":{"content": long}});
+        let ev = &p.parse_line(&line.to_string())[0];
+        assert!(ev.summary.chars().count() <= SUMMARY_MAX_CHARS + 1);
+        assert!(!ev.summary.contains('\n'));
+    }
+
+    fn usage_of(json: &str) -> Result<TokenUsage, String> {
+        let mut st = UsageFiles::default();
+        let f = st.file(false).unwrap();
+        fs::write(&f, json).unwrap();
+        read_usage_file(&f)
+    }
+
+    #[test]
+    fn bad_usage_json_is_an_error() {
+        assert!(usage_of("").is_err());
+        assert!(usage_of("[]").is_err());
+        assert!(usage_of("{\"modelMetrics\":5}").is_err());
+        // Wrong-typed figures count as zero rather than failing the turn.
+        let t =
+            usage_of(r#"{"modelMetrics":{"m":{"usage":{"inputTokens":"x","outputTokens":-1}}}}"#);
+        assert_eq!(t, Ok(TokenUsage::default()));
+    }
+
+    #[test]
+    fn hostile_usage_figures_are_read_leniently_and_clamped() {
+        // Floats and numeric strings count; a number too big for a float does not make the file
+        // unreadable; huge figures are clamped; negative, NaN and non-numbers are 0.
+        let t = usage_of(
+            r#"{"modelMetrics":{"a":{"usage":{"inputTokens":12.9,"outputTokens":"34","cacheReadTokens":1e400,"cacheWriteTokens":"NaN"}},
+                "b":{"usage":{"inputTokens":"-3","outputTokens":[1]}},"c":{"usage":5},"d":7},
+                "totalPremiumRequestCost":"1e400","totalUserRequests":"2"}"#,
+        );
+        let want = TokenUsage {
+            input_tokens: 12,
+            output_tokens: 34,
+            cache_read_input_tokens: crate::agent::loose::MAX_COUNT,
+            cache_creation_input_tokens: 0,
+        };
+        assert_eq!(t, Ok(want));
+    }
+
+    #[test]
+    fn sums_over_models() {
+        let t = usage_of(
+            r#"{"modelMetrics":{"a":{"usage":{"inputTokens":1,"outputTokens":2,"cacheReadTokens":3,"cacheWriteTokens":4}},
+                "b":{"usage":{"inputTokens":10,"outputTokens":20}}},"totalUserRequests":2}"#,
+        );
+        let want = TokenUsage {
+            input_tokens: 11,
+            output_tokens: 22,
+            cache_read_input_tokens: 3,
+            cache_creation_input_tokens: 4,
+        };
+        assert_eq!(t, Ok(want));
+    }
+
+    /// Turns of one session reading `files` (`None`: no file) after each; `resume` from turn 2.
+    type Reading = (Option<(u64, u64)>, Option<String>);
+
+    fn turns(files: &[Option<(u64, u64)>]) -> Vec<Reading> {
+        let mut st = UsageFiles::default();
+        let out = (files.iter().enumerate())
+            .map(|(i, usage)| {
+                let f = st.file(i > 0).unwrap();
+                if let Some((i, o)) = usage {
+                    let json = format!(
+                        r#"{{"modelMetrics":{{"m":{{"usage":{{"inputTokens":{i},"outputTokens":{o}}}}}}}}}"#
+                    );
+                    fs::write(&f, json).unwrap();
+                }
+                let mut p = StreamParser::default();
+                CopilotConfig::ended(&mut st, &mut p);
+                (p.usage.map(|u| (u.input_tokens, u.output_tokens)), p.result_text())
+            })
+            .collect();
+        let dir = st.dir.clone().unwrap();
+        drop(st);
+        assert!(!dir.exists(), "the temp dir goes with the session");
+        out
+    }
+
+    #[test]
+    fn cumulative_totals_become_deltas() {
+        let got = turns(&[Some((1234, 56)), Some((2468, 112))]);
+        assert_eq!(got, [(Some((1234, 56)), None), (Some((1234, 56)), None)]);
+    }
+
+    #[test]
+    fn missing_reading_is_zero_and_flagged_and_keeps_baseline() {
+        let got = turns(&[Some((1000, 10)), None, Some((3000, 30))]);
+        let flagged = Some("tokens unavailable (reported as 0)".to_string());
+        assert_eq!(got[1], (None, flagged));
+        assert_eq!(got[2].0, Some((2000, 20)));
+    }
+
+    #[test]
+    fn decrease_is_a_reset_not_negative() {
+        assert_eq!(
+            turns(&[Some((5000, 50)), Some((100, 1))])[1].0,
+            Some((100, 1))
+        );
+    }
+
+    #[test]
+    fn a_new_session_counts_from_zero() {
+        let mut st = UsageFiles::default();
+        st.totals = Some(TokenUsage {
+            input_tokens: 99,
+            ..Default::default()
+        });
+        st.file(false).unwrap();
+        assert_eq!(st.totals, None);
     }
 }

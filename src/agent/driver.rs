@@ -1,55 +1,70 @@
-//! The one turn driver for CLI agents: [`run_invocation`] spawns one agent invocation through a
-//! [`Host`], pumps its stdout lines into the adapter's [`TurnParser`], enforces the turn deadline
-//! and the [`CancelToken`], stops the process group (SIGTERM, grace, SIGKILL) and returns one
-//! [`ProcessEnd`]. An adapter supplies only argv/env ([`ProcessSpec`]), the line parser, and the
-//! mapping of parser state + [`ProcessEnd`] to an outcome; [`terminal_event_kind`] maps that outcome
-//! to the terminal event.
+//! The one turn driver for CLI agents: [`run_invocation`] spawns one invocation through a
+//! [`Host`], feeds its stdout lines to the adapter's [`TurnParser`], enforces the deadline and the
+//! [`CancelToken`], stops the process group and returns one [`ProcessEnd`].
 //!
-//! Adding a CLI agent: one file with a runner (config → `AgentRunner`), argv/env building into a
-//! `ProcessSpec::command`, a stream parser implementing [`TurnParser`], and an outcome function
-//! from the parser's state and the [`ProcessEnd`]; `run_turn` calls [`run_invocation`], maps the
-//! outcome with [`terminal_event_kind`] and emits the terminal event.
-//!
-//! End of an invocation: stdout EOF *and* the leader reaped; or the result line *and* the leader
-//! reaped (a descendant that left the group with `setsid` may still hold stdout open: it is not
-//! waited for); or the deadline / a cancel (the group is stopped). After stdout EOF the driver
-//! waits for the exit up to [`EXIT_WAIT_AFTER_EOF`] when the result line arrived, else up to the
-//! deadline; after the exit it keeps reading stdout up to [`EXIT_WAIT_AFTER_EOF`] for a result
-//! line still in the pipe.
+//! An invocation ends at stdout EOF *and* the leader reaped; or at the result line *and* the leader
+//! reaped (a descendant that left the group with `setsid` may hold stdout open: not waited for);
+//! or at the deadline or a cancel (the group is stopped). Either half alone waits at most
+//! [`EXIT_WAIT_AFTER_EOF`] for the other once the result line arrived.
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, never, select, Receiver, TryRecvError};
 
-use super::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, CancelToken, Emit};
+use super::loose::one_line;
+use super::{
+    AgentError, AgentErrorKind as K, AgentEvent, AgentEventKind, CancelToken, Emit, TokenUsage,
+    TurnResult,
+};
 use crate::host::{describe_exit, Host, Process, ProcessSpec, StdoutItem};
 
-/// After stdout closed with a result line (or the leader exited), how long to wait for the rest.
 pub(crate) const EXIT_WAIT_AFTER_EOF: Duration = Duration::from_secs(10);
-/// Most stdout items handled per wake-up before the cancel and deadline checks run again.
+/// Stdout items handled per wake-up before the cancel and deadline checks run again.
 const LINES_PER_PASS: usize = 64;
 /// How long to wait for stderr to close after the end, so the tail is complete.
 const STDERR_WAIT: Duration = Duration::from_millis(500);
 
-/// What the driver needs from an adapter for one invocation.
+/// An adapter's parser of one invocation: the driver feeds it lines, the shared session
+/// ([`super::runner`]) reads the outcome, usage and session id from it afterwards.
 pub trait TurnParser {
-    /// Events to emit right after the process started (e.g. `session_started`); also the place
-    /// to log the start.
+    /// Events right after the process started (Copilot's stream announces no session).
     fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
         Vec::new()
     }
-    /// Normalized events for one stdout line.
+    /// The events of one stdout line; a bad line is `malformed`, never a panic.
     fn parse_line(&mut self, line: &str) -> Vec<AgentEvent>;
-    /// An event of `kind` stamped like the parser's own (session id…).
-    fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent;
-    /// True once the invocation's terminal result line arrived.
+    /// An event stamped and bounded like the parser's own.
+    fn event(&self, kind: AgentEventKind, summary: &str) -> AgentEvent;
+    /// True once the invocation's terminal line arrived.
     fn result_seen(&self) -> bool;
-    /// The child's stdin, before `started`, when the spec asked for a pipe and the host gave one
-    /// (an adapter that talks to its agent, like Codex's JSON-RPC client).
+    /// The turn result from what was parsed and how the process ended.
+    fn outcome(&self, end: &ProcessEnd) -> TurnResult;
+    /// This invocation's usage delta, when the CLI reported one.
+    fn usage(&self) -> Option<TokenUsage>;
+    /// Session-cumulative cost in USD (only Claude Code reports one).
+    fn cost(&self) -> Option<f64> {
+        None
+    }
+    /// The session id the CLI reported (Claude's init line, Codex's thread).
+    fn session(&self) -> Option<&str> {
+        None
+    }
+    /// Whether the CLI now has the session, so the next turn resumes it.
+    fn stored(&self) -> bool {
+        self.session().is_some()
+    }
+    /// A `--resume` of a session the CLI does not know: the turn falls back once to a new one.
+    fn unknown_resume(&self, _end: &ProcessEnd) -> bool {
+        false
+    }
+    /// Text that ends the `turn_completed` summary (Claude's result text).
+    fn result_text(&self) -> Option<String> {
+        None
+    }
+    /// The child's stdin, before `started`, when the spec asked for a pipe and the host gave one.
     fn attach_stdin(&mut self, _stdin: Box<dyn std::io::Write + Send>) {}
-    /// An adapter's own deadline besides the turn's (a silence or reply timeout); past it the
-    /// group is stopped and the end is `timed_out`.
+    /// A deadline of the adapter's own (a silence or reply bound); past it the end is `timed_out`.
     fn deadline(&self) -> Option<Instant> {
         None
     }
@@ -58,15 +73,13 @@ pub trait TurnParser {
 /// How an invocation ended (the one end state every adapter maps to an outcome).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProcessEnd {
-    /// Exit code, when the process exited normally.
     pub exit_code: Option<i32>,
-    /// Terminating signal, when it was killed by one.
     pub signal: Option<i32>,
-    /// Baton cancelled the turn (stop requested); the group was stopped.
+    /// Baton cancelled the turn; the group was stopped.
     pub cancelled: bool,
-    /// `turn_timeout_ms` passed; the group was stopped.
+    /// The deadline passed; the group was stopped.
     pub timed_out: bool,
-    /// The last part of stderr (already bounded), for error messages.
+    /// The last part of stderr (bounded), for error messages.
     pub stderr_tail: String,
 }
 
@@ -75,20 +88,58 @@ impl ProcessEnd {
     pub fn describe(&self) -> String {
         describe_exit(self.exit_code, self.signal)
     }
+
+    /// `; stderr: <tail>` (one line, bounded), or nothing without stderr.
+    pub(crate) fn stderr_note(&self) -> String {
+        match self.stderr_tail.is_empty() {
+            true => String::new(),
+            false => format!("; stderr: {}", one_line(&self.stderr_tail, 500)),
+        }
+    }
+
+    /// Baton's own stop (cancel or `turn_timeout_ms`), which decides the outcome first.
+    pub(crate) fn stopped(&self) -> Option<AgentError> {
+        let (kind, text) = match (self.cancelled, self.timed_out) {
+            (true, _) => (K::TurnCancelled, "turn cancelled"),
+            (_, true) => (
+                K::TurnTimeout,
+                "turn_timeout_ms exceeded; process group killed",
+            ),
+            _ => return None,
+        };
+        Some(AgentError::new(kind, text))
+    }
+
+    /// The error of an invocation that printed no result line.
+    pub(crate) fn without_result(&self) -> AgentError {
+        let (exit, stderr) = (self.describe(), self.stderr_note());
+        let (kind, text) = match self.exit_code {
+            Some(127) => (
+                K::AgentNotFound,
+                format!("agent command not found (exit code 127){stderr}"),
+            ),
+            Some(0) => (
+                K::ParseError,
+                format!("process exited 0 without a result line{stderr}"),
+            ),
+            _ => (
+                K::ProcessExit,
+                format!("process ended without a result line ({exit}){stderr}"),
+            ),
+        };
+        AgentError::new(kind, text)
+    }
 }
 
-/// Limits of one invocation.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
-    /// The turn deadline.
     pub deadline: Instant,
-    /// Grace between SIGTERM and SIGKILL when stopping the group.
+    /// Between SIGTERM and SIGKILL when stopping the group.
     pub kill_grace: Duration,
 }
 
-/// Run one invocation of `spec` on `host` to its end (see the module docs). Every event gets the
-/// agent's pid and its start time. Fails only when the process could not be started
-/// (`startup_failed`).
+/// Run one invocation of `spec` on `host` to its end (see the module docs); every event gets the
+/// agent's pid and start time. Fails only when the process could not be started.
 pub(crate) fn run_invocation(
     host: &dyn Host,
     spec: &ProcessSpec,
@@ -98,10 +149,8 @@ pub(crate) fn run_invocation(
     emit: &mut Emit,
 ) -> Result<(ProcessEnd, u32), AgentError> {
     let proc = host.spawn(spec).map_err(|e| {
-        AgentError::new(
-            AgentErrorKind::StartupFailed,
-            format!("could not start {:?}: {e}", spec.shell),
-        )
+        let text = format!("could not start {:?}: {e}", spec.shell);
+        AgentError::new(K::StartupFailed, text)
     })?;
     let (pid, start) = (proc.pid(), proc.start_time());
     if let Some(stdin) = proc.take_stdin() {
@@ -213,41 +262,23 @@ fn feed_queued(
 }
 
 fn feed(parser: &mut dyn TurnParser, item: StdoutItem, emit: &mut dyn FnMut(AgentEvent)) {
-    let malformed = |p: &dyn TurnParser, s: String| p.event(AgentEventKind::Malformed, s);
-    match item {
-        StdoutItem::Line(l) => {
-            for ev in parser.parse_line(&l) {
-                emit(ev);
-            }
+    let malformed = |p: &dyn TurnParser, s: String| p.event(AgentEventKind::Malformed, &s);
+    let lines = match &item {
+        StdoutItem::Line(l) => std::slice::from_ref(l),
+        StdoutItem::Lines(ls) => ls.as_slice(),
+        StdoutItem::LineTooLong { bytes } => {
+            let text = format!("stdout line too long ({bytes} bytes), skipped");
+            return emit(malformed(parser, text));
         }
-        StdoutItem::Lines(ls) => {
-            for l in ls {
-                for ev in parser.parse_line(&l) {
-                    emit(ev);
-                }
-            }
+        StdoutItem::ReadError(e) => {
+            return emit(malformed(parser, format!("stdout read error: {e}")));
         }
-        StdoutItem::LineTooLong { bytes } => emit(malformed(
-            parser,
-            format!("stdout line too long ({bytes} bytes), skipped"),
-        )),
-        StdoutItem::ReadError(e) => emit(malformed(parser, format!("stdout read error: {e}"))),
-        StdoutItem::Chunk(_) | StdoutItem::Eof => {}
-    }
-}
-
-/// The terminal event kind for an outcome.
-pub(crate) fn terminal_event_kind<T>(outcome: &Result<T, AgentError>) -> AgentEventKind {
-    match outcome {
-        Ok(_) => AgentEventKind::TurnCompleted,
-        Err(e) => match e.kind {
-            AgentErrorKind::TurnCancelled => AgentEventKind::TurnCancelled,
-            AgentErrorKind::TurnInputRequired => AgentEventKind::TurnInputRequired,
-            AgentErrorKind::AgentNotFound | AgentErrorKind::StartupFailed => {
-                AgentEventKind::StartupFailed
-            }
-            _ => AgentEventKind::TurnFailed,
-        },
+        StdoutItem::Chunk(_) | StdoutItem::Eof => return,
+    };
+    for line in lines {
+        for ev in parser.parse_line(line) {
+            emit(ev);
+        }
     }
 }
 
@@ -331,11 +362,17 @@ mod tests {
             self.seen.push(line.to_string());
             vec![AgentEvent::new(AgentEventKind::OtherMessage, line)]
         }
-        fn event(&self, kind: AgentEventKind, summary: String) -> AgentEvent {
+        fn event(&self, kind: AgentEventKind, summary: &str) -> AgentEvent {
             AgentEvent::new(kind, summary)
         }
         fn result_seen(&self) -> bool {
             self.seen.iter().any(|l| l == "result")
+        }
+        fn outcome(&self, _: &ProcessEnd) -> TurnResult {
+            Ok(())
+        }
+        fn usage(&self) -> Option<TokenUsage> {
+            None
         }
     }
 

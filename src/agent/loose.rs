@@ -1,8 +1,9 @@
-//! Lenient typed views of agent output for `#[derive(Deserialize)]` structs: a field of an
-//! unexpected type never fails the line, big text is never copied, and numbers are read the way
-//! budgets need them. [`Loose`] is a string, a boolean, an object read as `T` or an array;
-//! [`Num`] a number. Strings without escapes are borrowed from the line, escaped ones keep at most
-//! [`LOOSE_STR_MAX`] bytes; everything a view does not name is skipped without allocating.
+//! Reading untrusted agent JSON: bounded one-line summaries, and lenient typed views for
+//! `#[derive(Deserialize)]` structs, where a field of an unexpected type never fails the line, big
+//! text is never copied, and numbers are read the way budgets need them. [`Loose`] is a string, a
+//! boolean, an object read as `T` or an array; [`Num`] a number. Strings without escapes are
+//! borrowed from the line, escaped ones keep at most [`LOOSE_STR_MAX`] bytes; everything a view
+//! does not name is skipped without allocating.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -11,6 +12,59 @@ use std::marker::PhantomData;
 use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
+use serde_json::Value;
+
+use crate::text::truncate_chars;
+
+/// Longest event summary (characters; Copilot's are longer).
+pub const SUMMARY_MAX: usize = 200;
+
+/// `v[key]` as a string, when it is one.
+pub(crate) fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// The most telling argument of a tool call (its command, path, pattern, URL…), as one bounded
+/// line; empty when there is none.
+pub(crate) fn tool_input_detail(input: &Value) -> String {
+    const KEYS: [&str; 7] = [
+        "command",
+        "file_path",
+        "path",
+        "pattern",
+        "url",
+        "description",
+        "prompt",
+    ];
+    first_detail(KEYS.map(|k| str_at(input, k)))
+}
+
+/// The first present value of a tool call's telling arguments, as one bounded line.
+pub(crate) fn first_detail<'s>(values: impl IntoIterator<Item = Option<&'s str>>) -> String {
+    let first = values.into_iter().flatten().next();
+    first.map_or(String::new(), |s| one_line(s, 120))
+}
+
+/// Collapse whitespace/control characters to single spaces, then truncate to `max` characters.
+pub(crate) fn one_line(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max.saturating_mul(4)));
+    let mut last_space = false;
+    for c in s.chars() {
+        if c.is_whitespace() || c.is_control() {
+            if !last_space && !out.is_empty() {
+                out.push(' ');
+            }
+            last_space = true;
+        } else {
+            out.push(c);
+            last_space = false;
+        }
+        if out.len() > max.saturating_mul(4) {
+            break;
+        }
+    }
+    truncate_chars(out.trim_end(), max)
+}
 
 /// Most bytes an escaped string keeps (a summary shows at most a few hundred characters).
 pub(crate) const LOOSE_STR_MAX: usize = 64 * 1024;
@@ -24,13 +78,10 @@ pub(crate) const MAX_COST_USD: f64 = 1e9;
 /// `IgnoredAny` (a zero-sized type) an unwanted object or array is skipped without allocating.
 #[derive(Debug, Default, PartialEq)]
 pub(crate) enum Loose<'a, T = IgnoredAny, E = IgnoredAny> {
-    /// A string (bounded when it had to be unescaped).
+    /// Bounded when it had to be unescaped.
     Str(Cow<'a, str>),
-    /// A boolean.
     Bool(bool),
-    /// An object.
     Obj(T),
-    /// An array.
     Arr(Vec<E>),
     /// Null, a number, or missing.
     #[default]
@@ -41,7 +92,6 @@ pub(crate) enum Loose<'a, T = IgnoredAny, E = IgnoredAny> {
 pub(crate) type List<'a, E> = Loose<'a, IgnoredAny, E>;
 
 impl<T, E> Loose<'_, T, E> {
-    /// The string, when it is one.
     pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Loose::Str(s) => Some(s),
@@ -49,7 +99,6 @@ impl<T, E> Loose<'_, T, E> {
         }
     }
 
-    /// The boolean, when it is one.
     pub(crate) fn as_bool(&self) -> Option<bool> {
         match self {
             Loose::Bool(b) => Some(*b),
@@ -57,7 +106,6 @@ impl<T, E> Loose<'_, T, E> {
         }
     }
 
-    /// The object, when it is one.
     pub(crate) fn as_obj(&self) -> Option<&T> {
         match self {
             Loose::Obj(t) => Some(t),
@@ -65,7 +113,6 @@ impl<T, E> Loose<'_, T, E> {
         }
     }
 
-    /// The array's elements, when it is one.
     pub(crate) fn as_arr(&self) -> Option<&[E]> {
         match self {
             Loose::Arr(v) => Some(v),
@@ -167,8 +214,7 @@ impl Num<'_> {
 
     /// A token count: 0 when absent, negative or not a number, at most [`MAX_COUNT`], fractions cut.
     pub(crate) fn count(&self) -> u64 {
-        self.value()
-            .map_or(0, |v| v.clamp(0.0, MAX_COUNT as f64) as u64)
+        clamp_count(self.value())
     }
 
     /// A cost in USD, at most [`MAX_COST_USD`]; `None` when absent, negative or not a number (a
@@ -185,6 +231,20 @@ impl Num<'_> {
             .filter(|v| v.fract() == 0.0 && v.abs() < 1e15)
             .map(|v| v as i64)
     }
+}
+
+/// [`Num::count`] of a field of an already parsed line (Codex, Gemini): numbers and numeric
+/// strings count.
+pub(crate) fn count(v: Option<&Value>) -> u64 {
+    clamp_count(match v {
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(Value::String(s)) => s.trim().parse().ok().filter(|v: &f64| !v.is_nan()),
+        _ => None,
+    })
+}
+
+fn clamp_count(v: Option<f64>) -> u64 {
+    v.map_or(0, |v| v.clamp(0.0, MAX_COUNT as f64) as u64)
 }
 
 #[cfg(test)]
@@ -276,5 +336,18 @@ mod tests {
         assert_eq!(read("1e15").2, None);
         assert_eq!(read("\"3\"").3, None);
         assert_eq!(Num::default().count(), 0);
+    }
+
+    #[test]
+    fn one_line_collapses_and_bounds() {
+        assert_eq!(one_line("a\n\n b\tc", 100), "a b c");
+        assert_eq!(one_line(&"é".repeat(500), 3), "ééé…");
+    }
+
+    #[test]
+    fn tool_detail_picks_the_first_known_key() {
+        let v = serde_json::json!({"path": "/a", "command": "ls\n-l"});
+        assert_eq!(tool_input_detail(&v), "ls -l");
+        assert_eq!(tool_input_detail(&serde_json::json!({"x": 1})), "");
     }
 }

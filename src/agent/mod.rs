@@ -1,15 +1,12 @@
 //! The coding-agent boundary (spec §10.0): the runner/session traits every adapter implements,
-//! the normalized event stream they emit, and the cancellation handle the orchestrator uses to stop
-//! a running turn from another thread.
+//! the normalized events they emit, and the token that stops a running turn from another thread.
 
-mod argv;
 pub mod claude;
 pub mod codex;
 pub mod config;
 pub mod copilot;
 pub(crate) mod driver;
 pub mod gemini;
-mod json;
 mod loose;
 pub mod runner;
 
@@ -24,23 +21,18 @@ use serde::Serialize;
 use crate::host::{Host, LocalHost};
 use config::AgentKind;
 
-pub use argv::{argv_safe_prompt, MAX_PROMPT_ARG_BYTES};
 pub use driver::{ProcessEnd, TurnParser};
+pub use runner::argv_safe_prompt;
 
-/// Whether `id` has the form `kind`'s CLI gives its session ids: a canonical hyphenated UUID for
-/// Claude Code (its own), Codex (its thread id, a UUIDv7), Copilot and Gemini (chosen by Baton). Only such an id is ever put on a command
-/// line, so a stored or reported value cannot become a CLI flag (`--dangerously-skip-permissions`).
-/// State restore checks stored ids with it too.
-pub fn valid_session_id(kind: AgentKind, id: &str) -> bool {
-    match kind {
-        AgentKind::ClaudeCode | AgentKind::Copilot | AgentKind::Codex | AgentKind::Gemini => {
-            id.len() == 36
-                && id.bytes().enumerate().all(|(i, c)| match i {
-                    8 | 13 | 18 | 23 => c == b'-',
-                    _ => c.is_ascii_hexdigit(),
-                })
-        }
-    }
+/// Whether `id` has the form every supported CLI gives its session ids, a hyphenated UUID (Claude
+/// Code's own, Codex's thread id, the ids Baton picks for Copilot and Gemini). Only such an id is
+/// put on a command line, so a stored or reported value cannot become a CLI flag.
+pub fn valid_session_id(_kind: AgentKind, id: &str) -> bool {
+    id.len() == 36
+        && id.bytes().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
 }
 
 /// `id` when it is a [`valid_session_id`]; otherwise `None`, logged as `event=session_id_invalid`
@@ -62,21 +54,17 @@ pub(crate) fn usable_session_id(kind: AgentKind, id: Option<&str>, issue: &str) 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentEventKind {
-    /// The agent session started (carries `session_id = <agent_session_id>-<turn>`).
+    /// Carries `session_id = <agent_session_id>-<turn>`.
     SessionStarted,
-    /// The session could not start.
     StartupFailed,
-    /// A turn finished successfully.
     TurnCompleted,
-    /// A turn failed.
     TurnFailed,
-    /// A turn was cancelled (stop requested).
+    /// Baton stopped the turn.
     TurnCancelled,
     /// The agent asked for user input; the turn fails.
     TurnInputRequired,
-    /// A tool call was denied by the permission posture.
+    /// The permission posture denied a tool call.
     PermissionDenied,
-    /// The agent used a tool.
     ToolUse,
     /// Assistant text, retries and other activity.
     Notification,
@@ -108,13 +96,10 @@ impl AgentEventKind {
 /// Token counts (per-invocation deltas when carried by an event).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct TokenUsage {
-    /// Input tokens (not counting cache reads/writes).
+    /// Not counting cache reads and writes.
     pub input_tokens: u64,
-    /// Output tokens.
     pub output_tokens: u64,
-    /// Cache-read input tokens.
     pub cache_read_input_tokens: u64,
-    /// Cache-creation input tokens.
     pub cache_creation_input_tokens: u64,
 }
 
@@ -124,23 +109,28 @@ impl TokenUsage {
         self.input_tokens.saturating_add(self.output_tokens)
     }
 
-    /// Add another usage into this one.
+    /// Add `other` into this one, saturating.
     pub fn add(&mut self, other: &TokenUsage) {
-        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
-        self.cache_read_input_tokens = self
-            .cache_read_input_tokens
-            .saturating_add(other.cache_read_input_tokens);
-        self.cache_creation_input_tokens = self
-            .cache_creation_input_tokens
-            .saturating_add(other.cache_creation_input_tokens);
+        for (sum, n) in [
+            (&mut self.input_tokens, other.input_tokens),
+            (&mut self.output_tokens, other.output_tokens),
+            (
+                &mut self.cache_read_input_tokens,
+                other.cache_read_input_tokens,
+            ),
+            (
+                &mut self.cache_creation_input_tokens,
+                other.cache_creation_input_tokens,
+            ),
+        ] {
+            *sum = sum.saturating_add(n);
+        }
     }
 }
 
 /// One normalized event from an agent session (spec §10.0).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentEvent {
-    /// What happened.
     pub kind: AgentEventKind,
     /// A short, single-line, bounded summary (untrusted text: escape before rendering).
     pub summary: String,
@@ -148,11 +138,10 @@ pub struct AgentEvent {
     pub session_id: Option<String>,
     /// The agent CLI's own session id (what `--resume` takes) when known.
     pub agent_session_id: Option<String>,
-    /// The agent's process id when known.
     pub agent_pid: Option<u32>,
     /// The agent process's start time on its host (`/proc/<pid>/stat` field 22), when known.
     pub agent_start_time: Option<u64>,
-    /// Token usage *delta* to add (never a cumulative figure).
+    /// Token usage *delta* to add (never a cumulative figure); only on the terminal event.
     pub usage_delta: Option<TokenUsage>,
     /// Session-cumulative cost in USD as reported by the agent (record the latest, never add).
     pub session_cost_usd: Option<f64>,
@@ -160,22 +149,38 @@ pub struct AgentEvent {
     pub rate_limits: Option<AgentRateLimits>,
 }
 
-/// An agent's model rate-limit state (Claude's `rate_limit_event`), bounded: short strings, a
-/// utilization fraction, a reset time. Untrusted: escape before rendering.
+/// An agent's model rate-limit state, bounded: short strings, a utilization fraction, a reset
+/// time. Untrusted: escape before rendering.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentRateLimits {
     /// `allowed`, `allowed_warning` or `rejected`.
     pub status: String,
-    /// Which window (`five_hour`, `seven_day`, …).
+    /// Which window (`five_hour`, `seven_day`, `primary`…).
     pub rate_limit_type: Option<String>,
     /// Fraction of the window used, 0..=1.
     pub utilization: Option<f64>,
-    /// When the window resets, RFC 3339.
+    /// RFC 3339.
     pub resets_at: Option<String>,
-    /// Overage state as reported (e.g. `allowed`, `rejected`).
     pub overage_status: Option<String>,
-    /// Whether usage is currently billed as overage.
     pub is_using_overage: Option<bool>,
+}
+
+impl AgentRateLimits {
+    /// The `notification` reporting this state, made by `event` (the adapter's stamp and bound).
+    pub(crate) fn event(self, event: impl Fn(AgentEventKind, &str) -> AgentEvent) -> AgentEvent {
+        let window = self.rate_limit_type.as_deref().unwrap_or("?");
+        let text = format!("rate limit {} ({window})", self.status);
+        let mut ev = event(AgentEventKind::Notification, &text);
+        ev.rate_limits = Some(self);
+        ev
+    }
+
+    /// A reset time in seconds since the epoch, capped at year 9999 (a hostile number must not
+    /// overflow the time arithmetic).
+    pub(crate) fn reset_time(secs: u64) -> String {
+        let secs = secs.min(253_402_300_799);
+        crate::timefmt::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+    }
 }
 
 impl AgentEvent {
@@ -196,8 +201,7 @@ impl AgentEvent {
 }
 
 /// Normalized error categories (spec §10.3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentErrorKind {
     /// The agent command does not exist (exit 127).
     AgentNotFound,
@@ -205,22 +209,20 @@ pub enum AgentErrorKind {
     InvalidWorkspaceCwd,
     /// The process could not be started or failed before its session began.
     StartupFailed,
-    /// The turn exceeded `turn_timeout_ms`.
     TurnTimeout,
     /// The process exited before completing the turn, or with a non-zero code.
     ProcessExit,
     /// The agent reported a failure.
     TurnFailed,
-    /// The turn was cancelled by Baton.
+    /// Baton stopped the turn.
     TurnCancelled,
-    /// The agent asked for user input.
     TurnInputRequired,
     /// The protocol stream could not be understood (e.g. no result line).
     ParseError,
 }
 
 impl AgentErrorKind {
-    /// snake_case name.
+    /// snake_case name, as in logs.
     pub fn as_str(self) -> &'static str {
         match self {
             AgentErrorKind::AgentNotFound => "agent_not_found",
@@ -239,14 +241,12 @@ impl AgentErrorKind {
 /// An agent failure with its category.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentError {
-    /// Category (spec §10.3).
     pub kind: AgentErrorKind,
-    /// Detail (bounded; may include a stderr tail).
+    /// Bounded; may include a stderr tail.
     pub message: String,
 }
 
 impl AgentError {
-    /// Build an error.
     pub fn new(kind: AgentErrorKind, message: impl Into<String>) -> Self {
         AgentError {
             kind,
@@ -263,14 +263,14 @@ impl fmt::Display for AgentError {
 
 impl std::error::Error for AgentError {}
 
-/// Context for starting a session.
+/// What a session starts from.
 #[derive(Debug, Clone)]
 pub struct SessionContext {
-    /// The issue identifier (for logs and the child environment).
+    /// For logs and the child environment (`BATON_ISSUE_IDENTIFIER`).
     pub issue_identifier: String,
     /// The absolute workspace path; the agent's cwd.
     pub workspace: PathBuf,
-    /// The canonical workspace root, to re-check containment before launch.
+    /// The canonical workspace root, to re-check containment before every launch.
     pub workspace_root: PathBuf,
     /// Agent session id to resume (persisted from an earlier run), if any.
     pub resume_session_id: Option<String>,
@@ -281,7 +281,7 @@ pub struct SessionContext {
     pub host: Arc<dyn Host>,
 }
 
-/// Cancellation handle shared between the orchestrator (which cancels) and a running turn (which
+/// Cancellation shared between the orchestrator (which cancels) and a running turn (which
 /// selects on `receiver()` and stops its process group).
 #[derive(Clone)]
 pub struct CancelToken {
@@ -308,21 +308,19 @@ impl fmt::Debug for CancelToken {
 }
 
 impl CancelToken {
-    /// A fresh, uncancelled token.
     pub fn new() -> Self {
         Self::default()
     }
-    /// Request cancellation (idempotent).
+    /// Idempotent.
     pub fn cancel(&self) {
         self.flag.store(true, Ordering::SeqCst);
         let _ = self.tx.try_send(());
     }
-    /// True once `cancel` was called.
     pub fn is_cancelled(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
     }
-    /// A receiver that becomes ready when cancelled (for `select!`). Only one waiter consumes the
-    /// wake-up; always re-check `is_cancelled()`.
+    /// Ready once cancelled (for `select!`). Only one waiter consumes the wake-up; always
+    /// re-check `is_cancelled()`.
     pub fn receiver(&self) -> &Receiver<()> {
         &self.rx
     }
@@ -336,13 +334,12 @@ pub type TurnResult = Result<(), AgentError>;
 
 /// A live agent session (one per worker run); turns run one after another on it.
 pub trait AgentSession: Send {
-    /// Run one turn with `prompt`, streaming normalized events to `on_event` until it ends.
-    /// Must return within `turn_timeout_ms`, and promptly after `cancel` is cancelled, leaving no
-    /// process behind.
+    /// Run one turn, streaming events to `emit` until it ends. Returns within the turn timeout,
+    /// and promptly after `cancel`, leaving no process behind.
     fn run_turn(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> TurnResult;
-    /// The agent's own session id once known.
+    /// The agent's own session id once known (persisted, so a restart resumes it).
     fn agent_session_id(&self) -> Option<String>;
-    /// End the session and make sure no process is left.
+    /// End the session and make sure no process or file of it is left.
     fn stop(&mut self);
 }
 
@@ -358,7 +355,7 @@ pub fn validate_workspace_cwd(workspace: &Path, root: &Path) -> Result<PathBuf, 
     check_cwd_on(&LocalHost, workspace, root)
 }
 
-/// [`validate_workspace_cwd`] on `host`, as an `invalid_workspace_cwd` error.
+/// [`validate_workspace_cwd`] on `host`.
 pub(crate) fn check_cwd_on(
     host: &dyn Host,
     workspace: &Path,

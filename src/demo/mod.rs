@@ -108,7 +108,7 @@ fn finished(s: &StateSnapshot, board: &Path, workspaces: &Path) -> bool {
     !b.tasks.is_empty()
         && b.tasks
             .iter()
-            .all(|t| t.terminal_by_location() || contains_name(&done, &t.task.status))
+            .all(|t| t.location.is_terminal() || contains_name(&done, &t.task.status))
 }
 
 /// Write the demo directory under `parent`; returns its path.

@@ -1,17 +1,10 @@
-//! Containment with cgroup v2 where Baton can manage a subtree (under systemd with
-//! `Delegate=yes`, or any writable cgroup directory): every process the local supervisor starts —
-//! agents and hooks — runs in its own child cgroup `baton-<baton pid>-<label>-<n>` of Baton's
-//! cgroup. A tiny `/bin/sh` shim started with `posix_spawn` moves itself there and then execs the
-//! program (see [`ProcCgroup::command`]), so every descendant starts inside, even one that
-//! `setsid`s or double-forks; when the leader has exited, `cgroup.kill` ends everything left (in
-//! nested cgroups too) and the directory is removed with whatever the agent nested below it.
-//! What this does not stop (a process that writes itself into another cgroup its user may write)
-//! is in docs/security.md. Elsewhere Baton falls back to process groups (a `setsid`'d descendant
-//! can escape those).
-//!
-//! Detection, once per process: the `0::<path>` line of `/proc/self/cgroup`, the cgroup2 mount
-//! point from `/proc/self/mountinfo`, and a probe child that must be creatable and have
-//! `cgroup.kill` (Linux ≥ 5.14). `BATON_CONTAINMENT=process_group` forces the fallback.
+//! Containment with cgroup v2 where Baton can manage a subtree (what it stops and what it does
+//! not: docs/security.md): every process the local supervisor starts runs in its own child cgroup
+//! `baton-<baton pid>-<label>-<n>` of Baton's cgroup, joined by a `/bin/sh` shim before the
+//! program is exec'd ([`ProcCgroup::command`]), so every descendant starts inside; once the
+//! leader has exited, `cgroup.kill` ends everything left and the subtree is removed. Detected
+//! once per process (the `0::` line of `/proc/self/cgroup`, the cgroup2 mount, a probe child with
+//! `cgroup.kill`); `BATON_CONTAINMENT=process_group` forces process groups only.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -21,12 +14,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// How processes are contained.
+/// How processes are contained: one child cgroup per process under Baton's own cgroup (this
+/// directory), or process groups only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Containment {
-    /// One child cgroup per process under this directory (Baton's own cgroup).
     Cgroup(PathBuf),
-    /// Process groups only.
     ProcessGroup,
 }
 
@@ -141,27 +133,22 @@ pub(crate) struct ProcCgroup {
 }
 
 impl ProcCgroup {
-    /// Create a child cgroup for a process labelled `label`; `None` in process-group mode.
+    /// Create `<base>/baton-<pid>-<label>-<n>` for a process labelled `label`; `None` in
+    /// process-group mode.
     pub(crate) fn create(label: &str) -> Option<ProcCgroup> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
         let Containment::Cgroup(base) = containment() else {
             return None;
         };
-        match Self::create_in(base, label) {
-            Ok(cg) => Some(cg),
+        let n = SEQ.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("baton-{}-{label}-{n}", std::process::id()));
+        match fs::create_dir(&dir) {
+            Ok(()) => Some(ProcCgroup { dir }),
             Err(e) => {
                 log::warn!("cannot create a cgroup; using the process group only error={e}");
                 None
             }
         }
-    }
-
-    /// Create `<base>/baton-<pid>-<label>-<n>`.
-    pub(crate) fn create_in(base: &Path, label: &str) -> io::Result<ProcCgroup> {
-        static SEQ: AtomicU64 = AtomicU64::new(0);
-        let n = SEQ.fetch_add(1, Ordering::Relaxed);
-        let dir = base.join(format!("baton-{}-{label}-{n}", std::process::id()));
-        fs::create_dir(&dir)?;
-        Ok(ProcCgroup { dir })
     }
 
     /// A command running `program` inside this cgroup: the `/bin/sh` shim [`JOIN`] joins it and

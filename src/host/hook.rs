@@ -15,16 +15,13 @@ const REAP_WAIT: Duration = Duration::from_secs(5);
 /// group and still hold them).
 const OUTPUT_WAIT: Duration = Duration::from_secs(2);
 
-/// What a finished hook produced.
+/// What a finished hook produced: its exit code (`None` when killed by a signal), its output
+/// (bounded, lossy UTF-8) and how long it ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookOutput {
-    /// Exit code (`None` when killed by a signal).
     pub code: Option<i32>,
-    /// Captured stdout (bounded, lossy UTF-8).
     pub stdout: String,
-    /// Captured stderr (bounded, lossy UTF-8).
     pub stderr: String,
-    /// How long it ran.
     pub elapsed: Duration,
 }
 
@@ -34,12 +31,7 @@ pub enum HookError {
     /// `sh` could not be started.
     Spawn(String),
     /// It ran longer than `hooks.timeout_ms`; its process group was killed.
-    Timeout {
-        /// The configured bound.
-        timeout_ms: u64,
-        /// Output captured before the kill.
-        output: HookOutput,
-    },
+    Timeout { timeout_ms: u64, output: HookOutput },
     /// It exited non-zero (or by a signal).
     Failed(HookOutput),
 }

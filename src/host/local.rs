@@ -16,9 +16,18 @@ use super::{BeforeRemove, Removal, Workspace, WorkspaceError};
 pub struct LocalHost;
 
 impl LocalHost {
-    /// This machine as a shareable host.
     pub fn shared() -> std::sync::Arc<dyn Host> {
         std::sync::Arc::new(LocalHost)
+    }
+}
+
+/// An I/O failure on `path` as a workspace error: `msg` with its `{}` replaced by the path.
+fn fail<'a>(msg: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> WorkspaceError + 'a {
+    move |e| {
+        WorkspaceError(format!(
+            "{}: {e}",
+            msg.replace("{}", &path.display().to_string())
+        ))
     }
 }
 
@@ -38,29 +47,18 @@ impl Host for LocalHost {
                 )))
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir(&target).map_err(|e| {
-                    WorkspaceError(format!("cannot create workspace {}: {e}", target.display()))
-                })?;
+                fs::create_dir(&target).map_err(fail("cannot create workspace {}", &target))?;
                 true
             }
-            Err(e) => {
-                return Err(WorkspaceError(format!(
-                    "cannot inspect workspace {}: {e}",
-                    target.display()
-                )))
-            }
+            Err(e) => return Err(fail("cannot inspect workspace {}", &target)(e)),
         };
         let path = check_contained(&root_canon, &target)?;
         Ok(Workspace { path, created_now })
     }
 
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-        let canon = root.canonicalize().map_err(|e| {
-            WorkspaceError(format!(
-                "workspace root {} is not accessible: {e}",
-                root.display()
-            ))
-        })?;
+        let canon =
+            (root.canonicalize()).map_err(fail("workspace root {} is not accessible", root))?;
         check_contained(&pinned(root, canon)?, path)
     }
 
@@ -74,16 +72,10 @@ impl Host for LocalHost {
         let meta = match fs::symlink_metadata(&target) {
             Ok(m) => m,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => {
-                return Err(WorkspaceError(format!(
-                    "cannot inspect workspace {}: {e}",
-                    target.display()
-                )))
-            }
+            Err(e) => return Err(fail("cannot inspect workspace {}", &target)(e)),
         };
         if meta.file_type().is_symlink() || !meta.is_dir() {
-            fs::remove_file(&target)
-                .map_err(|e| WorkspaceError(format!("cannot remove {}: {e}", target.display())))?;
+            fs::remove_file(&target).map_err(fail("cannot remove {}", &target))?;
             return Ok(true);
         }
         hook(&target);
@@ -93,12 +85,7 @@ impl Host for LocalHost {
         match fs::rename(&target, &tomb) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => {
-                return Err(WorkspaceError(format!(
-                    "cannot move workspace {} aside: {e}",
-                    target.display()
-                )))
-            }
+            Err(e) => return Err(fail("cannot move workspace {} aside", &target)(e)),
         }
         fs::remove_dir_all(&tomb).map_err(|e| {
             WorkspaceError(format!(
@@ -127,18 +114,8 @@ impl Host for LocalHost {
 
 /// Create the root (if needed) and return its canonical path.
 pub(crate) fn canonical_root(root: &Path) -> Result<PathBuf, WorkspaceError> {
-    fs::create_dir_all(root).map_err(|e| {
-        WorkspaceError(format!(
-            "cannot create workspace root {}: {e}",
-            root.display()
-        ))
-    })?;
-    let canon = root.canonicalize().map_err(|e| {
-        WorkspaceError(format!(
-            "workspace root {} is not accessible: {e}",
-            root.display()
-        ))
-    })?;
+    fs::create_dir_all(root).map_err(fail("cannot create workspace root {}", root))?;
+    let canon = (root.canonicalize()).map_err(fail("workspace root {} is not accessible", root))?;
     pinned(root, canon)
 }
 
@@ -176,11 +153,7 @@ pub fn sweep_tombstones(root: &Path) -> usize {
     };
     let mut n = 0;
     for entry in entries.flatten() {
-        if !entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(TOMBSTONE_PREFIX)
-        {
+        if !(entry.file_name().to_string_lossy()).starts_with(TOMBSTONE_PREFIX) {
             continue;
         }
         let path = entry.path();
@@ -226,12 +199,7 @@ pub(crate) fn pinned(root: &Path, canon: PathBuf) -> Result<PathBuf, WorkspaceEr
 /// Check that `path`, resolved, is a directory strictly inside the canonical root. Returns the
 /// canonical path.
 pub(crate) fn check_contained(root_canon: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-    let canon = path.canonicalize().map_err(|e| {
-        WorkspaceError(format!(
-            "workspace {} is not accessible: {e}",
-            path.display()
-        ))
-    })?;
+    let canon = (path.canonicalize()).map_err(fail("workspace {} is not accessible", path))?;
     if canon == root_canon || !canon.starts_with(root_canon) {
         return Err(WorkspaceError(format!(
             "workspace {} resolves to {}, outside the workspace root {}",
@@ -241,9 +209,9 @@ pub(crate) fn check_contained(root_canon: &Path, path: &Path) -> Result<PathBuf,
         )));
     }
     if !canon.is_dir() {
+        let canon = canon.display();
         return Err(WorkspaceError(format!(
-            "workspace {} is not a directory",
-            canon.display()
+            "workspace {canon} is not a directory"
         )));
     }
     Ok(canon)
@@ -251,18 +219,13 @@ pub(crate) fn check_contained(root_canon: &Path, path: &Path) -> Result<PathBuf,
 
 /// The workspace directory's name must be exactly one normal path component (a workspace key).
 pub(crate) fn check_name(root: &Path, path: &Path) -> Result<(), WorkspaceError> {
-    let ok = path.parent() == Some(root)
-        && path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n != "." && n != ".." && !n.is_empty());
-    if ok {
-        Ok(())
-    } else {
-        Err(WorkspaceError(format!(
-            "workspace {} is not a direct child of the workspace root {}",
-            path.display(),
-            root.display()
-        )))
+    let name = path.file_name().and_then(|n| n.to_str());
+    if path.parent() == Some(root) && name.is_some_and(|n| n != "." && n != ".." && !n.is_empty()) {
+        return Ok(());
     }
+    Err(WorkspaceError(format!(
+        "workspace {} is not a direct child of the workspace root {}",
+        path.display(),
+        root.display()
+    )))
 }

@@ -47,21 +47,17 @@ pub use pool::HostPool;
 pub use ssh::{SshHost, SshSettings};
 pub use supervisor::kill_live_groups;
 
-/// Default bound of one stdout line (10 MB).
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;
-/// Default size of the kept stderr tail (8 KiB).
 pub(crate) const DEFAULT_STDERR_TAIL_BYTES: usize = 8 * 1024;
-/// Default grace between SIGTERM and SIGKILL.
+/// Between SIGTERM and SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
 /// How long [`Process::terminate`] waits for the reap after SIGKILL before giving up.
 const REAP_WAIT_AFTER_KILL: Duration = Duration::from_secs(5);
 
-/// A prepared workspace (spec §4.1.4).
+/// A prepared workspace (spec §4.1.4): its canonical path, and whether this call created it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workspace {
-    /// Canonical absolute path.
     pub path: PathBuf,
-    /// True when this call created the directory.
     pub created_now: bool,
 }
 
@@ -142,15 +138,11 @@ pub trait Host: Send + Sync + fmt::Debug {
     }
 }
 
-/// How stdout is delivered on [`Process::lines`].
+/// How stdout is delivered on [`Process::lines`]: bounded lines (a longer one becomes
+/// [`StdoutItem::LineTooLong`]), or raw chunks whose consumer bounds what it keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StdoutMode {
-    /// Bounded lines (`max_line_bytes`); a longer line becomes [`StdoutItem::LineTooLong`].
-    Lines {
-        /// Bound of one line in bytes.
-        max_line_bytes: usize,
-    },
-    /// Raw chunks ([`StdoutItem::Chunk`]); the consumer bounds what it keeps.
+    Lines { max_line_bytes: usize },
     Chunks,
 }
 
@@ -161,23 +153,21 @@ pub enum StdoutMode {
 /// parses, so issue text can travel there safely.
 #[derive(Debug, Clone)]
 pub struct ProcessSpec {
-    /// Shell binary (`bash` for agents, `sh` for hooks; tests may point elsewhere).
+    /// `bash` for agents, `sh` for hooks (tests may point elsewhere).
     pub shell: OsString,
     /// The text after `-lc`.
     pub script: String,
     /// `$0` followed by the positional arguments (`"$@"`); empty for none.
     pub args: Vec<OsString>,
-    /// Working directory (check it with [`Host::check_workspace`] first).
+    /// Check it with [`Host::check_workspace`] first.
     pub cwd: PathBuf,
-    /// Extra environment variables set for the child (added to the inherited environment).
+    /// Added to the inherited environment.
     pub env: Vec<(OsString, OsString)>,
-    /// Environment variables removed from the child's environment.
     pub env_remove: Vec<OsString>,
-    /// How stdout is read.
     pub stdout: StdoutMode,
     /// Bytes of stderr kept (the tail) for error messages.
     pub stderr_tail_bytes: usize,
-    /// Short label for thread names and logs (`agent`, `hook`).
+    /// For thread names and logs (`agent`, `hook`).
     pub label: &'static str,
     /// Give the child a stdin pipe for [`Process::take_stdin`] (a JSON-RPC agent such as `codex
     /// app-server`) instead of `/dev/null`. Hosts that cannot forward one hand out none.
@@ -217,13 +207,11 @@ impl ProcessSpec {
         }
     }
 
-    /// Append one positional argument.
     pub fn arg(&mut self, a: impl Into<OsString>) -> &mut Self {
         self.args.push(a.into());
         self
     }
 
-    /// Set one extra environment variable.
     pub fn env(&mut self, k: impl Into<OsString>, v: impl Into<OsString>) -> &mut Self {
         self.env.push((k.into(), v.into()));
         self
@@ -239,11 +227,8 @@ pub enum StdoutItem {
     /// so that a fast producer costs one consumer wake-up per read, not per line.
     Lines(Vec<String>),
     /// A line longer than the bound was skipped; `bytes` is its full length.
-    LineTooLong {
-        /// Length of the skipped line in bytes.
-        bytes: usize,
-    },
-    /// Raw bytes ([`StdoutMode::Chunks`]).
+    LineTooLong { bytes: usize },
+    /// [`StdoutMode::Chunks`].
     Chunk(Vec<u8>),
     /// Reading stdout failed (reported once, then `Eof`).
     ReadError(String),
@@ -263,11 +248,9 @@ pub trait Process: Send + fmt::Debug {
     fn exited(&self) -> &Receiver<()>;
     /// The exit status once reaped (`None` before, or when it could not be collected).
     fn exit_status(&self) -> Option<ExitStatus>;
-    /// True once the leader has been reaped.
     fn has_exited(&self) -> bool;
     /// Send `signal` to the whole group unless the leader was already reaped; true when sent.
     fn signal_group(&self, signal: i32) -> bool;
-    /// The kept stderr tail, raw.
     fn stderr_bytes(&self) -> Vec<u8>;
     /// Becomes ready (disconnected) once stderr reached EOF.
     fn stderr_done(&self) -> &Receiver<()>;

@@ -50,7 +50,6 @@ impl HostPool {
         }
     }
 
-    /// The SSH host `destination`.
     pub fn ssh(&self, destination: &str) -> Arc<SshHost> {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         let dir = self.control_dir.clone().unwrap_or_default();

@@ -48,9 +48,8 @@ use super::{Process, ProcessSpec, StdoutItem, StdoutMode};
 /// near the cap (10 MB) is ever queued per agent. (Measured: a capacity of 2 for every line costs
 /// about 40 % of stream-json throughput in thread wake-ups.)
 const LINE_CHANNEL_CAPACITY: usize = 16;
-/// Line buffers that grew above this are shrunk back after the line is emitted.
-pub(crate) const SHRINK_ABOVE: usize = 1024 * 1024;
-/// What a shrunk line buffer keeps.
+/// Line buffers that grew above this are shrunk back (to `SHRUNK_CAPACITY`) after the line.
+const SHRINK_ABOVE: usize = 1024 * 1024;
 const SHRUNK_CAPACITY: usize = 64 * 1024;
 
 #[derive(Debug, Default)]
@@ -100,6 +99,7 @@ pub fn kill_live_groups(wait: Duration) -> usize {
 }
 
 /// A local process group started by [`spawn`].
+#[derive(Debug)]
 pub(crate) struct LocalProcess {
     pid: u32,
     lines: Receiver<StdoutItem>,
@@ -112,14 +112,6 @@ pub(crate) struct LocalProcess {
     /// [`Process::take_stdin`] when the spec asked for a pipe.
     stdin: Mutex<Option<std::process::ChildStdin>>,
     lend_stdin: bool,
-}
-
-impl std::fmt::Debug for LocalProcess {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalProcess")
-            .field("pid", &self.pid)
-            .finish()
-    }
 }
 
 /// Launch `spec` locally (see the module docs). The one place a local agent's or hook's command
@@ -147,7 +139,7 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
-    spawn_command(cmd, spec, cgroup)
+    spawn_command(cmd, spec, cgroup, None)
 }
 
 /// `program` as a path: as given when it has a `/`, else the first executable file of that name
@@ -176,11 +168,14 @@ fn find_program(program: &OsStr) -> io::Result<PathBuf> {
 /// the leader of a new process group, supervised with `spec`'s stdout mode, stderr tail and
 /// label; `cgroup` (joined by `cmd`'s shim; `None` for the SSH client, whose work is remote) is
 /// removed when it ends. A piped stdin is held open for the life of the handle unless
-/// `spec.stdin_pipe` lends it out.
+/// `spec.stdin_pipe` lends it out. With `pgid`, stdout starts with the SSH wrapper's
+/// `BATON_PGID <n>` line: the group id is sent there and the line is not delivered (stdout is
+/// not read on when it is missing).
 pub(crate) fn spawn_command(
     mut cmd: Command,
     spec: &ProcessSpec,
     cgroup: Option<ProcCgroup>,
+    pgid: Option<Sender<(u32, Option<u64>)>>,
 ) -> io::Result<LocalProcess> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -206,9 +201,18 @@ pub(crate) fn spawn_command(
     let mode = spec.stdout;
     thread::Builder::new()
         .name(format!("{label}-stdout-{pid}"))
-        .spawn(move || match mode {
-            StdoutMode::Lines { max_line_bytes } => read_lines(stdout, max_line_bytes, line_tx),
-            StdoutMode::Chunks => read_chunks(stdout, line_tx),
+        .spawn(move || {
+            let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
+            if let Some(tx) = pgid {
+                let Some(p) = remote_pgid(&mut stdout) else {
+                    return;
+                };
+                let _ = tx.send(p);
+            }
+            match mode {
+                StdoutMode::Lines { max_line_bytes } => read_lines(stdout, max_line_bytes, line_tx),
+                StdoutMode::Chunks => read_chunks(stdout, line_tx),
+            }
         })
         .map_err(fail)?;
 
@@ -282,10 +286,8 @@ impl Process for LocalProcess {
     }
 
     fn stderr_bytes(&self) -> Vec<u8> {
-        match self.stderr_tail.lock() {
-            Ok(b) => b.iter().copied().collect(),
-            Err(_) => Vec::new(),
-        }
+        let tail = self.stderr_tail.lock();
+        tail.map_or_else(|_| Vec::new(), |b| b.iter().copied().collect())
     }
 
     fn stderr_done(&self) -> &Receiver<()> {
@@ -308,7 +310,7 @@ impl Drop for LocalProcess {
 
 /// Accumulates one line with a bound; skips (and measures) longer lines.
 #[derive(Debug, Default)]
-pub(crate) struct LineBuf {
+struct LineBuf {
     line: Vec<u8>,
     /// Some(bytes seen) while skipping an overlong line.
     skipping: Option<usize>,
@@ -316,7 +318,7 @@ pub(crate) struct LineBuf {
 }
 
 impl LineBuf {
-    pub(crate) fn new(max: usize) -> Self {
+    fn new(max: usize) -> Self {
         LineBuf {
             max: max.max(1),
             ..Default::default()
@@ -339,7 +341,7 @@ impl LineBuf {
     }
 
     /// The finished line (or the overlong marker); the buffer is reset (and shrunk when big).
-    pub(crate) fn take(&mut self) -> StdoutItem {
+    fn take(&mut self) -> StdoutItem {
         if let Some(bytes) = self.skipping.take() {
             return StdoutItem::LineTooLong { bytes };
         }
@@ -367,10 +369,28 @@ impl LineBuf {
     }
 }
 
+/// The group id and leader start time of the wrapper's `BATON_PGID <pgid> <start time>` first
+/// line (at most 64 bytes; the time may be empty).
+pub(crate) fn remote_pgid(r: &mut impl BufRead) -> Option<(u32, Option<u64>)> {
+    let mut line = Vec::new();
+    r.take(65).read_until(b'\n', &mut line).ok()?;
+    let line = std::str::from_utf8(&line)
+        .ok()?
+        .strip_prefix("BATON_PGID ")?;
+    let mut words = line.split(' ');
+    let pgid = words
+        .next()?
+        .trim_end()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n > 1)?;
+    Some((pgid, words.next().and_then(|t| t.trim().parse().ok())))
+}
+
 /// Split `r` into bounded lines and send them; ends with `Eof`. Stops early when the receiver is gone.
 /// Lines read together are sent together ([`Batch`]); whatever is finished is sent before the
 /// next read that may block, so a line is never held back waiting for more output.
-pub(crate) fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>) {
+fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>) {
     let mut reader = BufReader::with_capacity(64 * 1024, r);
     let mut buf = LineBuf::new(max_line);
     let mut batch = Batch::new(&tx);
@@ -410,9 +430,8 @@ pub(crate) fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>)
     }
 }
 
-/// Bytes of small lines sent as one [`StdoutItem::Lines`] at most.
+/// Bytes and lines of small lines sent as one [`StdoutItem::Lines`] at most.
 const BATCH_BYTES: usize = 64 * 1024;
-/// Lines sent as one [`StdoutItem::Lines`] at most.
 const BATCH_LINES: usize = 256;
 
 /// Small lines waiting to be sent as one item: a fast producer then costs one consumer wake-up
@@ -532,30 +551,19 @@ impl Watch {
         let mut stderr_open = true;
         let mut reaped = false;
         while stderr_open || !reaped {
-            let watch_pid = !reaped && pidfd.is_some();
+            let poll = |on: bool, fd: Option<i32>| libc::pollfd {
+                fd: fd.filter(|_| on).unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            let pid_fd = pidfd.as_ref().map(AsRawFd::as_raw_fd);
             let mut fds = [
-                libc::pollfd {
-                    fd: if stderr_open {
-                        self.stderr.as_raw_fd()
-                    } else {
-                        -1
-                    },
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: match &pidfd {
-                        Some(fd) if watch_pid => fd.as_raw_fd(),
-                        _ => -1,
-                    },
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
+                poll(stderr_open, Some(self.stderr.as_raw_fd())),
+                poll(!reaped, pid_fd),
             ];
-            let timeout = if reaped || pidfd.is_some() {
-                -1
-            } else {
-                EXIT_POLL_MS
+            let timeout = match reaped || pidfd.is_some() {
+                true => -1,
+                false => EXIT_POLL_MS,
             };
             // SAFETY: `fds` is a valid array of two pollfd; negative fds are ignored by poll.
             let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
@@ -631,10 +639,7 @@ impl Watch {
     /// then, so its pgid cannot be reused while [`Process::signal_group`] may still signal it.
     fn reap(&mut self) {
         let p = self.pid as libc::pid_t;
-        let mut guard = match self.exit.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
+        let mut guard = self.exit.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: plain syscall; the leader is unreaped, so the pgid is still ours.
         unsafe {
             libc::killpg(p, libc::SIGKILL);
@@ -665,7 +670,7 @@ impl Watch {
 }
 
 /// A pidfd for our (unreaped) child, when the kernel has `pidfd_open` (Linux ≥ 5.3).
-pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     // SAFETY: plain syscall; a non-negative result is a new fd that we own.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
     let fd = libc::c_int::try_from(fd).ok().filter(|fd| *fd >= 0)?;
@@ -801,6 +806,23 @@ mod tests {
             let tail: Vec<u8> = tail.lock().unwrap().iter().copied().collect();
             assert_eq!(tail, b"o-three\n");
             assert!(exited.recv().is_err() && stderr_done.recv().is_err());
+        }
+    }
+
+    #[test]
+    fn the_remote_pgid_line_is_read_strictly() {
+        let pgid = |s: &[u8]| remote_pgid(&mut BufReader::new(s));
+        assert_eq!(pgid(b"BATON_PGID 4242 917\nrest"), Some((4242, Some(917))));
+        assert_eq!(pgid(b"BATON_PGID 4242 \n"), Some((4242, None)));
+        let long = [b'1'; 100];
+        for bad in [
+            &b"BATON_PGID 1\n"[..],
+            b"hello\n",
+            b"BATON_PGID x\n",
+            &long,
+            b"",
+        ] {
+            assert_eq!(pgid(bad), None);
         }
     }
 

@@ -16,54 +16,39 @@ use crate::model::Issue;
 use crate::workflow::config::section::Section;
 use crate::workflow::config::{ConfigEnv, ConfigError, Secret};
 
-pub use super::github::config::{
-    OwnerType, TokenSource, DEFAULT_ENDPOINT, DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS,
-};
+pub use super::github::config::{OwnerType, DEFAULT_ENDPOINT, DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS};
 
 /// `tracker.budget_share` when unset: half the hourly limit, leaving the rest to the agents and
 /// people sharing the token.
 pub const DEFAULT_BUDGET_SHARE: f64 = 0.5;
 
-/// `tracker.*` (spec §5.3.1). `kind` and the state and label lists are shared by every kind;
-/// the other fields belong to `github_projects` and keep their defaults for other kinds.
+/// `tracker.*` (spec §5.3.1; every key in docs/trackers/). `kind` and the state and label lists
+/// are shared by every kind; the other fields belong to one kind and keep their defaults for
+/// the others.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TrackerConfig {
-    /// `tracker.kind` (see [`ADAPTERS`]). `None` when absent.
+    /// `None` when absent.
     pub kind: Option<String>,
-    /// GraphQL endpoint URL (never rewritten).
+    /// Never rewritten.
     pub endpoint: String,
-    /// Resolved token (`$VAR`, `GITHUB_TOKEN`, then `gh auth token`); `None` when missing.
+    /// Resolved (`$VAR`, `GITHUB_TOKEN`, then `gh auth token`); `None` when missing.
     pub token: Option<Secret>,
-    /// Where the token came from.
-    pub token_source: Option<TokenSource>,
-    /// Organization or user login owning the project.
     pub owner: Option<String>,
-    /// How to resolve `owner`.
     pub owner_type: OwnerType,
-    /// The project's number.
     pub project_number: Option<u64>,
-    /// Name of the single-select Status field (default `Status`).
     pub status_field: String,
-    /// Optional single-select field whose option position is the priority.
     pub priority_field: Option<String>,
     /// `owner/name` repositories allowed (empty = all).
     pub repos: Vec<String>,
-    /// Labels an issue must carry to dispatch/continue (every kind).
     pub required_labels: Vec<String>,
-    /// Labels that prevent dispatch/continuation (every kind).
     pub excluded_labels: Vec<String>,
-    /// Active state names (every kind; default `Todo`, `In Progress`).
     pub active_states: Vec<String>,
-    /// Terminal state names (every kind; default `Done`).
     pub terminal_states: Vec<String>,
-    /// Items per page (default 50, max 100).
     pub page_size: u32,
-    /// Use `items(query:)` to filter by status server-side (default off).
     pub server_side_filter: bool,
-    /// Network timeout per request in ms (default 30000).
     pub timeout_ms: u64,
     /// Most project items one board read may return before it fails with
-    /// `github_board_too_large` (default [`DEFAULT_MAX_ITEMS`]).
+    /// `github_board_too_large`.
     pub max_items: u64,
     /// `backlog_md`: the board directory, resolved (default `backlog` next to WORKFLOW.md).
     pub path: Option<PathBuf>,
@@ -72,13 +57,11 @@ pub struct TrackerConfig {
 }
 
 impl Default for TrackerConfig {
-    /// Every default of the section, with no kind set.
     fn default() -> Self {
         TrackerConfig {
             kind: None,
             endpoint: DEFAULT_ENDPOINT.to_string(),
             token: None,
-            token_source: None,
             owner: None,
             owner_type: OwnerType::Organization,
             project_number: None,
@@ -99,17 +82,15 @@ impl Default for TrackerConfig {
     }
 }
 
-/// What a kind's parser may use besides its section.
+/// What a kind's parser may use besides its section: the environment `$VAR`, `~` and
+/// credentials resolve against, and the directory relative paths start from.
 pub(crate) struct ParseContext<'a> {
-    /// The environment `$VAR`, `~` and credentials resolve against.
     pub env: &'a dyn ConfigEnv,
-    /// The directory holding WORKFLOW.md (for relative paths).
     pub workflow_dir: &'a Path,
 }
 
 /// One tracker kind: everything the core needs to configure and build it.
 pub(crate) struct TrackerAdapter {
-    /// The `tracker.kind` spelling.
     pub kind: &'static str,
     /// Every key of `tracker.*` for this kind, the shared ones included (unknown-key hints).
     pub keys: &'static [&'static str],
@@ -117,7 +98,7 @@ pub(crate) struct TrackerAdapter {
     pub parse: fn(&Section<'_>, &ParseContext<'_>, &mut TrackerConfig) -> Result<(), ConfigError>,
     /// Preflight of the kind's own keys (no I/O): every problem, each naming the key.
     pub check: fn(&TrackerConfig) -> Vec<TrackerError>,
-    /// Build the tracker (no request yet).
+    /// Builds the tracker (no request yet).
     pub open: fn(&TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError>,
     /// The kind's section of `baton check` (what it resolved, read and skipped); returns every
     /// issue it could read, for the dispatch plan, or `None` when it could not read them.
@@ -128,7 +109,6 @@ pub(crate) struct TrackerAdapter {
 pub(crate) const ADAPTERS: &[&TrackerAdapter] =
     &[&github::config::ADAPTER, &backlog::config::ADAPTER];
 
-/// The registered adapter for `kind`, if any.
 fn registered(kind: Option<&str>) -> Option<&'static TrackerAdapter> {
     ADAPTERS.iter().copied().find(|a| Some(a.kind) == kind)
 }
@@ -139,7 +119,7 @@ fn adapter_for(kind: Option<&str>) -> &'static TrackerAdapter {
     registered(kind).unwrap_or(ADAPTERS[0])
 }
 
-/// Every key of `tracker.*` for `kind`, for unknown-key hints.
+/// For unknown-key hints.
 pub(crate) fn known_keys(kind: Option<&str>) -> &'static [&'static str] {
     adapter_for(kind).keys
 }

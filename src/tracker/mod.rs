@@ -59,12 +59,11 @@ impl TrackerErrorKind {
 /// A tracker failure. Never carries a credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrackerError {
-    /// The error class.
     pub kind: TrackerErrorKind,
     /// The stable snake_case name shown in logs, `baton check` and the API (tracker-specific,
     /// e.g. `github_auth`).
     pub class: &'static str,
-    /// Human-readable detail (no secrets).
+    /// No secrets.
     pub message: String,
     /// For rate limits: when a retry may succeed.
     pub retry_at: Option<SystemTime>,
@@ -101,15 +100,12 @@ impl std::error::Error for TrackerError {}
 
 /// The request budget a tracker last reported (GitHub: GraphQL rate-limit points). Trackers
 /// without a budget report none. Serialized as the API's `tracker.rate_limit` object.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TrackerBudget {
-    /// Units left in the window.
     pub remaining: Option<i64>,
-    /// Window size in units.
     pub limit: Option<i64>,
-    /// RFC 3339 reset time.
+    /// RFC 3339.
     pub reset_at: Option<String>,
-    /// Units the last request cost.
     pub last_cost: Option<i64>,
 }
 

@@ -1,8 +1,10 @@
 //! Every captured real-CLI transcript (`fixtures/claude/*.jsonl`) through the stream-json parser
 //! and the outcome rules: normalized events, session id, usage, cost, outcome.
 
-use baton::agent::claude::{turn_outcome, ProcessEnd, ResultInfo, StreamParser, SUMMARY_MAX_CHARS};
-use baton::agent::{AgentError, AgentErrorKind, AgentEvent, AgentEventKind, TokenUsage};
+use baton::agent::claude::{ResultInfo, StreamParser, SUMMARY_MAX_CHARS};
+use baton::agent::{
+    AgentError, AgentErrorKind, AgentEvent, AgentEventKind, ProcessEnd, TokenUsage, TurnParser,
+};
 use AgentEventKind::*;
 
 use crate::support::agent::only;
@@ -36,7 +38,7 @@ impl Parsed {
     }
     /// The turn's outcome for a process that ended as `end` (no input was asked for).
     fn outcome(&self, end: &ProcessEnd) -> Result<(), AgentError> {
-        turn_outcome(self.parser.result(), end, false)
+        self.parser.outcome(end)
     }
 }
 
@@ -99,7 +101,7 @@ fn a_text_session_started_text_and_success() {
     let p = parse("a_text");
     assert_eq!(p.kinds(), vec![SessionStarted, Notification]);
     let sid = "9b329807-06e5-4f01-8184-11d256192ad9";
-    assert_eq!(p.parser.agent_session_id(), Some(sid));
+    assert_eq!(p.parser.session(), Some(sid));
     assert_eq!(
         p.events[0].session_id.as_deref(),
         Some(&*format!("{sid}-1"))
@@ -109,7 +111,7 @@ fn a_text_session_started_text_and_success() {
     let r = p.result();
     assert_eq!(r.usage, usage(1000, 10, 200, 50));
     assert!((r.total_cost_usd.unwrap() - 0.0033975).abs() < 1e-9);
-    turn_outcome(Some(r), &exited(0), false).expect("success");
+    p.outcome(&exited(0)).expect("success");
     assert!(r.result_text.is_some());
 }
 
@@ -139,7 +141,6 @@ fn c_bash_denied_reports_one_permission_denied_and_succeeds() {
     // system/permission_denied and result.permission_denials name the same tool_use_id: one event.
     let d = only(&p.events, PermissionDenied);
     assert_eq!(d.summary, "Bash: This command requires approval");
-    assert_eq!(p.result().permission_denials, vec!["Bash".to_string()]);
 }
 
 #[test]
@@ -174,10 +175,10 @@ fn result_only_denials_are_reported() {
 #[test]
 fn d_resume_keeps_session_adds_usage_and_reports_latest_cost() {
     let first = parse("d_resume.first");
-    let id = first.parser.agent_session_id().unwrap().to_string();
+    let id = first.parser.session().unwrap().to_string();
     assert_eq!(first.count(SessionStarted), 1);
     let second = parse_with("d_resume", 2, Some(&id));
-    assert_eq!(second.parser.agent_session_id(), Some(&*id));
+    assert_eq!(second.parser.session(), Some(&*id));
     // session_started is not repeated on continuation turns; the id increments instead.
     assert_eq!(second.count(SessionStarted), 0);
     assert_eq!(second.events[0].kind, OtherMessage);
@@ -189,8 +190,8 @@ fn d_resume_keeps_session_adds_usage_and_reports_latest_cost() {
 
     let t1 = first.result();
     let t2 = second.result();
-    turn_outcome(Some(t1), &exited(0), false).unwrap();
-    turn_outcome(Some(t2), &exited(0), false).unwrap();
+    first.outcome(&exited(0)).unwrap();
+    second.outcome(&exited(0)).unwrap();
     assert_eq!(t2.usage, usage(1200, 12, 200, 50), "per invocation");
     let mut total = TokenUsage::default();
     total.add(&t1.usage);
@@ -205,9 +206,8 @@ fn d_resume_keeps_session_adds_usage_and_reports_latest_cost() {
 fn d2_unknown_resume_id_fails_the_turn() {
     let p = parse("d2_resume_unknown_session");
     assert!(p.events.is_empty(), "only a result line: {:?}", p.kinds());
-    assert!(!p.parser.saw_init());
     assert_eq!(
-        p.parser.agent_session_id(),
+        p.parser.session(),
         Some("11111111-2222-3333-4444-555555555555")
     );
     let stderr = "No conversation found with session ID: 11111111-2222-3333-4444-555555555555";
@@ -244,11 +244,11 @@ fn api_errors_are_failed_turns_despite_subtype_success() {
         assert_eq!(r.subtype, "success");
         assert!(r.is_error);
         assert_eq!(r.api_error_status, status, "{case}");
-        let e = turn_outcome(Some(r), &exited(1), false).unwrap_err();
+        let e = p.outcome(&exited(1)).unwrap_err();
         assert_eq!(e.kind, AgentErrorKind::TurnFailed, "{case}");
         assert!(e.message.contains("terminal_reason=api_error"), "{case}");
         // Even an exit code of 0 would not make an is_error result a success.
-        assert!(turn_outcome(Some(r), &exited(0), false).is_err());
+        assert!(p.outcome(&exited(0)).is_err());
     }
 }
 
@@ -279,7 +279,7 @@ fn f5_stream_idle_failure_still_reports_usage() {
     let p = parse("f5_stall_byte_idle_timeout");
     let r = p.result();
     assert_eq!(r.usage.input_tokens, 1000);
-    let e = turn_outcome(Some(r), &exited(1), false).unwrap_err();
+    let e = p.outcome(&exited(1)).unwrap_err();
     assert!(e.message.contains("stream idle"), "{}", e.message);
 }
 
@@ -326,7 +326,7 @@ fn g_max_turns_fails_with_the_cli_error() {
     let r = p.result();
     assert_eq!(r.subtype, "error_max_turns");
     assert_eq!(r.result_text, None);
-    let e = turn_outcome(Some(r), &exited(1), false).unwrap_err();
+    let e = p.outcome(&exited(1)).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::TurnFailed);
     assert!(e.message.contains("Reached maximum number of turns (1)"));
     assert_eq!(r.usage.input_tokens, 1000);
@@ -371,14 +371,12 @@ fn success_result_with_nonzero_exit_is_process_exit() {
 
 #[test]
 fn no_result_exit_0_is_parse_error_and_127_is_not_found() {
-    let e = turn_outcome(None, &exited(0), false).unwrap_err();
+    let none = StreamParser::new(1, None);
+    let e = none.outcome(&exited(0)).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::ParseError);
-    let e = turn_outcome(
-        None,
-        &exited_with(127, "bash: claude: command not found"),
-        false,
-    )
-    .unwrap_err();
+    let e = none
+        .outcome(&exited_with(127, "bash: claude: command not found"))
+        .unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::AgentNotFound);
     assert!(e.message.contains("command not found"));
 }
@@ -388,8 +386,7 @@ fn asking_for_user_input_fails_the_turn() {
     let mut p = StreamParser::new(1, None);
     p.parse_line(r#"{"type":"assistant","session_id":"s","message":{"content":[{"type":"tool_use","name":"AskUserQuestion","input":{}}]}}"#);
     p.parse_line(r#"{"type":"result","subtype":"success","is_error":false,"usage":{}}"#);
-    assert!(p.asked_for_input());
-    let e = turn_outcome(p.result(), &exited(0), true).unwrap_err();
+    let e = p.outcome(&exited(0)).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::TurnInputRequired);
 }
 
@@ -446,7 +443,7 @@ fn every_fixture_parses_without_malformed_lines() {
         let p = parse(case);
         let expected = usize::from(case == "h_stream_json_input"); // its second result line
         assert_eq!(p.count(Malformed), expected, "{case}");
-        assert!(p.parser.agent_session_id().is_some(), "{case}");
+        assert!(p.parser.session().is_some(), "{case}");
         assert!(
             p.events.iter().all(|e| e.session_id.is_some()),
             "{case}: every event carries <agent_session_id>-<turn>"

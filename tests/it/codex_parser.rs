@@ -122,7 +122,7 @@ fn a_first_turn_starts_a_thread_and_streams_to_completion() {
         json!({"threadId": thread, "cwd": "/ws", "input": [{"type": "text", "text": "do it"}]})
     );
     no_more(&rx);
-    assert_eq!(c.thread_id(), Some(thread));
+    assert_eq!(c.session(), Some(thread));
     let started = only(&events, AgentEventKind::SessionStarted);
     assert_eq!(started.session_id.as_deref(), Some(&*format!("{thread}-1")));
     assert_eq!(
@@ -133,7 +133,7 @@ fn a_first_turn_starts_a_thread_and_streams_to_completion() {
     );
     assert!(of_kind(&events, AgentEventKind::Malformed).is_empty());
     // Turn 1's one call: 1000 input (600 cached), 20 output.
-    let u = c.usage();
+    let u = c.usage().unwrap();
     assert_eq!(
         (u.input_tokens, u.cache_read_input_tokens, u.output_tokens),
         (400, 600, 20)
@@ -162,7 +162,7 @@ fn a_resumed_thread_counts_only_its_own_calls() {
         .contains("resumed"));
     // The resume replays the thread's usage (total 5100, an earlier turn's `last`); the turn's
     // own call is 3000 input (2600 cached), 20 output.
-    let u = c.usage();
+    let u = c.usage().unwrap();
     assert_eq!(
         (u.input_tokens, u.cache_read_input_tokens, u.output_tokens),
         (400, 2600, 20)
@@ -186,7 +186,7 @@ fn an_api_error_fails_the_turn_with_its_status() {
             .starts_with("turn failed: unexpected status 401"),
         "{err}"
     );
-    assert_eq!(c.usage().input_tokens, 0);
+    assert_eq!(c.usage().unwrap().input_tokens, 0);
 }
 
 #[test]
@@ -283,7 +283,11 @@ fn hostile_frames_are_malformed_and_never_stall_the_turn() {
     for line in weird {
         c.parse_line(line);
     }
-    assert_eq!(c.usage().input_tokens, 0, "nothing of another turn counted");
+    assert_eq!(
+        c.usage().unwrap().input_tokens,
+        0,
+        "nothing of another turn counted"
+    );
     assert!(!c.result_seen());
     // An oversized reply to the pending request fails it; the client closes stdin.
     let big = format!(
@@ -333,9 +337,9 @@ fn an_unknown_thread_falls_back_once_to_a_new_one() {
     );
     let start = sent(&rx, 1);
     assert_eq!(start[0]["method"], "thread/start");
-    assert_eq!(c.thread_id(), None);
+    assert_eq!(c.session(), None);
     c.parse_line(r#"{"id":3,"result":{"thread":{"id":"t-new"}}}"#);
-    assert_eq!(c.thread_id(), Some("t-new"));
+    assert_eq!(c.session(), Some("t-new"));
     // An error reply to anything else ends the turn (response_error).
     let (mut c, rx) = client(None);
     sent(&rx, 1);

@@ -5,9 +5,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use baton::agent::copilot::parse::{ProcessEnd, StreamParser};
-use baton::agent::copilot::usage::{read_usage_file, UsageTracker};
-use baton::agent::{AgentErrorKind, AgentEvent, AgentEventKind};
+use baton::agent::copilot::{read_usage_file, StreamParser};
+use baton::agent::{AgentErrorKind, AgentEvent, AgentEventKind, ProcessEnd, TurnParser};
 
 use crate::support::agent::{assistant_text, of_kind, only, summaries};
 
@@ -33,8 +32,8 @@ fn run(name: &str) -> Run {
         .trim()
         .parse()
         .unwrap();
-    let mut parser = StreamParser::new();
-    let events: Vec<AgentEvent> = stdout.lines().map(|l| parser.parse_line(l)).collect();
+    let mut parser = StreamParser::new(SESSION.into(), 1);
+    let events: Vec<AgentEvent> = stdout.lines().flat_map(|l| parser.parse_line(l)).collect();
     let end = ProcessEnd {
         stderr_tail: stderr,
         ..exited(code)
@@ -66,12 +65,15 @@ fn exited(code: i32) -> ProcessEnd {
 
 /// The error kind `p` reports for a process that ended as `end` (`None`: the turn completed).
 fn outcome(p: &StreamParser, end: &ProcessEnd) -> Option<AgentErrorKind> {
-    p.finish(end).err().map(|e| e.kind)
+    p.outcome(end).err().map(|e| e.kind)
 }
 
 fn failure_kind(r: &Run) -> Option<AgentErrorKind> {
     outcome(&r.parser, &r.end)
 }
+
+/// The session id the runs below are parsed under (turn 1).
+const SESSION: &str = "0b470000-0000-4000-8000-0000000000a1";
 
 const ALL: &[&str] = &[
     "01-simple-text",
@@ -123,8 +125,15 @@ fn json_transcripts_have_no_malformed_lines_and_a_uuid_session() {
     for name in JSON_RUNS {
         let r = run(name);
         assert!(kinds(&r, AgentEventKind::Malformed).is_empty(), "{name}");
-        let sid = r.parser.result_session_id().expect(name);
-        assert_eq!(sid.len(), 36, "{name}");
+        assert!(r.parser.result_seen(), "{name}");
+        let mut p = StreamParser::new(SESSION.into(), 1);
+        let started = p.started(7);
+        assert_eq!(started[0].kind, AgentEventKind::SessionStarted);
+        assert!(started
+            .iter()
+            .chain(&r.events)
+            .all(|e| e.session_id == Some(format!("{SESSION}-1"))
+                && e.agent_session_id.as_deref() == Some(SESSION)));
     }
 }
 
@@ -161,7 +170,6 @@ fn simple_json_completes_with_final_text() {
         .starts_with("Hi! I am the fake backend. I have seen 1 user message"));
     assert!(kinds(&r, AgentEventKind::ToolUse).is_empty());
     assert!(!kinds(&r, AgentEventKind::Notification).is_empty());
-    assert_eq!(r.parser.premium_requests(), Some(0.0));
 }
 
 #[test]
@@ -188,7 +196,6 @@ fn denied_tools_are_permission_denied_and_the_turn_still_completes() {
     let denied = only(&r.events, AgentEventKind::PermissionDenied);
     assert!(denied.summary.starts_with("tool bash denied: "));
     assert!(denied.summary.contains("`shell(rm)`"));
-    assert_eq!(r.parser.permission_denials(), 1);
     assert_eq!(failure_kind(&r), None);
 
     let r = run("07-shell-no-approval-json");
@@ -203,11 +210,11 @@ fn denied_tools_are_permission_denied_and_the_turn_still_completes() {
 fn resumed_turns_echo_the_baton_chosen_session_id() {
     for name in ["08-resume-turn1-json", "09-resume-turn2-json"] {
         let r = run(name);
-        assert_eq!(
-            r.parser.result_session_id(),
-            Some("0b470000-0000-4000-8000-0000000000a1"),
-            "{name}"
-        );
+        // The CLI's result line names the session Baton chose.
+        let stdout = fs::read_to_string(fixture(name).join("stdout.txt")).unwrap();
+        let result: serde_json::Value =
+            serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+        assert_eq!(result["sessionId"], "0b470000-0000-4000-8000-0000000000a1");
         assert_eq!(failure_kind(&r), None);
     }
     assert!(last_assistant_text(&run("09-resume-turn2-json"))
@@ -224,7 +231,7 @@ fn model_error_is_turn_failed() {
         .contains("400 fake backend scripted bad request"));
     let e = r
         .parser
-        .finish(&r.end)
+        .outcome(&r.end)
         .expect_err("a model error must not complete");
     assert_eq!(e.kind, AgentErrorKind::TurnFailed);
     assert!(e.message.contains("400"), "{}", e.message);
@@ -234,23 +241,23 @@ fn model_error_is_turn_failed() {
 fn text_mode_model_error_without_output_is_process_exit() {
     let r = run("12-model-400-text");
     assert_eq!(r.lines, 0);
-    let e = r.parser.finish(&r.end).unwrap_err();
+    let e = r.parser.outcome(&r.end).unwrap_err();
     assert_eq!(e.kind, AgentErrorKind::ProcessExit);
     assert!(e.message.contains("400 fake backend scripted bad request"));
-    assert!(!r.parser.is_unknown_resume(&r.end));
+    assert!(!r.parser.unknown_resume(&r.end));
 }
 
 #[test]
 fn unknown_resume_is_detected_for_the_fallback() {
     let r = run("13-resume-unknown");
     assert_eq!(r.lines, 0);
-    assert!(r.parser.is_unknown_resume(&r.end));
+    assert!(r.parser.unknown_resume(&r.end));
     assert_eq!(failure_kind(&r), Some(AgentErrorKind::ProcessExit));
     // The same stderr with a cancel, or with stdout lines, is not an unknown resume.
     let mut end = r.end.clone();
     end.cancelled = true;
-    assert!(!r.parser.is_unknown_resume(&end));
-    assert!(!run("02-simple-json").parser.is_unknown_resume(&r.end));
+    assert!(!r.parser.unknown_resume(&end));
+    assert!(!run("02-simple-json").parser.unknown_resume(&r.end));
 }
 
 #[test]
@@ -266,7 +273,7 @@ fn sigterm_abort_is_cancelled_even_though_result_says_exit_0() {
         "an aborted turn must not complete"
     );
     // With the result line but exit code 143 and no abort (hypothetically) it is still a failure.
-    let mut p = StreamParser::new();
+    let mut p = StreamParser::new(SESSION.into(), 1);
     p.parse_line(
         r#"{"type":"result","sessionId":"0b470000-0000-4000-8000-0000000000a1","exitCode":0}"#,
     );
@@ -277,7 +284,7 @@ fn sigterm_abort_is_cancelled_even_though_result_says_exit_0() {
 fn truncated_stream_without_result_is_never_success() {
     let stdout = fs::read_to_string(fixture("02-simple-json/stdout.txt")).unwrap();
     let lines: Vec<&str> = stdout.lines().collect();
-    let mut p = StreamParser::new();
+    let mut p = StreamParser::new(SESSION.into(), 1);
     for l in &lines[..lines.len() - 1] {
         p.parse_line(l);
     }
@@ -289,7 +296,7 @@ fn truncated_stream_without_result_is_never_success() {
     assert_eq!(outcome(&p, &killed), Some(AgentErrorKind::ProcessExit));
     // The full stream completes.
     p.parse_line(lines[lines.len() - 1]);
-    assert_eq!(p.finish(&exited(0)), Ok(()));
+    assert_eq!(p.outcome(&exited(0)), Ok(()));
     // ...but not if Baton cancelled or timed out meanwhile.
     let cancelled = ProcessEnd {
         cancelled: true,
@@ -300,14 +307,14 @@ fn truncated_stream_without_result_is_never_success() {
 
 #[test]
 fn blocked_result_fails() {
-    let mut p = StreamParser::new();
+    let mut p = StreamParser::new(SESSION.into(), 1);
     p.parse_line(r#"{"type":"result","exitCode":1,"outcome":"blocked","blocker":{}}"#);
     assert_eq!(outcome(&p, &exited(1)), Some(AgentErrorKind::TurnFailed));
 }
 
 #[test]
 fn command_not_found_is_agent_not_found() {
-    let p = StreamParser::new();
+    let p = StreamParser::new(SESSION.into(), 1);
     let end = ProcessEnd {
         stderr_tail: "bash: line 1: copilot: command not found".into(),
         ..exited(127)
@@ -317,27 +324,13 @@ fn command_not_found_is_agent_not_found() {
 
 #[test]
 fn usage_files_are_cumulative_and_become_deltas() {
-    let t1 = read_usage_file(&fixture("08-resume-turn1-json/usage.json")).unwrap();
-    let t2 = read_usage_file(&fixture("09-resume-turn2-json/usage.json")).unwrap();
-    assert_eq!(
-        (t1.tokens.input_tokens, t1.tokens.output_tokens),
-        (1234, 56)
-    );
-    assert_eq!(
-        (t2.tokens.input_tokens, t2.tokens.output_tokens),
-        (2468, 112)
-    );
-    let mut tracker = UsageTracker::new();
-    let a = tracker.record(Ok(t1));
-    let b = tracker.record(Ok(t2));
-    assert!(a.available && b.available);
-    assert_eq!((a.delta.input_tokens, a.delta.output_tokens), (1234, 56));
-    assert_eq!((b.delta.input_tokens, b.delta.output_tokens), (1234, 56));
-    // A turn without a usage file is zero and flagged, not invented.
-    let c = tracker.record(read_usage_file(&fixture("13-resume-unknown/usage.json")));
-    assert!(!c.available);
-    assert_eq!(c.delta.total(), 0);
+    let usage = |case: &str| read_usage_file(&fixture(case).join("usage.json"));
+    let io = |case: &str| usage(case).map(|t| (t.input_tokens, t.output_tokens));
+    // The file of a resumed session counts every turn so far (the session reports the difference).
+    assert_eq!(io("08-resume-turn1-json"), Ok((1234, 56)));
+    assert_eq!(io("09-resume-turn2-json"), Ok((2468, 112)));
+    // A turn without a usage file has no figures (zero and flagged, not invented).
+    assert!(usage("13-resume-unknown").is_err());
     // The tool run (two model calls) reports both calls.
-    let t = read_usage_file(&fixture("04-shell-allowed-json/usage.json")).unwrap();
-    assert_eq!((t.tokens.input_tokens, t.tokens.output_tokens), (2468, 112));
+    assert_eq!(io("04-shell-allowed-json"), Ok((2468, 112)));
 }

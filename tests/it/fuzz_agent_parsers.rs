@@ -6,8 +6,9 @@
 
 use crate::support::fuzz;
 
-use baton::agent::claude::{self, turn_outcome};
-use baton::agent::copilot::parse as copilot;
+use baton::agent::claude;
+use baton::agent::copilot;
+use baton::agent::{ProcessEnd, TurnParser};
 use serde_json::Value;
 
 const CASES: usize = 10_000;
@@ -76,8 +77,8 @@ fn generate(rng: &mut fuzz::Rng, corpus: &[String], raw: &[Vec<u8>]) -> String {
     }
 }
 
-fn end(rng: &mut fuzz::Rng) -> claude::ProcessEnd {
-    claude::ProcessEnd {
+fn end(rng: &mut fuzz::Rng) -> ProcessEnd {
+    ProcessEnd {
         exit_code: (!rng.one_in(4)).then(|| rng.below(300) as i32 - 20),
         signal: rng.one_in(5).then(|| rng.below(40) as i32),
         cancelled: rng.one_in(8),
@@ -105,9 +106,9 @@ fn claude_stream_parser_never_panics_on_generated_lines() {
                 "{line:?}"
             );
         }
-        let _ = parser.session_id();
+        let _ = parser.session();
         if i % 50 == 49 {
-            let _ = turn_outcome(parser.result(), &end(rng), parser.asked_for_input());
+            let _ = (parser.outcome(&end(rng)), parser.usage(), parser.cost());
         }
     });
 }
@@ -117,18 +118,20 @@ fn copilot_jsonl_parser_never_panics_on_generated_lines() {
     let corpus = copilot_lines();
     assert!(corpus.len() > 20, "fixtures/copilot has transcripts");
     let raw: Vec<Vec<u8>> = corpus.iter().map(|l| l.as_bytes().to_vec()).collect();
-    let mut parser = copilot::StreamParser::new();
+    let mut parser = copilot::StreamParser::new("s-1".into(), 1);
     fuzz::run("copilot_jsonl_parser", CASES, |rng, i| {
         if i % 50 == 0 {
-            parser = copilot::StreamParser::new();
+            parser = copilot::StreamParser::new("s-1".into(), 1);
         }
         let line = generate(rng, &corpus, &raw);
         let _ = parser.parse_line(&line);
         if i % 50 == 49 {
             let e = end(rng);
-            let _ = parser.is_unknown_resume(&e);
-            let _ = parser.finish(&e);
-            let _ = (parser.premium_requests(), parser.result_session_id());
+            let _ = (
+                parser.unknown_resume(&e),
+                parser.outcome(&e),
+                parser.usage(),
+            );
         }
     });
 }
@@ -136,7 +139,6 @@ fn copilot_jsonl_parser_never_panics_on_generated_lines() {
 #[test]
 fn codex_client_never_panics_on_generated_messages() {
     use baton::agent::codex::Client;
-    use baton::agent::TurnParser;
     // The server's side of the captured app-server sessions.
     let corpus: Vec<String> = case_lines("codex", "rpc-transcript.jsonl")
         .iter()
@@ -181,14 +183,13 @@ fn codex_client_never_panics_on_generated_messages() {
 #[test]
 fn gemini_stream_parser_never_panics_on_generated_lines() {
     use baton::agent::gemini::StreamParser;
-    use baton::agent::TurnParser;
     let corpus = case_lines("gemini", "stdout.jsonl");
     assert!(corpus.len() > 100, "fixtures/gemini has transcripts");
     let raw: Vec<Vec<u8>> = corpus.iter().map(|l| l.as_bytes().to_vec()).collect();
-    let mut parser = StreamParser::new("s-1".into());
+    let mut parser = StreamParser::new("s".into(), 1);
     fuzz::run("gemini_stream_parser", CASES, |rng, i| {
         if i % 50 == 0 {
-            parser = StreamParser::new("s-1".into());
+            parser = StreamParser::new("s".into(), 1);
         }
         let line = generate(rng, &corpus, &raw);
         for ev in parser.parse_line(&line) {

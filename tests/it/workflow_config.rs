@@ -4,7 +4,7 @@ use crate::support::tempdir::TempDir;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use baton::workflow::config::{AgentKind, ConfigEnv, OwnerType, TokenSource};
+use baton::workflow::config::{AgentKind, ConfigEnv, OwnerType};
 use baton::workflow::loader::{load_workflow, split_workflow, DEFAULT_PROMPT, MAX_WORKFLOW_BYTES};
 
 #[derive(Default)]
@@ -227,7 +227,6 @@ fn var_indirection_only_for_exact_dollar_name() {
     .unwrap();
     let c = &wf.config.config;
     assert_eq!(c.tracker.token.as_ref().unwrap().expose(), "s3cr3t");
-    assert_eq!(c.tracker.token_source, Some(TokenSource::EnvReference));
     assert_eq!(c.tracker.owner.as_deref(), Some("acme"));
     assert_eq!(
         c.tracker.endpoint, "https://ghe.example/$NOT_EXPANDED",
@@ -266,20 +265,12 @@ fn token_falls_back_to_github_token_then_gh() {
         wf.config.config.tracker.token.as_ref().unwrap().expose(),
         "from-env"
     );
-    assert_eq!(
-        wf.config.config.tracker.token_source,
-        Some(TokenSource::GithubTokenEnv)
-    );
     let mut e = env(&[]);
     e.gh = Some("from-gh".into());
     let wf = load_workflow(&p, &e).unwrap();
     assert_eq!(
         wf.config.config.tracker.token.as_ref().unwrap().expose(),
         "from-gh"
-    );
-    assert_eq!(
-        wf.config.config.tracker.token_source,
-        Some(TokenSource::GhCli)
     );
 }
 

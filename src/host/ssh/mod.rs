@@ -1,24 +1,11 @@
-//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A).
-//!
-//! * Every operation runs the `ssh` found on `PATH` with `BatchMode=yes`, a connect timeout and
-//!   keep-alives; multiplexing masters (`ControlPath` in a private 0700 directory,
-//!   `ControlPersist`) are started on first use so later dispatches and hooks skip the handshake.
-//!   A host gets another master whenever its connections carry
-//!   `worker.ssh_sessions_per_connection` sessions (sshd's `MaxSessions`), so the server never
-//!   has to refuse a session. The operator's `ssh_config` (keys, `known_hosts`, `ProxyJump`)
-//!   applies unchanged.
-//! * Every short command (workspace scripts, probes, signals, master start) has a deadline
-//!   (`worker.ssh_command_timeout_ms`); one that times out is a `host_unavailable` failure, so
-//!   the host is marked down like an unreachable one.
-//! * The remote command line is built only from operator config and Baton-chosen values, each
-//!   word single-quoted ([`shell_quote`]); issue text travels as quoted positional arguments and
-//!   environment values, never as shell text.
-//! * Processes start under a tiny `sh` wrapper ([`process`]) that `setsid`s the program, prints
-//!   `BATON_PGID <n>` first, and kills that group when the connection's stdin reaches EOF (the
-//!   `ssh` client, the master or `sshd` died). Signals go to the remote group over a second
-//!   `ssh`.
-//! * Workspace operations are small fixed `sh` scripts ([`workspace`]) with the same containment
-//!   rules as locally, resolved with `cd -P`/`pwd -P` on the remote host.
+//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A; its `ssh`
+//! options, multiplexing masters, server limits and failure handling: docs/hosts.md). What a
+//! reviewer checks here: the remote command line is built only from operator config and
+//! Baton-chosen values, each word single-quoted ([`shell_quote`]), so issue text travels as
+//! quoted positional arguments and environment values, never as shell text; every short command
+//! has a deadline (`worker.ssh_command_timeout_ms`; a timeout is a `host_unavailable` failure);
+//! processes start under the [`process`] wrapper, which reports the remote group and kills it
+//! when the connection drops; workspaces keep the local containment rules ([`workspace`]).
 
 mod probe;
 mod process;
@@ -26,18 +13,16 @@ mod quote;
 mod workspace;
 
 use std::ffi::{OsStr, OsString};
-use std::fmt;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use super::command::{output_within, status_within};
-use super::WorkspaceError;
-use super::{BeforeRemove, Host, OrphanOutcome, Process, ProcessSpec, Removal, Workspace};
+use super::{BeforeRemove, HookOutput, Host, OrphanOutcome, Process, ProcessSpec, Removal};
+use super::{Workspace, WorkspaceError};
 use crate::workflow::config::WorkerConfig;
 
 pub use probe::probe_host;
@@ -57,37 +42,24 @@ const SIGNAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `worker.ssh_command_timeout_ms` and `worker.ssh_sessions_per_connection`, shared by the hosts
 /// of a pool; a reload changes them in place.
-#[derive(Debug)]
-pub struct SshSettings {
-    command_timeout_ms: AtomicU64,
-    sessions_per_connection: AtomicU32,
-}
-
-impl Default for SshSettings {
-    fn default() -> Self {
-        let w = WorkerConfig::default();
-        SshSettings {
-            command_timeout_ms: AtomicU64::new(w.ssh_command_timeout_ms),
-            sessions_per_connection: AtomicU32::new(w.ssh_sessions_per_connection),
-        }
-    }
-}
+#[derive(Debug, Default)]
+pub struct SshSettings(RwLock<WorkerConfig>);
 
 impl SshSettings {
-    /// Take the values of `worker`.
     pub fn set(&self, worker: &WorkerConfig) {
-        self.command_timeout_ms
-            .store(worker.ssh_command_timeout_ms, Ordering::Relaxed);
-        self.sessions_per_connection
-            .store(worker.ssh_sessions_per_connection, Ordering::Relaxed);
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = worker.clone();
+    }
+
+    fn get(&self) -> RwLockReadGuard<'_, WorkerConfig> {
+        self.0.read().unwrap_or_else(|p| p.into_inner())
     }
 
     fn timeout(&self) -> Duration {
-        Duration::from_millis(self.command_timeout_ms.load(Ordering::Relaxed))
+        Duration::from_millis(self.get().ssh_command_timeout_ms)
     }
 
     fn sessions(&self) -> usize {
-        self.sessions_per_connection.load(Ordering::Relaxed).max(1) as usize
+        self.get().ssh_sessions_per_connection.max(1) as usize
     }
 }
 
@@ -120,14 +92,13 @@ impl Drop for Session {
 
 /// Whether `stderr` of an `ssh` client says the master's session was refused (sshd's
 /// `MaxSessions`): the server is up, the connection is full.
-fn session_refused(stderr: &[u8]) -> bool {
-    let e = String::from_utf8_lossy(stderr);
-    e.contains("Session open refused") || e.contains("administratively prohibited")
+fn session_refused(stderr: &str) -> bool {
+    stderr.contains("Session open refused") || stderr.contains("administratively prohibited")
 }
 
 /// A remote worker host: an SSH destination exactly as passed to `ssh`. Clones share the
 /// multiplexing connections.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct SshHost {
     destination: String,
     /// `<dir>/<pid>-<hash>`; connection `n` uses the socket `<base>-<n>` (`None`: no
@@ -138,14 +109,6 @@ pub struct SshHost {
     program: OsString,
     settings: Arc<SshSettings>,
     mux: Arc<Mux>,
-}
-
-impl fmt::Debug for SshHost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SshHost")
-            .field("destination", &self.destination)
-            .finish()
-    }
 }
 
 impl SshHost {
@@ -180,11 +143,6 @@ impl SshHost {
     pub fn with_settings(mut self, settings: Arc<SshSettings>) -> Self {
         self.settings = settings;
         self
-    }
-
-    /// The destination as configured.
-    pub fn destination(&self) -> &str {
-        &self.destination
     }
 
     /// The socket of connection `conn`.
@@ -295,14 +253,14 @@ impl SshHost {
 
     /// Run `words` remotely with stdin `/dev/null` and collect the output, within the command
     /// timeout. A connection failure or a timeout is an `Err` starting with [`HOST_UNAVAILABLE`].
-    pub(crate) fn run(&self, words: &[&OsStr]) -> Result<Output, String> {
+    pub(crate) fn run(&self, words: &[&OsStr]) -> Result<HookOutput, String> {
         self.run_within(words, self.settings.timeout())
     }
 
     /// [`SshHost::run`] with its own deadline. A session the server refused (and that the client
     /// could not replace by a fresh connection) is tried once more on another connection; it
     /// is never a `host_unavailable` failure.
-    fn run_within(&self, words: &[&OsStr], timeout: Duration) -> Result<Output, String> {
+    fn run_within(&self, words: &[&OsStr], timeout: Duration) -> Result<HookOutput, String> {
         for _ in 0..2 {
             let session = self.session();
             let mut cmd = self.command(&shell_join(words), &session);
@@ -317,7 +275,7 @@ impl SshHost {
                 }
                 Err(e) => return Err(format!("{HOST_UNAVAILABLE}: cannot run ssh: {e}")),
             };
-            let failed = out.status.code() == Some(SSH_CONNECTION_FAILED);
+            let failed = out.code == Some(SSH_CONNECTION_FAILED);
             if session_refused(&out.stderr) {
                 self.refused(&session);
                 if failed {
@@ -336,9 +294,8 @@ impl SshHost {
     }
 
     /// The `host_unavailable` message for `stderr` of a failed `ssh`.
-    fn unavailable(&self, stderr: &[u8]) -> String {
-        let e = String::from_utf8_lossy(stderr);
-        let e = e.trim();
+    fn unavailable(&self, stderr: &str) -> String {
+        let e = stderr.trim();
         let e = e.get(e.len().saturating_sub(300)..).unwrap_or(e);
         format!("{HOST_UNAVAILABLE}: ssh {}: {e}", self.destination)
     }
@@ -346,10 +303,9 @@ impl SshHost {
     /// Check that the host answers (`ssh <dest> true`).
     pub fn check_reachable(&self) -> Result<(), String> {
         let out = self.run(&[OsStr::new("true")])?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(self.unavailable(&out.stderr))
+        match out.code {
+            Some(0) => Ok(()),
+            _ => Err(self.unavailable(&out.stderr)),
         }
     }
 
@@ -361,12 +317,7 @@ impl SshHost {
         let timeout = self.settings.timeout().min(SIGNAL_TIMEOUT);
         self.run_within(&words, timeout)
             .ok()
-            .map(|o| o.status.success())
-    }
-
-    /// The deadline for a remote start to report its process group.
-    pub(crate) fn start_timeout(&self) -> Duration {
-        self.settings.timeout()
+            .map(|o| o.code == Some(0))
     }
 
     /// Run `sh -c <script> baton <args…>` remotely; stdout on success, an error (with the
@@ -377,11 +328,9 @@ impl SshHost {
         words.push(OsStr::new("baton"));
         words.extend_from_slice(args);
         let out = self.run(&words)?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            let e = String::from_utf8_lossy(&out.stderr);
-            Err(e.trim().to_string())
+        match out.code {
+            Some(0) => Ok(out.stdout),
+            _ => Err(out.stderr.trim().to_string()),
         }
     }
 

@@ -2,13 +2,13 @@
 //! stdin a pipe held open) running the remote wrapper [`WRAPPER`]. The handle's pid is the
 //! remote process group id the wrapper reported; signals go to that group over a second `ssh`.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, bounded, select, Receiver, Sender};
+use crossbeam_channel::{after, bounded, select, Receiver};
 
 use super::quote::is_env_name;
 use super::VERIFY_POLL;
@@ -37,9 +37,6 @@ kill -KILL -"$w" 2>/dev/null || kill -KILL "$w" 2>/dev/null
 exit "$s"
 "#;
 
-/// Capacity of the forwarded stdout channel.
-const CHANNEL_CAPACITY: usize = 16;
-
 /// A remote process group (see the module docs).
 #[derive(Debug)]
 pub(crate) struct SshProcess {
@@ -47,7 +44,6 @@ pub(crate) struct SshProcess {
     pgid: u32,
     start_time: Option<u64>,
     host: SshHost,
-    lines: Receiver<StdoutItem>,
     /// This process's place on one of the host's connections.
     _session: Session,
 }
@@ -55,40 +51,34 @@ pub(crate) struct SshProcess {
 /// The remote command line for `spec`: `cd <cwd> && exec env [-u K]… [K=V]… sh -c WRAPPER
 /// baton-run <shell> -lc <script> <args…>`, every word quoted.
 pub(crate) fn remote_command(spec: &ProcessSpec) -> io::Result<OsString> {
+    let names = spec
+        .env_remove
+        .iter()
+        .chain(spec.env.iter().map(|(k, _)| k));
+    if let Some(k) = names.into_iter().find(|k| !is_env_name(k)) {
+        let k = k.to_string_lossy();
+        return Err(io::Error::other(format!(
+            "invalid environment variable name {k:?}"
+        )));
+    }
     let mut words: Vec<OsString> = vec!["env".into()];
     for k in &spec.env_remove {
-        check_env_name(k)?;
-        words.push("-u".into());
-        words.push(k.clone());
+        words.extend(["-u".into(), k.clone()]);
     }
     for (k, v) in &spec.env {
-        check_env_name(k)?;
         let mut kv = k.clone();
         kv.push("=");
         kv.push(v);
         words.push(kv);
     }
-    words.extend(["sh".into(), "-c".into(), WRAPPER.into(), "baton-run".into()]);
-    words.push(spec.shell.clone());
-    words.push("-lc".into());
-    words.push(spec.script.clone().into());
+    words.extend(["sh", "-c", WRAPPER, "baton-run"].map(OsString::from));
+    words.extend([spec.shell.clone(), "-lc".into(), spec.script.clone().into()]);
     words.extend(spec.args.iter().cloned());
     let mut line = OsString::from("cd ");
     line.push(super::shell_join([spec.cwd.as_os_str()]));
     line.push(" && exec ");
     line.push(super::shell_join(&words));
     Ok(line)
-}
-
-fn check_env_name(k: &OsStr) -> io::Result<()> {
-    if is_env_name(k) {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!(
-            "invalid environment variable name {:?}",
-            k.to_string_lossy()
-        )))
-    }
 }
 
 /// Start `spec` on `host`; returns once the remote group exists (its pgid was reported), or an
@@ -101,19 +91,14 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
         let session = host.session();
         let mut cmd = host.command(&line, &session);
         cmd.stdin(Stdio::piped());
-        let client = supervisor::spawn_command(cmd, spec, None)?;
         let (pgid_tx, pgid_rx) = bounded::<(u32, Option<u64>)>(1);
-        let (tx, lines) = bounded(CHANNEL_CAPACITY);
-        let from = client.lines().clone();
-        thread::Builder::new()
-            .name(format!("{}-ssh-{}", spec.label, client.pid()))
-            .spawn(move || forward(from, pgid_tx, tx))?;
+        let client = supervisor::spawn_command(cmd, spec, None, Some(pgid_tx))?;
         let pgid = select! {
             recv(pgid_rx) -> p => p.ok(),
-            recv(after(host.start_timeout())) -> _ => None,
+            recv(after(host.settings.timeout())) -> _ => None,
         };
         if let Some((pgid, start_time)) = pgid {
-            if session_refused(&client.stderr_bytes()) {
+            if session_refused(&client.stderr_tail()) {
                 host.refused(&session); // the client fell back to a connection of its own
             }
             return Ok(SshProcess {
@@ -121,15 +106,14 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
                 pgid,
                 start_time,
                 host: host.clone(),
-                lines,
                 _session: session,
             });
         }
-        // The forwarder ends without a pgid when the client exits first (or after the timeout).
+        // No pgid when the client exits first (or its first line is not the wrapper's).
         client.terminate(Duration::from_millis(200));
         let tail = client.stderr_tail_after(Duration::from_millis(500));
         let code = client.exit_status().and_then(|s| s.code());
-        if session_refused(tail.as_bytes()) && !refused {
+        if session_refused(&tail) && !refused {
             host.refused(&session);
             refused = true;
             continue;
@@ -140,94 +124,6 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
             format!("remote start on {} failed: {tail}", host.destination)
         };
         return Err(io::Error::other(msg));
-    }
-}
-
-/// Take the `BATON_PGID <n>` line off the front of the stream, then forward everything.
-fn forward(
-    from: Receiver<StdoutItem>,
-    pgid_tx: Sender<(u32, Option<u64>)>,
-    tx: Sender<StdoutItem>,
-) {
-    let mut head: Vec<u8> = Vec::new();
-    for item in from.iter() {
-        let (rest, chunked) = match item {
-            StdoutItem::Line(l) => {
-                head.extend_from_slice(l.as_bytes());
-                head.push(b'\n');
-                (None, false)
-            }
-            StdoutItem::Lines(ls) => {
-                // The pgid line is the first of the batch; the others are the agent's.
-                let mut ls = ls.into_iter();
-                if let Some(l) = ls.next() {
-                    head.extend_from_slice(l.as_bytes());
-                    head.push(b'\n');
-                }
-                let rest: Vec<String> = ls.collect();
-                ((!rest.is_empty()).then_some(StdoutItem::Lines(rest)), false)
-            }
-            StdoutItem::Chunk(b) => {
-                head.extend_from_slice(&b);
-                (None, true)
-            }
-            StdoutItem::Eof | StdoutItem::ReadError(_) => {
-                let _ = tx.send(item);
-                return;
-            }
-            StdoutItem::LineTooLong { .. } => return,
-        };
-        match pgid_line(&mut head) {
-            PgidLine::NotYet => continue,
-            PgidLine::NotOurs => return,
-            PgidLine::Found(pgid, tail) => {
-                let _ = pgid_tx.send(pgid);
-                if chunked && !tail.is_empty() && tx.send(StdoutItem::Chunk(tail)).is_err() {
-                    return;
-                }
-                if let Some(rest) = rest {
-                    if tx.send(rest).is_err() {
-                        return;
-                    }
-                }
-                break;
-            }
-        }
-    }
-    for item in from.iter() {
-        if tx.send(item).is_err() {
-            return;
-        }
-    }
-}
-
-/// What the front of the stream says so far.
-enum PgidLine {
-    /// No complete first line yet.
-    NotYet,
-    /// The first line is not the wrapper's.
-    NotOurs,
-    /// The remote process group with its leader's start time, and the bytes after its line.
-    Found((u32, Option<u64>), Vec<u8>),
-}
-
-/// Read the wrapper's `BATON_PGID <n>` first line off `head`.
-fn pgid_line(head: &mut Vec<u8>) -> PgidLine {
-    let Some(nl) = head.iter().position(|b| *b == b'\n') else {
-        return if head.len() > 64 {
-            PgidLine::NotOurs
-        } else {
-            PgidLine::NotYet
-        };
-    };
-    let first = String::from_utf8_lossy(&head[..nl]).into_owned();
-    let mut words = first.strip_prefix("BATON_PGID ").unwrap_or("").split(' ');
-    match words.next().and_then(|n| n.parse::<u32>().ok()) {
-        Some(pgid) if pgid > 1 => {
-            let start = words.next().and_then(|t| t.trim().parse().ok());
-            PgidLine::Found((pgid, start), head.split_off(nl + 1))
-        }
-        _ => PgidLine::NotOurs,
     }
 }
 
@@ -244,7 +140,7 @@ impl Process for SshProcess {
     }
 
     fn lines(&self) -> &Receiver<StdoutItem> {
-        &self.lines
+        self.client.lines()
     }
 
     fn exited(&self) -> &Receiver<()> {
@@ -353,8 +249,8 @@ mod tests {
         let mut lines = text.lines();
         let first = lines.next().unwrap();
         assert!(first.starts_with("BATON_PGID "), "{text}");
-        let mut head = format!("{first}\n").into_bytes();
-        let PgidLine::Found((pgid, start), _) = pgid_line(&mut head) else {
+        let line = format!("{first}\n");
+        let Some((pgid, start)) = supervisor::remote_pgid(&mut line.as_bytes()) else {
             panic!("{text}");
         };
         assert!(pgid > 1 && start.is_some_and(|t| t > 0), "{first}");

@@ -56,7 +56,7 @@ fn script(body: &str) -> String {
 }
 
 fn err(host: &SshHost, e: String) -> WorkspaceError {
-    WorkspaceError(format!("{e} (host {})", host.destination()))
+    WorkspaceError(format!("{e} (host {})", host.destination))
 }
 
 fn args<'a>(root: &'a Path, path: &'a Path, mode: &'a str) -> [&'a OsStr; 3] {
@@ -67,7 +67,6 @@ fn args<'a>(root: &'a Path, path: &'a Path, mode: &'a str) -> [&'a OsStr; 3] {
     ]
 }
 
-/// [`crate::host::Host::create_workspace`] on `host`.
 pub(super) fn create(
     host: &SshHost,
     root: &Path,
@@ -87,7 +86,6 @@ pub(super) fn create(
     })
 }
 
-/// [`crate::host::Host::check_workspace`] on `host`.
 pub(super) fn check(host: &SshHost, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
     check_name(root, path)?;
     let out = host
@@ -96,7 +94,6 @@ pub(super) fn check(host: &SshHost, root: &Path, path: &Path) -> Result<PathBuf,
     Ok(PathBuf::from(out.lines().next().unwrap_or_default()))
 }
 
-/// [`crate::host::Host::remove_workspace`] on `host`.
 pub(super) fn remove(
     host: &SshHost,
     root: &Path,

@@ -4,26 +4,25 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::model::{contains_name, normalize_name, BlockerRef, Issue};
+use crate::model::{contains_name, normalize_labels, BlockerRef, Issue};
 
 use super::parse::{id_number, identifier_for, priority_rank, BoardConfig, TaskFile, TaskProblem};
 
 /// The blocker state reported for a dependency with no readable task file.
 pub const MISSING_BLOCKER_STATE: &str = "MISSING";
 
-/// Where a task file lives on the board.
+/// Where a task file lives on the board: `tasks/` (the task's `status` decides), `completed/`
+/// (`backlog task complete`) or `archive/tasks/` (`backlog task archive`, which keeps the old
+/// status); the last two are terminal whatever the status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Location {
-    /// `tasks/`: the live board; the task's `status` decides.
     Tasks,
-    /// `completed/` (`backlog task complete`): terminal whatever its status.
     Completed,
-    /// `archive/tasks/` (`backlog task archive`, which keeps the old status): terminal.
     Archived,
 }
 
 impl Location {
-    /// The board sub-directory, relative to the board directory.
+    /// The board sub-directory.
     pub fn dir(self) -> &'static str {
         match self {
             Location::Tasks => "tasks",
@@ -32,7 +31,7 @@ impl Location {
         }
     }
 
-    /// True for `completed/` and `archive/tasks/`.
+    /// True for `completed/` and `archive/tasks/` (mapped to `Issue::closed`).
     pub fn is_terminal(self) -> bool {
         self != Location::Tasks
     }
@@ -41,38 +40,24 @@ impl Location {
 /// One readable task on the board.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoardTask {
-    /// The task file.
     pub path: PathBuf,
-    /// Which folder it is in.
     pub location: Location,
-    /// Its parsed content.
     pub task: TaskFile,
 }
 
-impl BoardTask {
-    /// True when the task is in `completed/` or `archive/tasks/` (mapped to `Issue::closed`).
-    pub fn terminal_by_location(&self) -> bool {
-        self.location.is_terminal()
-    }
-}
-
-/// What kind of problem a [`BoardWarning`] reports.
+/// What kind of problem a [`BoardWarning`] reports: one task file skipped, several files with
+/// the same id (all skipped but the one read before), or no `config.yml` (defaults used).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WarningKind {
-    /// One task file was skipped (see the message).
     SkippedFile,
-    /// Several files carry the same id; all of them were skipped.
     DuplicateId,
-    /// `config.yml` is absent; Backlog.md's defaults were used.
     MissingConfig,
 }
 
 /// A problem found while reading the board; the board is still usable without the named files.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct BoardWarning {
-    /// The kind of problem.
     pub kind: WarningKind,
-    /// The file(s) concerned.
     pub paths: Vec<PathBuf>,
     /// One line naming the file(s) and the problem.
     pub message: String,
@@ -81,22 +66,17 @@ pub struct BoardWarning {
 /// One file the reader looked at, before assembly.
 #[derive(Debug, Clone)]
 pub struct ScannedFile {
-    /// The file.
     pub path: PathBuf,
-    /// Its folder.
     pub location: Location,
-    /// Its parse result.
     pub parsed: Result<TaskFile, TaskProblem>,
 }
 
 /// A board snapshot: every readable, uniquely identified task plus the warnings about the rest.
 #[derive(Debug, Clone, Default)]
 pub struct Board {
-    /// The board directory as read.
     pub dir: PathBuf,
-    /// Its `config.yml`.
     pub config: BoardConfig,
-    /// Readable tasks, ordered by id (numerically per segment).
+    /// Ordered by id (numerically per segment).
     pub tasks: Vec<BoardTask>,
     /// Skipped files and other problems, in a stable order.
     pub warnings: Vec<BoardWarning>,
@@ -195,42 +175,31 @@ impl Board {
 
     /// Every task as an issue. `terminal_states` only decides each blocker's `terminal` flag.
     pub fn issues(&self, terminal_states: &[String]) -> Vec<Issue> {
-        self.tasks
-            .iter()
-            .map(|t| self.to_issue(t, terminal_states))
-            .collect()
+        self.issues_where(terminal_states, |_| true)
+    }
+
+    fn issues_where(&self, terminal: &[String], keep: impl Fn(&BoardTask) -> bool) -> Vec<Issue> {
+        let tasks = self.tasks.iter().filter(|t| keep(t));
+        tasks.map(|t| self.to_issue(t, terminal)).collect()
     }
 
     /// `Tracker::fetch_candidate_issues`: status in `active_states`, not terminal, not in
     /// `completed/` or `archive/tasks/`.
-    pub fn candidate_issues(
-        &self,
-        active_states: &[String],
-        terminal_states: &[String],
-    ) -> Vec<Issue> {
-        self.tasks
-            .iter()
-            .filter(|t| {
-                !t.terminal_by_location()
-                    && contains_name(active_states, &t.task.status)
-                    && !contains_name(terminal_states, &t.task.status)
-            })
-            .map(|t| self.to_issue(t, terminal_states))
-            .collect()
+    pub fn candidate_issues(&self, active_states: &[String], terminal: &[String]) -> Vec<Issue> {
+        self.issues_where(terminal, |t| {
+            !t.location.is_terminal()
+                && contains_name(active_states, &t.task.status)
+                && !contains_name(terminal, &t.task.status)
+        })
     }
 
     /// `Tracker::fetch_issues_by_states`: status in `states`; when `states` names a terminal
     /// state, tasks in `completed/` and `archive/tasks/` are included whatever their status.
-    pub fn issues_by_states(&self, states: &[String], terminal_states: &[String]) -> Vec<Issue> {
-        let wants_terminal = states.iter().any(|s| contains_name(terminal_states, s));
-        self.tasks
-            .iter()
-            .filter(|t| {
-                contains_name(states, &t.task.status)
-                    || (wants_terminal && t.terminal_by_location())
-            })
-            .map(|t| self.to_issue(t, terminal_states))
-            .collect()
+    pub fn issues_by_states(&self, states: &[String], terminal: &[String]) -> Vec<Issue> {
+        let wants_terminal = states.iter().any(|s| contains_name(terminal, s));
+        self.issues_where(terminal, |t| {
+            contains_name(states, &t.task.status) || (wants_terminal && t.location.is_terminal())
+        })
     }
 
     /// `Tracker::fetch_issue_states_by_ids`: the tasks with these ids; unknown ids are omitted.
@@ -246,13 +215,6 @@ impl Board {
     /// Map one task to the normalized issue (see the module docs of `tracker::backlog`).
     pub fn to_issue(&self, t: &BoardTask, terminal_states: &[String]) -> Issue {
         let task = &t.task;
-        let mut labels: Vec<String> = Vec::new();
-        for l in &task.labels {
-            let l = normalize_name(l);
-            if !l.is_empty() && !labels.contains(&l) {
-                labels.push(l);
-            }
-        }
         Issue {
             id: task.id.clone(),
             item_id: String::new(),
@@ -265,13 +227,13 @@ impl Board {
             state: task.status.clone(),
             branch_name: None,
             url: Some(file_url(&t.path)),
-            labels,
+            labels: normalize_labels(task.labels.iter().map(String::as_str)),
             blocked_by: task
                 .dependencies
                 .iter()
                 .map(|d| self.blocker(d, terminal_states))
                 .collect(),
-            closed: t.terminal_by_location(),
+            closed: t.location.is_terminal(),
             created_at: task.created_at.clone(),
             updated_at: task.updated_at.clone(),
             truncated: Vec::new(),
@@ -286,7 +248,7 @@ impl Board {
                 id: b.task.id.clone(),
                 identifier: identifier_for(&b.task.id),
                 state: b.task.status.clone(),
-                terminal: b.terminal_by_location()
+                terminal: b.location.is_terminal()
                     || contains_name(terminal_states, &b.task.status),
             },
             None => BlockerRef {

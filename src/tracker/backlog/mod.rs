@@ -1,34 +1,15 @@
-//! A local tracker: a Backlog.md board (npm `backlog.md`) in the repository, read-only.
-//!
-//! The board directory (default `backlog/`) holds `config.yml` (its `statuses`) and one Markdown
-//! file per task with YAML front matter, `tasks/task-<n> - <Title>.md`. Baton reads `tasks/`,
-//! `completed/` and `archive/tasks/`; `drafts/` is ignored.
-//!
-//! How a task maps to an [`Issue`](crate::model::Issue):
-//! - `id` → `id` in Backlog.md's canonical form (`TASK-12`, the way `backlog` prints it; ids
-//!   compare case-insensitively and ignoring leading zeros) and `identifier` lower-cased
-//!   (`task-12`, as in the file name); `number` is the top-level number (`12`; `3` for the
-//!   subtask `TASK-3.1`, whose full numeric part [`parse::id_number_text`] gives);
-//! - `title` → `title`; the Markdown body → `description`; `status` → `state`;
-//! - `labels` → `labels` (trimmed, lowercased, deduplicated);
-//! - `priority` → its 1-based position in `config.yml` `priorities` (default high, medium, low,
-//!   so 1/2/3); missing or unknown → `None`;
-//! - `dependencies` → `blocked_by`, each blocker's state read from its own file (a missing one
-//!   is `MISSING` and non-terminal);
-//! - `created_date`/`updated_date` (`YYYY-MM-DD` or `YYYY-MM-DD HH:MM`, UTC) → RFC 3339;
-//! - the file path → `url` as a percent-encoded `file://` URL; `repository` is empty.
-//!
-//! Tasks in `completed/` and `archive/tasks/` keep their own status as `state` (an archived task
-//! may still say `To Do`) and get `closed = true`, which the orchestrator already treats as
-//! terminal whatever the state, exactly like a CLOSED GitHub issue.
+//! A local tracker: a Backlog.md board (npm `backlog.md`) in the repository, read-only. The
+//! board directory (default `backlog/`) holds `config.yml` (its `statuses`) and one Markdown file
+//! per task with YAML front matter, `tasks/task-<n> - <Title>.md`; Baton reads `tasks/`,
+//! `completed/` and `archive/tasks/` (both terminal, like a CLOSED GitHub issue). How a task maps
+//! to an [`Issue`](crate::model::Issue): docs/trackers/backlog.md.
 //!
 //! Layers: [`parse`] (pure text → typed rows), [`board`] (pure assembly, duplicates, mapping,
 //! selection), [`read`] (the filesystem walk), [`states`] (config validation), and
 //! [`BoardReader`], which logs each warning once while it persists. On top of them, the tracker
 //! kind `backlog_md`: [`config`] (`tracker.path`, the registry entry), [`tracker`]
-//! ([`BacklogTracker`], the `Tracker` implementation), [`watch`] (the debounced board watch
-//! behind `Tracker::watch`) and `check` (its section of `baton check`). Baton never writes the
-//! board.
+//! ([`BacklogTracker`]), [`watch`] (the debounced board watch behind `Tracker::watch`) and `check`
+//! (its section of `baton check`). Baton never writes the board.
 
 pub mod board;
 pub(crate) mod check;
@@ -67,7 +48,6 @@ impl BoardReader {
         }
     }
 
-    /// The board directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

@@ -30,14 +30,12 @@ pub const DEFAULT_PRIORITIES: [&str; 3] = ["high", "medium", "low"];
 /// The task id prefix when `config.yml` has no `task_prefix` key.
 pub const DEFAULT_TASK_PREFIX: &str = "task";
 
-/// What Baton needs from a board's `config.yml`.
+/// What Baton needs from a board's `config.yml`: its statuses in column order, its priorities
+/// most urgent first, and the task id and file name prefix (lowercased).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoardConfig {
-    /// The board's statuses, in column order (`statuses`, or [`DEFAULT_STATUSES`]).
     pub statuses: Vec<String>,
-    /// Priority values, most urgent first (`priorities`, or [`DEFAULT_PRIORITIES`]).
     pub priorities: Vec<String>,
-    /// Task id and file name prefix, lowercased (`task_prefix`, or `task`).
     pub task_prefix: String,
 }
 
@@ -55,98 +53,72 @@ impl Default for BoardConfig {
 #[derive(Debug, Clone)]
 struct Scalar(String);
 
-impl Scalar {
-    fn text(&self) -> String {
-        self.0.clone()
+/// A list of scalars (null items skipped), or one scalar meaning a one-item list.
+#[derive(Debug, Clone)]
+struct ScalarList(Vec<String>);
+
+impl ScalarList {
+    /// Trimmed, non-empty item texts.
+    fn texts(&self) -> Vec<String> {
+        let texts = self.0.iter().map(|s| s.trim().to_string());
+        texts.filter(|s| !s.is_empty()).collect()
     }
 }
 
-/// Accepts text, numbers and booleans; the error names what was found instead, and serde_yaml
-/// prefixes the key and the line (`labels[0]: invalid type: map, expected text …`).
-struct ScalarVisitor;
+/// Reads text, numbers and booleans as text (with `list`, also a list of them); the error names
+/// what was found instead, and serde_yaml prefixes the key and the line (`labels[0]: invalid
+/// type: map, expected text …`).
+struct Text {
+    list: bool,
+}
 
-impl<'de> Visitor<'de> for ScalarVisitor {
-    type Value = Scalar;
+impl<'de> Visitor<'de> for Text {
+    type Value = Vec<String>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("text")
+        f.write_str(if self.list {
+            "a list of text items"
+        } else {
+            "text"
+        })
     }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Scalar, E> {
-        Ok(Scalar(v))
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Vec<String>, E> {
+        Ok(vec![v.to_string()])
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Scalar, E> {
-        Ok(Scalar(v.to_string()))
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<String>, A::Error> {
+        if !self.list {
+            return Err(de::Error::invalid_type(de::Unexpected::Seq, &self));
+        }
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Option<Scalar>>()? {
+            items.extend(item.map(|s| s.0));
+        }
+        Ok(items)
     }
 }
 
 impl<'de> Deserialize<'de> for Scalar {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarVisitor)
-    }
-}
-
-/// A list of scalars (null items skipped), or one scalar meaning a one-item list.
-#[derive(Debug, Clone)]
-struct ScalarList(Vec<Scalar>);
-
-impl ScalarList {
-    /// Trimmed, non-empty item texts.
-    fn texts(&self) -> Vec<String> {
-        self.0
-            .iter()
-            .map(|s| s.0.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect()
-    }
-}
-
-struct ScalarListVisitor;
-
-impl<'de> Visitor<'de> for ScalarListVisitor {
-    type Value = ScalarList;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a list of text items")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ScalarList, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element::<Option<Scalar>>()? {
-            items.extend(item);
-        }
-        Ok(ScalarList(items))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_str(v).map(|s| ScalarList(vec![s]))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_i64(v).map(|s| ScalarList(vec![s]))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_u64(v).map(|s| ScalarList(vec![s]))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_f64(v).map(|s| ScalarList(vec![s]))
-    }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<ScalarList, E> {
-        ScalarVisitor.visit_bool(v).map(|s| ScalarList(vec![s]))
+        let text = d.deserialize_any(Text { list: false })?;
+        Ok(Scalar(text.into_iter().next().unwrap_or_default()))
     }
 }
 
 impl<'de> Deserialize<'de> for ScalarList {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ScalarListVisitor)
+        d.deserialize_any(Text { list: true }).map(ScalarList)
     }
 }
 
@@ -174,7 +146,7 @@ pub fn parse_config(text: &str) -> Result<BoardConfig, String> {
     if let Some(p) = raw.priorities.map(|l| l.texts()).filter(|l| !l.is_empty()) {
         cfg.priorities = p;
     }
-    if let Some(p) = raw.task_prefix.map(|p| p.text().trim().to_lowercase()) {
+    if let Some(p) = raw.task_prefix.map(|p| p.0.trim().to_lowercase()) {
         if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphabetic()) {
             cfg.task_prefix = p;
         }
@@ -195,46 +167,33 @@ struct RawTask {
     updated_date: Option<Scalar>,
 }
 
-/// One task file's front matter and body, typed. Ids are canonical (see [`canonical_id`]).
+/// One task file's front matter and body, typed and trimmed (blank labels dropped). Ids are
+/// canonical (see [`canonical_id`]), dependencies too (in file order, deduplicated); the priority
+/// is lowercased; the dates are RFC 3339 UTC when readable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskFile {
-    /// Canonical id, e.g. `TASK-12` (upper-case, leading zeros dropped), as `backlog` prints it.
     pub id: String,
-    /// Title (trimmed).
     pub title: String,
-    /// Status (trimmed), e.g. `In Progress`.
     pub status: String,
-    /// Labels as written (trimmed, blanks dropped).
     pub labels: Vec<String>,
-    /// Canonical ids of the tasks this one depends on, in file order, deduplicated.
     pub dependencies: Vec<String>,
-    /// The `priority` value, lowercased, when set.
     pub priority: Option<String>,
-    /// `created_date` as RFC 3339 UTC, when present and readable.
     pub created_at: Option<String>,
-    /// `updated_date` as RFC 3339 UTC, when present and readable.
     pub updated_at: Option<String>,
-    /// The Markdown body after the front matter, trimmed.
     pub body: String,
 }
 
-/// Why a task file could not be read as a task (the file is skipped).
+/// Why a task file could not be read as a task (the file is skipped); `Display` says it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskProblem {
-    /// Larger than the size cap (bytes seen).
     TooLarge(u64),
-    /// Not UTF-8; the byte offset of the first invalid byte.
+    /// The byte offset of the first invalid byte.
     NotUtf8(usize),
-    /// No `---` front matter block, or YAML that does not parse as a mapping.
     BrokenFrontMatter(String),
-    /// Front matter refused before parsing: too large or too deeply nested to parse in bounded
-    /// time ([`front_matter::check_yaml`]).
+    /// Refused before parsing ([`front_matter::check_yaml`]).
     Unbounded(String),
-    /// A required key (`id`, `title`, `status`) is missing or blank.
     MissingField(&'static str),
-    /// The `id` is not `<letters>-<number>[.<number>…]`.
     BadId(String),
-    /// The file could not be read (I/O error text).
     Unreadable(String),
 }
 
@@ -260,7 +219,6 @@ pub fn parse_task_bytes(bytes: &[u8]) -> Result<TaskFile, TaskProblem> {
     parse_task(text)
 }
 
-/// Parse one task file's text.
 pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
     let Ok(Some(FrontMatter { yaml, body, .. })) = front_matter::split(text) else {
         return Err(TaskProblem::BrokenFrontMatter(
@@ -273,7 +231,7 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
     })?;
     let required = |v: &Option<Scalar>, key: &'static str| {
         v.as_ref()
-            .map(|s| s.text().trim().to_string())
+            .map(|s| s.0.trim().to_string())
             .filter(|s| !s.is_empty())
             .ok_or(TaskProblem::MissingField(key))
     };
@@ -284,7 +242,8 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
     let mut dependencies: Vec<String> = Vec::new();
     for d in raw.dependencies.map(|l| l.texts()).unwrap_or_default() {
         // A bare number (`- 3`) refers to a task with this board's prefix.
-        let canon = canonical_id(&d).or_else(|| canonical_id(&format!("{}-{d}", id_prefix(&id))));
+        let prefix = id.split_once('-').map_or("", |(p, _)| p);
+        let canon = canonical_id(&d).or_else(|| canonical_id(&format!("{prefix}-{d}")));
         if let Some(c) = canon.filter(|c| *c != id && !dependencies.contains(c)) {
             dependencies.push(c);
         }
@@ -297,14 +256,10 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
         dependencies,
         priority: raw
             .priority
-            .map(|p| normalize_name(&p.text()))
+            .map(|p| normalize_name(&p.0))
             .filter(|p| !p.is_empty()),
-        created_at: raw
-            .created_date
-            .and_then(|d| backlog_date_to_rfc3339(&d.text())),
-        updated_at: raw
-            .updated_date
-            .and_then(|d| backlog_date_to_rfc3339(&d.text())),
+        created_at: raw.created_date.and_then(|d| backlog_date_to_rfc3339(&d.0)),
+        updated_at: raw.updated_date.and_then(|d| backlog_date_to_rfc3339(&d.0)),
         body: body.trim().to_string(),
     })
 }
@@ -330,11 +285,6 @@ pub fn canonical_id(id: &str) -> Option<String> {
         prefix.to_ascii_uppercase(),
         segments.join(".")
     ))
-}
-
-/// The letters before the `-` of a canonical id (`TASK` for `TASK-12`).
-pub fn id_prefix(id: &str) -> &str {
-    id.split_once('-').map(|(p, _)| p).unwrap_or("")
 }
 
 /// The numeric part of an id: `12` for `TASK-12`, `3.1` for the subtask `TASK-3.1`

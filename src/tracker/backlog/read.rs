@@ -16,21 +16,19 @@ pub const MAX_FILE_BYTES: u64 = 1 << 20;
 /// The folders read, in order. `drafts/` is never read.
 const LOCATIONS: [Location; 3] = [Location::Tasks, Location::Completed, Location::Archived];
 
-/// Why a board could not be read at all.
+/// Why a board could not be read at all: no board directory, a board path that is not a
+/// directory, a `config.yml` that is unreadable, too large or not valid YAML, or a folder that
+/// cannot be listed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BoardErrorKind {
-    /// The board directory does not exist.
     MissingBoardDir,
-    /// The board path exists but is not a directory.
     NotADirectory,
-    /// `config.yml` exists but is unreadable, too large or not valid YAML.
     BadConfig,
-    /// A board folder could not be listed (permissions, I/O).
     Io,
 }
 
 impl BoardErrorKind {
-    /// A stable snake_case name for logs and `baton check`.
+    /// The stable name logs and `baton check` show.
     pub fn as_str(self) -> &'static str {
         match self {
             BoardErrorKind::MissingBoardDir => "backlog_board_missing",
@@ -44,11 +42,8 @@ impl BoardErrorKind {
 /// A board read failure, naming the path concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoardError {
-    /// The error class.
     pub kind: BoardErrorKind,
-    /// The directory or file concerned.
     pub path: PathBuf,
-    /// Human-readable detail.
     pub message: String,
 }
 
@@ -107,7 +102,6 @@ pub fn read_board_config(dir: &Path) -> Result<BoardConfig, BoardError> {
     read_config(dir).map(|(config, _)| config)
 }
 
-/// The board directory exists and is a directory.
 fn check_dir(dir: &Path) -> Result<(), BoardError> {
     match fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}

@@ -25,6 +25,9 @@ pub const UNKNOWN_STATE_CLASS: &str = "backlog_unknown_state";
 /// Longest a board read is reused (only while watched and unchanged).
 pub const REUSE_FOR: Duration = Duration::from_secs(1);
 
+/// The reader, and its last read with the change count seen when that read began.
+type Reader = (BoardReader, Option<(u64, Instant, Arc<Board>)>);
+
 /// A Backlog.md board as a tracker (read-only).
 #[derive(Debug)]
 pub struct BacklogTracker {
@@ -35,21 +38,6 @@ pub struct BacklogTracker {
     watched: AtomicBool,
     active_states: Vec<String>,
     terminal_states: Vec<String>,
-}
-
-/// The reader and its last read.
-#[derive(Debug)]
-struct Reader {
-    reader: BoardReader,
-    last: Option<LastRead>,
-}
-
-/// A board read with the change count seen when it began.
-#[derive(Debug)]
-struct LastRead {
-    changes: u64,
-    at: Instant,
-    board: Arc<Board>,
 }
 
 /// A board read failure as a tracker error, keeping the board's stable class name.
@@ -73,7 +61,7 @@ impl BacklogTracker {
     pub fn new(cfg: &TrackerConfig) -> Result<Self, TrackerError> {
         let reader = BoardReader::new(super::config::board_dir(cfg));
         Ok(BacklogTracker {
-            reader: Mutex::new(Reader { reader, last: None }),
+            reader: Mutex::new((reader, None)),
             changes: Arc::new(AtomicU64::new(0)),
             watched: AtomicBool::new(false),
             active_states: cfg.active_states.clone(),
@@ -81,9 +69,8 @@ impl BacklogTracker {
         })
     }
 
-    /// The board directory.
     pub fn dir(&self) -> PathBuf {
-        self.lock().reader.dir().to_path_buf()
+        self.lock().0.dir().to_path_buf()
     }
 
     /// The whole board: read now (new warnings are logged once), or the last read while the
@@ -91,21 +78,15 @@ impl BacklogTracker {
     pub fn board(&self) -> Result<Arc<Board>, TrackerError> {
         let mut r = self.lock();
         let changes = self.changes.load(Ordering::SeqCst);
-        if self.watched.load(Ordering::SeqCst) {
-            if let Some(last) = r.last.as_ref() {
-                if last.changes == changes && last.at.elapsed() < REUSE_FOR {
-                    return Ok(last.board.clone());
-                }
+        if let Some((seen, at, board)) = &r.1 {
+            if self.watched.load(Ordering::SeqCst) && *seen == changes && at.elapsed() < REUSE_FOR {
+                return Ok(board.clone());
             }
         }
-        r.last = None;
+        r.1 = None;
         let at = Instant::now();
-        let board = Arc::new(r.reader.read().map_err(|e| board_error(&e))?);
-        r.last = Some(LastRead {
-            changes,
-            at,
-            board: board.clone(),
-        });
+        let board = Arc::new(r.0.read().map_err(|e| board_error(&e))?);
+        r.1 = Some((changes, at, board.clone()));
         Ok(board)
     }
 

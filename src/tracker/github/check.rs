@@ -45,8 +45,8 @@ fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &TrackerConfi
     };
     r.ok(format!(
         "project: {} #{} {} ({})",
-        project.owner,
-        project.number,
+        tracker.owner,
+        tracker.number,
         quoted(&project.title),
         project.id
     ));
@@ -57,7 +57,7 @@ fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &TrackerConfi
         .status
         .options
         .iter()
-        .map(|o| o.name.as_str())
+        .map(|o| o.1.as_str())
         .collect();
     let label = format!("status field {}", quoted(&project.status.name));
     report_states(r, &label, &names, cfg, STATES_NOUN);
@@ -69,7 +69,7 @@ fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &TrackerConfi
             f.options
                 .iter()
                 .enumerate()
-                .map(|(i, o)| format!("{}={}", i + 1, quoted(&o.name)))
+                .map(|(i, o)| format!("{}={}", i + 1, quoted(&o.1)))
                 .collect::<Vec<_>>()
                 .join(" ")
         )),

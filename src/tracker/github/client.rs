@@ -4,14 +4,14 @@
 //! from server text is passed through [`scrub`] so it can never leak.
 
 use crate::text::single_line;
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use serde_json::{json, Map, Value};
-
-use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::de::IgnoredAny;
 use serde::Deserialize;
+use serde_json::{json, Value};
 
-use super::normalize::RateLimitRow;
+use super::normalize::Data;
 use crate::tracker::{TrackerBudget, TrackerError, TrackerErrorKind};
 use crate::workflow::config::Secret;
 
@@ -28,11 +28,8 @@ pub const MAX_RATE_LIMIT_WAIT: Duration = Duration::from_secs(3600);
 /// The rate-limit headers and `retry-after` of a response (all optional: GHES may send none).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResponseMeta {
-    /// `retry-after` in seconds, when present and numeric.
     pub retry_after_secs: Option<u64>,
-    /// `x-ratelimit-limit`.
     pub limit: Option<i64>,
-    /// `x-ratelimit-remaining`.
     pub remaining: Option<i64>,
     /// `x-ratelimit-reset` (UTC epoch seconds).
     pub reset_epoch: Option<u64>,
@@ -42,10 +39,11 @@ impl ResponseMeta {
     /// Read the headers through `get` (header name → value). Unparsable values are absent;
     /// all-digit values too large for a `u64` saturate (the waits they imply are clamped later).
     pub fn from_headers<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Self {
+        let int = |name| get(name).and_then(|v| v.trim().parse::<i64>().ok());
         ResponseMeta {
             retry_after_secs: get("retry-after").and_then(parse_header_secs),
-            limit: get("x-ratelimit-limit").and_then(parse_header_i64),
-            remaining: get("x-ratelimit-remaining").and_then(parse_header_i64),
+            limit: int("x-ratelimit-limit"),
+            remaining: int("x-ratelimit-remaining"),
             reset_epoch: get("x-ratelimit-reset").and_then(parse_header_secs),
         }
     }
@@ -59,11 +57,6 @@ pub fn parse_header_secs(v: &str) -> Option<u64> {
         return None;
     }
     Some(v.parse::<u64>().unwrap_or(u64::MAX))
-}
-
-/// A signed integer header (`x-ratelimit-limit`/`remaining`); `None` when not a valid `i64`.
-pub fn parse_header_i64(v: &str) -> Option<i64> {
-    v.trim().parse::<i64>().ok()
 }
 
 /// `now + secs`, with the wait clamped to [`MAX_RATE_LIMIT_WAIT`] (never overflows).
@@ -81,14 +74,13 @@ pub struct GraphqlError {
     pub code: Option<String>,
     /// `extensions.fieldName` / `extensions.argumentName` when present.
     pub field_name: Option<String>,
-    /// `path` (strings and indices).
     pub path: Vec<Value>,
-    /// The message (server text; scrubbed before it is shown).
+    /// Server text; scrubbed before it is shown.
     pub message: String,
 }
 
 impl GraphqlError {
-    /// True when `path` is exactly `["nodes", i]` (or an alias `[name, i]`); returns `i`.
+    /// `i` when `path` is exactly `["nodes", i]` (or an alias `[name, i]`).
     pub fn node_index(&self) -> Option<usize> {
         match self.path.as_slice() {
             [Value::String(_), Value::Number(n)] => n.as_u64().map(|i| i as usize),
@@ -96,7 +88,6 @@ impl GraphqlError {
         }
     }
 
-    /// The first path element, when it is a field name.
     pub fn root_field(&self) -> Option<&str> {
         self.path.first().and_then(Value::as_str)
     }
@@ -111,43 +102,15 @@ impl GraphqlError {
     }
 }
 
-/// A parsed GraphQL reply: `data` as the operation's type `T` (its default when absent or
-/// null), the errors, and the rate-limit headers.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Reply<T = Map<String, Value>> {
-    /// The `data` member (`T::default()`, e.g. an empty map, when absent or null).
-    pub data: T,
-    /// The `errors` member, parsed.
+/// A parsed GraphQL reply: its `data` (empty when absent or null), errors and rate-limit headers.
+#[derive(Debug, Default)]
+pub struct Reply {
+    pub data: Data,
     pub errors: Vec<GraphqlError>,
-    /// Rate-limit headers of the response.
     pub meta: ResponseMeta,
 }
 
-/// The budget a reply reports: its body's `rateLimit` when present, else the headers.
-pub fn budget(body: Option<&RateLimitRow>, meta: &ResponseMeta) -> Option<TrackerBudget> {
-    if let Some(rl) = body {
-        return Some(TrackerBudget {
-            remaining: rl.remaining,
-            limit: rl.limit,
-            reset_at: rl.reset_at.clone(),
-            last_cost: rl.cost,
-        });
-    }
-    if meta.remaining.is_none() && meta.limit.is_none() {
-        return None;
-    }
-    Some(TrackerBudget {
-        remaining: meta.remaining,
-        limit: meta.limit,
-        reset_at: meta
-            .reset_epoch
-            .and_then(|s| UNIX_EPOCH.checked_add(Duration::from_secs(s)))
-            .map(crate::timefmt::rfc3339),
-        last_cost: None,
-    })
-}
-
-/// The members a reply is classified on, with `data` read as the operation's type.
+/// The members a reply is classified on.
 #[derive(Deserialize)]
 struct Envelope<T> {
     data: Option<T>,
@@ -156,17 +119,31 @@ struct Envelope<T> {
 }
 
 impl Reply {
-    /// The budget reported by this reply: the body's `rateLimit` when present, else the headers.
+    /// The budget this reply reports: its body's `rateLimit` when present, else the headers.
     pub fn rate_limit(&self) -> Option<TrackerBudget> {
-        let body = self
-            .data
-            .get("rateLimit")
-            .and_then(|v| RateLimitRow::deserialize(v).ok());
-        budget(body.as_ref(), &self.meta)
+        let meta = &self.meta;
+        if let Some(rl) = &self.data.rate_limit {
+            return Some(TrackerBudget {
+                remaining: rl.remaining,
+                limit: rl.limit,
+                reset_at: rl.reset_at.clone(),
+                last_cost: rl.cost,
+            });
+        }
+        if meta.remaining.is_none() && meta.limit.is_none() {
+            return None;
+        }
+        Some(TrackerBudget {
+            remaining: meta.remaining,
+            limit: meta.limit,
+            reset_at: meta
+                .reset_epoch
+                .and_then(|s| UNIX_EPOCH.checked_add(Duration::from_secs(s)))
+                .map(crate::timefmt::rfc3339),
+            last_cost: None,
+        })
     }
-}
 
-impl<T> Reply<T> {
     /// Errors other than those `tolerated` (and errors about `rateLimit`, which GHES may lack)
     /// become one `github_graphql_errors` error; INSUFFICIENT_SCOPES/FORBIDDEN become `github_auth`.
     pub fn check_errors(
@@ -174,10 +151,11 @@ impl<T> Reply<T> {
         token: &Secret,
         tolerated: impl Fn(&GraphqlError) -> bool,
     ) -> Result<(), TrackerError> {
-        let fatal: Vec<&GraphqlError> = self
+        let fatal: Vec<GraphqlError> = self
             .errors
             .iter()
             .filter(|e| e.root_field() != Some("rateLimit") && !tolerated(e))
+            .cloned()
             .collect();
         if fatal.is_empty() {
             return Ok(());
@@ -188,15 +166,11 @@ impl<T> Reply<T> {
                 Some("INSUFFICIENT_SCOPES") | Some("FORBIDDEN")
             )
         });
-        let kind = if auth {
-            TrackerErrorKind::Auth
-        } else {
-            TrackerErrorKind::Query
+        let kind = match auth {
+            true => TrackerErrorKind::Auth,
+            false => TrackerErrorKind::Query,
         };
-        Err(super::error(
-            kind,
-            describe_errors(&fatal.into_iter().cloned().collect::<Vec<_>>(), token),
-        ))
+        Err(super::error(kind, describe_errors(&fatal, token)))
     }
 }
 
@@ -220,18 +194,18 @@ pub fn describe_errors(errors: &[GraphqlError], token: &Secret) -> String {
     parts.join("; ")
 }
 
-/// Replace every occurrence of the token (and of its `Bearer` form) with `***`.
+/// Replace every occurrence of the token with `***`.
 pub fn scrub(text: &str, token: &Secret) -> String {
-    scrub_secret(text, token.expose())
+    scrub_secret(text.into(), token.expose()).into_owned()
 }
 
-/// Replace every occurrence of `secret` with `***`; secrets shorter than 4 bytes are left alone
-/// (they would blank out ordinary words, and no real credential is that short).
-fn scrub_secret(text: &str, secret: &str) -> String {
-    if secret.len() < 4 || !text.contains(secret) {
-        return text.to_string();
+/// Replace every occurrence of `secret` with `***` (copying only then); secrets shorter than 4
+/// bytes are left alone (they would blank out ordinary words, and no credential is that short).
+fn scrub_secret<'a>(text: Cow<'a, str>, secret: &str) -> Cow<'a, str> {
+    match secret.len() >= 4 && text.contains(secret) {
+        true => Cow::Owned(text.replace(secret, "***")),
+        false => text,
     }
-    text.replace(secret, "***")
 }
 
 /// Replace the userinfo (`user:password@`) of every URL in `text` with `***@`, so an endpoint
@@ -302,7 +276,12 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// [`decode`] with `data` as a JSON object, for the operations that walk their reply as a tree.
+/// Classify a raw HTTP reply and read its `data` (pure; `now` injected).
+///
+/// Order matters: 401 is checked before any rate-limit header (GitHub sends
+/// `x-ratelimit-remaining: 0` with "Bad credentials"), and a 200 is checked for `errors[].type`
+/// `RATE_LIMITED`/`RATE_LIMIT` before its `data` is used. A `data` member that does not fit is a
+/// `github_unknown_payload` error (after the errors were classified).
 pub fn classify_response(
     status: u16,
     meta: &ResponseMeta,
@@ -310,26 +289,10 @@ pub fn classify_response(
     token: &Secret,
     now: SystemTime,
 ) -> Result<Reply, TrackerError> {
-    decode(status, meta, body, token, now)
-}
-
-/// Classify a raw HTTP reply and read its `data` straight into `T` (pure; `now` injected).
-///
-/// Order matters: 401 is checked before any rate-limit header (GitHub sends
-/// `x-ratelimit-remaining: 0` with "Bad credentials"), and a 200 is checked for `errors[].type`
-/// `RATE_LIMITED`/`RATE_LIMIT` before its `data` is used. A `data` member that does not fit `T`
-/// is a `github_unknown_payload` error (after the errors were classified).
-pub fn decode<T: DeserializeOwned + Default>(
-    status: u16,
-    meta: &ResponseMeta,
-    body: &str,
-    token: &Secret,
-    now: SystemTime,
-) -> Result<Reply<T>, TrackerError> {
     // The token echoed anywhere in the reply (a data field, an error's `type`) is scrubbed
     // before anything is parsed, so no field can carry it into a log line or an issue.
-    let body = &scrub(body, token);
-    let (data, errors, message) = match serde_json::from_str::<Envelope<T>>(body) {
+    let body = &*scrub_secret(body.into(), token.expose());
+    let (data, errors, message) = match serde_json::from_str::<Envelope<Data>>(body) {
         Ok(env) => (Ok(env.data), env.errors, env.message),
         Err(e) => {
             // Still classified on its errors and message when `data` does not fit.
@@ -338,23 +301,27 @@ pub fn decode<T: DeserializeOwned + Default>(
             (Err(e), errors, message)
         }
     };
-    let errors = parse_errors(errors.as_ref());
+    let mut reply = Reply {
+        data: Data::default(),
+        errors: parse_errors(errors.as_ref()),
+        meta: meta.clone(),
+    };
     let rest_message = message
         .as_ref()
         .and_then(Value::as_str)
         .map(|m| single_line(&scrub(m, token), 300));
     if status != 200 {
+        let shown = (rest_message.clone()).unwrap_or_else(|| format!("{} byte body", body.len()));
         return Err(classify_failure(
             status,
-            meta,
-            &errors,
+            &reply,
             rest_message,
-            body.len(),
+            &shown,
             token,
             now,
         ));
     }
-    if errors.iter().any(|e| {
+    if reply.errors.iter().any(|e| {
         matches!(e.kind.as_deref(), Some("RATE_LIMITED") | Some("RATE_LIMIT"))
             || e.code.as_deref() == Some("graphql_rate_limit")
     }) {
@@ -362,59 +329,46 @@ pub fn decode<T: DeserializeOwned + Default>(
             .reset_epoch
             .map(|r| reset_time(r, now))
             .unwrap_or_else(|| clamped_wait(now, SECONDARY_LIMIT_DEFAULT_WAIT.as_secs()));
-        return Err(rate_limited(
-            format!("primary rate limit: {}", describe_errors(&errors, token)),
-            at,
-        ));
+        let errors = describe_errors(&reply.errors, token);
+        return Err(rate_limited(format!("primary rate limit: {errors}"), at));
     }
-    if data.is_err() && !errors.is_empty() {
+    let data = match data {
+        Ok(data) => data,
         // Errors explain a `data` that does not fit better than its shape does.
-        let with_errors = Reply {
-            data: (),
-            errors: errors.clone(),
-            meta: meta.clone(),
-        };
-        with_errors.check_errors(token, |_| false)?;
-    }
-    let data = data.map_err(|e| {
-        let what = match body.trim_start().starts_with('{') {
-            true => format!(
-                "a `data` member Baton cannot read: {}",
-                single_line(&e.to_string(), 200)
-            ),
-            false => format!("a body that is not a JSON object ({} bytes)", body.len()),
-        };
-        super::error(
-            TrackerErrorKind::Payload,
-            format!("GitHub answered HTTP 200 with {what}"),
-        )
-    })?;
-    if data.is_none() && errors.is_empty() {
-        return Err(super::error(
-            TrackerErrorKind::Payload,
+        Err(e) => {
+            reply.check_errors(token, |_| false)?;
+            let what = match body.trim_start().starts_with('{') {
+                true => format!(
+                    "a `data` member Baton cannot read: {}",
+                    single_line(&e.to_string(), 200)
+                ),
+                false => format!("a body that is not a JSON object ({} bytes)", body.len()),
+            };
+            return Err(super::unknown(format!(
+                "GitHub answered HTTP 200 with {what}"
+            )));
+        }
+    };
+    if data.is_none() && reply.errors.is_empty() {
+        return Err(super::unknown(
             "GitHub answered HTTP 200 without `data` or `errors`",
         ));
     }
-    Ok(Reply {
-        data: data.unwrap_or_default(),
-        errors,
-        meta: meta.clone(),
-    })
+    reply.data = data.unwrap_or_default();
+    Ok(reply)
 }
 
-/// The error for a non-200 reply: auth, rate limit (primary or secondary) or status.
+/// The error for a non-200 reply: auth, rate limit (primary or secondary) or status. `shown` is
+/// the REST message, else the body's size.
 fn classify_failure(
     status: u16,
-    meta: &ResponseMeta,
-    errors: &[GraphqlError],
+    reply: &Reply,
     rest_message: Option<String>,
-    body_len: usize,
+    shown: &str,
     token: &Secret,
     now: SystemTime,
 ) -> TrackerError {
-    let shown = rest_message
-        .clone()
-        .unwrap_or_else(|| format!("{body_len} byte body"));
+    let meta = &reply.meta;
     if status == 401 {
         return super::error(
             TrackerErrorKind::Auth,
@@ -435,13 +389,11 @@ fn classify_failure(
                 clamped_wait(now, wait),
             );
         }
-        if meta.remaining == Some(0) {
-            if let Some(reset) = meta.reset_epoch {
-                return rate_limited(
-                    format!("primary rate limit (HTTP {status}: {shown})"),
-                    reset_time(reset, now),
-                );
-            }
+        if let (Some(0), Some(reset)) = (meta.remaining, meta.reset_epoch) {
+            return rate_limited(
+                format!("primary rate limit (HTTP {status}: {shown})"),
+                reset_time(reset, now),
+            );
         }
         return super::error(
             TrackerErrorKind::Auth,
@@ -449,13 +401,13 @@ fn classify_failure(
         );
     }
     // 502/504 bodies may be GraphQL-ish (`{"data":"null","errors":[...]}`).
-    let detail =
-        rest_message.or_else(|| Some(describe_errors(errors, token)).filter(|s| !s.is_empty()));
+    let errors = describe_errors(&reply.errors, token);
+    let detail = rest_message.or_else(|| Some(errors).filter(|s| !s.is_empty()));
     super::error(
         TrackerErrorKind::Status,
         match detail {
             Some(d) => format!("GitHub answered HTTP {status}: {d}"),
-            None => format!("GitHub answered HTTP {status} ({body_len} byte body)"),
+            None => format!("GitHub answered HTTP {status} ({shown})"),
         },
     )
 }
@@ -481,34 +433,25 @@ fn reset_time(reset_epoch: u64, now: SystemTime) -> SystemTime {
 /// Parse the `errors` member (absent or malformed entries are tolerated: a message-less entry
 /// still counts).
 pub fn parse_errors(errors: Option<&Value>) -> Vec<GraphqlError> {
-    let Some(list) = errors.and_then(Value::as_array) else {
-        return Vec::new();
-    };
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+    let list = errors
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
     list.iter()
         .take(1000)
         .map(|e| {
             let ext = e.get("extensions");
+            let field = ext.and_then(|x| x.get("fieldName").or_else(|| x.get("argumentName")));
             GraphqlError {
-                kind: e.get("type").and_then(Value::as_str).map(str::to_string),
-                code: ext
-                    .and_then(|x| x.get("code"))
-                    .or_else(|| e.get("code"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                field_name: ext
-                    .and_then(|x| x.get("fieldName").or_else(|| x.get("argumentName")))
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
+                kind: text(e.get("type")),
+                code: text(ext.and_then(|x| x.get("code")).or_else(|| e.get("code"))),
+                field_name: text(field),
                 path: e
                     .get("path")
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default(),
-                message: e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("(no message)")
-                    .to_string(),
+                message: text(e.get("message")).unwrap_or_else(|| "(no message)".into()),
             }
         })
         .collect()
@@ -542,41 +485,25 @@ impl GraphqlClient {
         }
     }
 
-    /// The token (for scrubbing messages).
     pub fn token(&self) -> &Secret {
         &self.token
     }
 
-    /// POST one operation; the reply classified and its `data` read as `T` (a `Value` for the
-    /// operations that walk a tree, typed rows for board pages).
-    pub fn post<T: DeserializeOwned + Default>(
+    /// POST one operation and classify the reply. The body is read up to [`MAX_RESPONSE_BYTES`].
+    pub fn post(
         &self,
         operation: &str,
         query: &str,
         variables: Value,
-    ) -> Result<Reply<T>, TrackerError> {
-        let (status, meta, bytes) = self.send(operation, query, variables)?;
-        let text = String::from_utf8_lossy(&bytes);
-        decode(status, &meta, &text, &self.token, SystemTime::now())
-    }
-
-    /// Send one operation: the status, rate-limit headers and body (at most
-    /// [`MAX_RESPONSE_BYTES`]).
-    fn send(
-        &self,
-        operation: &str,
-        query: &str,
-        variables: Value,
-    ) -> Result<(u16, ResponseMeta, Vec<u8>), TrackerError> {
+    ) -> Result<Reply, TrackerError> {
         let body = json!({"query": query, "variables": variables, "operationName": operation});
-        let body = serde_json::to_string(&body).unwrap_or_default();
         let sent = self
             .agent
             .post(&self.endpoint)
             .header("Authorization", &format!("Bearer {}", self.token.expose()))
             .header("Content-Type", "application/json")
             .header("Accept", "application/json")
-            .send(body.as_str());
+            .send(body.to_string().as_str());
         let mut resp = sent.map_err(|e| self.transport_error(operation, &e))?;
         let status = resp.status().as_u16();
         let headers = resp.headers();
@@ -588,30 +515,16 @@ impl GraphqlClient {
             .read_to_vec()
             .map_err(|e| self.transport_error(operation, &e))?;
         // Scrub before parsing: a credential echoed back inside a data field (a title, an
-        // error message) then cannot reach an issue, a warning or an error. Most replies contain
-        // none, so they are searched first and copied only when one is found.
-        let bytes = if self.echoes_a_secret(&bytes) {
-            self.scrub_all(&String::from_utf8_lossy(&bytes))
-                .into_bytes()
-        } else {
-            bytes
-        };
-        Ok((status, meta, bytes))
+        // error message) then cannot reach an issue, a warning or an error.
+        let text = self.scrub_all(String::from_utf8_lossy(&bytes));
+        classify_response(status, &meta, &text, &self.token, SystemTime::now())
     }
 
-    /// Scrub the token, the endpoint's credentials and any URL userinfo from `text`.
-    /// True when `bytes` contain the token or a credential of the endpoint URL.
-    fn echoes_a_secret(&self, bytes: &[u8]) -> bool {
-        let contains =
-            |needle: &[u8]| !needle.is_empty() && bytes.windows(needle.len()).any(|w| w == needle);
-        contains(self.token.expose().as_bytes())
-            || self.endpoint_secrets.iter().any(|s| contains(s.as_bytes()))
-    }
-
-    pub(crate) fn scrub_all(&self, text: &str) -> String {
-        let mut out = scrub(text, &self.token);
+    /// Scrub the token and the endpoint's credentials from `text`.
+    pub(crate) fn scrub_all<'a>(&self, text: Cow<'a, str>) -> Cow<'a, str> {
+        let mut out = scrub_secret(text, self.token.expose());
         for secret in &self.endpoint_secrets {
-            out = scrub_secret(&out, secret);
+            out = scrub_secret(out, secret);
         }
         out
     }
@@ -627,7 +540,7 @@ impl GraphqlClient {
             ureq::Error::BodyExceedsLimit(_) => {
                 format!("response body exceeds {MAX_RESPONSE_BYTES} bytes")
             }
-            other => redact_userinfo(&self.scrub_all(&other.to_string())),
+            other => redact_userinfo(&self.scrub_all(other.to_string().into())),
         };
         super::error(
             TrackerErrorKind::Transport,
@@ -826,13 +739,12 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.retry_at, Some(limit), "far reset clamps to now + 1 h");
         let r = Reply {
-            data: Map::new(),
-            errors: vec![],
             meta: ResponseMeta {
                 limit: Some(1),
                 reset_epoch: Some(u64::MAX),
                 ..Default::default()
             },
+            ..Default::default()
         };
         assert!(r.rate_limit().is_some());
     }
@@ -844,8 +756,8 @@ mod tests {
         assert_eq!(parse_header_secs("99999999999999999999999"), Some(u64::MAX));
         assert_eq!(parse_header_secs("-5"), None);
         assert_eq!(parse_header_secs("Wed, 21 Oct 2015 07:28:00 GMT"), None);
-        assert_eq!(parse_header_i64("-3"), Some(-3));
-        assert_eq!(parse_header_i64("x"), None);
+        let meta = ResponseMeta::from_headers(|h| (h != "x-ratelimit-limit").then_some("-3"));
+        assert_eq!((meta.remaining, meta.limit), (Some(-3), None));
     }
 
     #[test]
@@ -868,7 +780,8 @@ mod tests {
             Duration::from_secs(1),
         );
         assert_eq!(c.endpoint_shown(), "https://***@127.0.0.1:1/graphql");
-        let echoed = c.scrub_all("title hunter2!TOKEN and hunter2%21TOKEN and ghp_SECRETSECRET");
+        let echoed =
+            c.scrub_all("title hunter2!TOKEN and hunter2%21TOKEN and ghp_SECRETSECRET".into());
         assert!(!echoed.contains("hunter2"), "{echoed}");
         assert!(!echoed.contains("SECRETSECRET"), "{echoed}");
     }
@@ -881,7 +794,7 @@ mod tests {
             tok(),
             Duration::from_secs(2),
         );
-        let e = c.post::<Value>("Op", "query{x}", Value::Null).unwrap_err();
+        let e = c.post("Op", "query{x}", Value::Null).unwrap_err();
         assert_eq!(e.kind, TrackerErrorKind::Transport);
         let shown = format!("{e} {e:?}");
         assert!(!shown.contains("hunter2TOKEN"), "{shown}");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{GithubTracker, TRACKER_KIND};
 use crate::tracker::config::{ParseContext, TrackerAdapter, TrackerConfig};
 use crate::tracker::{Tracker, TrackerError, TrackerErrorKind};
-use crate::workflow::config::section::{SecretOrigin, Section};
+use crate::workflow::config::section::Section;
 use crate::workflow::config::{ConfigError, Secret};
 
 /// Default GitHub GraphQL endpoint.
@@ -18,19 +18,6 @@ pub const DEFAULT_MAX_ITEMS: u64 = 20_000;
 
 /// Largest accepted `tracker.max_items`.
 pub const MAX_MAX_ITEMS: u64 = 1_000_000;
-
-/// Where the tracker token came from (for operator messages; never the value).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenSource {
-    /// A literal in WORKFLOW.md.
-    Literal,
-    /// `$NAME` in WORKFLOW.md.
-    EnvReference,
-    /// The `GITHUB_TOKEN` environment variable (key omitted).
-    GithubTokenEnv,
-    /// `gh auth token`.
-    GhCli,
-}
 
 /// `tracker.owner_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,24 +61,19 @@ fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
     Ok(Arc::new(GithubTracker::new(cfg)?))
 }
 
-/// Parse the GitHub keys of `tracker.*` into `cfg`.
 fn parse(
     s: &Section<'_>,
     ctx: &ParseContext<'_>,
     cfg: &mut TrackerConfig,
 ) -> Result<(), ConfigError> {
     let env = ctx.env;
-    (cfg.token, cfg.token_source) = match s.secret("token", env)? {
-        Some((tok, SecretOrigin::Literal)) => (Some(tok), Some(TokenSource::Literal)),
-        Some((tok, SecretOrigin::EnvReference)) => (Some(tok), Some(TokenSource::EnvReference)),
-        None if s.is_set("token") => (None, None),
-        None => match env.var("GITHUB_TOKEN").filter(|v| !v.is_empty()) {
-            Some(v) => (Some(Secret::new(v)), Some(TokenSource::GithubTokenEnv)),
-            None => match env.gh_auth_token() {
-                Some(v) => (Some(Secret::new(v)), Some(TokenSource::GhCli)),
-                None => (None, None),
-            },
-        },
+    // A literal or `$VAR` (one that resolves empty is missing), else GITHUB_TOKEN, else `gh`.
+    cfg.token = match s.secret("token", env)? {
+        Some((tok, _)) => Some(tok),
+        None if s.is_set("token") => None,
+        None => (env.var("GITHUB_TOKEN").filter(|v| !v.is_empty()))
+            .or_else(|| env.gh_auth_token())
+            .map(Secret::new),
     };
     cfg.owner_type = match s.string("owner_type", env)?.as_deref() {
         None | Some("organization") | Some("org") => OwnerType::Organization,
@@ -100,12 +82,11 @@ fn parse(
             return Err(s.invalid("owner_type", "organization or user", &format!("{other:?}")))
         }
     };
-    let page_size = s.uint("page_size")?.unwrap_or(50);
-    if !(1..=100).contains(&page_size) {
-        let got = page_size.to_string();
-        return Err(s.invalid("page_size", "an integer from 1 to 100", &got));
-    }
-    cfg.page_size = page_size as u32;
+    let ranged = |key: &str, default: u64, max: u64| match s.uint(key)?.unwrap_or(default) {
+        v if (1..=max).contains(&v) => Ok(v),
+        v => Err(s.invalid(key, &format!("an integer from 1 to {max}"), &v.to_string())),
+    };
+    cfg.page_size = ranged("page_size", 50, 100)? as u32;
     if let Some(endpoint) = s.plain_string("endpoint")? {
         cfg.endpoint = endpoint;
     }
@@ -121,16 +102,7 @@ fn parse(
     cfg.repos = s.string_list("repos")?.unwrap_or_default();
     cfg.server_side_filter = s.boolean("server_side_filter")?.unwrap_or(false);
     cfg.timeout_ms = s.positive("timeout_ms")?.unwrap_or(30_000);
-    let max_items = s.uint("max_items")?.unwrap_or(DEFAULT_MAX_ITEMS);
-    if !(1..=MAX_MAX_ITEMS).contains(&max_items) {
-        let got = max_items.to_string();
-        return Err(s.invalid(
-            "max_items",
-            &format!("an integer from 1 to {MAX_MAX_ITEMS}"),
-            &got,
-        ));
-    }
-    cfg.max_items = max_items;
+    cfg.max_items = ranged("max_items", DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS)?;
     match s.positive_number("budget_share") {
         Ok(None) => {}
         Ok(Some(share)) if share <= 1.0 => cfg.budget_share = share,
@@ -149,47 +121,22 @@ fn parse(
     Ok(())
 }
 
-/// The settings a [`GithubTracker`] cannot start without.
-pub(crate) struct Required {
-    /// The token.
-    pub token: Secret,
-    /// The owner login (non-blank).
-    pub owner: String,
-    /// The project number.
-    pub number: u64,
-}
-
-/// The required settings, or every missing one as a typed error naming the key.
-pub(crate) fn required(cfg: &TrackerConfig) -> Result<Required, Vec<TrackerError>> {
-    let mut errs = Vec::new();
-    let token = cfg.token.clone();
-    if token.is_none() {
-        errs.push(TrackerError::new(
-            TrackerErrorKind::MissingTrackerToken,
-            "tracker.token is missing: set tracker.token (literal or $VAR), export GITHUB_TOKEN, or run `gh auth login`",
-        ));
-    }
+/// The token, owner and project number a [`GithubTracker`] cannot start without, or every
+/// missing one as a typed error naming the key.
+pub(crate) fn required(cfg: &TrackerConfig) -> Result<(Secret, String, u64), Vec<TrackerError>> {
     let owner = cfg.owner.clone().filter(|o| !o.trim().is_empty());
-    if owner.is_none() {
-        errs.push(TrackerError::new(
-            TrackerErrorKind::MissingTrackerProject,
-            "tracker.owner is required (organization or user login owning the project)",
-        ));
+    if let (Some(token), Some(owner), Some(number)) = (&cfg.token, &owner, cfg.project_number) {
+        return Ok((token.clone(), owner.clone(), number));
     }
-    if cfg.project_number.is_none() {
-        errs.push(TrackerError::new(
-            TrackerErrorKind::MissingTrackerProject,
-            "tracker.project_number is required (the number in the project's URL)",
-        ));
-    }
-    match (token, owner, cfg.project_number) {
-        (Some(token), Some(owner), Some(number)) => Ok(Required {
-            token,
-            owner,
-            number,
-        }),
-        _ => Err(errs),
-    }
+    let problems = [
+        (cfg.token.is_none(), TrackerErrorKind::MissingTrackerToken, "tracker.token is missing: set tracker.token (literal or $VAR), export GITHUB_TOKEN, or run `gh auth login`"),
+        (owner.is_none(), TrackerErrorKind::MissingTrackerProject, "tracker.owner is required (organization or user login owning the project)"),
+        (cfg.project_number.is_none(), TrackerErrorKind::MissingTrackerProject, "tracker.project_number is required (the number in the project's URL)"),
+    ];
+    let missing = problems.into_iter().filter(|p| p.0);
+    Err(missing
+        .map(|(_, kind, msg)| TrackerError::new(kind, msg))
+        .collect())
 }
 
 /// The warning for an `http://` endpoint whose host is not loopback: the token would cross the

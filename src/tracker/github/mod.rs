@@ -20,16 +20,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use serde::Deserialize;
-
-use self::client::{GraphqlClient, Reply};
+use self::client::{GraphqlClient, GraphqlError, Reply};
 use self::config::OwnerType;
-use self::normalize::{DropReason, IssueRow, ItemRow, ItemsOnPage, ItemsPage, OptionValue};
+use self::normalize::{selected, DropReason, ItemRow, ItemsOnPage, Leaf, NodeRow, PageInfoRow};
 use self::project::{PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
+use crate::text::single_line;
 use crate::tracker::TrackerConfig;
 use crate::tracker::{BoardRead, Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
 
@@ -55,7 +55,7 @@ pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
 }
 
 /// Pages of one issue's `projectItems` a refresh may request: past it the refresh fails instead
-/// of paging on. (A board read may request the pages `tracker.max_items` needs, see `ReadCaps`.)
+/// of paging on. (A board read may request the pages `tracker.max_items` needs, see `BoardAcc`.)
 pub(crate) const MAX_PAGES: usize = 200;
 
 /// Bytes of issue text (titles, bodies, labels, URLs) one board read may keep. With the items
@@ -67,33 +67,28 @@ pub(crate) const MAX_KEPT_BYTES: usize = 48 * 1024 * 1024;
 /// `tracker.max_items`, [`MAX_KEPT_BYTES`]).
 pub const BOARD_TOO_LARGE: &str = "github_board_too_large";
 
-/// Counts of project items that did not become issues, by reason.
+/// Counts of project items that did not become issues, by reason (`baton check` shows them).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DroppedCounts {
-    /// Draft issues.
     pub drafts: usize,
-    /// Pull requests.
     pub pull_requests: usize,
-    /// Redacted items.
     pub redacted: usize,
-    /// Archived items.
     pub archived: usize,
     /// Malformed issue records (logged).
     pub malformed: usize,
-    /// Issues without a Status value.
     pub no_status: usize,
 }
 
 impl DroppedCounts {
     fn count(&mut self, r: DropReason) {
-        match r {
-            DropReason::Draft => self.drafts += 1,
-            DropReason::PullRequest => self.pull_requests += 1,
-            DropReason::Redacted => self.redacted += 1,
-            DropReason::Archived => self.archived += 1,
-            DropReason::Malformed => self.malformed += 1,
-            DropReason::NoStatus => self.no_status += 1,
-        }
+        *match r {
+            DropReason::Draft => &mut self.drafts,
+            DropReason::PullRequest => &mut self.pull_requests,
+            DropReason::Redacted => &mut self.redacted,
+            DropReason::Archived => &mut self.archived,
+            DropReason::Malformed => &mut self.malformed,
+            DropReason::NoStatus => &mut self.no_status,
+        } += 1;
     }
 }
 
@@ -101,19 +96,15 @@ impl DroppedCounts {
 /// filter), plus what was dropped. Used by `baton check` and by the filtered reads.
 #[derive(Debug, Clone, Default)]
 pub struct Board {
-    /// Normalized issues in project position order.
     pub issues: Vec<Issue>,
-    /// Items that did not become issues.
     pub dropped: DroppedCounts,
 }
 
-/// Requests and rate-limit points spent by one tracker operation (logged at debug level).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// Requests and rate-limit points (`rateLimit.cost`) spent by one operation, logged at debug.
+#[derive(Debug, Default)]
 struct OpStats {
-    /// HTTP requests sent.
-    pub requests: u32,
-    /// Sum of `rateLimit.cost` reported.
-    pub cost: i64,
+    requests: u32,
+    cost: i64,
 }
 
 /// The GitHub Projects v2 implementation of [`Tracker`].
@@ -156,24 +147,16 @@ impl GithubTracker {
                 crate::tracker::config::kind_message(cfg.kind.as_deref()),
             ));
         }
-        let config::Required {
-            token,
-            owner,
-            number,
-        } = config::required(cfg).map_err(|mut errs| errs.remove(0))?;
+        let (token, owner, number) = config::required(cfg).map_err(|mut errs| errs.remove(0))?;
         if let Some(w) = config::cleartext_warning(&cfg.endpoint) {
             log::warn!("event=tracker_endpoint_cleartext {w}");
         }
-        let client = GraphqlClient::new(
-            &cfg.endpoint,
-            token,
-            Duration::from_millis(cfg.timeout_ms.max(1)),
-        );
+        let timeout = Duration::from_millis(cfg.timeout_ms.max(1));
         Ok(GithubTracker {
             cfg: cfg.clone(),
             owner,
             number,
-            client,
+            client: GraphqlClient::new(&cfg.endpoint, token, timeout),
             project: Mutex::new(None),
             deps_supported: AtomicBool::new(true),
             filter_supported: AtomicBool::new(true),
@@ -182,25 +165,14 @@ impl GithubTracker {
         })
     }
 
-    /// The cached project, resolving it first when needed (1 request).
+    /// The cached project, resolving it first when needed (1 request; a failure is not cached).
     pub(crate) fn project(&self) -> Result<Arc<ProjectInfo>, TrackerError> {
         if let Some(p) = lock(&self.project).clone() {
             return Ok(p);
         }
-        let mut stats = OpStats::default();
-        let res = self.resolve_project(&mut stats);
-        self.log_stats("resolve_project", &stats);
-        match res {
-            Ok(p) => {
-                let p = Arc::new(p);
-                *lock(&self.project) = Some(p.clone());
-                Ok(p)
-            }
-            Err(e) => {
-                *lock(&self.project) = None;
-                Err(e)
-            }
-        }
+        let res = self.with_stats("resolve_project", |s| self.resolve_project(s).map(Arc::new));
+        *lock(&self.project) = res.as_ref().ok().cloned();
+        res
     }
 
     /// True when blockers are read (false after an older server rejected `Issue.blockedBy`).
@@ -221,15 +193,8 @@ impl GithubTracker {
             "withPriority": self.cfg.priority_field.is_some(),
         });
         let reply = self.request(q, vars, stats)?;
-        let p = project::parse_project(
-            &reply,
-            &self.owner,
-            self.cfg.owner_type,
-            self.number,
-            &self.cfg.status_field,
-            self.cfg.priority_field.as_deref(),
-            self.client.token(),
-        )?;
+        let token = self.client.token();
+        let p = project::parse_project(&reply, &self.cfg, &self.owner, self.number, token)?;
         if let PriorityField::Unusable(why) = &p.priority {
             log::warn!("tracker_priority_field_unusable reason={why:?}");
         }
@@ -245,108 +210,111 @@ impl GithubTracker {
         stats.requests += 1;
         let reply = self.client.post(q.name, q.text, vars)?;
         if let Some(rl) = reply.rate_limit() {
-            self.note_budget(rl, stats);
+            let cost = rl.last_cost.unwrap_or(0);
+            stats.cost = stats.cost.saturating_add(cost);
+            crate::tracker::spend_points(cost);
+            *lock(&self.rate) = Some(rl);
         }
         Ok(reply)
     }
 
-    /// Keep the budget a reply reported and count its cost (for the log and the pacing).
-    fn note_budget(&self, rl: TrackerBudget, stats: &mut OpStats) {
-        let cost = rl.last_cost.unwrap_or(0);
-        stats.cost = stats.cost.saturating_add(cost);
-        crate::tracker::spend_points(cost);
-        *lock(&self.rate) = Some(rl);
-    }
-
-    fn log_stats(&self, op: &str, stats: &OpStats) {
-        let rl = lock(&self.rate).clone();
-        let remaining = rl
-            .as_ref()
-            .and_then(|r| r.remaining)
-            .map_or("unknown".to_string(), |r| r.to_string());
-        let reset = rl
-            .and_then(|r| r.reset_at)
-            .unwrap_or_else(|| "unknown".into());
+    /// Run one operation `op` and log what it spent.
+    fn with_stats<T>(
+        &self,
+        op: &str,
+        f: impl FnOnce(&mut OpStats) -> Result<T, TrackerError>,
+    ) -> Result<T, TrackerError> {
+        let mut stats = OpStats::default();
+        let res = f(&mut stats);
+        let rl = lock(&self.rate).clone().unwrap_or_default();
         log::debug!(
-            "tracker_requests op={op} requests={} cost={} remaining={remaining} reset_at={reset}",
+            "tracker_requests op={op} requests={} cost={} remaining={} reset_at={}",
             stats.requests,
-            stats.cost
+            stats.cost,
+            rl.remaining
+                .map_or("unknown".to_string(), |r| r.to_string()),
+            rl.reset_at.as_deref().unwrap_or("unknown")
         );
+        res
     }
 
     /// Page through every non-archived item and normalize the Issues (no repo/status filter).
     /// With `filter_states` and `tracker.server_side_filter`, the pages are narrowed server-side.
     pub fn fetch_board(&self, filter_states: Option<&[String]>) -> Result<Board, TrackerError> {
-        self.read_filtered(filter_states, &|_| true)
-    }
-
-    /// [`GithubTracker::fetch_board`] keeping only the issues `keep` accepts (logged as one op).
-    fn read_filtered(
-        &self,
-        filter_states: Option<&[String]>,
-        keep: &dyn Fn(&Issue) -> bool,
-    ) -> Result<Board, TrackerError> {
-        let mut stats = OpStats::default();
-        let res = self.fetch_board_inner(filter_states, keep, &mut stats);
-        self.log_stats("fetch_board", &stats);
-        res
+        self.with_stats("fetch_board", |s| {
+            self.read_pages(filter_states, &|_| true, s)
+        })
     }
 
     /// The paging loop. Each page is normalized as it arrives and then dropped: only the issues
     /// `keep` accepts and, for blocker resolution, the Status of every issue seen are retained.
-    fn fetch_board_inner(
+    fn read_pages(
         &self,
         filter_states: Option<&[String]>,
         keep: &dyn Fn(&Issue) -> bool,
         stats: &mut OpStats,
     ) -> Result<Board, TrackerError> {
         let project = self.project()?;
-        let mut acc = BoardAcc::default();
+        let filtered = self.cfg.server_side_filter && self.filter_supported.load(Ordering::Relaxed);
+        let filter = filter_states
+            .filter(|_| filtered)
+            .map(|states| server_filter(&self.cfg.status_field, states));
+        let mut acc = BoardAcc::new(&self.cfg);
         let mut cursor: Option<String> = None;
         let mut seen_cursors: HashSet<String> = HashSet::new();
         let mut pages = 0usize;
-        let mut caps = ReadCaps::new(&self.cfg);
         loop {
-            let filter = match filter_states {
-                Some(states)
-                    if self.cfg.server_side_filter
-                        && self.filter_supported.load(Ordering::Relaxed) =>
-                {
-                    Some(server_filter(&self.cfg.status_field, states))
-                }
-                _ => None,
+            let deps = self.deps_supported.load(Ordering::Relaxed);
+            let q = match (&filter, deps) {
+                (Some(_), true) => &queries::PROJECT_ITEMS_FILTERED,
+                (_, true) => &queries::PROJECT_ITEMS,
+                (_, false) => &queries::PROJECT_ITEMS_NO_DEPS,
             };
-            let reply =
-                self.request_items(&project, filter.as_deref(), cursor.as_deref(), stats)?;
-            match self.degrade_on_capability_error(&reply.errors, filter.is_some()) {
-                Degraded::No => {}
-                Degraded::Dependencies => continue,
-                Degraded::Filter => {
-                    acc = BoardAcc::default();
-                    cursor = None;
-                    seen_cursors.clear();
-                    pages = 0;
-                    caps = ReadCaps::new(&self.cfg);
-                    continue;
+            let mut vars = json!({
+                "projectId": project.id,
+                "first": self.cfg.page_size.clamp(1, 100),
+                "after": cursor,
+            });
+            if let Some(f) = &filter {
+                vars["query"] = json!(f);
+            }
+            let reply = self.request(q, self.field_vars(&project, vars), stats)?;
+            if let Some(e) = reply.errors.iter().find(|e| e.is_schema_capability_error()) {
+                if deps && is_about_blockers(e) {
+                    self.disable_dependencies();
+                    continue; // the same page without blockers
+                }
+                if filter.is_some() && !is_about_blockers(e) {
+                    log::warn!("tracker_server_side_filter_unavailable reason=\"the server rejects items(query:)\" effect=\"filtering client-side only\"");
+                    self.filter_supported.store(false, Ordering::Relaxed);
+                    return self.read_pages(filter_states, keep, stats);
                 }
             }
-            let (rows, has_next, end) = self.page_rows(reply)?;
+            // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
+            // the item is then dropped as redacted. Anything else fails the read.
+            reply.check_errors(self.client.token(), |e| {
+                e.kind.as_deref() != Some("NOT_FOUND")
+                    && e.path.len() > 3
+                    && e.path.get(2).and_then(Value::as_str) == Some("nodes")
+            })?;
+            let node = reply.data.node.ok_or_else(|| self.project_gone())?;
+            let items = node
+                .items
+                .ok_or_else(|| unknown("the project node has no items"))?;
             pages += 1;
-            let next = next_cursor(has_next, end, pages)?;
-            caps.add_items(rows.len())?;
-            for row in &rows {
-                let kept = self.add_item(&project, row.as_ref().ok(), keep, &mut acc);
-                caps.add_kept(kept)?;
+            let next = next_cursor(&items.page_info, pages)?;
+            acc.add_items(items.nodes.len())?;
+            for raw in &items.nodes {
+                let kept = self.add_item(&project, raw, keep, &mut acc);
+                acc.add_kept(kept)?;
             }
-            drop(rows);
             let Some(end) = next else { break };
             if !seen_cursors.insert(end.clone()) {
-                return Err(error(
-                    TrackerErrorKind::Payload,
-                    format!("pagination does not advance (page {pages}, repeated cursor)"),
-                ));
+                return Err(unknown(format!(
+                    "pagination does not advance (page {pages}, repeated cursor)"
+                )));
             }
-            caps.next_page(pages)?;
+            acc.next_page(pages)?;
             cursor = Some(end);
         }
         Ok(self.finish_board(acc))
@@ -365,99 +333,12 @@ impl GithubTracker {
         )
     }
 
-    /// A page's rows (each item read on its own: a malformed one becomes `Err(())`, logged,
-    /// counted and dropped), `hasNextPage` and `endCursor`.
-    fn page_rows(&self, reply: Reply<ItemsPage>) -> Result<PageRows, TrackerError> {
-        // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
-        // the item is then dropped as redacted. Anything else fails the read.
-        reply.check_errors(self.client.token(), |e| {
-            e.kind.as_deref() != Some("NOT_FOUND")
-                && e.path.len() > 3
-                && e.path.get(2).and_then(Value::as_str) == Some("nodes")
-        })?;
-        let Some(node) = reply.data.node else {
-            return Err(self.project_gone());
-        };
-        let info = node.items.page_info;
-        let rows = node.items.nodes.iter().map(|raw| {
-            serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
-                #[derive(Deserialize)]
-                struct Id {
-                    id: Option<String>,
-                }
-                let id = serde_json::from_str::<Id>(raw.get())
-                    .ok()
-                    .and_then(|i| i.id);
-                log::warn!(
-                    "tracker_item_skipped item_id={} reason={:?}",
-                    id.as_deref()
-                        .map_or(String::new(), |i| crate::text::single_line(i, 80)),
-                    crate::text::single_line(&e.to_string(), 200)
-                );
-            })
-        });
-        Ok((rows.collect(), info.has_next_page, info.end_cursor))
-    }
-
-    /// Request one page of project items (with blockers unless the server lacks them).
-    fn request_items(
-        &self,
-        project: &ProjectInfo,
-        filter: Option<&str>,
-        cursor: Option<&str>,
-        stats: &mut OpStats,
-    ) -> Result<Reply<ItemsPage>, TrackerError> {
-        let deps = self.deps_supported.load(Ordering::Relaxed);
-        let q = match (filter, deps) {
-            (Some(_), true) => &queries::PROJECT_ITEMS_FILTERED,
-            (_, true) => &queries::PROJECT_ITEMS,
-            (_, false) => &queries::PROJECT_ITEMS_NO_DEPS,
-        };
-        let mut vars = json!({
-            "projectId": project.id,
-            "first": self.cfg.page_size.clamp(1, 100),
-            "after": cursor,
-        });
-        self.field_vars(project, &mut vars);
-        if let Some(f) = filter {
-            vars["query"] = json!(f);
-        }
-        stats.requests += 1;
-        let reply = self.client.post::<ItemsPage>(q.name, q.text, vars)?;
-        if let Some(rl) = client::budget(reply.data.rate_limit.as_ref(), &reply.meta) {
-            self.note_budget(rl, stats);
-        }
-        Ok(reply)
-    }
-
-    /// Add the status/priority field variables every item query takes.
-    fn field_vars(&self, project: &ProjectInfo, vars: &mut Value) {
+    /// `vars` with the status/priority field variables every item query takes.
+    fn field_vars(&self, project: &ProjectInfo, mut vars: Value) -> Value {
         vars["statusField"] = json!(self.cfg.status_field);
         vars["priorityField"] = json!(self.cfg.priority_field.clone().unwrap_or_default());
         vars["withPriority"] = json!(matches!(project.priority, PriorityField::Resolved(_)));
-    }
-
-    /// Turn off what the server's schema rejects (blockers, then the server-side filter), so the
-    /// caller retries without it.
-    fn degrade_on_capability_error(
-        &self,
-        errors: &[client::GraphqlError],
-        filtered: bool,
-    ) -> Degraded {
-        let Some(e) = errors.iter().find(|e| e.is_schema_capability_error()) else {
-            return Degraded::No;
-        };
-        let deps = self.deps_supported.load(Ordering::Relaxed);
-        if deps && is_about_blockers(e) {
-            self.disable_dependencies();
-            return Degraded::Dependencies;
-        }
-        if filtered && !is_about_blockers(e) {
-            log::warn!("tracker_server_side_filter_unavailable reason=\"the server rejects items(query:)\" effect=\"filtering client-side only\"");
-            self.filter_supported.store(false, Ordering::Relaxed);
-            return Degraded::Filter;
-        }
-        Degraded::No
+        vars
     }
 
     fn disable_dependencies(&self) {
@@ -465,47 +346,40 @@ impl GithubTracker {
         self.deps_supported.store(false, Ordering::Relaxed);
     }
 
-    /// Normalize one item of a page into `acc` (kept issue, dropped count, Status by id).
+    /// Normalize one item of a page into `acc` (kept issue, dropped count, Status by id); the
+    /// bytes of issue text kept.
     fn add_item(
         &self,
         project: &ProjectInfo,
-        item: Option<&ItemRow>,
+        raw: &RawValue,
         keep: &dyn Fn(&Issue) -> bool,
         acc: &mut BoardAcc,
     ) -> usize {
         let deps = self.deps_supported.load(Ordering::Relaxed);
-        let Some(item) = item else {
-            acc.board.dropped.count(DropReason::Malformed);
-            return 0;
-        };
-        match self.normalize_item(project, item) {
-            Ok((content, mut issue)) => {
-                if deps {
-                    acc.status_by_id
-                        .insert(issue.id.clone(), issue.state.clone());
-                }
-                if !keep(&issue) {
-                    return 0;
-                }
-                self.note_truncated(&issue);
-                if deps {
-                    // Blockers first resolve to OPEN/CLOSED; `finish_board` swaps in the Status
-                    // of those seen anywhere on the board.
-                    issue.blocked_by = normalize::normalize_blockers(
-                        content.blocker_nodes(),
-                        &self.cfg.terminal_states,
-                        |_| None,
-                    );
-                }
-                let bytes = kept_bytes(&issue);
-                acc.board.issues.push(issue);
-                bytes
-            }
+        let (content, mut issue) = match self.normalize_item(project, raw) {
+            Ok(found) => found,
             Err(reason) => {
                 acc.board.dropped.count(reason);
-                0
+                return 0;
             }
+        };
+        if deps {
+            acc.status_by_id
+                .insert(issue.id.clone(), issue.state.clone());
         }
+        if !keep(&issue) {
+            return 0;
+        }
+        self.note_truncated(&issue);
+        if deps {
+            // Blockers first resolve to OPEN/CLOSED; `finish_board` swaps in the Status of
+            // those seen anywhere on the board.
+            let terminal = &self.cfg.terminal_states;
+            issue.blocked_by = normalize::normalize_blockers(&content, terminal, None);
+        }
+        let bytes = kept_bytes(&issue);
+        acc.board.issues.push(issue);
+        bytes
     }
 
     /// Resolve blockers against the Status of every Issue on this board.
@@ -517,6 +391,7 @@ impl GithubTracker {
         let BoardAcc {
             mut board,
             status_by_id,
+            ..
         } = acc;
         let deps = self.deps_supported.load(Ordering::Relaxed);
         for issue in &mut board.issues {
@@ -535,43 +410,57 @@ impl GithubTracker {
         board
     }
 
-    fn normalize_item<'a>(
+    /// One item of a board page as an issue (without blockers) and its content, or why it was
+    /// dropped. An item that does not fit its row is malformed (logged, dropped alone).
+    fn normalize_item(
         &self,
         project: &ProjectInfo,
-        item: &'a ItemRow,
-    ) -> Result<(&'a IssueRow, Issue), DropReason> {
+        raw: &RawValue,
+    ) -> Result<(NodeRow, Issue), DropReason> {
+        let item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
+            #[derive(serde::Deserialize)]
+            struct Id {
+                id: Option<String>,
+            }
+            let id = serde_json::from_str::<Id>(raw.get())
+                .ok()
+                .and_then(|i| i.id);
+            log::warn!(
+                "tracker_item_skipped item_id={} reason={:?}",
+                id.as_deref().map_or(String::new(), |i| single_line(i, 80)),
+                single_line(&e.to_string(), 200)
+            );
+            DropReason::Malformed
+        })?;
         let item_id = item.id.as_deref().unwrap_or("");
         if item.is_archived == Some(true) {
             return Err(DropReason::Archived);
         }
-        let content = item.content.as_ref();
-        let typename = content.and_then(|c| c.typename.as_deref());
-        let content = match (item.kind.as_deref(), typename, content) {
-            (_, Some("DraftIssue"), _) | (Some("DRAFT_ISSUE"), _, _) => {
-                return Err(DropReason::Draft)
-            }
-            (_, Some("PullRequest"), _) | (Some("PULL_REQUEST"), _, _) => {
+        let typename = item.content.as_ref().and_then(|c| c.typename.as_deref());
+        match (item.kind.as_deref(), typename) {
+            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(DropReason::Draft),
+            (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => {
                 return Err(DropReason::PullRequest)
             }
-            (_, Some("Issue"), Some(c)) => c,
-            (Some("REDACTED"), _, _) | (_, None, _) | (_, _, None) => {
-                return Err(DropReason::Redacted)
-            }
-            (_, Some(other), _) => {
+            (_, Some("Issue")) => {}
+            (Some("REDACTED"), _) | (_, None) => return Err(DropReason::Redacted),
+            (_, Some(other)) => {
                 log::warn!("tracker_item_skipped item_id={item_id} reason=\"unexpected content type {other}\"");
                 return Err(DropReason::Malformed);
             }
-        };
-        let Some(status) = normalize::option_row(item.status.as_ref()) else {
+        }
+        let Some(status) = selected(item.status.as_ref().and_then(Option::as_ref)) else {
             return Err(DropReason::NoStatus);
         };
-        let priority = self.priority_of(project, normalize::option_row(item.priority.as_ref()));
-        match normalize::normalize_issue(content, item_id, &status.name, priority) {
+        let priority = self.priority_of(project, item.priority.as_ref());
+        let state = status.name.as_deref().unwrap_or_default();
+        let content = item.content.unwrap_or_default();
+        match normalize::normalize_issue(&content, item_id, state, priority) {
             Ok(issue) => Ok((content, issue)),
             Err(why) => {
                 log::warn!(
                     "tracker_item_skipped item_id={item_id} reason={:?}",
-                    crate::text::single_line(&why, 200)
+                    single_line(&why, 200)
                 );
                 Err(DropReason::Malformed)
             }
@@ -601,10 +490,10 @@ impl GithubTracker {
         logged.insert(issue.id.clone(), issue.truncated.clone());
     }
 
-    fn priority_of(&self, project: &ProjectInfo, v: Option<OptionValue>) -> Option<u32> {
-        let v = v?;
+    fn priority_of(&self, project: &ProjectInfo, v: Option<&Leaf>) -> Option<u32> {
+        let v = selected(v)?;
         match &project.priority {
-            PriorityField::Resolved(f) => f.position(v.option_id.as_deref(), Some(&v.name)),
+            PriorityField::Resolved(f) => f.position(v.option_id.as_deref(), v.name.as_deref()),
             _ => None,
         }
     }
@@ -621,29 +510,24 @@ impl GithubTracker {
         ids: &[String],
         shallow: bool,
     ) -> Result<Vec<Issue>, TrackerError> {
-        let mut unique: Vec<String> = Vec::new();
         let mut seen = HashSet::new();
-        for id in ids {
-            let id = id.trim();
-            if !id.is_empty() && seen.insert(id.to_string()) {
-                unique.push(id.to_string());
-            }
-        }
+        let unique: Vec<String> = ids
+            .iter()
+            .map(|id| id.trim())
+            .filter(|id| !id.is_empty() && seen.insert(*id))
+            .map(str::to_string)
+            .collect();
         if unique.is_empty() {
             return Ok(Vec::new());
         }
         let project = self.project()?;
-        let mut stats = OpStats::default();
-        let mut out = Vec::new();
-        let mut res = Ok(());
-        for chunk in unique.chunks(MAX_IDS_PER_REQUEST) {
-            res = self.refresh_chunk(&project, chunk, shallow, &mut stats, &mut out);
-            if res.is_err() {
-                break;
+        self.with_stats(op, |stats| {
+            let mut out = Vec::new();
+            for chunk in unique.chunks(MAX_IDS_PER_REQUEST) {
+                self.refresh_chunk(&project, chunk, shallow, stats, &mut out)?;
             }
-        }
-        self.log_stats(op, &stats);
-        res.map(|_| out)
+            Ok(out)
+        })
     }
 
     fn refresh_chunk(
@@ -657,13 +541,11 @@ impl GithubTracker {
         let reply = loop {
             let deps = self.deps_supported.load(Ordering::Relaxed);
             // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
-            let q = if deps && !shallow {
-                &queries::REFRESH_ISSUES
-            } else {
-                &queries::REFRESH_RUNNING
+            let q = match deps && !shallow {
+                true => &queries::REFRESH_ISSUES,
+                false => &queries::REFRESH_RUNNING,
             };
-            let mut vars = json!({ "ids": ids });
-            self.field_vars(project, &mut vars);
+            let vars = self.field_vars(project, json!({ "ids": ids }));
             let reply = self.request(q, vars, stats)?;
             let deps_error = reply
                 .errors
@@ -675,37 +557,30 @@ impl GithubTracker {
             }
             break reply;
         };
+        let not_found = |e: &GraphqlError| {
+            e.kind.as_deref() == Some("NOT_FOUND") && e.root_field() == Some("nodes")
+        };
         let gone: HashSet<usize> = reply
             .errors
             .iter()
-            .filter(|e| e.kind.as_deref() == Some("NOT_FOUND") && e.root_field() == Some("nodes"))
-            .filter_map(|e| e.node_index())
+            .filter(|e| not_found(e))
+            .filter_map(GraphqlError::node_index)
             .collect();
         reply.check_errors(self.client.token(), |e| {
-            e.kind.as_deref() == Some("NOT_FOUND")
-                && e.root_field() == Some("nodes")
-                && e.node_index().is_some()
+            not_found(e) && e.node_index().is_some()
         })?;
-        let nodes = reply
-            .data
-            .get("nodes")
-            .and_then(Value::as_array)
+        let nodes = (reply.data.nodes.as_ref())
             .ok_or_else(|| unknown("refresh reply without a nodes list"))?;
         if nodes.len() != ids.len() {
-            return Err(unknown(&format!(
+            return Err(unknown(format!(
                 "refresh asked for {} ids and got {} nodes",
                 ids.len(),
                 nodes.len()
             )));
         }
         for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
-            let found = self.refreshed_issue(project, id, node, gone.contains(&i), stats)?;
-            if let Some(mut issue) = found {
-                if shallow {
-                    issue.blocked_by.clear();
-                }
-                out.push(issue);
-            }
+            // A shallow refresh (`RefreshRunning`) reads no blockers: `blocked_by` stays empty.
+            out.extend(self.refreshed_issue(project, id, node, gone.contains(&i), stats)?);
         }
         Ok(())
     }
@@ -718,85 +593,76 @@ impl GithubTracker {
         &self,
         project: &ProjectInfo,
         id: &str,
-        node: &Value,
+        node: &NodeRow,
         stats: &mut OpStats,
-    ) -> Result<Option<Value>, TrackerError> {
-        let unreadable = |why: String| {
-            error(
-                TrackerErrorKind::Payload,
-                format!("refresh of issue {id}: {why}"),
-            )
-        };
-        let mut next = match normalize::project_items_page(node, &project.id) {
-            Ok(ItemsOnPage::Ours(item)) => return Ok(Some(item.clone())),
-            Ok(ItemsOnPage::NotHere(next)) => next,
-            Err(why) => return Err(unreadable(why)),
-        };
-        let mut pages = 1usize;
-        while let Some(after) = next {
-            pages += 1;
-            if pages > MAX_PAGES {
-                return Err(error(
-                    TrackerErrorKind::Pagination,
-                    format!("projectItems of issue {id} do not stop paging"),
-                ));
+    ) -> Result<Option<ItemRow>, TrackerError> {
+        let unreadable = |why: String| unknown(format!("refresh of issue {id}: {why}"));
+        let repeated = |why: String| error(TrackerErrorKind::Pagination, why);
+        let mut fetched: NodeRow;
+        let (mut page, mut after, mut pages) = (node, None, 1);
+        loop {
+            let next = match normalize::project_items_page(page, &project.id) {
+                Ok(ItemsOnPage::Ours(item)) => return Ok(Some(item.clone())),
+                Ok(ItemsOnPage::NotHere(None)) => return Ok(None),
+                Ok(ItemsOnPage::NotHere(Some(next))) => next,
+                Err(why) => return Err(unreadable(why.to_string())),
+            };
+            if after.as_ref() == Some(&next) {
+                return Err(repeated(format!(
+                    "projectItems of issue {id} repeat cursor {next:?}"
+                )));
             }
-            let mut vars = json!({ "id": id, "after": after });
-            self.field_vars(project, &mut vars);
+            if pages >= MAX_PAGES {
+                return Err(repeated(format!(
+                    "projectItems of issue {id} do not stop paging"
+                )));
+            }
+            pages += 1;
+            let vars = self.field_vars(project, json!({ "id": id, "after": next }));
             let reply = self.request(&queries::ISSUE_PROJECT_ITEMS, vars, stats)?;
             reply.check_errors(self.client.token(), |_| false)?;
-            let issue = reply.data.get("node").unwrap_or(&Value::Null);
-            if issue.get("__typename").and_then(Value::as_str) != Some("Issue") {
+            fetched = reply.data.node.unwrap_or_default();
+            if fetched.typename.as_deref() != Some("Issue") {
                 return Err(unreadable(format!(
                     "projectItems page {pages} has no Issue node"
                 )));
             }
-            next = match normalize::project_items_page(issue, &project.id) {
-                Ok(ItemsOnPage::Ours(item)) => return Ok(Some(item.clone())),
-                Ok(ItemsOnPage::NotHere(n)) => n,
-                Err(why) => return Err(unreadable(why)),
-            };
-            if next.as_deref() == Some(after.as_str()) {
-                return Err(error(
-                    TrackerErrorKind::Pagination,
-                    format!("projectItems of issue {id} repeat cursor {after:?}"),
-                ));
-            }
+            page = &fetched;
+            after = Some(next);
         }
-        Ok(None)
     }
 
     /// One node of a refresh reply as an issue. `None` (logged) only on proof that the id no
     /// longer resolves to an issue on the project in scope: GitHub reported it NOT_FOUND
     /// (`gone`), it is another type of node, every page of its project items was read without
     /// our project's item, its item has no Status, or it is outside `tracker.repos`. A reply
-    /// that cannot be read (a null node without NOT_FOUND, no `__typename`, a malformed
+    /// that cannot be read (a null node without NOT_FOUND, no `__typename`, a malformed record or
     /// `projectItems`) is a `github_unknown_payload` error: the worker is kept.
     fn refreshed_issue(
         &self,
         project: &ProjectInfo,
         id: &str,
-        node: &Value,
+        node: &RawValue,
         gone: bool,
         stats: &mut OpStats,
     ) -> Result<Option<Issue>, TrackerError> {
         let unreadable = |why: &str| {
-            error(
-                TrackerErrorKind::Payload,
-                format!("refresh of issue {id}: {why}"),
-            )
+            let why = single_line(why, 200);
+            unknown(format!("refresh of issue {id}: {why}"))
         };
-        if node.is_null() {
+        let node = serde_json::from_str::<Option<NodeRow>>(node.get())
+            .map_err(|e| unreadable(&format!("malformed issue record: {e}")))?;
+        let Some(node) = node else {
             if gone {
                 log::debug!("tracker_issue_gone issue_id={id}");
                 return Ok(None);
             }
             return Err(unreadable("null node without NOT_FOUND"));
-        }
-        match node.get("__typename").and_then(Value::as_str) {
+        };
+        match node.typename.as_deref() {
             Some("Issue") => {}
             Some(other) => {
-                let other = crate::text::single_line(other, 80);
+                let other = single_line(other, 80);
                 log::warn!(
                     "tracker_issue_gone issue_id={id} reason=\"id is a {other}, not an Issue\""
                 );
@@ -804,60 +670,40 @@ impl GithubTracker {
             }
             None => return Err(unreadable("node without __typename")),
         }
-        let Some(item) = self.item_on_our_project(project, id, node, stats)? else {
+        let Some(item) = self.item_on_our_project(project, id, &node, stats)? else {
             log::debug!("tracker_issue_left_project issue_id={id}");
             return Ok(None);
         };
-        let Some(status_value) = item.get("status") else {
+        let Some(status) = &item.status else {
             return Err(unreadable("project item without a status member"));
         };
-        let Some(status) = normalize::option_value(Some(status_value)) else {
+        let Some(status) = selected(status.as_ref()) else {
             log::debug!("tracker_issue_left_project issue_id={id} reason=\"no Status value\"");
             return Ok(None);
         };
-        let item_id = item.get("id").and_then(Value::as_str).unwrap_or("");
-        let priority = self.priority_of(project, normalize::option_value(item.get("priority")));
-        let mut issue = normalize::normalize_issue_value(node, item_id, &status.name, priority)
-            .map_err(|why| {
-                let why = crate::text::single_line(&why, 200);
-                error(
-                    TrackerErrorKind::Payload,
-                    format!("refresh of issue {id}: {why}"),
-                )
-            })?;
+        let item_id = item.id.as_deref().unwrap_or("");
+        let priority = self.priority_of(project, item.priority.as_ref());
+        let state = status.name.as_deref().unwrap_or_default();
+        let mut issue = normalize::normalize_issue(&node, item_id, state, priority)
+            .map_err(|why| unreadable(&why))?;
         self.note_truncated(&issue);
         if !self.in_repo_scope(&issue) {
             log::debug!("tracker_issue_out_of_scope issue_id={id} reason=\"tracker.repos\"");
             return Ok(None);
         }
         if self.deps_supported.load(Ordering::Relaxed) {
-            let blockers = node
-                .get("blockedBy")
-                .and_then(|b| b.get("nodes"))
-                .and_then(Value::as_array);
-            issue.blocked_by = normalize::normalize_blockers(
-                blockers.into_iter().flatten(),
-                &self.cfg.terminal_states,
-                |b| {
-                    normalize::item_on_project(b, &project.id)
-                        .and_then(|it| normalize::option_value(it.get("status")))
-                        .map(|v| v.name)
-                },
-            );
+            let terminal = &self.cfg.terminal_states;
+            issue.blocked_by = normalize::normalize_blockers(&node, terminal, Some(&project.id));
         }
         Ok(Some(issue))
     }
 }
 
-/// A board read in progress: the kept issues and the Status of every issue seen so far.
-#[derive(Default)]
+/// A board read in progress: the kept issues, the Status of every issue seen so far, and the
+/// bounds of the read (pages, items received and bytes of issue text kept).
 struct BoardAcc {
     board: Board,
     status_by_id: HashMap<String, String>,
-}
-
-/// The bounds of one board read: pages, items received and bytes of issue text kept.
-struct ReadCaps {
     max_pages: usize,
     page_size: u64,
     max_items: u64,
@@ -865,13 +711,15 @@ struct ReadCaps {
     kept_bytes: usize,
 }
 
-impl ReadCaps {
+impl BoardAcc {
     /// The pages `tracker.max_items` needs at `tracker.page_size`: a server that sends short
     /// pages with fresh cursors forever costs no more requests than a full board.
     fn new(cfg: &TrackerConfig) -> Self {
         let per_page = u64::from(cfg.page_size.clamp(1, 100));
         let needed = usize::try_from(cfg.max_items.div_ceil(per_page)).unwrap_or(usize::MAX);
-        ReadCaps {
+        BoardAcc {
+            board: Board::default(),
+            status_by_id: HashMap::new(),
             max_pages: needed.max(1),
             page_size: per_page,
             max_items: cfg.max_items,
@@ -916,7 +764,6 @@ impl ReadCaps {
     }
 }
 
-/// A board read stopped by a cap (class [`BOARD_TOO_LARGE`]).
 fn too_large(message: String) -> TrackerError {
     TrackerError::with_class(TrackerErrorKind::Pagination, BOARD_TOO_LARGE, message)
 }
@@ -945,42 +792,32 @@ fn kept_bytes(issue: &Issue) -> usize {
     .fold(0usize, |a, b| a.saturating_add(*b))
 }
 
-/// What [`GithubTracker::degrade_on_capability_error`] turned off.
-enum Degraded {
-    /// Nothing: the reply is to be read as is.
-    No,
-    /// Blockers (retry the page without them).
-    Dependencies,
-    /// The server-side filter (restart paging without it).
-    Filter,
-}
-
 /// True for a schema error about `Issue.blockedBy`.
-fn is_about_blockers(e: &client::GraphqlError) -> bool {
+fn is_about_blockers(e: &GraphqlError) -> bool {
     e.field_name.as_deref() == Some("blockedBy") || e.message.contains("blockedBy")
 }
 
-/// One page's items (`Err(())`: malformed, already logged), `hasNextPage` and `endCursor`.
-type PageRows = (Vec<Result<ItemRow, ()>>, Option<bool>, Option<String>);
-
 /// The cursor of the next page (`None` on the last one) from a page's `pageInfo`.
-fn next_cursor(
-    has_next: Option<bool>,
-    end: Option<String>,
-    page: usize,
-) -> Result<Option<String>, TrackerError> {
-    match has_next.ok_or_else(|| unknown("pageInfo without hasNextPage"))? {
-        false => Ok(None),
-        true => end.filter(|c| !c.is_empty()).map(Some).ok_or_else(|| {
-            error(
-                TrackerErrorKind::Pagination,
-                format!("page {page} reports hasNextPage without an endCursor"),
-            )
-        }),
+fn next_cursor(info: &PageInfoRow, page: usize) -> Result<Option<String>, TrackerError> {
+    match info.has_next_page {
+        None => Err(unknown("pageInfo without hasNextPage")),
+        Some(false) => Ok(None),
+        Some(true) => info
+            .end_cursor
+            .clone()
+            .filter(|c| !c.is_empty())
+            .map(Some)
+            .ok_or_else(|| {
+                error(
+                    TrackerErrorKind::Pagination,
+                    format!("page {page} reports hasNextPage without an endCursor"),
+                )
+            }),
     }
 }
 
-fn unknown(what: &str) -> TrackerError {
+/// A reply Baton cannot read (`github_unknown_payload`).
+pub(crate) fn unknown(what: impl Into<String>) -> TrackerError {
     error(TrackerErrorKind::Payload, what)
 }
 
@@ -1008,19 +845,15 @@ pub(crate) fn error(kind: TrackerErrorKind, message: impl Into<String>) -> Track
 /// The `items(query:)` filter for `states` in GitHub's project filter syntax (best effort; the
 /// grammar is undocumented, so results are always re-filtered client-side).
 fn server_filter(status_field: &str, states: &[String]) -> String {
-    let field: String = status_field
-        .trim()
-        .to_lowercase()
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join("-");
+    let field = status_field.trim().to_lowercase();
+    let field: Vec<&str> = field.split_whitespace().collect();
     let values: Vec<String> = states
         .iter()
         .map(|s| s.trim())
         .filter(|s| !s.is_empty())
         .map(|s| format!("\"{}\"", s.replace('"', "")))
         .collect();
-    format!("is:issue {field}:{}", values.join(","))
+    format!("is:issue {}:{}", field.join("-"), values.join(","))
 }
 
 impl Tracker for GithubTracker {
@@ -1084,7 +917,7 @@ impl Tracker for GithubTracker {
                     || (also_terminal && i.closed))
         };
         let filter = also.is_empty().then_some(active.as_slice());
-        let board = self.read_filtered(filter, &keep)?;
+        let board = self.with_stats("fetch_board", |s| self.read_pages(filter, &keep, s))?;
         let (candidates, others) = board.issues.into_iter().partition(|i| is_candidate(i));
         Ok(BoardRead { candidates, others })
     }

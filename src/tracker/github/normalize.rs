@@ -1,163 +1,121 @@
-//! Normalization of GitHub payloads into [`Issue`] (spec §4.1.1, §11.3). Board pages are
-//! deserialized straight into typed rows ([`ItemsPage`], [`ItemRow`], [`IssueRow`]: every member
-//! optional, unknown ones ignored) instead of `serde_json::Value` trees; each item is read into
-//! its row on its own, so one bad record only drops itself. Pure functions, so every bad shape is
-//! a unit test away.
+//! Every GitHub reply is read straight into one typed shape ([`Data`]: every member optional,
+//! unknown ones ignored) and normalized into [`Issue`] (spec §4.1.1, §11.3). Board items and
+//! refreshed issues are each read into their row on their own, so one bad record only drops
+//! itself (or fails only its refresh); blockers stay small `Value`s for the same reason. Pure
+//! functions, so every bad shape is a unit test away.
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::model::{contains_name, normalize_name, BlockerRef, Issue};
+use crate::model::{contains_name, normalize_labels, BlockerRef, Issue};
 
 /// Why a project item did not become an issue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DropReason {
-    /// A draft issue.
     Draft,
-    /// A pull request.
     PullRequest,
-    /// A redacted item (content not visible to the token).
     Redacted,
-    /// An archived item.
     Archived,
-    /// The content could not be normalized (logged).
     Malformed,
-    /// The item has no Status value.
     NoStatus,
 }
 
-/// A selected single-select value: option id and trimmed name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OptionValue {
-    /// Option id.
-    pub option_id: Option<String>,
-    /// Option name (trimmed).
-    pub name: String,
-}
-
-/// The `data` of one `ProjectItems*` reply.
+/// The `data` of every operation Baton sends; each reads the members it asked for.
 #[derive(Debug, Default, Deserialize)]
-pub struct ItemsPage {
-    /// The project node (`null` when the id no longer resolves).
-    pub node: Option<ItemsNode>,
-    /// The query's cost and budget.
-    #[serde(rename = "rateLimit")]
+#[serde(rename_all = "camelCase")]
+pub struct Data {
+    /// `Resolve*Project`: the organization or user.
+    pub owner: Option<OwnerRow>,
+    /// `ProjectItems*`: the project; `IssueProjectItems`: the issue.
+    pub node: Option<NodeRow>,
+    /// `Refresh*`: one node per id asked for, each read into a [`NodeRow`] on its own.
+    pub nodes: Option<Vec<Box<RawValue>>>,
     pub rate_limit: Option<RateLimitRow>,
 }
 
-/// The project node of an items page.
 #[derive(Debug, Deserialize)]
-pub struct ItemsNode {
-    /// The `items` connection.
-    pub items: ItemConnection,
+#[serde(rename_all = "camelCase")]
+pub struct OwnerRow {
+    pub project_v2: Option<ProjectRow>,
 }
 
-/// One page of the `items` connection.
 #[derive(Debug, Deserialize)]
-pub struct ItemConnection {
-    /// Paging state.
-    #[serde(rename = "pageInfo")]
-    pub page_info: PageInfoRow,
-    /// The items, each read into an [`ItemRow`] on its own (one that does not fit is malformed
-    /// and dropped alone).
-    pub nodes: Vec<Box<serde_json::value::RawValue>>,
+#[serde(rename_all = "camelCase")]
+pub struct ProjectRow {
+    pub id: Option<String>,
+    pub title: Option<String>,
+    pub closed: Option<bool>,
+    pub status_field: Option<FieldRow>,
+    pub priority_field: Option<FieldRow>,
 }
 
-/// `pageInfo`.
 #[derive(Debug, Deserialize)]
-pub struct PageInfoRow {
-    /// More pages follow.
-    #[serde(rename = "hasNextPage")]
-    pub has_next_page: Option<bool>,
-    /// Cursor of the last item of this page.
-    #[serde(rename = "endCursor")]
-    pub end_cursor: Option<String>,
+pub struct FieldRow {
+    #[serde(rename = "__typename")]
+    pub typename: Option<String>,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub options: Option<Vec<Leaf>>,
 }
 
-/// The `RateLimit` fragment.
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct RateLimitRow {
-    /// Points this query cost.
     pub cost: Option<i64>,
-    /// Points per window.
     pub limit: Option<i64>,
-    /// Points left.
     pub remaining: Option<i64>,
-    /// Window reset (RFC 3339).
-    #[serde(rename = "resetAt")]
     pub reset_at: Option<String>,
 }
 
-/// One project item of a page.
-#[derive(Debug, Deserialize)]
-pub struct ItemRow {
-    /// Item node id.
-    pub id: Option<String>,
-    /// `ISSUE`, `DRAFT_ISSUE`, `PULL_REQUEST`, `REDACTED`.
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    /// Archived on the board.
-    #[serde(rename = "isArchived")]
-    pub is_archived: Option<bool>,
-    /// Status value.
-    pub status: Option<OptionRow>,
-    /// Priority value (when asked for).
-    pub priority: Option<OptionRow>,
-    /// The issue (or the bare `__typename` of a draft or pull request).
-    pub content: Option<IssueRow>,
-}
-
-/// A single-select field value as sent (`{}` for other field types).
-#[derive(Debug, Default, Deserialize)]
-pub struct OptionRow {
-    /// Option name.
-    pub name: Option<String>,
-    /// Option id.
-    #[serde(rename = "optionId")]
-    pub option_id: Option<String>,
-}
-
-/// The `IssueFields` fragment (plus `blockedBy` nodes, kept as small `Value`s so one unusable
-/// blocker only drops itself).
-#[derive(Debug, Default, Deserialize)]
-pub struct IssueRow {
-    /// `Issue`, `DraftIssue`, `PullRequest`.
+/// A node Baton reads: an issue (`IssueFields`, blockers, project items) or a project (items).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRow {
     #[serde(rename = "__typename")]
     pub typename: Option<String>,
-    /// Issue node id.
     pub id: Option<String>,
-    /// Issue number.
     pub number: Option<u64>,
-    /// Title.
     pub title: Option<String>,
-    /// Body.
     pub body: Option<String>,
-    /// HTML URL.
     pub url: Option<String>,
     /// `OPEN` / `CLOSED`.
     pub state: Option<String>,
-    /// RFC 3339.
-    #[serde(rename = "createdAt")]
     pub created_at: Option<String>,
-    /// RFC 3339.
-    #[serde(rename = "updatedAt")]
     pub updated_at: Option<String>,
-    /// Labels.
-    pub labels: Option<Nodes<NameRow>>,
-    /// Repository.
-    pub repository: Option<RepositoryRow>,
-    /// Blockers.
-    #[serde(rename = "blockedBy")]
+    pub labels: Option<Nodes<Leaf>>,
+    pub repository: Option<Leaf>,
     pub blocked_by: Option<Nodes<Value>>,
+    pub project_items: Option<Nodes<ItemRow>>,
+    pub items: Option<ItemPage>,
 }
 
-/// A connection's `nodes` (`null` elements allowed).
-#[derive(Debug, Deserialize)]
+impl NodeRow {
+    fn repo(&self) -> Option<&str> {
+        self.repository.as_ref()?.name_with_owner.as_deref()
+    }
+}
+
+/// A project's `items` page; each item is read into an [`ItemRow`] on its own.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemPage {
+    pub page_info: PageInfoRow,
+    pub nodes: Vec<Box<RawValue>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageInfoRow {
+    pub has_next_page: Option<bool>,
+    pub end_cursor: Option<String>,
+}
+
+/// A connection's `nodes` (`null` elements allowed) and whether more follow.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Nodes<T> {
-    /// The nodes.
     pub nodes: Option<Vec<Option<T>>>,
-    /// Whether more nodes follow (asked for `labels` and `blockedBy`).
-    #[serde(rename = "pageInfo")]
     pub page_info: Option<PageInfoRow>,
 }
 
@@ -167,51 +125,58 @@ impl<T> Nodes<T> {
         let info = this.as_ref().and_then(|n| n.page_info.as_ref());
         info.and_then(|i| i.has_next_page) == Some(true)
     }
+
+    fn iter(this: &Option<Self>) -> impl Iterator<Item = &T> {
+        this.iter()
+            .filter_map(|n| n.nodes.as_ref())
+            .flatten()
+            .flatten()
+    }
 }
 
-/// `{ name }`.
-#[derive(Debug, Deserialize)]
-pub struct NameRow {
-    /// The name.
+/// One project item: of a board page, or of an issue's `projectItems`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ItemRow {
+    pub id: Option<String>,
+    /// `ISSUE`, `DRAFT_ISSUE`, `PULL_REQUEST`, `REDACTED`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub is_archived: Option<bool>,
+    pub project: Option<Leaf>,
+    /// `None` when the member is absent, `Some(None)` when it is null (no Status value).
+    #[serde(default, deserialize_with = "present")]
+    pub status: Option<Option<Leaf>>,
+    pub priority: Option<Leaf>,
+    /// The issue (or the bare `__typename` of a draft or pull request).
+    pub content: Option<NodeRow>,
+}
+
+impl ItemRow {
+    fn project_id(&self) -> Option<&str> {
+        self.project.as_ref()?.id.as_deref()
+    }
+}
+
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// The small objects replies nest: a label, a repository, a project, a field option, a
+/// single-select value (`{}` for other field types).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Leaf {
+    pub id: Option<String>,
     pub name: Option<String>,
-}
-
-/// `{ nameWithOwner }`.
-#[derive(Debug, Deserialize)]
-pub struct RepositoryRow {
-    /// `owner/name`.
-    #[serde(rename = "nameWithOwner")]
+    pub option_id: Option<String>,
     pub name_with_owner: Option<String>,
 }
 
-impl IssueRow {
-    /// The blocker nodes, if any.
-    pub fn blocker_nodes(&self) -> impl Iterator<Item = &Value> {
-        self.blocked_by
-            .iter()
-            .filter_map(|b| b.nodes.as_ref())
-            .flatten()
-            .flatten()
-    }
-}
-
-/// Read a typed single-select value: `null`, `{}` (another field type) and blank names are unset.
-pub fn option_row(v: Option<&OptionRow>) -> Option<OptionValue> {
-    let v = v?;
-    let name = v.name.as_deref()?.trim();
-    if name.is_empty() {
-        return None;
-    }
-    Some(OptionValue {
-        option_id: v.option_id.clone(),
-        name: name.to_string(),
-    })
-}
-
-/// Read a `fieldValueByName` selection: `null`, `{}` (another field type) and blank names are unset.
-pub fn option_value(v: Option<&Value>) -> Option<OptionValue> {
-    let row = OptionRow::deserialize(v?).ok()?;
-    option_row(Some(&row))
+/// A single-select value when it names an option: `null`, `{}` (another field type) and blank
+/// names are unset.
+pub fn selected(v: Option<&Leaf>) -> Option<&Leaf> {
+    v.filter(|l| l.name.as_deref().is_some_and(|n| !n.trim().is_empty()))
 }
 
 /// `<owner>__<repo>-<number>` from `owner/repo` (spec §4.2), or GitHub's own `owner/repo#number`
@@ -229,21 +194,6 @@ pub fn identifier(name_with_owner: &str, number: u64) -> Option<String> {
     Some(format!("{owner}__{repo}-{number}"))
 }
 
-/// Labels trimmed, lowercased, blank ones dropped, duplicates removed (first occurrence kept).
-pub fn normalize_labels(content: &IssueRow) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let nodes = content.labels.as_ref().and_then(|l| l.nodes.as_ref());
-    for l in nodes.into_iter().flatten().flatten() {
-        if let Some(name) = &l.name {
-            let n = normalize_name(name);
-            if !n.is_empty() && !out.contains(&n) {
-                out.push(n);
-            }
-        }
-    }
-    out
-}
-
 fn timestamp(v: Option<&str>) -> Option<String> {
     let t = crate::timefmt::parse_rfc3339(v?)?;
     Some(crate::timefmt::rfc3339(t))
@@ -251,7 +201,7 @@ fn timestamp(v: Option<&str>) -> Option<String> {
 
 /// Normalize Issue `content` (without blockers). `Err` names what made the record malformed.
 pub fn normalize_issue(
-    content: &IssueRow,
+    content: &NodeRow,
     item_id: &str,
     state: &str,
     priority: Option<u32>,
@@ -265,9 +215,7 @@ pub fn normalize_issue(
         .number
         .ok_or_else(|| format!("issue {id} without a number"))?;
     let repository = content
-        .repository
-        .as_ref()
-        .and_then(|r| r.name_with_owner.as_deref())
+        .repo()
         .ok_or_else(|| format!("issue {id} without repository.nameWithOwner"))?;
     let identifier = identifier(repository, number)
         .ok_or_else(|| format!("issue {id} has an unusable repository name {repository:?}"))?;
@@ -296,7 +244,7 @@ pub fn normalize_issue(
         state: state.trim().to_string(),
         branch_name: None,
         url: content.url.clone(),
-        labels: normalize_labels(content),
+        labels: normalize_labels(Nodes::iter(&content.labels).filter_map(|l| l.name.as_deref())),
         blocked_by: Vec::new(),
         closed,
         created_at: timestamp(content.created_at.as_deref()),
@@ -312,51 +260,37 @@ pub fn normalize_issue(
     })
 }
 
-/// [`normalize_issue`] of an issue node read as a `Value` (refresh replies): a member of the
-/// wrong type makes the record malformed.
-pub fn normalize_issue_value(
-    content: &Value,
-    item_id: &str,
-    state: &str,
-    priority: Option<u32>,
-) -> Result<Issue, String> {
-    let row = IssueRow::deserialize(content).map_err(|e| format!("malformed issue record: {e}"))?;
-    normalize_issue(&row, item_id, state, priority)
-}
-
-/// Normalize blocker nodes (`blockedBy.nodes`). `status_on_project(blocker_node)` returns the
-/// blocker's Status on our project when it has one. Unusable entries are dropped (best-effort
-/// metadata).
-pub fn normalize_blockers<'a>(
-    nodes: impl IntoIterator<Item = &'a Value>,
+/// Normalize `content`'s blockers. With `project_id`, a blocker's Status is read from its own
+/// item on that project (deep refreshes); else it is OPEN/CLOSED. Unusable entries are dropped
+/// (best-effort metadata).
+pub fn normalize_blockers(
+    content: &NodeRow,
     terminal_states: &[String],
-    status_on_project: impl Fn(&Value) -> Option<String>,
+    project_id: Option<&str>,
 ) -> Vec<BlockerRef> {
     let mut out = Vec::new();
-    for b in nodes {
-        let (Some(id), Some(number), Some(repo)) = (
-            b.get("id").and_then(Value::as_str),
-            b.get("number").and_then(Value::as_u64),
-            b.get("repository")
-                .and_then(|r| r.get("nameWithOwner"))
-                .and_then(Value::as_str),
-        ) else {
+    for b in Nodes::iter(&content.blocked_by) {
+        let Ok(b) = NodeRow::deserialize(b) else {
             continue;
         };
-        let Some(ident) = identifier(repo, number) else {
+        let ident = b.repo().zip(b.number).and_then(|(r, n)| identifier(r, n));
+        let (Some(id), Some(ident)) = (&b.id, ident) else {
             continue;
         };
-        let closed = b.get("state").and_then(Value::as_str) == Some("CLOSED");
-        let (state, terminal) = match status_on_project(b) {
-            Some(status) => {
-                let t = closed || contains_name(terminal_states, &status);
-                (status, t)
-            }
-            None if closed => ("CLOSED".to_string(), true),
-            None => ("OPEN".to_string(), false),
-        };
+        let closed = b.state.as_deref() == Some("CLOSED");
+        let status = project_id.and_then(|p| {
+            let mut items = Nodes::iter(&b.project_items);
+            let ours =
+                items.find(|it| it.project_id() == Some(p) && it.is_archived != Some(true))?;
+            selected(ours.status.as_ref()?.as_ref())?.name.clone()
+        });
+        let terminal = closed
+            || status
+                .as_ref()
+                .is_some_and(|s| contains_name(terminal_states, s));
+        let state = status.unwrap_or_else(|| if closed { "CLOSED" } else { "OPEN" }.to_string());
         out.push(BlockerRef {
-            id: id.to_string(),
+            id: id.clone(),
             identifier: ident,
             state,
             terminal,
@@ -365,80 +299,57 @@ pub fn normalize_blockers<'a>(
     out
 }
 
-/// The Status of `issue_node` on project `project_id` from its `projectItems` (archived items
-/// ignored), plus the item itself.
-pub fn item_on_project<'a>(issue_node: &'a Value, project_id: &str) -> Option<&'a Value> {
-    issue_node
-        .get("projectItems")
-        .and_then(|p| p.get("nodes"))
-        .and_then(Value::as_array)?
-        .iter()
-        .find(|it| {
-            it.get("project")
-                .and_then(|p| p.get("id"))
-                .and_then(Value::as_str)
-                == Some(project_id)
-                && it.get("isArchived").and_then(Value::as_bool) != Some(true)
-        })
-}
-
 /// One page of a refreshed issue's `projectItems`, read strictly.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub enum ItemsOnPage<'a> {
     /// Our project's (non-archived) item.
-    Ours(&'a Value),
+    Ours(&'a ItemRow),
     /// Not on this page; the cursor of the next page, `None` on the last one.
     NotHere(Option<String>),
 }
 
-/// Read one page of `issue_node`'s `projectItems` for project `project_id`. Unlike
-/// [`item_on_project`] (blockers, best effort) every member the query asks for must be there
-/// with its type: `Err` names what could not be read, so a malformed reply is never taken as
-/// proof that the issue left the project.
+/// Read one page of `issue`'s `projectItems` for project `project_id`. Unlike the blockers'
+/// (best effort) every member the query asks for must be there: `Err` names what could not be
+/// read, so a malformed reply is never taken as proof that the issue left the project.
 pub fn project_items_page<'a>(
-    issue_node: &'a Value,
+    issue: &'a NodeRow,
     project_id: &str,
-) -> Result<ItemsOnPage<'a>, String> {
-    let items = issue_node
-        .get("projectItems")
-        .filter(|v| v.is_object())
+) -> Result<ItemsOnPage<'a>, &'static str> {
+    let items = issue
+        .project_items
+        .as_ref()
         .ok_or("issue without a projectItems object")?;
     let nodes = items
-        .get("nodes")
-        .and_then(Value::as_array)
+        .nodes
+        .as_ref()
         .ok_or("projectItems without a nodes list")?;
     for it in nodes {
+        let it = it.as_ref().ok_or("project item without project.id")?;
         let pid = it
-            .get("project")
-            .and_then(|p| p.get("id"))
-            .and_then(Value::as_str)
+            .project_id()
             .filter(|p| !p.is_empty())
             .ok_or("project item without project.id")?;
-        let archived = it
-            .get("isArchived")
-            .and_then(Value::as_bool)
-            .ok_or("project item without isArchived")?;
+        let archived = it.is_archived.ok_or("project item without isArchived")?;
         if pid == project_id && !archived {
             return Ok(ItemsOnPage::Ours(it));
         }
     }
     let info = items
-        .get("pageInfo")
-        .filter(|v| v.is_object())
+        .page_info
+        .as_ref()
         .ok_or("projectItems without pageInfo")?;
     let has_next = info
-        .get("hasNextPage")
-        .and_then(Value::as_bool)
+        .has_next_page
         .ok_or("projectItems pageInfo without hasNextPage")?;
     if !has_next {
         return Ok(ItemsOnPage::NotHere(None));
     }
     let cursor = info
-        .get("endCursor")
-        .and_then(Value::as_str)
+        .end_cursor
+        .clone()
         .filter(|c| !c.is_empty())
         .ok_or("projectItems reports hasNextPage without an endCursor")?;
-    Ok(ItemsOnPage::NotHere(Some(cursor.to_string())))
+    Ok(ItemsOnPage::NotHere(Some(cursor)))
 }
 
 #[cfg(test)]
@@ -447,7 +358,8 @@ mod tests {
     use serde_json::json;
 
     fn norm(c: &Value, state: &str, priority: Option<u32>) -> Result<Issue, String> {
-        normalize_issue_value(c, "PVTI_1", state, priority)
+        let row = NodeRow::deserialize(c).map_err(|e| e.to_string())?;
+        normalize_issue(&row, "PVTI_1", state, priority)
     }
 
     fn content() -> Value {
@@ -487,47 +399,46 @@ mod tests {
 
     #[test]
     fn option_value_unset_shapes() {
-        assert_eq!(option_value(None), None);
-        assert_eq!(option_value(Some(&Value::Null)), None);
-        assert_eq!(option_value(Some(&json!({}))), None);
-        assert_eq!(option_value(Some(&json!({"name":"  "}))), None);
+        let leaf = |v: Value| Leaf::deserialize(v).unwrap();
+        assert!(selected(None).is_none());
+        assert!(selected(Some(&leaf(json!({})))).is_none());
+        assert!(selected(Some(&leaf(json!({"name":"  "})))).is_none());
+        let todo = leaf(json!({"name":" Todo ","optionId":"f75ad846"}));
         assert_eq!(
-            option_value(Some(&json!({"name":" Todo ","optionId":"f75ad846"}))),
-            Some(OptionValue {
-                option_id: Some("f75ad846".into()),
-                name: "Todo".into()
-            })
+            selected(Some(&todo)).unwrap().option_id.as_deref(),
+            Some("f75ad846")
         );
     }
 
     #[test]
     fn blockers_use_project_status_else_open_closed() {
-        let c = json!({"blockedBy":{"nodes":[
+        let on = |status: &str| json!({"nodes":[{"isArchived":false,"project":{"id":"P"},"status":{"name":status}}]});
+        let c = NodeRow::deserialize(json!({"blockedBy":{"nodes":[
             {"id":"I_4","number":4,"state":"OPEN","repository":{"nameWithOwner":"acme/app"}},
             {"id":"I_5","number":9,"state":"CLOSED","repository":{"nameWithOwner":"acme/lib"}},
-            {"id":"I_6","number":6,"state":"OPEN","repository":{"nameWithOwner":"acme/app"}},
-            {"id":"I_7","number":7,"state":"CLOSED","repository":{"nameWithOwner":"acme/app"}},
-            {"id":"I_8"}
-        ]}});
+            {"id":"I_6","number":6,"state":"OPEN","repository":{"nameWithOwner":"acme/app"},"projectItems":on("done")},
+            {"id":"I_7","number":7,"state":"CLOSED","repository":{"nameWithOwner":"acme/app"},"projectItems":on("Todo")},
+            {"id":"I_8"},
+            {"id":"I_9","number":"x"}
+        ]}}))
+        .unwrap();
         let terminal = vec!["Done".to_string()];
-        let nodes = c["blockedBy"]["nodes"].as_array().unwrap();
-        let b = normalize_blockers(nodes, &terminal, |n| match n["id"].as_str() {
-            Some("I_6") => Some("done".into()),
-            Some("I_7") => Some("Todo".into()),
-            _ => None,
-        });
-        let got: Vec<(&str, &str, bool)> = b
-            .iter()
-            .map(|b| (b.identifier.as_str(), b.state.as_str(), b.terminal))
-            .collect();
+        let got = |project| -> Vec<(String, String, bool)> {
+            normalize_blockers(&c, &terminal, project)
+                .into_iter()
+                .map(|b| (b.identifier, b.state, b.terminal))
+                .collect()
+        };
+        let row = |i: &str, s: &str, t| (i.to_string(), s.to_string(), t);
         assert_eq!(
-            got,
+            got(Some("P")),
             vec![
-                ("acme__app-4", "OPEN", false),
-                ("acme__lib-9", "CLOSED", true),
-                ("acme__app-6", "done", true),
-                ("acme__app-7", "Todo", true),
+                row("acme__app-4", "OPEN", false),
+                row("acme__lib-9", "CLOSED", true),
+                row("acme__app-6", "done", true),
+                row("acme__app-7", "Todo", true),
             ]
         );
+        assert_eq!(got(None)[2], row("acme__app-6", "OPEN", false));
     }
 }

@@ -20,12 +20,11 @@ pub mod worker;
 pub(crate) use self::keys::edit_distance;
 use self::section::{describe, env_reference, Section};
 pub use self::worker::WorkerConfig;
-use crate::agent::config::AgentSettings;
 pub use crate::agent::config::{
     AgentKind, ClaudeCodeConfig, CliSection, CodexConfig, CopilotConfig, GeminiConfig,
 };
 pub use crate::host::sandbox::SandboxConfig;
-pub use crate::tracker::config::{OwnerType, TokenSource, TrackerConfig, DEFAULT_ENDPOINT};
+pub use crate::tracker::config::{OwnerType, TrackerConfig, DEFAULT_ENDPOINT};
 
 /// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
 #[derive(Clone, PartialEq, Eq)]
@@ -171,33 +170,35 @@ impl ServiceConfig {
         crate::host::EnvPolicy { remove, keep_only }
     }
 
-    /// The agent registry: the settings of the section `agent.kind` selects (Claude Code's when
-    /// unset; preflight rejects that).
-    pub(crate) fn agent_settings(&self) -> AgentSettings<'_> {
-        match self.agent.kind {
-            Some(AgentKind::Copilot) => AgentSettings::copilot(&self.copilot),
-            Some(AgentKind::Codex) => AgentSettings::codex(&self.codex),
-            Some(AgentKind::Gemini) => AgentSettings::gemini(&self.gemini),
-            Some(AgentKind::ClaudeCode) | None => AgentSettings::claude_code(&self.claude_code),
-        }
-    }
-
-    /// The CLI keys (command, timeouts) of the section `agent.kind` selects (Claude's when unset).
+    /// The CLI keys (command, timeouts) of the section `agent.kind` selects (Claude's when unset;
+    /// preflight rejects that).
     pub fn agent_cli(&self) -> &CliSection {
-        self.agent_settings().cli
+        match self.agent.kind {
+            Some(AgentKind::Copilot) => &self.copilot.cli,
+            Some(AgentKind::Codex) => &self.codex.cli,
+            Some(AgentKind::Gemini) => &self.gemini.cli,
+            Some(AgentKind::ClaudeCode) | None => &self.claude_code.cli,
+        }
     }
 
     /// Dispatch preflight validation (spec §6.3) of the parts that need no network.
     /// Returns every problem, each naming the key.
     pub fn preflight_errors(&self) -> Vec<ConfigError> {
         let mut errs = crate::tracker::config::preflight(&self.tracker);
-        if self.agent.kind.is_none() {
-            errs.push(ConfigError::new(
+        match self.agent.kind {
+            None => errs.push(ConfigError::new(
                 "missing_agent_kind",
                 format!("agent.kind is required; set it to {}", AgentKind::EXPECTED),
-            ));
-        } else {
-            errs.extend(self.agent_settings().preflight_error());
+            )),
+            // The agent's section is named like its kind.
+            Some(kind) if self.agent_cli().command.trim().is_empty() => {
+                let text = format!(
+                    "{}.command must be a non-empty shell command",
+                    kind.as_str()
+                );
+                errs.push(ConfigError::new("invalid_config", text));
+            }
+            Some(_) => {}
         }
         if self.agent.kind == Some(AgentKind::Codex) && !self.worker.ssh_hosts.is_empty() {
             errs.push(ConfigError::new(

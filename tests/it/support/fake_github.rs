@@ -622,7 +622,6 @@ impl FakeGithub {
             kind: Some("github_projects".into()),
             endpoint: self.endpoint(),
             token: Some(Secret::new(FAKE_TOKEN)),
-            token_source: None,
             owner: Some("acme".into()),
             owner_type: OwnerType::Organization,
             project_number: Some(7),
