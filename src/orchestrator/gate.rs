@@ -62,9 +62,6 @@ pub enum TrackerOp {
 pub struct Plan {
     /// Effective poll interval: `polling.interval_ms`, stretched to fit the budget.
     pub poll_interval_ms: Millis,
-    /// Spacing between the starts of two fetch batches when they are wanted all the time (a
-    /// burst may go faster, see [`Pace::fetch_due`]).
-    pub fetch_spacing_ms: Millis,
     /// Points per hour fetch batches may use (`None`: no budget).
     pub fetch_per_hour: Option<u64>,
     /// Points per hour Baton aims to stay within (`None`: the tracker reports no budget).
@@ -159,12 +156,10 @@ impl Pace {
 
     /// The plan for `polling.interval_ms` = `base_ms`, `tracker.budget_share` = `share` and the
     /// tracker's hourly `limit`. The plan aims [`HEADROOM_PERCENT`] below the target. Fetch
-    /// batches may use half of that (their bucket's rate; their sustained spacing grows with
-    /// their measured cost); polls get what the measured non-poll spend leaves of the aim (at
+    /// batches may use half of that (their bucket's rate, see [`Pace::fetch_due`]); polls get what the measured non-poll spend leaves of the aim (at
     /// least a quarter of it), and their interval stretches until one poll's measured cost fits
     /// (never below `base_ms`).
     pub fn plan(&self, base_ms: Millis, share: f64, limit: Option<i64>, now: Millis) -> Plan {
-        let fetch_floor = FETCH_MIN_SPACING_MS.max(self.last_fetch_ms);
         let target = limit
             .filter(|l| *l > 0)
             .map(|l| (l as f64 * share.clamp(0.0, 1.0)) as u64)
@@ -172,7 +167,6 @@ impl Pace {
         let Some(target) = target else {
             return Plan {
                 poll_interval_ms: base_ms,
-                fetch_spacing_ms: fetch_floor,
                 fetch_per_hour: None,
                 target_per_hour: None,
                 projected_per_hour: None,
@@ -186,12 +180,9 @@ impl Pace {
         let interval = base_ms
             .max(per_poll.saturating_mul(HOUR_MS).div_ceil(poll_budget))
             .max(1);
-        let fetch_spacing =
-            fetch_floor.max(self.fetch_points.saturating_mul(HOUR_MS).div_ceil(half));
         let measured = self.poll_points.is_some() || self.window.is_some();
         Plan {
             poll_interval_ms: interval,
-            fetch_spacing_ms: fetch_spacing,
             fetch_per_hour: Some(half),
             target_per_hour: Some(target),
             projected_per_hour: measured
@@ -517,25 +508,28 @@ mod tests {
             assert_eq!(plan.projected_per_hour, None);
         }
         let plan = measured(Some(20), 3).plan(5_000, 0.5, None, 0);
-        assert_eq!(plan.fetch_spacing_ms, FETCH_MIN_SPACING_MS);
+        assert_eq!(plan.fetch_per_hour, None, "batches a second apart");
     }
 
     #[test]
-    fn fetch_batches_get_at_most_half_the_target() {
-        // 3 points a batch, 1,187 points an hour for batches: one every 9.1 s.
-        let plan = measured(Some(1), 3).plan(5_000, 0.5, Some(5_000), 0);
-        assert_eq!(plan.fetch_spacing_ms, 9_099);
-        // Never closer than a second, nor than the last batch took.
+    fn fetch_batches_draw_half_the_aim_from_a_bucket() {
         let mut pace = measured(Some(1), 0);
-        assert_eq!(
-            pace.plan(5_000, 0.5, Some(5_000), 0).fetch_spacing_ms,
-            1_000
-        );
-        pace.last_fetch_ms = 4_000;
-        assert_eq!(
-            pace.plan(5_000, 0.5, Some(5_000), 0).fetch_spacing_ms,
-            4_000
-        );
+        pace.plan = pace.plan(5_000, 0.5, Some(5_000), 0);
+        assert_eq!(pace.plan.fetch_per_hour, Some(1_187));
+        // A full bucket: batches a second apart, or as far apart as the last one took.
+        pace.fetch_started_at = Some(0);
+        pace.note_spent(TrackerOp::Fetch, 3, 500);
+        assert_eq!(pace.fetch_due(0), Some(1_000));
+        pace.fetch_started_at = Some(1_000);
+        pace.note_spent(TrackerOp::Fetch, 3, 5_000);
+        assert_eq!(pace.fetch_due(0), Some(1_000 + 4_000));
+        // 20 points from the 15.3 left: a debt of 4.7 (14.4 s at 1,187 an hour), then a point
+        // (3 s) before the next batch.
+        pace.note_spent(TrackerOp::Fetch, 20, 5_000);
+        let due = pace.fetch_due(0).unwrap();
+        assert!((22_000..22_800).contains(&due), "{due}");
+        // Never inside a pause.
+        assert_eq!(pace.fetch_due(60_000), Some(60_000));
     }
 
     #[test]

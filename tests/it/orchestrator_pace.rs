@@ -244,10 +244,7 @@ fn a_fetch_batch_waits_for_the_one_in_flight_and_for_a_pause() {
     );
     let (op, points) = (TrackerOp::Fetch, 1);
     handle(&mut s, Event::TrackerSpent { op, points }, now);
-    assert_eq!(
-        s.poll.gate.pace.plan.fetch_spacing_ms, 30_000,
-        "it took 30 s"
-    );
+    assert_eq!(s.poll.gate.pace.last_fetch_ms, 30_000, "it took 30 s");
     let out = handle(&mut s, Event::Wake, now + 60_000);
     assert_eq!(Sim::fetch_actions(&out), 0, "nothing inside the pause");
     assert!(next_deadline(&s).unwrap() >= now + 120_000);
