@@ -324,8 +324,11 @@ class Hosts:
         # The remote agents' environment comes from sshd (SetEnv), not from Baton.
         self.agentlog = os.path.join(self.dir, "agents.log")
         self.mark = f"ssh-{os.getpid()}-{time.time_ns()}"
+        # HOME too: bash run by sshd reads ~/.bashrc, and this machine's user's may be slow.
+        home = os.path.join(self.dir, "home")
+        os.makedirs(home)
         setenv = (f"SetEnv BENCH_AGENT_LOG={self.agentlog} BENCH_AGENT_MODE=turns "
-                  f"BENCH_TURN_S={TURN_S} {bench.MARK}={self.mark}\n")
+                  f"BENCH_TURN_S={TURN_S} {bench.MARK}={self.mark} HOME={home}\n")
         self.key = os.path.join(self.dir, "id_ed25519")
         keygen(self.key)
         os.makedirs(os.path.join(self.dir, "bin"))
@@ -411,7 +414,8 @@ def ssh400(baton, fake, hosts_n=4):
     try:
         r = Run(baton, fake, "ssh", n, "Todo", 5000,
                 f"  max_concurrent_agents: {n}\n", agent_mode="turns", max_turns=20,
-                log_level="info", env={"PATH": hosts.path, "BENCH_TURN_S": str(TURN_S)},
+                log_level=os.environ.get("BENCH_LOG_LEVEL", "info"),
+                env={"PATH": hosts.path, "BENCH_TURN_S": str(TURN_S)},
                 extra_yaml=f"worker:\n  ssh_hosts: [{names}]\n"
                            f"  max_concurrent_agents_per_host: {PER_HOST}\n")
         r.agentlog = hosts.agentlog
