@@ -16,7 +16,7 @@ use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_FORCED_SHUTDOWN, EXI
 use crate::host::LocalHost;
 use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
-use crate::runtime::daemon::{DaemonOptions, ExitWhen};
+use crate::runtime::daemon::{DaemonOptions, ExitWhen, RunError};
 use crate::workflow::config::{AgentKind, ProcessEnv, ServiceConfig};
 use crate::workflow::loader::{load_workflow, Workflow};
 
@@ -88,7 +88,7 @@ fn load_for_startup(path: &Path) -> Result<Workflow, String> {
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
 fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
-    let sandbox = crate::agent::runner::sandbox_for(cfg);
+    let sandbox = cfg.agent_sandbox();
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => {
             Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
@@ -105,7 +105,10 @@ fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
 
 /// With `sandbox.kind: bubblewrap` and agents running on this machine, a trial sandbox starts.
 fn local_sandbox_starts(cfg: &ServiceConfig) -> Result<(), String> {
-    match crate::agent::runner::sandbox_for(cfg).filter(|_| cfg.worker.ssh_hosts.is_empty()) {
+    match cfg
+        .agent_sandbox()
+        .filter(|_| cfg.worker.ssh_hosts.is_empty())
+    {
         Some(sb) => sb.check(&LocalHost),
         None => Ok(()),
     }
@@ -191,21 +194,29 @@ fn raise_nofile_limit() {
 }
 
 /// The exit code of a daemon run: 0, 3 for a `forced_shutdown`, else 1.
-fn exit_code(result: &Result<(), String>) -> i32 {
+fn exit_code(result: &Result<(), RunError>) -> i32 {
     match result {
         Ok(()) => EXIT_OK,
-        Err(e) if e.starts_with(crate::runtime::daemon::FORCED_SHUTDOWN) => EXIT_FORCED_SHUTDOWN,
-        Err(_) => EXIT_FAILURE,
+        Err(RunError::ForcedShutdown { .. }) => EXIT_FORCED_SHUTDOWN,
+        Err(RunError::Startup(_) | RunError::ThreadDied(_) | RunError::LockLost(_)) => EXIT_FAILURE,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::RunError;
+
     #[test]
     fn a_forced_shutdown_exits_3() {
-        let forced = Err("forced_shutdown: 1 worker(s) did not stop".to_string());
-        assert_eq!(super::exit_code(&forced), 3);
-        assert_eq!(super::exit_code(&Err("thread x panicked".into())), 1);
+        let forced = RunError::ForcedShutdown { workers: 1 };
+        let text = forced.to_string();
+        assert_eq!(super::exit_code(&Err(forced)), 3);
+        assert!(text.starts_with("forced_shutdown: 1 worker(s)"), "{text}");
+        // A startup error that happens to start with the same word is not one.
+        let startup = RunError::Startup("forced_shutdown: not really".into());
+        assert_eq!(super::exit_code(&Err(startup)), 1);
+        assert_eq!(super::exit_code(&Err(RunError::ThreadDied("x".into()))), 1);
+        assert_eq!(super::exit_code(&Err(RunError::LockLost("lost".into()))), 1);
         assert_eq!(super::exit_code(&Ok(())), 0);
     }
 }

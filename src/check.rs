@@ -1,7 +1,7 @@
 //! `baton check [WORKFLOW.md]`: the operator's preflight. Loads and validates the workflow, then
-//! the tracker kind writes its own section through its registry entry's `report` hook (GitHub:
-//! the project, its Status options, the rate-limit budget; Backlog.md: the board, its statuses,
-//! the skipped files), flagging configured states that match none; then this module lists the
+//! prints the lines the state directory and the tracker kind (its registry entry's `report`)
+//! return (GitHub: the project, its Status options, the rate-limit budget; Backlog.md: the board,
+//! its statuses, the skipped files; both: configured states that match none); then it lists the
 //! candidate issues in dispatch order and, for every other active issue, why it would not
 //! dispatch. Exit code 0 when healthy, 1 on any problem.
 //!
@@ -11,51 +11,50 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::agent::runner::sandbox_for;
-use crate::model::{contains_name, normalize_name, Issue};
-use crate::orchestrator::{rules, Pace, Policy};
-use crate::text::single_line as truncate;
-use crate::tracker::config::TrackerConfig;
+use crate::model::{contains_name, Issue};
+use crate::orchestrator::{rules, Pace};
+use crate::text::{quoted, single_line as truncate};
+use crate::tracker::config::CheckLines;
 use crate::workflow::config::{ConfigEnv, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
 /// Write the report to `out`; returns the exit code. `env` is [`crate::workflow::config::ProcessEnv`]
 /// in the binary.
 pub fn run_check_with_env(workflow_path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
-    let mut r = Report {
-        out,
-        problems: 0,
-        board_read: None,
-    };
+    let mut r = Report { out, problems: 0 };
     let code = check(workflow_path, env, &mut r);
     let _ = r.out.flush();
     code
 }
 
 /// The report being written: one tagged line per finding; counts the problems.
-pub(crate) struct Report<'a> {
+struct Report<'a> {
     out: &'a mut dyn Write,
     problems: usize,
-    /// A tracker with a budget: the points one board read cost and the hourly limit.
-    pub(crate) board_read: Option<(u64, i64)>,
 }
 
 impl Report<'_> {
-    pub(crate) fn line(&mut self, tag: &str, text: impl AsRef<str>) {
+    fn line(&mut self, tag: &str, text: impl AsRef<str>) {
         let _ = writeln!(self.out, "{tag:<5} {}", text.as_ref());
     }
-    pub(crate) fn ok(&mut self, text: impl AsRef<str>) {
+    fn ok(&mut self, text: impl AsRef<str>) {
         self.line("ok", text);
     }
-    pub(crate) fn fail(&mut self, text: impl AsRef<str>) {
+    fn fail(&mut self, text: impl AsRef<str>) {
         self.problems += 1;
         self.line("FAIL", text);
     }
-    pub(crate) fn raw(&mut self, text: impl AsRef<str>) {
+    fn raw(&mut self, text: impl AsRef<str>) {
         let _ = writeln!(self.out, "{}", text.as_ref());
     }
-    pub(crate) fn problems(&self) -> usize {
-        self.problems
+    /// Lines a section reported, `(tag, text)`; tag `fail` is a problem.
+    fn lines(&mut self, lines: Vec<(&str, String)>) {
+        for (tag, text) in lines {
+            match tag {
+                "fail" => self.fail(text),
+                _ => self.line(tag, text),
+            }
+        }
     }
     fn finish(&mut self) -> i32 {
         if self.problems == 0 {
@@ -67,11 +66,6 @@ impl Report<'_> {
             1
         }
     }
-}
-
-/// Quote untrusted text for one terminal line (control characters removed, length capped).
-pub(crate) fn quoted(s: &str) -> String {
-    format!("{:?}", truncate(s, 80))
 }
 
 fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
@@ -103,16 +97,16 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
         r.fail(format!("{}: {}", e.class, e.message));
     }
     check_hosts(r, cfg);
-    for (tag, text) in crate::runtime::persist::check_lines(cfg) {
-        match tag {
-            "fail" => r.fail(text),
-            _ => r.line(tag, text),
-        }
-    }
+    r.lines(crate::runtime::persist::check_lines(cfg));
     // The tracker kind's own section: what it resolved, found and skipped; the plan needs
     // every issue it could read.
-    if let Some(issues) = crate::tracker::config::check_report(&cfg.tracker, r) {
-        print_pacing(r, cfg);
+    let mut lines = CheckLines::default();
+    let issues = crate::tracker::config::check_report(&cfg.tracker, &mut lines);
+    r.lines(lines.0);
+    if let Some(read) = lines.1 {
+        print_pacing(r, cfg, read);
+    }
+    if let Some(issues) = issues {
         print_plan(r, &issues, cfg);
     }
     r.finish()
@@ -120,10 +114,7 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
 
 /// The budget plan the daemon starts from, for the board read's measured cost: the poll
 /// interval in force (`polling.interval_ms`, stretched) and its projected points per hour.
-fn print_pacing(r: &mut Report<'_>, cfg: &ServiceConfig) {
-    let Some((points, limit)) = r.board_read else {
-        return;
-    };
+fn print_pacing(r: &mut Report<'_>, cfg: &ServiceConfig, (points, limit): (u64, i64)) {
     let mut pace = Pace::default();
     pace.poll_points = Some(points);
     let share = cfg.tracker.budget_share;
@@ -179,7 +170,7 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
             )),
             Err(e) => r.fail(format!("host {h}: {}", truncate(&e, 200))),
         }
-        if let Some(Err(e)) = sandbox_for(cfg).map(|sb| sb.check(pool.ssh(h).as_ref())) {
+        if let Some(Err(e)) = cfg.agent_sandbox().map(|sb| sb.check(pool.ssh(h).as_ref())) {
             r.fail(e);
         }
     }
@@ -188,7 +179,7 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
 /// Whether agents run confined: a warning when not, else whether the sandbox starts here (SSH
 /// hosts: in [`check_hosts`]).
 fn check_sandbox(r: &mut Report<'_>, cfg: &ServiceConfig) {
-    let Some(sb) = sandbox_for(cfg) else {
+    let Some(sb) = cfg.agent_sandbox() else {
         r.line(
             "warn",
             "sandbox.kind is none: agents run unconfined, with the service user's access to \
@@ -249,7 +240,7 @@ fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
 /// The active issues the scheduler would dispatch, in its order, and why the others would not.
 fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
     // The scheduler's own rule, so the plan is what the daemon would do (minus claims and slots).
-    let policy = Policy::from_config(cfg);
+    let policy = cfg.policy();
     let (mut ready, mut held) = (Vec::new(), Vec::new());
     for i in issues
         .iter()
@@ -298,81 +289,11 @@ fn print_list(r: &mut Report<'_>, lines: Vec<String>) {
     }
 }
 
-/// Check the configured `which` (`active`/`terminal`) states against the tracker's state names
-/// `options`: a note for a case/whitespace-only match, a failure with a "did you mean" hint when
-/// one is within 3 edits. `none_of` names what the options are (e.g. `option of the status field`).
-pub(crate) fn check_states(
-    r: &mut Report<'_>,
-    which: &str,
-    states: &[String],
-    options: &[&str],
-    none_of: &str,
-) {
-    let mut all_ok = true;
-    for s in states {
-        if options.iter().any(|o| *o == s.trim()) {
-            continue;
-        }
-        if let Some(o) = options
-            .iter()
-            .find(|o| normalize_name(o) == normalize_name(s))
-        {
-            r.line(
-                "note",
-                format!(
-                    "{which} state {} matches option {} ignoring case/whitespace",
-                    quoted(s),
-                    quoted(o)
-                ),
-            );
-            continue;
-        }
-        all_ok = false;
-        let hint = options
-            .iter()
-            .map(|o| {
-                (
-                    crate::workflow::config::edit_distance(&normalize_name(o), &normalize_name(s)),
-                    o,
-                )
-            })
-            .filter(|(d, _)| *d <= 3)
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, o)| format!(" (did you mean {}?)", quoted(o)))
-            .unwrap_or_default();
-        r.fail(format!(
-            "tracker.{which}_states: {} matches no {none_of}{hint}",
-            quoted(s)
-        ));
-    }
-    if all_ok {
-        r.ok(format!("{which} states: {}", quoted_list(states, ", ")));
-    }
-}
-
-pub(crate) fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
-    let q: Vec<String> = items.iter().map(|s| quoted(s.as_ref())).collect();
-    q.join(sep)
-}
-
-/// The tracker's state names under `label` (e.g. `status field "Status"`), then both configured
-/// state lists checked against them ([`check_states`]).
-pub(crate) fn report_states(
-    r: &mut Report<'_>,
-    label: &str,
-    names: &[&str],
-    cfg: &TrackerConfig,
-    none_of: &str,
-) {
-    r.ok(format!("{label}: {}", quoted_list(names, " | ")));
-    check_states(r, "active", &cfg.active_states, names, none_of);
-    check_states(r, "terminal", &cfg.terminal_states, names, none_of);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workflow::config::{parse_config, EmptyEnv};
+    use crate::config::test_env::EmptyEnv;
+    use crate::workflow::config::parse_config;
 
     fn budget_lines(agent_yaml: &str) -> String {
         let m: serde_yaml::Mapping =
@@ -382,7 +303,6 @@ mod tests {
         let mut r = Report {
             out: &mut buf,
             problems: 0,
-            board_read: None,
         };
         print_budget(&mut r, &cfg);
         assert_eq!(r.problems, 0, "limits are never a problem");

@@ -13,6 +13,7 @@ pub mod agent;
 pub mod app;
 pub mod check;
 pub mod cli;
+pub mod config;
 pub mod demo;
 pub mod durable;
 pub mod front_matter;

@@ -6,8 +6,8 @@
 use crossbeam_channel::Sender;
 use serde::Serialize;
 
+pub use crate::orchestrator::Budget;
 use crate::tracker::TrackerBudget;
-pub use crate::workflow::config::Budget;
 
 /// Number of rows per section.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -22,6 +22,17 @@ pub(crate) fn single_line(s: &str, max: usize) -> String {
     out
 }
 
+/// Untrusted text quoted for one terminal line (control characters removed, length capped).
+pub(crate) fn quoted(s: &str) -> String {
+    format!("{:?}", single_line(s, 80))
+}
+
+/// Each item [`quoted`], joined by `sep`.
+pub(crate) fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
+    let q: Vec<String> = items.iter().map(|s| quoted(s.as_ref())).collect();
+    q.join(sep)
+}
+
 /// `s` with every character that `replace` maps to `Some(text)` replaced by that text (the
 /// escapers of HTML, Prometheus labels and log values).
 pub(crate) fn replace_chars(s: &str, replace: impl Fn(char) -> Option<&'static str>) -> String {

@@ -23,7 +23,7 @@ use baton::agent::{
 use baton::host::{Host, Process, ProcessSpec};
 use baton::model::Issue;
 use baton::runtime::clock::{Clock, ManualClock};
-use baton::runtime::daemon::{run, RunnerFactory, TrackerFactory, FORCED_SHUTDOWN};
+use baton::runtime::daemon::{run, RunError, RunnerFactory, TrackerFactory};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::ServiceConfig;
 
@@ -164,8 +164,7 @@ fn a_worker_that_outlives_the_grace_is_a_forced_shutdown_that_leaves_nothing_run
         }
         clock.advance(1_000);
     };
-    let err = result.expect_err("a forced shutdown is an error exit");
-    assert!(err.starts_with(FORCED_SHUTDOWN), "{err}");
+    assert_eq!(result, Err(RunError::ForcedShutdown { workers: 1 }));
     assert!(
         !alive(pid),
         "the abandoned worker's process group was killed"

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::run;
+use baton::runtime::daemon::{run, RunError};
 
 use stand_ins::{daemon_options, minimal_workflow, spawn_daemon, StubTracker, TestEnv};
 use tempdir::TempDir;
@@ -36,5 +36,8 @@ fn a_panicking_tracker_thread_takes_the_daemon_down_with_an_error() {
         .recv_timeout(Duration::from_secs(20))
         .expect("the daemon must exit, not keep running without its poll thread");
     let err = result.expect_err("a thread death is an error exit");
-    assert!(err.contains("tracker-poll"), "{err}");
+    assert!(
+        matches!(&err, RunError::ThreadDied(name) if name.contains("tracker-poll")),
+        "{err}"
+    );
 }

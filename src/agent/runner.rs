@@ -21,14 +21,6 @@ use super::{
 };
 use crate::host::sandbox::Sandbox;
 use crate::host::{Host, ProcessSpec, StdoutMode, DEFAULT_KILL_GRACE, DEFAULT_MAX_LINE_BYTES};
-use crate::workflow::config::ServiceConfig;
-
-/// The sandbox the agents of `cfg` run in; `None` with `sandbox.kind: none`.
-pub fn sandbox_for(cfg: &ServiceConfig) -> Option<Arc<Sandbox>> {
-    let home = cfg.agent.kind?.cli_home();
-    let command = &cfg.agent_cli().command;
-    (cfg.sandbox.bubblewrap).then(|| Arc::new(Sandbox::new(cfg.sandbox.clone(), home, command)))
-}
 
 /// What differs between agent CLIs; implemented by each one's config section.
 pub trait Cli: Clone + Debug + Send + Sync + 'static {

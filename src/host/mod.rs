@@ -18,6 +18,7 @@
 
 mod cgroup;
 mod command;
+pub mod config;
 mod env;
 mod hook;
 mod local;

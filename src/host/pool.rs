@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::ssh::SshSettings;
 use super::{Host, LocalHost, SshHost};
-use crate::workflow::config::WorkerConfig;
+use crate::host::config::WorkerConfig;
 
 /// SSH hosts by destination, created on first use and kept across reloads.
 #[derive(Debug)]

@@ -27,21 +27,27 @@ const SYSTEM: &str = "/usr /etc /bin /sbin /lib /lib32 /lib64 /libx32 /run/syste
 /// per-issue state directory (created 0700; empty for none), then `bwrap`'s arguments, in which
 /// these words are resolved here, on the executing host: `--home` (a tmpfs over `$HOME`),
 /// `--hide P` (a tmpfs over P when it exists), `--home-file F DEST` (`$HOME/F` read-only on DEST
-/// when it exists) and `--cli PROG` (PROG as found on PATH, and its install directory, read-only;
-/// a whole `node_modules` tree for npm packages). `bwrap` ignores SIGTERM; the agent gets the
-/// default back.
+/// when it exists) and `--cli PROG` (PROG as found on PATH: its install directory read-only — a
+/// whole `node_modules` tree for npm packages — and, unless a bind above already shows it, a
+/// link to the resolved file at PROG's path, so an npm script still finds the files next to it).
+/// `m` lists the mounts so far (`+dir` a bind, `-dir` a tmpfs). `bwrap` ignores SIGTERM; the
+/// agent gets the default back.
 const LAUNCHER: &str = r#"s=$1; shift
 command -v bwrap >/dev/null || { echo "sandbox_unavailable: bwrap is not installed" >&2; exit 125; }
 [ -z "$s" ] || (umask 077 && mkdir -p -- "$s") || exit 125
-a=()
+a=() m=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do
   case $1 in
-  --home) [ -d "$HOME" ] && [ "$HOME" != / ] && a+=(--tmpfs "$HOME"); shift;;
-  --hide) [ -e "$2" ] && a+=(--tmpfs "$2"); shift 2;;
+  --home) [ -d "$HOME" ] && [ "$HOME" != / ] && a+=(--tmpfs "$HOME") m+=("-$HOME"); shift;;
+  --hide) [ -e "$2" ] && a+=(--tmpfs "$2") m+=("-$2"); shift 2;;
+  --tmpfs) a+=("$1" "$2") m+=("-$2"); shift 2;;
+  --bind|--ro-bind|--bind-try|--ro-bind-try) a+=("$1" "$2" "$3"); [ -e "$2" ] && m+=("+$3"); shift 3;;
   --home-file) a+=(--ro-bind-try "$HOME/$2" "$3"); shift 3;;
   --cli) if p=$(command -v -- "$2") && [[ $p == /* ]] && r=$(readlink -f -- "$p"); then
       d=${r%/*}; [[ $r == */node_modules/* ]] && d=${r%%/node_modules/*}/node_modules
-      a+=(--ro-bind "$p" "$p" --ro-bind "$d" "$d"); fi; shift 2;;
+      a+=(--ro-bind "$d" "$d") v=
+      for x in "${m[@]}" "+$d"; do [[ $p == "${x:1}"/* ]] && v=${x::1}; done
+      [ "$v" = + ] || a+=(--symlink "$r" "$p"); fi; shift 2;;
   *) a+=("$1"); shift;;
   esac
 done
@@ -49,7 +55,7 @@ trap '' TERM
 exec bwrap "${a[@]}" "$@"
 "#;
 
-/// `sandbox.*` (parsed by `workflow::config::sandbox`).
+/// `sandbox.*` (parsed by `host::config::sandbox`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SandboxConfig {
     /// `kind: bubblewrap` (default `none`: agents run unconfined).
@@ -261,7 +267,7 @@ mod tests {
             hidden: vec!["/srv/share/state".into()],
             ..Default::default()
         };
-        let home = crate::workflow::config::AgentKind::ClaudeCode.cli_home();
+        let home = crate::agent::config::AgentKind::ClaudeCode.cli_home();
         let mut spec = ProcessSpec::command("claude", "/w/k");
         spec.arg("$(touch x)");
         Sandbox::new(cfg, home, "claude").wrap(&mut spec, Some(Path::new("/u")));

@@ -295,7 +295,11 @@ impl Process for LocalProcess {
     }
 
     fn take_stdin(&self) -> Option<Box<dyn io::Write + Send>> {
-        let stdin = self.stdin.lock().ok()?.take().filter(|_| self.lend_stdin)?;
+        // A stdin that is not lent stays held: the SSH wrapper reads its EOF as "Baton is gone".
+        if !self.lend_stdin {
+            return None;
+        }
+        let stdin = self.stdin.lock().ok()?.take()?;
         Some(Box::new(stdin))
     }
 }

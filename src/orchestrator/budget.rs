@@ -6,7 +6,20 @@
 //! A limit is *reached* when the spend is at or over it: after the turn that reaches it no new
 //! turn starts. Copilot reports no dollars, so for it only the token and turn limits apply.
 
-use super::state::{Budget, IssueSpend};
+use super::state::IssueSpend;
+
+/// Per-issue lifetime spend limits (`agent.max_cost_usd_per_issue`, `agent.max_tokens_per_issue`,
+/// `agent.max_turns_per_issue`): an issue over one is parked. `None` means unlimited. The API
+/// shows it as is (`budget` in `/api/v1/state`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Budget {
+    /// Agent-reported US dollars (Claude's `total_cost_usd`; Copilot reports none).
+    pub max_cost_usd_per_issue: Option<f64>,
+    /// Tokens of every kind: input, output, cache reads and cache writes.
+    pub max_tokens_per_issue: Option<u64>,
+    /// Agent turns (completed or failed), across runs.
+    pub max_turns_per_issue: Option<u32>,
+}
 
 /// The park reason prefix of a budget park.
 pub const BUDGET_EXCEEDED: &str = "budget exceeded";

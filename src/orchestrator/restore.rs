@@ -1,6 +1,7 @@
 //! Durable state, the core's side (pure). `state.json` is a serde view of the engine state
 //! ([`to_json`]): the running entries with their durable facts, the retry queue, parked issues,
-//! run counts, spend, totals and unresolved orphans. [`parse`] reads it back entry by entry (a bad
+//! run counts, spend, totals, unresolved orphans and the SSH hosts holding each issue's
+//! workspace copies. [`parse`] reads it back entry by entry (a bad
 //! entry is dropped alone; schema 1 is upgraded once) and [`restore`] turns it into a fresh engine
 //! state plus the startup actions: every interrupted run becomes a continuation that resumes its
 //! session once its old agent group is known to be stopped (`Action::StopOrphan`).
@@ -20,6 +21,7 @@ use crate::agent::TokenUsage;
 use crate::workspace::{workspace_key, workspace_path};
 
 use super::engine::Action;
+use super::hosts::WorkspaceHosts;
 use super::state::{
     BlockedEntry, IssueSpend, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume,
     RetryEntry, RetryKind, RunningEntry, Totals,
@@ -31,6 +33,9 @@ pub const VERSION: u64 = 2;
 pub const INTERRUPTED: &str = "interrupted: the previous Baton process stopped while the agent ran";
 /// Most entries read per map; the rest of a bigger (hostile) file is dropped with a warning.
 const MAX_ENTRIES: usize = 10_000;
+/// Most hosts recorded for one issue's workspace copies (one per configured host; more is a
+/// hostile file).
+const MAX_WORKSPACE_HOSTS: usize = 256;
 
 /// What `state.json` holds: borrowed from the engine state, nothing copied.
 #[derive(Serialize)]
@@ -43,6 +48,7 @@ struct View<'a> {
     spend: &'a BTreeMap<String, IssueSpend>,
     agent_totals: &'a Totals,
     orphans: &'a BTreeMap<String, Orphan>,
+    workspace_hosts: &'a WorkspaceHosts,
 }
 
 /// The `state.json` bytes of `s`.
@@ -56,6 +62,7 @@ pub fn to_json(s: &OrchestratorState) -> Result<Vec<u8>, String> {
         spend: &s.spend,
         agent_totals: &s.agent_totals,
         orphans: &s.orphans,
+        workspace_hosts: &s.workspace_hosts,
     })
     .map_err(|e| format!("serialize state: {e}"))
 }
@@ -88,6 +95,7 @@ pub fn parse(bytes: &[u8]) -> Result<OrchestratorState, ParseError> {
             s.runs_since_active = entries(&mut doc, "runs_since_active");
             s.spend = entries(&mut doc, "spend");
             s.orphans = entries(&mut doc, "orphans");
+            s.workspace_hosts = entries(&mut doc, "workspace_hosts");
             s.agent_totals = doc
                 .remove("agent_totals")
                 .and_then(|v| serde_json::from_value(v).ok())
@@ -171,9 +179,9 @@ fn path_ok(p: &Path, identifier: &str) -> bool {
             && p.file_name().and_then(|n| n.to_str()) == Some(&workspace_key(identifier)))
 }
 
-fn host_ok(h: &Option<String>) -> Result<(), &'static str> {
+fn host_ok(h: Option<&str>) -> Result<(), &'static str> {
     match h {
-        Some(h) if crate::workflow::config::worker::bad_destination(h).is_some() => Err("host"),
+        Some(h) if crate::config::bad_destination(h).is_some() => Err("host"),
         _ => Ok(()),
     }
 }
@@ -203,7 +211,7 @@ impl Entry for RunningEntry {
         path_ok(&self.workspace_path, ident)
             .then_some(())
             .ok_or("workspace_path")?;
-        host_ok(&self.host)?;
+        host_ok(self.host.as_deref())?;
         keep_session(id, "agent_session", &mut self.agent_session);
         self.agent_pid = self.agent_pid.filter(|p| (2..=i32::MAX as u32).contains(p));
         self.cost_usd = self
@@ -222,7 +230,7 @@ impl Entry for RetryEntry {
         path_ok(&self.workspace_path, &self.identifier)
             .then_some(())
             .ok_or("workspace_path")?;
-        host_ok(&self.host)?;
+        host_ok(self.host.as_deref())?;
         if let Some(r) = &mut self.resume {
             let mut s = Some(std::mem::take(&mut r.session));
             keep_session(id, "resume.session", &mut s);
@@ -253,12 +261,23 @@ impl Entry for Orphan {
             .then_some(())
             .ok_or("identifier")?;
         (self.pgid > 1).then_some(()).ok_or("pgid")?;
-        host_ok(&self.host)
+        host_ok(self.host.as_deref())
     }
 }
 
 impl Entry for IssueSpend {}
 impl Entry for u32 {}
+
+/// An issue's workspace hosts: 1 to [`MAX_WORKSPACE_HOSTS`] valid destinations, each once.
+impl Entry for Vec<String> {
+    fn check(&mut self, _: &str) -> Result<(), &'static str> {
+        let mut seen = std::collections::BTreeSet::new();
+        let unique = self.iter().all(|h| seen.insert(h.as_str()));
+        let valid = self.iter().all(|h| host_ok(Some(h)).is_ok());
+        let len_ok = (1..=MAX_WORKSPACE_HOSTS).contains(&self.len());
+        (unique && valid && len_ok).then_some(()).ok_or("host")
+    }
+}
 
 /// Put a stored state into a fresh engine state with `policy` at `now`: retries keep their due
 /// times (a past one is due now), parked issues, counts, spend and totals come back; a run that
@@ -277,6 +296,7 @@ pub fn restore(
     s.spend = stored.spend;
     s.agent_totals = stored.agent_totals;
     s.orphans = stored.orphans;
+    s.workspace_hosts = configured_only(stored.workspace_hosts, &s.policy.ssh_hosts);
     for (id, e) in stored.running {
         let ident = e.issue.identifier.clone();
         if let Some(pgid) = e.agent_pid {
@@ -341,6 +361,16 @@ pub fn restore(
         }
     }
     (s, actions)
+}
+
+/// The workspace hosts that are still configured: no other host is ever contacted (placement,
+/// cleanup).
+fn configured_only(mut all: WorkspaceHosts, configured: &[String]) -> WorkspaceHosts {
+    all.retain(|_, hs| {
+        hs.retain(|h| configured.contains(h));
+        !hs.is_empty()
+    });
+    all
 }
 
 /// The recorded workspace, or the one the current root gives (a file that did not record it).

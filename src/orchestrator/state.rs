@@ -3,16 +3,13 @@
 //! but advanced monotonically by the runtime (and freely by tests).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use serde_yaml::Mapping;
 
+pub use super::budget::Budget;
 use crate::model::Issue;
-use crate::orchestrator::rules::SHUTDOWN_GRACE_EXTRA_MS;
 use crate::tracker::TrackerBudget;
-pub use crate::workflow::config::Budget;
-use crate::workflow::config::{parse_config, EmptyEnv, ServiceConfig};
 
 /// Milliseconds since the Unix epoch on the orchestrator clock.
 pub type Millis = u64;
@@ -22,7 +19,9 @@ pub const RECENT_EVENTS_CAP: usize = 200;
 /// Characters kept of one event summary.
 pub(crate) const EVENT_SUMMARY_CHARS: usize = 500;
 
-/// The scheduling-relevant slice of the config, re-applied on every valid reload.
+/// The scheduling-relevant slice of the config, re-applied on every valid reload. Built by
+/// `ServiceConfig::policy`; its `Default` is the policy of a WORKFLOW.md that sets nothing (both
+/// in `workflow::config`, where the defaults are).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Policy {
     /// `polling.interval_ms`.
@@ -100,46 +99,6 @@ fn stored_cost<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> 
     let max = super::budget::MAX_COST_USD;
     let v: Option<f64> = Option::deserialize(d)?;
     Ok(v.map_or(max, |c| c.clamp(0.0, max)))
-}
-
-impl Policy {
-    /// Extract the policy from a typed config.
-    pub fn from_config(c: &ServiceConfig) -> Self {
-        Policy {
-            poll_interval_ms: c.poll_interval_ms,
-            max_concurrent_agents: c.agent.max_concurrent_agents,
-            max_concurrent_agents_by_state: c.agent.max_concurrent_agents_by_state.clone(),
-            max_retry_backoff_ms: c.agent.max_retry_backoff_ms,
-            max_attempts: c.agent.max_attempts,
-            max_runs_per_issue: c.agent.max_runs_per_issue,
-            stall_timeout_ms: c.agent_cli().stall_timeout_ms,
-            active_states: c.tracker.active_states.clone(),
-            terminal_states: c.tracker.terminal_states.clone(),
-            required_labels: c.tracker.required_labels.clone(),
-            excluded_labels: c.tracker.excluded_labels.clone(),
-            repos: c.tracker.repos.clone(),
-            workspace_root: c.workspace_root.clone(),
-            shutdown_grace_ms: c.hooks.timeout_ms.saturating_add(SHUTDOWN_GRACE_EXTRA_MS),
-            budget: c.agent.budget,
-            ssh_hosts: c.worker.ssh_hosts.clone(),
-            max_concurrent_agents_per_host: c.worker.max_concurrent_agents_per_host,
-            orphan_grace_ms: c.worker.orphan_grace_ms,
-            agent: c.agent.kind.map_or("", |k| k.as_str()).to_string(),
-            budget_share: c.tracker.budget_share,
-        }
-    }
-}
-
-impl Default for Policy {
-    /// The policy of a WORKFLOW.md that sets nothing: the config parser's defaults, so the default
-    /// values have one source of truth (`workflow::config`).
-    fn default() -> Self {
-        match parse_config(&Mapping::new(), Path::new("/WORKFLOW.md"), &EmptyEnv) {
-            Ok(parsed) => Policy::from_config(&parsed.config),
-            // Unreachable: an empty front matter has nothing to reject.
-            Err(e) => unreachable!("the empty config must parse: {e}"),
-        }
-    }
 }
 
 /// Where a worker is in its attempt (spec §7.2, coarse).

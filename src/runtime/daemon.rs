@@ -66,9 +66,40 @@ const EXIT_RECHECK_MS: u64 = 250;
 /// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
 
-/// The error class (and first word of the error) of a shutdown that gave up on workers still
-/// running after the grace period; `baton` exits with `cli::EXIT_FORCED_SHUTDOWN` (3).
-pub const FORCED_SHUTDOWN: &str = "forced_shutdown";
+/// Why a daemon run did not end cleanly; `baton` turns it into its exit code (docs/operations.md)
+/// and prints it after the WORKFLOW.md path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// Startup failed (the state lock, preflight, the tracker): nothing was dispatched. Exit 1.
+    Startup(String),
+    /// Workers still ran when the shutdown grace ended; every process group they owned was
+    /// killed. Exit 3 (`forced_shutdown`).
+    ForcedShutdown { workers: usize },
+    /// A supervised thread panicked (its name); the daemon shut down gracefully. Exit 1.
+    ThreadDied(String),
+    /// Another process took the state directory's lock (the store's error). Exit 1.
+    LockLost(String),
+}
+
+impl From<String> for RunError {
+    fn from(e: String) -> Self {
+        RunError::Startup(e)
+    }
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Startup(e) | RunError::LockLost(e) => f.write_str(e),
+            RunError::ForcedShutdown { workers } => write!(
+                f,
+                "forced_shutdown: {workers} worker(s) did not stop within the shutdown grace; \
+                 their process groups were killed"
+            ),
+            RunError::ThreadDied(name) => write!(f, "thread {name} panicked; restart Baton"),
+        }
+    }
+}
 
 /// Capacity of the worker events channel and of the mailbox wake-up channel.
 const WORKER_CHANNEL_CAPACITY: usize = 1024;
@@ -442,7 +473,7 @@ struct Daemon {
     removals: Reaper,
     /// Why the run must end with an error (a supervised thread panicked, the state directory
     /// was taken away).
-    fatal: Option<String>,
+    fatal: Option<RunError>,
     /// Results of reloads run off the loop.
     reload_tx: Sender<Box<ReloadResult>>,
     /// A reload thread is running.
@@ -468,7 +499,7 @@ fn config(w: &Workflow) -> &ServiceConfig {
 
 /// The scheduling policy of `cfg`, `agent.max_concurrent_agents` capped at `fd_cap` (at least 1).
 fn policy_for(cfg: &ServiceConfig, fd_cap: Option<u64>) -> Policy {
-    let mut policy = Policy::from_config(cfg);
+    let mut policy = cfg.policy();
     if let Some(cap) = fd_cap {
         let cap = u32::try_from(cap).unwrap_or(u32::MAX).max(1);
         policy.max_concurrent_agents = policy.max_concurrent_agents.min(cap);
@@ -476,14 +507,14 @@ fn policy_for(cfg: &ServiceConfig, fd_cap: Option<u64>) -> Policy {
     policy
 }
 
-/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done). An error starting
-/// with [`FORCED_SHUTDOWN`] means workers were still running when the shutdown grace ended: every
-/// process group they owned was killed before returning.
+/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done). A
+/// [`RunError::ForcedShutdown`] means workers were still running when the shutdown grace ended:
+/// every process group they owned was killed before returning.
 ///
 /// Startup: dispatch preflight (config + tracker validation; failure is an `Err`), then an
 /// immediate first tick whose one board read also drives the terminal workspace cleanup (a read
 /// failure is a warning), done before that tick's result can dispatch anything.
-pub fn run(opts: DaemonOptions) -> Result<(), String> {
+pub fn run(opts: DaemonOptions) -> Result<(), RunError> {
     run_with(opts, DaemonOps::default(), None)
 }
 
@@ -492,7 +523,7 @@ pub fn run_with(
     opts: DaemonOptions,
     ops: DaemonOps,
     exit_when: Option<ExitWhen>,
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     let state = persist::acquire(config(&opts.initial)).map_err(|e| e.to_string())?;
     run_with_state(opts, ops, state, exit_when)
 }
@@ -509,7 +540,7 @@ pub fn run_with_state(
     ops: DaemonOps,
     state: StateHandle,
     exit_when: Option<ExitWhen>,
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     let DaemonOptions {
         workflow_path,
         initial,
@@ -526,7 +557,7 @@ pub fn run_with_state(
     let errs = cfg.preflight_errors();
     if !errs.is_empty() {
         let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-        return Err(format!("startup validation failed: {}", msg.join("; ")));
+        return Err(format!("startup validation failed: {}", msg.join("; ")).into());
     }
     crate::host::set_env_policy(cfg.env_policy());
     let Some(tracker) = startup_tracker(&cfg, &tracker_factory, &shutdown_rx)? else {
@@ -762,7 +793,7 @@ fn clean_workspace(host: &dyn Host, hooks: &HooksConfig, issue: &Issue, path: &P
 
 impl Daemon {
     /// The loop, then the rest of the shutdown: removals, the final state write, SSH masters.
-    fn run(mut self, mut inbox: Inbox) -> Result<(), String> {
+    fn run(mut self, mut inbox: Inbox) -> Result<(), RunError> {
         while !self.done {
             let ev = self.next_event(&mut inbox);
             self.handle_event(ev, &inbox);
@@ -792,10 +823,7 @@ impl Daemon {
         self.hosts.close_all();
         info!("event=shutdown_complete");
         if abandoned > 0 {
-            return Err(format!(
-                "{FORCED_SHUTDOWN}: {abandoned} worker(s) did not stop within the shutdown grace; \
-                 their process groups were killed"
-            ));
+            return Err(RunError::ForcedShutdown { workers: abandoned });
         }
         self.fatal.map_or(Ok(()), Err)
     }
@@ -900,8 +928,7 @@ impl Daemon {
             LoopEvent::Reloaded(r) => self.reload_done(*r),
             LoopEvent::Fatal(name) => {
                 error!("a supervised thread died; shutting down thread={name}");
-                self.fatal
-                    .get_or_insert(format!("thread {name} panicked; restart Baton"));
+                self.fatal.get_or_insert(RunError::ThreadDied(name));
                 self.ops.stopping();
                 self.engine(Event::Shutdown);
             }
@@ -916,7 +943,7 @@ impl Daemon {
                 let shared = &self.ops.shared;
                 shared.update_metrics(|m| m.state_write_duration.observe_duration(took));
                 if let Some(e) = self.persist.finished(r, self.clock.now()) {
-                    self.fatal.get_or_insert(e);
+                    self.fatal.get_or_insert(RunError::LockLost(e));
                     self.ops.stopping();
                     self.engine(Event::Shutdown);
                 }
@@ -1076,7 +1103,7 @@ impl Daemon {
                 self.clean_in_background(issue, workspace_path, host)
             }
             Action::ProbeHost { host } => {
-                let sandbox = crate::agent::runner::sandbox_for(config(&self.workflow));
+                let sandbox = config(&self.workflow).agent_sandbox();
                 probe_host(&self.hosts, host, sandbox, self.events_tx.clone())
             }
             Action::StopOrphan {

@@ -2,19 +2,21 @@
 //!
 //! The section has keys every kind shares (`kind`, the state lists, the label rules), which the
 //! core reads, and keys that belong to one kind, which only that kind's module parses and reads.
-//! Each kind registers a [`TrackerAdapter`] in [`ADAPTERS`]: its key list, its parser, its
-//! preflight check and its constructor. Adding a tracker kind: a module with such an adapter, its
-//! fields in [`TrackerConfig`], and one line in [`ADAPTERS`].
+//! Each kind registers a [`TrackerAdapter`] in [`ADAPTERS`]: its parser (the keys it reads are the
+//! kind's keys), its preflight check, its constructor and its `baton check` lines. Adding a
+//! tracker kind: a module with such an adapter, its fields in [`TrackerConfig`], and one line in
+//! [`ADAPTERS`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
+
+use serde::Deserialize;
 
 use super::{backlog, github};
 use super::{Tracker, TrackerError, TrackerErrorKind};
-use crate::check::Report;
-use crate::model::Issue;
-use crate::workflow::config::section::Section;
-use crate::workflow::config::{ConfigEnv, ConfigError, Secret};
+use crate::config::{ConfigError, Secret, Section};
+use crate::model::{normalize_name, Issue};
+use crate::text::{quoted, quoted_list};
 
 pub use super::github::config::{OwnerType, DEFAULT_ENDPOINT, DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS};
 
@@ -24,14 +26,16 @@ pub const DEFAULT_BUDGET_SHARE: f64 = 0.5;
 
 /// `tracker.*` (spec §5.3.1; every key in docs/trackers/). `kind` and the state and label lists
 /// are shared by every kind; the other fields belong to one kind and keep their defaults for
-/// the others.
-#[derive(Debug, Clone, PartialEq)]
+/// the others. The derived fields are the shared and the GitHub keys.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct TrackerConfig {
     /// `None` when absent.
     pub kind: Option<String>,
     /// Never rewritten.
     pub endpoint: String,
     /// Resolved (`$VAR`, `GITHUB_TOKEN`, then `gh auth token`); `None` when missing.
+    #[serde(skip)]
     pub token: Option<Secret>,
     pub owner: Option<String>,
     pub owner_type: OwnerType,
@@ -44,13 +48,16 @@ pub struct TrackerConfig {
     pub excluded_labels: Vec<String>,
     pub active_states: Vec<String>,
     pub terminal_states: Vec<String>,
+    #[serde(skip)]
     pub page_size: u32,
     pub server_side_filter: bool,
     pub timeout_ms: u64,
     /// Most project items one board read may return before it fails with
     /// `github_board_too_large`.
+    #[serde(skip)]
     pub max_items: u64,
     /// `backlog_md`: the board directory, resolved (default `backlog` next to WORKFLOW.md).
+    #[serde(skip)]
     pub path: Option<PathBuf>,
     /// The share of the token's hourly limit polls and fetches may spend (default 0.5).
     pub budget_share: f64,
@@ -82,27 +89,39 @@ impl Default for TrackerConfig {
     }
 }
 
-/// What a kind's parser may use besides its section: the environment `$VAR`, `~` and
-/// credentials resolve against, and the directory relative paths start from.
-pub(crate) struct ParseContext<'a> {
-    pub env: &'a dyn ConfigEnv,
-    pub workflow_dir: &'a Path,
+/// The keys every kind has.
+pub(crate) const SHARED_KEYS: &[&str] = &[
+    "kind",
+    "active_states",
+    "terminal_states",
+    "required_labels",
+    "excluded_labels",
+];
+
+/// The lines of a `baton check` section: `(tag, text)` with tag `ok`, `note`, `warn` or `fail`;
+/// and, for a tracker with a budget, what one board read cost and the hourly limit (the check
+/// shows the poll interval the daemon starts from).
+#[derive(Debug, Default)]
+pub(crate) struct CheckLines(pub Vec<(&'static str, String)>, pub Option<(u64, i64)>);
+
+impl CheckLines {
+    pub(crate) fn push(&mut self, tag: &'static str, text: impl Into<String>) {
+        self.0.push((tag, text.into()));
+    }
 }
 
 /// One tracker kind: everything the core needs to configure and build it.
 pub(crate) struct TrackerAdapter {
     pub kind: &'static str,
-    /// Every key of `tracker.*` for this kind, the shared ones included (unknown-key hints).
-    pub keys: &'static [&'static str],
-    /// Parse the kind's own keys into `cfg` (the shared ones are parsed already).
-    pub parse: fn(&Section<'_>, &ParseContext<'_>, &mut TrackerConfig) -> Result<(), ConfigError>,
+    /// Read `tracker.*` for this kind (the keys it reads are the known ones).
+    pub parse: fn(&Section<'_>) -> Result<TrackerConfig, ConfigError>,
     /// Preflight of the kind's own keys (no I/O): every problem, each naming the key.
     pub check: fn(&TrackerConfig) -> Vec<TrackerError>,
     /// Builds the tracker (no request yet).
     pub open: fn(&TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError>,
     /// The kind's section of `baton check` (what it resolved, read and skipped); returns every
     /// issue it could read, for the dispatch plan, or `None` when it could not read them.
-    pub report: fn(&TrackerConfig, &mut Report<'_>) -> Option<Vec<Issue>>,
+    pub report: fn(&TrackerConfig, &mut CheckLines) -> Option<Vec<Issue>>,
 }
 
 /// The registry of tracker kinds. The first one is the default shown in messages.
@@ -119,11 +138,6 @@ fn adapter_for(kind: Option<&str>) -> &'static TrackerAdapter {
     registered(kind).unwrap_or(ADAPTERS[0])
 }
 
-/// For unknown-key hints.
-pub(crate) fn known_keys(kind: Option<&str>) -> &'static [&'static str] {
-    adapter_for(kind).keys
-}
-
 /// The message for a missing or unregistered `tracker.kind` (the one text for preflight and for
 /// a tracker's constructor).
 pub(crate) fn kind_message(kind: Option<&str>) -> String {
@@ -135,26 +149,10 @@ pub(crate) fn kind_message(kind: Option<&str>) -> String {
     }
 }
 
-/// Parse `tracker.*`: `kind`, the kind's own keys, then the shared lists.
-pub(crate) fn parse(s: &Section<'_>, ctx: &ParseContext<'_>) -> Result<TrackerConfig, ConfigError> {
-    let mut cfg = TrackerConfig {
-        kind: s.string("kind", ctx.env)?,
-        ..TrackerConfig::default()
-    };
-    (adapter_for(cfg.kind.as_deref()).parse)(s, ctx, &mut cfg)?;
-    if let Some(v) = s.string_list("required_labels")? {
-        cfg.required_labels = v;
-    }
-    if let Some(v) = s.string_list("excluded_labels")? {
-        cfg.excluded_labels = v;
-    }
-    if let Some(v) = s.string_list("active_states")? {
-        cfg.active_states = v;
-    }
-    if let Some(v) = s.string_list("terminal_states")? {
-        cfg.terminal_states = v;
-    }
-    Ok(cfg)
+/// Read `tracker.*` as its kind says.
+pub(crate) fn parse(s: &Section<'_>) -> Result<TrackerConfig, ConfigError> {
+    let kind: Option<String> = s.get("kind")?;
+    (adapter_for(kind.as_deref()).parse)(s)
 }
 
 /// Dispatch preflight of `tracker.*` (spec §6.3, no I/O): the kind, then the kind's own check.
@@ -178,8 +176,57 @@ pub(crate) fn preflight(cfg: &TrackerConfig) -> Vec<ConfigError> {
 
 /// The kind's section of `baton check`; `None` (nothing printed) for an unregistered kind, which
 /// the preflight has reported already.
-pub(crate) fn check_report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issue>> {
-    registered(cfg.kind.as_deref()).and_then(|a| (a.report)(cfg, r))
+pub(crate) fn check_report(cfg: &TrackerConfig, out: &mut CheckLines) -> Option<Vec<Issue>> {
+    registered(cfg.kind.as_deref()).and_then(|a| (a.report)(cfg, out))
+}
+
+/// The tracker's state names under `label` (e.g. `status field "Status"`), then both configured
+/// state lists checked against them: a note for a case/whitespace-only match, a failure with a
+/// "did you mean" hint when one is within 3 edits. `none_of` names what the names are (e.g.
+/// `option of the status field`).
+pub(crate) fn report_states(
+    out: &mut CheckLines,
+    label: &str,
+    names: &[&str],
+    cfg: &TrackerConfig,
+    none_of: &str,
+) {
+    out.push("ok", format!("{label}: {}", quoted_list(names, " | ")));
+    for (which, states) in [
+        ("active", &cfg.active_states),
+        ("terminal", &cfg.terminal_states),
+    ] {
+        let mut all_ok = true;
+        for s in states {
+            if names.iter().any(|o| *o == s.trim()) {
+                continue;
+            }
+            let (s_q, norm) = (quoted(s), normalize_name(s));
+            if let Some(o) = names.iter().find(|o| normalize_name(o) == norm) {
+                let text = format!(
+                    "{which} state {s_q} matches option {} ignoring case/whitespace",
+                    quoted(o)
+                );
+                out.push("note", text);
+                continue;
+            }
+            all_ok = false;
+            let hint = (names.iter())
+                .map(|o| (crate::config::edit_distance(&normalize_name(o), &norm), o))
+                .filter(|(d, _)| *d <= 3)
+                .min_by_key(|(d, _)| *d)
+                .map(|(_, o)| format!(" (did you mean {}?)", quoted(o)))
+                .unwrap_or_default();
+            let text = format!("tracker.{which}_states: {s_q} matches no {none_of}{hint}");
+            out.push("fail", text);
+        }
+        if all_ok {
+            out.push(
+                "ok",
+                format!("{which} states: {}", quoted_list(states, ", ")),
+            );
+        }
+    }
 }
 
 /// Build the tracker `tracker.kind` selects (no request yet).
@@ -198,18 +245,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_kind_lists_the_shared_keys_and_is_named_in_messages() {
-        let shared = [
-            "kind",
-            "required_labels",
-            "excluded_labels",
-            "active_states",
-            "terminal_states",
-        ];
+    fn every_kind_is_named_in_messages() {
         for a in ADAPTERS {
-            for k in shared {
-                assert!(a.keys.contains(&k), "{} lacks {k}", a.kind);
-            }
             assert!(kind_message(None).contains(a.kind));
             assert_eq!(adapter_for(Some(a.kind)).kind, a.kind);
         }

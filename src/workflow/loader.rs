@@ -266,5 +266,5 @@ pub(crate) fn workflow_dir(path: &Path) -> PathBuf {
             .map(|d| d.join(path))
             .unwrap_or_else(|_| path.to_path_buf())
     };
-    super::config::normalize_lexically(abs.parent().unwrap_or(Path::new("/")))
+    crate::config::normalize_lexically(abs.parent().unwrap_or(Path::new("/")))
 }

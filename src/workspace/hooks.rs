@@ -15,6 +15,34 @@ pub use crate::host::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 /// Characters of hook output shown in one log line.
 pub const LOG_OUTPUT_CHARS: usize = 2000;
 
+/// `hooks.*` (spec §5.3.4).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default)]
+pub struct HooksConfig {
+    /// Runs once when a workspace directory is created; failure is fatal to the creation.
+    pub after_create: Option<String>,
+    /// Runs before each attempt; failure is fatal to the attempt.
+    pub before_run: Option<String>,
+    /// Runs after each attempt; failure is logged and ignored.
+    pub after_run: Option<String>,
+    /// Runs before a workspace is removed; failure is logged and ignored.
+    pub before_remove: Option<String>,
+    /// Timeout for every hook in ms.
+    pub timeout_ms: u64,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            after_create: None,
+            before_run: None,
+            after_run: None,
+            before_remove: None,
+            timeout_ms: 60_000,
+        }
+    }
+}
+
 /// Which hook (spec §5.3.4): a failed `after_create` or `before_run` fails the attempt; a failed
 /// `after_run` or `before_remove` is logged and ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,8 +9,7 @@ pub(crate) mod reaper;
 use std::path::Path;
 
 use crate::host::Host;
-use crate::workflow::config::HooksConfig;
-use hooks::{run_configured_hook, HookEnv, HookKind};
+use hooks::{run_configured_hook, HookEnv, HookKind, HooksConfig};
 
 pub use crate::host::{sweep_tombstones, Workspace, WorkspaceError};
 pub use key::{workspace_key, workspace_path};

@@ -10,12 +10,15 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use baton::agent::codex::CodexRunner;
-use baton::agent::{AgentErrorKind, AgentEventKind, AgentRunner, AgentSession, CancelToken};
+use baton::agent::{
+    AgentErrorKind, AgentEventKind, AgentRunner, AgentSession, CancelToken, SessionContext,
+};
 use baton::workflow::config::{CliSection, CodexConfig};
 
 use crate::support::agent::{run, run_with, summaries, Sandbox, Turn};
 use crate::support::fake_responses::{usage_for, FakeResponses};
 use crate::support::procs;
+use crate::support::sshd;
 use crate::support::tempdir::TempDir;
 
 /// One CLI at a time: the shared CI box has two cores.
@@ -68,12 +71,17 @@ impl Lab {
 
     /// A session of `cfg` (resuming `thread` if given) in the offline environment.
     fn start(&self, cfg: CodexConfig, thread: Option<&str>) -> Box<dyn AgentSession> {
+        self.start_in(cfg, &self.sb.ctx(thread))
+    }
+
+    /// A session of `cfg` for `ctx` (e.g. on another host) in the offline environment.
+    fn start_in(&self, cfg: CodexConfig, ctx: &SessionContext) -> Box<dyn AgentSession> {
         CodexRunner::new(cfg)
             .with_env("HOME", &self.sb.home)
             .with_env("CODEX_HOME", &self.home.0)
             .with_env("FAKE_OPENAI_API_KEY", "dummy")
             .without_env("OPENAI_API_KEY")
-            .start_session(&self.sb.ctx(thread))
+            .start_session(ctx)
             .unwrap()
     }
 
@@ -299,9 +307,9 @@ fn codex_real_cli_runs_in_the_sandbox() {
     .unwrap();
     let mut cfg = lab.config();
     cfg.thread_sandbox = "danger-full-access".into();
-    // The sandbox binds the command's own file: name the npm script itself, not its `.bin` link.
-    let real = std::fs::canonicalize(&lab.bin).unwrap();
-    cfg.cli.command = format!("'{}' app-server", real.display());
+    // The default command, with `codex` on PATH as a link in the (hidden) HOME.
+    lab.sb.put_on_path("codex", &lab.bin);
+    cfg.cli.command = "codex app-server".into();
     let sandbox = baton::host::sandbox::Sandbox::new(
         baton::host::sandbox::SandboxConfig {
             bubblewrap: true,
@@ -325,4 +333,79 @@ fn codex_real_cli_runs_in_the_sandbox() {
     assert_eq!(written.trim(), "baton-was-here");
     // The thread lives in the issue's own CLI home.
     assert!(lab.sb.root.join(".agent-ws/codex/sessions").is_dir());
+}
+
+/// Codex on an SSH worker host (a loopback `sshd`): the app-server's JSON-RPC travels over the
+/// connection's stdin, and a turn runs a command in the workspace. When the connection drops in
+/// the middle of a turn (sshd killed while the command runs), the turn ends at once and nothing
+/// of it is left on the host: the server saw EOF, exited, and the wrapper ended its group.
+#[test]
+#[ignore = "needs the real codex CLI and OpenSSH's sshd (BATON_CODEX_BIN, BATON_SSHD)"]
+fn codex_real_cli_runs_on_an_ssh_host() {
+    crate::support::tool::required("BATON_SSHD", ".ci/setup-ssh.sh");
+    let lab = Lab::new("codex-ssh", true);
+    let mut ssh = sshd::Lab::start("codex-ssh", 1, &[]);
+    let mut ctx = lab.sb.ctx(None);
+    ctx.host = std::sync::Arc::new(ssh.host("h1"));
+    let mut session = lab.start_in(lab.config(), &ctx);
+    let t = run(
+        session.as_mut(),
+        "SCENARIO:shell put a file in the workspace",
+    );
+    t.ok();
+    let written = std::fs::read_to_string(lab.sb.ws.join("codex-wrote.txt")).unwrap();
+    assert_eq!(written.trim(), "baton-was-here");
+    assert!(procs::wait_group_gone(
+        t.pid() as i32,
+        Duration::from_secs(10)
+    ));
+
+    // The next turn resumes the thread; sshd dies while its command (`sleep 30`) runs.
+    let server = ssh.servers[0].pid().unwrap();
+    let mut sleeps = vec![];
+    let t = run_with(
+        session.as_mut(),
+        "SCENARIO:sleep",
+        &CancelToken::new(),
+        |e| {
+            if e.kind != AgentEventKind::ToolUse || !sleeps.is_empty() {
+                return;
+            }
+            let start = std::time::Instant::now();
+            while sleeps.is_empty() && start.elapsed() < Duration::from_secs(10) {
+                sleeps = sshd::descendants(server)
+                    .into_iter()
+                    .filter(|p| {
+                        let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                        cmd == b"sleep\x0030\x00"
+                    })
+                    .collect();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            ssh.servers[0].kill_hard();
+        },
+    );
+    assert!(
+        !sleeps.is_empty(),
+        "the command ran on the host: {}",
+        t.debug()
+    );
+    let err = t.err();
+    assert_eq!(
+        err.kind,
+        AgentErrorKind::ProcessExit,
+        "{err}\n{}",
+        t.debug()
+    );
+    assert!(t.elapsed < Duration::from_secs(30), "{:?}", t.elapsed);
+    assert!(
+        procs::wait_group_gone(t.pid() as i32, Duration::from_secs(10)),
+        "the app-server's group is gone"
+    );
+    for p in sleeps {
+        assert!(
+            procs::wait_pid_gone(p, Duration::from_secs(10)),
+            "sleep {p}"
+        );
+    }
 }

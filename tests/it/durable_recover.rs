@@ -252,6 +252,41 @@ fn remote_orphans_are_checked_only_through_a_configured_host() {
     assert!(st.orphans.contains_key("I_2"), "waits out the grace");
 }
 
+/// The hosts holding workspace copies come back for configured hosts only (no other host is
+/// ever contacted); a list with a bad destination, a duplicate or no host is dropped alone.
+#[test]
+fn workspace_hosts_are_restored_for_configured_hosts_only() {
+    let many: Vec<String> = (0..300).map(|i| format!("h{i}")).collect();
+    let doc = json!({
+        "version": 2,
+        "workspace_hosts": {
+            "I_1": ["build-2", "build-1"],
+            "I_2": ["old-host", "build-1"],
+            "I_3": ["old-host"],
+            "I_4": ["-oProxyCommand=x"],
+            "I_5": ["build-1", "build-1"],
+            "I_6": [],
+            "I_7": "build-1",
+            "I_8": many,
+        }
+    });
+    let s = parse(doc.to_string().as_bytes()).unwrap();
+    let kept: Vec<&str> = s.workspace_hosts.keys().map(String::as_str).collect();
+    assert_eq!(kept, ["I_1", "I_2", "I_3"]);
+    let p = Policy {
+        ssh_hosts: vec!["build-1".into(), "build-2".into()],
+        ..policy()
+    };
+    let (st, _) = restore(s, p, NOW);
+    let hosts: Vec<(&str, &[String])> = st
+        .workspace_hosts
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_slice()))
+        .collect();
+    let (b1, b2) = ("build-1".to_string(), "build-2".to_string());
+    assert_eq!(hosts, [("I_1", &[b2, b1.clone()][..]), ("I_2", &[b1][..])]);
+}
+
 #[test]
 fn bad_entries_are_dropped_alone_and_hostile_values_are_made_safe() {
     let doc = json!({

@@ -260,9 +260,9 @@ fn gemini_real_cli_runs_in_the_sandbox() {
     let mut cfg = lab.config();
     cfg.approval_mode = "yolo".into();
     cfg.auth_type = String::new();
-    // The sandbox binds the command's own file: name the npm script itself, not its `.bin` link.
-    let real = std::fs::canonicalize(&lab.bin).unwrap();
-    cfg.cli.command = format!("'{}'", real.display());
+    // The default command, with `gemini` on PATH as a link in the (hidden) HOME.
+    lab.sb.put_on_path("gemini", &lab.bin);
+    cfg.cli.command = "gemini".into();
     let sandbox = baton::host::sandbox::Sandbox::new(
         baton::host::sandbox::SandboxConfig {
             bubblewrap: true,

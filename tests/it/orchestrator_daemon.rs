@@ -257,7 +257,7 @@ struct Running {
     control: Sender<ControlRequest>,
     reload: Sender<()>,
     shutdown: Sender<()>,
-    exited: Receiver<Result<(), String>>,
+    exited: Receiver<Result<(), baton::runtime::daemon::RunError>>,
     /// Control requests sent so far; each costs the loop one turn.
     requests: Cell<u64>,
 }

@@ -14,6 +14,7 @@ use crate::support::tool;
 use std::collections::BTreeMap;
 use std::fs;
 use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -161,6 +162,55 @@ fn sandbox_hides_other_workspaces() {
     );
     // Only the mount points of this workspace and CLI state exist under the root.
     assert_eq!(got["root_entries"], ".agent-ws,ws,", "{got:?}");
+}
+
+/// An npm-style CLI (`bin/tool` a link to a script that reads a file next to its real path, as
+/// Codex's and Gemini's launchers do) runs confined when named by its link: on `PATH` in the
+/// hidden HOME (an npm prefix there), inside its `node_modules`, and in a readable directory.
+#[test]
+#[ignore = "needs bwrap (BATON_BWRAP, .ci/setup-sandbox.sh)"]
+fn sandbox_runs_a_cli_named_by_its_bin_link() {
+    need_bwrap();
+    let w = World::new("sb-link");
+    let script = "#!/bin/sh\ncat \"$(dirname \"$(readlink -f \"$0\")\")/../data.txt\"\n";
+    let link = |at: &str, to: &str| {
+        let at = w.dir.join(at);
+        fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(to, at).unwrap();
+    };
+    for prefix in ["home/.npm-global/lib", "prefix/lib"] {
+        let pkg = w.dir.join(prefix).join("node_modules/tool");
+        fs::create_dir_all(pkg.join("bin")).unwrap();
+        fs::write(pkg.join("data.txt"), format!("data of {prefix}")).unwrap();
+        fs::write(pkg.join("bin/tool"), script).unwrap();
+        fs::set_permissions(pkg.join("bin/tool"), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    link(
+        "home/.npm-global/bin/tool",
+        "../lib/node_modules/tool/bin/tool",
+    );
+    link("prefix/lib/node_modules/.bin/tool", "../tool/bin/tool");
+    link("shared/bin/tool", "../../prefix/lib/node_modules/.bin/tool");
+    let profile = format!("PATH={}:$PATH\n", w.home.join(".npm-global/bin").display());
+    fs::write(w.home.join(".profile"), profile).unwrap();
+    let d = w.dir.display();
+    for (command, want) in [
+        ("tool".to_string(), "data of home/.npm-global/lib"),
+        (
+            format!("'{d}/prefix/lib/node_modules/.bin/tool'"),
+            "data of prefix/lib",
+        ),
+        (format!("'{d}/shared/bin/tool'"), "data of prefix/lib"),
+    ] {
+        let mut cfg = w.config();
+        cfg.readable = vec![w.dir.join("shared")];
+        let sb = Sandbox::new(cfg, AgentKind::Codex.cli_home(), &command);
+        let mut spec = ProcessSpec::command(&command, &w.ws);
+        spec.env("HOME", &w.home);
+        sb.wrap(&mut spec, None);
+        let (out, code, err) = run_spec(&LocalHost, &spec);
+        assert_eq!((out.trim(), code), (want, Some(0)), "{command}: {err}");
+    }
 }
 
 #[test]

@@ -7,8 +7,9 @@
 use crate::support;
 
 use crate::support::daemon_proc::{logged_runs, DaemonProc};
+use crate::support::fake_responses::FakeResponses;
 use crate::support::real_cli::{
-    assert_claude_two_turns, claude_env, claude_two_turns, slow_poll, CLAUDE_KEYS,
+    assert_claude_two_turns, claude_env, claude_two_turns, codex_env, slow_poll, CLAUDE_KEYS,
 };
 use crate::support::sshd;
 use crate::support::tool;
@@ -332,6 +333,68 @@ fn real_claude_over_ssh_two_turns_on_one_session() {
     assert!(d.log().contains("host=h1"));
     assert_eq!(d.terminate(Duration::from_secs(30)).code(), Some(0));
     let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Codex on an SSH worker host, through the daemon: the config with `agent.kind: codex` and
+/// `worker.ssh_hosts` passes preflight, and two turns run on one thread there (the JSON-RPC over
+/// the connection's stdin); the fake model's hook moves the issue out of the active states when
+/// a request carries two prompts.
+#[test]
+#[ignore = "needs OpenSSH's sshd and the real codex CLI (BATON_SSHD, BATON_CODEX_BIN, .ci/setup-ssh.sh, .ci/setup-codex.sh)"]
+fn real_codex_over_ssh_two_turns_on_one_thread() {
+    let codex = tool::required("BATON_CODEX_BIN", ".ci/setup-codex.sh");
+    let github = Arc::new(FakeGithub::start(board(1)));
+    let g = Arc::clone(&github);
+    let api = FakeResponses::start_with_hook(move |r| {
+        if r.prompts >= 2 {
+            g.set_status("acme/api#1", Some("In Review"));
+        }
+    });
+    // The remote session's environment (sshd's SetEnv): Codex's home pointing at the fake.
+    let codex_home =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ssh-codex-{}", std::process::id()));
+    let home = format!("/tmp/bs-{}-codex-home", std::process::id());
+    std::fs::create_dir_all(&home).unwrap();
+    let mut remote_env = vec![("HOME", home.clone())];
+    remote_env.extend(codex_env(&api, &codex_home));
+    let remote_env: Vec<(&str, &str)> = remote_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let lab = Lab::start("codex", 1, &remote_env);
+    let wf = setup(&lab, &github, &["h1"], "");
+    let text = std::fs::read_to_string(&wf).unwrap();
+    let agent = lab.tmp.join("fake-claude");
+    let codex_section = format!(
+        "codex:\n  command: \"'{}' app-server\"\n  turn_timeout_ms: 120000\n  stall_timeout_ms: 60000\n",
+        codex.display()
+    );
+    let text = text
+        .replace("kind: claude_code\n", "kind: codex\n")
+        .replace(
+            &format!("claude_code:\n  command: \"'{}'\"\n", agent.display()),
+            &codex_section,
+        )
+        .replace("max_turns: 1\n", "max_turns: 5\n");
+    std::fs::write(&wf, text).unwrap();
+    slow_poll(&wf);
+    let d = start_baton(&lab, &wf);
+    d.wait("release after two turns", Duration::from_secs(150), || {
+        let s = d.state();
+        (api.requests().len() >= 2 && s["counts"]["running"] == 0 && s["counts"]["retrying"] == 0)
+            .then_some(())
+    });
+    let reqs = api.requests();
+    assert_eq!(reqs.len(), 2, "one model call per turn: {reqs:?}");
+    assert!(
+        reqs[0].thread.is_some() && reqs[0].thread == reqs[1].thread,
+        "{reqs:?}"
+    );
+    let log = d.log();
+    assert!(
+        log.contains("host=h1") && log.contains("releasing claim"),
+        "{log}"
+    );
+    assert_eq!(d.terminate(Duration::from_secs(30)).code(), Some(0));
+    let _ = std::fs::remove_dir_all(&home);
+    let _ = std::fs::remove_dir_all(&codex_home);
 }
 
 /// Resident memory of `pid` in KiB.

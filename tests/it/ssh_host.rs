@@ -6,6 +6,7 @@ use crate::support::procs;
 use crate::support::sshd;
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -160,6 +161,41 @@ fn terminate_and_drop_stop_the_remote_group() {
     let pgid = p.pid() as i32;
     drop(p);
     assert!(procs::wait_group_gone(pgid, Duration::from_secs(5)));
+}
+
+/// A spec with `stdin_pipe` (Codex's JSON-RPC) gets the connection's stdin: what Baton writes
+/// reaches the program and closing it ends the program. Without it no stdin is handed out, and
+/// the one the remote watcher holds stays open (asking for it does not stop the program).
+#[test]
+#[ignore = "needs OpenSSH's sshd (BATON_SSHD, .ci/setup-ssh.sh)"]
+fn remote_stdin_is_forwarded_only_when_asked() {
+    let lab = Lab::start("stdin", 1, &[]);
+    let host = lab.host("h1");
+    let mut spec = ProcessSpec::command(
+        "while read -r l; do echo \"got $l\"; done; echo eof",
+        lab.tmp.0.clone(),
+    );
+    spec.stdin_pipe = true;
+    let p = host.spawn(&spec).unwrap();
+    let mut stdin = p.take_stdin().expect("a stdin pipe");
+    assert!(p.take_stdin().is_none(), "handed out once");
+    stdin.write_all(b"{\"id\":1}\n").unwrap();
+    stdin.flush().unwrap();
+    drop(stdin);
+    assert_eq!(lines_of(p.as_ref()), ["got {\"id\":1}", "eof"]);
+    assert_eq!(
+        p.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(0)
+    );
+
+    let spec = ProcessSpec::command("sleep 2; echo alive", lab.tmp.0.clone());
+    let p = host.spawn(&spec).unwrap();
+    assert!(p.take_stdin().is_none());
+    assert_eq!(lines_of(p.as_ref()), ["alive"]);
+    assert_eq!(
+        p.wait_exit(Duration::from_secs(10)).and_then(|s| s.code()),
+        Some(0)
+    );
 }
 
 #[test]

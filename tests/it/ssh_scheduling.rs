@@ -359,3 +359,42 @@ fn a_reactivated_issue_returns_to_its_host_and_never_reuses_a_stale_copy() {
     assert_eq!(clean_hosts(&a), vec![host("a"), host("b")]);
     assert!(!h.s.workspace_hosts.contains_key("I_1"));
 }
+
+/// The hosts holding each issue's workspace copies survive a restart (`state.json`): a
+/// re-activated issue goes back to the host with its latest copy, not the least loaded one, and
+/// terminal cleanup still removes the copies on every recorded host.
+#[test]
+fn a_restart_keeps_the_hosts_holding_each_workspace() {
+    use baton::orchestrator::restore::{parse, restore, to_json};
+    let mut h = H::new(&["a", "b"], None);
+    let leave_and_exit = |h: &mut H| {
+        h.poll_with(vec![issue(1, "Human Review")]);
+        h.exit(1, WorkerOutcome::Cancelled);
+    };
+    h.poll_with(vec![issue(1, "Todo")]);
+    leave_and_exit(&mut h);
+    // Its host is down when it comes back: the latest copy is now on b.
+    baton::orchestrator::hosts::mark_down(&mut h.s, "a", "host_unavailable: x", h.now);
+    assert_eq!(
+        placed(&h.poll_with(vec![issue(1, "Todo")])),
+        vec![("I_1".into(), host("b"), false)]
+    );
+    leave_and_exit(&mut h);
+    assert_eq!(h.s.workspace_hosts["I_1"], ["b", "a"]);
+
+    // Restart: both hosts are up and idle, so placement alone would pick a (config order).
+    let stored = parse(&to_json(&h.s).unwrap()).unwrap();
+    let (s, _) = restore(stored, h.s.policy.clone(), h.now);
+    h.s = s;
+    assert_eq!(h.s.workspace_hosts["I_1"], ["b", "a"]);
+    assert_eq!(
+        placed(&h.poll_with(vec![issue(1, "Todo")])),
+        vec![("I_1".into(), host("b"), false)],
+        "back to the host with the latest workspace"
+    );
+    // Done: the copies on both hosts are removed, each on its own host.
+    h.poll_with(vec![issue(1, "Done")]);
+    let a = h.exit(1, WorkerOutcome::Cancelled);
+    assert_eq!(clean_hosts(&a), vec![host("b"), host("a")]);
+    assert!(!h.s.workspace_hosts.contains_key("I_1"));
+}

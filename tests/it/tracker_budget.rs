@@ -101,7 +101,7 @@ struct Running {
     clock: Arc<ManualClock>,
     control: Sender<ControlRequest>,
     shutdown: Sender<()>,
-    exited: Receiver<Result<(), String>>,
+    exited: Receiver<Result<(), baton::runtime::daemon::RunError>>,
     _reload: Sender<()>,
     /// Where the workflow and workspaces live (removed after the daemon).
     _dir: TempDir,

@@ -354,7 +354,7 @@ fn validation_errors_name_key_and_value() {
         ),
         (
             "tracker:\n  budget_share: 0",
-            "tracker.budget_share must be a number above 0 and at most 1, got 0",
+            "tracker.budget_share must be a positive number, got 0",
         ),
         (
             "tracker:\n  budget_share: 1.5",
@@ -362,11 +362,11 @@ fn validation_errors_name_key_and_value() {
         ),
         (
             "tracker:\n  budget_share: half",
-            "tracker.budget_share must be a number above 0 and at most 1, got \"half\"",
+            "tracker.budget_share must be a positive number, got \"half\"",
         ),
         (
             "tracker:\n  budget_share: .nan",
-            "tracker.budget_share must be a number above 0 and at most 1, got .nan",
+            "tracker.budget_share must be a positive number, got .nan",
         ),
         (
             "tracker:\n  repos: [acme]",
@@ -438,7 +438,7 @@ fn kinds_are_enforced_at_preflight() {
     assert!(classes.contains(&"missing_tracker_project"));
     assert!(classes.contains(&"missing_agent_kind"));
 
-    // Codex needs the agent's stdin, which SSH worker hosts do not forward.
+    // Codex runs on SSH worker hosts too (the wrapper forwards its stdin).
     let p = write(
         &d,
         "W.md",
@@ -450,9 +450,7 @@ fn kinds_are_enforced_at_preflight() {
         .config
         .preflight_errors();
     assert!(
-        errs.iter()
-            .any(|e| e.message.contains("agent.kind codex")
-                && e.message.contains("worker.ssh_hosts")),
+        !errs.iter().any(|e| e.message.contains("worker.ssh_hosts")),
         "{errs:?}"
     );
 }

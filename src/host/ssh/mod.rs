@@ -23,7 +23,7 @@ use std::time::Duration;
 use super::command::{output_within, status_within};
 use super::{BeforeRemove, HookOutput, Host, OrphanOutcome, Process, ProcessSpec, Removal};
 use super::{Workspace, WorkspaceError};
-use crate::workflow::config::WorkerConfig;
+use crate::host::config::WorkerConfig;
 
 pub use probe::probe_host;
 pub use quote::{shell_join, shell_quote};

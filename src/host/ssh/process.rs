@@ -1,5 +1,6 @@
 //! A process on a remote host: the local `ssh` client (supervised like any local process, its
-//! stdin a pipe held open) running the remote wrapper [`WRAPPER`]. The handle's pid is the
+//! stdin a pipe held open, or lent out for Codex's JSON-RPC) running the remote wrapper
+//! [`WRAPPER`]. The handle's pid is the
 //! remote process group id the wrapper reported; signals go to that group over a second `ssh`.
 
 use std::ffi::OsString;
@@ -16,24 +17,27 @@ use super::{session_refused, Session, SshHost, HOST_UNAVAILABLE, SSH_CONNECTION_
 use crate::host::supervisor::{self, LocalProcess};
 use crate::host::{Process, ProcessSpec, StdoutItem};
 
-/// The remote wrapper (`sh -c WRAPPER baton-run <shell> -lc <script> <args…>`):
+/// The remote wrapper (`sh -c WRAPPER baton-run <stdin|-> <shell> -lc <script> <args…>`):
 /// 1. keeps the connection's stdin on fd 3 and starts the program with `setsid` in a new session
-///    (so a new process group) with stdin `/dev/null`; the program's first line is
-///    `BATON_PGID <pgid> <leader start time>` (the time empty where `/proc` is missing);
-/// 2. starts a watcher (its own session) that blocks reading the connection's stdin: EOF means
-///    Baton, its `ssh` client, the master or `sshd` is gone, and the watcher stops the group
-///    (TERM, grace, KILL);
+///    (so a new process group) with stdin `/dev/null`, or with `stdin` the connection's stdin
+///    (Codex's JSON-RPC); the program's first line is `BATON_PGID <pgid> <leader start time>`
+///    (the time empty where `/proc` is missing);
+/// 2. without `stdin`, starts a watcher (its own session) that blocks reading the connection's
+///    stdin: EOF means Baton, its `ssh` client, the master or `sshd` is gone, and the watcher
+///    stops the group (TERM, grace, KILL). With `stdin` that EOF reaches the program instead,
+///    and `codex app-server` exits at stdin EOF;
 /// 3. waits for the program, kills whatever is left in its group and the watcher, and exits with
 ///    the program's status.
 pub(crate) const WRAPPER: &str = r#"exec 3<&0 </dev/null
-setsid sh -c 'echo "BATON_PGID $$ $(cut -d" " -f22 /proc/$$/stat 2>/dev/null)"; exec "$@"' baton-agent "$@" &
-c=$!
-setsid sh -c 'cat >/dev/null; kill -TERM -"$1" 2>/dev/null || exit 0; sleep 3; kill -KILL -"$1" 2>/dev/null' baton-watch "$c" <&3 >/dev/null 2>&1 &
-w=$!
+[ "$1" = stdin ] && i=3 || i=0
+shift
+setsid sh -c 'echo "BATON_PGID $$ $(cut -d" " -f22 /proc/$$/stat 2>/dev/null)"; exec "$@"' baton-agent "$@" <&"$i" &
+c=$! w=
+[ "$i" = 3 ] || { setsid sh -c 'cat >/dev/null; kill -TERM -"$1" 2>/dev/null || exit 0; sleep 3; kill -KILL -"$1" 2>/dev/null' baton-watch "$c" <&3 >/dev/null 2>&1 & w=$!; }
 exec 3<&-
 wait "$c"; s=$?
 kill -KILL -"$c" 2>/dev/null
-kill -KILL -"$w" 2>/dev/null || kill -KILL "$w" 2>/dev/null
+[ -z "$w" ] || kill -KILL -"$w" 2>/dev/null || kill -KILL "$w" 2>/dev/null
 exit "$s"
 "#;
 
@@ -49,7 +53,7 @@ pub(crate) struct SshProcess {
 }
 
 /// The remote command line for `spec`: `cd <cwd> && exec env [-u K]… [K=V]… sh -c WRAPPER
-/// baton-run <shell> -lc <script> <args…>`, every word quoted.
+/// baton-run <stdin|-> <shell> -lc <script> <args…>`, every word quoted.
 pub(crate) fn remote_command(spec: &ProcessSpec) -> io::Result<OsString> {
     let names = spec
         .env_remove
@@ -71,7 +75,8 @@ pub(crate) fn remote_command(spec: &ProcessSpec) -> io::Result<OsString> {
         kv.push(v);
         words.push(kv);
     }
-    words.extend(["sh", "-c", WRAPPER, "baton-run"].map(OsString::from));
+    let stdin = if spec.stdin_pipe { "stdin" } else { "-" };
+    words.extend(["sh", "-c", WRAPPER, "baton-run", stdin].map(OsString::from));
     words.extend([spec.shell.clone(), "-lc".into(), spec.script.clone().into()]);
     words.extend(spec.args.iter().cloned());
     let mut line = OsString::from("cd ");
@@ -176,6 +181,11 @@ impl Process for SshProcess {
         self.start_time
     }
 
+    /// The `ssh` client's stdin, which the wrapper gave the program (`stdin` mode).
+    fn take_stdin(&self) -> Option<Box<dyn io::Write + Send>> {
+        self.client.take_stdin()
+    }
+
     /// TERM, grace, KILL on the remote group; then verify with `kill -0` that the group is gone
     /// (a last KILL when it is not), and stop the local client. A host that does not answer a
     /// signal gets no further remote steps.
@@ -236,7 +246,15 @@ mod tests {
     fn wrapper_reports_pgid_then_runs() {
         // stdin stays open (as Baton's ssh client keeps it) until the output is read.
         let mut child = std::process::Command::new("sh")
-            .args(["-c", WRAPPER, "baton-run", "sh", "-c", "echo hi; exit 3"])
+            .args([
+                "-c",
+                WRAPPER,
+                "baton-run",
+                "-",
+                "sh",
+                "-c",
+                "echo hi; exit 3",
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -256,5 +274,27 @@ mod tests {
         assert!(pgid > 1 && start.is_some_and(|t| t > 0), "{first}");
         assert_eq!(lines.next(), Some("hi"));
         assert_eq!(status.code(), Some(3));
+    }
+
+    /// In `stdin` mode the program reads the connection's stdin (no watcher takes it), and its
+    /// EOF ends the program and so the wrapper.
+    #[test]
+    fn wrapper_gives_the_program_the_connection_in_stdin_mode() {
+        use std::io::Write;
+        let script = "while read -r l; do echo \"got $l\"; done; echo eof";
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", WRAPPER, "baton-run", "stdin", "sh", "-c", script])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"{\"id\":1}\nsecond\n").unwrap();
+        drop(stdin);
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut text).unwrap();
+        let lines: Vec<&str> = text.lines().skip(1).collect();
+        assert_eq!(lines, ["got {\"id\":1}", "got second", "eof"], "{text}");
+        assert_eq!(child.wait().unwrap().code(), Some(0));
     }
 }

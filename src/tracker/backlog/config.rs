@@ -4,13 +4,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde_yaml::Value;
-
 use super::tracker::BacklogTracker;
-use crate::tracker::config::{ParseContext, TrackerAdapter, TrackerConfig};
+use crate::config::{resolve_path, ConfigError, Section};
+use crate::tracker::config::{TrackerAdapter, TrackerConfig, SHARED_KEYS};
 use crate::tracker::{Tracker, TrackerError};
-use crate::workflow::config::section::{describe, Section};
-use crate::workflow::config::{resolve_path, ConfigError};
 
 /// The `tracker.kind` spelling of Backlog.md boards.
 pub const TRACKER_KIND: &str = "backlog_md";
@@ -21,43 +18,24 @@ pub const DEFAULT_BOARD_DIR: &str = "backlog";
 /// The `backlog_md` entry of the tracker registry.
 pub(crate) const ADAPTER: TrackerAdapter = TrackerAdapter {
     kind: TRACKER_KIND,
-    keys: &[
-        "kind",
-        "path",
-        "required_labels",
-        "excluded_labels",
-        "active_states",
-        "terminal_states",
-    ],
     parse,
     check,
     open,
     report: super::check::report,
 };
 
-/// Parse `tracker.path` (default `backlog`, relative to WORKFLOW.md's directory; `~` and `$VAR`
-/// accepted). Backlog.md's own default statuses are the shared state lists' defaults here.
-fn parse(
-    s: &Section<'_>,
-    ctx: &ParseContext<'_>,
-    cfg: &mut TrackerConfig,
-) -> Result<(), ConfigError> {
-    let raw = match s.raw("path") {
-        None | Some(Value::Null) => DEFAULT_BOARD_DIR.to_string(),
-        Some(Value::String(p)) => p.clone(),
-        Some(other) => return Err(s.invalid("path", "a path string", &describe(other))),
+/// The shared keys and `tracker.path` (default `backlog`, relative to WORKFLOW.md's directory;
+/// `~` and `$VAR` accepted). Backlog.md's own default statuses are the state lists' defaults.
+fn parse(s: &Section<'_>) -> Result<TrackerConfig, ConfigError> {
+    let mut cfg: TrackerConfig = s.read_keys(Some(SHARED_KEYS))?;
+    cfg.path = match s.path("path")? {
+        Some(p) => Some(p),
+        None => resolve_path(DEFAULT_BOARD_DIR, s.dir(), s.env()),
     };
-    let path = resolve_path(&raw, ctx.workflow_dir, ctx.env).ok_or_else(|| {
-        s.invalid(
-            "path",
-            "a path (or $VAR naming a set variable)",
-            &format!("{raw:?}"),
-        )
-    })?;
-    cfg.path = Some(path);
-    cfg.active_states = vec!["To Do".into(), "In Progress".into()];
-    cfg.terminal_states = vec!["Done".into()];
-    Ok(())
+    if s.raw("active_states").is_none() {
+        cfg.active_states = vec!["To Do".into(), "In Progress".into()];
+    }
+    Ok(cfg)
 }
 
 /// Preflight (no I/O): the board path is set. Whether it exists is a startup check

@@ -1,7 +1,7 @@
 //! Checking the configured `active_states`/`terminal_states` against a board's `statuses`.
 
+use crate::config::edit_distance;
 use crate::model::{contains_name, normalize_name};
-use crate::workflow::config::edit_distance;
 
 /// One message per configured state that is not a board status (compared trimmed and
 /// lowercased), naming the setting and the state, with a "did you mean" hint when a status is

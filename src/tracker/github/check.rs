@@ -3,9 +3,9 @@
 
 use super::project::PriorityField;
 use super::{Board, GithubTracker};
-use crate::check::{quoted, report_states, Report};
 use crate::model::Issue;
-use crate::tracker::config::TrackerConfig;
+use crate::text::quoted;
+use crate::tracker::config::{report_states, CheckLines, TrackerConfig};
 use crate::tracker::Tracker;
 
 /// What a configured state must match.
@@ -13,20 +13,12 @@ const STATES_NOUN: &str = "option of the status field";
 
 /// The GitHub part of the report; the board's issues for the plan, `None` when the project or
 /// the board could not be read.
-pub(crate) fn report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issue>> {
+pub(crate) fn report(cfg: &TrackerConfig, r: &mut CheckLines) -> Option<Vec<Issue>> {
     if let Some(w) = super::config::cleartext_warning(&cfg.endpoint) {
-        r.line("warn", w);
+        r.push("warn", w);
     }
-    let tracker = match GithubTracker::new(cfg) {
-        Ok(t) => t,
-        Err(e) => {
-            // Already reported by the preflight when it is a config problem.
-            if r.problems() == 0 {
-                r.fail(e.to_string());
-            }
-            return None;
-        }
-    };
+    // It fails only on what the preflight has reported already (the kind, token, owner, number).
+    let tracker = GithubTracker::new(cfg).ok()?;
     if !check_project(r, &tracker, cfg) {
         return None;
     }
@@ -35,23 +27,26 @@ pub(crate) fn report(cfg: &TrackerConfig, r: &mut Report<'_>) -> Option<Vec<Issu
 
 /// The project, its Status and priority fields, the configured states and the rate limit;
 /// false when the project cannot be resolved.
-fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &TrackerConfig) -> bool {
+fn check_project(r: &mut CheckLines, tracker: &GithubTracker, cfg: &TrackerConfig) -> bool {
     let project = match tracker.project() {
         Ok(p) => p,
         Err(e) => {
-            r.fail(format!("project: {e}"));
+            r.push("fail", format!("project: {e}"));
             return false;
         }
     };
-    r.ok(format!(
-        "project: {} #{} {} ({})",
-        tracker.owner,
-        tracker.number,
-        quoted(&project.title),
-        project.id
-    ));
+    r.push(
+        "ok",
+        format!(
+            "project: {} #{} {} ({})",
+            tracker.owner,
+            tracker.number,
+            quoted(&project.title),
+            project.id
+        ),
+    );
     if project.closed {
-        r.line("warn", "the project is closed");
+        r.push("warn", "the project is closed");
     }
     let names: Vec<&str> = project
         .status
@@ -62,49 +57,60 @@ fn check_project(r: &mut Report<'_>, tracker: &GithubTracker, cfg: &TrackerConfi
     let label = format!("status field {}", quoted(&project.status.name));
     report_states(r, &label, &names, cfg, STATES_NOUN);
     match &project.priority {
-        PriorityField::NotConfigured => r.ok("priority field: not configured (priority is null)"),
-        PriorityField::Resolved(f) => r.ok(format!(
-            "priority field {}: {}",
-            quoted(&f.name),
-            f.options
-                .iter()
-                .enumerate()
-                .map(|(i, o)| format!("{}={}", i + 1, quoted(&o.1)))
-                .collect::<Vec<_>>()
-                .join(" ")
-        )),
-        PriorityField::Unusable(why) => r.fail(why),
+        PriorityField::NotConfigured => {
+            r.push("ok", "priority field: not configured (priority is null)")
+        }
+        PriorityField::Resolved(f) => r.push(
+            "ok",
+            format!(
+                "priority field {}: {}",
+                quoted(&f.name),
+                f.options
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| format!("{}={}", i + 1, quoted(&o.1)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ),
+        ),
+        PriorityField::Unusable(why) => r.push("fail", why),
     }
     match tracker.rate_limit() {
-        Some(rl) => r.ok(format!(
-            "rate limit: {} of {} points left, resets {}",
-            rl.remaining.map_or("?".into(), |n| n.to_string()),
-            rl.limit.map_or("?".into(), |n| n.to_string()),
-            rl.reset_at.as_deref().unwrap_or("?")
-        )),
-        None => r.ok("rate limit: not reported (rate limits disabled on this server)"),
+        Some(rl) => r.push(
+            "ok",
+            format!(
+                "rate limit: {} of {} points left, resets {}",
+                rl.remaining.map_or("?".into(), |n| n.to_string()),
+                rl.limit.map_or("?".into(), |n| n.to_string()),
+                rl.reset_at.as_deref().unwrap_or("?")
+            ),
+        ),
+        None => r.push(
+            "ok",
+            "rate limit: not reported (rate limits disabled on this server)",
+        ),
     }
     true
 }
 
 /// Fetch the whole board and summarize what was skipped; `None` when the fetch failed.
-fn check_board(r: &mut Report<'_>, tracker: &GithubTracker) -> Option<Board> {
+fn check_board(r: &mut CheckLines, tracker: &GithubTracker) -> Option<Board> {
     let _ = crate::tracker::take_points();
     let read = tracker.fetch_board(None);
     let points = crate::tracker::take_points();
-    r.board_read = tracker
+    r.1 = tracker
         .rate_limit()
         .and_then(|rl| rl.limit)
-        .map(|limit| (points, limit));
+        .map(|l| (points, l));
     let board = match read {
         Ok(b) => b,
         Err(e) => {
-            r.fail(format!("board: {e}"));
+            r.push("fail", format!("board: {e}"));
             return None;
         }
     };
     let d = &board.dropped;
-    r.ok(format!(
+    r.push("ok", format!(
         "board: {} issues with a Status; skipped {} draft, {} pull request, {} redacted, {} archived, {} malformed, {} without Status",
         board.issues.len(),
         d.drafts,
@@ -115,10 +121,10 @@ fn check_board(r: &mut Report<'_>, tracker: &GithubTracker) -> Option<Board> {
         d.no_status
     ));
     if d.malformed > 0 {
-        r.line("warn", "malformed items were skipped (see the log)");
+        r.push("warn", "malformed items were skipped (see the log)");
     }
     if !tracker.dependencies_supported() {
-        r.line(
+        r.push(
             "warn",
             "this server has no issue dependencies: blockers are ignored",
         );

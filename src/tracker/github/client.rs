@@ -12,8 +12,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::normalize::Data;
+use crate::config::Secret;
 use crate::tracker::{TrackerBudget, TrackerError, TrackerErrorKind};
-use crate::workflow::config::Secret;
 
 /// The largest response body Baton reads from GitHub (a 100-item page is well under 1 MiB).
 pub const MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;

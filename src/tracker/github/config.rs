@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
+use serde::{de, Deserialize};
+
 use super::{GithubTracker, TRACKER_KIND};
-use crate::tracker::config::{ParseContext, TrackerAdapter, TrackerConfig};
+use crate::config::{ConfigError, Secret, Section};
+use crate::tracker::config::{TrackerAdapter, TrackerConfig};
 use crate::tracker::{Tracker, TrackerError, TrackerErrorKind};
-use crate::workflow::config::section::Section;
-use crate::workflow::config::{ConfigError, Secret};
 
 /// Default GitHub GraphQL endpoint.
 pub const DEFAULT_ENDPOINT: &str = "https://api.github.com/graphql";
@@ -22,35 +23,27 @@ pub const MAX_MAX_ITEMS: u64 = 1_000_000;
 /// `tracker.owner_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OwnerType {
-    /// `organization` (default): resolved with `organization(login:)`.
+    /// `organization` (default; `org` too): resolved with `organization(login:)`.
     Organization,
     /// `user`: resolved with `user(login:)`.
     User,
 }
 
+impl<'de> Deserialize<'de> for OwnerType {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "organization" | "org" => Ok(OwnerType::Organization),
+            "user" => Ok(OwnerType::User),
+            other => Err(de::Error::custom(format!(
+                "must be organization or user, got {other:?}"
+            ))),
+        }
+    }
+}
+
 /// The `github_projects` entry of the tracker registry.
 pub(crate) const ADAPTER: TrackerAdapter = TrackerAdapter {
     kind: TRACKER_KIND,
-    keys: &[
-        "kind",
-        "endpoint",
-        "token",
-        "owner",
-        "owner_type",
-        "project_number",
-        "status_field",
-        "priority_field",
-        "repos",
-        "required_labels",
-        "excluded_labels",
-        "active_states",
-        "terminal_states",
-        "page_size",
-        "server_side_filter",
-        "timeout_ms",
-        "max_items",
-        "budget_share",
-    ],
     parse,
     check,
     open,
@@ -61,55 +54,22 @@ fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
     Ok(Arc::new(GithubTracker::new(cfg)?))
 }
 
-fn parse(
-    s: &Section<'_>,
-    ctx: &ParseContext<'_>,
-    cfg: &mut TrackerConfig,
-) -> Result<(), ConfigError> {
-    let env = ctx.env;
-    // A literal or `$VAR` (one that resolves empty is missing), else GITHUB_TOKEN, else `gh`.
-    cfg.token = match s.secret("token", env)? {
-        Some((tok, _)) => Some(tok),
-        None if s.is_set("token") => None,
-        None => (env.var("GITHUB_TOKEN").filter(|v| !v.is_empty()))
+/// Every key of [`TrackerConfig`] but `path`; the token is a literal or `$VAR` (one that resolves
+/// empty is missing), else `GITHUB_TOKEN`, else `gh auth token`.
+fn parse(s: &Section<'_>) -> Result<TrackerConfig, ConfigError> {
+    let mut cfg: TrackerConfig = s.read()?;
+    let env = s.env();
+    cfg.token = match s.get::<Option<Secret>>("token")? {
+        None if s.raw("token").is_none() => (env.var("GITHUB_TOKEN").filter(|v| !v.is_empty()))
             .or_else(|| env.gh_auth_token())
             .map(Secret::new),
+        token => token,
     };
-    cfg.owner_type = match s.string("owner_type", env)?.as_deref() {
-        None | Some("organization") | Some("org") => OwnerType::Organization,
-        Some("user") => OwnerType::User,
-        Some(other) => {
-            return Err(s.invalid("owner_type", "organization or user", &format!("{other:?}")))
-        }
-    };
-    let ranged = |key: &str, default: u64, max: u64| match s.uint(key)?.unwrap_or(default) {
-        v if (1..=max).contains(&v) => Ok(v),
-        v => Err(s.invalid(key, &format!("an integer from 1 to {max}"), &v.to_string())),
-    };
-    cfg.page_size = ranged("page_size", 50, 100)? as u32;
-    if let Some(endpoint) = s.plain_string("endpoint")? {
-        cfg.endpoint = endpoint;
-    }
-    cfg.owner = s.string("owner", env)?;
-    cfg.project_number = match s.uint("project_number")? {
-        Some(0) => return Err(s.invalid("project_number", "a positive integer", "0")),
-        other => other,
-    };
-    if let Some(field) = s.string("status_field", env)? {
-        cfg.status_field = field;
-    }
-    cfg.priority_field = s.string("priority_field", env)?;
-    cfg.repos = s.string_list("repos")?.unwrap_or_default();
-    cfg.server_side_filter = s.boolean("server_side_filter")?.unwrap_or(false);
-    cfg.timeout_ms = s.positive("timeout_ms")?.unwrap_or(30_000);
-    cfg.max_items = ranged("max_items", DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS)?;
-    match s.positive_number("budget_share") {
-        Ok(None) => {}
-        Ok(Some(share)) if share <= 1.0 => cfg.budget_share = share,
-        _ => {
-            let got = s.got("budget_share");
-            return Err(s.invalid("budget_share", "a number above 0 and at most 1", &got));
-        }
+    cfg.page_size = s.ranged("page_size", cfg.page_size.into(), 100)? as u32;
+    cfg.max_items = s.ranged("max_items", cfg.max_items, MAX_MAX_ITEMS)?;
+    if cfg.budget_share > 1.0 {
+        let got = crate::config::describe(s.raw("budget_share").unwrap_or(&Default::default()));
+        return Err(s.invalid("budget_share", "a number above 0 and at most 1", &got));
     }
     for repo in &cfg.repos {
         let parts: Vec<&str> = repo.split('/').collect();
@@ -118,7 +78,7 @@ fn parse(
             return Err(s.invalid("repos", "a list of owner/name strings", &got));
         }
     }
-    Ok(())
+    Ok(cfg)
 }
 
 /// The token, owner and project number a [`GithubTracker`] cannot start without, or every

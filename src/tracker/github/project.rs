@@ -3,8 +3,9 @@
 
 use super::client::Reply;
 use super::normalize::FieldRow;
+use crate::config::Secret;
+use crate::tracker::config::OwnerType;
 use crate::tracker::{TrackerConfig, TrackerError, TrackerErrorKind};
-use crate::workflow::config::{OwnerType, Secret};
 
 /// A resolved single-select field; its options' `(id, trimmed name)` in board order.
 #[derive(Debug, Clone, PartialEq, Eq)]

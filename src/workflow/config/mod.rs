@@ -1,104 +1,51 @@
-//! Typed configuration from the WORKFLOW.md front matter (spec §5.3, §6): defaults, `$VAR`
-//! indirection, `~` expansion for `workspace.root`, coercion and validation with messages that
-//! name the key and the bad value (never a secret).
-//!
-//! The sections are parsed by their owners through the shared typed reader [`section`]:
-//! `tracker.*` by the tracker kind's module (registry in `crate::tracker::config`), the agent
-//! sections by [`agents`], the core sections here.
+//! Typed configuration from the WORKFLOW.md front matter (spec §5.3, §6). Each section is read
+//! through the config kit ([`crate::config`]) by the module that owns it: `tracker.*` by the
+//! tracker kind (registry in `crate::tracker::config`), the agent sections by
+//! `crate::agent::config`, `worker.*` and `sandbox.*` by `crate::host::config`, the rest here.
+//! The section types' `Default`s are the defaults ([`ServiceConfig::default`]).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use serde::Deserialize;
 use serde_yaml::{Mapping, Value};
 
-pub(crate) mod keys;
-mod sandbox;
-pub(crate) mod section;
-pub mod worker;
+use crate::config::{describe, env_reference, normalize_lexically, FrontMatter, Section};
+use crate::host::sandbox::Sandbox;
+use crate::orchestrator::rules::SHUTDOWN_GRACE_EXTRA_MS;
+use crate::orchestrator::{Budget, Policy};
 
-pub(crate) use self::keys::edit_distance;
-use self::section::{describe, env_reference, Section};
-pub use self::worker::WorkerConfig;
 pub use crate::agent::config::{
     AgentKind, ClaudeCodeConfig, CliSection, CodexConfig, CopilotConfig, GeminiConfig,
 };
+pub use crate::config::{ConfigEnv, ConfigError, Secret};
+pub use crate::host::config::WorkerConfig;
 pub use crate::host::sandbox::SandboxConfig;
 pub use crate::tracker::config::{OwnerType, TrackerConfig, DEFAULT_ENDPOINT};
-
-/// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wrap a secret value.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-    /// The secret value; only for putting it on the wire.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-/// `hooks.*` (spec §5.3.4).
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct HooksConfig {
-    /// Runs once when a workspace directory is created; failure is fatal to the creation.
-    pub after_create: Option<String>,
-    /// Runs before each attempt; failure is fatal to the attempt.
-    pub before_run: Option<String>,
-    /// Runs after each attempt; failure is logged and ignored.
-    pub after_run: Option<String>,
-    /// Runs before a workspace is removed; failure is logged and ignored.
-    pub before_remove: Option<String>,
-    /// Timeout for every hook in ms (default 60000).
-    pub timeout_ms: u64,
-}
-
-/// Per-issue lifetime spend limits (`agent.max_cost_usd_per_issue`, `agent.max_tokens_per_issue`,
-/// `agent.max_turns_per_issue`): an issue over one is parked. `None` means unlimited. The API
-/// shows it as is (`budget` in `/api/v1/state`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Budget {
-    /// Agent-reported US dollars (Claude's `total_cost_usd`; Copilot reports none).
-    pub max_cost_usd_per_issue: Option<f64>,
-    /// Tokens of every kind: input, output, cache reads and cache writes.
-    pub max_tokens_per_issue: Option<u64>,
-    /// Agent turns (completed or failed), across runs.
-    pub max_turns_per_issue: Option<u32>,
-}
+pub use crate::workspace::hooks::HooksConfig;
 
 /// `agent.*` (spec §5.3.5).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct AgentConfig {
     /// Which adapter runs the agent. `None` when absent (a preflight error).
     pub kind: Option<AgentKind>,
-    /// Global concurrency cap (default 10).
+    /// Global concurrency cap.
     pub max_concurrent_agents: u32,
-    /// Turns per worker run (default 20).
+    /// Turns per worker run.
     pub max_turns: u32,
-    /// Cap of the failure backoff in ms (default 300000).
+    /// Cap of the failure backoff in ms.
     pub max_retry_backoff_ms: u64,
     /// Per-state caps, keys normalized (trim + lowercase).
+    #[serde(skip)]
     pub max_concurrent_agents_by_state: BTreeMap<String, u32>,
     /// Failure retries stop after this attempt number (default unlimited).
     pub max_attempts: Option<u32>,
-    /// Worker runs since the issue last entered an active state before it is parked (default 10).
+    /// Worker runs since the issue last entered an active state before it is parked.
     pub max_runs_per_issue: u32,
     /// `agent.max_*_per_issue`: lifetime spend limits per issue (default unlimited).
+    #[serde(skip)]
     pub budget: Budget,
     /// `agent.env_remove`: inherited variables agents and hooks do not get.
     pub env_remove: Vec<String>,
@@ -106,11 +53,31 @@ pub struct AgentConfig {
     pub env_keep_only: Option<Vec<String>>,
     /// Variables never passed on whatever the lists say: the one `server.webhook_secret: $VAR`
     /// names.
+    #[serde(skip)]
     pub env_never: Vec<String>,
 }
 
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            kind: None,
+            max_concurrent_agents: 10,
+            max_turns: 20,
+            max_retry_backoff_ms: 300_000,
+            max_concurrent_agents_by_state: BTreeMap::new(),
+            max_attempts: None,
+            max_runs_per_issue: 10,
+            budget: Budget::default(),
+            env_remove: Vec::new(),
+            env_keep_only: None,
+            env_never: Vec::new(),
+        }
+    }
+}
+
 /// `server.*` (spec §13.7, extension).
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default)]
 pub struct ServerConfig {
     /// Port for the dashboard/API; `None` = disabled; `0` = ephemeral. `--port` wins.
     pub port: Option<u16>,
@@ -123,25 +90,17 @@ pub struct ServerConfig {
 /// The whole typed configuration (spec §4.1.3).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceConfig {
-    /// `tracker.*`.
     pub tracker: TrackerConfig,
-    /// `polling.interval_ms` (default 30000).
+    /// `polling.interval_ms`.
     pub poll_interval_ms: u64,
     /// `workspace.root`, absolute.
     pub workspace_root: PathBuf,
-    /// `hooks.*`.
     pub hooks: HooksConfig,
-    /// `agent.*`.
     pub agent: AgentConfig,
-    /// `claude_code.*`.
     pub claude_code: ClaudeCodeConfig,
-    /// `copilot.*`.
     pub copilot: CopilotConfig,
-    /// `codex.*`.
     pub codex: CodexConfig,
-    /// `gemini.*`.
     pub gemini: GeminiConfig,
-    /// `server.*`.
     pub server: ServerConfig,
     /// `state.dir`, absolute: Baton's own directory for `state.json` (default
     /// `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/baton/<hash>` or `~/.local/state/baton/<hash>`,
@@ -156,7 +115,71 @@ pub struct ServiceConfig {
     pub sandbox: SandboxConfig,
 }
 
+impl Default for ServiceConfig {
+    /// The config of a WORKFLOW.md that sets nothing, except `state_dir` (empty here: its default
+    /// depends on the environment and the WORKFLOW.md path).
+    fn default() -> Self {
+        ServiceConfig {
+            tracker: TrackerConfig::default(),
+            poll_interval_ms: 30_000,
+            workspace_root: std::env::temp_dir().join("baton_workspaces"),
+            hooks: HooksConfig::default(),
+            agent: AgentConfig::default(),
+            claude_code: ClaudeCodeConfig::default(),
+            copilot: CopilotConfig::default(),
+            codex: CodexConfig::default(),
+            gemini: GeminiConfig::default(),
+            server: ServerConfig::default(),
+            state_dir: PathBuf::new(),
+            state_dir_is_default: true,
+            worker: WorkerConfig::default(),
+            sandbox: SandboxConfig::default(),
+        }
+    }
+}
+
+impl Default for Policy {
+    /// The policy of a WORKFLOW.md that sets nothing.
+    fn default() -> Self {
+        ServiceConfig::default().policy()
+    }
+}
+
 impl ServiceConfig {
+    /// The scheduling slice of the config.
+    pub fn policy(&self) -> Policy {
+        Policy {
+            poll_interval_ms: self.poll_interval_ms,
+            max_concurrent_agents: self.agent.max_concurrent_agents,
+            max_concurrent_agents_by_state: self.agent.max_concurrent_agents_by_state.clone(),
+            max_retry_backoff_ms: self.agent.max_retry_backoff_ms,
+            max_attempts: self.agent.max_attempts,
+            max_runs_per_issue: self.agent.max_runs_per_issue,
+            stall_timeout_ms: self.agent_cli().stall_timeout_ms,
+            active_states: self.tracker.active_states.clone(),
+            terminal_states: self.tracker.terminal_states.clone(),
+            required_labels: self.tracker.required_labels.clone(),
+            excluded_labels: self.tracker.excluded_labels.clone(),
+            repos: self.tracker.repos.clone(),
+            workspace_root: self.workspace_root.clone(),
+            shutdown_grace_ms: (self.hooks.timeout_ms).saturating_add(SHUTDOWN_GRACE_EXTRA_MS),
+            budget: self.agent.budget,
+            ssh_hosts: self.worker.ssh_hosts.clone(),
+            max_concurrent_agents_per_host: self.worker.max_concurrent_agents_per_host,
+            orphan_grace_ms: self.worker.orphan_grace_ms,
+            agent: self.agent.kind.map_or("", |k| k.as_str()).to_string(),
+            budget_share: self.tracker.budget_share,
+        }
+    }
+
+    /// The sandbox the agents run in; `None` with `sandbox.kind: none`.
+    pub fn agent_sandbox(&self) -> Option<Arc<Sandbox>> {
+        let home = self.agent.kind?.cli_home();
+        let command = &self.agent_cli().command;
+        let cfg = &self.sandbox;
+        (cfg.bubblewrap).then(|| Arc::new(Sandbox::new(cfg.clone(), home, command)))
+    }
+
     /// The environment policy for agents and hooks (see `host::EnvPolicy`).
     pub fn env_policy(&self) -> crate::host::EnvPolicy {
         let mut remove = self.agent.env_remove.clone();
@@ -185,80 +208,12 @@ impl ServiceConfig {
     /// Returns every problem, each naming the key.
     pub fn preflight_errors(&self) -> Vec<ConfigError> {
         let mut errs = crate::tracker::config::preflight(&self.tracker);
-        match self.agent.kind {
-            None => errs.push(ConfigError::new(
-                "missing_agent_kind",
-                format!("agent.kind is required; set it to {}", AgentKind::EXPECTED),
-            )),
-            // The agent's section is named like its kind.
-            Some(kind) if self.agent_cli().command.trim().is_empty() => {
-                let text = format!(
-                    "{}.command must be a non-empty shell command",
-                    kind.as_str()
-                );
-                errs.push(ConfigError::new("invalid_config", text));
-            }
-            Some(_) => {}
-        }
-        if self.agent.kind == Some(AgentKind::Codex) && !self.worker.ssh_hosts.is_empty() {
-            errs.push(ConfigError::new(
-                "invalid_config",
-                "agent.kind codex talks JSON-RPC over the agent's stdin, which worker.ssh_hosts do not forward; run codex without SSH hosts",
-            ));
+        // A blank agent command never parses; the kind must be chosen.
+        if self.agent.kind.is_none() {
+            let text = format!("agent.kind is required; set it to {}", AgentKind::EXPECTED);
+            errs.push(ConfigError::new("missing_agent_kind", text));
         }
         errs
-    }
-}
-
-/// A configuration problem: a class (e.g. `invalid_config`) and a message naming key and value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// Stable error class, e.g. `invalid_config`, `unsupported_tracker_kind`.
-    pub class: &'static str,
-    /// Human message naming the key and the bad value (never a secret).
-    pub message: String,
-}
-
-impl ConfigError {
-    /// Build an error.
-    pub fn new(class: &'static str, message: impl Into<String>) -> Self {
-        ConfigError {
-            class,
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.class, self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// The environment the config resolves against; injectable for tests.
-pub trait ConfigEnv {
-    /// An environment variable, `None` when unset.
-    fn var(&self, name: &str) -> Option<String>;
-    /// The user's home directory for `~`.
-    fn home(&self) -> Option<PathBuf>;
-    /// The output of `gh auth token` when `gh` is installed and logged in.
-    fn gh_auth_token(&self) -> Option<String>;
-}
-
-/// An empty environment: no variables, no home, no `gh` (defaults and tests).
-pub(crate) struct EmptyEnv;
-
-impl ConfigEnv for EmptyEnv {
-    fn var(&self, _: &str) -> Option<String> {
-        None
-    }
-    fn home(&self) -> Option<PathBuf> {
-        None
-    }
-    fn gh_auth_token(&self) -> Option<String> {
-        None
     }
 }
 
@@ -294,110 +249,61 @@ pub struct ParsedConfig {
 
 /// Parse the front matter map into a typed config.
 ///
-/// `workflow` is the WORKFLOW.md path (its directory resolves a relative `workspace.root`; the
-/// default `state.dir` is named after it).
-/// `tracker.*` is parsed by the tracker kind's module, the agent sections by [`agents`].
+/// `workflow` is the WORKFLOW.md path (its directory resolves relative paths; the default
+/// `state.dir` is named after it).
 pub(crate) fn parse_config(
     front_matter: &Mapping,
     workflow: &Path,
     env: &dyn ConfigEnv,
 ) -> Result<ParsedConfig, ConfigError> {
     let workflow_dir = workflow.parent().unwrap_or(Path::new("/"));
-    let section = |name| Section::new(front_matter, name);
-    let (tracker, polling, workspace) = (
-        section("tracker")?,
-        section("polling")?,
-        section("workspace")?,
-    );
-    let (hooks, agent, server) = (section("hooks")?, section("agent")?, section("server")?);
-    let state = section("state")?;
-    let worker = section("worker")?;
-    let sandbox = section(sandbox::SECTION)?;
-    let claude_code = section(ClaudeCodeConfig::SECTION)?;
-    let copilot = section(CopilotConfig::SECTION)?;
-    let (codex, gemini) = (
-        section(CodexConfig::SECTION)?,
-        section(GeminiConfig::SECTION)?,
-    );
-
-    let kind = tracker.string("kind", env).ok().flatten();
+    let fm = FrontMatter::new(front_matter, env, workflow_dir);
+    let d = ServiceConfig::default();
     let mut warnings = Vec::new();
-    keys::check_unknown_keys(
-        front_matter,
-        &keys::known_keys(kind.as_deref()),
-        &mut warnings,
-    );
-    let ctx = crate::tracker::config::ParseContext { env, workflow_dir };
-    let tracker = crate::tracker::config::parse(&tracker, &ctx)?;
-    let poll_interval_ms = polling.positive("interval_ms")?.unwrap_or(30_000);
-    let workspace_root = parse_workspace_root(&workspace, workflow_dir, env)?;
-    let hooks = parse_hooks(&hooks)?;
-    let mut agent = parse_agent(&agent, env, &mut warnings)?;
-    if let Some(name) = server
-        .raw("webhook_secret")
-        .and_then(Value::as_str)
-        .and_then(|s| env_reference(s.trim()))
-    {
-        agent.env_never.push(name.to_string());
+    let tracker = crate::tracker::config::parse(&fm.section("tracker")?)?;
+    let poll: Option<u64> = fm.section("polling")?.get("interval_ms")?;
+    let workspace = fm.section("workspace")?;
+    let workspace_root = workspace.path("root")?.unwrap_or(d.workspace_root);
+    if workspace_root.to_str().is_none() {
+        // Workspace paths are recorded in state.json (JSON strings).
+        let got = format!("{workspace_root:?}");
+        return Err(workspace.invalid("root", "a UTF-8 path", &got));
     }
-    if let Some(keep) = &agent.env_keep_only {
-        for must in ["PATH", "HOME"] {
-            if !keep.iter().any(|k| k == must) {
-                warnings.push(format!(
-                    "agent.env_keep_only does not list {must}; agents and hooks start without it"
-                ));
-            }
-        }
+    let mut hooks: HooksConfig = fm.section("hooks")?.read()?;
+    for script in [
+        &mut hooks.after_create,
+        &mut hooks.before_run,
+        &mut hooks.after_run,
+        &mut hooks.before_remove,
+    ] {
+        script.take_if(|s| s.trim().is_empty());
     }
-    let claude_code = ClaudeCodeConfig::parse(&claude_code, env)?;
-    let copilot = CopilotConfig::parse(&copilot, env)?;
-    let codex = CodexConfig::parse(&codex, env)?;
-    let gemini = GeminiConfig::parse(&gemini, env)?;
-    let server = parse_server(&server, env)?;
-    let (state_dir, state_dir_is_default) = parse_state_dir(&state, workflow, env)?;
-    let worker = WorkerConfig::parse(&worker)?;
-    let mut sandbox = sandbox::parse(&sandbox, workflow_dir, env)?;
-    sandbox.hidden = vec![workflow_dir.to_path_buf(), state_dir.clone()];
-    Ok(ParsedConfig {
-        config: ServiceConfig {
-            tracker,
-            poll_interval_ms,
-            workspace_root,
-            hooks,
-            agent,
-            claude_code,
-            copilot,
-            codex,
-            gemini,
-            server,
-            state_dir,
-            state_dir_is_default,
-            worker,
-            sandbox,
-        },
-        warnings,
-    })
-}
-
-/// `workspace.root` (default `<tmp>/baton_workspaces`).
-fn parse_workspace_root(
-    workspace: &Section<'_>,
-    workflow_dir: &Path,
-    env: &dyn ConfigEnv,
-) -> Result<PathBuf, ConfigError> {
-    let root = match workspace.raw("root") {
-        None | Some(Value::Null) => std::env::temp_dir().join("baton_workspaces"),
-        Some(Value::String(s)) => resolve_path(s, workflow_dir, env).ok_or_else(|| {
-            let got = format!("{s:?}");
-            workspace.invalid("root", "a path (or $VAR naming a set variable)", &got)
-        })?,
-        Some(other) => return Err(workspace.invalid("root", "a path string", &describe(other))),
+    let mut agent = parse_agent(&fm.section("agent")?, &mut warnings)?;
+    let server = fm.section("server")?;
+    let secret = server.raw("webhook_secret").and_then(Value::as_str);
+    agent
+        .env_never
+        .extend(secret.and_then(|s| env_reference(s.trim())).map(Into::into));
+    let (state_dir, state_dir_is_default) = parse_state_dir(&fm.section("state")?, workflow, env)?;
+    let hidden = vec![workflow_dir.to_path_buf(), state_dir.clone()];
+    let config = ServiceConfig {
+        tracker,
+        poll_interval_ms: poll.unwrap_or(d.poll_interval_ms),
+        workspace_root,
+        hooks,
+        agent,
+        claude_code: ClaudeCodeConfig::parse(&fm.section("claude_code")?)?,
+        copilot: CopilotConfig::parse(&fm.section("copilot")?)?,
+        codex: CodexConfig::parse(&fm.section("codex")?)?,
+        gemini: GeminiConfig::parse(&fm.section("gemini")?)?,
+        server: server.read()?,
+        state_dir,
+        state_dir_is_default,
+        worker: WorkerConfig::parse(&fm.section("worker")?)?,
+        sandbox: crate::host::config::sandbox(&fm.section("sandbox")?, hidden)?,
     };
-    // Workspace paths are recorded in state.json (JSON strings).
-    match root.to_str() {
-        Some(_) => Ok(root),
-        None => Err(workspace.invalid("root", "a UTF-8 path", &format!("{root:?}"))),
-    }
+    warnings.splice(0..0, fm.unknown_keys());
+    Ok(ParsedConfig { config, warnings })
 }
 
 /// `state.dir`, expanded like `workspace.root`, and whether it is the default: `$STATE_DIRECTORY`
@@ -408,93 +314,64 @@ fn parse_state_dir(
     workflow: &Path,
     env: &dyn ConfigEnv,
 ) -> Result<(PathBuf, bool), ConfigError> {
-    let workflow_dir = workflow.parent().unwrap_or(Path::new("/"));
-    let invalid = |what, got: &str| state.invalid("dir", what, &format!("{got:?}"));
-    match state.raw("dir") {
-        None | Some(Value::Null) => {
-            let set = |k| env.var(k).filter(|v| v.starts_with('/'));
-            if let Some(d) = set("STATE_DIRECTORY") {
-                let first = d.split(':').next().unwrap_or_default();
-                return Ok((normalize_lexically(Path::new(first)), true));
-            }
-            let base = match (set("XDG_STATE_HOME"), env.home()) {
-                (Some(x), _) => PathBuf::from(x).join("baton"),
-                (None, Some(h)) => h.join(".local/state/baton"),
-                (None, None) => workflow_dir.join(".baton-state"),
-            };
-            let hash = crate::workflow::loader::fnv1a64(workflow.as_os_str().as_encoded_bytes());
-            Ok((
-                normalize_lexically(&base.join(format!("{hash:016x}"))),
-                true,
-            ))
-        }
-        Some(Value::String(s)) if !s.trim().is_empty() => resolve_path(s, workflow_dir, env)
-            .map(|p| (p, false))
-            .ok_or_else(|| invalid("a path (or $VAR naming a set variable)", s)),
-        Some(Value::String(s)) => Err(invalid("a non-empty path", s)),
-        Some(other) => Err(state.invalid("dir", "a path string", &describe(other))),
-    }
-}
-
-/// `hooks.*`.
-fn parse_hooks(hooks: &Section<'_>) -> Result<HooksConfig, ConfigError> {
-    Ok(HooksConfig {
-        after_create: hooks.script("after_create")?,
-        before_run: hooks.script("before_run")?,
-        after_run: hooks.script("after_run")?,
-        before_remove: hooks.script("before_remove")?,
-        timeout_ms: hooks.positive("timeout_ms")?.unwrap_or(60_000),
-    })
-}
-
-/// `agent.*` (the agent sections themselves are parsed by [`agents`]).
-fn parse_agent(
-    agent: &Section<'_>,
-    env: &dyn ConfigEnv,
-    warnings: &mut Vec<String>,
-) -> Result<AgentConfig, ConfigError> {
-    let kind = match agent.string("kind", env)?.as_deref() {
-        None => None,
-        Some(k) => Some(
-            AgentKind::from_config(k)
-                .ok_or_else(|| agent.invalid("kind", AgentKind::EXPECTED, &format!("{k:?}")))?,
-        ),
-    };
-    Ok(AgentConfig {
-        kind,
-        max_concurrent_agents: agent.positive_u32("max_concurrent_agents")?.unwrap_or(10),
-        max_turns: agent.positive_u32("max_turns")?.unwrap_or(20),
-        max_retry_backoff_ms: agent.positive("max_retry_backoff_ms")?.unwrap_or(300_000),
-        max_concurrent_agents_by_state: parse_by_state(agent, warnings)?,
-        max_attempts: agent.positive_u32("max_attempts")?,
-        max_runs_per_issue: agent.positive_u32("max_runs_per_issue")?.unwrap_or(10),
-        budget: Budget {
-            max_cost_usd_per_issue: agent.positive_number("max_cost_usd_per_issue")?,
-            max_tokens_per_issue: agent.positive("max_tokens_per_issue")?,
-            max_turns_per_issue: agent.positive_u32("max_turns_per_issue")?,
-        },
-        env_remove: env_names(agent, "env_remove")?.unwrap_or_default(),
-        env_keep_only: env_names(agent, "env_keep_only")?,
-        env_never: Vec::new(),
-    })
-}
-
-/// A list of environment variable names: non-empty, without `=` or NUL.
-fn env_names(agent: &Section<'_>, key: &str) -> Result<Option<Vec<String>>, ConfigError> {
-    let Some(names) = agent.string_list(key)? else {
-        return Ok(None);
-    };
-    if let Some(bad) = names
-        .iter()
-        .find(|n| n.is_empty() || n.contains(['=', '\0']))
+    if let Some(s) = state
+        .raw("dir")
+        .and_then(Value::as_str)
+        .filter(|s| s.trim().is_empty())
     {
-        return Err(agent.invalid(
-            key,
-            "a list of environment variable names (non-empty, without `=`)",
-            &format!("{bad:?}"),
-        ));
+        return Err(state.invalid("dir", "a non-empty path", &format!("{s:?}")));
     }
-    Ok(Some(names))
+    if let Some(dir) = state.path("dir")? {
+        return Ok((dir, false));
+    }
+    let set = |k| env.var(k).filter(|v| v.starts_with('/'));
+    if let Some(d) = set("STATE_DIRECTORY") {
+        let first = d.split(':').next().unwrap_or_default();
+        return Ok((normalize_lexically(Path::new(first)), true));
+    }
+    let base = match (set("XDG_STATE_HOME"), env.home()) {
+        (Some(x), _) => PathBuf::from(x).join("baton"),
+        (None, Some(h)) => h.join(".local/state/baton"),
+        (None, None) => workflow
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .join(".baton-state"),
+    };
+    let hash = crate::workflow::loader::fnv1a64(workflow.as_os_str().as_encoded_bytes());
+    Ok((
+        normalize_lexically(&base.join(format!("{hash:016x}"))),
+        true,
+    ))
+}
+
+/// `agent.*` with its spend limits; the agent sections themselves are `crate::agent::config`'s.
+fn parse_agent(s: &Section<'_>, warnings: &mut Vec<String>) -> Result<AgentConfig, ConfigError> {
+    let mut agent: AgentConfig = s.read()?;
+    agent.budget = s.read()?;
+    agent.max_concurrent_agents_by_state = parse_by_state(s, warnings)?;
+    let lists = [("env_remove", Some(&agent.env_remove))];
+    for (key, names) in lists
+        .into_iter()
+        .chain([("env_keep_only", agent.env_keep_only.as_ref())])
+    {
+        let mut names = names.into_iter().flatten();
+        if let Some(bad) = names.find(|n| n.is_empty() || n.contains(['=', '\0'])) {
+            let want = "a list of environment variable names (non-empty, without `=`)";
+            return Err(s.invalid(key, want, &format!("{bad:?}")));
+        }
+    }
+    for must in ["PATH", "HOME"] {
+        if agent
+            .env_keep_only
+            .as_ref()
+            .is_some_and(|keep| !keep.iter().any(|k| k == must))
+        {
+            warnings.push(format!(
+                "agent.env_keep_only does not list {must}; agents and hooks start without it"
+            ));
+        }
+    }
+    Ok(agent)
 }
 
 /// `agent.max_concurrent_agents_by_state`: keys normalized; bad entries are warned about and
@@ -506,7 +383,7 @@ fn parse_by_state(
     const KEY: &str = "max_concurrent_agents_by_state";
     let mut by_state = BTreeMap::new();
     let m = match agent.raw(KEY) {
-        None | Some(Value::Null) => return Ok(by_state),
+        None => return Ok(by_state),
         Some(Value::Mapping(m)) => m,
         Some(other) => {
             let expected = "a map of state name to positive integer";
@@ -537,74 +414,10 @@ fn parse_by_state(
     Ok(by_state)
 }
 
-/// `server.*`.
-fn parse_server(server: &Section<'_>, env: &dyn ConfigEnv) -> Result<ServerConfig, ConfigError> {
-    let port =
-        match server.uint("port")? {
-            None => None,
-            Some(p) => Some(u16::try_from(p).map_err(|_| {
-                server.invalid("port", "an integer from 0 to 65535", &p.to_string())
-            })?),
-        };
-    Ok(ServerConfig {
-        port,
-        host: server.plain_string("host")?,
-        webhook_secret: server.secret("webhook_secret", env)?.map(|(s, _)| s),
-    })
-}
-
-/// Resolve a path setting (`workspace.root`; also for a tracker kind's path, e.g. a board
-/// directory): `$VAR` (whole value) or a leading `$VAR/…`, `~`/`~/…`, then relative to the
-/// workflow dir. Returns `None` when a referenced variable is unset or empty.
-pub(crate) fn resolve_path(raw: &str, workflow_dir: &Path, env: &dyn ConfigEnv) -> Option<PathBuf> {
-    let raw = raw.trim();
-    let expanded: String = if let Some(name) = env_reference(raw) {
-        env.var(name).filter(|v| !v.is_empty())?
-    } else if let Some(rest) = raw.strip_prefix('$') {
-        // `$VAR/sub/dir`: expand the leading variable only.
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .unwrap_or(rest.len());
-        let (name, tail) = rest.split_at(end);
-        let val = env.var(name).filter(|v| !v.is_empty())?;
-        format!("{val}{tail}")
-    } else {
-        raw.to_string()
-    };
-    let path = if expanded == "~" {
-        env.home()?
-    } else if let Some(rest) = expanded.strip_prefix("~/") {
-        env.home()?.join(rest)
-    } else {
-        PathBuf::from(&expanded)
-    };
-    let abs = if path.is_absolute() {
-        path
-    } else {
-        workflow_dir.join(path)
-    };
-    Some(normalize_lexically(&abs))
-}
-
-/// Remove `.` and `..` components without touching the filesystem.
-pub(crate) fn normalize_lexically(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod budget_tests {
     use super::*;
+    use crate::config::test_env::EmptyEnv;
 
     fn agent(yaml: &str) -> Result<AgentConfig, ConfigError> {
         let m: Mapping = serde_yaml::from_str(&format!("agent:\n{yaml}")).unwrap();

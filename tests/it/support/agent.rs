@@ -48,6 +48,16 @@ impl Sandbox {
         }
     }
 
+    /// Put `bin` on the login shell's `PATH` as `name`, the way an npm prefix in the HOME does:
+    /// `~/.local/bin/<name>` a link to it, added to `PATH` by `~/.profile`.
+    pub fn put_on_path(&self, name: &str, bin: &Path) {
+        let dir = self.home.join(".local/bin");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(bin, dir.join(name)).unwrap();
+        let profile = format!("PATH={}:$PATH\n", dir.display());
+        std::fs::write(self.home.join(".profile"), profile).unwrap();
+    }
+
     /// A scratch path next to the workspace root (outside it).
     pub fn file(&self, name: &str) -> PathBuf {
         self.dir.join(name)

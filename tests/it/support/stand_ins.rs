@@ -12,7 +12,7 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
 use baton::model::Issue;
 use baton::runtime::clock::Clock;
-use baton::runtime::daemon::{DaemonOptions, RunnerFactory, TrackerFactory};
+use baton::runtime::daemon::{DaemonOptions, RunError, RunnerFactory, TrackerFactory};
 use baton::status::ControlRequest;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
@@ -174,8 +174,8 @@ pub fn daemon_options_with(
 
 /// Run `run` on its own thread; the receiver gets its result once it returns.
 pub fn spawn_daemon(
-    run: impl FnOnce() -> Result<(), String> + Send + 'static,
-) -> Receiver<Result<(), String>> {
+    run: impl FnOnce() -> Result<(), RunError> + Send + 'static,
+) -> Receiver<Result<(), RunError>> {
     let (tx, exited) = bounded(1);
     std::thread::spawn(move || {
         let _ = tx.send(run());

@@ -1,17 +1,16 @@
-//! `worker.*` (spec Appendix A): SSH worker hosts and the per-host cap.
+//! `worker.*` (spec Appendix A: SSH worker hosts and the per-host cap) and `sandbox.*` (spec
+//! §15.5, applied by [`super::sandbox`]).
 
-use super::section::Section;
-use super::ConfigError;
+use std::path::PathBuf;
 
-/// Default of `worker.ssh_command_timeout_ms`.
-pub const DEFAULT_SSH_COMMAND_TIMEOUT_MS: u64 = 30_000;
-/// Default of `worker.ssh_sessions_per_connection`: sshd's default `MaxSessions`.
-pub const DEFAULT_SSH_SESSIONS_PER_CONNECTION: u32 = 10;
-/// Default of `worker.orphan_grace_ms` (10 minutes).
-pub const DEFAULT_ORPHAN_GRACE_MS: u64 = 600_000;
+use serde::Deserialize;
+
+use super::sandbox::SandboxConfig;
+use crate::config::{bad_destination, ConfigError, Section};
 
 /// `worker.*`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct WorkerConfig {
     /// `worker.ssh_hosts`: SSH destinations exactly as passed to `ssh` (`build-1`,
     /// `baton@10.0.0.5`); empty = everything runs locally.
@@ -26,7 +25,8 @@ pub struct WorkerConfig {
     /// out is marked down like an unreachable one.
     pub ssh_command_timeout_ms: u64,
     /// `worker.ssh_sessions_per_connection`: sessions multiplexed over one SSH connection before
-    /// another is opened to the host (keep it at most the server's `MaxSessions`).
+    /// another is opened to the host (keep it at most the server's `MaxSessions`; sshd's default
+    /// is 10).
     pub ssh_sessions_per_connection: u32,
 }
 
@@ -35,85 +35,64 @@ impl Default for WorkerConfig {
         WorkerConfig {
             ssh_hosts: Vec::new(),
             max_concurrent_agents_per_host: None,
-            orphan_grace_ms: DEFAULT_ORPHAN_GRACE_MS,
-            ssh_command_timeout_ms: DEFAULT_SSH_COMMAND_TIMEOUT_MS,
-            ssh_sessions_per_connection: DEFAULT_SSH_SESSIONS_PER_CONNECTION,
+            orphan_grace_ms: 600_000,
+            ssh_command_timeout_ms: 30_000,
+            ssh_sessions_per_connection: 10,
         }
     }
 }
-
-/// The keys of the section.
-pub(crate) const KEYS: &[&str] = &[
-    "ssh_hosts",
-    "max_concurrent_agents_per_host",
-    "orphan_grace_ms",
-    "ssh_command_timeout_ms",
-    "ssh_sessions_per_connection",
-];
 
 impl WorkerConfig {
-    /// Parse and validate `worker.*`.
-    pub(crate) fn parse(worker: &Section<'_>) -> Result<WorkerConfig, ConfigError> {
-        let hosts = worker.string_list("ssh_hosts")?.unwrap_or_default();
-        let mut ssh_hosts: Vec<String> = Vec::with_capacity(hosts.len());
-        for h in hosts {
-            if let Some(why) = bad_destination(&h) {
-                return Err(worker.invalid(
-                    "ssh_hosts",
-                    &format!("SSH destinations ({why})"),
-                    &format!("an entry {h:?}"),
-                ));
+    /// Read `worker.*`; every SSH destination must be usable and distinct.
+    pub(crate) fn parse(s: &Section<'_>) -> Result<WorkerConfig, ConfigError> {
+        let w: WorkerConfig = s.read()?;
+        for (i, h) in w.ssh_hosts.iter().enumerate() {
+            if let Some(why) = bad_destination(h) {
+                let want = format!("SSH destinations ({why})");
+                return Err(s.invalid("ssh_hosts", &want, &format!("an entry {h:?}")));
             }
-            if ssh_hosts.contains(&h) {
-                return Err(worker.invalid(
-                    "ssh_hosts",
-                    "distinct SSH destinations",
-                    &format!("{h:?} twice"),
-                ));
+            if w.ssh_hosts[..i].contains(h) {
+                let got = format!("{h:?} twice");
+                return Err(s.invalid("ssh_hosts", "distinct SSH destinations", &got));
             }
-            ssh_hosts.push(h);
         }
-        Ok(WorkerConfig {
-            ssh_hosts,
-            max_concurrent_agents_per_host: worker
-                .positive_u32("max_concurrent_agents_per_host")?,
-            orphan_grace_ms: worker
-                .positive("orphan_grace_ms")?
-                .unwrap_or(DEFAULT_ORPHAN_GRACE_MS),
-            ssh_command_timeout_ms: worker
-                .positive("ssh_command_timeout_ms")?
-                .unwrap_or(DEFAULT_SSH_COMMAND_TIMEOUT_MS),
-            ssh_sessions_per_connection: worker
-                .positive_u32("ssh_sessions_per_connection")?
-                .unwrap_or(DEFAULT_SSH_SESSIONS_PER_CONNECTION),
-        })
+        Ok(w)
     }
 }
 
-/// Why `h` is not usable as an `ssh` destination argument (`None`: fine). A leading `-` would be
-/// read as an option; whitespace and control characters never belong in a destination.
-pub(crate) fn bad_destination(h: &str) -> Option<&'static str> {
-    if h.is_empty() {
-        Some("not empty")
-    } else if h.starts_with('-') {
-        Some("not starting with '-'")
-    } else if h.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        Some("no whitespace or control characters")
-    } else if h.len() > 255 {
-        Some("at most 255 bytes")
-    } else {
-        None
+/// Read `sandbox.*`; `hidden` are the paths the agents must not see besides the workspace root
+/// and home.
+pub(crate) fn sandbox(s: &Section<'_>, hidden: Vec<PathBuf>) -> Result<SandboxConfig, ConfigError> {
+    #[derive(Deserialize, PartialEq)]
+    #[serde(rename_all = "snake_case")]
+    enum Kind {
+        None,
+        Bubblewrap,
     }
+    #[derive(Deserialize, PartialEq)]
+    #[serde(rename_all = "snake_case")]
+    enum Network {
+        Host,
+        None,
+    }
+    Ok(SandboxConfig {
+        bubblewrap: s.get::<Option<Kind>>("kind")? == Some(Kind::Bubblewrap),
+        no_network: s.get::<Option<Network>>("network")? == Some(Network::None),
+        writable: s.paths("writable")?,
+        readable: s.paths("readable")?,
+        hidden,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_yaml::Mapping;
+    use crate::config::{test_env::EmptyEnv, FrontMatter};
+    use std::path::Path;
 
     fn parse(yaml: &str) -> Result<WorkerConfig, ConfigError> {
-        let m: Mapping = serde_yaml::from_str(yaml).unwrap();
-        WorkerConfig::parse(&Section::new(&m, "worker")?)
+        let m: serde_yaml::Mapping = serde_yaml::from_str(yaml).unwrap();
+        WorkerConfig::parse(&FrontMatter::new(&m, &EmptyEnv, Path::new("/")).section("worker")?)
     }
 
     #[test]
