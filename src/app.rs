@@ -14,7 +14,6 @@ use crate::agent::gemini::GeminiRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_FORCED_SHUTDOWN, EXIT_OK, EXIT_USAGE};
 use crate::host::LocalHost;
-use crate::http::HttpOptions;
 use crate::runtime::clock::SystemClock;
 use crate::runtime::daemon::{DaemonOptions, ExitWhen, RunError};
 use crate::workflow::config::{AgentKind, ProcessEnv, ServiceConfig};
@@ -32,13 +31,24 @@ where
             return EXIT_USAGE;
         }
     };
+    let not_built = crate::features::not_built(None, Some(&cmd));
+    for e in &not_built {
+        eprintln!("baton: {e}");
+    }
+    if !not_built.is_empty() {
+        return EXIT_FAILURE;
+    }
     match cmd {
         Command::Help => {
             print!("{}", cli::HELP);
             EXIT_OK
         }
         Command::Version => {
-            println!("baton {}", env!("CARGO_PKG_VERSION"));
+            let features = match crate::features::BUILT {
+                [] => "none".to_string(),
+                built => built.join(" "),
+            };
+            println!("baton {}\nfeatures: {features}", env!("CARGO_PKG_VERSION"));
             EXIT_OK
         }
         Command::Check {
@@ -55,11 +65,14 @@ where
             crate::runtime::threads::install_panic_hook();
             run_workflow(&args, None, &|_| {})
         }
+        #[cfg(all(feature = "backlog", feature = "http"))]
         Command::Demo(args) => {
             crate::logging::init(args.log_level);
             crate::runtime::threads::install_panic_hook();
-            crate::demo::run(&args)
+            crate::demo::run(&args, &run_workflow)
         }
+        #[cfg(not(all(feature = "backlog", feature = "http")))]
+        Command::Demo(_) => EXIT_FAILURE, // refused above: feature_not_built
     }
 }
 
@@ -68,6 +81,9 @@ fn load_for_startup(path: &Path) -> Result<Workflow, String> {
     let wf = load_workflow(path, &ProcessEnv).map_err(|e| e.to_string())?;
     for w in &wf.config.warnings {
         log::warn!("event=config_warning file={} {w}", path.display());
+    }
+    if let Some(e) = crate::features::not_built(Some(&wf.config.config), None).first() {
+        return Err(format!("{e} ({})", path.display()));
     }
     let errs = wf.config.config.preflight_errors();
     if let Some(first) = errs.first() {
@@ -146,19 +162,11 @@ fn start_and_run(
         .map_err(|e| format!("startup_failed: {}: {e}", args.workflow.display()))?;
     let (control_tx, control_rx) = crossbeam_channel::bounded(64);
     let server = &wf.config.config.server;
-    let _http = match HttpOptions::from_config(args.port, args.bind.as_deref(), server) {
-        None => None,
-        Some(opts) => {
-            let opts = HttpOptions {
-                ops: Arc::clone(&ops.shared),
-                ..opts
-            };
-            let h = crate::http::spawn(opts, control_tx)
-                .map_err(|e| format!("startup_failed: dashboard/API server: {e}"))?;
-            on_listen(h.local_addr());
-            Some(h)
-        }
-    };
+    #[cfg(feature = "http")]
+    let _http = crate::http::start(args.port, args.bind.as_deref(), server, &ops, control_tx)?
+        .inspect(|h| on_listen(h.local_addr()));
+    #[cfg(not(feature = "http"))]
+    let _ = (server, control_tx, on_listen); // nothing serves (the flags and keys are refused)
     let opts = DaemonOptions {
         workflow_path: args.workflow.clone(),
         initial: wf,

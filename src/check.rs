@@ -93,9 +93,13 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     print_nofile(r, cfg);
     print_budget(r, cfg);
     check_sandbox(r, cfg);
+    for e in crate::features::not_built(Some(cfg), None) {
+        r.fail(e);
+    }
     for e in cfg.preflight_errors() {
         r.fail(format!("{}: {}", e.class, e.message));
     }
+    #[cfg(feature = "ssh")]
     check_hosts(r, cfg);
     r.lines(crate::runtime::persist::check_lines(cfg));
     // The tracker kind's own section: what it resolved, found and skipped; the plan needs
@@ -154,6 +158,7 @@ fn print_nofile(r: &mut Report<'_>, cfg: &ServiceConfig) {
 }
 
 /// One line per SSH worker host: reachable, `workspace.root` writable, agent CLI version.
+#[cfg(feature = "ssh")]
 fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
     if cfg.worker.ssh_hosts.is_empty() {
         return;

@@ -35,7 +35,7 @@ OPTIONS:
     --agent demo|claude   `baton demo` only: the bundled demo agent script (default, needs nothing)
                           or the real `claude` CLI (installed and logged in); demo port default 8787
     -h, --help            print this help
-    -V, --version         print the version
+    -V, --version         print the version and the Cargo features built
 
 ENVIRONMENT:
     GITHUB_TOKEN          tracker token when tracker.token is not set (then `gh auth token`)

@@ -252,6 +252,7 @@ impl<'a> Section<'a> {
         self.fm.env
     }
 
+    #[cfg_attr(not(feature = "backlog"), allow(dead_code))] // the Backlog.md board's directory
     pub(crate) fn dir(&self) -> &'a Path {
         self.fm.dir
     }

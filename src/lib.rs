@@ -14,10 +14,13 @@ pub mod app;
 pub mod check;
 pub mod cli;
 pub mod config;
+#[cfg(all(feature = "backlog", feature = "http"))]
 pub mod demo;
 pub mod durable;
+pub mod features;
 pub mod front_matter;
 pub mod host;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod logging;
 pub mod model;

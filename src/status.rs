@@ -3,6 +3,8 @@
 //! orchestrator state; it asks over a channel and renders what comes back. Times are RFC 3339 UTC
 //! strings.
 
+pub mod snapshot;
+
 use crossbeam_channel::Sender;
 use serde::Serialize;
 

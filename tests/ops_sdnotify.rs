@@ -309,6 +309,7 @@ fn watchdog_pings_follow_the_pacer_and_stop_while_the_loop_is_wedged() {
 #[path = "it/support/stand_ins.rs"]
 mod stand_ins;
 
+#[cfg(feature = "http")]
 mod wedge {
     use super::*;
     use std::sync::Arc;

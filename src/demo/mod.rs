@@ -14,20 +14,26 @@ mod files;
 use std::cell::RefCell;
 use std::fs;
 use std::io;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::SystemTime;
 
 use crate::cli::{DemoArgs, RunArgs, EXIT_FAILURE, EXIT_OK};
 use crate::model::contains_name;
+use crate::runtime::daemon::ExitWhen;
 use crate::status::StateSnapshot;
 use crate::tracker::backlog::read_board;
 
 /// The terminal status the demo waits for.
 const DONE: &str = "Done";
 
+/// How `baton demo` runs the daemon: `app::run_workflow`, passed in by `app` (which sits above
+/// this module) with the demo's workflow, its exit condition and the dashboard callback.
+pub type RunDaemon<'a> = &'a dyn Fn(&RunArgs, Option<ExitWhen>, &dyn Fn(SocketAddr)) -> i32;
+
 /// Run `baton demo`; returns the exit code.
-pub fn run(args: &DemoArgs) -> i32 {
+pub fn run(args: &DemoArgs, run_daemon: RunDaemon<'_>) -> i32 {
     if args.real_claude && !on_path("claude") {
         eprintln!(
             "baton demo: --agent claude needs the `claude` CLI on PATH, logged in \
@@ -70,12 +76,12 @@ pub fn run(args: &DemoArgs) -> i32 {
         log_level: args.log_level,
     };
     let listened = std::cell::Cell::new(false);
-    let on_listen = |addr: std::net::SocketAddr| {
+    let on_listen = |addr: SocketAddr| {
         listened.set(true);
         println!("  dashboard: http://{addr}/  (JSON: http://{addr}/api/v1/state)");
         println!("baton demo: running; it stops by itself when every task is Done (Ctrl-C stops it earlier)");
     };
-    let code = crate::app::run_workflow(&run, Some(exit_when), &on_listen);
+    let code = run_daemon(&run, Some(exit_when), &on_listen);
     if code != EXIT_OK && !listened.get() {
         // It never ran (the port is taken, …): nothing in the directory is worth keeping.
         match fs::remove_dir_all(&dir) {

@@ -4,8 +4,7 @@
 //! group is killed. Here because nothing outside `host/` signals process groups.
 
 use std::io;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::hook::{supervise, HookError, HookOutput};
@@ -39,7 +38,12 @@ pub(crate) fn output_within(cmd: Command, timeout: Duration) -> io::Result<HookO
 
 /// [`output_within`] with stdout and stderr on `/dev/null`, for a command that leaves a daemon
 /// behind (`ssh -f` starting a master), which must not inherit pipes Baton reads.
-pub(crate) fn status_within(mut cmd: Command, timeout: Duration) -> io::Result<ExitStatus> {
+#[cfg(feature = "ssh")]
+pub(crate) fn status_within(
+    mut cmd: Command,
+    timeout: Duration,
+) -> io::Result<std::process::ExitStatus> {
+    use std::os::unix::process::CommandExt;
     cmd.stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
@@ -94,6 +98,11 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[test]
+    #[cfg(feature = "ssh")]
+    fn a_hung_daemon_starter_is_killed_at_the_timeout() {
         let mut sleep = Command::new("sleep");
         sleep.arg("600");
         let e = status_within(sleep, Duration::from_millis(100));

@@ -22,9 +22,13 @@ pub mod config;
 mod env;
 mod hook;
 mod local;
+#[cfg(not(feature = "ssh"))]
+mod no_ssh;
 pub mod orphan;
+#[cfg(feature = "ssh")]
 mod pool;
 pub mod sandbox;
+#[cfg(feature = "ssh")]
 pub mod ssh;
 mod supervisor;
 
@@ -43,8 +47,12 @@ pub use env::{env_policy, set_env_policy, EnvPolicy};
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::sweep_tombstones;
 pub use local::LocalHost;
+#[cfg(not(feature = "ssh"))]
+pub use no_ssh::HostPool;
 pub use orphan::OrphanOutcome;
+#[cfg(feature = "ssh")]
 pub use pool::HostPool;
+#[cfg(feature = "ssh")]
 pub use ssh::{SshHost, SshSettings};
 pub use supervisor::kill_live_groups;
 
@@ -305,6 +313,15 @@ pub trait Process: Send + fmt::Debug {
         let _ = self.stderr_done().recv_timeout(timeout);
         self.stderr_tail()
     }
+}
+
+/// Error-text prefix of connection and startup failures (the `host_unavailable` class).
+pub const HOST_UNAVAILABLE: &str = "host_unavailable";
+
+/// Whether `err` (an error message from a host operation) is a connection/startup failure, or
+/// a host whose sandbox cannot start (`host_sandbox_unavailable`): either way the host is not used.
+pub fn is_host_unavailable(err: &str) -> bool {
+    err.contains(HOST_UNAVAILABLE) || err.contains(sandbox::SANDBOX_UNAVAILABLE)
 }
 
 /// A short description of how a process ended: `exit code 1`, `killed by signal 15`, or

@@ -17,6 +17,8 @@ use std::time::Duration;
 pub use server::{spawn, HttpHandle};
 
 use crate::ops::shared::OpsShared;
+use crate::ops::DaemonOps;
+use crate::status::ControlRequest;
 use crate::workflow::config::{Secret, ServerConfig};
 
 /// Default bind host: loopback only.
@@ -58,7 +60,7 @@ impl HttpOptions {
 
     /// Apply precedence: `--port` over `server.port`, `--bind` over `server.host` over
     /// `127.0.0.1`. `None` when neither port is given (server disabled).
-    pub(crate) fn from_config(
+    fn from_config(
         cli_port: Option<u16>,
         cli_bind: Option<&str>,
         server: &ServerConfig,
@@ -74,6 +76,27 @@ impl HttpOptions {
             ..HttpOptions::new(bind, port)
         })
     }
+}
+
+/// Start the server when `--port` or `server.port` asks for one (`Ok(None)`: no server), with
+/// `/metrics` and `/readyz` reading the daemon's `ops`.
+pub(crate) fn start(
+    cli_port: Option<u16>,
+    cli_bind: Option<&str>,
+    server: &ServerConfig,
+    ops: &DaemonOps,
+    control: crossbeam_channel::Sender<ControlRequest>,
+) -> Result<Option<HttpHandle>, String> {
+    let Some(opts) = HttpOptions::from_config(cli_port, cli_bind, server) else {
+        return Ok(None);
+    };
+    let opts = HttpOptions {
+        ops: Arc::clone(&ops.shared),
+        ..opts
+    };
+    spawn(opts, control)
+        .map(Some)
+        .map_err(|e| format!("startup_failed: dashboard/API server: {e}"))
 }
 
 #[cfg(test)]

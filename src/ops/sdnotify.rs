@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use log::warn;
 
 use super::shared::OpsShared;
-use crate::runtime::daemon::DaemonOps;
+use super::DaemonOps;
 
 /// Environment variables systemd sets for the main process only. [`take_systemd_env`] removes
 /// them from Baton's own environment before any thread or child starts, so children never inherit

@@ -1,5 +1,5 @@
 //! The scheduling core (spec §7, §8): plain serializable state (`state`), pure rules (`rules`),
-//! the event → decision → action function (`engine`), status rows (`snapshot`) and the durable
+//! the event → decision → action function (`engine`) and the durable
 //! projection and restore of the state (`restore`). Nothing in this
 //! module performs I/O, spawns threads or reads a clock; `crate::runtime` does that.
 
@@ -9,7 +9,6 @@ pub mod gate;
 pub mod hosts;
 pub mod restore;
 pub mod rules;
-pub mod snapshot;
 pub mod state;
 
 pub use self::engine::{

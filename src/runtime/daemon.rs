@@ -27,11 +27,11 @@ use crate::agent::{AgentRunner, CancelToken};
 use crate::host::sandbox::Sandbox;
 use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
-use crate::orchestrator::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::orchestrator::{
     handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
     TrackerOp, WorkerOutcome,
 };
+use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::status::StateSnapshot;
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
@@ -54,8 +54,8 @@ use super::worker::{spawn_worker, WorkerContext};
 use crate::ops::shared::OpsShared;
 
 mod ops;
-pub use self::ops::DaemonOps;
 use self::ops::LoopOps;
+pub use crate::ops::DaemonOps;
 
 /// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
 pub use crate::orchestrator::rules::RELOAD_DEBOUNCE_MS;
@@ -758,12 +758,12 @@ fn probe_host(
     sandbox: Option<Arc<Sandbox>>,
     events: Sender<Event>,
 ) {
-    let h = hosts.ssh(&host);
+    let h = hosts.get(Some(&host));
     let spawned = thread::Builder::new()
         .name("host-probe".into())
         .spawn(move || {
             let result = h
-                .check_reachable()
+                .probe()
                 .and_then(|()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref())));
             let _ = events.send(Event::HostProbed { host, result });
         });
@@ -1360,11 +1360,8 @@ impl Daemon {
             Err(e) => return self.reload_failed(Some(e.to_string())),
         };
         let new_cfg = config(&wf);
-        let mut problems: Vec<String> = new_cfg
-            .preflight_errors()
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let mut problems = crate::features::not_built(Some(new_cfg), None);
+        problems.extend(new_cfg.preflight_errors().iter().map(|e| e.to_string()));
         let tracker_changed = new_cfg.tracker != config(&self.workflow).tracker;
         let mut tracker = None;
         if problems.is_empty() && tracker_changed {

@@ -16,7 +16,7 @@ use log::{info, warn};
 use crate::agent::{
     argv_safe_prompt, AgentErrorKind, AgentRunner, AgentSession, CancelToken, SessionContext,
 };
-use crate::host::ssh::is_host_unavailable;
+use crate::host::is_host_unavailable;
 use crate::host::Host;
 use crate::model::Issue;
 use crate::orchestrator::rules;

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{backlog, github};
+use super::github;
 use super::{Tracker, TrackerError, TrackerErrorKind};
 use crate::config::{ConfigError, Secret, Section};
 use crate::model::{normalize_name, Issue};
@@ -90,6 +90,7 @@ impl Default for TrackerConfig {
 }
 
 /// The keys every kind has.
+#[cfg_attr(not(feature = "backlog"), allow(dead_code))] // read by the Backlog.md kind
 pub(crate) const SHARED_KEYS: &[&str] = &[
     "kind",
     "active_states",
@@ -125,8 +126,11 @@ pub(crate) struct TrackerAdapter {
 }
 
 /// The registry of tracker kinds. The first one is the default shown in messages.
-pub(crate) const ADAPTERS: &[&TrackerAdapter] =
-    &[&github::config::ADAPTER, &backlog::config::ADAPTER];
+pub(crate) const ADAPTERS: &[&TrackerAdapter] = &[
+    &github::config::ADAPTER,
+    #[cfg(feature = "backlog")]
+    &super::backlog::config::ADAPTER,
+];
 
 fn registered(kind: Option<&str>) -> Option<&'static TrackerAdapter> {
     ADAPTERS.iter().copied().find(|a| Some(a.kind) == kind)
@@ -250,6 +254,7 @@ mod tests {
             assert!(kind_message(None).contains(a.kind));
             assert_eq!(adapter_for(Some(a.kind)).kind, a.kind);
         }
+        #[cfg(feature = "backlog")]
         assert_eq!(
             kind_message(Some("jira")),
             "tracker.kind must be github_projects or backlog_md, got \"jira\""

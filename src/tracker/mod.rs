@@ -190,6 +190,7 @@ pub trait Tracker: Send + Sync {
 /// Keeps a [`Tracker::watch`] alive; dropping it stops the watch.
 pub type WatchGuard = Box<dyn Send>;
 
+#[cfg(feature = "backlog")]
 pub mod backlog;
 pub mod config;
 pub mod github;

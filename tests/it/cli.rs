@@ -35,16 +35,6 @@ fn help_documents_usage_and_exit_codes() {
 }
 
 #[test]
-fn version_prints_the_crate_version() {
-    let out = baton().arg("--version").output().unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap().trim(),
-        format!("baton {}", env!("CARGO_PKG_VERSION"))
-    );
-}
-
-#[test]
 fn usage_errors_exit_2() {
     for args in [
         &["--bogus"][..],

@@ -18,6 +18,7 @@ use baton::workflow::config::{CliSection, CodexConfig};
 use crate::support::agent::{run, run_with, summaries, Sandbox, Turn};
 use crate::support::fake_responses::{usage_for, FakeResponses};
 use crate::support::procs;
+#[cfg(feature = "ssh")]
 use crate::support::sshd;
 use crate::support::tempdir::TempDir;
 
@@ -340,6 +341,7 @@ fn codex_real_cli_runs_in_the_sandbox() {
 /// the middle of a turn (sshd killed while the command runs), the turn ends at once and nothing
 /// of it is left on the host: the server saw EOF, exited, and the wrapper ended its group.
 #[test]
+#[cfg(feature = "ssh")]
 #[ignore = "needs the real codex CLI and OpenSSH's sshd (BATON_CODEX_BIN, BATON_SSHD)"]
 fn codex_real_cli_runs_on_an_ssh_host() {
     crate::support::tool::required("BATON_SSHD", ".ci/setup-ssh.sh");

@@ -9,7 +9,8 @@ use crate::support::fake_github::{
     issue_node_id, BoardFixture, FakeGithub, IssueFixture, FAKE_TOKEN,
 };
 use crate::support::procs;
-use crate::support::sshd::{processes_matching, Lab};
+use crate::support::procs::processes_matching;
+use crate::support::sshd::Lab;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -12,11 +12,11 @@ use baton::agent::{AgentEvent, AgentEventKind, TokenUsage};
 use baton::model::{BlockerRef, Issue};
 use baton::orchestrator::engine::{handle, next_deadline, Action, Event, PollSkip};
 use baton::orchestrator::rules::RELOAD_DEBOUNCE_MS;
-use baton::orchestrator::snapshot::{issue_detail, state_snapshot};
 use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RetryKind, RECENT_EVENTS_CAP};
 use baton::orchestrator::{
     Budget, ParkKind, StopReason, WorkerOutcome, WorkerPhase, WorkerProgress,
 };
+use baton::status::snapshot::{issue_detail, state_snapshot};
 
 const T0: Millis = 1_700_000_000_000;
 

@@ -554,6 +554,42 @@ fn a_reload_that_cannot_build_its_tracker_keeps_the_previous_config_entirely() {
     d.stop();
 }
 
+/// Issue 22: in a Baton built without `ssh`, a reload that adds `worker.ssh_hosts` is refused
+/// like any invalid edit (never applied with the hosts ignored): the previous config stays.
+#[test]
+#[cfg(not(feature = "ssh"))]
+fn a_reload_that_needs_a_feature_not_built_keeps_the_previous_config() {
+    let dir = TempDir::new("reload-feature");
+    let (tracker, _log, runner) = two_todo_issues_with_hanging_agents();
+    let d = start(&dir, tracker, runner, "  max_concurrent_agents: 1\n");
+    d.wait_for("one running", |s| s.counts.running == 1);
+    let with_hosts = "  max_concurrent_agents: 2\nworker:\n  ssh_hosts: [build-1]\n";
+    fs::write(dir.join("WORKFLOW.md"), workflow_text(&dir, with_hosts)).unwrap();
+    d.reload.send(()).unwrap();
+    d.wait_until("/readyz to show the rejected reload", || {
+        matches!(
+            d.ops.readyz(Instant::now()),
+            Err(NotReady::ReloadFailed { .. })
+        )
+    });
+    let Err(NotReady::ReloadFailed { message }) = d.ops.readyz(Instant::now()) else {
+        unreachable!()
+    };
+    assert!(
+        message.contains(
+            "feature_not_built: worker.ssh_hosts needs a Baton built with --features ssh"
+        ),
+        "{message}"
+    );
+    d.run_for(1_000);
+    assert_eq!(
+        d.snapshot().counts.running,
+        1,
+        "the previous cap is in force"
+    );
+    d.stop();
+}
+
 #[test]
 fn a_rate_limit_holds_the_between_turn_refresh_and_ends_the_run_for_a_later_continuation() {
     let dir = TempDir::new("held");

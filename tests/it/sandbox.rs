@@ -7,7 +7,9 @@
 
 use crate::support::agent::{claude_config, run, ISSUE};
 use crate::support::fake_anthropic::{FakeAnthropic, Step};
-use crate::support::sshd::{processes_matching, wait_none_matching, Lab};
+use crate::support::procs::{processes_matching, wait_none_matching};
+#[cfg(feature = "ssh")]
+use crate::support::sshd::Lab;
 use crate::support::tempdir::TempDir;
 use crate::support::tool;
 
@@ -416,7 +418,7 @@ fn sandbox_missing_bwrap_fails_closed() {
         "{err}"
     );
     assert!(
-        baton::host::ssh::is_host_unavailable(&err),
+        baton::host::is_host_unavailable(&err),
         "an SSH host would not be used"
     );
     assert!(!w.ws.join("ran-unconfined").exists());
@@ -673,6 +675,7 @@ fn sandbox_real_claude_turn_completes() {
 }
 
 #[test]
+#[cfg(feature = "ssh")]
 #[ignore = "needs bwrap and OpenSSH's sshd (BATON_BWRAP, BATON_SSHD)"]
 fn sandbox_confines_an_agent_on_an_ssh_host() {
     need_bwrap();
@@ -701,7 +704,7 @@ fn sandbox_confines_an_agent_on_an_ssh_host() {
     sb.wrap(&mut spec, None);
     let (_, code, err) = run_spec(&host, &spec);
     assert_eq!(code, Some(125), "{err}");
-    assert!(baton::host::ssh::is_host_unavailable(&err), "{err}");
+    assert!(baton::host::is_host_unavailable(&err), "{err}");
     assert!(!w.ws.join("ran-unconfined").exists());
 }
 

@@ -20,7 +20,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sshd::{wait_none_matching, Lab};
+use crate::support::procs::wait_none_matching;
+use sshd::Lab;
 use support::fake_github::{BoardFixture, FakeGithub, IssueFixture, FAKE_TOKEN};
 
 /// A fake Claude-compatible agent: logs where it ran and its arguments, then one successful
@@ -538,7 +539,7 @@ fn a_host_whose_commands_never_return_is_marked_down() {
     let started = Instant::now();
     let status = d.terminate(Duration::from_secs(30));
     let took = started.elapsed();
-    for pid in sshd::processes_matching(&format!("sleep {marker}")) {
+    for pid in crate::support::procs::processes_matching(&format!("sleep {marker}")) {
         // SAFETY: kill(2) of a process this test's server started.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }

@@ -10,8 +10,9 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::procs::wait_none_matching;
 use baton::host::{Host, ProcessSpec, StdoutItem};
-use sshd::{wait_none_matching, Lab};
+use sshd::Lab;
 
 fn lines_of(p: &dyn baton::host::Process) -> Vec<String> {
     let mut out = vec![];
@@ -331,7 +332,7 @@ fn every_remote_command_has_a_deadline_and_a_timeout_is_host_unavailable() {
     let took = started.elapsed();
     let left = wait_none_matching(&format!("sleep {marker}"), Duration::from_secs(5));
     for e in [&probe, &create, &spawn] {
-        assert!(baton::host::ssh::is_host_unavailable(e), "{e}");
+        assert!(baton::host::is_host_unavailable(e), "{e}");
     }
     assert!(
         probe.contains("worker.ssh_command_timeout_ms"),

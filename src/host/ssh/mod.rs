@@ -22,14 +22,12 @@ use std::time::Duration;
 
 use super::command::{output_within, status_within};
 use super::{BeforeRemove, HookOutput, Host, OrphanOutcome, Process, ProcessSpec, Removal};
-use super::{Workspace, WorkspaceError};
+use super::{Workspace, WorkspaceError, HOST_UNAVAILABLE};
 use crate::host::config::WorkerConfig;
 
 pub use probe::probe_host;
 pub use quote::{shell_join, shell_quote};
 
-/// Error-text prefix of connection and startup failures (the `host_unavailable` class).
-pub const HOST_UNAVAILABLE: &str = "host_unavailable";
 /// `ssh` exits with this status when the connection (not the remote command) failed.
 const SSH_CONNECTION_FAILED: i32 = 255;
 /// Default `ConnectTimeout` in seconds.
@@ -425,12 +423,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
-}
-
-/// Whether `err` (an error message from a host operation) is a connection/startup failure, or
-/// a host whose sandbox cannot start (`host_sandbox_unavailable`): either way the host is not used.
-pub fn is_host_unavailable(err: &str) -> bool {
-    err.contains(HOST_UNAVAILABLE) || err.contains(super::sandbox::SANDBOX_UNAVAILABLE)
 }
 
 /// A short wait used by remote kill verification.

@@ -9,29 +9,11 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use crate::ops::metrics::MetricsSnapshot;
 use crate::ops::sdnotify::{summary, Notifier, WatchdogPacer};
 use crate::ops::shared::OpsShared;
+use crate::ops::DaemonOps;
 use crate::orchestrator::{OrchestratorState, ParkKind, WorkerOutcome};
 
 /// Shortest time between two `STATUS=` messages.
 pub(crate) const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
-
-/// What the daemon shares with the HTTP thread and systemd. `Default`: fresh shared state and
-/// no systemd.
-#[derive(Debug, Clone)]
-pub struct DaemonOps {
-    /// Metrics and readiness facts (also given to the HTTP server).
-    pub shared: Arc<OpsShared>,
-    /// The systemd notifier ([`Notifier::from_env`] in production).
-    pub notifier: Arc<Notifier>,
-}
-
-impl Default for DaemonOps {
-    fn default() -> Self {
-        DaemonOps {
-            shared: Arc::new(OpsShared::new()),
-            notifier: Arc::new(Notifier::disabled()),
-        }
-    }
-}
 
 /// The loop-side state of [`DaemonOps`].
 pub(crate) struct LoopOps {

@@ -14,12 +14,14 @@ pub mod fake_github;
 pub mod fake_openai;
 pub mod fake_responses;
 pub mod fuzz;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod issues;
 pub mod log_capture;
 pub mod procs;
 pub mod prom;
 pub mod real_cli;
+#[cfg(feature = "ssh")]
 pub mod sshd;
 pub mod stand_ins;
 pub mod tempdir;

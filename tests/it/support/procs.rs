@@ -66,3 +66,39 @@ pub fn wait_group_gone(pgid: i32, limit: Duration) -> bool {
     }
     true
 }
+
+/// Live (non-zombie) processes whose command line contains `needle`.
+pub fn processes_matching(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|p| *p != me)
+                .filter(|p| {
+                    let cmd = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+                    let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                    let state =
+                        std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                    let zombie = state
+                        .rsplit(')')
+                        .next()
+                        .and_then(|r| r.trim_start().chars().next())
+                        == Some('Z');
+                    cmd.contains(needle) && !zombie
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Wait (bounded) until no live process matches `needle`.
+pub fn wait_none_matching(needle: &str, limit: Duration) -> Vec<i32> {
+    let start = Instant::now();
+    loop {
+        let left = processes_matching(needle);
+        if left.is_empty() || start.elapsed() > limit {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

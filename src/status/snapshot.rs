@@ -1,15 +1,19 @@
 //! Building the status surface's rows (spec §13.3, §13.5) from orchestrator state. Pure: the
-//! runtime calls these when the HTTP thread asks.
+//! runtime calls these when the HTTP thread asks. It lives here, above the core, so that the core
+//! never names a surface type.
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use crate::status::{
+use super::{
     AgentTotals, BlockedRow, Counts, HostRow, IssueDetail, RecentEvent, RetryRow, RunningRow,
     Spend, StateSnapshot, TrackerHealth,
 };
 use crate::timefmt::rfc3339_millis;
 
-use super::state::{BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry};
+use crate::orchestrator::hosts;
+use crate::orchestrator::state::{
+    BlockedEntry, Millis, OrchestratorState, RetryEntry, RunningEntry,
+};
 
 /// The issue's lifetime spend row (zero when it has spent nothing yet).
 fn spend(s: &OrchestratorState, issue_id: &str) -> Spend {
@@ -125,7 +129,7 @@ pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
 
 /// The SSH hosts' load, cap and health, in config order.
 fn host_rows(s: &OrchestratorState) -> Vec<HostRow> {
-    let loads = super::hosts::loads(s);
+    let loads = hosts::loads(s);
     s.policy
         .ssh_hosts
         .iter()
