@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::Path;
 
 use crate::model::{contains_name, Issue};
-use crate::orchestrator::rules;
+use crate::orchestrator::{rules, Pace};
 use crate::text::{quoted, single_line as truncate};
 use crate::tracker::config::CheckLines;
 use crate::workflow::config::{ConfigEnv, ServiceConfig};
@@ -107,10 +107,30 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
     let mut lines = CheckLines::default();
     let issues = crate::tracker::config::check_report(&cfg.tracker, &mut lines);
     r.lines(lines.0);
+    if let Some(read) = lines.1 {
+        print_pacing(r, cfg, read);
+    }
     if let Some(issues) = issues {
         print_plan(r, &issues, cfg);
     }
     r.finish()
+}
+
+/// The budget plan the daemon starts from, for the board read's measured cost: the poll
+/// interval in force (`polling.interval_ms`, stretched) and its projected points per hour.
+fn print_pacing(r: &mut Report<'_>, cfg: &ServiceConfig, (points, limit): (u64, i64)) {
+    let mut pace = Pace::default();
+    pace.poll_points = Some(points);
+    let share = cfg.tracker.budget_share;
+    let plan = pace.plan(cfg.poll_interval_ms, share, Some(limit), 0);
+    let shown = |v: Option<u64>| v.map_or("?".into(), |n| n.to_string());
+    r.ok(format!(
+        "tracker budget: a board read costs {points} points; polling every {} ms (polling.interval_ms {}), projected {} of {} points per hour (tracker.budget_share {share} of {limit}); the daemon adds between-turn refreshes and retries",
+        plan.poll_interval_ms,
+        cfg.poll_interval_ms,
+        shown(plan.projected_per_hour),
+        shown(plan.target_per_hour),
+    ));
 }
 
 /// The descriptor limit the daemon raises its soft limit to, and the agents it allows.

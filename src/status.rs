@@ -110,6 +110,13 @@ pub struct TrackerHealth {
     /// The tracker's request budget (GitHub: GraphQL points); null when it reports none.
     /// Named `rate_limit` in the JSON API.
     pub rate_limit: Option<TrackerBudget>,
+    /// The poll interval in force: `polling.interval_ms`, stretched to the budget.
+    pub poll_interval_ms: u64,
+    /// Points per hour Baton aims to stay within (`tracker.budget_share` of the hourly limit);
+    /// null when the tracker reports no budget.
+    pub points_target_per_hour: Option<u64>,
+    /// Points per hour the polls and fetch batches are projected to cost; null until measured.
+    pub points_projected_per_hour: Option<u64>,
 }
 
 /// `GET /api/v1/state`.

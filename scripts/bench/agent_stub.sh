@@ -7,10 +7,14 @@
 #   flood  the first run only: init, $BENCH_FLOOD_FILE, a result line, exit; later runs hang
 #   stream the first run in each workspace only: assistant lines as fast as it can for
 #          $BENCH_STREAM_SECS seconds, a result line, exit; later runs hang
-# Every start (and the end of big/flood output) is appended to $BENCH_AGENT_LOG with a ns time.
-log() { echo "$1 $(date +%s%N) $$" >> "$BENCH_AGENT_LOG"; }
+#   turns  init + one assistant line, $BENCH_TURN_S seconds (default 60) with a grandchild
+#          `sleep`, then a result line and exit: one finished turn (the issue stays active)
+# Every start (and the end of big/flood output) is appended to $BENCH_AGENT_LOG with a ns time,
+# the pid and the workspace directory's name (the issue's workspace key).
+log() { echo "$1 $(date +%s%N) $$ ${PWD##*/}" >> "$BENCH_AGENT_LOG"; }
 log start
-sid="bench-$$"
+# A UUID, as Claude Code's session ids are (Baton resumes only those).
+sid=$(printf '%08x-0000-4000-8000-%012x' "$$" "$RANDOM")
 echo '{"type":"system","subtype":"init","session_id":"'"$sid"'","model":"stub","tools":[]}'
 hang() {
   echo '{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"working"}],"usage":{"input_tokens":10,"output_tokens":1}},"session_id":"'"$sid"'"}'
@@ -41,6 +45,12 @@ case "${BENCH_AGENT_MODE:-hang}" in
     else
       hang
     fi
+    ;;
+  turns)
+    echo '{"type":"assistant","message":{"id":"m1","role":"assistant","content":[{"type":"text","text":"working"}],"usage":{"input_tokens":10,"output_tokens":1}},"session_id":"'"$sid"'"}'
+    sleep "${BENCH_TURN_S:-60}" &
+    wait
+    echo '{"type":"result","subtype":"success","is_error":false,"result":"done","session_id":"'"$sid"'","num_turns":1,"usage":{"input_tokens":1,"output_tokens":1}}'
     ;;
   *) hang ;;
 esac

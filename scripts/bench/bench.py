@@ -7,11 +7,13 @@ every figure of docs/performance.md. Processes it starts are stopped by pid at t
 scenario. Nothing here is a pass/fail test: the figures are printed for the performance page.
 
 Usage: bench.py BATON_BIN FAKE_BIN [scenario ...]   (default: all scenarios)
-Env: BENCH_QUICK=1 shortens the steady-state windows.
+Env: BENCH_QUICK=1 shortens the steady-state windows; BENCH_KEEP=1 keeps each run's directory
+(with Baton's log in baton.log).
 """
 
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -83,7 +86,8 @@ class Run:
     """One fake GitHub + one baton daemon in a fresh directory."""
 
     def __init__(self, baton, fake, name, items, status, interval_ms, agent_extra="",
-                 agent_mode="hang", env=None):
+                 agent_mode="hang", env=None, max_turns=1, extra_yaml="", log_level="debug",
+                 nofile=None):
         self.dir = tempfile.mkdtemp(prefix=f"baton-bench-{name}-")
         self.mark = f"{name}-{os.getpid()}-{time.time_ns()}"
         self.reqlog = os.path.join(self.dir, "requests.log")
@@ -110,8 +114,8 @@ class Run:
                 "  page_size: 100\n  timeout_ms: 30000\n"
                 f"workspace:\n  root: {self.dir}/ws\n"
                 f"polling:\n  interval_ms: {interval_ms}\n"
-                f"agent:\n  kind: claude_code\n  max_turns: 1\n{agent_extra}"
-                f"claude_code:\n  command: \"'{stub}'\"\n"
+                f"agent:\n  kind: claude_code\n  max_turns: {max_turns}\n{agent_extra}"
+                f"claude_code:\n  command: \"'{stub}'\"\n{extra_yaml}"
                 "---\nWork on {{ issue.identifier }}.\n")
         home = os.path.join(self.dir, "home")
         os.makedirs(home)
@@ -130,10 +134,12 @@ class Run:
         benv.update(env or {})
         self.log_lines = []
         self.t_exec = time.time()
+        # nofile=(soft, hard): Baton starts with that RLIMIT_NOFILE (it raises soft to hard).
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, nofile)) if nofile else None
         self.baton = subprocess.Popen(
-            [baton, "--port", "0", "--log-level", "debug", wf],
+            [baton, "--port", "0", "--log-level", log_level, wf],
             env=benv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True)
+            stderr=subprocess.PIPE, text=True, preexec_fn=limit)
         self.pid = self.baton.pid
         threading.Thread(target=self._read_log, daemon=True).start()
         self.port = None
@@ -153,12 +159,19 @@ class Run:
         raise RuntimeError(f"no log line {needle!r} within {limit}s; baton log tail:\n{tail}")
 
     def api_state(self):
+        return json.loads(self.get("/api/v1/state")[1])
+
+    def get(self, path, timeout=10):
+        """(status, body) of `GET path` on Baton's HTTP server."""
         if self.port is None:
-            t = self.wait_log("http server listening addr=")
+            self.wait_log("http server listening addr=")
             line = next(l for _, l in self.log_lines if "http server listening addr=" in l)
             self.port = line.split("http server listening addr=")[1].split()[0].rsplit(":", 1)[1]
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/state", timeout=10) as r:
-            return json.load(r)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=timeout) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
 
     def requests(self):
         out = []
@@ -178,7 +191,7 @@ class Run:
             with open(self.agentlog) as f:
                 for line in f:
                     p = line.split()
-                    if len(p) == 3 and p[0] == kind:
+                    if len(p) >= 3 and p[0] == kind:
                         out.append(int(p[1]) / 1e9)
         except OSError:
             pass
@@ -213,6 +226,12 @@ class Run:
                 pass
         self.fake.kill()
         self.fake.wait()
+        if os.environ.get("BENCH_KEEP") == "1":
+            # Keep the run's directory (workflow, request and agent logs) and Baton's log.
+            with open(os.path.join(self.dir, "baton.log"), "w") as f:
+                f.writelines(l for _, l in self.log_lines)
+            print(f"  (kept {self.dir})", flush=True)
+            return
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

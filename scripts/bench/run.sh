@@ -6,19 +6,5 @@
 # parse; default: all but b10000-arena1). BENCH_QUICK=1 shortens the windows.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
-# The executables of this checkout (a shared CARGO_TARGET_DIR's `release/baton` may be another
-# checkout's), copied so that a concurrent build cannot replace them mid-run.
-artifact() {
-    python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
-        print(m["executable"])' "$1"
-}
-bin=$(mktemp -d)
-trap 'rm -rf "$bin"' EXIT
-cp "$(cargo build --release --message-format=json 2>/dev/null | artifact baton)" "$bin/baton"
-cp "$(cargo test --release --test it --no-run --message-format=json 2>/dev/null | artifact it)" "$bin/fake-github"
-chmod +x scripts/bench/agent_stub.sh
+source scripts/bench/build.sh
 python3 scripts/bench/bench.py "$bin/baton" "$bin/fake-github" "$@"

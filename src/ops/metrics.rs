@@ -63,8 +63,13 @@ pub struct MetricsSnapshot {
     pub rate_limit_limit: Option<u64>,
     /// Rate-limit points used by the last poll, when known (`baton_tracker_poll_points`).
     pub last_poll_points: Option<u64>,
-    /// Rate-limit points used by all polls (`baton_tracker_points_total`).
+    /// Rate-limit points used by all polls and fetch batches (`baton_tracker_points_total`).
     pub points_total: u64,
+    /// The poll interval in force, stretched to the budget (`baton_tracker_poll_interval_seconds`).
+    pub poll_interval_seconds: f64,
+    /// Points per hour the budget plan projects, when known
+    /// (`baton_tracker_points_projected_per_hour`).
+    pub points_projected_per_hour: Option<u64>,
     /// When the last poll succeeded (`baton_last_successful_poll_timestamp_seconds`).
     pub last_successful_poll: Option<SystemTime>,
     /// Poll durations (`baton_poll_duration_seconds`).
@@ -93,6 +98,8 @@ impl Default for MetricsSnapshot {
             rate_limit_limit: None,
             last_poll_points: None,
             points_total: 0,
+            poll_interval_seconds: 0.0,
+            points_projected_per_hour: None,
             last_successful_poll: None,
             poll_duration: Histogram::new(&POLL_DURATION_BUCKETS),
             state_write_duration: Histogram::new(&STATE_WRITE_DURATION_BUCKETS),
@@ -298,6 +305,11 @@ fn render_tracker(e: &mut Exposition, m: &MetricsSnapshot) {
             "Tracker rate-limit points used by the last poll.",
             m.last_poll_points,
         ),
+        (
+            "baton_tracker_points_projected_per_hour",
+            "Tracker rate-limit points per hour the budget plan projects.",
+            m.points_projected_per_hour,
+        ),
     ];
     for (name, help, value) in optional {
         if let Some(v) = value {
@@ -307,8 +319,14 @@ fn render_tracker(e: &mut Exposition, m: &MetricsSnapshot) {
     e.single(
         "baton_tracker_points_total",
         Counter,
-        "Tracker rate-limit points used by all polls.",
+        "Tracker rate-limit points used by all polls and fetch batches.",
         m.points_total as f64,
+    );
+    e.single(
+        "baton_tracker_poll_interval_seconds",
+        Gauge,
+        "The tracker poll interval in force (polling.interval_ms, stretched to the budget).",
+        m.poll_interval_seconds,
     );
     if let Some(at) = m.last_successful_poll {
         let secs = at

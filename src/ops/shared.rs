@@ -75,6 +75,11 @@ impl OpsShared {
         });
     }
 
+    /// Count the points of a tracker operation other than a poll (a fetch batch).
+    pub fn record_points(&self, points: u64) {
+        self.update_metrics(|m| m.points_total = m.points_total.saturating_add(points));
+    }
+
     pub fn render_metrics(&self) -> String {
         render(&self.metrics())
     }

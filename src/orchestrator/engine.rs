@@ -14,7 +14,7 @@ use crate::tracker::TrackerBudget;
 use crate::workspace::workspace_path;
 
 use super::budget;
-use super::gate::CallOutcome;
+use super::gate::{CallOutcome, TrackerOp};
 use super::hosts::{self, Placement};
 use super::rules::{self, Ineligible, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
@@ -89,7 +89,7 @@ pub enum Event {
         /// Latest GraphQL budget.
         rate_limit: Option<TrackerBudget>,
     },
-    /// Result of an `Action::FetchRetryIssue`.
+    /// One retry's answer from an `Action::FetchIssues`.
     RetryRefreshed {
         /// Issue id.
         issue_id: String,
@@ -145,6 +145,17 @@ pub enum Event {
     /// How the tracker calls of one operation ended (sent before that operation's result), for
     /// the request gate.
     TrackerCalls(Vec<CallOutcome>),
+    /// Points one tracker operation cost (0 for a tracker without a budget), sent after its
+    /// `TrackerCalls` and before its result; a `Fetch` report frees the fetch batch slot.
+    TrackerSpent {
+        /// Which operation.
+        op: TrackerOp,
+        /// Its points.
+        points: u64,
+    },
+    /// A worker waits for its between-turn refresh: the next fetch batch refreshes the issues
+    /// workers wait for (the runtime keeps their ids and hands them the answers).
+    TurnRefreshWanted,
     /// SIGINT/SIGTERM.
     Shutdown,
     /// Issues found in terminal states at startup: remove their workspaces (spec §8.6).
@@ -181,12 +192,14 @@ pub enum Action {
         /// Running issue ids to refresh (may be empty).
         running_ids: Vec<String>,
     },
-    /// Fetch one issue by id for a due retry; answer with `RetryRefreshed`.
-    FetchRetryIssue {
-        /// Issue id.
-        issue_id: String,
-        /// Retry generation.
-        seq: u64,
+    /// One by-id fetch batch (one per slot of the request gate): the due retries' issues, answered
+    /// with a `RetryRefreshed` each, and, when `refresh_workers`, the issues workers wait for
+    /// between turns (answered to them by the runtime); its `TrackerSpent` frees the slot.
+    FetchIssues {
+        /// (issue id, retry generation) of every due retry.
+        retries: Vec<(String, u64)>,
+        /// Refresh the issues workers wait for between turns.
+        refresh_workers: bool,
     },
     /// Start a worker thread.
     Dispatch {
@@ -304,9 +317,14 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             // Trailing debounce: every ping pushes the re-read back.
             state.reload_due = Some(now.saturating_add(RELOAD_DEBOUNCE_MS));
         }
-        Event::ConfigReloaded(policy) => on_reload(state, policy),
+        Event::ConfigReloaded(policy) => on_reload(state, policy, now),
         Event::RefreshRequested => on_refresh(state, now, &mut out),
         Event::TrackerCalls(outcomes) => state.poll.gate.note_all(&outcomes, now),
+        Event::TrackerSpent { op, points } => {
+            state.poll.gate.pace.note_spent(op, points, now);
+            replan(state, now);
+        }
+        Event::TurnRefreshWanted => state.poll.gate.pace.want_refresh(now),
         Event::Shutdown => on_shutdown(state, now, &mut out),
         Event::TerminalAtStartup(issues) => {
             // No record says which host holds an old workspace: clean it wherever it may be.
@@ -381,8 +399,13 @@ pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
     if !state.poll.in_flight {
         consider(state.poll.next_poll_at.max(allowed));
     }
-    for r in state.retry_attempts.values().filter(|r| !held(state, r)) {
-        consider(r.due_at.max(allowed));
+    if let Some(slot) = state.poll.gate.pace.fetch_due(allowed) {
+        if let Some(at) = state.poll.gate.pace.refresh_wanted_at {
+            consider(slot.max(at));
+        }
+        for r in state.retry_attempts.values().filter(|r| !held(state, r)) {
+            consider(r.due_at.max(slot));
+        }
     }
     state.orphans.values().for_each(|o| consider(o.give_up_at));
     hosts::next_probe(state).into_iter().for_each(&mut consider);
@@ -419,28 +442,54 @@ fn on_wake(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
     for host in hosts::due_probes(state, now) {
         out.push(Action::ProbeHost { host });
     }
-    // Retry fetches are tracker requests too: they wait out a pause like polls do.
-    let gate_open = !state.poll.gate.blocks(now);
-    let due: Vec<String> = state
-        .retry_attempts
-        .values()
-        .filter(|r| gate_open && !held(state, r) && r.due_at <= now)
-        .map(|r| r.issue_id.clone())
-        .collect();
-    for id in due {
-        if let Some(r) = state.retry_attempts.get_mut(&id) {
+    start_fetch_if_due(state, now, out);
+    start_poll_if_due(state, now, out);
+}
+
+/// Start a fetch batch when its slot has come and something waits for it: every due retry and,
+/// when workers asked, their between-turn refreshes. Like polls, it waits out a pause.
+fn start_fetch_if_due(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>) {
+    let gate = &mut state.poll.gate;
+    if gate
+        .pace
+        .fetch_due(gate.allowed_at())
+        .is_none_or(|due| now < due)
+    {
+        return;
+    }
+    let mut retries = Vec::new();
+    let orphans = &state.orphans;
+    for r in state.retry_attempts.values_mut() {
+        // Like `held`: an issue whose old agent may still run waits.
+        if !r.in_flight && !orphans.contains_key(&r.issue_id) && r.due_at <= now {
             r.in_flight = true;
             debug!(
                 "retry due issue_id={} issue_identifier={} attempt={}",
                 r.issue_id, r.identifier, r.attempt
             );
-            out.push(Action::FetchRetryIssue {
-                issue_id: id,
-                seq: r.seq,
-            });
+            retries.push((r.issue_id.clone(), r.seq));
         }
     }
-    start_poll_if_due(state, now, out);
+    let refresh_workers = gate.pace.refresh_wanted_at.take().is_some();
+    if retries.is_empty() && !refresh_workers {
+        return;
+    }
+    gate.pace.fetch_in_flight = true;
+    gate.pace.fetch_started_at = Some(now);
+    out.push(Action::FetchIssues {
+        retries,
+        refresh_workers,
+    });
+}
+
+/// Recompute the budget plan from the policy and the tracker's last reported limit.
+fn replan(state: &mut OrchestratorState, now: Millis) {
+    let limit = state.poll.rate_limit.as_ref().and_then(|r| r.limit);
+    let p = &state.policy;
+    state
+        .poll
+        .gate
+        .replan(p.poll_interval_ms, p.budget_share, limit, now);
 }
 
 /// Part A of reconciliation (spec §8.5): stop agents silent for longer than `stall_timeout_ms`.
@@ -484,7 +533,8 @@ fn start_poll_if_due(state: &mut OrchestratorState, now: Millis, out: &mut Vec<A
     state.poll.in_flight = true;
     state.poll.refresh_pending = false;
     state.poll.last_started_at = Some(now);
-    state.poll.next_poll_at = now.saturating_add(state.policy.poll_interval_ms);
+    let interval = state.poll.gate.poll_interval(state.policy.poll_interval_ms);
+    state.poll.next_poll_at = now.saturating_add(interval);
     let running_ids: Vec<String> = state.running.keys().cloned().collect();
     out.push(Action::StartPoll { running_ids });
 }
@@ -525,8 +575,11 @@ fn on_poll_result(
     if rate_limit.is_some() {
         state.poll.rate_limit = rate_limit;
     }
+    replan(state, now);
     if let Some(started) = state.poll.last_started_at {
         state.poll.gate.last_poll_ms = now.saturating_sub(started);
+        let interval = state.poll.gate.poll_interval(state.policy.poll_interval_ms);
+        state.poll.next_poll_at = started.saturating_add(interval);
     }
     if let Err(PollSkip::Tracker {
         retry_at: Some(at), ..
@@ -1340,17 +1393,21 @@ fn release_if_ineligible(
     }
 }
 
-fn on_reload(state: &mut OrchestratorState, policy: Policy) {
-    if policy.poll_interval_ms != state.policy.poll_interval_ms && !state.poll.in_flight {
-        if let Some(last) = state.poll.last_started_at {
-            state.poll.next_poll_at = last.saturating_add(policy.poll_interval_ms);
-        }
-    }
+fn on_reload(state: &mut OrchestratorState, policy: Policy, now: Millis) {
+    let pacing_changed = policy.poll_interval_ms != state.policy.poll_interval_ms
+        || policy.budget_share != state.policy.budget_share;
     info!(
         "workflow config applied poll_interval_ms={} max_concurrent_agents={} stall_timeout_ms={}",
         policy.poll_interval_ms, policy.max_concurrent_agents, policy.stall_timeout_ms
     );
     state.policy = policy;
+    replan(state, now);
+    if pacing_changed && !state.poll.in_flight {
+        if let Some(last) = state.poll.last_started_at {
+            let interval = state.poll.gate.poll_interval(state.policy.poll_interval_ms);
+            state.poll.next_poll_at = last.saturating_add(interval);
+        }
+    }
     // A reload may carry a fixed token: try it at once (a rate-limit pause stays).
     state.poll.gate.end_auth_backoff();
     hosts::retain_configured(state);

@@ -59,6 +59,13 @@ pub struct Policy {
     /// the same CLI.
     #[serde(default)]
     pub agent: String,
+    /// `tracker.budget_share`: the share of the tracker's hourly limit polls and fetches may use.
+    #[serde(default = "default_budget_share")]
+    pub budget_share: f64,
+}
+
+fn default_budget_share() -> f64 {
+    super::gate::DEFAULT_BUDGET_SHARE
 }
 
 /// What one issue has spent since it last entered an active state, across runs and restarts;

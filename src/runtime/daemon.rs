@@ -21,13 +21,13 @@ use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
 use crate::orchestrator::{
     handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
-    WorkerOutcome,
+    TrackerOp, WorkerOutcome,
 };
 use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::status::StateSnapshot;
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
-use crate::tracker::{Tracker, TrackerError, WatchGuard};
+use crate::tracker::{take_points, Tracker, TrackerError, WatchGuard};
 use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
 use crate::workflow::loader::{
     fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow, WorkflowError,
@@ -40,6 +40,7 @@ use crate::workspace::remove_workspace_on;
 use super::clock::Clock;
 use super::mailbox::Mailbox;
 use super::persist::{self, Persist, StateHandle};
+use super::refresh::Refresher;
 use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
 use crate::ops::shared::OpsShared;
@@ -169,10 +170,12 @@ enum TrackerJob {
         /// Set on the first tick only: its board read drives the terminal-workspace cleanup.
         startup_cleanup: Option<StartupCleanup>,
     },
-    Retry {
+    /// One fetch batch (`Action::FetchIssues`).
+    Fetch {
         tracker: Arc<dyn Tracker>,
-        issue_id: String,
-        seq: u64,
+        retries: Vec<(String, u64)>,
+        /// Set when the batch serves the workers waiting between turns.
+        refresher: Option<Arc<Refresher>>,
     },
 }
 
@@ -237,21 +240,23 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
             startup_cleanup,
         } => {
             let started = Instant::now();
+            let _ = take_points();
             let (candidates, refreshed, class, terminal) =
                 poll_tracker(&*tracker, &running_ids, startup_cleanup, &mut calls);
             let rate_limit = tracker.rate_limit();
-            let points = rate_limit
-                .as_ref()
-                .and_then(|r| r.last_cost)
-                .and_then(|n| u64::try_from(n).ok());
+            let points = take_points();
             ops.record_poll(
                 started.elapsed(),
                 class,
-                points,
+                rate_limit.as_ref().map(|_| points),
                 SystemTime::now(),
                 Instant::now(),
             );
-            let mut out = vec![Event::TrackerCalls(calls)];
+            let op = TrackerOp::Poll;
+            let mut out = vec![
+                Event::TrackerCalls(calls),
+                Event::TrackerSpent { op, points },
+            ];
             out.extend(terminal.map(Event::TerminalAtStartup));
             out.push(Event::PollResult {
                 running_ids,
@@ -261,27 +266,59 @@ fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
             });
             out
         }
-        TrackerJob::Retry {
+        TrackerJob::Fetch {
             tracker,
+            retries,
+            refresher,
+        } => fetch_batch(&*tracker, retries, refresher.as_deref(), ops),
+    }
+}
+
+/// One fetch batch: the between-turn refreshes (answered to the workers), then one fetch of
+/// every due retry's issue (none after a rate limit or rejected credentials: the gate will
+/// hold). Events: `TrackerCalls`, `TrackerSpent` (frees the slot), a `RetryRefreshed` per retry.
+fn fetch_batch(
+    tracker: &dyn Tracker,
+    retries: Vec<(String, u64)>,
+    refresher: Option<&Refresher>,
+    ops: &OpsShared,
+) -> Vec<Event> {
+    let _ = take_points();
+    let mut calls: Vec<CallOutcome> = refresher
+        .and_then(|r| r.serve(tracker))
+        .into_iter()
+        .collect();
+    let ids: Vec<String> = retries.iter().map(|(id, _)| id.clone()).collect();
+    let fetched = match calls.first() {
+        _ if ids.is_empty() => Ok(Vec::new()),
+        Some(o) if o.stops_operation() => {
+            Err("not sent: the tracker refused the batch's refresh".into())
+        }
+        _ => {
+            observe(&mut calls, tracker.fetch_issue_states_by_ids(&ids)).map_err(|e| e.to_string())
+        }
+    };
+    let points = take_points();
+    ops.record_points(points);
+    let mut out = vec![
+        Event::TrackerCalls(calls),
+        Event::TrackerSpent {
+            op: TrackerOp::Fetch,
+            points,
+        },
+    ];
+    out.extend(retries.into_iter().map(|(issue_id, seq)| {
+        let result = match &fetched {
+            Ok(v) => Ok(v.iter().find(|i| i.id == issue_id).cloned()),
+            Err(e) => Err(e.clone()),
+        };
+        Event::RetryRefreshed {
             issue_id,
             seq,
-        } => {
-            let result = observe(
-                &mut calls,
-                tracker.fetch_issue_states_by_ids(std::slice::from_ref(&issue_id)),
-            )
-            .map(|v| v.into_iter().find(|i| i.id == issue_id))
-            .map_err(|e| e.to_string());
-            vec![
-                Event::TrackerCalls(calls),
-                Event::RetryRefreshed {
-                    issue_id,
-                    seq,
-                    result,
-                },
-            ]
+            result,
         }
-    }
+    }));
+    out
 }
 
 /// A poll's candidates, as `Event::PollResult` carries them.
@@ -421,6 +458,8 @@ struct Daemon {
     tracker_busy: [Arc<TrackerBusy>; 2],
     /// The agents the file-descriptor limit allows (`runtime::fds`), measured at startup.
     fd_cap: Option<u64>,
+    /// The workers waiting for their between-turn refresh (served by fetch batches).
+    refresher: Arc<Refresher>,
 }
 
 fn config(w: &Workflow) -> &ServiceConfig {
@@ -498,6 +537,7 @@ pub fn run_with_state(
         fatal: fatal_events(),
         reloaded: reloaded_rx,
     };
+    let refresher = Refresher::new(events_tx.clone());
     let d = Daemon {
         stamp: stat_fingerprint(&opts.workflow_path),
         opts_path: opts.workflow_path,
@@ -533,6 +573,7 @@ pub fn run_with_state(
         tracker_held: Arc::new(AtomicBool::new(false)),
         tracker_busy: busy,
         fd_cap,
+        refresher,
     };
     d.start(startup, inbox)
 }
@@ -929,6 +970,9 @@ impl Daemon {
         let actions = handle(&mut self.state, ev, now);
         let held = self.state.poll.gate.blocks(now);
         self.tracker_held.store(held, Ordering::SeqCst);
+        if held {
+            self.refresher.release_held();
+        }
         for action in actions {
             self.execute(action);
         }
@@ -937,11 +981,14 @@ impl Daemon {
     fn execute(&mut self, action: Action) {
         match action {
             Action::StartPoll { running_ids } => self.start_poll(running_ids),
-            Action::FetchRetryIssue { issue_id, seq } => {
-                let _ = self.retry_jobs.send(TrackerJob::Retry {
+            Action::FetchIssues {
+                retries,
+                refresh_workers,
+            } => {
+                let _ = self.retry_jobs.send(TrackerJob::Fetch {
                     tracker: self.tracker.clone(),
-                    issue_id,
-                    seq,
+                    retries,
+                    refresher: refresh_workers.then(|| Arc::clone(&self.refresher)),
                 });
             }
             dispatch @ Action::Dispatch { .. } => self.dispatch(dispatch),
@@ -1099,7 +1146,7 @@ impl Daemon {
             template: self.workflow.template.clone(),
             policy: self.state.policy.clone(),
             runner: self.runner.clone(),
-            tracker: self.tracker.clone(),
+            refresher: Arc::clone(&self.refresher),
             cancel: cancel.clone(),
             events: self.events_tx.clone(),
             mailbox: Arc::clone(&mailbox),

@@ -1,12 +1,12 @@
 //! One worker thread per running issue: the §16 attempt algorithm (workspace, `before_run`, agent
 //! session, turn loop with an issue refresh between turns, `after_run`) against the
-//! `AgentRunner`/`Tracker` traits. Progress and agent events go to its run's `Mailbox` (coalesced;
-//! see `runtime::mailbox`); tracker call outcomes and its last message, always `WorkerExited`
-//! (even after a panic), go on the bounded events channel.
+//! `AgentRunner` trait. Progress and agent events go to its run's `Mailbox` (coalesced; see
+//! `runtime::mailbox`); the between-turn refresh waits for a fetch batch (`runtime::refresh`); its
+//! last message, always `WorkerExited` (even after a panic), goes on the bounded events channel.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
@@ -20,10 +20,7 @@ use crate::host::is_host_unavailable;
 use crate::host::Host;
 use crate::model::Issue;
 use crate::orchestrator::rules;
-use crate::orchestrator::{
-    CallOutcome, Event, Policy, Resume, WorkerOutcome, WorkerPhase, WorkerProgress,
-};
-use crate::tracker::{Tracker, TrackerError, TrackerErrorKind};
+use crate::orchestrator::{Event, Policy, Resume, WorkerOutcome, WorkerPhase, WorkerProgress};
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
 use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
@@ -31,6 +28,7 @@ use crate::workspace::{ensure_workspace, remove_workspace_on, Workspace};
 
 use super::fds;
 use super::mailbox::{Mailbox, News};
+use super::refresh::{Refreshed, Refresher};
 
 /// Everything one worker run needs; built by the main loop from the config current at dispatch
 /// (the fields of `Action::Dispatch`, the config's hooks, turns, template and policy).
@@ -45,10 +43,10 @@ pub struct WorkerContext {
     /// States/labels for the between-turns active check.
     pub policy: Policy,
     pub runner: Arc<dyn AgentRunner>,
-    /// The tracker (for the between-turns refresh).
-    pub tracker: Arc<dyn Tracker>,
+    /// Where the between-turn refresh waits for its batch.
+    pub refresher: Arc<Refresher>,
     pub cancel: CancelToken,
-    /// The few events the main loop must get (tracker call outcomes, the exit); bounded.
+    /// The few events the main loop must get (a refresh wanted, the exit); bounded.
     pub events: Sender<Event>,
     /// Progress and agent events, coalesced for the main loop.
     pub mailbox: Arc<Mailbox>,
@@ -57,7 +55,7 @@ pub struct WorkerContext {
     /// Remove the host's older copy of the workspace first.
     pub stale_workspace: bool,
     /// Set by the main loop while its request gate holds tracker requests (a rate-limit pause or
-    /// the credential back-off). The between-turn refresh is not sent then: the run ends
+    /// the credential back-off). The between-turn refresh is not asked for then: the run ends
     /// normally, and its continuation retry waits for the gate like every other request.
     pub tracker_held: Arc<AtomicBool>,
     /// The agent session of an interrupted run (after a restart).
@@ -318,13 +316,7 @@ impl Run<'_> {
             if ctx.cancel.is_cancelled() {
                 return WorkerOutcome::Cancelled;
             }
-            if ctx.tracker_held.load(Ordering::SeqCst) {
-                info!(
-                    "event=between_turn_refresh_deferred issue_id={id} issue_identifier={ident} turn={turn}; tracker requests are held (rate limit or credential back-off): ending the run, its continuation waits for the tracker"
-                );
-                return WorkerOutcome::Normal;
-            }
-            match self.refresh() {
+            match self.refresh(turn) {
                 Err(e) => return self.failed_or_cancelled(e),
                 Ok(false) => return WorkerOutcome::Normal,
                 Ok(true) => {}
@@ -339,14 +331,22 @@ impl Run<'_> {
         }
     }
 
-    /// Re-read the issue between turns; `Ok(false)` when the run should end normally. An issue
+    /// Re-read the issue after `turn`, from the next fetch batch (see `runtime::refresh`: a
+    /// cancel ends the wait at once); `Ok(false)` when the run should end normally. An issue
     /// missing from the answer keeps its previous snapshot (baton §16: `issue = refreshed[0] or
     /// issue`); the next poll's reconciliation stops a run whose issue left the project.
-    fn refresh(&mut self) -> Result<bool, String> {
+    fn refresh(&mut self, turn: u32) -> Result<bool, String> {
         let ctx = self.ctx;
         let id = &ctx.issue.id;
-        let Some(result) = self.fetch_issue() else {
-            return Err("cancelled during the issue state refresh".into());
+        let result = match ctx.refresher.refresh(id, &ctx.cancel, &ctx.tracker_held) {
+            Refreshed::Done(result) => result,
+            Refreshed::Cancelled => return Err("cancelled during the issue state refresh".into()),
+            Refreshed::Held => {
+                info!(
+                    "event=between_turn_refresh_deferred turn={turn}; tracker requests are held (rate limit or credential back-off) or the refresh did not come: ending the run, its continuation waits for the tracker"
+                );
+                return Ok(false);
+            }
         };
         let refreshed = result.map_err(|e| format!("issue state refresh error: {e}"))?;
         match refreshed.into_iter().find(|i| &i.id == id) {
@@ -368,35 +368,5 @@ impl Run<'_> {
             return Ok(false);
         }
         Ok(true)
-    }
-
-    /// The tracker call of [`Run::refresh`], on a helper thread so that a cancel (a stop or the
-    /// shutdown) ends the wait at once: the worker never outlives the shutdown grace because of a
-    /// slow tracker. `None` when cancelled; the helper still reports how the call ended to the
-    /// request gate (a rate limit here pauses every request) and its late answer is dropped.
-    fn fetch_issue(&self) -> Option<Result<Vec<Issue>, TrackerError>> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let (tracker, id) = (Arc::clone(&self.ctx.tracker), self.ctx.issue.id.clone());
-        let (events, context) = (self.ctx.events.clone(), crate::runlog::RunLog::current());
-        let spawned = thread::Builder::new()
-            .name("worker-refresh".into())
-            .spawn(move || {
-                let _log = context.map(crate::runlog::RunLog::enter);
-                let result = tracker.fetch_issue_states_by_ids(std::slice::from_ref(&id));
-                let _ = events.send(Event::TrackerCalls(vec![CallOutcome::of(&result)]));
-                let _ = tx.send(result);
-            });
-        let lost = |what: String| Some(Err(TrackerError::new(TrackerErrorKind::Transport, what)));
-        if let Err(e) = spawned {
-            return lost(format!("cannot start the refresh thread: {e}"));
-        }
-        let cancel = &self.ctx.cancel;
-        while !cancel.is_cancelled() {
-            crossbeam_channel::select! {
-                recv(rx) -> r => return r.map_or_else(|_| lost("the refresh thread died".into()), Some),
-                recv(cancel.receiver()) -> _ => {}
-            }
-        }
-        None
     }
 }

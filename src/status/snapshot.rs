@@ -118,6 +118,9 @@ pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
             last_successful_poll_at: s.poll.last_success_at.map(fmt_millis),
             last_error: s.poll.last_error.clone(),
             rate_limit: s.poll.rate_limit.clone(),
+            poll_interval_ms: s.poll.gate.poll_interval(s.policy.poll_interval_ms),
+            points_target_per_hour: s.poll.gate.pace.plan.target_per_hour,
+            points_projected_per_hour: s.poll.gate.pace.plan.projected_per_hour,
         },
         hosts: host_rows(s),
     }

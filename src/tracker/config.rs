@@ -20,6 +20,10 @@ use crate::text::{quoted, quoted_list};
 
 pub use super::github::config::{OwnerType, DEFAULT_ENDPOINT, DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS};
 
+/// `tracker.budget_share` when unset: half the hourly limit, leaving the rest to the agents and
+/// people sharing the token.
+pub const DEFAULT_BUDGET_SHARE: f64 = 0.5;
+
 /// `tracker.*` (spec §5.3.1; every key in docs/trackers/). `kind` and the state and label lists
 /// are shared by every kind; the other fields belong to one kind and keep their defaults for
 /// the others. The derived fields are the shared and the GitHub keys.
@@ -55,6 +59,8 @@ pub struct TrackerConfig {
     /// `backlog_md`: the board directory, resolved (default `backlog` next to WORKFLOW.md).
     #[serde(skip)]
     pub path: Option<PathBuf>,
+    /// The share of the token's hourly limit polls and fetches may spend (default 0.5).
+    pub budget_share: f64,
 }
 
 impl Default for TrackerConfig {
@@ -78,6 +84,7 @@ impl Default for TrackerConfig {
             timeout_ms: 30_000,
             max_items: DEFAULT_MAX_ITEMS,
             path: None,
+            budget_share: DEFAULT_BUDGET_SHARE,
         }
     }
 }
@@ -92,9 +99,11 @@ pub(crate) const SHARED_KEYS: &[&str] = &[
     "excluded_labels",
 ];
 
-/// The lines of a `baton check` section: `(tag, text)` with tag `ok`, `note`, `warn` or `fail`.
+/// The lines of a `baton check` section: `(tag, text)` with tag `ok`, `note`, `warn` or `fail`;
+/// and, for a tracker with a budget, what one board read cost and the hourly limit (the check
+/// shows the poll interval the daemon starts from).
 #[derive(Debug, Default)]
-pub(crate) struct CheckLines(pub Vec<(&'static str, String)>);
+pub(crate) struct CheckLines(pub Vec<(&'static str, String)>, pub Option<(u64, i64)>);
 
 impl CheckLines {
     pub(crate) fn push(&mut self, tag: &'static str, text: impl Into<String>) {

@@ -109,6 +109,24 @@ pub struct TrackerBudget {
     pub last_cost: Option<i64>,
 }
 
+thread_local! {
+    static POINTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The budget points the calling thread's tracker requests cost since its last call. A tracker
+/// with a budget adds every request's cost ([`spend_points`]) on the thread that sent it (calls
+/// are blocking), so a tracker thread learns what one operation cost without asking the tracker
+/// to attribute concurrent calls of other threads.
+pub fn take_points() -> u64 {
+    POINTS.with(|p| p.replace(0))
+}
+
+/// Add one request's reported cost to the calling thread's count (negative costs count 0).
+pub(crate) fn spend_points(cost: i64) {
+    let cost = u64::try_from(cost).unwrap_or(0);
+    POINTS.with(|p| p.set(p.get().saturating_add(cost)));
+}
+
 /// What one poll's board read returned (see [`Tracker::read_board`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct BoardRead {

@@ -160,9 +160,11 @@ fn a_running_entry_is_an_immediate_resume_that_is_not_a_failed_attempt() {
     );
     let fetched: Vec<_> = acts
         .iter()
-        .filter_map(|a| match a {
-            Action::FetchRetryIssue { issue_id, .. } => Some(issue_id.as_str()),
-            _ => None,
+        .flat_map(|a| match a {
+            Action::FetchIssues { retries, .. } => {
+                retries.iter().map(|(id, _)| id.as_str()).collect()
+            }
+            _ => Vec::new(),
         })
         .collect();
     assert_eq!(fetched, ["I_3"]);

@@ -47,6 +47,7 @@ mod ops_systemd;
 mod orchestrator_core;
 mod orchestrator_daemon;
 mod orchestrator_gate;
+mod orchestrator_pace;
 mod orchestrator_recovery;
 mod orchestrator_worker;
 mod orchestrator_workspace;

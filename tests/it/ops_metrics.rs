@@ -38,6 +38,8 @@ fn busy() -> MetricsSnapshot {
         rate_limit_limit: Some(5000),
         last_poll_points: Some(1),
         points_total: 12,
+        poll_interval_seconds: 30.316,
+        points_projected_per_hour: Some(2_374),
         last_successful_poll: Some(UNIX_EPOCH + Duration::from_millis(1_767_225_600_250)),
         ..MetricsSnapshot::default()
     };
@@ -76,6 +78,7 @@ fn an_empty_snapshot_is_valid_and_shows_the_build() {
     // Unknown values are left out rather than shown as 0.
     for absent in [
         "baton_tracker_rate_limit_remaining",
+        "baton_tracker_points_projected_per_hour",
         "baton_last_successful_poll_timestamp_seconds",
         "baton_host_running_agents",
     ] {
@@ -104,6 +107,8 @@ fn every_metric_the_issue_lists_is_there_with_its_type() {
         ("baton_tracker_rate_limit_limit", "gauge"),
         ("baton_tracker_poll_points", "gauge"),
         ("baton_tracker_points_total", "counter"),
+        ("baton_tracker_poll_interval_seconds", "gauge"),
+        ("baton_tracker_points_projected_per_hour", "gauge"),
         ("baton_last_successful_poll_timestamp_seconds", "gauge"),
         ("baton_poll_duration_seconds", "histogram"),
         ("baton_state_write_duration_seconds", "histogram"),
@@ -156,6 +161,14 @@ fn values_come_through_exactly() {
     assert_eq!(
         value(&fams, "baton_tracker_rate_limit_remaining", &[]),
         4990.0
+    );
+    assert_eq!(
+        value(&fams, "baton_tracker_poll_interval_seconds", &[]),
+        30.316
+    );
+    assert_eq!(
+        value(&fams, "baton_tracker_points_projected_per_hour", &[]),
+        2374.0
     );
     assert_eq!(
         value(&fams, "baton_host_running_agents", &[("host", "build-1")]),

@@ -767,7 +767,7 @@ fn a_stale_retry_result_after_redispatch_is_ignored() {
     h.now = h.s.retry_attempts["I_1"].due_at;
     let a = h.ev(Event::Wake);
     let seq_a = match &a[..] {
-        [Action::FetchRetryIssue { seq, .. }, ..] => *seq,
+        [Action::FetchIssues { retries, .. }, ..] => retries[0].1,
         other => panic!("{other:?}"),
     };
     // ... nothing else is due while it is in flight (no busy loop on the same retry).
@@ -1087,10 +1087,12 @@ fn state_is_serializable() {
     h.exit(1, WorkerOutcome::Normal);
     let json = serde_json::to_string(&h.s).unwrap();
     let mut back: OrchestratorState = serde_json::from_str(&json).unwrap();
-    // A retry's generation belongs to this process (a restore gives it a new one).
+    // A retry's generation belongs to this process (a restore gives it a new one), and so do
+    // the tracker budget's measurements (a restart measures again).
     for r in back.retry_attempts.values_mut() {
         r.seq = h.s.retry_attempts[&r.issue_id].seq;
     }
+    back.poll.gate.pace = h.s.poll.gate.pace.clone();
     assert_eq!(back, h.s);
 }
 

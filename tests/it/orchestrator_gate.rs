@@ -48,8 +48,10 @@ impl H {
                     handle(&mut self.s, Event::TrackerCalls(calls), self.now);
                     self.ev_with(result, answer);
                 }
-                Action::FetchRetryIssue { issue_id, seq } => {
-                    self.retry_fetches.push((issue_id.clone(), *seq));
+                Action::FetchIssues { retries, .. } => {
+                    self.retry_fetches.extend(retries.iter().cloned());
+                    let (op, points) = (baton::orchestrator::TrackerOp::Fetch, 1);
+                    handle(&mut self.s, Event::TrackerSpent { op, points }, self.now);
                 }
                 _ => {}
             }

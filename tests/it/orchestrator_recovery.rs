@@ -81,10 +81,14 @@ fn resume_retry(st: &mut OrchestratorState, id: &str, n: u64, now: u64) -> Vec<A
     let seq = acts
         .iter()
         .find_map(|a| match a {
-            Action::FetchRetryIssue { issue_id, seq } if issue_id == id => Some(*seq),
+            Action::FetchIssues { retries, .. } => {
+                retries.iter().find(|(i, _)| i == id).map(|(_, seq)| *seq)
+            }
             _ => None,
         })
         .expect("the retry is fetched");
+    let (op, points) = (baton::orchestrator::TrackerOp::Fetch, 1);
+    handle(st, Event::TrackerSpent { op, points }, now);
     let ev = Event::RetryRefreshed {
         issue_id: id.into(),
         seq,
@@ -178,7 +182,7 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     // dispatch the claimed or parked issues either.
     assert!(handle(&mut st2, Event::Wake, now2)
         .iter()
-        .all(|a| !matches!(a, Action::FetchRetryIssue { .. })));
+        .all(|a| !matches!(a, Action::FetchIssues { .. })));
     let acts = handle(
         &mut st2,
         poll(vec![issue(1, "Todo"), issue(2, "Todo"), issue(3, "Todo")]),
@@ -239,7 +243,7 @@ fn an_unreachable_host_holds_the_issue_until_it_answers_or_the_grace_passes() {
         for a in handle(&mut st2, Event::Wake, now) {
             assert!(!matches!(
                 a,
-                Action::FetchRetryIssue { .. } | Action::Dispatch { .. }
+                Action::FetchIssues { .. } | Action::Dispatch { .. }
             ));
             if let Action::ProbeHost { host } = a {
                 let failed = Event::HostProbed {
@@ -255,7 +259,7 @@ fn an_unreachable_host_holds_the_issue_until_it_answers_or_the_grace_passes() {
     assert!(st2.orphans.is_empty());
     let fetched = acts
         .iter()
-        .any(|a| matches!(a, Action::FetchRetryIssue { issue_id, .. } if issue_id == "I_1"));
+        .any(|a| matches!(a, Action::FetchIssues { retries, .. } if retries[0].0 == "I_1"));
     assert!(fetched, "{acts:?}");
 }
 

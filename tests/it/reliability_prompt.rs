@@ -8,7 +8,7 @@ use crossbeam_channel::unbounded;
 use baton::agent::claude::ClaudeRunner;
 use baton::agent::CancelToken;
 use baton::model::Issue;
-use baton::orchestrator::{Event, Policy, WorkerOutcome};
+use baton::orchestrator::{Policy, WorkerOutcome};
 use baton::runtime::mailbox::Mailbox;
 use baton::runtime::worker::{run_attempt, WorkerContext};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
@@ -17,6 +17,7 @@ use baton::workflow::template::PromptTemplate;
 use baton::workspace::workspace_path;
 
 use crate::support::agent::{claude_config, fake_claude_command, Sandbox};
+use crate::support::stand_ins::serving_refresher;
 
 struct Gone;
 
@@ -58,7 +59,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         state: "Todo".into(),
         ..Issue::default()
     };
-    let (tx, _rx) = unbounded::<Event>();
+    let (refresher, tx, _rx) = serving_refresher(Arc::new(Gone));
     let ctx = WorkerContext {
         run_id: 1,
         issue,
@@ -72,7 +73,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         template: PromptTemplate::compile("Body: {{ issue.description }}", 5).unwrap(),
         policy: Policy::default(),
         runner: Arc::new(runner),
-        tracker: Arc::new(Gone),
+        refresher,
         cancel: CancelToken::new(),
         events: tx,
         mailbox: Mailbox::new("I_1", 1, unbounded().0),

@@ -18,8 +18,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use crate::support::clock::ManualClock;
-use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
+use baton::agent::{
+    AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
+    TurnResult,
+};
 use baton::runtime::clock::Clock;
 use baton::runtime::daemon::run;
 use baton::status::{ControlRequest, RefreshAck};
@@ -54,13 +59,19 @@ impl AgentRunner for FailingRunner {
 }
 
 fn workflow(dir: &Path, endpoint: &str) -> PathBuf {
+    workflow_with(dir, endpoint, 60_000, "")
+}
+
+/// The test workflow polling every `interval_ms`, with `agent` keys added (two-space indented).
+fn workflow_with(dir: &Path, endpoint: &str, interval_ms: u64, agent: &str) -> PathBuf {
     let p = dir.join("WORKFLOW.md");
     fs::write(
         &p,
         format!(
             "---\ntracker:\n  kind: github_projects\n  endpoint: {endpoint}\n  token: $BATON_BUDGET_TOKEN\n  \
-             owner: acme\n  project_number: 7\n  active_states: [Todo]\n  terminal_states: [Done]\n  timeout_ms: 5000\n\
-             polling:\n  interval_ms: 60000\nworkspace:\n  root: {}\nagent:\n  kind: claude_code\n---\nDo it.\n",
+             owner: acme\n  project_number: 7\n  active_states: [Todo]\n  terminal_states: [Done]\n  timeout_ms: 5000\n  \
+             page_size: 100\npolling:\n  interval_ms: {interval_ms}\nworkspace:\n  root: {}\nagent:\n  kind: claude_code\n{agent}\
+             ---\nDo it.\n",
             dir.join("ws").display()
         ),
     )
@@ -99,15 +110,20 @@ struct Running {
 
 fn start(dir: TempDir, github: &FakeGithub) -> Running {
     let wf_path = workflow(&dir, &github.endpoint());
+    start_with(dir, &wf_path, Arc::new(FailingRunner))
+}
+
+/// The daemon on a virtual clock for the workflow at `wf_path`, running agents with `runner`.
+fn start_with(dir: TempDir, wf_path: &Path, runner: Arc<dyn AgentRunner>) -> Running {
     let env: Arc<dyn ConfigEnv + Send + Sync> =
         Arc::new(TestEnv::none().with_var("BATON_BUDGET_TOKEN", FAKE_TOKEN));
     // Virtual time starts at wall time, so the tracker's retry times mean the same on both.
     let clock = Arc::new(ManualClock::new(wall_millis()));
     let factories: (TrackerFactory, RunnerFactory) = (
         Box::new(|cfg: &ServiceConfig| baton::tracker::open(&cfg.tracker)),
-        Box::new(|_: &ServiceConfig| Arc::new(FailingRunner) as Arc<dyn AgentRunner>),
+        Box::new(move |_: &ServiceConfig| Arc::clone(&runner)),
     );
-    let (opts, inputs) = daemon_options_with(&wf_path, env, factories, clock.clone());
+    let (opts, inputs) = daemon_options_with(wf_path, env, factories, clock.clone());
     let exited = spawn_daemon(move || run(opts));
     let r = Running {
         clock,
@@ -165,6 +181,13 @@ impl Running {
             assert!(self.clock.now() < limit, "{}", what());
             self.run_for(step_ms, step);
         }
+    }
+    fn state(&self) -> baton::status::StateSnapshot {
+        let (tx, rx) = bounded(1);
+        self.control
+            .send(ControlRequest::State { reply: tx })
+            .unwrap();
+        rx.recv_timeout(Duration::from_secs(10)).expect("state")
     }
     fn stop(self) {
         self.shutdown.send(()).unwrap();
@@ -325,6 +348,160 @@ fn startup_with_hostile_headers_exits_cleanly() {
             assert!(!stderr.contains("panicked"), "{stderr}");
         }
     }
+}
+
+/// An agent whose turns end at once (the issue stays active), counting them.
+struct InstantRunner(Arc<AtomicUsize>);
+
+struct InstantSession(Arc<AtomicUsize>);
+
+impl AgentRunner for InstantRunner {
+    fn start_session(&self, _: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
+        Ok(Box::new(InstantSession(Arc::clone(&self.0))))
+    }
+}
+
+impl AgentSession for InstantSession {
+    fn run_turn(&mut self, _: &str, _: &CancelToken, _: &mut Emit) -> TurnResult {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn agent_session_id(&self) -> Option<String> {
+        None
+    }
+    fn stop(&mut self) {}
+}
+
+fn count_ops(github: &FakeGithub, prefix: &str) -> usize {
+    github
+        .operations()
+        .iter()
+        .filter(|o| o.starts_with(prefix))
+        .count()
+}
+
+/// Issue 25 item 2: the between-turn refreshes of 40 workers whose turns end at once are
+/// coalesced: one `RefreshRunning` request per slot of the request gate serves many of them,
+/// never more than one a second, and every turn still gets its refresh.
+#[test]
+fn between_turn_refreshes_of_many_workers_share_one_request_per_slot() {
+    let mut board = BoardFixture::empty("acme", 7);
+    for n in 1..=40 {
+        board.push_issue(IssueFixture::new("acme/api", n, "Do a thing"), Some("Todo"));
+    }
+    let github = FakeGithub::start(board);
+    let dir = TempDir::new("coalesce");
+    let agent = "  max_concurrent_agents: 40\n  max_turns: 3\n";
+    let wf = workflow_with(&dir, &github.endpoint(), 60_000, agent);
+    let turns = Arc::new(AtomicUsize::new(0));
+    let r = start_with(dir, &wf, Arc::new(InstantRunner(Arc::clone(&turns))));
+    r.run_for(30_000, 500);
+    let turns = turns.load(Ordering::SeqCst);
+    let refreshes = count_ops(&github, "RefreshRunning");
+    let retry_fetches = count_ops(&github, "RefreshIssues");
+    println!("40 workers: {turns} turns, {refreshes} between-turn refresh requests, {retry_fetches} retry fetches in 30 s");
+    assert!(turns >= 120, "every worker ran its turns: {turns}");
+    assert!(
+        refreshes <= 31,
+        "at most one refresh request a second: {refreshes}"
+    );
+    assert!(
+        turns >= 4 * refreshes,
+        "{turns} turns for {refreshes} refresh requests"
+    );
+    assert!(
+        retry_fetches <= 31,
+        "at most one retry fetch a second: {retry_fetches}"
+    );
+    r.stop();
+}
+
+/// Issue 25 item 2: a 1,000-item board costs 20 points a poll; at 5 s polling that is 14,400
+/// points an hour, so the daemon stretches polling to 30.3 s (2,375 of the 2,500 points, half
+/// of GitHub's 5,000) and says so in the state snapshot.
+#[test]
+fn a_costly_board_stretches_the_poll_interval_and_the_state_shows_it() {
+    let github = FakeGithub::start(BoardFixture::generated(1_000, "In Review"));
+    let dir = TempDir::new("stretch");
+    let wf = workflow_with(&dir, &github.endpoint(), 5_000, "");
+    let r = start_with(dir, &wf, Arc::new(FailingRunner));
+    let polled = || r.state().tracker.last_successful_poll_at.is_some();
+    wait_until(
+        "the first poll",
+        Duration::from_secs(30),
+        String::new,
+        || polled().then_some(()),
+    );
+    let tracker = r.state().tracker;
+    assert_eq!(tracker.poll_interval_ms, 30_316);
+    assert_eq!(tracker.points_target_per_hour, Some(2_500));
+    assert_eq!(tracker.points_projected_per_hour, Some(2_374));
+    let pages = count_ops(&github, "ProjectItems");
+    let mut at = Vec::new();
+    for second in 1..=120 {
+        r.run_for(1_000, 1_000);
+        // A poll reads its 10 pages in real time: let it finish before time moves on.
+        let done = || (count_ops(&github, "ProjectItems") % 10 == 0).then_some(());
+        wait_until("a whole poll", Duration::from_secs(30), String::new, done);
+        r.settle();
+        let polls = (count_ops(&github, "ProjectItems") - pages) / 10;
+        if polls > at.len() {
+            at.push(second);
+        }
+    }
+    // Polls start at 31, 62 and 93 s (30.3 s apart, not every 5 s); one may still be reading
+    // its pages when the next second begins.
+    assert_eq!(at.len(), 3, "{at:?}");
+    for (got, start) in at.iter().zip([31, 62, 93]) {
+        assert!((start..=start + 1).contains(got), "{at:?}");
+    }
+    r.stop();
+}
+
+/// The binary logs `event=poll_interval_stretched` and shows the interval in force and the
+/// projected spend in `/api/v1/state` and `/metrics`.
+#[test]
+fn the_stretched_interval_is_logged_and_shown_in_the_api_and_metrics() {
+    let github = FakeGithub::start(BoardFixture::generated(1_000, "In Review"));
+    let dir = TempDir::new("stretch-bin");
+    let wf = workflow_with(&dir, &github.endpoint(), 5_000, "");
+    let token = ("BATON_BUDGET_TOKEN", FAKE_TOKEN.to_string());
+    let d = support::daemon_proc::DaemonProc::start(&wf, &dir, &[token]);
+    d.wait_log(
+        "event=poll_interval_stretched poll_interval_ms=30316 configured_interval_ms=5000 projected_points_per_hour=2374 target_points_per_hour=2500 poll_points=20",
+        Duration::from_secs(60),
+    );
+    let tracker = &d.state()["tracker"];
+    assert_eq!(tracker["poll_interval_ms"], 30_316);
+    assert_eq!(tracker["points_target_per_hour"], 2_500);
+    assert_eq!(tracker["points_projected_per_hour"], 2_374);
+    let (status, metrics) = d.get("/metrics");
+    assert_eq!(status, 200);
+    for line in [
+        "baton_tracker_poll_interval_seconds 30.316",
+        "baton_tracker_points_projected_per_hour 2374",
+        "baton_tracker_poll_points 20",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line}:\n{metrics}");
+    }
+    assert_eq!(d.log().matches("event=poll_interval_stretched").count(), 1);
+    d.terminate(Duration::from_secs(20));
+}
+
+/// `baton check` shows what one board read costs and the interval the daemon will start from.
+#[test]
+fn check_shows_the_poll_interval_the_budget_allows() {
+    let github = FakeGithub::start(BoardFixture::generated(1_000, "In Review"));
+    let dir = TempDir::new("check-budget");
+    let wf = workflow_with(&dir, &github.endpoint(), 5_000, "");
+    let out = baton(&["check"], &wf, &dir)
+        .output()
+        .expect("run baton check");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("ok    tracker budget: a board read costs 20 points; polling every 30316 ms (polling.interval_ms 5000), projected 2374 of 2500 points per hour (tracker.budget_share 0.5 of 5000)"),
+        "{stdout}"
+    );
 }
 
 #[allow(dead_code)]

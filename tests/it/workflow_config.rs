@@ -62,6 +62,7 @@ fn defaults_apply_when_keys_are_absent() {
     assert!(!c.tracker.server_side_filter);
     assert_eq!(c.tracker.timeout_ms, 30_000);
     assert_eq!(c.tracker.max_items, 20_000);
+    assert_eq!(c.tracker.budget_share, 0.5);
     assert_eq!(c.poll_interval_ms, 30_000);
     assert_eq!(
         c.workspace_root,
@@ -350,6 +351,22 @@ fn validation_errors_name_key_and_value() {
         (
             "tracker:\n  max_items: 1000001",
             "tracker.max_items must be an integer from 1 to 1000000, got 1000001",
+        ),
+        (
+            "tracker:\n  budget_share: 0",
+            "tracker.budget_share must be a positive number, got 0",
+        ),
+        (
+            "tracker:\n  budget_share: 1.5",
+            "tracker.budget_share must be a number above 0 and at most 1, got 1.5",
+        ),
+        (
+            "tracker:\n  budget_share: half",
+            "tracker.budget_share must be a positive number, got \"half\"",
+        ),
+        (
+            "tracker:\n  budget_share: .nan",
+            "tracker.budget_share must be a positive number, got .nan",
         ),
         (
             "tracker:\n  repos: [acme]",

@@ -95,7 +95,8 @@ impl LoopOps {
     /// summary changed.
     pub(crate) fn after_event(&mut self, state: &OrchestratorState) {
         self.shared.update_metrics(|m| copy_state(m, state));
-        let interval = Duration::from_millis(state.policy.poll_interval_ms);
+        let interval =
+            Duration::from_millis(state.poll.gate.poll_interval(state.policy.poll_interval_ms));
         let shutting_down = state.shutting_down;
         self.shared.update_health(|h| {
             h.polling_interval = interval;
@@ -174,6 +175,9 @@ fn copy_state(m: &mut MetricsSnapshot, s: &OrchestratorState) {
     m.tokens = t.tokens;
     m.cost_usd = t.cost_usd;
     m.agent_turns = t.turns;
+    let plan = &s.poll.gate.pace.plan;
+    m.poll_interval_seconds = s.poll.gate.poll_interval(s.policy.poll_interval_ms) as f64 / 1000.0;
+    m.points_projected_per_hour = plan.projected_per_hour;
     if let Some(rl) = &s.poll.rate_limit {
         let known = |v: Option<i64>| v.and_then(|n| n.try_into().ok());
         m.rate_limit_remaining = known(rl.remaining);

@@ -95,7 +95,14 @@ fn check_project(r: &mut CheckLines, tracker: &GithubTracker, cfg: &TrackerConfi
 
 /// Fetch the whole board and summarize what was skipped; `None` when the fetch failed.
 fn check_board(r: &mut CheckLines, tracker: &GithubTracker) -> Option<Board> {
-    let board = match tracker.fetch_board(None) {
+    let _ = crate::tracker::take_points();
+    let read = tracker.fetch_board(None);
+    let points = crate::tracker::take_points();
+    r.1 = tracker
+        .rate_limit()
+        .and_then(|rl| rl.limit)
+        .map(|l| (points, l));
+    let board = match read {
         Ok(b) => b,
         Err(e) => {
             r.push("fail", format!("board: {e}"));

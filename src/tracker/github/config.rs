@@ -67,6 +67,10 @@ fn parse(s: &Section<'_>) -> Result<TrackerConfig, ConfigError> {
     };
     cfg.page_size = s.ranged("page_size", cfg.page_size.into(), 100)? as u32;
     cfg.max_items = s.ranged("max_items", cfg.max_items, MAX_MAX_ITEMS)?;
+    if cfg.budget_share > 1.0 {
+        let got = crate::config::describe(s.raw("budget_share").unwrap_or(&Default::default()));
+        return Err(s.invalid("budget_share", "a number above 0 and at most 1", &got));
+    }
     for repo in &cfg.repos {
         let parts: Vec<&str> = repo.split('/').collect();
         if parts.len() != 2 || parts.iter().any(|p| p.trim().is_empty()) {

@@ -210,7 +210,9 @@ impl GithubTracker {
         stats.requests += 1;
         let reply = self.client.post(q.name, q.text, vars)?;
         if let Some(rl) = reply.rate_limit() {
-            stats.cost += rl.last_cost.unwrap_or(0);
+            let cost = rl.last_cost.unwrap_or(0);
+            stats.cost = stats.cost.saturating_add(cost);
+            crate::tracker::spend_points(cost);
             *lock(&self.rate) = Some(rl);
         }
         Ok(reply)

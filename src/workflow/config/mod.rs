@@ -168,6 +168,7 @@ impl ServiceConfig {
             max_concurrent_agents_per_host: self.worker.max_concurrent_agents_per_host,
             orphan_grace_ms: self.worker.orphan_grace_ms,
             agent: self.agent.kind.map_or("", |k| k.as_str()).to_string(),
+            budget_share: self.tracker.budget_share,
         }
     }
 

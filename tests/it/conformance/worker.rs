@@ -26,6 +26,7 @@ use baton::workflow::template::{PromptTemplate, MAX_RENDER_BYTES};
 use baton::workspace::workspace_path;
 
 use super::{issue, Log, R, T};
+use crate::support::stand_ins::serving_refresher;
 use crate::support::tempdir::TempDir;
 
 /// One run of `issue` in `dir` with `hooks`, `template` and `tracker`; the agent log and outcome.
@@ -54,7 +55,7 @@ fn run_with(
     tracker: T,
     runner: Arc<dyn AgentRunner>,
 ) -> WorkerOutcome {
-    let (tx, _events) = unbounded();
+    let (refresher, tx, _events) = serving_refresher(Arc::new(tracker));
     let ctx = WorkerContext {
         run_id: 1,
         workspace_path: workspace_path(&dir.join("ws"), &issue.identifier),
@@ -68,7 +69,7 @@ fn run_with(
             ..Policy::default()
         },
         runner,
-        tracker: Arc::new(tracker),
+        refresher,
         cancel: CancelToken::new(),
         events: tx,
         mailbox: Mailbox::new("I_1", 1, unbounded().0),

@@ -40,9 +40,13 @@ pub trait EngineSim {
             });
         }
         let seq = a.iter().find_map(|x| match x {
-            Action::FetchRetryIssue { issue_id, seq } if *issue_id == id => Some(*seq),
+            Action::FetchIssues { retries, .. } => {
+                retries.iter().find(|(i, _)| *i == id).map(|(_, seq)| *seq)
+            }
             _ => None,
         });
+        let op = baton::orchestrator::TrackerOp::Fetch;
+        self.ev(Event::TrackerSpent { op, points: 1 });
         self.ev(Event::RetryRefreshed {
             issue_id: id,
             seq: seq.expect("retry fetch"),

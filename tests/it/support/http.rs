@@ -109,6 +109,9 @@ pub fn fixture_state() -> StateSnapshot {
                 reset_at: Some("2026-01-01T01:00:00Z".into()),
                 last_cost: Some(1),
             }),
+            poll_interval_ms: 30_000,
+            points_target_per_hour: Some(2_500),
+            points_projected_per_hour: Some(240),
         },
         hosts: vec![],
     }

@@ -1,0 +1,299 @@
+//! Between-turn refreshes, coalesced (issue 25): a worker whose turn ended sends no request of
+//! its own. It leaves its issue id here and waits; the first waiter of a batch tells the main loop
+//! (`Event::TurnRefreshWanted`), the engine starts a fetch batch when the request gate's slot
+//! comes (`Action::FetchIssues`), and the tracker thread running that batch takes every waiting
+//! id, sends one `refresh_running(ids)` and hands each worker its issue ([`Refresher::serve`]).
+//! The main loop neither waits nor sees the issues. A worker waits until its answer, its cancel,
+//! the gate holding requests ([`Refresher::release_held`]) or [`MAX_WAIT`], whichever is first.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, select, Sender};
+
+use crate::agent::CancelToken;
+use crate::model::Issue;
+use crate::orchestrator::{CallOutcome, Event};
+use crate::tracker::{Tracker, TrackerError};
+
+/// The longest a worker waits for its refresh; then its run ends normally, as when the gate
+/// holds requests (its continuation retry asks again).
+pub const MAX_WAIT: Duration = Duration::from_secs(120);
+
+/// How often a waiting worker re-checks its cancel flag (a cancel's wake-up may have been taken
+/// by the turn that ended).
+const CANCEL_CHECK: Duration = Duration::from_secs(1);
+
+/// How a worker's between-turn refresh ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refreshed {
+    /// The batch's answer: the worker's issue (empty when the tracker no longer has it on the
+    /// project), or the batch's error.
+    Done(Result<Vec<Issue>, TrackerError>),
+    /// No answer: the gate holds requests, the batch was rate-limited or refused, or
+    /// [`MAX_WAIT`] passed. The run ends normally; its continuation waits for the gate.
+    Held,
+    /// The run was cancelled while waiting.
+    Cancelled,
+}
+
+/// The waiting workers of the next batch (one per issue: an issue runs once at a time).
+pub struct Refresher {
+    waiting: Mutex<HashMap<String, Sender<Refreshed>>>,
+    events: Sender<Event>,
+}
+
+impl Refresher {
+    /// An empty refresher whose first waiter of each batch sends `TurnRefreshWanted` on `events`.
+    pub fn new(events: Sender<Event>) -> Arc<Self> {
+        Arc::new(Refresher {
+            waiting: Mutex::new(HashMap::new()),
+            events,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Sender<Refreshed>>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait for issue `id` from the next fetch batch (see the module docs). `held` is the main
+    /// loop's "the gate holds requests" flag: it is read before and after joining, so a worker
+    /// either sees it or is released by [`Refresher::release_held`].
+    pub fn refresh(&self, id: &str, cancel: &CancelToken, held: &AtomicBool) -> Refreshed {
+        if held.load(Ordering::SeqCst) {
+            return Refreshed::Held;
+        }
+        let (tx, rx) = bounded(1);
+        let first = {
+            let mut waiting = self.lock();
+            let first = waiting.is_empty();
+            waiting.insert(id.to_string(), tx);
+            first
+        };
+        if first {
+            let _ = self.events.send(Event::TurnRefreshWanted);
+        }
+        let deadline = Instant::now() + MAX_WAIT;
+        let ended = loop {
+            if held.load(Ordering::SeqCst) {
+                break Refreshed::Held;
+            }
+            if cancel.is_cancelled() {
+                break Refreshed::Cancelled;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break Refreshed::Held;
+            }
+            select! {
+                recv(rx) -> answer => return answer.unwrap_or(Refreshed::Held),
+                recv(cancel.receiver()) -> _ => {}
+                default(left.min(CANCEL_CHECK)) => {}
+            }
+        };
+        self.lock().remove(id);
+        // An answer may have arrived meanwhile; it wins (its request was already sent).
+        rx.try_recv().unwrap_or(ended)
+    }
+
+    /// The gate holds requests: release every waiting worker (their runs end normally).
+    pub fn release_held(&self) {
+        let waiting = std::mem::take(&mut *self.lock());
+        for tx in waiting.into_values() {
+            let _ = tx.try_send(Refreshed::Held);
+        }
+    }
+
+    /// Run one batch: take every waiting id, send one `refresh_running` for them all, and answer
+    /// each worker. Returns how the call ended (`None`: nobody waited, nothing was sent).
+    pub fn serve(&self, tracker: &dyn Tracker) -> Option<CallOutcome> {
+        let waiting = std::mem::take(&mut *self.lock());
+        if waiting.is_empty() {
+            return None;
+        }
+        let ids: Vec<String> = waiting.keys().cloned().collect();
+        let result = tracker.refresh_running(&ids);
+        let outcome = CallOutcome::of(&result);
+        let mut issues: HashMap<String, Issue> = match &result {
+            Ok(v) => v.iter().map(|i| (i.id.clone(), i.clone())).collect(),
+            Err(_) => HashMap::new(),
+        };
+        for (id, tx) in waiting {
+            let answer = match &result {
+                Ok(_) => Refreshed::Done(Ok(issues.remove(&id).into_iter().collect())),
+                Err(_) if outcome.stops_operation() => Refreshed::Held,
+                Err(e) => Refreshed::Done(Err(e.clone())),
+            };
+            let _ = tx.try_send(answer);
+        }
+        Some(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tracker::{TrackerBudget, TrackerErrorKind};
+    use crossbeam_channel::unbounded;
+    use std::sync::atomic::AtomicUsize;
+    use std::thread;
+
+    /// A tracker whose `refresh_running` answers `answer` (issues for the ids it knows) and
+    /// counts its calls and ids.
+    struct T {
+        answer: Result<(), TrackerError>,
+        calls: AtomicUsize,
+        ids: Mutex<Vec<String>>,
+    }
+
+    impl T {
+        fn new(answer: Result<(), TrackerError>) -> Self {
+            T {
+                answer,
+                calls: AtomicUsize::new(0),
+                ids: Mutex::new(Vec::new()),
+            }
+        }
+    }
+
+    impl Tracker for T {
+        fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
+            Ok(vec![])
+        }
+        fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+            Ok(vec![])
+        }
+        fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            self.ids.lock().unwrap().extend(ids.iter().cloned());
+            self.answer.clone()?;
+            // "I_gone" is no longer on the project.
+            let known = ids.iter().filter(|id| *id != "I_gone");
+            Ok(known
+                .map(|id| Issue {
+                    id: id.clone(),
+                    state: format!("state of {id}"),
+                    ..Issue::default()
+                })
+                .collect())
+        }
+        fn validate(&self) -> Result<(), TrackerError> {
+            Ok(())
+        }
+        fn reset_cache(&self) {}
+        fn rate_limit(&self) -> Option<TrackerBudget> {
+            None
+        }
+    }
+
+    /// `n` workers waiting for ids `I_0..`, each on its own thread.
+    fn waiters(
+        r: &Arc<Refresher>,
+        ids: &[&str],
+        held: &Arc<AtomicBool>,
+    ) -> Vec<thread::JoinHandle<Refreshed>> {
+        ids.iter()
+            .map(|id| {
+                let (r, held, id) = (Arc::clone(r), Arc::clone(held), id.to_string());
+                thread::spawn(move || r.refresh(&id, &CancelToken::new(), &held))
+            })
+            .collect()
+    }
+
+    fn wait_for_waiters(r: &Refresher, n: usize) {
+        let t0 = Instant::now();
+        while r.lock().len() < n {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "waiters never joined"
+            );
+            thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn one_request_answers_every_waiting_worker_and_the_loop_hears_once() {
+        let (tx, rx) = unbounded();
+        let r = Refresher::new(tx);
+        let held = Arc::new(AtomicBool::new(false));
+        let ids = ["I_1", "I_2", "I_3", "I_gone"];
+        let workers = waiters(&r, &ids, &held);
+        wait_for_waiters(&r, ids.len());
+        let t = T::new(Ok(()));
+        assert_eq!(r.serve(&t), Some(CallOutcome::Ok));
+        let answers: Vec<Refreshed> = workers.into_iter().map(|w| w.join().unwrap()).collect();
+        for (id, answer) in ids.iter().zip(&answers) {
+            let Refreshed::Done(Ok(issues)) = answer else {
+                panic!("{id}: {answer:?}");
+            };
+            let got: Vec<&str> = issues.iter().map(|i| i.id.as_str()).collect();
+            let want: &[&str] = if *id == "I_gone" { &[] } else { &[*id] };
+            assert_eq!(got, want);
+        }
+        assert_eq!(t.calls.load(Ordering::SeqCst), 1);
+        let mut sent = t.ids.lock().unwrap().clone();
+        sent.sort();
+        assert_eq!(sent, ["I_1", "I_2", "I_3", "I_gone"]);
+        let wanted = rx.try_iter().filter(|e| *e == Event::TurnRefreshWanted);
+        assert_eq!(
+            wanted.count(),
+            1,
+            "only the first waiter of a batch tells the loop"
+        );
+        assert_eq!(r.serve(&t), None, "nobody waits: nothing is sent");
+        assert_eq!(t.calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_refused_batch_releases_its_workers_and_other_errors_reach_them() {
+        let (tx, _rx) = unbounded();
+        let held = Arc::new(AtomicBool::new(false));
+        for (kind, held_answer) in [
+            (TrackerErrorKind::RateLimited, true),
+            (TrackerErrorKind::Auth, true),
+            (TrackerErrorKind::Status, false),
+        ] {
+            let r = Refresher::new(tx.clone());
+            let workers = waiters(&r, &["I_1", "I_2"], &held);
+            wait_for_waiters(&r, 2);
+            let t = T::new(Err(TrackerError::new(kind, "no")));
+            r.serve(&t);
+            for w in workers {
+                let answer = w.join().unwrap();
+                match answer {
+                    Refreshed::Held => assert!(held_answer, "{kind:?}"),
+                    Refreshed::Done(Err(e)) => assert!(!held_answer && e.kind == kind),
+                    other => panic!("{kind:?}: {other:?}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_held_gate_or_a_cancel_ends_the_wait() {
+        let (tx, _rx) = unbounded();
+        let r = Refresher::new(tx);
+        let held = Arc::new(AtomicBool::new(true));
+        let cancel = CancelToken::new();
+        assert_eq!(r.refresh("I_1", &cancel, &held), Refreshed::Held);
+        assert!(r.lock().is_empty(), "a held gate is not joined");
+        held.store(false, Ordering::SeqCst);
+        let workers = waiters(&r, &["I_1", "I_2"], &held);
+        wait_for_waiters(&r, 2);
+        held.store(true, Ordering::SeqCst);
+        r.release_held();
+        for w in workers {
+            assert_eq!(w.join().unwrap(), Refreshed::Held);
+        }
+        held.store(false, Ordering::SeqCst);
+        let (r2, c2) = (Arc::clone(&r), cancel.clone());
+        let h2 = Arc::clone(&held);
+        let worker = thread::spawn(move || r2.refresh("I_3", &c2, &h2));
+        wait_for_waiters(&r, 1);
+        cancel.cancel();
+        assert_eq!(worker.join().unwrap(), Refreshed::Cancelled);
+        assert!(r.lock().is_empty(), "a cancelled worker leaves the batch");
+    }
+}
