@@ -23,16 +23,14 @@ use super::state::{
     RECENT_EVENTS_CAP,
 };
 
-/// Why a poll produced no candidates.
+/// Why a poll produced no candidates: the dispatch preflight failed (config or
+/// `tracker.validate()`: skip dispatch, keep reconciling), or the candidate fetch failed (a
+/// secret-free message; for rate limits, no poll before `retry_at`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum PollSkip {
-    /// Dispatch preflight failed (config or `tracker.validate()`): skip dispatch, keep reconciling.
     Preflight(String),
-    /// The candidate fetch failed.
     Tracker {
-        /// Error text (no secrets).
         message: String,
-        /// For rate limits: do not poll before this.
         retry_at: Option<Millis>,
     },
 }
@@ -49,90 +47,59 @@ pub enum WorkerOutcome {
     /// The run's SSH host failed (connection or startup: the `host_unavailable` class). Before
     /// the agent started (`started: false`) the run is re-dispatched to another host with no
     /// attempt counted; after, it is a normal failed attempt. Either way the host is marked down.
-    HostFailed {
-        /// Whether the agent process had started.
-        started: bool,
-        /// The error (`host_unavailable: …`).
-        error: String,
-    },
+    HostFailed { started: bool, error: String },
     /// A spawn ran out of file descriptors or processes (or the descriptor reserve was reached)
     /// before the agent started: retried soon, with no attempt counted.
     ResourceExhausted(String),
 }
 
-/// Progress reports from a worker.
+/// Progress reports from a worker: a phase entered, turn `n` (1-based) starting, the issue
+/// refreshed between turns.
 // Short-lived messages; boxing the issue would only add noise.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkerProgress {
-    /// Entered a phase.
     Phase(WorkerPhase),
-    /// Turn `n` (1-based) is starting.
     TurnStarted(u32),
-    /// The worker refreshed its issue between turns.
     IssueRefreshed(Issue),
 }
 
-/// Inputs to the core.
+/// Inputs to the core. Events about a run name its issue id and the `run_id` of its
+/// `Action::Dispatch`; events of another run are ignored.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A timer moment: start whatever is due (poll tick, retry refreshes, stall kills).
     Wake,
-    /// Result of an `Action::StartPoll`: running-issue refresh, then candidates.
+    /// Result of an `Action::StartPoll`: the running issues' refresh (`None` when none was
+    /// needed; `Err` keeps workers running), then the candidates or why there are none.
     PollResult {
-        /// Ids that were refreshed (as sent in `StartPoll`).
         running_ids: Vec<String>,
-        /// `None` when no refresh was needed; `Err` keeps workers running.
         refreshed: Option<Result<Vec<Issue>, String>>,
-        /// Active candidates, or why there are none this tick.
         candidates: Result<Vec<Issue>, PollSkip>,
-        /// Latest GraphQL budget.
         rate_limit: Option<TrackerBudget>,
     },
-    /// One retry's answer from an `Action::FetchIssues`.
+    /// One retry's answer from an `Action::FetchIssues`, for retry generation `seq`; `Ok(None)`
+    /// when the issue is gone.
     RetryRefreshed {
-        /// Issue id.
         issue_id: String,
-        /// Retry generation it was fetched for.
         seq: u64,
-        /// `Ok(None)` when the issue is gone.
         result: Result<Option<Issue>, String>,
     },
-    /// A worker progress report.
     WorkerProgress {
-        /// Issue id.
         issue_id: String,
-        /// Run id from `Action::Dispatch`.
         run_id: u64,
-        /// What happened.
         progress: WorkerProgress,
     },
-    /// A normalized agent event from a worker.
-    AgentUpdate {
-        /// Issue id.
-        issue_id: String,
-        /// Run id.
-        run_id: u64,
-        /// The event.
-        event: AgentEvent,
-    },
-    /// Consecutive agent events of one run, applied exactly like the single events in order
-    /// (the runtime merges bursts into one).
+    /// Consecutive agent events of one run, oldest first (the runtime merges bursts into one).
     AgentUpdates {
-        /// Issue id.
         issue_id: String,
-        /// Run id.
         run_id: u64,
-        /// The events, oldest first.
         events: Vec<AgentEvent>,
     },
     /// The worker thread ended (after `after_run`).
     WorkerExited {
-        /// Issue id.
         issue_id: String,
-        /// Run id.
         run_id: u64,
-        /// How.
         outcome: WorkerOutcome,
     },
     /// WORKFLOW.md may have changed: re-read it once the pings have been quiet for
@@ -147,12 +114,7 @@ pub enum Event {
     TrackerCalls(Vec<CallOutcome>),
     /// Points one tracker operation cost (0 for a tracker without a budget), sent after its
     /// `TrackerCalls` and before its result; a `Fetch` report frees the fetch batch slot.
-    TrackerSpent {
-        /// Which operation.
-        op: TrackerOp,
-        /// Its points.
-        points: u64,
-    },
+    TrackerSpent { op: TrackerOp, points: u64 },
     /// A worker waits for its between-turn refresh: the next fetch batch refreshes the issues
     /// workers wait for (the runtime keeps their ids and hands them the answers).
     TurnRefreshWanted,
@@ -162,109 +124,80 @@ pub enum Event {
     TerminalAtStartup(Vec<Issue>),
     /// A `CleanWorkspace` finished (removed, nothing to remove, or failed): the issue may be
     /// dispatched again.
-    WorkspaceRemoved {
-        /// Issue id.
-        issue_id: String,
-    },
-    /// Result of an `Action::ProbeHost`.
+    WorkspaceRemoved { issue_id: String },
+    /// Result of an `Action::ProbeHost`: `Err` with the reason while it is still unreachable.
     HostProbed {
-        /// The SSH destination.
         host: String,
-        /// `Err` with the reason when it is still unreachable.
         result: Result<(), String>,
     },
     /// Result of an `Action::StopOrphan`: `Ok(stopped)` once the group is known to be gone (or
-    /// not ours), `Err` when its host did not answer.
+    /// not ours; `true` when this check stopped it), `Err` when its host did not answer.
     OrphanChecked {
-        /// Issue id.
         issue_id: String,
-        /// `Ok(true)` when this check stopped the group.
         result: Result<bool, String>,
     },
 }
 
-/// Outputs of the core, executed by the runtime.
+/// Outputs of the core, executed by the runtime. A `host` of `None` is this machine.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Refresh `running_ids` by id, run preflight, fetch candidates; answer with `PollResult`.
-    StartPoll {
-        /// Running issue ids to refresh (may be empty).
-        running_ids: Vec<String>,
-    },
-    /// One by-id fetch batch (one per slot of the request gate): the due retries' issues, answered
-    /// with a `RetryRefreshed` each, and, when `refresh_workers`, the issues workers wait for
-    /// between turns (answered to them by the runtime); its `TrackerSpent` frees the slot.
+    /// Refresh `running_ids` (may be empty) by id, run preflight, fetch candidates; answer with
+    /// `PollResult`.
+    StartPoll { running_ids: Vec<String> },
+    /// One by-id fetch batch (one per slot of the request gate): the due retries' issues
+    /// (`(issue id, generation)`), answered with a `RetryRefreshed` each, and, when
+    /// `refresh_workers`, the issues workers wait for between turns (answered to them by the
+    /// runtime); its `TrackerSpent` frees the slot.
     FetchIssues {
-        /// (issue id, retry generation) of every due retry.
         retries: Vec<(String, u64)>,
-        /// Refresh the issues workers wait for between turns.
         refresh_workers: bool,
     },
-    /// Start a worker thread.
+    /// Start a worker thread: `run_id` is echoed in its events, `attempt` is `None` for a first
+    /// run (the template's `attempt`), `workspace_path` is recorded now. `stale_workspace`: the
+    /// host holds an older copy of the workspace (the issue ran on another host since), removed
+    /// (with `before_remove`) before a fresh one is created.
     Dispatch {
-        /// Unique run id (echo it in worker events).
         run_id: u64,
-        /// The issue snapshot.
         issue: Issue,
-        /// `None` for a first run, else the retry attempt (template `attempt`).
         attempt: Option<u32>,
-        /// `<root>/<key>`, recorded now.
         workspace_path: PathBuf,
-        /// The SSH host to run on (`None`: this machine).
         host: Option<String>,
-        /// The agent session to resume (an interrupted run after a restart).
         resume: Option<Resume>,
-        /// The host holds an older copy of the workspace (the issue ran on another host since):
-        /// remove it (with `before_remove`) before creating a fresh one.
         stale_workspace: bool,
     },
     /// Cancel a running worker (its agent process group is killed, `after_run` runs).
     StopWorker {
-        /// Issue id.
         issue_id: String,
-        /// Run id.
         run_id: u64,
-        /// Why.
         reason: StopReason,
     },
-    /// Remove a workspace (after its worker has exited), running `before_remove`; answer with
-    /// `WorkspaceRemoved` (the issue is not dispatched before that).
+    /// Remove a workspace (after its worker has exited), running `before_remove` with the last
+    /// known issue; answer with `WorkspaceRemoved` (the issue is not dispatched before that).
     CleanWorkspace {
-        /// The last known issue (the full `BATON_ISSUE_*` hook environment).
         issue: Issue,
-        /// The path recorded at dispatch.
         workspace_path: PathBuf,
-        /// The SSH host that owns the workspace (`None`: this machine).
         host: Option<String>,
     },
     /// Re-read WORKFLOW.md (the debounce elapsed); a valid change comes back as
     /// `Event::ConfigReloaded`.
     ReloadWorkflow,
-    /// Reply to a refresh request.
+    /// Reply to a refresh request: whether it joined a pending or running poll, and when the
+    /// poll that serves it starts when that is later (spacing or a tracker pause).
     RefreshAck {
-        /// Joined an already pending or running poll.
         coalesced: bool,
-        /// The poll that serves it will not start before this (spacing or a tracker pause).
         deferred_until: Option<Millis>,
     },
     /// Shutdown requested and no worker is left (or the grace period is over).
     ShutdownComplete,
     /// Check whether a down SSH host answers again; answer with `Event::HostProbed`.
-    ProbeHost {
-        /// The SSH destination.
-        host: String,
-    },
+    ProbeHost { host: String },
     /// Stop an agent group a previous Baton left behind, through the host that owns it, only if
     /// its leader still has the recorded start time; answer with `Event::OrphanChecked`.
     StopOrphan {
-        /// Issue id.
         issue_id: String,
-        /// The host (`None`: this machine).
         host: Option<String>,
-        /// Process-group id on that host.
         pgid: u32,
-        /// The leader's recorded start time.
         leader_start: u64,
     },
 }
@@ -298,11 +231,6 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             run_id,
             progress,
         } => on_progress(state, &issue_id, run_id, progress, now),
-        Event::AgentUpdate {
-            issue_id,
-            run_id,
-            event,
-        } => on_agent_updates(state, &issue_id, run_id, vec![event], now, &mut out),
         Event::AgentUpdates {
             issue_id,
             run_id,
@@ -326,24 +254,7 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
         }
         Event::TurnRefreshWanted => state.poll.gate.pace.want_refresh(now),
         Event::Shutdown => on_shutdown(state, now, &mut out),
-        Event::TerminalAtStartup(issues) => {
-            // No record says which host holds an old workspace: clean it wherever it may be.
-            let hosts: Vec<Option<String>> = if state.policy.ssh_hosts.is_empty() {
-                vec![None]
-            } else {
-                state.policy.ssh_hosts.iter().cloned().map(Some).collect()
-            };
-            for issue in issues {
-                if state.running.contains_key(&issue.id) || state.claimed.contains(&issue.id) {
-                    continue;
-                }
-                let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
-                hosts::take_workspace_hosts(state, &issue.id); // every host is cleaned below
-                for host in &hosts {
-                    clean_workspace(state, issue.clone(), path.clone(), host.clone(), &mut out);
-                }
-            }
-        }
+        Event::TerminalAtStartup(issues) => clean_terminal_at_startup(state, issues, &mut out),
         Event::WorkspaceRemoved { issue_id } => {
             if let Some(left) = state.cleaning.get_mut(&issue_id) {
                 *left = left.saturating_sub(1);
@@ -356,6 +267,30 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
         Event::OrphanChecked { issue_id, result } => orphan_checked(state, &issue_id, result, now),
     }
     out
+}
+
+/// The startup cleanup of issues already terminal. No record says which host holds an old
+/// workspace: it is cleaned wherever it may be.
+fn clean_terminal_at_startup(
+    state: &mut OrchestratorState,
+    issues: Vec<Issue>,
+    out: &mut Vec<Action>,
+) {
+    let hosts: Vec<Option<String>> = if state.policy.ssh_hosts.is_empty() {
+        vec![None]
+    } else {
+        state.policy.ssh_hosts.iter().cloned().map(Some).collect()
+    };
+    for issue in issues {
+        if state.running.contains_key(&issue.id) || state.claimed.contains(&issue.id) {
+            continue;
+        }
+        let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
+        hosts::take_workspace_hosts(state, &issue.id); // every host is cleaned below
+        for host in &hosts {
+            clean_workspace(state, issue.clone(), path.clone(), host.clone(), out);
+        }
+    }
 }
 
 /// Ask for the removal of `issue`'s workspace on `host` and on every other host holding a copy;
@@ -561,7 +496,7 @@ fn on_refresh(state: &mut OrchestratorState, now: Millis, out: &mut Vec<Action>)
     });
 }
 
-// Over 80 lines on purpose: one tick's steps in spec order (budget gate, reconcile, candidates, dispatch), kept together so the order is visible.
+/// One tick's steps in spec order: the budget gate, reconcile, candidates, dispatch.
 fn on_poll_result(
     state: &mut OrchestratorState,
     running_ids: Vec<String>,
@@ -610,7 +545,7 @@ fn on_poll_result(
         return;
     }
     // 2./3. Preflight and candidates.
-    let mut issues = match candidates {
+    let issues = match candidates {
         Ok(v) => {
             // A success does not end a pause another operation's rate limit set.
             state.poll.last_success_at = Some(now);
@@ -631,7 +566,17 @@ fn on_poll_result(
     };
     release_changed_blocks(state, &issues);
     forget_gone(state, &issues);
-    // 4./5. Sort and dispatch while slots remain.
+    dispatch_candidates(state, issues, now, out);
+}
+
+/// Steps 4./5.: sort the candidates and dispatch while slots remain; an issue out of runs or
+/// over its budget is parked instead.
+fn dispatch_candidates(
+    state: &mut OrchestratorState,
+    mut issues: Vec<Issue>,
+    now: Millis,
+    out: &mut Vec<Action>,
+) {
     rules::sort_for_dispatch(&mut issues);
     for issue in issues {
         if rules::global_slots(state) == 0 {
@@ -640,24 +585,18 @@ fn on_poll_result(
         if !should_dispatch(state, &issue) {
             continue;
         }
-        if runs_exhausted(state, &issue.id) {
-            let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
-            park(
-                state,
-                &issue,
-                ParkKind::MaxRuns,
-                "max_runs_per_issue reached",
-                path,
-                now,
-            );
-            continue;
+        let park_as = if runs_exhausted(state, &issue.id) {
+            Some((ParkKind::MaxRuns, "max_runs_per_issue reached".to_string()))
+        } else {
+            over_budget(state, &issue.id).map(|reason| (ParkKind::BudgetExceeded, reason))
+        };
+        match park_as {
+            Some((kind, reason)) => {
+                let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
+                park(state, &issue, kind, &reason, path, now);
+            }
+            None => dispatch(state, issue, None, None, None, now, out),
         }
-        if let Some(reason) = over_budget(state, &issue.id) {
-            let path = workspace_path(&state.policy.workspace_root, &issue.identifier);
-            park(state, &issue, ParkKind::BudgetExceeded, &reason, path, now);
-            continue;
-        }
-        dispatch(state, issue, None, None, None, now, out);
     }
 }
 

@@ -124,10 +124,10 @@ impl H {
     }
     fn agent_event(&mut self, n: u64, ev: AgentEvent) {
         let run_id = self.run_id(n);
-        self.ev(Event::AgentUpdate {
+        self.ev(Event::AgentUpdates {
             issue_id: format!("I_{n}"),
             run_id,
-            event: ev,
+            events: vec![ev],
         });
     }
 }
@@ -1197,10 +1197,10 @@ impl H {
     /// Feed an agent event to issue n's run; return the actions.
     fn agent(&mut self, n: u64, e: AgentEvent) -> Vec<Action> {
         let run_id = self.run_id(n);
-        self.ev(Event::AgentUpdate {
+        self.ev(Event::AgentUpdates {
             issue_id: format!("I_{n}"),
             run_id,
-            event: e,
+            events: vec![e],
         })
     }
     /// Continue issue n after a normal exit: fire its continuation retry, expect a dispatch.

@@ -36,10 +36,10 @@ fn poll(candidates: Vec<baton::model::Issue>) -> Event {
 }
 
 fn update(id: &str, run_id: u64, event: AgentEvent) -> Event {
-    Event::AgentUpdate {
+    Event::AgentUpdates {
         issue_id: id.into(),
         run_id,
-        event,
+        events: vec![event],
     }
 }
 
