@@ -333,13 +333,7 @@ pub fn restore(
             .as_ref()
             .is_none_or(|h| s.policy.ssh_hosts.contains(h))
         {
-            o.checking = true;
-            actions.push(Action::StopOrphan {
-                issue_id: id.clone(),
-                host: o.host.clone(),
-                pgid: o.pgid,
-                leader_start: o.leader_start,
-            });
+            actions.push(super::engine::check_orphan(id, o));
         }
     }
     (s, actions)

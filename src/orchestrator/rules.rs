@@ -208,10 +208,6 @@ pub fn dispatch_order(a: &Issue, b: &Issue) -> Ordering {
         .then_with(|| a.identifier.cmp(&b.identifier))
 }
 
-pub(crate) fn sort_for_dispatch(issues: &mut [Issue]) {
-    issues.sort_by(dispatch_order);
-}
-
 /// Free global slots: `max(max_concurrent_agents - running, 0)`.
 pub(crate) fn global_slots(s: &OrchestratorState) -> usize {
     (s.policy.max_concurrent_agents as usize).saturating_sub(s.running.len())
@@ -321,8 +317,8 @@ mod tests {
         e.created_at = Some("2019-01-01T00:00:00Z".into());
         let mut f = issue("f", "Todo");
         f.priority = Some(7); // any positive integer is a real priority
-        let mut v = vec![a, b, c, d, e, f];
-        sort_for_dispatch(&mut v);
+        let mut v = [a, b, c, d, e, f];
+        v.sort_by(dispatch_order);
         let ids: Vec<&str> = v.iter().map(|i| i.id.as_str()).collect();
         // priority 1, then priority 2 by created (2019, 2021, null), then 7, then null.
         assert_eq!(ids, ["b", "e", "d", "a", "f", "c"]);
@@ -330,8 +326,8 @@ mod tests {
 
     #[test]
     fn identifier_breaks_ties() {
-        let mut v = vec![issue("z", "Todo"), issue("a", "Todo")];
-        sort_for_dispatch(&mut v);
+        let mut v = [issue("z", "Todo"), issue("a", "Todo")];
+        v.sort_by(dispatch_order);
         assert_eq!(v[0].id, "a");
     }
 
