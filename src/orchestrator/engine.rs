@@ -244,7 +244,9 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
         }
         Event::ConfigReloaded(policy) => c.reload(policy),
         Event::RefreshRequested => c.refresh(),
-        Event::TrackerCalls(outcomes) => c.s.poll.gate.note_all(&outcomes, now),
+        Event::TrackerCalls(outcomes) => outcomes
+            .into_iter()
+            .for_each(|o| c.s.poll.gate.note(o, now)),
         Event::TrackerSpent { op, points } => {
             c.s.poll.gate.pace.note_spent(op, points, now);
             c.replan();
@@ -741,8 +743,9 @@ impl Core<'_> {
         resume: Option<Resume>,
     ) {
         let s = &mut *self.s;
-        let recorded = hosts::workspace_host(s, &issue.id).map(str::to_string);
-        let host = hosts::place(s, preferred.or(recorded.as_deref())).host();
+        let held_by = s.workspace_hosts.get(&issue.id);
+        let latest = held_by.and_then(|h| h.first()).cloned();
+        let host = hosts::place(s, preferred.or(latest.as_deref())).host();
         let stale_workspace = hosts::record_workspace(s, &issue.id, host.as_deref());
         let run_id = s.next_run_id;
         s.next_run_id += 1;
@@ -1244,7 +1247,7 @@ impl Core<'_> {
                 continue;
             }
             let path = workspace_path(&self.s.policy.workspace_root, &issue.identifier);
-            hosts::take_workspace_hosts(self.s, &issue.id); // every host is cleaned below
+            self.s.workspace_hosts.remove(&issue.id); // every host is cleaned below
             for host in &hosts {
                 self.clean_workspace(issue.clone(), path.clone(), host.clone());
             }
@@ -1256,7 +1259,7 @@ impl Core<'_> {
     /// removal asked for.
     fn clean_workspace(&mut self, issue: Issue, path: PathBuf, host: Option<String>) {
         let mut holders = vec![host];
-        for h in hosts::take_workspace_hosts(self.s, &issue.id) {
+        for h in self.s.workspace_hosts.remove(&issue.id).unwrap_or_default() {
             if !holders.contains(&Some(h.clone())) {
                 holders.push(Some(h));
             }

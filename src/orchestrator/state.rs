@@ -263,25 +263,20 @@ mod issue_ref {
     }
 
     pub(super) fn serialize<S: Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
-        let (id, identifier, url) = (i.id.clone(), i.identifier.clone(), i.url.clone());
-        IssueRef {
-            id,
-            identifier,
-            url,
-        }
-        .serialize(s)
+        let r = IssueRef {
+            id: i.id.clone(),
+            identifier: i.identifier.clone(),
+            url: i.url.clone(),
+        };
+        r.serialize(s)
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
-        let IssueRef {
-            id,
-            identifier,
-            url,
-        } = IssueRef::deserialize(d)?;
+        let r = IssueRef::deserialize(d)?;
         Ok(Issue {
-            id,
-            identifier,
-            url,
+            id: r.id,
+            identifier: r.identifier,
+            url: r.url,
             ..Issue::default()
         })
     }
