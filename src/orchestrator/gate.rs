@@ -8,7 +8,6 @@
 use serde::{Deserialize, Serialize};
 
 use crate::timefmt::unix_millis;
-pub use crate::tracker::config::DEFAULT_BUDGET_SHARE;
 use crate::tracker::{TrackerError, TrackerErrorKind};
 
 use super::state::Millis;

@@ -405,7 +405,8 @@ struct V1Issue {
     identifier: String,
     attempt: u32,
     runs: u32,
-    retry: Option<V1Retry>,
+    /// `due_at`, `attempt`, `error` and `kind`, as today.
+    retry: Option<RetryEntry>,
     parked: Option<V1Parked>,
     totals: V1Totals,
     agent: Option<String>,
@@ -413,15 +414,6 @@ struct V1Issue {
     workspace: Option<PathBuf>,
     host: Option<String>,
     running: Option<V1Run>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct V1Retry {
-    due_at: u64,
-    attempt: u32,
-    error: Option<String>,
-    kind: RetryKind,
 }
 
 #[derive(Deserialize, Default)]
@@ -545,17 +537,8 @@ fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
         if b.check(&id).is_ok() {
             s.blocked.insert(id, b);
         }
-    } else if let Some(r) = i.retry {
-        let mut e = RetryEntry {
-            identifier: i.identifier,
-            attempt: r.attempt,
-            due_at: r.due_at,
-            error: r.error,
-            kind: r.kind,
-            workspace_path,
-            host,
-            ..RetryEntry::default()
-        };
+    } else if let Some(mut e) = i.retry {
+        (e.identifier, e.workspace_path, e.host) = (i.identifier, workspace_path, host);
         if e.check(&id).is_ok() {
             s.retry_attempts.insert(id, e);
         }

@@ -20,14 +20,10 @@ pub const RELOAD_DEBOUNCE_MS: u64 = 200;
 pub(crate) const SHUTDOWN_GRACE_EXTRA_MS: u64 = 30_000;
 pub(crate) const NO_SLOTS_ERROR: &str = "no available orchestrator slots";
 
-/// Terminal: the GitHub issue is CLOSED, or its Status is a terminal state.
-pub(crate) fn is_terminal(p: &Policy, issue: &Issue) -> bool {
-    issue.closed || contains(&p.terminal_states, &issue.state)
-}
-
 /// Active: Status in `active_states`, not terminal, not closed.
 pub fn is_active(p: &Policy, issue: &Issue) -> bool {
-    contains(&p.active_states, &issue.state) && !is_terminal(p, issue)
+    let terminal = issue.closed || contains(&p.terminal_states, &issue.state);
+    contains(&p.active_states, &issue.state) && !terminal
 }
 
 /// Routable (Symphony §8.2 `issue_routable`): repository allowed, every required label present
@@ -336,10 +332,14 @@ mod tests {
         let p = Policy::default();
         assert!(is_active(&p, &issue("1", " in progress ")));
         assert!(!is_active(&p, &issue("1", "Backlog")));
-        assert!(is_terminal(&p, &issue("1", "DONE")));
+        assert_eq!(
+            stop_reason(&p, &issue("1", "DONE")),
+            Some(StopReason::Terminal)
+        );
         let mut closed = issue("1", "Todo");
         closed.closed = true;
-        assert!(is_terminal(&p, &closed) && !is_active(&p, &closed));
+        assert_eq!(stop_reason(&p, &closed), Some(StopReason::Terminal));
+        assert!(!is_active(&p, &closed));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub(crate) const EVENT_SUMMARY_CHARS: usize = 500;
 /// after their config keys. Built by `ServiceConfig::policy`; its `Default` is the policy of a
 /// WORKFLOW.md that sets nothing (both in `workflow::config`, where the defaults are).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Policy {
     pub poll_interval_ms: u64,
     pub max_concurrent_agents: u32,
@@ -44,28 +45,18 @@ pub struct Policy {
     /// `hooks.timeout_ms` + 30 s: `after_run` must fit in the shutdown grace.
     pub shutdown_grace_ms: u64,
     /// `agent.max_*_per_issue`.
-    #[serde(default)]
     pub budget: Budget,
     /// Empty: run locally.
-    #[serde(default)]
     pub ssh_hosts: Vec<String>,
-    #[serde(default)]
     pub max_concurrent_agents_per_host: Option<u32>,
     /// How long an issue whose old agent could not be checked (its host did not answer) waits
     /// before it may run elsewhere.
-    #[serde(default)]
     pub orphan_grace_ms: u64,
     /// `agent.kind` of new runs: recorded on each run, so a restart resumes a session only with
     /// the same CLI.
-    #[serde(default)]
     pub agent: String,
     /// `tracker.budget_share`: the share of the tracker's hourly limit polls and fetches may use.
-    #[serde(default = "default_budget_share")]
     pub budget_share: f64,
-}
-
-fn default_budget_share() -> f64 {
-    super::gate::DEFAULT_BUDGET_SHARE
 }
 
 /// What one issue has spent since it last entered an active state, across runs and restarts;
@@ -420,11 +411,9 @@ pub struct OrchestratorState {
     pub retry_attempts: BTreeMap<String, RetryEntry>,
     /// Exited normally at least once (bookkeeping only).
     pub completed: BTreeSet<String>,
-    /// Parked issues.
     pub blocked: BTreeMap<String, BlockedEntry>,
     /// Worker runs since the issue last entered an active state.
     pub runs_since_active: BTreeMap<String, u32>,
-    /// For the issue view.
     pub last_errors: BTreeMap<String, String>,
     pub agent_totals: Totals,
     pub poll: PollState,
