@@ -506,11 +506,8 @@ impl Core<'_> {
     /// and, when workers asked, their between-turn refreshes. Like polls, it waits out a pause.
     fn start_fetch_if_due(&mut self) {
         let (now, gate) = (self.now, &mut self.s.poll.gate);
-        if gate
-            .pace
-            .fetch_due(gate.allowed_at())
-            .is_none_or(|due| now < due)
-        {
+        let due = gate.pace.fetch_due(gate.allowed_at());
+        if due.is_none_or(|due| now < due) {
             return;
         }
         let mut retries = Vec::new();
@@ -569,14 +566,11 @@ impl Core<'_> {
         let coalesced = self.s.poll.in_flight || self.s.poll.refresh_pending;
         let mut deferred_until = None;
         if !self.s.shutting_down {
-            self.s.poll.refresh_pending = true;
-            let due = self
-                .s
-                .poll
-                .gate
-                .refresh_due(self.s.poll.last_started_at, self.now);
-            if !self.s.poll.in_flight {
-                self.s.poll.next_poll_at = self.s.poll.next_poll_at.min(due);
+            let poll = &mut self.s.poll;
+            poll.refresh_pending = true;
+            let due = poll.gate.refresh_due(poll.last_started_at, self.now);
+            if !poll.in_flight {
+                poll.next_poll_at = poll.next_poll_at.min(due);
                 self.start_poll_if_due();
             }
             if self.s.poll.refresh_pending && due > self.now {
