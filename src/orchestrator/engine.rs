@@ -291,11 +291,9 @@ pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
     state.orphans.values().for_each(|o| consider(o.give_up_at));
     hosts::next_probe(state).into_iter().for_each(&mut consider);
     let stall = state.policy.stall_timeout_ms;
-    state
-        .running
-        .values()
-        .filter_map(|e| stalls_at(stall, e))
-        .for_each(consider);
+    for at in state.running.values().filter_map(|e| stalls_at(stall, e)) {
+        consider(at);
+    }
     best
 }
 
@@ -308,11 +306,7 @@ fn activity_at(e: &RunningEntry) -> Millis {
 /// not once stopping, and never with `stall_timeout_ms <= 0`.
 fn stalls_at(stall_ms: i64, e: &RunningEntry) -> Option<Millis> {
     let watched = stall_ms > 0 && e.stop.is_none() && e.phase == WorkerPhase::Agent;
-    watched.then(|| {
-        activity_at(e)
-            .saturating_add(stall_ms as u64)
-            .saturating_add(1)
-    })
+    watched.then(|| activity_at(e).saturating_add(stall_ms as u64 + 1))
 }
 
 /// A retry that must not start now: its refresh is out, or its issue's previous agent may still
@@ -324,10 +318,7 @@ fn held(state: &OrchestratorState, r: &RetryEntry) -> bool {
 /// Remove `map[id]` when `current` says it is the one an event names (an older one's events are
 /// stale).
 fn take_if<T>(map: &mut BTreeMap<String, T>, id: &str, current: impl Fn(&T) -> bool) -> Option<T> {
-    map.get(id)
-        .is_some_and(current)
-        .then(|| map.remove(id))
-        .flatten()
+    map.get(id).is_some_and(current).then(|| map.remove(id))?
 }
 
 /// Ask `e`'s worker to stop; what follows is decided by `reason` when it has exited.

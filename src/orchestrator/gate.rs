@@ -252,10 +252,10 @@ pub enum CallOutcome {
 impl CallOutcome {
     /// The outcome of a tracker call's result.
     pub fn of<T>(result: &Result<T, TrackerError>) -> Self {
-        result
-            .as_ref()
-            .err()
-            .map_or(CallOutcome::Ok, Self::of_error)
+        match result {
+            Ok(_) => CallOutcome::Ok,
+            Err(e) => Self::of_error(e),
+        }
     }
 
     /// The outcome of a failed tracker call.
@@ -298,9 +298,7 @@ pub struct RequestGate {
 impl RequestGate {
     /// The earliest time any tracker request may start (0: no restriction).
     pub fn allowed_at(&self) -> Millis {
-        self.paused_until
-            .unwrap_or(0)
-            .max(self.auth_until.unwrap_or(0))
+        self.paused_until.max(self.auth_until).unwrap_or(0)
     }
 
     /// True while requests must wait.

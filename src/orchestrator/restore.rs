@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use crate::agent::TokenUsage;
 use crate::workspace::{workspace_key, workspace_path};
 
+use super::budget::{add_cost, MAX_COST_USD};
 use super::engine::Action;
 use super::hosts::WorkspaceHosts;
 use super::state::{
@@ -212,9 +213,7 @@ impl Entry for RunningEntry {
             self.agent_session = None;
         }
         self.agent_pid = self.agent_pid.filter(|p| (2..=i32::MAX as u32).contains(p));
-        self.cost_usd = self
-            .cost_usd
-            .map(|c| c.clamp(0.0, super::budget::MAX_COST_USD));
+        self.cost_usd = self.cost_usd.map(|c| c.clamp(0.0, MAX_COST_USD));
         Ok(())
     }
 }
@@ -284,13 +283,11 @@ pub fn restore(
     for (id, e) in stored.running {
         let ident = e.issue.identifier.clone();
         if let Some(pgid) = e.agent_pid {
-            let (identifier, host) = (ident.clone(), e.host.clone());
-            let leader_start = e.leader_start.unwrap_or(0);
             let orphan = Orphan {
-                identifier,
-                host,
+                identifier: ident.clone(),
+                host: e.host.clone(),
                 pgid,
-                leader_start,
+                leader_start: e.leader_start.unwrap_or(0),
                 give_up_at,
                 checking: false,
             };
@@ -329,10 +326,7 @@ pub fn restore(
     let mut actions = Vec::new();
     for (id, o) in s.orphans.iter_mut() {
         // A host no longer configured is never contacted: the issue waits out the grace.
-        if o.host
-            .as_ref()
-            .is_none_or(|h| s.policy.ssh_hosts.contains(h))
-        {
+        if o.host.iter().all(|h| s.policy.ssh_hosts.contains(h)) {
             actions.push(super::engine::check_orphan(id, o));
         }
     }
@@ -372,22 +366,12 @@ pub fn summary(s: &OrchestratorState) -> String {
 
 /// `baton check`'s summary of a stored state: `issues= retries= parked= running= sessions=`.
 pub fn check_summary(s: &OrchestratorState) -> String {
-    let mut ids: Vec<&String> = s.running.keys().collect();
-    ids.extend(s.retry_attempts.keys());
-    ids.extend(s.blocked.keys());
-    ids.extend(s.runs_since_active.keys());
-    ids.extend(s.spend.keys());
-    ids.sort();
-    ids.dedup();
-    let sessions = s
-        .running
-        .values()
-        .filter(|e| e.agent_session.is_some())
-        .count()
-        + s.retry_attempts
-            .values()
-            .filter(|r| r.resume.is_some())
-            .count();
+    let mut ids: std::collections::BTreeSet<&String> = s.running.keys().collect();
+    ids.extend(s.retry_attempts.keys().chain(s.blocked.keys()));
+    ids.extend(s.runs_since_active.keys().chain(s.spend.keys()));
+    let running = s.running.values().filter(|e| e.agent_session.is_some());
+    let retrying = s.retry_attempts.values().filter(|r| r.resume.is_some());
+    let sessions = running.count() + retrying.count();
     format!(
         "issues={} retries={} parked={} running={} sessions={sessions}",
         ids.len(),
@@ -470,7 +454,7 @@ fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
         cache_read_input_tokens: t.cache_read_tokens,
         cache_creation_input_tokens: t.cache_creation_tokens,
     };
-    let max = super::budget::MAX_COST_USD;
+    let max = MAX_COST_USD;
     let cost = t.cost_usd.map_or(max, |c| c.clamp(0.0, max));
     if usage != TokenUsage::default() || cost > 0.0 || t.turns > 0 {
         let mut spend = IssueSpend {
@@ -481,7 +465,7 @@ fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
         spend.tokens.add(&usage);
         let all = &mut s.agent_totals;
         all.tokens.add(&usage);
-        all.cost_usd = super::budget::add_cost(all.cost_usd, cost);
+        all.cost_usd = add_cost(all.cost_usd, cost);
         all.turns = all.turns.saturating_add(u64::from(t.turns));
         s.spend.insert(id.to_string(), spend);
     }
