@@ -869,20 +869,16 @@ impl Core<'_> {
             return;
         };
         match progress {
-            WorkerProgress::Phase(p) => {
-                e.phase = p;
-                e.phase_entered_at = self.now;
-            }
-            WorkerProgress::TurnStarted(n) => {
-                e.turn_count = n;
-                e.phase_entered_at = self.now;
-            }
+            WorkerProgress::Phase(p) => e.phase = p,
+            WorkerProgress::TurnStarted(n) => e.turn_count = n,
             WorkerProgress::IssueRefreshed(i) => {
                 if i.id == e.issue.id {
                     e.issue = i;
                 }
+                return;
             }
         }
+        e.phase_entered_at = self.now;
     }
 
     /// Apply agent events to the run, the totals and the issue's lifetime spend; after a turn's
@@ -1221,12 +1217,11 @@ impl Core<'_> {
     /// The startup cleanup of issues already terminal. No record says which host holds an old
     /// workspace: it is cleaned wherever it may be.
     fn clean_terminal_at_startup(&mut self, issues: Vec<Issue>) {
-        let ssh = &self.s.policy.ssh_hosts;
-        let hosts: Vec<Option<String>> = if ssh.is_empty() {
-            vec![None]
-        } else {
-            ssh.iter().cloned().map(Some).collect()
-        };
+        let mut hosts: Vec<Option<String>> =
+            self.s.policy.ssh_hosts.iter().cloned().map(Some).collect();
+        if hosts.is_empty() {
+            hosts.push(None); // no SSH hosts: this machine
+        }
         for issue in issues {
             if self.s.running.contains_key(&issue.id) || self.s.claimed.contains(&issue.id) {
                 continue;

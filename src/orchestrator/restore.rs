@@ -400,13 +400,12 @@ struct V1Issue {
     running: Option<V1Run>,
 }
 
+/// `reason`, `state`, `fingerprint` and `since` as today; `kind` may be missing.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct V1Parked {
-    reason: String,
-    state: String,
-    fingerprint: String,
-    since: u64,
+    #[serde(flatten)]
+    entry: BlockedEntry,
     kind: Option<ParkKind>,
 }
 
@@ -503,21 +502,13 @@ fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
             s.running.insert(id, e);
         }
     } else if let Some(p) = i.parked {
-        let kind = p.kind.unwrap_or(match p.reason.as_str() {
+        let kind = p.kind.unwrap_or(match p.entry.reason.as_str() {
             r if r.starts_with("max_attempts") => ParkKind::MaxAttempts,
             r if r.starts_with("budget") => ParkKind::BudgetExceeded,
             _ => ParkKind::MaxRuns,
         });
-        let mut b = BlockedEntry {
-            identifier: i.identifier,
-            state: p.state,
-            reason: p.reason,
-            kind,
-            since: p.since,
-            fingerprint: p.fingerprint,
-            workspace_path,
-            ..BlockedEntry::default()
-        };
+        let mut b = p.entry;
+        (b.identifier, b.kind, b.workspace_path) = (i.identifier, kind, workspace_path);
         if b.check(&id).is_ok() {
             s.blocked.insert(id, b);
         }

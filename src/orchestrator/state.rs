@@ -393,7 +393,6 @@ pub struct PollState {
     /// Last poll/preflight error (cleared by success).
     pub last_error: Option<String>,
     /// Rate-limit pauses from any operation, credential back-off, refresh spacing.
-    #[serde(default)]
     pub gate: super::gate::RequestGate,
     #[serde(skip)]
     pub rate_limit: Option<TrackerBudget>,
