@@ -1,8 +1,6 @@
-//! The decision core: `handle(state, event, now) -> Vec<Action>`. Every scheduling decision of
-//! spec §7, §8 and §16 happens here, as a pure function of the state, one event and the current
-//! time. The runtime executes the returned actions and feeds their results back as events; timers
-//! (poll tick, retries, stall checks, the reload debounce, the shutdown grace period) are not
-//! threads but [`next_deadline`], the earliest moment `Event::Wake` has work to do.
+//! The decision core: every scheduling decision of spec §7, §8 and §16 as a pure function of the
+//! state, one event and the time ([`handle`]). The runtime executes the returned actions and feeds
+//! their results back as events; timers are not threads but [`next_deadline`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -24,9 +22,8 @@ use super::state::{
     RECENT_EVENTS_CAP,
 };
 
-/// Why a poll produced no candidates: the dispatch preflight failed (config or
-/// `tracker.validate()`: skip dispatch, keep reconciling), or the candidate fetch failed (a
-/// secret-free message; for rate limits, no poll before `retry_at`).
+/// Why a poll produced no candidates: the dispatch preflight failed (skip dispatch, keep
+/// reconciling), or the candidate fetch failed (for rate limits, no poll before `retry_at`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum PollSkip {
     Preflight(String),
@@ -45,18 +42,16 @@ pub enum WorkerOutcome {
     Failed(String),
     /// The worker honoured a cancellation.
     Cancelled,
-    /// The run's SSH host failed (connection or startup: the `host_unavailable` class). Before
-    /// the agent started (`started: false`) the run is re-dispatched to another host with no
-    /// attempt counted; after, it is a normal failed attempt. Either way the host is marked down.
+    /// The run's SSH host failed (`host_unavailable`): it is marked down; before the agent
+    /// started, the run is re-dispatched with no attempt counted, after, it is a failed attempt.
     HostFailed { started: bool, error: String },
-    /// A spawn ran out of file descriptors or processes (or the descriptor reserve was reached)
-    /// before the agent started: retried soon, with no attempt counted.
+    /// A spawn ran out of descriptors or processes before the agent started: retried soon, with
+    /// no attempt counted.
     ResourceExhausted(String),
 }
 
 /// Progress reports from a worker: a phase entered, turn `n` (1-based) starting, the issue
-/// refreshed between turns.
-// Short-lived messages; boxing the issue would only add noise.
+/// refreshed between turns (short-lived: boxing the issue would only add noise).
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkerProgress {
@@ -69,7 +64,7 @@ pub enum WorkerProgress {
 /// `Action::Dispatch`; events of another run are ignored.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// A timer moment: start whatever is due (poll tick, retry refreshes, stall kills).
+    /// A timer moment: start whatever is due.
     Wake,
     /// Result of an `Action::StartPoll`: the running issues' refresh (`None` when none was
     /// needed; `Err` keeps workers running), then the candidates or why there are none.
@@ -110,21 +105,19 @@ pub enum Event {
     ConfigReloaded(Policy),
     /// Operator asked for an immediate poll + reconcile.
     RefreshRequested,
-    /// How the tracker calls of one operation ended (sent before that operation's result), for
-    /// the request gate.
+    /// How the tracker calls of one operation ended (before its result), for the request gate.
     TrackerCalls(Vec<CallOutcome>),
     /// Points one tracker operation cost (0 for a tracker without a budget), sent after its
     /// `TrackerCalls` and before its result; a `Fetch` report frees the fetch batch slot.
     TrackerSpent { op: TrackerOp, points: u64 },
-    /// A worker waits for its between-turn refresh: the next fetch batch refreshes the issues
-    /// workers wait for (the runtime keeps their ids and hands them the answers).
+    /// A worker waits for its between-turn refresh, which the next fetch batch brings (the runtime
+    /// keeps the workers' ids and hands them the answers).
     TurnRefreshWanted,
     /// SIGINT/SIGTERM.
     Shutdown,
     /// Issues found in terminal states at startup: remove their workspaces (spec §8.6).
     TerminalAtStartup(Vec<Issue>),
-    /// A `CleanWorkspace` finished (removed, nothing to remove, or failed): the issue may be
-    /// dispatched again.
+    /// A `CleanWorkspace` finished (whatever its result): the issue may be dispatched again.
     WorkspaceRemoved { issue_id: String },
     /// Result of an `Action::ProbeHost`: `Err` with the reason while it is still unreachable.
     HostProbed {
@@ -143,21 +136,18 @@ pub enum Event {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Refresh `running_ids` (may be empty) by id, run preflight, fetch candidates; answer with
-    /// `PollResult`.
+    /// Refresh `running_ids` by id, run preflight, fetch candidates; answer with `PollResult`.
     StartPoll { running_ids: Vec<String> },
-    /// One by-id fetch batch (one per slot of the request gate): the due retries' issues
-    /// (`(issue id, generation)`), answered with a `RetryRefreshed` each, and, when
-    /// `refresh_workers`, the issues workers wait for between turns (answered to them by the
-    /// runtime); its `TrackerSpent` frees the slot.
+    /// One by-id fetch batch: the due retries' issues (`(issue id, generation)`, answered with a
+    /// `RetryRefreshed` each) and, when `refresh_workers`, the issues workers wait for between
+    /// turns; its `TrackerSpent` frees the gate's slot.
     FetchIssues {
         retries: Vec<(String, u64)>,
         refresh_workers: bool,
     },
-    /// Start a worker thread: `run_id` is echoed in its events, `attempt` is `None` for a first
-    /// run (the template's `attempt`), `workspace_path` is recorded now. `stale_workspace`: the
-    /// host holds an older copy of the workspace (the issue ran on another host since), removed
-    /// (with `before_remove`) before a fresh one is created.
+    /// Start a worker thread (`run_id` is echoed in its events; `attempt` is `None` for a first
+    /// run). `stale_workspace`: the host holds an older copy of the workspace (the issue ran on
+    /// another host since), removed before a fresh one is created.
     Dispatch {
         run_id: u64,
         issue: Issue,
@@ -180,8 +170,7 @@ pub enum Action {
         workspace_path: PathBuf,
         host: Option<String>,
     },
-    /// Re-read WORKFLOW.md (the debounce elapsed); a valid change comes back as
-    /// `Event::ConfigReloaded`.
+    /// Re-read WORKFLOW.md; a valid change comes back as `Event::ConfigReloaded`.
     ReloadWorkflow,
     /// Reply to a refresh request: whether it joined a pending or running poll, and when the
     /// poll that serves it starts when that is later (spacing or a tracker pause).

@@ -1,9 +1,7 @@
-//! The SSH host pool in the pure core (spec Appendix A.2): placement and host health, as pure
-//! functions of the state and the time; the runtime probes hosts (`Event::HostProbed`). Every host
-//! that may hold a copy of an issue's workspace is remembered ([`WorkspaceHosts`]): a run on a
-//! host holding an older copy replaces it, and terminal cleanup removes the copies on all of
-//! them. A host whose connection failed is down until a probe succeeds; probes back off
-//! exponentially from [`PROBE_BASE_MS`] to [`PROBE_MAX_MS`].
+//! The SSH host pool (spec Appendix A.2): placement and host health, as pure functions of the
+//! state and the time. The hosts that may hold a copy of an issue's workspace are remembered
+//! ([`WorkspaceHosts`]): a run on one holding an older copy replaces it, and terminal cleanup
+//! removes them all. A host whose connection failed is down until a probe succeeds.
 
 use std::collections::BTreeMap;
 

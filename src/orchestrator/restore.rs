@@ -1,8 +1,7 @@
 //! Durable state, the core's side (pure): `state.json` is a serde view of the engine state
 //! ([`to_json`]), [`parse`] reads it back entry by entry (a bad entry is dropped alone; schema 1
-//! is upgraded once) and [`restore`] turns it into a fresh engine state plus the startup actions.
-//! Times are engine times, in the daemon Unix-epoch milliseconds, so a due time written before a
-//! restart means the same moment after it.
+//! is upgraded once), [`restore`] turns it into a fresh engine state plus the startup actions.
+//! Times are Unix-epoch milliseconds: a due time means the same moment after a restart.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
