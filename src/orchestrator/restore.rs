@@ -118,13 +118,9 @@ fn entries<T: Entry>(doc: &mut Map<String, Value>, key: &str) -> BTreeMap<String
             map.len()
         );
     }
-    let mut out = BTreeMap::new();
-    for (id, v) in map.into_iter().take(MAX_ENTRIES) {
-        if let Some(t) = entry(key, &id, v) {
-            out.insert(id, t);
-        }
-    }
-    out
+    let kept = map.into_iter().take(MAX_ENTRIES);
+    kept.filter_map(|(id, v)| entry(key, &id, v).map(|t| (id, t)))
+        .collect()
 }
 
 fn entry<T: Entry>(map: &str, id: &str, v: Value) -> Option<T> {

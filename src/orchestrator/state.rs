@@ -140,20 +140,14 @@ pub struct TokenCounts {
 impl TokenCounts {
     /// Add a usage delta (saturating: the numbers come from the agent).
     pub fn add(&mut self, d: &crate::agent::TokenUsage) {
-        let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
-        add(&mut self.input_tokens, d.input_tokens);
-        add(&mut self.output_tokens, d.output_tokens);
-        add(&mut self.cache_read_input_tokens, d.cache_read_input_tokens);
-        add(
-            &mut self.cache_creation_input_tokens,
-            d.cache_creation_input_tokens,
-        );
-        let all = d
-            .input_tokens
-            .saturating_add(d.output_tokens)
-            .saturating_add(d.cache_read_input_tokens)
-            .saturating_add(d.cache_creation_input_tokens);
-        add(&mut self.total_tokens, all);
+        let (i, o) = (d.input_tokens, d.output_tokens);
+        let (r, c) = (d.cache_read_input_tokens, d.cache_creation_input_tokens);
+        self.input_tokens = self.input_tokens.saturating_add(i);
+        self.output_tokens = self.output_tokens.saturating_add(o);
+        self.cache_read_input_tokens = self.cache_read_input_tokens.saturating_add(r);
+        self.cache_creation_input_tokens = self.cache_creation_input_tokens.saturating_add(c);
+        let all = i.saturating_add(o).saturating_add(r).saturating_add(c);
+        self.total_tokens = self.total_tokens.saturating_add(all);
     }
 }
 
