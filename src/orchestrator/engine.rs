@@ -328,8 +328,7 @@ fn bounded_summary(s: &str) -> String {
 
 fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
     rules::is_eligible(&state.policy, issue)
-        && !state.running.contains_key(&issue.id)
-        && !state.claimed.contains(&issue.id)
+        && !state.claimed.contains(&issue.id) // running or waiting
         && !state.cleaning.contains_key(&issue.id)
         && !state.blocked.contains_key(&issue.id)
         && rules::state_slot_free(state, &issue.state)
@@ -1097,19 +1096,9 @@ impl Core<'_> {
         );
         s.counters.retries_scheduled = s.counters.retries_scheduled.saturating_add(1);
         s.last_errors.insert(entry.issue_id.clone(), error.clone());
-        let (id, ident, due) = (
-            &entry.issue_id,
-            &entry.identifier,
-            self.now.saturating_add(delay),
-        );
-        let r = s.queue_retry(
-            id,
-            ident,
-            entry.kind,
-            entry.attempt,
-            due,
-            entry.workspace_path,
-        );
+        let (id, ident, path) = (&entry.issue_id, &entry.identifier, entry.workspace_path);
+        let due = self.now.saturating_add(delay);
+        let r = s.queue_retry(id, ident, entry.kind, entry.attempt, due, path);
         r.url = issue.url.clone().or(entry.url);
         r.error = Some(error);
         r.host = entry.host;
@@ -1142,7 +1131,7 @@ impl Core<'_> {
     }
 
     fn reload(&mut self, policy: Policy) {
-        let pacing_changed = policy.poll_interval_ms != self.s.policy.poll_interval_ms
+        let repace = policy.poll_interval_ms != self.s.policy.poll_interval_ms
             || policy.budget_share != self.s.policy.budget_share;
         info!(
             "workflow config applied poll_interval_ms={} max_concurrent_agents={} stall_timeout_ms={}",
@@ -1151,10 +1140,7 @@ impl Core<'_> {
         self.s.policy = policy;
         self.replan();
         let poll = &mut self.s.poll;
-        if let Some(last) = poll
-            .last_started_at
-            .filter(|_| pacing_changed && !poll.in_flight)
-        {
+        if let Some(last) = poll.last_started_at.filter(|_| repace && !poll.in_flight) {
             let interval = poll.gate.poll_interval(self.s.policy.poll_interval_ms);
             poll.next_poll_at = last.saturating_add(interval);
         }

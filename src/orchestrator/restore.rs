@@ -250,10 +250,8 @@ impl Entry for Vec<String> {
         let mut seen = std::collections::BTreeSet::new();
         let unique = self.iter().all(|h| seen.insert(h.as_str()));
         let valid = self.iter().all(|h| host_ok(Some(h)));
-        need(
-            unique && valid && (1..=MAX_WORKSPACE_HOSTS).contains(&self.len()),
-            "host",
-        )
+        let sized = (1..=MAX_WORKSPACE_HOSTS).contains(&self.len());
+        need(unique && valid && sized, "host")
     }
 }
 
