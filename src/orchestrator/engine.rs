@@ -718,7 +718,10 @@ impl Core<'_> {
         let s = &mut *self.s;
         let held_by = s.workspace_hosts.get(&issue.id);
         let latest = held_by.and_then(|h| h.first()).cloned();
-        let host = hosts::place(s, preferred.or(latest.as_deref())).host();
+        let host = match hosts::place(s, preferred.or(latest.as_deref())) {
+            Placement::Host(h) => Some(h),
+            _ => None, // this machine (a full pool is checked before)
+        };
         let stale_workspace = hosts::record_workspace(s, &issue.id, host.as_deref());
         let run_id = s.next_run_id;
         s.next_run_id += 1;

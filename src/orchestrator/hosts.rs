@@ -21,16 +21,6 @@ pub enum Placement {
     Full,
 }
 
-impl Placement {
-    /// The host id for `Action::Dispatch` (`None`: local); `None` as well for `Full`.
-    pub fn host(&self) -> Option<String> {
-        match self {
-            Placement::Host(h) => Some(h.clone()),
-            _ => None,
-        }
-    }
-}
-
 /// A host marked down: since when, its consecutive failures (connections and probes), the next
 /// probe and whether it is in flight, and the last error (bounded).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
