@@ -2,10 +2,12 @@
 //! the normalized events they emit, and the token that stops a running turn from another thread.
 
 pub mod claude;
+#[cfg(feature = "codex")]
 pub mod codex;
 pub mod config;
 pub mod copilot;
 pub(crate) mod driver;
+#[cfg(feature = "gemini")]
 pub mod gemini;
 mod loose;
 pub mod runner;
