@@ -130,11 +130,6 @@ impl StreamParser {
         self.result.as_ref()
     }
 
-    fn label(&self) -> Option<String> {
-        let id = self.session.as_ref()?;
-        Some(format!("{id}-{}", self.turn))
-    }
-
     fn adopt_session_id(&mut self, line: &Line) {
         if let Some(id) = line.session_id.as_str().filter(|id| !id.is_empty()) {
             self.session = Some(truncate_chars(id, 128));
@@ -331,12 +326,9 @@ impl TurnParser for StreamParser {
         }
     }
 
-    /// An event stamped with this turn's session id; only the bounded summary is copied.
     fn event(&self, kind: E, text: &str) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, one_line(text, SUMMARY_MAX_CHARS));
-        ev.session_id = self.label();
-        ev.agent_session_id.clone_from(&self.session);
-        ev
+        let text = one_line(text, SUMMARY_MAX_CHARS);
+        AgentEvent::of(kind, text, self.session.as_deref(), self.turn)
     }
 
     fn result_seen(&self) -> bool {
@@ -696,7 +688,8 @@ mod tests {
         let mut p = StreamParser::new(1, None);
         p.parse_line(cases[0].0);
         assert!(p.asked_for_input);
-        assert_eq!(p.label().as_deref(), Some("s1-1"));
+        let ev = p.event(OtherMessage, "x");
+        assert_eq!(ev.session_id.as_deref(), Some("s1-1"));
         // A result of odd shapes: denials without ids or objects, errors that are not strings.
         let ev = p.parse_line(
             r#"{"type":"result","subtype":"error_during_execution","is_error":"yes","errors":["a\nb",{"code":1},7],"usage":[1],"permission_denials":[{"tool_name":"Bash","tool_use_id":"t1"},"x"],"num_turns":"3"}"#,

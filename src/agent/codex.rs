@@ -123,12 +123,6 @@ impl Client {
         }
     }
 
-    /// `<thread_id>-<turn>` once the thread is known (Baton's recovery reads the id back from it).
-    fn session_id(&self) -> Option<String> {
-        let id = self.thread_id.as_ref()?;
-        Some(format!("{id}-{}", self.turn))
-    }
-
     fn send(&mut self, msg: Value) {
         let mut bytes = msg.to_string().into_bytes();
         bytes.push(b'\n');
@@ -412,10 +406,8 @@ impl TurnParser for Client {
     }
 
     fn event(&self, kind: E, summary: &str) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, one_line(summary, SUMMARY_MAX));
-        ev.session_id = self.session_id();
-        ev.agent_session_id.clone_from(&self.thread_id);
-        ev
+        let text = one_line(summary, SUMMARY_MAX);
+        AgentEvent::of(kind, text, self.thread_id.as_deref(), self.turn)
     }
 
     fn result_seen(&self) -> bool {

@@ -90,16 +90,7 @@ impl Cli for CopilotConfig {
             Ok(now) => {
                 let last = st.totals.replace(now).unwrap_or_default();
                 // A figure lower than before is a counter reset (the new value is the delta).
-                let mut d = now;
-                for (cur, old) in [
-                    (&mut d.input_tokens, last.input_tokens),
-                    (&mut d.output_tokens, last.output_tokens),
-                    (&mut d.cache_read_input_tokens, last.cache_read_input_tokens),
-                    (&mut d.cache_creation_input_tokens, last.cache_creation_input_tokens),
-                ] {
-                    *cur -= if *cur >= old { old } else { 0 };
-                }
-                p.usage = Some(d);
+                p.usage = Some(now.zip(&last, |n, old| if n >= old { n - old } else { n }));
             }
             Err(why) => log::info!(
                 "copilot token usage unavailable for this turn; reporting zero session_id={}-{} reason={}",
@@ -354,10 +345,7 @@ impl TurnParser for StreamParser {
     }
 
     fn event(&self, kind: E, summary: &str) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, bound(summary));
-        ev.session_id = Some(format!("{}-{}", self.session, self.turn));
-        ev.agent_session_id = Some(self.session.clone());
-        ev
+        AgentEvent::of(kind, bound(summary), Some(&self.session), self.turn)
     }
 
     fn result_seen(&self) -> bool {

@@ -233,10 +233,13 @@ impl<C: Cli> AgentSession for CliSession<C> {
         let (mut p, end, pid) = match self.invoke(prompt, cancel, emit) {
             Ok(ran) => ran,
             Err(e) => {
-                let mut ev =
-                    AgentEvent::new(E::StartupFailed, one_line(&e.to_string(), SUMMARY_MAX));
-                (ev.session_id, ev.agent_session_id) = (self.label(), self.id.clone());
-                emit(ev);
+                let text = one_line(&e.to_string(), SUMMARY_MAX);
+                emit(AgentEvent::of(
+                    E::StartupFailed,
+                    text,
+                    self.id.as_deref(),
+                    self.turn,
+                ));
                 return Err(e);
             }
         };
