@@ -54,8 +54,9 @@ impl Cli for CodexConfig {
     }
 
     fn invocation(r: &CodexRunner, i: &mut Invocation<()>) -> Parsed<Self> {
-        let args = r.cfg.cli.extra_args.iter().map(Into::into);
-        i.spec.args.extend(args);
+        i.spec
+            .args
+            .extend(r.cfg.cli.extra_args.iter().map(Into::into));
         i.spec.stdin_pipe = true;
         let thread = i.session.map(String::from);
         Ok(Client::new(&r.cfg, &i.spec.cwd, thread, i.prompt, i.turn))
@@ -63,6 +64,7 @@ impl Cli for CodexConfig {
 }
 
 /// The JSON-RPC client of one app-server process (the driver's [`TurnParser`]).
+#[derive(Default)]
 pub struct Client {
     thread_params: Value,
     turn_params: Value,
@@ -73,7 +75,8 @@ pub struct Client {
     next_id: i64,
     /// The one outstanding request: id, method, when it was sent.
     pending: Option<(i64, &'static str, Instant)>,
-    last_output: Instant,
+    /// Set when the process started, then at every line.
+    last_output: Option<Instant>,
     thread_id: Option<String>,
     turn_id: Option<String>,
     /// `turn/completed`: its status and error text.
@@ -109,17 +112,8 @@ impl Client {
             read_timeout: Duration::from_millis(cfg.read_timeout_ms.max(1)),
             silence: Duration::from_millis(cfg.cli.turn_timeout_ms.max(1)),
             turn,
-            tx: None,
-            next_id: 0,
-            pending: None,
-            last_output: Instant::now(),
             thread_id: thread,
-            turn_id: None,
-            completed: None,
-            failure: None,
-            done_at: None,
-            last_error: None,
-            usage: TokenUsage::default(),
+            ..Client::default()
         }
     }
 
@@ -199,9 +193,10 @@ impl Client {
                 let mut params = self.turn_params.clone();
                 params["threadId"] = id.into();
                 self.request("turn/start", params);
-                let how = match method {
-                    RESUME => "resumed",
-                    _ => "started",
+                let how = if method == RESUME {
+                    "resumed"
+                } else {
+                    "started"
                 };
                 let text = format!("thread {how} (turn {})", self.turn);
                 self.event(E::SessionStarted, &text)
@@ -363,6 +358,7 @@ impl TurnParser for Client {
     }
 
     fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
+        self.last_output = Some(Instant::now());
         if self.tx.is_none() {
             let text = "the host gave codex app-server no stdin pipe (needed for JSON-RPC)";
             self.fail(K::StartupFailed, text);
@@ -375,7 +371,7 @@ impl TurnParser for Client {
     }
 
     fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
-        self.last_output = Instant::now();
+        self.last_output = Some(Instant::now());
         let line = line.trim();
         if line.is_empty() {
             return Vec::new();
@@ -475,7 +471,7 @@ impl TurnParser for Client {
         if let Some(t) = self.done_at {
             return Some(t + EXIT_GRACE);
         }
-        let silence = self.last_output + self.silence;
+        let silence = self.last_output.unwrap_or_else(Instant::now) + self.silence;
         Some(match self.pending {
             Some((_, _, sent)) => silence.min(sent + self.read_timeout),
             None => silence,
