@@ -216,10 +216,8 @@ impl StreamParser {
                     self.note_denial(id);
                 }
                 let msg = l.message.as_str().or(l.decision_reason.as_str());
-                self.event(
-                    E::PermissionDenied,
-                    &format!("{tool}: {}", msg.unwrap_or("")),
-                )
+                let text = format!("{tool}: {}", msg.unwrap_or(""));
+                self.event(E::PermissionDenied, &text)
             }
             "api_retry" => {
                 let num = |n: &Num| n.text().unwrap_or("?").to_string();

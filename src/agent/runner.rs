@@ -233,13 +233,8 @@ impl<C: Cli> AgentSession for CliSession<C> {
         let (mut p, end, pid) = match self.invoke(prompt, cancel, emit) {
             Ok(ran) => ran,
             Err(e) => {
-                let text = one_line(&e.to_string(), SUMMARY_MAX);
-                emit(AgentEvent::of(
-                    E::StartupFailed,
-                    text,
-                    self.id.as_deref(),
-                    self.turn,
-                ));
+                let (text, id) = (one_line(&e.to_string(), SUMMARY_MAX), self.id.as_deref());
+                emit(AgentEvent::of(E::StartupFailed, text, id, self.turn));
                 return Err(e);
             }
         };
