@@ -1,16 +1,10 @@
 //! OpenAI Codex over `codex app-server` (Symphony §10), built against `@openai/codex@0.169.0`:
-//! JSON-RPC 2.0, one JSON object per line on stdin/stdout. Each turn is one app-server process:
-//! `initialize`, `initialized`, `thread/start` (or `thread/resume`; an unknown thread falls back
-//! once to `thread/start` in the same process), `turn/start` with the prompt as JSON text, then
-//! notifications until `turn/completed`, when Baton closes stdin and the server exits. A restart
-//! is then the same path as a continuation turn; the thread history lives in Codex's store.
-//!
-//! * Server requests are answered at once: approvals declined (the sandbox is the boundary),
-//!   user input fails the turn, dynamic tool calls fail, anything else gets a JSON-RPC error.
-//! * Usage: the sum of `tokenUsage.last` over this turn's updates, so the replay a
-//!   `thread/resume` sends is never counted again. Codex reports no cost.
-//! * Timeouts (Symphony §10.6): `read_timeout_ms` per request, `turn_timeout_ms` as the silence
-//!   bound of the stream; both stop the group.
+//! JSON-RPC 2.0, one app-server process per turn (the exchange: ARCHITECTURE.md). An unknown
+//! thread falls back once to `thread/start` in the same process; a restart takes the path of a
+//! continuation turn, the history being in Codex's store. Approvals are declined (the sandbox is
+//! the boundary). Usage sums this turn's `tokenUsage.last`, so the replay `thread/resume` sends is
+//! never counted again; Codex reports no cost. Timeouts (Symphony §10.6): `read_timeout_ms` per
+//! request, `turn_timeout_ms` as the silence bound of the stream; both stop the group.
 
 use std::io::Write;
 use std::path::Path;
@@ -193,10 +187,9 @@ impl Client {
                 let mut params = self.turn_params.clone();
                 params["threadId"] = id.into();
                 self.request("turn/start", params);
-                let how = if method == RESUME {
-                    "resumed"
-                } else {
-                    "started"
+                let how = match method {
+                    RESUME => "resumed",
+                    _ => "started",
                 };
                 let text = format!("thread {how} (turn {})", self.turn);
                 self.event(E::SessionStarted, &text)
@@ -266,15 +259,13 @@ impl Client {
                 let text = str_at(item, "text").unwrap_or("");
                 self.event(E::Notification, &format!("assistant: {text}"))
             }
-            (false, "commandExecution") => self.event(
-                E::Notification,
-                &format!(
-                    "command {} exit={}: {}",
-                    str_at(item, "status").unwrap_or("?"),
-                    item.get("exitCode").map_or("?".into(), Value::to_string),
-                    str_at(item, "command").unwrap_or("")
-                ),
-            ),
+            (false, "commandExecution") => {
+                let status = str_at(item, "status").unwrap_or("?");
+                let exit = item.get("exitCode").map_or("?".into(), Value::to_string);
+                let command = str_at(item, "command").unwrap_or("");
+                let text = format!("command {status} exit={exit}: {command}");
+                self.event(E::Notification, &text)
+            }
             (false, other) => self.event(E::OtherMessage, &format!("{other} completed")),
         }
     }
