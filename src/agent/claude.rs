@@ -125,7 +125,6 @@ impl StreamParser {
         }
     }
 
-    /// The result line, once seen.
     pub fn result(&self) -> Option<&ResultInfo> {
         self.result.as_ref()
     }

@@ -208,7 +208,6 @@ pub struct StreamParser {
 }
 
 impl StreamParser {
-    /// A parser for turn `turn` of `session`.
     pub fn new(session: String, turn: u32) -> Self {
         StreamParser {
             session,
@@ -217,7 +216,6 @@ impl StreamParser {
         }
     }
 
-    /// The kind and summary of one line of type `kind`.
     fn map_event(&mut self, kind: &str, v: &Value) -> (E, String) {
         let data = v.get("data").unwrap_or(&Value::Null);
         let s = |k: &str| str_at(data, k);

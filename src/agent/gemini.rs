@@ -100,7 +100,6 @@ pub struct StreamParser {
 }
 
 impl StreamParser {
-    /// A parser for turn `turn` of `session`.
     pub fn new(session: String, turn: u32) -> StreamParser {
         StreamParser {
             session,
