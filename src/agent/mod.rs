@@ -193,16 +193,11 @@ impl AgentEvent {
     }
 
     /// An event of turn `turn` of `session` (when known): how every adapter stamps its events.
-    pub(crate) fn of(
-        kind: AgentEventKind,
-        summary: String,
-        session: Option<&str>,
-        turn: u32,
-    ) -> Self {
+    pub(crate) fn of(kind: AgentEventKind, text: String, session: Option<&str>, turn: u32) -> Self {
         AgentEvent {
             session_id: session.map(|id| format!("{id}-{turn}")),
             agent_session_id: session.map(String::from),
-            ..AgentEvent::new(kind, summary)
+            ..AgentEvent::new(kind, text)
         }
     }
 }
