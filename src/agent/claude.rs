@@ -400,10 +400,8 @@ fn failure_detail(r: &ResultInfo, exit: &str) -> String {
 
 /// One entry of `result.errors`: its text, or its JSON when it is not a string; bounded.
 fn error_text(e: &&RawValue) -> String {
-    match serde_json::from_str::<String>(e.get()) {
-        Ok(s) => truncate_chars(&s, 300),
-        Err(_) => truncate_chars(e.get(), 300),
-    }
+    let text = serde_json::from_str::<String>(e.get());
+    truncate_chars(text.as_deref().unwrap_or(e.get()), 300)
 }
 
 fn summarize_user(line: &Line) -> String {
