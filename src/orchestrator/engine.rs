@@ -354,9 +354,8 @@ fn park_reason(state: &OrchestratorState, id: &str) -> Option<(ParkKind, String)
 /// waiting, parked, being cleaned or checked, and not among the active candidates (they left the
 /// active states or the board; their counts start over if they come back). Keeps the state, and
 /// so `state.json`, as small as the work in hand.
-fn forget_gone(state: &mut OrchestratorState, candidates: &[Issue]) {
+fn forget_gone(s: &mut OrchestratorState, candidates: &[Issue]) {
     let ids: std::collections::BTreeSet<&str> = candidates.iter().map(|i| i.id.as_str()).collect();
-    let s = &mut *state;
     let keep = |id: &String| {
         ids.contains(id.as_str())
             || s.claimed.contains(id)
@@ -364,19 +363,11 @@ fn forget_gone(state: &mut OrchestratorState, candidates: &[Issue]) {
             || s.cleaning.contains_key(id)
             || s.orphans.contains_key(id)
     };
-    let gone: Vec<String> = (s.runs_since_active.keys().chain(s.spend.keys()))
-        .chain(s.last_errors.keys().chain(s.recent_events.keys()))
-        .chain(s.completed.iter())
-        .filter(|id| !keep(id))
-        .cloned()
-        .collect();
-    for id in gone {
-        s.runs_since_active.remove(&id);
-        s.spend.remove(&id);
-        s.last_errors.remove(&id);
-        s.recent_events.remove(&id);
-        s.completed.remove(&id);
-    }
+    s.runs_since_active.retain(|id, _| keep(id));
+    s.spend.retain(|id, _| keep(id));
+    s.last_errors.retain(|id, _| keep(id));
+    s.recent_events.retain(|id, _| keep(id));
+    s.completed.retain(keep);
 }
 
 /// The check of an orphan (on its own host): stop it if it still runs.
