@@ -227,10 +227,8 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             run_id,
             outcome,
         } => c.worker_exit(&issue_id, run_id, outcome),
-        Event::ReloadRequested => {
-            // Trailing debounce: every ping pushes the re-read back.
-            c.s.reload_due = Some(now.saturating_add(RELOAD_DEBOUNCE_MS));
-        }
+        // Trailing debounce: every ping pushes the re-read back.
+        Event::ReloadRequested => c.s.reload_due = Some(now.saturating_add(RELOAD_DEBOUNCE_MS)),
         Event::ConfigReloaded(policy) => c.reload(policy),
         Event::RefreshRequested => c.refresh(),
         Event::TrackerCalls(outcomes) => outcomes

@@ -474,16 +474,15 @@ fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
     }
     if let Some(run) = i.running {
         let agent = Some(run.agent).filter(|a| !a.is_empty()).or(i.agent);
-        let agent = agent.unwrap_or_default();
+        let agent = match agent.as_deref() {
+            Some("claude") => "claude_code".to_string(),
+            _ => agent.unwrap_or_default(),
+        };
         let mut e = RunningEntry {
             workspace_path,
             attempt: (i.attempt > 0).then_some(i.attempt),
             started_at: run.started_at,
-            agent: if agent == "claude" {
-                "claude_code".into()
-            } else {
-                agent
-            },
+            agent,
             agent_session: run.session_id.or(i.session_id),
             agent_pid: Some(run.pgid),
             leader_start: host.is_none().then_some(run.leader_start_time),
