@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use log::{debug, error, info, warn};
 
-use crate::agent::{AgentEvent, AgentEventKind};
+use crate::agent::AgentEvent;
+use crate::agent::AgentEventKind::{TurnCompleted, TurnFailed};
 use crate::model::Issue;
 use crate::tracker::TrackerBudget;
 use crate::workspace::workspace_path;
@@ -897,10 +898,7 @@ impl Core<'_> {
                 spend.cost_usd = budget::add_cost(spend.cost_usd, delta);
                 e.cost_usd = Some(c);
             }
-            if matches!(
-                ev.kind,
-                AgentEventKind::TurnCompleted | AgentEventKind::TurnFailed
-            ) {
+            if matches!(ev.kind, TurnCompleted | TurnFailed) {
                 spend.turns = spend.turns.saturating_add(1);
                 s.agent_totals.turns = s.agent_totals.turns.saturating_add(1);
                 let over = budget::violation(&s.policy.budget, spend);
