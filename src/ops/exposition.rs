@@ -65,23 +65,6 @@ impl Histogram {
     pub fn observe_duration(&mut self, d: Duration) {
         self.observe(d.as_secs_f64());
     }
-
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    pub fn sum(&self) -> f64 {
-        self.sum
-    }
-
-    /// `(upper bound, cumulative count)` per bucket, ending with `(+Inf, count)`.
-    pub(crate) fn cumulative(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
-        let bounds = self.bounds.iter().copied().chain([f64::INFINITY]);
-        bounds.zip(self.counts.iter()).scan(0u64, |acc, (b, c)| {
-            *acc = acc.saturating_add(*c);
-            Some((b, *acc))
-        })
-    }
 }
 
 /// Builds one exposition text. Families must be written one at a time: [`Exposition::family`]
@@ -118,15 +101,17 @@ impl Exposition {
     /// The `_bucket`, `_sum` and `_count` samples of one histogram series (after
     /// [`Exposition::family`] with [`MetricType::Histogram`]).
     pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &Histogram) {
-        let bucket = format!("{name}_bucket");
-        for (bound, cumulative) in h.cumulative() {
+        let (bucket, mut cumulative) = (format!("{name}_bucket"), 0u64);
+        let bounds = h.bounds.iter().copied().chain([f64::INFINITY]);
+        for (bound, n) in bounds.zip(&h.counts) {
+            cumulative = cumulative.saturating_add(*n);
             let le = format_float(bound);
             let mut with_le = labels.to_vec();
             with_le.push(("le", &le));
             self.sample(&bucket, &with_le, cumulative as f64);
         }
-        self.sample(&format!("{name}_sum"), labels, h.sum());
-        self.sample(&format!("{name}_count"), labels, h.count() as f64);
+        self.sample(&format!("{name}_sum"), labels, h.sum);
+        self.sample(&format!("{name}_count"), labels, h.count as f64);
     }
 
     pub fn finish(self) -> String {
@@ -197,9 +182,19 @@ mod tests {
         for v in [0.05, 0.1, 0.5, 20.0, f64::NAN, -1.0] {
             h.observe(v);
         }
-        let c: Vec<_> = h.cumulative().collect();
-        assert_eq!(c, vec![(0.1, 3), (1.0, 4), (10.0, 4), (f64::INFINITY, 5)]);
-        assert_eq!(h.count(), 5);
-        assert!((h.sum() - 20.65).abs() < 1e-9);
+        let mut e = Exposition::new();
+        e.histogram("h", &[], &h);
+        let text = e.finish();
+        let buckets: Vec<_> = text.lines().take(4).collect();
+        let want = [
+            "{le=\"0.1\"} 3",
+            "{le=\"1\"} 4",
+            "{le=\"10\"} 4",
+            "{le=\"+Inf\"} 5",
+        ];
+        assert_eq!(buckets, want.map(|b| format!("h_bucket{b}")));
+        assert!(text.ends_with("\nh_count 5\n"), "{text}");
+        assert_eq!(h.count, 5);
+        assert!((h.sum - 20.65).abs() < 1e-9);
     }
 }

@@ -17,19 +17,10 @@ use std::sync::Arc;
 
 /// What the daemon shares with the HTTP thread and systemd. `Default`: fresh shared state and
 /// no systemd.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct DaemonOps {
     /// Metrics and readiness facts (also given to the HTTP server).
     pub shared: Arc<shared::OpsShared>,
     /// The systemd notifier ([`sdnotify::Notifier::from_env`] in production).
     pub notifier: Arc<sdnotify::Notifier>,
-}
-
-impl Default for DaemonOps {
-    fn default() -> Self {
-        DaemonOps {
-            shared: Arc::new(shared::OpsShared::new()),
-            notifier: Arc::new(sdnotify::Notifier::disabled()),
-        }
-    }
 }

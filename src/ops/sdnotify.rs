@@ -15,7 +15,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::warn;
 
-use super::shared::OpsShared;
 use super::DaemonOps;
 
 /// Environment variables systemd sets for the main process only. [`take_systemd_env`] removes
@@ -116,9 +115,6 @@ impl Notifier {
     /// `STATUS=<line>`: a one-line summary; control characters (newlines included) become
     /// spaces and the text is cut to [`STATUS_MAX_BYTES`].
     pub fn status(&self, line: &str) -> bool {
-        if self.target.is_none() {
-            return false;
-        }
         self.send(&format!("STATUS={}", status_line(line)))
     }
 
@@ -166,8 +162,8 @@ pub fn take_systemd_env() -> DaemonOps {
         std::env::remove_var(name);
     }
     DaemonOps {
-        shared: Arc::new(OpsShared::new()),
         notifier: Arc::new(notifier),
+        ..DaemonOps::default()
     }
 }
 

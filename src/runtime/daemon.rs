@@ -163,21 +163,8 @@ struct Inbox {
     reloaded: Receiver<Box<ReloadResult>>,
 }
 
-enum TrackerJob {
-    Poll {
-        tracker: Arc<dyn Tracker>,
-        running_ids: Vec<String>,
-        /// Set on the first tick only: its board read drives the terminal-workspace cleanup.
-        startup_cleanup: Option<StartupCleanup>,
-    },
-    /// One fetch batch (`Action::FetchIssues`).
-    Fetch {
-        tracker: Arc<dyn Tracker>,
-        retries: Vec<(String, u64)>,
-        /// Set when the batch serves the workers waiting between turns.
-        refresher: Option<Arc<Refresher>>,
-    },
-}
+/// A job for a tracker thread; its events go to the loop in order.
+type TrackerJob = Box<dyn FnOnce(&OpsShared) -> Vec<Event> + Send>;
 
 /// A tracker job (one poll: its pages, each under the request timeout) running longer than this
 /// means its thread is stuck (a FIFO read, a connection that never answers): `/livez` answers
@@ -190,88 +177,107 @@ struct TrackerBusy {
     since: AtomicU64,
 }
 
-fn tracker_thread(
-    busy: Arc<TrackerBusy>,
-    jobs: Receiver<TrackerJob>,
-    out: Sender<Event>,
-    ops: Arc<OpsShared>,
-    clock: Arc<dyn Clock>,
-) {
-    let spawned = spawn_supervised(busy.name, move || {
-        for job in jobs {
-            busy.since.store(clock.now().max(1), Ordering::SeqCst);
-            let events = run_tracker_job(job, &ops);
-            busy.since.store(0, Ordering::SeqCst);
-            for ev in events {
-                if out.send(ev).is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    if let Err(e) = spawned {
-        error!("cannot start tracker thread error={e}");
-    }
-}
-
-/// What the first tick needs to find terminal issues, whose workspaces are cleaned (through the
-/// engine) before the first dispatch.
-struct StartupCleanup {
-    terminal_states: Vec<String>,
-}
-
 /// Record how a tracker call ended and pass its result on.
 fn observe<T>(calls: &mut Vec<CallOutcome>, r: Result<T, TrackerError>) -> Result<T, TrackerError> {
     calls.push(CallOutcome::of(&r));
     r
 }
 
-/// Run one tracker job. The events go out in order: `TrackerCalls` first (the request gate learns
-/// how the calls ended before the engine sees the result), then, on the first tick,
-/// `TerminalAtStartup` (so the engine holds those issues for cleanup before it sees the
-/// candidates), then the job's result. A poll is also recorded in the shared metrics and
+/// One poll. The events go out in order: `TrackerCalls` first (the request gate learns how the
+/// calls ended before the engine sees the result), then, with `cleanup` (the terminal states, on
+/// the first tick), `TerminalAtStartup` (so the engine holds those issues for cleanup before it
+/// sees the candidates), then the result. The poll is also recorded in the shared metrics and
 /// readiness facts (its duration, points and error class are known only here).
-fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
+///
+/// Running issues the board read contains need no second request; only the missing ones are
+/// refreshed (shallow). Without a read (validation failed, read failed) every running issue is
+/// refreshed, except after a rate limit or rejected credentials: then nothing more is sent (the
+/// tracker just refused the budget; issue 12, failure 5).
+fn poll_job(
+    tracker: &dyn Tracker,
+    running_ids: Vec<String>,
+    cleanup: Option<Vec<String>>,
+    ops: &OpsShared,
+) -> Vec<Event> {
+    let started = Instant::now();
+    let _ = take_points();
     let mut calls = Vec::new();
-    match job {
-        TrackerJob::Poll {
-            tracker,
-            running_ids,
-            startup_cleanup,
-        } => {
-            let started = Instant::now();
-            let _ = take_points();
-            let (candidates, refreshed, class, terminal) =
-                poll_tracker(&*tracker, &running_ids, startup_cleanup, &mut calls);
-            let rate_limit = tracker.rate_limit();
-            let points = take_points();
-            ops.record_poll(
-                started.elapsed(),
-                class,
-                rate_limit.as_ref().map(|_| points),
-                SystemTime::now(),
-                Instant::now(),
-            );
-            let op = TrackerOp::Poll;
-            let mut out = vec![
-                Event::TrackerCalls(calls),
-                Event::TrackerSpent { op, points },
-            ];
-            out.extend(terminal.map(Event::TerminalAtStartup));
-            out.push(Event::PollResult {
-                running_ids,
-                refreshed,
-                candidates,
-                rate_limit,
-            });
-            out
+    let mut class: Option<&'static str> = None;
+    // The config passed the dispatch preflight at startup and at every applied reload. A cached
+    // validation sends nothing, so only its failure counts.
+    let read = match tracker.validate() {
+        Err(e) => {
+            class = Some(e.class);
+            calls.push(CallOutcome::of_error(&e));
+            Err(PollSkip::Preflight(e.to_string()))
         }
-        TrackerJob::Fetch {
-            tracker,
-            retries,
-            refresher,
-        } => fetch_batch(&*tracker, retries, refresher.as_deref(), ops),
-    }
+        Ok(()) => {
+            let also_states = cleanup.as_deref().unwrap_or_default();
+            let read = tracker.read_board(&running_ids, also_states);
+            observe(&mut calls, read).map_err(|e| {
+                class = Some(e.class);
+                PollSkip::Tracker {
+                    message: e.to_string(),
+                    retry_at: e.retry_at.map(unix_millis),
+                }
+            })
+        }
+    };
+    let stopped = calls.last().is_some_and(|o| o.stops_operation());
+    let terminal = cleanup.and_then(|states| match &read {
+        Ok(r) => Some(
+            (r.others.iter())
+                .filter(|i| i.closed || crate::model::contains_name(&states, &i.state))
+                .cloned()
+                .collect(),
+        ),
+        Err(PollSkip::Tracker { message, .. } | PollSkip::Preflight(message)) => {
+            warn!("startup terminal cleanup skipped; fetch failed error={message}");
+            None
+        }
+    });
+    let mut refresh = |ids: &[String]| {
+        (!ids.is_empty() && !stopped)
+            .then(|| observe(&mut calls, tracker.refresh_running(ids)).map_err(|e| e.to_string()))
+    };
+    let (candidates, refreshed) = match read {
+        Err(skip) => (Err(skip), refresh(&running_ids)),
+        Ok(r) => {
+            let (mut present, missing) = crate::orchestrator::rules::running_from_read(
+                &running_ids,
+                &r.candidates,
+                &r.others,
+            );
+            let refreshed = match refresh(&missing) {
+                None if running_ids.is_empty() => None,
+                None => Some(Ok(present)),
+                Some(Ok(more)) => {
+                    present.extend(more);
+                    Some(Ok(present))
+                }
+                Some(Err(e)) => Some(Err(e)),
+            };
+            (Ok(r.candidates), refreshed)
+        }
+    };
+    let rate_limit = tracker.rate_limit();
+    let points = take_points();
+    let known_points = rate_limit.as_ref().map(|_| points);
+    let now = (SystemTime::now(), Instant::now());
+    ops.record_poll(started.elapsed(), class, known_points, now.0, now.1);
+    let op = TrackerOp::Poll;
+    let mut out = vec![
+        Event::TrackerCalls(calls),
+        Event::TrackerSpent { op, points },
+    ];
+    out.extend(terminal.map(Event::TerminalAtStartup));
+    out.push(Event::PollResult {
+        running_ids,
+        refreshed,
+        candidates,
+        rate_limit,
+    });
+    out
 }
 
 /// One fetch batch: the between-turn refreshes (answered to the workers), then one fetch of
@@ -300,12 +306,10 @@ fn fetch_batch(
     };
     let points = take_points();
     ops.record_points(points);
+    let op = TrackerOp::Fetch;
     let mut out = vec![
         Event::TrackerCalls(calls),
-        Event::TrackerSpent {
-            op: TrackerOp::Fetch,
-            points,
-        },
+        Event::TrackerSpent { op, points },
     ];
     out.extend(retries.into_iter().map(|(issue_id, seq)| {
         let result = match &fetched {
@@ -319,90 +323,6 @@ fn fetch_batch(
         }
     }));
     out
-}
-
-/// A poll's candidates, as `Event::PollResult` carries them.
-type Candidates = Result<Vec<Issue>, PollSkip>;
-/// A poll's running-issue refresh, as `Event::PollResult` carries it.
-type Refreshed = Option<Result<Vec<Issue>, String>>;
-
-/// The candidates and the running issues' current state from one board read: running issues
-/// the read contains need no second request; only the missing ones are refreshed (shallow).
-/// Without a read (validation failed, read failed) every running issue is refreshed,
-/// except after a rate limit or rejected credentials: then nothing more is sent (the tracker just
-/// refused the budget; issue 12, failure 5). Every call's outcome goes to `calls`.
-fn poll_tracker(
-    tracker: &dyn Tracker,
-    running_ids: &[String],
-    startup_cleanup: Option<StartupCleanup>,
-    calls: &mut Vec<CallOutcome>,
-) -> (
-    Candidates,
-    Refreshed,
-    Option<&'static str>,
-    Option<Vec<Issue>>,
-) {
-    let also_states = startup_cleanup
-        .as_ref()
-        .map(|c| c.terminal_states.clone())
-        .unwrap_or_default();
-    let mut class: Option<&'static str> = None;
-    let mut stopped = false;
-    // The config passed the dispatch preflight at startup and at every applied reload. A cached
-    // validation sends nothing, so only its failure counts.
-    let read = match tracker.validate() {
-        Err(e) => {
-            class = Some(e.class);
-            calls.push(CallOutcome::of_error(&e));
-            stopped = CallOutcome::of_error(&e).stops_operation();
-            Err(PollSkip::Preflight(e.to_string()))
-        }
-        Ok(()) => observe(calls, tracker.read_board(running_ids, &also_states)).map_err(|e| {
-            class = Some(e.class);
-            stopped = CallOutcome::of_error(&e).stops_operation();
-            PollSkip::Tracker {
-                message: e.to_string(),
-                retry_at: e.retry_at.map(unix_millis),
-            }
-        }),
-    };
-    let mut refresh = |ids: &[String]| -> Refreshed {
-        (!ids.is_empty() && !stopped)
-            .then(|| observe(calls, tracker.refresh_running(ids)).map_err(|e| e.to_string()))
-    };
-    let terminal = startup_cleanup.as_ref().and_then(|c| match &read {
-        Ok(r) => Some(
-            r.others
-                .iter()
-                .filter(|i| i.closed || crate::model::contains_name(&c.terminal_states, &i.state))
-                .cloned()
-                .collect(),
-        ),
-        Err(PollSkip::Tracker { message, .. } | PollSkip::Preflight(message)) => {
-            warn!("startup terminal cleanup skipped; fetch failed error={message}");
-            None
-        }
-    });
-    match read {
-        Err(skip) => (Err(skip), refresh(running_ids), class, terminal),
-        Ok(r) => {
-            let (mut present, missing) = crate::orchestrator::rules::running_from_read(
-                running_ids,
-                &r.candidates,
-                &r.others,
-            );
-            let refreshed = match refresh(&missing) {
-                None if running_ids.is_empty() => None,
-                None => Some(Ok(present)),
-                Some(Ok(more)) => {
-                    present.extend(more);
-                    Some(Ok(present))
-                }
-                Some(Err(e)) => Some(Err(e)),
-            };
-            (Ok(r.candidates), refreshed, class, terminal)
-        }
-    }
 }
 
 struct WorkerHandle {
@@ -609,8 +529,21 @@ fn start_tracker_threads(
         })
     });
     let [poll, retry] = busy.clone().map(|b| {
-        let (jobs, jobs_rx) = unbounded();
-        tracker_thread(b, jobs_rx, out.clone(), Arc::clone(ops), Arc::clone(clock));
+        let (jobs, rx) = unbounded::<TrackerJob>();
+        let (out, ops, clock) = (out.clone(), Arc::clone(ops), Arc::clone(clock));
+        let spawned = spawn_supervised(b.name, move || {
+            for job in rx {
+                b.since.store(clock.now().max(1), Ordering::SeqCst);
+                let events = job(&ops);
+                b.since.store(0, Ordering::SeqCst);
+                if events.into_iter().any(|ev| out.send(ev).is_err()) {
+                    return;
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            error!("cannot start tracker thread error={e}");
+        }
         jobs
     });
     (poll, retry, results, busy)
@@ -865,7 +798,13 @@ impl Daemon {
                 for _ in inbox.reload.try_iter() {}
                 self.engine(Event::ReloadRequested);
             }
-            LoopEvent::Reloaded(r) => self.reload_done(*r),
+            LoopEvent::Reloaded(r) => {
+                self.reload_in_flight = false;
+                self.apply_reload(*r);
+                if std::mem::take(&mut self.reload_again) {
+                    self.reload();
+                }
+            }
             LoopEvent::Fatal(name) => {
                 error!("a supervised thread died; shutting down thread={name}");
                 self.shut_down(Some(RunError::ThreadDied(name)));
@@ -985,11 +924,11 @@ impl Daemon {
                 retries,
                 refresh_workers,
             } => {
-                let _ = self.retry_jobs.send(TrackerJob::Fetch {
-                    tracker: self.tracker.clone(),
-                    retries,
-                    refresher: refresh_workers.then(|| Arc::clone(&self.refresher)),
-                });
+                let tracker = self.tracker.clone();
+                let refresher = refresh_workers.then(|| Arc::clone(&self.refresher));
+                let _ = self.retry_jobs.send(Box::new(move |ops: &OpsShared| {
+                    fetch_batch(&*tracker, retries, refresher.as_deref(), ops)
+                }));
             }
             dispatch @ Action::Dispatch { .. } => self.dispatch(dispatch),
             Action::StopWorker {
@@ -1107,17 +1046,10 @@ impl Daemon {
         if stamp != self.stamp {
             self.reload();
         }
-        let startup_cleanup = (!self.swept).then(|| {
-            let cfg = config(&self.workflow);
-            StartupCleanup {
-                terminal_states: cfg.tracker.terminal_states.clone(),
-            }
-        });
-        let _ = self.poll_jobs.send(TrackerJob::Poll {
-            tracker: self.tracker.clone(),
-            running_ids,
-            startup_cleanup,
-        });
+        let tracker = self.tracker.clone();
+        let cleanup = (!self.swept).then(|| config(&self.workflow).tracker.terminal_states.clone());
+        let job = move |ops: &OpsShared| poll_job(&*tracker, running_ids, cleanup, ops);
+        let _ = self.poll_jobs.send(Box::new(job));
     }
 
     fn dispatch(&mut self, action: Action) {
@@ -1247,14 +1179,6 @@ impl Daemon {
 
     /// Apply a finished reload: when valid and changed, swap in the new workflow, tracker and
     /// runner and queue `ConfigReloaded`, else keep the last good config and log the problem once.
-    fn reload_done(&mut self, loaded: ReloadResult) {
-        self.reload_in_flight = false;
-        self.apply_reload(loaded);
-        if std::mem::take(&mut self.reload_again) {
-            self.reload();
-        }
-    }
-
     /// All or nothing: a reload that fails to parse, fails the dispatch preflight or names a
     /// tracker that cannot be built keeps the previous workflow, tracker, runner and policy in
     /// force entirely; the error (file, key, problem) is logged once and shown by `/readyz`.
