@@ -92,27 +92,34 @@ fn move_legacy(cfg: &ServiceConfig, dir: &StateDir) -> Result<(), StoreError> {
 }
 
 fn read(dir: &StateDir) -> Result<OrchestratorState, StoreError> {
-    let corrupt = |problem: &str| -> Result<OrchestratorState, StoreError> {
-        let moved = dir.move_aside("corrupt", wall_now())?;
-        error!(
-            "event=state_corrupt file={} moved_to={} error={problem:?}; starting with an empty state",
-            dir.state_file().display(),
-            moved.display()
-        );
-        Ok(OrchestratorState::default())
-    };
-    match dir.read_state() {
-        Err(problem) => corrupt(&problem),
-        Ok(None) => Ok(OrchestratorState::default()),
-        Ok(Some(bytes)) => match restore::parse(&bytes) {
-            Ok(s) => Ok(s),
-            Err(ParseError::Newer(found)) => Err(StoreError::VersionUnsupported {
-                path: dir.state_file(),
-                found,
-                newest: restore::VERSION,
-            }),
-            Err(ParseError::Corrupt(problem)) => corrupt(&problem),
+    let problem = match dir.read_state() {
+        Ok(None) => return Ok(OrchestratorState::default()),
+        Ok(Some(bytes)) => match parse(dir, &bytes)? {
+            Ok(s) => return Ok(s),
+            Err(problem) => problem,
         },
+        Err(problem) => problem,
+    };
+    let moved = dir.move_aside("corrupt", wall_now())?;
+    error!(
+        "event=state_corrupt file={} moved_to={} error={problem:?}; starting with an empty state",
+        dir.state_file().display(),
+        moved.display()
+    );
+    Ok(OrchestratorState::default())
+}
+
+/// `state.json`'s bytes parsed: `Ok(Err(problem))` when corrupt, `Err` when a newer Baton wrote
+/// them.
+fn parse(dir: &StateDir, bytes: &[u8]) -> Result<Result<OrchestratorState, String>, StoreError> {
+    match restore::parse(bytes) {
+        Ok(s) => Ok(Ok(s)),
+        Err(ParseError::Corrupt(problem)) => Ok(Err(problem)),
+        Err(ParseError::Newer(found)) => Err(StoreError::VersionUnsupported {
+            path: dir.state_file(),
+            found,
+            newest: restore::VERSION,
+        }),
     }
 }
 
@@ -293,18 +300,10 @@ pub fn check_lines(cfg: &ServiceConfig) -> Vec<(&'static str, String)> {
     let stored = match dir.read_state() {
         Ok(None) => ("ok", "stored state: none yet".to_string()),
         Err(e) => ("warn", format!("stored state {}: {e}", file.display())),
-        Ok(Some(bytes)) => match restore::parse(&bytes) {
-            Ok(s) => ("ok", format!("stored state: {}", check_summary(&s))),
-            Err(ParseError::Newer(found)) => {
-                let newest = restore::VERSION;
-                let e = StoreError::VersionUnsupported {
-                    path: file,
-                    found,
-                    newest,
-                };
-                ("fail", e.to_string())
-            }
-            Err(ParseError::Corrupt(e)) => (
+        Ok(Some(bytes)) => match parse(&dir, &bytes) {
+            Ok(Ok(s)) => ("ok", format!("stored state: {}", check_summary(&s))),
+            Err(e) => ("fail", e.to_string()),
+            Ok(Err(e)) => (
                 "warn",
                 format!(
                     "stored state {} is unreadable ({e}); the daemon will move it aside and start fresh",

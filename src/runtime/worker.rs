@@ -114,18 +114,15 @@ impl Run<'_> {
         }
         self.progress(WorkerProgress::Phase(WorkerPhase::Finishing));
         if let Some(ws) = &self.workspace {
-            let (env, hooks) = (HookEnv::for_issue(&self.issue, &ws.path), &self.ctx.hooks);
-            let after_run = hooks.after_run.as_deref();
-            let host = self.ctx.host.as_ref();
-            let _ = run_configured_hook(
-                host,
-                HookKind::AfterRun,
-                after_run,
-                &ws.path,
-                &env,
-                hooks.timeout_ms,
-            );
+            let after_run = self.ctx.hooks.after_run.as_deref();
+            let _ = self.hook(HookKind::AfterRun, after_run, &ws.path);
         }
+    }
+
+    fn hook(&self, kind: HookKind, script: Option<&str>, path: &Path) -> Result<(), String> {
+        let env = HookEnv::for_issue(&self.issue, path);
+        let (host, timeout) = (self.ctx.host.as_ref(), self.ctx.hooks.timeout_ms);
+        run_configured_hook(host, kind, script, path, &env, timeout)
     }
 
     fn failed_or_cancelled(&self, msg: String) -> WorkerOutcome {
@@ -243,19 +240,8 @@ impl Run<'_> {
         if ctx.cancel.is_cancelled() {
             return Err(WorkerOutcome::Cancelled);
         }
-        let env = HookEnv::for_issue(&ctx.issue, &ws.path);
-        let before_run = hooks.before_run.as_deref();
-        let hook = run_configured_hook(
-            host,
-            HookKind::BeforeRun,
-            before_run,
-            &ws.path,
-            &env,
-            hooks.timeout_ms,
-        );
-        if let Err(e) = hook {
-            return Err(self.classify(format!("before_run hook error: {e}"), false));
-        }
+        self.hook(HookKind::BeforeRun, hooks.before_run.as_deref(), &ws.path)
+            .map_err(|e| self.classify(format!("before_run hook error: {e}"), false))?;
         self.workspace = Some(ws);
         if ctx.cancel.is_cancelled() {
             self.finish(None);
