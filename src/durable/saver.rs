@@ -1,12 +1,6 @@
 //! Writes `state.json` on its own thread, so the main loop pays for the projection and the
-//! hand-off, not for the two fsyncs (milliseconds to tens of milliseconds on real disks). Hand
-//! [`StateWriter::take_due`]'s bytes to [`BackgroundSaver::submit`]; each finished write comes
-//! back as a [`SaveReport`] for [`StateWriter::finish`]. On shutdown: [`BackgroundSaver::stop`],
-//! finish the reports still in the channel, then [`StateWriter::flush`] on the main thread.
-//!
-//! [`StateWriter::take_due`]: crate::durable::StateWriter::take_due
-//! [`StateWriter::finish`]: crate::durable::StateWriter::finish
-//! [`StateWriter::flush`]: crate::durable::StateWriter::flush
+//! hand-off, not for the two fsyncs (milliseconds to tens of milliseconds on real disks). Each
+//! finished write comes back as a [`SaveReport`] for `StateWriter::finish`.
 
 use std::io;
 use std::thread::{self, JoinHandle};

@@ -1,14 +1,11 @@
-//! A hand-written writer for the Prometheus text exposition format 0.0.4, and a fixed-bucket
-//! [`Histogram`].
-//!
-//! Rules it keeps: `# HELP` and `# TYPE` once per family, before its samples, and each family's
-//! samples in one group; label values escape `\`, `"` and newline; HELP text escapes `\` and
-//! newline; floats are `+Inf`, `-Inf`, `NaN`, plain integers, or Rust's shortest round-trip
-//! decimal (exponent form only for very large or very small magnitudes). Names are constants;
-//! the strict parser the tests read every exposition with (`tests/it/support/prom.rs`) checks them.
+//! A hand-written writer for the Prometheus text exposition format 0.0.4 (`# HELP` and `# TYPE`
+//! once per family, before its samples in one group), and a fixed-bucket [`Histogram`]. The
+//! tests read every exposition with a strict parser (`tests/it/support/prom.rs`).
 
 use std::fmt::Write as _;
 use std::time::Duration;
+
+use crate::text;
 
 /// The `Content-Type` of a 0.0.4 exposition.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -86,10 +83,22 @@ impl Exposition {
         let _ = writeln!(self.out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     }
 
-    /// One sample line: `name{labels} value`.
+    /// One sample line: `name{labels} value`; label values escape `\`, `"` and newline.
     pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        let value = format_float(value);
-        let _ = writeln!(self.out, "{name}{} {value}", label_set(labels));
+        let escape = |c| match c {
+            '\\' => Some("\\\\"),
+            '"' => Some("\\\""),
+            '\n' => Some("\\n"),
+            _ => None,
+        };
+        self.out.push_str(name);
+        for (i, (label, v)) in labels.iter().enumerate() {
+            let sep = if i == 0 { '{' } else { ',' };
+            let v = text::replace_chars(v, escape);
+            let _ = write!(self.out, "{sep}{label}=\"{v}\"");
+        }
+        let close = if labels.is_empty() { "" } else { "}" };
+        let _ = writeln!(self.out, "{close} {}", format_float(value));
     }
 
     /// A whole family with one unlabelled sample.
@@ -117,24 +126,6 @@ impl Exposition {
     pub fn finish(self) -> String {
         self.out
     }
-}
-
-/// `{a="x",b="y"}`, or nothing without labels; values escape `\`, `"` and newline.
-fn label_set(labels: &[(&str, &str)]) -> String {
-    if labels.is_empty() {
-        return String::new();
-    }
-    let escape = |c| match c {
-        '\\' => Some("\\\\"),
-        '"' => Some("\\\""),
-        '\n' => Some("\\n"),
-        _ => None,
-    };
-    let pairs: Vec<String> = labels
-        .iter()
-        .map(|(name, value)| format!("{name}=\"{}\"", crate::text::replace_chars(value, escape)))
-        .collect();
-    format!("{{{}}}", pairs.join(","))
 }
 
 /// A sample value: `+Inf`, `-Inf`, `NaN`, an integer without exponent below 1e15, the shortest

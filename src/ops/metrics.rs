@@ -1,13 +1,6 @@
-//! Baton's metrics: a plain [`MetricsSnapshot`] the daemon fills in, and [`render`] that turns it
-//! into the `GET /metrics` body (Prometheus text format 0.0.4, every name prefixed `baton_`).
-//!
-//! There is no registry: the main loop owns one `MetricsSnapshot`, bumps its fields where the
-//! events happen, and hands a clone to the HTTP thread.
-//!
-//! # Adding a metric
-//! Add a field (with its unit in the doc comment), then one family in [`render`]. Label values
-//! must come from a bounded set: an error class, an outcome, a configured host id. Never an
-//! issue identifier, title, URL or message.
+//! Baton's metrics without a registry: a plain [`MetricsSnapshot`] and [`render`] for the
+//! `GET /metrics` body. To add a metric: a field, then one family in [`render`] (ARCHITECTURE.md,
+//! "Operations").
 
 pub use crate::orchestrator::state::TokenCounts;
 use std::collections::BTreeMap;

@@ -1,11 +1,5 @@
-//! Operations: systemd notify and watchdog, Prometheus metrics, health decisions.
-//!
-//! Nothing in this module reads the orchestrator's state or touches the main loop. The daemon
-//! (`runtime::daemon::ops`) copies its counters into a [`metrics::MetricsSnapshot`] and its
-//! readiness facts into [`shared::OpsShared`] (the hand-over point: the loop and the tracker
-//! thread write it, the HTTP thread reads it and decides with [`health::readyz`]), and calls the
-//! [`sdnotify::Notifier`] from the main loop (so a wedged loop stops the watchdog pings).
-//! [`sdnotify::take_systemd_env`] reads and scrubs systemd's variables before any thread starts.
+//! Operations: systemd notify and watchdog, Prometheus metrics, health decisions (ARCHITECTURE.md,
+//! "Operations"). Nothing here reads the orchestrator's state: `runtime::daemon::ops` copies it in.
 
 pub mod exposition;
 pub mod health;

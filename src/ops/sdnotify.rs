@@ -1,9 +1,6 @@
-//! systemd's notify protocol (`sd_notify(3)`) without a crate: one datagram per message to
-//! `$NOTIFY_SOCKET` (a filesystem path, or an abstract socket written `@name`).
-//!
-//! Without `NOTIFY_SOCKET` every call is a no-op. A failing socket is logged once (`warn`) and
-//! never panics, blocks or stops the daemon: the socket is non-blocking, so a wedged systemd
-//! cannot wedge the main loop.
+//! systemd's notify protocol (`sd_notify(3)`) with std's `UnixDatagram`: one datagram per message
+//! to `$NOTIFY_SOCKET` (a path or an `@abstract` name); a no-op without it. A failing socket is
+//! logged once; the socket is non-blocking, so a wedged systemd cannot wedge the main loop.
 
 use std::ffi::OsStr;
 use std::os::linux::net::SocketAddrExt;
@@ -35,7 +32,6 @@ pub const WATCHDOG_MAX_INTERVAL: Duration = Duration::from_secs(3600);
 /// startup with [`Notifier::from_env`].
 #[derive(Debug, Default)]
 pub struct Notifier {
-    /// `None` disables every call.
     target: Option<(UnixDatagram, SocketAddr)>,
     /// `$NOTIFY_SOCKET` as given, for the one warning.
     label: String,

@@ -1,9 +1,6 @@
-//! The daemon main loop, shaped like rust-analyzer's: [`LoopEvent`] is everything the loop waits
-//! for, `next_event` holds the only `select!`, and `handle_event` feeds the event (a drained burst,
-//! for worker reports) to the pure engine and executes the returned actions. An action whose
-//! result is another engine event queues it: the engine is never re-entered. Every timer is an
-//! engine deadline on the injected [`Clock`]; tracker calls run on two tracker threads, so a slow
-//! tracker never blocks the loop. See ARCHITECTURE.md, "The main loop".
+//! The daemon main loop, shaped like rust-analyzer's (ARCHITECTURE.md, "The main loop"): one
+//! `select!` in `next_event`, the pure engine in `handle_event`, actions executed here, tracker
+//! calls on two tracker threads so that a slow tracker never blocks the loop.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -290,10 +287,7 @@ fn fetch_batch(
     ops: &OpsShared,
 ) -> Vec<Event> {
     let _ = take_points();
-    let mut calls: Vec<CallOutcome> = refresher
-        .and_then(|r| r.serve(tracker))
-        .into_iter()
-        .collect();
+    let mut calls = Vec::from_iter(refresher.and_then(|r| r.serve(tracker)));
     let ids: Vec<String> = retries.iter().map(|(id, _)| id.clone()).collect();
     let fetched = match calls.first() {
         _ if ids.is_empty() => Ok(Vec::new()),
@@ -305,7 +299,7 @@ fn fetch_batch(
         }
     };
     let points = take_points();
-    ops.record_points(points);
+    ops.update_metrics(|m| m.points_total = m.points_total.saturating_add(points));
     let op = TrackerOp::Fetch;
     let mut out = vec![
         Event::TrackerCalls(calls),
@@ -676,7 +670,12 @@ impl Daemon {
             self.handle_event(ev, &inbox);
             let now = self.clock.now();
             self.persist.after_step(&self.state, now);
-            self.check_exit();
+            // The [`run_with`] condition starts the graceful shutdown (once).
+            if (self.exit_when.as_mut()).is_some_and(|f| f(&state_snapshot(&self.state, now))) {
+                self.exit_when = None;
+                info!("event=exit_condition_met; shutting down");
+                self.shut_down(None);
+            }
         }
         // Producers blocked on a full channel or mailbox get an error instead of waiting.
         drop(inbox);
@@ -856,18 +855,6 @@ impl Daemon {
         match self.tracker.watch(self.changed_tx.clone()) {
             Ok(w) => self.watch = w,
             Err(e) => warn!("tracker watch unavailable; polling only error={e}"),
-        }
-    }
-
-    /// Start the graceful shutdown once the [`run_with`] condition holds.
-    fn check_exit(&mut self) {
-        let Some(exit_when) = self.exit_when.as_mut() else {
-            return;
-        };
-        if exit_when(&state_snapshot(&self.state, self.clock.now())) {
-            self.exit_when = None;
-            info!("event=exit_condition_met; shutting down");
-            self.shut_down(None);
         }
     }
 
