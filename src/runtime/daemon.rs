@@ -46,9 +46,6 @@ mod ops;
 use self::ops::LoopOps;
 pub use crate::ops::DaemonOps;
 
-/// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
-pub use crate::orchestrator::rules::RELOAD_DEBOUNCE_MS;
-
 /// How often a [`run_with`] condition is re-checked when no event comes (ms).
 const EXIT_RECHECK_MS: u64 = 250;
 

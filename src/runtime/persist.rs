@@ -1,9 +1,7 @@
-//! The daemon's side of durable state: take the state directory (Baton's own, locked) and read
-//! `state.json` before anything else runs ([`acquire`]); restore the engine state from it
-//! (`Persist::start`, the pure `orchestrator::restore`); write the engine state's projection
-//! after loop steps on the writer thread (`Persist::after_step`); freeze it when shutdown begins
-//! (the runs shutdown stops stay recorded as interrupted, so the next start resumes them); write
-//! once more when shutdown completes.
+//! The daemon's side of durable state: the state directory locked and `state.json` read before
+//! anything else runs ([`acquire`]); the projection written after loop steps on the writer thread;
+//! frozen when shutdown begins (the runs shutdown stops stay recorded as interrupted, so the next
+//! start resumes them), written once more when it completes.
 
 use crossbeam_channel::{unbounded, Receiver};
 use log::{error, info, log, warn, Level};
