@@ -168,6 +168,13 @@ pub fn render(m: &MetricsSnapshot) -> String {
     ];
     singles(&mut e, &work);
     render_labelled(&mut e, m);
+    render_tracker(&mut e, m);
+    e.finish()
+}
+
+/// The tracker's budget, points and last success (each only when known), and the histograms.
+fn render_tracker(e: &mut Exposition, m: &MetricsSnapshot) {
+    let n = |v: u64| Some(v as f64);
     let last_success = m.last_successful_poll.map(|at| {
         at.duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64())
@@ -217,7 +224,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
             last_success,
         ),
     ];
-    singles(&mut e, &tracker);
+    singles(e, &tracker);
     for (name, help, h) in [
         (
             "baton_poll_duration_seconds",
@@ -233,7 +240,6 @@ pub fn render(m: &MetricsSnapshot) -> String {
         e.family(name, MetricType::Histogram, help);
         e.histogram(name, &[], h);
     }
-    e.finish()
 }
 
 fn singles(e: &mut Exposition, families: &[Single]) {

@@ -13,7 +13,6 @@ use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Send
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
-use crate::host::sandbox::Sandbox;
 use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
 use crate::orchestrator::{
@@ -24,8 +23,8 @@ use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::status::StateSnapshot;
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
-use crate::tracker::{take_points, Tracker, TrackerError, WatchGuard};
-use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
+use crate::tracker::{take_points, BoardRead, Tracker, TrackerError, WatchGuard};
+use crate::workflow::config::{ConfigEnv, ServiceConfig};
 use crate::workflow::loader::{
     fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow, WorkflowError,
 };
@@ -177,6 +176,26 @@ fn observe<T>(calls: &mut Vec<CallOutcome>, r: Result<T, TrackerError>) -> Resul
     r
 }
 
+/// Validate the tracker, then read the board; a failure comes with its error class. The config
+/// passed the dispatch preflight at startup and at every applied reload, and a cached validation
+/// sends nothing: only its failure counts.
+fn read_board(
+    tracker: &dyn Tracker,
+    running_ids: &[String],
+    also_states: &[String],
+    calls: &mut Vec<CallOutcome>,
+) -> Result<BoardRead, (PollSkip, &'static str)> {
+    if let Err(e) = tracker.validate() {
+        calls.push(CallOutcome::of_error(&e));
+        return Err((PollSkip::Preflight(e.to_string()), e.class));
+    }
+    observe(calls, tracker.read_board(running_ids, also_states)).map_err(|e| {
+        let message = e.to_string();
+        let retry_at = e.retry_at.map(unix_millis);
+        (PollSkip::Tracker { message, retry_at }, e.class)
+    })
+}
+
 /// One poll. The events go out in order: `TrackerCalls` first (the request gate learns how the
 /// calls ended before the engine sees the result), then, with `cleanup` (the terminal states, on
 /// the first tick), `TerminalAtStartup` (so the engine holds those issues for cleanup before it
@@ -196,26 +215,10 @@ fn poll_job(
     let started = Instant::now();
     let _ = take_points();
     let mut calls = Vec::new();
-    let mut class: Option<&'static str> = None;
-    // The config passed the dispatch preflight at startup and at every applied reload. A cached
-    // validation sends nothing, so only its failure counts.
-    let read = match tracker.validate() {
-        Err(e) => {
-            class = Some(e.class);
-            calls.push(CallOutcome::of_error(&e));
-            Err(PollSkip::Preflight(e.to_string()))
-        }
-        Ok(()) => {
-            let also_states = cleanup.as_deref().unwrap_or_default();
-            let read = tracker.read_board(&running_ids, also_states);
-            observe(&mut calls, read).map_err(|e| {
-                class = Some(e.class);
-                PollSkip::Tracker {
-                    message: e.to_string(),
-                    retry_at: e.retry_at.map(unix_millis),
-                }
-            })
-        }
+    let also_states = cleanup.as_deref().unwrap_or_default();
+    let (read, class) = match read_board(tracker, &running_ids, also_states, &mut calls) {
+        Ok(r) => (Ok(r), None),
+        Err((skip, class)) => (Err(skip), Some(class)),
     };
     let stopped = calls.last().is_some_and(|o| o.stops_operation());
     let terminal = cleanup.and_then(|states| match &read {
@@ -597,47 +600,6 @@ fn limit_malloc_arenas() {
 /// Least time shutdown waits for running workspace removals.
 const REMOVAL_JOIN_MIN_MS: u64 = 1_000;
 
-/// Probe an SSH host in the background (reachable, and its sandbox starts when agents run
-/// confined); the answer comes back as `Event::HostProbed`.
-fn probe_host(
-    hosts: &HostPool,
-    host: String,
-    sandbox: Option<Arc<Sandbox>>,
-    events: Sender<Event>,
-) {
-    let h = hosts.get(Some(&host));
-    let spawned = thread::Builder::new()
-        .name("host-probe".into())
-        .spawn(move || {
-            let result = h
-                .probe()
-                .and_then(|()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref())));
-            let _ = events.send(Event::HostProbed { host, result });
-        });
-    if let Err(e) = spawned {
-        warn!("cannot start a host probe error={e}");
-    }
-}
-
-fn clean_workspace(host: &dyn Host, hooks: &HooksConfig, issue: &Issue, path: &Path) {
-    let root = path.parent().unwrap_or(Path::new("/"));
-    let env = HookEnv::for_issue(issue, path);
-    match remove_workspace_on(host, root, path, hooks, &env) {
-        Ok(true) => info!(
-            "workspace removed issue_id={} issue_identifier={} workspace={} host={}",
-            issue.id,
-            issue.identifier,
-            path.display(),
-            host.name().unwrap_or("local")
-        ),
-        Ok(false) => {}
-        Err(e) => warn!(
-            "workspace removal failed issue_id={} issue_identifier={} error={e}",
-            issue.id, issue.identifier
-        ),
-    }
-}
-
 impl Daemon {
     /// Startup once wired: the tombstone sweep, the watch, the restore's orphan stops, readiness;
     /// then the loop.
@@ -936,9 +898,21 @@ impl Daemon {
                 let host = self.hosts.get(host.as_deref());
                 self.clean_in_background(issue, workspace_path, host)
             }
+            // Reachable, and its sandbox starts when agents run confined.
             Action::ProbeHost { host } => {
+                let (h, events) = (self.hosts.get(Some(&host)), self.events_tx.clone());
                 let sandbox = config(&self.workflow).agent_sandbox();
-                probe_host(&self.hosts, host, sandbox, self.events_tx.clone())
+                let probe = move || {
+                    let confined = |()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref()));
+                    let result = h.probe().and_then(confined);
+                    let _ = events.send(Event::HostProbed { host, result });
+                };
+                if let Err(e) = thread::Builder::new()
+                    .name("host-probe".into())
+                    .spawn(probe)
+                {
+                    warn!("cannot start a host probe error={e}");
+                }
             }
             Action::StopOrphan {
                 issue_id,
@@ -979,7 +953,22 @@ impl Daemon {
             let _log = crate::runlog::RunLog::new(&issue.id, &issue.identifier).enter();
             // Whatever happens in the removal, the issue must be released afterwards.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                clean_workspace(host.as_ref(), &hooks, &issue, &path)
+                let root = path.parent().unwrap_or(Path::new("/"));
+                let env = HookEnv::for_issue(&issue, &path);
+                match remove_workspace_on(host.as_ref(), root, &path, &hooks, &env) {
+                    Ok(true) => info!(
+                        "workspace removed issue_id={} issue_identifier={} workspace={} host={}",
+                        issue.id,
+                        issue.identifier,
+                        path.display(),
+                        host.name().unwrap_or("local")
+                    ),
+                    Ok(false) => {}
+                    Err(e) => warn!(
+                        "workspace removal failed issue_id={} issue_identifier={} error={e}",
+                        issue.id, issue.identifier
+                    ),
+                }
             }));
             if r.is_err() {
                 error!("workspace removal panicked issue_id={id}");

@@ -96,6 +96,61 @@ pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>
     })
 }
 
+/// A spawn ran out of descriptors or processes: a WARN, and a retry that is not a failed attempt.
+fn resource_exhausted(msg: String) -> WorkerOutcome {
+    warn!("event=spawn_resource_exhausted error={msg:?}; retrying without counting an attempt");
+    WorkerOutcome::ResourceExhausted(msg)
+}
+
+/// The attempt algorithm (baton §16). Returns how the run ended.
+pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
+    if let Err(msg) = fds::check_reserve() {
+        return resource_exhausted(msg);
+    }
+    let mut run = Run {
+        ctx,
+        issue: ctx.issue.clone(),
+        workspace: None,
+    };
+    let root = ctx
+        .workspace_path
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    if let Err(outcome) = run.prepare(&root) {
+        return outcome;
+    }
+    let Some(ws) = run.workspace.clone() else {
+        return WorkerOutcome::Failed("workspace error: not prepared".into());
+    };
+    run.progress(WorkerProgress::Phase(WorkerPhase::Agent));
+    let resume = ctx.resume.as_ref();
+    let t = resume.map(|r| r.tokens).unwrap_or_default();
+    let sctx = SessionContext {
+        issue_identifier: ctx.issue.identifier.clone(),
+        workspace: ws.path,
+        workspace_root: root, // adapters canonicalize it when they validate the cwd
+        resume_session_id: resume.map(|r| r.session.clone()),
+        resume_usage: crate::agent::TokenUsage {
+            input_tokens: t.input_tokens,
+            output_tokens: t.output_tokens,
+            cache_read_input_tokens: t.cache_read_input_tokens,
+            cache_creation_input_tokens: t.cache_creation_input_tokens,
+        },
+        host: Arc::clone(&ctx.host),
+    };
+    let mut session = match ctx.runner.start_session(&sctx) {
+        Ok(s) => s,
+        Err(e) => {
+            run.finish(None);
+            return run.classify(format!("agent session startup error: {e}"), false);
+        }
+    };
+    let outcome = run.turns(&mut session, &sctx);
+    run.finish(Some(&mut session));
+    outcome
+}
+
 struct Run<'a> {
     ctx: &'a WorkerContext,
     issue: Issue,
@@ -157,64 +212,7 @@ impl Run<'_> {
             _ => WorkerOutcome::Failed(msg),
         }
     }
-}
 
-/// A spawn ran out of descriptors or processes: a WARN, and a retry that is not a failed attempt.
-fn resource_exhausted(msg: String) -> WorkerOutcome {
-    warn!("event=spawn_resource_exhausted error={msg:?}; retrying without counting an attempt");
-    WorkerOutcome::ResourceExhausted(msg)
-}
-
-/// The attempt algorithm (baton §16). Returns how the run ended.
-pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
-    if let Err(msg) = fds::check_reserve() {
-        return resource_exhausted(msg);
-    }
-    let mut run = Run {
-        ctx,
-        issue: ctx.issue.clone(),
-        workspace: None,
-    };
-    let root = ctx
-        .workspace_path
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    if let Err(outcome) = run.prepare(&root) {
-        return outcome;
-    }
-    let Some(ws) = run.workspace.clone() else {
-        return WorkerOutcome::Failed("workspace error: not prepared".into());
-    };
-    run.progress(WorkerProgress::Phase(WorkerPhase::Agent));
-    let resume = ctx.resume.as_ref();
-    let t = resume.map(|r| r.tokens).unwrap_or_default();
-    let sctx = SessionContext {
-        issue_identifier: ctx.issue.identifier.clone(),
-        workspace: ws.path,
-        workspace_root: root, // adapters canonicalize it when they validate the cwd
-        resume_session_id: resume.map(|r| r.session.clone()),
-        resume_usage: crate::agent::TokenUsage {
-            input_tokens: t.input_tokens,
-            output_tokens: t.output_tokens,
-            cache_read_input_tokens: t.cache_read_input_tokens,
-            cache_creation_input_tokens: t.cache_creation_input_tokens,
-        },
-        host: Arc::clone(&ctx.host),
-    };
-    let mut session = match ctx.runner.start_session(&sctx) {
-        Ok(s) => s,
-        Err(e) => {
-            run.finish(None);
-            return run.classify(format!("agent session startup error: {e}"), false);
-        }
-    };
-    let outcome = run.turns(&mut session, &sctx);
-    run.finish(Some(&mut session));
-    outcome
-}
-
-impl Run<'_> {
     /// Ensure the workspace and run `before_run`; `Err` carries the outcome when the run ends here.
     fn prepare(&mut self, root: &Path) -> Result<(), WorkerOutcome> {
         let ctx = self.ctx;
