@@ -72,10 +72,6 @@ pub struct Exposition {
 }
 
 impl Exposition {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Start a family: its `# HELP` and `# TYPE` lines.
     pub fn family(&mut self, name: &str, kind: MetricType, help: &str) {
         let help = help.replace('\\', "\\\\").replace('\n', "\\n");
@@ -173,7 +169,7 @@ mod tests {
         for v in [0.05, 0.1, 0.5, 20.0, f64::NAN, -1.0] {
             h.observe(v);
         }
-        let mut e = Exposition::new();
+        let mut e = Exposition::default();
         e.histogram("h", &[], &h);
         let text = e.finish();
         let buckets: Vec<_> = text.lines().take(4).collect();

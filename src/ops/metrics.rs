@@ -122,7 +122,7 @@ type Single = (&'static str, MetricType, &'static str, Option<f64>);
 /// The `GET /metrics` body. Families with no known value (rate limits before the first poll,
 /// per-host gauges without SSH hosts) are left out.
 pub fn render(m: &MetricsSnapshot) -> String {
-    let mut e = Exposition::new();
+    let mut e = Exposition::default();
     e.family("baton_build_info", Gauge, "Build information; always 1.");
     let version = [("version", env!("CARGO_PKG_VERSION"))];
     e.sample("baton_build_info", &version, 1.0);

@@ -41,10 +41,6 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    pub fn disabled() -> Self {
-        Self::default()
-    }
-
     /// Read `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from the process environment.
     pub fn from_env() -> Self {
         let var = |name: &str| std::env::var_os(name);
@@ -67,16 +63,12 @@ impl Notifier {
         our_pid: u32,
     ) -> Self {
         let Some(raw) = notify_socket.filter(|s| !s.is_empty()) else {
-            return Self::disabled();
+            return Self::default();
         };
         let label = raw.to_string_lossy().into_owned();
-        let target = match open(raw.as_bytes()) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                warn!("sd_notify disabled socket={label:?} error={e}");
-                None
-            }
-        };
+        let target = open(raw.as_bytes())
+            .inspect_err(|e| warn!("sd_notify disabled socket={label:?} error={e}"))
+            .ok();
         let watchdog = target.as_ref().and_then(|_| {
             parse_watchdog(
                 watchdog_usec.map(OsStr::as_bytes),
