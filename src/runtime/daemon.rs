@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -164,11 +164,9 @@ type TrackerJob = Box<dyn FnOnce(&OpsShared) -> Vec<Event> + Send>;
 /// 503 and the watchdog pings stop, so that systemd restarts Baton.
 pub const TRACKER_JOB_BOUND_MS: u64 = 10 * 60 * 1000;
 
-/// When the job of one tracker thread started (injected-clock ms; 0 while idle).
-struct TrackerBusy {
-    name: &'static str,
-    since: AtomicU64,
-}
+/// The tracker threads: polls, and fetch batches (retries and between-turn refreshes). The engine
+/// gives each at most one job at a time.
+const TRACKER_THREADS: [&str; 2] = ["tracker-poll", "tracker-retry"];
 
 /// Record how a tracker call ended and pass its result on.
 fn observe<T>(calls: &mut Vec<CallOutcome>, r: Result<T, TrackerError>) -> Result<T, TrackerError> {
@@ -369,7 +367,8 @@ struct Daemon {
     hosts: Arc<HostPool>,
     /// The request gate holds tracker requests (see `WorkerContext::tracker_held`).
     tracker_held: Arc<AtomicBool>,
-    tracker_busy: [Arc<TrackerBusy>; 2],
+    /// When each tracker thread's job was sent; its `TrackerSpent` event ends it.
+    tracker_busy: [Option<u64>; 2],
     /// The agents the file-descriptor limit allows (`runtime::fds`), measured at startup.
     fd_cap: Option<u64>,
     /// The workers waiting for their between-turn refresh (served by fetch batches).
@@ -438,7 +437,7 @@ pub fn run_with_state(
     let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
-    let (poll_jobs, retry_jobs, tracker_rx, busy) = start_tracker_threads(&ops.shared, &clock);
+    let (poll_jobs, retry_jobs, tracker_rx) = start_tracker_threads(&ops.shared);
     let (changed_tx, changed_rx) = bounded(1);
     let inbox = Inbox {
         workers: events_rx,
@@ -485,7 +484,7 @@ pub fn run_with_state(
         reload_again: false,
         hosts,
         tracker_held: Arc::new(AtomicBool::new(false)),
-        tracker_busy: busy,
+        tracker_busy: [None; 2],
         fd_cap,
         refresher,
     };
@@ -504,33 +503,17 @@ fn descriptor_cap(cfg: &ServiceConfig) -> Option<u64> {
     cap
 }
 
-/// Start the poll and the retry tracker threads: their job senders, their results, and what
-/// each is busy with.
+/// Start the tracker threads: their job senders and their results.
 fn start_tracker_threads(
     ops: &Arc<OpsShared>,
-    clock: &Arc<dyn Clock>,
-) -> (
-    Sender<TrackerJob>,
-    Sender<TrackerJob>,
-    Receiver<Event>,
-    [Arc<TrackerBusy>; 2],
-) {
+) -> (Sender<TrackerJob>, Sender<TrackerJob>, Receiver<Event>) {
     let (out, results) = unbounded();
-    let busy = ["tracker-poll", "tracker-retry"].map(|name| {
-        Arc::new(TrackerBusy {
-            name,
-            since: AtomicU64::new(0),
-        })
-    });
-    let [poll, retry] = busy.clone().map(|b| {
+    let [poll, retry] = TRACKER_THREADS.map(|name| {
         let (jobs, rx) = unbounded::<TrackerJob>();
-        let (out, ops, clock) = (out.clone(), Arc::clone(ops), Arc::clone(clock));
-        let spawned = spawn_supervised(b.name, move || {
+        let (out, ops) = (out.clone(), Arc::clone(ops));
+        let spawned = spawn_supervised(name, move || {
             for job in rx {
-                b.since.store(clock.now().max(1), Ordering::SeqCst);
-                let events = job(&ops);
-                b.since.store(0, Ordering::SeqCst);
-                if events.into_iter().any(|ev| out.send(ev).is_err()) {
+                if job(&ops).into_iter().any(|ev| out.send(ev).is_err()) {
                     return;
                 }
             }
@@ -540,7 +523,7 @@ fn start_tracker_threads(
         }
         jobs
     });
-    (poll, retry, results, busy)
+    (poll, retry, results)
 }
 
 /// Build the tracker and validate it (on a helper thread, so SIGTERM interrupts a hung tracker
@@ -794,13 +777,12 @@ impl Daemon {
     /// busy thread would pass the bound.
     fn stuck_tracker(&self, now: u64) -> (Option<&'static str>, Option<u64>) {
         let mut out = (None, None);
-        for b in &self.tracker_busy {
-            let since = b.since.load(Ordering::SeqCst);
-            let due = since.saturating_add(TRACKER_JOB_BOUND_MS);
-            if since == 0 {
+        for (name, since) in TRACKER_THREADS.into_iter().zip(self.tracker_busy) {
+            let Some(due) = since.map(|t| t.saturating_add(TRACKER_JOB_BOUND_MS)) else {
                 continue;
-            } else if due <= now {
-                out.0 = out.0.or(Some(b.name));
+            };
+            if due <= now {
+                out.0 = out.0.or(Some(name));
             } else {
                 out.1 = Some(out.1.map_or(due, |d: u64| d.min(due)));
             }
@@ -850,6 +832,9 @@ impl Daemon {
         match &ev {
             Event::Shutdown => self.persist.freeze(&self.state, now),
             Event::TerminalAtStartup(_) => self.swept = true,
+            Event::TrackerSpent { op, .. } => {
+                self.tracker_busy[usize::from(*op == TrackerOp::Fetch)] = None;
+            }
             _ => {}
         }
         let actions = handle(&mut self.state, ev, now);
@@ -875,6 +860,7 @@ impl Daemon {
                 let _ = self.retry_jobs.send(Box::new(move |ops: &OpsShared| {
                     fetch_batch(&*tracker, retries, refresher.as_deref(), ops)
                 }));
+                self.tracker_busy[1] = Some(self.clock.now());
             }
             dispatch @ Action::Dispatch { .. } => self.dispatch(dispatch),
             Action::StopWorker {
@@ -1023,6 +1009,7 @@ impl Daemon {
         let cleanup = (!self.swept).then(|| config(&self.workflow).tracker.terminal_states.clone());
         let job = move |ops: &OpsShared| poll_job(&*tracker, running_ids, cleanup, ops);
         let _ = self.poll_jobs.send(Box::new(job));
+        self.tracker_busy[0] = Some(self.clock.now());
     }
 
     fn dispatch(&mut self, action: Action) {
