@@ -29,25 +29,24 @@ impl BackgroundSaver {
     /// Start the thread writing into `dir`; reports go to `done`.
     pub fn spawn(dir: StateDir, done: Sender<SaveReport>) -> io::Result<BackgroundSaver> {
         let (jobs, rx) = unbounded::<Vec<u8>>();
+        let write = move || {
+            for bytes in rx {
+                let started = Instant::now();
+                let result = dir.save(&bytes);
+                let elapsed = started.elapsed();
+                let report = SaveReport {
+                    bytes,
+                    result,
+                    elapsed,
+                };
+                if done.send(report).is_err() {
+                    break;
+                }
+            }
+        };
         let thread = thread::Builder::new()
             .name("baton-state".into())
-            .spawn(move || {
-                for bytes in rx {
-                    let started = Instant::now();
-                    let result = dir.save(&bytes);
-                    let elapsed = started.elapsed();
-                    if done
-                        .send(SaveReport {
-                            bytes,
-                            result,
-                            elapsed,
-                        })
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            })?;
+            .spawn(write)?;
         Ok(BackgroundSaver { jobs, thread })
     }
 

@@ -537,11 +537,10 @@ fn startup_tracker(
     let tracker = tracker_factory(cfg).map_err(|e| failed(e.to_string()))?;
     let (tx, rx) = bounded(1);
     let t = tracker.clone();
+    let validate = move || tx.send(t.validate().map_err(|e| e.to_string()));
     let spawned = thread::Builder::new()
         .name("startup".into())
-        .spawn(move || {
-            let _ = tx.send(t.validate().map_err(|e| e.to_string()));
-        });
+        .spawn(validate);
     if let Err(e) = spawned {
         error!("cannot start the startup thread error={e}");
         return Ok(None);
@@ -1101,36 +1100,30 @@ impl Daemon {
         }
         self.stamp = stat_fingerprint(&self.opts_path);
         // Off the loop: the parse may run `gh auth token` and the template dry-renders.
-        let (path, hash, env) = (
-            self.opts_path.clone(),
-            self.workflow.content_hash,
-            self.env.clone(),
-        );
-        let tx = self.reload_tx.clone();
+        let (path, env) = (self.opts_path.clone(), self.env.clone());
+        let (hash, tx) = (self.workflow.content_hash, self.reload_tx.clone());
+        let reread = move || {
+            // Compare the raw bytes first: touches, watcher noise and saves without changes cost
+            // one read and a hash, not a YAML parse, token lookup and dry-renders.
+            let run = || -> ReloadResult {
+                let bytes = read_workflow_bytes(&path)?;
+                if fnv1a64(&bytes) == hash {
+                    return Ok(None);
+                }
+                parse_workflow_bytes(&path, bytes, &*env).map(Some)
+            };
+            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+            let _ = tx.send(Box::new(loaded.unwrap_or_else(|_| {
+                Err(WorkflowError {
+                    class: "workflow_parse_error",
+                    path: path.clone(),
+                    message: "internal error: the reload panicked".into(),
+                })
+            })));
+        };
         let spawned = thread::Builder::new()
             .name("workflow-reload".into())
-            .spawn(move || {
-                let run = || {
-                    // Compare the raw bytes first: touches, watcher noise and saves without changes
-                    // cost one read and a hash, not a YAML parse, token lookup and dry-renders.
-                    read_workflow_bytes(&path).and_then(|bytes| {
-                        if fnv1a64(&bytes) == hash {
-                            Ok(None)
-                        } else {
-                            parse_workflow_bytes(&path, bytes, &*env).map(Some)
-                        }
-                    })
-                };
-                let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-                    .unwrap_or_else(|_| {
-                        Err(WorkflowError {
-                            class: "workflow_parse_error",
-                            path: path.clone(),
-                            message: "internal error: the reload panicked".into(),
-                        })
-                    });
-                let _ = tx.send(Box::new(loaded));
-            });
+            .spawn(reread);
         match spawned {
             Ok(_) => self.reload_in_flight = true,
             Err(e) => error!("cannot start the workflow reload error={e}"),
