@@ -255,11 +255,9 @@ impl Run<'_> {
         sctx: &SessionContext,
     ) -> WorkerOutcome {
         let ctx = self.ctx;
-        let id = &ctx.issue.id;
-        let ident = &ctx.issue.identifier;
+        let (id, ident) = (&ctx.issue.id, &ctx.issue.identifier);
         let max_turns = ctx.max_turns.max(1);
-        let mut turn: u32 = 1;
-        loop {
+        for turn in 1..=max_turns {
             self.progress(WorkerProgress::TurnStarted(turn));
             let prompt = if turn == 1 {
                 match ctx.template.render(&self.issue, ctx.attempt) {
@@ -276,15 +274,8 @@ impl Run<'_> {
             let mut on_event = |ev| ctx.mailbox.post(News::Agent(ev));
             let prompt = argv_safe_prompt(&prompt, ident);
             let result = if turn == 1 && sctx.resume_session_id.is_some() {
-                let runner = ctx.runner.as_ref();
-                super::resume::first_turn(
-                    runner,
-                    sctx,
-                    session,
-                    &prompt,
-                    &ctx.cancel,
-                    &mut on_event,
-                )
+                let (runner, cancel) = (ctx.runner.as_ref(), &ctx.cancel);
+                super::resume::first_turn(runner, sctx, session, &prompt, cancel, &mut on_event)
             } else {
                 session.run_turn(&prompt, &ctx.cancel, &mut on_event)
             };
@@ -305,14 +296,11 @@ impl Run<'_> {
                 Ok(false) => return WorkerOutcome::Normal,
                 Ok(true) => {}
             }
-            if turn >= max_turns {
-                info!(
-                    "max_turns reached; ending run issue_id={id} issue_identifier={ident} turns={turn}"
-                );
-                return WorkerOutcome::Normal;
-            }
-            turn += 1;
         }
+        info!(
+            "max_turns reached; ending run issue_id={id} issue_identifier={ident} turns={max_turns}"
+        );
+        WorkerOutcome::Normal
     }
 
     /// Re-read the issue after `turn`, from the next fetch batch (see `runtime::refresh`: a
