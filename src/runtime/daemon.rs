@@ -629,14 +629,11 @@ impl Daemon {
             error!("event=forced_shutdown workers={abandoned} process_groups_killed={groups}");
         }
         // Removals get what is left of the shutdown grace period (at least a moment).
-        let left = self
-            .state
-            .shutdown_deadline
-            .map_or(0, |t| t.saturating_sub(self.clock.now()));
+        let now = self.clock.now();
+        let left = (self.state.shutdown_deadline).map_or(0, |t| t.saturating_sub(now));
         self.removals
             .join_all(Duration::from_millis(left.max(REMOVAL_JOIN_MIN_MS)));
-        let now = self.clock.now();
-        self.persist.shutdown(now);
+        self.persist.shutdown(self.clock.now());
         self.hosts.close_all();
         info!("event=shutdown_complete");
         if abandoned > 0 {
@@ -775,18 +772,10 @@ impl Daemon {
     /// The tracker thread on one job for [`TRACKER_JOB_BOUND_MS`] or longer, and when the next
     /// busy thread would pass the bound.
     fn stuck_tracker(&self, now: u64) -> (Option<&'static str>, Option<u64>) {
-        let mut out = (None, None);
-        for (name, since) in TRACKER_THREADS.into_iter().zip(self.tracker_busy) {
-            let Some(due) = since.map(|t| t.saturating_add(TRACKER_JOB_BOUND_MS)) else {
-                continue;
-            };
-            if due <= now {
-                out.0 = out.0.or(Some(name));
-            } else {
-                out.1 = Some(out.1.map_or(due, |d: u64| d.min(due)));
-            }
-        }
-        out
+        let due = |i: usize| self.tracker_busy[i].map(|t| t.saturating_add(TRACKER_JOB_BOUND_MS));
+        let stuck = (0..2).find(|&i| due(i).is_some_and(|d| d <= now));
+        let next = (0..2).filter_map(due).filter(|&d| d > now).min();
+        (stuck.map(|i| TRACKER_THREADS[i]), next)
     }
 
     /// (Re)start the current tracker's watch; a failure only costs the instant reaction.
