@@ -273,15 +273,10 @@ impl Persist {
 /// directory is, whether it is safe, whether a daemon holds its lock, and a summary of
 /// `state.json`. Reads only: no lock is taken and nothing is created or moved.
 pub fn check_lines(cfg: &ServiceConfig) -> Vec<(&'static str, String)> {
-    let path = &cfg.state_dir;
+    let (path, shown) = (&cfg.state_dir, cfg.state_dir.display());
     if !path.exists() {
-        return vec![(
-            "ok",
-            format!(
-                "state dir {} does not exist yet (created at the first start)",
-                path.display()
-            ),
-        )];
+        let missing = format!("state dir {shown} does not exist yet (created at the first start)");
+        return vec![("ok", missing)];
     }
     let dir = match StateDir::open(path, false) {
         Ok(d) => d,
@@ -310,8 +305,5 @@ pub fn check_lines(cfg: &ServiceConfig) -> Vec<(&'static str, String)> {
             ),
         },
     };
-    vec![
-        ("ok", format!("state dir {}: {holder}", path.display())),
-        stored,
-    ]
+    vec![("ok", format!("state dir {shown}: {holder}")), stored]
 }
