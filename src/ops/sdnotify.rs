@@ -211,10 +211,8 @@ pub fn parse_watchdog(
     watchdog_pid: Option<&[u8]>,
     our_pid: u32,
 ) -> Option<Duration> {
-    if let Some(pid) = watchdog_pid {
-        if parse_digits(pid)? != u64::from(our_pid) {
-            return None;
-        }
+    if watchdog_pid.is_some_and(|pid| parse_digits(pid) != Some(u64::from(our_pid))) {
+        return None;
     }
     let usec = parse_digits(watchdog_usec?)?;
     if usec == 0 || usec == u64::MAX {
