@@ -45,7 +45,6 @@ pub struct HealthFacts {
     pub shutting_down: bool,
     /// `polling.interval_ms`.
     pub polling_interval: Duration,
-    /// When a poll last succeeded.
     pub last_success: Option<Instant>,
     /// The error class of the last poll if it failed; `None` if it succeeded or none ran.
     pub last_failure_class: Option<&'static str>,

@@ -1119,11 +1119,9 @@ impl Daemon {
         }
     }
 
-    /// Apply a finished reload: when valid and changed, swap in the new workflow, tracker and
-    /// runner and queue `ConfigReloaded`, else keep the last good config and log the problem once.
-    /// All or nothing: a reload that fails to parse, fails the dispatch preflight or names a
-    /// tracker that cannot be built keeps the previous workflow, tracker, runner and policy in
-    /// force entirely; the error (file, key, problem) is logged once and shown by `/readyz`.
+    /// Apply a finished reload, all or nothing: a valid change swaps in the new workflow, tracker
+    /// and runner and queues `ConfigReloaded`; one that fails to parse, fails the dispatch
+    /// preflight or names a tracker that cannot be built keeps everything in force.
     fn apply_reload(&mut self, loaded: ReloadResult) {
         let wf = match loaded {
             Ok(Some(wf)) => wf,
