@@ -16,7 +16,7 @@ use std::time::{Instant, SystemTime};
 use crossbeam_channel::Sender;
 use tiny_http::{ConnectionLimits, Header, Request, Response, Server, StatusCode};
 
-use super::routes::{self, App, ContentKind, ControlClient, Dispatch, Incoming, Reply};
+use super::routes::{self, App, ControlClient, Incoming, Reply};
 use super::{html, webhook, HttpOptions};
 use crate::runtime::threads::spawn_supervised;
 use crate::status::ControlRequest;
@@ -133,14 +133,13 @@ fn handle_request(mut rq: Request, served: &Served) {
     let started = Instant::now();
     let method = rq.method().as_str().to_string();
     let url: String = rq.url().chars().take(200).collect();
-    let dispatch = routes::resolve(&method, rq.url());
-    let probe = matches!(&dispatch, Dispatch::Route(r) if r.is_probe());
+    let route = routes::resolve(&method, rq.url());
+    let probe = matches!(&route, Ok(r) if r.is_probe());
     let slot = (!probe).then(|| Slot::take(&served.busy));
-    let reply = match (dispatch, &slot) {
+    let reply = match (route, &slot) {
         (_, Some(None)) => Reply::error(503, "busy", "too many requests in progress; retry"),
-        (Dispatch::NotFound, _) => Reply::not_found(),
-        (Dispatch::MethodNotAllowed(allow), _) => Reply::method_not_allowed(allow),
-        (Dispatch::Route(route), _) => route_reply(&mut rq, &route, served),
+        (Err(reply), _) => reply,
+        (Ok(route), _) => route_reply(&mut rq, &route, served),
     };
     log::debug!(
         "http request method={method} path={url:?} status={} elapsed_ms={}",
@@ -198,19 +197,14 @@ fn header(rq: &Request, name: &'static str) -> Option<String> {
 
 /// Write `reply` with constant headers only (no request data ever reaches a header).
 fn respond(rq: Request, reply: Reply) {
-    let content_type: &'static str = match reply.kind {
-        ContentKind::Json => "application/json",
-        ContentKind::Html => "text/html; charset=utf-8",
-        ContentKind::Metrics => crate::ops::exposition::CONTENT_TYPE,
-    };
     let mut headers: Vec<(&'static str, &'static str)> = vec![
-        ("Content-Type", content_type),
+        ("Content-Type", reply.content_type),
         ("Cache-Control", "no-store"),
         ("X-Content-Type-Options", "nosniff"),
         ("Referrer-Policy", "no-referrer"),
         ("X-Frame-Options", "DENY"),
     ];
-    if reply.kind == ContentKind::Html {
+    if reply.content_type == routes::HTML {
         headers.push(("Content-Security-Policy", html::content_security_policy()));
     }
     if let Some(allow) = reply.allow {

@@ -48,8 +48,6 @@ impl std::fmt::Display for TemplateError {
     }
 }
 
-impl std::error::Error for TemplateError {}
-
 /// A compiled prompt template (cheap to clone; the compiled form is shared).
 #[derive(Clone)]
 pub struct PromptTemplate {
@@ -58,10 +56,7 @@ pub struct PromptTemplate {
 
 impl std::fmt::Debug for PromptTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PromptTemplate")
-            .field("first_line", &self.inner.1.first_line)
-            .field("source_bytes", &self.inner.1.original.len())
-            .finish_non_exhaustive()
+        f.debug_struct("PromptTemplate").finish_non_exhaustive()
     }
 }
 
@@ -98,12 +93,14 @@ impl PromptTemplate {
     pub fn render(&self, issue: &Issue, attempt: Option<u32>) -> Result<String, TemplateError> {
         let ctx = context(issue, attempt);
         let (template, src) = &*self.inner;
-        let rendered =
-            std::panic::catch_unwind(AssertUnwindSafe(|| bounded_render(template, &ctx)));
+        let mut w = BoundedWriter(Vec::new(), false);
+        let rendered = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            template.render_from(engine(), &ctx).to_writer(&mut w)
+        }));
         let message = match rendered {
-            Ok(Ok(text)) => return Ok(text),
-            Ok(Err(None)) => format!("the rendered prompt exceeds {MAX_RENDER_BYTES} bytes"),
-            Ok(Err(Some(err))) => src.describe(&err, false),
+            Ok(Ok(())) => return Ok(String::from_utf8_lossy(&w.0).into_owned()),
+            Ok(Err(_)) if w.1 => format!("the rendered prompt exceeds {MAX_RENDER_BYTES} bytes"),
+            Ok(Err(err)) => src.describe(&err, false),
             Err(_) => "internal error: the template engine panicked".to_string(),
         };
         Err(TemplateError {
@@ -113,42 +110,22 @@ impl PromptTemplate {
     }
 }
 
-/// A writer that refuses to grow past [`MAX_RENDER_BYTES`].
-struct BoundedWriter {
-    buf: Vec<u8>,
-    overflow: bool,
-}
+/// A writer that refuses to grow past [`MAX_RENDER_BYTES`] (and then says so in its flag).
+struct BoundedWriter(Vec<u8>, bool);
 
 impl std::io::Write for BoundedWriter {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        if self.buf.len().saturating_add(data.len()) > MAX_RENDER_BYTES {
-            self.overflow = true;
+        self.1 |= self.0.len().saturating_add(data.len()) > MAX_RENDER_BYTES;
+        if self.1 {
             return Err(std::io::Error::other("rendered prompt too large"));
         }
-        self.buf.extend_from_slice(data);
+        self.0.extend_from_slice(data);
         Ok(data.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }
-
-/// Render with the output bound; `Err(None)` when the bound was hit.
-fn bounded_render(t: &upon::Template<'_>, ctx: &Value) -> Result<String, Option<upon::Error>> {
-    let mut w = BoundedWriter {
-        buf: Vec::new(),
-        overflow: false,
-    };
-    match t.render_from(engine(), ctx).to_writer(&mut w) {
-        Ok(()) => Ok(String::from_utf8_lossy(&w.buf).into_owned()),
-        Err(_) if w.overflow => Err(None),
-        Err(e) => Err(Some(e)),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Engine, formatter and filters
-// ---------------------------------------------------------------------------------------------
 
 /// The one engine shared by all templates (its configuration never changes).
 fn engine() -> &'static Engine<'static> {
@@ -335,10 +312,6 @@ fn filter_plus(a: Value, b: Value) -> Result<Value, String> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Render context
-// ---------------------------------------------------------------------------------------------
-
 /// The `issue` variable: every field of [`Issue`] (in the order error messages list them);
 /// absent optional fields are null.
 fn issue_fields(i: &Issue) -> [(&'static str, Value); 16] {
@@ -404,10 +377,6 @@ pub fn sample_issue() -> Issue {
         truncated: Vec::new(),
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Source preparation (elsif) and error positions
-// ---------------------------------------------------------------------------------------------
 
 /// The text upon compiles, and what maps upon's error positions back to WORKFLOW.md.
 struct Source {
