@@ -171,47 +171,42 @@ fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, Usag
     let usage = |e: lexopt::Error| UsageError(format!("{e}; try `baton --help`"));
     let mut f = Flags::default();
     while let Some(arg) = parser.next().map_err(usage)? {
-        match arg {
+        let flag = match arg {
             Short('h') | Long("help") => return Ok(Err(Command::Help)),
             Short('V') | Long("version") => return Ok(Err(Command::Version)),
-            Long("port") => {
-                let s = parser.value().map_err(usage)?.to_string_lossy().to_string();
-                f.port = Some(s.parse::<u16>().map_err(|_| {
-                    UsageError(format!(
+            Value(v) => {
+                f.positional.push(v);
+                continue;
+            }
+            Long(name @ ("port" | "bind" | "log-level" | "agent")) => name.to_string(),
+            _ => return Err(usage(arg.unexpected())),
+        };
+        let value = parser.value().map_err(usage)?;
+        let s = value.to_string_lossy().to_string();
+        let bad = |text: String| Err(UsageError(text));
+        match flag.as_str() {
+            "port" => match s.parse() {
+                Ok(port) => f.port = Some(port),
+                Err(_) => {
+                    return bad(format!(
                         "--port must be an integer from 0 to 65535, got {s:?}"
                     ))
-                })?);
-            }
-            Long("bind") => {
-                let s = parser
-                    .value()
-                    .map_err(usage)?
-                    .into_string()
-                    .map_err(|_| UsageError("--bind must be valid UTF-8".into()))?;
-                if s.trim().is_empty() {
-                    return Err(UsageError("--bind must not be empty".into()));
                 }
-                f.bind = Some(s);
-            }
-            Long("log-level") => {
-                let s = parser.value().map_err(usage)?.to_string_lossy().to_string();
-                f.log_level = Some(s.parse::<log::LevelFilter>().map_err(|_| {
-                    UsageError(format!(
-                        "--log-level must be one of off, error, warn, info, debug, trace; got {s:?}"
-                    ))
-                })?);
-            }
-            Long("agent") => {
-                let v = parser.value().map_err(usage)?.to_string_lossy().to_string();
-                if v != "demo" && v != "claude" {
-                    return Err(UsageError(format!(
-                        "--agent must be demo or claude, got {v:?}"
-                    )));
+            },
+            "bind" if value.to_str().is_none() => return bad("--bind must be valid UTF-8".into()),
+            "bind" if s.trim().is_empty() => return bad("--bind must not be empty".into()),
+            "bind" => f.bind = Some(s),
+            "log-level" => match s.parse() {
+                Ok(level) => f.log_level = Some(level),
+                Err(_) => {
+                    let levels = "off, error, warn, info, debug, trace";
+                    return bad(format!("--log-level must be one of {levels}; got {s:?}"));
                 }
-                f.agent = Some(v);
+            },
+            _ if s != "demo" && s != "claude" => {
+                return bad(format!("--agent must be demo or claude, got {s:?}"))
             }
-            Value(v) => f.positional.push(v),
-            _ => return Err(usage(arg.unexpected())),
+            _ => f.agent = Some(s),
         }
     }
     Ok(Ok(f))

@@ -23,17 +23,12 @@ use crate::workflow::config::{Secret, ServerConfig};
 
 /// Default bind host: loopback only.
 pub(crate) const DEFAULT_BIND: &str = "127.0.0.1";
-/// Default wait for the main loop's answer.
-pub(crate) const DEFAULT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Default request-body cap (GitHub `projects_v2_item` deliveries are a few KiB).
-pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// How to run the HTTP server.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    /// Host or IP to bind (`127.0.0.1` by default).
     pub bind: String,
-    /// Port; `0` picks an ephemeral one (see [`HttpHandle::local_addr`]).
+    /// `0` picks an ephemeral one (see [`HttpHandle::local_addr`]).
     pub port: u16,
     /// `server.webhook_secret`; `None` disables `POST /api/v1/webhooks/github` (404).
     pub webhook_secret: Option<Secret>,
@@ -52,8 +47,9 @@ impl HttpOptions {
             bind: bind.into(),
             port,
             webhook_secret: None,
-            snapshot_timeout: DEFAULT_SNAPSHOT_TIMEOUT,
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            snapshot_timeout: Duration::from_secs(2),
+            // GitHub `projects_v2_item` deliveries are a few KiB.
+            max_body_bytes: 256 * 1024,
             ops: Arc::new(OpsShared::new()),
         }
     }

@@ -38,9 +38,6 @@ impl HttpHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
-
-    /// Stop accepting requests (the same as dropping the handle).
-    pub fn shutdown(self) {}
 }
 
 /// Bind now (errors are returned, not logged) and start serving on background threads.

@@ -11,8 +11,8 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::Duration;
 
 use baton::http::routes::{is_plausible_identifier, resolve};
-use baton::http::webhook::sign;
 use baton::workflow::config::Secret;
+use http_support::sign;
 use http_support::{Fixture, LoopMode};
 
 const CASES: usize = 10_000;
