@@ -112,6 +112,13 @@ fn muted(text: &str) -> String {
     format!("<span class=\"muted\">{text}</span>")
 }
 
+fn error_or_none(e: Option<&str>) -> String {
+    e.map_or_else(
+        || muted("none"),
+        |e| format!("<span class=\"err\">{}</span>", escape(e)),
+    )
+}
+
 /// The dashboard for `snap` as seen at `now` (ages and countdowns).
 pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
     page("Baton", |h| {
@@ -197,10 +204,7 @@ fn tracker_section(h: &mut String, tr: &TrackerHealth, now: SystemTime) {
         || muted("never"),
         |at| format!("{} ({})", escape(at), ago_text(at, now)),
     );
-    let last_error = tr.last_error.as_ref().map_or_else(
-        || muted("none"),
-        |e| format!("<span class=\"err\">{}</span>", escape(e)),
-    );
+    let last_error = error_or_none(tr.last_error.as_deref());
     let budget = tr.rate_limit.as_ref().map_or_else(
         || muted("unknown"),
         |rl| {
@@ -298,17 +302,13 @@ fn issue_facts(h: &mut String, d: &IssueDetail, now: SystemTime) {
         escape(&d.issue_id),
         d.workspace.as_deref().map_or_else(|| muted("none"), escape),
         d.attempts,
-        d.last_error.as_deref().map_or_else(
-            || muted("none"),
-            |e| format!("<span class=\"err\">{}</span>", escape(e))
-        ),
+        error_or_none(d.last_error.as_deref()),
     );
     if let Some(r) = &d.running {
         let session = escape(r.session_id.as_deref().unwrap_or("—"));
-        let resumed = if r.resumed {
-            " (resumed after restart)"
-        } else {
-            ""
+        let resumed = match r.resumed {
+            true => " (resumed after restart)",
+            false => "",
         };
         let _ = write!(
             h,
