@@ -3,12 +3,11 @@
 //! [`escape`]; links to issues are emitted only for `http`/`https` URLs ([`safe_link`]).
 //!
 //! The pages reload themselves with a meta refresh; one constant inline script ticks the retry
-//! countdowns between reloads. The `Content-Security-Policy` ([`content_security_policy`]) allows
+//! countdowns between reloads. The `Content-Security-Policy` ([`CONTENT_SECURITY_POLICY`]) allows
 //! exactly that script by its SHA-256 hash, so even a missed escape could not run injected code.
 
 use crate::text::truncate_chars;
 use std::fmt::Write as _;
-use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use crate::status::{
@@ -65,18 +64,10 @@ pub fn safe_link(url: &str) -> Option<&str> {
 }
 
 /// The `Content-Security-Policy` for HTML responses: nothing external, inline styles, and only
-/// the countdown script (by hash).
-pub fn content_security_policy() -> &'static str {
-    static CSP: OnceLock<String> = OnceLock::new();
-    CSP.get_or_init(|| {
-        let digest = ring::digest::digest(&ring::digest::SHA256, COUNTDOWN_SCRIPT.as_bytes());
-        format!(
-            "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{}'; \
-             img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-            base64(digest.as_ref())
-        )
-    })
-}
+/// the countdown script, by its SHA-256 (a unit test recomputes it).
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; \
+    script-src 'sha256-RyVx7ZeUt2C1FRtAU4zlI9Zb4meZ8CfnCv6aE0xW9gw='; img-src 'none'; \
+    base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// Percent-encode an identifier for use as a path segment (`/issues/<identifier>`).
 pub fn path_segment(s: &str) -> String {
@@ -560,20 +551,6 @@ fn cost_text(cost: Option<f64>) -> String {
     }
 }
 
-fn base64(bytes: &[u8]) -> String {
-    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n =
-            (chunk.iter().enumerate()).fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            let c = TABLE[(n >> (18 - 6 * i) & 63) as usize];
-            out.push(if i <= chunk.len() { char::from(c) } else { '=' });
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
@@ -776,6 +753,30 @@ mod tests {
         assert_eq!(base64(b"foobar"), "Zm9vYmFy");
         assert_eq!(base64(b"fo"), "Zm8=");
         assert_eq!(base64(b"f"), "Zg==");
-        assert!(content_security_policy().contains("script-src 'sha256-"));
+    }
+
+    #[test]
+    fn the_csp_allows_exactly_the_countdown_script() {
+        let digest = ring::digest::digest(&ring::digest::SHA256, COUNTDOWN_SCRIPT.as_bytes());
+        let want = format!("script-src 'sha256-{}';", base64(digest.as_ref()));
+        assert!(
+            CONTENT_SECURITY_POLICY.contains(&want),
+            "{CONTENT_SECURITY_POLICY}"
+        );
+    }
+
+    fn base64(bytes: &[u8]) -> String {
+        const TABLE: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+        for chunk in bytes.chunks(3) {
+            let n = (chunk.iter().enumerate())
+                .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+            for i in 0..4 {
+                let c = TABLE[(n >> (18 - 6 * i) & 63) as usize];
+                out.push(if i <= chunk.len() { char::from(c) } else { '=' });
+            }
+        }
+        out
     }
 }

@@ -202,7 +202,7 @@ fn respond(rq: Request, reply: Reply) {
         ("X-Frame-Options", "DENY"),
     ];
     if reply.content_type == routes::HTML {
-        headers.push(("Content-Security-Policy", html::content_security_policy()));
+        headers.push(("Content-Security-Policy", html::CONTENT_SECURITY_POLICY));
     }
     if let Some(allow) = reply.allow {
         headers.push(("Allow", allow));
