@@ -88,16 +88,6 @@ pub struct RunArgs {
     pub log_level: Option<log::LevelFilter>,
 }
 
-/// A usage error message (exit code 2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// Every flag and positional argument, before the subcommand decides what they mean.
 #[derive(Default)]
 struct Flags {
@@ -108,8 +98,8 @@ struct Flags {
     positional: Vec<OsString>,
 }
 
-/// Parse arguments (without the program name).
-pub fn parse<I>(args: I) -> Result<Command, UsageError>
+/// Parse arguments (without the program name); `Err` is a usage error (exit code 2).
+pub fn parse<I>(args: I) -> Result<Command, String>
 where
     I: IntoIterator,
     I::Item: Into<OsString>,
@@ -120,9 +110,7 @@ where
     };
     if f.positional.first().is_some_and(|p| p == "demo") {
         if f.positional.len() > 1 || f.bind.is_some() {
-            return Err(UsageError(
-                "`baton demo` takes only --port, --agent and --log-level".into(),
-            ));
+            return Err("`baton demo` takes only --port, --agent and --log-level".into());
         }
         return Ok(Command::Demo(DemoArgs {
             port: f.port.unwrap_or(DEMO_PORT),
@@ -131,20 +119,20 @@ where
         }));
     }
     if f.agent.is_some() {
-        return Err(UsageError("--agent is an option of `baton demo`".into()));
+        return Err("--agent is an option of `baton demo`".into());
     }
     let is_check = f.positional.first().is_some_and(|p| p == "check");
     if is_check {
         f.positional.remove(0);
         if f.port.is_some() || f.bind.is_some() {
-            return Err(UsageError("`baton check` takes no --port/--bind".into()));
+            return Err("`baton check` takes no --port/--bind".into());
         }
     }
     if f.positional.len() > 1 {
-        return Err(UsageError(format!(
+        return Err(format!(
             "expected at most one workflow path, got {}; try `baton --help`",
             f.positional.len()
-        )));
+        ));
     }
     let workflow = f
         .positional
@@ -166,9 +154,9 @@ where
 }
 
 /// The flags, each value checked; `Ok(Err(_))` for `--help` and `--version`.
-fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, UsageError> {
+fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, String> {
     use lexopt::prelude::*;
-    let usage = |e: lexopt::Error| UsageError(format!("{e}; try `baton --help`"));
+    let usage = |e: lexopt::Error| format!("{e}; try `baton --help`");
     let mut f = Flags::default();
     while let Some(arg) = parser.next().map_err(usage)? {
         let flag = match arg {
@@ -183,7 +171,7 @@ fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, Usag
         };
         let value = parser.value().map_err(usage)?;
         let s = value.to_string_lossy().to_string();
-        let bad = |text: String| Err(UsageError(text));
+        let bad = Err;
         match flag.as_str() {
             "port" => match s.parse() {
                 Ok(port) => f.port = Some(port),
@@ -216,7 +204,7 @@ fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, Usag
 mod tests {
     use super::*;
 
-    fn run(args: &[&str]) -> Result<Command, UsageError> {
+    fn run(args: &[&str]) -> Result<Command, String> {
         parse(args.iter().map(|s| s.to_string()))
     }
 
@@ -263,12 +251,11 @@ mod tests {
 
     #[test]
     fn usage_errors() {
-        assert!(run(&["--port", "70000"]).unwrap_err().0.contains("--port"));
+        assert!(run(&["--port", "70000"]).unwrap_err().contains("--port"));
         assert!(run(&["--nope"]).is_err());
         assert!(run(&["a", "b"]).is_err());
         assert!(run(&["--log-level", "loud"])
             .unwrap_err()
-            .0
             .contains("--log-level"));
         assert_eq!(run(&["--help"]).unwrap(), Command::Help);
         assert_eq!(run(&["-V"]).unwrap(), Command::Version);

@@ -10,11 +10,6 @@ use std::path::Path;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use notify::{Event, EventKind, RecursiveMode, Watcher};
 
-/// Keeps the OS watch alive; drop it to stop watching.
-pub struct WorkflowWatcher {
-    _watcher: notify::RecommendedWatcher,
-}
-
 /// True when a notify event may mean the workflow file changed. Our own reads (access events)
 /// never count; events on other files in the directory are ignored.
 pub(crate) fn is_relevant(event: &Event, file_name: &OsString) -> bool {
@@ -31,9 +26,11 @@ pub(crate) fn is_relevant(event: &Event, file_name: &OsString) -> bool {
         .any(|p| p.file_name() == Some(file_name.as_os_str()))
 }
 
-/// Start watching `workflow_path`'s parent directory. Returns the watcher handle and a receiver of
-/// undebounced pings (coalesced: at most one is pending at a time).
-pub fn watch_workflow(workflow_path: &Path) -> Result<(WorkflowWatcher, Receiver<()>), String> {
+/// Start watching `workflow_path`'s parent directory. Returns the watcher (drop it to stop
+/// watching) and a receiver of undebounced pings (coalesced: at most one is pending at a time).
+pub fn watch_workflow(
+    workflow_path: &Path,
+) -> Result<(notify::RecommendedWatcher, Receiver<()>), String> {
     let abs = super::loader::workflow_dir(workflow_path);
     let file_name: OsString = workflow_path
         .file_name()
@@ -55,7 +52,7 @@ pub fn watch_workflow(workflow_path: &Path) -> Result<(WorkflowWatcher, Receiver
     watcher
         .watch(&abs, RecursiveMode::NonRecursive)
         .map_err(|e| format!("cannot watch {}: {e}", abs.display()))?;
-    Ok((WorkflowWatcher { _watcher: watcher }, rx))
+    Ok((watcher, rx))
 }
 
 /// A cheap fingerprint of the file for the per-tick safety-net check: (mtime, length); the mtime
