@@ -103,6 +103,11 @@ fn muted(text: &str) -> String {
     format!("<span class=\"muted\">{text}</span>")
 }
 
+/// One `<dt>label</dt><dd>value</dd>` of a facts list (`value` already escaped).
+fn fact(h: &mut String, label: &str, value: impl std::fmt::Display) {
+    let _ = write!(h, "<dt>{label}</dt><dd>{value}</dd>");
+}
+
 fn error_or_none(e: Option<&str>) -> String {
     e.map_or_else(
         || muted("none"),
@@ -160,22 +165,18 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
             &snap.blocked,
             |h, row| blocked_row(h, row, now),
         );
-        let t = &snap.agent_totals;
-        let _ = write!(
-            h,
-            "<h2 id=\"totals\">Totals</h2><dl><dt>Input tokens</dt><dd>{}</dd><dt>Output tokens\
-             </dt><dd>{}</dd><dt>Cache read tokens</dt><dd>{}</dd><dt>Cache write tokens</dt>\
-             <dd>{}</dd><dt>Total tokens</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd><dt>Agent \
-             runtime</dt><dd>{}</dd><dt>Cost</dt><dd>{}</dd>",
-            thousands(t.tokens.input_tokens),
-            thousands(t.tokens.output_tokens),
-            thousands(t.tokens.cache_read_input_tokens),
-            thousands(t.tokens.cache_creation_input_tokens),
-            thousands(t.tokens.total_tokens),
-            thousands(t.turns),
-            duration_text(t.seconds_running.max(0.0) as u64),
-            cost_text(Some(t.cost_usd)),
-        );
+        let (t, n) = (&snap.agent_totals, thousands);
+        let runtime = duration_text(t.seconds_running.max(0.0) as u64);
+        let tk = &t.tokens;
+        h.push_str("<h2 id=\"totals\">Totals</h2><dl>");
+        fact(h, "Input tokens", n(tk.input_tokens));
+        fact(h, "Output tokens", n(tk.output_tokens));
+        fact(h, "Cache read tokens", n(tk.cache_read_input_tokens));
+        fact(h, "Cache write tokens", n(tk.cache_creation_input_tokens));
+        fact(h, "Total tokens", n(tk.total_tokens));
+        fact(h, "Turns", n(t.turns));
+        fact(h, "Agent runtime", runtime);
+        fact(h, "Cost", cost_text(Some(t.cost_usd)));
         budget_limits(h, &snap.budget);
         h.push_str("</dl>");
         tracker_section(h, &snap.tracker, now);
@@ -285,43 +286,31 @@ fn issue_facts(h: &mut String, d: &IssueDetail, now: SystemTime) {
     if let Some(r) = &d.running {
         let _ = write!(h, "<p id=\"issue-title\">{}</p>", escape(&r.title));
     }
-    let _ = write!(
-        h,
-        "<dl><dt>Status</dt><dd id=\"issue-status\">{}</dd><dt>Issue id</dt><dd>{}</dd>\
-         <dt>Workspace</dt><dd>{}</dd><dt>Attempts</dt><dd>{}</dd><dt>Last error</dt><dd>{}</dd>",
-        escape(&d.status),
-        escape(&d.issue_id),
-        d.workspace.as_deref().map_or_else(|| muted("none"), escape),
-        d.attempts,
-        error_or_none(d.last_error.as_deref()),
-    );
+    h.push_str("<dl><dt>Status</dt>");
+    let _ = write!(h, "<dd id=\"issue-status\">{}</dd>", escape(&d.status));
+    fact(h, "Issue id", escape(&d.issue_id));
+    let workspace = d.workspace.as_deref().map_or_else(|| muted("none"), escape);
+    fact(h, "Workspace", workspace);
+    fact(h, "Attempts", d.attempts);
+    fact(h, "Last error", error_or_none(d.last_error.as_deref()));
     if let Some(r) = &d.running {
         let session = escape(r.session_id.as_deref().unwrap_or("—"));
         let resumed = match r.resumed {
             true => " (resumed after restart)",
             false => "",
         };
-        let _ = write!(
-            h,
-            "<dt>State</dt><dd>{}</dd><dt>Session</dt><dd>{session}{resumed}</dd><dt>Turns</dt>\
-             <dd>{}</dd><dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} \
-             total</dd><dt>Cost</dt><dd>{}</dd>",
-            escape(&r.state),
-            r.turn_count,
-            age_text(&r.started_at, now),
-            thousands(r.tokens.input_tokens),
-            thousands(r.tokens.output_tokens),
-            thousands(r.tokens.total_tokens),
-            cost_text(r.cost_usd),
-        );
+        fact(h, "State", escape(&r.state));
+        fact(h, "Session", format!("{session}{resumed}"));
+        fact(h, "Turns", r.turn_count);
+        fact(h, "Running for", age_text(&r.started_at, now));
+        let (tk, n) = (&r.tokens, thousands);
+        let (i, o, t) = (n(tk.input_tokens), n(tk.output_tokens), n(tk.total_tokens));
+        fact(h, "Tokens", format!("{i} in · {o} out · {t} total"));
+        fact(h, "Cost", cost_text(r.cost_usd));
     }
     if let Some(r) = &d.retry {
-        let _ = write!(
-            h,
-            "<dt>Retry attempt</dt><dd>{}</dd><dt>Retry due in</dt><dd>{}</dd>",
-            r.attempt,
-            countdown(r.due_in_ms),
-        );
+        fact(h, "Retry attempt", r.attempt);
+        fact(h, "Retry due in", countdown(r.due_in_ms));
     }
     let sp = &d.spend;
     let _ = write!(
@@ -338,12 +327,9 @@ fn issue_facts(h: &mut String, d: &IssueDetail, now: SystemTime) {
     );
     budget_limits(h, &d.budget);
     if let Some(b) = &d.blocked {
-        let _ = write!(
-            h,
-            "<dt>Blocked because</dt><dd class=\"err\">{}</dd><dt>Blocked since</dt><dd>{}</dd>",
-            escape(&b.reason),
-            escape(&b.since),
-        );
+        let reason = escape(&b.reason);
+        let _ = write!(h, "<dt>Blocked because</dt><dd class=\"err\">{reason}</dd>");
+        fact(h, "Blocked since", escape(&b.since));
     }
     h.push_str("</dl>");
 }

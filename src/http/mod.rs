@@ -60,15 +60,16 @@ impl HttpOptions {
         cli_port: Option<u16>,
         cli_bind: Option<&str>,
         server: &ServerConfig,
+        ops: &Arc<OpsShared>,
     ) -> Option<HttpOptions> {
         let port = cli_port.or(server.port)?;
-        let bind = cli_bind
-            .map(str::to_string)
+        let bind = (cli_bind.map(str::to_string))
             .or_else(|| server.host.clone())
             .filter(|h| !h.trim().is_empty())
             .unwrap_or_else(|| DEFAULT_BIND.to_string());
         Some(HttpOptions {
             webhook_secret: server.webhook_secret.clone(),
+            ops: Arc::clone(ops),
             ..HttpOptions::new(bind, port)
         })
     }
@@ -83,12 +84,8 @@ pub(crate) fn start(
     ops: &DaemonOps,
     control: crossbeam_channel::Sender<ControlRequest>,
 ) -> Result<Option<HttpHandle>, String> {
-    let Some(opts) = HttpOptions::from_config(cli_port, cli_bind, server) else {
+    let Some(opts) = HttpOptions::from_config(cli_port, cli_bind, server, &ops.shared) else {
         return Ok(None);
-    };
-    let opts = HttpOptions {
-        ops: Arc::clone(&ops.shared),
-        ..opts
     };
     spawn(opts, control)
         .map(Some)
@@ -106,14 +103,15 @@ mod tests {
             host: Some("0.0.0.0".into()),
             webhook_secret: Some(Secret::new("s")),
         };
-        let o = HttpOptions::from_config(Some(9000), Some("::1"), &cfg).unwrap();
+        let ops = Arc::new(OpsShared::new());
+        let o = HttpOptions::from_config(Some(9000), Some("::1"), &cfg, &ops).unwrap();
         assert_eq!((o.bind.as_str(), o.port), ("::1", 9000));
         assert!(o.webhook_secret.is_some());
-        let o = HttpOptions::from_config(None, None, &cfg).unwrap();
+        let o = HttpOptions::from_config(None, None, &cfg, &ops).unwrap();
         assert_eq!((o.bind.as_str(), o.port), ("0.0.0.0", 8080));
         let empty = ServerConfig::default();
-        assert!(HttpOptions::from_config(None, Some("0.0.0.0"), &empty).is_none());
-        let o = HttpOptions::from_config(Some(0), None, &empty).unwrap();
+        assert!(HttpOptions::from_config(None, Some("0.0.0.0"), &empty, &ops).is_none());
+        let o = HttpOptions::from_config(Some(0), None, &empty, &ops).unwrap();
         assert_eq!((o.bind.as_str(), o.port), (DEFAULT_BIND, 0));
     }
 }

@@ -17,9 +17,6 @@ use upon::{Engine, Value};
 
 use crate::model::{BlockerRef, Issue};
 
-pub(crate) const TEMPLATE_PARSE_ERROR: &str = "template_parse_error";
-pub(crate) const TEMPLATE_RENDER_ERROR: &str = "template_render_error";
-
 /// Deepest nesting of `for` loops a template may use: with the context's lists capped at
 /// [`MAX_CONTEXT_LIST`] (and the `issue` map's 16 fields) a render makes at most 64³ loop
 /// iterations, so a hostile template cannot spin a render for minutes.
@@ -65,7 +62,7 @@ impl PromptTemplate {
     pub fn compile(source: &str, first_line: usize) -> Result<Self, TemplateError> {
         let src = Source::new(source, first_line);
         let parse_error = |message| TemplateError {
-            class: TEMPLATE_PARSE_ERROR,
+            class: "template_parse_error",
             message,
         };
         let template = engine()
@@ -104,7 +101,7 @@ impl PromptTemplate {
             Err(_) => "internal error: the template engine panicked".to_string(),
         };
         Err(TemplateError {
-            class: TEMPLATE_RENDER_ERROR,
+            class: "template_render_error",
             message,
         })
     }
