@@ -1,12 +1,7 @@
-//! `baton check [WORKFLOW.md]`: the operator's preflight. Loads and validates the workflow, then
-//! prints the lines the state directory and the tracker kind (its registry entry's `report`)
-//! return (GitHub: the project, its Status options, the rate-limit budget; Backlog.md: the board,
-//! its statuses, the skipped files; both: configured states that match none); then it lists the
-//! candidate issues in dispatch order and, for every other active issue, why it would not
-//! dispatch. Exit code 0 when healthy, 1 on any problem.
-//!
-//! The eligibility verdicts come from `orchestrator::rules::ineligibility`, the function the
-//! scheduler itself dispatches by.
+//! `baton check [WORKFLOW.md]`: the operator's preflight. Validates the workflow, prints what the
+//! state directory and the tracker kind report, then the candidate issues in dispatch order and,
+//! for every other active issue, why it would not dispatch (`orchestrator::rules::ineligibility`,
+//! the scheduler's own rule). Exit code 0 when healthy, 1 on any problem.
 
 use std::io::Write;
 use std::path::Path;

@@ -1,13 +1,8 @@
-//! The config kit: what every WORKFLOW.md section parser shares, in a leaf module so that the
-//! parsers (`tracker`, `agent`, `host`, `workflow`) depend on it and not on each other.
-//!
-//! A section is read into `#[derive(Deserialize)]` structs with `#[serde(default)]`: a missing
-//! key keeps the struct's `Default` (the one place defaults live), and a value is read by the type
-//! its field asks for ([`Field`]): integers as numbers or numeric strings, lists of strings with
-//! numbers converted and entries trimmed, enums by their snake_case names. The keys listed in
-//! [`FROM_ENV`] read `$NAME` from the environment. Every error names `section.key` and the value
-//! (never a secret: [`Secret`] says only what it expects). What a type cannot say (ranges, paths,
-//! SSH destinations) the section's parser checks afterwards, through [`Section::invalid`].
+//! The config kit (ARCHITECTURE.md): what every WORKFLOW.md section parser shares, in a leaf
+//! module so that the parsers depend on it and not on each other. A missing key keeps the
+//! section struct's `Default`; every error names `section.key` and the value (never a secret:
+//! [`Secret`] says only what it expects); what a type cannot say the section's parser checks
+//! afterwards, through [`Section::invalid`].
 
 use std::cell::RefCell;
 use std::fmt;

@@ -1,10 +1,6 @@
-//! Optional status surface (spec §13.7): a tiny_http server with a server-rendered dashboard,
-//! a JSON API under `/api/v1/*`, a refresh trigger, a signed GitHub webhook route, and the
-//! operations routes `/metrics`, `/livez` and `/readyz`.
-//!
-//! The HTTP threads never touch orchestrator state: every answer comes from the main loop via
-//! [`crate::status::ControlRequest`] with a timeout, except `/metrics` and `/readyz`, which read
-//! the [`OpsShared`] the loop publishes to. See `ARCHITECTURE.d/http.md`.
+//! Optional status surface (spec §13.7): dashboard, JSON API, refresh, signed GitHub webhook,
+//! `/metrics`, `/livez`, `/readyz`. The HTTP threads never touch orchestrator state: they ask the
+//! main loop ([`crate::status::ControlRequest`], with a timeout) or read [`OpsShared`].
 
 pub(crate) mod html;
 pub mod routes;

@@ -1,12 +1,8 @@
-//! The tiny_http plumbing. The vendored server's one pool of connection handler threads
-//! (at most 64) reads each request whole, head and body, under its deadline before one of them
-//! runs [`handle_request`] on it: a slow or silent client costs a file descriptor and its
-//! buffered bytes, never a thread, so every route stays answerable however many clients
-//! trickle. Those threads, and the accept thread, are Baton's supervised threads
-//! ([`spawn_supervised`]): a panic that escapes one, or a listener that fails for good, is
-//! logged and takes the daemon down with exit 1, and systemd restarts it; nothing is rebuilt
-//! in place. A panic inside one request's handler costs that connection only (the pool
-//! catches it): a hostile request must not be able to restart the daemon.
+//! The tiny_http plumbing. The vendored server's one pool of handler threads (at most 64) reads
+//! each request whole before running [`handle_request`] on it, so a slow client costs a file
+//! descriptor, never a thread. Its threads are supervised ([`spawn_supervised`]): one that dies
+//! takes the daemon down (exit 1) and nothing is rebuilt in place; a panic inside one request's
+//! handler costs that connection only.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};

@@ -1,14 +1,7 @@
-//! Strict prompt rendering with `upon` (spec §5.4, §12).
-//!
-//! `compile` rewrites the one Liquid-ism upon lacks in its grammar (`{% elsif %}` becomes
-//! `{% else if %}`, only inside tags) and compiles with one shared engine that knows the filters
-//! below and prints lists joined by `", "`. `validate` dry-renders against a fully populated sample
-//! issue with `attempt` null and 1, because upon's strictness (unknown variable / unknown filter)
-//! only bites on branches that are actually rendered. Errors carry `line L column C` counted in
-//! WORKFLOW.md.
-//!
-//! Issue text only ever enters as `upon::Value` data in the render context, so `{{ }}` inside an
-//! issue body is printed verbatim and never interpreted.
+//! Strict prompt rendering with `upon` (spec §5.4, §12; ARCHITECTURE.md). `{% elsif %}` is
+//! rewritten to upon's `{% else if %}` inside tags only; error positions are mapped back to
+//! WORKFLOW.md's line and column. Issue text only ever enters as `upon::Value` data, so `{{ }}`
+//! inside an issue body is printed verbatim and never interpreted.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};

@@ -1,8 +1,6 @@
-//! Hot reload of WORKFLOW.md (spec §6.2): watch the file's *parent directory* with notify (editors save
-//! by writing a temp file and renaming it over the original, which kills a watch on the file itself)
-//! and turn relevant events into "may have changed" pings. The main loop debounces the pings, re-reads
-//! the file and compares a content hash; it also `stat`s the file every poll tick as a safety net in
-//! case an event is missed.
+//! Hot reload of WORKFLOW.md (spec §6.2): watch the *parent directory* (editors save by renaming
+//! over the file, which kills a watch on the file itself) and ping the main loop, which debounces,
+//! re-reads and compares a content hash; a per-tick `stat` is the safety net.
 
 use std::ffi::OsString;
 use std::path::Path;

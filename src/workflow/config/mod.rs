@@ -1,8 +1,5 @@
-//! Typed configuration from the WORKFLOW.md front matter (spec §5.3, §6). Each section is read
-//! through the config kit ([`crate::config`]) by the module that owns it: `tracker.*` by the
-//! tracker kind (registry in `crate::tracker::config`), the agent sections by
-//! `crate::agent::config`, `worker.*` and `sandbox.*` by `crate::host::config`, the rest here.
-//! The section types' `Default`s are the defaults ([`ServiceConfig::default`]).
+//! Typed configuration from the WORKFLOW.md front matter (spec §5.3, §6): the service config and
+//! the sections no other module owns (ARCHITECTURE.md says who reads which).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
