@@ -192,12 +192,11 @@ impl<'a> Section<'a> {
         &self,
         only: Option<&[&str]>,
     ) -> Result<T, ConfigError> {
-        let entries = Vec::new().into_iter();
+        let entries = Vec::new();
         let reader = Reader {
             s: self,
             only,
             entries,
-            next: None,
         };
         T::deserialize(reader).map_err(|e| invalid(e.to_string()))
     }
@@ -297,12 +296,11 @@ impl<'a> Section<'a> {
 type Error = de::value::Error;
 
 /// A section as a serde deserializer (of a struct: it learns the fields) and map (of the set
-/// fields, each value a [`Field`] whose errors it names `section.key`).
+/// fields, last first, each value a [`Field`] whose errors it names `section.key`).
 struct Reader<'s, 'a> {
     s: &'s Section<'a>,
     only: Option<&'s [&'s str]>,
-    entries: std::vec::IntoIter<(&'static str, Value)>,
-    next: Option<(&'static str, Value)>,
+    entries: Vec<(&'static str, Value)>,
 }
 
 impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
@@ -320,10 +318,10 @@ impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
     ) -> Result<V::Value, Error> {
         let only = self.only;
         let fields = fields.iter().filter(|f| only.is_none_or(|o| o.contains(f)));
-        let entries: Vec<_> = fields
+        self.entries = fields
             .filter_map(|f| Some((*f, self.s.value(f)?)))
             .collect();
-        self.entries = entries.into_iter();
+        self.entries.reverse();
         v.visit_map(self)
     }
 
@@ -341,15 +339,14 @@ impl<'de> de::MapAccess<'de> for Reader<'_, '_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
-        self.next = self.entries.next();
-        let Some((key, _)) = self.next else {
+        let Some((key, _)) = self.entries.last() else {
             return Ok(None);
         };
         seed.deserialize(key.into_deserializer()).map(Some)
     }
 
     fn next_value_seed<V: de::DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let (key, value) = self.next.take().unwrap_or(("", Value::Null));
+        let (key, value) = self.entries.pop().unwrap_or(("", Value::Null));
         seed.deserialize(Field(value))
             .map_err(|e| self.s.named(key, e))
     }
