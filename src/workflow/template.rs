@@ -537,14 +537,11 @@ impl Source {
                 let detail = format!("`{opener}` is never closed with `{closer}`");
                 (format!("invalid template syntax: {detail}"), Some(open))
             }
-            (Some(off), _) => {
-                let detail = self.parse_detail(reason, off);
-                (
-                    format!("invalid template syntax: {detail}"),
-                    Some(self.to_original(off)),
-                )
+            (off, _) => {
+                let detail = off.map_or(reason.to_string(), |o| self.parse_detail(reason, o));
+                let at = off.map(|o| self.to_original(o));
+                (format!("invalid template syntax: {detail}"), at)
             }
-            (None, _) => (format!("invalid template syntax: {reason}"), None),
         };
         match at {
             Some(orig) => format!("{}: {detail}", self.position(orig)),
