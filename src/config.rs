@@ -12,7 +12,8 @@ use serde::de::{self, DeserializeOwned, IntoDeserializer, Visitor};
 use serde::forward_to_deserialize_any;
 use serde_yaml::{Mapping, Value};
 
-/// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
+/// A secret string (token, webhook secret). Its `Debug` never prints the value; it has no
+/// `Display`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
@@ -30,12 +31,6 @@ impl Secret {
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
     }
 }
 
@@ -71,8 +66,6 @@ impl fmt::Display for ConfigError {
         write!(f, "{}: {}", self.class, self.message)
     }
 }
-
-impl std::error::Error for ConfigError {}
 
 /// The environment the config resolves against; injectable for tests.
 pub trait ConfigEnv {

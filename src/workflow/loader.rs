@@ -60,8 +60,6 @@ impl fmt::Display for WorkflowError {
     }
 }
 
-impl std::error::Error for WorkflowError {}
-
 /// The raw split of a WORKFLOW.md file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SplitWorkflow {
