@@ -150,7 +150,17 @@ fn start_and_run(
     {
         sb.check(&LocalHost)?;
     }
-    raise_nofile_limit();
+    // Agents hold descriptors (`runtime::fds`): the soft limit goes up to the hard one.
+    match crate::runtime::fds::raise_nofile_limit() {
+        Ok((before, after)) => log::info!(
+            "event=nofile_limit soft_before={} soft={} hard={} agents_allowed={}",
+            before.soft,
+            after.soft,
+            after.hard,
+            crate::runtime::fds::agents_allowed_now().unwrap_or(0)
+        ),
+        Err(e) => log::warn!("event=nofile_limit cannot raise the soft RLIMIT_NOFILE error={e}"),
+    }
     let shutdown_rx = crate::signals::shutdown_channel()
         .map_err(|e| format!("startup_failed: cannot install signal handlers: {e}"))?;
     let (_watcher, reload_rx) = crate::workflow::watch::watch_workflow(&args.workflow)
@@ -178,22 +188,6 @@ fn start_and_run(
         eprintln!("baton: {}: {e}", args.workflow.display());
     }
     Ok(exit_code(&result))
-}
-
-/// Raise the soft `RLIMIT_NOFILE` to the hard limit (agents hold descriptors; see
-/// `runtime::fds`) and log both.
-fn raise_nofile_limit() {
-    use crate::runtime::fds;
-    match fds::raise_nofile_limit() {
-        Ok((before, after)) => log::info!(
-            "event=nofile_limit soft_before={} soft={} hard={} agents_allowed={}",
-            before.soft,
-            after.soft,
-            after.hard,
-            fds::agents_allowed_now().unwrap_or(0)
-        ),
-        Err(e) => log::warn!("event=nofile_limit cannot raise the soft RLIMIT_NOFILE error={e}"),
-    }
 }
 
 /// The exit code of a daemon run: 0, 3 for a `forced_shutdown`, else 1.
