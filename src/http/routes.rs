@@ -15,7 +15,7 @@ use crate::http::{html, webhook};
 use crate::ops::exposition::CONTENT_TYPE as METRICS;
 use crate::ops::health::{NotLive, LIVEZ_DEADLINE, READY_JSON};
 use crate::ops::shared::OpsShared;
-use crate::status::{ControlRequest, IssueDetail, RefreshAck, StateSnapshot};
+use crate::status::{ControlRequest, IssueDetail, StateSnapshot};
 use crate::workflow::config::Secret;
 
 /// Longest identifier accepted in a URL (bytes).
@@ -219,11 +219,6 @@ impl ControlClient {
         })
     }
 
-    /// Queue a (coalesced) poll + reconcile.
-    fn refresh(&self) -> Result<RefreshAck, NotLive> {
-        self.ask(self.timeout, |reply| ControlRequest::Refresh { reply })
-    }
-
     /// Liveness: the main loop answers a ping within [`LIVEZ_DEADLINE`] (whatever the snapshot
     /// timeout is).
     pub fn ping(&self) -> Result<(), NotLive> {
@@ -344,8 +339,10 @@ fn livez_reply(app: &App) -> Reply {
     Reply::json(503, &json!({"live": false, "reason": reason}))
 }
 
+/// Queue a (coalesced) poll + reconcile.
 fn refresh_reply(app: &App) -> Reply {
-    match app.control.refresh() {
+    let c = &app.control;
+    match c.ask(c.timeout, |reply| ControlRequest::Refresh { reply }) {
         Ok(ack) => Reply::json(202, &ack),
         Err(e) => app.control.unanswered(e, false),
     }
