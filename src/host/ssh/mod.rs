@@ -1,13 +1,11 @@
-//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A; its `ssh`
-//! options, multiplexing masters, server limits and failure handling: docs/hosts.md). What a
-//! reviewer checks here: the remote command line is built only from operator config and
-//! Baton-chosen values, each word single-quoted ([`shell_quote`]), so issue text travels as
-//! quoted positional arguments and environment values, never as shell text; every short command
-//! has a deadline (`worker.ssh_command_timeout_ms`; a timeout is a `host_unavailable` failure);
-//! processes start under the [`process`] wrapper, which reports the remote group and kills it
-//! when the connection drops; workspaces keep the local containment rules ([`workspace`]).
+//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A; options,
+//! multiplexing masters, server limits and failure handling: docs/hosts.md). The remote command
+//! line holds only operator config and Baton-chosen values, each word single-quoted
+//! ([`shell_join`]), so issue text travels as quoted arguments and environment values, never as
+//! shell text; every short command has a deadline (`worker.ssh_command_timeout_ms`; a timeout is
+//! a `host_unavailable` failure); processes start under the [`process`] wrapper, which kills the
+//! remote group when the connection drops; workspaces keep the local containment rules.
 
-mod probe;
 mod process;
 mod quote;
 mod workspace;
@@ -25,13 +23,10 @@ use super::{BeforeRemove, HookOutput, Host, OrphanOutcome, Process, ProcessSpec,
 use super::{Workspace, WorkspaceError, HOST_UNAVAILABLE};
 use crate::host::config::WorkerConfig;
 
-pub use probe::probe_host;
-pub use quote::{shell_join, shell_quote};
+pub use quote::shell_join;
 
 /// `ssh` exits with this status when the connection (not the remote command) failed.
 const SSH_CONNECTION_FAILED: i32 = 255;
-/// Default `ConnectTimeout` in seconds.
-const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
 /// How long the multiplexing master outlives its last client (seconds).
 const CONTROL_PERSIST_S: u64 = 120;
 /// Signals and their checks wait at most this long (or the command timeout when shorter): a
@@ -54,10 +49,6 @@ impl SshSettings {
 
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.get().ssh_command_timeout_ms)
-    }
-
-    fn sessions(&self) -> usize {
-        self.get().ssh_sessions_per_connection.max(1) as usize
     }
 }
 
@@ -103,7 +94,6 @@ pub struct SshHost {
     /// multiplexing).
     control_base: Option<PathBuf>,
     connect_timeout_s: u64,
-    /// The client program (`ssh`, looked up on `PATH`).
     program: OsString,
     settings: Arc<SshSettings>,
     mux: Arc<Mux>,
@@ -113,11 +103,16 @@ impl SshHost {
     /// A host for `destination` whose multiplexing sockets live in `control_dir` (see
     /// [`control_dir`]; an empty path disables multiplexing).
     pub fn new(destination: &str, control_dir: &Path) -> Self {
+        // `<pid>-<FNV-1a of destination>`: short (a socket path must stay under 108 bytes),
+        // distinct per destination and per Baton process (another may mean another ssh_config).
+        let hash = destination.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let name = format!("{:x}-{hash:016x}", std::process::id());
         SshHost {
             destination: destination.to_string(),
-            control_base: (!control_dir.as_os_str().is_empty())
-                .then(|| control_dir.join(socket_name(destination))),
-            connect_timeout_s: DEFAULT_CONNECT_TIMEOUT_S,
+            control_base: (!control_dir.as_os_str().is_empty()).then(|| control_dir.join(name)),
+            connect_timeout_s: 10,
             program: OsString::from("ssh"),
             settings: Arc::default(),
             mux: Arc::default(),
@@ -156,34 +151,28 @@ impl SshHost {
     /// option, so it is chosen here).
     fn ssh(&self, master: bool, conn: usize) -> Command {
         let mut c = Command::new(&self.program);
-        let opts = [
-            "BatchMode=yes".to_string(),
-            format!("ConnectTimeout={}", self.connect_timeout_s),
-            "ServerAliveInterval=5".to_string(),
-            "ServerAliveCountMax=3".to_string(),
-            if master {
-                format!("ControlMaster=yes\nControlPersist={CONTROL_PERSIST_S}")
-            } else {
-                "ControlMaster=no".to_string()
-            },
-        ];
-        for o in opts.iter().flat_map(|o| o.split('\n')) {
+        let persist = format!("ControlPersist={CONTROL_PERSIST_S}");
+        let connect = format!("ConnectTimeout={}", self.connect_timeout_s);
+        let mux: &[&str] = match master {
+            true => &["ControlMaster=yes", &persist],
+            false => &["ControlMaster=no"],
+        };
+        let alive = ["ServerAliveInterval=5", "ServerAliveCountMax=3"];
+        for o in [&["BatchMode=yes", &connect][..], &alive, mux].concat() {
             c.arg("-o").arg(o);
         }
-        c.arg("-o").arg({
-            let mut s = OsString::from("ControlPath=");
-            match self.control_path(conn) {
-                Some(p) => s.push(p),
-                None => s.push("none"),
-            }
-            s
-        });
+        let mut path = OsString::from("ControlPath=");
+        path.push(
+            self.control_path(conn)
+                .map_or("none".into(), PathBuf::into_os_string),
+        );
+        c.arg("-o").arg(path);
         c
     }
 
     /// A place for one more session: on the first connection with room, else on a new one.
     pub(crate) fn session(&self) -> Session {
-        let limit = self.settings.sessions();
+        let limit = self.settings.get().ssh_sessions_per_connection.max(1) as usize;
         let mut conns = self.mux.conns.lock().unwrap_or_else(|p| p.into_inner());
         let conn = conns
             .iter()
@@ -249,16 +238,13 @@ impl SshHost {
         }
     }
 
-    /// Run `words` remotely with stdin `/dev/null` and collect the output, within the command
-    /// timeout. A connection failure or a timeout is an `Err` starting with [`HOST_UNAVAILABLE`].
-    pub(crate) fn run(&self, words: &[&OsStr]) -> Result<HookOutput, String> {
-        self.run_within(words, self.settings.timeout())
-    }
-
-    /// [`SshHost::run`] with its own deadline. A session the server refused (and that the client
-    /// could not replace by a fresh connection) is tried once more on another connection; it
-    /// is never a `host_unavailable` failure.
-    fn run_within(&self, words: &[&OsStr], timeout: Duration) -> Result<HookOutput, String> {
+    /// Run `words` remotely with stdin `/dev/null` and collect the output within `timeout` (the
+    /// command timeout when `None`). A connection failure or a timeout is an `Err` starting with
+    /// [`HOST_UNAVAILABLE`]. A session the server refused (and that the client could not replace
+    /// by a fresh connection) is tried once more on another connection; it is never a
+    /// `host_unavailable` failure.
+    fn run(&self, words: &[&OsStr], timeout: Option<Duration>) -> Result<HookOutput, String> {
+        let timeout = timeout.unwrap_or_else(|| self.settings.timeout());
         for _ in 0..2 {
             let session = self.session();
             let mut cmd = self.command(&shell_join(words), &session);
@@ -300,32 +286,19 @@ impl SshHost {
 
     /// Check that the host answers (`ssh <dest> true`).
     pub fn check_reachable(&self) -> Result<(), String> {
-        let out = self.run(&[OsStr::new("true")])?;
+        let out = self.run(&[OsStr::new("true")], None)?;
         match out.code {
             Some(0) => Ok(()),
             _ => Err(self.unavailable(&out.stderr)),
         }
     }
 
-    /// `kill <args…>` on the host, within [`SIGNAL_TIMEOUT`]: `Some(true)` when it succeeded,
-    /// `None` when the host did not answer.
-    pub(crate) fn kill(&self, args: &[&str]) -> Option<bool> {
-        let mut words: Vec<&OsStr> = vec![OsStr::new("kill")];
-        words.extend(args.iter().map(OsStr::new));
-        let timeout = self.settings.timeout().min(SIGNAL_TIMEOUT);
-        self.run_within(&words, timeout)
-            .ok()
-            .map(|o| o.code == Some(0))
-    }
-
     /// Run `sh -c <script> baton <args…>` remotely; stdout on success, an error (with the
     /// stderr tail) otherwise.
     pub(crate) fn sh(&self, script: &str, args: &[&OsStr]) -> Result<String, String> {
-        let mut words: Vec<&OsStr> = vec![OsStr::new("sh"), OsStr::new("-c")];
-        words.push(OsStr::new(script));
-        words.push(OsStr::new("baton"));
+        let mut words = ["sh", "-c", script, "baton"].map(OsStr::new).to_vec();
         words.extend_from_slice(args);
-        let out = self.run(&words)?;
+        let out = self.run(&words, None)?;
         match out.code {
             Some(0) => Ok(out.stdout),
             _ => Err(out.stderr.trim().to_string()),
@@ -391,9 +364,8 @@ pub fn control_dir() -> io::Result<PathBuf> {
     }
     let dir = base.join(format!("baton-ssh-{uid}"));
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
     }
     let meta = std::fs::symlink_metadata(&dir)?;
     if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
@@ -405,25 +377,18 @@ pub fn control_dir() -> io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// `<pid>-<hash of destination>`: short (the socket path must stay under 108 bytes), distinct per
-/// destination and per Baton process (another process may mean another `ssh_config`).
-fn socket_name(destination: &str) -> String {
-    format!(
-        "{:x}-{:016x}",
-        std::process::id(),
-        fnv1a(destination.as_bytes())
-    )
-}
+/// `baton check`'s probe script: `$1` = workspace root, `$2` = the agent command (operator shell
+/// text, run as agents are: `bash -lc`). Prints the CLI's version line.
+const PROBE: &str = r#"root=$1; agent=$2
+mkdir -p -- "$root" 2>/dev/null && t=$(mktemp "$root/.baton-check.XXXXXX" 2>/dev/null) && rm -f -- "$t" || { echo "workspace.root $root is not writable" >&2; exit 3; }
+v=$(bash -lc "$agent --version" </dev/null 2>&1) || { echo "agent CLI ($agent) did not run: $(printf '%s' "$v" | tail -n 1)" >&2; exit 4; }
+printf '%s\n' "$v" | head -n 1
+"#;
 
-/// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+/// `baton check`'s per-host probe: SSH reachable, `workspace.root` writable, the agent CLI
+/// present; `Ok(agent version)` or the first problem found.
+pub fn probe_host(host: &SshHost, root: &Path, agent_command: &str) -> Result<String, String> {
+    host.check_reachable()?;
+    let out = host.sh(PROBE, &[root.as_os_str(), OsStr::new(agent_command)])?;
+    Ok(out.trim().to_string())
 }
-
-/// A short wait used by remote kill verification.
-pub(crate) const VERIFY_POLL: Duration = Duration::from_millis(100);

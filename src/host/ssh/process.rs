@@ -1,9 +1,9 @@
 //! A process on a remote host: the local `ssh` client (supervised like any local process, its
 //! stdin a pipe held open, or lent out for Codex's JSON-RPC) running the remote wrapper
-//! [`WRAPPER`]. The handle's pid is the
-//! remote process group id the wrapper reported; signals go to that group over a second `ssh`.
+//! [`WRAPPER`]. The handle's pid is the remote process group id the wrapper reported; signals go
+//! to that group over a second `ssh`.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::thread;
@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{after, bounded, select, Receiver};
 
 use super::quote::is_env_name;
-use super::VERIFY_POLL;
-use super::{session_refused, Session, SshHost, HOST_UNAVAILABLE, SSH_CONNECTION_FAILED};
+use super::SSH_CONNECTION_FAILED;
+use super::{session_refused, Session, SshHost, HOST_UNAVAILABLE, SIGNAL_TIMEOUT};
 use crate::host::supervisor::{self, LocalProcess};
 use crate::host::{Process, ProcessSpec, StdoutItem};
 
@@ -133,9 +133,15 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
 }
 
 impl SshProcess {
-    /// `kill -<signal> -<pgid>` on the host: `Some(sent)`, `None` when the host did not answer.
+    /// `kill -<signal> -<pgid>` on the host within [`SIGNAL_TIMEOUT`]: `Some(sent)`, `None`
+    /// when the host did not answer.
     fn remote_signal(&self, signal: &str) -> Option<bool> {
-        self.host.kill(&[signal, &format!("-{}", self.pgid)])
+        let pgid = format!("-{}", self.pgid);
+        let timeout = self.host.settings.timeout().min(SIGNAL_TIMEOUT);
+        let out = self
+            .host
+            .run(&["kill", signal, &pgid].map(OsStr::new), Some(timeout));
+        out.ok().map(|o| o.code == Some(0))
     }
 }
 
@@ -201,7 +207,7 @@ impl Process for SshProcess {
         let deadline = Instant::now() + Duration::from_secs(2);
         while answers && Instant::now() < deadline && self.remote_signal("-0") == Some(true) {
             answers = self.remote_signal("-KILL").is_some();
-            thread::sleep(VERIFY_POLL);
+            thread::sleep(Duration::from_millis(100));
         }
         // Closing the client (and its stdin) also makes the wrapper's watcher act if the
         // connection was unusable for the steps above.

@@ -5,24 +5,9 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
-/// Quote `word` for a POSIX shell: `'…'`, each `'` written as `'\''`. The result is one word
-/// whatever `word` contains (`$(…)`, backquotes, quotes, newlines, globs, NUL excepted: no
-/// argument can carry NUL).
-pub fn shell_quote(word: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(word.len() + 2);
-    out.push(b'\'');
-    for &b in word {
-        if b == b'\'' {
-            out.extend_from_slice(b"'\\''");
-        } else {
-            out.push(b);
-        }
-    }
-    out.push(b'\'');
-    out
-}
-
-/// Join `words` into one shell command line, each word quoted with [`shell_quote`].
+/// Join `words` into one POSIX shell command line, each word quoted as `'…'` with each `'`
+/// written as `'\''`: one word whatever it contains (`$(…)`, backquotes, quotes, newlines,
+/// globs; NUL excepted: no argument can carry NUL).
 pub fn shell_join<I, S>(words: I) -> OsString
 where
     I: IntoIterator<Item = S>,
@@ -33,7 +18,14 @@ where
         if !out.is_empty() {
             out.push(b' ');
         }
-        out.extend_from_slice(&shell_quote(w.as_ref().as_bytes()));
+        out.push(b'\'');
+        for &b in w.as_ref().as_bytes() {
+            match b {
+                b'\'' => out.extend_from_slice(b"'\\''"),
+                _ => out.push(b),
+            }
+        }
+        out.push(b'\'');
     }
     OsString::from_vec(out)
 }
@@ -53,11 +45,11 @@ mod tests {
 
     /// What `sh -c 'printf "%s\n" <quoted>'` prints for `word`.
     fn round_trip(word: &str) -> String {
-        let mut script = b"printf '%s' ".to_vec();
-        script.extend_from_slice(&shell_quote(word.as_bytes()));
+        let mut script = OsString::from("printf '%s' ");
+        script.push(shell_join([word]));
         let out = Command::new("sh")
             .arg("-c")
-            .arg(OsString::from_vec(script))
+            .arg(script)
             .env_clear()
             .output()
             .unwrap();

@@ -51,20 +51,19 @@ if [ -L "$t" ] || [ ! -d "$t" ]; then exit 0; fi
 rm -rf -- "$t" || exit 4
 "#;
 
-fn script(body: &str) -> String {
-    format!("{PRELUDE}{body}")
+/// Run `body` after [`PRELUDE`] for `path` in `root` (`mode` is `$3`): its first stdout line.
+fn run(host: &SshHost, body: &str, root: &Path, path: &Path, mode: &str) -> Result<String, String> {
+    let args = [
+        root.as_os_str(),
+        path.file_name().unwrap_or_default(),
+        OsStr::new(mode),
+    ];
+    let out = host.sh(&format!("{PRELUDE}{body}"), &args)?;
+    Ok(out.lines().next().unwrap_or_default().to_string())
 }
 
 fn err(host: &SshHost, e: String) -> WorkspaceError {
     WorkspaceError(format!("{e} (host {})", host.destination))
-}
-
-fn args<'a>(root: &'a Path, path: &'a Path, mode: &'a str) -> [&'a OsStr; 3] {
-    [
-        root.as_os_str(),
-        path.file_name().unwrap_or_default(),
-        OsStr::new(mode),
-    ]
 }
 
 pub(super) fn create(
@@ -73,10 +72,7 @@ pub(super) fn create(
     path: &Path,
 ) -> Result<Workspace, WorkspaceError> {
     check_name(root, path)?;
-    let out = host
-        .sh(&script(CREATE), &args(root, path, "create"))
-        .map_err(|e| err(host, e))?;
-    let line = out.lines().next().unwrap_or_default();
+    let line = run(host, CREATE, root, path, "create").map_err(|e| err(host, e))?;
     let (created, p) = line
         .split_once(' ')
         .ok_or_else(|| err(host, format!("unexpected reply {line:?}")))?;
@@ -88,10 +84,8 @@ pub(super) fn create(
 
 pub(super) fn check(host: &SshHost, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
     check_name(root, path)?;
-    let out = host
-        .sh(&script(CHECK), &args(root, path, "check"))
-        .map_err(|e| err(host, e))?;
-    Ok(PathBuf::from(out.lines().next().unwrap_or_default()))
+    let line = run(host, CHECK, root, path, "check").map_err(|e| err(host, e))?;
+    Ok(PathBuf::from(line))
 }
 
 pub(super) fn remove(
@@ -101,18 +95,16 @@ pub(super) fn remove(
     before_remove: &mut dyn FnMut(&Path),
 ) -> Result<bool, WorkspaceError> {
     check_name(root, path)?;
-    let out = match host.sh(&script(INSPECT), &args(root, path, "inspect")) {
-        Ok(o) => o,
+    let line = match run(host, INSPECT, root, path, "inspect") {
+        Ok(l) => l,
         // No root: nothing to remove (as locally).
         Err(e) if e.contains("is not accessible") => return Ok(false),
         Err(e) => return Err(err(host, e)),
     };
-    let line = out.lines().next().unwrap_or_default();
     match line.split_once(' ') {
         Some(("dir", p)) => {
             before_remove(Path::new(p));
-            host.sh(&script(DELETE), &args(root, path, "delete"))
-                .map_err(|e| err(host, e))?;
+            run(host, DELETE, root, path, "delete").map_err(|e| err(host, e))?;
             Ok(true)
         }
         _ => Ok(line == "unlinked"),
