@@ -45,17 +45,12 @@ impl std::fmt::Display for Containment {
 pub fn containment() -> &'static Containment {
     static MODE: OnceLock<Containment> = OnceLock::new();
     MODE.get_or_init(|| {
-        let forced = std::env::var("BATON_CONTAINMENT").ok();
-        if forced.as_deref() == Some("process_group") {
+        let forced = std::env::var("BATON_CONTAINMENT").is_ok_and(|v| v == "process_group");
+        let Some(dir) = (!forced).then(detect).flatten() else {
             return Containment::ProcessGroup;
-        }
-        match detect() {
-            Some(dir) => {
-                sweep_stale(&dir);
-                Containment::Cgroup(dir)
-            }
-            None => Containment::ProcessGroup,
-        }
+        };
+        sweep_stale(&dir);
+        Containment::Cgroup(dir)
     })
 }
 

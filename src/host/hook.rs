@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, never, select, Receiver};
+use crossbeam_channel::{after, never, select};
 
 use super::{Process, StdoutItem};
 
@@ -58,11 +58,9 @@ pub(crate) fn supervise(
     started: Instant,
     timeout: Duration,
 ) -> Result<HookOutput, HookError> {
-    let mut stdout = Vec::new();
-    let mut lines: Receiver<StdoutItem> = proc.lines().clone();
+    let (mut stdout, mut lines) = (Vec::new(), proc.lines().clone());
     let deadline = started + timeout;
-    let mut timed_out = false;
-    let mut eof = false;
+    let (mut timed_out, mut eof) = (false, false);
     // Pump stdout (so the child never blocks on a full pipe) until the leader is reaped.
     while !proc.has_exited() {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -120,7 +118,7 @@ fn keep(item: Option<StdoutItem>, out: &mut Vec<u8>) -> bool {
             .iter()
             .map(|l| format!("{l}\n"))
             .collect::<String>()
-            .into_bytes(),
+            .into(),
         Some(StdoutItem::LineTooLong { .. }) | Some(StdoutItem::ReadError(_)) => return true,
         Some(StdoutItem::Eof) | None => return false,
     };

@@ -168,31 +168,32 @@ impl Sandbox {
     /// (`bwrap` missing, namespaces refused, an option this `bwrap` lacks), prefixed with the
     /// error class (`host_sandbox_unavailable: <host>: ` on an SSH host).
     pub fn check(&self, host: &dyn Host) -> Result<(), String> {
-        self.trial(host).map_err(|e| match host.name() {
-            Some(h) => format!("host_{SANDBOX_UNAVAILABLE}: {h}: {e}"),
-            None => format!("{SANDBOX_UNAVAILABLE}: {e}"),
-        })
-    }
-
-    fn trial(&self, host: &dyn Host) -> Result<(), String> {
         let mut spec = ProcessSpec::command("true", "/");
         let mut a = self.base_args();
         if let Some(p) = &self.program {
             push(&mut a, &["--cli", p], &[]);
         }
         rewrite(&mut spec, OsStr::new(""), a);
-        let p = host.spawn(&spec).map_err(|e| e.to_string())?;
-        let status = p.wait_exit(CHECK_TIMEOUT);
-        if status.is_some_and(|s| s.success()) {
-            return Ok(());
-        }
-        p.terminate(Duration::from_millis(500));
-        let tail = p.stderr_tail_after(Duration::from_secs(1));
-        let tail = tail.strip_prefix("sandbox_unavailable: ").unwrap_or(&tail);
-        Err(match (tail.is_empty(), status) {
-            (false, _) => crate::text::single_line(tail, 300),
-            (true, Some(s)) => format!("bwrap failed: {s}"),
-            (true, None) => format!("bwrap did not finish within {CHECK_TIMEOUT:?}"),
+        let e = match host.spawn(&spec) {
+            Err(e) => e.to_string(),
+            Ok(p) => {
+                let status = p.wait_exit(CHECK_TIMEOUT);
+                if status.is_some_and(|s| s.success()) {
+                    return Ok(());
+                }
+                p.terminate(Duration::from_millis(500));
+                let tail = p.stderr_tail_after(Duration::from_secs(1));
+                let tail = tail.strip_prefix("sandbox_unavailable: ").unwrap_or(&tail);
+                match (tail.is_empty(), status) {
+                    (false, _) => crate::text::single_line(tail, 300),
+                    (true, Some(s)) => format!("bwrap failed: {s}"),
+                    (true, None) => format!("bwrap did not finish within {CHECK_TIMEOUT:?}"),
+                }
+            }
+        };
+        Err(match host.name() {
+            Some(h) => format!("host_{SANDBOX_UNAVAILABLE}: {h}: {e}"),
+            None => format!("{SANDBOX_UNAVAILABLE}: {e}"),
         })
     }
 }
