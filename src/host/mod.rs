@@ -8,7 +8,6 @@
 //! when the process ends (a dropped connection too). `run_hook` is built on `spawn`.
 
 mod cgroup;
-mod command;
 pub mod config;
 mod env;
 mod hook;
@@ -16,8 +15,6 @@ mod local;
 #[cfg(not(feature = "ssh"))]
 mod no_ssh;
 pub mod orphan;
-#[cfg(feature = "ssh")]
-mod pool;
 pub mod sandbox;
 #[cfg(feature = "ssh")]
 pub mod ssh;
@@ -33,17 +30,15 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 pub use cgroup::{containment, Containment};
-pub(crate) use command::command_output;
 pub use env::{env_policy, set_env_policy, EnvPolicy};
+pub(crate) use hook::command_output;
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::{sweep_tombstones, LocalHost};
 #[cfg(not(feature = "ssh"))]
 pub use no_ssh::HostPool;
 pub use orphan::OrphanOutcome;
 #[cfg(feature = "ssh")]
-pub use pool::HostPool;
-#[cfg(feature = "ssh")]
-pub use ssh::{SshHost, SshSettings};
+pub use ssh::{HostPool, SshHost, SshSettings};
 pub use supervisor::kill_live_groups;
 
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;

@@ -10,6 +10,7 @@ mod process;
 mod quote;
 mod workspace;
 
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
@@ -18,9 +19,9 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use super::command::{output_within, status_within};
+use super::hook::{output_within, status_within};
 use super::{BeforeRemove, HookOutput, Host, OrphanOutcome, Process, ProcessSpec, Removal};
-use super::{Workspace, WorkspaceError, HOST_UNAVAILABLE};
+use super::{LocalHost, Workspace, WorkspaceError, HOST_UNAVAILABLE};
 use crate::host::config::WorkerConfig;
 
 pub use quote::shell_join;
@@ -391,4 +392,64 @@ pub fn probe_host(host: &SshHost, root: &Path, agent_command: &str) -> Result<St
     host.check_reachable()?;
     let out = host.sh(PROBE, &[root.as_os_str(), OsStr::new(agent_command)])?;
     Ok(out.trim().to_string())
+}
+
+/// The runtime's SSH hosts by destination, created on first use and kept across reloads: one
+/// shared [`SshHost`] per destination, so its multiplexing masters are reused.
+#[derive(Debug)]
+pub struct HostPool {
+    control_dir: Option<PathBuf>,
+    hosts: Mutex<BTreeMap<String, Arc<SshHost>>>,
+    /// Shared by every host: [`HostPool::configure`] reaches the existing ones too.
+    settings: Arc<SshSettings>,
+}
+
+impl HostPool {
+    /// A pool whose multiplexing sockets live in [`control_dir`] (without one when that
+    /// directory cannot be made private: every `ssh` then does its own handshake).
+    pub fn new() -> Self {
+        let control_dir = control_dir()
+            .inspect_err(|e| log::warn!("ssh multiplexing disabled: {e}"))
+            .ok();
+        HostPool {
+            control_dir,
+            hosts: Mutex::new(BTreeMap::new()),
+            settings: Arc::default(),
+        }
+    }
+
+    /// Apply `worker.ssh_command_timeout_ms` and `worker.ssh_sessions_per_connection` (at
+    /// startup and on every reload).
+    pub fn configure(&self, worker: &WorkerConfig) {
+        self.settings.set(worker);
+    }
+
+    /// The host for a run: this machine for `None`, else the SSH host `destination`.
+    pub fn get(&self, destination: Option<&str>) -> Arc<dyn Host> {
+        match destination {
+            None => LocalHost::shared(),
+            Some(d) => self.ssh(d),
+        }
+    }
+
+    pub fn ssh(&self, destination: &str) -> Arc<SshHost> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = self.control_dir.clone().unwrap_or_default();
+        Arc::clone(hosts.entry(destination.to_string()).or_insert_with(|| {
+            let h = SshHost::new(destination, &dir);
+            Arc::new(h.with_settings(Arc::clone(&self.settings)))
+        }))
+    }
+
+    /// Stop every multiplexing master (shutdown).
+    pub fn close_all(&self) {
+        let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        hosts.values().for_each(|h| h.close());
+    }
+}
+
+impl Default for HostPool {
+    fn default() -> Self {
+        HostPool::new()
+    }
 }
