@@ -55,25 +55,19 @@ pub(crate) struct SshProcess {
 /// The remote command line for `spec`: `cd <cwd> && exec env [-u K]… [K=V]… sh -c WRAPPER
 /// baton-run <stdin|-> <shell> -lc <script> <args…>`, every word quoted.
 pub(crate) fn remote_command(spec: &ProcessSpec) -> io::Result<OsString> {
-    let names = spec
-        .env_remove
-        .iter()
-        .chain(spec.env.iter().map(|(k, _)| k));
-    if let Some(k) = names.into_iter().find(|k| !is_env_name(k)) {
-        let k = k.to_string_lossy();
-        return Err(io::Error::other(format!(
-            "invalid environment variable name {k:?}"
-        )));
-    }
     let mut words: Vec<OsString> = vec!["env".into()];
-    for k in &spec.env_remove {
-        words.extend(["-u".into(), k.clone()]);
-    }
-    for (k, v) in &spec.env {
-        let mut kv = k.clone();
-        kv.push("=");
-        kv.push(v);
-        words.push(kv);
+    let removed = spec.env_remove.iter().map(|k| (k, None));
+    for (k, v) in removed.chain(spec.env.iter().map(|(k, v)| (k, Some(v)))) {
+        if !is_env_name(k) {
+            let k = k.to_string_lossy();
+            return Err(io::Error::other(format!(
+                "invalid environment variable name {k:?}"
+            )));
+        }
+        match v {
+            None => words.extend(["-u".into(), k.clone()]),
+            Some(v) => words.push([&**k, v].join(OsStr::new("="))),
+        }
     }
     let stdin = if spec.stdin_pipe { "stdin" } else { "-" };
     words.extend(["sh", "-c", WRAPPER, "baton-run", stdin].map(OsString::from));
@@ -136,11 +130,9 @@ impl SshProcess {
     /// `kill -<signal> -<pgid>` on the host within [`SIGNAL_TIMEOUT`]: `Some(sent)`, `None`
     /// when the host did not answer.
     fn remote_signal(&self, signal: &str) -> Option<bool> {
-        let pgid = format!("-{}", self.pgid);
-        let timeout = self.host.settings.timeout().min(SIGNAL_TIMEOUT);
-        let out = self
-            .host
-            .run(&["kill", signal, &pgid].map(OsStr::new), Some(timeout));
+        let (host, pgid) = (&self.host, format!("-{}", self.pgid));
+        let words = ["kill", signal, &pgid].map(OsStr::new);
+        let out = host.run(&words, Some(host.settings.timeout().min(SIGNAL_TIMEOUT)));
         out.ok().map(|o| o.code == Some(0))
     }
 }
@@ -169,10 +161,7 @@ impl Process for SshProcess {
     /// Signal the remote group while the session lasts (the wrapper is still waiting for it, so
     /// the pgid is still this group's).
     fn signal_group(&self, signal: i32) -> bool {
-        if self.client.has_exited() {
-            return false;
-        }
-        self.remote_signal(&format!("-{signal}")) == Some(true)
+        !self.client.has_exited() && self.remote_signal(&format!("-{signal}")) == Some(true)
     }
 
     fn stderr_bytes(&self) -> Vec<u8> {
