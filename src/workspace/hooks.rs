@@ -109,13 +109,9 @@ impl HookEnv {
 /// Shorten hook output for one log line: last `LOG_OUTPUT_CHARS` chars, newlines escaped.
 pub fn truncate_for_log(s: &str) -> String {
     let s = s.trim();
-    let count = s.chars().count();
-    let tail: String = if count > LOG_OUTPUT_CHARS {
-        let skip = count - LOG_OUTPUT_CHARS;
-        format!("…{}", s.chars().skip(skip).collect::<String>())
-    } else {
-        s.to_string()
-    };
+    let skip = s.chars().count().saturating_sub(LOG_OUTPUT_CHARS);
+    let tail: String = s.chars().skip(skip).collect();
+    let tail = if skip > 0 { format!("…{tail}") } else { tail };
     tail.replace('\n', "\\n").replace('\r', "\\r")
 }
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{after, bounded, select, Receiver};
 
-use super::quote::is_env_name;
+use super::is_env_name;
 use super::SSH_CONNECTION_FAILED;
 use super::{session_refused, Session, SshHost, HOST_UNAVAILABLE, SIGNAL_TIMEOUT};
 use crate::host::supervisor::{self, LocalProcess};
