@@ -180,10 +180,8 @@ impl ProcCgroup {
             match remove_tree(&self.dir, &mut budget) {
                 Ok(()) => return,
                 Err(e) if Instant::now() >= deadline => {
-                    log::warn!(
-                        "cannot remove cgroup cgroup={} error={e}",
-                        self.dir.display()
-                    );
+                    let dir = self.dir.display();
+                    log::warn!("cannot remove cgroup cgroup={dir} error={e}");
                     return;
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(10)),

@@ -141,11 +141,8 @@ pub(crate) fn run_configured_hook(
     let Some(script) = script else {
         return Ok(());
     };
-    let (id, ident) = (&env.issue_id, &env.issue_identifier);
-    let ctx = format!(
-        "hook={} issue_id={id} issue_identifier={ident}",
-        kind.as_str()
-    );
+    let (kind, id, ident) = (kind.as_str(), &env.issue_id, &env.issue_identifier);
+    let ctx = format!("hook={kind} issue_id={id} issue_identifier={ident}");
     log::info!("hook starting {ctx} workspace={}", cwd.display());
     match run_hook(host, script, cwd, env, timeout_ms) {
         Ok(o) => {
@@ -162,7 +159,7 @@ pub(crate) fn run_configured_hook(
             };
             let msg = e.to_string();
             log::warn!("hook failed {ctx} error={msg:?} stdout={out:?} stderr={err:?}");
-            Err(format!("{} hook {e}", kind.as_str()))
+            Err(format!("{kind} hook {e}"))
         }
     }
 }

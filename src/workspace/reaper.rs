@@ -89,10 +89,8 @@ impl Reaper {
                 return true;
             }
             if Instant::now() >= deadline {
-                log::warn!(
-                    "shutdown: {} workspace removal(s) still running; exiting anyway",
-                    self.handles.len()
-                );
+                let n = self.handles.len();
+                log::warn!("shutdown: {n} workspace removal(s) still running; exiting anyway");
                 return false;
             }
             std::thread::sleep(Duration::from_millis(20));

@@ -227,10 +227,8 @@ impl SshHost {
             .arg(&self.destination)
             .stdin(Stdio::null());
         if let Err(e) = status_within(c, self.settings.timeout()) {
-            log::warn!(
-                "cannot start the ssh master host={} connection={conn} error={e}",
-                self.destination
-            );
+            let host = &self.destination;
+            log::warn!("cannot start the ssh master host={host} connection={conn} error={e}");
         }
     }
 
@@ -267,9 +265,9 @@ impl SshHost {
             }
             return Ok(out);
         }
+        let host = &self.destination;
         Err(format!(
-            "ssh {}: session refused on two connections (sshd MaxSessions)",
-            self.destination
+            "ssh {host}: session refused on two connections (sshd MaxSessions)"
         ))
     }
 
