@@ -86,9 +86,8 @@ fn writable(p: &Path) -> bool {
 pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
     mountinfo.lines().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
-        (post.split_whitespace().next()? == "cgroup2")
-            .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))
-            .flatten()
+        let mount = pre.split_whitespace().nth(4).map(PathBuf::from);
+        mount.filter(|_| post.split_whitespace().next() == Some("cgroup2"))
     })
 }
 

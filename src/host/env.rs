@@ -26,11 +26,8 @@ pub fn set_env_policy(policy: EnvPolicy) {
 
 /// The current policy (the default — inherit everything — until one was set).
 pub fn env_policy() -> EnvPolicy {
-    POLICY
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
-        .unwrap_or_default()
+    let policy = POLICY.read().unwrap_or_else(|p| p.into_inner());
+    policy.clone().unwrap_or_default()
 }
 
 /// Apply the current policy to `cmd` (before the child's own variables are set).

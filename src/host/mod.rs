@@ -263,9 +263,8 @@ pub trait Process: Send + fmt::Debug {
 
     /// The kept stderr tail (lossy UTF-8), trimmed.
     fn stderr_tail(&self) -> String {
-        String::from_utf8_lossy(&self.stderr_bytes())
-            .trim()
-            .to_string()
+        let bytes = self.stderr_bytes();
+        String::from_utf8_lossy(&bytes).trim().to_string()
     }
 
     /// Wait up to `timeout` for the leader to be reaped; its status if it was.

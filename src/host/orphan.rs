@@ -69,10 +69,8 @@ impl OrphanOutcome {
 
     /// snake_case name, as logged.
     pub fn as_str(self) -> &'static str {
-        OUTCOMES
-            .iter()
-            .find(|(o, _)| *o == self)
-            .map_or("", |o| o.1)
+        let found = OUTCOMES.iter().find(|(o, _)| *o == self);
+        found.map_or("", |o| o.1)
     }
 }
 

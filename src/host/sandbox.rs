@@ -110,23 +110,12 @@ impl Sandbox {
         spec.env(self.home.env, &state);
         let mut a = self.base_args();
         // The extra and the hidden paths, the deeper one winning (hidden on a tie).
-        let c = &self.cfg;
-        let mut paths: Vec<(&Path, &str)> =
-            c.readable.iter().map(|p| (&**p, "--ro-bind-try")).collect();
-        paths.extend(
-            c.writable
-                .iter()
-                .map(PathBuf::as_path)
-                .chain(writable)
-                .map(|p| (p, "--bind-try")),
-        );
-        paths.extend(
-            c.hidden
-                .iter()
-                .map(PathBuf::as_path)
-                .chain(ws.parent())
-                .map(|p| (p, "--hide")),
-        );
+        let (c, mut paths) = (&self.cfg, Vec::<(&Path, &str)>::new());
+        paths.extend(c.readable.iter().map(|p| (&**p, "--ro-bind-try")));
+        paths.extend(c.writable.iter().map(|p| (&**p, "--bind-try")));
+        paths.extend(writable.map(|p| (p, "--bind-try")));
+        paths.extend(c.hidden.iter().map(|p| (&**p, "--hide")));
+        paths.extend(ws.parent().map(|p| (p, "--hide")));
         paths.sort_by_key(|(p, flag)| (p.components().count(), *flag == "--hide"));
         for (p, flag) in paths {
             let n = if flag == "--hide" { 1 } else { 2 };
@@ -155,12 +144,8 @@ impl Sandbox {
         for d in SYSTEM.split(' ') {
             push(&mut a, &["--ro-bind-try", d, d], &[]);
         }
-        push(
-            &mut a,
-            &["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"],
-            &[],
-        );
-        push(&mut a, &["--home"], &[]);
+        let rest = "--proc /proc --dev /dev --tmpfs /tmp --home";
+        a.extend(rest.split(' ').map(OsString::from));
         a
     }
 
