@@ -151,20 +151,15 @@ impl ProcCgroup {
     /// running agents.
     pub(crate) fn command(&self, program: &Path) -> Command {
         let mut c = Command::new("/bin/sh");
-        c.arg("-c")
-            .arg(JOIN)
-            .arg("baton-cgroup")
-            .arg(self.dir.join("cgroup.procs"))
-            .arg(program);
+        c.args(["-c", JOIN, "baton-cgroup"]);
+        c.arg(self.dir.join("cgroup.procs")).arg(program);
         c
     }
 
     /// Kill every process in the cgroup and in the cgroups nested below it (`cgroup.kill`).
     pub(crate) fn kill(&self) {
-        if let Ok(mut f) = OpenOptions::new()
-            .write(true)
-            .open(self.dir.join("cgroup.kill"))
-        {
+        let path = self.dir.join("cgroup.kill");
+        if let Ok(mut f) = OpenOptions::new().write(true).open(path) {
             let _ = f.write_all(b"1");
         }
     }

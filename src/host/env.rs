@@ -10,7 +10,6 @@ use std::sync::RwLock;
 /// Which inherited variables a child keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnvPolicy {
-    /// Variables removed from the inherited environment.
     pub remove: Vec<String>,
     /// When set, only these inherited variables are passed (then `remove` applies).
     pub keep_only: Option<Vec<String>>,

@@ -29,7 +29,6 @@ pub struct HookOutput {
     pub elapsed: Duration,
 }
 
-/// Why a hook failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookError {
     /// `sh` could not be started.

@@ -137,7 +137,6 @@ impl SshHost {
         self
     }
 
-    /// The socket of connection `conn`.
     fn control_path(&self, conn: usize) -> Option<PathBuf> {
         let base = self.control_base.as_ref()?;
         let mut name = base.file_name()?.to_os_string();
@@ -208,9 +207,8 @@ impl SshHost {
         c
     }
 
-    /// Start connection `conn`'s master unless its socket exists (within the command timeout).
-    /// Failures are left to the operation itself (it then connects directly and reports the
-    /// error).
+    /// Start connection `conn`'s master unless its socket exists (within the command timeout); a
+    /// failure is left to the operation (it then connects directly and reports the error).
     fn ensure_master(&self, conn: usize) {
         let Some(path) = self.control_path(conn) else {
             return;
@@ -233,10 +231,9 @@ impl SshHost {
     }
 
     /// Run `words` remotely with stdin `/dev/null` and collect the output within `timeout` (the
-    /// command timeout when `None`). A connection failure or a timeout is an `Err` starting with
-    /// [`HOST_UNAVAILABLE`]. A session the server refused (and that the client could not replace
-    /// by a fresh connection) is tried once more on another connection; it is never a
-    /// `host_unavailable` failure.
+    /// command timeout when `None`); a connection failure or a timeout is [`HOST_UNAVAILABLE`].
+    /// A session the server refused (that the client could not replace by a fresh connection)
+    /// is tried once more on another connection, and is never `host_unavailable`.
     fn run(&self, words: &[&OsStr], timeout: Option<Duration>) -> Result<HookOutput, String> {
         let timeout = timeout.unwrap_or_else(|| self.settings.timeout());
         for _ in 0..2 {
