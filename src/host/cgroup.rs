@@ -1,10 +1,7 @@
-//! Containment with cgroup v2 where Baton can manage a subtree (what it stops and what it does
-//! not: docs/security.md): every process the local supervisor starts runs in its own child cgroup
-//! `baton-<baton pid>-<label>-<n>` of Baton's cgroup, joined by a `/bin/sh` shim before the
-//! program is exec'd ([`ProcCgroup::command`]), so every descendant starts inside; once the
-//! leader has exited, `cgroup.kill` ends everything left and the subtree is removed. Detected
-//! once per process (the `0::` line of `/proc/self/cgroup`, the cgroup2 mount, a probe child with
-//! `cgroup.kill`); `BATON_CONTAINMENT=process_group` forces process groups only.
+//! Containment with cgroup v2 where Baton can manage a subtree (docs/security.md): every local
+//! process runs in its own child cgroup `baton-<baton pid>-<label>-<n>`, joined by a shim before
+//! the program is exec'd, so every descendant starts inside; once the leader has exited,
+//! `cgroup.kill` ends everything left. `BATON_CONTAINMENT=process_group` forces process groups.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};

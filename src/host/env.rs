@@ -1,8 +1,6 @@
-//! The environment agents and hooks inherit from Baton (`agent.env_remove`,
-//! `agent.env_keep_only`, and never the variable `server.webhook_secret: $VAR` names). One
-//! process-wide policy, set by the daemon from the config at startup and on every valid reload,
-//! applied by the local supervisor to every process it starts — agents and hooks alike. Variables
-//! Baton sets itself for a process (`BATON_*`, the runner's timeouts) are added after the policy.
+//! The environment agents and hooks inherit from Baton (`agent.env_remove`, `agent.env_keep_only`,
+//! never the `server.webhook_secret` variable): one process-wide policy, set at startup and on
+//! every valid reload, applied by the local supervisor before a process's own `BATON_*` variables.
 
 use std::process::Command;
 use std::sync::RwLock;

@@ -1,8 +1,5 @@
-//! [`LocalHost`]: runs on this machine — `std::fs` for workspaces, the [`supervisor`] for
-//! processes. Root containment is checked on canonical paths, so a symlink can never lead an agent
-//! or a removal outside the root.
-//!
-//! [`supervisor`]: super::supervisor
+//! [`LocalHost`]: `std::fs` for workspaces, the supervisor for processes. Root containment is
+//! checked on canonical paths, so a symlink can never lead an agent or a removal outside the root.
 
 use std::fs;
 use std::io;

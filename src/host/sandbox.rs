@@ -1,13 +1,9 @@
-//! `sandbox.*` (spec §15.5): agents (not hooks) confined to their workspace with bubblewrap. The
-//! mount layout and threat model are in docs/security.md.
-//!
-//! [`Sandbox::wrap`] rewrites an agent's [`ProcessSpec`] `bash -lc '<command> "$@"' …` into
-//! `bash -lc LAUNCHER … bwrap … -- env --default-signal=TERM bash -c '<command> "$@"' …`: the login
-//! profile still runs first, outside the sandbox, on the executing host (local or SSH), and hosts
-//! see an ordinary spec. Process control stays the supervisor's: `bwrap` leads the process group
-//! and everything inside stays in it; `bwrap` ignores SIGTERM, so a group SIGTERM reaches the
-//! agent as without a sandbox; when `bwrap` ends (SIGKILL, or `--die-with-parent`), its PID
-//! namespace and every process in it, `setsid`'d ones included, end too.
+//! `sandbox.*` (spec §15.5): agents (not hooks) confined to their workspace with bubblewrap (mount
+//! layout and threat model: docs/security.md). [`Sandbox::wrap`] rewrites an agent's spec into a
+//! launcher that runs the login profile outside the sandbox, on the executing host, then execs
+//! `bwrap … -- env --default-signal=TERM bash -c '<command> "$@"' …`. `bwrap` leads the process
+//! group and ignores SIGTERM, so a group SIGTERM reaches the agent as without a sandbox; when
+//! `bwrap` ends, its PID namespace and every process in it (`setsid`'d ones too) end too.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

@@ -1,10 +1,8 @@
-//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A; options,
-//! multiplexing masters, server limits and failure handling: docs/hosts.md). The remote command
-//! line holds only operator config and Baton-chosen values, each word single-quoted
-//! ([`shell_join`]), so issue text travels as quoted arguments and environment values, never as
-//! shell text; every short command has a deadline (`worker.ssh_command_timeout_ms`; a timeout is
-//! a `host_unavailable` failure); processes start under the [`process`] wrapper, which kills the
-//! remote group when the connection drops; workspaces keep the local containment rules.
+//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A;
+//! docs/hosts.md). The remote command line holds only operator config and Baton-chosen values,
+//! each word single-quoted ([`shell_join`]), so issue text is never shell text; every short
+//! command has a deadline (`worker.ssh_command_timeout_ms`); processes start under the
+//! [`process`] wrapper, which kills the remote group when the connection drops.
 
 mod process;
 mod workspace;
