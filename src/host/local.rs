@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use super::{orphan, supervisor, Host, OrphanOutcome, Process, ProcessSpec};
 use super::{BeforeRemove, Removal, Workspace, WorkspaceError};
 
-/// This machine.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalHost;
 
@@ -114,7 +113,6 @@ pub(crate) fn canonical_root(root: &Path) -> Result<PathBuf, WorkspaceError> {
 /// Prefix of a workspace being deleted (`.trash-<key>-<ts>`), inside the root.
 pub(crate) const TOMBSTONE_PREFIX: &str = ".trash-";
 
-/// A fresh tombstone name for `target` inside `root_canon`.
 fn tombstone_path(root_canon: &Path, target: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEQ: AtomicU64 = AtomicU64::new(0);

@@ -58,9 +58,7 @@ pub struct SandboxConfig {
     pub bubblewrap: bool,
     /// `network: none`: a network namespace with only loopback (default `host`).
     pub no_network: bool,
-    /// Extra paths the agent may write.
     pub writable: Vec<PathBuf>,
-    /// Extra paths the agent may read.
     pub readable: Vec<PathBuf>,
     /// Hidden besides the workspace root and home: `state.dir` and the WORKFLOW.md directory
     /// (filled by the config parser).

@@ -9,12 +9,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
-/// Most removals running at once.
 pub(crate) const MAX_REMOVERS: usize = 4;
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The removal threads and their queue.
 pub(crate) struct Reaper {
     handles: Vec<JoinHandle<()>>,
     jobs: Option<Sender<Job>>,
