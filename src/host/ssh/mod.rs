@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use super::hook::{output_within, status_within};
+use super::local::check_name;
 use super::{BeforeRemove, HookOutput, Host, OrphanOutcome, Process, ProcessSpec, Removal};
 use super::{LocalHost, Workspace, WorkspaceError, HOST_UNAVAILABLE};
 use crate::host::config::WorkerConfig;
@@ -309,15 +310,40 @@ impl SshHost {
 
 impl Host for SshHost {
     fn create_workspace(&self, root: &Path, path: &Path) -> Result<Workspace, WorkspaceError> {
-        workspace::create(self, root, path)
+        let line = self.workspace_sh(workspace::CREATE, root, path, "create")?;
+        let Some((created, p)) = line.split_once(' ') else {
+            return Err(self.workspace_error(format!("unexpected reply {line:?}")));
+        };
+        let path = PathBuf::from(p);
+        Ok(Workspace {
+            path,
+            created_now: created == "1",
+        })
     }
 
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-        workspace::check(self, root, path)
+        Ok(PathBuf::from(self.workspace_sh(
+            workspace::CHECK,
+            root,
+            path,
+            "check",
+        )?))
     }
 
     fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal {
-        workspace::remove(self, root, path, hook)
+        check_name(root, path)?; // its error is never "nothing to remove"
+        let line = match self.workspace_sh(workspace::INSPECT, root, path, "inspect") {
+            Ok(l) => l,
+            // No root: nothing to remove (as locally).
+            Err(e) if e.0.contains("is not accessible") => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let Some(("dir", p)) = line.split_once(' ') else {
+            return Ok(line == "unlinked");
+        };
+        hook(Path::new(p));
+        self.workspace_sh(workspace::DELETE, root, path, "delete")?;
+        Ok(true)
     }
 
     fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>> {
