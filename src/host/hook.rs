@@ -89,9 +89,8 @@ pub(crate) fn supervise(
         let left = drain_until.saturating_duration_since(Instant::now());
         eof = !keep(lines.recv_timeout(left).ok(), &mut stdout);
     }
-    let _ = proc
-        .stderr_done()
-        .recv_timeout(drain_until.saturating_duration_since(Instant::now()));
+    let left = drain_until.saturating_duration_since(Instant::now());
+    let _ = proc.stderr_done().recv_timeout(left);
     let stderr = String::from_utf8_lossy(&proc.stderr_bytes()).into_owned();
     let output = |code| HookOutput {
         code,
@@ -121,7 +120,7 @@ fn keep(item: Option<StdoutItem>, out: &mut Vec<u8>) -> bool {
             .iter()
             .map(|l| format!("{l}\n"))
             .collect::<String>()
-            .into(),
+            .into_bytes(),
         Some(StdoutItem::LineTooLong { .. }) | Some(StdoutItem::ReadError(_)) => return true,
         Some(StdoutItem::Eof) | None => return false,
     };
