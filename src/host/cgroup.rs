@@ -95,11 +95,8 @@ fn sweep_stale(dir: &Path) {
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("baton-")
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+        let rest = name.strip_prefix("baton-").unwrap_or_default();
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
@@ -133,13 +130,11 @@ impl ProcCgroup {
         };
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let dir = base.join(format!("baton-{}-{label}-{n}", std::process::id()));
-        match fs::create_dir(&dir) {
-            Ok(()) => Some(ProcCgroup { dir }),
-            Err(e) => {
-                log::warn!("cannot create a cgroup; using the process group only error={e}");
-                None
-            }
+        if let Err(e) = fs::create_dir(&dir) {
+            log::warn!("cannot create a cgroup; using the process group only error={e}");
+            return None;
         }
+        Some(ProcCgroup { dir })
     }
 
     /// A command running `program` inside this cgroup: the `/bin/sh` shim [`JOIN`] joins it and
