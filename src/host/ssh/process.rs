@@ -18,16 +18,14 @@ use crate::host::supervisor::{self, LocalProcess};
 use crate::host::{Process, ProcessSpec, StdoutItem};
 
 /// The remote wrapper (`sh -c WRAPPER baton-run <stdin|-> <shell> -lc <script> <args…>`):
-/// 1. keeps the connection's stdin on fd 3 and starts the program with `setsid` in a new session
-///    (so a new process group) with stdin `/dev/null`, or with `stdin` the connection's stdin
-///    (Codex's JSON-RPC); the program's first line is `BATON_PGID <pgid> <leader start time>`
-///    (the time empty where `/proc` is missing);
-/// 2. without `stdin`, starts a watcher (its own session) that blocks reading the connection's
-///    stdin: EOF means Baton, its `ssh` client, the master or `sshd` is gone, and the watcher
-///    stops the group (TERM, grace, KILL). With `stdin` that EOF reaches the program instead,
-///    and `codex app-server` exits at stdin EOF;
-/// 3. waits for the program, kills whatever is left in its group and the watcher, and exits with
-///    the program's status.
+/// 1. keeps the connection's stdin on fd 3 and `setsid`s the program (a new group) with stdin
+///    `/dev/null` (in `stdin` mode the connection's, for Codex's JSON-RPC, which exits at its
+///    EOF); its first line is `BATON_PGID <pgid> <leader start time>` (no time without `/proc`);
+/// 2. without `stdin`, a watcher (its own session) blocks reading the connection's stdin: EOF
+///    means Baton, its client, the master or `sshd` is gone, and it stops the group (TERM,
+///    grace, KILL);
+/// 3. at the program's exit, kills what is left of its group and the watcher, and exits with the
+///    program's status.
 pub(crate) const WRAPPER: &str = r#"exec 3<&0 </dev/null
 [ "$1" = stdin ] && i=3 || i=0
 shift
