@@ -8,8 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::agent::claude::ClaudeRunner;
+#[cfg(feature = "codex")]
 use crate::agent::codex::CodexRunner;
 use crate::agent::copilot::CopilotRunner;
+#[cfg(feature = "gemini")]
 use crate::agent::gemini::GeminiRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_FORCED_SHUTDOWN, EXIT_OK, EXIT_USAGE};
@@ -102,16 +104,19 @@ fn load_for_startup(path: &Path) -> Result<Workflow, String> {
     Ok(wf)
 }
 
-/// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
+/// The agent runner selected by `agent.kind` (Claude Code when unset, which preflight rejects, or
+/// when the kind's feature is not built, which `features::not_built` refuses first).
 fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
     let sandbox = cfg.agent_sandbox();
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => {
             Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
         }
+        #[cfg(feature = "codex")]
         Some(AgentKind::Codex) => {
             Arc::new(CodexRunner::new(cfg.codex.clone()).with_sandbox(sandbox))
         }
+        #[cfg(feature = "gemini")]
         Some(AgentKind::Gemini) => {
             Arc::new(GeminiRunner::new(cfg.gemini.clone()).with_sandbox(sandbox))
         }
