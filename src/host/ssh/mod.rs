@@ -143,10 +143,10 @@ impl SshHost {
         Some(base.with_file_name(name))
     }
 
-    /// `ssh` with Baton's options (before the destination) for connection `conn`; `master`
-    /// starts its multiplexing master instead of using it (ssh keeps the first value of an
-    /// option, so it is chosen here).
-    fn ssh(&self, master: bool, conn: usize) -> Command {
+    /// `ssh <Baton's options> <args…> -- <destination>` for connection `conn`, stdin `/dev/null`;
+    /// `master` starts its multiplexing master instead of using it (ssh keeps the first value of
+    /// an option, so it is chosen here).
+    fn ssh(&self, master: bool, conn: usize, args: &[&str]) -> Command {
         let mut c = Command::new(&self.program);
         let persist = format!("ControlPersist={CONTROL_PERSIST_S}");
         let connect = format!("ConnectTimeout={}", self.connect_timeout_s);
@@ -160,7 +160,8 @@ impl SshHost {
         }
         let mut path = OsString::from("ControlPath=");
         path.push(self.control_path(conn).unwrap_or_else(|| "none".into()));
-        c.arg("-o").arg(path);
+        c.arg("-o").arg(path).args(args).arg("--");
+        c.arg(&self.destination).stdin(Stdio::null());
         c
     }
 
@@ -197,12 +198,12 @@ impl SshHost {
         }
     }
 
-    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted), multiplexed over
-    /// `session`'s connection.
+    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted; stdin `/dev/null`),
+    /// multiplexed over `session`'s connection.
     pub(crate) fn command(&self, line: &OsStr, session: &Session) -> Command {
         self.ensure_master(session.conn);
-        let mut c = self.ssh(false, session.conn);
-        c.arg("-T").arg("--").arg(&self.destination).arg(line);
+        let mut c = self.ssh(false, session.conn, &["-T"]);
+        c.arg(line);
         c
     }
 
@@ -219,11 +220,8 @@ impl SshHost {
         if path.exists() {
             return;
         }
-        let mut c = self.ssh(true, conn);
-        c.args(["-f", "-N", "--"])
-            .arg(&self.destination)
-            .stdin(Stdio::null());
-        if let Err(e) = status_within(c, self.settings.timeout()) {
+        let master = self.ssh(true, conn, &["-f", "-N"]);
+        if let Err(e) = status_within(master, self.settings.timeout()) {
             let host = &self.destination;
             log::warn!("cannot start the ssh master host={host} connection={conn} error={e}");
         }
@@ -237,8 +235,7 @@ impl SshHost {
         let timeout = timeout.unwrap_or_else(|| self.settings.timeout());
         for _ in 0..2 {
             let session = self.session();
-            let mut cmd = self.command(&shell_join(words), &session);
-            cmd.stdin(Stdio::null());
+            let cmd = self.command(&shell_join(words), &session);
             let out = match output_within(cmd, timeout) {
                 Ok(out) => out,
                 Err(e) if e.kind() == io::ErrorKind::TimedOut => {
@@ -299,11 +296,7 @@ impl SshHost {
     pub fn close(&self) {
         let conns = self.mux.conns.lock().map(|c| c.len()).unwrap_or(0);
         for conn in 0..conns {
-            let mut c = self.ssh(false, conn);
-            c.args(["-O", "exit", "--"])
-                .arg(&self.destination)
-                .stdin(Stdio::null());
-            let _ = output_within(c, SIGNAL_TIMEOUT);
+            let _ = output_within(self.ssh(false, conn, &["-O", "exit"]), SIGNAL_TIMEOUT);
         }
     }
 }
