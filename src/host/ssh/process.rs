@@ -9,7 +9,7 @@ use std::process::{ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, bounded, select, Receiver};
+use crossbeam_channel::{bounded, Receiver};
 
 use super::is_env_name;
 use super::SSH_CONNECTION_FAILED;
@@ -90,11 +90,7 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
         cmd.stdin(Stdio::piped());
         let (pgid_tx, pgid_rx) = bounded::<(u32, Option<u64>)>(1);
         let client = supervisor::spawn_command(cmd, spec, None, Some(pgid_tx))?;
-        let pgid = select! {
-            recv(pgid_rx) -> p => p.ok(),
-            recv(after(host.settings.timeout())) -> _ => None,
-        };
-        if let Some((pgid, start_time)) = pgid {
+        if let Ok((pgid, start_time)) = pgid_rx.recv_timeout(host.settings.timeout()) {
             if session_refused(&client.stderr_tail()) {
                 host.refused(&session); // the client fell back to a connection of its own
             }
