@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::{orphan, supervisor, Host, OrphanOutcome, Process, ProcessSpec};
 use super::{BeforeRemove, Removal, Workspace, WorkspaceError};
 
+/// This machine (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalHost;
 
