@@ -1,10 +1,7 @@
-//! Containment with cgroup v2 where Baton can manage a subtree (what it stops and what it does
-//! not: docs/security.md): every process the local supervisor starts runs in its own child cgroup
-//! `baton-<baton pid>-<label>-<n>` of Baton's cgroup, joined by a `/bin/sh` shim before the
-//! program is exec'd ([`ProcCgroup::command`]), so every descendant starts inside; once the
-//! leader has exited, `cgroup.kill` ends everything left and the subtree is removed. Detected
-//! once per process (the `0::` line of `/proc/self/cgroup`, the cgroup2 mount, a probe child with
-//! `cgroup.kill`); `BATON_CONTAINMENT=process_group` forces process groups only.
+//! Containment with cgroup v2 where Baton can manage a subtree (docs/security.md): every local
+//! process runs in its own child cgroup `baton-<baton pid>-<label>-<n>`, joined by a shim before
+//! the program is exec'd, so every descendant starts inside; once the leader has exited,
+//! `cgroup.kill` ends everything left. `BATON_CONTAINMENT=process_group` forces process groups.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -45,17 +42,12 @@ impl std::fmt::Display for Containment {
 pub fn containment() -> &'static Containment {
     static MODE: OnceLock<Containment> = OnceLock::new();
     MODE.get_or_init(|| {
-        let forced = std::env::var("BATON_CONTAINMENT").ok();
-        if forced.as_deref() == Some("process_group") {
+        let forced = std::env::var("BATON_CONTAINMENT").is_ok_and(|v| v == "process_group");
+        let Some(dir) = (!forced).then(detect).flatten() else {
             return Containment::ProcessGroup;
-        }
-        match detect() {
-            Some(dir) => {
-                sweep_stale(&dir);
-                Containment::Cgroup(dir)
-            }
-            None => Containment::ProcessGroup,
-        }
+        };
+        sweep_stale(&dir);
+        Containment::Cgroup(dir)
     })
 }
 
@@ -91,9 +83,8 @@ fn writable(p: &Path) -> bool {
 pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<PathBuf> {
     mountinfo.lines().find_map(|l| {
         let (pre, post) = l.split_once(" - ")?;
-        (post.split_whitespace().next()? == "cgroup2")
-            .then(|| pre.split_whitespace().nth(4).map(PathBuf::from))
-            .flatten()
+        let mount = pre.split_whitespace().nth(4).map(PathBuf::from);
+        mount.filter(|_| post.split_whitespace().next() == Some("cgroup2"))
     })
 }
 
@@ -104,11 +95,8 @@ fn sweep_stale(dir: &Path) {
     };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix("baton-")
-            .and_then(|r| r.split('-').next())
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+        let rest = name.strip_prefix("baton-").unwrap_or_default();
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
@@ -142,13 +130,11 @@ impl ProcCgroup {
         };
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let dir = base.join(format!("baton-{}-{label}-{n}", std::process::id()));
-        match fs::create_dir(&dir) {
-            Ok(()) => Some(ProcCgroup { dir }),
-            Err(e) => {
-                log::warn!("cannot create a cgroup; using the process group only error={e}");
-                None
-            }
+        if let Err(e) = fs::create_dir(&dir) {
+            log::warn!("cannot create a cgroup; using the process group only error={e}");
+            return None;
         }
+        Some(ProcCgroup { dir })
     }
 
     /// A command running `program` inside this cgroup: the `/bin/sh` shim [`JOIN`] joins it and
@@ -157,20 +143,15 @@ impl ProcCgroup {
     /// running agents.
     pub(crate) fn command(&self, program: &Path) -> Command {
         let mut c = Command::new("/bin/sh");
-        c.arg("-c")
-            .arg(JOIN)
-            .arg("baton-cgroup")
-            .arg(self.dir.join("cgroup.procs"))
-            .arg(program);
+        c.args(["-c", JOIN, "baton-cgroup"]);
+        c.arg(self.dir.join("cgroup.procs")).arg(program);
         c
     }
 
     /// Kill every process in the cgroup and in the cgroups nested below it (`cgroup.kill`).
     pub(crate) fn kill(&self) {
-        if let Ok(mut f) = OpenOptions::new()
-            .write(true)
-            .open(self.dir.join("cgroup.kill"))
-        {
+        let path = self.dir.join("cgroup.kill");
+        if let Ok(mut f) = OpenOptions::new().write(true).open(path) {
             let _ = f.write_all(b"1");
         }
     }
@@ -185,10 +166,8 @@ impl ProcCgroup {
             match remove_tree(&self.dir, &mut budget) {
                 Ok(()) => return,
                 Err(e) if Instant::now() >= deadline => {
-                    log::warn!(
-                        "cannot remove cgroup cgroup={} error={e}",
-                        self.dir.display()
-                    );
+                    let dir = self.dir.display();
+                    log::warn!("cannot remove cgroup cgroup={dir} error={e}");
                     return;
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(10)),

@@ -1,8 +1,6 @@
-//! The environment agents and hooks inherit from Baton (`agent.env_remove`,
-//! `agent.env_keep_only`, and never the variable `server.webhook_secret: $VAR` names). One
-//! process-wide policy, set by the daemon from the config at startup and on every valid reload,
-//! applied by the local supervisor to every process it starts — agents and hooks alike. Variables
-//! Baton sets itself for a process (`BATON_*`, the runner's timeouts) are added after the policy.
+//! The environment agents and hooks inherit from Baton (`agent.env_remove`, `agent.env_keep_only`,
+//! never the `server.webhook_secret` variable): one process-wide policy, set at startup and on
+//! every valid reload, applied by the local supervisor before a process's own `BATON_*` variables.
 
 use std::process::Command;
 use std::sync::RwLock;
@@ -10,7 +8,6 @@ use std::sync::RwLock;
 /// Which inherited variables a child keeps.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnvPolicy {
-    /// Variables removed from the inherited environment.
     pub remove: Vec<String>,
     /// When set, only these inherited variables are passed (then `remove` applies).
     pub keep_only: Option<Vec<String>>,
@@ -26,11 +23,8 @@ pub fn set_env_policy(policy: EnvPolicy) {
 
 /// The current policy (the default — inherit everything — until one was set).
 pub fn env_policy() -> EnvPolicy {
-    POLICY
-        .read()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone()
-        .unwrap_or_default()
+    let policy = POLICY.read().unwrap_or_else(|p| p.into_inner());
+    policy.clone().unwrap_or_default()
 }
 
 /// Apply the current policy to `cmd` (before the child's own variables are set).

@@ -1,8 +1,5 @@
-//! [`LocalHost`]: runs on this machine — `std::fs` for workspaces, the [`supervisor`] for
-//! processes. Root containment is checked on canonical paths, so a symlink can never lead an agent
-//! or a removal outside the root.
-//!
-//! [`supervisor`]: super::supervisor
+//! [`LocalHost`]: `std::fs` for workspaces, the supervisor for processes. Root containment is
+//! checked on canonical paths, so a symlink can never lead an agent or a removal outside the root.
 
 use std::fs;
 use std::io;
@@ -11,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::{orphan, supervisor, Host, OrphanOutcome, Process, ProcessSpec};
 use super::{BeforeRemove, Removal, Workspace, WorkspaceError};
 
-/// This machine.
+/// This machine (see the module docs).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LocalHost;
 
@@ -24,10 +21,8 @@ impl LocalHost {
 /// An I/O failure on `path` as a workspace error: `msg` with its `{}` replaced by the path.
 fn fail<'a>(msg: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> WorkspaceError + 'a {
     move |e| {
-        WorkspaceError(format!(
-            "{}: {e}",
-            msg.replace("{}", &path.display().to_string())
-        ))
+        let p = path.display().to_string();
+        WorkspaceError(format!("{}: {e}", msg.replace("{}", &p)))
     }
 }
 
@@ -88,11 +83,8 @@ impl Host for LocalHost {
             Err(e) => return Err(fail("cannot move workspace {} aside", &target)(e)),
         }
         fs::remove_dir_all(&tomb).map_err(|e| {
-            WorkspaceError(format!(
-                "cannot remove workspace {} (moved to {}): {e}",
-                target.display(),
-                tomb.display()
-            ))
+            let (t, m) = (target.display(), tomb.display());
+            WorkspaceError(format!("cannot remove workspace {t} (moved to {m}): {e}"))
         })?;
         Ok(true)
     }
@@ -122,7 +114,6 @@ pub(crate) fn canonical_root(root: &Path) -> Result<PathBuf, WorkspaceError> {
 /// Prefix of a workspace being deleted (`.trash-<key>-<ts>`), inside the root.
 pub(crate) const TOMBSTONE_PREFIX: &str = ".trash-";
 
-/// A fresh tombstone name for `target` inside `root_canon`.
 fn tombstone_path(root_canon: &Path, target: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -182,13 +173,13 @@ pub(crate) fn pinned(root: &Path, canon: PathBuf) -> Result<PathBuf, WorkspaceEr
     let mut roots = PINNED_ROOTS.lock().unwrap_or_else(|p| p.into_inner());
     match roots.iter().find(|(r, _)| r == root) {
         Some((_, first)) if *first == canon => Ok(canon),
-        Some((_, first)) => Err(WorkspaceError(format!(
-            "workspace root {} now resolves to {}, but resolved to {} at first use; refusing to \
-             touch it (restart Baton after moving the root)",
-            root.display(),
-            canon.display(),
-            first.display()
-        ))),
+        Some((_, first)) => {
+            let (r, c, f) = (root.display(), canon.display(), first.display());
+            Err(WorkspaceError(format!(
+                "workspace root {r} now resolves to {c}, but resolved to {f} at first use; \
+                 refusing to touch it (restart Baton after moving the root)"
+            )))
+        }
         None => {
             roots.push((root.to_path_buf(), canon.clone()));
             Ok(canon)
@@ -200,19 +191,13 @@ pub(crate) fn pinned(root: &Path, canon: PathBuf) -> Result<PathBuf, WorkspaceEr
 /// canonical path.
 pub(crate) fn check_contained(root_canon: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
     let canon = (path.canonicalize()).map_err(fail("workspace {} is not accessible", path))?;
+    let (p, c, r) = (path.display(), canon.display(), root_canon.display());
     if canon == root_canon || !canon.starts_with(root_canon) {
-        return Err(WorkspaceError(format!(
-            "workspace {} resolves to {}, outside the workspace root {}",
-            path.display(),
-            canon.display(),
-            root_canon.display()
-        )));
+        let e = format!("workspace {p} resolves to {c}, outside the workspace root {r}");
+        return Err(WorkspaceError(e));
     }
     if !canon.is_dir() {
-        let canon = canon.display();
-        return Err(WorkspaceError(format!(
-            "workspace {canon} is not a directory"
-        )));
+        return Err(WorkspaceError(format!("workspace {c} is not a directory")));
     }
     Ok(canon)
 }
@@ -223,9 +208,7 @@ pub(crate) fn check_name(root: &Path, path: &Path) -> Result<(), WorkspaceError>
     if path.parent() == Some(root) && name.is_some_and(|n| n != "." && n != ".." && !n.is_empty()) {
         return Ok(());
     }
-    Err(WorkspaceError(format!(
-        "workspace {} is not a direct child of the workspace root {}",
-        path.display(),
-        root.display()
-    )))
+    let (p, r) = (path.display(), root.display());
+    let e = format!("workspace {p} is not a direct child of the workspace root {r}");
+    Err(WorkspaceError(e))
 }

@@ -1,23 +1,13 @@
-//! The execution-host seam: everything a run does to the world — prepare, contain-check and remove
-//! a workspace, run a hook, spawn an agent CLI as its own process group, read its output, signal
-//! and reap it — goes through one object-safe [`Host`].
+//! The execution-host seam: everything a run does to the world (workspaces, hooks, agent process
+//! groups, their output and signals) goes through one object-safe [`Host`]: [`LocalHost`] or the
+//! SSH host. Nothing outside this module calls `killpg`, starts a shell or deletes a workspace.
 //!
-//! [`LocalHost`] is the only implementation today: `std::fs` for workspaces and the
-//! `supervisor` for processes (one `waitid(WNOWAIT)` design shared by hooks and agents). A
-//! remote host (SSH, spec Appendix A) is another implementation: it runs the same [`ProcessSpec`]
-//! remotely and hands back its own [`Process`] (e.g. the local `ssh` client whose group signals
-//! are forwarded to the remote pgid). Nothing outside this module calls `killpg`, starts a shell
-//! or deletes a workspace directory.
-//!
-//! Adding a host: implement [`Host`] — the three workspace operations with the same containment
-//! rules as [`LocalHost`], and `spawn`, returning a [`Process`] whose `pid` is the (remote) group
-//! id, whose `signal_group` reaches that group only while its leader is unreaped, and whose
-//! `lines`/`exited`/`stderr_done` channels close when the process ends (a dropped connection must
-//! end them too). `run_hook` then works unchanged (it is built on `spawn`); give the agent runners
-//! the host with `with_host` and the worker runs workspaces and hooks there.
+//! Adding a host: implement the three workspace operations with [`LocalHost`]'s containment
+//! rules, and `spawn`, returning a [`Process`] whose `pid` is the (remote) group id, whose
+//! `signal_group` reaches that group only while its leader is unreaped, and whose channels close
+//! when the process ends (a dropped connection too). `run_hook` is built on `spawn`.
 
 mod cgroup;
-mod command;
 pub mod config;
 mod env;
 mod hook;
@@ -25,8 +15,6 @@ mod local;
 #[cfg(not(feature = "ssh"))]
 mod no_ssh;
 pub mod orphan;
-#[cfg(feature = "ssh")]
-mod pool;
 pub mod sandbox;
 #[cfg(feature = "ssh")]
 pub mod ssh;
@@ -42,22 +30,18 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 pub use cgroup::{containment, Containment};
-pub(crate) use command::command_output;
 pub use env::{env_policy, set_env_policy, EnvPolicy};
+pub(crate) use hook::command_output;
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
-pub use local::sweep_tombstones;
-pub use local::LocalHost;
+pub use local::{sweep_tombstones, LocalHost};
 #[cfg(not(feature = "ssh"))]
 pub use no_ssh::HostPool;
 pub use orphan::OrphanOutcome;
 #[cfg(feature = "ssh")]
-pub use pool::HostPool;
-#[cfg(feature = "ssh")]
-pub use ssh::{SshHost, SshSettings};
+pub use ssh::{HostPool, SshHost, SshSettings};
 pub use supervisor::kill_live_groups;
 
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;
-pub(crate) const DEFAULT_STDERR_TAIL_BYTES: usize = 8 * 1024;
 /// Between SIGTERM and SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
 /// How long [`Process::terminate`] waits for the reap after SIGKILL before giving up.
@@ -100,10 +84,10 @@ pub trait Host: Send + Sync + fmt::Debug {
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError>;
 
     /// Remove the workspace `path` inside `root`: a symlink or non-directory is unlinked (never
-    /// followed); a directory gets `hook(<resolved path>)` (the `before_remove` hook) called first (in place), then
-    /// is renamed atomically to a tombstone `<root>/.trash-<key>-<ts>-<n>` and deleted with its
-    /// contents, so a concurrent re-creation always gets a fresh directory. A root that resolves
-    /// elsewhere than at its first use is refused. Returns false when there was nothing to remove.
+    /// followed); a directory gets `hook(<resolved path>)` (`before_remove`) first, then is
+    /// renamed atomically to a tombstone `<root>/.trash-<key>-<ts>-<n>` and deleted, so a
+    /// concurrent re-creation gets a fresh directory. A root that resolves elsewhere than at its
+    /// first use is refused. Returns false when there was nothing to remove.
     fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal;
 
     /// Start `spec` as the leader of a new process group (see [`ProcessSpec`]).
@@ -138,11 +122,12 @@ pub trait Host: Send + Sync + fmt::Debug {
         timeout: Duration,
     ) -> Result<HookOutput, HookError> {
         let started = std::time::Instant::now();
-        let mut spec = ProcessSpec::hook(script, cwd);
-        spec.env = env.to_vec();
-        let proc = self
-            .spawn(&spec)
-            .map_err(|e| HookError::Spawn(e.to_string()))?;
+        let spec = ProcessSpec {
+            env: env.to_vec(),
+            ..ProcessSpec::hook(script, cwd)
+        };
+        let proc = self.spawn(&spec);
+        let proc = proc.map_err(|e| HookError::Spawn(e.to_string()))?;
         hook::supervise(proc.as_ref(), started, timeout)
     }
 }
@@ -197,7 +182,7 @@ impl ProcessSpec {
             stdout: StdoutMode::Lines {
                 max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             },
-            stderr_tail_bytes: DEFAULT_STDERR_TAIL_BYTES,
+            stderr_tail_bytes: 8 * 1024,
             label: "agent",
             stdin_pipe: false,
         }
@@ -278,9 +263,8 @@ pub trait Process: Send + fmt::Debug {
 
     /// The kept stderr tail (lossy UTF-8), trimmed.
     fn stderr_tail(&self) -> String {
-        String::from_utf8_lossy(&self.stderr_bytes())
-            .trim()
-            .to_string()
+        let bytes = self.stderr_bytes();
+        String::from_utf8_lossy(&bytes).trim().to_string()
     }
 
     /// Wait up to `timeout` for the leader to be reaped; its status if it was.

@@ -1,11 +1,7 @@
-//! Process identity and orphan stopping: the agent groups a previous Baton left running.
-//!
-//! A pid alone does not name a process across a restart: it may have been reused. A recorded
-//! agent is identified by its process-group id (= its leader's pid) **and** the leader's start
-//! time, `/proc/<pid>/stat` field 22 (clock ticks since boot), which a reused pid does not share,
-//! and it must belong to this user. One check does it, [`STOP_SCRIPT`], run by the host that owns
-//! the group: `sh` here for [`LocalHost`](super::LocalHost), over SSH for a remote host — never a
-//! local signal for a remote group.
+//! Stopping the agent groups a previous Baton left running. A pid may have been reused across a
+//! restart, so a recorded agent is its process-group id (= its leader's pid) **and** the leader's
+//! start time (`/proc/<pid>/stat` field 22), and must belong to this user. One check does it,
+//! [`STOP_SCRIPT`], run by the host that owns the group (never a local signal for a remote one).
 
 use std::time::Duration;
 
@@ -69,10 +65,8 @@ impl OrphanOutcome {
 
     /// snake_case name, as logged.
     pub fn as_str(self) -> &'static str {
-        OUTCOMES
-            .iter()
-            .find(|(o, _)| *o == self)
-            .map_or("", |o| o.1)
+        let found = OUTCOMES.iter().find(|(o, _)| *o == self);
+        found.map_or("", |o| o.1)
     }
 }
 

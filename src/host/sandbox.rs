@@ -1,13 +1,9 @@
-//! `sandbox.*` (spec §15.5): agents (not hooks) confined to their workspace with bubblewrap. The
-//! mount layout and threat model are in docs/security.md.
-//!
-//! [`Sandbox::wrap`] rewrites an agent's [`ProcessSpec`] `bash -lc '<command> "$@"' …` into
-//! `bash -lc LAUNCHER … bwrap … -- env --default-signal=TERM bash -c '<command> "$@"' …`: the login
-//! profile still runs first, outside the sandbox, on the executing host (local or SSH), and hosts
-//! see an ordinary spec. Process control stays the supervisor's: `bwrap` leads the process group
-//! and everything inside stays in it; `bwrap` ignores SIGTERM, so a group SIGTERM reaches the
-//! agent as without a sandbox; when `bwrap` ends (SIGKILL, or `--die-with-parent`), its PID
-//! namespace and every process in it, `setsid`'d ones included, end too.
+//! `sandbox.*` (spec §15.5): agents (not hooks) confined to their workspace with bubblewrap (mount
+//! layout and threat model: docs/security.md). [`Sandbox::wrap`] rewrites an agent's spec into a
+//! launcher that runs the login profile outside the sandbox, on the executing host, then execs
+//! `bwrap … -- env --default-signal=TERM bash -c '<command> "$@"' …`. `bwrap` leads the process
+//! group and ignores SIGTERM, so a group SIGTERM reaches the agent as without a sandbox; when
+//! `bwrap` ends, its PID namespace and every process in it (`setsid`'d ones too) end too.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -62,9 +58,7 @@ pub struct SandboxConfig {
     pub bubblewrap: bool,
     /// `network: none`: a network namespace with only loopback (default `host`).
     pub no_network: bool,
-    /// Extra paths the agent may write.
     pub writable: Vec<PathBuf>,
-    /// Extra paths the agent may read.
     pub readable: Vec<PathBuf>,
     /// Hidden besides the workspace root and home: `state.dir` and the WORKFLOW.md directory
     /// (filled by the config parser).
@@ -110,23 +104,12 @@ impl Sandbox {
         spec.env(self.home.env, &state);
         let mut a = self.base_args();
         // The extra and the hidden paths, the deeper one winning (hidden on a tie).
-        let c = &self.cfg;
-        let mut paths: Vec<(&Path, &str)> =
-            c.readable.iter().map(|p| (&**p, "--ro-bind-try")).collect();
-        paths.extend(
-            c.writable
-                .iter()
-                .map(PathBuf::as_path)
-                .chain(writable)
-                .map(|p| (p, "--bind-try")),
-        );
-        paths.extend(
-            c.hidden
-                .iter()
-                .map(PathBuf::as_path)
-                .chain(ws.parent())
-                .map(|p| (p, "--hide")),
-        );
+        let (c, mut paths) = (&self.cfg, Vec::<(&Path, &str)>::new());
+        paths.extend(c.readable.iter().map(|p| (&**p, "--ro-bind-try")));
+        paths.extend(c.writable.iter().map(|p| (&**p, "--bind-try")));
+        paths.extend(writable.map(|p| (p, "--bind-try")));
+        paths.extend(c.hidden.iter().map(|p| (&**p, "--hide")));
+        paths.extend(ws.parent().map(|p| (p, "--hide")));
         paths.sort_by_key(|(p, flag)| (p.components().count(), *flag == "--hide"));
         for (p, flag) in paths {
             let n = if flag == "--hide" { 1 } else { 2 };
@@ -155,12 +138,8 @@ impl Sandbox {
         for d in SYSTEM.split(' ') {
             push(&mut a, &["--ro-bind-try", d, d], &[]);
         }
-        push(
-            &mut a,
-            &["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"],
-            &[],
-        );
-        push(&mut a, &["--home"], &[]);
+        let rest = "--proc /proc --dev /dev --tmpfs /tmp --home";
+        a.extend(rest.split(' ').map(OsString::from));
         a
     }
 
@@ -168,31 +147,32 @@ impl Sandbox {
     /// (`bwrap` missing, namespaces refused, an option this `bwrap` lacks), prefixed with the
     /// error class (`host_sandbox_unavailable: <host>: ` on an SSH host).
     pub fn check(&self, host: &dyn Host) -> Result<(), String> {
-        self.trial(host).map_err(|e| match host.name() {
-            Some(h) => format!("host_{SANDBOX_UNAVAILABLE}: {h}: {e}"),
-            None => format!("{SANDBOX_UNAVAILABLE}: {e}"),
-        })
-    }
-
-    fn trial(&self, host: &dyn Host) -> Result<(), String> {
         let mut spec = ProcessSpec::command("true", "/");
         let mut a = self.base_args();
         if let Some(p) = &self.program {
             push(&mut a, &["--cli", p], &[]);
         }
         rewrite(&mut spec, OsStr::new(""), a);
-        let p = host.spawn(&spec).map_err(|e| e.to_string())?;
-        let status = p.wait_exit(CHECK_TIMEOUT);
-        if status.is_some_and(|s| s.success()) {
-            return Ok(());
-        }
-        p.terminate(Duration::from_millis(500));
-        let tail = p.stderr_tail_after(Duration::from_secs(1));
-        let tail = tail.strip_prefix("sandbox_unavailable: ").unwrap_or(&tail);
-        Err(match (tail.is_empty(), status) {
-            (false, _) => crate::text::single_line(tail, 300),
-            (true, Some(s)) => format!("bwrap failed: {s}"),
-            (true, None) => format!("bwrap did not finish within {CHECK_TIMEOUT:?}"),
+        let e = match host.spawn(&spec) {
+            Err(e) => e.to_string(),
+            Ok(p) => {
+                let status = p.wait_exit(CHECK_TIMEOUT);
+                if status.is_some_and(|s| s.success()) {
+                    return Ok(());
+                }
+                p.terminate(Duration::from_millis(500));
+                let tail = p.stderr_tail_after(Duration::from_secs(1));
+                let tail = tail.strip_prefix("sandbox_unavailable: ").unwrap_or(&tail);
+                match (tail.is_empty(), status) {
+                    (false, _) => crate::text::single_line(tail, 300),
+                    (true, Some(s)) => format!("bwrap failed: {s}"),
+                    (true, None) => format!("bwrap did not finish within {CHECK_TIMEOUT:?}"),
+                }
+            }
+        };
+        Err(match host.name() {
+            Some(h) => format!("host_{SANDBOX_UNAVAILABLE}: {h}: {e}"),
+            None => format!("{SANDBOX_UNAVAILABLE}: {e}"),
         })
     }
 }

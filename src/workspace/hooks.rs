@@ -92,35 +92,26 @@ impl HookEnv {
     /// The variables as (name, value) pairs. NUL bytes (which no environment can carry, and
     /// which would fail every spawn) are removed.
     pub fn vars(&self) -> Vec<(&'static str, OsString)> {
+        let vars = [
+            ("BATON_ISSUE_ID", self.issue_id.as_bytes()),
+            ("BATON_ISSUE_IDENTIFIER", self.issue_identifier.as_bytes()),
+            ("BATON_ISSUE_NUMBER", self.issue_number.as_bytes()),
+            ("BATON_ISSUE_REPO", self.issue_repo.as_bytes()),
+            ("BATON_ISSUE_URL", self.issue_url.as_bytes()),
+            ("BATON_ISSUE_STATUS", self.issue_status.as_bytes()),
+            ("BATON_WORKSPACE", self.workspace.as_os_str().as_bytes()),
+        ];
         let clean = |v: &[u8]| OsString::from_vec(v.iter().copied().filter(|&b| b != 0).collect());
-        vec![
-            ("BATON_ISSUE_ID", clean(self.issue_id.as_bytes())),
-            (
-                "BATON_ISSUE_IDENTIFIER",
-                clean(self.issue_identifier.as_bytes()),
-            ),
-            ("BATON_ISSUE_NUMBER", clean(self.issue_number.as_bytes())),
-            ("BATON_ISSUE_REPO", clean(self.issue_repo.as_bytes())),
-            ("BATON_ISSUE_URL", clean(self.issue_url.as_bytes())),
-            ("BATON_ISSUE_STATUS", clean(self.issue_status.as_bytes())),
-            (
-                "BATON_WORKSPACE",
-                clean(self.workspace.as_os_str().as_bytes()),
-            ),
-        ]
+        vars.into_iter().map(|(k, v)| (k, clean(v))).collect()
     }
 }
 
 /// Shorten hook output for one log line: last `LOG_OUTPUT_CHARS` chars, newlines escaped.
 pub fn truncate_for_log(s: &str) -> String {
     let s = s.trim();
-    let count = s.chars().count();
-    let tail: String = if count > LOG_OUTPUT_CHARS {
-        let skip = count - LOG_OUTPUT_CHARS;
-        format!("…{}", s.chars().skip(skip).collect::<String>())
-    } else {
-        s.to_string()
-    };
+    let skip = s.chars().count().saturating_sub(LOG_OUTPUT_CHARS);
+    let tail: String = s.chars().skip(skip).collect();
+    let tail = if skip > 0 { format!("…{tail}") } else { tail };
     tail.replace('\n', "\\n").replace('\r', "\\r")
 }
 
@@ -150,23 +141,13 @@ pub(crate) fn run_configured_hook(
     let Some(script) = script else {
         return Ok(());
     };
-    log::info!(
-        "hook starting hook={} issue_id={} issue_identifier={} workspace={}",
-        kind.as_str(),
-        env.issue_id,
-        env.issue_identifier,
-        cwd.display()
-    );
+    let (kind, id, ident) = (kind.as_str(), &env.issue_id, &env.issue_identifier);
+    let ctx = format!("hook={kind} issue_id={id} issue_identifier={ident}");
+    log::info!("hook starting {ctx} workspace={}", cwd.display());
     match run_hook(host, script, cwd, env, timeout_ms) {
         Ok(o) => {
-            log::debug!(
-                "hook finished hook={} issue_id={} issue_identifier={} elapsed_ms={} stdout={:?}",
-                kind.as_str(),
-                env.issue_id,
-                env.issue_identifier,
-                o.elapsed.as_millis(),
-                truncate_for_log(&o.stdout)
-            );
+            let (ms, out) = (o.elapsed.as_millis(), truncate_for_log(&o.stdout));
+            log::debug!("hook finished {ctx} elapsed_ms={ms} stdout={out:?}");
             Ok(())
         }
         Err(e) => {
@@ -176,16 +157,9 @@ pub(crate) fn run_configured_hook(
                 }
                 HookError::Spawn(_) => (String::new(), String::new()),
             };
-            log::warn!(
-                "hook failed hook={} issue_id={} issue_identifier={} error={:?} stdout={:?} stderr={:?}",
-                kind.as_str(),
-                env.issue_id,
-                env.issue_identifier,
-                e.to_string(),
-                out,
-                err
-            );
-            Err(format!("{} hook {e}", kind.as_str()))
+            let msg = e.to_string();
+            log::warn!("hook failed {ctx} error={msg:?} stdout={out:?} stderr={err:?}");
+            Err(format!("{kind} hook {e}"))
         }
     }
 }

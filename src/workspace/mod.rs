@@ -25,27 +25,22 @@ pub fn ensure_workspace(
     env: &HookEnv,
 ) -> Result<Workspace, WorkspaceError> {
     let ws = host.create_workspace(root, path)?;
-    if ws.created_now {
-        let mut env = env.clone();
-        env.workspace = ws.path.clone();
-        if let Err(e) = run_configured_hook(
-            host,
-            HookKind::AfterCreate,
-            hooks.after_create.as_deref(),
-            &ws.path,
-            &env,
-            hooks.timeout_ms,
-        ) {
-            if let Err(rm) = host.remove_workspace(root, path, &mut |_| {}) {
-                log::warn!(
-                    "workspace cleanup after failed after_create failed workspace={} error={rm}",
-                    ws.path.display()
-                );
-            }
-            return Err(WorkspaceError(e));
-        }
+    if !ws.created_now {
+        return Ok(ws);
     }
-    Ok(ws)
+    let env = HookEnv {
+        workspace: ws.path.clone(),
+        ..env.clone()
+    };
+    let (kind, script) = (HookKind::AfterCreate, hooks.after_create.as_deref());
+    let Err(e) = run_configured_hook(host, kind, script, &ws.path, &env, hooks.timeout_ms) else {
+        return Ok(ws);
+    };
+    if let Err(rm) = host.remove_workspace(root, path, &mut |_| {}) {
+        let ws = ws.path.display();
+        log::warn!("workspace cleanup after failed after_create failed workspace={ws} error={rm}");
+    }
+    Err(WorkspaceError(e))
 }
 
 /// Remove the workspace at `path` (recorded at dispatch or derived from the identifier at startup)
@@ -59,24 +54,18 @@ pub fn remove_workspace_on(
     env: &HookEnv,
 ) -> Result<bool, WorkspaceError> {
     let removed = host.remove_workspace(root, path, &mut |target| {
-        let mut env = env.clone();
-        env.workspace = target.to_path_buf();
-        let _ = run_configured_hook(
-            host,
-            HookKind::BeforeRemove,
-            hooks.before_remove.as_deref(),
-            target,
-            &env,
-            hooks.timeout_ms,
-        );
+        let env = HookEnv {
+            workspace: target.to_path_buf(),
+            ..env.clone()
+        };
+        let (kind, script) = (HookKind::BeforeRemove, hooks.before_remove.as_deref());
+        let _ = run_configured_hook(host, kind, script, target, &env, hooks.timeout_ms);
     });
     // The agent CLI's per-issue state (sandboxed runs) goes with the workspace.
     let state = crate::host::sandbox::cli_state_dir(path);
     if let Err(e) = host.remove_workspace(root, &state, &mut |_| {}) {
-        log::warn!(
-            "agent state removal failed path={} error={e}",
-            state.display()
-        );
+        let state = state.display();
+        log::warn!("agent state removal failed path={state} error={e}");
     }
     removed
 }

@@ -1,6 +1,6 @@
 //! The workspace-removal pool: removals (with their `before_remove` hooks) run off the main loop
-//! on at most [`MAX_REMOVERS`] tracked threads, started on demand and kept until shutdown. At shutdown, removals not yet started are dropped
-//! (the next startup cleanup redoes them) and the running ones are joined, bounded.
+//! on at most [`MAX_REMOVERS`] threads, started on demand and kept until shutdown, when removals
+//! not yet started are dropped (the next startup redoes them) and running ones joined, bounded.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -9,14 +9,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
-/// Most removals running at once.
 pub(crate) const MAX_REMOVERS: usize = 4;
-/// How often `join_all` looks at unfinished threads.
-const POLL: Duration = Duration::from_millis(20);
 
 type Job = Box<dyn FnOnce() + Send>;
 
-/// The removal threads and their queue.
 pub(crate) struct Reaper {
     handles: Vec<JoinHandle<()>>,
     jobs: Option<Sender<Job>>,
@@ -70,12 +66,6 @@ impl Reaper {
         Ok(())
     }
 
-    /// Threads still tracked.
-    #[cfg(test)]
-    pub(crate) fn threads(&self) -> usize {
-        self.handles.iter().filter(|h| !h.is_finished()).count()
-    }
-
     /// Drop the removals not yet started and join the running ones, waiting at most `timeout`;
     /// true when all finished.
     pub(crate) fn join_all(&mut self, timeout: Duration) -> bool {
@@ -97,13 +87,11 @@ impl Reaper {
                 return true;
             }
             if Instant::now() >= deadline {
-                log::warn!(
-                    "shutdown: {} workspace removal(s) still running; exiting anyway",
-                    self.handles.len()
-                );
+                let n = self.handles.len();
+                log::warn!("shutdown: {n} workspace removal(s) still running; exiting anyway");
                 return false;
             }
-            std::thread::sleep(POLL);
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -111,6 +99,11 @@ impl Reaper {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Threads still tracked.
+    fn threads(r: &Reaper) -> usize {
+        r.handles.iter().filter(|h| !h.is_finished()).count()
+    }
 
     #[test]
     fn at_most_max_removers_run_and_join_all_waits() {
@@ -126,7 +119,7 @@ mod tests {
             }))
             .unwrap();
         }
-        assert_eq!(r.threads(), MAX_REMOVERS);
+        assert_eq!(threads(&r), MAX_REMOVERS);
         // Every remover is inside a job (under load a thread may not have taken one yet).
         for _ in 0..MAX_REMOVERS {
             started.recv_timeout(Duration::from_secs(10)).unwrap();
@@ -134,7 +127,7 @@ mod tests {
         assert!(!r.join_all(Duration::from_millis(50)), "still blocked");
         drop(tx);
         assert!(r.join_all(Duration::from_secs(5)));
-        assert_eq!(r.threads(), 0);
+        assert_eq!(threads(&r), 0);
     }
 
     #[test]

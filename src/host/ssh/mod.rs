@@ -1,37 +1,30 @@
-//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A; its `ssh`
-//! options, multiplexing masters, server limits and failure handling: docs/hosts.md). What a
-//! reviewer checks here: the remote command line is built only from operator config and
-//! Baton-chosen values, each word single-quoted ([`shell_quote`]), so issue text travels as
-//! quoted positional arguments and environment values, never as shell text; every short command
-//! has a deadline (`worker.ssh_command_timeout_ms`; a timeout is a `host_unavailable` failure);
-//! processes start under the [`process`] wrapper, which reports the remote group and kills it
-//! when the connection drops; workspaces keep the local containment rules ([`workspace`]).
+//! [`SshHost`]: a worker host reached with the system OpenSSH client (spec Appendix A;
+//! docs/hosts.md). The remote command line holds only operator config and Baton-chosen values,
+//! each word single-quoted ([`shell_join`]), so issue text is never shell text; every short
+//! command has a deadline (`worker.ssh_command_timeout_ms`); processes start under the
+//! [`process`] wrapper, which kills the remote group when the connection drops.
 
-mod probe;
 mod process;
-mod quote;
 mod workspace;
 
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use super::command::{output_within, status_within};
+use super::hook::{output_within, status_within};
+use super::local::check_name;
 use super::{BeforeRemove, HookOutput, Host, OrphanOutcome, Process, ProcessSpec, Removal};
-use super::{Workspace, WorkspaceError, HOST_UNAVAILABLE};
+use super::{LocalHost, Workspace, WorkspaceError, HOST_UNAVAILABLE};
 use crate::host::config::WorkerConfig;
-
-pub use probe::probe_host;
-pub use quote::{shell_join, shell_quote};
 
 /// `ssh` exits with this status when the connection (not the remote command) failed.
 const SSH_CONNECTION_FAILED: i32 = 255;
-/// Default `ConnectTimeout` in seconds.
-const DEFAULT_CONNECT_TIMEOUT_S: u64 = 10;
 /// How long the multiplexing master outlives its last client (seconds).
 const CONTROL_PERSIST_S: u64 = 120;
 /// Signals and their checks wait at most this long (or the command timeout when shorter): a
@@ -54,10 +47,6 @@ impl SshSettings {
 
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.get().ssh_command_timeout_ms)
-    }
-
-    fn sessions(&self) -> usize {
-        self.get().ssh_sessions_per_connection.max(1) as usize
     }
 }
 
@@ -103,7 +92,6 @@ pub struct SshHost {
     /// multiplexing).
     control_base: Option<PathBuf>,
     connect_timeout_s: u64,
-    /// The client program (`ssh`, looked up on `PATH`).
     program: OsString,
     settings: Arc<SshSettings>,
     mux: Arc<Mux>,
@@ -113,11 +101,16 @@ impl SshHost {
     /// A host for `destination` whose multiplexing sockets live in `control_dir` (see
     /// [`control_dir`]; an empty path disables multiplexing).
     pub fn new(destination: &str, control_dir: &Path) -> Self {
+        // `<pid>-<FNV-1a of destination>`: short (a socket path must stay under 108 bytes),
+        // distinct per destination and per Baton process (another may mean another ssh_config).
+        let hash = destination.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let name = format!("{:x}-{hash:016x}", std::process::id());
         SshHost {
             destination: destination.to_string(),
-            control_base: (!control_dir.as_os_str().is_empty())
-                .then(|| control_dir.join(socket_name(destination))),
-            connect_timeout_s: DEFAULT_CONNECT_TIMEOUT_S,
+            control_base: (!control_dir.as_os_str().is_empty()).then(|| control_dir.join(name)),
+            connect_timeout_s: 10,
             program: OsString::from("ssh"),
             settings: Arc::default(),
             mux: Arc::default(),
@@ -143,7 +136,6 @@ impl SshHost {
         self
     }
 
-    /// The socket of connection `conn`.
     fn control_path(&self, conn: usize) -> Option<PathBuf> {
         let base = self.control_base.as_ref()?;
         let mut name = base.file_name()?.to_os_string();
@@ -151,39 +143,31 @@ impl SshHost {
         Some(base.with_file_name(name))
     }
 
-    /// `ssh` with Baton's options (before the destination) for connection `conn`; `master`
-    /// starts its multiplexing master instead of using it (ssh keeps the first value of an
-    /// option, so it is chosen here).
-    fn ssh(&self, master: bool, conn: usize) -> Command {
+    /// `ssh <Baton's options> <args…> -- <destination>` for connection `conn`, stdin `/dev/null`;
+    /// `master` starts its multiplexing master instead of using it (ssh keeps the first value of
+    /// an option, so it is chosen here).
+    fn ssh(&self, master: bool, conn: usize, args: &[&str]) -> Command {
         let mut c = Command::new(&self.program);
-        let opts = [
-            "BatchMode=yes".to_string(),
-            format!("ConnectTimeout={}", self.connect_timeout_s),
-            "ServerAliveInterval=5".to_string(),
-            "ServerAliveCountMax=3".to_string(),
-            if master {
-                format!("ControlMaster=yes\nControlPersist={CONTROL_PERSIST_S}")
-            } else {
-                "ControlMaster=no".to_string()
-            },
-        ];
-        for o in opts.iter().flat_map(|o| o.split('\n')) {
+        let persist = format!("ControlPersist={CONTROL_PERSIST_S}");
+        let connect = format!("ConnectTimeout={}", self.connect_timeout_s);
+        let mux: &[&str] = match master {
+            true => &["ControlMaster=yes", &persist],
+            false => &["ControlMaster=no"],
+        };
+        let alive = ["ServerAliveInterval=5", "ServerAliveCountMax=3"];
+        for o in [&["BatchMode=yes", &connect][..], &alive, mux].concat() {
             c.arg("-o").arg(o);
         }
-        c.arg("-o").arg({
-            let mut s = OsString::from("ControlPath=");
-            match self.control_path(conn) {
-                Some(p) => s.push(p),
-                None => s.push("none"),
-            }
-            s
-        });
+        let mut path = OsString::from("ControlPath=");
+        path.push(self.control_path(conn).unwrap_or_else(|| "none".into()));
+        c.arg("-o").arg(path).args(args).arg("--");
+        c.arg(&self.destination).stdin(Stdio::null());
         c
     }
 
     /// A place for one more session: on the first connection with room, else on a new one.
     pub(crate) fn session(&self) -> Session {
-        let limit = self.settings.sessions();
+        let limit = self.settings.get().ssh_sessions_per_connection.max(1) as usize;
         let mut conns = self.mux.conns.lock().unwrap_or_else(|p| p.into_inner());
         let conn = conns
             .iter()
@@ -214,18 +198,17 @@ impl SshHost {
         }
     }
 
-    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted), multiplexed over
-    /// `session`'s connection.
+    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted; stdin `/dev/null`),
+    /// multiplexed over `session`'s connection.
     pub(crate) fn command(&self, line: &OsStr, session: &Session) -> Command {
         self.ensure_master(session.conn);
-        let mut c = self.ssh(false, session.conn);
-        c.arg("-T").arg("--").arg(&self.destination).arg(line);
+        let mut c = self.ssh(false, session.conn, &["-T"]);
+        c.arg(line);
         c
     }
 
-    /// Start connection `conn`'s master unless its socket exists (within the command timeout).
-    /// Failures are left to the operation itself (it then connects directly and reports the
-    /// error).
+    /// Start connection `conn`'s master unless its socket exists (within the command timeout); a
+    /// failure is left to the operation (it then connects directly and reports the error).
     fn ensure_master(&self, conn: usize) {
         let Some(path) = self.control_path(conn) else {
             return;
@@ -237,32 +220,22 @@ impl SshHost {
         if path.exists() {
             return;
         }
-        let mut c = self.ssh(true, conn);
-        c.args(["-f", "-N", "--"])
-            .arg(&self.destination)
-            .stdin(Stdio::null());
-        if let Err(e) = status_within(c, self.settings.timeout()) {
-            log::warn!(
-                "cannot start the ssh master host={} connection={conn} error={e}",
-                self.destination
-            );
+        let master = self.ssh(true, conn, &["-f", "-N"]);
+        if let Err(e) = status_within(master, self.settings.timeout()) {
+            let host = &self.destination;
+            log::warn!("cannot start the ssh master host={host} connection={conn} error={e}");
         }
     }
 
-    /// Run `words` remotely with stdin `/dev/null` and collect the output, within the command
-    /// timeout. A connection failure or a timeout is an `Err` starting with [`HOST_UNAVAILABLE`].
-    pub(crate) fn run(&self, words: &[&OsStr]) -> Result<HookOutput, String> {
-        self.run_within(words, self.settings.timeout())
-    }
-
-    /// [`SshHost::run`] with its own deadline. A session the server refused (and that the client
-    /// could not replace by a fresh connection) is tried once more on another connection; it
-    /// is never a `host_unavailable` failure.
-    fn run_within(&self, words: &[&OsStr], timeout: Duration) -> Result<HookOutput, String> {
+    /// Run `words` remotely with stdin `/dev/null` and collect the output within `timeout` (the
+    /// command timeout when `None`); a connection failure or a timeout is [`HOST_UNAVAILABLE`].
+    /// A session the server refused (that the client could not replace by a fresh connection)
+    /// is tried once more on another connection, and is never `host_unavailable`.
+    fn run(&self, words: &[&OsStr], timeout: Option<Duration>) -> Result<HookOutput, String> {
+        let timeout = timeout.unwrap_or_else(|| self.settings.timeout());
         for _ in 0..2 {
             let session = self.session();
-            let mut cmd = self.command(&shell_join(words), &session);
-            cmd.stdin(Stdio::null());
+            let cmd = self.command(&shell_join(words), &session);
             let out = match output_within(cmd, timeout) {
                 Ok(out) => out,
                 Err(e) if e.kind() == io::ErrorKind::TimedOut => {
@@ -285,9 +258,9 @@ impl SshHost {
             }
             return Ok(out);
         }
+        let host = &self.destination;
         Err(format!(
-            "ssh {}: session refused on two connections (sshd MaxSessions)",
-            self.destination
+            "ssh {host}: session refused on two connections (sshd MaxSessions)"
         ))
     }
 
@@ -300,32 +273,19 @@ impl SshHost {
 
     /// Check that the host answers (`ssh <dest> true`).
     pub fn check_reachable(&self) -> Result<(), String> {
-        let out = self.run(&[OsStr::new("true")])?;
+        let out = self.run(&[OsStr::new("true")], None)?;
         match out.code {
             Some(0) => Ok(()),
             _ => Err(self.unavailable(&out.stderr)),
         }
     }
 
-    /// `kill <args…>` on the host, within [`SIGNAL_TIMEOUT`]: `Some(true)` when it succeeded,
-    /// `None` when the host did not answer.
-    pub(crate) fn kill(&self, args: &[&str]) -> Option<bool> {
-        let mut words: Vec<&OsStr> = vec![OsStr::new("kill")];
-        words.extend(args.iter().map(OsStr::new));
-        let timeout = self.settings.timeout().min(SIGNAL_TIMEOUT);
-        self.run_within(&words, timeout)
-            .ok()
-            .map(|o| o.code == Some(0))
-    }
-
     /// Run `sh -c <script> baton <args…>` remotely; stdout on success, an error (with the
     /// stderr tail) otherwise.
     pub(crate) fn sh(&self, script: &str, args: &[&OsStr]) -> Result<String, String> {
-        let mut words: Vec<&OsStr> = vec![OsStr::new("sh"), OsStr::new("-c")];
-        words.push(OsStr::new(script));
-        words.push(OsStr::new("baton"));
+        let mut words = ["sh", "-c", script, "baton"].map(OsStr::new).to_vec();
         words.extend_from_slice(args);
-        let out = self.run(&words)?;
+        let out = self.run(&words, None)?;
         match out.code {
             Some(0) => Ok(out.stdout),
             _ => Err(out.stderr.trim().to_string()),
@@ -336,26 +296,47 @@ impl SshHost {
     pub fn close(&self) {
         let conns = self.mux.conns.lock().map(|c| c.len()).unwrap_or(0);
         for conn in 0..conns {
-            let mut c = self.ssh(false, conn);
-            c.args(["-O", "exit", "--"])
-                .arg(&self.destination)
-                .stdin(Stdio::null());
-            let _ = output_within(c, SIGNAL_TIMEOUT);
+            let _ = output_within(self.ssh(false, conn, &["-O", "exit"]), SIGNAL_TIMEOUT);
         }
     }
 }
 
 impl Host for SshHost {
     fn create_workspace(&self, root: &Path, path: &Path) -> Result<Workspace, WorkspaceError> {
-        workspace::create(self, root, path)
+        let line = self.workspace_sh(workspace::CREATE, root, path, "create")?;
+        let Some((created, p)) = line.split_once(' ') else {
+            return Err(self.workspace_error(format!("unexpected reply {line:?}")));
+        };
+        let path = PathBuf::from(p);
+        Ok(Workspace {
+            path,
+            created_now: created == "1",
+        })
     }
 
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-        workspace::check(self, root, path)
+        Ok(PathBuf::from(self.workspace_sh(
+            workspace::CHECK,
+            root,
+            path,
+            "check",
+        )?))
     }
 
     fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal {
-        workspace::remove(self, root, path, hook)
+        check_name(root, path)?; // its error is never "nothing to remove"
+        let line = match self.workspace_sh(workspace::INSPECT, root, path, "inspect") {
+            Ok(l) => l,
+            // No root: nothing to remove (as locally).
+            Err(e) if e.0.contains("is not accessible") => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let Some(("dir", p)) = line.split_once(' ') else {
+            return Ok(line == "unlinked");
+        };
+        hook(Path::new(p));
+        self.workspace_sh(workspace::DELETE, root, path, "delete")?;
+        Ok(true)
     }
 
     fn spawn(&self, spec: &ProcessSpec) -> io::Result<Box<dyn Process>> {
@@ -379,6 +360,39 @@ impl Host for SshHost {
     }
 }
 
+/// Join `words` into one POSIX shell command line, each word quoted as `'…'` with each `'`
+/// written as `'\''`: one word whatever it contains (`$(…)`, backquotes, quotes, newlines,
+/// globs; NUL excepted: no argument can carry NUL).
+pub fn shell_join<I, S>(words: I) -> OsString
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut out = Vec::new();
+    for w in words {
+        if !out.is_empty() {
+            out.push(b' ');
+        }
+        out.push(b'\'');
+        for &b in w.as_ref().as_bytes() {
+            match b {
+                b'\'' => out.extend_from_slice(b"'\\''"),
+                _ => out.push(b),
+            }
+        }
+        out.push(b'\'');
+    }
+    OsString::from_vec(out)
+}
+
+/// True for a portable environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
+pub(crate) fn is_env_name(name: &OsStr) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && !b[0].is_ascii_digit()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+}
+
 /// The private directory for multiplexing sockets: `<tmp>/baton-ssh-<uid>` (falling back to
 /// `/tmp` when `$TMPDIR` is long: a socket path must stay under 108 bytes), created 0700 and
 /// refused unless owned by this user with no group/other access.
@@ -391,9 +405,8 @@ pub fn control_dir() -> io::Result<PathBuf> {
     }
     let dir = base.join(format!("baton-ssh-{uid}"));
     match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(e),
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+        _ => {}
     }
     let meta = std::fs::symlink_metadata(&dir)?;
     if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
@@ -405,25 +418,134 @@ pub fn control_dir() -> io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// `<pid>-<hash of destination>`: short (the socket path must stay under 108 bytes), distinct per
-/// destination and per Baton process (another process may mean another `ssh_config`).
-fn socket_name(destination: &str) -> String {
-    format!(
-        "{:x}-{:016x}",
-        std::process::id(),
-        fnv1a(destination.as_bytes())
-    )
+/// `baton check`'s probe script: `$1` = workspace root, `$2` = the agent command (operator shell
+/// text, run as agents are: `bash -lc`). Prints the CLI's version line.
+const PROBE: &str = r#"root=$1; agent=$2
+mkdir -p -- "$root" 2>/dev/null && t=$(mktemp "$root/.baton-check.XXXXXX" 2>/dev/null) && rm -f -- "$t" || { echo "workspace.root $root is not writable" >&2; exit 3; }
+v=$(bash -lc "$agent --version" </dev/null 2>&1) || { echo "agent CLI ($agent) did not run: $(printf '%s' "$v" | tail -n 1)" >&2; exit 4; }
+printf '%s\n' "$v" | head -n 1
+"#;
+
+/// `baton check`'s per-host probe: SSH reachable, `workspace.root` writable, the agent CLI
+/// present; `Ok(agent version)` or the first problem found.
+pub fn probe_host(host: &SshHost, root: &Path, agent_command: &str) -> Result<String, String> {
+    host.check_reachable()?;
+    let out = host.sh(PROBE, &[root.as_os_str(), OsStr::new(agent_command)])?;
+    Ok(out.trim().to_string())
 }
 
-/// 64-bit FNV-1a.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+/// The runtime's SSH hosts by destination, created on first use and kept across reloads: one
+/// shared [`SshHost`] per destination, so its multiplexing masters are reused.
+#[derive(Debug)]
+pub struct HostPool {
+    control_dir: Option<PathBuf>,
+    hosts: Mutex<BTreeMap<String, Arc<SshHost>>>,
+    /// Shared by every host: [`HostPool::configure`] reaches the existing ones too.
+    settings: Arc<SshSettings>,
+}
+
+impl HostPool {
+    /// A pool whose multiplexing sockets live in [`control_dir`] (without one when that
+    /// directory cannot be made private: every `ssh` then does its own handshake).
+    pub fn new() -> Self {
+        let control_dir = control_dir()
+            .inspect_err(|e| log::warn!("ssh multiplexing disabled: {e}"))
+            .ok();
+        HostPool {
+            control_dir,
+            hosts: Mutex::new(BTreeMap::new()),
+            settings: Arc::default(),
+        }
     }
-    h
+
+    /// Apply `worker.ssh_command_timeout_ms` and `worker.ssh_sessions_per_connection` (at
+    /// startup and on every reload).
+    pub fn configure(&self, worker: &WorkerConfig) {
+        self.settings.set(worker);
+    }
+
+    /// The host for a run: this machine for `None`, else the SSH host `destination`.
+    pub fn get(&self, destination: Option<&str>) -> Arc<dyn Host> {
+        match destination {
+            None => LocalHost::shared(),
+            Some(d) => self.ssh(d),
+        }
+    }
+
+    pub fn ssh(&self, destination: &str) -> Arc<SshHost> {
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = self.control_dir.clone().unwrap_or_default();
+        Arc::clone(hosts.entry(destination.to_string()).or_insert_with(|| {
+            let h = SshHost::new(destination, &dir);
+            Arc::new(h.with_settings(Arc::clone(&self.settings)))
+        }))
+    }
+
+    /// Stop every multiplexing master (shutdown).
+    pub fn close_all(&self) {
+        let hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
+        hosts.values().for_each(|h| h.close());
+    }
 }
 
-/// A short wait used by remote kill verification.
-pub(crate) const VERIFY_POLL: Duration = Duration::from_millis(100);
+impl Default for HostPool {
+    fn default() -> Self {
+        HostPool::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// What `sh -c 'printf "%s\n" <quoted>'` prints for `word`.
+    fn round_trip(word: &str) -> String {
+        let mut script = OsString::from("printf '%s' ");
+        script.push(shell_join([word]));
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .env_clear()
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn hostile_words_survive_a_shell_unchanged() {
+        for w in [
+            "",
+            "plain",
+            "it's",
+            "'",
+            "''",
+            "$(touch /tmp/baton-pwned)",
+            "`id`",
+            "a\nb\n",
+            "\"double\" $HOME ${PATH} \\ \\' *?[a] ~ ; | & > <",
+            "'; rm -rf / #",
+            "-n",
+        ] {
+            assert_eq!(round_trip(w), w, "word {w:?}");
+        }
+    }
+
+    #[test]
+    fn join_is_one_word_each() {
+        let line = shell_join(["printf", "%s|", "a b", "c'd", "$(x)"]);
+        let out = Command::new("sh").arg("-c").arg(&line).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "a b|c'd|$(x)|");
+    }
+
+    #[test]
+    fn env_names() {
+        assert!(is_env_name(OsStr::new("BATON_ISSUE_ID")));
+        assert!(is_env_name(OsStr::new("_x1")));
+        assert!(!is_env_name(OsStr::new("1X")));
+        assert!(!is_env_name(OsStr::new("A=B")));
+        assert!(!is_env_name(OsStr::new("")));
+        assert!(!is_env_name(OsStr::new("A B")));
+    }
+}

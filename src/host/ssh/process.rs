@@ -1,33 +1,31 @@
 //! A process on a remote host: the local `ssh` client (supervised like any local process, its
 //! stdin a pipe held open, or lent out for Codex's JSON-RPC) running the remote wrapper
-//! [`WRAPPER`]. The handle's pid is the
-//! remote process group id the wrapper reported; signals go to that group over a second `ssh`.
+//! [`WRAPPER`]. The handle's pid is the remote process group id the wrapper reported; signals go
+//! to that group over a second `ssh`.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::process::{ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, bounded, select, Receiver};
+use crossbeam_channel::{bounded, Receiver};
 
-use super::quote::is_env_name;
-use super::VERIFY_POLL;
-use super::{session_refused, Session, SshHost, HOST_UNAVAILABLE, SSH_CONNECTION_FAILED};
+use super::is_env_name;
+use super::SSH_CONNECTION_FAILED;
+use super::{session_refused, Session, SshHost, HOST_UNAVAILABLE, SIGNAL_TIMEOUT};
 use crate::host::supervisor::{self, LocalProcess};
 use crate::host::{Process, ProcessSpec, StdoutItem};
 
 /// The remote wrapper (`sh -c WRAPPER baton-run <stdin|-> <shell> -lc <script> <args…>`):
-/// 1. keeps the connection's stdin on fd 3 and starts the program with `setsid` in a new session
-///    (so a new process group) with stdin `/dev/null`, or with `stdin` the connection's stdin
-///    (Codex's JSON-RPC); the program's first line is `BATON_PGID <pgid> <leader start time>`
-///    (the time empty where `/proc` is missing);
-/// 2. without `stdin`, starts a watcher (its own session) that blocks reading the connection's
-///    stdin: EOF means Baton, its `ssh` client, the master or `sshd` is gone, and the watcher
-///    stops the group (TERM, grace, KILL). With `stdin` that EOF reaches the program instead,
-///    and `codex app-server` exits at stdin EOF;
-/// 3. waits for the program, kills whatever is left in its group and the watcher, and exits with
-///    the program's status.
+/// 1. keeps the connection's stdin on fd 3 and `setsid`s the program (a new group) with stdin
+///    `/dev/null` (in `stdin` mode the connection's, for Codex's JSON-RPC, which exits at its
+///    EOF); its first line is `BATON_PGID <pgid> <leader start time>` (no time without `/proc`);
+/// 2. without `stdin`, a watcher (its own session) blocks reading the connection's stdin: EOF
+///    means Baton, its client, the master or `sshd` is gone, and it stops the group (TERM,
+///    grace, KILL);
+/// 3. at the program's exit, kills what is left of its group and the watcher, and exits with the
+///    program's status.
 pub(crate) const WRAPPER: &str = r#"exec 3<&0 </dev/null
 [ "$1" = stdin ] && i=3 || i=0
 shift
@@ -55,25 +53,19 @@ pub(crate) struct SshProcess {
 /// The remote command line for `spec`: `cd <cwd> && exec env [-u K]… [K=V]… sh -c WRAPPER
 /// baton-run <stdin|-> <shell> -lc <script> <args…>`, every word quoted.
 pub(crate) fn remote_command(spec: &ProcessSpec) -> io::Result<OsString> {
-    let names = spec
-        .env_remove
-        .iter()
-        .chain(spec.env.iter().map(|(k, _)| k));
-    if let Some(k) = names.into_iter().find(|k| !is_env_name(k)) {
-        let k = k.to_string_lossy();
-        return Err(io::Error::other(format!(
-            "invalid environment variable name {k:?}"
-        )));
-    }
     let mut words: Vec<OsString> = vec!["env".into()];
-    for k in &spec.env_remove {
-        words.extend(["-u".into(), k.clone()]);
-    }
-    for (k, v) in &spec.env {
-        let mut kv = k.clone();
-        kv.push("=");
-        kv.push(v);
-        words.push(kv);
+    let removed = spec.env_remove.iter().map(|k| (k, None));
+    for (k, v) in removed.chain(spec.env.iter().map(|(k, v)| (k, Some(v)))) {
+        if !is_env_name(k) {
+            let k = k.to_string_lossy();
+            return Err(io::Error::other(format!(
+                "invalid environment variable name {k:?}"
+            )));
+        }
+        match v {
+            None => words.extend(["-u".into(), k.clone()]),
+            Some(v) => words.push([&**k, v].join(OsStr::new("="))),
+        }
     }
     let stdin = if spec.stdin_pipe { "stdin" } else { "-" };
     words.extend(["sh", "-c", WRAPPER, "baton-run", stdin].map(OsString::from));
@@ -98,11 +90,7 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
         cmd.stdin(Stdio::piped());
         let (pgid_tx, pgid_rx) = bounded::<(u32, Option<u64>)>(1);
         let client = supervisor::spawn_command(cmd, spec, None, Some(pgid_tx))?;
-        let pgid = select! {
-            recv(pgid_rx) -> p => p.ok(),
-            recv(after(host.settings.timeout())) -> _ => None,
-        };
-        if let Some((pgid, start_time)) = pgid {
+        if let Ok((pgid, start_time)) = pgid_rx.recv_timeout(host.settings.timeout()) {
             if session_refused(&client.stderr_tail()) {
                 host.refused(&session); // the client fell back to a connection of its own
             }
@@ -133,9 +121,13 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
 }
 
 impl SshProcess {
-    /// `kill -<signal> -<pgid>` on the host: `Some(sent)`, `None` when the host did not answer.
+    /// `kill -<signal> -<pgid>` on the host within [`SIGNAL_TIMEOUT`]: `Some(sent)`, `None`
+    /// when the host did not answer.
     fn remote_signal(&self, signal: &str) -> Option<bool> {
-        self.host.kill(&[signal, &format!("-{}", self.pgid)])
+        let (host, pgid) = (&self.host, format!("-{}", self.pgid));
+        let words = ["kill", signal, &pgid].map(OsStr::new);
+        let out = host.run(&words, Some(host.settings.timeout().min(SIGNAL_TIMEOUT)));
+        out.ok().map(|o| o.code == Some(0))
     }
 }
 
@@ -163,10 +155,7 @@ impl Process for SshProcess {
     /// Signal the remote group while the session lasts (the wrapper is still waiting for it, so
     /// the pgid is still this group's).
     fn signal_group(&self, signal: i32) -> bool {
-        if self.client.has_exited() {
-            return false;
-        }
-        self.remote_signal(&format!("-{signal}")) == Some(true)
+        !self.client.has_exited() && self.remote_signal(&format!("-{signal}")) == Some(true)
     }
 
     fn stderr_bytes(&self) -> Vec<u8> {
@@ -201,7 +190,7 @@ impl Process for SshProcess {
         let deadline = Instant::now() + Duration::from_secs(2);
         while answers && Instant::now() < deadline && self.remote_signal("-0") == Some(true) {
             answers = self.remote_signal("-KILL").is_some();
-            thread::sleep(VERIFY_POLL);
+            thread::sleep(Duration::from_millis(100));
         }
         // Closing the client (and its stdin) also makes the wrapper's watcher act if the
         // connection was unusable for the steps above.

@@ -3,11 +3,11 @@
 //! (`cd -P`, `pwd -P`) to a directory strictly inside the resolved root.
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::SshHost;
 use crate::host::local::check_name;
-use crate::host::{Workspace, WorkspaceError};
+use crate::host::WorkspaceError;
 
 /// Shared prelude: `$r` = resolved root (created when `$3` = create), `$t` = `$r/$2`.
 const PRELUDE: &str = r#"set -u
@@ -22,7 +22,7 @@ inside() {
 "#;
 
 /// create: prints `<created 0|1> <resolved path>`.
-const CREATE: &str = r#"
+pub(super) const CREATE: &str = r#"
 if [ -L "$t" ] || [ -d "$t" ]; then c=0
 elif [ -e "$t" ]; then echo "workspace path $t exists and is not a directory; refusing to replace it" >&2; exit 4
 else mkdir -- "$t" || exit 4; c=1; fi
@@ -32,89 +32,47 @@ printf '%s %s\n' "$c" "$p"
 "#;
 
 /// check: prints the resolved path.
-const CHECK: &str = r#"
+pub(super) const CHECK: &str = r#"
 p=$(cd -P -- "$t" 2>/dev/null && pwd -P) || { echo "workspace $t is not accessible" >&2; exit 4; }
 inside "$p"
 printf '%s\n' "$p"
 "#;
 
 /// inspect before removal: `none`, `unlinked` (a symlink or file was removed), or `dir <path>`.
-const INSPECT: &str = r#"
+pub(super) const INSPECT: &str = r#"
 if [ -L "$t" ] || { [ -e "$t" ] && [ ! -d "$t" ]; }; then rm -f -- "$t" || exit 4; echo unlinked
 elif [ -d "$t" ]; then printf 'dir %s\n' "$t"
 else echo none; fi
 "#;
 
 /// delete a directory after `before_remove` (re-checked: still a real directory inside the root).
-const DELETE: &str = r#"
+pub(super) const DELETE: &str = r#"
 if [ -L "$t" ] || [ ! -d "$t" ]; then exit 0; fi
 rm -rf -- "$t" || exit 4
 "#;
 
-fn script(body: &str) -> String {
-    format!("{PRELUDE}{body}")
-}
+impl SshHost {
+    /// Run workspace script `body` (after [`PRELUDE`]) for `path`, which must be a direct child
+    /// of `root` (`mode` is `$3`): its first stdout line, or an error naming the host.
+    pub(super) fn workspace_sh(
+        &self,
+        body: &str,
+        root: &Path,
+        path: &Path,
+        mode: &str,
+    ) -> Result<String, WorkspaceError> {
+        check_name(root, path)?;
+        let args = [
+            root.as_os_str(),
+            path.file_name().unwrap_or_default(),
+            OsStr::new(mode),
+        ];
+        let out = self.sh(&format!("{PRELUDE}{body}"), &args);
+        let out = out.map_err(|e| self.workspace_error(e))?;
+        Ok(out.lines().next().unwrap_or_default().to_string())
+    }
 
-fn err(host: &SshHost, e: String) -> WorkspaceError {
-    WorkspaceError(format!("{e} (host {})", host.destination))
-}
-
-fn args<'a>(root: &'a Path, path: &'a Path, mode: &'a str) -> [&'a OsStr; 3] {
-    [
-        root.as_os_str(),
-        path.file_name().unwrap_or_default(),
-        OsStr::new(mode),
-    ]
-}
-
-pub(super) fn create(
-    host: &SshHost,
-    root: &Path,
-    path: &Path,
-) -> Result<Workspace, WorkspaceError> {
-    check_name(root, path)?;
-    let out = host
-        .sh(&script(CREATE), &args(root, path, "create"))
-        .map_err(|e| err(host, e))?;
-    let line = out.lines().next().unwrap_or_default();
-    let (created, p) = line
-        .split_once(' ')
-        .ok_or_else(|| err(host, format!("unexpected reply {line:?}")))?;
-    Ok(Workspace {
-        path: PathBuf::from(p),
-        created_now: created == "1",
-    })
-}
-
-pub(super) fn check(host: &SshHost, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-    check_name(root, path)?;
-    let out = host
-        .sh(&script(CHECK), &args(root, path, "check"))
-        .map_err(|e| err(host, e))?;
-    Ok(PathBuf::from(out.lines().next().unwrap_or_default()))
-}
-
-pub(super) fn remove(
-    host: &SshHost,
-    root: &Path,
-    path: &Path,
-    before_remove: &mut dyn FnMut(&Path),
-) -> Result<bool, WorkspaceError> {
-    check_name(root, path)?;
-    let out = match host.sh(&script(INSPECT), &args(root, path, "inspect")) {
-        Ok(o) => o,
-        // No root: nothing to remove (as locally).
-        Err(e) if e.contains("is not accessible") => return Ok(false),
-        Err(e) => return Err(err(host, e)),
-    };
-    let line = out.lines().next().unwrap_or_default();
-    match line.split_once(' ') {
-        Some(("dir", p)) => {
-            before_remove(Path::new(p));
-            host.sh(&script(DELETE), &args(root, path, "delete"))
-                .map_err(|e| err(host, e))?;
-            Ok(true)
-        }
-        _ => Ok(line == "unlinked"),
+    pub(super) fn workspace_error(&self, e: String) -> WorkspaceError {
+        WorkspaceError(format!("{e} (host {})", self.destination))
     }
 }
