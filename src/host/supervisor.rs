@@ -500,7 +500,10 @@ impl Stdout {
         let mut rest = chunk;
         if let Some((tx, line)) = &mut self.pgid {
             let head = &chunk[..chunk.len().min(65 - line.len())];
-            let end = head.iter().position(|&b| b == b'\n').map_or(head.len(), |i| i + 1);
+            let end = head
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(head.len(), |i| i + 1);
             line.extend_from_slice(&head[..end]);
             rest = &chunk[end..];
             if !(eof || line.ends_with(b"\n") || line.len() >= 65) {
@@ -619,7 +622,8 @@ impl Watch {
                 thread::sleep(Duration::from_millis(1));
                 Err(SendTimeoutError::Timeout(item))
             } else if patient {
-                s.tx.send(item).map_err(|e| SendTimeoutError::Disconnected(e.0))
+                s.tx.send(item)
+                    .map_err(|e| SendTimeoutError::Disconnected(e.0))
             } else {
                 s.tx.send_timeout(item, SEND_WAIT)
             };
@@ -770,13 +774,18 @@ mod tests {
 
     /// The items of `input`, batches split back into lines.
     fn collect(input: &[u8], max: usize) -> Vec<StdoutItem> {
-        split(input, StdoutMode::Lines { max_line_bytes: max })
-            .into_iter()
-            .flat_map(|i| match i {
-                StdoutItem::Lines(ls) => ls.into_iter().map(StdoutItem::Line).collect(),
-                other => vec![other],
-            })
-            .collect()
+        split(
+            input,
+            StdoutMode::Lines {
+                max_line_bytes: max,
+            },
+        )
+        .into_iter()
+        .flat_map(|i| match i {
+            StdoutItem::Lines(ls) => ls.into_iter().map(StdoutItem::Line).collect(),
+            other => vec![other],
+        })
+        .collect()
     }
 
     #[test]
@@ -833,7 +842,12 @@ mod tests {
         let mut input = b"a\nb\n".to_vec();
         input.extend(vec![b'x'; BATCH_BYTES + 1]);
         input.extend_from_slice(b"\nc\n");
-        let items = Vec::from(split(&input, StdoutMode::Lines { max_line_bytes: 1 << 20 }));
+        let items = Vec::from(split(
+            &input,
+            StdoutMode::Lines {
+                max_line_bytes: 1 << 20,
+            },
+        ));
         assert_eq!(
             items.len(),
             4,
@@ -911,7 +925,10 @@ mod tests {
     fn lines_until_eof(lines: &Receiver<StdoutItem>) -> Vec<String> {
         let mut got = Vec::new();
         loop {
-            match lines.recv_timeout(Duration::from_secs(10)).expect("Eof comes") {
+            match lines
+                .recv_timeout(Duration::from_secs(10))
+                .expect("Eof comes")
+            {
                 StdoutItem::Line(l) => got.push(l),
                 StdoutItem::Lines(ls) => got.extend(ls),
                 StdoutItem::Eof => return got,
@@ -929,7 +946,11 @@ mod tests {
                 "echo out1; echo one >&2; echo out2; echo two-three >&2; exit 3",
                 8,
             );
-            let pidfd = if with_pidfd { pidfd_open(w.watch.pid) } else { None };
+            let pidfd = if with_pidfd {
+                pidfd_open(w.watch.pid)
+            } else {
+                None
+            };
             w.watch.run_with(pidfd);
             let state = w.exit.lock().unwrap();
             assert!(state.reaped);
@@ -959,10 +980,20 @@ mod tests {
             w.exited.recv_timeout(Duration::from_secs(20)).is_err(),
             "exited fires"
         );
-        assert_eq!(w.exit.lock().unwrap().status.and_then(|s| s.code()), Some(4));
+        assert_eq!(
+            w.exit.lock().unwrap().status.and_then(|s| s.code()),
+            Some(4)
+        );
         assert!(w.stderr_done.recv_timeout(Duration::from_secs(10)).is_err());
-        assert_eq!(w.tail.lock().unwrap().iter().copied().collect::<Vec<_>>(), b"bye\n");
-        assert_eq!(w.lines.len(), LINE_CHANNEL_CAPACITY, "nothing was taken yet");
+        assert_eq!(
+            w.tail.lock().unwrap().iter().copied().collect::<Vec<_>>(),
+            b"bye\n"
+        );
+        assert_eq!(
+            w.lines.len(),
+            LINE_CHANNEL_CAPACITY,
+            "nothing was taken yet"
+        );
         let got = lines_until_eof(&w.lines);
         assert_eq!(got.len(), n);
         assert!(got.iter().all(|l| l.len() == BATCH_BYTES + 1));
