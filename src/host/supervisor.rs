@@ -175,7 +175,7 @@ pub(crate) fn spawn_command(
     mut cmd: Command,
     spec: &ProcessSpec,
     cgroup: Option<ProcCgroup>,
-    pgid: Option<Sender<(u32, Option<u64>)>>,
+    pgid: Option<PgidSender>,
 ) -> io::Result<LocalProcess> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -480,6 +480,9 @@ impl Batch {
     }
 }
 
+/// Where the SSH wrapper's group id and leader start time go.
+type PgidSender = Sender<(u32, Option<u64>)>;
+
 /// The stdout side of [`Watch`]. `out` holds at most one read's items: the pipe is only read
 /// again once they are all in the channel (back-pressure on the child).
 struct Stdout {
@@ -487,7 +490,7 @@ struct Stdout {
     tx: Sender<StdoutItem>,
     split: Splitter,
     /// The SSH wrapper's `BATON_PGID` line still to come, and its bytes so far.
-    pgid: Option<(Sender<(u32, Option<u64>)>, Vec<u8>)>,
+    pgid: Option<(PgidSender, Vec<u8>)>,
     out: VecDeque<StdoutItem>,
     eof: bool,
 }
