@@ -1,16 +1,11 @@
-//! Per-issue budgets (`agent.max_cost_usd_per_issue`, `agent.max_tokens_per_issue`,
-//! `agent.max_turns_per_issue`): pure checks of an issue's lifetime [`IssueSpend`] against the
-//! policy's [`Budget`]. The engine calls [`violation`] after every turn, before every dispatch
-//! and, for parked issues, on every reload.
-//!
-//! A limit is *reached* when the spend is at or over it: after the turn that reaches it no new
-//! turn starts. Copilot reports no dollars, so for it only the token and turn limits apply.
+//! Per-issue budgets: an issue's lifetime [`IssueSpend`] against the policy's [`Budget`], checked
+//! after every turn, before every dispatch and, for parked issues, on every reload. A limit is
+//! *reached* when the spend is at or over it: no turn starts after the one that reaches it.
 
 use super::state::IssueSpend;
 
-/// Per-issue lifetime spend limits (`agent.max_cost_usd_per_issue`, `agent.max_tokens_per_issue`,
-/// `agent.max_turns_per_issue`): an issue over one is parked. `None` means unlimited. The API
-/// shows it as is (`budget` in `/api/v1/state`).
+/// Per-issue lifetime spend limits (`agent.max_*_per_issue`; `None`: unlimited): an issue over
+/// one is parked. The API shows it as is (`budget` in `/api/v1/state`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Budget {
     /// Agent-reported US dollars (Claude's `total_cost_usd`; Copilot reports none).

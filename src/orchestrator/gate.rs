@@ -1,49 +1,36 @@
-//! The tracker request gate: the one place that decides when the next tracker request may go
-//! out. Every tracker operation (the board read, the running-issue refresh, a retry's fetch)
-//! reports how its calls ended ([`CallOutcome`]); the gate keeps the latest rate-limit pause from
-//! any of them, an exponential back-off after rejected credentials, and the spacing of
-//! operator-triggered polls (refresh API, webhooks). The engine asks [`RequestGate::allowed_at`]
-//! before it starts a poll or a by-id fetch batch. [`Pace`] keeps the budget: what polls and
-//! fetch batches cost, and the [`Plan`] (effective poll interval, fetch batch spacing) that keeps
-//! the projected points per hour within `tracker.budget_share` of the tracker's hourly limit.
-//! Pure: times are orchestrator-clock milliseconds passed in by the caller.
+//! The tracker request gate, the one place that decides when the next tracker request may go out:
+//! every tracker operation reports how its calls ended ([`CallOutcome`]); the gate keeps the latest
+//! rate-limit pause from any of them, the back-off after rejected credentials and the spacing of
+//! operator-triggered polls. [`Pace`] keeps the budget: what polls and fetch batches cost, and the
+//! [`Plan`] that keeps the projected points per hour within `tracker.budget_share` of the
+//! tracker's hourly limit.
 
 use serde::{Deserialize, Serialize};
 
 use crate::timefmt::unix_millis;
-pub use crate::tracker::config::DEFAULT_BUDGET_SHARE;
 use crate::tracker::{TrackerError, TrackerErrorKind};
 
 use super::state::Millis;
 
 /// Shortest spacing between the starts of two refresh-triggered polls.
 pub const REFRESH_MIN_SPACING_MS: Millis = 1_000;
-
 /// The longest rate-limit pause the gate honours (the tracker clamps its headers the same way).
 pub const MAX_PAUSE_MS: Millis = 3_600_000;
-
 /// Pause after a rate limit that named no retry time (GitHub: "at least one minute").
 pub const DEFAULT_PAUSE_MS: Millis = 60_000;
-
 /// First back-off after rejected credentials; doubles per consecutive rejection …
 pub const AUTH_BACKOFF_BASE_MS: Millis = 60_000;
-
 /// … up to this.
 pub const AUTH_BACKOFF_MAX_MS: Millis = 600_000;
-
 /// Shortest spacing between the starts of two by-id fetch batches (between-turn refreshes and
 /// retry fetches share one batch per slot).
 pub const FETCH_MIN_SPACING_MS: Millis = 1_000;
-
 /// Non-poll spend is measured over a sliding window of this length.
 pub const SPEND_WINDOW_MS: Millis = 600_000;
-
 const HOUR_MS: u64 = 3_600_000;
-
 /// The plan aims this much below the target, so that what the measurement lags behind (the
 /// polls before the first cost is known, a sliding window catching up) stays within it.
 const HEADROOM_PERCENT: u64 = 5;
-
 /// The shortest time the first window's spend is extrapolated from (a burst at startup is not
 /// an hourly rate).
 const MIN_EXTRAPOLATION_MS: Millis = 60_000;
@@ -165,11 +152,10 @@ impl Pace {
             .map(|l| (l as f64 * share.clamp(0.0, 1.0)) as u64)
             .filter(|t| *t > 0);
         let Some(target) = target else {
+            let poll_interval_ms = base_ms;
             return Plan {
-                poll_interval_ms: base_ms,
-                fetch_per_hour: None,
-                target_per_hour: None,
-                projected_per_hour: None,
+                poll_interval_ms,
+                ..Plan::default()
             };
         };
         let aim = target.saturating_mul(100 - HEADROOM_PERCENT) / 100;
@@ -256,10 +242,7 @@ pub enum CallOutcome {
     /// The call succeeded (credentials work).
     Ok,
     /// The tracker said to slow down; `retry_at` is when it may succeed (`None`: unknown).
-    RateLimited {
-        /// Orchestrator-clock time named by the tracker.
-        retry_at: Option<Millis>,
-    },
+    RateLimited { retry_at: Option<Millis> },
     /// The credentials were rejected (`github_auth`).
     AuthRejected,
     /// Any other failure (transport, status, payload): no effect on the budget.
@@ -315,9 +298,7 @@ pub struct RequestGate {
 impl RequestGate {
     /// The earliest time any tracker request may start (0: no restriction).
     pub fn allowed_at(&self) -> Millis {
-        self.paused_until
-            .unwrap_or(0)
-            .max(self.auth_until.unwrap_or(0))
+        self.paused_until.max(self.auth_until).unwrap_or(0)
     }
 
     /// True while requests must wait.
@@ -336,11 +317,8 @@ impl RequestGate {
     /// Record how a call ended at `now`.
     pub fn note(&mut self, outcome: CallOutcome, now: Millis) {
         match outcome {
-            CallOutcome::Ok => {
-                // Working credentials end the back-off; a rate-limit pause stays.
-                self.auth_failures = 0;
-                self.auth_until = None;
-            }
+            // Working credentials end the back-off; a rate-limit pause stays.
+            CallOutcome::Ok => self.end_auth_backoff(),
             CallOutcome::RateLimited { retry_at } => {
                 let latest = now.saturating_add(MAX_PAUSE_MS);
                 let until = retry_at
@@ -390,13 +368,6 @@ impl RequestGate {
     /// The poll interval in force: the plan's, never below `polling.interval_ms` = `base_ms`.
     pub fn poll_interval(&self, base_ms: Millis) -> Millis {
         self.pace.plan.poll_interval_ms.max(base_ms)
-    }
-
-    /// Record every outcome of one operation.
-    pub fn note_all(&mut self, outcomes: &[CallOutcome], now: Millis) {
-        for o in outcomes {
-            self.note(*o, now);
-        }
     }
 }
 

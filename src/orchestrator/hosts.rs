@@ -1,9 +1,7 @@
-//! The SSH host pool in the pure core (spec Appendix A.2): placement and host health, as pure
-//! functions of the state and the time; the runtime probes hosts (`Event::HostProbed`). Every host
-//! that may hold a copy of an issue's workspace is remembered ([`WorkspaceHosts`]): a run on a
-//! host holding an older copy replaces it, and terminal cleanup removes the copies on all of
-//! them. A host whose connection failed is down until a probe succeeds; probes back off
-//! exponentially from [`PROBE_BASE_MS`] to [`PROBE_MAX_MS`].
+//! The SSH host pool (spec Appendix A.2): placement and host health, as pure functions of the
+//! state and the time. The hosts that may hold a copy of an issue's workspace are remembered
+//! ([`WorkspaceHosts`]): a run on one holding an older copy replaces it, and terminal cleanup
+//! removes them all. A host whose connection failed is down until a probe succeeds.
 
 use std::collections::BTreeMap;
 
@@ -13,8 +11,6 @@ use super::state::{Millis, OrchestratorState};
 
 pub const PROBE_BASE_MS: u64 = 5_000;
 pub const PROBE_MAX_MS: u64 = 300_000;
-/// Error class of connection/startup failures.
-pub const HOST_UNAVAILABLE: &str = "host_unavailable";
 
 /// Where a dispatch goes: this machine (no `worker.ssh_hosts`), an SSH host, or nowhere yet
 /// (`Full`: every up host is at its cap; never a fallback to running locally).
@@ -25,19 +21,9 @@ pub enum Placement {
     Full,
 }
 
-impl Placement {
-    /// The host id for `Action::Dispatch` (`None`: local); `None` as well for `Full`.
-    pub fn host(&self) -> Option<String> {
-        match self {
-            Placement::Host(h) => Some(h.clone()),
-            _ => None,
-        }
-    }
-}
-
 /// A host marked down: since when, its consecutive failures (connections and probes), the next
 /// probe and whether it is in flight, and the last error (bounded).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostDown {
     pub since: Millis,
     pub failures: u32,
@@ -53,11 +39,6 @@ pub type HostsDown = BTreeMap<String, HostDown>;
 /// entry per host; kept until the workspace is removed everywhere).
 pub type WorkspaceHosts = BTreeMap<String, Vec<String>>;
 
-/// The host holding `id`'s latest workspace.
-pub fn workspace_host<'a>(s: &'a OrchestratorState, id: &str) -> Option<&'a str> {
-    s.workspace_hosts.get(id)?.first().map(String::as_str)
-}
-
 /// Record a dispatch of `id` on `host`. True when `host` holds an older copy of the workspace
 /// (the issue ran on another host since): the run must replace it, never reuse it.
 pub fn record_workspace(s: &mut OrchestratorState, id: &str, host: Option<&str>) -> bool {
@@ -71,11 +52,6 @@ pub fn record_workspace(s: &mut OrchestratorState, id: &str, host: Option<&str>)
     }
     hosts.insert(0, host.to_string());
     at.is_some_and(|i| i > 0)
-}
-
-/// Forget and return the hosts holding a copy of `id`'s workspace (it is removed everywhere).
-pub fn take_workspace_hosts(s: &mut OrchestratorState, id: &str) -> Vec<String> {
-    s.workspace_hosts.remove(id).unwrap_or_default()
 }
 
 /// Running agents per configured host (hosts with none included).
@@ -119,10 +95,7 @@ pub fn place(s: &OrchestratorState, preferred: Option<&str>) -> Placement {
 pub fn mark_down(s: &mut OrchestratorState, host: &str, error: &str, now: Millis) {
     let e = s.hosts_down.entry(host.to_string()).or_insert(HostDown {
         since: now,
-        failures: 0,
-        probe_at: now,
-        probing: false,
-        error: String::new(),
+        ..HostDown::default()
     });
     e.failures = e.failures.saturating_add(1);
     e.probing = false;

@@ -1,7 +1,5 @@
-//! The scheduling core (spec §7, §8): plain serializable state (`state`), pure rules (`rules`),
-//! the event → decision → action function (`engine`) and the durable
-//! projection and restore of the state (`restore`). Nothing in this
-//! module performs I/O, spawns threads or reads a clock; `crate::runtime` does that.
+//! The scheduling core (spec §7, §8): state, rules, the event → actions function (`engine`) and
+//! the durable projection (`restore`). No I/O, threads or clocks here: `crate::runtime` does that.
 
 pub mod budget;
 pub mod engine;

@@ -1,8 +1,7 @@
 //! Durable state, the core's side (pure): `state.json` is a serde view of the engine state
 //! ([`to_json`]), [`parse`] reads it back entry by entry (a bad entry is dropped alone; schema 1
-//! is upgraded once) and [`restore`] turns it into a fresh engine state plus the startup actions.
-//! Times are engine times, in the daemon Unix-epoch milliseconds, so a due time written before a
-//! restart means the same moment after it.
+//! is upgraded once), [`restore`] turns it into a fresh engine state plus the startup actions.
+//! Times are Unix-epoch milliseconds: a due time means the same moment after a restart.
 
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -15,6 +14,7 @@ use serde_json::{Map, Value};
 use crate::agent::TokenUsage;
 use crate::workspace::{workspace_key, workspace_path};
 
+use super::budget::{add_cost, MAX_COST_USD};
 use super::engine::Action;
 use super::hosts::WorkspaceHosts;
 use super::state::{
@@ -118,13 +118,9 @@ fn entries<T: Entry>(doc: &mut Map<String, Value>, key: &str) -> BTreeMap<String
             map.len()
         );
     }
-    let mut out = BTreeMap::new();
-    for (id, v) in map.into_iter().take(MAX_ENTRIES) {
-        if let Some(t) = entry(key, &id, v) {
-            out.insert(id, t);
-        }
-    }
-    out
+    let kept = map.into_iter().take(MAX_ENTRIES);
+    kept.filter_map(|(id, v)| entry(key, &id, v).map(|t| (id, t)))
+        .collect()
 }
 
 fn entry<T: Entry>(map: &str, id: &str, v: Value) -> Option<T> {
@@ -212,9 +208,7 @@ impl Entry for RunningEntry {
             self.agent_session = None;
         }
         self.agent_pid = self.agent_pid.filter(|p| (2..=i32::MAX as u32).contains(p));
-        self.cost_usd = self
-            .cost_usd
-            .map(|c| c.clamp(0.0, super::budget::MAX_COST_USD));
+        self.cost_usd = self.cost_usd.map(|c| c.clamp(0.0, MAX_COST_USD));
         Ok(())
     }
 }
@@ -256,10 +250,8 @@ impl Entry for Vec<String> {
         let mut seen = std::collections::BTreeSet::new();
         let unique = self.iter().all(|h| seen.insert(h.as_str()));
         let valid = self.iter().all(|h| host_ok(Some(h)));
-        need(
-            unique && valid && (1..=MAX_WORKSPACE_HOSTS).contains(&self.len()),
-            "host",
-        )
+        let sized = (1..=MAX_WORKSPACE_HOSTS).contains(&self.len());
+        need(unique && valid && sized, "host")
     }
 }
 
@@ -284,13 +276,11 @@ pub fn restore(
     for (id, e) in stored.running {
         let ident = e.issue.identifier.clone();
         if let Some(pgid) = e.agent_pid {
-            let (identifier, host) = (ident.clone(), e.host.clone());
-            let leader_start = e.leader_start.unwrap_or(0);
             let orphan = Orphan {
-                identifier,
-                host,
+                identifier: ident.clone(),
+                host: e.host.clone(),
                 pgid,
-                leader_start,
+                leader_start: e.leader_start.unwrap_or(0),
                 give_up_at,
                 checking: false,
             };
@@ -329,17 +319,8 @@ pub fn restore(
     let mut actions = Vec::new();
     for (id, o) in s.orphans.iter_mut() {
         // A host no longer configured is never contacted: the issue waits out the grace.
-        if o.host
-            .as_ref()
-            .is_none_or(|h| s.policy.ssh_hosts.contains(h))
-        {
-            o.checking = true;
-            actions.push(Action::StopOrphan {
-                issue_id: id.clone(),
-                host: o.host.clone(),
-                pgid: o.pgid,
-                leader_start: o.leader_start,
-            });
+        if o.host.iter().all(|h| s.policy.ssh_hosts.contains(h)) {
+            actions.push(super::engine::check_orphan(id, o));
         }
     }
     (s, actions)
@@ -378,22 +359,12 @@ pub fn summary(s: &OrchestratorState) -> String {
 
 /// `baton check`'s summary of a stored state: `issues= retries= parked= running= sessions=`.
 pub fn check_summary(s: &OrchestratorState) -> String {
-    let mut ids: Vec<&String> = s.running.keys().collect();
-    ids.extend(s.retry_attempts.keys());
-    ids.extend(s.blocked.keys());
-    ids.extend(s.runs_since_active.keys());
-    ids.extend(s.spend.keys());
-    ids.sort();
-    ids.dedup();
-    let sessions = s
-        .running
-        .values()
-        .filter(|e| e.agent_session.is_some())
-        .count()
-        + s.retry_attempts
-            .values()
-            .filter(|r| r.resume.is_some())
-            .count();
+    let mut ids: std::collections::BTreeSet<&String> = s.running.keys().collect();
+    ids.extend(s.retry_attempts.keys().chain(s.blocked.keys()));
+    ids.extend(s.runs_since_active.keys().chain(s.spend.keys()));
+    let running = s.running.values().filter(|e| e.agent_session.is_some());
+    let retrying = s.retry_attempts.values().filter(|r| r.resume.is_some());
+    let sessions = running.count() + retrying.count();
     format!(
         "issues={} retries={} parked={} running={} sessions={sessions}",
         ids.len(),
@@ -411,7 +382,8 @@ struct V1Issue {
     identifier: String,
     attempt: u32,
     runs: u32,
-    retry: Option<V1Retry>,
+    /// `due_at`, `attempt`, `error` and `kind`, as today.
+    retry: Option<RetryEntry>,
     parked: Option<V1Parked>,
     totals: V1Totals,
     agent: Option<String>,
@@ -421,22 +393,12 @@ struct V1Issue {
     running: Option<V1Run>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct V1Retry {
-    due_at: u64,
-    attempt: u32,
-    error: Option<String>,
-    kind: RetryKind,
-}
-
+/// `reason`, `state`, `fingerprint` and `since` as today; `kind` may be missing.
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct V1Parked {
-    reason: String,
-    state: String,
-    fingerprint: String,
-    since: u64,
+    #[serde(flatten)]
+    entry: BlockedEntry,
     kind: Option<ParkKind>,
 }
 
@@ -447,8 +409,16 @@ struct V1Totals {
     output_tokens: u64,
     cache_read_tokens: u64,
     cache_creation_tokens: u64,
-    cost_usd: Option<f64>,
+    /// Missing: nothing spent. `null`: how serde_json wrote a non-finite spend, read fail-closed
+    /// as the maximum.
+    #[serde(deserialize_with = "present")]
+    cost_usd: Option<Option<f64>>,
     turns: u32,
+}
+
+/// A present field (even `null`) is `Some`; a missing one stays `None` through `default`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
+    Option::<f64>::deserialize(d).map(Some)
 }
 
 #[derive(Deserialize, Default)]
@@ -484,8 +454,10 @@ fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
         cache_read_input_tokens: t.cache_read_tokens,
         cache_creation_input_tokens: t.cache_creation_tokens,
     };
-    let max = super::budget::MAX_COST_USD;
-    let cost = t.cost_usd.map_or(max, |c| c.clamp(0.0, max));
+    let max = MAX_COST_USD;
+    let cost = t
+        .cost_usd
+        .map_or(0.0, |c| c.map_or(max, |c| c.clamp(0.0, max)));
     if usage != TokenUsage::default() || cost > 0.0 || t.turns > 0 {
         let mut spend = IssueSpend {
             cost_usd: cost,
@@ -495,7 +467,7 @@ fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
         spend.tokens.add(&usage);
         let all = &mut s.agent_totals;
         all.tokens.add(&usage);
-        all.cost_usd = super::budget::add_cost(all.cost_usd, cost);
+        all.cost_usd = add_cost(all.cost_usd, cost);
         all.turns = all.turns.saturating_add(u64::from(t.turns));
         s.spend.insert(id.to_string(), spend);
     }
@@ -512,16 +484,15 @@ fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
     }
     if let Some(run) = i.running {
         let agent = Some(run.agent).filter(|a| !a.is_empty()).or(i.agent);
-        let agent = agent.unwrap_or_default();
+        let agent = match agent.as_deref() {
+            Some("claude") => "claude_code".to_string(),
+            _ => agent.unwrap_or_default(),
+        };
         let mut e = RunningEntry {
             workspace_path,
             attempt: (i.attempt > 0).then_some(i.attempt),
             started_at: run.started_at,
-            agent: if agent == "claude" {
-                "claude_code".into()
-            } else {
-                agent
-            },
+            agent,
             agent_session: run.session_id.or(i.session_id),
             agent_pid: Some(run.pgid),
             leader_start: host.is_none().then_some(run.leader_start_time),
@@ -533,35 +504,18 @@ fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
             s.running.insert(id, e);
         }
     } else if let Some(p) = i.parked {
-        let kind = p.kind.unwrap_or(match p.reason.as_str() {
+        let kind = p.kind.unwrap_or(match p.entry.reason.as_str() {
             r if r.starts_with("max_attempts") => ParkKind::MaxAttempts,
             r if r.starts_with("budget") => ParkKind::BudgetExceeded,
             _ => ParkKind::MaxRuns,
         });
-        let mut b = BlockedEntry {
-            identifier: i.identifier,
-            state: p.state,
-            reason: p.reason,
-            kind,
-            since: p.since,
-            fingerprint: p.fingerprint,
-            workspace_path,
-            ..BlockedEntry::default()
-        };
+        let mut b = p.entry;
+        (b.identifier, b.kind, b.workspace_path) = (i.identifier, kind, workspace_path);
         if b.check(&id).is_ok() {
             s.blocked.insert(id, b);
         }
-    } else if let Some(r) = i.retry {
-        let mut e = RetryEntry {
-            identifier: i.identifier,
-            attempt: r.attempt,
-            due_at: r.due_at,
-            error: r.error,
-            kind: r.kind,
-            workspace_path,
-            host,
-            ..RetryEntry::default()
-        };
+    } else if let Some(mut e) = i.retry {
+        (e.identifier, e.workspace_path, e.host) = (i.identifier, workspace_path, host);
         if e.check(&id).is_ok() {
             s.retry_attempts.insert(id, e);
         }

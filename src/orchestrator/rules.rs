@@ -20,14 +20,10 @@ pub const RELOAD_DEBOUNCE_MS: u64 = 200;
 pub(crate) const SHUTDOWN_GRACE_EXTRA_MS: u64 = 30_000;
 pub(crate) const NO_SLOTS_ERROR: &str = "no available orchestrator slots";
 
-/// Terminal: the GitHub issue is CLOSED, or its Status is a terminal state.
-pub(crate) fn is_terminal(p: &Policy, issue: &Issue) -> bool {
-    issue.closed || contains(&p.terminal_states, &issue.state)
-}
-
 /// Active: Status in `active_states`, not terminal, not closed.
 pub fn is_active(p: &Policy, issue: &Issue) -> bool {
-    contains(&p.active_states, &issue.state) && !is_terminal(p, issue)
+    let terminal = issue.closed || contains(&p.terminal_states, &issue.state);
+    contains(&p.active_states, &issue.state) && !terminal
 }
 
 /// Routable (Symphony §8.2 `issue_routable`): repository allowed, every required label present
@@ -208,10 +204,6 @@ pub fn dispatch_order(a: &Issue, b: &Issue) -> Ordering {
         .then_with(|| a.identifier.cmp(&b.identifier))
 }
 
-pub(crate) fn sort_for_dispatch(issues: &mut [Issue]) {
-    issues.sort_by(dispatch_order);
-}
-
 /// Free global slots: `max(max_concurrent_agents - running, 0)`.
 pub(crate) fn global_slots(s: &OrchestratorState) -> usize {
     (s.policy.max_concurrent_agents as usize).saturating_sub(s.running.len())
@@ -321,8 +313,8 @@ mod tests {
         e.created_at = Some("2019-01-01T00:00:00Z".into());
         let mut f = issue("f", "Todo");
         f.priority = Some(7); // any positive integer is a real priority
-        let mut v = vec![a, b, c, d, e, f];
-        sort_for_dispatch(&mut v);
+        let mut v = [a, b, c, d, e, f];
+        v.sort_by(dispatch_order);
         let ids: Vec<&str> = v.iter().map(|i| i.id.as_str()).collect();
         // priority 1, then priority 2 by created (2019, 2021, null), then 7, then null.
         assert_eq!(ids, ["b", "e", "d", "a", "f", "c"]);
@@ -330,8 +322,8 @@ mod tests {
 
     #[test]
     fn identifier_breaks_ties() {
-        let mut v = vec![issue("z", "Todo"), issue("a", "Todo")];
-        sort_for_dispatch(&mut v);
+        let mut v = [issue("z", "Todo"), issue("a", "Todo")];
+        v.sort_by(dispatch_order);
         assert_eq!(v[0].id, "a");
     }
 
@@ -340,10 +332,14 @@ mod tests {
         let p = Policy::default();
         assert!(is_active(&p, &issue("1", " in progress ")));
         assert!(!is_active(&p, &issue("1", "Backlog")));
-        assert!(is_terminal(&p, &issue("1", "DONE")));
+        assert_eq!(
+            stop_reason(&p, &issue("1", "DONE")),
+            Some(StopReason::Terminal)
+        );
         let mut closed = issue("1", "Todo");
         closed.closed = true;
-        assert!(is_terminal(&p, &closed) && !is_active(&p, &closed));
+        assert_eq!(stop_reason(&p, &closed), Some(StopReason::Terminal));
+        assert!(!is_active(&p, &closed));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub(crate) const EVENT_SUMMARY_CHARS: usize = 500;
 /// after their config keys. Built by `ServiceConfig::policy`; its `Default` is the policy of a
 /// WORKFLOW.md that sets nothing (both in `workflow::config`, where the defaults are).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Policy {
     pub poll_interval_ms: u64,
     pub max_concurrent_agents: u32,
@@ -44,28 +45,18 @@ pub struct Policy {
     /// `hooks.timeout_ms` + 30 s: `after_run` must fit in the shutdown grace.
     pub shutdown_grace_ms: u64,
     /// `agent.max_*_per_issue`.
-    #[serde(default)]
     pub budget: Budget,
     /// Empty: run locally.
-    #[serde(default)]
     pub ssh_hosts: Vec<String>,
-    #[serde(default)]
     pub max_concurrent_agents_per_host: Option<u32>,
     /// How long an issue whose old agent could not be checked (its host did not answer) waits
     /// before it may run elsewhere.
-    #[serde(default)]
     pub orphan_grace_ms: u64,
     /// `agent.kind` of new runs: recorded on each run, so a restart resumes a session only with
     /// the same CLI.
-    #[serde(default)]
     pub agent: String,
     /// `tracker.budget_share`: the share of the tracker's hourly limit polls and fetches may use.
-    #[serde(default = "default_budget_share")]
     pub budget_share: f64,
-}
-
-fn default_budget_share() -> f64 {
-    super::gate::DEFAULT_BUDGET_SHARE
 }
 
 /// What one issue has spent since it last entered an active state, across runs and restarts;
@@ -149,20 +140,14 @@ pub struct TokenCounts {
 impl TokenCounts {
     /// Add a usage delta (saturating: the numbers come from the agent).
     pub fn add(&mut self, d: &crate::agent::TokenUsage) {
-        let add = |a: &mut u64, b: u64| *a = a.saturating_add(b);
-        add(&mut self.input_tokens, d.input_tokens);
-        add(&mut self.output_tokens, d.output_tokens);
-        add(&mut self.cache_read_input_tokens, d.cache_read_input_tokens);
-        add(
-            &mut self.cache_creation_input_tokens,
-            d.cache_creation_input_tokens,
-        );
-        let all = d
-            .input_tokens
-            .saturating_add(d.output_tokens)
-            .saturating_add(d.cache_read_input_tokens)
-            .saturating_add(d.cache_creation_input_tokens);
-        add(&mut self.total_tokens, all);
+        let (i, o) = (d.input_tokens, d.output_tokens);
+        let (r, c) = (d.cache_read_input_tokens, d.cache_creation_input_tokens);
+        self.input_tokens = self.input_tokens.saturating_add(i);
+        self.output_tokens = self.output_tokens.saturating_add(o);
+        self.cache_read_input_tokens = self.cache_read_input_tokens.saturating_add(r);
+        self.cache_creation_input_tokens = self.cache_creation_input_tokens.saturating_add(c);
+        let all = i.saturating_add(o).saturating_add(r).saturating_add(c);
+        self.total_tokens = self.total_tokens.saturating_add(all);
     }
 }
 
@@ -263,25 +248,20 @@ mod issue_ref {
     }
 
     pub(super) fn serialize<S: Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
-        let (id, identifier, url) = (i.id.clone(), i.identifier.clone(), i.url.clone());
-        IssueRef {
-            id,
-            identifier,
-            url,
-        }
-        .serialize(s)
+        let r = IssueRef {
+            id: i.id.clone(),
+            identifier: i.identifier.clone(),
+            url: i.url.clone(),
+        };
+        r.serialize(s)
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
-        let IssueRef {
-            id,
-            identifier,
-            url,
-        } = IssueRef::deserialize(d)?;
+        let r = IssueRef::deserialize(d)?;
         Ok(Issue {
-            id,
-            identifier,
-            url,
+            id: r.id,
+            identifier: r.identifier,
+            url: r.url,
             ..Issue::default()
         })
     }
@@ -407,7 +387,6 @@ pub struct PollState {
     /// Last poll/preflight error (cleared by success).
     pub last_error: Option<String>,
     /// Rate-limit pauses from any operation, credential back-off, refresh spacing.
-    #[serde(default)]
     pub gate: super::gate::RequestGate,
     #[serde(skip)]
     pub rate_limit: Option<TrackerBudget>,
@@ -425,11 +404,9 @@ pub struct OrchestratorState {
     pub retry_attempts: BTreeMap<String, RetryEntry>,
     /// Exited normally at least once (bookkeeping only).
     pub completed: BTreeSet<String>,
-    /// Parked issues.
     pub blocked: BTreeMap<String, BlockedEntry>,
     /// Worker runs since the issue last entered an active state.
     pub runs_since_active: BTreeMap<String, u32>,
-    /// For the issue view.
     pub last_errors: BTreeMap<String, String>,
     pub agent_totals: Totals,
     pub poll: PollState,

@@ -429,3 +429,26 @@ fn a_schema_1_file_from_the_previous_build_is_upgraded() {
     assert_eq!(again.retry_attempts.len(), 3);
     assert_eq!(again.blocked, st.blocked);
 }
+
+/// A schema-1 entry without totals (or without `cost_usd`) spent nothing; a `null` cost is how
+/// serde_json wrote a non-finite spend, read fail-closed as the maximum.
+#[test]
+fn a_schema_1_entry_without_a_cost_spent_nothing_and_a_null_cost_is_the_maximum() {
+    let file = |totals: &str| {
+        format!(
+            r#"{{"schema_version":1,"issues":[{{"id":"I_9","identifier":"acme__repo-9",
+            "retry":{{"due_at":1796000009940,"attempt":1,"error":"boom","kind":"failure"}}
+            {totals}}}]}}"#
+        )
+    };
+    for (totals, cost) in [
+        ("", None),
+        (r#","totals":{"input_tokens":5}"#, Some(0.0)),
+        (r#","totals":{"cost_usd":null}"#, Some(1e12)),
+    ] {
+        let (st, _) = restore(parse(file(totals).as_bytes()).unwrap(), policy(), NOW);
+        assert!(st.retry_attempts.contains_key("I_9"), "{totals}");
+        assert_eq!(st.spend.get("I_9").map(|s| s.cost_usd), cost, "{totals}");
+        assert_eq!(st.agent_totals.cost_usd, cost.unwrap_or(0.0), "{totals}");
+    }
+}
