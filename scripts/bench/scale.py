@@ -25,6 +25,7 @@ Env: BENCH_AGENTS, BENCH_TURN_S, BENCH_WINDOW_S (steady-state window, default 3 
      BENCH_NOFILE_TIGHT, BENCH_PER_HOST, BENCH_SSHD (default /usr/sbin/sshd).
 """
 
+import bisect
 import datetime
 import os
 import re
@@ -238,6 +239,7 @@ def scale(baton, fake, label, n, env=None, nofile=None, sigterm=True):
         report(f"{label}: RSS / peak (target <= 100 MB)",
                f"{rss_mib(r.pid):.0f} / {rss_mib(r.pid, 'VmHWM'):.0f}", "MiB")
         report(f"{label}: threads", threads(r.pid))
+        report(f"{label}: RSS by mapping", memory_breakdown(r.pid))
         spawn, missing = later_turn_latencies(r, t0 - TURN_S, t1)
         report(f"{label}: later turns' spawn median / p99 / max (target <= 50 ms / - / 1 s)",
                f"{pct(spawn, 0.5) * 1000:.0f} / {pct(spawn, 0.99) * 1000:.0f} / "
@@ -265,6 +267,48 @@ def scale(baton, fake, label, n, env=None, nofile=None, sigterm=True):
                    f"{len(left)} left, cgroups left {cgroups_left(cont, r.pid)}")
     finally:
         r.close()
+
+
+def memory_breakdown(pid):
+    """RSS split into thread stacks (the mapping holding each thread's stack pointer, from
+    /proc/<pid>/task/*/syscall; by thread name without digits), other anonymous memory (heap
+    and malloc arenas) and files."""
+    sps = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/syscall") as f:
+                w = f.read().split()
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = re.sub(r"\d+", "", f.read().strip())
+            if len(w) >= 8:
+                sps.append((int(w[-2], 16), name))
+        except OSError:
+            pass
+    sps.sort()
+    kib = {"stacks": 0, "anon": 0, "file": 0}
+    by_name = {}
+    with open(f"/proc/{pid}/smaps") as f:
+        lo = hi = 0
+        anon = False
+        for line in f:
+            w = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                lo, hi = (int(x, 16) for x in w[0].split("-"))
+                anon = len(w) < 6 or w[5].startswith("[")
+            elif w[0] == "Rss:":
+                i = bisect.bisect_left(sps, (lo, ""))
+                if i < len(sps) and sps[i][0] < hi:
+                    kib["stacks"] += int(w[1])
+                    n, total = by_name.get(sps[i][1], (0, 0))
+                    by_name[sps[i][1]] = (n + 1, total + int(w[1]))
+                else:
+                    kib["anon" if anon else "file"] += int(w[1])
+    n = threads(pid)
+    kinds = ", ".join(f"{k or '?'} {c} x {t / c:.0f} KiB" for k, (c, t) in
+                      sorted(by_name.items(), key=lambda kv: -kv[1][1])[:4])
+    return (f"thread stacks {kib['stacks'] / 1024:.1f} MiB ({kib['stacks'] / max(n, 1):.0f} KiB "
+            f"per thread; {kinds}), heap and other anonymous {kib['anon'] / 1024:.1f} MiB, "
+            f"files {kib['file'] / 1024:.1f} MiB")
 
 
 def all_started(r, label, n, want, limit, target):

@@ -2,24 +2,24 @@
 //!
 //! * The child is the leader of a **new process group** (`process_group(0)`), stdin `/dev/null`
 //!   (or a pipe the caller takes, `ProcessSpec::stdin_pipe`), stdout/stderr piped.
-//! * A named stdout thread either splits lines with a bounded buffer (a longer line is never held
-//!   in memory: it becomes [`StdoutItem::LineTooLong`] and is skipped up to the next newline; a
-//!   line over [`SHRINK_ABOVE`] takes the buffer with it and waits for an empty channel) or
-//!   forwards raw chunks. Small lines read together go as one [`StdoutItem::Lines`] batch.
-//! * One named watch thread per process ([`Watch`]) keeps a bounded stderr tail *and* waits for
-//!   the leader to exit, in one `poll(2)` over the stderr pipe and a pidfd (without pidfds: a
-//!   short poll timeout and `waitid(WNOHANG)`). The exit is detected *without reaping*
-//!   (`waitid(WNOWAIT)`); the thread then kills whatever is left in the group (no orphans) and
-//!   reaps the leader (no zombies). The leader stays a zombie until then, so its pgid cannot be
-//!   reused while Baton may still signal the group; [`Process::signal_group`] only signals while
-//!   the leader is unreaped (checked under the lock the watch thread holds while reaping). Two
-//!   threads per process in all.
+//! * One named thread per process ([`Watch`]) reads stdout and stderr and waits for the leader to
+//!   exit, in one `poll(2)` over both pipes and a pidfd (without pidfds: a short poll timeout and
+//!   `waitid(WNOHANG)`). Stdout becomes bounded lines (a longer line is never held in memory: it
+//!   becomes [`StdoutItem::LineTooLong`] and is skipped up to the next newline; a line over
+//!   [`SHRINK_ABOVE`] takes the buffer with it and waits for an empty channel) or raw chunks;
+//!   small lines read together go as one [`StdoutItem::Lines`] batch. While the line channel is
+//!   full, stdout is not read (back-pressure on the child) but stderr and the exit still are.
+//!   Stderr keeps a bounded tail. The exit is detected *without reaping* (`waitid(WNOWAIT)`); the
+//!   thread then kills whatever is left in the group (no orphans) and reaps the leader (no
+//!   zombies). The leader stays a zombie until then, so its pgid cannot be reused while Baton may
+//!   still signal the group; [`Process::signal_group`] only signals while the leader is unreaped
+//!   (checked under the lock the thread holds while reaping).
 //!
 //! * The environment follows the process-wide [`EnvPolicy`](super::EnvPolicy) (`agent.env_*`).
 //! * Spawns go through std's `posix_spawn` path (no `pre_exec` hook, an absolute program), so a
 //!   spawn costs the same with 3,000 threads in Baton as with none. In `cgroup` containment (see
 //!   `cgroup`) the program is started through a `/bin/sh` shim that joins the process's own
-//!   child cgroup first; the waiter then ends everything left in it with `cgroup.kill` and
+//!   child cgroup first; its thread then ends everything left in it with `cgroup.kill` and
 //!   removes it.
 //!
 //! Without a cgroup, a grandchild that moves itself into another process group or session
@@ -28,23 +28,23 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsStr;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, BufRead, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{ChildStderr, Command, ExitStatus, Stdio};
+use std::process::{ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender};
 
 use super::cgroup::ProcCgroup;
 use super::{Process, ProcessSpec, StdoutItem, StdoutMode};
 
 /// Capacity of the stdout channel in lines (back-pressure on the child beyond this). A line over
-/// [`SHRINK_ABOVE`] is only sent into an empty channel (see [`send_line`]), so at most one line
+/// [`SHRINK_ABOVE`] is only sent into an empty channel (see [`Watch::send_stdout`]), so at most one line
 /// near the cap (10 MB) is ever queued per agent. (Measured: a capacity of 2 for every line costs
 /// about 40 % of stream-json throughput in thread wake-ups.)
 const LINE_CHANNEL_CAPACITY: usize = 16;
@@ -175,7 +175,7 @@ pub(crate) fn spawn_command(
     mut cmd: Command,
     spec: &ProcessSpec,
     cgroup: Option<ProcCgroup>,
-    pgid: Option<Sender<(u32, Option<u64>)>>,
+    pgid: Option<PgidSender>,
 ) -> io::Result<LocalProcess> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -198,24 +198,6 @@ pub(crate) fn spawn_command(
     let label = spec.label;
 
     let (line_tx, lines) = bounded(LINE_CHANNEL_CAPACITY);
-    let mode = spec.stdout;
-    thread::Builder::new()
-        .name(format!("{label}-stdout-{pid}"))
-        .spawn(move || {
-            let mut stdout = BufReader::with_capacity(64 * 1024, stdout);
-            if let Some(tx) = pgid {
-                let Some(p) = remote_pgid(&mut stdout) else {
-                    return;
-                };
-                let _ = tx.send(p);
-            }
-            match mode {
-                StdoutMode::Lines { max_line_bytes } => read_lines(stdout, max_line_bytes, line_tx),
-                StdoutMode::Chunks => read_chunks(stdout, line_tx),
-            }
-        })
-        .map_err(fail)?;
-
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
     let (stderr_done_tx, stderr_done) = bounded::<()>(0);
     let exit = Arc::new(Mutex::new(ExitState::default()));
@@ -223,7 +205,15 @@ pub(crate) fn spawn_command(
     let (exited_tx, exited) = bounded::<()>(0);
     let watch = Watch {
         pid,
-        stderr,
+        stdout: Some(Stdout {
+            pipe: stdout,
+            tx: line_tx,
+            split: Splitter::new(spec.stdout),
+            pgid: pgid.map(|tx| (tx, Vec::new())),
+            out: VecDeque::new(),
+            eof: false,
+        }),
+        stderr: Some(stderr),
         stderr_cap: spec.stderr_tail_bytes,
         tail: Arc::clone(&stderr_tail),
         stderr_done: Some(stderr_done_tx),
@@ -232,7 +222,7 @@ pub(crate) fn spawn_command(
         cgroup,
     };
     thread::Builder::new()
-        .name(format!("{label}-wait-{pid}"))
+        .name(format!("{label}-{pid}"))
         .spawn(move || watch.run())
         .map_err(fail)?;
 
@@ -391,148 +381,168 @@ pub(crate) fn remote_pgid(r: &mut impl BufRead) -> Option<(u32, Option<u64>)> {
     Some((pgid, words.next().and_then(|t| t.trim().parse().ok())))
 }
 
-/// Split `r` into bounded lines and send them; ends with `Eof`. Stops early when the receiver is gone.
-/// Lines read together are sent together ([`Batch`]); whatever is finished is sent before the
-/// next read that may block, so a line is never held back waiting for more output.
-fn read_lines<R: Read>(r: R, max_line: usize, tx: Sender<StdoutItem>) {
-    let mut reader = BufReader::with_capacity(64 * 1024, r);
-    let mut buf = LineBuf::new(max_line);
-    let mut batch = Batch::new(&tx);
-    loop {
-        if reader.buffer().is_empty() && batch.flush().is_err() {
-            return;
-        }
-        let (consumed, newline) = match reader.fill_buf() {
-            Ok([]) => break,
-            Ok(chunk) => match chunk.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    buf.absorb(&chunk[..i]);
-                    (i + 1, true)
-                }
-                None => {
-                    buf.absorb(chunk);
-                    (chunk.len(), false)
-                }
-            },
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                let _ = batch.push(StdoutItem::ReadError(e.to_string()));
-                let _ = tx.send(StdoutItem::Eof);
-                return;
-            }
-        };
-        reader.consume(consumed);
-        if newline && batch.push(buf.take()).is_err() {
-            return;
-        }
-    }
-    if buf.pending() && batch.push(buf.take()).is_err() {
-        return;
-    }
-    if batch.flush().is_ok() {
-        let _ = tx.send(StdoutItem::Eof);
-    }
-}
+/// Bytes read from a pipe at once. The buffer is allocated for each read and freed after it, so
+/// an idle agent holds none (a 64 KiB buffer per process was most of the heap at scale).
+const READ_BYTES: usize = 64 * 1024;
+/// While the stdout channel is full, how long one send waits before stderr and the exit are
+/// looked at again.
+const SEND_WAIT: Duration = Duration::from_millis(20);
+/// Reads of a busy stdout done before reaping a leader that already exited, so that its last
+/// lines are queued before `exited` fires (the reap kills the rest of the group).
+const DRAIN_BEFORE_REAP: u32 = 16;
 
 /// Bytes and lines of small lines sent as one [`StdoutItem::Lines`] at most.
 const BATCH_BYTES: usize = 64 * 1024;
 const BATCH_LINES: usize = 256;
 
+/// What stdout's bytes become: bounded lines, or raw chunks.
+struct Splitter {
+    chunks: bool,
+    line: LineBuf,
+    batch: Batch,
+}
+
+impl Splitter {
+    fn new(mode: StdoutMode) -> Self {
+        let (chunks, max) = match mode {
+            StdoutMode::Lines { max_line_bytes } => (false, max_line_bytes),
+            StdoutMode::Chunks => (true, 1),
+        };
+        Splitter {
+            chunks,
+            line: LineBuf::new(max),
+            batch: Batch::default(),
+        }
+    }
+
+    /// Queue the items of one read. Lines finished in it go as one batch, before the next read,
+    /// so a line never waits for more output.
+    fn feed(&mut self, mut chunk: &[u8], out: &mut VecDeque<StdoutItem>) {
+        if self.chunks {
+            return out.push_back(StdoutItem::Chunk(chunk.to_vec()));
+        }
+        while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+            self.line.absorb(&chunk[..i]);
+            self.batch.push(self.line.take(), out);
+            chunk = &chunk[i + 1..];
+        }
+        self.line.absorb(chunk);
+        self.batch.flush(out);
+    }
+
+    /// End of stdout (`error`: why reading failed): the unfinished line, then `Eof`.
+    fn finish(&mut self, error: Option<String>, out: &mut VecDeque<StdoutItem>) {
+        if self.line.pending() {
+            self.batch.push(self.line.take(), out);
+        }
+        if let Some(e) = error {
+            self.batch.push(StdoutItem::ReadError(e), out);
+        }
+        self.batch.flush(out);
+        out.push_back(StdoutItem::Eof);
+    }
+}
+
 /// Small lines waiting to be sent as one item: a fast producer then costs one consumer wake-up
 /// per read instead of one per line (measured: most of the stream-json CPU was wake-ups).
-struct Batch<'t> {
-    tx: &'t Sender<StdoutItem>,
+#[derive(Default)]
+struct Batch {
     lines: Vec<String>,
     bytes: usize,
 }
 
-impl<'t> Batch<'t> {
-    fn new(tx: &'t Sender<StdoutItem>) -> Self {
-        Batch {
-            tx,
-            lines: Vec::new(),
-            bytes: 0,
-        }
-    }
-
-    /// Add a finished item: a small line joins the batch; anything else is sent after it.
-    /// `Err` once the receiver is gone.
-    fn push(&mut self, item: StdoutItem) -> Result<(), ()> {
+impl Batch {
+    /// Add a finished item: a small line joins the batch; anything else is queued after it.
+    fn push(&mut self, item: StdoutItem, out: &mut VecDeque<StdoutItem>) {
         match item {
             StdoutItem::Line(l) if l.len() <= BATCH_BYTES => {
                 self.bytes = self.bytes.saturating_add(l.len());
                 self.lines.push(l);
                 if self.bytes >= BATCH_BYTES || self.lines.len() >= BATCH_LINES {
-                    self.flush()?;
+                    self.flush(out);
                 }
-                Ok(())
             }
             other => {
-                self.flush()?;
-                send_line(self.tx, other)
+                self.flush(out);
+                out.push_back(other);
             }
         }
     }
 
-    /// Send the waiting lines (one as [`StdoutItem::Line`], more as [`StdoutItem::Lines`]).
-    fn flush(&mut self) -> Result<(), ()> {
+    /// Queue the waiting lines (one as [`StdoutItem::Line`], more as [`StdoutItem::Lines`]).
+    fn flush(&mut self, out: &mut VecDeque<StdoutItem>) {
         self.bytes = 0;
-        let item = if self.lines.len() > 1 {
-            StdoutItem::Lines(std::mem::take(&mut self.lines))
-        } else {
-            match self.lines.pop() {
-                Some(l) => StdoutItem::Line(l),
-                None => return Ok(()),
-            }
-        };
-        self.tx.send(item).map_err(|_| ())
+        match self.lines.len() {
+            0 => {}
+            1 => out.extend(self.lines.pop().map(StdoutItem::Line)),
+            _ => out.push_back(StdoutItem::Lines(std::mem::take(&mut self.lines))),
+        }
     }
 }
 
-/// Send one line; a line over [`SHRINK_ABOVE`] first waits until the channel is empty (the
-/// consumer took every earlier line, or is gone: dropping the last receiver empties it), so
-/// big lines never pile up in the queue. The wait polls every millisecond: such lines are rare
-/// and take longer than that to read.
-fn send_line(tx: &Sender<StdoutItem>, item: StdoutItem) -> Result<(), ()> {
-    if matches!(&item, StdoutItem::Line(l) if l.len() > SHRINK_ABOVE) {
-        while !tx.is_empty() {
-            thread::sleep(Duration::from_millis(1));
-        }
-    }
-    tx.send(item).map_err(|_| ())
+/// Where the SSH wrapper's group id and leader start time go.
+type PgidSender = Sender<(u32, Option<u64>)>;
+
+/// The stdout side of [`Watch`]. `out` holds at most one read's items: the pipe is only read
+/// again once they are all in the channel (back-pressure on the child).
+struct Stdout {
+    pipe: ChildStdout,
+    tx: Sender<StdoutItem>,
+    split: Splitter,
+    /// The SSH wrapper's `BATON_PGID` line still to come, and its bytes so far.
+    pgid: Option<(PgidSender, Vec<u8>)>,
+    out: VecDeque<StdoutItem>,
+    eof: bool,
 }
 
-/// Forward raw chunks of `r`; ends with `Eof`. Stops early when the receiver is gone.
-fn read_chunks<R: Read>(mut r: R, tx: Sender<StdoutItem>) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if tx.send(StdoutItem::Chunk(buf[..n].to_vec())).is_err() {
-                    return;
-                }
+impl Stdout {
+    /// Queue what one read brought (empty: EOF). False when stdout is given up: the wrapper's
+    /// pgid line was missing (the channel then closes without `Eof`).
+    fn take(&mut self, chunk: &[u8]) -> bool {
+        let eof = chunk.is_empty();
+        let mut rest = chunk;
+        if let Some((tx, line)) = &mut self.pgid {
+            let head = &chunk[..chunk.len().min(65 - line.len())];
+            let end = head
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(head.len(), |i| i + 1);
+            line.extend_from_slice(&head[..end]);
+            rest = &chunk[end..];
+            if !(eof || line.ends_with(b"\n") || line.len() >= 65) {
+                return true;
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                let _ = tx.send(StdoutItem::ReadError(e.to_string()));
-                break;
-            }
+            let Some(p) = remote_pgid(&mut &line[..]) else {
+                return false;
+            };
+            let _ = tx.send(p);
+            self.pgid = None;
         }
+        if !rest.is_empty() {
+            self.split.feed(rest, &mut self.out);
+        }
+        if eof {
+            self.split.finish(None, &mut self.out);
+            self.eof = true;
+        }
+        true
     }
-    let _ = tx.send(StdoutItem::Eof);
 }
 
 /// Poll interval for the leader's exit when no pidfd is available.
 const EXIT_POLL_MS: libc::c_int = 50;
 
-/// The one thread per process besides the stdout reader: it keeps the bounded stderr tail and
-/// waits for the leader's exit, both in one `poll(2)` (the stderr pipe and a pidfd; without a
-/// pidfd, a short timeout and `waitid(WNOHANG)`). Once the leader exited it kills what is left
-/// of its group and reaps it (see [`Watch::reap`]); it keeps reading stderr until EOF.
+/// The one thread per process: one `poll(2)` over the stdout pipe, the stderr pipe and a pidfd
+/// (without a pidfd, a short timeout and `waitid(WNOHANG)`). It splits stdout into the line
+/// channel, keeps the bounded stderr tail, and once the leader exited kills what is left of its
+/// group and reaps it (see [`Watch::reap`]); it reads both pipes until EOF. While the line
+/// channel is full it stops reading stdout but keeps watching stderr and the exit.
 struct Watch {
     pid: u32,
-    stderr: ChildStderr,
+    /// Dropped at EOF once everything is sent, or when the receiver is gone.
+    stdout: Option<Stdout>,
+    /// Dropped at EOF (or a read error).
+    stderr: Option<ChildStderr>,
     stderr_cap: usize,
     tail: Arc<Mutex<VecDeque<u8>>>,
     /// Dropped at stderr EOF.
@@ -551,78 +561,132 @@ impl Watch {
 
     /// The poll loop; `pidfd` None exercises the fallback (timeout + `WNOHANG`).
     fn run_with(mut self, pidfd: Option<OwnedFd>) {
-        let mut buf = [0u8; 8192];
-        let mut stderr_open = true;
-        let mut reaped = false;
-        while stderr_open || !reaped {
-            let poll = |on: bool, fd: Option<i32>| libc::pollfd {
-                fd: fd.filter(|_| on).unwrap_or(-1),
+        let mut drained = 0;
+        loop {
+            let full = self.send_stdout();
+            if self.stdout.is_none() && self.stderr.is_none() && self.exited.is_none() {
+                return;
+            }
+            let poll = |fd: Option<i32>| libc::pollfd {
+                fd: fd.unwrap_or(-1),
                 events: libc::POLLIN,
                 revents: 0,
             };
-            let pid_fd = pidfd.as_ref().map(AsRawFd::as_raw_fd);
+            let stdout = self.stdout.as_ref().filter(|s| !full && !s.eof);
+            let pid_fd = pidfd.as_ref().filter(|_| self.exited.is_some());
             let mut fds = [
-                poll(stderr_open, Some(self.stderr.as_raw_fd())),
-                poll(!reaped, pid_fd),
+                poll(stdout.map(|s| s.pipe.as_raw_fd())),
+                poll(self.stderr.as_ref().map(AsRawFd::as_raw_fd)),
+                poll(pid_fd.map(AsRawFd::as_raw_fd)),
             ];
-            let timeout = match reaped || pidfd.is_some() {
-                true => -1,
-                false => EXIT_POLL_MS,
+            let timeout = match () {
+                _ if full => 0,
+                _ if self.exited.is_none() || pidfd.is_some() => -1,
+                _ => EXIT_POLL_MS,
             };
-            // SAFETY: `fds` is a valid array of two pollfd; negative fds are ignored by poll.
-            let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout) };
-            if r < 0 {
-                if io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                    continue;
+            // SAFETY: `fds` is a valid array of three pollfd; negative fds are ignored by poll.
+            if unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) } < 0 {
+                if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    thread::sleep(Duration::from_millis(10)); // ENOMEM: try again
                 }
-                return self.blocking(reaped);
+                continue;
             }
-            if stderr_open && fds[0].revents != 0 && !self.read_stderr(&mut buf) {
-                stderr_open = false;
+            let stdout_ready = fds[0].revents != 0;
+            if stdout_ready {
+                self.read_stdout();
+            }
+            if fds[1].revents != 0 && !self.read_stderr() {
+                self.stderr = None;
                 self.stderr_done.take();
             }
-            let pid_ready = pidfd.is_none() || fds[1].revents != 0;
-            if !reaped && pid_ready && self.leader_exited(false) {
-                self.reap();
-                reaped = true;
+            if self.exited.is_some() && (pidfd.is_none() || fds[2].revents != 0) {
+                if stdout_ready && drained < DRAIN_BEFORE_REAP {
+                    drained += 1;
+                } else if self.leader_exited() {
+                    self.reap();
+                }
             }
         }
     }
 
-    /// Fallback when poll itself fails: block on the exit, then on stderr (the old two-step).
-    fn blocking(mut self, reaped: bool) {
-        if !reaped {
-            self.leader_exited(true);
-            self.reap();
+    /// Send stdout's queued items. True while some wait for room: the first one was offered
+    /// for [`SEND_WAIT`] (or for as long as it takes once stderr and the exit are done).
+    fn send_stdout(&mut self) -> bool {
+        let patient = self.stderr.is_none() && self.exited.is_none();
+        let Some(s) = &mut self.stdout else {
+            return false;
+        };
+        while let Some(item) = s.out.pop_front() {
+            // A line over SHRINK_ABOVE only goes into an empty channel (the consumer took every
+            // earlier line, or is gone), so big lines never pile up in the queue.
+            let sent = if matches!(&item, StdoutItem::Line(l) if l.len() > SHRINK_ABOVE)
+                && !s.tx.is_empty()
+            {
+                thread::sleep(Duration::from_millis(1));
+                Err(SendTimeoutError::Timeout(item))
+            } else if patient {
+                s.tx.send(item)
+                    .map_err(|e| SendTimeoutError::Disconnected(e.0))
+            } else {
+                s.tx.send_timeout(item, SEND_WAIT)
+            };
+            match sent {
+                Ok(()) => {}
+                Err(SendTimeoutError::Timeout(item)) => {
+                    s.out.push_front(item);
+                    return true;
+                }
+                Err(SendTimeoutError::Disconnected(_)) => {
+                    self.stdout = None;
+                    return false;
+                }
+            }
         }
-        let mut buf = [0u8; 8192];
-        while self.read_stderr(&mut buf) {}
-        self.stderr_done.take();
+        if s.eof {
+            self.stdout = None;
+        }
+        false
+    }
+
+    /// One read of stdout into its queue; drops stdout when it is given up.
+    fn read_stdout(&mut self) {
+        let Some(s) = &mut self.stdout else {
+            return;
+        };
+        let keep = match read_fd(&s.pipe) {
+            Ok(buf) => s.take(&buf),
+            Err(e) => {
+                s.split.finish(Some(e.to_string()), &mut s.out);
+                s.eof = true;
+                true
+            }
+        };
+        if !keep {
+            self.stdout = None;
+        }
     }
 
     /// One read of stderr into the tail; false at EOF or on an error.
-    fn read_stderr(&mut self, buf: &mut [u8]) -> bool {
-        loop {
-            match self.stderr.read(buf) {
-                Ok(0) => return false,
-                Ok(n) => {
-                    if let Ok(mut t) = self.tail.lock() {
-                        t.extend(&buf[..n]);
-                        let excess = t.len().saturating_sub(self.stderr_cap);
-                        t.drain(..excess);
-                    }
-                    return true;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(_) => return false,
-            }
+    fn read_stderr(&mut self) -> bool {
+        let Some(stderr) = &self.stderr else {
+            return false;
+        };
+        let buf = match read_fd(stderr) {
+            Ok(buf) if !buf.is_empty() => buf,
+            _ => return false,
+        };
+        if let Ok(mut t) = self.tail.lock() {
+            t.extend(&buf);
+            let excess = t.len().saturating_sub(self.stderr_cap);
+            t.drain(..excess);
         }
+        true
     }
 
-    /// True once the leader exited, *without reaping it* (`waitid(WNOWAIT)`); also true when
-    /// it cannot be waited for (ECHILD…), so the reaping attempt runs. `block` waits for it.
-    fn leader_exited(&self, block: bool) -> bool {
-        let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
+    /// True once the leader exited, *without reaping it* (`waitid(WNOWAIT | WNOHANG)`); also
+    /// true when it cannot be waited for (ECHILD…), so the reaping attempt runs.
+    fn leader_exited(&self) -> bool {
+        let flags = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
         loop {
             // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
             let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
@@ -637,7 +701,6 @@ impl Watch {
             }
         }
     }
-
     /// Kill the rest of the exited leader's group (and of its cgroup, which also reaches
     /// `setsid`'d descendants), then reap it and remove the cgroup. The leader is a zombie until
     /// then, so its pgid cannot be reused while [`Process::signal_group`] may still signal it.
@@ -673,6 +736,24 @@ impl Watch {
     }
 }
 
+/// One `read(2)` of up to [`READ_BYTES`] into a new buffer (empty at EOF), retried on EINTR.
+fn read_fd(fd: &impl AsRawFd) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::<u8>::with_capacity(READ_BYTES);
+    loop {
+        // SAFETY: the kernel writes at most `capacity` bytes into the buffer's spare capacity.
+        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.capacity()) };
+        if let Ok(n) = usize::try_from(n) {
+            // SAFETY: the first `n` bytes were just written by the kernel.
+            unsafe { buf.set_len(n) };
+            return Ok(buf);
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 /// A pidfd for our (unreaped) child, when the kernel has `pidfd_open` (Linux ≥ 5.3).
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     // SAFETY: plain syscall; a non-negative result is a new fd that we own.
@@ -686,16 +767,28 @@ fn pidfd_open(pid: u32) -> Option<OwnedFd> {
 mod tests {
     use super::*;
 
+    /// The items `mode` makes of `input` read at once, then EOF.
+    fn split(input: &[u8], mode: StdoutMode) -> VecDeque<StdoutItem> {
+        let (mut split, mut out) = (Splitter::new(mode), VecDeque::new());
+        split.feed(input, &mut out);
+        split.finish(None, &mut out);
+        out
+    }
+
     /// The items of `input`, batches split back into lines.
     fn collect(input: &[u8], max: usize) -> Vec<StdoutItem> {
-        let (tx, rx) = bounded(1024);
-        read_lines(input, max, tx);
-        rx.try_iter()
-            .flat_map(|i| match i {
-                StdoutItem::Lines(ls) => ls.into_iter().map(StdoutItem::Line).collect(),
-                other => vec![other],
-            })
-            .collect()
+        split(
+            input,
+            StdoutMode::Lines {
+                max_line_bytes: max,
+            },
+        )
+        .into_iter()
+        .flat_map(|i| match i {
+            StdoutItem::Lines(ls) => ls.into_iter().map(StdoutItem::Line).collect(),
+            other => vec![other],
+        })
+        .collect()
     }
 
     #[test]
@@ -749,12 +842,15 @@ mod tests {
 
     #[test]
     fn lines_read_together_are_sent_together_and_big_lines_alone() {
-        let (tx, rx) = bounded(1024);
         let mut input = b"a\nb\n".to_vec();
         input.extend(vec![b'x'; BATCH_BYTES + 1]);
         input.extend_from_slice(b"\nc\n");
-        read_lines(&input[..], 1 << 20, tx);
-        let items: Vec<_> = rx.try_iter().collect();
+        let items = Vec::from(split(
+            &input,
+            StdoutMode::Lines {
+                max_line_bytes: 1 << 20,
+            },
+        ));
         assert_eq!(
             items.len(),
             4,
@@ -773,49 +869,143 @@ mod tests {
         assert_eq!(items[2..], [StdoutItem::Line("c".into()), StdoutItem::Eof]);
     }
 
-    /// The watch thread's loop on this thread, with and without a pidfd: it keeps the stderr
-    /// tail, reaps the leader with its status, and closes both channels.
+    /// A child of `sh -c script` in its own group, and the channels of its [`Watch`].
+    struct Watched {
+        watch: Watch,
+        lines: Receiver<StdoutItem>,
+        exited: Receiver<()>,
+        stderr_done: Receiver<()>,
+        exit: Arc<Mutex<ExitState>>,
+        tail: Arc<Mutex<VecDeque<u8>>>,
+    }
+
+    fn watched(script: &str, stderr_cap: usize) -> Watched {
+        #[allow(clippy::zombie_processes)] // `Watch` reaps it (the point of these tests)
+        let mut child = Command::new("/bin/sh")
+            .args(["-c", script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("sh starts");
+        let (line_tx, lines) = bounded(LINE_CHANNEL_CAPACITY);
+        let (stderr_done_tx, stderr_done) = bounded::<()>(0);
+        let (exited_tx, exited) = bounded::<()>(0);
+        let exit = Arc::new(Mutex::new(ExitState::default()));
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let watch = Watch {
+            pid: child.id(),
+            stdout: Some(Stdout {
+                pipe: child.stdout.take().expect("piped"),
+                tx: line_tx,
+                split: Splitter::new(StdoutMode::Lines {
+                    max_line_bytes: 1 << 20,
+                }),
+                pgid: None,
+                out: VecDeque::new(),
+                eof: false,
+            }),
+            stderr: child.stderr.take(),
+            stderr_cap,
+            tail: Arc::clone(&tail),
+            stderr_done: Some(stderr_done_tx),
+            exit: Arc::clone(&exit),
+            exited: Some(exited_tx),
+            cgroup: None,
+        };
+        Watched {
+            watch,
+            lines,
+            exited,
+            stderr_done,
+            exit,
+            tail,
+        }
+    }
+
+    /// Every line of `lines` up to `Eof` (which must come), batches split.
+    fn lines_until_eof(lines: &Receiver<StdoutItem>) -> Vec<String> {
+        let mut got = Vec::new();
+        loop {
+            match lines
+                .recv_timeout(Duration::from_secs(10))
+                .expect("Eof comes")
+            {
+                StdoutItem::Line(l) => got.push(l),
+                StdoutItem::Lines(ls) => got.extend(ls),
+                StdoutItem::Eof => return got,
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    /// The one thread's loop on this thread, with and without a pidfd: it delivers stdout's
+    /// lines, keeps the stderr tail, reaps the leader with its status, and closes every channel.
     #[test]
-    fn watch_reaps_and_keeps_the_stderr_tail() {
+    fn one_thread_reads_stdout_keeps_the_stderr_tail_and_reaps() {
         for with_pidfd in [true, false] {
-            #[allow(clippy::zombie_processes)] // `Watch` reaps it (the point of the test)
-            let mut child = Command::new("/bin/sh")
-                .args(["-c", "echo one >&2; echo two-three >&2; exit 3"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .process_group(0)
-                .spawn()
-                .expect("sh starts");
-            let pid = child.id();
-            let (stderr_done_tx, stderr_done) = bounded::<()>(0);
-            let (exited_tx, exited) = bounded::<()>(0);
-            let exit = Arc::new(Mutex::new(ExitState::default()));
-            let tail = Arc::new(Mutex::new(VecDeque::new()));
-            let watch = Watch {
-                pid,
-                stderr: child.stderr.take().expect("piped"),
-                stderr_cap: 8,
-                tail: Arc::clone(&tail),
-                stderr_done: Some(stderr_done_tx),
-                exit: Arc::clone(&exit),
-                exited: Some(exited_tx),
-                cgroup: None,
+            let w = watched(
+                "echo out1; echo one >&2; echo out2; echo two-three >&2; exit 3",
+                8,
+            );
+            let pidfd = if with_pidfd {
+                pidfd_open(w.watch.pid)
+            } else {
+                None
             };
-            let pidfd = if with_pidfd { pidfd_open(pid) } else { None };
-            watch.run_with(pidfd);
-            let state = exit.lock().unwrap();
+            w.watch.run_with(pidfd);
+            let state = w.exit.lock().unwrap();
             assert!(state.reaped);
             assert_eq!(state.status.and_then(|s| s.code()), Some(3));
-            let tail: Vec<u8> = tail.lock().unwrap().iter().copied().collect();
+            let tail: Vec<u8> = w.tail.lock().unwrap().iter().copied().collect();
             assert_eq!(tail, b"o-three\n");
-            assert!(exited.recv().is_err() && stderr_done.recv().is_err());
+            assert_eq!(lines_until_eof(&w.lines), ["out1", "out2"]);
+            assert!(w.exited.recv().is_err() && w.stderr_done.recv().is_err());
+            assert!(w.lines.recv().is_err(), "the line channel closes");
         }
+    }
+
+    /// Nobody reads the line channel: it fills (one line per item: each is over BATCH_BYTES),
+    /// stdout is no longer read, but stderr and the leader's exit still are; the lines all come
+    /// once they are taken.
+    #[test]
+    fn a_full_line_channel_still_sees_stderr_and_the_exit() {
+        let n = LINE_CHANNEL_CAPACITY + 1;
+        let script = format!(
+            "i=0; while [ $i -lt {n} ]; do head -c {} /dev/zero | tr '\\0' x; echo; i=$((i+1)); done; echo bye >&2; exit 4",
+            BATCH_BYTES + 1
+        );
+        let w = watched(&script, 64);
+        let watch = w.watch;
+        let thread = thread::spawn(move || watch.run());
+        assert!(
+            w.exited.recv_timeout(Duration::from_secs(20)).is_err(),
+            "exited fires"
+        );
+        assert_eq!(
+            w.exit.lock().unwrap().status.and_then(|s| s.code()),
+            Some(4)
+        );
+        assert!(w.stderr_done.recv_timeout(Duration::from_secs(10)).is_err());
+        assert_eq!(
+            w.tail.lock().unwrap().iter().copied().collect::<Vec<_>>(),
+            b"bye\n"
+        );
+        assert_eq!(
+            w.lines.len(),
+            LINE_CHANNEL_CAPACITY,
+            "nothing was taken yet"
+        );
+        let got = lines_until_eof(&w.lines);
+        assert_eq!(got.len(), n);
+        assert!(got.iter().all(|l| l.len() == BATCH_BYTES + 1));
+        thread.join().unwrap();
     }
 
     #[test]
     fn the_remote_pgid_line_is_read_strictly() {
-        let pgid = |s: &[u8]| remote_pgid(&mut BufReader::new(s));
+        let pgid = |s: &[u8]| remote_pgid(&mut &s[..]);
         assert_eq!(pgid(b"BATON_PGID 4242 917\nrest"), Some((4242, Some(917))));
         assert_eq!(pgid(b"BATON_PGID 4242 \n"), Some((4242, None)));
         let long = [b'1'; 100];
@@ -832,9 +1022,7 @@ mod tests {
 
     #[test]
     fn chunks_mode_forwards_raw_bytes() {
-        let (tx, rx) = bounded(1024);
-        read_chunks(&b"no newline"[..], tx);
-        let items: Vec<_> = rx.try_iter().collect();
+        let items = Vec::from(split(b"no newline", StdoutMode::Chunks));
         assert_eq!(
             items,
             vec![StdoutItem::Chunk(b"no newline".to_vec()), StdoutItem::Eof]

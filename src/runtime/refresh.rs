@@ -5,6 +5,12 @@
 //! id, sends one `refresh_running(ids)` and hands each worker its issue ([`Refresher::serve`]).
 //! The main loop neither waits nor sees the issues. A worker waits until its answer, its cancel,
 //! the gate holding requests ([`Refresher::release_held`]) or [`MAX_WAIT`], whichever is first.
+//!
+//! One batch answers every worker whose turn ended since the last one (about 74 at 1,000 agents),
+//! and their next processes would all start in the same instant. The answers are paced instead:
+//! in the order the workers joined, each one returns [`PACE_GAP`] after the one before, and the
+//! whole batch spreads over at most [`PACE_SPREAD`] (the gap shrinks for bigger batches), well
+//! under the second or more between two batches.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +27,11 @@ use crate::tracker::{Tracker, TrackerError};
 /// The longest a worker waits for its refresh; then its run ends normally, as when the gate
 /// holds requests (its continuation retry asks again).
 pub const MAX_WAIT: Duration = Duration::from_secs(120);
+
+/// The spacing of the answers of one batch (see the module docs).
+pub const PACE_GAP: Duration = Duration::from_millis(25);
+/// The longest one batch's answers are spread over.
+pub const PACE_SPREAD: Duration = Duration::from_millis(500);
 
 /// How often a waiting worker re-checks its cancel flag (a cancel's wake-up may have been taken
 /// by the turn that ended).
@@ -39,22 +50,29 @@ pub enum Refreshed {
     Cancelled,
 }
 
-/// The waiting workers of the next batch (one per issue: an issue runs once at a time).
+/// An answer, and how long after the batch its worker waits before returning it.
+type Answer = (Refreshed, Duration);
+
+/// The waiting workers of the next batch in the order they joined (one per issue: an issue runs
+/// once at a time).
 pub struct Refresher {
-    waiting: Mutex<HashMap<String, Sender<Refreshed>>>,
+    waiting: Mutex<Vec<(String, Sender<Answer>)>>,
     events: Sender<Event>,
+    /// [`PACE_GAP`] and [`PACE_SPREAD`] (tests set their own).
+    pace: (Duration, Duration),
 }
 
 impl Refresher {
     /// An empty refresher whose first waiter of each batch sends `TurnRefreshWanted` on `events`.
     pub fn new(events: Sender<Event>) -> Arc<Self> {
         Arc::new(Refresher {
-            waiting: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(Vec::new()),
             events,
+            pace: (PACE_GAP, PACE_SPREAD),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Sender<Refreshed>>> {
+    fn lock(&self) -> MutexGuard<'_, Vec<(String, Sender<Answer>)>> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -62,14 +80,28 @@ impl Refresher {
     /// loop's "the gate holds requests" flag: it is read before and after joining, so a worker
     /// either sees it or is released by [`Refresher::release_held`].
     pub fn refresh(&self, id: &str, cancel: &CancelToken, held: &AtomicBool) -> Refreshed {
+        let (answer, pace) = self.answer(id, cancel, held);
+        if !pace.is_zero() {
+            select! {
+                recv(cancel.receiver()) -> _ => {}
+                default(pace) => {}
+            }
+        }
+        answer
+    }
+
+    /// [`Refresher::refresh`] without the pacing wait: the answer and its delay.
+    fn answer(&self, id: &str, cancel: &CancelToken, held: &AtomicBool) -> Answer {
+        let not_paced = |r| (r, Duration::ZERO);
         if held.load(Ordering::SeqCst) {
-            return Refreshed::Held;
+            return not_paced(Refreshed::Held);
         }
         let (tx, rx) = bounded(1);
         let first = {
             let mut waiting = self.lock();
+            waiting.retain(|(w, _)| w != id);
             let first = waiting.is_empty();
-            waiting.insert(id.to_string(), tx);
+            waiting.push((id.to_string(), tx));
             first
         };
         if first {
@@ -88,45 +120,49 @@ impl Refresher {
                 break Refreshed::Held;
             }
             select! {
-                recv(rx) -> answer => return answer.unwrap_or(Refreshed::Held),
+                recv(rx) -> answer => return answer.unwrap_or(not_paced(Refreshed::Held)),
                 recv(cancel.receiver()) -> _ => {}
                 default(left.min(CANCEL_CHECK)) => {}
             }
         };
-        self.lock().remove(id);
+        self.lock().retain(|(w, _)| w != id);
         // An answer may have arrived meanwhile; it wins (its request was already sent).
-        rx.try_recv().unwrap_or(ended)
+        rx.try_recv().unwrap_or(not_paced(ended))
     }
 
     /// The gate holds requests: release every waiting worker (their runs end normally).
     pub fn release_held(&self) {
         let waiting = std::mem::take(&mut *self.lock());
-        for tx in waiting.into_values() {
-            let _ = tx.try_send(Refreshed::Held);
+        for (_, tx) in waiting {
+            let _ = tx.try_send((Refreshed::Held, Duration::ZERO));
         }
     }
 
     /// Run one batch: take every waiting id, send one `refresh_running` for them all, and answer
-    /// each worker. Returns how the call ended (`None`: nobody waited, nothing was sent).
+    /// each worker, paced (see the module docs). Returns how the call ended (`None`: nobody
+    /// waited, nothing was sent).
     pub fn serve(&self, tracker: &dyn Tracker) -> Option<CallOutcome> {
         let waiting = std::mem::take(&mut *self.lock());
         if waiting.is_empty() {
             return None;
         }
-        let ids: Vec<String> = waiting.keys().cloned().collect();
+        let ids: Vec<String> = waiting.iter().map(|(id, _)| id.clone()).collect();
         let result = tracker.refresh_running(&ids);
         let outcome = CallOutcome::of(&result);
         let mut issues: HashMap<String, Issue> = match &result {
             Ok(v) => v.iter().map(|i| (i.id.clone(), i.clone())).collect(),
             Err(_) => HashMap::new(),
         };
-        for (id, tx) in waiting {
+        let (gap, spread) = self.pace;
+        let n = u32::try_from(waiting.len()).unwrap_or(u32::MAX);
+        let gap = gap.min(spread / n);
+        for (i, (id, tx)) in (0..).zip(waiting) {
             let answer = match &result {
                 Ok(_) => Refreshed::Done(Ok(issues.remove(&id).into_iter().collect())),
                 Err(_) if outcome.stops_operation() => Refreshed::Held,
                 Err(e) => Refreshed::Done(Err(e.clone())),
             };
-            let _ = tx.try_send(answer);
+            let _ = tx.try_send((answer, gap * i));
         }
         Some(outcome)
     }
@@ -244,6 +280,35 @@ mod tests {
         );
         assert_eq!(r.serve(&t), None, "nobody waits: nothing is sent");
         assert_eq!(t.calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// The answers of one batch come `gap` apart in the order the workers joined, and a big
+    /// batch shrinks the gap to stay within `spread` (the delays, not waited for here).
+    #[test]
+    fn a_batch_answers_its_workers_paced_in_the_order_they_joined() {
+        let (tx, _rx) = unbounded();
+        let held = Arc::new(AtomicBool::new(false));
+        let ms = Duration::from_millis;
+        for (n, gap, spread, want) in [(4, ms(10), ms(1000), ms(10)), (5, ms(10), ms(20), ms(4))] {
+            let mut r = Refresher::new(tx.clone());
+            Arc::get_mut(&mut r).unwrap().pace = (gap, spread);
+            let workers: Vec<_> = (0..n)
+                .map(|k| {
+                    let (r2, held) = (Arc::clone(&r), Arc::clone(&held));
+                    let w = thread::spawn(move || {
+                        r2.answer(&format!("I_{k}"), &CancelToken::new(), &held)
+                    });
+                    wait_for_waiters(&r, k + 1);
+                    w
+                })
+                .collect();
+            assert_eq!(r.serve(&T::new(Ok(()))), Some(CallOutcome::Ok));
+            for (k, w) in (0..).zip(workers) {
+                let (answer, delay) = w.join().unwrap();
+                assert!(matches!(answer, Refreshed::Done(Ok(_))), "{answer:?}");
+                assert_eq!(delay, want * k, "worker {k} of {n}");
+            }
+        }
     }
 
     #[test]
