@@ -62,7 +62,7 @@ pub(crate) fn supervise(
     timeout: Duration,
 ) -> Result<HookOutput, HookError> {
     let (mut stdout, mut lines) = (Vec::new(), proc.lines().clone());
-    let deadline = started + timeout;
+    let deadline = started + timeout.min(MAX_TIMEOUT);
     let (mut timed_out, mut eof) = (false, false);
     // Pump stdout (so the child never blocks on a full pipe) until the leader is reaped.
     while !proc.has_exited() {

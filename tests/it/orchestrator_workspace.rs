@@ -273,3 +273,12 @@ fn huge_hook_output_is_bounded() {
     assert!(line.chars().count() <= baton::workspace::hooks::LOG_OUTPUT_CHARS + 1);
     assert!(!line.contains('\n'));
 }
+
+/// `hooks.timeout_ms` is not bounded by the config: a huge value is a day-long deadline, never an
+/// `Instant` overflow panic in the hook runner.
+#[test]
+fn a_huge_hook_timeout_runs_the_hook_without_overflowing() {
+    let dir = TempDir::new("huge-timeout");
+    let out = run_hook(&LocalHost, "echo ok", &dir, &HookEnv::default(), u64::MAX).unwrap();
+    assert_eq!(out.stdout.trim(), "ok");
+}
