@@ -215,11 +215,7 @@ pub(crate) fn report_states(
                 continue;
             }
             all_ok = false;
-            let hint = (names.iter())
-                .map(|o| (crate::config::edit_distance(&normalize_name(o), &norm), o))
-                .filter(|(d, _)| *d <= 3)
-                .min_by_key(|(d, _)| *d)
-                .map(|(_, o)| format!(" (did you mean {}?)", quoted(o)))
+            let hint = (closest(names, s).map(|o| format!(" (did you mean {}?)", quoted(o))))
                 .unwrap_or_default();
             let text = format!("tracker.{which}_states: {s_q} matches no {none_of}{hint}");
             out.push("fail", text);
@@ -231,6 +227,16 @@ pub(crate) fn report_states(
             );
         }
     }
+}
+
+/// The name closest to `s` within 3 edits (both normalized), for a "did you mean" hint.
+pub(crate) fn closest<'a, S: AsRef<str>>(names: &'a [S], s: &str) -> Option<&'a str> {
+    let want = normalize_name(s);
+    (names.iter().map(AsRef::as_ref))
+        .map(|o| (crate::config::edit_distance(&normalize_name(o), &want), o))
+        .filter(|(d, _)| *d <= 3)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, o)| o)
 }
 
 /// Build the tracker `tracker.kind` selects (no request yet).

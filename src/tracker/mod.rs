@@ -196,9 +196,4 @@ pub mod config;
 pub mod github;
 
 pub use config::{open, TrackerConfig};
-
-/// False for log records that could carry a tracker credential (the HTTP stack's wire dumps);
-/// the process logger drops them whatever `RUST_LOG` says.
-pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
-    github::wire_log_allowed(target, level)
-}
+pub use github::wire_log_allowed;

@@ -5,18 +5,16 @@
 //! to an [`Issue`](crate::model::Issue): docs/trackers/backlog.md.
 //!
 //! Layers: [`parse`] (pure text → typed rows), [`board`] (pure assembly, duplicates, mapping,
-//! selection), [`read`] (the filesystem walk), [`states`] (config validation), and
-//! [`BoardReader`], which logs each warning once while it persists. On top of them, the tracker
-//! kind `backlog_md`: [`config`] (`tracker.path`, the registry entry), [`tracker`]
-//! ([`BacklogTracker`]), [`watch`] (the debounced board watch behind `Tracker::watch`) and `check`
-//! (its section of `baton check`). Baton never writes the board.
+//! selection), [`read`] (the filesystem walk), and [`BoardReader`], which logs each warning once
+//! while it persists. On top of them, the tracker kind `backlog_md`: [`config`] (`tracker.path`,
+//! the registry entry, state validation, its section of `baton check`), [`tracker`]
+//! ([`BacklogTracker`]) and [`watch`] (the debounced board watch behind `Tracker::watch`). Baton
+//! never writes the board.
 
 pub mod board;
-pub(crate) mod check;
 pub mod config;
 pub mod parse;
 pub mod read;
-pub mod states;
 pub mod tracker;
 pub mod watch;
 
@@ -24,8 +22,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 pub use board::{Board, BoardTask, BoardWarning, Location, WarningKind};
-pub use read::{read_board, read_board_keeping, BoardError, BoardErrorKind, MAX_FILE_BYTES};
-pub use states::validate_states;
+pub use config::validate_states;
+pub use read::{read_board, read_board_keeping, MAX_FILE_BYTES};
 pub use tracker::BacklogTracker;
 
 /// Reads one board repeatedly (each refresh re-reads it) and logs each warning once: when it
@@ -54,7 +52,7 @@ impl BoardReader {
 
     /// Read the board now. New warnings are logged (`log::error!` for duplicate ids,
     /// `log::warn!` otherwise); all current warnings are also in the returned board.
-    pub fn read(&mut self) -> Result<Board, BoardError> {
+    pub fn read(&mut self) -> Result<Board, crate::tracker::TrackerError> {
         let board = read_board_keeping(&self.dir, &self.owners)?;
         self.owners = board.owners();
         let current: HashSet<BoardWarning> = board.warnings.iter().cloned().collect();

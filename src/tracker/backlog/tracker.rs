@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 
 use super::read::read_board_config;
-use super::{validate_states, Board, BoardError, BoardErrorKind, BoardReader};
+use super::{validate_states, Board, BoardReader};
 use crate::model::Issue;
 use crate::tracker::config::TrackerConfig;
 use crate::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind, WatchGuard};
@@ -38,22 +38,6 @@ pub struct BacklogTracker {
     watched: AtomicBool,
     active_states: Vec<String>,
     terminal_states: Vec<String>,
-}
-
-/// A board read failure as a tracker error, keeping the board's stable class name.
-pub fn board_error(e: &BoardError) -> TrackerError {
-    let kind = match e.kind {
-        BoardErrorKind::MissingBoardDir | BoardErrorKind::NotADirectory => {
-            TrackerErrorKind::MissingTrackerProject
-        }
-        BoardErrorKind::BadConfig => TrackerErrorKind::Payload,
-        BoardErrorKind::Io => TrackerErrorKind::Transport,
-    };
-    TrackerError::with_class(
-        kind,
-        e.kind.as_str(),
-        format!("{}: {}", e.path.display(), e.message),
-    )
 }
 
 impl BacklogTracker {
@@ -85,7 +69,7 @@ impl BacklogTracker {
         }
         r.1 = None;
         let at = Instant::now();
-        let board = Arc::new(r.0.read().map_err(|e| board_error(&e))?);
+        let board = Arc::new(r.0.read()?);
         r.1 = Some((changes, at, board.clone()));
         Ok(board)
     }
@@ -121,7 +105,7 @@ impl Tracker for BacklogTracker {
     /// The board directory and its `config.yml` are readable, and every configured state is one
     /// of its statuses (no task file is read).
     fn validate(&self) -> Result<(), TrackerError> {
-        let config = read_board_config(&self.dir()).map_err(|e| board_error(&e))?;
+        let config = read_board_config(&self.dir())?;
         let problems =
             validate_states(&config.statuses, &self.active_states, &self.terminal_states);
         match problems.is_empty() {

@@ -768,28 +768,22 @@ fn too_large(message: String) -> TrackerError {
     TrackerError::with_class(TrackerErrorKind::Pagination, BOARD_TOO_LARGE, message)
 }
 
-/// The bytes of issue text `issue` holds (what a board read keeps per issue).
-fn kept_bytes(issue: &Issue) -> usize {
-    let labels: usize = issue.labels.iter().map(String::len).sum();
-    let blockers: usize = issue
+/// The bytes of issue text `i` holds (what a board read keeps per issue).
+fn kept_bytes(i: &Issue) -> usize {
+    let texts = [
+        &i.id,
+        &i.item_id,
+        &i.identifier,
+        &i.repository,
+        &i.title,
+        &i.state,
+    ];
+    let optional = i.description.iter().chain(&i.url).chain(&i.labels);
+    let blockers = i
         .blocked_by
         .iter()
-        .map(|b| b.id.len() + b.identifier.len() + b.state.len())
-        .sum();
-    [
-        issue.id.len(),
-        issue.item_id.len(),
-        issue.identifier.len(),
-        issue.repository.len(),
-        issue.title.len(),
-        issue.description.as_ref().map_or(0, String::len),
-        issue.state.len(),
-        issue.url.as_ref().map_or(0, String::len),
-        labels,
-        blockers,
-    ]
-    .iter()
-    .fold(0usize, |a, b| a.saturating_add(*b))
+        .flat_map(|b| [&b.id, &b.identifier, &b.state]);
+    (texts.into_iter().chain(optional).chain(blockers)).fold(0, |a, t| a.saturating_add(t.len()))
 }
 
 /// True for a schema error about `Issue.blockedBy`.
