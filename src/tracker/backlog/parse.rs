@@ -1,21 +1,6 @@
 //! Pure parsing of a Backlog.md board's files: `config.yml` and one task file (YAML front matter
-//! between `---` lines, then a Markdown body). No I/O here; `read.rs` walks the directory.
-//!
-//! The format is the one the `backlog` CLI (npm `backlog.md`) writes, e.g.
-//!
-//! ```text
-//! ---
-//! id: TASK-2
-//! title: 'Write docs: README & quick start'
-//! status: To Do
-//! created_date: '2026-11-30 06:40'
-//! labels:
-//!   - docs
-//! dependencies:
-//!   - TASK-1
-//! priority: low
-//! ---
-//! ```
+//! between `---` lines, then a Markdown body), in the format the `backlog` CLI (npm `backlog.md`)
+//! writes (`fixtures/backlog/real/`). No I/O here; `read.rs` walks the directory.
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -23,15 +8,9 @@ use serde::Deserialize;
 use crate::front_matter::{self, FrontMatter};
 use crate::model::normalize_name;
 
-/// The statuses Backlog.md uses when `config.yml` has no `statuses` key.
-pub const DEFAULT_STATUSES: [&str; 3] = ["To Do", "In Progress", "Done"];
-/// The priorities Backlog.md uses when `config.yml` has no `priorities` key (most urgent first).
-pub const DEFAULT_PRIORITIES: [&str; 3] = ["high", "medium", "low"];
-/// The task id prefix when `config.yml` has no `task_prefix` key.
-pub const DEFAULT_TASK_PREFIX: &str = "task";
-
 /// What Baton needs from a board's `config.yml`: its statuses in column order, its priorities
-/// most urgent first, and the task id and file name prefix (lowercased).
+/// most urgent first, and the task id and file name prefix (lowercased). The default is what
+/// Backlog.md uses for a key `config.yml` does not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoardConfig {
     pub statuses: Vec<String>,
@@ -41,20 +20,21 @@ pub struct BoardConfig {
 
 impl Default for BoardConfig {
     fn default() -> Self {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
         BoardConfig {
-            statuses: DEFAULT_STATUSES.iter().map(|s| s.to_string()).collect(),
-            priorities: DEFAULT_PRIORITIES.iter().map(|s| s.to_string()).collect(),
-            task_prefix: DEFAULT_TASK_PREFIX.to_string(),
+            statuses: strings(&["To Do", "In Progress", "Done"]),
+            priorities: strings(&["high", "medium", "low"]),
+            task_prefix: "task".into(),
         }
     }
 }
 
 /// A YAML scalar read as text (Backlog.md stringifies ids, titles and list items the same way).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Scalar(String);
 
 /// A list of scalars (null items skipped), or one scalar meaning a one-item list.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct ScalarList(Vec<String>);
 
 impl ScalarList {
@@ -76,11 +56,7 @@ impl<'de> Visitor<'de> for Text {
     type Value = Vec<String>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str(if self.list {
-            "a list of text items"
-        } else {
-            "text"
-        })
+        f.write_str(["text", "a list of text items"][usize::from(self.list)])
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<String>, E> {
         Ok(vec![v.to_string()])
@@ -139,19 +115,15 @@ pub fn parse_config(text: &str) -> Result<BoardConfig, String> {
         crate::front_matter::check_yaml(text)?;
         serde_yaml::from_str(text).map_err(|e| e.to_string())?
     };
-    let mut cfg = BoardConfig::default();
-    if let Some(s) = raw.statuses.map(|l| l.texts()).filter(|l| !l.is_empty()) {
-        cfg.statuses = s;
-    }
-    if let Some(p) = raw.priorities.map(|l| l.texts()).filter(|l| !l.is_empty()) {
-        cfg.priorities = p;
-    }
-    if let Some(p) = raw.task_prefix.map(|p| p.0.trim().to_lowercase()) {
-        if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphabetic()) {
-            cfg.task_prefix = p;
-        }
-    }
-    Ok(cfg)
+    let d = BoardConfig::default();
+    let list = |l: Option<ScalarList>| l.map(|l| l.texts()).filter(|l| !l.is_empty());
+    let prefix = raw.task_prefix.map(|p| p.0.trim().to_lowercase());
+    let prefix = prefix.filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphabetic()));
+    Ok(BoardConfig {
+        statuses: list(raw.statuses).unwrap_or(d.statuses),
+        priorities: list(raw.priorities).unwrap_or(d.priorities),
+        task_prefix: prefix.unwrap_or(d.task_prefix),
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -215,8 +187,7 @@ impl std::fmt::Display for TaskProblem {
 
 /// Parse one task file from its bytes (UTF-8 checked here, so a non-UTF-8 body is one problem).
 pub fn parse_task_bytes(bytes: &[u8]) -> Result<TaskFile, TaskProblem> {
-    let text = std::str::from_utf8(bytes).map_err(|e| TaskProblem::NotUtf8(e.valid_up_to()))?;
-    parse_task(text)
+    parse_task(std::str::from_utf8(bytes).map_err(|e| TaskProblem::NotUtf8(e.valid_up_to()))?)
 }
 
 pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
@@ -302,12 +273,6 @@ pub fn id_number(id: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The identifier Baton shows and keys workspaces by: the canonical id lower-cased (`task-12`),
-/// as in the task's file name.
-pub fn identifier_for(id: &str) -> String {
-    id.to_ascii_lowercase()
-}
-
 /// Convert a Backlog.md date to RFC 3339 UTC (Backlog.md writes UTC): `YYYY-MM-DD` (older
 /// releases), `YYYY-MM-DD HH:MM` (current releases) or `YYYY-MM-DDTHH:MM`. `None` otherwise.
 pub fn backlog_date_to_rfc3339(s: &str) -> Option<String> {
@@ -328,6 +293,12 @@ pub fn backlog_date_to_rfc3339(s: &str) -> Option<String> {
         _ => b.is_ascii_digit(),
     });
     shape_ok.then_some(out)
+}
+
+/// The identifier Baton shows and keys workspaces by: the canonical id lower-cased (`task-12`),
+/// as in the task's file name.
+pub fn identifier_for(id: &str) -> String {
+    id.to_ascii_lowercase()
 }
 
 /// 1-based position of `value` in `priorities` (compared trimmed and lowercased); `None` when

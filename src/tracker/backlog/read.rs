@@ -6,7 +6,7 @@ use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::board::{Board, BoardWarning, Location, ScannedFile, WarningKind};
+use super::board::{Board, BoardTask, BoardWarning, Location, WarningKind};
 use super::parse::{parse_config, parse_task_bytes, BoardConfig, TaskProblem};
 use crate::tracker::{TrackerError, TrackerErrorKind};
 
@@ -113,7 +113,7 @@ fn scan_folder(
     folder: &Path,
     location: Location,
     prefix: &str,
-    out: &mut Vec<ScannedFile>,
+    out: &mut Vec<Result<BoardTask, (PathBuf, TaskProblem)>>,
 ) -> Result<(), TrackerError> {
     let entries = match fs::read_dir(folder) {
         Ok(e) => e,
@@ -127,16 +127,19 @@ fn scan_folder(
             continue;
         }
         let path = entry.path();
-        let parsed = match read_capped(&path) {
+        let task = match read_capped(&path) {
             Ok(Some(b)) => parse_task_bytes(&b),
             Ok(None) => continue, // deleted meanwhile, or a directory, FIFO, socket, device
             Err(p) => Err(p),
         };
-        out.push(ScannedFile {
-            path,
-            location,
-            parsed,
-        });
+        out.push(
+            task.map(|task| BoardTask {
+                path: path.clone(),
+                location,
+                task,
+            })
+            .map_err(|p| (path, p)),
+        );
     }
     Ok(())
 }

@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, GraphqlError, Reply};
 use self::config::OwnerType;
-use self::normalize::{selected, DropReason, ItemRow, ItemsOnPage, Leaf, NodeRow, PageInfoRow};
+use self::normalize::{selected, ItemRow, ItemsOnPage, Leaf, NodeRow, PageInfoRow};
 use self::project::{PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
@@ -79,18 +79,8 @@ pub struct DroppedCounts {
     pub no_status: usize,
 }
 
-impl DroppedCounts {
-    fn count(&mut self, r: DropReason) {
-        *match r {
-            DropReason::Draft => &mut self.drafts,
-            DropReason::PullRequest => &mut self.pull_requests,
-            DropReason::Redacted => &mut self.redacted,
-            DropReason::Archived => &mut self.archived,
-            DropReason::Malformed => &mut self.malformed,
-            DropReason::NoStatus => &mut self.no_status,
-        } += 1;
-    }
-}
+/// Why a project item did not become an issue: the count of [`DroppedCounts`] it adds to.
+type DropReason = fn(&mut DroppedCounts) -> &mut usize;
 
 /// Every Issue item on the board with a Status, normalized, in board order (no repo/status
 /// filter), plus what was dropped. Used by `baton check` and by the filtered reads.
@@ -359,7 +349,7 @@ impl GithubTracker {
         let (content, mut issue) = match self.normalize_item(project, raw) {
             Ok(found) => found,
             Err(reason) => {
-                acc.board.dropped.count(reason);
+                *reason(&mut acc.board.dropped) += 1;
                 return 0;
             }
         };
@@ -417,6 +407,7 @@ impl GithubTracker {
         project: &ProjectInfo,
         raw: &RawValue,
     ) -> Result<(NodeRow, Issue), DropReason> {
+        let malformed: DropReason = |d| &mut d.malformed;
         let item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
             #[derive(serde::Deserialize)]
             struct Id {
@@ -430,27 +421,27 @@ impl GithubTracker {
                 id.as_deref().map_or(String::new(), |i| single_line(i, 80)),
                 single_line(&e.to_string(), 200)
             );
-            DropReason::Malformed
+            malformed
         })?;
         let item_id = item.id.as_deref().unwrap_or("");
         if item.is_archived == Some(true) {
-            return Err(DropReason::Archived);
+            return Err(|d| &mut d.archived);
         }
         let typename = item.content.as_ref().and_then(|c| c.typename.as_deref());
         match (item.kind.as_deref(), typename) {
-            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(DropReason::Draft),
+            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(|d| &mut d.drafts),
             (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => {
-                return Err(DropReason::PullRequest)
+                return Err(|d| &mut d.pull_requests)
             }
             (_, Some("Issue")) => {}
-            (Some("REDACTED"), _) | (_, None) => return Err(DropReason::Redacted),
+            (Some("REDACTED"), _) | (_, None) => return Err(|d| &mut d.redacted),
             (_, Some(other)) => {
                 log::warn!("tracker_item_skipped item_id={item_id} reason=\"unexpected content type {other}\"");
-                return Err(DropReason::Malformed);
+                return Err(malformed);
             }
         }
         let Some(status) = selected(item.status.as_ref().and_then(Option::as_ref)) else {
-            return Err(DropReason::NoStatus);
+            return Err(|d| &mut d.no_status);
         };
         let priority = self.priority_of(project, item.priority.as_ref());
         let state = status.name.as_deref().unwrap_or_default();
@@ -462,7 +453,7 @@ impl GithubTracker {
                     "tracker_item_skipped item_id={item_id} reason={:?}",
                     single_line(&why, 200)
                 );
-                Err(DropReason::Malformed)
+                Err(malformed)
             }
         }
     }

@@ -10,17 +10,6 @@ use serde_json::Value;
 
 use crate::model::{contains_name, normalize_labels, BlockerRef, Issue};
 
-/// Why a project item did not become an issue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropReason {
-    Draft,
-    PullRequest,
-    Redacted,
-    Archived,
-    Malformed,
-    NoStatus,
-}
-
 /// The `data` of every operation Baton sends; each reads the members it asked for.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
