@@ -98,14 +98,17 @@ impl fmt::Display for TrackerError {
 
 impl std::error::Error for TrackerError {}
 
-/// The request budget a tracker last reported (GitHub: GraphQL rate-limit points). Trackers
-/// without a budget report none. Serialized as the API's `tracker.rate_limit` object.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+/// The request budget a tracker last reported (GitHub: GraphQL rate-limit points, decoded
+/// straight from a reply's `rateLimit`). Trackers without a budget report none. Serialized as
+/// the API's `tracker.rate_limit` object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TrackerBudget {
     pub remaining: Option<i64>,
     pub limit: Option<i64>,
     /// RFC 3339.
+    #[serde(rename(deserialize = "resetAt"))]
     pub reset_at: Option<String>,
+    #[serde(rename(deserialize = "cost"))]
     pub last_cost: Option<i64>,
 }
 

@@ -8,9 +8,6 @@ use crate::text::quoted;
 use crate::tracker::config::{report_states, CheckLines, TrackerConfig};
 use crate::tracker::Tracker;
 
-/// What a configured state must match.
-const STATES_NOUN: &str = "option of the status field";
-
 /// The GitHub part of the report; the board's issues for the plan, `None` when the project or
 /// the board could not be read.
 pub(crate) fn report(cfg: &TrackerConfig, r: &mut CheckLines) -> Option<Vec<Issue>> {
@@ -35,61 +32,39 @@ fn check_project(r: &mut CheckLines, tracker: &GithubTracker, cfg: &TrackerConfi
             return false;
         }
     };
-    r.push(
-        "ok",
-        format!(
-            "project: {} #{} {} ({})",
-            tracker.owner,
-            tracker.number,
-            quoted(&project.title),
-            project.id
-        ),
-    );
+    let (owner, number, title) = (&tracker.owner, tracker.number, quoted(&project.title));
+    let text = format!("project: {owner} #{number} {title} ({})", project.id);
+    r.push("ok", text);
     if project.closed {
         r.push("warn", "the project is closed");
     }
-    let names: Vec<&str> = project
-        .status
-        .options
-        .iter()
+    let names: Vec<&str> = (project.status.options.iter())
         .map(|o| o.1.as_str())
         .collect();
     let label = format!("status field {}", quoted(&project.status.name));
-    report_states(r, &label, &names, cfg, STATES_NOUN);
+    report_states(r, &label, &names, cfg, "option of the status field");
     match &project.priority {
         PriorityField::NotConfigured => {
             r.push("ok", "priority field: not configured (priority is null)")
         }
-        PriorityField::Resolved(f) => r.push(
-            "ok",
-            format!(
-                "priority field {}: {}",
-                quoted(&f.name),
-                f.options
-                    .iter()
-                    .enumerate()
-                    .map(|(i, o)| format!("{}={}", i + 1, quoted(&o.1)))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            ),
-        ),
+        PriorityField::Resolved(f) => {
+            let rank = |(i, o): (usize, &(String, String))| format!("{}={}", i + 1, quoted(&o.1));
+            let ranks: Vec<String> = f.options.iter().enumerate().map(rank).collect();
+            let text = format!("priority field {}: {}", quoted(&f.name), ranks.join(" "));
+            r.push("ok", text)
+        }
         PriorityField::Unusable(why) => r.push("fail", why),
     }
-    match tracker.rate_limit() {
-        Some(rl) => r.push(
-            "ok",
-            format!(
-                "rate limit: {} of {} points left, resets {}",
-                rl.remaining.map_or("?".into(), |n| n.to_string()),
-                rl.limit.map_or("?".into(), |n| n.to_string()),
-                rl.reset_at.as_deref().unwrap_or("?")
-            ),
+    let text = match tracker.rate_limit() {
+        Some(rl) => format!(
+            "rate limit: {} of {} points left, resets {}",
+            rl.remaining.map_or("?".into(), |n| n.to_string()),
+            rl.limit.map_or("?".into(), |n| n.to_string()),
+            rl.reset_at.as_deref().unwrap_or("?")
         ),
-        None => r.push(
-            "ok",
-            "rate limit: not reported (rate limits disabled on this server)",
-        ),
-    }
+        None => "rate limit: not reported (rate limits disabled on this server)".into(),
+    };
+    r.push("ok", text);
     true
 }
 

@@ -96,7 +96,7 @@ impl GraphqlError {
     pub fn is_schema_capability_error(&self) -> bool {
         matches!(
             self.code.as_deref(),
-            Some("undefinedField") | Some("argumentNotAccepted")
+            Some("undefinedField" | "argumentNotAccepted")
         ) || self.message.contains("doesn't exist on type")
             || self.message.contains("doesn't accept argument")
     }
@@ -123,12 +123,7 @@ impl Reply {
     pub fn rate_limit(&self) -> Option<TrackerBudget> {
         let meta = &self.meta;
         if let Some(rl) = &self.data.rate_limit {
-            return Some(TrackerBudget {
-                remaining: rl.remaining,
-                limit: rl.limit,
-                reset_at: rl.reset_at.clone(),
-                last_cost: rl.cost,
-            });
+            return Some(rl.clone());
         }
         if meta.remaining.is_none() && meta.limit.is_none() {
             return None;
@@ -151,22 +146,17 @@ impl Reply {
         token: &Secret,
         tolerated: impl Fn(&GraphqlError) -> bool,
     ) -> Result<(), TrackerError> {
-        let fatal: Vec<GraphqlError> = self
-            .errors
-            .iter()
+        let fatal: Vec<GraphqlError> = (self.errors.iter())
             .filter(|e| e.root_field() != Some("rateLimit") && !tolerated(e))
             .cloned()
             .collect();
         if fatal.is_empty() {
             return Ok(());
         }
-        let auth = fatal.iter().any(|e| {
-            matches!(
-                e.kind.as_deref(),
-                Some("INSUFFICIENT_SCOPES") | Some("FORBIDDEN")
-            )
-        });
-        let kind = match auth {
+        let auth = |e: &GraphqlError| {
+            matches!(e.kind.as_deref(), Some("INSUFFICIENT_SCOPES" | "FORBIDDEN"))
+        };
+        let kind = match fatal.iter().any(auth) {
             true => TrackerErrorKind::Auth,
             false => TrackerErrorKind::Query,
         };
@@ -322,7 +312,7 @@ pub fn classify_response(
         ));
     }
     if reply.errors.iter().any(|e| {
-        matches!(e.kind.as_deref(), Some("RATE_LIMITED") | Some("RATE_LIMIT"))
+        matches!(e.kind.as_deref(), Some("RATE_LIMITED" | "RATE_LIMIT"))
             || e.code.as_deref() == Some("graphql_rate_limit")
     }) {
         let at = meta

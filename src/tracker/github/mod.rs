@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, GraphqlError, Reply};
 use self::config::OwnerType;
-use self::normalize::{selected, ItemRow, ItemsOnPage, Leaf, NodeRow, PageInfoRow};
+use self::normalize::{selected, ItemRow, ItemsOnPage, Leaf, NodeRow};
 use self::project::{PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
@@ -292,7 +292,11 @@ impl GithubTracker {
                 .items
                 .ok_or_else(|| unknown("the project node has no items"))?;
             pages += 1;
-            let next = next_cursor(&items.page_info, pages)?;
+            let info = &items.page_info;
+            let next = info.next().map_err(|e| match info.has_next_page {
+                None => unknown(e),
+                _ => error(TrackerErrorKind::Pagination, format!("page {pages} {e}")),
+            })?;
             acc.add_items(items.nodes.len())?;
             for raw in &items.nodes {
                 let kept = self.add_item(&project, raw, keep, &mut acc);
@@ -596,7 +600,7 @@ impl GithubTracker {
                 Ok(ItemsOnPage::Ours(item)) => return Ok(Some(item.clone())),
                 Ok(ItemsOnPage::NotHere(None)) => return Ok(None),
                 Ok(ItemsOnPage::NotHere(Some(next))) => next,
-                Err(why) => return Err(unreadable(why.to_string())),
+                Err(why) => return Err(unreadable(why)),
             };
             if after.as_ref() == Some(&next) {
                 return Err(repeated(format!(
@@ -780,25 +784,6 @@ fn kept_bytes(i: &Issue) -> usize {
 /// True for a schema error about `Issue.blockedBy`.
 fn is_about_blockers(e: &GraphqlError) -> bool {
     e.field_name.as_deref() == Some("blockedBy") || e.message.contains("blockedBy")
-}
-
-/// The cursor of the next page (`None` on the last one) from a page's `pageInfo`.
-fn next_cursor(info: &PageInfoRow, page: usize) -> Result<Option<String>, TrackerError> {
-    match info.has_next_page {
-        None => Err(unknown("pageInfo without hasNextPage")),
-        Some(false) => Ok(None),
-        Some(true) => info
-            .end_cursor
-            .clone()
-            .filter(|c| !c.is_empty())
-            .map(Some)
-            .ok_or_else(|| {
-                error(
-                    TrackerErrorKind::Pagination,
-                    format!("page {page} reports hasNextPage without an endCursor"),
-                )
-            }),
-    }
 }
 
 /// A reply Baton cannot read (`github_unknown_payload`).

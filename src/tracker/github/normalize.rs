@@ -20,7 +20,7 @@ pub struct Data {
     pub node: Option<NodeRow>,
     /// `Refresh*`: one node per id asked for, each read into a [`NodeRow`] on its own.
     pub nodes: Option<Vec<Box<RawValue>>>,
-    pub rate_limit: Option<RateLimitRow>,
+    pub rate_limit: Option<crate::tracker::TrackerBudget>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,15 +46,6 @@ pub struct FieldRow {
     pub id: Option<String>,
     pub name: Option<String>,
     pub options: Option<Vec<Leaf>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RateLimitRow {
-    pub cost: Option<i64>,
-    pub limit: Option<i64>,
-    pub remaining: Option<i64>,
-    pub reset_at: Option<String>,
 }
 
 /// A node Baton reads: an issue (`IssueFields`, blockers, project items) or a project (items).
@@ -98,6 +89,18 @@ pub struct ItemPage {
 pub struct PageInfoRow {
     pub has_next_page: Option<bool>,
     pub end_cursor: Option<String>,
+}
+
+impl PageInfoRow {
+    /// The cursor of the next page, `None` on the last one; `Err` says what is missing.
+    pub fn next(&self) -> Result<Option<String>, &'static str> {
+        match self.has_next_page {
+            None => Err("pageInfo without hasNextPage"),
+            Some(false) => Ok(None),
+            Some(true) => (self.end_cursor.clone().filter(|c| !c.is_empty()).map(Some))
+                .ok_or("reports hasNextPage without an endCursor"),
+        }
+    }
 }
 
 /// A connection's `nodes` (`null` elements allowed) and whether more follow.
@@ -303,15 +306,9 @@ pub enum ItemsOnPage<'a> {
 pub fn project_items_page<'a>(
     issue: &'a NodeRow,
     project_id: &str,
-) -> Result<ItemsOnPage<'a>, &'static str> {
-    let items = issue
-        .project_items
-        .as_ref()
-        .ok_or("issue without a projectItems object")?;
-    let nodes = items
-        .nodes
-        .as_ref()
-        .ok_or("projectItems without a nodes list")?;
+) -> Result<ItemsOnPage<'a>, String> {
+    let items = (issue.project_items.as_ref()).ok_or("issue without a projectItems object")?;
+    let nodes = (items.nodes.as_ref()).ok_or("projectItems without a nodes list")?;
     for it in nodes {
         let it = it.as_ref().ok_or("project item without project.id")?;
         let pid = it
@@ -323,22 +320,9 @@ pub fn project_items_page<'a>(
             return Ok(ItemsOnPage::Ours(it));
         }
     }
-    let info = items
-        .page_info
-        .as_ref()
-        .ok_or("projectItems without pageInfo")?;
-    let has_next = info
-        .has_next_page
-        .ok_or("projectItems pageInfo without hasNextPage")?;
-    if !has_next {
-        return Ok(ItemsOnPage::NotHere(None));
-    }
-    let cursor = info
-        .end_cursor
-        .clone()
-        .filter(|c| !c.is_empty())
-        .ok_or("projectItems reports hasNextPage without an endCursor")?;
-    Ok(ItemsOnPage::NotHere(Some(cursor)))
+    let info = (items.page_info.as_ref()).ok_or("projectItems without pageInfo")?;
+    let next = info.next().map_err(|e| format!("projectItems {e}"))?;
+    Ok(ItemsOnPage::NotHere(next))
 }
 
 #[cfg(test)]
