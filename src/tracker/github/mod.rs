@@ -55,7 +55,7 @@ pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
 }
 
 /// Pages of one issue's `projectItems` a refresh may request: past it the refresh fails instead
-/// of paging on. (A board read may request the pages `tracker.max_items` needs, see `BoardAcc`.)
+/// of paging on. (A board read may request the pages `tracker.max_items` needs, see `next_page`.)
 pub(crate) const MAX_PAGES: usize = 200;
 
 /// Bytes of issue text (titles, bodies, labels, URLs) one board read may keep. With the items
@@ -249,7 +249,7 @@ impl GithubTracker {
         let filter = filter_states
             .filter(|_| filtered)
             .map(|states| server_filter(&self.cfg.status_field, states));
-        let mut acc = BoardAcc::new(&self.cfg);
+        let mut acc = BoardAcc::default();
         let mut cursor: Option<String> = None;
         let mut seen_cursors: HashSet<String> = HashSet::new();
         let mut pages = 0usize;
@@ -297,10 +297,9 @@ impl GithubTracker {
                 None => unknown(e),
                 _ => error(TrackerErrorKind::Pagination, format!("page {pages} {e}")),
             })?;
-            acc.add_items(items.nodes.len())?;
+            acc.add_items(items.nodes.len(), self.cfg.max_items)?;
             for raw in &items.nodes {
-                let kept = self.add_item(&project, raw, keep, &mut acc);
-                acc.add_kept(kept)?;
+                self.add_item(&project, raw, keep, &mut acc)?;
             }
             let Some(end) = next else { break };
             if !seen_cursors.insert(end.clone()) {
@@ -308,7 +307,7 @@ impl GithubTracker {
                     "pagination does not advance (page {pages}, repeated cursor)"
                 )));
             }
-            acc.next_page(pages)?;
+            next_page(&self.cfg, pages)?;
             cursor = Some(end);
         }
         Ok(self.finish_board(acc))
@@ -340,21 +339,21 @@ impl GithubTracker {
         self.deps_supported.store(false, Ordering::Relaxed);
     }
 
-    /// Normalize one item of a page into `acc` (kept issue, dropped count, Status by id); the
-    /// bytes of issue text kept.
+    /// Normalize one item of a page into `acc` (kept issue, dropped count, Status by id); fails
+    /// past [`MAX_KEPT_BYTES`].
     fn add_item(
         &self,
         project: &ProjectInfo,
         raw: &RawValue,
         keep: &dyn Fn(&Issue) -> bool,
         acc: &mut BoardAcc,
-    ) -> usize {
+    ) -> Result<(), TrackerError> {
         let deps = self.deps_supported.load(Ordering::Relaxed);
         let (content, mut issue) = match self.normalize_item(project, raw) {
             Ok(found) => found,
             Err(reason) => {
                 *reason(&mut acc.board.dropped) += 1;
-                return 0;
+                return Ok(());
             }
         };
         if deps {
@@ -362,7 +361,7 @@ impl GithubTracker {
                 .insert(issue.id.clone(), issue.state.clone());
         }
         if !keep(&issue) {
-            return 0;
+            return Ok(());
         }
         self.note_truncated(&issue);
         if deps {
@@ -371,9 +370,9 @@ impl GithubTracker {
             let terminal = &self.cfg.terminal_states;
             issue.blocked_by = normalize::normalize_blockers(&content, terminal, None);
         }
-        let bytes = kept_bytes(&issue);
+        acc.add_kept(kept_bytes(&issue))?;
         acc.board.issues.push(issue);
-        bytes
+        Ok(())
     }
 
     /// Resolve blockers against the Status of every Issue on this board.
@@ -382,11 +381,7 @@ impl GithubTracker {
     /// poll already reads every non-archived item of the board. Blockers off the board (or
     /// archived) fall back to OPEN/CLOSED as the spec allows.
     fn finish_board(&self, acc: BoardAcc) -> Board {
-        let BoardAcc {
-            mut board,
-            status_by_id,
-            ..
-        } = acc;
+        let (mut board, status_by_id) = (acc.board, acc.status_by_id);
         let deps = self.deps_supported.load(Ordering::Relaxed);
         for issue in &mut board.issues {
             if !deps {
@@ -411,7 +406,11 @@ impl GithubTracker {
         project: &ProjectInfo,
         raw: &RawValue,
     ) -> Result<(NodeRow, Issue), DropReason> {
-        let malformed: DropReason = |d| &mut d.malformed;
+        let malformed = |id: &str, why: &str| -> DropReason {
+            let (id, why) = (single_line(id, 80), single_line(why, 200));
+            log::warn!("tracker_item_skipped item_id={id} reason={why:?}");
+            |d| &mut d.malformed
+        };
         let item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
             #[derive(serde::Deserialize)]
             struct Id {
@@ -420,12 +419,7 @@ impl GithubTracker {
             let id = serde_json::from_str::<Id>(raw.get())
                 .ok()
                 .and_then(|i| i.id);
-            log::warn!(
-                "tracker_item_skipped item_id={} reason={:?}",
-                id.as_deref().map_or(String::new(), |i| single_line(i, 80)),
-                single_line(&e.to_string(), 200)
-            );
-            malformed
+            malformed(id.as_deref().unwrap_or_default(), &e.to_string())
         })?;
         let item_id = item.id.as_deref().unwrap_or("");
         if item.is_archived == Some(true) {
@@ -440,8 +434,10 @@ impl GithubTracker {
             (_, Some("Issue")) => {}
             (Some("REDACTED"), _) | (_, None) => return Err(|d| &mut d.redacted),
             (_, Some(other)) => {
-                log::warn!("tracker_item_skipped item_id={item_id} reason=\"unexpected content type {other}\"");
-                return Err(malformed);
+                return Err(malformed(
+                    item_id,
+                    &format!("unexpected content type {other}"),
+                ))
             }
         }
         let Some(status) = selected(item.status.as_ref().and_then(Option::as_ref)) else {
@@ -450,16 +446,10 @@ impl GithubTracker {
         let priority = self.priority_of(project, item.priority.as_ref());
         let state = status.name.as_deref().unwrap_or_default();
         let content = item.content.unwrap_or_default();
-        match normalize::normalize_issue(&content, item_id, state, priority) {
-            Ok(issue) => Ok((content, issue)),
-            Err(why) => {
-                log::warn!(
-                    "tracker_item_skipped item_id={item_id} reason={:?}",
-                    single_line(&why, 200)
-                );
-                Err(malformed)
-            }
-        }
+        let issue = normalize::normalize_issue(&content, item_id, state, priority);
+        issue
+            .map(|issue| (content, issue))
+            .map_err(|why| malformed(item_id, &why))
     }
 
     /// Log `event=issue_fields_truncated` when the lists cut on `issue` change.
@@ -694,42 +684,23 @@ impl GithubTracker {
     }
 }
 
-/// A board read in progress: the kept issues, the Status of every issue seen so far, and the
-/// bounds of the read (pages, items received and bytes of issue text kept).
+/// A board read in progress: the kept issues, the Status of every issue seen so far, and what
+/// the read's bounds count (items received and bytes of issue text kept).
+#[derive(Default)]
 struct BoardAcc {
     board: Board,
     status_by_id: HashMap<String, String>,
-    max_pages: usize,
-    page_size: u64,
-    max_items: u64,
     items: u64,
     kept_bytes: usize,
 }
 
 impl BoardAcc {
-    /// The pages `tracker.max_items` needs at `tracker.page_size`: a server that sends short
-    /// pages with fresh cursors forever costs no more requests than a full board.
-    fn new(cfg: &TrackerConfig) -> Self {
-        let per_page = u64::from(cfg.page_size.clamp(1, 100));
-        let needed = usize::try_from(cfg.max_items.div_ceil(per_page)).unwrap_or(usize::MAX);
-        BoardAcc {
-            board: Board::default(),
-            status_by_id: HashMap::new(),
-            max_pages: needed.max(1),
-            page_size: per_page,
-            max_items: cfg.max_items,
-            items: 0,
-            kept_bytes: 0,
-        }
-    }
-
     /// Count a page's items; past `tracker.max_items` the read fails.
-    fn add_items(&mut self, n: usize) -> Result<(), TrackerError> {
+    fn add_items(&mut self, n: usize, max_items: u64) -> Result<(), TrackerError> {
         self.items = self.items.saturating_add(n as u64);
-        if self.items > self.max_items {
+        if self.items > max_items {
             return Err(too_large(format!(
-                "the board has more than tracker.max_items = {} items; raise tracker.max_items or archive items",
-                self.max_items
+                "the board has more than tracker.max_items = {max_items} items; raise tracker.max_items or archive items"
             )));
         }
         Ok(())
@@ -746,17 +717,21 @@ impl BoardAcc {
         }
         Ok(())
     }
+}
 
-    /// Allow the page after page `done`, unless that is past the page cap.
-    fn next_page(&self, done: usize) -> Result<(), TrackerError> {
-        if done >= self.max_pages {
-            return Err(too_large(format!(
-                "the board read reached {done} pages, all that tracker.max_items = {} needs at {} items a page, and has more; raise tracker.max_items or archive items",
-                self.max_items, self.page_size
-            )));
-        }
-        Ok(())
+/// Allow the page after page `done` unless that is past the pages `tracker.max_items` needs at
+/// `tracker.page_size`: a server that sends short pages with fresh cursors forever costs no more
+/// requests than a full board.
+fn next_page(cfg: &TrackerConfig, done: usize) -> Result<(), TrackerError> {
+    let per_page = u64::from(cfg.page_size.clamp(1, 100));
+    let needed = usize::try_from(cfg.max_items.div_ceil(per_page)).unwrap_or(usize::MAX);
+    if done < needed.max(1) {
+        return Ok(());
     }
+    Err(too_large(format!(
+        "the board read reached {done} pages, all that tracker.max_items = {} needs at {per_page} items a page, and has more; raise tracker.max_items or archive items",
+        cfg.max_items
+    )))
 }
 
 fn too_large(message: String) -> TrackerError {

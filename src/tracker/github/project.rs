@@ -17,10 +17,7 @@ pub struct SingleSelectField {
 impl SingleSelectField {
     /// 1-based position of the option with `option_id` (else by trimmed, case-insensitive name).
     pub fn position(&self, option_id: Option<&str>, name: Option<&str>) -> Option<u32> {
-        let by_id = self
-            .options
-            .iter()
-            .position(|o| Some(o.0.as_str()) == option_id);
+        let by_id = (self.options.iter()).position(|o| Some(o.0.as_str()) == option_id);
         let by_name = || {
             let want = crate::model::normalize_name(name?);
             let mut names = self.options.iter();
@@ -94,10 +91,7 @@ pub fn parse_project(
     let Some(project) = &owner_row.project_v2 else {
         return Err(missing(project_missing));
     };
-    let id = project
-        .id
-        .clone()
-        .filter(|s| !s.is_empty())
+    let id = (project.id.clone().filter(|s| !s.is_empty()))
         .ok_or_else(|| super::unknown("project resolution reply has no project id"))?;
     let where_ = format!("project #{number} of {kind_word} {owner:?}");
     let name = &cfg.status_field;
