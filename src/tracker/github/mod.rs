@@ -8,11 +8,9 @@
 //! eligibility check (Symphony §11.1: "the orchestrator applies required_labels … after
 //! normalization"), so a refresh can observe a label being removed from a running issue.
 
-pub(crate) mod check;
 pub mod client;
 pub(crate) mod config;
 pub(crate) mod normalize;
-pub(crate) mod project;
 pub mod queries;
 
 use std::collections::{HashMap, HashSet};
@@ -25,13 +23,12 @@ use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, GraphqlError, Reply};
 use self::config::OwnerType;
-use self::normalize::{selected, ItemRow, ItemsOnPage, Leaf, NodeRow};
-use self::project::{PriorityField, ProjectInfo};
+use self::normalize::{selected, ItemRow, ItemsOnPage, Leaf, NodeRow, PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
 use crate::text::single_line;
-use crate::tracker::TrackerConfig;
-use crate::tracker::{BoardRead, Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
+use crate::tracker::TrackerErrorKind;
+use crate::tracker::{BoardRead, Tracker, TrackerBudget, TrackerConfig, TrackerError};
 
 /// This tracker's `tracker.kind`.
 pub(crate) const TRACKER_KIND: &str = "github_projects";
@@ -184,7 +181,7 @@ impl GithubTracker {
         });
         let reply = self.request(q, vars, stats)?;
         let token = self.client.token();
-        let p = project::parse_project(&reply, &self.cfg, &self.owner, self.number, token)?;
+        let p = normalize::parse_project(&reply, &self.cfg, &self.owner, self.number, token)?;
         if let PriorityField::Unusable(why) = &p.priority {
             log::warn!("tracker_priority_field_unusable reason={why:?}");
         }
