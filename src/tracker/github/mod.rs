@@ -520,25 +520,16 @@ impl GithubTracker {
         stats: &mut OpStats,
         out: &mut Vec<Issue>,
     ) -> Result<(), TrackerError> {
-        let reply = loop {
-            let deps = self.deps_supported.load(Ordering::Relaxed);
-            // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
-            let q = match deps && !shallow {
-                true => &queries::REFRESH_ISSUES,
-                false => &queries::REFRESH_RUNNING,
-            };
-            let vars = self.field_vars(project, json!({ "ids": ids }));
-            let reply = self.request(q, vars, stats)?;
-            let deps_error = reply
-                .errors
-                .iter()
-                .any(|e| e.is_schema_capability_error() && is_about_blockers(e));
-            if deps && deps_error && !shallow {
-                self.disable_dependencies();
-                continue;
-            }
-            break reply;
-        };
+        // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
+        let deps = !shallow && self.deps_supported.load(Ordering::Relaxed);
+        let q = [&queries::REFRESH_RUNNING, &queries::REFRESH_ISSUES][usize::from(deps)];
+        let vars = self.field_vars(project, json!({ "ids": ids }));
+        let mut reply = self.request(q, vars.clone(), stats)?;
+        let no_blockers = |e: &GraphqlError| e.is_schema_capability_error() && is_about_blockers(e);
+        if deps && reply.errors.iter().any(no_blockers) {
+            self.disable_dependencies();
+            reply = self.request(&queries::REFRESH_RUNNING, vars, stats)?;
+        }
         let not_found = |e: &GraphqlError| {
             e.kind.as_deref() == Some("NOT_FOUND") && e.root_field() == Some("nodes")
         };
@@ -579,7 +570,10 @@ impl GithubTracker {
         stats: &mut OpStats,
     ) -> Result<Option<ItemRow>, TrackerError> {
         let unreadable = |why: String| unknown(format!("refresh of issue {id}: {why}"));
-        let repeated = |why: String| error(TrackerErrorKind::Pagination, why);
+        let stuck = |why: String| {
+            let why = format!("projectItems of issue {id} {why}");
+            error(TrackerErrorKind::Pagination, why)
+        };
         let mut fetched: NodeRow;
         let (mut page, mut after, mut pages) = (node, None, 1);
         loop {
@@ -590,14 +584,10 @@ impl GithubTracker {
                 Err(why) => return Err(unreadable(why)),
             };
             if after.as_ref() == Some(&next) {
-                return Err(repeated(format!(
-                    "projectItems of issue {id} repeat cursor {next:?}"
-                )));
+                return Err(stuck(format!("repeat cursor {next:?}")));
             }
             if pages >= MAX_PAGES {
-                return Err(repeated(format!(
-                    "projectItems of issue {id} do not stop paging"
-                )));
+                return Err(stuck("do not stop paging".into()));
             }
             pages += 1;
             let vars = self.field_vars(project, json!({ "id": id, "after": next }));
@@ -605,9 +595,8 @@ impl GithubTracker {
             reply.check_errors(self.client.token(), |_| false)?;
             fetched = reply.data.node.unwrap_or_default();
             if fetched.typename.as_deref() != Some("Issue") {
-                return Err(unreadable(format!(
-                    "projectItems page {pages} has no Issue node"
-                )));
+                let why = format!("projectItems page {pages} has no Issue node");
+                return Err(unreadable(why));
             }
             page = &fetched;
             after = Some(next);
