@@ -77,10 +77,10 @@ pub struct Board {
 
 impl Board {
     /// Assemble a board from the files read (a task, or the file and why it is not one):
-    /// unreadable files become warnings, and every file of
-    /// an id claimed by more than one file is dropped with one warning naming them all, except
-    /// the file `owners` names for that id (the task's file in the previous read): a copy that
-    /// appears later must not take away a task that may be running.
+    /// unreadable files become warnings, and every file of an id claimed by more than one file is
+    /// dropped with one warning naming them all, except the file `owners` names for that id (the
+    /// task's file in the previous read): a copy that appears later must not take away a task
+    /// that may be running.
     pub fn assemble(
         dir: &Path,
         config: BoardConfig,
@@ -111,16 +111,13 @@ impl Board {
             let mut paths: Vec<PathBuf> = group.into_iter().map(|t| t.path).collect();
             paths.sort();
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            let names = names.join(", ");
             let message = match &kept {
-                Some(k) => format!(
-                    "duplicate task id {id}: keeping {} (read before), skipping {}",
-                    k.path.display(),
-                    names.join(", ")
-                ),
-                None => format!(
-                    "duplicate task id {id}: skipping all of {}",
-                    names.join(", ")
-                ),
+                Some(k) => {
+                    let k = k.path.display();
+                    format!("duplicate task id {id}: keeping {k} (read before), skipping {names}")
+                }
+                None => format!("duplicate task id {id}: skipping all of {names}"),
             };
             tasks.extend(kept);
             warnings.push(BoardWarning {
@@ -131,9 +128,7 @@ impl Board {
         }
         tasks.sort_by_cached_key(|t| id_sort_key(&t.task.id));
         warnings.sort_by(|a, b| a.paths.cmp(&b.paths));
-        let by_id = tasks
-            .iter()
-            .enumerate()
+        let by_id = (tasks.iter().enumerate())
             .map(|(i, t)| (t.task.id.clone(), i))
             .collect();
         Board {

@@ -155,59 +155,32 @@ pub struct TaskFile {
     pub body: String,
 }
 
-/// Why a task file could not be read as a task (the file is skipped); `Display` says it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaskProblem {
-    TooLarge(u64),
-    /// The byte offset of the first invalid byte.
-    NotUtf8(usize),
-    BrokenFrontMatter(String),
-    /// Refused before parsing ([`front_matter::check_yaml`]).
-    Unbounded(String),
-    MissingField(&'static str),
-    BadId(String),
-    Unreadable(String),
-}
+/// Why a task file could not be read as a task (the file is skipped), as one line.
+pub type TaskProblem = String;
 
-impl std::fmt::Display for TaskProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TaskProblem::TooLarge(n) => write!(f, "file is {n} bytes, over the 1 MiB limit"),
-            TaskProblem::NotUtf8(at) => {
-                write!(f, "not valid UTF-8 (first bad byte at offset {at})")
-            }
-            TaskProblem::BrokenFrontMatter(why) => write!(f, "broken front matter: {why}"),
-            TaskProblem::Unbounded(why) => write!(f, "front matter not parsed: {why}"),
-            TaskProblem::MissingField(k) => write!(f, "front matter has no `{k}`"),
-            TaskProblem::BadId(id) => write!(f, "id {id:?} is not like TASK-12"),
-            TaskProblem::Unreadable(e) => write!(f, "cannot read file: {e}"),
-        }
-    }
-}
-
-/// Parse one task file from its bytes (UTF-8 checked here, so a non-UTF-8 body is one problem).
-pub fn parse_task_bytes(bytes: &[u8]) -> Result<TaskFile, TaskProblem> {
-    parse_task(std::str::from_utf8(bytes).map_err(|e| TaskProblem::NotUtf8(e.valid_up_to()))?)
+/// The bytes as text, or where the first byte that is not UTF-8 is.
+pub fn utf8(bytes: &[u8]) -> Result<&str, TaskProblem> {
+    let at = |e: std::str::Utf8Error| e.valid_up_to();
+    std::str::from_utf8(bytes)
+        .map_err(|e| format!("not valid UTF-8 (first bad byte at offset {})", at(e)))
 }
 
 pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
+    let broken = |why: &str| format!("broken front matter: {why}");
     let Ok(Some(FrontMatter { yaml, body, .. })) = front_matter::split(text) else {
-        return Err(TaskProblem::BrokenFrontMatter(
-            "no `---` block at the top".into(),
-        ));
+        return Err(broken("no `---` block at the top"));
     };
-    front_matter::check_yaml(yaml).map_err(TaskProblem::Unbounded)?;
-    let raw: RawTask = serde_yaml::from_str(yaml).map_err(|e| {
-        TaskProblem::BrokenFrontMatter(crate::text::single_line(&e.to_string(), 200))
-    })?;
-    let required = |v: &Option<Scalar>, key: &'static str| {
+    front_matter::check_yaml(yaml).map_err(|why| format!("front matter not parsed: {why}"))?;
+    let raw: RawTask = serde_yaml::from_str(yaml)
+        .map_err(|e| broken(&crate::text::single_line(&e.to_string(), 200)))?;
+    let required = |v: &Option<Scalar>, key: &str| {
         v.as_ref()
             .map(|s| s.0.trim().to_string())
             .filter(|s| !s.is_empty())
-            .ok_or(TaskProblem::MissingField(key))
+            .ok_or_else(|| format!("front matter has no `{key}`"))
     };
     let id_text = required(&raw.id, "id")?;
-    let id = canonical_id(&id_text).ok_or(TaskProblem::BadId(id_text))?;
+    let id = canonical_id(&id_text).ok_or_else(|| format!("id {id_text:?} is not like TASK-12"))?;
     let status = required(&raw.status, "status")?;
     let title = required(&raw.title, "title")?;
     let mut dependencies: Vec<String> = Vec::new();
@@ -397,24 +370,18 @@ mod tests {
         let e = |s: &str| parse_task(s).unwrap_err();
         assert_eq!(
             e("---\ntitle: T\nstatus: A\n---\n"),
-            TaskProblem::MissingField("id")
+            "front matter has no `id`"
         );
         assert_eq!(
             e("---\nid: task-1\ntitle: T\nstatus: ''\n---\n"),
-            TaskProblem::MissingField("status")
+            "front matter has no `status`"
         );
         assert_eq!(
             e("---\nid: nope\ntitle: T\nstatus: A\n---\n"),
-            TaskProblem::BadId("nope".into())
+            "id \"nope\" is not like TASK-12"
         );
-        assert!(matches!(
-            e("---\nid: [\n---\n"),
-            TaskProblem::BrokenFrontMatter(_)
-        ));
-        assert!(matches!(
-            e("no front matter"),
-            TaskProblem::BrokenFrontMatter(_)
-        ));
+        assert!(e("---\nid: [\n---\n").starts_with("broken front matter: "));
+        assert!(e("no front matter").starts_with("broken front matter: "));
         // Type errors name the key and the position.
         let labels = e("---\nid: task-1\ntitle: x\nstatus: y\nlabels: {a: b}\n---\n").to_string();
         assert!(
@@ -432,8 +399,10 @@ mod tests {
         .unwrap();
         assert_eq!((lenient.title.as_str(), lenient.labels.len()), ("12", 3));
         assert_eq!(
-            parse_task_bytes(b"---\nid: task-1\n---\n\xff").unwrap_err(),
-            TaskProblem::NotUtf8(19)
+            utf8(b"---\nid: task-1\n---\n\xff")
+                .and_then(parse_task)
+                .unwrap_err(),
+            "not valid UTF-8 (first bad byte at offset 19)"
         );
     }
 }

@@ -7,7 +7,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::board::{Board, BoardTask, BoardWarning, Location, WarningKind};
-use super::parse::{parse_config, parse_task_bytes, BoardConfig, TaskProblem};
+use super::parse::{parse_config, parse_task, utf8, BoardConfig, TaskProblem};
 use crate::tracker::{TrackerError, TrackerErrorKind};
 
 /// Task and config files larger than this are skipped unread (1 MiB).
@@ -99,11 +99,10 @@ fn read_config(dir: &Path) -> Result<(BoardConfig, Option<BoardWarning>), Tracke
         return Ok((BoardConfig::default(), Some(warning)));
     };
     let bytes = read_capped(&path)
-        .and_then(|b| b.ok_or(TaskProblem::Unreadable("not a regular file".into())))
+        .and_then(|b| b.ok_or_else(|| "cannot read file: not a regular file".into()))
         .map_err(|p| err(BAD_CONFIG, &path, p))?;
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|e| err(BAD_CONFIG, &path, TaskProblem::NotUtf8(e.valid_up_to())))?;
-    let cfg = parse_config(text).map_err(|e| err(BAD_CONFIG, &path, e))?;
+    let cfg = utf8(&bytes).and_then(parse_config);
+    let cfg = cfg.map_err(|e| err(BAD_CONFIG, &path, e))?;
     Ok((cfg, None))
 }
 
@@ -128,7 +127,7 @@ fn scan_folder(
         }
         let path = entry.path();
         let task = match read_capped(&path) {
-            Ok(Some(b)) => parse_task_bytes(&b),
+            Ok(Some(b)) => utf8(&b).and_then(parse_task),
             Ok(None) => continue, // deleted meanwhile, or a directory, FIFO, socket, device
             Err(p) => Err(p),
         };
@@ -161,9 +160,10 @@ pub fn is_task_file_name(name: &str, prefix: &str) -> bool {
 fn read_capped(path: &Path) -> Result<Option<Vec<u8>>, TaskProblem> {
     use std::os::unix::fs::OpenOptionsExt;
     let unreadable = |e: io::Error| match e.raw_os_error() {
-        Some(libc::ELOOP) => TaskProblem::Unreadable("a symbolic link (not followed)".into()),
-        _ => TaskProblem::Unreadable(e.to_string()),
+        Some(libc::ELOOP) => "cannot read file: a symbolic link (not followed)".to_string(),
+        _ => format!("cannot read file: {e}"),
     };
+    let too_large = |n: u64| Err(format!("file is {n} bytes, over the 1 MiB limit"));
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -177,14 +177,14 @@ fn read_capped(path: &Path) -> Result<Option<Vec<u8>>, TaskProblem> {
         return Ok(None);
     }
     if meta.len() > MAX_FILE_BYTES {
-        return Err(TaskProblem::TooLarge(meta.len()));
+        return too_large(meta.len());
     }
     let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut buf)
         .map_err(unreadable)?;
     if buf.len() as u64 > MAX_FILE_BYTES {
-        return Err(TaskProblem::TooLarge(buf.len() as u64));
+        return too_large(buf.len() as u64);
     }
     Ok(Some(buf))
 }

@@ -480,6 +480,13 @@ impl GithubTracker {
         }
     }
 
+    /// True when `states` names a configured terminal state (closed issues count then).
+    fn names_terminal(&self, states: &[String]) -> bool {
+        states
+            .iter()
+            .any(|s| contains_name(&self.cfg.terminal_states, s))
+    }
+
     fn in_repo_scope(&self, issue: &Issue) -> bool {
         self.cfg.repos.is_empty() || contains_name(&self.cfg.repos, &issue.repository)
     }
@@ -798,19 +805,16 @@ impl Tracker for GithubTracker {
         if states.iter().all(|s| s.trim().is_empty()) {
             return Ok(Vec::new());
         }
-        let wants_terminal = states
-            .iter()
-            .any(|s| contains_name(&self.cfg.terminal_states, s));
+        let wants_terminal = self.names_terminal(states);
         // Closed issues in other Statuses are needed too, so never narrow server-side then.
-        let board = self.fetch_board(if wants_terminal { None } else { Some(states) })?;
-        Ok(board
-            .issues
-            .into_iter()
-            .filter(|i| {
-                (contains_name(states, &i.state) || (wants_terminal && i.closed))
-                    && self.in_repo_scope(i)
-            })
-            .collect())
+        let mut issues = self
+            .fetch_board((!wants_terminal).then_some(states))?
+            .issues;
+        issues.retain(|i| {
+            (contains_name(states, &i.state) || (wants_terminal && i.closed))
+                && self.in_repo_scope(i)
+        });
+        Ok(issues)
     }
 
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
@@ -826,14 +830,9 @@ impl Tracker for GithubTracker {
         also_states: &[String],
     ) -> Result<BoardRead, TrackerError> {
         let active = &self.cfg.active_states;
-        let also: Vec<String> = also_states
-            .iter()
-            .filter(|s| !s.trim().is_empty())
-            .cloned()
-            .collect();
-        let also_terminal = also
-            .iter()
-            .any(|s| contains_name(&self.cfg.terminal_states, s));
+        let mut also = also_states.to_vec();
+        also.retain(|s| !s.trim().is_empty());
+        let also_terminal = self.names_terminal(&also);
         let keep_ids: HashSet<&str> = keep_ids.iter().map(String::as_str).collect();
         let is_candidate = |i: &Issue| {
             contains_name(active, &i.state)
