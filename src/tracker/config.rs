@@ -170,11 +170,8 @@ pub(crate) fn preflight(cfg: &TrackerConfig) -> Vec<ConfigError> {
         };
         errs.push(ConfigError::new(class, kind_message(kind)));
     }
-    errs.extend(
-        (adapter_for(kind).check)(cfg)
-            .into_iter()
-            .map(|e| ConfigError::new(e.class, e.message)),
-    );
+    let problems = (adapter_for(kind).check)(cfg).into_iter();
+    errs.extend(problems.map(|e| ConfigError::new(e.class, e.message)));
     errs
 }
 
@@ -239,15 +236,10 @@ pub(crate) fn closest<'a, S: AsRef<str>>(names: &'a [S], s: &str) -> Option<&'a 
         .map(|(_, o)| o)
 }
 
-/// Build the tracker `tracker.kind` selects (no request yet).
+/// Build the tracker `tracker.kind` selects (no request yet). A missing or unknown kind fails in
+/// the default kind's constructor with `unsupported_tracker_kind` and [`kind_message`].
 pub fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
-    match registered(cfg.kind.as_deref()) {
-        Some(a) => (a.open)(cfg),
-        None => Err(TrackerError::new(
-            TrackerErrorKind::UnsupportedTrackerKind,
-            kind_message(cfg.kind.as_deref()),
-        )),
-    }
+    (adapter_for(cfg.kind.as_deref()).open)(cfg)
 }
 
 #[cfg(test)]

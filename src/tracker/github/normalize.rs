@@ -21,7 +21,7 @@ use crate::tracker::{TrackerConfig, TrackerError, TrackerErrorKind};
 #[serde(rename_all = "camelCase")]
 pub struct Data {
     /// `Resolve*Project`: the organization or user.
-    pub owner: Option<OwnerRow>,
+    pub owner: Option<NodeRow>,
     /// `ProjectItems*`: the project; `IssueProjectItems`: the issue.
     pub node: Option<NodeRow>,
     /// `Refresh*`: one node per id asked for, each read into a [`NodeRow`] on its own.
@@ -29,32 +29,8 @@ pub struct Data {
     pub rate_limit: Option<crate::tracker::TrackerBudget>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OwnerRow {
-    pub project_v2: Option<ProjectRow>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProjectRow {
-    pub id: Option<String>,
-    pub title: Option<String>,
-    pub closed: Option<bool>,
-    pub status_field: Option<FieldRow>,
-    pub priority_field: Option<FieldRow>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct FieldRow {
-    #[serde(rename = "__typename")]
-    pub typename: Option<String>,
-    pub id: Option<String>,
-    pub name: Option<String>,
-    pub options: Option<Vec<Leaf>>,
-}
-
-/// A node Baton reads: an issue (`IssueFields`, blockers, project items) or a project (items).
+/// An object Baton reads: an issue (`IssueFields`, blockers, project items), a project (its
+/// items, or its setup and fields), a project field, or the owner of a project.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeRow {
@@ -74,6 +50,12 @@ pub struct NodeRow {
     pub blocked_by: Option<Nodes<Value>>,
     pub project_items: Option<Nodes<ItemRow>>,
     pub items: Option<ItemPage>,
+    pub project_v2: Option<Box<NodeRow>>,
+    pub closed: Option<bool>,
+    pub status_field: Option<Box<NodeRow>>,
+    pub priority_field: Option<Box<NodeRow>>,
+    pub name: Option<String>,
+    pub options: Option<Vec<Leaf>>,
 }
 
 impl NodeRow {
@@ -419,7 +401,7 @@ pub fn parse_project(
         .ok_or_else(|| super::unknown("project resolution reply has no project id"))?;
     let where_ = format!("project #{number} of {kind_word} {owner:?}");
     let name = &cfg.status_field;
-    let status = single_select(project.status_field.as_ref(), name, &where_)
+    let status = single_select(project.status_field.as_deref(), name, &where_)
         .and_then(|f| match f.options.is_empty() {
             true => Err(format!("field {name:?} on {where_} has no options")),
             false => Ok(f),
@@ -427,7 +409,7 @@ pub fn parse_project(
         .map_err(|e| missing(format!("tracker.status_field: {e}")))?;
     let priority = match &cfg.priority_field {
         None => PriorityField::NotConfigured,
-        Some(name) => match single_select(project.priority_field.as_ref(), name, &where_) {
+        Some(name) => match single_select(project.priority_field.as_deref(), name, &where_) {
             Ok(f) => PriorityField::Resolved(f),
             Err(e) => {
                 PriorityField::Unusable(format!("tracker.priority_field: {e}; priority is null"))
@@ -445,7 +427,7 @@ pub fn parse_project(
 
 /// The single-select field `name` of `where_`, or why it is not one.
 fn single_select(
-    f: Option<&FieldRow>,
+    f: Option<&NodeRow>,
     name: &str,
     where_: &str,
 ) -> Result<SingleSelectField, String> {
