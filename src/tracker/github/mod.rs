@@ -185,11 +185,8 @@ impl GithubTracker {
         if let PriorityField::Unusable(why) = &p.priority {
             log::warn!("tracker_priority_field_unusable reason={why:?}");
         }
-        log::debug!(
-            "tracker_project_resolved project_id={} status_options={}",
-            p.id,
-            p.status.options.len()
-        );
+        let (id, options) = (&p.id, p.status.options.len());
+        log::debug!("tracker_project_resolved project_id={id} status_options={options}");
         Ok(p)
     }
 
@@ -214,14 +211,10 @@ impl GithubTracker {
         let mut stats = OpStats::default();
         let res = f(&mut stats);
         let rl = lock(&self.rate).clone().unwrap_or_default();
-        log::debug!(
-            "tracker_requests op={op} requests={} cost={} remaining={} reset_at={}",
-            stats.requests,
-            stats.cost,
-            rl.remaining
-                .map_or("unknown".to_string(), |r| r.to_string()),
-            rl.reset_at.as_deref().unwrap_or("unknown")
-        );
+        let remaining: String = rl.remaining.map_or("unknown".into(), |r| r.to_string());
+        let reset_at = rl.reset_at.as_deref().unwrap_or("unknown");
+        let OpStats { requests, cost } = stats;
+        log::debug!("tracker_requests op={op} requests={requests} cost={cost} remaining={remaining} reset_at={reset_at}");
         res
     }
 
@@ -247,9 +240,7 @@ impl GithubTracker {
             .filter(|_| filtered)
             .map(|states| server_filter(&self.cfg.status_field, states));
         let mut acc = BoardAcc::default();
-        let mut cursor: Option<String> = None;
-        let mut seen_cursors: HashSet<String> = HashSet::new();
-        let mut pages = 0usize;
+        let (mut cursor, mut seen_cursors, mut pages) = (None::<String>, HashSet::new(), 0usize);
         loop {
             let deps = self.deps_supported.load(Ordering::Relaxed);
             let q = match (&filter, deps) {
@@ -300,9 +291,8 @@ impl GithubTracker {
             }
             let Some(end) = next else { break };
             if !seen_cursors.insert(end.clone()) {
-                return Err(unknown(format!(
-                    "pagination does not advance (page {pages}, repeated cursor)"
-                )));
+                let why = format!("pagination does not advance (page {pages}, repeated cursor)");
+                return Err(unknown(why));
             }
             next_page(&self.cfg, pages)?;
             cursor = Some(end);
@@ -314,13 +304,9 @@ impl GithubTracker {
     /// validation re-resolves it.
     fn project_gone(&self) -> TrackerError {
         self.reset_cache();
-        TrackerError::new(
-            TrackerErrorKind::MissingTrackerProject,
-            format!(
-                "project #{} of {:?} no longer resolves (deleted, or no longer visible to the token)",
-                self.number, self.owner
-            ),
-        )
+        let (number, owner) = (self.number, &self.owner);
+        let why = format!("project #{number} of {owner:?} no longer resolves (deleted, or no longer visible to the token)");
+        TrackerError::new(TrackerErrorKind::MissingTrackerProject, why)
     }
 
     /// `vars` with the status/priority field variables every item query takes.

@@ -186,28 +186,22 @@ pub fn normalize_issue(
     state: &str,
     priority: Option<u32>,
 ) -> Result<Issue, String> {
-    let id = content
-        .id
-        .as_deref()
-        .filter(|s| !s.is_empty())
-        .ok_or("issue without id")?;
-    let number = content
-        .number
-        .ok_or_else(|| format!("issue {id} without a number"))?;
+    let id = (content.id.as_deref().filter(|s| !s.is_empty())).ok_or("issue without id")?;
+    let without = |what: &str| format!("issue {id} without {what}");
+    let number = content.number.ok_or_else(|| without("a number"))?;
     let repository = content
         .repo()
-        .ok_or_else(|| format!("issue {id} without repository.nameWithOwner"))?;
+        .ok_or_else(|| without("repository.nameWithOwner"))?;
     let identifier = identifier(repository, number)
         .ok_or_else(|| format!("issue {id} has an unusable repository name {repository:?}"))?;
-    let title = content
-        .title
-        .as_deref()
-        .ok_or_else(|| format!("issue {id} without a title"))?;
+    let title = content.title.as_deref().ok_or_else(|| without("a title"))?;
     let closed = match content.state.as_deref() {
         Some("OPEN") => false,
         Some("CLOSED") => true,
         other => return Err(format!("issue {id} has an unknown state {other:?}")),
     };
+    let (labels_cut, blockers_cut) = (Nodes::cut(&content.labels), Nodes::cut(&content.blocked_by));
+    let cut = [("labels", labels_cut), ("blocked_by", blockers_cut)];
     Ok(Issue {
         id: id.to_string(),
         item_id: item_id.to_string(),
@@ -215,11 +209,7 @@ pub fn normalize_issue(
         number,
         repository: repository.to_string(),
         title: title.to_string(),
-        description: content
-            .body
-            .as_deref()
-            .filter(|b| !b.trim().is_empty())
-            .map(str::to_string),
+        description: (content.body.clone()).filter(|b| !b.trim().is_empty()),
         priority,
         state: state.trim().to_string(),
         branch_name: None,
@@ -229,14 +219,10 @@ pub fn normalize_issue(
         closed,
         created_at: timestamp(content.created_at.as_deref()),
         updated_at: timestamp(content.updated_at.as_deref()),
-        truncated: [
-            ("labels", Nodes::cut(&content.labels)),
-            ("blocked_by", Nodes::cut(&content.blocked_by)),
-        ]
-        .into_iter()
-        .filter(|(_, cut)| *cut)
-        .map(|(list, _)| list.to_string())
-        .collect(),
+        truncated: cut
+            .into_iter()
+            .filter_map(|(list, cut)| cut.then(|| list.into()))
+            .collect(),
     })
 }
 
