@@ -234,15 +234,9 @@ pub fn normalize_blockers(
     terminal_states: &[String],
     project_id: Option<&str>,
 ) -> Vec<BlockerRef> {
-    let mut out = Vec::new();
-    for b in Nodes::iter(&content.blocked_by) {
-        let Ok(b) = NodeRow::deserialize(b) else {
-            continue;
-        };
-        let ident = b.repo().zip(b.number).and_then(|(r, n)| identifier(r, n));
-        let (Some(id), Some(ident)) = (&b.id, ident) else {
-            continue;
-        };
+    let blocker = |b: &Value| {
+        let b = NodeRow::deserialize(b).ok()?;
+        let identifier = b.repo().zip(b.number).and_then(|(r, n)| identifier(r, n))?;
         let closed = b.state.as_deref() == Some("CLOSED");
         let status = project_id.and_then(|p| {
             let mut items = Nodes::iter(&b.project_items);
@@ -250,19 +244,18 @@ pub fn normalize_blockers(
                 items.find(|it| it.project_id() == Some(p) && it.is_archived != Some(true))?;
             selected(ours.status.as_ref()?.as_ref())?.name.clone()
         });
-        let terminal = closed
-            || status
-                .as_ref()
-                .is_some_and(|s| contains_name(terminal_states, s));
+        let terminal = closed || status.iter().any(|s| contains_name(terminal_states, s));
         let state = status.unwrap_or_else(|| if closed { "CLOSED" } else { "OPEN" }.to_string());
-        out.push(BlockerRef {
-            id: id.clone(),
-            identifier: ident,
+        Some(BlockerRef {
+            id: b.id?,
+            identifier,
             state,
             terminal,
-        });
-    }
-    out
+        })
+    };
+    Nodes::iter(&content.blocked_by)
+        .filter_map(blocker)
+        .collect()
 }
 
 /// One page of a refreshed issue's `projectItems`, read strictly.
@@ -284,11 +277,12 @@ pub fn project_items_page<'a>(
     let items = (issue.project_items.as_ref()).ok_or("issue without a projectItems object")?;
     let nodes = (items.nodes.as_ref()).ok_or("projectItems without a nodes list")?;
     for it in nodes {
-        let it = it.as_ref().ok_or("project item without project.id")?;
+        let no_project = "project item without project.id";
+        let it = it.as_ref().ok_or(no_project)?;
         let pid = it
             .project_id()
             .filter(|p| !p.is_empty())
-            .ok_or("project item without project.id")?;
+            .ok_or(no_project)?;
         let archived = it.is_archived.ok_or("project item without isArchived")?;
         if pid == project_id && !archived {
             return Ok(ItemsOnPage::Ours(it));
