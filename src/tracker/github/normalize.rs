@@ -352,23 +352,21 @@ pub fn parse_project(
         OwnerType::Organization => "organization",
         OwnerType::User => "user",
     };
-    let owner_missing = format!(
-        "tracker.owner: {kind_word} {owner:?} was not found or is not visible to the token"
-    );
-    let project_missing = format!("tracker.project_number: project #{number} of {kind_word} {owner:?} was not found or is not visible to the token");
+    let where_ = format!("project #{number} of {kind_word} {owner:?}");
+    let hidden = "was not found or is not visible to the token";
+    let owner_missing = format!("tracker.owner: {kind_word} {owner:?} {hidden}");
+    let project_missing = format!("tracker.project_number: {where_} {hidden}");
     let not_found = |paths: std::ops::RangeInclusive<usize>| {
         let mut errors = reply.errors.iter();
         errors.any(|e| e.kind.as_deref() == Some("NOT_FOUND") && paths.contains(&e.path.len()))
     };
     if not_found(1..=1) {
-        return Err(missing(format!(
-            "{owner_missing} (check tracker.owner and tracker.owner_type)"
-        )));
+        let why = format!("{owner_missing} (check tracker.owner and tracker.owner_type)");
+        return Err(missing(why));
     }
     if not_found(2..=usize::MAX) {
-        return Err(missing(format!(
-            "{project_missing} (the token needs read:project)"
-        )));
+        let why = format!("{project_missing} (the token needs read:project)");
+        return Err(missing(why));
     }
     reply.check_errors(token, |_| false)?;
     let Some(owner_row) = &reply.data.owner else {
@@ -379,7 +377,6 @@ pub fn parse_project(
     };
     let id = (project.id.clone().filter(|s| !s.is_empty()))
         .ok_or_else(|| super::unknown("project resolution reply has no project id"))?;
-    let where_ = format!("project #{number} of {kind_word} {owner:?}");
     let name = &cfg.status_field;
     let status = single_select(project.status_field.as_deref(), name, &where_)
         .and_then(|f| match f.options.is_empty() {
