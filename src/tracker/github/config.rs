@@ -106,27 +106,22 @@ pub(crate) fn required(cfg: &TrackerConfig) -> Result<(Secret, String, u64), Vec
 /// The warning for an `http://` endpoint whose host is not loopback: the token would cross the
 /// network in cleartext. `None` for `https://` and loopback hosts (a local proxy or test server).
 pub(crate) fn cleartext_warning(endpoint: &str) -> Option<String> {
-    let scheme_len = "http://".len();
-    let rest = endpoint
-        .get(..scheme_len)
-        .filter(|s| s.eq_ignore_ascii_case("http://"))
-        .map(|_| &endpoint[scheme_len..])?;
+    let (scheme, rest) = endpoint.split_at_checked("http://".len())?;
+    if !scheme.eq_ignore_ascii_case("http://") {
+        return None;
+    }
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
     let host_port = &authority[authority.rfind('@').map_or(0, |i| i + 1)..];
     let host = match host_port.strip_prefix('[') {
         Some(v6) => &v6[..v6.find(']').unwrap_or(v6.len())],
         None => &host_port[..host_port.find(':').unwrap_or(host_port.len())],
     };
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    (!loopback).then(|| {
-        format!(
-            "tracker.endpoint {} is plain http:// to a host that is not loopback: the token is sent in cleartext (use https://)",
-            super::client::redact_userinfo(endpoint)
-        )
-    })
+    let ip = host.parse::<std::net::IpAddr>();
+    if host.eq_ignore_ascii_case("localhost") || ip.is_ok_and(|ip| ip.is_loopback()) {
+        return None;
+    }
+    let shown = super::client::redact_userinfo(endpoint);
+    Some(format!("tracker.endpoint {shown} is plain http:// to a host that is not loopback: the token is sent in cleartext (use https://)"))
 }
 
 fn check(cfg: &TrackerConfig) -> Vec<TrackerError> {
