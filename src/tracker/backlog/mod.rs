@@ -23,7 +23,7 @@ pub mod read;
 pub mod watch;
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -58,20 +58,17 @@ impl BoardReader {
         }
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Read the board now. New warnings are logged (`log::error!` for duplicate ids,
     /// `log::warn!` otherwise); all current warnings are also in the returned board.
     pub fn read(&mut self) -> Result<Board, TrackerError> {
         let board = read_board_keeping(&self.dir, &self.owners)?;
         self.owners = board.owners();
         let current: HashSet<BoardWarning> = board.warnings.iter().cloned().collect();
-        for w in &board.warnings {
-            if self.reported.contains(w) {
-                continue;
-            }
+        for w in board
+            .warnings
+            .iter()
+            .filter(|w| !self.reported.contains(*w))
+        {
             match w.kind {
                 WarningKind::DuplicateId => log::error!("backlog board: {}", w.message),
                 _ => log::warn!("backlog board: {}", w.message),
@@ -94,6 +91,7 @@ type Reader = (BoardReader, Option<(u64, Instant, Arc<Board>)>);
 /// A Backlog.md board as a tracker (read-only).
 #[derive(Debug)]
 pub struct BacklogTracker {
+    dir: PathBuf,
     reader: Mutex<Reader>,
     /// Bumped by the watch on every relevant change event (before the debounce).
     changes: Arc<AtomicU64>,
@@ -106,18 +104,15 @@ pub struct BacklogTracker {
 impl BacklogTracker {
     /// A tracker for the board at `tracker.path` (nothing is read yet).
     pub fn new(cfg: &TrackerConfig) -> Result<Self, TrackerError> {
-        let reader = BoardReader::new(config::board_dir(cfg));
+        let dir = config::board_dir(cfg);
         Ok(BacklogTracker {
-            reader: Mutex::new((reader, None)),
+            reader: Mutex::new((BoardReader::new(&dir), None)),
+            dir,
             changes: Arc::new(AtomicU64::new(0)),
             watched: AtomicBool::new(false),
             active_states: cfg.active_states.clone(),
             terminal_states: cfg.terminal_states.clone(),
         })
-    }
-
-    pub fn dir(&self) -> PathBuf {
-        self.lock().0.dir().to_path_buf()
     }
 
     /// The whole board: read now (new warnings are logged once), or the last read while the
@@ -153,9 +148,8 @@ impl Tracker for BacklogTracker {
         if states.is_empty() {
             return Ok(Vec::new());
         }
-        Ok(self
-            .board()?
-            .issues_by_states(states, &self.terminal_states))
+        let board = self.board()?;
+        Ok(board.issues_by_states(states, &self.terminal_states))
     }
 
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
@@ -168,17 +162,17 @@ impl Tracker for BacklogTracker {
     /// The board directory and its `config.yml` are readable, and every configured state is one
     /// of its statuses (no task file is read).
     fn validate(&self) -> Result<(), TrackerError> {
-        let config = read::read_board_config(&self.dir())?;
-        let problems =
-            validate_states(&config.statuses, &self.active_states, &self.terminal_states);
-        match problems.is_empty() {
-            true => Ok(()),
-            false => Err(TrackerError::with_class(
-                TrackerErrorKind::MissingTrackerProject,
-                UNKNOWN_STATE_CLASS,
-                problems.join("; "),
-            )),
+        let statuses = read::read_board_config(&self.dir)?.statuses;
+        let problems = validate_states(&statuses, &self.active_states, &self.terminal_states);
+        if problems.is_empty() {
+            return Ok(());
         }
+        let kind = TrackerErrorKind::MissingTrackerProject;
+        Err(TrackerError::with_class(
+            kind,
+            UNKNOWN_STATE_CLASS,
+            problems.join("; "),
+        ))
     }
 
     fn reset_cache(&self) {}
@@ -188,10 +182,10 @@ impl Tracker for BacklogTracker {
     }
 
     fn watch(&self, changed: Sender<()>) -> Result<Option<WatchGuard>, TrackerError> {
-        let guard =
-            watch::watch_board(&self.dir(), self.changes.clone(), changed).map_err(|e| {
-                TrackerError::with_class(TrackerErrorKind::Transport, "backlog_watch_failed", e)
-            })?;
+        let guard = watch::watch_board(&self.dir, self.changes.clone(), changed);
+        let failed =
+            |e| TrackerError::with_class(TrackerErrorKind::Transport, "backlog_watch_failed", e);
+        let guard = guard.map_err(failed)?;
         self.watched.store(true, Ordering::SeqCst);
         Ok(Some(Box::new(guard)))
     }

@@ -219,10 +219,7 @@ pub fn normalize_issue(
         closed,
         created_at: timestamp(content.created_at.as_deref()),
         updated_at: timestamp(content.updated_at.as_deref()),
-        truncated: cut
-            .into_iter()
-            .filter_map(|(list, cut)| cut.then(|| list.into()))
-            .collect(),
+        truncated: cut.iter().filter(|c| c.1).map(|c| c.0.into()).collect(),
     })
 }
 
