@@ -60,10 +60,8 @@ impl TrackerErrorKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrackerError {
     pub kind: TrackerErrorKind,
-    /// The stable snake_case name shown in logs, `baton check` and the API (tracker-specific,
-    /// e.g. `github_auth`).
+    /// The stable name logs, `baton check` and the API show (tracker-specific: `github_auth`).
     pub class: &'static str,
-    /// No secrets.
     pub message: String,
     /// For rate limits: when a retry may succeed.
     pub retry_at: Option<SystemTime>,

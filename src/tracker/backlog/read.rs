@@ -66,19 +66,14 @@ pub fn read_board_config(dir: &Path) -> Result<BoardConfig, TrackerError> {
 }
 
 fn check_dir(dir: &Path) -> Result<(), TrackerError> {
+    let missing =
+        "the Backlog.md board directory does not exist (run `backlog init` or set tracker.path)";
     match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(err("backlog_board_not_a_directory", dir, "not a directory")),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(err(
-                MISSING,
-                dir,
-                "the Backlog.md board directory does not exist (run `backlog init` or set tracker.path)",
-            ))
-        }
-        Err(e) => return Err(err(IO, dir, e)),
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(err("backlog_board_not_a_directory", dir, "not a directory")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(err(MISSING, dir, missing)),
+        Err(e) => Err(err(IO, dir, e)),
     }
-    Ok(())
 }
 
 /// The board's config; absent means Backlog.md's defaults plus a warning.
