@@ -198,10 +198,7 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
         status,
         labels: raw.labels.map(|l| l.texts()).unwrap_or_default(),
         dependencies,
-        priority: raw
-            .priority
-            .map(|p| normalize_name(&p.0))
-            .filter(|p| !p.is_empty()),
+        priority: (raw.priority.map(|p| normalize_name(&p.0))).filter(|p| !p.is_empty()),
         created_at: raw.created_date.and_then(|d| backlog_date_to_rfc3339(&d.0)),
         updated_at: raw.updated_date.and_then(|d| backlog_date_to_rfc3339(&d.0)),
         body: body.trim().to_string(),
@@ -224,11 +221,8 @@ pub fn canonical_id(id: &str) -> Option<String> {
         let trimmed = seg.trim_start_matches('0');
         segments.push(if trimmed.is_empty() { "0" } else { trimmed });
     }
-    Some(format!(
-        "{}-{}",
-        prefix.to_ascii_uppercase(),
-        segments.join(".")
-    ))
+    let (prefix, segments) = (prefix.to_ascii_uppercase(), segments.join("."));
+    Some(format!("{prefix}-{segments}"))
 }
 
 /// The numeric part of an id: `12` for `TASK-12`, `3.1` for the subtask `TASK-3.1`
