@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::board::{Location, WarningKind};
+use super::read::LOCATIONS;
 use super::{read_board, BacklogTracker};
 use crate::config::{resolve_path, ConfigError, Section};
 use crate::model::{contains_name, Issue};
@@ -84,18 +85,12 @@ pub fn validate_states(
                 .map(|o| format!("; did you mean {o:?}?"))
                 .unwrap_or_default();
             let known: Vec<String> = statuses.iter().map(|o| format!("{o:?}")).collect();
-            out.push(format!(
-                "tracker.{which}_states: {s:?} is not a status of the Backlog.md board \
-                 (config.yml statuses: {}){hint}",
-                known.join(", ")
-            ));
+            let known = known.join(", ");
+            out.push(format!("tracker.{which}_states: {s:?} is not a status of the Backlog.md board (config.yml statuses: {known}){hint}"));
         }
     }
     out
 }
-
-/// What a configured state must match.
-const STATES_NOUN: &str = "status of the Backlog.md board (config.yml statuses)";
 
 /// The Backlog.md part of the report; every task as an issue for the plan, `None` when the
 /// board cannot be read.
@@ -111,18 +106,12 @@ pub(crate) fn report(cfg: &TrackerConfig, r: &mut CheckLines) -> Option<Vec<Issu
     };
     r.push("ok", format!("board: {}", board.dir.display()));
     let names: Vec<&str> = board.config.statuses.iter().map(String::as_str).collect();
-    report_states(r, "statuses (config.yml)", &names, cfg, STATES_NOUN);
+    let noun = "status of the Backlog.md board (config.yml statuses)";
+    report_states(r, "statuses (config.yml)", &names, cfg, noun);
     let count = |loc: Location| board.tasks.iter().filter(|t| t.location == loc).count();
-    r.push(
-        "ok",
-        format!(
-            "tasks: {} in tasks/, {} in completed/, {} in archive/tasks/ (terminal); {} warning(s)",
-            count(Location::Tasks),
-            count(Location::Completed),
-            count(Location::Archived),
-            board.warnings.len()
-        ),
-    );
+    let [tasks, completed, archived] = LOCATIONS.map(count);
+    let warnings = board.warnings.len();
+    r.push("ok", format!("tasks: {tasks} in tasks/, {completed} in completed/, {archived} in archive/tasks/ (terminal); {warnings} warning(s)"));
     for w in &board.warnings {
         match w.kind {
             WarningKind::DuplicateId => r.push("fail", &w.message),

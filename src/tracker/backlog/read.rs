@@ -14,7 +14,8 @@ use crate::tracker::{TrackerError, TrackerErrorKind};
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// The folders read, in order. `drafts/` is never read.
-const LOCATIONS: [Location; 3] = [Location::Tasks, Location::Completed, Location::Archived];
+pub(crate) const LOCATIONS: [Location; 3] =
+    [Location::Tasks, Location::Completed, Location::Archived];
 
 /// The class of a missing board directory.
 pub(crate) const MISSING: &str = "backlog_board_missing";
