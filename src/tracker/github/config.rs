@@ -193,10 +193,8 @@ fn check_board(r: &mut CheckLines, tracker: &GithubTracker) -> Option<Board> {
     let _ = crate::tracker::take_points();
     let read = tracker.fetch_board(None);
     let points = crate::tracker::take_points();
-    r.1 = tracker
-        .rate_limit()
-        .and_then(|rl| rl.limit)
-        .map(|l| (points, l));
+    let limit = tracker.rate_limit().and_then(|rl| rl.limit);
+    r.1 = limit.map(|l| (points, l));
     let board = match read {
         Ok(b) => b,
         Err(e) => {
