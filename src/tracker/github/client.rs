@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::normalize::Data;
+use super::queries::Query;
 use crate::config::Secret;
 use crate::tracker::{TrackerBudget, TrackerError, TrackerErrorKind};
 
@@ -458,12 +459,8 @@ impl GraphqlClient {
     }
 
     /// POST one operation and classify the reply. The body is read up to [`MAX_RESPONSE_BYTES`].
-    pub fn post(
-        &self,
-        operation: &str,
-        query: &str,
-        variables: Value,
-    ) -> Result<Reply, TrackerError> {
+    pub fn post(&self, q: &Query, variables: Value) -> Result<Reply, TrackerError> {
+        let (operation, query) = (q.name, q.text);
         let body = json!({"query": query, "variables": variables, "operationName": operation});
         let sent = self
             .agent
@@ -510,13 +507,9 @@ impl GraphqlClient {
             }
             other => redact_userinfo(&self.scrub_all(other.to_string().into())),
         };
-        super::error(
-            TrackerErrorKind::Transport,
-            format!(
-                "request {operation} to {} failed: {what}",
-                self.endpoint_shown()
-            ),
-        )
+        let shown = self.endpoint_shown();
+        let message = format!("request {operation} to {shown} failed: {what}");
+        super::error(TrackerErrorKind::Transport, message)
     }
 }
 
@@ -762,7 +755,13 @@ mod tests {
             tok(),
             Duration::from_secs(2),
         );
-        let e = c.post("Op", "query{x}", Value::Null).unwrap_err();
+        let q = Query {
+            name: "Op",
+            file: "",
+            fragments: &[],
+            text: "query{x}",
+        };
+        let e = c.post(&q, Value::Null).unwrap_err();
         assert_eq!(e.kind, TrackerErrorKind::Transport);
         let shown = format!("{e} {e:?}");
         assert!(!shown.contains("hunter2TOKEN"), "{shown}");

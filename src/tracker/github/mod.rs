@@ -192,7 +192,7 @@ impl GithubTracker {
 
     fn request(&self, q: &Query, vars: Value, stats: &mut OpStats) -> Result<Reply, TrackerError> {
         stats.requests += 1;
-        let reply = self.client.post(q.name, q.text, vars)?;
+        let reply = self.client.post(q, vars)?;
         if let Some(rl) = reply.rate_limit() {
             let cost = rl.last_cost.unwrap_or(0);
             stats.cost = stats.cost.saturating_add(cost);
