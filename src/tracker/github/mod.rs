@@ -755,9 +755,7 @@ pub(crate) fn class(kind: TrackerErrorKind) -> &'static str {
         TrackerErrorKind::Query => "github_graphql_errors",
         TrackerErrorKind::Payload => "github_unknown_payload",
         TrackerErrorKind::Pagination => "github_missing_end_cursor",
-        TrackerErrorKind::UnsupportedTrackerKind
-        | TrackerErrorKind::MissingTrackerToken
-        | TrackerErrorKind::MissingTrackerProject => kind.as_str(),
+        _ => kind.as_str(), // the configuration kinds keep their shared names
     }
 }
 
