@@ -8,8 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::agent::claude::ClaudeRunner;
+#[cfg(feature = "codex")]
 use crate::agent::codex::CodexRunner;
 use crate::agent::copilot::CopilotRunner;
+#[cfg(feature = "gemini")]
 use crate::agent::gemini::GeminiRunner;
 use crate::agent::AgentRunner;
 use crate::cli::{self, Command, RunArgs, EXIT_FAILURE, EXIT_FORCED_SHUTDOWN, EXIT_OK, EXIT_USAGE};
@@ -102,31 +104,23 @@ fn load_for_startup(path: &Path) -> Result<Workflow, String> {
     Ok(wf)
 }
 
-/// The agent runner selected by `agent.kind` (Claude Code when unset; preflight rejects that).
+/// The agent runner selected by `agent.kind` (Claude Code when unset, which preflight rejects, or
+/// when the kind's feature is not built, which `features::not_built` refuses first).
 fn agent_runner(cfg: &ServiceConfig) -> Arc<dyn AgentRunner> {
     let sandbox = cfg.agent_sandbox();
     match cfg.agent.kind {
         Some(AgentKind::Copilot) => {
             Arc::new(CopilotRunner::new(cfg.copilot.clone()).with_sandbox(sandbox))
         }
+        #[cfg(feature = "codex")]
         Some(AgentKind::Codex) => {
             Arc::new(CodexRunner::new(cfg.codex.clone()).with_sandbox(sandbox))
         }
+        #[cfg(feature = "gemini")]
         Some(AgentKind::Gemini) => {
             Arc::new(GeminiRunner::new(cfg.gemini.clone()).with_sandbox(sandbox))
         }
         _ => Arc::new(ClaudeRunner::new(cfg.claude_code.clone()).with_sandbox(sandbox)),
-    }
-}
-
-/// With `sandbox.kind: bubblewrap` and agents running on this machine, a trial sandbox starts.
-fn local_sandbox_starts(cfg: &ServiceConfig) -> Result<(), String> {
-    match cfg
-        .agent_sandbox()
-        .filter(|_| cfg.worker.ssh_hosts.is_empty())
-    {
-        Some(sb) => sb.check(&LocalHost),
-        None => Ok(()),
     }
 }
 
@@ -153,15 +147,31 @@ fn start_and_run(
     let wf = load_for_startup(&args.workflow)?;
     // The instance lock comes first: nothing (not even startup cleanup) runs without it. Then
     // agents that run here need a working sandbox: never silently unconfined.
-    let state = crate::runtime::persist::acquire(&wf.config.config).map_err(|e| e.to_string())?;
-    local_sandbox_starts(&wf.config.config)?;
-    raise_nofile_limit();
+    let cfg = &wf.config.config;
+    let state = crate::runtime::persist::acquire(cfg).map_err(|e| e.to_string())?;
+    if let Some(sb) = cfg
+        .agent_sandbox()
+        .filter(|_| cfg.worker.ssh_hosts.is_empty())
+    {
+        sb.check(&LocalHost)?;
+    }
+    // Agents hold descriptors (`runtime::fds`): the soft limit goes up to the hard one.
+    match crate::runtime::fds::raise_nofile_limit() {
+        Ok((before, after)) => log::info!(
+            "event=nofile_limit soft_before={} soft={} hard={} agents_allowed={}",
+            before.soft,
+            after.soft,
+            after.hard,
+            crate::runtime::fds::agents_allowed_now().unwrap_or(0)
+        ),
+        Err(e) => log::warn!("event=nofile_limit cannot raise the soft RLIMIT_NOFILE error={e}"),
+    }
     let shutdown_rx = crate::signals::shutdown_channel()
         .map_err(|e| format!("startup_failed: cannot install signal handlers: {e}"))?;
     let (_watcher, reload_rx) = crate::workflow::watch::watch_workflow(&args.workflow)
         .map_err(|e| format!("startup_failed: {}: {e}", args.workflow.display()))?;
     let (control_tx, control_rx) = crossbeam_channel::bounded(64);
-    let server = &wf.config.config.server;
+    let server = &cfg.server;
     #[cfg(feature = "http")]
     let _http = crate::http::start(args.port, args.bind.as_deref(), server, &ops, control_tx)?
         .inspect(|h| on_listen(h.local_addr()));
@@ -183,22 +193,6 @@ fn start_and_run(
         eprintln!("baton: {}: {e}", args.workflow.display());
     }
     Ok(exit_code(&result))
-}
-
-/// Raise the soft `RLIMIT_NOFILE` to the hard limit (agents hold descriptors; see
-/// `runtime::fds`) and log both.
-fn raise_nofile_limit() {
-    use crate::runtime::fds;
-    match fds::raise_nofile_limit() {
-        Ok((before, after)) => log::info!(
-            "event=nofile_limit soft_before={} soft={} hard={} agents_allowed={}",
-            before.soft,
-            after.soft,
-            after.hard,
-            fds::agents_allowed_now().unwrap_or(0)
-        ),
-        Err(e) => log::warn!("event=nofile_limit cannot raise the soft RLIMIT_NOFILE error={e}"),
-    }
 }
 
 /// The exit code of a daemon run: 0, 3 for a `forced_shutdown`, else 1.

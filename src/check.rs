@@ -1,12 +1,7 @@
-//! `baton check [WORKFLOW.md]`: the operator's preflight. Loads and validates the workflow, then
-//! prints the lines the state directory and the tracker kind (its registry entry's `report`)
-//! return (GitHub: the project, its Status options, the rate-limit budget; Backlog.md: the board,
-//! its statuses, the skipped files; both: configured states that match none); then it lists the
-//! candidate issues in dispatch order and, for every other active issue, why it would not
-//! dispatch. Exit code 0 when healthy, 1 on any problem.
-//!
-//! The eligibility verdicts come from `orchestrator::rules::ineligibility`, the function the
-//! scheduler itself dispatches by.
+//! `baton check [WORKFLOW.md]`: the operator's preflight. Validates the workflow, prints what the
+//! state directory and the tracker kind report, then the candidate issues in dispatch order and,
+//! for every other active issue, why it would not dispatch (`orchestrator::rules::ineligibility`,
+//! the scheduler's own rule). Exit code 0 when healthy, 1 on any problem.
 
 use std::io::Write;
 use std::path::Path;
@@ -15,14 +10,21 @@ use crate::model::{contains_name, Issue};
 use crate::orchestrator::{rules, Pace};
 use crate::text::{quoted, single_line as truncate};
 use crate::tracker::config::CheckLines;
-use crate::workflow::config::{ConfigEnv, ServiceConfig};
+use crate::workflow::config::{ConfigEnv, ParsedConfig, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
 /// Write the report to `out`; returns the exit code. `env` is [`crate::workflow::config::ProcessEnv`]
 /// in the binary.
-pub fn run_check_with_env(workflow_path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
-    let mut r = Report { out, problems: 0 };
-    let code = check(workflow_path, env, &mut r);
+pub fn run_check_with_env(path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
+    let r = &mut Report { out, problems: 0 };
+    r.raw(format!("baton check: {}", path.display()));
+    let code = match load_workflow(path, env) {
+        Ok(wf) => check(&wf.config, r),
+        Err(e) => {
+            r.fail(format!("workflow: {e}"));
+            r.finish()
+        }
+    };
     let _ = r.out.flush();
     code
 }
@@ -50,10 +52,8 @@ impl Report<'_> {
     /// Lines a section reported, `(tag, text)`; tag `fail` is a problem.
     fn lines(&mut self, lines: Vec<(&str, String)>) {
         for (tag, text) in lines {
-            match tag {
-                "fail" => self.fail(text),
-                _ => self.line(tag, text),
-            }
+            self.problems += usize::from(tag == "fail");
+            self.line(if tag == "fail" { "FAIL" } else { tag }, text);
         }
     }
     fn finish(&mut self) -> i32 {
@@ -68,16 +68,8 @@ impl Report<'_> {
     }
 }
 
-fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
-    r.raw(format!("baton check: {}", path.display()));
-    let wf = match load_workflow(path, env) {
-        Ok(wf) => wf,
-        Err(e) => {
-            r.fail(format!("workflow: {e}"));
-            return r.finish();
-        }
-    };
-    let cfg = &wf.config.config;
+fn check(parsed: &ParsedConfig, r: &mut Report<'_>) -> i32 {
+    let cfg = &parsed.config;
     r.ok(format!(
         "workflow loaded (agent {}, poll every {} ms)",
         cfg.agent.kind.map_or("unset", |k| k.as_str()),
@@ -87,7 +79,7 @@ fn check(path: &Path, env: &dyn ConfigEnv, r: &mut Report<'_>) -> i32 {
         "process containment: {}",
         crate::host::containment()
     ));
-    for w in &wf.config.warnings {
+    for w in &parsed.warnings {
         r.line("warn", w);
     }
     print_nofile(r, cfg);
@@ -195,10 +187,9 @@ fn check_sandbox(r: &mut Report<'_>, cfg: &ServiceConfig) {
     if !cfg.worker.ssh_hosts.is_empty() {
         return;
     }
-    let net = if cfg.sandbox.no_network {
-        "none"
-    } else {
-        "host"
+    let net = match cfg.sandbox.no_network {
+        true => "none",
+        false => "host",
     };
     match sb.check(&crate::host::LocalHost) {
         Ok(()) => r.ok(format!("sandbox: bubblewrap starts (network: {net})")),
@@ -220,14 +211,13 @@ fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
     if let Some(t) = a.budget.max_turns_per_issue {
         limits.push(format!("{t} turns"));
     }
-    if limits.is_empty() {
-        r.ok("budget per issue: unlimited (spend is shown on the dashboard and in the API)");
-    } else {
-        r.ok(format!(
-            "budget per issue: {} (spend is shown on the dashboard and in the API)",
-            limits.join(", ")
-        ));
-    }
+    let limits = match limits.is_empty() {
+        true => "unlimited".to_string(),
+        false => limits.join(", "),
+    };
+    r.ok(format!(
+        "budget per issue: {limits} (spend is shown on the dashboard and in the API)"
+    ));
     if let Some(k) = a.kind.filter(|k| !k.reports_cost()) {
         if a.budget.max_cost_usd_per_issue.is_some() {
             r.line(

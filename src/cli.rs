@@ -88,16 +88,6 @@ pub struct RunArgs {
     pub log_level: Option<log::LevelFilter>,
 }
 
-/// A usage error message (exit code 2).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
 /// Every flag and positional argument, before the subcommand decides what they mean.
 #[derive(Default)]
 struct Flags {
@@ -108,8 +98,8 @@ struct Flags {
     positional: Vec<OsString>,
 }
 
-/// Parse arguments (without the program name).
-pub fn parse<I>(args: I) -> Result<Command, UsageError>
+/// Parse arguments (without the program name); `Err` is a usage error (exit code 2).
+pub fn parse<I>(args: I) -> Result<Command, String>
 where
     I: IntoIterator,
     I::Item: Into<OsString>,
@@ -120,9 +110,7 @@ where
     };
     if f.positional.first().is_some_and(|p| p == "demo") {
         if f.positional.len() > 1 || f.bind.is_some() {
-            return Err(UsageError(
-                "`baton demo` takes only --port, --agent and --log-level".into(),
-            ));
+            return Err("`baton demo` takes only --port, --agent and --log-level".into());
         }
         return Ok(Command::Demo(DemoArgs {
             port: f.port.unwrap_or(DEMO_PORT),
@@ -131,20 +119,20 @@ where
         }));
     }
     if f.agent.is_some() {
-        return Err(UsageError("--agent is an option of `baton demo`".into()));
+        return Err("--agent is an option of `baton demo`".into());
     }
     let is_check = f.positional.first().is_some_and(|p| p == "check");
     if is_check {
         f.positional.remove(0);
         if f.port.is_some() || f.bind.is_some() {
-            return Err(UsageError("`baton check` takes no --port/--bind".into()));
+            return Err("`baton check` takes no --port/--bind".into());
         }
     }
     if f.positional.len() > 1 {
-        return Err(UsageError(format!(
+        return Err(format!(
             "expected at most one workflow path, got {}; try `baton --help`",
             f.positional.len()
-        )));
+        ));
     }
     let workflow = f
         .positional
@@ -166,52 +154,47 @@ where
 }
 
 /// The flags, each value checked; `Ok(Err(_))` for `--help` and `--version`.
-fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, UsageError> {
+fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, String> {
     use lexopt::prelude::*;
-    let usage = |e: lexopt::Error| UsageError(format!("{e}; try `baton --help`"));
+    let usage = |e: lexopt::Error| format!("{e}; try `baton --help`");
     let mut f = Flags::default();
     while let Some(arg) = parser.next().map_err(usage)? {
-        match arg {
+        let flag = match arg {
             Short('h') | Long("help") => return Ok(Err(Command::Help)),
             Short('V') | Long("version") => return Ok(Err(Command::Version)),
-            Long("port") => {
-                let s = parser.value().map_err(usage)?.to_string_lossy().to_string();
-                f.port = Some(s.parse::<u16>().map_err(|_| {
-                    UsageError(format!(
+            Value(v) => {
+                f.positional.push(v);
+                continue;
+            }
+            Long(name @ ("port" | "bind" | "log-level" | "agent")) => name.to_string(),
+            _ => return Err(usage(arg.unexpected())),
+        };
+        let value = parser.value().map_err(usage)?;
+        let s = value.to_string_lossy().to_string();
+        let bad = Err;
+        match flag.as_str() {
+            "port" => match s.parse() {
+                Ok(port) => f.port = Some(port),
+                Err(_) => {
+                    return bad(format!(
                         "--port must be an integer from 0 to 65535, got {s:?}"
                     ))
-                })?);
-            }
-            Long("bind") => {
-                let s = parser
-                    .value()
-                    .map_err(usage)?
-                    .into_string()
-                    .map_err(|_| UsageError("--bind must be valid UTF-8".into()))?;
-                if s.trim().is_empty() {
-                    return Err(UsageError("--bind must not be empty".into()));
                 }
-                f.bind = Some(s);
-            }
-            Long("log-level") => {
-                let s = parser.value().map_err(usage)?.to_string_lossy().to_string();
-                f.log_level = Some(s.parse::<log::LevelFilter>().map_err(|_| {
-                    UsageError(format!(
-                        "--log-level must be one of off, error, warn, info, debug, trace; got {s:?}"
-                    ))
-                })?);
-            }
-            Long("agent") => {
-                let v = parser.value().map_err(usage)?.to_string_lossy().to_string();
-                if v != "demo" && v != "claude" {
-                    return Err(UsageError(format!(
-                        "--agent must be demo or claude, got {v:?}"
-                    )));
+            },
+            "bind" if value.to_str().is_none() => return bad("--bind must be valid UTF-8".into()),
+            "bind" if s.trim().is_empty() => return bad("--bind must not be empty".into()),
+            "bind" => f.bind = Some(s),
+            "log-level" => match s.parse() {
+                Ok(level) => f.log_level = Some(level),
+                Err(_) => {
+                    let levels = "off, error, warn, info, debug, trace";
+                    return bad(format!("--log-level must be one of {levels}; got {s:?}"));
                 }
-                f.agent = Some(v);
+            },
+            _ if s != "demo" && s != "claude" => {
+                return bad(format!("--agent must be demo or claude, got {s:?}"))
             }
-            Value(v) => f.positional.push(v),
-            _ => return Err(usage(arg.unexpected())),
+            _ => f.agent = Some(s),
         }
     }
     Ok(Ok(f))
@@ -221,7 +204,7 @@ fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, Usag
 mod tests {
     use super::*;
 
-    fn run(args: &[&str]) -> Result<Command, UsageError> {
+    fn run(args: &[&str]) -> Result<Command, String> {
         parse(args.iter().map(|s| s.to_string()))
     }
 
@@ -268,12 +251,11 @@ mod tests {
 
     #[test]
     fn usage_errors() {
-        assert!(run(&["--port", "70000"]).unwrap_err().0.contains("--port"));
+        assert!(run(&["--port", "70000"]).unwrap_err().contains("--port"));
         assert!(run(&["--nope"]).is_err());
         assert!(run(&["a", "b"]).is_err());
         assert!(run(&["--log-level", "loud"])
             .unwrap_err()
-            .0
             .contains("--log-level"));
         assert_eq!(run(&["--help"]).unwrap(), Command::Help);
         assert_eq!(run(&["-V"]).unwrap(), Command::Version);

@@ -1,13 +1,8 @@
-//! The config kit: what every WORKFLOW.md section parser shares, in a leaf module so that the
-//! parsers (`tracker`, `agent`, `host`, `workflow`) depend on it and not on each other.
-//!
-//! A section is read into `#[derive(Deserialize)]` structs with `#[serde(default)]`: a missing
-//! key keeps the struct's `Default` (the one place defaults live), and a value is read by the type
-//! its field asks for ([`Field`]): integers as numbers or numeric strings, lists of strings with
-//! numbers converted and entries trimmed, enums by their snake_case names. The keys listed in
-//! [`FROM_ENV`] read `$NAME` from the environment. Every error names `section.key` and the value
-//! (never a secret: [`Secret`] says only what it expects). What a type cannot say (ranges, paths,
-//! SSH destinations) the section's parser checks afterwards, through [`Section::invalid`].
+//! The config kit (ARCHITECTURE.md): what every WORKFLOW.md section parser shares, in a leaf
+//! module so that the parsers depend on it and not on each other. A missing key keeps the
+//! section struct's `Default`; every error names `section.key` and the value (never a secret:
+//! [`Secret`] says only what it expects); what a type cannot say the section's parser checks
+//! afterwards, through [`Section::invalid`].
 
 use std::cell::RefCell;
 use std::fmt;
@@ -17,7 +12,8 @@ use serde::de::{self, DeserializeOwned, IntoDeserializer, Visitor};
 use serde::forward_to_deserialize_any;
 use serde_yaml::{Mapping, Value};
 
-/// A secret string (token, webhook secret). Its `Debug`/`Display` never print the value.
+/// A secret string (token, webhook secret). Its `Debug` never prints the value; it has no
+/// `Display`.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
@@ -35,12 +31,6 @@ impl Secret {
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Secret(***)")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
     }
 }
 
@@ -76,8 +66,6 @@ impl fmt::Display for ConfigError {
         write!(f, "{}: {}", self.class, self.message)
     }
 }
-
-impl std::error::Error for ConfigError {}
 
 /// The environment the config resolves against; injectable for tests.
 pub trait ConfigEnv {
@@ -197,12 +185,11 @@ impl<'a> Section<'a> {
         &self,
         only: Option<&[&str]>,
     ) -> Result<T, ConfigError> {
-        let entries = Vec::new().into_iter();
+        let entries = Vec::new();
         let reader = Reader {
             s: self,
             only,
             entries,
-            next: None,
         };
         T::deserialize(reader).map_err(|e| invalid(e.to_string()))
     }
@@ -302,12 +289,11 @@ impl<'a> Section<'a> {
 type Error = de::value::Error;
 
 /// A section as a serde deserializer (of a struct: it learns the fields) and map (of the set
-/// fields, each value a [`Field`] whose errors it names `section.key`).
+/// fields, last first, each value a [`Field`] whose errors it names `section.key`).
 struct Reader<'s, 'a> {
     s: &'s Section<'a>,
     only: Option<&'s [&'s str]>,
-    entries: std::vec::IntoIter<(&'static str, Value)>,
-    next: Option<(&'static str, Value)>,
+    entries: Vec<(&'static str, Value)>,
 }
 
 impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
@@ -325,10 +311,10 @@ impl<'de> de::Deserializer<'de> for Reader<'_, '_> {
     ) -> Result<V::Value, Error> {
         let only = self.only;
         let fields = fields.iter().filter(|f| only.is_none_or(|o| o.contains(f)));
-        let entries: Vec<_> = fields
+        self.entries = fields
             .filter_map(|f| Some((*f, self.s.value(f)?)))
             .collect();
-        self.entries = entries.into_iter();
+        self.entries.reverse();
         v.visit_map(self)
     }
 
@@ -346,15 +332,14 @@ impl<'de> de::MapAccess<'de> for Reader<'_, '_> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, Error> {
-        self.next = self.entries.next();
-        let Some((key, _)) = self.next else {
+        let Some((key, _)) = self.entries.last() else {
             return Ok(None);
         };
         seed.deserialize(key.into_deserializer()).map(Some)
     }
 
     fn next_value_seed<V: de::DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Error> {
-        let (key, value) = self.next.take().unwrap_or(("", Value::Null));
+        let (key, value) = self.entries.pop().unwrap_or(("", Value::Null));
         seed.deserialize(Field(value))
             .map_err(|e| self.s.named(key, e))
     }

@@ -1,11 +1,12 @@
 //! The optional surfaces a Baton is built with (Cargo features, all on by default): `http` (the
-//! dashboard, JSON API, webhook, `/metrics`, `/livez`, `/readyz`), `ssh` (SSH worker hosts) and
-//! `backlog` (the Backlog.md tracker; with `http`, `baton demo`). A key, flag or command that
+//! dashboard, JSON API, webhook, `/metrics`, `/livez`, `/readyz`), `ssh` (SSH worker hosts),
+//! `backlog` (the Backlog.md tracker; with `http`, `baton demo`), `codex` and `gemini` (those
+//! agents). A key, flag or command that
 //! needs a surface this build left out is refused by the one rule table here, which startup,
 //! reload and `baton check` all apply: it is never silently ignored.
 
 use crate::cli::Command;
-use crate::workflow::config::ServiceConfig;
+use crate::workflow::config::{AgentKind, ServiceConfig};
 
 /// The features this binary was built with (`baton --version`).
 pub const BUILT: &[&str] = &[
@@ -15,6 +16,10 @@ pub const BUILT: &[&str] = &[
     "ssh",
     #[cfg(feature = "backlog")]
     "backlog",
+    #[cfg(feature = "codex")]
+    "codex",
+    #[cfg(feature = "gemini")]
+    "gemini",
 ];
 
 /// Every key of `cfg` and every flag or command of `cmd` that needs a feature this build left
@@ -50,6 +55,11 @@ fn missing(cfg: Option<&ServiceConfig>, cmd: Option<&Command>, built: &[&str]) -
         }
         if c.tracker.kind.as_deref() == Some("backlog_md") {
             wanted.push(("tracker.kind: backlog_md", "backlog"));
+        }
+        match c.agent.kind {
+            Some(AgentKind::Codex) => wanted.push(("agent.kind: codex", "codex")),
+            Some(AgentKind::Gemini) => wanted.push(("agent.kind: gemini", "gemini")),
+            _ => {}
         }
     }
     wanted
@@ -97,8 +107,14 @@ mod tests {
                 need("tracker.kind: backlog_md", "backlog"),
             ]
         );
-        let all = ["http", "ssh", "backlog"];
+        let all = ["http", "ssh", "backlog", "codex", "gemini"];
         assert!(missing(Some(&cfg), Some(&run), &all).is_empty());
+        for (kind, name) in [(AgentKind::Codex, "codex"), (AgentKind::Gemini, "gemini")] {
+            cfg.agent.kind = Some(kind);
+            let key = format!("agent.kind: {name}");
+            assert_eq!(missing(Some(&cfg), None, &all[..3]), [need(&key, name)]);
+            assert!(missing(Some(&cfg), None, &all).is_empty());
+        }
         let demo = Command::Demo(DemoArgs {
             port: 1,
             real_claude: false,

@@ -7,35 +7,23 @@ use std::time::SystemTime;
 
 use log::Level;
 
-/// Log line style: `2026-11-29T19:17:17.123Z INFO  baton::x: message`, or `<6>baton::x: message`
-/// for journald (when `JOURNAL_STREAM` is set and non-empty).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LogStyle {
-    Timestamped,
-    Journald,
-}
-
-/// Format one log line (without the trailing newline). Control characters inside the message are
-/// escaped so one event is one line and no terminal escape sequence (ESC from a server-supplied
-/// name, say) reaches the reader.
-fn format_line(style: LogStyle, level: Level, target: &str, msg: &str, now: SystemTime) -> String {
+/// Format one log line (without the trailing newline): `2026-11-29T19:17:17.123Z INFO  baton::x:
+/// message`, or `<6>baton::x: message` for `journald`. Control characters inside the message
+/// are escaped so one event is one line and no terminal escape sequence (ESC from a
+/// server-supplied name, say) reaches the reader.
+fn format_line(journald: bool, level: Level, target: &str, msg: &str, now: SystemTime) -> String {
     let msg = escape_controls(msg);
-    match style {
-        LogStyle::Journald => {
-            let priority = match level {
-                Level::Error => 3,
-                Level::Warn => 4,
-                Level::Info => 6,
-                Level::Debug | Level::Trace => 7,
-            };
-            format!("<{priority}>{target}: {msg}")
-        }
-        LogStyle::Timestamped => format!(
-            "{} {:<5} {target}: {msg}",
-            crate::timefmt::rfc3339_millis(now),
-            level.as_str()
-        ),
+    if !journald {
+        let at = crate::timefmt::rfc3339_millis(now);
+        return format!("{at} {:<5} {target}: {msg}", level.as_str());
     }
+    let priority = match level {
+        Level::Error => 3,
+        Level::Warn => 4,
+        Level::Info => 6,
+        Level::Debug | Level::Trace => 7,
+    };
+    format!("<{priority}>{target}: {msg}")
 }
 
 /// `\n`, `\r`, `\t` and `\xNN`/`\u{NN}` for every other C0/C1 control character and DEL.
@@ -84,10 +72,7 @@ impl Write for ForgivingStderr {
 /// Install the global logger. `RUST_LOG` is honoured; `level` (from `--log-level`) wins over it.
 /// Default: `info`. Safe to call more than once (later calls are ignored).
 pub fn init(level: Option<log::LevelFilter>) {
-    let style = match std::env::var_os("JOURNAL_STREAM") {
-        Some(v) if !v.is_empty() => LogStyle::Journald,
-        _ => LogStyle::Timestamped,
-    };
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some_and(|v| !v.is_empty());
     let mut builder = env_logger::Builder::new();
     builder.filter_level(log::LevelFilter::Info);
     if let Ok(spec) = std::env::var("RUST_LOG") {
@@ -109,7 +94,7 @@ pub fn init(level: Option<log::LevelFilter>) {
             return Ok(());
         }
         let line = format_line(
-            style,
+            journald,
             record.level(),
             record.target(),
             &crate::runlog::with_run_fields(&record.args().to_string()),
@@ -131,7 +116,7 @@ mod tests {
     fn journald_lines_have_priorities_and_no_timestamp() {
         let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         assert_eq!(
-            format_line(LogStyle::Journald, Level::Error, "baton", "boom", t),
+            format_line(true, Level::Error, "baton", "boom", t),
             "<3>baton: boom"
         );
         for (level, want) in [
@@ -139,7 +124,7 @@ mod tests {
             (Level::Info, "<6>b: m"),
             (Level::Debug, "<7>b: m"),
         ] {
-            assert_eq!(format_line(LogStyle::Journald, level, "b", "m", t), want);
+            assert_eq!(format_line(true, level, "b", "m", t), want);
         }
     }
 
@@ -147,13 +132,7 @@ mod tests {
     fn timestamped_lines_are_rfc3339_utc() {
         let t = UNIX_EPOCH + Duration::from_millis(1_700_000_000_123);
         assert_eq!(
-            format_line(
-                LogStyle::Timestamped,
-                Level::Info,
-                "baton",
-                "issue_id=I_1 ok",
-                t
-            ),
+            format_line(false, Level::Info, "baton", "issue_id=I_1 ok", t),
             "2023-11-14T22:13:20.123Z INFO  baton: issue_id=I_1 ok"
         );
     }
@@ -161,13 +140,7 @@ mod tests {
     #[test]
     fn embedded_newlines_cannot_forge_lines() {
         let t = UNIX_EPOCH;
-        let line = format_line(
-            LogStyle::Journald,
-            Level::Info,
-            "b",
-            "title=x\n<3>forged",
-            t,
-        );
+        let line = format_line(true, Level::Info, "b", "title=x\n<3>forged", t);
         assert!(!line.contains('\n'));
         assert!(line.ends_with("title=x\\n<3>forged"));
     }
@@ -175,7 +148,7 @@ mod tests {
     #[test]
     fn control_characters_are_escaped() {
         let line = format_line(
-            LogStyle::Journald,
+            true,
             Level::Info,
             "b",
             "name=\u{1b}[31mred\t\0\u{7f}\u{9b}ok é",

@@ -32,7 +32,6 @@ pub struct Issue {
     pub url: Option<String>,
     /// Labels, trimmed, lowercased and deduplicated.
     pub labels: Vec<String>,
-    /// Issues that block this one.
     pub blocked_by: Vec<BlockerRef>,
     /// True when the issue is closed outside the board (GitHub: CLOSED), which is always
     /// terminal whatever its state.
@@ -50,9 +49,7 @@ pub struct Issue {
 /// A "blocked by" reference (spec §4.1.1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct BlockerRef {
-    /// The blocking issue's id.
     pub id: String,
-    /// The blocking issue's identifier.
     pub identifier: String,
     /// The blocker's state (GitHub: its Status on the same project when present, otherwise
     /// `OPEN`/`CLOSED`).

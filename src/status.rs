@@ -11,7 +11,6 @@ use serde::Serialize;
 pub use crate::orchestrator::Budget;
 use crate::tracker::TrackerBudget;
 
-/// Number of rows per section.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Counts {
     pub running: usize,
@@ -23,20 +22,13 @@ pub struct Counts {
 pub use crate::orchestrator::state::TokenCounts as Tokens;
 
 /// What one issue has spent since it last entered an active state (across runs).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Spend {
-    pub tokens: Tokens,
-    /// Agent-reported cost in USD (Copilot reports none: stays 0).
-    pub cost_usd: f64,
-    pub turns: u32,
-}
+pub use crate::orchestrator::state::IssueSpend as Spend;
 
 /// One running worker (spec §13.3).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RunningRow {
     pub issue_id: String,
     pub issue_identifier: String,
-    /// Issue title (untrusted).
     pub title: String,
     pub url: Option<String>,
     pub state: String,
@@ -44,12 +36,10 @@ pub struct RunningRow {
     pub session_id: Option<String>,
     pub turn_count: u32,
     pub last_event: Option<String>,
-    /// Last event summary (untrusted).
     pub last_message: Option<String>,
     pub started_at: String,
     pub last_event_at: Option<String>,
     pub tokens: Tokens,
-    /// The issue's lifetime spend (all runs since it last entered an active state).
     pub spend: Spend,
     /// Latest session-cumulative cost in USD.
     pub cost_usd: Option<f64>,
@@ -62,7 +52,6 @@ pub struct RunningRow {
     pub host: Option<String>,
 }
 
-/// One queued retry.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RetryRow {
     pub issue_id: String,
@@ -105,7 +94,7 @@ pub struct AgentTotals {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct TrackerHealth {
     pub last_successful_poll_at: Option<String>,
-    /// Last poll error, if the most recent poll failed.
+    /// Set while the most recent poll failed.
     pub last_error: Option<String>,
     /// The tracker's request budget (GitHub: GraphQL points); null when it reports none.
     /// Named `rate_limit` in the JSON API.
@@ -138,7 +127,6 @@ pub struct StateSnapshot {
     pub hosts: Vec<HostRow>,
 }
 
-/// One SSH worker host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HostRow {
     pub host: String,
@@ -147,7 +135,6 @@ pub struct HostRow {
     pub cap: Option<u32>,
     /// False while marked down after a connection failure.
     pub up: bool,
-    /// The last connection error while down.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// When the next probe runs while down.
@@ -160,7 +147,6 @@ pub struct HostRow {
 pub struct RecentEvent {
     pub at: String,
     pub event: String,
-    /// Bounded summary (untrusted).
     pub message: String,
 }
 

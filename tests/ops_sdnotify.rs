@@ -134,7 +134,7 @@ fn without_notify_socket_everything_is_a_no_op() {
         assert!(!n.stopping());
         assert_eq!(n.watchdog_interval(), None);
     }
-    assert!(!Notifier::disabled().ready());
+    assert!(!Notifier::default().ready());
 }
 
 #[test]

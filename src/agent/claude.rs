@@ -125,14 +125,8 @@ impl StreamParser {
         }
     }
 
-    /// The result line, once seen.
     pub fn result(&self) -> Option<&ResultInfo> {
         self.result.as_ref()
-    }
-
-    fn label(&self) -> Option<String> {
-        let id = self.session.as_ref()?;
-        Some(format!("{id}-{}", self.turn))
     }
 
     fn adopt_session_id(&mut self, line: &Line) {
@@ -221,10 +215,8 @@ impl StreamParser {
                     self.note_denial(id);
                 }
                 let msg = l.message.as_str().or(l.decision_reason.as_str());
-                self.event(
-                    E::PermissionDenied,
-                    &format!("{tool}: {}", msg.unwrap_or("")),
-                )
+                let text = format!("{tool}: {}", msg.unwrap_or(""));
+                self.event(E::PermissionDenied, &text)
             }
             "api_retry" => {
                 let num = |n: &Num| n.text().unwrap_or("?").to_string();
@@ -331,12 +323,9 @@ impl TurnParser for StreamParser {
         }
     }
 
-    /// An event stamped with this turn's session id; only the bounded summary is copied.
     fn event(&self, kind: E, text: &str) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, one_line(text, SUMMARY_MAX_CHARS));
-        ev.session_id = self.label();
-        ev.agent_session_id.clone_from(&self.session);
-        ev
+        let text = one_line(text, SUMMARY_MAX_CHARS);
+        AgentEvent::of(kind, text, self.session.as_deref(), self.turn)
     }
 
     fn result_seen(&self) -> bool {
@@ -411,10 +400,8 @@ fn failure_detail(r: &ResultInfo, exit: &str) -> String {
 
 /// One entry of `result.errors`: its text, or its JSON when it is not a string; bounded.
 fn error_text(e: &&RawValue) -> String {
-    match serde_json::from_str::<String>(e.get()) {
-        Ok(s) => truncate_chars(&s, 300),
-        Err(_) => truncate_chars(e.get(), 300),
-    }
+    let text = serde_json::from_str::<String>(e.get());
+    truncate_chars(text.as_deref().unwrap_or(e.get()), 300)
 }
 
 fn summarize_user(line: &Line) -> String {
@@ -696,7 +683,8 @@ mod tests {
         let mut p = StreamParser::new(1, None);
         p.parse_line(cases[0].0);
         assert!(p.asked_for_input);
-        assert_eq!(p.label().as_deref(), Some("s1-1"));
+        let ev = p.event(OtherMessage, "x");
+        assert_eq!(ev.session_id.as_deref(), Some("s1-1"));
         // A result of odd shapes: denials without ids or objects, errors that are not strings.
         let ev = p.parse_line(
             r#"{"type":"result","subtype":"error_during_execution","is_error":"yes","errors":["a\nb",{"code":1},7],"usage":[1],"permission_denials":[{"tool_name":"Bash","tool_use_id":"t1"},"x"],"num_turns":"3"}"#,

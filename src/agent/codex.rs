@@ -1,16 +1,10 @@
 //! OpenAI Codex over `codex app-server` (Symphony §10), built against `@openai/codex@0.169.0`:
-//! JSON-RPC 2.0, one JSON object per line on stdin/stdout. Each turn is one app-server process:
-//! `initialize`, `initialized`, `thread/start` (or `thread/resume`; an unknown thread falls back
-//! once to `thread/start` in the same process), `turn/start` with the prompt as JSON text, then
-//! notifications until `turn/completed`, when Baton closes stdin and the server exits. A restart
-//! is then the same path as a continuation turn; the thread history lives in Codex's store.
-//!
-//! * Server requests are answered at once: approvals declined (the sandbox is the boundary),
-//!   user input fails the turn, dynamic tool calls fail, anything else gets a JSON-RPC error.
-//! * Usage: the sum of `tokenUsage.last` over this turn's updates, so the replay a
-//!   `thread/resume` sends is never counted again. Codex reports no cost.
-//! * Timeouts (Symphony §10.6): `read_timeout_ms` per request, `turn_timeout_ms` as the silence
-//!   bound of the stream; both stop the group.
+//! JSON-RPC 2.0, one app-server process per turn (the exchange: ARCHITECTURE.md). An unknown
+//! thread falls back once to `thread/start` in the same process; a restart takes the path of a
+//! continuation turn, the history being in Codex's store. Approvals are declined (the sandbox is
+//! the boundary). Usage sums this turn's `tokenUsage.last`, so the replay `thread/resume` sends is
+//! never counted again; Codex reports no cost. Timeouts (Symphony §10.6): `read_timeout_ms` per
+//! request, `turn_timeout_ms` as the silence bound of the stream; both stop the group.
 
 use std::io::Write;
 use std::path::Path;
@@ -54,8 +48,9 @@ impl Cli for CodexConfig {
     }
 
     fn invocation(r: &CodexRunner, i: &mut Invocation<()>) -> Parsed<Self> {
-        let args = r.cfg.cli.extra_args.iter().map(Into::into);
-        i.spec.args.extend(args);
+        i.spec
+            .args
+            .extend(r.cfg.cli.extra_args.iter().map(Into::into));
         i.spec.stdin_pipe = true;
         let thread = i.session.map(String::from);
         Ok(Client::new(&r.cfg, &i.spec.cwd, thread, i.prompt, i.turn))
@@ -63,6 +58,7 @@ impl Cli for CodexConfig {
 }
 
 /// The JSON-RPC client of one app-server process (the driver's [`TurnParser`]).
+#[derive(Default)]
 pub struct Client {
     thread_params: Value,
     turn_params: Value,
@@ -73,7 +69,8 @@ pub struct Client {
     next_id: i64,
     /// The one outstanding request: id, method, when it was sent.
     pending: Option<(i64, &'static str, Instant)>,
-    last_output: Instant,
+    /// Set when the process started, then at every line.
+    last_output: Option<Instant>,
     thread_id: Option<String>,
     turn_id: Option<String>,
     /// `turn/completed`: its status and error text.
@@ -109,24 +106,9 @@ impl Client {
             read_timeout: Duration::from_millis(cfg.read_timeout_ms.max(1)),
             silence: Duration::from_millis(cfg.cli.turn_timeout_ms.max(1)),
             turn,
-            tx: None,
-            next_id: 0,
-            pending: None,
-            last_output: Instant::now(),
             thread_id: thread,
-            turn_id: None,
-            completed: None,
-            failure: None,
-            done_at: None,
-            last_error: None,
-            usage: TokenUsage::default(),
+            ..Client::default()
         }
-    }
-
-    /// `<thread_id>-<turn>` once the thread is known (Baton's recovery reads the id back from it).
-    fn session_id(&self) -> Option<String> {
-        let id = self.thread_id.as_ref()?;
-        Some(format!("{id}-{}", self.turn))
     }
 
     fn send(&mut self, msg: Value) {
@@ -277,15 +259,13 @@ impl Client {
                 let text = str_at(item, "text").unwrap_or("");
                 self.event(E::Notification, &format!("assistant: {text}"))
             }
-            (false, "commandExecution") => self.event(
-                E::Notification,
-                &format!(
-                    "command {} exit={}: {}",
-                    str_at(item, "status").unwrap_or("?"),
-                    item.get("exitCode").map_or("?".into(), Value::to_string),
-                    str_at(item, "command").unwrap_or("")
-                ),
-            ),
+            (false, "commandExecution") => {
+                let status = str_at(item, "status").unwrap_or("?");
+                let exit = item.get("exitCode").map_or("?".into(), Value::to_string);
+                let command = str_at(item, "command").unwrap_or("");
+                let text = format!("command {status} exit={exit}: {command}");
+                self.event(E::Notification, &text)
+            }
             (false, other) => self.event(E::OtherMessage, &format!("{other} completed")),
         }
     }
@@ -369,6 +349,7 @@ impl TurnParser for Client {
     }
 
     fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
+        self.last_output = Some(Instant::now());
         if self.tx.is_none() {
             let text = "the host gave codex app-server no stdin pipe (needed for JSON-RPC)";
             self.fail(K::StartupFailed, text);
@@ -381,7 +362,7 @@ impl TurnParser for Client {
     }
 
     fn parse_line(&mut self, line: &str) -> Vec<AgentEvent> {
-        self.last_output = Instant::now();
+        self.last_output = Some(Instant::now());
         let line = line.trim();
         if line.is_empty() {
             return Vec::new();
@@ -412,10 +393,8 @@ impl TurnParser for Client {
     }
 
     fn event(&self, kind: E, summary: &str) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, one_line(summary, SUMMARY_MAX));
-        ev.session_id = self.session_id();
-        ev.agent_session_id.clone_from(&self.thread_id);
-        ev
+        let text = one_line(summary, SUMMARY_MAX);
+        AgentEvent::of(kind, text, self.thread_id.as_deref(), self.turn)
     }
 
     fn result_seen(&self) -> bool {
@@ -483,7 +462,7 @@ impl TurnParser for Client {
         if let Some(t) = self.done_at {
             return Some(t + EXIT_GRACE);
         }
-        let silence = self.last_output + self.silence;
+        let silence = self.last_output.unwrap_or_else(Instant::now) + self.silence;
         Some(match self.pending {
             Some((_, _, sent)) => silence.min(sent + self.read_timeout),
             None => silence,

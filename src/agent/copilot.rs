@@ -90,16 +90,7 @@ impl Cli for CopilotConfig {
             Ok(now) => {
                 let last = st.totals.replace(now).unwrap_or_default();
                 // A figure lower than before is a counter reset (the new value is the delta).
-                let mut d = now;
-                for (cur, old) in [
-                    (&mut d.input_tokens, last.input_tokens),
-                    (&mut d.output_tokens, last.output_tokens),
-                    (&mut d.cache_read_input_tokens, last.cache_read_input_tokens),
-                    (&mut d.cache_creation_input_tokens, last.cache_creation_input_tokens),
-                ] {
-                    *cur -= if *cur >= old { old } else { 0 };
-                }
-                p.usage = Some(d);
+                p.usage = Some(now.zip(&last, |n, old| if n >= old { n - old } else { n }));
             }
             Err(why) => log::info!(
                 "copilot token usage unavailable for this turn; reporting zero session_id={}-{} reason={}",
@@ -217,7 +208,6 @@ pub struct StreamParser {
 }
 
 impl StreamParser {
-    /// A parser for turn `turn` of `session`.
     pub fn new(session: String, turn: u32) -> Self {
         StreamParser {
             session,
@@ -226,7 +216,6 @@ impl StreamParser {
         }
     }
 
-    /// The kind and summary of one line of type `kind`.
     fn map_event(&mut self, kind: &str, v: &Value) -> (E, String) {
         let data = v.get("data").unwrap_or(&Value::Null);
         let s = |k: &str| str_at(data, k);
@@ -243,9 +232,7 @@ impl StreamParser {
                 (E::Notification, kind.to_string())
             }
             "session.info" | "session.warning" => {
-                let t = s("infoType")
-                    .or_else(|| s("warningType"))
-                    .unwrap_or_default();
+                let t = s("infoType").or(s("warningType")).unwrap_or_default();
                 let text = format!("{kind} {t}: {}", s("message").unwrap_or_default());
                 (E::Notification, text)
             }
@@ -275,14 +262,9 @@ impl StreamParser {
             "result" => {
                 let code = v.get("exitCode").and_then(Value::as_i64);
                 let outcome = str_at(v, "outcome").map(String::from);
-                let text = format!(
-                    "result exitCode={}{}",
-                    code.map_or("missing".into(), |c| c.to_string()),
-                    outcome
-                        .as_deref()
-                        .map(|o| format!(" outcome={o}"))
-                        .unwrap_or_default()
-                );
+                let c = code.map_or("missing".into(), |c| c.to_string());
+                let o = outcome.as_ref().map(|o| format!(" outcome={o}"));
+                let text = format!("result exitCode={c}{}", o.unwrap_or_default());
                 self.result = Some((code, outcome));
                 (E::OtherMessage, text)
             }
@@ -290,10 +272,8 @@ impl StreamParser {
                 || k.starts_with("elicitation.requested") =>
             {
                 self.input_required.get_or_insert_with(|| k.to_string());
-                (
-                    E::TurnInputRequired,
-                    format!("agent requested user input ({k})"),
-                )
+                let text = format!("agent requested user input ({k})");
+                (E::TurnInputRequired, text)
             }
             other => (E::OtherMessage, other.to_string()),
         }
@@ -354,10 +334,7 @@ impl TurnParser for StreamParser {
     }
 
     fn event(&self, kind: E, summary: &str) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, bound(summary));
-        ev.session_id = Some(format!("{}-{}", self.session, self.turn));
-        ev.agent_session_id = Some(self.session.clone());
-        ev
+        AgentEvent::of(kind, bound(summary), Some(&self.session), self.turn)
     }
 
     fn result_seen(&self) -> bool {
@@ -369,64 +346,53 @@ impl TurnParser for StreamParser {
     /// `result{exitCode:0}` with exit 0 is success.
     fn outcome(&self, end: &ProcessEnd) -> TurnResult {
         use AgentErrorKind as K;
-        let fail = |k, m: String| Err(AgentError::new(k, m));
         let how = format!("process {}", end.describe());
         let stderr = match end.stderr_tail.trim() {
             "" => String::new(),
             t => format!("; stderr: {}", bound(t)),
         };
-        if end.cancelled {
-            return fail(K::TurnCancelled, "turn cancelled by Baton".into());
-        }
-        if end.timed_out {
-            return fail(
+        let (kind, text) = if end.cancelled {
+            (K::TurnCancelled, "turn cancelled by Baton".into())
+        } else if end.timed_out {
+            (
                 K::TurnTimeout,
                 "turn exceeded copilot.turn_timeout_ms".into(),
-            );
-        }
-        if let Some(reason) = &self.aborted {
-            return fail(
-                K::TurnCancelled,
-                format!("agent aborted the turn ({reason}); {how}"),
-            );
-        }
-        if let Some(what) = &self.input_required {
-            return fail(
-                K::TurnInputRequired,
-                format!("agent requested user input ({what})"),
-            );
-        }
-        if let Some(msg) = &self.session_error {
-            return fail(K::TurnFailed, format!("agent reported {msg}; {how}"));
-        }
-        let Some((code, outcome)) = &self.result else {
-            return match end.exit_code {
-                Some(127) if self.lines == 0 => fail(
-                    K::AgentNotFound,
-                    format!("copilot command not found (exit 127){stderr}"),
-                ),
-                Some(0) => fail(
-                    K::ParseError,
-                    format!("stream ended without a result line; {how}{stderr}"),
-                ),
-                _ => fail(
+            )
+        } else if let Some(reason) = &self.aborted {
+            let text = format!("agent aborted the turn ({reason}); {how}");
+            (K::TurnCancelled, text)
+        } else if let Some(what) = &self.input_required {
+            let text = format!("agent requested user input ({what})");
+            (K::TurnInputRequired, text)
+        } else if let Some(msg) = &self.session_error {
+            (K::TurnFailed, format!("agent reported {msg}; {how}"))
+        } else {
+            match (&self.result, end.exit_code) {
+                (None, Some(127)) if self.lines == 0 => {
+                    let text = format!("copilot command not found (exit 127){stderr}");
+                    (K::AgentNotFound, text)
+                }
+                (None, Some(0)) => {
+                    let text = format!("stream ended without a result line; {how}{stderr}");
+                    (K::ParseError, text)
+                }
+                (None, _) => (
                     K::ProcessExit,
                     format!("{how} without a result line{stderr}"),
                 ),
-            };
+                (Some((_, Some(o))), _) if o == "blocked" => {
+                    (K::TurnFailed, "agent reported outcome=blocked".into())
+                }
+                (Some((None, _)), _) => (K::ParseError, "result line without exitCode".into()),
+                (Some((Some(c), _)), _) if *c != 0 => {
+                    let text = format!("result reported exitCode={c}; {how}{stderr}");
+                    (K::TurnFailed, text)
+                }
+                (_, Some(0)) => return Ok(()),
+                _ => (K::ProcessExit, format!("{how} after a result line{stderr}")),
+            }
         };
-        if outcome.as_deref() == Some("blocked") {
-            return fail(K::TurnFailed, "agent reported outcome=blocked".into());
-        }
-        match (code, end.exit_code) {
-            (None, _) => fail(K::ParseError, "result line without exitCode".into()),
-            (Some(c), _) if *c != 0 => fail(
-                K::TurnFailed,
-                format!("result reported exitCode={c}; {how}{stderr}"),
-            ),
-            (_, Some(0)) => Ok(()),
-            _ => fail(K::ProcessExit, format!("{how} after a result line{stderr}")),
-        }
+        Err(AgentError::new(kind, text))
     }
 
     fn usage(&self) -> Option<TokenUsage> {

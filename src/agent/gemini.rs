@@ -100,7 +100,6 @@ pub struct StreamParser {
 }
 
 impl StreamParser {
-    /// A parser for turn `turn` of `session`.
     pub fn new(session: String, turn: u32) -> StreamParser {
         StreamParser {
             session,
@@ -202,10 +201,8 @@ impl TurnParser for StreamParser {
     }
 
     fn event(&self, kind: E, summary: &str) -> AgentEvent {
-        let mut ev = AgentEvent::new(kind, one_line(summary, SUMMARY_MAX));
-        ev.session_id = Some(format!("{}-{}", self.session, self.turn));
-        ev.agent_session_id = Some(self.session.clone());
-        ev
+        let text = one_line(summary, SUMMARY_MAX);
+        AgentEvent::of(kind, text, Some(&self.session), self.turn)
     }
 
     fn result_seen(&self) -> bool {

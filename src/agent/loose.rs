@@ -235,6 +235,7 @@ impl Num<'_> {
 
 /// [`Num::count`] of a field of an already parsed line (Codex, Gemini): numbers and numeric
 /// strings count.
+#[cfg(any(feature = "codex", feature = "gemini"))]
 pub(crate) fn count(v: Option<&Value>) -> u64 {
     clamp_count(match v {
         Some(Value::Number(n)) => n.as_f64(),

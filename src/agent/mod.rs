@@ -2,10 +2,12 @@
 //! the normalized events they emit, and the token that stops a running turn from another thread.
 
 pub mod claude;
+#[cfg(feature = "codex")]
 pub mod codex;
 pub mod config;
 pub mod copilot;
 pub(crate) mod driver;
+#[cfg(feature = "gemini")]
 pub mod gemini;
 mod loose;
 pub mod runner;
@@ -51,7 +53,7 @@ pub(crate) fn usable_session_id(kind: AgentKind, id: Option<&str>, issue: &str) 
 }
 
 /// Normalized agent event kinds (spec §10.0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentEventKind {
     /// Carries `session_id = <agent_session_id>-<turn>`.
@@ -69,6 +71,7 @@ pub enum AgentEventKind {
     /// Assistant text, retries and other activity.
     Notification,
     /// A recognized protocol line with nothing to report.
+    #[default]
     OtherMessage,
     /// A protocol line that could not be parsed.
     Malformed,
@@ -104,32 +107,27 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
-    /// input + output (cache tokens are reported separately).
-    pub fn total(&self) -> u64 {
-        self.input_tokens.saturating_add(self.output_tokens)
-    }
-
     /// Add `other` into this one, saturating.
     pub fn add(&mut self, other: &TokenUsage) {
-        for (sum, n) in [
-            (&mut self.input_tokens, other.input_tokens),
-            (&mut self.output_tokens, other.output_tokens),
-            (
-                &mut self.cache_read_input_tokens,
-                other.cache_read_input_tokens,
+        *self = self.zip(other, u64::saturating_add);
+    }
+
+    /// `f` of each figure of this one and `other`'s.
+    pub(crate) fn zip(&self, o: &TokenUsage, f: impl Fn(u64, u64) -> u64) -> TokenUsage {
+        TokenUsage {
+            input_tokens: f(self.input_tokens, o.input_tokens),
+            output_tokens: f(self.output_tokens, o.output_tokens),
+            cache_read_input_tokens: f(self.cache_read_input_tokens, o.cache_read_input_tokens),
+            cache_creation_input_tokens: f(
+                self.cache_creation_input_tokens,
+                o.cache_creation_input_tokens,
             ),
-            (
-                &mut self.cache_creation_input_tokens,
-                other.cache_creation_input_tokens,
-            ),
-        ] {
-            *sum = sum.saturating_add(n);
         }
     }
 }
 
 /// One normalized event from an agent session (spec §10.0).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct AgentEvent {
     pub kind: AgentEventKind,
     /// A short, single-line, bounded summary (untrusted text: escape before rendering).
@@ -186,16 +184,20 @@ impl AgentRateLimits {
 impl AgentEvent {
     /// An event with just a kind and summary.
     pub fn new(kind: AgentEventKind, summary: impl Into<String>) -> Self {
+        let summary = summary.into();
         AgentEvent {
             kind,
-            summary: summary.into(),
-            session_id: None,
-            agent_session_id: None,
-            agent_pid: None,
-            agent_start_time: None,
-            usage_delta: None,
-            session_cost_usd: None,
-            rate_limits: None,
+            summary,
+            ..Default::default()
+        }
+    }
+
+    /// An event of turn `turn` of `session` (when known): how every adapter stamps its events.
+    pub(crate) fn of(kind: AgentEventKind, text: String, session: Option<&str>, turn: u32) -> Self {
+        AgentEvent {
+            session_id: session.map(|id| format!("{id}-{turn}")),
+            agent_session_id: session.map(String::from),
+            ..AgentEvent::new(kind, text)
         }
     }
 }
@@ -283,7 +285,7 @@ pub struct SessionContext {
 
 /// Cancellation shared between the orchestrator (which cancels) and a running turn (which
 /// selects on `receiver()` and stops its process group).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct CancelToken {
     flag: Arc<AtomicBool>,
     tx: Sender<()>,
@@ -298,12 +300,6 @@ impl Default for CancelToken {
             tx,
             rx,
         }
-    }
-}
-
-impl fmt::Debug for CancelToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CancelToken(cancelled={})", self.is_cancelled())
     }
 }
 

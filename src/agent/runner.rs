@@ -233,10 +233,8 @@ impl<C: Cli> AgentSession for CliSession<C> {
         let (mut p, end, pid) = match self.invoke(prompt, cancel, emit) {
             Ok(ran) => ran,
             Err(e) => {
-                let mut ev =
-                    AgentEvent::new(E::StartupFailed, one_line(&e.to_string(), SUMMARY_MAX));
-                (ev.session_id, ev.agent_session_id) = (self.label(), self.id.clone());
-                emit(ev);
+                let (text, id) = (one_line(&e.to_string(), SUMMARY_MAX), self.id.as_deref());
+                emit(AgentEvent::of(E::StartupFailed, text, id, self.turn));
                 return Err(e);
             }
         };

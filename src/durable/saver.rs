@@ -1,12 +1,6 @@
 //! Writes `state.json` on its own thread, so the main loop pays for the projection and the
-//! hand-off, not for the two fsyncs (milliseconds to tens of milliseconds on real disks). Hand
-//! [`StateWriter::take_due`]'s bytes to [`BackgroundSaver::submit`]; each finished write comes
-//! back as a [`SaveReport`] for [`StateWriter::finish`]. On shutdown: [`BackgroundSaver::stop`],
-//! finish the reports still in the channel, then [`StateWriter::flush`] on the main thread.
-//!
-//! [`StateWriter::take_due`]: crate::durable::StateWriter::take_due
-//! [`StateWriter::finish`]: crate::durable::StateWriter::finish
-//! [`StateWriter::flush`]: crate::durable::StateWriter::flush
+//! hand-off, not for the two fsyncs (milliseconds to tens of milliseconds on real disks). Each
+//! finished write comes back as a [`SaveReport`] for `StateWriter::finish`.
 
 use std::io;
 use std::thread::{self, JoinHandle};
@@ -35,25 +29,24 @@ impl BackgroundSaver {
     /// Start the thread writing into `dir`; reports go to `done`.
     pub fn spawn(dir: StateDir, done: Sender<SaveReport>) -> io::Result<BackgroundSaver> {
         let (jobs, rx) = unbounded::<Vec<u8>>();
+        let write = move || {
+            for bytes in rx {
+                let started = Instant::now();
+                let result = dir.save(&bytes);
+                let elapsed = started.elapsed();
+                let report = SaveReport {
+                    bytes,
+                    result,
+                    elapsed,
+                };
+                if done.send(report).is_err() {
+                    break;
+                }
+            }
+        };
         let thread = thread::Builder::new()
             .name("baton-state".into())
-            .spawn(move || {
-                for bytes in rx {
-                    let started = Instant::now();
-                    let result = dir.save(&bytes);
-                    let elapsed = started.elapsed();
-                    if done
-                        .send(SaveReport {
-                            bytes,
-                            result,
-                            elapsed,
-                        })
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            })?;
+            .spawn(write)?;
         Ok(BackgroundSaver { jobs, thread })
     }
 

@@ -286,17 +286,15 @@ impl StateDir {
     /// directory), after checking that the path still names the locked directory. On error the
     /// previous `state.json` is intact.
     pub fn save(&self, bytes: &[u8]) -> Result<(), StoreError> {
-        self.check_lock()?;
-        self.write(STATE_FILE, bytes, true)
-    }
-
-    fn check_lock(&self) -> Result<(), StoreError> {
         match (std::fs::metadata(&self.path), self.dir.metadata()) {
-            (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino() => Ok(()),
-            _ => Err(StoreError::LockLost {
-                dir: self.path.clone(),
-            }),
+            (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino() => {}
+            _ => {
+                return Err(StoreError::LockLost {
+                    dir: self.path.clone(),
+                })
+            }
         }
+        self.write(STATE_FILE, bytes, true)
     }
 
     fn write(&self, name: &str, bytes: &[u8], sync: bool) -> Result<(), StoreError> {

@@ -3,12 +3,11 @@
 //! [`escape`]; links to issues are emitted only for `http`/`https` URLs ([`safe_link`]).
 //!
 //! The pages reload themselves with a meta refresh; one constant inline script ticks the retry
-//! countdowns between reloads. The `Content-Security-Policy` ([`content_security_policy`]) allows
+//! countdowns between reloads. The `Content-Security-Policy` ([`CONTENT_SECURITY_POLICY`]) allows
 //! exactly that script by its SHA-256 hash, so even a missed escape could not run injected code.
 
 use crate::text::truncate_chars;
 use std::fmt::Write as _;
-use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use crate::status::{
@@ -65,18 +64,10 @@ pub fn safe_link(url: &str) -> Option<&str> {
 }
 
 /// The `Content-Security-Policy` for HTML responses: nothing external, inline styles, and only
-/// the countdown script (by hash).
-pub fn content_security_policy() -> &'static str {
-    static CSP: OnceLock<String> = OnceLock::new();
-    CSP.get_or_init(|| {
-        let digest = ring::digest::digest(&ring::digest::SHA256, COUNTDOWN_SCRIPT.as_bytes());
-        format!(
-            "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{}'; \
-             img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-            base64(digest.as_ref())
-        )
-    })
-}
+/// the countdown script, by its SHA-256 (a unit test recomputes it).
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; \
+    script-src 'sha256-RyVx7ZeUt2C1FRtAU4zlI9Zb4meZ8CfnCv6aE0xW9gw='; img-src 'none'; \
+    base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// Percent-encode an identifier for use as a path segment (`/issues/<identifier>`).
 pub fn path_segment(s: &str) -> String {
@@ -110,6 +101,18 @@ fn page(title: &str, body: impl FnOnce(&mut String)) -> String {
 
 fn muted(text: &str) -> String {
     format!("<span class=\"muted\">{text}</span>")
+}
+
+/// One `<dt>label</dt><dd>value</dd>` of a facts list (`value` already escaped).
+fn fact(h: &mut String, label: &str, value: impl std::fmt::Display) {
+    let _ = write!(h, "<dt>{label}</dt><dd>{value}</dd>");
+}
+
+fn error_or_none(e: Option<&str>) -> String {
+    e.map_or_else(
+        || muted("none"),
+        |e| format!("<span class=\"err\">{}</span>", escape(e)),
+    )
 }
 
 /// The dashboard for `snap` as seen at `now` (ages and countdowns).
@@ -162,22 +165,18 @@ pub fn render_dashboard(snap: &StateSnapshot, now: SystemTime) -> String {
             &snap.blocked,
             |h, row| blocked_row(h, row, now),
         );
-        let t = &snap.agent_totals;
-        let _ = write!(
-            h,
-            "<h2 id=\"totals\">Totals</h2><dl><dt>Input tokens</dt><dd>{}</dd><dt>Output tokens\
-             </dt><dd>{}</dd><dt>Cache read tokens</dt><dd>{}</dd><dt>Cache write tokens</dt>\
-             <dd>{}</dd><dt>Total tokens</dt><dd>{}</dd><dt>Turns</dt><dd>{}</dd><dt>Agent \
-             runtime</dt><dd>{}</dd><dt>Cost</dt><dd>{}</dd>",
-            thousands(t.tokens.input_tokens),
-            thousands(t.tokens.output_tokens),
-            thousands(t.tokens.cache_read_input_tokens),
-            thousands(t.tokens.cache_creation_input_tokens),
-            thousands(t.tokens.total_tokens),
-            thousands(t.turns),
-            duration_text(t.seconds_running.max(0.0) as u64),
-            cost_text(Some(t.cost_usd)),
-        );
+        let (t, n) = (&snap.agent_totals, thousands);
+        let runtime = duration_text(t.seconds_running.max(0.0) as u64);
+        let tk = &t.tokens;
+        h.push_str("<h2 id=\"totals\">Totals</h2><dl>");
+        fact(h, "Input tokens", n(tk.input_tokens));
+        fact(h, "Output tokens", n(tk.output_tokens));
+        fact(h, "Cache read tokens", n(tk.cache_read_input_tokens));
+        fact(h, "Cache write tokens", n(tk.cache_creation_input_tokens));
+        fact(h, "Total tokens", n(tk.total_tokens));
+        fact(h, "Turns", n(t.turns));
+        fact(h, "Agent runtime", runtime);
+        fact(h, "Cost", cost_text(Some(t.cost_usd)));
         budget_limits(h, &snap.budget);
         h.push_str("</dl>");
         tracker_section(h, &snap.tracker, now);
@@ -197,10 +196,7 @@ fn tracker_section(h: &mut String, tr: &TrackerHealth, now: SystemTime) {
         || muted("never"),
         |at| format!("{} ({})", escape(at), ago_text(at, now)),
     );
-    let last_error = tr.last_error.as_ref().map_or_else(
-        || muted("none"),
-        |e| format!("<span class=\"err\">{}</span>", escape(e)),
-    );
+    let last_error = error_or_none(tr.last_error.as_deref());
     let budget = tr.rate_limit.as_ref().map_or_else(
         || muted("unknown"),
         |rl| {
@@ -290,47 +286,31 @@ fn issue_facts(h: &mut String, d: &IssueDetail, now: SystemTime) {
     if let Some(r) = &d.running {
         let _ = write!(h, "<p id=\"issue-title\">{}</p>", escape(&r.title));
     }
-    let _ = write!(
-        h,
-        "<dl><dt>Status</dt><dd id=\"issue-status\">{}</dd><dt>Issue id</dt><dd>{}</dd>\
-         <dt>Workspace</dt><dd>{}</dd><dt>Attempts</dt><dd>{}</dd><dt>Last error</dt><dd>{}</dd>",
-        escape(&d.status),
-        escape(&d.issue_id),
-        d.workspace.as_deref().map_or_else(|| muted("none"), escape),
-        d.attempts,
-        d.last_error.as_deref().map_or_else(
-            || muted("none"),
-            |e| format!("<span class=\"err\">{}</span>", escape(e))
-        ),
-    );
+    h.push_str("<dl><dt>Status</dt>");
+    let _ = write!(h, "<dd id=\"issue-status\">{}</dd>", escape(&d.status));
+    fact(h, "Issue id", escape(&d.issue_id));
+    let workspace = d.workspace.as_deref().map_or_else(|| muted("none"), escape);
+    fact(h, "Workspace", workspace);
+    fact(h, "Attempts", d.attempts);
+    fact(h, "Last error", error_or_none(d.last_error.as_deref()));
     if let Some(r) = &d.running {
         let session = escape(r.session_id.as_deref().unwrap_or("—"));
-        let resumed = if r.resumed {
-            " (resumed after restart)"
-        } else {
-            ""
+        let resumed = match r.resumed {
+            true => " (resumed after restart)",
+            false => "",
         };
-        let _ = write!(
-            h,
-            "<dt>State</dt><dd>{}</dd><dt>Session</dt><dd>{session}{resumed}</dd><dt>Turns</dt>\
-             <dd>{}</dd><dt>Running for</dt><dd>{}</dd><dt>Tokens</dt><dd>{} in · {} out · {} \
-             total</dd><dt>Cost</dt><dd>{}</dd>",
-            escape(&r.state),
-            r.turn_count,
-            age_text(&r.started_at, now),
-            thousands(r.tokens.input_tokens),
-            thousands(r.tokens.output_tokens),
-            thousands(r.tokens.total_tokens),
-            cost_text(r.cost_usd),
-        );
+        fact(h, "State", escape(&r.state));
+        fact(h, "Session", format!("{session}{resumed}"));
+        fact(h, "Turns", r.turn_count);
+        fact(h, "Running for", age_text(&r.started_at, now));
+        let (tk, n) = (&r.tokens, thousands);
+        let (i, o, t) = (n(tk.input_tokens), n(tk.output_tokens), n(tk.total_tokens));
+        fact(h, "Tokens", format!("{i} in · {o} out · {t} total"));
+        fact(h, "Cost", cost_text(r.cost_usd));
     }
     if let Some(r) = &d.retry {
-        let _ = write!(
-            h,
-            "<dt>Retry attempt</dt><dd>{}</dd><dt>Retry due in</dt><dd>{}</dd>",
-            r.attempt,
-            countdown(r.due_in_ms),
-        );
+        fact(h, "Retry attempt", r.attempt);
+        fact(h, "Retry due in", countdown(r.due_in_ms));
     }
     let sp = &d.spend;
     let _ = write!(
@@ -347,12 +327,9 @@ fn issue_facts(h: &mut String, d: &IssueDetail, now: SystemTime) {
     );
     budget_limits(h, &d.budget);
     if let Some(b) = &d.blocked {
-        let _ = write!(
-            h,
-            "<dt>Blocked because</dt><dd class=\"err\">{}</dd><dt>Blocked since</dt><dd>{}</dd>",
-            escape(&b.reason),
-            escape(&b.since),
-        );
+        let reason = escape(&b.reason);
+        let _ = write!(h, "<dt>Blocked because</dt><dd class=\"err\">{reason}</dd>");
+        fact(h, "Blocked since", escape(&b.since));
     }
     h.push_str("</dl>");
 }
@@ -560,20 +537,6 @@ fn cost_text(cost: Option<f64>) -> String {
     }
 }
 
-fn base64(bytes: &[u8]) -> String {
-    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n =
-            (chunk.iter().enumerate()).fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            let c = TABLE[(n >> (18 - 6 * i) & 63) as usize];
-            out.push(if i <= chunk.len() { char::from(c) } else { '=' });
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
@@ -776,6 +739,30 @@ mod tests {
         assert_eq!(base64(b"foobar"), "Zm9vYmFy");
         assert_eq!(base64(b"fo"), "Zm8=");
         assert_eq!(base64(b"f"), "Zg==");
-        assert!(content_security_policy().contains("script-src 'sha256-"));
+    }
+
+    #[test]
+    fn the_csp_allows_exactly_the_countdown_script() {
+        let digest = ring::digest::digest(&ring::digest::SHA256, COUNTDOWN_SCRIPT.as_bytes());
+        let want = format!("script-src 'sha256-{}';", base64(digest.as_ref()));
+        assert!(
+            CONTENT_SECURITY_POLICY.contains(&want),
+            "{CONTENT_SECURITY_POLICY}"
+        );
+    }
+
+    fn base64(bytes: &[u8]) -> String {
+        const TABLE: &[u8; 64] =
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+        for chunk in bytes.chunks(3) {
+            let n = (chunk.iter().enumerate())
+                .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+            for i in 0..4 {
+                let c = TABLE[(n >> (18 - 6 * i) & 63) as usize];
+                out.push(if i <= chunk.len() { char::from(c) } else { '=' });
+            }
+        }
+        out
     }
 }

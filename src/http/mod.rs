@@ -1,10 +1,6 @@
-//! Optional status surface (spec §13.7): a tiny_http server with a server-rendered dashboard,
-//! a JSON API under `/api/v1/*`, a refresh trigger, a signed GitHub webhook route, and the
-//! operations routes `/metrics`, `/livez` and `/readyz`.
-//!
-//! The HTTP threads never touch orchestrator state: every answer comes from the main loop via
-//! [`crate::status::ControlRequest`] with a timeout, except `/metrics` and `/readyz`, which read
-//! the [`OpsShared`] the loop publishes to. See `ARCHITECTURE.d/http.md`.
+//! Optional status surface (spec §13.7): dashboard, JSON API, refresh, signed GitHub webhook,
+//! `/metrics`, `/livez`, `/readyz`. The HTTP threads never touch orchestrator state: they ask the
+//! main loop ([`crate::status::ControlRequest`], with a timeout) or read [`OpsShared`].
 
 pub(crate) mod html;
 pub mod routes;
@@ -23,17 +19,12 @@ use crate::workflow::config::{Secret, ServerConfig};
 
 /// Default bind host: loopback only.
 pub(crate) const DEFAULT_BIND: &str = "127.0.0.1";
-/// Default wait for the main loop's answer.
-pub(crate) const DEFAULT_SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Default request-body cap (GitHub `projects_v2_item` deliveries are a few KiB).
-pub(crate) const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// How to run the HTTP server.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    /// Host or IP to bind (`127.0.0.1` by default).
     pub bind: String,
-    /// Port; `0` picks an ephemeral one (see [`HttpHandle::local_addr`]).
+    /// `0` picks an ephemeral one (see [`HttpHandle::local_addr`]).
     pub port: u16,
     /// `server.webhook_secret`; `None` disables `POST /api/v1/webhooks/github` (404).
     pub webhook_secret: Option<Secret>,
@@ -52,8 +43,9 @@ impl HttpOptions {
             bind: bind.into(),
             port,
             webhook_secret: None,
-            snapshot_timeout: DEFAULT_SNAPSHOT_TIMEOUT,
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            snapshot_timeout: Duration::from_secs(2),
+            // GitHub `projects_v2_item` deliveries are a few KiB.
+            max_body_bytes: 256 * 1024,
             ops: Arc::new(OpsShared::new()),
         }
     }
@@ -64,15 +56,16 @@ impl HttpOptions {
         cli_port: Option<u16>,
         cli_bind: Option<&str>,
         server: &ServerConfig,
+        ops: &Arc<OpsShared>,
     ) -> Option<HttpOptions> {
         let port = cli_port.or(server.port)?;
-        let bind = cli_bind
-            .map(str::to_string)
+        let bind = (cli_bind.map(str::to_string))
             .or_else(|| server.host.clone())
             .filter(|h| !h.trim().is_empty())
             .unwrap_or_else(|| DEFAULT_BIND.to_string());
         Some(HttpOptions {
             webhook_secret: server.webhook_secret.clone(),
+            ops: Arc::clone(ops),
             ..HttpOptions::new(bind, port)
         })
     }
@@ -87,12 +80,8 @@ pub(crate) fn start(
     ops: &DaemonOps,
     control: crossbeam_channel::Sender<ControlRequest>,
 ) -> Result<Option<HttpHandle>, String> {
-    let Some(opts) = HttpOptions::from_config(cli_port, cli_bind, server) else {
+    let Some(opts) = HttpOptions::from_config(cli_port, cli_bind, server, &ops.shared) else {
         return Ok(None);
-    };
-    let opts = HttpOptions {
-        ops: Arc::clone(&ops.shared),
-        ..opts
     };
     spawn(opts, control)
         .map(Some)
@@ -110,14 +99,15 @@ mod tests {
             host: Some("0.0.0.0".into()),
             webhook_secret: Some(Secret::new("s")),
         };
-        let o = HttpOptions::from_config(Some(9000), Some("::1"), &cfg).unwrap();
+        let ops = Arc::new(OpsShared::new());
+        let o = HttpOptions::from_config(Some(9000), Some("::1"), &cfg, &ops).unwrap();
         assert_eq!((o.bind.as_str(), o.port), ("::1", 9000));
         assert!(o.webhook_secret.is_some());
-        let o = HttpOptions::from_config(None, None, &cfg).unwrap();
+        let o = HttpOptions::from_config(None, None, &cfg, &ops).unwrap();
         assert_eq!((o.bind.as_str(), o.port), ("0.0.0.0", 8080));
         let empty = ServerConfig::default();
-        assert!(HttpOptions::from_config(None, Some("0.0.0.0"), &empty).is_none());
-        let o = HttpOptions::from_config(Some(0), None, &empty).unwrap();
+        assert!(HttpOptions::from_config(None, Some("0.0.0.0"), &empty, &ops).is_none());
+        let o = HttpOptions::from_config(Some(0), None, &empty, &ops).unwrap();
         assert_eq!((o.bind.as_str(), o.port), (DEFAULT_BIND, 0));
     }
 }

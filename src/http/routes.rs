@@ -12,9 +12,10 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::http::{html, webhook};
+use crate::ops::exposition::CONTENT_TYPE as METRICS;
 use crate::ops::health::{NotLive, LIVEZ_DEADLINE, READY_JSON};
 use crate::ops::shared::OpsShared;
-use crate::status::{ControlRequest, IssueDetail, RefreshAck, StateSnapshot};
+use crate::status::{ControlRequest, IssueDetail, StateSnapshot};
 use crate::workflow::config::Secret;
 
 /// Longest identifier accepted in a URL (bytes).
@@ -54,16 +55,9 @@ impl Route {
     }
 }
 
-/// Outcome of routing: a route, a `405` with this `Allow` value, or a `404`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Dispatch {
-    Route(Route),
-    MethodNotAllowed(&'static str),
-    NotFound,
-}
-
-/// Map a request method and URL (path plus optional query) to a route.
-pub fn resolve(method: &str, url: &str) -> Dispatch {
+/// Map a request method and URL (path plus optional query) to a route, or to the `404` or the
+/// `405` (with its `Allow`) to send.
+pub fn resolve(method: &str, url: &str) -> Result<Route, Reply> {
     let path = url.split(['?', '#']).next().unwrap_or("");
     let route = match path {
         "/" => Some(Route::Dashboard),
@@ -79,11 +73,16 @@ pub fn resolve(method: &str, url: &str) -> Dispatch {
             _ => None,
         },
     };
-    match route {
-        Some(r) if r.allow().split(", ").any(|m| m == method) => Dispatch::Route(r),
-        Some(r) => Dispatch::MethodNotAllowed(r.allow()),
-        None => Dispatch::NotFound,
+    let route = route.ok_or_else(|| Reply::error(404, "not_found", "no such route"))?;
+    let allow = route.allow();
+    if allow.split(", ").any(|m| m == method) {
+        return Ok(route);
     }
+    let message = format!("this route accepts {allow}");
+    Err(Reply {
+        allow: Some(allow),
+        ..Reply::error(405, "method_not_allowed", &message)
+    })
 }
 
 /// A non-empty path segment without `/`, percent-decoded (invalid encodings are kept verbatim
@@ -121,31 +120,29 @@ pub fn is_plausible_identifier(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// Body type of a reply (each maps to one constant `Content-Type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContentKind {
-    Json,
-    Html,
-    Metrics,
-}
+/// The `Content-Type` of JSON replies.
+pub const JSON: &str = "application/json";
+/// The `Content-Type` of HTML replies (which also get the `Content-Security-Policy`).
+pub const HTML: &str = "text/html; charset=utf-8";
 
 /// A response before it is put on the wire; headers are chosen by the server from constants.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
     pub status: u16,
-    pub kind: ContentKind,
+    pub content_type: &'static str,
     pub body: String,
     /// `Allow` header value for 405 replies.
     pub allow: Option<&'static str>,
 }
 
 impl Reply {
-    pub fn new(status: u16, kind: ContentKind, body: String) -> Reply {
+    pub fn new(status: u16, content_type: &'static str, body: String) -> Reply {
+        let allow = None;
         Reply {
             status,
-            kind,
+            content_type,
             body,
-            allow: None,
+            allow,
         }
     }
 
@@ -153,7 +150,7 @@ impl Reply {
         let body = serde_json::to_string(value).unwrap_or_else(|_| {
             r#"{"error":{"code":"internal","message":"serialization failed"}}"#.into()
         });
-        Reply::new(status, ContentKind::Json, body)
+        Reply::new(status, JSON, body)
     }
 
     /// The JSON error envelope `{"error":{"code":…,"message":…}}`.
@@ -164,34 +161,10 @@ impl Reply {
         )
     }
 
-    pub fn html(status: u16, body: String) -> Reply {
-        Reply::new(status, ContentKind::Html, body)
-    }
-
-    pub fn method_not_allowed(allow: &'static str) -> Reply {
-        let message = format!("this route accepts {allow}");
-        Reply {
-            allow: Some(allow),
-            ..Reply::error(405, "method_not_allowed", &message)
-        }
-    }
-
-    pub fn not_found() -> Reply {
-        Reply::error(404, "not_found", "no such route")
-    }
-
     pub fn payload_too_large(max: usize) -> Reply {
         let message = format!("request body exceeds {max} bytes");
         Reply::error(413, "payload_too_large", &message)
     }
-}
-
-/// Why the main loop gave no answer: none within the timeout, or it is gone (channel closed,
-/// reply dropped).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AskError {
-    Timeout,
-    Unavailable,
 }
 
 /// Asks the main loop for snapshots and refreshes; never touches orchestrator state itself.
@@ -207,79 +180,77 @@ impl ControlClient {
         ControlClient { tx, timeout }
     }
 
-    /// Send a request and wait for its answer, both within `timeout` in total.
+    /// Send a request and wait for its answer, both within `timeout` in total; `Gone` when the
+    /// loop's channel is closed or it dropped the reply.
     fn ask<T>(
         &self,
         timeout: Duration,
         make: impl FnOnce(Sender<T>) -> ControlRequest,
-    ) -> Result<T, AskError> {
+    ) -> Result<T, NotLive> {
         let deadline = Instant::now() + timeout;
         // Capacity 1: a late answer never blocks the main loop, even after we gave up.
         let (reply_tx, reply_rx) = bounded(1);
         match self.tx.send_timeout(make(reply_tx), timeout) {
             Ok(()) => {}
-            Err(SendTimeoutError::Timeout(_)) => return Err(AskError::Timeout),
-            Err(SendTimeoutError::Disconnected(_)) => return Err(AskError::Unavailable),
+            Err(SendTimeoutError::Timeout(_)) => return Err(NotLive::Timeout),
+            Err(SendTimeoutError::Disconnected(_)) => return Err(NotLive::Gone),
         }
         let left = deadline.saturating_duration_since(Instant::now());
         reply_rx.recv_timeout(left).map_err(|e| match e {
-            RecvTimeoutError::Timeout => AskError::Timeout,
-            RecvTimeoutError::Disconnected => AskError::Unavailable,
+            RecvTimeoutError::Timeout => NotLive::Timeout,
+            RecvTimeoutError::Disconnected => NotLive::Gone,
         })
     }
 
-    pub fn state(&self) -> Result<StateSnapshot, AskError> {
+    fn state(&self) -> Result<StateSnapshot, NotLive> {
         self.ask(self.timeout, |reply| ControlRequest::State { reply })
     }
 
-    /// One issue; `Ok(None)` when the main loop does not know it.
-    pub fn issue(&self, identifier: &str) -> Result<Option<IssueDetail>, AskError> {
-        let identifier = identifier.to_string();
+    /// One issue; `Ok(None)` when the main loop does not know it (or `id` is implausible: the
+    /// loop is not asked).
+    fn issue(&self, id: &str) -> Result<Option<IssueDetail>, NotLive> {
+        if !is_plausible_identifier(id) {
+            return Ok(None);
+        }
+        let identifier = id.to_string();
         self.ask(self.timeout, |reply| ControlRequest::Issue {
             identifier,
             reply,
         })
     }
 
-    /// Queue a (coalesced) poll + reconcile.
-    pub fn refresh(&self) -> Result<RefreshAck, AskError> {
-        self.ask(self.timeout, |reply| ControlRequest::Refresh { reply })
-    }
-
     /// Liveness: the main loop answers a ping within [`LIVEZ_DEADLINE`] (whatever the snapshot
     /// timeout is).
     pub fn ping(&self) -> Result<(), NotLive> {
         self.ask(LIVEZ_DEADLINE, |reply| ControlRequest::Ping { reply })
-            .map_err(|e| match e {
-                AskError::Timeout => NotLive::Timeout,
-                AskError::Unavailable => NotLive::Gone,
-            })
     }
 
     /// The 503 for a question the main loop did not answer, as JSON or as an HTML page.
-    fn unanswered(&self, e: AskError, page: bool) -> Reply {
-        let (code, message) = match e {
-            AskError::Timeout => (
+    fn unanswered(&self, e: NotLive, page: bool) -> Reply {
+        let (code, message, retry) = match e {
+            NotLive::Timeout => (
                 "snapshot_timeout",
                 format!(
                     "the orchestrator did not answer within {} ms",
                     self.timeout.as_millis()
                 ),
+                "; this page retries on its own",
             ),
-            AskError::Unavailable => (
+            NotLive::Gone => (
                 "unavailable",
                 "the orchestrator is not accepting requests".to_string(),
+                "",
             ),
         };
         if !page {
             return Reply::error(503, code, &message);
         }
-        let retry = match e {
-            AskError::Timeout => "; this page retries on its own",
-            AskError::Unavailable => "",
-        };
         let text = format!("The{}{retry}.", &message[3..]);
-        Reply::html(503, html::render_error_page("Snapshot unavailable", &text))
+        Reply::new(
+            503,
+            HTML,
+            html::render_error_page("Snapshot unavailable", &text),
+        )
     }
 }
 
@@ -310,14 +281,15 @@ pub struct Incoming {
 /// `projects_v2_item` webhook, while a repository webhook can deliver issue changes.
 const REFRESH_EVENTS: &[&str] = &["projects_v2_item", "issues"];
 
-/// Produce the reply for an accepted route.
+/// Produce the reply for an accepted route. `/metrics` and `/readyz` read the shared state
+/// (they answer even when the loop is wedged).
 pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Reply {
     let c = &app.control;
     match route {
         Route::State => c
             .state()
             .map_or_else(|e| c.unanswered(e, false), |snap| Reply::json(200, &snap)),
-        Route::IssueApi(id) => match known_issue(c, id) {
+        Route::IssueApi(id) => match c.issue(id) {
             Ok(Some(detail)) => Reply::json(200, &detail),
             Ok(None) => Reply::error(
                 404,
@@ -327,16 +299,22 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
             Err(e) => c.unanswered(e, false),
         },
         Route::Refresh => refresh_reply(app),
-        Route::Metrics | Route::Livez | Route::Readyz => ops_reply(route, app),
+        Route::Metrics => Reply::new(200, METRICS, app.ops.render_metrics()),
+        Route::Readyz => match app.ops.readyz(Instant::now()) {
+            Ok(()) => Reply::new(200, JSON, READY_JSON.to_string()),
+            Err(why) => Reply::new(503, JSON, why.to_json()),
+        },
+        Route::Livez => livez_reply(app),
         Route::GithubWebhook => webhook_reply(app, req),
         Route::Dashboard => c.state().map_or_else(
             |e| c.unanswered(e, true),
-            |snap| Reply::html(200, html::render_dashboard(&snap, now)),
+            |snap| Reply::new(200, HTML, html::render_dashboard(&snap, now)),
         ),
-        Route::IssuePage(id) => match known_issue(c, id) {
-            Ok(Some(detail)) => Reply::html(200, html::render_issue_page(&detail, now)),
-            Ok(None) => Reply::html(
+        Route::IssuePage(id) => match c.issue(id) {
+            Ok(Some(detail)) => Reply::new(200, HTML, html::render_issue_page(&detail, now)),
+            Ok(None) => Reply::new(
                 404,
+                HTML,
                 html::render_error_page(
                     "Issue not found",
                     &format!("Baton is not tracking {}.", clip(id)),
@@ -347,44 +325,24 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
     }
 }
 
-/// The issue `id`, asking the main loop only when `id` is plausible.
-fn known_issue(c: &ControlClient, id: &str) -> Result<Option<IssueDetail>, AskError> {
-    if is_plausible_identifier(id) {
-        c.issue(id)
-    } else {
-        Ok(None)
+/// `/livez`: not live while the tracker thread is stuck, else when the loop answers a ping.
+fn livez_reply(app: &App) -> Reply {
+    if let Some(thread) = app.ops.health().stuck_thread {
+        let body = json!({"live": false, "reason": "tracker_stuck", "thread": thread});
+        return Reply::json(503, &body);
     }
+    let reason = match app.control.ping() {
+        Ok(()) => return Reply::json(200, &json!({"live": true})),
+        Err(NotLive::Timeout) => "main_loop_timeout",
+        Err(NotLive::Gone) => "main_loop_gone",
+    };
+    Reply::json(503, &json!({"live": false, "reason": reason}))
 }
 
-/// `/metrics` and `/readyz` read the shared state (they answer even when the loop is wedged);
-/// `/livez` asks the loop.
-fn ops_reply(route: &Route, app: &App) -> Reply {
-    match route {
-        Route::Metrics => Reply::new(200, ContentKind::Metrics, app.ops.render_metrics()),
-        Route::Readyz => match app.ops.readyz(Instant::now()) {
-            Ok(()) => Reply::new(200, ContentKind::Json, READY_JSON.to_string()),
-            Err(why) => Reply::new(503, ContentKind::Json, why.to_json()),
-        },
-        _ => {
-            if let Some(thread) = app.ops.health().stuck_thread {
-                let body = json!({"live": false, "reason": "tracker_stuck", "thread": thread});
-                return Reply::json(503, &body);
-            }
-            match app.control.ping() {
-                Ok(()) => Reply::json(200, &json!({"live": true})),
-                Err(NotLive::Timeout) => {
-                    Reply::json(503, &json!({"live": false, "reason": "main_loop_timeout"}))
-                }
-                Err(NotLive::Gone) => {
-                    Reply::json(503, &json!({"live": false, "reason": "main_loop_gone"}))
-                }
-            }
-        }
-    }
-}
-
+/// Queue a (coalesced) poll + reconcile.
 fn refresh_reply(app: &App) -> Reply {
-    match app.control.refresh() {
+    let c = &app.control;
+    match c.ask(c.timeout, |reply| ControlRequest::Refresh { reply }) {
         Ok(ack) => Reply::json(202, &ack),
         Err(e) => app.control.unanswered(e, false),
     }
@@ -432,42 +390,37 @@ fn clip(s: &str) -> String {
 mod tests {
     use super::*;
 
+    fn status(r: Result<Route, Reply>) -> Result<Route, (u16, Option<&'static str>)> {
+        r.map_err(|e| (e.status, e.allow))
+    }
+
     #[test]
     fn resolves_routes_methods_and_unknown_paths() {
-        assert_eq!(resolve("GET", "/"), Dispatch::Route(Route::Dashboard));
-        assert_eq!(resolve("HEAD", "/?x=1"), Dispatch::Route(Route::Dashboard));
-        assert_eq!(
-            resolve("GET", "/api/v1/state"),
-            Dispatch::Route(Route::State)
-        );
+        assert_eq!(resolve("GET", "/"), Ok(Route::Dashboard));
+        assert_eq!(resolve("HEAD", "/?x=1"), Ok(Route::Dashboard));
+        assert_eq!(resolve("GET", "/api/v1/state"), Ok(Route::State));
         assert_eq!(
             resolve("GET", "/api/v1/acme__app-7"),
-            Dispatch::Route(Route::IssueApi("acme__app-7".into()))
+            Ok(Route::IssueApi("acme__app-7".into()))
         );
         assert_eq!(
             resolve("GET", "/issues/acme__app%2D7"),
-            Dispatch::Route(Route::IssuePage("acme__app-7".into()))
+            Ok(Route::IssuePage("acme__app-7".into()))
         );
-        assert_eq!(
-            resolve("POST", "/api/v1/refresh"),
-            Dispatch::Route(Route::Refresh)
-        );
+        assert_eq!(resolve("POST", "/api/v1/refresh"), Ok(Route::Refresh));
         assert_eq!(
             resolve("POST", "/api/v1/webhooks/github"),
-            Dispatch::Route(Route::GithubWebhook)
+            Ok(Route::GithubWebhook)
         );
         assert_eq!(
-            resolve("GET", "/api/v1/refresh"),
-            Dispatch::MethodNotAllowed("POST")
+            status(resolve("GET", "/api/v1/refresh")),
+            Err((405, Some("POST")))
         );
         assert_eq!(
-            resolve("DELETE", "/api/v1/state"),
-            Dispatch::MethodNotAllowed("GET, HEAD")
+            status(resolve("DELETE", "/api/v1/state")),
+            Err((405, Some("GET, HEAD")))
         );
-        assert_eq!(
-            resolve("POST", "/"),
-            Dispatch::MethodNotAllowed("GET, HEAD")
-        );
+        assert_eq!(status(resolve("POST", "/")), Err((405, Some("GET, HEAD"))));
         for p in [
             "/nope",
             "/api/v1/",
@@ -476,7 +429,7 @@ mod tests {
             "/api/v2/state",
             "",
         ] {
-            assert_eq!(resolve("GET", p), Dispatch::NotFound, "{p:?}");
+            assert_eq!(status(resolve("GET", p)), Err((404, None)), "{p:?}");
         }
     }
 
@@ -488,8 +441,8 @@ mod tests {
             "/api/v1/%ff%fe",
             "/api/v1/%E2%82",
         ] {
-            match resolve("GET", p) {
-                Dispatch::Route(Route::IssueApi(id)) => assert!(!is_plausible_identifier(&id)),
+            match status(resolve("GET", p)) {
+                Ok(Route::IssueApi(id)) => assert!(!is_plausible_identifier(&id)),
                 other => panic!("{p}: {other:?}"),
             }
         }

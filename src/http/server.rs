@@ -1,12 +1,8 @@
-//! The tiny_http plumbing. The vendored server's one pool of connection handler threads
-//! (at most 64) reads each request whole, head and body, under its deadline before one of them
-//! runs [`handle_request`] on it: a slow or silent client costs a file descriptor and its
-//! buffered bytes, never a thread, so every route stays answerable however many clients
-//! trickle. Those threads, and the accept thread, are Baton's supervised threads
-//! ([`spawn_supervised`]): a panic that escapes one, or a listener that fails for good, is
-//! logged and takes the daemon down with exit 1, and systemd restarts it; nothing is rebuilt
-//! in place. A panic inside one request's handler costs that connection only (the pool
-//! catches it): a hostile request must not be able to restart the daemon.
+//! The tiny_http plumbing. The vendored server's one pool of handler threads (at most 64) reads
+//! each request whole before running [`handle_request`] on it, so a slow client costs a file
+//! descriptor, never a thread. Its threads are supervised ([`spawn_supervised`]): one that dies
+//! takes the daemon down (exit 1) and nothing is rebuilt in place; a panic inside one request's
+//! handler costs that connection only.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
@@ -16,7 +12,7 @@ use std::time::{Instant, SystemTime};
 use crossbeam_channel::Sender;
 use tiny_http::{ConnectionLimits, Header, Request, Response, Server, StatusCode};
 
-use super::routes::{self, App, ContentKind, ControlClient, Dispatch, Incoming, Reply};
+use super::routes::{self, App, ControlClient, Incoming, Reply};
 use super::{html, webhook, HttpOptions};
 use crate::runtime::threads::spawn_supervised;
 use crate::status::ControlRequest;
@@ -38,9 +34,6 @@ impl HttpHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
-
-    /// Stop accepting requests (the same as dropping the handle).
-    pub fn shutdown(self) {}
 }
 
 /// Bind now (errors are returned, not logged) and start serving on background threads.
@@ -133,14 +126,13 @@ fn handle_request(mut rq: Request, served: &Served) {
     let started = Instant::now();
     let method = rq.method().as_str().to_string();
     let url: String = rq.url().chars().take(200).collect();
-    let dispatch = routes::resolve(&method, rq.url());
-    let probe = matches!(&dispatch, Dispatch::Route(r) if r.is_probe());
+    let route = routes::resolve(&method, rq.url());
+    let probe = matches!(&route, Ok(r) if r.is_probe());
     let slot = (!probe).then(|| Slot::take(&served.busy));
-    let reply = match (dispatch, &slot) {
+    let reply = match (route, &slot) {
         (_, Some(None)) => Reply::error(503, "busy", "too many requests in progress; retry"),
-        (Dispatch::NotFound, _) => Reply::not_found(),
-        (Dispatch::MethodNotAllowed(allow), _) => Reply::method_not_allowed(allow),
-        (Dispatch::Route(route), _) => route_reply(&mut rq, &route, served),
+        (Err(reply), _) => reply,
+        (Ok(route), _) => route_reply(&mut rq, &route, served),
     };
     log::debug!(
         "http request method={method} path={url:?} status={} elapsed_ms={}",
@@ -198,20 +190,15 @@ fn header(rq: &Request, name: &'static str) -> Option<String> {
 
 /// Write `reply` with constant headers only (no request data ever reaches a header).
 fn respond(rq: Request, reply: Reply) {
-    let content_type: &'static str = match reply.kind {
-        ContentKind::Json => "application/json",
-        ContentKind::Html => "text/html; charset=utf-8",
-        ContentKind::Metrics => crate::ops::exposition::CONTENT_TYPE,
-    };
     let mut headers: Vec<(&'static str, &'static str)> = vec![
-        ("Content-Type", content_type),
+        ("Content-Type", reply.content_type),
         ("Cache-Control", "no-store"),
         ("X-Content-Type-Options", "nosniff"),
         ("Referrer-Policy", "no-referrer"),
         ("X-Frame-Options", "DENY"),
     ];
-    if reply.kind == ContentKind::Html {
-        headers.push(("Content-Security-Policy", html::content_security_policy()));
+    if reply.content_type == routes::HTML {
+        headers.push(("Content-Security-Policy", html::CONTENT_SECURITY_POLICY));
     }
     if let Some(allow) = reply.allow {
         headers.push(("Allow", allow));

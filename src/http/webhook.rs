@@ -9,11 +9,9 @@ use ring::hmac;
 
 use crate::workflow::config::Secret;
 
-/// Header carrying the signature.
 pub(crate) const SIGNATURE_HEADER: &str = "X-Hub-Signature-256";
-/// Header carrying the event name (`projects_v2_item`, `ping`, …).
 pub(crate) const EVENT_HEADER: &str = "X-GitHub-Event";
-/// Header carrying the delivery's id (a GUID), the same on a redelivery.
+/// The delivery's id (a GUID), the same on a redelivery.
 pub(crate) const DELIVERY_HEADER: &str = "X-GitHub-Delivery";
 
 /// The ids of the last accepted deliveries, so that one delivery sent twice (GitHub retries,
@@ -54,16 +52,12 @@ fn plausible(id: &str) -> bool {
 /// Why a delivery's signature was rejected (the message is safe to return to the caller).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SignatureError {
-    /// No `X-Hub-Signature-256` header.
     Missing,
-    /// Not `sha256=` followed by 64 hex digits.
     Malformed,
-    /// Well-formed but not the HMAC of this body under the configured secret.
     Mismatch,
 }
 
 impl SignatureError {
-    /// A short operator-facing explanation.
     pub fn message(self) -> &'static str {
         match self {
             SignatureError::Missing => "missing X-Hub-Signature-256 header",
@@ -80,23 +74,12 @@ pub(crate) fn verify_signature(
     header: Option<&str>,
 ) -> Result<(), SignatureError> {
     let header = header.ok_or(SignatureError::Missing)?.trim();
-    let hex = header
-        .strip_prefix("sha256=")
+    let hex = header.strip_prefix("sha256=");
+    let tag = hex
+        .and_then(decode_hex_32)
         .ok_or(SignatureError::Malformed)?;
-    let tag = decode_hex_32(hex).ok_or(SignatureError::Malformed)?;
     let key = hmac::Key::new(hmac::HMAC_SHA256, secret.expose().as_bytes());
     hmac::verify(&key, body, &tag).map_err(|_| SignatureError::Mismatch)
-}
-
-/// The header value GitHub would send for `body` (`sha256=<hex>`); for tests and tooling.
-pub fn sign(secret: &Secret, body: &[u8]) -> String {
-    let key = hmac::Key::new(hmac::HMAC_SHA256, secret.expose().as_bytes());
-    let hex: String = hmac::sign(&key, body)
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256={hex}")
 }
 
 /// 64 hex digits (either case) as 32 bytes; anything else is `None`.
@@ -114,6 +97,14 @@ fn decode_hex_32(s: &str) -> Option<[u8; 32]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sign(secret: &Secret, body: &[u8]) -> String {
+        let key = hmac::Key::new(hmac::HMAC_SHA256, secret.expose().as_bytes());
+        let hex: String = (hmac::sign(&key, body).as_ref().iter())
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("sha256={hex}")
+    }
 
     #[test]
     fn matches_githubs_documented_example() {

@@ -1,14 +1,11 @@
-//! A hand-written writer for the Prometheus text exposition format 0.0.4, and a fixed-bucket
-//! [`Histogram`].
-//!
-//! Rules it keeps: `# HELP` and `# TYPE` once per family, before its samples, and each family's
-//! samples in one group; label values escape `\`, `"` and newline; HELP text escapes `\` and
-//! newline; floats are `+Inf`, `-Inf`, `NaN`, plain integers, or Rust's shortest round-trip
-//! decimal (exponent form only for very large or very small magnitudes). Names are constants;
-//! the strict parser the tests read every exposition with (`tests/it/support/prom.rs`) checks them.
+//! A hand-written writer for the Prometheus text exposition format 0.0.4 (`# HELP` and `# TYPE`
+//! once per family, before its samples in one group), and a fixed-bucket [`Histogram`]. The
+//! tests read every exposition with a strict parser (`tests/it/support/prom.rs`).
 
 use std::fmt::Write as _;
 use std::time::Duration;
+
+use crate::text;
 
 /// The `Content-Type` of a 0.0.4 exposition.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -65,23 +62,6 @@ impl Histogram {
     pub fn observe_duration(&mut self, d: Duration) {
         self.observe(d.as_secs_f64());
     }
-
-    pub fn count(&self) -> u64 {
-        self.count
-    }
-
-    pub fn sum(&self) -> f64 {
-        self.sum
-    }
-
-    /// `(upper bound, cumulative count)` per bucket, ending with `(+Inf, count)`.
-    pub(crate) fn cumulative(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
-        let bounds = self.bounds.iter().copied().chain([f64::INFINITY]);
-        bounds.zip(self.counts.iter()).scan(0u64, |acc, (b, c)| {
-            *acc = acc.saturating_add(*c);
-            Some((b, *acc))
-        })
-    }
 }
 
 /// Builds one exposition text. Families must be written one at a time: [`Exposition::family`]
@@ -92,10 +72,6 @@ pub struct Exposition {
 }
 
 impl Exposition {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Start a family: its `# HELP` and `# TYPE` lines.
     pub fn family(&mut self, name: &str, kind: MetricType, help: &str) {
         let help = help.replace('\\', "\\\\").replace('\n', "\\n");
@@ -103,10 +79,22 @@ impl Exposition {
         let _ = writeln!(self.out, "# HELP {name} {help}\n# TYPE {name} {kind}");
     }
 
-    /// One sample line: `name{labels} value`.
+    /// One sample line: `name{labels} value`; label values escape `\`, `"` and newline.
     pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
-        let value = format_float(value);
-        let _ = writeln!(self.out, "{name}{} {value}", label_set(labels));
+        let escape = |c| match c {
+            '\\' => Some("\\\\"),
+            '"' => Some("\\\""),
+            '\n' => Some("\\n"),
+            _ => None,
+        };
+        self.out.push_str(name);
+        for (i, (label, v)) in labels.iter().enumerate() {
+            let sep = if i == 0 { '{' } else { ',' };
+            let v = text::replace_chars(v, escape);
+            let _ = write!(self.out, "{sep}{label}=\"{v}\"");
+        }
+        let close = if labels.is_empty() { "" } else { "}" };
+        let _ = writeln!(self.out, "{close} {}", format_float(value));
     }
 
     /// A whole family with one unlabelled sample.
@@ -118,38 +106,22 @@ impl Exposition {
     /// The `_bucket`, `_sum` and `_count` samples of one histogram series (after
     /// [`Exposition::family`] with [`MetricType::Histogram`]).
     pub fn histogram(&mut self, name: &str, labels: &[(&str, &str)], h: &Histogram) {
-        let bucket = format!("{name}_bucket");
-        for (bound, cumulative) in h.cumulative() {
+        let (bucket, mut cumulative) = (format!("{name}_bucket"), 0u64);
+        let bounds = h.bounds.iter().copied().chain([f64::INFINITY]);
+        for (bound, n) in bounds.zip(&h.counts) {
+            cumulative = cumulative.saturating_add(*n);
             let le = format_float(bound);
             let mut with_le = labels.to_vec();
             with_le.push(("le", &le));
             self.sample(&bucket, &with_le, cumulative as f64);
         }
-        self.sample(&format!("{name}_sum"), labels, h.sum());
-        self.sample(&format!("{name}_count"), labels, h.count() as f64);
+        self.sample(&format!("{name}_sum"), labels, h.sum);
+        self.sample(&format!("{name}_count"), labels, h.count as f64);
     }
 
     pub fn finish(self) -> String {
         self.out
     }
-}
-
-/// `{a="x",b="y"}`, or nothing without labels; values escape `\`, `"` and newline.
-fn label_set(labels: &[(&str, &str)]) -> String {
-    if labels.is_empty() {
-        return String::new();
-    }
-    let escape = |c| match c {
-        '\\' => Some("\\\\"),
-        '"' => Some("\\\""),
-        '\n' => Some("\\n"),
-        _ => None,
-    };
-    let pairs: Vec<String> = labels
-        .iter()
-        .map(|(name, value)| format!("{name}=\"{}\"", crate::text::replace_chars(value, escape)))
-        .collect();
-    format!("{{{}}}", pairs.join(","))
 }
 
 /// A sample value: `+Inf`, `-Inf`, `NaN`, an integer without exponent below 1e15, the shortest
@@ -197,9 +169,19 @@ mod tests {
         for v in [0.05, 0.1, 0.5, 20.0, f64::NAN, -1.0] {
             h.observe(v);
         }
-        let c: Vec<_> = h.cumulative().collect();
-        assert_eq!(c, vec![(0.1, 3), (1.0, 4), (10.0, 4), (f64::INFINITY, 5)]);
-        assert_eq!(h.count(), 5);
-        assert!((h.sum() - 20.65).abs() < 1e-9);
+        let mut e = Exposition::default();
+        e.histogram("h", &[], &h);
+        let text = e.finish();
+        let buckets: Vec<_> = text.lines().take(4).collect();
+        let want = [
+            "{le=\"0.1\"} 3",
+            "{le=\"1\"} 4",
+            "{le=\"10\"} 4",
+            "{le=\"+Inf\"} 5",
+        ];
+        assert_eq!(buckets, want.map(|b| format!("h_bucket{b}")));
+        assert!(text.ends_with("\nh_count 5\n"), "{text}");
+        assert_eq!(h.count, 5);
+        assert!((h.sum - 20.65).abs() < 1e-9);
     }
 }

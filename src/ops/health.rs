@@ -1,10 +1,5 @@
-//! Health decisions for `GET /livez` and `GET /readyz`, as pure functions over plain facts and an
-//! explicit `now` (tests use a virtual clock).
-//!
-//! - **livez**: the main loop answered a control request within [`LIVEZ_DEADLINE`].
-//! - **readyz**: startup recovery is done and a poll has succeeded; it turns 503 when the *last*
-//!   poll failed with a non-transient class, or when no poll succeeded within
-//!   `max(3 × polling interval, 60 s)` whatever the class.
+//! Health decisions for `GET /livez` (the main loop answered within [`LIVEZ_DEADLINE`]) and
+//! `GET /readyz` ([`readyz`]), as pure functions over plain facts and an explicit `now`.
 
 use std::time::{Duration, Instant};
 
@@ -50,7 +45,6 @@ pub struct HealthFacts {
     pub shutting_down: bool,
     /// `polling.interval_ms`.
     pub polling_interval: Duration,
-    /// When a poll last succeeded.
     pub last_success: Option<Instant>,
     /// The error class of the last poll if it failed; `None` if it succeeded or none ran.
     pub last_failure_class: Option<&'static str>,
@@ -129,7 +123,9 @@ pub fn ready_window(polling_interval: Duration) -> Duration {
     polling_interval.saturating_mul(3).max(READY_MIN_WINDOW)
 }
 
-/// The readyz decision at `now`.
+/// The readyz decision at `now`: startup recovery is done and a poll has succeeded; 503 when the
+/// *last* poll failed with a non-transient class, or when no poll succeeded within
+/// [`ready_window`] whatever the class.
 pub fn readyz(inputs: &HealthFacts, now: Instant) -> Result<(), NotReady> {
     if inputs.shutting_down {
         return Err(NotReady::ShuttingDown);

@@ -1,13 +1,6 @@
-//! Baton's metrics: a plain [`MetricsSnapshot`] the daemon fills in, and [`render`] that turns it
-//! into the `GET /metrics` body (Prometheus text format 0.0.4, every name prefixed `baton_`).
-//!
-//! There is no registry: the main loop owns one `MetricsSnapshot`, bumps its fields where the
-//! events happen, and hands a clone to the HTTP thread.
-//!
-//! # Adding a metric
-//! Add a field (with its unit in the doc comment), then one family in [`render`]. Label values
-//! must come from a bounded set: an error class, an outcome, a configured host id. Never an
-//! issue identifier, title, URL or message.
+//! Baton's metrics without a registry: a plain [`MetricsSnapshot`] and [`render`] for the
+//! `GET /metrics` body. To add a metric: a field, then one family in [`render`] (ARCHITECTURE.md,
+//! "Operations").
 
 pub use crate::orchestrator::state::TokenCounts;
 use std::collections::BTreeMap;
@@ -27,7 +20,7 @@ pub const STATE_WRITE_DURATION_BUCKETS: [f64; 11] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 ];
 
-/// Every value `GET /metrics` shows, as plain data.
+/// Every value `GET /metrics` shows, as plain data; [`render`] names the family of each field.
 ///
 /// **Cardinality rule:** map keys become label values, so they must come from bounded sets:
 /// error classes (`TrackerErrorKind::as_str`), worker outcomes, park reason *classes* (such as
@@ -35,48 +28,36 @@ pub const STATE_WRITE_DURATION_BUCKETS: [f64; 11] = [
 /// `&'static str` keys enforce this for everything but hosts. Never use issue identifiers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MetricsSnapshot {
-    /// Tracker polls started (`baton_polls_total`).
     pub polls: u64,
-    /// Failed polls by error class (`baton_poll_errors_total{class}`).
+    /// Failed polls by error class.
     pub poll_errors: BTreeMap<&'static str, u64>,
-    /// Workers dispatched (`baton_dispatches_total`).
     pub dispatches: u64,
-    /// Worker exits by outcome, e.g. `normal`, `failed`, `stopped` (`baton_worker_exits_total{outcome}`).
+    /// Worker exits by outcome, e.g. `normal`, `failed`, `cancelled`.
     pub worker_exits: BTreeMap<&'static str, u64>,
-    /// Retries scheduled (`baton_retries_scheduled_total`).
     pub retries_scheduled: u64,
-    /// Issues parked now, by reason class (`baton_parked_issues{reason}`).
+    /// Issues parked now, by reason class.
     pub parked: BTreeMap<&'static str, u64>,
-    /// Agents running now (`baton_running_agents`).
     pub running: u64,
-    /// Issues waiting for a retry now (`baton_retrying_issues`).
     pub retrying: u64,
-    /// Agent token totals (`baton_agent_tokens_total{kind}`).
     pub tokens: TokenCounts,
-    /// Agent-reported cost in US dollars (`baton_agent_cost_usd_total`).
+    /// Agent-reported cost in US dollars.
     pub cost_usd: f64,
-    /// Agent turns completed or failed (`baton_agent_turns_total`).
     pub agent_turns: u64,
-    /// The tracker's rate-limit budget left, when known (`baton_tracker_rate_limit_remaining`).
+    /// The tracker's rate-limit budget left and its size, when known.
     pub rate_limit_remaining: Option<u64>,
-    /// The tracker's rate-limit budget size, when known (`baton_tracker_rate_limit_limit`).
     pub rate_limit_limit: Option<u64>,
-    /// Rate-limit points used by the last poll, when known (`baton_tracker_poll_points`).
+    /// Rate-limit points used by the last poll, when known.
     pub last_poll_points: Option<u64>,
-    /// Rate-limit points used by all polls and fetch batches (`baton_tracker_points_total`).
+    /// Rate-limit points used by all polls and fetch batches.
     pub points_total: u64,
-    /// The poll interval in force, stretched to the budget (`baton_tracker_poll_interval_seconds`).
+    /// The poll interval in force, stretched to the budget.
     pub poll_interval_seconds: f64,
-    /// Points per hour the budget plan projects, when known
-    /// (`baton_tracker_points_projected_per_hour`).
+    /// Points per hour the budget plan projects, when known.
     pub points_projected_per_hour: Option<u64>,
-    /// When the last poll succeeded (`baton_last_successful_poll_timestamp_seconds`).
     pub last_successful_poll: Option<SystemTime>,
-    /// Poll durations (`baton_poll_duration_seconds`).
     pub poll_duration: Histogram,
-    /// State-file write durations (`baton_state_write_duration_seconds`).
     pub state_write_duration: Histogram,
-    /// Agents running now per SSH host id; empty without SSH hosts (`baton_host_running_agents{host}`).
+    /// Agents running now per SSH host id; empty without SSH hosts.
     pub host_running: BTreeMap<String, u64>,
 }
 
@@ -124,7 +105,6 @@ impl MetricsSnapshot {
         }
     }
 
-    /// Count one worker exit.
     pub fn record_worker_exit(&mut self, outcome: &'static str) {
         bump(&mut self.worker_exits, outcome);
     }
@@ -136,68 +116,137 @@ fn bump(map: &mut BTreeMap<&'static str, u64>, key: &'static str) {
     *n = n.saturating_add(1);
 }
 
+/// An unlabelled family: name, type, help and its value (`None`: not known, left out).
+type Single = (&'static str, MetricType, &'static str, Option<f64>);
+
 /// The `GET /metrics` body. Families with no known value (rate limits before the first poll,
 /// per-host gauges without SSH hosts) are left out.
 pub fn render(m: &MetricsSnapshot) -> String {
-    let mut e = Exposition::new();
+    let mut e = Exposition::default();
     e.family("baton_build_info", Gauge, "Build information; always 1.");
     let version = [("version", env!("CARGO_PKG_VERSION"))];
     e.sample("baton_build_info", &version, 1.0);
-    render_scalars(&mut e, m);
-    render_labelled(&mut e, m);
-    render_tracker(&mut e, m);
-    render_histograms(&mut e, m);
-    e.finish()
-}
-
-/// The unlabelled counters and gauges of the work and the agents.
-fn render_scalars(e: &mut Exposition, m: &MetricsSnapshot) {
-    let scalars = [
-        (
-            "baton_polls_total",
-            Counter,
-            "Tracker polls.",
-            m.polls as f64,
-        ),
+    let n = |v: u64| Some(v as f64);
+    let work: [Single; 7] = [
+        ("baton_polls_total", Counter, "Tracker polls.", n(m.polls)),
         (
             "baton_dispatches_total",
             Counter,
             "Agent workers dispatched.",
-            m.dispatches as f64,
+            n(m.dispatches),
         ),
         (
             "baton_retries_scheduled_total",
             Counter,
             "Retries scheduled.",
-            m.retries_scheduled as f64,
+            n(m.retries_scheduled),
         ),
         (
             "baton_running_agents",
             Gauge,
             "Agents running now.",
-            m.running as f64,
+            n(m.running),
         ),
         (
             "baton_retrying_issues",
             Gauge,
             "Issues waiting for a retry.",
-            m.retrying as f64,
+            n(m.retrying),
         ),
         (
             "baton_agent_cost_usd_total",
             Counter,
             "Agent-reported cost in US dollars.",
-            m.cost_usd,
+            Some(m.cost_usd),
         ),
         (
             "baton_agent_turns_total",
             Counter,
             "Agent turns.",
-            m.agent_turns as f64,
+            n(m.agent_turns),
         ),
     ];
-    for (name, kind, help, value) in scalars {
-        e.single(name, kind, help, value);
+    singles(&mut e, &work);
+    render_labelled(&mut e, m);
+    render_tracker(&mut e, m);
+    e.finish()
+}
+
+/// The tracker's budget, points and last success (each only when known), and the histograms.
+fn render_tracker(e: &mut Exposition, m: &MetricsSnapshot) {
+    let n = |v: u64| Some(v as f64);
+    let last_success = m.last_successful_poll.map(|at| {
+        at.duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    });
+    let opt = |v: Option<u64>| v.map(|v| v as f64);
+    let tracker: [Single; 7] = [
+        (
+            "baton_tracker_rate_limit_remaining",
+            Gauge,
+            "Tracker rate-limit points left in the current window.",
+            opt(m.rate_limit_remaining),
+        ),
+        (
+            "baton_tracker_rate_limit_limit",
+            Gauge,
+            "Tracker rate-limit points per window.",
+            opt(m.rate_limit_limit),
+        ),
+        (
+            "baton_tracker_poll_points",
+            Gauge,
+            "Tracker rate-limit points used by the last poll.",
+            opt(m.last_poll_points),
+        ),
+        (
+            "baton_tracker_points_projected_per_hour",
+            Gauge,
+            "Tracker rate-limit points per hour the budget plan projects.",
+            opt(m.points_projected_per_hour),
+        ),
+        (
+            "baton_tracker_points_total",
+            Counter,
+            "Tracker rate-limit points used by all polls and fetch batches.",
+            n(m.points_total),
+        ),
+        (
+            "baton_tracker_poll_interval_seconds",
+            Gauge,
+            "The tracker poll interval in force (polling.interval_ms, stretched to the budget).",
+            Some(m.poll_interval_seconds),
+        ),
+        (
+            "baton_last_successful_poll_timestamp_seconds",
+            Gauge,
+            "When the last tracker poll succeeded, in unix seconds.",
+            last_success,
+        ),
+    ];
+    singles(e, &tracker);
+    for (name, help, h) in [
+        (
+            "baton_poll_duration_seconds",
+            "Tracker poll duration in seconds.",
+            &m.poll_duration,
+        ),
+        (
+            "baton_state_write_duration_seconds",
+            "State file write duration in seconds.",
+            &m.state_write_duration,
+        ),
+    ] {
+        e.family(name, MetricType::Histogram, help);
+        e.histogram(name, &[], h);
+    }
+}
+
+fn singles(e: &mut Exposition, families: &[Single]) {
+    for &(name, kind, help, value) in families {
+        if let Some(v) = value {
+            e.single(name, kind, help, v);
+        }
     }
 }
 
@@ -213,11 +262,7 @@ fn render_labelled(e: &mut Exposition, m: &MetricsSnapshot) {
         ("cache_read", t.cache_read_input_tokens),
         ("cache_creation", t.cache_creation_input_tokens),
     ];
-    let hosts: Vec<(&str, u64)> = m
-        .host_running
-        .iter()
-        .map(|(k, v)| (k.as_str(), *v))
-        .collect();
+    let hosts = m.host_running.iter().map(|(k, v)| (k.as_str(), *v));
     let labelled = [
         (
             "baton_poll_errors_total",
@@ -252,7 +297,7 @@ fn render_labelled(e: &mut Exposition, m: &MetricsSnapshot) {
             Gauge,
             "Agents running now per SSH host.",
             "host",
-            hosts,
+            hosts.collect(),
         ),
     ];
     for (name, kind, help, label, values) in labelled {
@@ -264,79 +309,5 @@ fn render_labelled(e: &mut Exposition, m: &MetricsSnapshot) {
         for (value, n) in values {
             e.sample(name, &[(label, value)], n as f64);
         }
-    }
-}
-
-/// The duration histograms.
-fn render_histograms(e: &mut Exposition, m: &MetricsSnapshot) {
-    let histograms = [
-        (
-            "baton_poll_duration_seconds",
-            "Tracker poll duration in seconds.",
-            &m.poll_duration,
-        ),
-        (
-            "baton_state_write_duration_seconds",
-            "State file write duration in seconds.",
-            &m.state_write_duration,
-        ),
-    ];
-    for (name, help, h) in histograms {
-        e.family(name, MetricType::Histogram, help);
-        e.histogram(name, &[], h);
-    }
-}
-
-/// The tracker's rate-limit gauges, points and last success (each only when known).
-fn render_tracker(e: &mut Exposition, m: &MetricsSnapshot) {
-    let optional = [
-        (
-            "baton_tracker_rate_limit_remaining",
-            "Tracker rate-limit points left in the current window.",
-            m.rate_limit_remaining,
-        ),
-        (
-            "baton_tracker_rate_limit_limit",
-            "Tracker rate-limit points per window.",
-            m.rate_limit_limit,
-        ),
-        (
-            "baton_tracker_poll_points",
-            "Tracker rate-limit points used by the last poll.",
-            m.last_poll_points,
-        ),
-        (
-            "baton_tracker_points_projected_per_hour",
-            "Tracker rate-limit points per hour the budget plan projects.",
-            m.points_projected_per_hour,
-        ),
-    ];
-    for (name, help, value) in optional {
-        if let Some(v) = value {
-            e.single(name, Gauge, help, v as f64);
-        }
-    }
-    e.single(
-        "baton_tracker_points_total",
-        Counter,
-        "Tracker rate-limit points used by all polls and fetch batches.",
-        m.points_total as f64,
-    );
-    e.single(
-        "baton_tracker_poll_interval_seconds",
-        Gauge,
-        "The tracker poll interval in force (polling.interval_ms, stretched to the budget).",
-        m.poll_interval_seconds,
-    );
-    if let Some(at) = m.last_successful_poll {
-        let secs = at
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
-        e.single(
-            "baton_last_successful_poll_timestamp_seconds",
-            Gauge,
-            "When the last tracker poll succeeded, in unix seconds.",
-            secs,
-        );
     }
 }

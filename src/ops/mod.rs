@@ -1,11 +1,5 @@
-//! Operations: systemd notify and watchdog, Prometheus metrics, health decisions.
-//!
-//! Nothing in this module reads the orchestrator's state or touches the main loop. The daemon
-//! (`runtime::daemon::ops`) copies its counters into a [`metrics::MetricsSnapshot`] and its
-//! readiness facts into [`shared::OpsShared`] (the hand-over point: the loop and the tracker
-//! thread write it, the HTTP thread reads it and decides with [`health::readyz`]), and calls the
-//! [`sdnotify::Notifier`] from the main loop (so a wedged loop stops the watchdog pings).
-//! [`sdnotify::take_systemd_env`] reads and scrubs systemd's variables before any thread starts.
+//! Operations: systemd notify and watchdog, Prometheus metrics, health decisions (ARCHITECTURE.md,
+//! "Operations"). Nothing here reads the orchestrator's state: `runtime::daemon::ops` copies it in.
 
 pub mod exposition;
 pub mod health;
@@ -17,19 +11,10 @@ use std::sync::Arc;
 
 /// What the daemon shares with the HTTP thread and systemd. `Default`: fresh shared state and
 /// no systemd.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct DaemonOps {
     /// Metrics and readiness facts (also given to the HTTP server).
     pub shared: Arc<shared::OpsShared>,
     /// The systemd notifier ([`sdnotify::Notifier::from_env`] in production).
     pub notifier: Arc<sdnotify::Notifier>,
-}
-
-impl Default for DaemonOps {
-    fn default() -> Self {
-        DaemonOps {
-            shared: Arc::new(shared::OpsShared::new()),
-            notifier: Arc::new(sdnotify::Notifier::disabled()),
-        }
-    }
 }

@@ -1,9 +1,6 @@
-//! systemd's notify protocol (`sd_notify(3)`) without a crate: one datagram per message to
-//! `$NOTIFY_SOCKET` (a filesystem path, or an abstract socket written `@name`).
-//!
-//! Without `NOTIFY_SOCKET` every call is a no-op. A failing socket is logged once (`warn`) and
-//! never panics, blocks or stops the daemon: the socket is non-blocking, so a wedged systemd
-//! cannot wedge the main loop.
+//! systemd's notify protocol (`sd_notify(3)`) with std's `UnixDatagram`: one datagram per message
+//! to `$NOTIFY_SOCKET` (a path or an `@abstract` name); a no-op without it. A failing socket is
+//! logged once; the socket is non-blocking, so a wedged systemd cannot wedge the main loop.
 
 use std::ffi::OsStr;
 use std::os::linux::net::SocketAddrExt;
@@ -15,7 +12,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::warn;
 
-use super::shared::OpsShared;
 use super::DaemonOps;
 
 /// Environment variables systemd sets for the main process only. [`take_systemd_env`] removes
@@ -36,7 +32,6 @@ pub const WATCHDOG_MAX_INTERVAL: Duration = Duration::from_secs(3600);
 /// startup with [`Notifier::from_env`].
 #[derive(Debug, Default)]
 pub struct Notifier {
-    /// `None` disables every call.
     target: Option<(UnixDatagram, SocketAddr)>,
     /// `$NOTIFY_SOCKET` as given, for the one warning.
     label: String,
@@ -46,10 +41,6 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    pub fn disabled() -> Self {
-        Self::default()
-    }
-
     /// Read `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from the process environment.
     pub fn from_env() -> Self {
         let var = |name: &str| std::env::var_os(name);
@@ -72,16 +63,12 @@ impl Notifier {
         our_pid: u32,
     ) -> Self {
         let Some(raw) = notify_socket.filter(|s| !s.is_empty()) else {
-            return Self::disabled();
+            return Self::default();
         };
         let label = raw.to_string_lossy().into_owned();
-        let target = match open(raw.as_bytes()) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                warn!("sd_notify disabled socket={label:?} error={e}");
-                None
-            }
-        };
+        let target = open(raw.as_bytes())
+            .inspect_err(|e| warn!("sd_notify disabled socket={label:?} error={e}"))
+            .ok();
         let watchdog = target.as_ref().and_then(|_| {
             parse_watchdog(
                 watchdog_usec.map(OsStr::as_bytes),
@@ -116,9 +103,6 @@ impl Notifier {
     /// `STATUS=<line>`: a one-line summary; control characters (newlines included) become
     /// spaces and the text is cut to [`STATUS_MAX_BYTES`].
     pub fn status(&self, line: &str) -> bool {
-        if self.target.is_none() {
-            return false;
-        }
         self.send(&format!("STATUS={}", status_line(line)))
     }
 
@@ -166,8 +150,8 @@ pub fn take_systemd_env() -> DaemonOps {
         std::env::remove_var(name);
     }
     DaemonOps {
-        shared: Arc::new(OpsShared::new()),
         notifier: Arc::new(notifier),
+        ..DaemonOps::default()
     }
 }
 
@@ -227,10 +211,8 @@ pub fn parse_watchdog(
     watchdog_pid: Option<&[u8]>,
     our_pid: u32,
 ) -> Option<Duration> {
-    if let Some(pid) = watchdog_pid {
-        if parse_digits(pid)? != u64::from(our_pid) {
-            return None;
-        }
+    if watchdog_pid.is_some_and(|pid| parse_digits(pid) != Some(u64::from(our_pid))) {
+        return None;
     }
     let usec = parse_digits(watchdog_usec?)?;
     if usec == 0 || usec == u64::MAX {

@@ -1,12 +1,7 @@
 //! What the main loop and the tracker thread publish for the HTTP thread: the live
-//! [`MetricsSnapshot`] and the facts `/readyz` decides from.
-//!
-//! Why shared state rather than a control request: `/metrics` and `/readyz` must answer even
-//! when the main loop is wedged (that is when an operator needs them most: the last-success
-//! gauge goes stale and readiness turns 503 by itself), and a scrape must never queue behind a
-//! burst of agent events. Each side holds a lock only to copy a few fields (the loop after an
-//! event, the tracker thread after a poll, the HTTP thread to clone the snapshot); rendering
-//! happens outside the lock. `/livez` is the one probe that goes through the loop.
+//! [`MetricsSnapshot`] and the facts `/readyz` decides from. Shared state, not a control request:
+//! `/metrics` and `/readyz` must answer even when the main loop is wedged, and a scrape must never
+//! queue behind a burst of agent events. Each side holds a lock only to copy a few fields.
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -73,11 +68,6 @@ impl OpsShared {
                 h.last_success = Some(now);
             }
         });
-    }
-
-    /// Count the points of a tracker operation other than a poll (a fetch batch).
-    pub fn record_points(&self, points: u64) {
-        self.update_metrics(|m| m.points_total = m.points_total.saturating_add(points));
     }
 
     pub fn render_metrics(&self) -> String {

@@ -1,7 +1,5 @@
-//! The daemon's injected time source. The main loop reads `now()` for every engine call and arms
-//! `timer(next_deadline)` before its one `select!`; nothing else in the loop measures time.
-//! [`SystemClock`] is wall time advanced monotonically; the tests' `ManualClock`
-//! (`tests/it/support/clock.rs`) is virtual time they advance explicitly.
+//! The daemon's injected time source: [`SystemClock`] in the binary, the tests' virtual
+//! `ManualClock` (`tests/it/support/clock.rs`); nothing else in the loop measures time.
 
 use std::time::{Duration, Instant, SystemTime};
 

@@ -1,13 +1,10 @@
-//! The daemon main loop, shaped like rust-analyzer's: [`LoopEvent`] is everything the loop waits
-//! for, `next_event` holds the only `select!`, and `handle_event` feeds the event (a drained burst,
-//! for worker reports) to the pure engine and executes the returned actions. An action whose
-//! result is another engine event queues it: the engine is never re-entered. Every timer is an
-//! engine deadline on the injected [`Clock`]; tracker calls run on two tracker threads, so a slow
-//! tracker never blocks the loop. See ARCHITECTURE.md, "The main loop".
+//! The daemon main loop, shaped like rust-analyzer's (ARCHITECTURE.md, "The main loop"): one
+//! `select!` in `next_event`, the pure engine in `handle_event`, actions executed here, tracker
+//! calls on two tracker threads so that a slow tracker never blocks the loop.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -16,7 +13,6 @@ use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Send
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
-use crate::host::sandbox::Sandbox;
 use crate::host::{sweep_tombstones, Host, HostPool};
 use crate::model::Issue;
 use crate::orchestrator::{
@@ -27,8 +23,8 @@ use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
 use crate::status::StateSnapshot;
 use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
-use crate::tracker::{take_points, Tracker, TrackerError, WatchGuard};
-use crate::workflow::config::{ConfigEnv, HooksConfig, ServiceConfig};
+use crate::tracker::{take_points, BoardRead, Tracker, TrackerError, WatchGuard};
+use crate::workflow::config::{ConfigEnv, ServiceConfig};
 use crate::workflow::loader::{
     fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow, WorkflowError,
 };
@@ -48,9 +44,6 @@ use crate::ops::shared::OpsShared;
 mod ops;
 use self::ops::LoopOps;
 pub use crate::ops::DaemonOps;
-
-/// Debounce of "WORKFLOW.md may have changed" pings (an engine deadline).
-pub use crate::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 
 /// How often a [`run_with`] condition is re-checked when no event comes (ms).
 const EXIT_RECHECK_MS: u64 = 250;
@@ -163,62 +156,17 @@ struct Inbox {
     reloaded: Receiver<Box<ReloadResult>>,
 }
 
-enum TrackerJob {
-    Poll {
-        tracker: Arc<dyn Tracker>,
-        running_ids: Vec<String>,
-        /// Set on the first tick only: its board read drives the terminal-workspace cleanup.
-        startup_cleanup: Option<StartupCleanup>,
-    },
-    /// One fetch batch (`Action::FetchIssues`).
-    Fetch {
-        tracker: Arc<dyn Tracker>,
-        retries: Vec<(String, u64)>,
-        /// Set when the batch serves the workers waiting between turns.
-        refresher: Option<Arc<Refresher>>,
-    },
-}
+/// A job for a tracker thread; its events go to the loop in order.
+type TrackerJob = Box<dyn FnOnce(&OpsShared) -> Vec<Event> + Send>;
 
 /// A tracker job (one poll: its pages, each under the request timeout) running longer than this
 /// means its thread is stuck (a FIFO read, a connection that never answers): `/livez` answers
 /// 503 and the watchdog pings stop, so that systemd restarts Baton.
 pub const TRACKER_JOB_BOUND_MS: u64 = 10 * 60 * 1000;
 
-/// When the job of one tracker thread started (injected-clock ms; 0 while idle).
-struct TrackerBusy {
-    name: &'static str,
-    since: AtomicU64,
-}
-
-fn tracker_thread(
-    busy: Arc<TrackerBusy>,
-    jobs: Receiver<TrackerJob>,
-    out: Sender<Event>,
-    ops: Arc<OpsShared>,
-    clock: Arc<dyn Clock>,
-) {
-    let spawned = spawn_supervised(busy.name, move || {
-        for job in jobs {
-            busy.since.store(clock.now().max(1), Ordering::SeqCst);
-            let events = run_tracker_job(job, &ops);
-            busy.since.store(0, Ordering::SeqCst);
-            for ev in events {
-                if out.send(ev).is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    if let Err(e) = spawned {
-        error!("cannot start tracker thread error={e}");
-    }
-}
-
-/// What the first tick needs to find terminal issues, whose workspaces are cleaned (through the
-/// engine) before the first dispatch.
-struct StartupCleanup {
-    terminal_states: Vec<String>,
-}
+/// The tracker threads: polls, and fetch batches (retries and between-turn refreshes). The engine
+/// gives each at most one job at a time.
+const TRACKER_THREADS: [&str; 2] = ["tracker-poll", "tracker-retry"];
 
 /// Record how a tracker call ended and pass its result on.
 fn observe<T>(calls: &mut Vec<CallOutcome>, r: Result<T, TrackerError>) -> Result<T, TrackerError> {
@@ -226,52 +174,105 @@ fn observe<T>(calls: &mut Vec<CallOutcome>, r: Result<T, TrackerError>) -> Resul
     r
 }
 
-/// Run one tracker job. The events go out in order: `TrackerCalls` first (the request gate learns
-/// how the calls ended before the engine sees the result), then, on the first tick,
-/// `TerminalAtStartup` (so the engine holds those issues for cleanup before it sees the
-/// candidates), then the job's result. A poll is also recorded in the shared metrics and
-/// readiness facts (its duration, points and error class are known only here).
-fn run_tracker_job(job: TrackerJob, ops: &OpsShared) -> Vec<Event> {
-    let mut calls = Vec::new();
-    match job {
-        TrackerJob::Poll {
-            tracker,
-            running_ids,
-            startup_cleanup,
-        } => {
-            let started = Instant::now();
-            let _ = take_points();
-            let (candidates, refreshed, class, terminal) =
-                poll_tracker(&*tracker, &running_ids, startup_cleanup, &mut calls);
-            let rate_limit = tracker.rate_limit();
-            let points = take_points();
-            ops.record_poll(
-                started.elapsed(),
-                class,
-                rate_limit.as_ref().map(|_| points),
-                SystemTime::now(),
-                Instant::now(),
-            );
-            let op = TrackerOp::Poll;
-            let mut out = vec![
-                Event::TrackerCalls(calls),
-                Event::TrackerSpent { op, points },
-            ];
-            out.extend(terminal.map(Event::TerminalAtStartup));
-            out.push(Event::PollResult {
-                running_ids,
-                refreshed,
-                candidates,
-                rate_limit,
-            });
-            out
-        }
-        TrackerJob::Fetch {
-            tracker,
-            retries,
-            refresher,
-        } => fetch_batch(&*tracker, retries, refresher.as_deref(), ops),
+/// Validate the tracker, then read the board; a failure comes with its error class. The config
+/// passed the dispatch preflight at startup and at every applied reload, and a cached validation
+/// sends nothing: only its failure counts.
+fn read_board(
+    tracker: &dyn Tracker,
+    running_ids: &[String],
+    also_states: &[String],
+    calls: &mut Vec<CallOutcome>,
+) -> Result<BoardRead, (PollSkip, &'static str)> {
+    if let Err(e) = tracker.validate() {
+        calls.push(CallOutcome::of_error(&e));
+        return Err((PollSkip::Preflight(e.to_string()), e.class));
     }
+    observe(calls, tracker.read_board(running_ids, also_states)).map_err(|e| {
+        let message = e.to_string();
+        let retry_at = e.retry_at.map(unix_millis);
+        (PollSkip::Tracker { message, retry_at }, e.class)
+    })
+}
+
+/// One poll. The events go out in order: `TrackerCalls` first (the request gate learns how the
+/// calls ended before the engine sees the result), then, with `cleanup` (the terminal states, on
+/// the first tick), `TerminalAtStartup` (so the engine holds those issues for cleanup before it
+/// sees the candidates), then the result. The poll is also recorded in the shared metrics and
+/// readiness facts (its duration, points and error class are known only here).
+///
+/// Running issues the board read contains need no second request; only the missing ones are
+/// refreshed (shallow). Without a read (validation failed, read failed) every running issue is
+/// refreshed, except after a rate limit or rejected credentials: then nothing more is sent (the
+/// tracker just refused the budget; issue 12, failure 5).
+fn poll_job(
+    tracker: &dyn Tracker,
+    running_ids: Vec<String>,
+    cleanup: Option<Vec<String>>,
+    ops: &OpsShared,
+) -> Vec<Event> {
+    let started = Instant::now();
+    let _ = take_points();
+    let mut calls = Vec::new();
+    let also_states = cleanup.as_deref().unwrap_or_default();
+    let (read, class) = match read_board(tracker, &running_ids, also_states, &mut calls) {
+        Ok(r) => (Ok(r), None),
+        Err((skip, class)) => (Err(skip), Some(class)),
+    };
+    let stopped = calls.last().is_some_and(|o| o.stops_operation());
+    let terminal = cleanup.and_then(|states| match &read {
+        Ok(r) => Some(
+            (r.others.iter())
+                .filter(|i| i.closed || crate::model::contains_name(&states, &i.state))
+                .cloned()
+                .collect(),
+        ),
+        Err(PollSkip::Tracker { message, .. } | PollSkip::Preflight(message)) => {
+            warn!("startup terminal cleanup skipped; fetch failed error={message}");
+            None
+        }
+    });
+    let mut refresh = |ids: &[String]| {
+        (!ids.is_empty() && !stopped)
+            .then(|| observe(&mut calls, tracker.refresh_running(ids)).map_err(|e| e.to_string()))
+    };
+    let (candidates, refreshed) = match read {
+        Err(skip) => (Err(skip), refresh(&running_ids)),
+        Ok(r) => {
+            let (mut present, missing) = crate::orchestrator::rules::running_from_read(
+                &running_ids,
+                &r.candidates,
+                &r.others,
+            );
+            let refreshed = match refresh(&missing) {
+                None if running_ids.is_empty() => None,
+                None => Some(Ok(present)),
+                Some(Ok(more)) => {
+                    present.extend(more);
+                    Some(Ok(present))
+                }
+                Some(Err(e)) => Some(Err(e)),
+            };
+            (Ok(r.candidates), refreshed)
+        }
+    };
+    let rate_limit = tracker.rate_limit();
+    let points = take_points();
+    let known_points = rate_limit.as_ref().map(|_| points);
+    let now = (SystemTime::now(), Instant::now());
+    ops.record_poll(started.elapsed(), class, known_points, now.0, now.1);
+    let op = TrackerOp::Poll;
+    let mut out = vec![
+        Event::TrackerCalls(calls),
+        Event::TrackerSpent { op, points },
+    ];
+    out.extend(terminal.map(Event::TerminalAtStartup));
+    out.push(Event::PollResult {
+        running_ids,
+        refreshed,
+        candidates,
+        rate_limit,
+    });
+    out
 }
 
 /// One fetch batch: the between-turn refreshes (answered to the workers), then one fetch of
@@ -284,10 +285,7 @@ fn fetch_batch(
     ops: &OpsShared,
 ) -> Vec<Event> {
     let _ = take_points();
-    let mut calls: Vec<CallOutcome> = refresher
-        .and_then(|r| r.serve(tracker))
-        .into_iter()
-        .collect();
+    let mut calls = Vec::from_iter(refresher.and_then(|r| r.serve(tracker)));
     let ids: Vec<String> = retries.iter().map(|(id, _)| id.clone()).collect();
     let fetched = match calls.first() {
         _ if ids.is_empty() => Ok(Vec::new()),
@@ -299,13 +297,11 @@ fn fetch_batch(
         }
     };
     let points = take_points();
-    ops.record_points(points);
+    ops.update_metrics(|m| m.points_total = m.points_total.saturating_add(points));
+    let op = TrackerOp::Fetch;
     let mut out = vec![
         Event::TrackerCalls(calls),
-        Event::TrackerSpent {
-            op: TrackerOp::Fetch,
-            points,
-        },
+        Event::TrackerSpent { op, points },
     ];
     out.extend(retries.into_iter().map(|(issue_id, seq)| {
         let result = match &fetched {
@@ -319,90 +315,6 @@ fn fetch_batch(
         }
     }));
     out
-}
-
-/// A poll's candidates, as `Event::PollResult` carries them.
-type Candidates = Result<Vec<Issue>, PollSkip>;
-/// A poll's running-issue refresh, as `Event::PollResult` carries it.
-type Refreshed = Option<Result<Vec<Issue>, String>>;
-
-/// The candidates and the running issues' current state from one board read: running issues
-/// the read contains need no second request; only the missing ones are refreshed (shallow).
-/// Without a read (validation failed, read failed) every running issue is refreshed,
-/// except after a rate limit or rejected credentials: then nothing more is sent (the tracker just
-/// refused the budget; issue 12, failure 5). Every call's outcome goes to `calls`.
-fn poll_tracker(
-    tracker: &dyn Tracker,
-    running_ids: &[String],
-    startup_cleanup: Option<StartupCleanup>,
-    calls: &mut Vec<CallOutcome>,
-) -> (
-    Candidates,
-    Refreshed,
-    Option<&'static str>,
-    Option<Vec<Issue>>,
-) {
-    let also_states = startup_cleanup
-        .as_ref()
-        .map(|c| c.terminal_states.clone())
-        .unwrap_or_default();
-    let mut class: Option<&'static str> = None;
-    let mut stopped = false;
-    // The config passed the dispatch preflight at startup and at every applied reload. A cached
-    // validation sends nothing, so only its failure counts.
-    let read = match tracker.validate() {
-        Err(e) => {
-            class = Some(e.class);
-            calls.push(CallOutcome::of_error(&e));
-            stopped = CallOutcome::of_error(&e).stops_operation();
-            Err(PollSkip::Preflight(e.to_string()))
-        }
-        Ok(()) => observe(calls, tracker.read_board(running_ids, &also_states)).map_err(|e| {
-            class = Some(e.class);
-            stopped = CallOutcome::of_error(&e).stops_operation();
-            PollSkip::Tracker {
-                message: e.to_string(),
-                retry_at: e.retry_at.map(unix_millis),
-            }
-        }),
-    };
-    let mut refresh = |ids: &[String]| -> Refreshed {
-        (!ids.is_empty() && !stopped)
-            .then(|| observe(calls, tracker.refresh_running(ids)).map_err(|e| e.to_string()))
-    };
-    let terminal = startup_cleanup.as_ref().and_then(|c| match &read {
-        Ok(r) => Some(
-            r.others
-                .iter()
-                .filter(|i| i.closed || crate::model::contains_name(&c.terminal_states, &i.state))
-                .cloned()
-                .collect(),
-        ),
-        Err(PollSkip::Tracker { message, .. } | PollSkip::Preflight(message)) => {
-            warn!("startup terminal cleanup skipped; fetch failed error={message}");
-            None
-        }
-    });
-    match read {
-        Err(skip) => (Err(skip), refresh(running_ids), class, terminal),
-        Ok(r) => {
-            let (mut present, missing) = crate::orchestrator::rules::running_from_read(
-                running_ids,
-                &r.candidates,
-                &r.others,
-            );
-            let refreshed = match refresh(&missing) {
-                None if running_ids.is_empty() => None,
-                None => Some(Ok(present)),
-                Some(Ok(more)) => {
-                    present.extend(more);
-                    Some(Ok(present))
-                }
-                Some(Err(e)) => Some(Err(e)),
-            };
-            (Ok(r.candidates), refreshed, class, terminal)
-        }
-    }
 }
 
 struct WorkerHandle {
@@ -455,7 +367,8 @@ struct Daemon {
     hosts: Arc<HostPool>,
     /// The request gate holds tracker requests (see `WorkerContext::tracker_held`).
     tracker_held: Arc<AtomicBool>,
-    tracker_busy: [Arc<TrackerBusy>; 2],
+    /// When each tracker thread's job was sent; its `TrackerSpent` event ends it.
+    tracker_busy: [Option<u64>; 2],
     /// The agents the file-descriptor limit allows (`runtime::fds`), measured at startup.
     fd_cap: Option<u64>,
     /// The workers waiting for their between-turn refresh (served by fetch batches).
@@ -524,7 +437,7 @@ pub fn run_with_state(
     let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
-    let (poll_jobs, retry_jobs, tracker_rx, busy) = start_tracker_threads(&ops.shared, &clock);
+    let (poll_jobs, retry_jobs, tracker_rx) = start_tracker_threads(&ops.shared);
     let (changed_tx, changed_rx) = bounded(1);
     let inbox = Inbox {
         workers: events_rx,
@@ -571,7 +484,7 @@ pub fn run_with_state(
         reload_again: false,
         hosts,
         tracker_held: Arc::new(AtomicBool::new(false)),
-        tracker_busy: busy,
+        tracker_busy: [None; 2],
         fd_cap,
         refresher,
     };
@@ -590,30 +503,27 @@ fn descriptor_cap(cfg: &ServiceConfig) -> Option<u64> {
     cap
 }
 
-/// Start the poll and the retry tracker threads: their job senders, their results, and what
-/// each is busy with.
+/// Start the tracker threads: their job senders and their results.
 fn start_tracker_threads(
     ops: &Arc<OpsShared>,
-    clock: &Arc<dyn Clock>,
-) -> (
-    Sender<TrackerJob>,
-    Sender<TrackerJob>,
-    Receiver<Event>,
-    [Arc<TrackerBusy>; 2],
-) {
+) -> (Sender<TrackerJob>, Sender<TrackerJob>, Receiver<Event>) {
     let (out, results) = unbounded();
-    let busy = ["tracker-poll", "tracker-retry"].map(|name| {
-        Arc::new(TrackerBusy {
-            name,
-            since: AtomicU64::new(0),
-        })
-    });
-    let [poll, retry] = busy.clone().map(|b| {
-        let (jobs, jobs_rx) = unbounded();
-        tracker_thread(b, jobs_rx, out.clone(), Arc::clone(ops), Arc::clone(clock));
+    let [poll, retry] = TRACKER_THREADS.map(|name| {
+        let (jobs, rx) = unbounded::<TrackerJob>();
+        let (out, ops) = (out.clone(), Arc::clone(ops));
+        let spawned = spawn_supervised(name, move || {
+            for job in rx {
+                if job(&ops).into_iter().any(|ev| out.send(ev).is_err()) {
+                    return;
+                }
+            }
+        });
+        if let Err(e) = spawned {
+            error!("cannot start tracker thread error={e}");
+        }
         jobs
     });
-    (poll, retry, results, busy)
+    (poll, retry, results)
 }
 
 /// Build the tracker and validate it (on a helper thread, so SIGTERM interrupts a hung tracker
@@ -627,11 +537,10 @@ fn startup_tracker(
     let tracker = tracker_factory(cfg).map_err(|e| failed(e.to_string()))?;
     let (tx, rx) = bounded(1);
     let t = tracker.clone();
+    let validate = move || tx.send(t.validate().map_err(|e| e.to_string()));
     let spawned = thread::Builder::new()
         .name("startup".into())
-        .spawn(move || {
-            let _ = tx.send(t.validate().map_err(|e| e.to_string()));
-        });
+        .spawn(validate);
     if let Err(e) = spawned {
         error!("cannot start the startup thread error={e}");
         return Ok(None);
@@ -673,47 +582,6 @@ fn limit_malloc_arenas() {
 /// Least time shutdown waits for running workspace removals.
 const REMOVAL_JOIN_MIN_MS: u64 = 1_000;
 
-/// Probe an SSH host in the background (reachable, and its sandbox starts when agents run
-/// confined); the answer comes back as `Event::HostProbed`.
-fn probe_host(
-    hosts: &HostPool,
-    host: String,
-    sandbox: Option<Arc<Sandbox>>,
-    events: Sender<Event>,
-) {
-    let h = hosts.get(Some(&host));
-    let spawned = thread::Builder::new()
-        .name("host-probe".into())
-        .spawn(move || {
-            let result = h
-                .probe()
-                .and_then(|()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref())));
-            let _ = events.send(Event::HostProbed { host, result });
-        });
-    if let Err(e) = spawned {
-        warn!("cannot start a host probe error={e}");
-    }
-}
-
-fn clean_workspace(host: &dyn Host, hooks: &HooksConfig, issue: &Issue, path: &Path) {
-    let root = path.parent().unwrap_or(Path::new("/"));
-    let env = HookEnv::for_issue(issue, path);
-    match remove_workspace_on(host, root, path, hooks, &env) {
-        Ok(true) => info!(
-            "workspace removed issue_id={} issue_identifier={} workspace={} host={}",
-            issue.id,
-            issue.identifier,
-            path.display(),
-            host.name().unwrap_or("local")
-        ),
-        Ok(false) => {}
-        Err(e) => warn!(
-            "workspace removal failed issue_id={} issue_identifier={} error={e}",
-            issue.id, issue.identifier
-        ),
-    }
-}
-
 impl Daemon {
     /// Startup once wired: the tombstone sweep, the watch, the restore's orphan stops, readiness;
     /// then the loop.
@@ -743,7 +611,12 @@ impl Daemon {
             self.handle_event(ev, &inbox);
             let now = self.clock.now();
             self.persist.after_step(&self.state, now);
-            self.check_exit();
+            // The [`run_with`] condition starts the graceful shutdown (once).
+            if (self.exit_when.as_mut()).is_some_and(|f| f(&state_snapshot(&self.state, now))) {
+                self.exit_when = None;
+                info!("event=exit_condition_met; shutting down");
+                self.shut_down(None);
+            }
         }
         // Producers blocked on a full channel or mailbox get an error instead of waiting.
         drop(inbox);
@@ -756,14 +629,11 @@ impl Daemon {
             error!("event=forced_shutdown workers={abandoned} process_groups_killed={groups}");
         }
         // Removals get what is left of the shutdown grace period (at least a moment).
-        let left = self
-            .state
-            .shutdown_deadline
-            .map_or(0, |t| t.saturating_sub(self.clock.now()));
+        let now = self.clock.now();
+        let left = (self.state.shutdown_deadline).map_or(0, |t| t.saturating_sub(now));
         self.removals
             .join_all(Duration::from_millis(left.max(REMOVAL_JOIN_MIN_MS)));
-        let now = self.clock.now();
-        self.persist.shutdown(now);
+        self.persist.shutdown(self.clock.now());
         self.hosts.close_all();
         info!("event=shutdown_complete");
         if abandoned > 0 {
@@ -865,7 +735,13 @@ impl Daemon {
                 for _ in inbox.reload.try_iter() {}
                 self.engine(Event::ReloadRequested);
             }
-            LoopEvent::Reloaded(r) => self.reload_done(*r),
+            LoopEvent::Reloaded(r) => {
+                self.reload_in_flight = false;
+                self.apply_reload(*r);
+                if std::mem::take(&mut self.reload_again) {
+                    self.reload();
+                }
+            }
             LoopEvent::Fatal(name) => {
                 error!("a supervised thread died; shutting down thread={name}");
                 self.shut_down(Some(RunError::ThreadDied(name)));
@@ -896,19 +772,10 @@ impl Daemon {
     /// The tracker thread on one job for [`TRACKER_JOB_BOUND_MS`] or longer, and when the next
     /// busy thread would pass the bound.
     fn stuck_tracker(&self, now: u64) -> (Option<&'static str>, Option<u64>) {
-        let mut out = (None, None);
-        for b in &self.tracker_busy {
-            let since = b.since.load(Ordering::SeqCst);
-            let due = since.saturating_add(TRACKER_JOB_BOUND_MS);
-            if since == 0 {
-                continue;
-            } else if due <= now {
-                out.0 = out.0.or(Some(b.name));
-            } else {
-                out.1 = Some(out.1.map_or(due, |d: u64| d.min(due)));
-            }
-        }
-        out
+        let due = |i: usize| self.tracker_busy[i].map(|t| t.saturating_add(TRACKER_JOB_BOUND_MS));
+        let stuck = (0..2).find(|&i| due(i).is_some_and(|d| d <= now));
+        let next = (0..2).filter_map(due).filter(|&d| d > now).min();
+        (stuck.map(|i| TRACKER_THREADS[i]), next)
     }
 
     /// (Re)start the current tracker's watch; a failure only costs the instant reaction.
@@ -917,18 +784,6 @@ impl Daemon {
         match self.tracker.watch(self.changed_tx.clone()) {
             Ok(w) => self.watch = w,
             Err(e) => warn!("tracker watch unavailable; polling only error={e}"),
-        }
-    }
-
-    /// Start the graceful shutdown once the [`run_with`] condition holds.
-    fn check_exit(&mut self) {
-        let Some(exit_when) = self.exit_when.as_mut() else {
-            return;
-        };
-        if exit_when(&state_snapshot(&self.state, self.clock.now())) {
-            self.exit_when = None;
-            info!("event=exit_condition_met; shutting down");
-            self.shut_down(None);
         }
     }
 
@@ -965,6 +820,9 @@ impl Daemon {
         match &ev {
             Event::Shutdown => self.persist.freeze(&self.state, now),
             Event::TerminalAtStartup(_) => self.swept = true,
+            Event::TrackerSpent { op, .. } => {
+                self.tracker_busy[usize::from(*op == TrackerOp::Fetch)] = None;
+            }
             _ => {}
         }
         let actions = handle(&mut self.state, ev, now);
@@ -985,11 +843,12 @@ impl Daemon {
                 retries,
                 refresh_workers,
             } => {
-                let _ = self.retry_jobs.send(TrackerJob::Fetch {
-                    tracker: self.tracker.clone(),
-                    retries,
-                    refresher: refresh_workers.then(|| Arc::clone(&self.refresher)),
-                });
+                let tracker = self.tracker.clone();
+                let refresher = refresh_workers.then(|| Arc::clone(&self.refresher));
+                let _ = self.retry_jobs.send(Box::new(move |ops: &OpsShared| {
+                    fetch_batch(&*tracker, retries, refresher.as_deref(), ops)
+                }));
+                self.tracker_busy[1] = Some(self.clock.now());
             }
             dispatch @ Action::Dispatch { .. } => self.dispatch(dispatch),
             Action::StopWorker {
@@ -1013,9 +872,21 @@ impl Daemon {
                 let host = self.hosts.get(host.as_deref());
                 self.clean_in_background(issue, workspace_path, host)
             }
+            // Reachable, and its sandbox starts when agents run confined.
             Action::ProbeHost { host } => {
+                let (h, events) = (self.hosts.get(Some(&host)), self.events_tx.clone());
                 let sandbox = config(&self.workflow).agent_sandbox();
-                probe_host(&self.hosts, host, sandbox, self.events_tx.clone())
+                let probe = move || {
+                    let confined = |()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref()));
+                    let result = h.probe().and_then(confined);
+                    let _ = events.send(Event::HostProbed { host, result });
+                };
+                if let Err(e) = thread::Builder::new()
+                    .name("host-probe".into())
+                    .spawn(probe)
+                {
+                    warn!("cannot start a host probe error={e}");
+                }
             }
             Action::StopOrphan {
                 issue_id,
@@ -1056,7 +927,22 @@ impl Daemon {
             let _log = crate::runlog::RunLog::new(&issue.id, &issue.identifier).enter();
             // Whatever happens in the removal, the issue must be released afterwards.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                clean_workspace(host.as_ref(), &hooks, &issue, &path)
+                let root = path.parent().unwrap_or(Path::new("/"));
+                let env = HookEnv::for_issue(&issue, &path);
+                match remove_workspace_on(host.as_ref(), root, &path, &hooks, &env) {
+                    Ok(true) => info!(
+                        "workspace removed issue_id={} issue_identifier={} workspace={} host={}",
+                        issue.id,
+                        issue.identifier,
+                        path.display(),
+                        host.name().unwrap_or("local")
+                    ),
+                    Ok(false) => {}
+                    Err(e) => warn!(
+                        "workspace removal failed issue_id={} issue_identifier={} error={e}",
+                        issue.id, issue.identifier
+                    ),
+                }
             }));
             if r.is_err() {
                 error!("workspace removal panicked issue_id={id}");
@@ -1107,17 +993,11 @@ impl Daemon {
         if stamp != self.stamp {
             self.reload();
         }
-        let startup_cleanup = (!self.swept).then(|| {
-            let cfg = config(&self.workflow);
-            StartupCleanup {
-                terminal_states: cfg.tracker.terminal_states.clone(),
-            }
-        });
-        let _ = self.poll_jobs.send(TrackerJob::Poll {
-            tracker: self.tracker.clone(),
-            running_ids,
-            startup_cleanup,
-        });
+        let tracker = self.tracker.clone();
+        let cleanup = (!self.swept).then(|| config(&self.workflow).tracker.terminal_states.clone());
+        let job = move |ops: &OpsShared| poll_job(&*tracker, running_ids, cleanup, ops);
+        let _ = self.poll_jobs.send(Box::new(job));
+        self.tracker_busy[0] = Some(self.clock.now());
     }
 
     fn dispatch(&mut self, action: Action) {
@@ -1209,55 +1089,39 @@ impl Daemon {
         }
         self.stamp = stat_fingerprint(&self.opts_path);
         // Off the loop: the parse may run `gh auth token` and the template dry-renders.
-        let (path, hash, env) = (
-            self.opts_path.clone(),
-            self.workflow.content_hash,
-            self.env.clone(),
-        );
-        let tx = self.reload_tx.clone();
+        let (path, env) = (self.opts_path.clone(), self.env.clone());
+        let (hash, tx) = (self.workflow.content_hash, self.reload_tx.clone());
+        let reread = move || {
+            // Compare the raw bytes first: touches, watcher noise and saves without changes cost
+            // one read and a hash, not a YAML parse, token lookup and dry-renders.
+            let run = || -> ReloadResult {
+                let bytes = read_workflow_bytes(&path)?;
+                if fnv1a64(&bytes) == hash {
+                    return Ok(None);
+                }
+                parse_workflow_bytes(&path, bytes, &*env).map(Some)
+            };
+            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+            let _ = tx.send(Box::new(loaded.unwrap_or_else(|_| {
+                Err(WorkflowError {
+                    class: "workflow_parse_error",
+                    path: path.clone(),
+                    message: "internal error: the reload panicked".into(),
+                })
+            })));
+        };
         let spawned = thread::Builder::new()
             .name("workflow-reload".into())
-            .spawn(move || {
-                let run = || {
-                    // Compare the raw bytes first: touches, watcher noise and saves without changes
-                    // cost one read and a hash, not a YAML parse, token lookup and dry-renders.
-                    read_workflow_bytes(&path).and_then(|bytes| {
-                        if fnv1a64(&bytes) == hash {
-                            Ok(None)
-                        } else {
-                            parse_workflow_bytes(&path, bytes, &*env).map(Some)
-                        }
-                    })
-                };
-                let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
-                    .unwrap_or_else(|_| {
-                        Err(WorkflowError {
-                            class: "workflow_parse_error",
-                            path: path.clone(),
-                            message: "internal error: the reload panicked".into(),
-                        })
-                    });
-                let _ = tx.send(Box::new(loaded));
-            });
+            .spawn(reread);
         match spawned {
             Ok(_) => self.reload_in_flight = true,
             Err(e) => error!("cannot start the workflow reload error={e}"),
         }
     }
 
-    /// Apply a finished reload: when valid and changed, swap in the new workflow, tracker and
-    /// runner and queue `ConfigReloaded`, else keep the last good config and log the problem once.
-    fn reload_done(&mut self, loaded: ReloadResult) {
-        self.reload_in_flight = false;
-        self.apply_reload(loaded);
-        if std::mem::take(&mut self.reload_again) {
-            self.reload();
-        }
-    }
-
-    /// All or nothing: a reload that fails to parse, fails the dispatch preflight or names a
-    /// tracker that cannot be built keeps the previous workflow, tracker, runner and policy in
-    /// force entirely; the error (file, key, problem) is logged once and shown by `/readyz`.
+    /// Apply a finished reload, all or nothing: a valid change swaps in the new workflow, tracker
+    /// and runner and queues `ConfigReloaded`; one that fails to parse, fails the dispatch
+    /// preflight or names a tracker that cannot be built keeps everything in force.
     fn apply_reload(&mut self, loaded: ReloadResult) {
         let wf = match loaded {
             Ok(Some(wf)) => wf,

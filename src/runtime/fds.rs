@@ -1,10 +1,7 @@
 //! File descriptors (issue 25): every local agent holds about [`FDS_PER_AGENT`] descriptors (its
-//! stdout and stderr pipes and a pidfd; one more over SSH), and the HTTP server, `state.json`
-//! writes and the log need some of their own. At startup Baton raises its soft `RLIMIT_NOFILE` to
-//! the hard limit ([`raise_nofile_limit`]), caps `agent.max_concurrent_agents` at what the limit
-//! allows with [`FD_RESERVE`] kept free ([`agents_allowed`]), and a run does not start spawning
-//! while fewer than the reserve are free ([`check_reserve`]). A spawn that still fails for lack of
-//! descriptors or processes ([`is_resource_exhausted`]) is retried without counting an attempt.
+//! stdout and stderr pipes and a pidfd; one more over SSH). Baton raises its soft `RLIMIT_NOFILE`,
+//! caps `agent.max_concurrent_agents` at what the limit allows with [`FD_RESERVE`] kept free, and
+//! retries a spawn that failed for lack of descriptors without counting an attempt.
 
 use std::io;
 

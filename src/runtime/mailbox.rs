@@ -1,12 +1,6 @@
-//! Backpressure from the main loop to a run: one [`Mailbox`] per run, which its worker writes and
-//! the loop empties. The loop needs the latest state of a run, not every line an agent prints:
-//! an activity event (assistant text, a tool call, a malformed line…) replaces the activity event
-//! before it when the loop has not taken it yet, keeping what it said about the session, the
-//! process and the rate limits. Everything that counts is kept in order: progress reports, session
-//! starts, turn ends, and every event carrying usage or cost (budgets depend on them). The first
-//! news of an empty mailbox sends the mailbox itself once on the loop's bounded wake-up channel;
-//! a worker whose mailbox holds [`CAPACITY`] kept items waits until the loop takes them. The loop
-//! never waits: it swaps the items out under the lock.
+//! Backpressure from the main loop to a run (ARCHITECTURE.md, "The main loop"): the loop needs the
+//! latest state of a run, not every line an agent prints, so an activity event replaces the one
+//! the loop has not taken yet; everything that counts (budgets depend on it) is kept in order.
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 

@@ -1,8 +1,5 @@
-//! The runtime around the pure core: the daemon main loop (`daemon`), its injected time source
-//! (`clock`), worker threads running the attempt algorithm (`worker`, with the first turn of a
-//! resumed session in `resume`), each reporting through its run's `mailbox`, durable state
-//! (`persist`), the tracker threads that keep GitHub calls off the loop, and the between-turn
-//! refresh batches (`refresh`).
+//! The runtime around the pure core: the main loop and its threads, the workers running the
+//! attempt algorithm, and durable state (ARCHITECTURE.md, "Threads", "The main loop").
 
 pub mod clock;
 pub mod daemon;

@@ -1,9 +1,7 @@
-//! The daemon's side of durable state: take the state directory (Baton's own, locked) and read
-//! `state.json` before anything else runs ([`acquire`]); restore the engine state from it
-//! (`Persist::start`, the pure `orchestrator::restore`); write the engine state's projection
-//! after loop steps on the writer thread (`Persist::after_step`); freeze it when shutdown begins
-//! (the runs shutdown stops stay recorded as interrupted, so the next start resumes them); write
-//! once more when shutdown completes.
+//! The daemon's side of durable state: the state directory locked and `state.json` read before
+//! anything else runs ([`acquire`]); the projection written after loop steps on the writer thread;
+//! frozen when shutdown begins (the runs shutdown stops stay recorded as interrupted, so the next
+//! start resumes them), written once more when it completes.
 
 use crossbeam_channel::{unbounded, Receiver};
 use log::{error, info, log, warn, Level};
@@ -92,27 +90,34 @@ fn move_legacy(cfg: &ServiceConfig, dir: &StateDir) -> Result<(), StoreError> {
 }
 
 fn read(dir: &StateDir) -> Result<OrchestratorState, StoreError> {
-    let corrupt = |problem: &str| -> Result<OrchestratorState, StoreError> {
-        let moved = dir.move_aside("corrupt", wall_now())?;
-        error!(
-            "event=state_corrupt file={} moved_to={} error={problem:?}; starting with an empty state",
-            dir.state_file().display(),
-            moved.display()
-        );
-        Ok(OrchestratorState::default())
-    };
-    match dir.read_state() {
-        Err(problem) => corrupt(&problem),
-        Ok(None) => Ok(OrchestratorState::default()),
-        Ok(Some(bytes)) => match restore::parse(&bytes) {
-            Ok(s) => Ok(s),
-            Err(ParseError::Newer(found)) => Err(StoreError::VersionUnsupported {
-                path: dir.state_file(),
-                found,
-                newest: restore::VERSION,
-            }),
-            Err(ParseError::Corrupt(problem)) => corrupt(&problem),
+    let problem = match dir.read_state() {
+        Ok(None) => return Ok(OrchestratorState::default()),
+        Ok(Some(bytes)) => match parse(dir, &bytes)? {
+            Ok(s) => return Ok(s),
+            Err(problem) => problem,
         },
+        Err(problem) => problem,
+    };
+    let moved = dir.move_aside("corrupt", wall_now())?;
+    error!(
+        "event=state_corrupt file={} moved_to={} error={problem:?}; starting with an empty state",
+        dir.state_file().display(),
+        moved.display()
+    );
+    Ok(OrchestratorState::default())
+}
+
+/// `state.json`'s bytes parsed: `Ok(Err(problem))` when corrupt, `Err` when a newer Baton wrote
+/// them.
+fn parse(dir: &StateDir, bytes: &[u8]) -> Result<Result<OrchestratorState, String>, StoreError> {
+    match restore::parse(bytes) {
+        Ok(s) => Ok(Ok(s)),
+        Err(ParseError::Corrupt(problem)) => Ok(Err(problem)),
+        Err(ParseError::Newer(found)) => Err(StoreError::VersionUnsupported {
+            path: dir.state_file(),
+            found,
+            newest: restore::VERSION,
+        }),
     }
 }
 
@@ -268,15 +273,10 @@ impl Persist {
 /// directory is, whether it is safe, whether a daemon holds its lock, and a summary of
 /// `state.json`. Reads only: no lock is taken and nothing is created or moved.
 pub fn check_lines(cfg: &ServiceConfig) -> Vec<(&'static str, String)> {
-    let path = &cfg.state_dir;
+    let (path, shown) = (&cfg.state_dir, cfg.state_dir.display());
     if !path.exists() {
-        return vec![(
-            "ok",
-            format!(
-                "state dir {} does not exist yet (created at the first start)",
-                path.display()
-            ),
-        )];
+        let missing = format!("state dir {shown} does not exist yet (created at the first start)");
+        return vec![("ok", missing)];
     }
     let dir = match StateDir::open(path, false) {
         Ok(d) => d,
@@ -293,18 +293,10 @@ pub fn check_lines(cfg: &ServiceConfig) -> Vec<(&'static str, String)> {
     let stored = match dir.read_state() {
         Ok(None) => ("ok", "stored state: none yet".to_string()),
         Err(e) => ("warn", format!("stored state {}: {e}", file.display())),
-        Ok(Some(bytes)) => match restore::parse(&bytes) {
-            Ok(s) => ("ok", format!("stored state: {}", check_summary(&s))),
-            Err(ParseError::Newer(found)) => {
-                let newest = restore::VERSION;
-                let e = StoreError::VersionUnsupported {
-                    path: file,
-                    found,
-                    newest,
-                };
-                ("fail", e.to_string())
-            }
-            Err(ParseError::Corrupt(e)) => (
+        Ok(Some(bytes)) => match parse(&dir, &bytes) {
+            Ok(Ok(s)) => ("ok", format!("stored state: {}", check_summary(&s))),
+            Err(e) => ("fail", e.to_string()),
+            Ok(Err(e)) => (
                 "warn",
                 format!(
                     "stored state {} is unreadable ({e}); the daemon will move it aside and start fresh",
@@ -313,8 +305,5 @@ pub fn check_lines(cfg: &ServiceConfig) -> Vec<(&'static str, String)> {
             ),
         },
     };
-    vec![
-        ("ok", format!("state dir {}: {holder}", path.display())),
-        stored,
-    ]
+    vec![("ok", format!("state dir {shown}: {holder}")), stored]
 }

@@ -1,9 +1,7 @@
-//! No silent thread death. The one policy: a panic in a long-lived thread is logged (through the
-//! logger, by [`install_panic_hook`]) and reported on the process-wide fatal channel; the daemon
-//! loop then shuts down as on SIGTERM (agents stopped, `after_run` done) and exits non-zero, so
-//! systemd restarts it. No thread is restarted in place: a panicking tracker thread may have lost
-//! an in-flight job the engine still waits for, and a clean restart of the whole daemon is the
-//! only state known to be consistent.
+//! No silent thread death (ARCHITECTURE.md, "Thread policy"): a panic in a long-lived thread is
+//! logged and reported on the process-wide fatal channel; the daemon then shuts down gracefully
+//! and exits non-zero. No thread is restarted in place: a clean restart is the only state known
+//! to be consistent.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::OnceLock;

@@ -96,72 +96,6 @@ pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>
     })
 }
 
-struct Run<'a> {
-    ctx: &'a WorkerContext,
-    issue: Issue,
-    workspace: Option<Workspace>,
-}
-
-impl Run<'_> {
-    fn progress(&self, p: WorkerProgress) {
-        self.ctx.mailbox.post(News::Progress(p));
-    }
-
-    /// Stop the session, enter Finishing, run `after_run` best-effort.
-    fn finish(&self, session: Option<&mut Box<dyn AgentSession>>) {
-        if let Some(s) = session {
-            s.stop();
-        }
-        self.progress(WorkerProgress::Phase(WorkerPhase::Finishing));
-        if let Some(ws) = &self.workspace {
-            let (env, hooks) = (HookEnv::for_issue(&self.issue, &ws.path), &self.ctx.hooks);
-            let after_run = hooks.after_run.as_deref();
-            let host = self.ctx.host.as_ref();
-            let _ = run_configured_hook(
-                host,
-                HookKind::AfterRun,
-                after_run,
-                &ws.path,
-                &env,
-                hooks.timeout_ms,
-            );
-        }
-    }
-
-    fn failed_or_cancelled(&self, msg: String) -> WorkerOutcome {
-        if self.ctx.cancel.is_cancelled() {
-            WorkerOutcome::Cancelled
-        } else {
-            WorkerOutcome::Failed(msg)
-        }
-    }
-
-    /// A failure on a remote host is a host failure when it is a connection/startup error
-    /// (`host_unavailable`), or when the host no longer answers (a dropped connection mid-turn).
-    /// `started`: whether the agent process had started.
-    fn classify(&self, msg: String, started: bool) -> WorkerOutcome {
-        if !started && !self.ctx.cancel.is_cancelled() && fds::is_resource_exhausted(&msg) {
-            return resource_exhausted(msg);
-        }
-        if self.ctx.cancel.is_cancelled() || self.ctx.host.name().is_none() {
-            return self.failed_or_cancelled(msg);
-        }
-        if is_host_unavailable(&msg) {
-            return WorkerOutcome::HostFailed {
-                started,
-                error: msg,
-            };
-        }
-        match self.ctx.host.probe() {
-            Err(e) if started => WorkerOutcome::HostFailed {
-                started,
-                error: format!("{msg}; {e}"),
-            },
-            _ => WorkerOutcome::Failed(msg),
-        }
-    }
-}
-
 /// A spawn ran out of descriptors or processes: a WARN, and a retry that is not a failed attempt.
 fn resource_exhausted(msg: String) -> WorkerOutcome {
     warn!("event=spawn_resource_exhausted error={msg:?}; retrying without counting an attempt");
@@ -217,7 +151,68 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
     outcome
 }
 
+struct Run<'a> {
+    ctx: &'a WorkerContext,
+    issue: Issue,
+    workspace: Option<Workspace>,
+}
+
 impl Run<'_> {
+    fn progress(&self, p: WorkerProgress) {
+        self.ctx.mailbox.post(News::Progress(p));
+    }
+
+    /// Stop the session, enter Finishing, run `after_run` best-effort.
+    fn finish(&self, session: Option<&mut Box<dyn AgentSession>>) {
+        if let Some(s) = session {
+            s.stop();
+        }
+        self.progress(WorkerProgress::Phase(WorkerPhase::Finishing));
+        if let Some(ws) = &self.workspace {
+            let after_run = self.ctx.hooks.after_run.as_deref();
+            let _ = self.hook(HookKind::AfterRun, after_run, &ws.path);
+        }
+    }
+
+    fn hook(&self, kind: HookKind, script: Option<&str>, path: &Path) -> Result<(), String> {
+        let env = HookEnv::for_issue(&self.issue, path);
+        let (host, timeout) = (self.ctx.host.as_ref(), self.ctx.hooks.timeout_ms);
+        run_configured_hook(host, kind, script, path, &env, timeout)
+    }
+
+    fn failed_or_cancelled(&self, msg: String) -> WorkerOutcome {
+        if self.ctx.cancel.is_cancelled() {
+            WorkerOutcome::Cancelled
+        } else {
+            WorkerOutcome::Failed(msg)
+        }
+    }
+
+    /// A failure on a remote host is a host failure when it is a connection/startup error
+    /// (`host_unavailable`), or when the host no longer answers (a dropped connection mid-turn).
+    /// `started`: whether the agent process had started.
+    fn classify(&self, msg: String, started: bool) -> WorkerOutcome {
+        if !started && !self.ctx.cancel.is_cancelled() && fds::is_resource_exhausted(&msg) {
+            return resource_exhausted(msg);
+        }
+        if self.ctx.cancel.is_cancelled() || self.ctx.host.name().is_none() {
+            return self.failed_or_cancelled(msg);
+        }
+        if is_host_unavailable(&msg) {
+            return WorkerOutcome::HostFailed {
+                started,
+                error: msg,
+            };
+        }
+        match self.ctx.host.probe() {
+            Err(e) if started => WorkerOutcome::HostFailed {
+                started,
+                error: format!("{msg}; {e}"),
+            },
+            _ => WorkerOutcome::Failed(msg),
+        }
+    }
+
     /// Ensure the workspace and run `before_run`; `Err` carries the outcome when the run ends here.
     fn prepare(&mut self, root: &Path) -> Result<(), WorkerOutcome> {
         let ctx = self.ctx;
@@ -243,19 +238,8 @@ impl Run<'_> {
         if ctx.cancel.is_cancelled() {
             return Err(WorkerOutcome::Cancelled);
         }
-        let env = HookEnv::for_issue(&ctx.issue, &ws.path);
-        let before_run = hooks.before_run.as_deref();
-        let hook = run_configured_hook(
-            host,
-            HookKind::BeforeRun,
-            before_run,
-            &ws.path,
-            &env,
-            hooks.timeout_ms,
-        );
-        if let Err(e) = hook {
-            return Err(self.classify(format!("before_run hook error: {e}"), false));
-        }
+        self.hook(HookKind::BeforeRun, hooks.before_run.as_deref(), &ws.path)
+            .map_err(|e| self.classify(format!("before_run hook error: {e}"), false))?;
         self.workspace = Some(ws);
         if ctx.cancel.is_cancelled() {
             self.finish(None);
@@ -271,11 +255,9 @@ impl Run<'_> {
         sctx: &SessionContext,
     ) -> WorkerOutcome {
         let ctx = self.ctx;
-        let id = &ctx.issue.id;
-        let ident = &ctx.issue.identifier;
+        let (id, ident) = (&ctx.issue.id, &ctx.issue.identifier);
         let max_turns = ctx.max_turns.max(1);
-        let mut turn: u32 = 1;
-        loop {
+        for turn in 1..=max_turns {
             self.progress(WorkerProgress::TurnStarted(turn));
             let prompt = if turn == 1 {
                 match ctx.template.render(&self.issue, ctx.attempt) {
@@ -292,15 +274,8 @@ impl Run<'_> {
             let mut on_event = |ev| ctx.mailbox.post(News::Agent(ev));
             let prompt = argv_safe_prompt(&prompt, ident);
             let result = if turn == 1 && sctx.resume_session_id.is_some() {
-                let runner = ctx.runner.as_ref();
-                super::resume::first_turn(
-                    runner,
-                    sctx,
-                    session,
-                    &prompt,
-                    &ctx.cancel,
-                    &mut on_event,
-                )
+                let (runner, cancel) = (ctx.runner.as_ref(), &ctx.cancel);
+                super::resume::first_turn(runner, sctx, session, &prompt, cancel, &mut on_event)
             } else {
                 session.run_turn(&prompt, &ctx.cancel, &mut on_event)
             };
@@ -321,14 +296,11 @@ impl Run<'_> {
                 Ok(false) => return WorkerOutcome::Normal,
                 Ok(true) => {}
             }
-            if turn >= max_turns {
-                info!(
-                    "max_turns reached; ending run issue_id={id} issue_identifier={ident} turns={turn}"
-                );
-                return WorkerOutcome::Normal;
-            }
-            turn += 1;
         }
+        info!(
+            "max_turns reached; ending run issue_id={id} issue_identifier={ident} turns={max_turns}"
+        );
+        WorkerOutcome::Normal
     }
 
     /// Re-read the issue after `turn`, from the next fetch batch (see `runtime::refresh`: a

@@ -16,12 +16,7 @@ use crate::orchestrator::state::{
 
 /// The issue's lifetime spend row (zero when it has spent nothing yet).
 fn spend(s: &OrchestratorState, issue_id: &str) -> Spend {
-    let sp = s.spend.get(issue_id).copied().unwrap_or_default();
-    Spend {
-        tokens: sp.tokens,
-        cost_usd: sp.cost_usd,
-        turns: sp.turns,
-    }
+    s.spend.get(issue_id).copied().unwrap_or_default()
 }
 
 /// RFC 3339 (milliseconds) of an orchestrator-clock time.
@@ -83,11 +78,8 @@ pub fn state_snapshot(s: &OrchestratorState, now: Millis) -> StateSnapshot {
         .values()
         .map(|r| retry_row(r, now))
         .collect();
-    retrying.sort_by(|a, b| {
-        a.due_at
-            .cmp(&b.due_at)
-            .then(a.issue_identifier.cmp(&b.issue_identifier))
-    });
+    retrying
+        .sort_by(|a, b| (&a.due_at, &a.issue_identifier).cmp(&(&b.due_at, &b.issue_identifier)));
     let mut blocked: Vec<BlockedRow> = s.blocked.values().map(blocked_row).collect();
     blocked.sort_by(|a, b| a.issue_identifier.cmp(&b.issue_identifier));
     let live: f64 = s

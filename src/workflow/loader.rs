@@ -23,9 +23,8 @@ pub const DEFAULT_PROMPT: &str = "You are working on a GitHub issue.";
 pub struct Workflow {
     /// The file it was read from (as given; not canonicalized).
     pub path: PathBuf,
-    /// The typed config and its load warnings.
     pub config: ParsedConfig,
-    /// The compiled prompt template (already dry-rendered).
+    /// Already dry-rendered.
     pub template: PromptTemplate,
     /// The trimmed prompt body as written (empty ⇒ the default prompt is used).
     pub prompt_source: String,
@@ -39,32 +38,33 @@ pub struct WorkflowError {
     /// `missing_workflow_file`, `workflow_parse_error`, `workflow_front_matter_not_a_map`,
     /// `workflow_too_large`, `workflow_front_matter_too_complex`, `invalid_config`, `template_parse_error`, `template_render_error`, …
     pub class: &'static str,
-    /// The file concerned.
     pub path: PathBuf,
     /// What went wrong, with `line L column C` when known.
     pub message: String,
 }
 
-impl fmt::Display for WorkflowError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}: {}",
-            self.class,
-            self.path.display(),
-            self.message
-        )
+impl WorkflowError {
+    fn at(path: &Path) -> impl Fn(&'static str, String) -> WorkflowError + '_ {
+        move |class, message| WorkflowError {
+            class,
+            path: path.to_path_buf(),
+            message,
+        }
     }
 }
 
-impl std::error::Error for WorkflowError {}
+impl fmt::Display for WorkflowError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (class, path, message) = (self.class, self.path.display(), &self.message);
+        write!(f, "{class}: {path}: {message}")
+    }
+}
 
 /// The raw split of a WORKFLOW.md file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SplitWorkflow {
-    /// The front matter map (empty when absent).
+    /// Empty when absent.
     pub front_matter: Mapping,
-    /// The trimmed body.
     pub body: String,
     /// 1-based file line where the trimmed body starts (for template error positions).
     pub body_first_line: usize,
@@ -82,20 +82,10 @@ pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
 
 /// Read a file with the size cap; errors are `missing_workflow_file` or `workflow_too_large`.
 pub(crate) fn read_workflow_bytes(path: &Path) -> Result<Vec<u8>, WorkflowError> {
-    let err = |class, message: String| WorkflowError {
-        class,
-        path: path.to_path_buf(),
-        message,
-    };
-    let file = std::fs::File::open(path).map_err(|e| {
-        err(
-            "missing_workflow_file",
-            format!("cannot read the file: {e}"),
-        )
-    })?;
+    let err = WorkflowError::at(path);
     let mut buf = Vec::new();
-    file.take(MAX_WORKFLOW_BYTES + 1)
-        .read_to_end(&mut buf)
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_WORKFLOW_BYTES + 1).read_to_end(&mut buf))
         .map_err(|e| {
             err(
                 "missing_workflow_file",
@@ -106,8 +96,7 @@ pub(crate) fn read_workflow_bytes(path: &Path) -> Result<Vec<u8>, WorkflowError>
         return Err(err(
             "workflow_too_large",
             format!(
-                "the file is larger than {} bytes; WORKFLOW.md must be at most 1 MiB",
-                MAX_WORKFLOW_BYTES
+                "the file is larger than {MAX_WORKFLOW_BYTES} bytes; WORKFLOW.md must be at most 1 MiB"
             ),
         ));
     }
@@ -116,11 +105,7 @@ pub(crate) fn read_workflow_bytes(path: &Path) -> Result<Vec<u8>, WorkflowError>
 
 /// Split `text` into front matter and body (spec §5.2).
 pub fn split_workflow(path: &Path, text: &str) -> Result<SplitWorkflow, WorkflowError> {
-    let err = |class, message: String| WorkflowError {
-        class,
-        path: path.to_path_buf(),
-        message,
-    };
+    let err = WorkflowError::at(path);
     let Ok(split) = front_matter::split(text) else {
         return Err(err(
             "workflow_parse_error",
@@ -146,22 +131,17 @@ pub fn split_workflow(path: &Path, text: &str) -> Result<SplitWorkflow, Workflow
         )
     })?;
     let value: Value = serde_yaml::from_str(yaml).map_err(|e| {
-        let msg = strip_location(&e.to_string());
-        match e.location() {
-            // The YAML starts on file line 2.
-            Some(loc) => err(
-                "workflow_parse_error",
-                format!(
-                    "line {} column {}: invalid YAML front matter: {msg}",
-                    loc.line() + 1,
-                    loc.column()
-                ),
-            ),
-            None => err(
-                "workflow_parse_error",
-                format!("invalid YAML front matter: {msg}"),
-            ),
-        }
+        // serde_yaml appends " at line L column C"; the position printed counts in the file,
+        // whose line 2 is the YAML's first.
+        let msg = e.to_string();
+        let msg = msg.split(" at line ").next().unwrap_or_default();
+        let at = (e.location()).map_or(String::new(), |l| {
+            format!("line {} column {}: ", l.line() + 1, l.column())
+        });
+        err(
+            "workflow_parse_error",
+            format!("{at}invalid YAML front matter: {msg}"),
+        )
     })?;
     let front_matter = match value {
         Value::Mapping(m) => m,
@@ -196,14 +176,6 @@ fn trimmed(front_matter: Mapping, body: &str, body_line: usize) -> SplitWorkflow
     }
 }
 
-/// serde_yaml appends " at line L column C" to messages; we print our own file-relative position.
-fn strip_location(msg: &str) -> String {
-    match msg.find(" at line ") {
-        Some(i) => msg[..i].to_string(),
-        None => msg.to_string(),
-    }
-}
-
 /// Load, parse and validate a WORKFLOW.md: config errors and template errors are reported here so
 /// a bad file never replaces a good one.
 pub fn load_workflow(path: &Path, env: &dyn ConfigEnv) -> Result<Workflow, WorkflowError> {
@@ -216,38 +188,26 @@ pub(crate) fn parse_workflow_bytes(
     bytes: Vec<u8>,
     env: &dyn ConfigEnv,
 ) -> Result<Workflow, WorkflowError> {
+    let err = WorkflowError::at(path);
     let content_hash = fnv1a64(&bytes);
-    let text = String::from_utf8(bytes).map_err(|e| WorkflowError {
-        class: "workflow_parse_error",
-        path: path.to_path_buf(),
-        message: format!(
-            "the file is not valid UTF-8 (byte {})",
-            e.utf8_error().valid_up_to()
-        ),
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        err(
+            "workflow_parse_error",
+            format!("the file is not valid UTF-8 (byte {at})"),
+        )
     })?;
     let split = split_workflow(path, &text)?;
     let file = workflow_dir(path).join(path.file_name().unwrap_or_default());
-    let config = parse_config(&split.front_matter, &file, env).map_err(|e| WorkflowError {
-        class: e.class,
-        path: path.to_path_buf(),
-        message: e.message,
-    })?;
-    let source = if split.body.is_empty() {
-        DEFAULT_PROMPT.to_string()
-    } else {
-        split.body.clone()
+    let config =
+        parse_config(&split.front_matter, &file, env).map_err(|e| err(e.class, e.message))?;
+    let source = match split.body.as_str() {
+        "" => DEFAULT_PROMPT,
+        body => body,
     };
-    let template =
-        PromptTemplate::compile(&source, split.body_first_line).map_err(|e| WorkflowError {
-            class: e.class,
-            path: path.to_path_buf(),
-            message: e.message,
-        })?;
-    template.validate().map_err(|e| WorkflowError {
-        class: e.class,
-        path: path.to_path_buf(),
-        message: e.message,
-    })?;
+    let template = PromptTemplate::compile(source, split.body_first_line)
+        .and_then(|t| t.validate().map(|()| t))
+        .map_err(|e| err(e.class, e.message))?;
     Ok(Workflow {
         path: path.to_path_buf(),
         config,

@@ -1,14 +1,7 @@
-//! Strict prompt rendering with `upon` (spec §5.4, §12).
-//!
-//! `compile` rewrites the one Liquid-ism upon lacks in its grammar (`{% elsif %}` becomes
-//! `{% else if %}`, only inside tags) and compiles with one shared engine that knows the filters
-//! below and prints lists joined by `", "`. `validate` dry-renders against a fully populated sample
-//! issue with `attempt` null and 1, because upon's strictness (unknown variable / unknown filter)
-//! only bites on branches that are actually rendered. Errors carry `line L column C` counted in
-//! WORKFLOW.md.
-//!
-//! Issue text only ever enters as `upon::Value` data in the render context, so `{{ }}` inside an
-//! issue body is printed verbatim and never interpreted.
+//! Strict prompt rendering with `upon` (spec §5.4, §12; ARCHITECTURE.md). `{% elsif %}` is
+//! rewritten to upon's `{% else if %}` inside tags only; error positions are mapped back to
+//! WORKFLOW.md's line and column. Issue text only ever enters as `upon::Value` data, so `{{ }}`
+//! inside an issue body is printed verbatim and never interpreted.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, OnceLock};
@@ -16,9 +9,6 @@ use std::sync::{Arc, OnceLock};
 use upon::{Engine, Value};
 
 use crate::model::{BlockerRef, Issue};
-
-pub(crate) const TEMPLATE_PARSE_ERROR: &str = "template_parse_error";
-pub(crate) const TEMPLATE_RENDER_ERROR: &str = "template_render_error";
 
 /// Deepest nesting of `for` loops a template may use: with the context's lists capped at
 /// [`MAX_CONTEXT_LIST`] (and the `issue` map's 16 fields) a render makes at most 64³ loop
@@ -48,8 +38,6 @@ impl std::fmt::Display for TemplateError {
     }
 }
 
-impl std::error::Error for TemplateError {}
-
 /// A compiled prompt template (cheap to clone; the compiled form is shared).
 #[derive(Clone)]
 pub struct PromptTemplate {
@@ -58,10 +46,7 @@ pub struct PromptTemplate {
 
 impl std::fmt::Debug for PromptTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PromptTemplate")
-            .field("first_line", &self.inner.1.first_line)
-            .field("source_bytes", &self.inner.1.original.len())
-            .finish_non_exhaustive()
+        f.debug_struct("PromptTemplate").finish_non_exhaustive()
     }
 }
 
@@ -70,7 +55,7 @@ impl PromptTemplate {
     pub fn compile(source: &str, first_line: usize) -> Result<Self, TemplateError> {
         let src = Source::new(source, first_line);
         let parse_error = |message| TemplateError {
-            class: TEMPLATE_PARSE_ERROR,
+            class: "template_parse_error",
             message,
         };
         let template = engine()
@@ -98,57 +83,39 @@ impl PromptTemplate {
     pub fn render(&self, issue: &Issue, attempt: Option<u32>) -> Result<String, TemplateError> {
         let ctx = context(issue, attempt);
         let (template, src) = &*self.inner;
-        let rendered =
-            std::panic::catch_unwind(AssertUnwindSafe(|| bounded_render(template, &ctx)));
+        let mut w = BoundedWriter(Vec::new(), false);
+        let rendered = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            template.render_from(engine(), &ctx).to_writer(&mut w)
+        }));
         let message = match rendered {
-            Ok(Ok(text)) => return Ok(text),
-            Ok(Err(None)) => format!("the rendered prompt exceeds {MAX_RENDER_BYTES} bytes"),
-            Ok(Err(Some(err))) => src.describe(&err, false),
+            Ok(Ok(())) => return Ok(String::from_utf8_lossy(&w.0).into_owned()),
+            Ok(Err(_)) if w.1 => format!("the rendered prompt exceeds {MAX_RENDER_BYTES} bytes"),
+            Ok(Err(err)) => src.describe(&err, false),
             Err(_) => "internal error: the template engine panicked".to_string(),
         };
         Err(TemplateError {
-            class: TEMPLATE_RENDER_ERROR,
+            class: "template_render_error",
             message,
         })
     }
 }
 
-/// A writer that refuses to grow past [`MAX_RENDER_BYTES`].
-struct BoundedWriter {
-    buf: Vec<u8>,
-    overflow: bool,
-}
+/// A writer that refuses to grow past [`MAX_RENDER_BYTES`] (and then says so in its flag).
+struct BoundedWriter(Vec<u8>, bool);
 
 impl std::io::Write for BoundedWriter {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        if self.buf.len().saturating_add(data.len()) > MAX_RENDER_BYTES {
-            self.overflow = true;
+        self.1 |= self.0.len().saturating_add(data.len()) > MAX_RENDER_BYTES;
+        if self.1 {
             return Err(std::io::Error::other("rendered prompt too large"));
         }
-        self.buf.extend_from_slice(data);
+        self.0.extend_from_slice(data);
         Ok(data.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }
-
-/// Render with the output bound; `Err(None)` when the bound was hit.
-fn bounded_render(t: &upon::Template<'_>, ctx: &Value) -> Result<String, Option<upon::Error>> {
-    let mut w = BoundedWriter {
-        buf: Vec::new(),
-        overflow: false,
-    };
-    match t.render_from(engine(), ctx).to_writer(&mut w) {
-        Ok(()) => Ok(String::from_utf8_lossy(&w.buf).into_owned()),
-        Err(_) if w.overflow => Err(None),
-        Err(e) => Err(Some(e)),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Engine, formatter and filters
-// ---------------------------------------------------------------------------------------------
 
 /// The one engine shared by all templates (its configuration never changes).
 fn engine() -> &'static Engine<'static> {
@@ -335,10 +302,6 @@ fn filter_plus(a: Value, b: Value) -> Result<Value, String> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Render context
-// ---------------------------------------------------------------------------------------------
-
 /// The `issue` variable: every field of [`Issue`] (in the order error messages list them);
 /// absent optional fields are null.
 fn issue_fields(i: &Issue) -> [(&'static str, Value); 16] {
@@ -404,10 +367,6 @@ pub fn sample_issue() -> Issue {
         truncated: Vec::new(),
     }
 }
-
-// ---------------------------------------------------------------------------------------------
-// Source preparation (elsif) and error positions
-// ---------------------------------------------------------------------------------------------
 
 /// The text upon compiles, and what maps upon's error positions back to WORKFLOW.md.
 struct Source {
@@ -578,14 +537,11 @@ impl Source {
                 let detail = format!("`{opener}` is never closed with `{closer}`");
                 (format!("invalid template syntax: {detail}"), Some(open))
             }
-            (Some(off), _) => {
-                let detail = self.parse_detail(reason, off);
-                (
-                    format!("invalid template syntax: {detail}"),
-                    Some(self.to_original(off)),
-                )
+            (off, _) => {
+                let detail = off.map_or(reason.to_string(), |o| self.parse_detail(reason, o));
+                let at = off.map(|o| self.to_original(o));
+                (format!("invalid template syntax: {detail}"), at)
             }
-            (None, _) => (format!("invalid template syntax: {reason}"), None),
         };
         match at {
             Some(orig) => format!("{}: {detail}", self.position(orig)),

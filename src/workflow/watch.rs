@@ -1,19 +1,12 @@
-//! Hot reload of WORKFLOW.md (spec §6.2): watch the file's *parent directory* with notify (editors save
-//! by writing a temp file and renaming it over the original, which kills a watch on the file itself)
-//! and turn relevant events into "may have changed" pings. The main loop debounces the pings, re-reads
-//! the file and compares a content hash; it also `stat`s the file every poll tick as a safety net in
-//! case an event is missed.
+//! Hot reload of WORKFLOW.md (spec §6.2): watch the *parent directory* (editors save by renaming
+//! over the file, which kills a watch on the file itself) and ping the main loop, which debounces,
+//! re-reads and compares a content hash; a per-tick `stat` is the safety net.
 
 use std::ffi::OsString;
 use std::path::Path;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 use notify::{Event, EventKind, RecursiveMode, Watcher};
-
-/// Keeps the OS watch alive; drop it to stop watching.
-pub struct WorkflowWatcher {
-    _watcher: notify::RecommendedWatcher,
-}
 
 /// True when a notify event may mean the workflow file changed. Our own reads (access events)
 /// never count; events on other files in the directory are ignored.
@@ -31,9 +24,11 @@ pub(crate) fn is_relevant(event: &Event, file_name: &OsString) -> bool {
         .any(|p| p.file_name() == Some(file_name.as_os_str()))
 }
 
-/// Start watching `workflow_path`'s parent directory. Returns the watcher handle and a receiver of
-/// undebounced pings (coalesced: at most one is pending at a time).
-pub fn watch_workflow(workflow_path: &Path) -> Result<(WorkflowWatcher, Receiver<()>), String> {
+/// Start watching `workflow_path`'s parent directory. Returns the watcher (drop it to stop
+/// watching) and a receiver of undebounced pings (coalesced: at most one is pending at a time).
+pub fn watch_workflow(
+    workflow_path: &Path,
+) -> Result<(notify::RecommendedWatcher, Receiver<()>), String> {
     let abs = super::loader::workflow_dir(workflow_path);
     let file_name: OsString = workflow_path
         .file_name()
@@ -55,7 +50,7 @@ pub fn watch_workflow(workflow_path: &Path) -> Result<(WorkflowWatcher, Receiver
     watcher
         .watch(&abs, RecursiveMode::NonRecursive)
         .map_err(|e| format!("cannot watch {}: {e}", abs.display()))?;
-    Ok((WorkflowWatcher { _watcher: watcher }, rx))
+    Ok((watcher, rx))
 }
 
 /// A cheap fingerprint of the file for the per-tick safety-net check: (mtime, length); the mtime

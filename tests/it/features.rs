@@ -24,6 +24,8 @@ fn version_lists_the_built_features() {
         (cfg!(feature = "http"), "http"),
         (cfg!(feature = "ssh"), "ssh"),
         (cfg!(feature = "backlog"), "backlog"),
+        (cfg!(feature = "codex"), "codex"),
+        (cfg!(feature = "gemini"), "gemini"),
     ]
     .into_iter()
     .filter_map(|(on, name)| on.then_some(name))
@@ -142,5 +144,42 @@ fn without_backlog_the_backlog_tracker_and_demo_fail_with_feature_not_built() {
     assert_eq!(
         err.lines().next(),
         Some("baton: feature_not_built: baton demo needs a Baton built with --features backlog")
+    );
+}
+
+/// A GitHub workflow whose `agent.kind` is `kind`.
+#[allow(dead_code)]
+fn agent_workflow(dir: &Path, kind: &str) -> PathBuf {
+    let p = workflow(dir, "github_projects", "");
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(
+        &p,
+        text.replace("kind: claude_code", &format!("kind: {kind}")),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+#[cfg(not(feature = "codex"))]
+fn without_codex_agent_kind_codex_fails_with_feature_not_built() {
+    let d = crate::support::tempdir::TempDir::new("no-codex");
+    let p = agent_workflow(&d, "codex");
+    refused(
+        &p,
+        &[],
+        "agent.kind: codex needs a Baton built with --features codex",
+    );
+}
+
+#[test]
+#[cfg(not(feature = "gemini"))]
+fn without_gemini_agent_kind_gemini_fails_with_feature_not_built() {
+    let d = crate::support::tempdir::TempDir::new("no-gemini");
+    let p = agent_workflow(&d, "gemini");
+    refused(
+        &p,
+        &[],
+        "agent.kind: gemini needs a Baton built with --features gemini",
     );
 }

@@ -137,6 +137,7 @@ fn copilot_jsonl_parser_never_panics_on_generated_lines() {
 }
 
 #[test]
+#[cfg(feature = "codex")]
 fn codex_client_never_panics_on_generated_messages() {
     use baton::agent::codex::Client;
     // The server's side of the captured app-server sessions.
@@ -181,6 +182,7 @@ fn codex_client_never_panics_on_generated_messages() {
 }
 
 #[test]
+#[cfg(feature = "gemini")]
 fn gemini_stream_parser_never_panics_on_generated_lines() {
     use baton::agent::gemini::StreamParser;
     let corpus = case_lines("gemini", "stdout.jsonl");

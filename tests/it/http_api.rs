@@ -7,7 +7,6 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use baton::http::webhook::sign;
 use baton::http::{spawn, HttpOptions};
 use baton::ops::shared::OpsShared;
 use baton::workflow::config::Secret;
@@ -153,7 +152,7 @@ fn gone_main_loop_gives_503_unavailable() {
     drop(rx);
     let h = spawn(HttpOptions::new("127.0.0.1", 0), tx).unwrap();
     request(h.local_addr(), "GET", "/api/v1/state", &[], b"").assert_error(503, "unavailable");
-    h.shutdown();
+    drop(h);
 }
 
 #[test]
@@ -377,7 +376,7 @@ fn bind_failure_is_reported_and_shutdown_releases_the_port() {
     let h = spawn(HttpOptions::new("127.0.0.1", 0), tx).unwrap();
     let addr = h.local_addr();
     assert!(addr.ip().is_loopback());
-    h.shutdown();
+    drop(h);
     let deadline = Instant::now() + Duration::from_secs(10);
     while TcpStream::connect(addr).is_ok() {
         assert!(
@@ -462,7 +461,7 @@ fn metrics_is_a_strict_exposition_of_the_shared_snapshot() {
     assert_eq!(prom::value(&fams, "baton_tracker_poll_points", &[]), 2.0);
     let r = request(addr, "POST", "/metrics", &[], b"");
     assert_eq!(r.status, 405);
-    h.shutdown();
+    drop(h);
 }
 
 #[test]
@@ -511,7 +510,7 @@ fn readyz_follows_the_shared_health_facts() {
         request(addr, "GET", "/readyz", &[], b"").json()["reason"],
         "shutting_down"
     );
-    h.shutdown();
+    drop(h);
 }
 
 #[test]
@@ -521,14 +520,14 @@ fn livez_asks_the_main_loop_and_gives_up_after_two_seconds() {
     let r = request(h.local_addr(), "GET", "/livez", &[], b"");
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["live"], true);
-    h.shutdown();
+    drop(h);
     let (h, _fake) = ops_server(&ops, LoopMode::Silent);
     let started = Instant::now();
     let r = request(h.local_addr(), "GET", "/livez", &[], b"");
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["reason"], "main_loop_timeout");
     assert!(started.elapsed() >= Duration::from_millis(1900));
-    h.shutdown();
+    drop(h);
 }
 
 /// Issue 21 item 6: whatever the other routes wait for (here a silent main loop), the probes
@@ -572,5 +571,5 @@ fn probes_answer_while_other_routes_fill_the_pool() {
         let r = done.recv_timeout(Duration::from_secs(10)).unwrap();
         r.assert_error(503, "snapshot_timeout");
     }
-    h.shutdown();
+    drop(h);
 }

@@ -8,7 +8,9 @@ mod claude_parser;
 mod claude_process;
 mod claude_real_cli;
 mod cli;
+#[cfg(feature = "codex")]
 mod codex_parser;
+#[cfg(feature = "codex")]
 mod codex_real_cli;
 mod conformance_doc;
 #[cfg(feature = "http")] // the real binary, observed through its HTTP API
@@ -32,7 +34,9 @@ mod fuzz_agent_parsers;
 mod fuzz_http;
 mod fuzz_tracker_classify;
 mod fuzz_workflow;
+#[cfg(feature = "gemini")]
 mod gemini_parser;
+#[cfg(feature = "gemini")]
 mod gemini_real_cli;
 #[cfg(feature = "http")]
 mod http_api;

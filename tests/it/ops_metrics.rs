@@ -275,7 +275,7 @@ fn hostile_label_values_round_trip() {
 
 #[test]
 fn help_text_and_extra_labels_escape_through_the_writer() {
-    let mut e = Exposition::new();
+    let mut e = Exposition::default();
     e.family(
         "baton_test_seconds",
         MetricType::Histogram,

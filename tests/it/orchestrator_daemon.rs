@@ -29,8 +29,9 @@ use baton::agent::{
 use baton::model::Issue;
 use baton::ops::health::NotReady;
 use baton::ops::shared::OpsShared;
+use baton::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 use baton::runtime::clock::Clock;
-use baton::runtime::daemon::{run_with, DaemonOps, RELOAD_DEBOUNCE_MS};
+use baton::runtime::daemon::{run_with, DaemonOps};
 use baton::status::{ControlRequest, IssueDetail, StateSnapshot};
 use baton::timefmt::parse_rfc3339;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};

@@ -340,6 +340,7 @@ fn real_claude_over_ssh_two_turns_on_one_session() {
 /// `worker.ssh_hosts` passes preflight, and two turns run on one thread there (the JSON-RPC over
 /// the connection's stdin); the fake model's hook moves the issue out of the active states when
 /// a request carries two prompts.
+#[cfg(feature = "codex")]
 #[test]
 #[ignore = "needs OpenSSH's sshd and the real codex CLI (BATON_SSHD, BATON_CODEX_BIN, .ci/setup-ssh.sh, .ci/setup-codex.sh)"]
 fn real_codex_over_ssh_two_turns_on_one_thread() {

@@ -1,7 +1,6 @@
-//! The main loop's operations duties: copying orchestrator state into the shared metrics and
-//! health facts after every event, and talking to systemd (`READY=1`, rate-limited `STATUS=`,
-//! `WATCHDOG=1`, `STOPPING=1`). The watchdog and a deferred status are real-time deadlines the
-//! loop folds into its one `select!` ([`LoopOps::deadline`]), so a wedged loop stops the pings.
+//! The main loop's operations duties: state copied into the shared metrics and health facts after
+//! every event, and systemd's messages, sent from the loop (its `select!` waits for
+//! [`LoopOps::deadline`]) so that a wedged loop stops the watchdog pings.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};

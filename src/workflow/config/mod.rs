@@ -1,8 +1,5 @@
-//! Typed configuration from the WORKFLOW.md front matter (spec §5.3, §6). Each section is read
-//! through the config kit ([`crate::config`]) by the module that owns it: `tracker.*` by the
-//! tracker kind (registry in `crate::tracker::config`), the agent sections by
-//! `crate::agent::config`, `worker.*` and `sandbox.*` by `crate::host::config`, the rest here.
-//! The section types' `Default`s are the defaults ([`ServiceConfig::default`]).
+//! Typed configuration from the WORKFLOW.md front matter (spec §5.3, §6): the service config and
+//! the sections no other module owns (ARCHITECTURE.md says who reads which).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -228,20 +225,18 @@ impl ConfigEnv for ProcessEnv {
         std::env::var_os("HOME").map(PathBuf::from)
     }
     fn gh_auth_token(&self) -> Option<String> {
-        // Only when `gh` is on PATH; never through a shell; stdin closed so it cannot prompt.
-        let out = crate::host::command_output("gh", &["auth", "token"], GH_AUTH_TOKEN_TIMEOUT)?;
+        // Only when `gh` is on PATH; never through a shell; stdin closed so it cannot prompt;
+        // given up after 5 s.
+        let timeout = std::time::Duration::from_secs(5);
+        let out = crate::host::command_output("gh", &["auth", "token"], timeout)?;
         let tok = String::from_utf8(out).ok()?.trim().to_string();
         (!tok.is_empty()).then_some(tok)
     }
 }
 
-/// How long `gh auth token` may take before the fallback gives up.
-pub(crate) const GH_AUTH_TOKEN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// The result of parsing: the config plus warnings to log once (unknown keys, ignored entries).
 #[derive(Debug, Clone)]
 pub struct ParsedConfig {
-    /// The typed config.
     pub config: ServiceConfig,
     /// Operator-facing warnings (unknown keys with hints, ignored per-state entries).
     pub warnings: Vec<String>,
@@ -349,23 +344,21 @@ fn parse_agent(s: &Section<'_>, warnings: &mut Vec<String>) -> Result<AgentConfi
     let mut agent: AgentConfig = s.read()?;
     agent.budget = s.read()?;
     agent.max_concurrent_agents_by_state = parse_by_state(s, warnings)?;
-    let lists = [("env_remove", Some(&agent.env_remove))];
-    for (key, names) in lists
-        .into_iter()
-        .chain([("env_keep_only", agent.env_keep_only.as_ref())])
-    {
-        let mut names = names.into_iter().flatten();
-        if let Some(bad) = names.find(|n| n.is_empty() || n.contains(['=', '\0'])) {
+    let keep_only = agent.env_keep_only.as_deref().unwrap_or_default();
+    for (key, names) in [
+        ("env_remove", &agent.env_remove[..]),
+        ("env_keep_only", keep_only),
+    ] {
+        if let Some(bad) = names
+            .iter()
+            .find(|n| n.is_empty() || n.contains(['=', '\0']))
+        {
             let want = "a list of environment variable names (non-empty, without `=`)";
             return Err(s.invalid(key, want, &format!("{bad:?}")));
         }
     }
     for must in ["PATH", "HOME"] {
-        if agent
-            .env_keep_only
-            .as_ref()
-            .is_some_and(|keep| !keep.iter().any(|k| k == must))
-        {
+        if agent.env_keep_only.is_some() && !keep_only.iter().any(|k| k == must) {
             warnings.push(format!(
                 "agent.env_keep_only does not list {must}; agents and hooks start without it"
             ));

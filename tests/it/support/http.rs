@@ -267,7 +267,7 @@ impl Fixture {
 impl Drop for Fixture {
     fn drop(&mut self) {
         if let Some(h) = self.handle.take() {
-            h.shutdown();
+            drop(h);
         }
         self.tx.take();
         // The fake loop exits once every sender (ours and the server's) is gone; don't wait
@@ -386,4 +386,13 @@ pub fn parse_response(raw: &[u8]) -> Resp {
         headers,
         body: body.to_string(),
     }
+}
+
+/// The `X-Hub-Signature-256` value GitHub would send for `body` (`sha256=<hex>`).
+pub fn sign(secret: &Secret, body: &[u8]) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.expose().as_bytes());
+    let hex: String = (ring::hmac::sign(&key, body).as_ref().iter())
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256={hex}")
 }
