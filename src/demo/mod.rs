@@ -99,8 +99,7 @@ fn finished(s: &StateSnapshot, board: &Path, workspaces: &Path) -> bool {
 
 /// Write the demo directory under `parent`; returns its path.
 fn create(parent: &Path, args: &DemoArgs) -> io::Result<PathBuf> {
-    let now = SystemTime::now();
-    let stamp = humantime::format_rfc3339_seconds(now).to_string(); // 2026-11-30T07:09:52Z
+    let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string(); // 2026-11-30T07:09:52Z
     let compact: String = stamp.chars().filter(|c| c.is_ascii_digit()).collect();
     let dir = parent.join(format!("baton-demo-{compact}-{}", std::process::id()));
     fs::create_dir(&dir)?;

@@ -537,12 +537,10 @@ impl GithubTracker {
         })?;
         let nodes = (reply.data.nodes.as_ref())
             .ok_or_else(|| unknown("refresh reply without a nodes list"))?;
-        if nodes.len() != ids.len() {
-            return Err(unknown(format!(
-                "refresh asked for {} ids and got {} nodes",
-                ids.len(),
-                nodes.len()
-            )));
+        let (asked, got) = (ids.len(), nodes.len());
+        if asked != got {
+            let why = format!("refresh asked for {asked} ids and got {got} nodes");
+            return Err(unknown(why));
         }
         for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
             // A shallow refresh (`RefreshRunning`) reads no blockers: `blocked_by` stays empty.
