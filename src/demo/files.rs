@@ -88,11 +88,6 @@ impl DemoTask {
     }
 }
 
-/// Quote `s` for a POSIX shell (single quotes; `'` becomes `'\''`).
-pub(crate) fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
 /// A YAML double-quoted scalar (JSON string syntax is valid YAML).
 fn yaml_str(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
@@ -109,19 +104,20 @@ fn hook(name: &str, what: &str) -> String {
 /// The demo's WORKFLOW.md. `agent_command` is the `claude_code.command`; `real_claude` adds the
 /// board directory to what Claude may edit.
 pub(crate) fn workflow(dir: &Path, port: u16, real_claude: bool) -> String {
-    let board = dir.join("backlog");
-    let (command, extra) = if real_claude {
-        let extra = format!(
-            "  extra_args: [\"--add-dir\", {}]\n",
-            yaml_str(&board.to_string_lossy())
-        );
-        ("claude".to_string(), extra)
-    } else {
-        let script = dir.join("demo-agent.sh");
-        (
-            format!("sh {}", sh_quote(&script.to_string_lossy())),
-            String::new(),
-        )
+    let (command, extra) = match real_claude {
+        true => {
+            let board = yaml_str(&dir.join("backlog").to_string_lossy());
+            let extra = format!("  extra_args: [\"--add-dir\", {board}]\n");
+            ("claude".to_string(), extra)
+        }
+        // The script's path in POSIX single quotes (`'` becomes `'\''`).
+        false => {
+            let script = dir
+                .join("demo-agent.sh")
+                .to_string_lossy()
+                .replace('\'', "'\\''");
+            (format!("sh '{script}'"), String::new())
+        }
     };
     format!(
         r#"---

@@ -15,18 +15,16 @@ use std::cell::RefCell;
 use std::fs;
 use std::io;
 use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::SystemTime;
 
 use crate::cli::{DemoArgs, RunArgs, EXIT_FAILURE, EXIT_OK};
-use crate::model::contains_name;
+use crate::model::normalize_name;
 use crate::runtime::daemon::ExitWhen;
 use crate::status::StateSnapshot;
-use crate::tracker::backlog::read_board;
-
-/// The terminal status the demo waits for.
-const DONE: &str = "Done";
+use crate::tracker::backlog::{read_board, BoardTask};
 
 /// How `baton demo` runs the daemon: `app::run_workflow`, passed in by `app` (which sits above
 /// this module) with the demo's workflow, its exit condition and the dashboard callback.
@@ -48,23 +46,16 @@ pub fn run(args: &DemoArgs, run_daemon: RunDaemon<'_>) -> i32 {
             return EXIT_FAILURE;
         }
     };
-    println!(
-        "baton demo: a Backlog.md board with 3 tasks in {}",
-        dir.display()
-    );
-    println!("  board:    {}/backlog/tasks/", dir.display());
-    println!("  workflow: {}/WORKFLOW.md", dir.display());
+    let d = dir.display();
+    println!("baton demo: a Backlog.md board with 3 tasks in {d}");
+    println!("  board:    {d}/backlog/tasks/");
+    println!("  workflow: {d}/WORKFLOW.md");
     match args.real_claude {
         true => println!("  agent:    the real `claude` CLI"),
-        false => println!(
-            "  agent:    {}/demo-agent.sh (Claude Code's stream-json, no account)",
-            dir.display()
-        ),
+        false => println!("  agent:    {d}/demo-agent.sh (Claude Code's stream-json, no account)"),
     }
-    let last: Rc<RefCell<Option<StateSnapshot>>> = Rc::new(RefCell::new(None));
-    let seen = last.clone();
-    let board = dir.join("backlog");
-    let workspaces = dir.join("workspaces");
+    let last = Rc::new(RefCell::new(None::<StateSnapshot>));
+    let (seen, board, workspaces) = (last.clone(), dir.join("backlog"), dir.join("workspaces"));
     let exit_when = Box::new(move |s: &StateSnapshot| {
         *seen.borrow_mut() = Some(s.clone());
         finished(s, &board, &workspaces)
@@ -85,14 +76,13 @@ pub fn run(args: &DemoArgs, run_daemon: RunDaemon<'_>) -> i32 {
     if code != EXIT_OK && !listened.get() {
         // It never ran (the port is taken, …): nothing in the directory is worth keeping.
         match fs::remove_dir_all(&dir) {
-            Ok(()) => eprintln!("baton demo: removed {}", dir.display()),
-            Err(e) => eprintln!("baton demo: cannot remove {}: {e}", dir.display()),
+            Ok(()) => eprintln!("baton demo: removed {d}"),
+            Err(e) => eprintln!("baton demo: cannot remove {d}: {e}"),
         }
         return code;
     }
-    let snapshot = last.borrow().clone();
     if code == EXIT_OK {
-        print_summary(&dir, snapshot.as_ref());
+        print_summary(&dir, last.borrow().as_ref());
     }
     code
 }
@@ -100,27 +90,16 @@ pub fn run(args: &DemoArgs, run_daemon: RunDaemon<'_>) -> i32 {
 /// True when every task of the board is Done (or in `completed/`/`archive/tasks/`), nothing runs
 /// or waits for a retry, and every workspace is removed (`before_remove` ran).
 fn finished(s: &StateSnapshot, board: &Path, workspaces: &Path) -> bool {
-    if !s.running.is_empty() || !s.retrying.is_empty() {
-        return false;
-    }
-    let empty = fs::read_dir(workspaces).map_or(true, |mut d| d.next().is_none());
-    if !empty {
-        return false;
-    }
-    let Ok(b) = read_board(board) else {
-        return false;
-    };
-    let done = [DONE.to_string()];
-    !b.tasks.is_empty()
-        && b.tasks
-            .iter()
-            .all(|t| t.location.is_terminal() || contains_name(&done, &t.task.status))
+    let done = |t: &BoardTask| t.location.is_terminal() || normalize_name(&t.task.status) == "done";
+    s.running.is_empty()
+        && s.retrying.is_empty()
+        && fs::read_dir(workspaces).map_or(true, |mut d| d.next().is_none())
+        && read_board(board).is_ok_and(|b| !b.tasks.is_empty() && b.tasks.iter().all(done))
 }
 
 /// Write the demo directory under `parent`; returns its path.
 fn create(parent: &Path, args: &DemoArgs) -> io::Result<PathBuf> {
-    let now = SystemTime::now();
-    let stamp = humantime::format_rfc3339_seconds(now).to_string(); // 2026-11-30T07:09:52Z
+    let stamp = humantime::format_rfc3339_seconds(SystemTime::now()).to_string(); // 2026-11-30T07:09:52Z
     let compact: String = stamp.chars().filter(|c| c.is_ascii_digit()).collect();
     let dir = parent.join(format!("baton-demo-{compact}-{}", std::process::id()));
     fs::create_dir(&dir)?;
@@ -135,11 +114,7 @@ fn create(parent: &Path, args: &DemoArgs) -> io::Result<PathBuf> {
     }
     let script = dir.join("demo-agent.sh");
     fs::write(&script, files::AGENT_SCRIPT)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&script, fs::Permissions::from_mode(0o755))?;
-    }
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755))?;
     let wf = files::workflow(&dir, args.port, args.real_claude);
     fs::write(dir.join("WORKFLOW.md"), wf)?;
     Ok(dir)
@@ -147,14 +122,11 @@ fn create(parent: &Path, args: &DemoArgs) -> io::Result<PathBuf> {
 
 /// The closing summary: each task's final status, the agents' totals, the hook lines.
 fn print_summary(dir: &Path, s: Option<&StateSnapshot>) {
+    let all_done = s.is_some_and(|s| finished(s, &dir.join("backlog"), &dir.join("workspaces")));
     println!();
-    match s {
-        Some(s) if finished(s, &dir.join("backlog"), &dir.join("workspaces")) => {
-            println!("baton demo: all tasks are Done.")
-        }
-        _ => {
-            println!("baton demo: stopped before every task was Done.");
-        }
+    match all_done {
+        true => println!("baton demo: all tasks are Done."),
+        false => println!("baton demo: stopped before every task was Done."),
     }
     if let Ok(board) = read_board(&dir.join("backlog")) {
         for t in &board.tasks {
@@ -172,22 +144,18 @@ fn print_summary(dir: &Path, s: Option<&StateSnapshot>) {
             t.seconds_running
         );
     }
-    let hooks = fs::read_to_string(dir.join("hooks.log")).unwrap_or_default();
-    println!("  hooks ({}/hooks.log):", dir.display());
-    for line in hooks.lines() {
+    let (hooks, d) = (fs::read_to_string(dir.join("hooks.log")), dir.display());
+    println!("  hooks ({d}/hooks.log):");
+    for line in hooks.unwrap_or_default().lines() {
         println!("    {line}");
     }
     println!(
-        "  everything stays in {} (remove it with `rm -r`); `baton {}/WORKFLOW.md` runs it again",
-        dir.display(),
-        dir.display()
+        "  everything stays in {d} (remove it with `rm -r`); `baton {d}/WORKFLOW.md` runs it again"
     );
 }
 
 /// True when `name` is an executable file in a `PATH` directory.
 fn on_path(name: &str) -> bool {
-    let Some(path) = std::env::var_os("PATH") else {
-        return false;
-    };
-    std::env::split_paths(&path).any(|d| d.join(name).is_file())
+    let dirs = std::env::var_os("PATH");
+    dirs.is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
 }

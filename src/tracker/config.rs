@@ -170,11 +170,8 @@ pub(crate) fn preflight(cfg: &TrackerConfig) -> Vec<ConfigError> {
         };
         errs.push(ConfigError::new(class, kind_message(kind)));
     }
-    errs.extend(
-        (adapter_for(kind).check)(cfg)
-            .into_iter()
-            .map(|e| ConfigError::new(e.class, e.message)),
-    );
+    let problems = (adapter_for(kind).check)(cfg).into_iter();
+    errs.extend(problems.map(|e| ConfigError::new(e.class, e.message)));
     errs
 }
 
@@ -215,11 +212,7 @@ pub(crate) fn report_states(
                 continue;
             }
             all_ok = false;
-            let hint = (names.iter())
-                .map(|o| (crate::config::edit_distance(&normalize_name(o), &norm), o))
-                .filter(|(d, _)| *d <= 3)
-                .min_by_key(|(d, _)| *d)
-                .map(|(_, o)| format!(" (did you mean {}?)", quoted(o)))
+            let hint = (closest(names, s).map(|o| format!(" (did you mean {}?)", quoted(o))))
                 .unwrap_or_default();
             let text = format!("tracker.{which}_states: {s_q} matches no {none_of}{hint}");
             out.push("fail", text);
@@ -233,15 +226,20 @@ pub(crate) fn report_states(
     }
 }
 
-/// Build the tracker `tracker.kind` selects (no request yet).
+/// The name closest to `s` within 3 edits (both normalized), for a "did you mean" hint.
+pub(crate) fn closest<'a, S: AsRef<str>>(names: &'a [S], s: &str) -> Option<&'a str> {
+    let want = normalize_name(s);
+    (names.iter().map(AsRef::as_ref))
+        .map(|o| (crate::config::edit_distance(&normalize_name(o), &want), o))
+        .filter(|(d, _)| *d <= 3)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, o)| o)
+}
+
+/// Build the tracker `tracker.kind` selects (no request yet). A missing or unknown kind fails in
+/// the default kind's constructor with `unsupported_tracker_kind` and [`kind_message`].
 pub fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
-    match registered(cfg.kind.as_deref()) {
-        Some(a) => (a.open)(cfg),
-        None => Err(TrackerError::new(
-            TrackerErrorKind::UnsupportedTrackerKind,
-            kind_message(cfg.kind.as_deref()),
-        )),
-    }
+    (adapter_for(cfg.kind.as_deref()).open)(cfg)
 }
 
 #[cfg(test)]

@@ -60,10 +60,8 @@ impl TrackerErrorKind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrackerError {
     pub kind: TrackerErrorKind,
-    /// The stable snake_case name shown in logs, `baton check` and the API (tracker-specific,
-    /// e.g. `github_auth`).
+    /// The stable name logs, `baton check` and the API show (tracker-specific: `github_auth`).
     pub class: &'static str,
-    /// No secrets.
     pub message: String,
     /// For rate limits: when a retry may succeed.
     pub retry_at: Option<SystemTime>,
@@ -98,14 +96,17 @@ impl fmt::Display for TrackerError {
 
 impl std::error::Error for TrackerError {}
 
-/// The request budget a tracker last reported (GitHub: GraphQL rate-limit points). Trackers
-/// without a budget report none. Serialized as the API's `tracker.rate_limit` object.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+/// The request budget a tracker last reported (GitHub: GraphQL rate-limit points, decoded
+/// straight from a reply's `rateLimit`). Trackers without a budget report none. Serialized as
+/// the API's `tracker.rate_limit` object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TrackerBudget {
     pub remaining: Option<i64>,
     pub limit: Option<i64>,
     /// RFC 3339.
+    #[serde(rename(deserialize = "resetAt"))]
     pub reset_at: Option<String>,
+    #[serde(rename(deserialize = "cost"))]
     pub last_cost: Option<i64>,
 }
 
@@ -196,9 +197,4 @@ pub mod config;
 pub mod github;
 
 pub use config::{open, TrackerConfig};
-
-/// False for log records that could carry a tracker credential (the HTTP stack's wire dumps);
-/// the process logger drops them whatever `RUST_LOG` says.
-pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
-    github::wire_log_allowed(target, level)
-}
+pub use github::wire_log_allowed;

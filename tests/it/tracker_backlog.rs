@@ -12,7 +12,7 @@ use baton::timefmt::parse_rfc3339;
 use baton::tracker::backlog::board::MISSING_BLOCKER_STATE;
 use baton::tracker::backlog::parse::id_number_text;
 use baton::tracker::backlog::{
-    read_board, validate_states, Board, BoardErrorKind, BoardReader, WarningKind, MAX_FILE_BYTES,
+    read_board, validate_states, Board, BoardReader, WarningKind, MAX_FILE_BYTES,
 };
 
 use crate::support::backlog::BacklogCli;
@@ -252,16 +252,16 @@ fn oversized_file_is_skipped_unread_and_errors_are_typed() {
 
     // A missing board directory, a file in its place, and a broken config.yml are typed errors.
     let missing = read_board(&tmp.0.join("nope")).unwrap_err();
-    assert_eq!(missing.kind, BoardErrorKind::MissingBoardDir);
+    assert_eq!(missing.class, "backlog_board_missing");
     assert!(missing.to_string().contains("nope"), "{missing}");
     write(&tmp.0.join("file"), b"x");
     assert_eq!(
-        read_board(&tmp.0.join("file")).unwrap_err().kind,
-        BoardErrorKind::NotADirectory
+        read_board(&tmp.0.join("file")).unwrap_err().class,
+        "backlog_board_not_a_directory"
     );
     write(&b.join("config.yml"), b"statuses: [\"To Do\"\n");
     let bad = read_board(&b).unwrap_err();
-    assert_eq!(bad.kind, BoardErrorKind::BadConfig);
+    assert_eq!(bad.class, "backlog_config_invalid");
     assert!(bad.to_string().contains("config.yml"), "{bad}");
 
     // No config.yml: Backlog.md's defaults, with a warning; no tasks/ yet is an empty board.
@@ -338,7 +338,7 @@ fn hostile_yaml_is_refused_before_parsing() {
     let deep_config = format!("statuses: {}{}\n", "[".repeat(100), "]".repeat(100));
     write(&b.join("config.yml"), deep_config.as_bytes());
     let e = read_board(&b).unwrap_err();
-    assert_eq!(e.kind, BoardErrorKind::BadConfig);
+    assert_eq!(e.class, "backlog_config_invalid");
     assert!(e.to_string().contains("config.yml"), "{e}");
     assert!(e.message.contains("nested deeper than 64"), "{e}");
 }

@@ -63,14 +63,6 @@ pub struct BoardWarning {
     pub message: String,
 }
 
-/// One file the reader looked at, before assembly.
-#[derive(Debug, Clone)]
-pub struct ScannedFile {
-    pub path: PathBuf,
-    pub location: Location,
-    pub parsed: Result<TaskFile, TaskProblem>,
-}
-
 /// A board snapshot: every readable, uniquely identified task plus the warnings about the rest.
 #[derive(Debug, Clone, Default)]
 pub struct Board {
@@ -84,29 +76,26 @@ pub struct Board {
 }
 
 impl Board {
-    /// Assemble a board from scanned files: unreadable files become warnings, and every file of
-    /// an id claimed by more than one file is dropped with one warning naming them all, except
-    /// the file `owners` names for that id (the task's file in the previous read): a copy that
-    /// appears later must not take away a task that may be running.
+    /// Assemble a board from the files read (a task, or the file and why it is not one):
+    /// unreadable files become warnings, and every file of an id claimed by more than one file is
+    /// dropped with one warning naming them all, except the file `owners` names for that id (the
+    /// task's file in the previous read): a copy that appears later must not take away a task
+    /// that may be running.
     pub fn assemble(
         dir: &Path,
         config: BoardConfig,
-        files: Vec<ScannedFile>,
+        files: Vec<Result<BoardTask, (PathBuf, TaskProblem)>>,
         owners: &HashMap<String, PathBuf>,
     ) -> Board {
         let mut warnings = Vec::new();
         let mut groups: HashMap<String, Vec<BoardTask>> = HashMap::new();
         for f in files {
-            match f.parsed {
-                Ok(task) => groups.entry(task.id.clone()).or_default().push(BoardTask {
-                    path: f.path,
-                    location: f.location,
-                    task,
-                }),
-                Err(problem) => warnings.push(BoardWarning {
+            match f {
+                Ok(t) => groups.entry(t.task.id.clone()).or_default().push(t),
+                Err((path, problem)) => warnings.push(BoardWarning {
                     kind: WarningKind::SkippedFile,
-                    message: format!("skipping task file {}: {problem}", f.path.display()),
-                    paths: vec![f.path],
+                    message: format!("skipping task file {}: {problem}", path.display()),
+                    paths: vec![path],
                 }),
             }
         }
@@ -122,16 +111,13 @@ impl Board {
             let mut paths: Vec<PathBuf> = group.into_iter().map(|t| t.path).collect();
             paths.sort();
             let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+            let names = names.join(", ");
             let message = match &kept {
-                Some(k) => format!(
-                    "duplicate task id {id}: keeping {} (read before), skipping {}",
-                    k.path.display(),
-                    names.join(", ")
-                ),
-                None => format!(
-                    "duplicate task id {id}: skipping all of {}",
-                    names.join(", ")
-                ),
+                Some(k) => {
+                    let k = k.path.display();
+                    format!("duplicate task id {id}: keeping {k} (read before), skipping {names}")
+                }
+                None => format!("duplicate task id {id}: skipping all of {names}"),
             };
             tasks.extend(kept);
             warnings.push(BoardWarning {
@@ -142,9 +128,7 @@ impl Board {
         }
         tasks.sort_by_cached_key(|t| id_sort_key(&t.task.id));
         warnings.sort_by(|a, b| a.paths.cmp(&b.paths));
-        let by_id = tasks
-            .iter()
-            .enumerate()
+        let by_id = (tasks.iter().enumerate())
             .map(|(i, t)| (t.task.id.clone(), i))
             .collect();
         Board {
@@ -274,19 +258,13 @@ fn id_sort_key(id: &str) -> (String, Vec<u64>) {
 /// A `file://` URL for an absolute path, percent-encoding every byte outside
 /// `[A-Za-z0-9-._~/]` (spaces, `%`, `#`, `?`, non-ASCII UTF-8, …).
 pub fn file_url(path: &Path) -> String {
-    #[cfg(unix)]
-    let bytes = {
-        use std::os::unix::ffi::OsStrExt;
-        path.as_os_str().as_bytes().to_vec()
-    };
-    #[cfg(not(unix))]
-    let bytes = path.to_string_lossy().replace('\\', "/").into_bytes();
+    let bytes = path.as_os_str().as_encoded_bytes();
     let mut out = String::with_capacity(bytes.len() + 8);
     out.push_str("file://");
     if bytes.first() != Some(&b'/') {
         out.push('/');
     }
-    for b in bytes {
+    for &b in bytes {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
             out.push(char::from(b));
         } else {
@@ -305,12 +283,15 @@ mod tests {
     fn board(rows: &[(&str, Location, &str, &str, &str)]) -> Board {
         let files = rows
             .iter()
-            .map(|(path, location, id, status, deps)| ScannedFile {
-                path: PathBuf::from(path),
-                location: *location,
-                parsed: parse_task(&format!(
+            .map(|(path, location, id, status, deps)| {
+                let task = parse_task(&format!(
                     "---\nid: {id}\ntitle: T {id}\nstatus: {status}\ndependencies: [{deps}]\n---\n"
-                )),
+                ));
+                Ok(BoardTask {
+                    path: PathBuf::from(path),
+                    location: *location,
+                    task: task.unwrap(),
+                })
             })
             .collect();
         Board::assemble(

@@ -1,21 +1,6 @@
 //! Pure parsing of a Backlog.md board's files: `config.yml` and one task file (YAML front matter
-//! between `---` lines, then a Markdown body). No I/O here; `read.rs` walks the directory.
-//!
-//! The format is the one the `backlog` CLI (npm `backlog.md`) writes, e.g.
-//!
-//! ```text
-//! ---
-//! id: TASK-2
-//! title: 'Write docs: README & quick start'
-//! status: To Do
-//! created_date: '2026-11-30 06:40'
-//! labels:
-//!   - docs
-//! dependencies:
-//!   - TASK-1
-//! priority: low
-//! ---
-//! ```
+//! between `---` lines, then a Markdown body), in the format the `backlog` CLI (npm `backlog.md`)
+//! writes (`fixtures/backlog/real/`). No I/O here; `read.rs` walks the directory.
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -23,15 +8,9 @@ use serde::Deserialize;
 use crate::front_matter::{self, FrontMatter};
 use crate::model::normalize_name;
 
-/// The statuses Backlog.md uses when `config.yml` has no `statuses` key.
-pub const DEFAULT_STATUSES: [&str; 3] = ["To Do", "In Progress", "Done"];
-/// The priorities Backlog.md uses when `config.yml` has no `priorities` key (most urgent first).
-pub const DEFAULT_PRIORITIES: [&str; 3] = ["high", "medium", "low"];
-/// The task id prefix when `config.yml` has no `task_prefix` key.
-pub const DEFAULT_TASK_PREFIX: &str = "task";
-
 /// What Baton needs from a board's `config.yml`: its statuses in column order, its priorities
-/// most urgent first, and the task id and file name prefix (lowercased).
+/// most urgent first, and the task id and file name prefix (lowercased). The default is what
+/// Backlog.md uses for a key `config.yml` does not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BoardConfig {
     pub statuses: Vec<String>,
@@ -41,20 +20,21 @@ pub struct BoardConfig {
 
 impl Default for BoardConfig {
     fn default() -> Self {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
         BoardConfig {
-            statuses: DEFAULT_STATUSES.iter().map(|s| s.to_string()).collect(),
-            priorities: DEFAULT_PRIORITIES.iter().map(|s| s.to_string()).collect(),
-            task_prefix: DEFAULT_TASK_PREFIX.to_string(),
+            statuses: strings(&["To Do", "In Progress", "Done"]),
+            priorities: strings(&["high", "medium", "low"]),
+            task_prefix: "task".into(),
         }
     }
 }
 
 /// A YAML scalar read as text (Backlog.md stringifies ids, titles and list items the same way).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Scalar(String);
 
 /// A list of scalars (null items skipped), or one scalar meaning a one-item list.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct ScalarList(Vec<String>);
 
 impl ScalarList {
@@ -76,11 +56,7 @@ impl<'de> Visitor<'de> for Text {
     type Value = Vec<String>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str(if self.list {
-            "a list of text items"
-        } else {
-            "text"
-        })
+        f.write_str(["text", "a list of text items"][usize::from(self.list)])
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Vec<String>, E> {
         Ok(vec![v.to_string()])
@@ -139,19 +115,15 @@ pub fn parse_config(text: &str) -> Result<BoardConfig, String> {
         crate::front_matter::check_yaml(text)?;
         serde_yaml::from_str(text).map_err(|e| e.to_string())?
     };
-    let mut cfg = BoardConfig::default();
-    if let Some(s) = raw.statuses.map(|l| l.texts()).filter(|l| !l.is_empty()) {
-        cfg.statuses = s;
-    }
-    if let Some(p) = raw.priorities.map(|l| l.texts()).filter(|l| !l.is_empty()) {
-        cfg.priorities = p;
-    }
-    if let Some(p) = raw.task_prefix.map(|p| p.0.trim().to_lowercase()) {
-        if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphabetic()) {
-            cfg.task_prefix = p;
-        }
-    }
-    Ok(cfg)
+    let d = BoardConfig::default();
+    let list = |l: Option<ScalarList>| l.map(|l| l.texts()).filter(|l| !l.is_empty());
+    let prefix = raw.task_prefix.map(|p| p.0.trim().to_lowercase());
+    let prefix = prefix.filter(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphabetic()));
+    Ok(BoardConfig {
+        statuses: list(raw.statuses).unwrap_or(d.statuses),
+        priorities: list(raw.priorities).unwrap_or(d.priorities),
+        task_prefix: prefix.unwrap_or(d.task_prefix),
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -183,60 +155,32 @@ pub struct TaskFile {
     pub body: String,
 }
 
-/// Why a task file could not be read as a task (the file is skipped); `Display` says it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaskProblem {
-    TooLarge(u64),
-    /// The byte offset of the first invalid byte.
-    NotUtf8(usize),
-    BrokenFrontMatter(String),
-    /// Refused before parsing ([`front_matter::check_yaml`]).
-    Unbounded(String),
-    MissingField(&'static str),
-    BadId(String),
-    Unreadable(String),
-}
+/// Why a task file could not be read as a task (the file is skipped), as one line.
+pub type TaskProblem = String;
 
-impl std::fmt::Display for TaskProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            TaskProblem::TooLarge(n) => write!(f, "file is {n} bytes, over the 1 MiB limit"),
-            TaskProblem::NotUtf8(at) => {
-                write!(f, "not valid UTF-8 (first bad byte at offset {at})")
-            }
-            TaskProblem::BrokenFrontMatter(why) => write!(f, "broken front matter: {why}"),
-            TaskProblem::Unbounded(why) => write!(f, "front matter not parsed: {why}"),
-            TaskProblem::MissingField(k) => write!(f, "front matter has no `{k}`"),
-            TaskProblem::BadId(id) => write!(f, "id {id:?} is not like TASK-12"),
-            TaskProblem::Unreadable(e) => write!(f, "cannot read file: {e}"),
-        }
-    }
-}
-
-/// Parse one task file from its bytes (UTF-8 checked here, so a non-UTF-8 body is one problem).
-pub fn parse_task_bytes(bytes: &[u8]) -> Result<TaskFile, TaskProblem> {
-    let text = std::str::from_utf8(bytes).map_err(|e| TaskProblem::NotUtf8(e.valid_up_to()))?;
-    parse_task(text)
+/// The bytes as text, or where the first byte that is not UTF-8 is.
+pub fn utf8(bytes: &[u8]) -> Result<&str, TaskProblem> {
+    let at = |e: std::str::Utf8Error| e.valid_up_to();
+    std::str::from_utf8(bytes)
+        .map_err(|e| format!("not valid UTF-8 (first bad byte at offset {})", at(e)))
 }
 
 pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
+    let broken = |why: &str| format!("broken front matter: {why}");
     let Ok(Some(FrontMatter { yaml, body, .. })) = front_matter::split(text) else {
-        return Err(TaskProblem::BrokenFrontMatter(
-            "no `---` block at the top".into(),
-        ));
+        return Err(broken("no `---` block at the top"));
     };
-    front_matter::check_yaml(yaml).map_err(TaskProblem::Unbounded)?;
-    let raw: RawTask = serde_yaml::from_str(yaml).map_err(|e| {
-        TaskProblem::BrokenFrontMatter(crate::text::single_line(&e.to_string(), 200))
-    })?;
-    let required = |v: &Option<Scalar>, key: &'static str| {
+    front_matter::check_yaml(yaml).map_err(|why| format!("front matter not parsed: {why}"))?;
+    let raw: RawTask = serde_yaml::from_str(yaml)
+        .map_err(|e| broken(&crate::text::single_line(&e.to_string(), 200)))?;
+    let required = |v: &Option<Scalar>, key: &str| {
         v.as_ref()
             .map(|s| s.0.trim().to_string())
             .filter(|s| !s.is_empty())
-            .ok_or(TaskProblem::MissingField(key))
+            .ok_or_else(|| format!("front matter has no `{key}`"))
     };
     let id_text = required(&raw.id, "id")?;
-    let id = canonical_id(&id_text).ok_or(TaskProblem::BadId(id_text))?;
+    let id = canonical_id(&id_text).ok_or_else(|| format!("id {id_text:?} is not like TASK-12"))?;
     let status = required(&raw.status, "status")?;
     let title = required(&raw.title, "title")?;
     let mut dependencies: Vec<String> = Vec::new();
@@ -254,10 +198,7 @@ pub fn parse_task(text: &str) -> Result<TaskFile, TaskProblem> {
         status,
         labels: raw.labels.map(|l| l.texts()).unwrap_or_default(),
         dependencies,
-        priority: raw
-            .priority
-            .map(|p| normalize_name(&p.0))
-            .filter(|p| !p.is_empty()),
+        priority: (raw.priority.map(|p| normalize_name(&p.0))).filter(|p| !p.is_empty()),
         created_at: raw.created_date.and_then(|d| backlog_date_to_rfc3339(&d.0)),
         updated_at: raw.updated_date.and_then(|d| backlog_date_to_rfc3339(&d.0)),
         body: body.trim().to_string(),
@@ -280,11 +221,8 @@ pub fn canonical_id(id: &str) -> Option<String> {
         let trimmed = seg.trim_start_matches('0');
         segments.push(if trimmed.is_empty() { "0" } else { trimmed });
     }
-    Some(format!(
-        "{}-{}",
-        prefix.to_ascii_uppercase(),
-        segments.join(".")
-    ))
+    let (prefix, segments) = (prefix.to_ascii_uppercase(), segments.join("."));
+    Some(format!("{prefix}-{segments}"))
 }
 
 /// The numeric part of an id: `12` for `TASK-12`, `3.1` for the subtask `TASK-3.1`
@@ -300,12 +238,6 @@ pub fn id_number(id: &str) -> u64 {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
-}
-
-/// The identifier Baton shows and keys workspaces by: the canonical id lower-cased (`task-12`),
-/// as in the task's file name.
-pub fn identifier_for(id: &str) -> String {
-    id.to_ascii_lowercase()
 }
 
 /// Convert a Backlog.md date to RFC 3339 UTC (Backlog.md writes UTC): `YYYY-MM-DD` (older
@@ -328,6 +260,12 @@ pub fn backlog_date_to_rfc3339(s: &str) -> Option<String> {
         _ => b.is_ascii_digit(),
     });
     shape_ok.then_some(out)
+}
+
+/// The identifier Baton shows and keys workspaces by: the canonical id lower-cased (`task-12`),
+/// as in the task's file name.
+pub fn identifier_for(id: &str) -> String {
+    id.to_ascii_lowercase()
 }
 
 /// 1-based position of `value` in `priorities` (compared trimmed and lowercased); `None` when
@@ -426,24 +364,18 @@ mod tests {
         let e = |s: &str| parse_task(s).unwrap_err();
         assert_eq!(
             e("---\ntitle: T\nstatus: A\n---\n"),
-            TaskProblem::MissingField("id")
+            "front matter has no `id`"
         );
         assert_eq!(
             e("---\nid: task-1\ntitle: T\nstatus: ''\n---\n"),
-            TaskProblem::MissingField("status")
+            "front matter has no `status`"
         );
         assert_eq!(
             e("---\nid: nope\ntitle: T\nstatus: A\n---\n"),
-            TaskProblem::BadId("nope".into())
+            "id \"nope\" is not like TASK-12"
         );
-        assert!(matches!(
-            e("---\nid: [\n---\n"),
-            TaskProblem::BrokenFrontMatter(_)
-        ));
-        assert!(matches!(
-            e("no front matter"),
-            TaskProblem::BrokenFrontMatter(_)
-        ));
+        assert!(e("---\nid: [\n---\n").starts_with("broken front matter: "));
+        assert!(e("no front matter").starts_with("broken front matter: "));
         // Type errors name the key and the position.
         let labels = e("---\nid: task-1\ntitle: x\nstatus: y\nlabels: {a: b}\n---\n").to_string();
         assert!(
@@ -461,8 +393,10 @@ mod tests {
         .unwrap();
         assert_eq!((lenient.title.as_str(), lenient.labels.len()), ("12", 3));
         assert_eq!(
-            parse_task_bytes(b"---\nid: task-1\n---\n\xff").unwrap_err(),
-            TaskProblem::NotUtf8(19)
+            utf8(b"---\nid: task-1\n---\n\xff")
+                .and_then(parse_task)
+                .unwrap_err(),
+            "not valid UTF-8 (first bad byte at offset 19)"
         );
     }
 }

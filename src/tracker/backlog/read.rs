@@ -2,78 +2,42 @@
 //! read their bytes, and hand them to the pure parser and [`Board::assemble`].
 
 use std::collections::HashMap;
-use std::fmt;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::board::{Board, BoardWarning, Location, ScannedFile, WarningKind};
-use super::parse::{parse_config, parse_task_bytes, BoardConfig, TaskProblem};
+use super::board::{Board, BoardTask, BoardWarning, Location, WarningKind};
+use super::parse::{parse_config, parse_task, utf8, BoardConfig, TaskProblem};
+use crate::tracker::{TrackerError, TrackerErrorKind};
 
 /// Task and config files larger than this are skipped unread (1 MiB).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// The folders read, in order. `drafts/` is never read.
-const LOCATIONS: [Location; 3] = [Location::Tasks, Location::Completed, Location::Archived];
+pub(crate) const LOCATIONS: [Location; 3] =
+    [Location::Tasks, Location::Completed, Location::Archived];
 
-/// Why a board could not be read at all: no board directory, a board path that is not a
-/// directory, a `config.yml` that is unreadable, too large or not valid YAML, or a folder that
-/// cannot be listed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BoardErrorKind {
-    MissingBoardDir,
-    NotADirectory,
-    BadConfig,
-    Io,
-}
+/// The class of a missing board directory.
+pub(crate) const MISSING: &str = "backlog_board_missing";
+const BAD_CONFIG: &str = "backlog_config_invalid";
+const IO: &str = "backlog_board_io";
 
-impl BoardErrorKind {
-    /// The stable name logs and `baton check` show.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BoardErrorKind::MissingBoardDir => "backlog_board_missing",
-            BoardErrorKind::NotADirectory => "backlog_board_not_a_directory",
-            BoardErrorKind::BadConfig => "backlog_config_invalid",
-            BoardErrorKind::Io => "backlog_board_io",
-        }
-    }
-}
-
-/// A board read failure, naming the path concerned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BoardError {
-    pub kind: BoardErrorKind,
-    pub path: PathBuf,
-    pub message: String,
-}
-
-impl fmt::Display for BoardError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: {}: {}",
-            self.kind.as_str(),
-            self.path.display(),
-            self.message
-        )
-    }
-}
-
-impl std::error::Error for BoardError {}
-
-fn err(kind: BoardErrorKind, path: &Path, message: impl Into<String>) -> BoardError {
-    BoardError {
-        kind,
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
+/// A board that cannot be read at all, named by its stable class (docs/trackers/backlog.md) and
+/// the path concerned: a missing or non-directory board, a bad `config.yml`, an unlistable folder.
+fn err(class: &'static str, path: &Path, message: impl std::fmt::Display) -> TrackerError {
+    let kind = match class {
+        MISSING | "backlog_board_not_a_directory" => TrackerErrorKind::MissingTrackerProject,
+        BAD_CONFIG => TrackerErrorKind::Payload,
+        _ => TrackerErrorKind::Transport,
+    };
+    TrackerError::with_class(kind, class, format!("{}: {message}", path.display()))
 }
 
 /// Read the board at `dir`: `config.yml` (or `config.yaml`), then every `<prefix>-*.md` file in
 /// `tasks/`, `completed/` and `archive/tasks/` (not recursive; `drafts/` ignored). Paths in the
 /// result are absolute. Bad task files become warnings; only a missing/unlistable board or a bad
 /// `config.yml` is an error.
-pub fn read_board(dir: &Path) -> Result<Board, BoardError> {
+pub fn read_board(dir: &Path) -> Result<Board, TrackerError> {
     read_board_keeping(dir, &HashMap::new())
 }
 
@@ -82,7 +46,7 @@ pub fn read_board(dir: &Path) -> Result<Board, BoardError> {
 pub fn read_board_keeping(
     dir: &Path,
     owners: &HashMap<String, PathBuf>,
-) -> Result<Board, BoardError> {
+) -> Result<Board, TrackerError> {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     check_dir(&dir)?;
     let (config, config_warning) = read_config(&dir)?;
@@ -97,29 +61,24 @@ pub fn read_board_keeping(
 
 /// Only the board's configuration (the directory must exist; no task file is read): what
 /// validating the configured states needs.
-pub fn read_board_config(dir: &Path) -> Result<BoardConfig, BoardError> {
+pub fn read_board_config(dir: &Path) -> Result<BoardConfig, TrackerError> {
     check_dir(dir)?;
     read_config(dir).map(|(config, _)| config)
 }
 
-fn check_dir(dir: &Path) -> Result<(), BoardError> {
+fn check_dir(dir: &Path) -> Result<(), TrackerError> {
+    let missing =
+        "the Backlog.md board directory does not exist (run `backlog init` or set tracker.path)";
     match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(err(BoardErrorKind::NotADirectory, dir, "not a directory")),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(err(
-                BoardErrorKind::MissingBoardDir,
-                dir,
-                "the Backlog.md board directory does not exist (run `backlog init` or set tracker.path)",
-            ))
-        }
-        Err(e) => return Err(err(BoardErrorKind::Io, dir, e.to_string())),
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(err("backlog_board_not_a_directory", dir, "not a directory")),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(err(MISSING, dir, missing)),
+        Err(e) => Err(err(IO, dir, e)),
     }
-    Ok(())
 }
 
 /// The board's config; absent means Backlog.md's defaults plus a warning.
-fn read_config(dir: &Path) -> Result<(BoardConfig, Option<BoardWarning>), BoardError> {
+fn read_config(dir: &Path) -> Result<(BoardConfig, Option<BoardWarning>), TrackerError> {
     let primary = dir.join("config.yml");
     let path = [primary.clone(), dir.join("config.yaml")]
         .into_iter()
@@ -136,16 +95,10 @@ fn read_config(dir: &Path) -> Result<(BoardConfig, Option<BoardWarning>), BoardE
         return Ok((BoardConfig::default(), Some(warning)));
     };
     let bytes = read_capped(&path)
-        .and_then(|b| b.ok_or(TaskProblem::Unreadable("not a regular file".into())))
-        .map_err(|p| err(BoardErrorKind::BadConfig, &path, p.to_string()))?;
-    let text = std::str::from_utf8(&bytes).map_err(|e| {
-        err(
-            BoardErrorKind::BadConfig,
-            &path,
-            TaskProblem::NotUtf8(e.valid_up_to()).to_string(),
-        )
-    })?;
-    let cfg = parse_config(text).map_err(|e| err(BoardErrorKind::BadConfig, &path, e))?;
+        .and_then(|b| b.ok_or_else(|| "cannot read file: not a regular file".into()))
+        .map_err(|p| err(BAD_CONFIG, &path, p))?;
+    let cfg = utf8(&bytes).and_then(parse_config);
+    let cfg = cfg.map_err(|e| err(BAD_CONFIG, &path, e))?;
     Ok((cfg, None))
 }
 
@@ -155,30 +108,33 @@ fn scan_folder(
     folder: &Path,
     location: Location,
     prefix: &str,
-    out: &mut Vec<ScannedFile>,
-) -> Result<(), BoardError> {
+    out: &mut Vec<Result<BoardTask, (PathBuf, TaskProblem)>>,
+) -> Result<(), TrackerError> {
     let entries = match fs::read_dir(folder) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(err(BoardErrorKind::Io, folder, e.to_string())),
+        Err(e) => return Err(err(IO, folder, e)),
     };
     for entry in entries {
-        let entry = entry.map_err(|e| err(BoardErrorKind::Io, folder, e.to_string()))?;
+        let entry = entry.map_err(|e| err(IO, folder, e))?;
         let name = entry.file_name();
         if !is_task_file_name(&name.to_string_lossy(), prefix) {
             continue;
         }
         let path = entry.path();
-        let parsed = match read_capped(&path) {
-            Ok(Some(b)) => parse_task_bytes(&b),
+        let task = match read_capped(&path) {
+            Ok(Some(b)) => utf8(&b).and_then(parse_task),
             Ok(None) => continue, // deleted meanwhile, or a directory, FIFO, socket, device
             Err(p) => Err(p),
         };
-        out.push(ScannedFile {
-            path,
-            location,
-            parsed,
-        });
+        out.push(
+            task.map(|task| BoardTask {
+                path: path.clone(),
+                location,
+                task,
+            })
+            .map_err(|p| (path, p)),
+        );
     }
     Ok(())
 }
@@ -200,9 +156,10 @@ pub fn is_task_file_name(name: &str, prefix: &str) -> bool {
 fn read_capped(path: &Path) -> Result<Option<Vec<u8>>, TaskProblem> {
     use std::os::unix::fs::OpenOptionsExt;
     let unreadable = |e: io::Error| match e.raw_os_error() {
-        Some(libc::ELOOP) => TaskProblem::Unreadable("a symbolic link (not followed)".into()),
-        _ => TaskProblem::Unreadable(e.to_string()),
+        Some(libc::ELOOP) => "cannot read file: a symbolic link (not followed)".to_string(),
+        _ => format!("cannot read file: {e}"),
     };
+    let too_large = |n: u64| Err(format!("file is {n} bytes, over the 1 MiB limit"));
     let file = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -216,14 +173,14 @@ fn read_capped(path: &Path) -> Result<Option<Vec<u8>>, TaskProblem> {
         return Ok(None);
     }
     if meta.len() > MAX_FILE_BYTES {
-        return Err(TaskProblem::TooLarge(meta.len()));
+        return too_large(meta.len());
     }
     let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     file.take(MAX_FILE_BYTES + 1)
         .read_to_end(&mut buf)
         .map_err(unreadable)?;
     if buf.len() as u64 > MAX_FILE_BYTES {
-        return Err(TaskProblem::TooLarge(buf.len() as u64));
+        return too_large(buf.len() as u64);
     }
     Ok(Some(buf))
 }

@@ -18,11 +18,6 @@ pub const DEBOUNCE: Duration = Duration::from_millis(50);
 /// Longest a steady stream of events can hold the ping back.
 pub const MAX_DELAY: Duration = Duration::from_millis(250);
 
-/// Keeps the board watch alive; dropping it stops the watch and its debounce thread.
-pub struct BoardWatch {
-    _watcher: notify::RecommendedWatcher,
-}
-
 /// True when `event` may change what the board reads: not an access, and on a Markdown file or
 /// `config.yml`/`config.yaml` outside `drafts/` (an overflow with no paths counts).
 pub fn is_relevant(event: &Event, board: &Path) -> bool {
@@ -48,26 +43,26 @@ pub fn is_relevant(event: &Event, board: &Path) -> bool {
 }
 
 /// Watch `board` recursively: bump `changes` on every relevant event as it arrives, and send `()`
-/// on `changed` (without blocking) once per debounced burst of them.
+/// on `changed` (without blocking) once per debounced burst of them. Dropping the watcher stops
+/// the watch and its debounce thread.
 pub fn watch_board(
     board: &Path,
     changes: Arc<AtomicU64>,
     changed: Sender<()>,
-) -> Result<BoardWatch, String> {
+) -> Result<notify::RecommendedWatcher, String> {
     let board_abs = std::path::absolute(board).unwrap_or_else(|_| board.to_path_buf());
     let (raw_tx, raw_rx) = unbounded::<()>();
     let filter_root = board_abs.clone();
-    let handler = move |res: notify::Result<Event>| match res {
-        Ok(ev) if is_relevant(&ev, &filter_root) => {
-            changes.fetch_add(1, Ordering::SeqCst);
-            let _ = raw_tx.send(());
+    let handler = move |res: notify::Result<Event>| {
+        match res {
+            Ok(ev) if !is_relevant(&ev, &filter_root) => return,
+            Ok(_) => {}
+            Err(e) => {
+                log::warn!("event=backlog_watch_error error={e:?}; polling still picks up changes")
+            }
         }
-        Ok(_) => {}
-        Err(e) => {
-            log::warn!("event=backlog_watch_error error={e:?}; polling still picks up changes");
-            changes.fetch_add(1, Ordering::SeqCst);
-            let _ = raw_tx.send(());
-        }
+        changes.fetch_add(1, Ordering::SeqCst);
+        let _ = raw_tx.send(());
     };
     // Links are not followed: one symlink to `/` would otherwise add a watch per directory of
     // the host (and the reader does not follow links either).
@@ -95,7 +90,7 @@ pub fn watch_board(
             }
         })
         .map_err(|e| format!("cannot start the board watch thread: {e}"))?;
-    Ok(BoardWatch { _watcher: watcher })
+    Ok(watcher)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::normalize::Data;
+use super::queries::Query;
 use crate::config::Secret;
 use crate::tracker::{TrackerBudget, TrackerError, TrackerErrorKind};
 
@@ -96,7 +97,7 @@ impl GraphqlError {
     pub fn is_schema_capability_error(&self) -> bool {
         matches!(
             self.code.as_deref(),
-            Some("undefinedField") | Some("argumentNotAccepted")
+            Some("undefinedField" | "argumentNotAccepted")
         ) || self.message.contains("doesn't exist on type")
             || self.message.contains("doesn't accept argument")
     }
@@ -123,12 +124,7 @@ impl Reply {
     pub fn rate_limit(&self) -> Option<TrackerBudget> {
         let meta = &self.meta;
         if let Some(rl) = &self.data.rate_limit {
-            return Some(TrackerBudget {
-                remaining: rl.remaining,
-                limit: rl.limit,
-                reset_at: rl.reset_at.clone(),
-                last_cost: rl.cost,
-            });
+            return Some(rl.clone());
         }
         if meta.remaining.is_none() && meta.limit.is_none() {
             return None;
@@ -151,22 +147,17 @@ impl Reply {
         token: &Secret,
         tolerated: impl Fn(&GraphqlError) -> bool,
     ) -> Result<(), TrackerError> {
-        let fatal: Vec<GraphqlError> = self
-            .errors
-            .iter()
+        let fatal: Vec<GraphqlError> = (self.errors.iter())
             .filter(|e| e.root_field() != Some("rateLimit") && !tolerated(e))
             .cloned()
             .collect();
         if fatal.is_empty() {
             return Ok(());
         }
-        let auth = fatal.iter().any(|e| {
-            matches!(
-                e.kind.as_deref(),
-                Some("INSUFFICIENT_SCOPES") | Some("FORBIDDEN")
-            )
-        });
-        let kind = match auth {
+        let auth = |e: &GraphqlError| {
+            matches!(e.kind.as_deref(), Some("INSUFFICIENT_SCOPES" | "FORBIDDEN"))
+        };
+        let kind = match fatal.iter().any(auth) {
             true => TrackerErrorKind::Auth,
             false => TrackerErrorKind::Query,
         };
@@ -322,7 +313,7 @@ pub fn classify_response(
         ));
     }
     if reply.errors.iter().any(|e| {
-        matches!(e.kind.as_deref(), Some("RATE_LIMITED") | Some("RATE_LIMIT"))
+        matches!(e.kind.as_deref(), Some("RATE_LIMITED" | "RATE_LIMIT"))
             || e.code.as_deref() == Some("graphql_rate_limit")
     }) {
         let at = meta
@@ -337,22 +328,18 @@ pub fn classify_response(
         // Errors explain a `data` that does not fit better than its shape does.
         Err(e) => {
             reply.check_errors(token, |_| false)?;
+            let e = single_line(&e.to_string(), 200);
             let what = match body.trim_start().starts_with('{') {
-                true => format!(
-                    "a `data` member Baton cannot read: {}",
-                    single_line(&e.to_string(), 200)
-                ),
+                true => format!("a `data` member Baton cannot read: {e}"),
                 false => format!("a body that is not a JSON object ({} bytes)", body.len()),
             };
-            return Err(super::unknown(format!(
-                "GitHub answered HTTP 200 with {what}"
-            )));
+            let what = format!("GitHub answered HTTP 200 with {what}");
+            return Err(super::unknown(what));
         }
     };
     if data.is_none() && reply.errors.is_empty() {
-        return Err(super::unknown(
-            "GitHub answered HTTP 200 without `data` or `errors`",
-        ));
+        let what = "GitHub answered HTTP 200 without `data` or `errors`";
+        return Err(super::unknown(what));
     }
     reply.data = data.unwrap_or_default();
     Ok(reply)
@@ -370,46 +357,35 @@ fn classify_failure(
 ) -> TrackerError {
     let meta = &reply.meta;
     if status == 401 {
-        return super::error(
-            TrackerErrorKind::Auth,
-            format!(
-                "GitHub rejected the token (HTTP 401: {shown}); check tracker.token (scopes: read:project and repository read)"
-            ),
-        );
+        let message = format!("GitHub rejected the token (HTTP 401: {shown}); check tracker.token (scopes: read:project and repository read)");
+        return super::error(TrackerErrorKind::Auth, message);
     }
     if status == 403 || status == 429 {
         let lower = rest_message.as_deref().unwrap_or("").to_lowercase();
         let secondary = lower.contains("secondary rate limit") || lower.contains("abuse detection");
-        if secondary || meta.retry_after_secs.is_some() || status == 429 {
-            let wait = meta
-                .retry_after_secs
-                .unwrap_or(SECONDARY_LIMIT_DEFAULT_WAIT.as_secs());
-            return rate_limited(
-                format!("secondary rate limit (HTTP {status}: {shown})"),
-                clamped_wait(now, wait),
-            );
-        }
-        if let (Some(0), Some(reset)) = (meta.remaining, meta.reset_epoch) {
-            return rate_limited(
-                format!("primary rate limit (HTTP {status}: {shown})"),
-                reset_time(reset, now),
-            );
-        }
-        return super::error(
-            TrackerErrorKind::Auth,
-            format!("GitHub refused the request (HTTP 403: {shown})"),
-        );
+        let (which, at) = match (meta.remaining, meta.reset_epoch) {
+            _ if secondary || meta.retry_after_secs.is_some() || status == 429 => {
+                let default = SECONDARY_LIMIT_DEFAULT_WAIT.as_secs();
+                (
+                    "secondary",
+                    clamped_wait(now, meta.retry_after_secs.unwrap_or(default)),
+                )
+            }
+            (Some(0), Some(reset)) => ("primary", reset_time(reset, now)),
+            _ => {
+                let message = format!("GitHub refused the request (HTTP 403: {shown})");
+                return super::error(TrackerErrorKind::Auth, message);
+            }
+        };
+        return rate_limited(format!("{which} rate limit (HTTP {status}: {shown})"), at);
     }
     // 502/504 bodies may be GraphQL-ish (`{"data":"null","errors":[...]}`).
     let errors = describe_errors(&reply.errors, token);
-    let detail = rest_message.or_else(|| Some(errors).filter(|s| !s.is_empty()));
-    super::error(
-        TrackerErrorKind::Status,
-        match detail {
-            Some(d) => format!("GitHub answered HTTP {status}: {d}"),
-            None => format!("GitHub answered HTTP {status} ({shown})"),
-        },
-    )
+    let message = match rest_message.or_else(|| Some(errors).filter(|s| !s.is_empty())) {
+        Some(d) => format!("GitHub answered HTTP {status}: {d}"),
+        None => format!("GitHub answered HTTP {status} ({shown})"),
+    };
+    super::error(TrackerErrorKind::Status, message)
 }
 
 fn rate_limited(message: String, at: SystemTime) -> TrackerError {
@@ -434,11 +410,8 @@ fn reset_time(reset_epoch: u64, now: SystemTime) -> SystemTime {
 /// still counts).
 pub fn parse_errors(errors: Option<&Value>) -> Vec<GraphqlError> {
     let text = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
-    let list = errors
-        .and_then(Value::as_array)
-        .map_or(&[][..], Vec::as_slice);
-    list.iter()
-        .take(1000)
+    let list = errors.and_then(Value::as_array).into_iter().flatten();
+    list.take(1000)
         .map(|e| {
             let ext = e.get("extensions");
             let field = ext.and_then(|x| x.get("fieldName").or_else(|| x.get("argumentName")));
@@ -446,11 +419,7 @@ pub fn parse_errors(errors: Option<&Value>) -> Vec<GraphqlError> {
                 kind: text(e.get("type")),
                 code: text(ext.and_then(|x| x.get("code")).or_else(|| e.get("code"))),
                 field_name: text(field),
-                path: e
-                    .get("path")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default(),
+                path: (e.get("path").and_then(Value::as_array).cloned()).unwrap_or_default(),
                 message: text(e.get("message")).unwrap_or_else(|| "(no message)".into()),
             }
         })
@@ -490,12 +459,8 @@ impl GraphqlClient {
     }
 
     /// POST one operation and classify the reply. The body is read up to [`MAX_RESPONSE_BYTES`].
-    pub fn post(
-        &self,
-        operation: &str,
-        query: &str,
-        variables: Value,
-    ) -> Result<Reply, TrackerError> {
+    pub fn post(&self, q: &Query, variables: Value) -> Result<Reply, TrackerError> {
+        let (operation, query) = (q.name, q.text);
         let body = json!({"query": query, "variables": variables, "operationName": operation});
         let sent = self
             .agent
@@ -542,13 +507,9 @@ impl GraphqlClient {
             }
             other => redact_userinfo(&self.scrub_all(other.to_string().into())),
         };
-        super::error(
-            TrackerErrorKind::Transport,
-            format!(
-                "request {operation} to {} failed: {what}",
-                self.endpoint_shown()
-            ),
-        )
+        let shown = self.endpoint_shown();
+        let message = format!("request {operation} to {shown} failed: {what}");
+        super::error(TrackerErrorKind::Transport, message)
     }
 }
 
@@ -794,7 +755,13 @@ mod tests {
             tok(),
             Duration::from_secs(2),
         );
-        let e = c.post("Op", "query{x}", Value::Null).unwrap_err();
+        let q = Query {
+            name: "Op",
+            file: "",
+            fragments: &[],
+            text: "query{x}",
+        };
+        let e = c.post(&q, Value::Null).unwrap_err();
         assert_eq!(e.kind, TrackerErrorKind::Transport);
         let shown = format!("{e} {e:?}");
         assert!(!shown.contains("hunter2TOKEN"), "{shown}");

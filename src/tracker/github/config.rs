@@ -1,14 +1,18 @@
 //! The `github_projects` part of `tracker.*` (spec §5.3.1): its keys, their parsing (token
-//! resolution included), and the preflight check shared by `baton check`, startup and
-//! [`super::GithubTracker::new`].
+//! resolution included), the preflight check shared by `baton check`, startup and
+//! [`super::GithubTracker::new`], and its section of `baton check` (the project, its Status and
+//! priority fields, the configured states, the rate-limit budget, the board and what it skipped).
 
 use std::sync::Arc;
 
 use serde::{de, Deserialize};
 
-use super::{GithubTracker, TRACKER_KIND};
+use super::normalize::PriorityField;
+use super::{Board, GithubTracker, TRACKER_KIND};
 use crate::config::{ConfigError, Secret, Section};
-use crate::tracker::config::{TrackerAdapter, TrackerConfig};
+use crate::model::Issue;
+use crate::text::quoted;
+use crate::tracker::config::{report_states, CheckLines, TrackerAdapter, TrackerConfig};
 use crate::tracker::{Tracker, TrackerError, TrackerErrorKind};
 
 /// Default GitHub GraphQL endpoint.
@@ -47,7 +51,7 @@ pub(crate) const ADAPTER: TrackerAdapter = TrackerAdapter {
     parse,
     check,
     open,
-    report: super::check::report,
+    report,
 };
 
 fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
@@ -102,31 +106,123 @@ pub(crate) fn required(cfg: &TrackerConfig) -> Result<(Secret, String, u64), Vec
 /// The warning for an `http://` endpoint whose host is not loopback: the token would cross the
 /// network in cleartext. `None` for `https://` and loopback hosts (a local proxy or test server).
 pub(crate) fn cleartext_warning(endpoint: &str) -> Option<String> {
-    let scheme_len = "http://".len();
-    let rest = endpoint
-        .get(..scheme_len)
-        .filter(|s| s.eq_ignore_ascii_case("http://"))
-        .map(|_| &endpoint[scheme_len..])?;
+    let (scheme, rest) = endpoint.split_at_checked("http://".len())?;
+    if !scheme.eq_ignore_ascii_case("http://") {
+        return None;
+    }
     let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
     let host_port = &authority[authority.rfind('@').map_or(0, |i| i + 1)..];
     let host = match host_port.strip_prefix('[') {
         Some(v6) => &v6[..v6.find(']').unwrap_or(v6.len())],
         None => &host_port[..host_port.find(':').unwrap_or(host_port.len())],
     };
-    let loopback = host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    (!loopback).then(|| {
-        format!(
-            "tracker.endpoint {} is plain http:// to a host that is not loopback: the token is sent in cleartext (use https://)",
-            super::client::redact_userinfo(endpoint)
-        )
-    })
+    let ip = host.parse::<std::net::IpAddr>();
+    if host.eq_ignore_ascii_case("localhost") || ip.is_ok_and(|ip| ip.is_loopback()) {
+        return None;
+    }
+    let shown = super::client::redact_userinfo(endpoint);
+    Some(format!("tracker.endpoint {shown} is plain http:// to a host that is not loopback: the token is sent in cleartext (use https://)"))
 }
 
 fn check(cfg: &TrackerConfig) -> Vec<TrackerError> {
     required(cfg).err().unwrap_or_default()
+}
+
+/// The GitHub part of the report; the board's issues for the plan, `None` when the project or
+/// the board could not be read.
+fn report(cfg: &TrackerConfig, r: &mut CheckLines) -> Option<Vec<Issue>> {
+    if let Some(w) = cleartext_warning(&cfg.endpoint) {
+        r.push("warn", w);
+    }
+    // It fails only on what the preflight has reported already (the kind, token, owner, number).
+    let tracker = GithubTracker::new(cfg).ok()?;
+    if !check_project(r, &tracker, cfg) {
+        return None;
+    }
+    check_board(r, &tracker).map(|b| b.issues)
+}
+
+/// The project, its Status and priority fields, the configured states and the rate limit;
+/// false when the project cannot be resolved.
+fn check_project(r: &mut CheckLines, tracker: &GithubTracker, cfg: &TrackerConfig) -> bool {
+    let project = match tracker.project() {
+        Ok(p) => p,
+        Err(e) => {
+            r.push("fail", format!("project: {e}"));
+            return false;
+        }
+    };
+    let (owner, number, title) = (&tracker.owner, tracker.number, quoted(&project.title));
+    let text = format!("project: {owner} #{number} {title} ({})", project.id);
+    r.push("ok", text);
+    if project.closed {
+        r.push("warn", "the project is closed");
+    }
+    let names: Vec<&str> = (project.status.options.iter())
+        .map(|o| o.1.as_str())
+        .collect();
+    let label = format!("status field {}", quoted(&project.status.name));
+    report_states(r, &label, &names, cfg, "option of the status field");
+    match &project.priority {
+        PriorityField::NotConfigured => {
+            r.push("ok", "priority field: not configured (priority is null)")
+        }
+        PriorityField::Resolved(f) => {
+            let rank = |(i, o): (usize, &(String, String))| format!("{}={}", i + 1, quoted(&o.1));
+            let ranks: Vec<String> = f.options.iter().enumerate().map(rank).collect();
+            let text = format!("priority field {}: {}", quoted(&f.name), ranks.join(" "));
+            r.push("ok", text)
+        }
+        PriorityField::Unusable(why) => r.push("fail", why),
+    }
+    let text = match tracker.rate_limit() {
+        Some(rl) => format!(
+            "rate limit: {} of {} points left, resets {}",
+            rl.remaining.map_or("?".into(), |n| n.to_string()),
+            rl.limit.map_or("?".into(), |n| n.to_string()),
+            rl.reset_at.as_deref().unwrap_or("?")
+        ),
+        None => "rate limit: not reported (rate limits disabled on this server)".into(),
+    };
+    r.push("ok", text);
+    true
+}
+
+/// Fetch the whole board and summarize what was skipped; `None` when the fetch failed.
+fn check_board(r: &mut CheckLines, tracker: &GithubTracker) -> Option<Board> {
+    let _ = crate::tracker::take_points();
+    let read = tracker.fetch_board(None);
+    let points = crate::tracker::take_points();
+    let limit = tracker.rate_limit().and_then(|rl| rl.limit);
+    r.1 = limit.map(|l| (points, l));
+    let board = match read {
+        Ok(b) => b,
+        Err(e) => {
+            r.push("fail", format!("board: {e}"));
+            return None;
+        }
+    };
+    let d = &board.dropped;
+    r.push("ok", format!(
+        "board: {} issues with a Status; skipped {} draft, {} pull request, {} redacted, {} archived, {} malformed, {} without Status",
+        board.issues.len(),
+        d.drafts,
+        d.pull_requests,
+        d.redacted,
+        d.archived,
+        d.malformed,
+        d.no_status
+    ));
+    if d.malformed > 0 {
+        r.push("warn", "malformed items were skipped (see the log)");
+    }
+    if !tracker.dependencies_supported() {
+        r.push(
+            "warn",
+            "this server has no issue dependencies: blockers are ignored",
+        );
+    }
+    Some(board)
 }
 
 #[cfg(test)]

@@ -8,11 +8,9 @@
 //! eligibility check (Symphony §11.1: "the orchestrator applies required_labels … after
 //! normalization"), so a refresh can observe a label being removed from a running issue.
 
-pub(crate) mod check;
 pub mod client;
 pub(crate) mod config;
 pub(crate) mod normalize;
-pub(crate) mod project;
 pub mod queries;
 
 use std::collections::{HashMap, HashSet};
@@ -25,13 +23,12 @@ use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, GraphqlError, Reply};
 use self::config::OwnerType;
-use self::normalize::{selected, DropReason, ItemRow, ItemsOnPage, Leaf, NodeRow, PageInfoRow};
-use self::project::{PriorityField, ProjectInfo};
+use self::normalize::{selected, ItemRow, ItemsOnPage, Leaf, NodeRow, PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
 use crate::text::single_line;
-use crate::tracker::TrackerConfig;
-use crate::tracker::{BoardRead, Tracker, TrackerBudget, TrackerError, TrackerErrorKind};
+use crate::tracker::TrackerErrorKind;
+use crate::tracker::{BoardRead, Tracker, TrackerBudget, TrackerConfig, TrackerError};
 
 /// This tracker's `tracker.kind`.
 pub(crate) const TRACKER_KIND: &str = "github_projects";
@@ -55,7 +52,7 @@ pub fn wire_log_allowed(target: &str, level: log::Level) -> bool {
 }
 
 /// Pages of one issue's `projectItems` a refresh may request: past it the refresh fails instead
-/// of paging on. (A board read may request the pages `tracker.max_items` needs, see `BoardAcc`.)
+/// of paging on. (A board read may request the pages `tracker.max_items` needs, see `next_page`.)
 pub(crate) const MAX_PAGES: usize = 200;
 
 /// Bytes of issue text (titles, bodies, labels, URLs) one board read may keep. With the items
@@ -79,18 +76,8 @@ pub struct DroppedCounts {
     pub no_status: usize,
 }
 
-impl DroppedCounts {
-    fn count(&mut self, r: DropReason) {
-        *match r {
-            DropReason::Draft => &mut self.drafts,
-            DropReason::PullRequest => &mut self.pull_requests,
-            DropReason::Redacted => &mut self.redacted,
-            DropReason::Archived => &mut self.archived,
-            DropReason::Malformed => &mut self.malformed,
-            DropReason::NoStatus => &mut self.no_status,
-        } += 1;
-    }
-}
+/// Why a project item did not become an issue: the count of [`DroppedCounts`] it adds to.
+type DropReason = fn(&mut DroppedCounts) -> &mut usize;
 
 /// Every Issue item on the board with a Status, normalized, in board order (no repo/status
 /// filter), plus what was dropped. Used by `baton check` and by the filtered reads.
@@ -194,21 +181,18 @@ impl GithubTracker {
         });
         let reply = self.request(q, vars, stats)?;
         let token = self.client.token();
-        let p = project::parse_project(&reply, &self.cfg, &self.owner, self.number, token)?;
+        let p = normalize::parse_project(&reply, &self.cfg, &self.owner, self.number, token)?;
         if let PriorityField::Unusable(why) = &p.priority {
             log::warn!("tracker_priority_field_unusable reason={why:?}");
         }
-        log::debug!(
-            "tracker_project_resolved project_id={} status_options={}",
-            p.id,
-            p.status.options.len()
-        );
+        let (id, options) = (&p.id, p.status.options.len());
+        log::debug!("tracker_project_resolved project_id={id} status_options={options}");
         Ok(p)
     }
 
     fn request(&self, q: &Query, vars: Value, stats: &mut OpStats) -> Result<Reply, TrackerError> {
         stats.requests += 1;
-        let reply = self.client.post(q.name, q.text, vars)?;
+        let reply = self.client.post(q, vars)?;
         if let Some(rl) = reply.rate_limit() {
             let cost = rl.last_cost.unwrap_or(0);
             stats.cost = stats.cost.saturating_add(cost);
@@ -227,14 +211,10 @@ impl GithubTracker {
         let mut stats = OpStats::default();
         let res = f(&mut stats);
         let rl = lock(&self.rate).clone().unwrap_or_default();
-        log::debug!(
-            "tracker_requests op={op} requests={} cost={} remaining={} reset_at={}",
-            stats.requests,
-            stats.cost,
-            rl.remaining
-                .map_or("unknown".to_string(), |r| r.to_string()),
-            rl.reset_at.as_deref().unwrap_or("unknown")
-        );
+        let remaining: String = rl.remaining.map_or("unknown".into(), |r| r.to_string());
+        let reset_at = rl.reset_at.as_deref().unwrap_or("unknown");
+        let OpStats { requests, cost } = stats;
+        log::debug!("tracker_requests op={op} requests={requests} cost={cost} remaining={remaining} reset_at={reset_at}");
         res
     }
 
@@ -259,10 +239,8 @@ impl GithubTracker {
         let filter = filter_states
             .filter(|_| filtered)
             .map(|states| server_filter(&self.cfg.status_field, states));
-        let mut acc = BoardAcc::new(&self.cfg);
-        let mut cursor: Option<String> = None;
-        let mut seen_cursors: HashSet<String> = HashSet::new();
-        let mut pages = 0usize;
+        let mut acc = BoardAcc::default();
+        let (mut cursor, mut seen_cursors, mut pages) = (None::<String>, HashSet::new(), 0usize);
         loop {
             let deps = self.deps_supported.load(Ordering::Relaxed);
             let q = match (&filter, deps) {
@@ -302,19 +280,21 @@ impl GithubTracker {
                 .items
                 .ok_or_else(|| unknown("the project node has no items"))?;
             pages += 1;
-            let next = next_cursor(&items.page_info, pages)?;
-            acc.add_items(items.nodes.len())?;
+            let info = &items.page_info;
+            let next = info.next().map_err(|e| match info.has_next_page {
+                None => unknown(e),
+                _ => error(TrackerErrorKind::Pagination, format!("page {pages} {e}")),
+            })?;
+            acc.add_items(items.nodes.len(), self.cfg.max_items)?;
             for raw in &items.nodes {
-                let kept = self.add_item(&project, raw, keep, &mut acc);
-                acc.add_kept(kept)?;
+                self.add_item(&project, raw, keep, &mut acc)?;
             }
             let Some(end) = next else { break };
             if !seen_cursors.insert(end.clone()) {
-                return Err(unknown(format!(
-                    "pagination does not advance (page {pages}, repeated cursor)"
-                )));
+                let why = format!("pagination does not advance (page {pages}, repeated cursor)");
+                return Err(unknown(why));
             }
-            acc.next_page(pages)?;
+            next_page(&self.cfg, pages)?;
             cursor = Some(end);
         }
         Ok(self.finish_board(acc))
@@ -324,13 +304,9 @@ impl GithubTracker {
     /// validation re-resolves it.
     fn project_gone(&self) -> TrackerError {
         self.reset_cache();
-        TrackerError::new(
-            TrackerErrorKind::MissingTrackerProject,
-            format!(
-                "project #{} of {:?} no longer resolves (deleted, or no longer visible to the token)",
-                self.number, self.owner
-            ),
-        )
+        let (number, owner) = (self.number, &self.owner);
+        let why = format!("project #{number} of {owner:?} no longer resolves (deleted, or no longer visible to the token)");
+        TrackerError::new(TrackerErrorKind::MissingTrackerProject, why)
     }
 
     /// `vars` with the status/priority field variables every item query takes.
@@ -346,21 +322,21 @@ impl GithubTracker {
         self.deps_supported.store(false, Ordering::Relaxed);
     }
 
-    /// Normalize one item of a page into `acc` (kept issue, dropped count, Status by id); the
-    /// bytes of issue text kept.
+    /// Normalize one item of a page into `acc` (kept issue, dropped count, Status by id); fails
+    /// past [`MAX_KEPT_BYTES`].
     fn add_item(
         &self,
         project: &ProjectInfo,
         raw: &RawValue,
         keep: &dyn Fn(&Issue) -> bool,
         acc: &mut BoardAcc,
-    ) -> usize {
+    ) -> Result<(), TrackerError> {
         let deps = self.deps_supported.load(Ordering::Relaxed);
         let (content, mut issue) = match self.normalize_item(project, raw) {
             Ok(found) => found,
             Err(reason) => {
-                acc.board.dropped.count(reason);
-                return 0;
+                *reason(&mut acc.board.dropped) += 1;
+                return Ok(());
             }
         };
         if deps {
@@ -368,7 +344,7 @@ impl GithubTracker {
                 .insert(issue.id.clone(), issue.state.clone());
         }
         if !keep(&issue) {
-            return 0;
+            return Ok(());
         }
         self.note_truncated(&issue);
         if deps {
@@ -377,9 +353,9 @@ impl GithubTracker {
             let terminal = &self.cfg.terminal_states;
             issue.blocked_by = normalize::normalize_blockers(&content, terminal, None);
         }
-        let bytes = kept_bytes(&issue);
+        acc.add_kept(kept_bytes(&issue))?;
         acc.board.issues.push(issue);
-        bytes
+        Ok(())
     }
 
     /// Resolve blockers against the Status of every Issue on this board.
@@ -388,11 +364,7 @@ impl GithubTracker {
     /// poll already reads every non-archived item of the board. Blockers off the board (or
     /// archived) fall back to OPEN/CLOSED as the spec allows.
     fn finish_board(&self, acc: BoardAcc) -> Board {
-        let BoardAcc {
-            mut board,
-            status_by_id,
-            ..
-        } = acc;
+        let (mut board, status_by_id) = (acc.board, acc.status_by_id);
         let deps = self.deps_supported.load(Ordering::Relaxed);
         for issue in &mut board.issues {
             if !deps {
@@ -417,6 +389,11 @@ impl GithubTracker {
         project: &ProjectInfo,
         raw: &RawValue,
     ) -> Result<(NodeRow, Issue), DropReason> {
+        let malformed = |id: &str, why: &str| -> DropReason {
+            let (id, why) = (single_line(id, 80), single_line(why, 200));
+            log::warn!("tracker_item_skipped item_id={id} reason={why:?}");
+            |d| &mut d.malformed
+        };
         let item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
             #[derive(serde::Deserialize)]
             struct Id {
@@ -425,46 +402,37 @@ impl GithubTracker {
             let id = serde_json::from_str::<Id>(raw.get())
                 .ok()
                 .and_then(|i| i.id);
-            log::warn!(
-                "tracker_item_skipped item_id={} reason={:?}",
-                id.as_deref().map_or(String::new(), |i| single_line(i, 80)),
-                single_line(&e.to_string(), 200)
-            );
-            DropReason::Malformed
+            malformed(id.as_deref().unwrap_or_default(), &e.to_string())
         })?;
         let item_id = item.id.as_deref().unwrap_or("");
         if item.is_archived == Some(true) {
-            return Err(DropReason::Archived);
+            return Err(|d| &mut d.archived);
         }
         let typename = item.content.as_ref().and_then(|c| c.typename.as_deref());
         match (item.kind.as_deref(), typename) {
-            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(DropReason::Draft),
+            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(|d| &mut d.drafts),
             (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => {
-                return Err(DropReason::PullRequest)
+                return Err(|d| &mut d.pull_requests)
             }
             (_, Some("Issue")) => {}
-            (Some("REDACTED"), _) | (_, None) => return Err(DropReason::Redacted),
+            (Some("REDACTED"), _) | (_, None) => return Err(|d| &mut d.redacted),
             (_, Some(other)) => {
-                log::warn!("tracker_item_skipped item_id={item_id} reason=\"unexpected content type {other}\"");
-                return Err(DropReason::Malformed);
+                return Err(malformed(
+                    item_id,
+                    &format!("unexpected content type {other}"),
+                ))
             }
         }
         let Some(status) = selected(item.status.as_ref().and_then(Option::as_ref)) else {
-            return Err(DropReason::NoStatus);
+            return Err(|d| &mut d.no_status);
         };
         let priority = self.priority_of(project, item.priority.as_ref());
         let state = status.name.as_deref().unwrap_or_default();
         let content = item.content.unwrap_or_default();
-        match normalize::normalize_issue(&content, item_id, state, priority) {
-            Ok(issue) => Ok((content, issue)),
-            Err(why) => {
-                log::warn!(
-                    "tracker_item_skipped item_id={item_id} reason={:?}",
-                    single_line(&why, 200)
-                );
-                Err(DropReason::Malformed)
-            }
-        }
+        let issue = normalize::normalize_issue(&content, item_id, state, priority);
+        issue
+            .map(|issue| (content, issue))
+            .map_err(|why| malformed(item_id, &why))
     }
 
     /// Log `event=issue_fields_truncated` when the lists cut on `issue` change.
@@ -496,6 +464,13 @@ impl GithubTracker {
             PriorityField::Resolved(f) => f.position(v.option_id.as_deref(), v.name.as_deref()),
             _ => None,
         }
+    }
+
+    /// True when `states` names a configured terminal state (closed issues count then).
+    fn names_terminal(&self, states: &[String]) -> bool {
+        states
+            .iter()
+            .any(|s| contains_name(&self.cfg.terminal_states, s))
     }
 
     fn in_repo_scope(&self, issue: &Issue) -> bool {
@@ -538,25 +513,16 @@ impl GithubTracker {
         stats: &mut OpStats,
         out: &mut Vec<Issue>,
     ) -> Result<(), TrackerError> {
-        let reply = loop {
-            let deps = self.deps_supported.load(Ordering::Relaxed);
-            // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
-            let q = match deps && !shallow {
-                true => &queries::REFRESH_ISSUES,
-                false => &queries::REFRESH_RUNNING,
-            };
-            let vars = self.field_vars(project, json!({ "ids": ids }));
-            let reply = self.request(q, vars, stats)?;
-            let deps_error = reply
-                .errors
-                .iter()
-                .any(|e| e.is_schema_capability_error() && is_about_blockers(e));
-            if deps && deps_error && !shallow {
-                self.disable_dependencies();
-                continue;
-            }
-            break reply;
-        };
+        // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
+        let deps = !shallow && self.deps_supported.load(Ordering::Relaxed);
+        let q = [&queries::REFRESH_RUNNING, &queries::REFRESH_ISSUES][usize::from(deps)];
+        let vars = self.field_vars(project, json!({ "ids": ids }));
+        let mut reply = self.request(q, vars.clone(), stats)?;
+        let no_blockers = |e: &GraphqlError| e.is_schema_capability_error() && is_about_blockers(e);
+        if deps && reply.errors.iter().any(no_blockers) {
+            self.disable_dependencies();
+            reply = self.request(&queries::REFRESH_RUNNING, vars, stats)?;
+        }
         let not_found = |e: &GraphqlError| {
             e.kind.as_deref() == Some("NOT_FOUND") && e.root_field() == Some("nodes")
         };
@@ -571,12 +537,10 @@ impl GithubTracker {
         })?;
         let nodes = (reply.data.nodes.as_ref())
             .ok_or_else(|| unknown("refresh reply without a nodes list"))?;
-        if nodes.len() != ids.len() {
-            return Err(unknown(format!(
-                "refresh asked for {} ids and got {} nodes",
-                ids.len(),
-                nodes.len()
-            )));
+        let (asked, got) = (ids.len(), nodes.len());
+        if asked != got {
+            let why = format!("refresh asked for {asked} ids and got {got} nodes");
+            return Err(unknown(why));
         }
         for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
             // A shallow refresh (`RefreshRunning`) reads no blockers: `blocked_by` stays empty.
@@ -597,7 +561,10 @@ impl GithubTracker {
         stats: &mut OpStats,
     ) -> Result<Option<ItemRow>, TrackerError> {
         let unreadable = |why: String| unknown(format!("refresh of issue {id}: {why}"));
-        let repeated = |why: String| error(TrackerErrorKind::Pagination, why);
+        let stuck = |why: String| {
+            let why = format!("projectItems of issue {id} {why}");
+            error(TrackerErrorKind::Pagination, why)
+        };
         let mut fetched: NodeRow;
         let (mut page, mut after, mut pages) = (node, None, 1);
         loop {
@@ -605,17 +572,13 @@ impl GithubTracker {
                 Ok(ItemsOnPage::Ours(item)) => return Ok(Some(item.clone())),
                 Ok(ItemsOnPage::NotHere(None)) => return Ok(None),
                 Ok(ItemsOnPage::NotHere(Some(next))) => next,
-                Err(why) => return Err(unreadable(why.to_string())),
+                Err(why) => return Err(unreadable(why)),
             };
             if after.as_ref() == Some(&next) {
-                return Err(repeated(format!(
-                    "projectItems of issue {id} repeat cursor {next:?}"
-                )));
+                return Err(stuck(format!("repeat cursor {next:?}")));
             }
             if pages >= MAX_PAGES {
-                return Err(repeated(format!(
-                    "projectItems of issue {id} do not stop paging"
-                )));
+                return Err(stuck("do not stop paging".into()));
             }
             pages += 1;
             let vars = self.field_vars(project, json!({ "id": id, "after": next }));
@@ -623,9 +586,8 @@ impl GithubTracker {
             reply.check_errors(self.client.token(), |_| false)?;
             fetched = reply.data.node.unwrap_or_default();
             if fetched.typename.as_deref() != Some("Issue") {
-                return Err(unreadable(format!(
-                    "projectItems page {pages} has no Issue node"
-                )));
+                let why = format!("projectItems page {pages} has no Issue node");
+                return Err(unreadable(why));
             }
             page = &fetched;
             after = Some(next);
@@ -699,42 +661,23 @@ impl GithubTracker {
     }
 }
 
-/// A board read in progress: the kept issues, the Status of every issue seen so far, and the
-/// bounds of the read (pages, items received and bytes of issue text kept).
+/// A board read in progress: the kept issues, the Status of every issue seen so far, and what
+/// the read's bounds count (items received and bytes of issue text kept).
+#[derive(Default)]
 struct BoardAcc {
     board: Board,
     status_by_id: HashMap<String, String>,
-    max_pages: usize,
-    page_size: u64,
-    max_items: u64,
     items: u64,
     kept_bytes: usize,
 }
 
 impl BoardAcc {
-    /// The pages `tracker.max_items` needs at `tracker.page_size`: a server that sends short
-    /// pages with fresh cursors forever costs no more requests than a full board.
-    fn new(cfg: &TrackerConfig) -> Self {
-        let per_page = u64::from(cfg.page_size.clamp(1, 100));
-        let needed = usize::try_from(cfg.max_items.div_ceil(per_page)).unwrap_or(usize::MAX);
-        BoardAcc {
-            board: Board::default(),
-            status_by_id: HashMap::new(),
-            max_pages: needed.max(1),
-            page_size: per_page,
-            max_items: cfg.max_items,
-            items: 0,
-            kept_bytes: 0,
-        }
-    }
-
     /// Count a page's items; past `tracker.max_items` the read fails.
-    fn add_items(&mut self, n: usize) -> Result<(), TrackerError> {
+    fn add_items(&mut self, n: usize, max_items: u64) -> Result<(), TrackerError> {
         self.items = self.items.saturating_add(n as u64);
-        if self.items > self.max_items {
+        if self.items > max_items {
             return Err(too_large(format!(
-                "the board has more than tracker.max_items = {} items; raise tracker.max_items or archive items",
-                self.max_items
+                "the board has more than tracker.max_items = {max_items} items; raise tracker.max_items or archive items"
             )));
         }
         Ok(())
@@ -751,69 +694,48 @@ impl BoardAcc {
         }
         Ok(())
     }
+}
 
-    /// Allow the page after page `done`, unless that is past the page cap.
-    fn next_page(&self, done: usize) -> Result<(), TrackerError> {
-        if done >= self.max_pages {
-            return Err(too_large(format!(
-                "the board read reached {done} pages, all that tracker.max_items = {} needs at {} items a page, and has more; raise tracker.max_items or archive items",
-                self.max_items, self.page_size
-            )));
-        }
-        Ok(())
+/// Allow the page after page `done` unless that is past the pages `tracker.max_items` needs at
+/// `tracker.page_size`: a server that sends short pages with fresh cursors forever costs no more
+/// requests than a full board.
+fn next_page(cfg: &TrackerConfig, done: usize) -> Result<(), TrackerError> {
+    let per_page = u64::from(cfg.page_size.clamp(1, 100));
+    let needed = usize::try_from(cfg.max_items.div_ceil(per_page)).unwrap_or(usize::MAX);
+    if done < needed.max(1) {
+        return Ok(());
     }
+    Err(too_large(format!(
+        "the board read reached {done} pages, all that tracker.max_items = {} needs at {per_page} items a page, and has more; raise tracker.max_items or archive items",
+        cfg.max_items
+    )))
 }
 
 fn too_large(message: String) -> TrackerError {
     TrackerError::with_class(TrackerErrorKind::Pagination, BOARD_TOO_LARGE, message)
 }
 
-/// The bytes of issue text `issue` holds (what a board read keeps per issue).
-fn kept_bytes(issue: &Issue) -> usize {
-    let labels: usize = issue.labels.iter().map(String::len).sum();
-    let blockers: usize = issue
+/// The bytes of issue text `i` holds (what a board read keeps per issue).
+fn kept_bytes(i: &Issue) -> usize {
+    let texts = [
+        &i.id,
+        &i.item_id,
+        &i.identifier,
+        &i.repository,
+        &i.title,
+        &i.state,
+    ];
+    let optional = i.description.iter().chain(&i.url).chain(&i.labels);
+    let blockers = i
         .blocked_by
         .iter()
-        .map(|b| b.id.len() + b.identifier.len() + b.state.len())
-        .sum();
-    [
-        issue.id.len(),
-        issue.item_id.len(),
-        issue.identifier.len(),
-        issue.repository.len(),
-        issue.title.len(),
-        issue.description.as_ref().map_or(0, String::len),
-        issue.state.len(),
-        issue.url.as_ref().map_or(0, String::len),
-        labels,
-        blockers,
-    ]
-    .iter()
-    .fold(0usize, |a, b| a.saturating_add(*b))
+        .flat_map(|b| [&b.id, &b.identifier, &b.state]);
+    (texts.into_iter().chain(optional).chain(blockers)).fold(0, |a, t| a.saturating_add(t.len()))
 }
 
 /// True for a schema error about `Issue.blockedBy`.
 fn is_about_blockers(e: &GraphqlError) -> bool {
     e.field_name.as_deref() == Some("blockedBy") || e.message.contains("blockedBy")
-}
-
-/// The cursor of the next page (`None` on the last one) from a page's `pageInfo`.
-fn next_cursor(info: &PageInfoRow, page: usize) -> Result<Option<String>, TrackerError> {
-    match info.has_next_page {
-        None => Err(unknown("pageInfo without hasNextPage")),
-        Some(false) => Ok(None),
-        Some(true) => info
-            .end_cursor
-            .clone()
-            .filter(|c| !c.is_empty())
-            .map(Some)
-            .ok_or_else(|| {
-                error(
-                    TrackerErrorKind::Pagination,
-                    format!("page {page} reports hasNextPage without an endCursor"),
-                )
-            }),
-    }
 }
 
 /// A reply Baton cannot read (`github_unknown_payload`).
@@ -831,9 +753,7 @@ pub(crate) fn class(kind: TrackerErrorKind) -> &'static str {
         TrackerErrorKind::Query => "github_graphql_errors",
         TrackerErrorKind::Payload => "github_unknown_payload",
         TrackerErrorKind::Pagination => "github_missing_end_cursor",
-        TrackerErrorKind::UnsupportedTrackerKind
-        | TrackerErrorKind::MissingTrackerToken
-        | TrackerErrorKind::MissingTrackerProject => kind.as_str(),
+        _ => kind.as_str(), // the configuration kinds keep their shared names
     }
 }
 
@@ -867,19 +787,16 @@ impl Tracker for GithubTracker {
         if states.iter().all(|s| s.trim().is_empty()) {
             return Ok(Vec::new());
         }
-        let wants_terminal = states
-            .iter()
-            .any(|s| contains_name(&self.cfg.terminal_states, s));
+        let wants_terminal = self.names_terminal(states);
         // Closed issues in other Statuses are needed too, so never narrow server-side then.
-        let board = self.fetch_board(if wants_terminal { None } else { Some(states) })?;
-        Ok(board
-            .issues
-            .into_iter()
-            .filter(|i| {
-                (contains_name(states, &i.state) || (wants_terminal && i.closed))
-                    && self.in_repo_scope(i)
-            })
-            .collect())
+        let mut issues = self
+            .fetch_board((!wants_terminal).then_some(states))?
+            .issues;
+        issues.retain(|i| {
+            (contains_name(states, &i.state) || (wants_terminal && i.closed))
+                && self.in_repo_scope(i)
+        });
+        Ok(issues)
     }
 
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
@@ -895,14 +812,9 @@ impl Tracker for GithubTracker {
         also_states: &[String],
     ) -> Result<BoardRead, TrackerError> {
         let active = &self.cfg.active_states;
-        let also: Vec<String> = also_states
-            .iter()
-            .filter(|s| !s.trim().is_empty())
-            .cloned()
-            .collect();
-        let also_terminal = also
-            .iter()
-            .any(|s| contains_name(&self.cfg.terminal_states, s));
+        let mut also = also_states.to_vec();
+        also.retain(|s| !s.trim().is_empty());
+        let also_terminal = self.names_terminal(&also);
         let keep_ids: HashSet<&str> = keep_ids.iter().map(String::as_str).collect();
         let is_candidate = |i: &Issue| {
             contains_name(active, &i.state)

@@ -1,74 +1,36 @@
 //! Every GitHub reply is read straight into one typed shape ([`Data`]: every member optional,
 //! unknown ones ignored) and normalized into [`Issue`] (spec §4.1.1, §11.3). Board items and
 //! refreshed issues are each read into their row on their own, so one bad record only drops
-//! itself (or fails only its refresh); blockers stay small `Value`s for the same reason. Pure
-//! functions, so every bad shape is a unit test away.
+//! itself (or fails only its refresh); blockers stay small `Value`s for the same reason. A
+//! `Resolve*Project` reply becomes the cached [`ProjectInfo`] (spec §11.2): the ProjectV2 id, the
+//! Status single-select field and its options, the optional priority field's. Pure functions, so
+//! every bad shape is a unit test away.
 
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::client::Reply;
+use crate::config::Secret;
 use crate::model::{contains_name, normalize_labels, BlockerRef, Issue};
-
-/// Why a project item did not become an issue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DropReason {
-    Draft,
-    PullRequest,
-    Redacted,
-    Archived,
-    Malformed,
-    NoStatus,
-}
+use crate::tracker::config::OwnerType;
+use crate::tracker::{TrackerConfig, TrackerError, TrackerErrorKind};
 
 /// The `data` of every operation Baton sends; each reads the members it asked for.
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Data {
     /// `Resolve*Project`: the organization or user.
-    pub owner: Option<OwnerRow>,
+    pub owner: Option<NodeRow>,
     /// `ProjectItems*`: the project; `IssueProjectItems`: the issue.
     pub node: Option<NodeRow>,
     /// `Refresh*`: one node per id asked for, each read into a [`NodeRow`] on its own.
     pub nodes: Option<Vec<Box<RawValue>>>,
-    pub rate_limit: Option<RateLimitRow>,
+    pub rate_limit: Option<crate::tracker::TrackerBudget>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OwnerRow {
-    pub project_v2: Option<ProjectRow>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProjectRow {
-    pub id: Option<String>,
-    pub title: Option<String>,
-    pub closed: Option<bool>,
-    pub status_field: Option<FieldRow>,
-    pub priority_field: Option<FieldRow>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct FieldRow {
-    #[serde(rename = "__typename")]
-    pub typename: Option<String>,
-    pub id: Option<String>,
-    pub name: Option<String>,
-    pub options: Option<Vec<Leaf>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RateLimitRow {
-    pub cost: Option<i64>,
-    pub limit: Option<i64>,
-    pub remaining: Option<i64>,
-    pub reset_at: Option<String>,
-}
-
-/// A node Baton reads: an issue (`IssueFields`, blockers, project items) or a project (items).
+/// An object Baton reads: an issue (`IssueFields`, blockers, project items), a project (its
+/// items, or its setup and fields), a project field, or the owner of a project.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeRow {
@@ -88,6 +50,12 @@ pub struct NodeRow {
     pub blocked_by: Option<Nodes<Value>>,
     pub project_items: Option<Nodes<ItemRow>>,
     pub items: Option<ItemPage>,
+    pub project_v2: Option<Box<NodeRow>>,
+    pub closed: Option<bool>,
+    pub status_field: Option<Box<NodeRow>>,
+    pub priority_field: Option<Box<NodeRow>>,
+    pub name: Option<String>,
+    pub options: Option<Vec<Leaf>>,
 }
 
 impl NodeRow {
@@ -109,6 +77,18 @@ pub struct ItemPage {
 pub struct PageInfoRow {
     pub has_next_page: Option<bool>,
     pub end_cursor: Option<String>,
+}
+
+impl PageInfoRow {
+    /// The cursor of the next page, `None` on the last one; `Err` says what is missing.
+    pub fn next(&self) -> Result<Option<String>, &'static str> {
+        match self.has_next_page {
+            None => Err("pageInfo without hasNextPage"),
+            Some(false) => Ok(None),
+            Some(true) => (self.end_cursor.clone().filter(|c| !c.is_empty()).map(Some))
+                .ok_or("reports hasNextPage without an endCursor"),
+        }
+    }
 }
 
 /// A connection's `nodes` (`null` elements allowed) and whether more follow.
@@ -206,28 +186,22 @@ pub fn normalize_issue(
     state: &str,
     priority: Option<u32>,
 ) -> Result<Issue, String> {
-    let id = content
-        .id
-        .as_deref()
-        .filter(|s| !s.is_empty())
-        .ok_or("issue without id")?;
-    let number = content
-        .number
-        .ok_or_else(|| format!("issue {id} without a number"))?;
+    let id = (content.id.as_deref().filter(|s| !s.is_empty())).ok_or("issue without id")?;
+    let without = |what: &str| format!("issue {id} without {what}");
+    let number = content.number.ok_or_else(|| without("a number"))?;
     let repository = content
         .repo()
-        .ok_or_else(|| format!("issue {id} without repository.nameWithOwner"))?;
+        .ok_or_else(|| without("repository.nameWithOwner"))?;
     let identifier = identifier(repository, number)
         .ok_or_else(|| format!("issue {id} has an unusable repository name {repository:?}"))?;
-    let title = content
-        .title
-        .as_deref()
-        .ok_or_else(|| format!("issue {id} without a title"))?;
+    let title = content.title.as_deref().ok_or_else(|| without("a title"))?;
     let closed = match content.state.as_deref() {
         Some("OPEN") => false,
         Some("CLOSED") => true,
         other => return Err(format!("issue {id} has an unknown state {other:?}")),
     };
+    let (labels_cut, blockers_cut) = (Nodes::cut(&content.labels), Nodes::cut(&content.blocked_by));
+    let cut = [("labels", labels_cut), ("blocked_by", blockers_cut)];
     Ok(Issue {
         id: id.to_string(),
         item_id: item_id.to_string(),
@@ -235,11 +209,7 @@ pub fn normalize_issue(
         number,
         repository: repository.to_string(),
         title: title.to_string(),
-        description: content
-            .body
-            .as_deref()
-            .filter(|b| !b.trim().is_empty())
-            .map(str::to_string),
+        description: (content.body.clone()).filter(|b| !b.trim().is_empty()),
         priority,
         state: state.trim().to_string(),
         branch_name: None,
@@ -249,14 +219,7 @@ pub fn normalize_issue(
         closed,
         created_at: timestamp(content.created_at.as_deref()),
         updated_at: timestamp(content.updated_at.as_deref()),
-        truncated: [
-            ("labels", Nodes::cut(&content.labels)),
-            ("blocked_by", Nodes::cut(&content.blocked_by)),
-        ]
-        .into_iter()
-        .filter(|(_, cut)| *cut)
-        .map(|(list, _)| list.to_string())
-        .collect(),
+        truncated: cut.iter().filter(|c| c.1).map(|c| c.0.into()).collect(),
     })
 }
 
@@ -268,15 +231,9 @@ pub fn normalize_blockers(
     terminal_states: &[String],
     project_id: Option<&str>,
 ) -> Vec<BlockerRef> {
-    let mut out = Vec::new();
-    for b in Nodes::iter(&content.blocked_by) {
-        let Ok(b) = NodeRow::deserialize(b) else {
-            continue;
-        };
-        let ident = b.repo().zip(b.number).and_then(|(r, n)| identifier(r, n));
-        let (Some(id), Some(ident)) = (&b.id, ident) else {
-            continue;
-        };
+    let blocker = |b: &Value| {
+        let b = NodeRow::deserialize(b).ok()?;
+        let identifier = b.repo().zip(b.number).and_then(|(r, n)| identifier(r, n))?;
         let closed = b.state.as_deref() == Some("CLOSED");
         let status = project_id.and_then(|p| {
             let mut items = Nodes::iter(&b.project_items);
@@ -284,19 +241,18 @@ pub fn normalize_blockers(
                 items.find(|it| it.project_id() == Some(p) && it.is_archived != Some(true))?;
             selected(ours.status.as_ref()?.as_ref())?.name.clone()
         });
-        let terminal = closed
-            || status
-                .as_ref()
-                .is_some_and(|s| contains_name(terminal_states, s));
+        let terminal = closed || status.iter().any(|s| contains_name(terminal_states, s));
         let state = status.unwrap_or_else(|| if closed { "CLOSED" } else { "OPEN" }.to_string());
-        out.push(BlockerRef {
-            id: id.clone(),
-            identifier: ident,
+        Some(BlockerRef {
+            id: b.id?,
+            identifier,
             state,
             terminal,
-        });
-    }
-    out
+        })
+    };
+    Nodes::iter(&content.blocked_by)
+        .filter_map(blocker)
+        .collect()
 }
 
 /// One page of a refreshed issue's `projectItems`, read strictly.
@@ -314,42 +270,166 @@ pub enum ItemsOnPage<'a> {
 pub fn project_items_page<'a>(
     issue: &'a NodeRow,
     project_id: &str,
-) -> Result<ItemsOnPage<'a>, &'static str> {
-    let items = issue
-        .project_items
-        .as_ref()
-        .ok_or("issue without a projectItems object")?;
-    let nodes = items
-        .nodes
-        .as_ref()
-        .ok_or("projectItems without a nodes list")?;
+) -> Result<ItemsOnPage<'a>, String> {
+    let items = (issue.project_items.as_ref()).ok_or("issue without a projectItems object")?;
+    let nodes = (items.nodes.as_ref()).ok_or("projectItems without a nodes list")?;
     for it in nodes {
-        let it = it.as_ref().ok_or("project item without project.id")?;
+        let no_project = "project item without project.id";
+        let it = it.as_ref().ok_or(no_project)?;
         let pid = it
             .project_id()
             .filter(|p| !p.is_empty())
-            .ok_or("project item without project.id")?;
+            .ok_or(no_project)?;
         let archived = it.is_archived.ok_or("project item without isArchived")?;
         if pid == project_id && !archived {
             return Ok(ItemsOnPage::Ours(it));
         }
     }
-    let info = items
-        .page_info
-        .as_ref()
-        .ok_or("projectItems without pageInfo")?;
-    let has_next = info
-        .has_next_page
-        .ok_or("projectItems pageInfo without hasNextPage")?;
-    if !has_next {
-        return Ok(ItemsOnPage::NotHere(None));
+    let info = (items.page_info.as_ref()).ok_or("projectItems without pageInfo")?;
+    let next = info.next().map_err(|e| format!("projectItems {e}"))?;
+    Ok(ItemsOnPage::NotHere(next))
+}
+
+/// A resolved single-select field; its options' `(id, trimmed name)` in board order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SingleSelectField {
+    pub name: String,
+    pub options: Vec<(String, String)>,
+}
+
+impl SingleSelectField {
+    /// 1-based position of the option with `option_id` (else by trimmed, case-insensitive name).
+    pub fn position(&self, option_id: Option<&str>, name: Option<&str>) -> Option<u32> {
+        let by_id = (self.options.iter()).position(|o| Some(o.0.as_str()) == option_id);
+        let by_name = || {
+            let want = crate::model::normalize_name(name?);
+            let mut names = self.options.iter();
+            names.position(|o| crate::model::normalize_name(&o.1) == want)
+        };
+        by_id.or_else(by_name).map(|i| i as u32 + 1)
     }
-    let cursor = info
-        .end_cursor
-        .clone()
-        .filter(|c| !c.is_empty())
-        .ok_or("projectItems reports hasNextPage without an endCursor")?;
-    Ok(ItemsOnPage::NotHere(Some(cursor)))
+}
+
+/// The configured priority field after resolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PriorityField {
+    /// `tracker.priority_field` is not set: priority is always null.
+    NotConfigured,
+    Resolved(SingleSelectField),
+    /// Configured but unusable (missing, not single-select): priority is null; the text says why.
+    Unusable(String),
+}
+
+/// Everything cached about the configured project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectInfo {
+    /// ProjectV2 node id (`PVT_…`).
+    pub id: String,
+    /// Untrusted text.
+    pub title: String,
+    pub closed: bool,
+    pub status: SingleSelectField,
+    pub priority: PriorityField,
+}
+
+fn missing(msg: String) -> TrackerError {
+    TrackerError::new(TrackerErrorKind::MissingTrackerProject, msg)
+}
+
+/// Read a resolution reply; NOT_FOUND owner/project and a missing or non-single-select status
+/// field are `missing_tracker_project` errors naming the owner, number and field.
+pub fn parse_project(
+    reply: &Reply,
+    cfg: &TrackerConfig,
+    owner: &str,
+    number: u64,
+    token: &Secret,
+) -> Result<ProjectInfo, TrackerError> {
+    let kind_word = match cfg.owner_type {
+        OwnerType::Organization => "organization",
+        OwnerType::User => "user",
+    };
+    let where_ = format!("project #{number} of {kind_word} {owner:?}");
+    let hidden = "was not found or is not visible to the token";
+    let owner_missing = format!("tracker.owner: {kind_word} {owner:?} {hidden}");
+    let project_missing = format!("tracker.project_number: {where_} {hidden}");
+    let not_found = |paths: std::ops::RangeInclusive<usize>| {
+        let mut errors = reply.errors.iter();
+        errors.any(|e| e.kind.as_deref() == Some("NOT_FOUND") && paths.contains(&e.path.len()))
+    };
+    if not_found(1..=1) {
+        let why = format!("{owner_missing} (check tracker.owner and tracker.owner_type)");
+        return Err(missing(why));
+    }
+    if not_found(2..=usize::MAX) {
+        let why = format!("{project_missing} (the token needs read:project)");
+        return Err(missing(why));
+    }
+    reply.check_errors(token, |_| false)?;
+    let Some(owner_row) = &reply.data.owner else {
+        return Err(missing(owner_missing));
+    };
+    let Some(project) = &owner_row.project_v2 else {
+        return Err(missing(project_missing));
+    };
+    let id = (project.id.clone().filter(|s| !s.is_empty()))
+        .ok_or_else(|| super::unknown("project resolution reply has no project id"))?;
+    let name = &cfg.status_field;
+    let status = single_select(project.status_field.as_deref(), name, &where_)
+        .and_then(|f| match f.options.is_empty() {
+            true => Err(format!("field {name:?} on {where_} has no options")),
+            false => Ok(f),
+        })
+        .map_err(|e| missing(format!("tracker.status_field: {e}")))?;
+    let priority = match &cfg.priority_field {
+        None => PriorityField::NotConfigured,
+        Some(name) => match single_select(project.priority_field.as_deref(), name, &where_) {
+            Ok(f) => PriorityField::Resolved(f),
+            Err(e) => {
+                PriorityField::Unusable(format!("tracker.priority_field: {e}; priority is null"))
+            }
+        },
+    };
+    Ok(ProjectInfo {
+        id,
+        title: project.title.clone().unwrap_or_default(),
+        closed: project.closed.unwrap_or(false),
+        status,
+        priority,
+    })
+}
+
+/// The single-select field `name` of `where_`, or why it is not one.
+fn single_select(
+    f: Option<&NodeRow>,
+    name: &str,
+    where_: &str,
+) -> Result<SingleSelectField, String> {
+    let f = f.ok_or_else(|| format!("{where_} has no field named {name:?}"))?;
+    let what = match f.typename.as_deref().unwrap_or("") {
+        "ProjectV2SingleSelectField" => None,
+        "ProjectV2IterationField" => Some("iteration field"),
+        "ProjectV2Field" => Some("plain (text/number/date) field"),
+        "" => Some("field of unknown type"),
+        other => Some(other),
+    };
+    let opts = match (what, &f.id, &f.name, &f.options) {
+        (None, Some(_), Some(_), Some(opts)) => opts,
+        (what, ..) => {
+            let what = what.unwrap_or("malformed single-select field");
+            return Err(format!(
+                "field {name:?} on {where_} is a {what}, not a single-select field"
+            ));
+        }
+    };
+    let options = opts
+        .iter()
+        .filter_map(|o| Some((o.id.clone()?, o.name.as_deref()?.trim().to_string())))
+        .collect();
+    Ok(SingleSelectField {
+        name: f.name.clone().unwrap_or_default(),
+        options,
+    })
 }
 
 #[cfg(test)]
