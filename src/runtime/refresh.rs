@@ -9,8 +9,9 @@
 //! One batch answers every worker whose turn ended since the last one (about 74 at 1,000 agents),
 //! and their next processes would all start in the same instant. The answers are paced instead:
 //! in the order the workers joined, each one returns [`PACE_GAP`] after the one before, and the
-//! whole batch spreads over at most [`PACE_SPREAD`] (the gap shrinks for bigger batches), well
-//! under the second or more between two batches.
+//! whole batch spreads over at most [`PACE_SPREAD`] (the gap shrinks for bigger batches), about
+//! the time between two batches at 1,000 agents: a `bash` start on 2 cores takes tens of
+//! milliseconds, so a gap under that is a burst again (docs/performance.md, "Scale").
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,9 +30,9 @@ use crate::tracker::{Tracker, TrackerError};
 pub const MAX_WAIT: Duration = Duration::from_secs(120);
 
 /// The spacing of the answers of one batch (see the module docs).
-pub const PACE_GAP: Duration = Duration::from_millis(25);
+pub const PACE_GAP: Duration = Duration::from_millis(40);
 /// The longest one batch's answers are spread over.
-pub const PACE_SPREAD: Duration = Duration::from_millis(500);
+pub const PACE_SPREAD: Duration = Duration::from_secs(2);
 
 /// How often a waiting worker re-checks its cancel flag (a cancel's wake-up may have been taken
 /// by the turn that ended).
