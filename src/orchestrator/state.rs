@@ -14,8 +14,10 @@ use crate::tracker::TrackerBudget;
 /// Milliseconds since the Unix epoch on the orchestrator clock.
 pub type Millis = u64;
 
-/// Bound of the per-issue ring of recent agent events.
-pub const RECENT_EVENTS_CAP: usize = 200;
+/// Bound of the per-issue ring of recent agent events. The rings are the largest per-issue state
+/// at scale: 1,000 issues × 200 summaries of up to 500 characters could hold 100 MB, 50 hold a
+/// quarter of that (docs/performance.md, "Scale").
+pub const RECENT_EVENTS_CAP: usize = 50;
 /// Characters kept of one event summary.
 pub(crate) const EVENT_SUMMARY_CHARS: usize = 500;
 
