@@ -736,15 +736,9 @@ impl Watch {
     }
 }
 
-/// One `read(2)` of up to [`READ_BYTES`] into a new buffer (empty at EOF), retried on EINTR. The
-/// buffer is sized to what the pipe holds (`FIONREAD`): a full-size buffer per read leaves its
-/// pages resident in malloc's free lists, about 64 KiB per agent at 1,000 agents.
+/// One `read(2)` of up to [`READ_BYTES`] into a new buffer (empty at EOF), retried on EINTR.
 fn read_fd(fd: &impl AsRawFd) -> io::Result<Vec<u8>> {
-    let mut queued: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int through the pointer; on failure the full size is used.
-    let ok = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut queued) } == 0;
-    let size = usize::try_from(queued).map_or(READ_BYTES, |q| q.clamp(1, READ_BYTES));
-    let mut buf = Vec::<u8>::with_capacity(if ok { size } else { READ_BYTES });
+    let mut buf = Vec::<u8>::with_capacity(READ_BYTES);
     loop {
         // SAFETY: the kernel writes at most `capacity` bytes into the buffer's spare capacity.
         let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.capacity()) };
