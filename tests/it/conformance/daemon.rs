@@ -38,10 +38,20 @@ fn the_startup_sweep_removes_terminal_workspaces_and_keeps_the_others() {
     };
     let log = runner.log.clone();
     let d = start(&dir, tracker, runner, "");
-    d.wait_until("the Done issue's workspace removed", || {
-        !ws.join("acme__repo-5").exists()
-    });
+    // Removal renames the directory to a `.trash-` tombstone first, then deletes that.
+    d.wait_until(
+        "the Done issue's workspace and its tombstone removed",
+        || {
+            let trash = fs::read_dir(&ws).into_iter().flatten().flatten();
+            let mut names = trash.map(|e| e.file_name().to_string_lossy().into_owned());
+            !ws.join("acme__repo-5").exists() && !names.any(|n| n.starts_with(".trash-"))
+        },
+    );
     d.wait_for("the Todo issue running", |s| s.counts.running == 1);
+    // "Running" shows before the worker has made the workspace: wait for its agent's turn there.
+    d.wait_until("the Todo issue's agent started in its workspace", || {
+        !log.lock().unwrap().cwd.is_empty()
+    });
     let mut left: Vec<String> = fs::read_dir(&ws)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
