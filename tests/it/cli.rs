@@ -5,16 +5,10 @@ use crate::support::tempdir::TempDir;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn baton() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
-    c.env_remove("GITHUB_TOKEN")
-        .env_remove("RUST_LOG")
-        .env_remove("JOURNAL_STREAM");
-    c
-}
+use crate::support::daemon_proc::bare_baton as baton;
 
 #[test]
 fn help_documents_usage_and_exit_codes() {

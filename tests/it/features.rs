@@ -5,15 +5,9 @@
 //! `features::tests` for every build.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn baton() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
-    c.env_remove("GITHUB_TOKEN")
-        .env_remove("RUST_LOG")
-        .env_remove("JOURNAL_STREAM");
-    c
-}
+use crate::support::daemon_proc::bare_baton as baton;
 
 #[test]
 fn version_lists_the_built_features() {

@@ -290,6 +290,20 @@ fn start(dir: &Path, tracker: FakeTracker, runner: FakeRunner, extra_agent: &str
 }
 
 impl Running {
+    /// Wait until `/readyz` shows a rejected reload; its message.
+    fn rejected_reload(&self) -> String {
+        self.wait_until("/readyz to show the rejected reload", || {
+            matches!(
+                self.ops.readyz(Instant::now()),
+                Err(NotReady::ReloadFailed { .. })
+            )
+        });
+        let Err(NotReady::ReloadFailed { message }) = self.ops.readyz(Instant::now()) else {
+            unreachable!()
+        };
+        message
+    }
+
     fn request<T>(&self, make: impl FnOnce(Sender<T>) -> ControlRequest) -> T {
         let (tx, rx) = bounded(1);
         self.requests.set(self.requests.get() + 1);
@@ -450,8 +464,11 @@ fn shutdown_cancels_running_agents_runs_after_run_and_returns() {
     let dir = TempDir::new("shutdown");
     let (tracker, log, runner) = two_todo_issues_with_hanging_agents();
     let d = start(&dir, tracker, runner, "");
-    let snap = d.wait_for("two running agents", |s| {
-        s.counts.running == 2 && s.running.iter().all(|r| r.last_event.is_some())
+    // Each hanging turn emits `session_started`, then `notification` (possibly in a later batch).
+    let snap = d.wait_for("two running agents in their turns", |s| {
+        let in_turn =
+            |r: &baton::status::RunningRow| r.last_event.as_deref() == Some("notification");
+        s.counts.running == 2 && s.running.iter().all(in_turn)
     });
     assert_eq!(snap.running[0].issue_identifier, "acme__repo-1");
     assert_eq!(snap.running[0].turn_count, 1);
@@ -516,15 +533,7 @@ fn a_reload_that_cannot_build_its_tracker_keeps_the_previous_config_entirely() {
         .replace("token: test-token", "token: $BATON_TEST_UNSET_TOKEN");
     fs::write(dir.join("WORKFLOW.md"), bad).unwrap();
     d.reload.send(()).unwrap();
-    d.wait_until("/readyz to show the rejected reload", || {
-        matches!(
-            d.ops.readyz(Instant::now()),
-            Err(NotReady::ReloadFailed { .. })
-        )
-    });
-    let Err(NotReady::ReloadFailed { message }) = d.ops.readyz(Instant::now()) else {
-        unreachable!()
-    };
+    let message = d.rejected_reload();
     assert!(
         message.contains("WORKFLOW.md") && message.contains("tracker.token"),
         "names the file and the key: {message}"
@@ -568,15 +577,7 @@ fn a_reload_that_needs_a_feature_not_built_keeps_the_previous_config() {
     let with_hosts = "  max_concurrent_agents: 2\nworker:\n  ssh_hosts: [build-1]\n";
     fs::write(dir.join("WORKFLOW.md"), workflow_text(&dir, with_hosts)).unwrap();
     d.reload.send(()).unwrap();
-    d.wait_until("/readyz to show the rejected reload", || {
-        matches!(
-            d.ops.readyz(Instant::now()),
-            Err(NotReady::ReloadFailed { .. })
-        )
-    });
-    let Err(NotReady::ReloadFailed { message }) = d.ops.readyz(Instant::now()) else {
-        unreachable!()
-    };
+    let message = d.rejected_reload();
     assert!(
         message.contains(
             "feature_not_built: worker.ssh_hosts needs a Baton built with --features ssh"

@@ -68,17 +68,23 @@ pub struct DaemonProc {
     log: Arc<Mutex<String>>,
 }
 
+/// The built `baton` without the caller's token, log filter or journald stream.
+pub fn bare_baton() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_baton"));
+    c.env_remove("GITHUB_TOKEN")
+        .env_remove("RUST_LOG")
+        .env_remove("JOURNAL_STREAM");
+    c
+}
+
 /// The `baton` command for `workflow` with a private `HOME` and the given environment.
 pub fn baton_command(workflow: &Path, home: &Path, envs: &[(&str, String)]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_baton"));
+    let mut cmd = bare_baton();
     cmd.arg("--port")
         .arg("0")
         .arg("--log-level")
         .arg("debug")
         .arg(workflow)
-        .env_remove("GITHUB_TOKEN")
-        .env_remove("RUST_LOG")
-        .env_remove("JOURNAL_STREAM")
         .env_remove("STATE_DIRECTORY")
         .env_remove("XDG_STATE_HOME")
         .env("HOME", home)
