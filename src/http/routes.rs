@@ -115,7 +115,6 @@ pub fn is_plausible_identifier(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// The `Content-Type` of JSON replies.
 pub const JSON: &str = "application/json";
 /// The `Content-Type` of HTML replies (which also get the `Content-Security-Policy`).
 pub const HTML: &str = "text/html; charset=utf-8";
