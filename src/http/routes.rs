@@ -90,10 +90,8 @@ pub fn resolve(method: &str, url: &str) -> Result<Route, Reply> {
 /// A non-empty path segment without `/`, percent-decoded (invalid encodings are kept verbatim
 /// and later fail identifier validation).
 fn single_segment(s: &str) -> Option<String> {
-    if s.is_empty() || s.contains('/') {
-        return None;
-    }
-    Some(percent_decode(s).unwrap_or_else(|| s.to_string()))
+    let decoded = || percent_decode(s).unwrap_or_else(|| s.to_string());
+    (!s.is_empty() && !s.contains('/')).then(decoded)
 }
 
 fn percent_decode(s: &str) -> Option<String> {
