@@ -694,7 +694,7 @@ mod tests {
                 append_system_prompt: None,
             });
             if let Some(k) = operator {
-                r = r.with_env(k, "1");
+                r.env.push((k.into(), "1".into()));
             }
             let mut i = Invocation {
                 spec: crate::host::ProcessSpec::command("claude", "/"),

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde::Serialize;
 
-use crate::host::{Host, LocalHost};
+use crate::host::Host;
 use config::AgentKind;
 
 pub use driver::{ProcessEnd, TurnParser};
@@ -344,13 +344,8 @@ pub trait AgentRunner: Send + Sync {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError>;
 }
 
-/// Check that `workspace` is an existing directory strictly inside `root` (both resolved) on this
-/// machine; the invariant every adapter checks before launching (spec §9.5).
-pub fn validate_workspace_cwd(workspace: &Path, root: &Path) -> Result<PathBuf, AgentError> {
-    check_cwd_on(&LocalHost, workspace, root)
-}
-
-/// [`validate_workspace_cwd`] on `host`.
+/// Check that `workspace` is an existing directory strictly inside `root` (both resolved) on
+/// `host`; the invariant every adapter checks before launching (spec §9.5).
 pub(crate) fn check_cwd_on(
     host: &dyn Host,
     workspace: &Path,

@@ -62,14 +62,18 @@ pub struct Invocation<'a, S> {
     pub writable: Option<PathBuf>,
 }
 
-/// A CLI agent's config plus the process knobs tests and embedders set.
+/// A CLI agent's config plus the process knobs (only the tests change them from the defaults).
 #[derive(Debug, Clone)]
 pub struct CliRunner<C> {
     pub(crate) cfg: C,
-    env: Vec<(OsString, OsString)>,
-    env_remove: Vec<OsString>,
-    kill_grace: Duration,
-    max_line_bytes: usize,
+    /// Extra environment variables for every CLI process (they win over Baton's own).
+    pub env: Vec<(OsString, OsString)>,
+    /// Inherited variables removed from every CLI process (e.g. `GH_TOKEN` in tests).
+    pub env_remove: Vec<OsString>,
+    /// Grace between SIGTERM and SIGKILL when a turn is stopped.
+    pub kill_grace: Duration,
+    /// Bound of one stdout line.
+    pub max_line_bytes: usize,
     sandbox: Option<Arc<Sandbox>>,
 }
 
@@ -83,30 +87,6 @@ impl<C> CliRunner<C> {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             sandbox: None,
         }
-    }
-
-    /// An extra environment variable for every CLI process (it wins over Baton's own).
-    pub fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
-        self.env.push((key.into(), value.into()));
-        self
-    }
-
-    /// Remove an inherited environment variable from every CLI process (e.g. `GH_TOKEN` in tests).
-    pub fn without_env(mut self, key: impl Into<OsString>) -> Self {
-        self.env_remove.push(key.into());
-        self
-    }
-
-    /// Grace between SIGTERM and SIGKILL when a turn is stopped (default 3 s).
-    pub fn with_kill_grace(mut self, grace: Duration) -> Self {
-        self.kill_grace = grace;
-        self
-    }
-
-    /// Bound of one stdout line (default 10 MB).
-    pub fn with_max_line_bytes(mut self, n: usize) -> Self {
-        self.max_line_bytes = n;
-        self
     }
 
     /// Run every CLI process confined (`sandbox.kind: bubblewrap`; `None`: unconfined).
