@@ -281,18 +281,11 @@ pub(crate) fn new_uuid_v4() -> Result<String, AgentError> {
     Ok(format_uuid_v4(b))
 }
 
-/// 16 random bytes as a UUIDv4 (the version and variant bits set).
-fn format_uuid_v4(mut b: [u8; 16]) -> String {
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let mut s = String::with_capacity(36);
-    for (i, x) in b.iter().enumerate() {
-        if matches!(i, 4 | 6 | 8 | 10) {
-            s.push('-');
-        }
-        s.push_str(&format!("{x:02x}"));
-    }
-    s
+/// 16 random bytes as a UUIDv4: version 4 in bits 76..80, variant `10` in bits 62..64.
+fn format_uuid_v4(b: [u8; 16]) -> String {
+    let n = u128::from_be_bytes(b) & !((0xf << 76) | (0x3 << 62)) | (0x4 << 76) | (0x2 << 62);
+    let h = format!("{n:032x}");
+    [&h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]].join("-")
 }
 
 /// Longest prompt passed as one argument (bytes): below Linux's 128 KiB `MAX_ARG_STRLEN`.
