@@ -5,6 +5,8 @@
 //! the bytes each thread allocated and did not free itself. An event queued for the main loop is
 //! allocated on the worker thread and freed on the loop thread, so while the loop is held the
 //! worker thread's count is what its run has queued.
+// The loop is held through an exit condition and observed through control requests (HTTP surface).
+#![cfg(feature = "http")]
 
 #[path = "it/support/stand_ins.rs"]
 mod stand_ins;

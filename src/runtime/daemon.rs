@@ -19,9 +19,6 @@ use crate::orchestrator::{
     handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
     TrackerOp, WorkerOutcome,
 };
-use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
-use crate::status::StateSnapshot;
-use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
 use crate::tracker::{take_points, BoardRead, Tracker, TrackerError, WatchGuard};
 use crate::workflow::config::{ConfigEnv, ServiceConfig};
@@ -39,14 +36,21 @@ use super::persist::{self, Persist, StateHandle};
 use super::refresh::Refresher;
 use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
-use crate::ops::shared::OpsShared;
 
 mod ops;
+#[cfg(feature = "http")]
+mod surface;
 use self::ops::LoopOps;
+#[cfg(feature = "http")]
+pub use self::surface::{ControlRequest, ExitWhen};
 pub use crate::ops::DaemonOps;
 
-/// How often a [`run_with`] condition is re-checked when no event comes (ms).
-const EXIT_RECHECK_MS: u64 = 250;
+/// Without the HTTP surface nothing sends the loop a request or an exit condition (it reads a
+/// status snapshot): these types have no values, and the control input never fires.
+#[cfg(not(feature = "http"))]
+pub type ControlRequest = std::convert::Infallible;
+#[cfg(not(feature = "http"))]
+pub type ExitWhen = std::convert::Infallible;
 
 /// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
@@ -92,9 +96,6 @@ const WORKER_CHANNEL_CAPACITY: usize = 1024;
 /// Builds a tracker for a config (again when `tracker.*` changes on reload).
 pub type TrackerFactory =
     Box<dyn Fn(&ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> + Send>;
-/// Says, after each loop event, whether the daemon should shut down by itself (`baton demo`
-/// stops when its board is done); given the current snapshot.
-pub type ExitWhen = Box<dyn FnMut(&StateSnapshot) -> bool>;
 /// Builds an agent runner for a config (again on every valid reload, for future dispatches).
 pub type RunnerFactory = Box<dyn Fn(&ServiceConfig) -> Arc<dyn AgentRunner> + Send>;
 
@@ -156,8 +157,8 @@ struct Inbox {
     reloaded: Receiver<Box<ReloadResult>>,
 }
 
-/// A job for a tracker thread; its events go to the loop in order.
-type TrackerJob = Box<dyn FnOnce(&OpsShared) -> Vec<Event> + Send>;
+/// A job for a tracker thread: its events (for the loop, in order) and a failed poll's error class.
+type TrackerJob = Box<dyn FnOnce() -> (Vec<Event>, Option<&'static str>) + Send>;
 
 /// A tracker job (one poll: its pages, each under the request timeout) running longer than this
 /// means its thread is stuck (a FIFO read, a connection that never answers): `/livez` answers
@@ -197,8 +198,7 @@ fn read_board(
 /// One poll. The events go out in order: `TrackerCalls` first (the request gate learns how the
 /// calls ended before the engine sees the result), then, with `cleanup` (the terminal states, on
 /// the first tick), `TerminalAtStartup` (so the engine holds those issues for cleanup before it
-/// sees the candidates), then the result. The poll is also recorded in the shared metrics and
-/// readiness facts (its duration, points and error class are known only here).
+/// sees the candidates), then the result.
 ///
 /// Running issues the board read contains need no second request; only the missing ones are
 /// refreshed (shallow). Without a read (validation failed, read failed) every running issue is
@@ -208,9 +208,7 @@ fn poll_job(
     tracker: &dyn Tracker,
     running_ids: Vec<String>,
     cleanup: Option<Vec<String>>,
-    ops: &OpsShared,
-) -> Vec<Event> {
-    let started = Instant::now();
+) -> (Vec<Event>, Option<&'static str>) {
     let _ = take_points();
     let mut calls = Vec::new();
     let also_states = cleanup.as_deref().unwrap_or_default();
@@ -257,9 +255,6 @@ fn poll_job(
     };
     let rate_limit = tracker.rate_limit();
     let points = take_points();
-    let known_points = rate_limit.as_ref().map(|_| points);
-    let now = (SystemTime::now(), Instant::now());
-    ops.record_poll(started.elapsed(), class, known_points, now.0, now.1);
     let op = TrackerOp::Poll;
     let mut out = vec![
         Event::TrackerCalls(calls),
@@ -272,7 +267,7 @@ fn poll_job(
         candidates,
         rate_limit,
     });
-    out
+    (out, class)
 }
 
 /// One fetch batch: the between-turn refreshes (answered to the workers), then one fetch of
@@ -282,7 +277,6 @@ fn fetch_batch(
     tracker: &dyn Tracker,
     retries: Vec<(String, u64)>,
     refresher: Option<&Refresher>,
-    ops: &OpsShared,
 ) -> Vec<Event> {
     let _ = take_points();
     let mut calls = Vec::from_iter(refresher.and_then(|r| r.serve(tracker)));
@@ -297,7 +291,6 @@ fn fetch_batch(
         }
     };
     let points = take_points();
-    ops.update_metrics(|m| m.points_total = m.points_total.saturating_add(points));
     let op = TrackerOp::Fetch;
     let mut out = vec![
         Event::TrackerCalls(calls),
@@ -339,22 +332,21 @@ struct Daemon {
     events_tx: Sender<Event>,
     /// Wake-ups of run mailboxes (bounded; at most one pending per run).
     news_tx: Sender<Arc<Mailbox>>,
-    poll_jobs: Sender<TrackerJob>,
-    retry_jobs: Sender<TrackerJob>,
+    /// The tracker threads' job queues: polls, fetch batches.
+    tracker_jobs: [Sender<TrackerJob>; 2],
     workers: HashMap<String, WorkerHandle>,
     stamp: Option<(SystemTime, u64)>,
     last_reload_error: Option<String>,
-    pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
     ops: LoopOps,
+    #[cfg(feature = "http")]
+    surface: surface::Surface,
     /// A board read succeeded and its terminal issues went to the startup cleanup; until then
     /// every poll job carries the cleanup.
     swept: bool,
     /// Where the tracker's watch pings (kept for the tracker a reload builds).
     changed_tx: Sender<()>,
     watch: Option<WatchGuard>,
-    /// `None` once it fired.
-    exit_when: Option<ExitWhen>,
     persist: Persist,
     /// Workspace-removal threads, joined (bounded) at shutdown.
     removals: Reaper,
@@ -437,7 +429,7 @@ pub fn run_with_state(
     let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
-    let (poll_jobs, retry_jobs, tracker_rx) = start_tracker_threads(&ops.shared);
+    let (tracker_jobs, tracker_rx) = start_tracker_threads();
     let (changed_tx, changed_rx) = bounded(1);
     let inbox = Inbox {
         workers: events_rx,
@@ -465,17 +457,16 @@ pub fn run_with_state(
         queue: VecDeque::new(),
         events_tx,
         news_tx,
-        poll_jobs,
-        retry_jobs,
+        tracker_jobs,
         workers: HashMap::new(),
         last_reload_error: None,
-        pending_acks: Vec::new(),
         done: false,
-        ops: LoopOps::new(ops),
+        ops: LoopOps::new(ops.notifier),
+        #[cfg(feature = "http")]
+        surface: surface::Surface::new(ops.shared, exit_when),
         swept: false,
         changed_tx,
         watch: None,
-        exit_when,
         persist,
         removals: Reaper::default(),
         fatal: None,
@@ -488,6 +479,8 @@ pub fn run_with_state(
         fd_cap,
         refresher,
     };
+    #[cfg(not(feature = "http"))]
+    let _ = exit_when; // always `None`
     d.start(startup, inbox)
 }
 
@@ -504,16 +497,14 @@ fn descriptor_cap(cfg: &ServiceConfig) -> Option<u64> {
 }
 
 /// Start the tracker threads: their job senders and their results.
-fn start_tracker_threads(
-    ops: &Arc<OpsShared>,
-) -> (Sender<TrackerJob>, Sender<TrackerJob>, Receiver<Event>) {
+fn start_tracker_threads() -> ([Sender<TrackerJob>; 2], Receiver<Event>) {
     let (out, results) = unbounded();
-    let [poll, retry] = TRACKER_THREADS.map(|name| {
+    let jobs = TRACKER_THREADS.map(|name| {
         let (jobs, rx) = unbounded::<TrackerJob>();
-        let (out, ops) = (out.clone(), Arc::clone(ops));
+        let out = out.clone();
         let spawned = spawn_supervised(name, move || {
             for job in rx {
-                if job(&ops).into_iter().any(|ev| out.send(ev).is_err()) {
+                if job().0.into_iter().any(|ev| out.send(ev).is_err()) {
                     return;
                 }
             }
@@ -523,7 +514,7 @@ fn start_tracker_threads(
         }
         jobs
     });
-    (poll, retry, results)
+    (jobs, results)
 }
 
 /// Build the tracker and validate it (on a helper thread, so SIGTERM interrupts a hung tracker
@@ -600,6 +591,8 @@ impl Daemon {
             cfg.workspace_root.display()
         );
         info!("process containment {}", crate::host::containment());
+        #[cfg(feature = "http")]
+        self.publish();
         self.ops.ready(&self.state);
         self.run(inbox)
     }
@@ -611,12 +604,8 @@ impl Daemon {
             self.handle_event(ev, &inbox);
             let now = self.clock.now();
             self.persist.after_step(&self.state, now);
-            // The [`run_with`] condition starts the graceful shutdown (once).
-            if (self.exit_when.as_mut()).is_some_and(|f| f(&state_snapshot(&self.state, now))) {
-                self.exit_when = None;
-                info!("event=exit_condition_met; shutting down");
-                self.shut_down(None);
-            }
+            #[cfg(feature = "http")]
+            self.check_exit(now);
         }
         // Producers blocked on a full channel or mailbox get an error instead of waiting.
         drop(inbox);
@@ -667,14 +656,14 @@ impl Daemon {
             return LoopEvent::Queued(ev);
         }
         let now = self.clock.now();
-        // Some of what an exit condition looks at (e.g. a removed workspace) sends no event.
-        let recheck = self
-            .exit_when
-            .as_ref()
-            .map(|_| now.saturating_add(EXIT_RECHECK_MS));
-        let due = [next_deadline(&self.state), self.persist.next_due()];
-        let due = due.into_iter().chain([self.stuck_tracker(now).1, recheck]);
-        let mut timer = self.clock.timer(due.flatten().min());
+        let due = [
+            next_deadline(&self.state),
+            self.persist.next_due(),
+            self.stuck_tracker(now).1,
+        ];
+        #[cfg(feature = "http")]
+        let due = [&due[..], &[self.surface.recheck(now)]].concat();
+        let mut timer = self.clock.timer(due.into_iter().flatten().min());
         let saves = self.persist.reports.clone();
         // Real time, not the injected clock: systemd's watchdog counts wall time.
         let mut ops_timer = match self.ops.deadline() {
@@ -747,12 +736,12 @@ impl Daemon {
                 self.shut_down(Some(RunError::ThreadDied(name)));
             }
             LoopEvent::Signal => self.shut_down(None),
+            #[cfg(feature = "http")]
             LoopEvent::Control(req) => self.control(req),
             LoopEvent::OpsDue => {}
             LoopEvent::Saved(r) => {
-                let took = r.elapsed;
-                let shared = &self.ops.shared;
-                shared.update_metrics(|m| m.state_write_duration.observe_duration(took));
+                #[cfg(feature = "http")]
+                self.surface.state_written(r.elapsed);
                 if let Some(e) = self.persist.finished(r, self.clock.now()) {
                     self.shut_down(Some(RunError::LockLost(e)));
                 }
@@ -765,6 +754,8 @@ impl Daemon {
         }
         let stuck = self.stuck_tracker(self.clock.now()).0;
         self.ops.tracker_stuck(stuck);
+        #[cfg(feature = "http")]
+        self.publish();
         self.ops.after_event(&self.state);
         self.ops.on_due(Instant::now());
     }
@@ -800,18 +791,15 @@ impl Daemon {
     /// worker's exit comes after everything its mailbox still holds (its last turn's usage).
     fn engine(&mut self, ev: Event) {
         if let Event::WorkerExited {
-            issue_id,
-            run_id,
-            outcome,
+            issue_id, run_id, ..
         } = &ev
         {
             let worker = self.workers.get(issue_id).filter(|w| w.run_id == *run_id);
             for news in worker.map(|w| w.mailbox.take()).unwrap_or_default() {
                 self.engine(news);
             }
-            if self.state.running.get(issue_id).map(|e| e.run_id) == Some(*run_id) {
-                self.ops.worker_exit(outcome);
-            }
+            #[cfg(feature = "http")]
+            self.surface.worker_exit(&self.state, &ev);
             if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
                 self.workers.remove(issue_id);
             }
@@ -845,10 +833,9 @@ impl Daemon {
             } => {
                 let tracker = self.tracker.clone();
                 let refresher = refresh_workers.then(|| Arc::clone(&self.refresher));
-                let _ = self.retry_jobs.send(Box::new(move |ops: &OpsShared| {
-                    fetch_batch(&*tracker, retries, refresher.as_deref(), ops)
-                }));
-                self.tracker_busy[1] = Some(self.clock.now());
+                self.send_tracker_job(TrackerOp::Fetch, move || {
+                    (fetch_batch(&*tracker, retries, refresher.as_deref()), None)
+                });
             }
             dispatch @ Action::Dispatch { .. } => self.dispatch(dispatch),
             Action::StopWorker {
@@ -895,21 +882,14 @@ impl Daemon {
                 leader_start,
             } => self.stop_orphan(issue_id, host, pgid, leader_start),
             Action::ReloadWorkflow => self.reload(),
+            #[cfg(feature = "http")]
             Action::RefreshAck {
                 coalesced,
                 deferred_until,
-            } => {
-                let ack = RefreshAck {
-                    queued: true,
-                    coalesced,
-                    requested_at: fmt_millis(self.clock.now()),
-                    operations: vec!["poll".into(), "reconcile".into()],
-                    deferred_until: deferred_until.map(fmt_millis),
-                };
-                for tx in self.pending_acks.drain(..) {
-                    let _ = tx.send(ack.clone());
-                }
-            }
+            } => self.ack(coalesced, deferred_until),
+            // Without the HTTP surface nobody waits for an acknowledgement.
+            #[cfg(not(feature = "http"))]
+            Action::RefreshAck { .. } => {}
             Action::ShutdownComplete => self.done = true,
         }
     }
@@ -995,9 +975,23 @@ impl Daemon {
         }
         let tracker = self.tracker.clone();
         let cleanup = (!self.swept).then(|| config(&self.workflow).tracker.terminal_states.clone());
-        let job = move |ops: &OpsShared| poll_job(&*tracker, running_ids, cleanup, ops);
-        let _ = self.poll_jobs.send(Box::new(job));
-        self.tracker_busy[0] = Some(self.clock.now());
+        self.send_tracker_job(TrackerOp::Poll, move || {
+            poll_job(&*tracker, running_ids, cleanup)
+        });
+    }
+
+    /// Hand `job` to the tracker thread of `op` and note when (see [`TRACKER_JOB_BOUND_MS`]).
+    fn send_tracker_job(
+        &mut self,
+        op: TrackerOp,
+        job: impl FnOnce() -> (Vec<Event>, Option<&'static str>) + Send + 'static,
+    ) {
+        let slot = usize::from(op == TrackerOp::Fetch);
+        let job: TrackerJob = Box::new(job);
+        #[cfg(feature = "http")]
+        let job = self.surface.observed(job);
+        let _ = self.tracker_jobs[slot].send(job);
+        self.tracker_busy[slot] = Some(self.clock.now());
     }
 
     fn dispatch(&mut self, action: Action) {
@@ -1057,25 +1051,6 @@ impl Daemon {
                         "cannot start the worker thread: {e}"
                     )),
                 });
-            }
-        }
-    }
-
-    fn control(&mut self, req: ControlRequest) {
-        let now = self.clock.now();
-        match req {
-            ControlRequest::State { reply } => {
-                let _ = reply.send(state_snapshot(&self.state, now));
-            }
-            ControlRequest::Issue { identifier, reply } => {
-                let _ = reply.send(issue_detail(&self.state, &identifier, now));
-            }
-            ControlRequest::Refresh { reply } => {
-                self.pending_acks.push(reply);
-                self.engine(Event::RefreshRequested);
-            }
-            ControlRequest::Ping { reply } => {
-                let _ = reply.send(());
             }
         }
     }
@@ -1175,9 +1150,6 @@ impl Daemon {
                 "workflow reload failed; keeping the previous config entirely event=workflow_reload_failed error={msg:?}"
             );
         }
-        self.ops
-            .shared
-            .update_health(|h| h.reload_error.clone_from(&error));
         self.last_reload_error = error;
     }
 }
