@@ -27,12 +27,12 @@ use baton::agent::{
 };
 use baton::model::Issue;
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::{run_with, DaemonOps, ExitWhen, RunnerFactory, TrackerFactory};
+use baton::runtime::daemon::{DaemonOps, ExitWhen, RunnerFactory, TrackerFactory};
 use baton::status::ControlRequest;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::ServiceConfig;
 
-use stand_ins::{daemon_options_with, spawn_daemon, TestEnv};
+use stand_ins::{daemon_options_with, run_with, spawn_daemon, TestEnv};
 use tempdir::TempDir;
 
 struct Counting;

@@ -32,7 +32,7 @@ use crate::workspace::remove_workspace_on;
 
 use super::clock::Clock;
 use super::mailbox::Mailbox;
-use super::persist::{self, Persist, StateHandle};
+use super::persist::{Persist, StateHandle};
 use super::refresh::Refresher;
 use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
@@ -243,12 +243,10 @@ fn poll_job(
             );
             let refreshed = match refresh(&missing) {
                 None if running_ids.is_empty() => None,
-                None => Some(Ok(present)),
-                Some(Ok(more)) => {
+                more => Some(more.unwrap_or(Ok(Vec::new())).map(|more| {
                     present.extend(more);
-                    Some(Ok(present))
-                }
-                Some(Err(e)) => Some(Err(e)),
+                    present
+                })),
             };
             (Ok(r.candidates), refreshed)
         }
@@ -381,27 +379,12 @@ fn policy_for(cfg: &ServiceConfig, fd_cap: Option<u64>) -> Policy {
     policy
 }
 
-/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done). Startup:
-/// dispatch preflight (config + tracker validation; failure is an `Err`), then an immediate first
+/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done), with the state
+/// directory already locked and loaded (`persist::acquire`, which the binary calls first),
+/// publishing to `ops` (`READY=1` once startup is done), and shutting down gracefully the first
+/// time `exit_when` holds after a loop event (`baton demo`). Startup: dispatch preflight (the
+/// config and the tracker's validation; failure is an `Err`), recovery, then an immediate first
 /// tick whose board read also drives the terminal workspace cleanup, before anything dispatches.
-pub fn run(opts: DaemonOptions) -> Result<(), RunError> {
-    run_with(opts, DaemonOps::default(), None)
-}
-
-/// [`run_with_state`] after taking the state directory's lock ([`persist::acquire`]).
-pub fn run_with(
-    opts: DaemonOptions,
-    ops: DaemonOps,
-    exit_when: Option<ExitWhen>,
-) -> Result<(), RunError> {
-    let state = persist::acquire(config(&opts.initial)).map_err(|e| e.to_string())?;
-    run_with_state(opts, ops, state, exit_when)
-}
-
-/// [`run`] with the state directory already locked and loaded ([`persist::acquire`], which the
-/// binary calls first), publishing to `ops` (`READY=1` once startup is done), and shutting down
-/// gracefully the first time `exit_when` holds after a loop event (`baton demo`). Recovery
-/// happens before startup cleanup and the first dispatch.
 pub fn run_with_state(
     opts: DaemonOptions,
     ops: DaemonOps,
@@ -463,7 +446,11 @@ pub fn run_with_state(
         done: false,
         ops: LoopOps::new(ops.notifier),
         #[cfg(feature = "http")]
-        surface: surface::Surface::new(ops.shared, exit_when),
+        surface: surface::Surface {
+            shared: ops.shared,
+            exit_when,
+            pending_acks: Vec::new(),
+        },
         swept: false,
         changed_tx,
         watch: None,
@@ -741,7 +728,8 @@ impl Daemon {
             LoopEvent::OpsDue => {}
             LoopEvent::Saved(r) => {
                 #[cfg(feature = "http")]
-                self.surface.state_written(r.elapsed);
+                (self.surface.shared)
+                    .update_metrics(|m| m.state_write_duration.observe_duration(r.elapsed));
                 if let Some(e) = self.persist.finished(r, self.clock.now()) {
                     self.shut_down(Some(RunError::LockLost(e)));
                 }

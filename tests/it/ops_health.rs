@@ -16,16 +16,14 @@ use baton::ops::health::{
 };
 use baton::ops::sdnotify::Notifier;
 use baton::ops::shared::OpsShared;
-use baton::runtime::daemon::{
-    run_with, DaemonOps, RunnerFactory, TrackerFactory, TRACKER_JOB_BOUND_MS,
-};
+use baton::runtime::daemon::{DaemonOps, RunnerFactory, TrackerFactory, TRACKER_JOB_BOUND_MS};
 use baton::status::ControlRequest;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::ServiceConfig;
 use crossbeam_channel::{unbounded, Sender};
 
 use crate::support::stand_ins::{
-    daemon_options_with, minimal_workflow, spawn_daemon, NoRunner, TestEnv,
+    daemon_options_with, minimal_workflow, run_with, spawn_daemon, NoRunner, TestEnv,
 };
 use crate::support::tempdir::TempDir;
 

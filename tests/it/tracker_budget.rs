@@ -21,12 +21,12 @@ use crossbeam_channel::{Receiver, Sender};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::support::clock::ManualClock;
+use crate::support::stand_ins::run;
 use baton::agent::{
     AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
     TurnResult,
 };
 use baton::runtime::clock::Clock;
-use baton::runtime::daemon::run;
 #[cfg(feature = "http")] // observed through control requests
 use baton::status::{ControlRequest, RefreshAck};
 use baton::tracker::Tracker;

@@ -1,7 +1,7 @@
 //! The main loop's side of the HTTP surface (feature `http`): it answers the HTTP thread's
 //! [`ControlRequest`]s, publishes the metrics and readiness facts `/metrics` and `/readyz` read
 //! ([`OpsShared`]) after every event and every tracker job, and checks a
-//! [`run_with`](super::run_with) exit condition, which reads a status snapshot.
+//! [`run_with_state`](super::run_with_state) exit condition, which reads a status snapshot.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -26,20 +26,12 @@ const EXIT_RECHECK_MS: u64 = 250;
 
 pub(super) struct Surface {
     pub(super) shared: Arc<OpsShared>,
-    pending_acks: Vec<Sender<RefreshAck>>,
+    pub(super) pending_acks: Vec<Sender<RefreshAck>>,
     /// `None` once it fired.
-    exit_when: Option<ExitWhen>,
+    pub(super) exit_when: Option<ExitWhen>,
 }
 
 impl Surface {
-    pub(super) fn new(shared: Arc<OpsShared>, exit_when: Option<ExitWhen>) -> Self {
-        Surface {
-            shared,
-            pending_acks: Vec::new(),
-            exit_when,
-        }
-    }
-
     /// When to re-check the exit condition: some of what it looks at (e.g. a removed workspace)
     /// sends no event.
     pub(super) fn recheck(&self, now: u64) -> Option<u64> {
@@ -82,10 +74,6 @@ impl Surface {
             }
             (events, class)
         })
-    }
-
-    pub(super) fn state_written(&self, took: Duration) {
-        (self.shared).update_metrics(|m| m.state_write_duration.observe_duration(took));
     }
 
     /// Count a worker's exit by outcome (while its run is still the running one).
