@@ -122,15 +122,14 @@ pub struct DaemonOptions {
 type ReloadResult = Result<Option<Workflow>, WorkflowError>;
 
 /// Everything the main loop reacts to: the armed engine deadline (`Tick`), an input's message,
-/// an engine event an action produced (`Queued`, handled before any new input), or a real-time
-/// systemd duty (`OpsDue`: a watchdog ping or a deferred status).
+/// an engine event to apply as is (`Queued`: an action's, handled before any new input, or a
+/// tracker thread's), or a real-time systemd duty (`OpsDue`: a watchdog ping or a deferred status).
 enum LoopEvent {
     Tick,
     /// From a worker, a removal or a probe thread.
     Worker(Event),
     /// A run's mailbox has news.
     News(Arc<Mailbox>),
-    Tracker(Event),
     ReloadPing,
     Signal,
     Control(ControlRequest),
@@ -393,11 +392,6 @@ pub fn run_with_state(
 ) -> Result<(), RunError> {
     limit_malloc_arenas();
     let cfg = config(&opts.initial).clone();
-    let errs = cfg.preflight_errors();
-    if !errs.is_empty() {
-        let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-        return Err(format!("startup validation failed: {}", msg.join("; ")).into());
-    }
     crate::host::set_env_policy(cfg.env_policy());
     let Some(tracker) = startup_tracker(&cfg, &opts.tracker_factory, &opts.shutdown_rx)? else {
         return Ok(()); // SIGINT/SIGTERM during startup
@@ -504,14 +498,23 @@ fn start_tracker_threads() -> ([Sender<TrackerJob>; 2], Receiver<Event>) {
     (jobs, results)
 }
 
-/// Build the tracker and validate it (on a helper thread, so SIGTERM interrupts a hung tracker
-/// at once); `None` when SIGINT/SIGTERM came first (or the helper could not report).
+/// The dispatch preflight, then build the tracker and validate it (on a helper thread, so SIGTERM
+/// interrupts a hung tracker at once); `None` when SIGINT/SIGTERM came first (or the helper could
+/// not report).
 fn startup_tracker(
     cfg: &ServiceConfig,
     tracker_factory: &TrackerFactory,
     shutdown: &Receiver<()>,
 ) -> Result<Option<Arc<dyn Tracker>>, String> {
     let failed = |e: String| format!("startup validation failed: {e}");
+    let errs: Vec<String> = cfg
+        .preflight_errors()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    if !errs.is_empty() {
+        return Err(failed(errs.join("; ")));
+    }
     let tracker = tracker_factory(cfg).map_err(|e| failed(e.to_string()))?;
     let (tx, rx) = bounded(1);
     let t = tracker.clone();
@@ -672,7 +675,7 @@ impl Daemon {
                 recv(ops_timer) -> m => input!(m, ops_timer, |_| LoopEvent::OpsDue),
                 recv(inbox.workers) -> m => input!(m, inbox.workers, LoopEvent::Worker),
                 recv(inbox.news) -> m => input!(m, inbox.news, LoopEvent::News),
-                recv(inbox.tracker) -> m => input!(m, inbox.tracker, LoopEvent::Tracker),
+                recv(inbox.tracker) -> m => input!(m, inbox.tracker, LoopEvent::Queued),
                 recv(inbox.control) -> m => input!(m, inbox.control, LoopEvent::Control),
                 recv(inbox.reload) -> m => input!(m, inbox.reload, |()| LoopEvent::ReloadPing),
                 recv(inbox.tracker_changed) -> m => {
@@ -706,7 +709,7 @@ impl Daemon {
                     }
                 }
             }
-            LoopEvent::Tracker(ev) | LoopEvent::Queued(ev) => self.engine(ev),
+            LoopEvent::Queued(ev) => self.engine(ev),
             LoopEvent::ReloadPing => {
                 for _ in inbox.reload.try_iter() {}
                 self.engine(Event::ReloadRequested);
@@ -787,7 +790,7 @@ impl Daemon {
                 self.engine(news);
             }
             #[cfg(feature = "http")]
-            self.surface.worker_exit(&self.state, &ev);
+            self.count_exit(&ev);
             if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
                 self.workers.remove(issue_id);
             }

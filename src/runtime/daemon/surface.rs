@@ -10,9 +10,8 @@ use crossbeam_channel::Sender;
 use log::info;
 
 use super::{Daemon, TrackerJob};
-use crate::ops::metrics::MetricsSnapshot;
 use crate::ops::shared::OpsShared;
-use crate::orchestrator::{Event, OrchestratorState, ParkKind, TrackerOp, WorkerOutcome};
+use crate::orchestrator::{Event, ParkKind, TrackerOp, WorkerOutcome};
 use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
 pub use crate::status::ControlRequest;
 use crate::status::{RefreshAck, StateSnapshot};
@@ -45,58 +44,26 @@ impl Surface {
         Box::new(move || {
             let started = Instant::now();
             let (events, class) = job();
-            let known = (events.iter()).any(|e| {
-                matches!(
-                    e,
-                    Event::PollResult {
-                        rate_limit: Some(_),
-                        ..
-                    }
-                )
-            });
+            let (mut spent, mut known) = (None, false);
             for e in &events {
-                match *e {
-                    Event::TrackerSpent {
-                        op: TrackerOp::Poll,
-                        points,
-                    } => {
-                        let (at, now) = (SystemTime::now(), Instant::now());
-                        let points = known.then_some(points);
-                        shared.record_poll(started.elapsed(), class, points, at, now);
-                    }
-                    Event::TrackerSpent {
-                        op: TrackerOp::Fetch,
-                        points,
-                    } => shared
-                        .update_metrics(|m| m.points_total = m.points_total.saturating_add(points)),
+                match e {
+                    Event::TrackerSpent { op, points } => spent = Some((*op, *points)),
+                    Event::PollResult { rate_limit, .. } => known = rate_limit.is_some(),
                     _ => {}
                 }
             }
+            match spent {
+                Some((TrackerOp::Poll, points)) => {
+                    let (took, at, now) = (started.elapsed(), SystemTime::now(), Instant::now());
+                    shared.record_poll(took, class, known.then_some(points), at, now);
+                }
+                Some((TrackerOp::Fetch, p)) => {
+                    shared.update_metrics(|m| m.points_total = m.points_total.saturating_add(p));
+                }
+                None => {}
+            }
             (events, class)
         })
-    }
-
-    /// Count a worker's exit by outcome (while its run is still the issue's running one).
-    pub(super) fn worker_exit(&self, state: &OrchestratorState, ev: &Event) {
-        let Event::WorkerExited {
-            issue_id,
-            run_id,
-            outcome,
-        } = ev
-        else {
-            return;
-        };
-        if state.running.get(issue_id).map(|e| e.run_id) != Some(*run_id) {
-            return;
-        }
-        let label = match outcome {
-            WorkerOutcome::Normal => "normal",
-            WorkerOutcome::Failed(_) => "failed",
-            WorkerOutcome::Cancelled => "cancelled",
-            WorkerOutcome::HostFailed { .. } => "host_failed",
-            WorkerOutcome::ResourceExhausted(_) => "resource_exhausted",
-        };
-        self.shared.update_metrics(|m| m.record_worker_exit(label));
     }
 }
 
@@ -120,6 +87,29 @@ impl Daemon {
         }
     }
 
+    /// Count a worker's exit by outcome (while its run is still the issue's running one).
+    pub(super) fn count_exit(&self, ev: &Event) {
+        let Event::WorkerExited {
+            issue_id,
+            run_id,
+            outcome,
+        } = ev
+        else {
+            return;
+        };
+        if self.state.running.get(issue_id).map(|e| e.run_id) != Some(*run_id) {
+            return;
+        }
+        let label = match outcome {
+            WorkerOutcome::Normal => "normal",
+            WorkerOutcome::Failed(_) => "failed",
+            WorkerOutcome::Cancelled => "cancelled",
+            WorkerOutcome::HostFailed { .. } => "host_failed",
+            WorkerOutcome::ResourceExhausted(_) => "resource_exhausted",
+        };
+        (self.surface.shared).update_metrics(|m| m.record_worker_exit(label));
+    }
+
     /// Answer the refresh requests waiting for the engine's acknowledgement.
     pub(super) fn ack(&mut self, coalesced: bool, deferred_until: Option<u64>) {
         let ack = RefreshAck {
@@ -135,14 +125,39 @@ impl Daemon {
     }
 
     /// Copy the gauges, engine counters and readiness facts (startup is done once the loop
-    /// publishes) into the shared state.
+    /// publishes) into the shared state (cheap: a few fields and one pass over parked).
     pub(super) fn publish(&self) {
         let s = &self.state;
-        self.surface.shared.update_metrics(|m| copy_state(m, s));
-        let interval = Duration::from_millis(s.poll.gate.poll_interval(s.policy.poll_interval_ms));
+        let interval = s.poll.gate.poll_interval(s.policy.poll_interval_ms);
+        self.surface.shared.update_metrics(|m| {
+            m.running = s.running.len() as u64;
+            m.retrying = s.retry_attempts.len() as u64;
+            // Every class is always shown (0 when none), so a series never vanishes.
+            let kinds = [
+                ParkKind::MaxAttempts,
+                ParkKind::MaxRuns,
+                ParkKind::BudgetExceeded,
+            ];
+            m.parked = kinds.map(|k| (k.as_str(), 0)).into();
+            for b in s.blocked.values() {
+                let n = m.parked.entry(b.kind.as_str()).or_insert(0);
+                *n = n.saturating_add(1);
+            }
+            (m.dispatches, m.retries_scheduled) =
+                (s.counters.dispatches, s.counters.retries_scheduled);
+            let t = &s.agent_totals;
+            (m.tokens, m.cost_usd, m.agent_turns) = (t.tokens, t.cost_usd, t.turns);
+            m.poll_interval_seconds = interval as f64 / 1000.0;
+            m.points_projected_per_hour = s.poll.gate.pace.plan.projected_per_hour;
+            if let Some(rl) = &s.poll.rate_limit {
+                let known = |v: Option<i64>| v.and_then(|n| n.try_into().ok());
+                m.rate_limit_remaining = known(rl.remaining);
+                m.rate_limit_limit = known(rl.limit);
+            }
+        });
         self.surface.shared.update_health(|h| {
             h.recovery_done = true;
-            h.polling_interval = interval;
+            h.polling_interval = Duration::from_millis(interval);
             h.shutting_down |= self.ops.stopping || s.shutting_down;
             h.stuck_thread = self.ops.stuck;
             h.reload_error.clone_from(&self.last_reload_error);
@@ -158,36 +173,5 @@ impl Daemon {
             self.shut_down(None);
             self.publish();
         }
-    }
-}
-
-/// Copy the state-derived gauges and counters (cheap: a few fields and one pass over parked).
-fn copy_state(m: &mut MetricsSnapshot, s: &OrchestratorState) {
-    m.running = s.running.len() as u64;
-    m.retrying = s.retry_attempts.len() as u64;
-    // Every class is always shown (0 when none), so a series never vanishes.
-    let kinds = [
-        ParkKind::MaxAttempts,
-        ParkKind::MaxRuns,
-        ParkKind::BudgetExceeded,
-    ];
-    m.parked = kinds.map(|k| (k.as_str(), 0)).into();
-    for b in s.blocked.values() {
-        let n = m.parked.entry(b.kind.as_str()).or_insert(0);
-        *n = n.saturating_add(1);
-    }
-    m.dispatches = s.counters.dispatches;
-    m.retries_scheduled = s.counters.retries_scheduled;
-    let t = &s.agent_totals;
-    m.tokens = t.tokens;
-    m.cost_usd = t.cost_usd;
-    m.agent_turns = t.turns;
-    let plan = &s.poll.gate.pace.plan;
-    m.poll_interval_seconds = s.poll.gate.poll_interval(s.policy.poll_interval_ms) as f64 / 1000.0;
-    m.points_projected_per_hour = plan.projected_per_hour;
-    if let Some(rl) = &s.poll.rate_limit {
-        let known = |v: Option<i64>| v.and_then(|n| n.try_into().ok());
-        m.rate_limit_remaining = known(rl.remaining);
-        m.rate_limit_limit = known(rl.limit);
     }
 }
