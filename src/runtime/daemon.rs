@@ -112,7 +112,6 @@ pub struct DaemonOptions {
     pub shutdown_rx: Receiver<()>,
     /// Snapshot/refresh requests from the HTTP thread.
     pub control_rx: Receiver<ControlRequest>,
-    /// For reloading the config.
     pub config_env: Arc<dyn ConfigEnv + Send + Sync>,
     /// `SystemClock` in production, `ManualClock` in tests.
     pub clock: Arc<dyn Clock>,
@@ -194,10 +193,9 @@ fn read_board(
     })
 }
 
-/// One poll. The events go out in order: `TrackerCalls` first (the request gate learns how the
-/// calls ended before the engine sees the result), then, with `cleanup` (the terminal states, on
-/// the first tick), `TerminalAtStartup` (so the engine holds those issues for cleanup before it
-/// sees the candidates), then the result.
+/// One poll. After `TrackerCalls` and `TrackerSpent` (see [`Daemon::send_tracker_job`]) come,
+/// with `cleanup` (the terminal states, on the first tick), `TerminalAtStartup` (so the engine
+/// holds those issues for cleanup before it sees the candidates), then the result.
 ///
 /// Running issues the board read contains need no second request; only the missing ones are
 /// refreshed (shallow). Without a read (validation failed, read failed) every running issue is
@@ -207,14 +205,12 @@ fn poll_job(
     tracker: &dyn Tracker,
     running_ids: Vec<String>,
     cleanup: Option<Vec<String>>,
+    calls: &mut Vec<CallOutcome>,
 ) -> (Vec<Event>, Option<&'static str>) {
-    let _ = take_points();
-    let mut calls = Vec::new();
     let also_states = cleanup.as_deref().unwrap_or_default();
-    let (read, class) = match read_board(tracker, &running_ids, also_states, &mut calls) {
-        Ok(r) => (Ok(r), None),
-        Err((skip, class)) => (Err(skip), Some(class)),
-    };
+    let read = read_board(tracker, &running_ids, also_states, calls);
+    let class = read.as_ref().err().map(|e| e.1);
+    let read = read.map_err(|e| e.0);
     let stopped = calls.last().is_some_and(|o| o.stops_operation());
     let terminal = cleanup.and_then(|states| match &read {
         Ok(r) => Some(
@@ -230,7 +226,7 @@ fn poll_job(
     });
     let mut refresh = |ids: &[String]| {
         (!ids.is_empty() && !stopped)
-            .then(|| observe(&mut calls, tracker.refresh_running(ids)).map_err(|e| e.to_string()))
+            .then(|| observe(calls, tracker.refresh_running(ids)).map_err(|e| e.to_string()))
     };
     let (candidates, refreshed) = match read {
         Err(skip) => (Err(skip), refresh(&running_ids)),
@@ -251,13 +247,7 @@ fn poll_job(
         }
     };
     let rate_limit = tracker.rate_limit();
-    let points = take_points();
-    let op = TrackerOp::Poll;
-    let mut out = vec![
-        Event::TrackerCalls(calls),
-        Event::TrackerSpent { op, points },
-    ];
-    out.extend(terminal.map(Event::TerminalAtStartup));
+    let mut out = Vec::from_iter(terminal.map(Event::TerminalAtStartup));
     out.push(Event::PollResult {
         running_ids,
         refreshed,
@@ -269,31 +259,23 @@ fn poll_job(
 
 /// One fetch batch: the between-turn refreshes (answered to the workers), then one fetch of
 /// every due retry's issue (none after a rate limit or rejected credentials: the gate will
-/// hold). Events: `TrackerCalls`, `TrackerSpent` (frees the slot), a `RetryRefreshed` per retry.
+/// hold). Events: a `RetryRefreshed` per retry.
 fn fetch_batch(
     tracker: &dyn Tracker,
     retries: Vec<(String, u64)>,
     refresher: Option<&Refresher>,
+    calls: &mut Vec<CallOutcome>,
 ) -> Vec<Event> {
-    let _ = take_points();
-    let mut calls = Vec::from_iter(refresher.and_then(|r| r.serve(tracker)));
+    calls.extend(refresher.and_then(|r| r.serve(tracker)));
     let ids: Vec<String> = retries.iter().map(|(id, _)| id.clone()).collect();
     let fetched = match calls.first() {
         _ if ids.is_empty() => Ok(Vec::new()),
         Some(o) if o.stops_operation() => {
             Err("not sent: the tracker refused the batch's refresh".into())
         }
-        _ => {
-            observe(&mut calls, tracker.fetch_issue_states_by_ids(&ids)).map_err(|e| e.to_string())
-        }
+        _ => observe(calls, tracker.fetch_issue_states_by_ids(&ids)).map_err(|e| e.to_string()),
     };
-    let points = take_points();
-    let op = TrackerOp::Fetch;
-    let mut out = vec![
-        Event::TrackerCalls(calls),
-        Event::TrackerSpent { op, points },
-    ];
-    out.extend(retries.into_iter().map(|(issue_id, seq)| {
+    let retry = |(issue_id, seq): (String, u64)| {
         let result = match &fetched {
             Ok(v) => Ok(v.iter().find(|i| i.id == issue_id).cloned()),
             Err(e) => Err(e.clone()),
@@ -303,8 +285,8 @@ fn fetch_batch(
             seq,
             result,
         }
-    }));
-    out
+    };
+    retries.into_iter().map(retry).collect()
 }
 
 struct WorkerHandle {
@@ -507,13 +489,10 @@ fn startup_tracker(
     shutdown: &Receiver<()>,
 ) -> Result<Option<Arc<dyn Tracker>>, String> {
     let failed = |e: String| format!("startup validation failed: {e}");
-    let errs: Vec<String> = cfg
-        .preflight_errors()
-        .iter()
-        .map(|e| e.to_string())
-        .collect();
+    let errs = cfg.preflight_errors().into_iter().map(|e| e.to_string());
+    let errs = errs.collect::<Vec<_>>().join("; ");
     if !errs.is_empty() {
-        return Err(failed(errs.join("; ")));
+        return Err(failed(errs));
     }
     let tracker = tracker_factory(cfg).map_err(|e| failed(e.to_string()))?;
     let (tx, rx) = bounded(1);
@@ -545,11 +524,7 @@ fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     for (var, param, value) in [
         ("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, 2),
-        (
-            "MALLOC_MMAP_THRESHOLD_",
-            libc::M_MMAP_THRESHOLD,
-            1024 * 1024,
-        ),
+        ("MALLOC_MMAP_THRESHOLD_", libc::M_MMAP_THRESHOLD, 1 << 20),
     ] {
         if std::env::var_os(var).is_none() {
             // SAFETY: mallopt only sets an allocator tunable; no memory is touched.
@@ -824,8 +799,11 @@ impl Daemon {
             } => {
                 let tracker = self.tracker.clone();
                 let refresher = refresh_workers.then(|| Arc::clone(&self.refresher));
-                self.send_tracker_job(TrackerOp::Fetch, move || {
-                    (fetch_batch(&*tracker, retries, refresher.as_deref()), None)
+                self.send_tracker_job(TrackerOp::Fetch, move |calls| {
+                    (
+                        fetch_batch(&*tracker, retries, refresher.as_deref(), calls),
+                        None,
+                    )
                 });
             }
             dispatch @ Action::Dispatch { .. } => self.dispatch(dispatch),
@@ -966,19 +944,31 @@ impl Daemon {
         }
         let tracker = self.tracker.clone();
         let cleanup = (!self.swept).then(|| config(&self.workflow).tracker.terminal_states.clone());
-        self.send_tracker_job(TrackerOp::Poll, move || {
-            poll_job(&*tracker, running_ids, cleanup)
+        self.send_tracker_job(TrackerOp::Poll, move |calls| {
+            poll_job(&*tracker, running_ids, cleanup, calls)
         });
     }
 
     /// Hand `job` to the tracker thread of `op` and note when (see [`TRACKER_JOB_BOUND_MS`]).
+    /// Its events go out after `TrackerCalls` (the request gate learns how its calls ended
+    /// before the engine sees a result) and `TrackerSpent` (its points; frees the slot).
     fn send_tracker_job(
         &mut self,
         op: TrackerOp,
-        job: impl FnOnce() -> (Vec<Event>, Option<&'static str>) + Send + 'static,
+        job: impl FnOnce(&mut Vec<CallOutcome>) -> (Vec<Event>, Option<&'static str>) + Send + 'static,
     ) {
         let slot = usize::from(op == TrackerOp::Fetch);
-        let job: TrackerJob = Box::new(job);
+        let job: TrackerJob = Box::new(move || {
+            let _ = take_points();
+            let mut calls = Vec::new();
+            let (events, class) = job(&mut calls);
+            let points = take_points();
+            let head = [
+                Event::TrackerCalls(calls),
+                Event::TrackerSpent { op, points },
+            ];
+            (head.into_iter().chain(events).collect(), class)
+        });
         #[cfg(feature = "http")]
         let job = self.surface.observed(job);
         let _ = self.tracker_jobs[slot].send(job);
