@@ -70,12 +70,6 @@ pub enum RunError {
     LockLost(String),
 }
 
-impl From<String> for RunError {
-    fn from(e: String) -> Self {
-        RunError::Startup(e)
-    }
-}
-
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -375,7 +369,8 @@ pub fn run_with_state(
     limit_malloc_arenas();
     let cfg = config(&opts.initial).clone();
     crate::host::set_env_policy(cfg.env_policy());
-    let Some(tracker) = startup_tracker(&cfg, &opts.tracker_factory, &opts.shutdown_rx)? else {
+    let tracker = startup_tracker(&cfg, &opts.tracker_factory, &opts.shutdown_rx);
+    let Some(tracker) = tracker.map_err(RunError::Startup)? else {
         return Ok(()); // SIGINT/SIGTERM during startup
     };
     let fd_cap = descriptor_cap(&cfg);
@@ -498,10 +493,7 @@ fn startup_tracker(
     let (tx, rx) = bounded(1);
     let t = tracker.clone();
     let validate = move || tx.send(t.validate().map_err(|e| e.to_string()));
-    let spawned = thread::Builder::new()
-        .name("startup".into())
-        .spawn(validate);
-    if let Err(e) = spawned {
+    if let Err(e) = spawn("startup", validate) {
         error!("cannot start the startup thread error={e}");
         return Ok(None);
     }
@@ -512,6 +504,14 @@ fn startup_tracker(
             Ok(None)
         }
     }
+}
+
+/// Start a named thread that is not supervised (a panic only ends it).
+fn spawn<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<()> {
+    thread::Builder::new().name(name.into()).spawn(f).map(drop)
 }
 
 /// Cap glibc's malloc arenas at 2 before the tracker and agent threads start: glibc gives busy
@@ -837,10 +837,7 @@ impl Daemon {
                     let result = h.probe().and_then(confined);
                     let _ = events.send(Event::HostProbed { host, result });
                 };
-                if let Err(e) = thread::Builder::new()
-                    .name("host-probe".into())
-                    .spawn(probe)
-                {
+                if let Err(e) = spawn("host-probe", probe) {
                     warn!("cannot start a host probe error={e}");
                 }
             }
@@ -1066,10 +1063,7 @@ impl Daemon {
                 })
             })));
         };
-        let spawned = thread::Builder::new()
-            .name("workflow-reload".into())
-            .spawn(reread);
-        match spawned {
+        match spawn("workflow-reload", reread) {
             Ok(_) => self.reload_in_flight = true,
             Err(e) => error!("cannot start the workflow reload error={e}"),
         }
