@@ -43,11 +43,11 @@ pub struct Notifier {
 impl Notifier {
     /// Read `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from the process environment.
     pub fn from_env() -> Self {
-        let var = |name: &str| std::env::var_os(name);
+        let [socket, usec, pid] = CHILD_ENV_REMOVE.map(std::env::var_os);
         Self::from_vars(
-            var("NOTIFY_SOCKET").as_deref(),
-            var("WATCHDOG_USEC").as_deref(),
-            var("WATCHDOG_PID").as_deref(),
+            socket.as_deref(),
+            usec.as_deref(),
+            pid.as_deref(),
             std::process::id(),
         )
     }

@@ -13,7 +13,7 @@ use crossbeam_channel::{after, bounded, never, select, unbounded, Receiver, Send
 use log::{debug, error, info, warn};
 
 use crate::agent::{AgentRunner, CancelToken};
-use crate::host::{sweep_tombstones, Host, HostPool};
+use crate::host::{sweep_tombstones, HostPool};
 use crate::model::Issue;
 use crate::orchestrator::{
     handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
@@ -824,10 +824,7 @@ impl Daemon {
                 issue,
                 workspace_path,
                 host,
-            } => {
-                let host = self.hosts.get(host.as_deref());
-                self.clean_in_background(issue, workspace_path, host)
-            }
+            } => self.clean_in_background(issue, workspace_path, host.as_deref()),
             // Reachable, and its sandbox starts when agents run confined.
             Action::ProbeHost { host } => {
                 let (h, events) = (self.hosts.get(Some(&host)), self.events_tx.clone());
@@ -862,13 +859,12 @@ impl Daemon {
 
     /// Remove a workspace on `host`, on the removal pool; `WorkspaceRemoved` releases the issue
     /// afterwards (at once when a local workspace does not exist).
-    fn clean_in_background(&mut self, issue: Issue, path: PathBuf, host: Arc<dyn Host>) {
-        let issue_id = issue.id.clone();
+    fn clean_in_background(&mut self, issue: Issue, path: PathBuf, host: Option<&str>) {
+        let (host, issue_id) = (self.hosts.get(host), issue.id.clone());
         if host.name().is_none() && std::fs::symlink_metadata(&path).is_err() {
             return self.queue.push_back(Event::WorkspaceRemoved { issue_id });
         }
         let (hooks, events) = (config(&self.workflow).hooks.clone(), self.events_tx.clone());
-        let id = issue_id.clone();
         let job = Box::new(move || {
             let _log = crate::runlog::RunLog::new(&issue.id, &issue.identifier).enter();
             // Whatever happens in the removal, the issue must be released afterwards.
@@ -891,9 +887,9 @@ impl Daemon {
                 }
             }));
             if r.is_err() {
-                error!("workspace removal panicked issue_id={id}");
+                error!("workspace removal panicked issue_id={}", issue.id);
             }
-            let _ = events.send(Event::WorkspaceRemoved { issue_id: id });
+            let _ = events.send(Event::WorkspaceRemoved { issue_id: issue.id });
         });
         if let Err(e) = self.removals.submit(job) {
             warn!("cannot start workspace cleanup error={e}");
