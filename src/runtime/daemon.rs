@@ -20,7 +20,7 @@ use crate::orchestrator::{
     TrackerOp, WorkerOutcome,
 };
 use crate::timefmt::unix_millis;
-use crate::tracker::{take_points, BoardRead, Tracker, TrackerError, WatchGuard};
+use crate::tracker::{take_points, Tracker, TrackerError, WatchGuard};
 use crate::workflow::config::{ConfigEnv, ServiceConfig};
 use crate::workflow::loader::{
     fnv1a64, parse_workflow_bytes, read_workflow_bytes, Workflow, WorkflowError,
@@ -167,27 +167,7 @@ fn observe<T>(calls: &mut Vec<CallOutcome>, r: Result<T, TrackerError>) -> Resul
     r
 }
 
-/// Validate the tracker, then read the board; a failure comes with its error class. The config
-/// passed the dispatch preflight at startup and at every applied reload, and a cached validation
-/// sends nothing: only its failure counts.
-fn read_board(
-    tracker: &dyn Tracker,
-    running_ids: &[String],
-    also_states: &[String],
-    calls: &mut Vec<CallOutcome>,
-) -> Result<BoardRead, (PollSkip, &'static str)> {
-    if let Err(e) = tracker.validate() {
-        calls.push(CallOutcome::of_error(&e));
-        return Err((PollSkip::Preflight(e.to_string()), e.class));
-    }
-    observe(calls, tracker.read_board(running_ids, also_states)).map_err(|e| {
-        let message = e.to_string();
-        let retry_at = e.retry_at.map(unix_millis);
-        (PollSkip::Tracker { message, retry_at }, e.class)
-    })
-}
-
-/// One poll. After `TrackerCalls` and `TrackerSpent` (see [`Daemon::send_tracker_job`]) come,
+/// One poll: validate the tracker, then read the board. After `TrackerCalls` and `TrackerSpent` (see [`Daemon::send_tracker_job`]) come,
 /// with `cleanup` (the terminal states, on the first tick), `TerminalAtStartup` (so the engine
 /// holds those issues for cleanup before it sees the candidates), then the result.
 ///
@@ -202,7 +182,19 @@ fn poll_job(
     calls: &mut Vec<CallOutcome>,
 ) -> (Vec<Event>, Option<&'static str>) {
     let also_states = cleanup.as_deref().unwrap_or_default();
-    let read = read_board(tracker, &running_ids, also_states, calls);
+    // The config passed the dispatch preflight at startup and at every applied reload, and a
+    // cached validation sends nothing: only its failure counts.
+    let read = match tracker.validate() {
+        Err(e) => {
+            calls.push(CallOutcome::of_error(&e));
+            Err((PollSkip::Preflight(e.to_string()), e.class))
+        }
+        Ok(()) => observe(calls, tracker.read_board(&running_ids, also_states)).map_err(|e| {
+            let message = e.to_string();
+            let retry_at = e.retry_at.map(unix_millis);
+            (PollSkip::Tracker { message, retry_at }, e.class)
+        }),
+    };
     let class = read.as_ref().err().map(|e| e.1);
     let read = read.map_err(|e| e.0);
     let stopped = calls.last().is_some_and(|o| o.stops_operation());
@@ -439,7 +431,7 @@ pub fn run_with_state(
     };
     #[cfg(not(feature = "http"))]
     let _ = exit_when; // always `None`
-    d.start(startup, inbox)
+    d.run(startup, inbox)
 }
 
 /// The agents the descriptor limit allows (`runtime::fds`), warning when it caps the config.
@@ -539,9 +531,9 @@ fn limit_malloc_arenas() {
 const REMOVAL_JOIN_MIN_MS: u64 = 1_000;
 
 impl Daemon {
-    /// Startup once wired: the tombstone sweep, the watch, the restore's orphan stops, readiness;
-    /// then the loop.
-    fn start(mut self, startup: Vec<Action>, inbox: Inbox) -> Result<(), RunError> {
+    /// Startup once wired (the tombstone sweep, the watch, the restore's orphan stops, readiness),
+    /// the loop, then the rest of the shutdown: removals, the final state write, SSH masters.
+    fn run(mut self, startup: Vec<Action>, mut inbox: Inbox) -> Result<(), RunError> {
         self.sweep_tombstones();
         self.start_watch();
         for action in startup {
@@ -559,11 +551,6 @@ impl Daemon {
         #[cfg(feature = "http")]
         self.publish();
         self.ops.ready(&self.state);
-        self.run(inbox)
-    }
-
-    /// The loop, then the rest of the shutdown: removals, the final state write, SSH masters.
-    fn run(mut self, mut inbox: Inbox) -> Result<(), RunError> {
         while !self.done {
             let ev = self.next_event(&mut inbox);
             self.handle_event(ev, &inbox);
