@@ -332,10 +332,6 @@ struct Daemon {
     refresher: Arc<Refresher>,
 }
 
-fn config(w: &Workflow) -> &ServiceConfig {
-    &w.config.config
-}
-
 /// The scheduling policy of `cfg`, `agent.max_concurrent_agents` capped at `fd_cap` (at least 1).
 fn policy_for(cfg: &ServiceConfig, fd_cap: Option<u64>) -> Policy {
     let mut policy = cfg.policy();
@@ -359,7 +355,7 @@ pub fn run_with_state(
     exit_when: Option<ExitWhen>,
 ) -> Result<(), RunError> {
     limit_malloc_arenas();
-    let cfg = config(&opts.initial).clone();
+    let cfg = opts.initial.config.config.clone();
     crate::host::set_env_policy(cfg.env_policy());
     let tracker = startup_tracker(&cfg, &opts.tracker_factory, &opts.shutdown_rx);
     let Some(tracker) = tracker.map_err(RunError::Startup)? else {
@@ -534,12 +530,26 @@ impl Daemon {
     /// Startup once wired (the tombstone sweep, the watch, the restore's orphan stops, readiness),
     /// the loop, then the rest of the shutdown: removals, the final state write, SSH masters.
     fn run(mut self, startup: Vec<Action>, mut inbox: Inbox) -> Result<(), RunError> {
-        self.sweep_tombstones();
+        // Sweep workspace tombstones a crash left behind, on the removal pool (the first tick's
+        // board read then hands the issues already terminal to the engine: `TerminalAtStartup`).
+        let root = self.workflow.config.config.workspace_root.clone();
+        let sweep = Box::new(move || {
+            let n = sweep_tombstones(&root);
+            if n > 0 {
+                info!(
+                    "removed {n} leftover workspace tombstone(s) root={}",
+                    root.display()
+                );
+            }
+        });
+        if let Err(e) = self.removals.submit(sweep) {
+            warn!("cannot start the tombstone sweep error={e}");
+        }
         self.start_watch();
         for action in startup {
             self.execute(action);
         }
-        let cfg = config(&self.workflow);
+        let cfg = &self.workflow.config.config;
         info!(
             "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
             self.opts_path.display(),
@@ -581,24 +591,6 @@ impl Daemon {
             return Err(RunError::ForcedShutdown { workers: abandoned });
         }
         self.fatal.map_or(Ok(()), Err)
-    }
-
-    /// Sweep workspace tombstones a crash left behind, on the removal pool (the first tick's board
-    /// read then hands the issues already terminal to the engine: `TerminalAtStartup`).
-    fn sweep_tombstones(&mut self) {
-        let root = config(&self.workflow).workspace_root.clone();
-        let sweep = Box::new(move || {
-            let n = sweep_tombstones(&root);
-            if n > 0 {
-                info!(
-                    "removed {n} leftover workspace tombstone(s) root={}",
-                    root.display()
-                );
-            }
-        });
-        if let Err(e) = self.removals.submit(sweep) {
-            warn!("cannot start the tombstone sweep error={e}");
-        }
     }
 
     /// The next thing to react to: a queued engine event first, else whatever input arrives
@@ -815,7 +807,7 @@ impl Daemon {
             // Reachable, and its sandbox starts when agents run confined.
             Action::ProbeHost { host } => {
                 let (h, events) = (self.hosts.get(Some(&host)), self.events_tx.clone());
-                let sandbox = config(&self.workflow).agent_sandbox();
+                let sandbox = self.workflow.config.config.agent_sandbox();
                 let probe = move || {
                     let confined = |()| sandbox.map_or(Ok(()), |sb| sb.check(h.as_ref()));
                     let result = h.probe().and_then(confined);
@@ -851,7 +843,8 @@ impl Daemon {
         if host.name().is_none() && std::fs::symlink_metadata(&path).is_err() {
             return self.queue.push_back(Event::WorkspaceRemoved { issue_id });
         }
-        let (hooks, events) = (config(&self.workflow).hooks.clone(), self.events_tx.clone());
+        let hooks = self.workflow.config.config.hooks.clone();
+        let events = self.events_tx.clone();
         let job = Box::new(move || {
             let _log = crate::runlog::RunLog::new(&issue.id, &issue.identifier).enter();
             // Whatever happens in the removal, the issue must be released afterwards.
@@ -923,7 +916,8 @@ impl Daemon {
             self.reload();
         }
         let tracker = self.tracker.clone();
-        let cleanup = (!self.swept).then(|| config(&self.workflow).tracker.terminal_states.clone());
+        let cleanup =
+            (!self.swept).then(|| self.workflow.config.config.tracker.terminal_states.clone());
         self.send_tracker_job(TrackerOp::Poll, move |calls| {
             poll_job(&*tracker, running_ids, cleanup, calls)
         });
@@ -968,7 +962,7 @@ impl Daemon {
         else {
             return;
         };
-        let cfg = config(&self.workflow);
+        let cfg = &self.workflow.config.config;
         let cancel = CancelToken::new();
         let mailbox = Mailbox::new(&issue.id, run_id, self.news_tx.clone());
         let ctx = WorkerContext {
@@ -1064,10 +1058,10 @@ impl Daemon {
             }
             Err(e) => return self.reload_failed(Some(e.to_string())),
         };
-        let new_cfg = config(&wf);
+        let new_cfg = &wf.config.config;
         let mut problems = crate::features::not_built(Some(new_cfg), None);
         problems.extend(new_cfg.preflight_errors().iter().map(|e| e.to_string()));
-        let tracker_changed = new_cfg.tracker != config(&self.workflow).tracker;
+        let tracker_changed = new_cfg.tracker != self.workflow.config.config.tracker;
         let mut tracker = None;
         if problems.is_empty() && tracker_changed {
             match (self.tracker_factory)(new_cfg) {
