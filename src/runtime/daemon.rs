@@ -245,13 +245,13 @@ fn poll_job(
 
 /// One fetch batch: the between-turn refreshes (answered to the workers), then one fetch of
 /// every due retry's issue (none after a rate limit or rejected credentials: the gate will
-/// hold). Events: a `RetryRefreshed` per retry.
+/// hold). Events: a `RetryRefreshed` per retry; no error class.
 fn fetch_batch(
     tracker: &dyn Tracker,
     retries: Vec<(String, u64)>,
     refresher: Option<&Refresher>,
     calls: &mut Vec<CallOutcome>,
-) -> Vec<Event> {
+) -> (Vec<Event>, Option<&'static str>) {
     calls.extend(refresher.and_then(|r| r.serve(tracker)));
     let ids: Vec<String> = retries.iter().map(|(id, _)| id.clone()).collect();
     let fetched = match calls.first() {
@@ -272,7 +272,7 @@ fn fetch_batch(
             result,
         }
     };
-    retries.into_iter().map(retry).collect()
+    (retries.into_iter().map(retry).collect(), None)
 }
 
 struct WorkerHandle {
@@ -779,10 +779,7 @@ impl Daemon {
                 let tracker = self.tracker.clone();
                 let refresher = refresh_workers.then(|| Arc::clone(&self.refresher));
                 self.send_tracker_job(TrackerOp::Fetch, move |calls| {
-                    (
-                        fetch_batch(&*tracker, retries, refresher.as_deref(), calls),
-                        None,
-                    )
+                    fetch_batch(&*tracker, retries, refresher.as_deref(), calls)
                 });
             }
             dispatch @ Action::Dispatch { .. } => self.dispatch(dispatch),

@@ -12,6 +12,7 @@ use crate::orchestrator::OrchestratorState;
 pub(crate) const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The loop-side state of the systemd notifier.
+#[derive(Default)]
 pub(crate) struct LoopOps {
     notifier: Arc<Notifier>,
     pacer: Option<WatchdogPacer>,
@@ -32,10 +33,7 @@ impl LoopOps {
         LoopOps {
             notifier,
             pacer,
-            last_status: None,
-            pending_status: None,
-            stuck: None,
-            stopping: false,
+            ..Default::default()
         }
     }
 
@@ -92,11 +90,8 @@ impl LoopOps {
     pub(crate) fn deadline(&self) -> Option<Instant> {
         let status =
             (self.pending_status.as_ref()).map(|_| self.status_at().unwrap_or_else(Instant::now));
-        self.pacer
-            .map(|p| p.deadline())
-            .into_iter()
-            .chain(status)
-            .min()
+        let watchdog = self.pacer.map(|p| p.deadline());
+        [watchdog, status].into_iter().flatten().min()
     }
 
     /// Send what is due at `now`: the watchdog ping and a rate-limited status.
