@@ -80,32 +80,29 @@ impl StoreError {
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = self.name();
+        write!(f, "{}: ", self.name())?;
         match self {
             StoreError::Locked { dir, pid } => {
                 let pid = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
-                write!(f, "{name}: {} is in use by pid {pid}", dir.display())
+                write!(f, "{} is in use by pid {pid}", dir.display())
             }
             StoreError::VersionUnsupported {
                 path,
                 found,
                 newest,
-            } => write!(
-                f,
-                "{name}: {} has version {found}; this Baton reads up to {newest}",
-                path.display()
-            ),
-            StoreError::Unsafe { dir, reason, .. } => {
-                write!(f, "{name}: {}: {reason}", dir.display())
+            } => {
+                let p = path.display();
+                write!(
+                    f,
+                    "{p} has version {found}; this Baton reads up to {newest}"
+                )
             }
-            StoreError::LockLost { dir } => write!(
-                f,
-                "{name}: {} is no longer the directory this Baton locked",
-                dir.display()
-            ),
-            StoreError::Io { op, path, source } => {
-                write!(f, "{name}: {op} {}: {source}", path.display())
+            StoreError::Unsafe { dir, reason, .. } => write!(f, "{}: {reason}", dir.display()),
+            StoreError::LockLost { dir } => {
+                let dir = dir.display();
+                write!(f, "{dir} is no longer the directory this Baton locked")
             }
+            StoreError::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
         }
     }
 }

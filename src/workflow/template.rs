@@ -26,17 +26,7 @@ const FILTERS: &[&str] = &[
 
 /// A template error: class `template_parse_error` or `template_render_error`, message with
 /// `line L column C` counted in WORKFLOW.md.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TemplateError {
-    pub class: &'static str,
-    pub message: String,
-}
-
-impl std::fmt::Display for TemplateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.class, self.message)
-    }
-}
+pub type TemplateError = crate::config::ConfigError;
 
 /// A compiled prompt template (cheap to clone; the compiled form is shared).
 #[derive(Clone)]
@@ -54,10 +44,7 @@ impl PromptTemplate {
     /// Compile `source`, whose first line is line `first_line` of WORKFLOW.md.
     pub fn compile(source: &str, first_line: usize) -> Result<Self, TemplateError> {
         let src = Source::new(source, first_line);
-        let parse_error = |message| TemplateError {
-            class: "template_parse_error",
-            message,
-        };
+        let parse_error = |message: String| TemplateError::new("template_parse_error", message);
         let template = engine()
             .compile(src.compiled.clone())
             .map_err(|err| parse_error(src.describe(&err, true)))?;
@@ -93,10 +80,7 @@ impl PromptTemplate {
             Ok(Err(err)) => src.describe(&err, false),
             Err(_) => "internal error: the template engine panicked".to_string(),
         };
-        Err(TemplateError {
-            class: "template_render_error",
-            message,
-        })
+        Err(TemplateError::new("template_render_error", message))
     }
 }
 

@@ -43,27 +43,6 @@ impl Default for HooksConfig {
     }
 }
 
-/// Which hook (spec §5.3.4): a failed `after_create` or `before_run` fails the attempt; a failed
-/// `after_run` or `before_remove` is logged and ignored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HookKind {
-    AfterCreate,
-    BeforeRun,
-    AfterRun,
-    BeforeRemove,
-}
-
-impl HookKind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            HookKind::AfterCreate => "after_create",
-            HookKind::BeforeRun => "before_run",
-            HookKind::AfterRun => "after_run",
-            HookKind::BeforeRemove => "before_remove",
-        }
-    }
-}
-
 /// The environment a hook sees about its issue (see [`HookEnv::vars`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HookEnv {
@@ -128,11 +107,12 @@ pub fn run_hook(
     host.run_hook(script, cwd, &vars, Duration::from_millis(timeout_ms))
 }
 
-/// Run a hook if configured and log start/failure/timeout with issue context. Returns `Err` with
-/// a one-line reason when it failed (callers decide whether that is fatal).
+/// Run the hook `kind` (`after_create`, …) if configured and log start/failure/timeout with issue
+/// context. Returns `Err` with a one-line reason when it failed: a failed `after_create` or
+/// `before_run` fails the attempt; a failed `after_run` or `before_remove` is logged and ignored.
 pub(crate) fn run_configured_hook(
     host: &dyn Host,
-    kind: HookKind,
+    kind: &str,
     script: Option<&str>,
     cwd: &Path,
     env: &HookEnv,
@@ -141,7 +121,7 @@ pub(crate) fn run_configured_hook(
     let Some(script) = script else {
         return Ok(());
     };
-    let (kind, id, ident) = (kind.as_str(), &env.issue_id, &env.issue_identifier);
+    let (id, ident) = (&env.issue_id, &env.issue_identifier);
     let ctx = format!("hook={kind} issue_id={id} issue_identifier={ident}");
     log::info!("hook starting {ctx} workspace={}", cwd.display());
     match run_hook(host, script, cwd, env, timeout_ms) {

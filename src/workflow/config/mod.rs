@@ -26,13 +26,11 @@ pub use crate::workspace::hooks::HooksConfig;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct AgentConfig {
-    /// Which adapter runs the agent. `None` when absent (a preflight error).
+    /// `None` when absent (a preflight error).
     pub kind: Option<AgentKind>,
-    /// Global concurrency cap.
     pub max_concurrent_agents: u32,
     /// Turns per worker run.
     pub max_turns: u32,
-    /// Cap of the failure backoff in ms.
     pub max_retry_backoff_ms: u64,
     /// Per-state caps, keys normalized (trim + lowercase).
     #[serde(skip)]
@@ -374,26 +372,24 @@ fn parse_by_state(
     warnings: &mut Vec<String>,
 ) -> Result<BTreeMap<String, u32>, ConfigError> {
     const KEY: &str = "max_concurrent_agents_by_state";
-    let mut by_state = BTreeMap::new();
     let m = match agent.raw(KEY) {
-        None => return Ok(by_state),
+        None => return Ok(BTreeMap::new()),
         Some(Value::Mapping(m)) => m,
         Some(other) => {
             let expected = "a map of state name to positive integer";
             return Err(agent.invalid(KEY, expected, &describe(other)));
         }
     };
+    let mut by_state = BTreeMap::new();
     for (k, v) in m {
-        let key = match k {
-            Value::String(s) if !s.trim().is_empty() => crate::model::normalize_name(s),
-            other => {
-                warnings.push(format!(
-                    "agent.{KEY}: ignoring entry with key {}: keys must be state names",
-                    describe(other)
-                ));
-                continue;
-            }
+        let Some(key) = k.as_str().filter(|s| !s.trim().is_empty()) else {
+            let k = describe(k);
+            warnings.push(format!(
+                "agent.{KEY}: ignoring entry with key {k}: keys must be state names"
+            ));
+            continue;
         };
+        let key = crate::model::normalize_name(key);
         match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
             Some(n) if n >= 1 => {
                 by_state.insert(key, n);
