@@ -18,7 +18,6 @@ use serde_yaml::{Mapping, Value};
 pub struct Secret(String);
 
 impl Secret {
-    /// Wrap a secret value.
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
@@ -52,7 +51,6 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    /// Build an error.
     pub fn new(class: &'static str, message: impl Into<String>) -> Self {
         ConfigError {
             class,
@@ -466,22 +464,18 @@ impl<'de> de::Deserializer<'de> for Field {
             Value::String(s) if variants.contains(&s.as_str()) => {
                 v.visit_enum(s.as_str().into_deserializer())
             }
-            _ => self.bad(&one_of(variants)),
+            _ => match variants.split_last() {
+                Some((last, rest)) if !rest.is_empty() => {
+                    self.bad(&format!("{} or {last}", rest.join(", ")))
+                }
+                _ => self.bad(&variants.concat()),
+            },
         }
     }
 
     forward_to_deserialize_any! {
         i8 i16 i32 i128 u8 u128 f32 char str bytes byte_buf unit unit_struct newtype_struct tuple
         tuple_struct map struct identifier ignored_any
-    }
-}
-
-/// `a, b or c`.
-pub(crate) fn one_of(names: &[&str]) -> String {
-    match names.split_last() {
-        Some((last, [])) => last.to_string(),
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-        None => String::new(),
     }
 }
 

@@ -112,15 +112,15 @@ pub fn split_workflow(path: &Path, text: &str) -> Result<SplitWorkflow, Workflow
             "line 1: front matter opened with `---` is never closed by a second `---` line".into(),
         ));
     };
-    let Some(FrontMatter {
+    let FrontMatter {
         yaml,
         body,
         body_line,
-    }) = split
-    else {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        return Ok(trimmed(Mapping::new(), text, 1));
-    };
+    } = split.unwrap_or(FrontMatter {
+        yaml: "",
+        body: text.strip_prefix('\u{feff}').unwrap_or(text),
+        body_line: 1,
+    });
     if yaml.trim().is_empty() {
         return Ok(trimmed(Mapping::new(), body, body_line));
     }

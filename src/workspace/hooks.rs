@@ -43,7 +43,7 @@ impl Default for HooksConfig {
     }
 }
 
-/// The environment a hook sees about its issue (see [`HookEnv::vars`]).
+/// The environment a hook sees about its issue (the `BATON_*` variables).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HookEnv {
     pub issue_id: String,
@@ -67,22 +67,6 @@ impl HookEnv {
             workspace: workspace.to_path_buf(),
         }
     }
-
-    /// The variables as (name, value) pairs. NUL bytes (which no environment can carry, and
-    /// which would fail every spawn) are removed.
-    pub fn vars(&self) -> Vec<(&'static str, OsString)> {
-        let vars = [
-            ("BATON_ISSUE_ID", self.issue_id.as_bytes()),
-            ("BATON_ISSUE_IDENTIFIER", self.issue_identifier.as_bytes()),
-            ("BATON_ISSUE_NUMBER", self.issue_number.as_bytes()),
-            ("BATON_ISSUE_REPO", self.issue_repo.as_bytes()),
-            ("BATON_ISSUE_URL", self.issue_url.as_bytes()),
-            ("BATON_ISSUE_STATUS", self.issue_status.as_bytes()),
-            ("BATON_WORKSPACE", self.workspace.as_os_str().as_bytes()),
-        ];
-        let clean = |v: &[u8]| OsString::from_vec(v.iter().copied().filter(|&b| b != 0).collect());
-        vars.into_iter().map(|(k, v)| (k, clean(v))).collect()
-    }
 }
 
 /// Shorten hook output for one log line: last `LOG_OUTPUT_CHARS` chars, newlines escaped.
@@ -103,7 +87,18 @@ pub fn run_hook(
     env: &HookEnv,
     timeout_ms: u64,
 ) -> Result<HookOutput, HookError> {
-    let vars: Vec<_> = env.vars().into_iter().map(|(k, v)| (k.into(), v)).collect();
+    let vars = [
+        ("BATON_ISSUE_ID", env.issue_id.as_bytes()),
+        ("BATON_ISSUE_IDENTIFIER", env.issue_identifier.as_bytes()),
+        ("BATON_ISSUE_NUMBER", env.issue_number.as_bytes()),
+        ("BATON_ISSUE_REPO", env.issue_repo.as_bytes()),
+        ("BATON_ISSUE_URL", env.issue_url.as_bytes()),
+        ("BATON_ISSUE_STATUS", env.issue_status.as_bytes()),
+        ("BATON_WORKSPACE", env.workspace.as_os_str().as_bytes()),
+    ];
+    // NUL bytes (which no environment can carry, and which would fail every spawn) are removed.
+    let clean = |v: &[u8]| OsString::from_vec(v.iter().copied().filter(|&b| b != 0).collect());
+    let vars = vars.map(|(k, v)| (k.into(), clean(v)));
     host.run_hook(script, cwd, &vars, Duration::from_millis(timeout_ms))
 }
 
