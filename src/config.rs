@@ -505,10 +505,8 @@ pub(crate) fn describe(v: &Value) -> String {
 /// to the workflow dir. Returns `None` when a referenced variable is unset or empty.
 pub(crate) fn resolve_path(raw: &str, workflow_dir: &Path, env: &dyn ConfigEnv) -> Option<PathBuf> {
     let raw = raw.trim();
-    let expanded: String = if let Some(name) = env_reference(raw) {
-        env.var(name).filter(|v| !v.is_empty())?
-    } else if let Some(rest) = raw.strip_prefix('$') {
-        // `$VAR/sub/dir`: expand the leading variable only.
+    let expanded: String = if let Some(rest) = raw.strip_prefix('$') {
+        // `$VAR` or `$VAR/sub/dir`: expand the leading variable only.
         let end = rest
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .unwrap_or(rest.len());

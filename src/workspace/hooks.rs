@@ -102,9 +102,10 @@ pub fn run_hook(
     host.run_hook(script, cwd, &vars, Duration::from_millis(timeout_ms))
 }
 
-/// Run the hook `kind` (`after_create`, …) if configured and log start/failure/timeout with issue
-/// context. Returns `Err` with a one-line reason when it failed: a failed `after_create` or
-/// `before_run` fails the attempt; a failed `after_run` or `before_remove` is logged and ignored.
+/// Run the hook `kind` (`after_create`, …) if configured, in `cwd` (its `BATON_WORKSPACE`), and
+/// log start/failure/timeout with issue context. Returns `Err` with a one-line reason when it
+/// failed: a failed `after_create` or `before_run` fails the attempt; a failed `after_run` or
+/// `before_remove` is logged and ignored.
 pub(crate) fn run_configured_hook(
     host: &dyn Host,
     kind: &str,
@@ -119,7 +120,11 @@ pub(crate) fn run_configured_hook(
     let (id, ident) = (&env.issue_id, &env.issue_identifier);
     let ctx = format!("hook={kind} issue_id={id} issue_identifier={ident}");
     log::info!("hook starting {ctx} workspace={}", cwd.display());
-    match run_hook(host, script, cwd, env, timeout_ms) {
+    let env = HookEnv {
+        workspace: cwd.to_path_buf(),
+        ..env.clone()
+    };
+    match run_hook(host, script, cwd, &env, timeout_ms) {
         Ok(o) => {
             let (ms, out) = (o.elapsed.as_millis(), truncate_for_log(&o.stdout));
             log::debug!("hook finished {ctx} elapsed_ms={ms} stdout={out:?}");
