@@ -112,16 +112,11 @@ fn engine() -> &'static Engine<'static> {
         e.add_function("and", |a: Value, b: Value| truthy(&a) && truthy(&b));
         e.add_function("or", |a: Value, b: Value| truthy(&a) || truthy(&b));
         e.add_function("contains", filter_contains);
-        e.add_function(
-            "default",
-            |a: Value, b: Value| if blank(&a) { b } else { a },
-        );
+        e.add_function("default", |a: Value, b| if blank(&a) { b } else { a });
         e.add_function("join", filter_join);
-        e.add_function("upcase", |v: Value| {
-            change_case(v, "upcase", str::to_uppercase)
-        });
+        e.add_function("upcase", |v: Value| cased(v, "upcase", str::to_uppercase));
         e.add_function("downcase", |v: Value| {
-            change_case(v, "downcase", str::to_lowercase)
+            cased(v, "downcase", str::to_lowercase)
         });
         e.add_function("size", filter_size);
         e.add_function("plus", filter_plus);
@@ -131,9 +126,7 @@ fn engine() -> &'static Engine<'static> {
 
 /// Prints scalars as upon does (null prints nothing), lists joined by `", "`, and refuses maps.
 fn format_value(f: &mut upon::fmt::Formatter<'_>, value: &Value) -> upon::fmt::Result {
-    let text = text_of(value).map_err(upon::fmt::Error::from)?;
-    std::fmt::Write::write_str(f, &text)?;
-    Ok(())
+    Ok(std::fmt::Write::write_str(f, &text_of(value)?)?)
 }
 
 fn text_of(value: &Value) -> Result<String, String> {
@@ -209,17 +202,14 @@ fn filter_contains(hay: Value, needle: Value) -> Result<Value, String> {
         (Value::List(items), n) => items.iter().any(|x| values_equal(x, n)),
         (Value::Map(m), Value::String(k)) => m.contains_key(k),
         (Value::String(_) | Value::Map(_), n) => {
+            let (h, n) = (kind(&hay), kind(n));
             return Err(format!(
-                "filter `contains` on {} needs a string argument, got {}",
-                kind(&hay),
-                kind(n)
-            ))
+                "filter `contains` on {h} needs a string argument, got {n}"
+            ));
         }
         (h, _) => {
-            return Err(format!(
-                "filter `contains` needs a string, list or map on its left, got {}",
-                kind(h)
-            ))
+            let (h, want) = (kind(h), "a string, list or map on its left");
+            return Err(format!("filter `contains` needs {want}, got {h}"));
         }
     };
     Ok(Value::Bool(found))
@@ -235,7 +225,7 @@ fn filter_join(v: Value, sep: String) -> Result<Value, String> {
     }
 }
 
-fn change_case(v: Value, name: &str, f: fn(&str) -> String) -> Result<Value, String> {
+fn cased(v: Value, name: &str, f: fn(&str) -> String) -> Result<Value, String> {
     match v {
         Value::String(s) => Ok(Value::String(f(&s))),
         Value::None => Ok(Value::None),
@@ -253,10 +243,10 @@ fn filter_size(v: Value) -> Result<Value, String> {
         Value::List(l) => l.len(),
         Value::Map(m) => m.len(),
         other => {
+            let k = kind(other);
             return Err(format!(
-                "filter `size` needs a string, list or map, got {}",
-                kind(other)
-            ))
+                "filter `size` needs a string, list or map, got {k}"
+            ));
         }
     };
     Ok(Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)))
@@ -278,11 +268,10 @@ fn filter_plus(a: Value, b: Value) -> Result<Value, String> {
         (Some((x, fx)), Some((y, fy))) => Ok(Value::Float(
             fx.unwrap_or(x as f64) + fy.unwrap_or(y as f64),
         )),
-        _ => Err(format!(
-            "filter `plus` needs numbers, got {} and {}",
-            kind(&a),
-            kind(&b)
-        )),
+        _ => {
+            let (a, b) = (kind(&a), kind(&b));
+            Err(format!("filter `plus` needs numbers, got {a} and {b}"))
+        }
     }
 }
 
