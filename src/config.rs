@@ -148,12 +148,9 @@ impl<'a> FrontMatter<'a> {
                 let mut near = known
                     .iter()
                     .filter(|c| c.split_once('.').map(|p| p.0) == parent);
-                out.push(match near.find(|c| edit_distance(&key, c) == 1) {
-                    Some(h) => {
-                        format!("unknown config key `{key}` is ignored; did you mean `{h}`?")
-                    }
-                    None => format!("unknown config key `{key}` is ignored"),
-                });
+                let hint = near.find(|c| edit_distance(&key, c) == 1);
+                let hint = hint.map_or(String::new(), |h| format!("; did you mean `{h}`?"));
+                out.push(format!("unknown config key `{key}` is ignored{hint}"));
             }
         }
         out
