@@ -97,9 +97,7 @@ pub struct ServiceConfig {
     pub codex: CodexConfig,
     pub gemini: GeminiConfig,
     pub server: ServerConfig,
-    /// `state.dir`, absolute: Baton's own directory for `state.json` (default
-    /// `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/baton/<hash>` or `~/.local/state/baton/<hash>`,
-    /// `<hash>` naming the WORKFLOW.md path).
+    /// `state.dir`, absolute: Baton's own directory for `state.json` (default: `parse_state_dir`).
     pub state_dir: PathBuf,
     /// `state.dir` was not set (a state file at the old default `<workspace.root>/.baton` is
     /// then moved over once).
