@@ -42,14 +42,11 @@ pub struct AgentConfig {
     /// `agent.max_*_per_issue`: lifetime spend limits per issue (default unlimited).
     #[serde(skip)]
     pub budget: Budget,
-    /// `agent.env_remove`: inherited variables agents and hooks do not get.
+    /// `agent.env_remove`: inherited variables agents and hooks do not get (and the one
+    /// `server.webhook_secret: $VAR` names, whatever the lists say).
     pub env_remove: Vec<String>,
     /// `agent.env_keep_only`: when set, the only inherited variables agents and hooks get.
     pub env_keep_only: Option<Vec<String>>,
-    /// Variables never passed on whatever the lists say: the one `server.webhook_secret: $VAR`
-    /// names.
-    #[serde(skip)]
-    pub env_never: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -65,7 +62,6 @@ impl Default for AgentConfig {
             budget: Budget::default(),
             env_remove: Vec::new(),
             env_keep_only: None,
-            env_never: Vec::new(),
         }
     }
 }
@@ -175,15 +171,10 @@ impl ServiceConfig {
 
     /// The environment policy for agents and hooks (see `host::EnvPolicy`).
     pub fn env_policy(&self) -> crate::host::EnvPolicy {
-        let mut remove = self.agent.env_remove.clone();
-        remove.extend(self.agent.env_never.iter().cloned());
-        let keep_only = self.agent.env_keep_only.as_ref().map(|keep| {
-            keep.iter()
-                .filter(|k| !self.agent.env_never.contains(k))
-                .cloned()
-                .collect()
-        });
-        crate::host::EnvPolicy { remove, keep_only }
+        crate::host::EnvPolicy {
+            remove: self.agent.env_remove.clone(),
+            keep_only: self.agent.env_keep_only.clone(),
+        }
     }
 
     /// The CLI keys (command, timeouts) of the section `agent.kind` selects (Claude's when unset;
@@ -272,9 +263,12 @@ pub(crate) fn parse_config(
     let mut agent = parse_agent(&fm.section("agent")?, &mut warnings)?;
     let server = fm.section("server")?;
     let secret = server.raw("webhook_secret").and_then(Value::as_str);
-    agent
-        .env_never
-        .extend(secret.and_then(|s| env_reference(s.trim())).map(Into::into));
+    if let Some(never) = secret.and_then(|s| env_reference(s.trim())) {
+        agent.env_remove.push(never.into());
+        if let Some(keep) = &mut agent.env_keep_only {
+            keep.retain(|k| k != never);
+        }
+    }
     let (state_dir, state_dir_is_default) = parse_state_dir(&fm.section("state")?, workflow, env)?;
     let hidden = vec![workflow_dir.to_path_buf(), state_dir.clone()];
     let config = ServiceConfig {
