@@ -68,7 +68,8 @@ impl PromptTemplate {
 
     /// Render for `issue` and `attempt` (`None` on the first run).
     pub fn render(&self, issue: &Issue, attempt: Option<u32>) -> Result<String, TemplateError> {
-        let ctx = context(issue, attempt);
+        let issue = Value::from(issue_fields(issue));
+        let ctx = Value::from([("issue", issue), ("attempt", attempt.into())]);
         let (template, src) = &*self.inner;
         let mut w = BoundedWriter(Vec::new(), false);
         let rendered = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -306,11 +307,6 @@ fn issue_fields(i: &Issue) -> [(&'static str, Value); 16] {
         ("updated_at", i.updated_at.as_deref().into()),
         ("closed", i.closed.into()),
     ]
-}
-
-fn context(issue: &Issue, attempt: Option<u32>) -> Value {
-    let issue = Value::from(issue_fields(issue));
-    Value::from([("issue", issue), ("attempt", attempt.into())])
 }
 
 /// A fully populated issue for load-time dry renders: every optional field set, lists non-empty.
