@@ -30,9 +30,7 @@ pub type TemplateError = crate::config::ConfigError;
 
 /// A compiled prompt template (cheap to clone; the compiled form is shared).
 #[derive(Clone)]
-pub struct PromptTemplate {
-    inner: Arc<(upon::Template<'static>, Source)>,
-}
+pub struct PromptTemplate(Arc<(upon::Template<'static>, Source)>);
 
 impl std::fmt::Debug for PromptTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -54,9 +52,7 @@ impl PromptTemplate {
                 src.position(off)
             )));
         }
-        Ok(PromptTemplate {
-            inner: Arc::new((template, src)),
-        })
+        Ok(PromptTemplate(Arc::new((template, src))))
     }
 
     /// Dry-render against a fully populated sample issue with `attempt` null and 1.
@@ -70,7 +66,7 @@ impl PromptTemplate {
     pub fn render(&self, issue: &Issue, attempt: Option<u32>) -> Result<String, TemplateError> {
         let issue = Value::from(issue_fields(issue));
         let ctx = Value::from([("issue", issue), ("attempt", attempt.into())]);
-        let (template, src) = &*self.inner;
+        let (template, src) = &*self.0;
         let mut w = BoundedWriter(Vec::new(), false);
         let rendered = std::panic::catch_unwind(AssertUnwindSafe(|| {
             template.render_from(engine(), &ctx).to_writer(&mut w)
