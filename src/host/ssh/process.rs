@@ -257,7 +257,7 @@ mod tests {
         let first = lines.next().unwrap();
         assert!(first.starts_with("BATON_PGID "), "{text}");
         let line = format!("{first}\n");
-        let Some((pgid, start)) = supervisor::remote_pgid(&mut line.as_bytes()) else {
+        let Some((pgid, start)) = supervisor::remote_pgid(line.as_bytes()) else {
             panic!("{text}");
         };
         assert!(pgid > 1 && start.is_some_and(|t| t > 0), "{first}");
