@@ -155,14 +155,13 @@ fn find_program(program: &OsStr) -> io::Result<PathBuf> {
 /// the leader of a new process group, supervised with `spec`'s stdout mode, stderr tail and
 /// label; `cgroup` (joined by `cmd`'s shim; `None` for the SSH client, whose work is remote) is
 /// removed when it ends. A piped stdin is held open for the life of the handle unless
-/// `spec.stdin_pipe` lends it out. With `pgid`, stdout starts with the SSH wrapper's
-/// `BATON_PGID <n>` line: the group id is sent there and the line is not delivered (stdout is
-/// not read on when it is missing).
+/// `spec.stdin_pipe` lends it out. With `first_line`, stdout's first line (at most
+/// [`FIRST_LINE`] bytes: the SSH wrapper's `BATON_PGID` line) is sent there, not delivered.
 pub(crate) fn spawn_command(
     mut cmd: Command,
     spec: &ProcessSpec,
     cgroup: Option<ProcCgroup>,
-    pgid: Option<PgidSender>,
+    first_line: Option<FirstLine>,
 ) -> io::Result<LocalProcess> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -180,7 +179,14 @@ pub(crate) fn spawn_command(
     register_live(pid, &exit);
     let watch = Watch {
         child,
-        stdout: Some(Stdout::new(stdout, line_tx, spec.stdout, pgid)),
+        stdout: Some(Stdout {
+            pipe: stdout,
+            tx: line_tx,
+            split: Splitter::new(spec.stdout),
+            first: first_line.map(|tx| (tx, Vec::new())),
+            out: VecDeque::new(),
+            eof: false,
+        }),
         stderr: Some(stderr),
         stderr_cap: spec.stderr_tail_bytes,
         tail: Arc::clone(&stderr_tail),
@@ -191,7 +197,7 @@ pub(crate) fn spawn_command(
     };
     // From here on the watch thread owns reaping (dropping a std `Child` never kills or waits).
     let thread = thread::Builder::new().name(format!("{}-{pid}", spec.label));
-    if let Err(e) = thread.spawn(move || watch.run()) {
+    if let Err(e) = thread.spawn(move || watch.run(pidfd_open(pid))) {
         // SAFETY: plain syscall on a group we just created and have not reaped.
         unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
         let e = format!("could not start a supervisor thread: {e}");
@@ -398,26 +404,10 @@ impl Splitter {
     }
 }
 
-/// The longest `BATON_PGID` line read, its newline included.
-const PGID_LINE: usize = 65;
-
-/// The group id and leader start time of the wrapper's `BATON_PGID <pgid> <start time>` first
-/// line (at most 64 bytes; the time may be empty).
-pub(crate) fn remote_pgid(line: &[u8]) -> Option<(u32, Option<u64>)> {
-    let line = line[..line.len().min(PGID_LINE)]
-        .split(|&b| b == b'\n')
-        .next()?;
-    let line = std::str::from_utf8(line)
-        .ok()?
-        .strip_prefix("BATON_PGID ")?;
-    let mut words = line.split(' ');
-    let pgid = words.next()?.trim_end().parse::<u32>().ok();
-    let time = words.next().and_then(|t| t.trim().parse().ok());
-    Some((pgid.filter(|n| *n > 1)?, time))
-}
-
-/// Where the SSH wrapper's group id and leader start time go.
-type PgidSender = Sender<(u32, Option<u64>)>;
+/// Where stdout's first line goes instead of the line channel (see [`spawn_command`]).
+pub(crate) type FirstLine = Sender<Vec<u8>>;
+/// The longest first line taken, its newline included.
+pub(crate) const FIRST_LINE: usize = 65;
 
 /// The stdout side of [`Watch`]. `out` holds at most one read's items: the pipe is only read
 /// again once they are all in the channel (back-pressure on the child).
@@ -425,50 +415,28 @@ struct Stdout {
     pipe: ChildStdout,
     tx: Sender<StdoutItem>,
     split: Splitter,
-    /// The SSH wrapper's `BATON_PGID` line still to come, and its bytes so far.
-    pgid: Option<(PgidSender, Vec<u8>)>,
+    /// Where the first line goes while it is still to come, and its bytes so far.
+    first: Option<(FirstLine, Vec<u8>)>,
     out: VecDeque<StdoutItem>,
     eof: bool,
 }
 
 impl Stdout {
-    fn new(
-        pipe: ChildStdout,
-        tx: Sender<StdoutItem>,
-        mode: StdoutMode,
-        pgid: Option<PgidSender>,
-    ) -> Self {
-        let (split, out) = (Splitter::new(mode), VecDeque::new());
-        let pgid = pgid.map(|tx| (tx, Vec::new()));
-        Stdout {
-            pipe,
-            tx,
-            split,
-            pgid,
-            out,
-            eof: false,
-        }
-    }
-
-    /// Queue what one read brought (empty: EOF). False when stdout is given up: the wrapper's
-    /// pgid line was missing (the channel then closes without `Eof`).
-    fn take(&mut self, chunk: &[u8]) -> bool {
+    /// Queue what one read brought (empty: EOF).
+    fn take(&mut self, chunk: &[u8]) {
         let eof = chunk.is_empty();
         let mut rest = chunk;
-        if let Some((tx, line)) = &mut self.pgid {
-            let head = &chunk[..chunk.len().min(PGID_LINE - line.len())];
+        if let Some((tx, line)) = &mut self.first {
+            let head = &chunk[..chunk.len().min(FIRST_LINE - line.len())];
             let end = head.iter().position(|&b| b == b'\n');
             let end = end.map_or(head.len(), |i| i + 1);
             line.extend_from_slice(&head[..end]);
             rest = &chunk[end..];
-            if !(eof || line.ends_with(b"\n") || line.len() >= PGID_LINE) {
-                return true;
+            if !(eof || line.ends_with(b"\n") || line.len() >= FIRST_LINE) {
+                return;
             }
-            let Some(p) = remote_pgid(line) else {
-                return false;
-            };
-            let _ = tx.send(p);
-            self.pgid = None;
+            let _ = tx.send(std::mem::take(line));
+            self.first = None;
         }
         if !rest.is_empty() {
             self.split.feed(rest, &mut self.out);
@@ -477,7 +445,6 @@ impl Stdout {
             self.split.finish(None, &mut self.out);
             self.eof = true;
         }
-        true
     }
 }
 
@@ -503,13 +470,8 @@ struct Watch {
 }
 
 impl Watch {
-    fn run(self) {
-        let pidfd = pidfd_open(self.child.id());
-        self.run_with(pidfd);
-    }
-
-    /// The poll loop; `pidfd` None exercises the fallback (timeout + `WNOHANG`).
-    fn run_with(mut self, pidfd: Option<OwnedFd>) {
+    /// The poll loop; without a `pidfd` (`pidfd_open`), a timeout and `WNOHANG`.
+    fn run(mut self, pidfd: Option<OwnedFd>) {
         let mut drained = 0;
         loop {
             let full = self.send_stdout();
@@ -595,21 +557,17 @@ impl Watch {
         false
     }
 
-    /// One read of stdout into its queue; drops stdout when it is given up.
+    /// One read of stdout into its queue.
     fn read_stdout(&mut self) {
         let Some(s) = &mut self.stdout else {
             return;
         };
-        let keep = match read_fd(&s.pipe) {
+        match read_fd(&s.pipe) {
             Ok(buf) => s.take(&buf),
             Err(e) => {
                 s.split.finish(Some(e.to_string()), &mut s.out);
                 s.eof = true;
-                true
             }
-        };
-        if !keep {
-            self.stdout = None;
         }
     }
 
@@ -834,9 +792,15 @@ mod tests {
         let mode = StdoutMode::Lines {
             max_line_bytes: 1 << 20,
         };
-        let stdout = Stdout::new(child.stdout.take().expect("piped"), line_tx, mode, None);
         let watch = Watch {
-            stdout: Some(stdout),
+            stdout: Some(Stdout {
+                pipe: child.stdout.take().expect("piped"),
+                tx: line_tx,
+                split: Splitter::new(mode),
+                first: None,
+                out: VecDeque::new(),
+                eof: false,
+            }),
             stderr: child.stderr.take(),
             child,
             stderr_cap,
@@ -886,7 +850,7 @@ mod tests {
             } else {
                 None
             };
-            w.watch.run_with(pidfd);
+            w.watch.run(pidfd);
             let state = w.exit.lock().unwrap();
             assert!(state.reaped);
             assert_eq!(state.status.and_then(|s| s.code()), Some(3));
@@ -910,7 +874,8 @@ mod tests {
         );
         let w = watched(&script, 64);
         let watch = w.watch;
-        let thread = thread::spawn(move || watch.run());
+        let pidfd = pidfd_open(watch.child.id());
+        let thread = thread::spawn(move || watch.run(pidfd));
         assert!(
             w.exited.recv_timeout(Duration::from_secs(20)).is_err(),
             "exited fires"
@@ -933,23 +898,6 @@ mod tests {
         assert_eq!(got.len(), n);
         assert!(got.iter().all(|l| l.len() == BATCH_BYTES + 1));
         thread.join().unwrap();
-    }
-
-    #[test]
-    fn the_remote_pgid_line_is_read_strictly() {
-        let pgid = remote_pgid;
-        assert_eq!(pgid(b"BATON_PGID 4242 917\nrest"), Some((4242, Some(917))));
-        assert_eq!(pgid(b"BATON_PGID 4242 \n"), Some((4242, None)));
-        let long = [b'1'; 100];
-        for bad in [
-            &b"BATON_PGID 1\n"[..],
-            b"hello\n",
-            b"BATON_PGID x\n",
-            &long,
-            b"",
-        ] {
-            assert_eq!(pgid(bad), None);
-        }
     }
 
     #[test]
