@@ -13,30 +13,23 @@ pub struct EnvPolicy {
     pub keep_only: Option<Vec<String>>,
 }
 
-static POLICY: RwLock<Option<EnvPolicy>> = RwLock::new(None);
+/// The current policy: inherit everything until one was set.
+static POLICY: RwLock<EnvPolicy> = RwLock::new(EnvPolicy {
+    remove: Vec::new(),
+    keep_only: None,
+});
 
 /// Replace the process-wide policy (the daemon does this on startup and reload).
 pub fn set_env_policy(policy: EnvPolicy) {
-    let mut g = POLICY.write().unwrap_or_else(|p| p.into_inner());
-    *g = Some(policy);
-}
-
-/// The current policy (the default — inherit everything — until one was set).
-pub fn env_policy() -> EnvPolicy {
-    let policy = POLICY.read().unwrap_or_else(|p| p.into_inner());
-    policy.clone().unwrap_or_default()
+    *POLICY.write().unwrap_or_else(|p| p.into_inner()) = policy;
 }
 
 /// Apply the current policy to `cmd` (before the child's own variables are set).
 pub(crate) fn apply(cmd: &mut Command) {
-    let policy = env_policy();
+    let policy = POLICY.read().unwrap_or_else(|p| p.into_inner());
     if let Some(keep) = &policy.keep_only {
         cmd.env_clear();
-        for k in keep {
-            if let Some(v) = std::env::var_os(k) {
-                cmd.env(k, v);
-            }
-        }
+        cmd.envs(keep.iter().filter_map(|k| Some((k, std::env::var_os(k)?))));
     }
     for k in &policy.remove {
         cmd.env_remove(k);

@@ -7,7 +7,7 @@ use std::io;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, never, select};
+use crossbeam_channel::{at, never, select};
 
 use super::{Process, ProcessSpec, StdoutItem};
 
@@ -66,7 +66,6 @@ pub(crate) fn supervise(
     let (mut timed_out, mut eof) = (false, false);
     // Pump stdout (so the child never blocks on a full pipe) until the leader is reaped.
     while !proc.has_exited() {
-        let left = deadline.saturating_duration_since(Instant::now());
         select! {
             recv(lines) -> item => {
                 if !keep(item.ok(), &mut stdout) {
@@ -75,7 +74,7 @@ pub(crate) fn supervise(
                 }
             }
             recv(proc.exited()) -> _ => {}
-            recv(after(left)) -> _ => {
+            recv(at(deadline)) -> _ => {
                 timed_out = true;
                 proc.signal_group(libc::SIGKILL);
                 proc.wait_exit(REAP_WAIT);
@@ -86,11 +85,9 @@ pub(crate) fn supervise(
     // Drain what is left, bounded in case something escaped the group and holds the pipe.
     let drain_until = Instant::now() + OUTPUT_WAIT;
     while !eof {
-        let left = drain_until.saturating_duration_since(Instant::now());
-        eof = !keep(lines.recv_timeout(left).ok(), &mut stdout);
+        eof = !keep(lines.recv_deadline(drain_until).ok(), &mut stdout);
     }
-    let left = drain_until.saturating_duration_since(Instant::now());
-    let _ = proc.stderr_done().recv_timeout(left);
+    let _ = proc.stderr_done().recv_deadline(drain_until);
     let stderr = String::from_utf8_lossy(&proc.stderr_bytes()).into_owned();
     let output = |code| HookOutput {
         code,
@@ -115,12 +112,8 @@ pub(crate) fn supervise(
 fn keep(item: Option<StdoutItem>, out: &mut Vec<u8>) -> bool {
     let bytes = match item {
         Some(StdoutItem::Chunk(b)) => b,
-        Some(StdoutItem::Line(l)) => format!("{l}\n").into_bytes(),
-        Some(StdoutItem::Lines(ls)) => ls
-            .iter()
-            .map(|l| format!("{l}\n"))
-            .collect::<String>()
-            .into_bytes(),
+        Some(StdoutItem::Line(l)) => (l + "\n").into_bytes(),
+        Some(StdoutItem::Lines(ls)) => (ls.join("\n") + "\n").into_bytes(),
         Some(StdoutItem::LineTooLong { .. }) | Some(StdoutItem::ReadError(_)) => return true,
         Some(StdoutItem::Eof) | None => return false,
     };

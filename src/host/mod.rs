@@ -30,7 +30,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 pub use cgroup::{containment, Containment};
-pub use env::{env_policy, set_env_policy, EnvPolicy};
+pub use env::{set_env_policy, EnvPolicy};
 pub(crate) use hook::command_output;
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::{sweep_tombstones, LocalHost};

@@ -315,12 +315,8 @@ impl Host for SshHost {
     }
 
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-        Ok(PathBuf::from(self.workspace_sh(
-            workspace::CHECK,
-            root,
-            path,
-            "check",
-        )?))
+        let resolved = self.workspace_sh(workspace::CHECK, root, path, "check")?;
+        Ok(PathBuf::from(resolved))
     }
 
     fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal {
