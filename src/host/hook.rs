@@ -88,23 +88,21 @@ pub(crate) fn supervise(
         eof = !keep(lines.recv_deadline(drain_until).ok(), &mut stdout);
     }
     let _ = proc.stderr_done().recv_deadline(drain_until);
-    let stderr = String::from_utf8_lossy(&proc.stderr_bytes()).into_owned();
-    let output = |code| HookOutput {
-        code,
+    let status = proc.exit_status().filter(|_| !timed_out);
+    let output = HookOutput {
+        code: status.and_then(|s| s.code()),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: stderr.clone(),
+        stderr: String::from_utf8_lossy(&proc.stderr_bytes()).into_owned(),
         elapsed: started.elapsed(),
     };
-    if timed_out {
-        return Err(HookError::Timeout {
+    match status {
+        _ if timed_out => Err(HookError::Timeout {
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            output: output(None),
-        });
-    }
-    match proc.exit_status() {
+            output,
+        }),
         None => Err(HookError::Spawn("wait failed: no exit status".into())),
-        Some(st) if st.success() => Ok(output(Some(0))),
-        Some(st) => Err(HookError::Failed(output(st.code()))),
+        Some(st) if st.success() => Ok(output),
+        Some(_) => Err(HookError::Failed(output)),
     }
 }
 
