@@ -9,7 +9,6 @@
 
 mod cgroup;
 pub mod config;
-mod env;
 mod hook;
 mod local;
 #[cfg(not(feature = "ssh"))]
@@ -30,7 +29,6 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 pub use cgroup::{containment, Containment};
-pub use env::{set_env_policy, EnvPolicy};
 pub(crate) use hook::command_output;
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::{sweep_tombstones, LocalHost};
@@ -39,7 +37,7 @@ pub use no_ssh::HostPool;
 pub use orphan::OrphanOutcome;
 #[cfg(feature = "ssh")]
 pub use ssh::{HostPool, SshHost, SshSettings};
-pub use supervisor::kill_live_groups;
+pub use supervisor::{kill_live_groups, set_env_policy, EnvPolicy};
 
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;
 /// Between SIGTERM and SIGKILL.

@@ -2,7 +2,7 @@
 //!
 //! * The child leads a **new process group** (`process_group(0)`), stdin `/dev/null` (or a pipe,
 //!   `ProcessSpec::stdin_pipe`), stdout/stderr piped, its environment per the process-wide
-//!   [`EnvPolicy`](super::EnvPolicy) (`agent.env_*`). Spawns take std's `posix_spawn` path (no
+//!   [`EnvPolicy`] (`agent.env_*`). Spawns take std's `posix_spawn` path (no
 //!   `pre_exec` hook, an absolute program), so a spawn costs the same with 3,000 threads in Baton
 //!   as with none. In `cgroup` containment (see `cgroup`) a `/bin/sh` shim joins the process's own
 //!   child cgroup before it execs the program.
@@ -27,7 +27,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -93,6 +93,27 @@ fn signal_unreaped(pid: u32, exit: &Mutex<ExitState>, signal: i32) -> bool {
     !state.reaped && unsafe { libc::killpg(pid as libc::pid_t, signal) } == 0
 }
 
+/// Which inherited variables agents and hooks keep (`agent.env_remove`, `agent.env_keep_only`,
+/// never the `server.webhook_secret` variable): one process-wide policy, set at startup and on
+/// every valid reload, applied before a process's own `BATON_*` variables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvPolicy {
+    pub remove: Vec<String>,
+    /// When set, only these inherited variables are passed (then `remove` applies).
+    pub keep_only: Option<Vec<String>>,
+}
+
+/// The current policy: inherit everything until one was set.
+static ENV_POLICY: RwLock<EnvPolicy> = RwLock::new(EnvPolicy {
+    remove: Vec::new(),
+    keep_only: None,
+});
+
+/// Replace the process-wide policy (the daemon does this on startup and reload).
+pub fn set_env_policy(policy: EnvPolicy) {
+    *ENV_POLICY.write().unwrap_or_else(|p| p.into_inner()) = policy;
+}
+
 /// A local process group started by [`spawn`].
 #[derive(Debug)]
 pub(crate) struct LocalProcess {
@@ -125,7 +146,15 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
     };
     cmd.arg("-lc").arg(&spec.script).args(&spec.args);
     cmd.current_dir(&spec.cwd).stdin(stdin);
-    super::env::apply(&mut cmd);
+    let policy = ENV_POLICY.read().unwrap_or_else(|p| p.into_inner());
+    if let Some(keep) = &policy.keep_only {
+        cmd.env_clear();
+        cmd.envs(keep.iter().filter_map(|k| Some((k, std::env::var_os(k)?))));
+    }
+    for k in &policy.remove {
+        cmd.env_remove(k);
+    }
+    drop(policy);
     for k in &spec.env_remove {
         cmd.env_remove(k);
     }
