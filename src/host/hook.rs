@@ -121,9 +121,9 @@ fn keep(item: Option<StdoutItem>, out: &mut Vec<u8>) -> bool {
 }
 
 /// Longest deadline (a day): `Instant` arithmetic must not overflow on a huge configured value.
-const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+pub(super) const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 
-fn timed_out(timeout: Duration) -> io::Error {
+pub(super) fn timed_out(timeout: Duration) -> io::Error {
     let ms = timeout.min(MAX_TIMEOUT).as_millis();
     io::Error::new(io::ErrorKind::TimedOut, format!("no answer within {ms} ms"))
 }
@@ -143,34 +143,6 @@ pub(crate) fn output_within(cmd: Command, timeout: Duration) -> io::Result<HookO
         Ok(out) | Err(HookError::Failed(out)) => Ok(out),
         Err(HookError::Timeout { .. }) => Err(timed_out(timeout)),
         Err(e @ HookError::Spawn(_)) => Err(io::Error::other(e.to_string())),
-    }
-}
-
-/// [`output_within`] with stdout and stderr on `/dev/null`, for a command that leaves a daemon
-/// behind (`ssh -f` starting a master), which must not inherit pipes Baton reads.
-#[cfg(feature = "ssh")]
-pub(crate) fn status_within(
-    mut cmd: Command,
-    timeout: Duration,
-) -> io::Result<std::process::ExitStatus> {
-    use std::os::unix::process::CommandExt;
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
-    let mut child = cmd.spawn()?;
-    let deadline = Instant::now() + timeout.min(MAX_TIMEOUT);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
-        }
-        if Instant::now() >= deadline {
-            // SAFETY: plain syscall on the group of a child that `try_wait` just found running,
-            // so it is not reaped and its pid still names this group.
-            unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGKILL) };
-            let _ = child.wait();
-            return Err(timed_out(timeout));
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -208,15 +180,6 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
-    }
-
-    #[test]
-    #[cfg(feature = "ssh")]
-    fn a_hung_daemon_starter_is_killed_at_the_timeout() {
-        let mut sleep = Command::new("sleep");
-        sleep.arg("600");
-        let e = status_within(sleep, Duration::from_millis(100));
-        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::TimedOut);
     }
 
     #[test]
