@@ -13,8 +13,6 @@ use super::{Process, ProcessSpec, StdoutItem};
 
 /// Bytes of stdout kept (the head; the rest is read and discarded) and of stderr (the tail).
 pub const MAX_CAPTURE_BYTES: usize = 64 * 1024;
-/// After a SIGKILL on timeout, how long to wait for the reap.
-const REAP_WAIT: Duration = Duration::from_secs(5);
 /// After the exit, how long to wait for the output pipes to close (something may have escaped the
 /// group and still hold them).
 const OUTPUT_WAIT: Duration = Duration::from_secs(2);
@@ -77,7 +75,7 @@ pub(crate) fn supervise(
             recv(at(deadline)) -> _ => {
                 timed_out = true;
                 proc.signal_group(libc::SIGKILL);
-                proc.wait_exit(REAP_WAIT);
+                proc.wait_exit(super::REAP_WAIT_AFTER_KILL);
                 break;
             }
         }

@@ -42,7 +42,7 @@ pub use supervisor::{kill_live_groups, set_env_policy, EnvPolicy};
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;
 /// Between SIGTERM and SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
-/// How long [`Process::terminate`] waits for the reap after SIGKILL before giving up.
+/// How long [`Process::terminate`] and a hook's timeout wait for the reap after SIGKILL.
 const REAP_WAIT_AFTER_KILL: Duration = Duration::from_secs(5);
 
 /// A prepared workspace (spec §4.1.4): its canonical path, and whether this call created it.
@@ -124,8 +124,9 @@ pub trait Host: Send + Sync + fmt::Debug {
             env: env.to_vec(),
             ..ProcessSpec::hook(script, cwd)
         };
-        let proc = self.spawn(&spec);
-        let proc = proc.map_err(|e| HookError::Spawn(e.to_string()))?;
+        let proc = self
+            .spawn(&spec)
+            .map_err(|e| HookError::Spawn(e.to_string()))?;
         hook::supervise(proc.as_ref(), started, timeout)
     }
 }
