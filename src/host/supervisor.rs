@@ -1,19 +1,13 @@
-//! The one local process supervisor, used by hooks and agents alike.
-//!
-//! * The child leads a **new process group** (`process_group(0)`), stdin `/dev/null` (or a pipe,
-//!   `ProcessSpec::stdin_pipe`), stdout/stderr piped, its environment per the process-wide
-//!   [`EnvPolicy`] (`agent.env_*`). Spawns take std's `posix_spawn` path (no
-//!   `pre_exec` hook, an absolute program), so a spawn costs the same with 3,000 threads in Baton
-//!   as with none. In `cgroup` containment (see `cgroup`) a `/bin/sh` shim joins the process's own
-//!   child cgroup before it execs the program.
-//! * One named thread per process ([`Watch`]) polls stdout, stderr and a pidfd (without pidfds: a
-//!   short timeout and `waitid(WNOHANG)`). Stdout becomes bounded lines, batched per read, or raw
-//!   chunks, and is not read while the line channel is full (back-pressure on the child); stderr
-//!   keeps a bounded tail. The exit is detected *without reaping* (`waitid(WNOWAIT)`); the thread
-//!   then kills whatever is left in the group and the cgroup (no orphans), reaps the leader (no
-//!   zombies) and removes the cgroup. The leader stays a zombie until then, so its pgid cannot be
-//!   reused while [`Process::signal_group`] may still signal the group (checked under the lock the
-//!   thread holds while reaping).
+//! The one local process supervisor, used by hooks and agents alike (ARCHITECTURE.md, "Host
+//! seam"). The child leads a **new process group**, stdin `/dev/null` (or a pipe,
+//! `ProcessSpec::stdin_pipe`), its environment per the process-wide [`EnvPolicy`]; it is spawned
+//! through std's `posix_spawn` path ([`find_program`]), in `cgroup` containment through a shim
+//! that joins its own child cgroup first. One named thread per process ([`Watch`]) polls stdout,
+//! stderr and a pidfd. The exit is detected *without reaping* (`waitid(WNOWAIT)`); the thread then
+//! kills whatever is left in the group and the cgroup (no orphans), reaps the leader (no zombies)
+//! and removes the cgroup. The leader stays a zombie until then, so its pgid cannot be reused
+//! while [`Process::signal_group`] may still signal the group (checked under the lock the thread
+//! holds while reaping).
 //!
 //! Without a cgroup, a grandchild that moves itself into another process group or session
 //! (`setsid`) escapes group signals. The turn driver does not wait for such a process to close
@@ -480,7 +474,8 @@ impl Stdout {
 /// Poll interval for the leader's exit when no pidfd is available.
 const EXIT_POLL_MS: libc::c_int = 50;
 
-/// The one thread per process (see the module docs); it reads both pipes until EOF.
+/// The one thread per process (see the module docs). It reads both pipes until EOF; while the
+/// line channel is full it stops reading stdout but still keeps stderr's tail and sees the exit.
 struct Watch {
     /// The leader, reaped only by [`Watch::reap`].
     child: Child,
