@@ -13,6 +13,7 @@ pub(crate) mod config;
 pub(crate) mod normalize;
 pub mod queries;
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,7 +24,7 @@ use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, GraphqlError, Reply};
 use self::config::OwnerType;
-use self::normalize::{selected, ItemRow, ItemsOnPage, Leaf, NodeRow, PriorityField, ProjectInfo};
+use self::normalize::{selected, ItemRow, Leaf, NodeRow, PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
 use crate::text::single_line;
@@ -87,11 +88,10 @@ pub struct Board {
     pub dropped: DroppedCounts,
 }
 
-/// Requests and rate-limit points (`rateLimit.cost`) spent by one operation, logged at debug.
-#[derive(Debug, Default)]
-struct OpStats {
-    requests: u32,
-    cost: i64,
+thread_local! {
+    /// Requests and rate-limit points (`rateLimit.cost`) of the operation running on this
+    /// thread (calls are blocking), logged at debug by [`GithubTracker::with_stats`].
+    static OP_STATS: Cell<(u32, i64)> = const { Cell::new((0, 0)) };
 }
 
 /// The GitHub Projects v2 implementation of [`Tracker`].
@@ -157,7 +157,7 @@ impl GithubTracker {
         if let Some(p) = lock(&self.project).clone() {
             return Ok(p);
         }
-        let res = self.with_stats("resolve_project", |s| self.resolve_project(s).map(Arc::new));
+        let res = self.with_stats("resolve_project", || self.resolve_project().map(Arc::new));
         *lock(&self.project) = res.as_ref().ok().cloned();
         res
     }
@@ -167,19 +167,13 @@ impl GithubTracker {
         self.deps_supported.load(Ordering::Relaxed)
     }
 
-    fn resolve_project(&self, stats: &mut OpStats) -> Result<ProjectInfo, TrackerError> {
+    fn resolve_project(&self) -> Result<ProjectInfo, TrackerError> {
         let q = match self.cfg.owner_type {
             OwnerType::Organization => &queries::RESOLVE_ORG_PROJECT,
             OwnerType::User => &queries::RESOLVE_USER_PROJECT,
         };
-        let vars = json!({
-            "owner": self.owner,
-            "number": self.number,
-            "statusField": self.cfg.status_field,
-            "priorityField": self.cfg.priority_field.clone().unwrap_or_default(),
-            "withPriority": self.cfg.priority_field.is_some(),
-        });
-        let reply = self.request(q, vars, stats)?;
+        let vars = json!({ "owner": self.owner, "number": self.number });
+        let reply = self.request(q, vars, None)?;
         let token = self.client.token();
         let p = normalize::parse_project(&reply, &self.cfg, &self.owner, self.number, token)?;
         if let PriorityField::Unusable(why) = &p.priority {
@@ -190,30 +184,39 @@ impl GithubTracker {
         Ok(p)
     }
 
-    fn request(&self, q: &Query, vars: Value, stats: &mut OpStats) -> Result<Reply, TrackerError> {
-        stats.requests += 1;
+    /// POST `q` with `vars` and the field variables every query takes (`withPriority`: the
+    /// priority field is configured while resolving `None`, resolved on `project` after).
+    fn request(
+        &self,
+        q: &Query,
+        mut vars: Value,
+        project: Option<&ProjectInfo>,
+    ) -> Result<Reply, TrackerError> {
+        let priority = self.cfg.priority_field.as_deref();
+        vars["statusField"] = json!(self.cfg.status_field);
+        vars["priorityField"] = json!(priority.unwrap_or_default());
+        vars["withPriority"] = json!(project.map_or(priority.is_some(), |p| {
+            matches!(p.priority, PriorityField::Resolved(_))
+        }));
+        OP_STATS.with(|s| s.set((s.get().0 + 1, s.get().1)));
         let reply = self.client.post(q, vars)?;
         if let Some(rl) = reply.rate_limit() {
             let cost = rl.last_cost.unwrap_or(0);
-            stats.cost = stats.cost.saturating_add(cost);
+            OP_STATS.with(|s| s.set((s.get().0, s.get().1.saturating_add(cost))));
             crate::tracker::spend_points(cost);
             *lock(&self.rate) = Some(rl);
         }
         Ok(reply)
     }
 
-    /// Run one operation `op` and log what it spent.
-    fn with_stats<T>(
-        &self,
-        op: &str,
-        f: impl FnOnce(&mut OpStats) -> Result<T, TrackerError>,
-    ) -> Result<T, TrackerError> {
-        let mut stats = OpStats::default();
-        let res = f(&mut stats);
+    /// Run one operation `op` and log what it spent (an operation nested in it counts apart).
+    fn with_stats<T>(&self, op: &str, f: impl FnOnce() -> T) -> T {
+        let outer = OP_STATS.replace((0, 0));
+        let res = f();
+        let (requests, cost) = OP_STATS.replace(outer);
         let rl = lock(&self.rate).clone().unwrap_or_default();
         let remaining: String = rl.remaining.map_or("unknown".into(), |r| r.to_string());
         let reset_at = rl.reset_at.as_deref().unwrap_or("unknown");
-        let OpStats { requests, cost } = stats;
         log::debug!("tracker_requests op={op} requests={requests} cost={cost} remaining={remaining} reset_at={reset_at}");
         res
     }
@@ -221,9 +224,7 @@ impl GithubTracker {
     /// Page through every non-archived item and normalize the Issues (no repo/status filter).
     /// With `filter_states` and `tracker.server_side_filter`, the pages are narrowed server-side.
     pub fn fetch_board(&self, filter_states: Option<&[String]>) -> Result<Board, TrackerError> {
-        self.with_stats("fetch_board", |s| {
-            self.read_pages(filter_states, &|_| true, s)
-        })
+        self.with_stats("fetch_board", || self.read_pages(filter_states, &|_| true))
     }
 
     /// The paging loop. Each page is normalized as it arrives and then dropped: only the issues
@@ -232,7 +233,6 @@ impl GithubTracker {
         &self,
         filter_states: Option<&[String]>,
         keep: &dyn Fn(&Issue) -> bool,
-        stats: &mut OpStats,
     ) -> Result<Board, TrackerError> {
         let project = self.project()?;
         let filtered = self.cfg.server_side_filter && self.filter_supported.load(Ordering::Relaxed);
@@ -256,7 +256,7 @@ impl GithubTracker {
             if let Some(f) = &filter {
                 vars["query"] = json!(f);
             }
-            let reply = self.request(q, self.field_vars(&project, vars), stats)?;
+            let reply = self.request(q, vars, Some(&project))?;
             if let Some(e) = reply.errors.iter().find(|e| e.is_schema_capability_error()) {
                 if deps && is_about_blockers(e) {
                     self.disable_dependencies();
@@ -265,7 +265,7 @@ impl GithubTracker {
                 if filter.is_some() && !is_about_blockers(e) {
                     log::warn!("tracker_server_side_filter_unavailable reason=\"the server rejects items(query:)\" effect=\"filtering client-side only\"");
                     self.filter_supported.store(false, Ordering::Relaxed);
-                    return self.read_pages(filter_states, keep, stats);
+                    return self.read_pages(filter_states, keep);
                 }
             }
             // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
@@ -307,14 +307,6 @@ impl GithubTracker {
         let (number, owner) = (self.number, &self.owner);
         let why = format!("project #{number} of {owner:?} no longer resolves (deleted, or no longer visible to the token)");
         TrackerError::new(TrackerErrorKind::MissingTrackerProject, why)
-    }
-
-    /// `vars` with the status/priority field variables every item query takes.
-    fn field_vars(&self, project: &ProjectInfo, mut vars: Value) -> Value {
-        vars["statusField"] = json!(self.cfg.status_field);
-        vars["priorityField"] = json!(self.cfg.priority_field.clone().unwrap_or_default());
-        vars["withPriority"] = json!(matches!(project.priority, PriorityField::Resolved(_)));
-        vars
     }
 
     fn disable_dependencies(&self) {
@@ -496,10 +488,10 @@ impl GithubTracker {
             return Ok(Vec::new());
         }
         let project = self.project()?;
-        self.with_stats(op, |stats| {
+        self.with_stats(op, || {
             let mut out = Vec::new();
             for chunk in unique.chunks(MAX_IDS_PER_REQUEST) {
-                self.refresh_chunk(&project, chunk, shallow, stats, &mut out)?;
+                self.refresh_chunk(&project, chunk, shallow, &mut out)?;
             }
             Ok(out)
         })
@@ -510,18 +502,17 @@ impl GithubTracker {
         project: &ProjectInfo,
         ids: &[String],
         shallow: bool,
-        stats: &mut OpStats,
         out: &mut Vec<Issue>,
     ) -> Result<(), TrackerError> {
         // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
         let deps = !shallow && self.deps_supported.load(Ordering::Relaxed);
         let q = [&queries::REFRESH_RUNNING, &queries::REFRESH_ISSUES][usize::from(deps)];
-        let vars = self.field_vars(project, json!({ "ids": ids }));
-        let mut reply = self.request(q, vars.clone(), stats)?;
+        let vars = json!({ "ids": ids });
+        let mut reply = self.request(q, vars.clone(), Some(project))?;
         let no_blockers = |e: &GraphqlError| e.is_schema_capability_error() && is_about_blockers(e);
         if deps && reply.errors.iter().any(no_blockers) {
             self.disable_dependencies();
-            reply = self.request(&queries::REFRESH_RUNNING, vars, stats)?;
+            reply = self.request(&queries::REFRESH_RUNNING, vars, Some(project))?;
         }
         let not_found = |e: &GraphqlError| {
             e.kind.as_deref() == Some("NOT_FOUND") && e.root_field() == Some("nodes")
@@ -544,7 +535,7 @@ impl GithubTracker {
         }
         for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
             // A shallow refresh (`RefreshRunning`) reads no blockers: `blocked_by` stays empty.
-            out.extend(self.refreshed_issue(project, id, node, gone.contains(&i), stats)?);
+            out.extend(self.refreshed_issue(project, id, node, gone.contains(&i))?);
         }
         Ok(())
     }
@@ -558,7 +549,6 @@ impl GithubTracker {
         project: &ProjectInfo,
         id: &str,
         node: &NodeRow,
-        stats: &mut OpStats,
     ) -> Result<Option<ItemRow>, TrackerError> {
         let unreadable = |why: String| unknown(format!("refresh of issue {id}: {why}"));
         let stuck = |why: String| {
@@ -568,11 +558,11 @@ impl GithubTracker {
         let mut fetched: NodeRow;
         let (mut page, mut after, mut pages) = (node, None, 1);
         loop {
-            let next = match normalize::project_items_page(page, &project.id) {
-                Ok(ItemsOnPage::Ours(item)) => return Ok(Some(item.clone())),
-                Ok(ItemsOnPage::NotHere(None)) => return Ok(None),
-                Ok(ItemsOnPage::NotHere(Some(next))) => next,
-                Err(why) => return Err(unreadable(why)),
+            let found = normalize::project_items_page(page, &project.id).map_err(unreadable)?;
+            let next = match found {
+                Ok(item) => return Ok(Some(item.clone())),
+                Err(None) => return Ok(None),
+                Err(Some(next)) => next,
             };
             if after.as_ref() == Some(&next) {
                 return Err(stuck(format!("repeat cursor {next:?}")));
@@ -581,8 +571,8 @@ impl GithubTracker {
                 return Err(stuck("do not stop paging".into()));
             }
             pages += 1;
-            let vars = self.field_vars(project, json!({ "id": id, "after": next }));
-            let reply = self.request(&queries::ISSUE_PROJECT_ITEMS, vars, stats)?;
+            let vars = json!({ "id": id, "after": next });
+            let reply = self.request(&queries::ISSUE_PROJECT_ITEMS, vars, Some(project))?;
             reply.check_errors(self.client.token(), |_| false)?;
             fetched = reply.data.node.unwrap_or_default();
             if fetched.typename.as_deref() != Some("Issue") {
@@ -606,7 +596,6 @@ impl GithubTracker {
         id: &str,
         node: &RawValue,
         gone: bool,
-        stats: &mut OpStats,
     ) -> Result<Option<Issue>, TrackerError> {
         let unreadable = |why: &str| {
             let why = single_line(why, 200);
@@ -632,7 +621,7 @@ impl GithubTracker {
             }
             None => return Err(unreadable("node without __typename")),
         }
-        let Some(item) = self.item_on_our_project(project, id, &node, stats)? else {
+        let Some(item) = self.item_on_our_project(project, id, &node)? else {
             log::debug!("tracker_issue_left_project issue_id={id}");
             return Ok(None);
         };
@@ -743,23 +732,20 @@ pub(crate) fn unknown(what: impl Into<String>) -> TrackerError {
     error(TrackerErrorKind::Payload, what)
 }
 
-/// The GitHub tracker's stable class name for an error kind (logs, `baton check`, the API).
-pub(crate) fn class(kind: TrackerErrorKind) -> &'static str {
-    match kind {
-        TrackerErrorKind::Transport => "github_api_request",
-        TrackerErrorKind::Status => "github_api_status",
-        TrackerErrorKind::Auth => "github_auth",
-        TrackerErrorKind::RateLimited => "github_rate_limited",
-        TrackerErrorKind::Query => "github_graphql_errors",
-        TrackerErrorKind::Payload => "github_unknown_payload",
-        TrackerErrorKind::Pagination => "github_missing_end_cursor",
-        _ => kind.as_str(), // the configuration kinds keep their shared names
-    }
-}
-
-/// An error of this tracker, named by [`class`].
+/// An error of this tracker, named by its stable GitHub class (logs, `baton check`, the API).
 pub(crate) fn error(kind: TrackerErrorKind, message: impl Into<String>) -> TrackerError {
-    TrackerError::with_class(kind, class(kind), message)
+    use TrackerErrorKind as K;
+    let class = match kind {
+        K::Transport => "github_api_request",
+        K::Status => "github_api_status",
+        K::Auth => "github_auth",
+        K::RateLimited => "github_rate_limited",
+        K::Query => "github_graphql_errors",
+        K::Payload => "github_unknown_payload",
+        K::Pagination => "github_missing_end_cursor",
+        _ => kind.as_str(), // the configuration kinds keep their shared names
+    };
+    TrackerError::with_class(kind, class, message)
 }
 
 /// The `items(query:)` filter for `states` in GitHub's project filter syntax (best effort; the
@@ -829,7 +815,7 @@ impl Tracker for GithubTracker {
                     || (also_terminal && i.closed))
         };
         let filter = also.is_empty().then_some(active.as_slice());
-        let board = self.with_stats("fetch_board", |s| self.read_pages(filter, &keep, s))?;
+        let board = self.with_stats("fetch_board", || self.read_pages(filter, &keep))?;
         let (candidates, others) = board.issues.into_iter().partition(|i| is_candidate(i));
         Ok(BoardRead { candidates, others })
     }
