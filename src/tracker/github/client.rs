@@ -123,21 +123,16 @@ impl Reply {
     /// The budget this reply reports: its body's `rateLimit` when present, else the headers.
     pub fn rate_limit(&self) -> Option<TrackerBudget> {
         let meta = &self.meta;
-        if let Some(rl) = &self.data.rate_limit {
-            return Some(rl.clone());
-        }
-        if meta.remaining.is_none() && meta.limit.is_none() {
-            return None;
-        }
-        Some(TrackerBudget {
+        let from_headers = || TrackerBudget {
             remaining: meta.remaining,
             limit: meta.limit,
-            reset_at: meta
-                .reset_epoch
+            reset_at: (meta.reset_epoch)
                 .and_then(|s| UNIX_EPOCH.checked_add(Duration::from_secs(s)))
                 .map(crate::timefmt::rfc3339),
             last_cost: None,
-        })
+        };
+        let headers = meta.remaining.is_some() || meta.limit.is_some();
+        (self.data.rate_limit.clone()).or_else(|| headers.then(from_headers))
     }
 
     /// Errors other than those `tolerated` (and errors about `rateLimit`, which GHES may lack)

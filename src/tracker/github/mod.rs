@@ -387,11 +387,8 @@ impl GithubTracker {
             |d| &mut d.malformed
         };
         let item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
-            #[derive(serde::Deserialize)]
-            struct Id {
-                id: Option<String>,
-            }
-            let id = serde_json::from_str::<Id>(raw.get())
+            // Only the id (a `Leaf` reads nothing else of an item) names it in the log.
+            let id = serde_json::from_str::<Leaf>(raw.get())
                 .ok()
                 .and_then(|i| i.id);
             malformed(id.as_deref().unwrap_or_default(), &e.to_string())

@@ -58,12 +58,6 @@ pub struct NodeRow {
     pub options: Option<Vec<Leaf>>,
 }
 
-impl NodeRow {
-    fn repo(&self) -> Option<&str> {
-        self.repository.as_ref()?.name_with_owner.as_deref()
-    }
-}
-
 /// A project's `items` page; each item is read into an [`ItemRow`] on its own.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -189,9 +183,8 @@ pub fn normalize_issue(
     let id = (content.id.as_deref().filter(|s| !s.is_empty())).ok_or("issue without id")?;
     let without = |what: &str| format!("issue {id} without {what}");
     let number = content.number.ok_or_else(|| without("a number"))?;
-    let repository = content
-        .repo()
-        .ok_or_else(|| without("repository.nameWithOwner"))?;
+    let repository = (content.repository.as_ref()).and_then(|r| r.name_with_owner.as_deref());
+    let repository = repository.ok_or_else(|| without("repository.nameWithOwner"))?;
     let identifier = identifier(repository, number)
         .ok_or_else(|| format!("issue {id} has an unusable repository name {repository:?}"))?;
     let title = content.title.as_deref().ok_or_else(|| without("a title"))?;
@@ -233,7 +226,7 @@ pub fn normalize_blockers(
 ) -> Vec<BlockerRef> {
     let blocker = |b: &Value| {
         let b = NodeRow::deserialize(b).ok()?;
-        let identifier = b.repo().zip(b.number).and_then(|(r, n)| identifier(r, n))?;
+        let identifier = identifier(b.repository?.name_with_owner.as_deref()?, b.number?)?;
         let closed = b.state.as_deref() == Some("CLOSED");
         let status = project_id.and_then(|p| {
             let mut items = Nodes::iter(&b.project_items);
