@@ -25,7 +25,7 @@ pub mod watch;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -118,7 +118,8 @@ impl BacklogTracker {
     /// The whole board: read now (new warnings are logged once), or the last read while the
     /// board is watched, nothing changed since that read began, and it is under [`REUSE_FOR`] old.
     pub fn board(&self) -> Result<Arc<Board>, TrackerError> {
-        let mut r = self.lock();
+        // A panic while holding the lock leaves only a warning set behind; keep going.
+        let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let changes = self.changes.load(Ordering::SeqCst);
         if let Some((seen, at, board)) = &r.1 {
             if self.watched.load(Ordering::SeqCst) && *seen == changes && at.elapsed() < REUSE_FOR {
@@ -130,11 +131,6 @@ impl BacklogTracker {
         let board = Arc::new(r.0.read()?);
         r.1 = Some((changes, at, board.clone()));
         Ok(board)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Reader> {
-        // A panic while holding the lock leaves only a warning set behind; keep going.
-        self.reader.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -167,12 +163,8 @@ impl Tracker for BacklogTracker {
         if problems.is_empty() {
             return Ok(());
         }
-        let kind = TrackerErrorKind::MissingTrackerProject;
-        Err(TrackerError::with_class(
-            kind,
-            UNKNOWN_STATE_CLASS,
-            problems.join("; "),
-        ))
+        let (kind, why) = (TrackerErrorKind::MissingTrackerProject, problems.join("; "));
+        Err(TrackerError::with_class(kind, UNKNOWN_STATE_CLASS, why))
     }
 
     fn reset_cache(&self) {}

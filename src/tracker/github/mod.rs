@@ -514,12 +514,7 @@ impl GithubTracker {
         let not_found = |e: &GraphqlError| {
             e.kind.as_deref() == Some("NOT_FOUND") && e.root_field() == Some("nodes")
         };
-        let gone: HashSet<usize> = reply
-            .errors
-            .iter()
-            .filter(|e| not_found(e))
-            .filter_map(GraphqlError::node_index)
-            .collect();
+        let gone = |i| (reply.errors.iter()).any(|e| not_found(e) && e.node_index() == Some(i));
         reply.check_errors(self.client.token(), |e| {
             not_found(e) && e.node_index().is_some()
         })?;
@@ -532,7 +527,7 @@ impl GithubTracker {
         }
         for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
             // A shallow refresh (`RefreshRunning`) reads no blockers: `blocked_by` stays empty.
-            out.extend(self.refreshed_issue(project, id, node, gone.contains(&i))?);
+            out.extend(self.refreshed_issue(project, id, node, gone(i))?);
         }
         Ok(())
     }
