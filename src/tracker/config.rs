@@ -1,11 +1,5 @@
-//! `tracker.*` (spec §5.3.1) and the registry of tracker kinds.
-//!
-//! The section has keys every kind shares (`kind`, the state lists, the label rules), which the
-//! core reads, and keys that belong to one kind, which only that kind's module parses and reads.
-//! Each kind registers a [`TrackerAdapter`] in [`ADAPTERS`]: its parser (the keys it reads are the
-//! kind's keys), its preflight check, its constructor and its `baton check` lines. Adding a
-//! tracker kind: a module with such an adapter, its fields in [`TrackerConfig`], and one line in
-//! [`ADAPTERS`].
+//! `tracker.*` (spec §5.3.1) and the registry of tracker kinds ([`ADAPTERS`]; ARCHITECTURE.md,
+//! "Tracker seam"): the core reads the shared keys, each kind's module parses its own.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -24,13 +18,11 @@ pub use super::github::config::{OwnerType, DEFAULT_ENDPOINT, DEFAULT_MAX_ITEMS, 
 /// people sharing the token.
 pub const DEFAULT_BUDGET_SHARE: f64 = 0.5;
 
-/// `tracker.*` (spec §5.3.1; every key in docs/trackers/). `kind` and the state and label lists
-/// are shared by every kind; the other fields belong to one kind and keep their defaults for
-/// the others. The derived fields are the shared and the GitHub keys.
+/// `tracker.*` (every key in docs/trackers/). `kind` and the state and label lists are shared;
+/// the other fields belong to one kind and keep their defaults for the others.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct TrackerConfig {
-    /// `None` when absent.
     pub kind: Option<String>,
     /// Never rewritten.
     pub endpoint: String,
@@ -125,7 +117,7 @@ pub(crate) struct TrackerAdapter {
     pub report: fn(&TrackerConfig, &mut CheckLines) -> Option<Vec<Issue>>,
 }
 
-/// The registry of tracker kinds. The first one is the default shown in messages.
+/// The registry of tracker kinds; the first is the default.
 pub(crate) const ADAPTERS: &[&TrackerAdapter] = &[
     &github::config::ADAPTER,
     #[cfg(feature = "backlog")]
@@ -142,8 +134,7 @@ fn adapter_for(kind: Option<&str>) -> &'static TrackerAdapter {
     registered(kind).unwrap_or(ADAPTERS[0])
 }
 
-/// The message for a missing or unregistered `tracker.kind` (the one text for preflight and for
-/// a tracker's constructor).
+/// The message for a missing or unregistered `tracker.kind` (preflight and constructors).
 pub(crate) fn kind_message(kind: Option<&str>) -> String {
     let kinds: Vec<&str> = ADAPTERS.iter().map(|a| a.kind).collect();
     let kinds = kinds.join(" or ");

@@ -1,14 +1,5 @@
-//! A local tracker: a Backlog.md board (npm `backlog.md`) in the repository, read-only. The
-//! board directory (default `backlog/`) holds `config.yml` (its `statuses`) and one Markdown file
-//! per task with YAML front matter, `tasks/task-<n> - <Title>.md`; Baton reads `tasks/`,
-//! `completed/` and `archive/tasks/` (both terminal, like a CLOSED GitHub issue). How a task maps
-//! to an [`Issue`](crate::model::Issue): docs/trackers/backlog.md.
-//!
-//! Layers: [`parse`] (pure text → typed rows), [`board`] (pure assembly, duplicates, mapping,
-//! selection), [`read`] (the filesystem walk), and [`BoardReader`], which logs each warning once
-//! while it persists. On top of them, the tracker kind `backlog_md`: [`config`] (`tracker.path`,
-//! the registry entry, state validation, its section of `baton check`), [`BacklogTracker`] and
-//! [`watch`] (the debounced board watch behind `Tracker::watch`). Baton never writes the board.
+//! A local, read-only tracker: a Backlog.md board (npm `backlog.md`) in the repository; its
+//! layout, layers and mapping to issues: ARCHITECTURE.md and docs/trackers/backlog.md.
 //!
 //! One poll refreshes the running tasks, validates (which reads only `config.yml`) and fetches
 //! the candidates, and a 5,000-task board takes about 110 ms of CPU to read, so while the board

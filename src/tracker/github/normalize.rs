@@ -1,10 +1,7 @@
-//! Every GitHub reply is read straight into one typed shape ([`Data`]: every member optional,
-//! unknown ones ignored) and normalized into [`Issue`] (spec §4.1.1, §11.3). Board items and
-//! refreshed issues are each read into their row on their own, so one bad record only drops
-//! itself (or fails only its refresh); blockers stay small `Value`s for the same reason. A
-//! `Resolve*Project` reply becomes the cached [`ProjectInfo`] (spec §11.2): the ProjectV2 id, the
-//! Status single-select field and its options, the optional priority field's. Pure functions, so
-//! every bad shape is a unit test away.
+//! Every GitHub reply is read into one typed shape ([`Data`]: every member optional, unknown ones
+//! ignored) and normalized into [`Issue`] (spec §4.1.1, §11.3) or the cached [`ProjectInfo`]
+//! (spec §11.2). Board items, refreshed issues and blockers are each read on their own, so one bad
+//! record only drops itself (or fails only its refresh). Pure functions.
 
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -311,7 +308,6 @@ pub enum PriorityField {
 pub struct ProjectInfo {
     /// ProjectV2 node id (`PVT_…`).
     pub id: String,
-    /// Untrusted text.
     pub title: String,
     pub closed: bool,
     pub status: SingleSelectField,
