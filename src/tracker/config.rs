@@ -12,11 +12,7 @@ use crate::config::{ConfigError, Secret, Section};
 use crate::model::{normalize_name, Issue};
 use crate::text::{quoted, quoted_list};
 
-pub use super::github::config::{OwnerType, DEFAULT_ENDPOINT, DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS};
-
-/// `tracker.budget_share` when unset: half the hourly limit, leaving the rest to the agents and
-/// people sharing the token.
-pub const DEFAULT_BUDGET_SHARE: f64 = 0.5;
+pub use super::github::config::{OwnerType, DEFAULT_ENDPOINT};
 
 /// `tracker.*` (every key in docs/trackers/). `kind` and the state and label lists are shared;
 /// the other fields belong to one kind and keep their defaults for the others.
@@ -74,9 +70,10 @@ impl Default for TrackerConfig {
             page_size: 50,
             server_side_filter: false,
             timeout_ms: 30_000,
-            max_items: DEFAULT_MAX_ITEMS,
+            max_items: 20_000,
             path: None,
-            budget_share: DEFAULT_BUDGET_SHARE,
+            // Half the hourly limit, leaving the rest to the agents and people sharing the token.
+            budget_share: 0.5,
         }
     }
 }

@@ -97,13 +97,9 @@ pub fn validate_states(
 pub(crate) fn report(cfg: &TrackerConfig, r: &mut CheckLines) -> Option<Vec<Issue>> {
     // Read directly, not through the tracker's reader: the report lists the warnings itself,
     // so they are not logged too.
-    let board = match read_board(&board_dir(cfg)) {
-        Ok(b) => b,
-        Err(e) => {
-            r.push("fail", format!("board: {e}"));
-            return None;
-        }
-    };
+    let board = (read_board(&board_dir(cfg)))
+        .map_err(|e| r.push("fail", format!("board: {e}")))
+        .ok()?;
     r.push("ok", format!("board: {}", board.dir.display()));
     let names: Vec<&str> = board.config.statuses.iter().map(String::as_str).collect();
     let noun = "status of the Backlog.md board (config.yml statuses)";
