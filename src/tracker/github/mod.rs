@@ -34,9 +34,6 @@ use crate::tracker::{BoardRead, Tracker, TrackerBudget, TrackerConfig, TrackerEr
 /// This tracker's `tracker.kind`.
 pub(crate) const TRACKER_KIND: &str = "github_projects";
 
-/// Ids per `nodes(ids:)` request (GitHub rejects more than 100).
-pub(crate) const MAX_IDS_PER_REQUEST: usize = 100;
-
 /// Log targets of the HTTP stack. At TRACE, `ureq_proto` hex-dumps the raw request bytes,
 /// including the `Authorization: Bearer` header; the process logger MUST cap these targets at
 /// DEBUG (see [`wire_log_allowed`]). DEBUG and above were checked to carry no token.
@@ -285,7 +282,12 @@ impl GithubTracker {
                 None => unknown(e),
                 _ => error(TrackerErrorKind::Pagination, format!("page {pages} {e}")),
             })?;
-            acc.add_items(items.nodes.len(), self.cfg.max_items)?;
+            let (max, got) = (self.cfg.max_items, items.nodes.len() as u64);
+            acc.items = acc.items.saturating_add(got);
+            if acc.items > max {
+                let why = format!("the board has more than tracker.max_items = {max} items; raise tracker.max_items or archive items");
+                return Err(too_large(why));
+            }
             for raw in &items.nodes {
                 self.add_item(&project, raw, keep, &mut acc)?;
             }
@@ -345,7 +347,12 @@ impl GithubTracker {
             let terminal = &self.cfg.terminal_states;
             issue.blocked_by = normalize::normalize_blockers(&content, terminal, None);
         }
-        acc.add_kept(kept_bytes(&issue))?;
+        acc.kept_bytes = acc.kept_bytes.saturating_add(kept_bytes(&issue));
+        if acc.kept_bytes > MAX_KEPT_BYTES {
+            let mib = MAX_KEPT_BYTES / (1024 * 1024);
+            let why = format!("the board's issues hold more than {mib} MiB of text");
+            return Err(too_large(why));
+        }
         acc.board.issues.push(issue);
         Ok(())
     }
@@ -487,7 +494,8 @@ impl GithubTracker {
         let project = self.project()?;
         self.with_stats(op, || {
             let mut out = Vec::new();
-            for chunk in unique.chunks(MAX_IDS_PER_REQUEST) {
+            // GitHub rejects more than 100 ids per `nodes(ids:)`.
+            for chunk in unique.chunks(100) {
                 self.refresh_chunk(&project, chunk, shallow, &mut out)?;
             }
             Ok(out)
@@ -650,31 +658,6 @@ struct BoardAcc {
     status_by_id: HashMap<String, String>,
     items: u64,
     kept_bytes: usize,
-}
-
-impl BoardAcc {
-    /// Count a page's items; past `tracker.max_items` the read fails.
-    fn add_items(&mut self, n: usize, max_items: u64) -> Result<(), TrackerError> {
-        self.items = self.items.saturating_add(n as u64);
-        if self.items > max_items {
-            return Err(too_large(format!(
-                "the board has more than tracker.max_items = {max_items} items; raise tracker.max_items or archive items"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Count the bytes of a kept issue; past [`MAX_KEPT_BYTES`] the read fails.
-    fn add_kept(&mut self, bytes: usize) -> Result<(), TrackerError> {
-        self.kept_bytes = self.kept_bytes.saturating_add(bytes);
-        if self.kept_bytes > MAX_KEPT_BYTES {
-            return Err(too_large(format!(
-                "the board's issues hold more than {} MiB of text",
-                MAX_KEPT_BYTES / (1024 * 1024)
-            )));
-        }
-        Ok(())
-    }
 }
 
 /// Allow the page after page `done` unless that is past the pages `tracker.max_items` needs at
