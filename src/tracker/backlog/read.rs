@@ -127,14 +127,12 @@ fn scan_folder(
             Ok(None) => continue, // deleted meanwhile, or a directory, FIFO, socket, device
             Err(p) => Err(p),
         };
-        out.push(
-            task.map(|task| BoardTask {
-                path: path.clone(),
-                location,
-                task,
-            })
-            .map_err(|p| (path, p)),
-        );
+        let task = task.map(|task| BoardTask {
+            path: path.clone(),
+            location,
+            task,
+        });
+        out.push(task.map_err(|p| (path, p)));
     }
     Ok(())
 }

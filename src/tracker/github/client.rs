@@ -297,15 +297,8 @@ pub fn classify_response(
         .and_then(Value::as_str)
         .map(|m| single_line(&scrub(m, token), 300));
     if status != 200 {
-        let shown = (rest_message.clone()).unwrap_or_else(|| format!("{} byte body", body.len()));
-        return Err(classify_failure(
-            status,
-            &reply,
-            rest_message,
-            &shown,
-            token,
-            now,
-        ));
+        let failure = classify_failure(status, &reply, rest_message, body.len(), token, now);
+        return Err(failure);
     }
     if reply.errors.iter().any(|e| {
         matches!(e.kind.as_deref(), Some("RATE_LIMITED" | "RATE_LIMIT"))
@@ -340,17 +333,18 @@ pub fn classify_response(
     Ok(reply)
 }
 
-/// The error for a non-200 reply: auth, rate limit (primary or secondary) or status. `shown` is
-/// the REST message, else the body's size.
+/// The error for a non-200 reply: auth, rate limit (primary or secondary) or status, showing the
+/// REST message, else the body's size.
 fn classify_failure(
     status: u16,
     reply: &Reply,
     rest_message: Option<String>,
-    shown: &str,
+    body_len: usize,
     token: &Secret,
     now: SystemTime,
 ) -> TrackerError {
     let meta = &reply.meta;
+    let shown = (rest_message.clone()).unwrap_or_else(|| format!("{body_len} byte body"));
     if status == 401 {
         let message = format!("GitHub rejected the token (HTTP 401: {shown}); check tracker.token (scopes: read:project and repository read)");
         return super::error(TrackerErrorKind::Auth, message);
@@ -361,10 +355,8 @@ fn classify_failure(
         let (which, at) = match (meta.remaining, meta.reset_epoch) {
             _ if secondary || meta.retry_after_secs.is_some() || status == 429 => {
                 let default = SECONDARY_LIMIT_DEFAULT_WAIT.as_secs();
-                (
-                    "secondary",
-                    clamped_wait(now, meta.retry_after_secs.unwrap_or(default)),
-                )
+                let wait = meta.retry_after_secs.unwrap_or(default);
+                ("secondary", clamped_wait(now, wait))
             }
             (Some(0), Some(reset)) => ("primary", reset_time(reset, now)),
             _ => {

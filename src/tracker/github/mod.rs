@@ -442,12 +442,8 @@ impl GithubTracker {
             logged.remove(&issue.id);
             return;
         }
-        log::warn!(
-            "event=issue_fields_truncated issue_id={} issue_identifier={} lists={} effect=\"not dispatched while a label or blocker rule depends on them\"",
-            issue.id,
-            issue.identifier,
-            issue.truncated.join(",")
-        );
+        let (id, ident, lists) = (&issue.id, &issue.identifier, issue.truncated.join(","));
+        log::warn!("event=issue_fields_truncated issue_id={id} issue_identifier={ident} lists={lists} effect=\"not dispatched while a label or blocker rule depends on them\"");
         if logged.len() >= 10_000 {
             logged.clear();
         }
