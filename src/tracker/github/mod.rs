@@ -405,20 +405,17 @@ impl GithubTracker {
             return Err(|d| &mut d.archived);
         }
         let typename = item.content.as_ref().and_then(|c| c.typename.as_deref());
-        match (item.kind.as_deref(), typename) {
-            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(|d| &mut d.drafts),
-            (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => {
-                return Err(|d| &mut d.pull_requests)
-            }
-            (_, Some("Issue")) => {}
-            (Some("REDACTED"), _) | (_, None) => return Err(|d| &mut d.redacted),
-            (_, Some(other)) => {
-                return Err(malformed(
-                    item_id,
-                    &format!("unexpected content type {other}"),
-                ))
-            }
-        }
+        let issue_item: Result<(), DropReason> = match (item.kind.as_deref(), typename) {
+            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => Err(|d| &mut d.drafts),
+            (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => Err(|d| &mut d.pull_requests),
+            (_, Some("Issue")) => Ok(()),
+            (Some("REDACTED"), _) | (_, None) => Err(|d| &mut d.redacted),
+            (_, Some(other)) => Err(malformed(
+                item_id,
+                &format!("unexpected content type {other}"),
+            )),
+        };
+        issue_item?;
         let Some(status) = selected(item.status.as_ref().and_then(Option::as_ref)) else {
             return Err(|d| &mut d.no_status);
         };
@@ -606,16 +603,12 @@ impl GithubTracker {
             }
             return Err(unreadable("null node without NOT_FOUND"));
         };
-        match node.typename.as_deref() {
-            Some("Issue") => {}
-            Some(other) => {
-                let other = single_line(other, 80);
-                log::warn!(
-                    "tracker_issue_gone issue_id={id} reason=\"id is a {other}, not an Issue\""
-                );
-                return Ok(None);
-            }
-            None => return Err(unreadable("node without __typename")),
+        let typename = node.typename.as_deref();
+        let typename = typename.ok_or_else(|| unreadable("node without __typename"))?;
+        if typename != "Issue" {
+            let other = single_line(typename, 80);
+            log::warn!("tracker_issue_gone issue_id={id} reason=\"id is a {other}, not an Issue\"");
+            return Ok(None);
         }
         let Some(item) = self.item_on_our_project(project, id, &node)? else {
             log::debug!("tracker_issue_left_project issue_id={id}");
