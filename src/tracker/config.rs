@@ -192,10 +192,9 @@ pub(crate) fn report_states(
             }
             let (s_q, norm) = (quoted(s), normalize_name(s));
             if let Some(o) = names.iter().find(|o| normalize_name(o) == norm) {
-                let text = format!(
-                    "{which} state {s_q} matches option {} ignoring case/whitespace",
-                    quoted(o)
-                );
+                let o = quoted(o);
+                let text =
+                    format!("{which} state {s_q} matches option {o} ignoring case/whitespace");
                 out.push("note", text);
                 continue;
             }
@@ -206,10 +205,8 @@ pub(crate) fn report_states(
             out.push("fail", text);
         }
         if all_ok {
-            out.push(
-                "ok",
-                format!("{which} states: {}", quoted_list(states, ", ")),
-            );
+            let list = quoted_list(states, ", ");
+            out.push("ok", format!("{which} states: {list}"));
         }
     }
 }

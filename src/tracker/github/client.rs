@@ -162,18 +162,13 @@ impl Reply {
 
 /// `TYPE: message; TYPE: message` (at most 3, each truncated, scrubbed).
 pub fn describe_errors(errors: &[GraphqlError], token: &Secret) -> String {
-    let mut parts: Vec<String> = errors
-        .iter()
-        .take(3)
-        .map(|e| {
-            let label = e.kind.as_deref().or(e.code.as_deref()).unwrap_or("ERROR");
-            format!(
-                "{}: {}",
-                single_line(&scrub(label, token), 60),
-                single_line(&scrub(&e.message, token), 300)
-            )
-        })
-        .collect();
+    let describe = |e: &GraphqlError| {
+        let label = e.kind.as_deref().or(e.code.as_deref()).unwrap_or("ERROR");
+        let label = single_line(&scrub(label, token), 60);
+        let message = single_line(&scrub(&e.message, token), 300);
+        format!("{label}: {message}")
+    };
+    let mut parts: Vec<String> = errors.iter().take(3).map(describe).collect();
     if errors.len() > 3 {
         parts.push(format!("and {} more", errors.len() - 3));
     }
