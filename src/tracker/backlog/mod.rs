@@ -55,11 +55,8 @@ impl BoardReader {
         let board = read_board_keeping(&self.dir, &self.owners)?;
         self.owners = board.owners();
         let current: HashSet<BoardWarning> = board.warnings.iter().cloned().collect();
-        for w in board
-            .warnings
-            .iter()
-            .filter(|w| !self.reported.contains(*w))
-        {
+        let reported = &self.reported;
+        for w in board.warnings.iter().filter(|w| !reported.contains(*w)) {
             match w.kind {
                 WarningKind::DuplicateId => log::error!("backlog board: {}", w.message),
                 _ => log::warn!("backlog board: {}", w.message),

@@ -287,10 +287,8 @@ pub fn classify_response(
         errors: parse_errors(errors.as_ref()),
         meta: meta.clone(),
     };
-    let rest_message = message
-        .as_ref()
-        .and_then(Value::as_str)
-        .map(|m| single_line(&scrub(m, token), 300));
+    let rest_message = message.as_ref().and_then(Value::as_str);
+    let rest_message = rest_message.map(|m| single_line(&scrub(m, token), 300));
     if status != 200 {
         let failure = classify_failure(status, &reply, rest_message, body.len(), token, now);
         return Err(failure);
@@ -299,10 +297,10 @@ pub fn classify_response(
         matches!(e.kind.as_deref(), Some("RATE_LIMITED" | "RATE_LIMIT"))
             || e.code.as_deref() == Some("graphql_rate_limit")
     }) {
+        let default = || clamped_wait(now, SECONDARY_LIMIT_DEFAULT_WAIT.as_secs());
         let at = meta
             .reset_epoch
-            .map(|r| reset_time(r, now))
-            .unwrap_or_else(|| clamped_wait(now, SECONDARY_LIMIT_DEFAULT_WAIT.as_secs()));
+            .map_or_else(default, |r| reset_time(r, now));
         let errors = describe_errors(&reply.errors, token);
         return Err(rate_limited(format!("primary rate limit: {errors}"), at));
     }

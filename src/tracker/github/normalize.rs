@@ -259,10 +259,8 @@ pub fn project_items_page<'a>(
     for it in nodes {
         let no_project = "project item without project.id";
         let it = it.as_ref().ok_or(no_project)?;
-        let pid = it
-            .project_id()
-            .filter(|p| !p.is_empty())
-            .ok_or(no_project)?;
+        let pid = it.project_id().filter(|p| !p.is_empty());
+        let pid = pid.ok_or(no_project)?;
         let archived = it.is_archived.ok_or("project item without isArchived")?;
         if pid == project_id && !archived {
             return Ok(Ok(it));
