@@ -46,14 +46,9 @@ fn parse(s: &Section<'_>) -> Result<TrackerConfig, ConfigError> {
 /// Preflight (no I/O): the board path is set. Whether it exists is a startup check
 /// ([`BacklogTracker::validate`]), so that `baton check` can say what it found there.
 fn check(cfg: &TrackerConfig) -> Vec<TrackerError> {
-    match cfg.path {
-        Some(_) => Vec::new(),
-        None => vec![TrackerError::with_class(
-            crate::tracker::TrackerErrorKind::MissingTrackerProject,
-            super::read::MISSING,
-            "tracker.path is not set",
-        )],
-    }
+    let kind = crate::tracker::TrackerErrorKind::MissingTrackerProject;
+    let unset = TrackerError::with_class(kind, super::read::MISSING, "tracker.path is not set");
+    cfg.path.is_none().then_some(unset).into_iter().collect()
 }
 
 /// The board directory of a parsed config (`backlog` in the current directory when unset).
