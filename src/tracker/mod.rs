@@ -144,19 +144,15 @@ pub trait Tracker: Send + Sync {
     /// on the project, are omitted. Empty input makes no request.
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError>;
     /// One poll's board read: the candidates, plus every other issue the read saw whose id is in
-    /// `keep_ids` or whose state is in `also_states` (closed issues count as terminal, so they
-    /// come with terminal `also_states`). A running issue found in either list needs no second
+    /// `keep_ids` or whose state is in `also` (closed issues count as terminal, so they come
+    /// with terminal `also` states). A running issue found in either list needs no second
     /// request; the first tick passes the terminal states for the startup cleanup. The default
-    /// reads the candidates and, when `also_states` is not empty, `fetch_issues_by_states`.
-    fn read_board(
-        &self,
-        _keep_ids: &[String],
-        also_states: &[String],
-    ) -> Result<BoardRead, TrackerError> {
+    /// reads the candidates and, when `also` is not empty, `fetch_issues_by_states`.
+    fn read_board(&self, _keep_ids: &[String], also: &[String]) -> Result<BoardRead, TrackerError> {
         let candidates = self.fetch_candidate_issues()?;
         let mut others = Vec::new();
-        if !also_states.is_empty() {
-            others = self.fetch_issues_by_states(also_states)?;
+        if !also.is_empty() {
+            others = self.fetch_issues_by_states(also)?;
         }
         Ok(BoardRead { candidates, others })
     }

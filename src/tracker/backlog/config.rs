@@ -65,13 +65,9 @@ fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
 /// One message per configured state that is not a board status (compared trimmed and
 /// lowercased), naming the setting and the state, with a "did you mean" hint when a status is
 /// within 3 edits. Empty when every state is known.
-pub fn validate_states(
-    statuses: &[String],
-    active_states: &[String],
-    terminal_states: &[String],
-) -> Vec<String> {
+pub fn validate_states(statuses: &[String], active: &[String], terminal: &[String]) -> Vec<String> {
     let mut out = Vec::new();
-    for (which, states) in [("active", active_states), ("terminal", terminal_states)] {
+    for (which, states) in [("active", active), ("terminal", terminal)] {
         for s in states {
             if contains_name(statuses, s) {
                 continue;

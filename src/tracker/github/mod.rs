@@ -468,12 +468,7 @@ impl GithubTracker {
 
     /// Refresh `ids` (deduplicated, blank ones dropped) 100 per request; `shallow` uses
     /// `RefreshRunning` (no blockers).
-    fn refresh_ids(
-        &self,
-        op: &str,
-        ids: &[String],
-        shallow: bool,
-    ) -> Result<Vec<Issue>, TrackerError> {
+    fn refresh_ids(&self, ids: &[String], shallow: bool) -> Result<Vec<Issue>, TrackerError> {
         let mut seen = HashSet::new();
         let unique: Vec<String> = ids
             .iter()
@@ -485,6 +480,7 @@ impl GithubTracker {
             return Ok(Vec::new());
         }
         let project = self.project()?;
+        let op = ["fetch_issue_states_by_ids", "refresh_running"][usize::from(shallow)];
         self.with_stats(op, || {
             let mut out = Vec::new();
             // GitHub rejects more than 100 ids per `nodes(ids:)`.
@@ -750,19 +746,15 @@ impl Tracker for GithubTracker {
     }
 
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        self.refresh_ids("fetch_issue_states_by_ids", ids, false)
+        self.refresh_ids(ids, false)
     }
 
-    /// One read of the board: unfiltered when `also_states` is given (closed issues in any Status
+    /// One read of the board: unfiltered when `also` states are given (closed issues in any Status
     /// are needed then), else narrowed to the active states server-side when configured. Only
     /// the candidates and the issues asked for are kept while the pages are normalized.
-    fn read_board(
-        &self,
-        keep_ids: &[String],
-        also_states: &[String],
-    ) -> Result<BoardRead, TrackerError> {
+    fn read_board(&self, keep_ids: &[String], also: &[String]) -> Result<BoardRead, TrackerError> {
         let active = &self.cfg.active_states;
-        let mut also = also_states.to_vec();
+        let mut also = also.to_vec();
         also.retain(|s| !s.trim().is_empty());
         let also_terminal = self.names_terminal(&also);
         let keep_ids: HashSet<&str> = keep_ids.iter().map(String::as_str).collect();
@@ -785,7 +777,7 @@ impl Tracker for GithubTracker {
     }
 
     fn refresh_running(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        self.refresh_ids("refresh_running", ids, true)
+        self.refresh_ids(ids, true)
     }
 
     fn validate(&self) -> Result<(), TrackerError> {

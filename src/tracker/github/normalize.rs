@@ -379,13 +379,9 @@ pub fn parse_project(
     })
 }
 
-/// The single-select field `name` of `where_`, or why it is not one.
-fn single_select(
-    f: Option<&NodeRow>,
-    name: &str,
-    where_: &str,
-) -> Result<SingleSelectField, String> {
-    let f = f.ok_or_else(|| format!("{where_} has no field named {name:?}"))?;
+/// The single-select field `name` of project `at`, or why it is not one.
+fn single_select(f: Option<&NodeRow>, name: &str, at: &str) -> Result<SingleSelectField, String> {
+    let f = f.ok_or_else(|| format!("{at} has no field named {name:?}"))?;
     let what = match f.typename.as_deref().unwrap_or("") {
         "ProjectV2SingleSelectField" => None,
         "ProjectV2IterationField" => Some("iteration field"),
@@ -398,7 +394,7 @@ fn single_select(
         (what, ..) => {
             let what = what.unwrap_or("malformed single-select field");
             return Err(format!(
-                "field {name:?} on {where_} is a {what}, not a single-select field"
+                "field {name:?} on {at} is a {what}, not a single-select field"
             ));
         }
     };
