@@ -326,12 +326,9 @@ impl GithubTracker {
         acc: &mut BoardAcc,
     ) -> Result<(), TrackerError> {
         let deps = self.deps_supported.load(Ordering::Relaxed);
-        let (content, mut issue) = match self.normalize_item(project, raw) {
-            Ok(found) => found,
-            Err(reason) => {
-                *reason(&mut acc.board.dropped) += 1;
-                return Ok(());
-            }
+        let count = |reason: DropReason| *reason(&mut acc.board.dropped) += 1;
+        let Ok((content, mut issue)) = self.normalize_item(project, raw).map_err(count) else {
+            return Ok(());
         };
         if deps {
             acc.status_by_id
@@ -364,18 +361,14 @@ impl GithubTracker {
     /// archived) fall back to OPEN/CLOSED as the spec allows.
     fn finish_board(&self, acc: BoardAcc) -> Board {
         let (mut board, status_by_id) = (acc.board, acc.status_by_id);
-        let deps = self.deps_supported.load(Ordering::Relaxed);
-        for issue in &mut board.issues {
-            if !deps {
-                issue.blocked_by.clear();
-                continue;
-            }
-            for b in &mut issue.blocked_by {
-                if let Some(status) = status_by_id.get(&b.id) {
-                    let closed = b.terminal && b.state == "CLOSED";
-                    b.terminal = closed || contains_name(&self.cfg.terminal_states, status);
-                    b.state = status.clone();
-                }
+        if !self.deps_supported.load(Ordering::Relaxed) {
+            board.issues.iter_mut().for_each(|i| i.blocked_by.clear());
+        }
+        for b in board.issues.iter_mut().flat_map(|i| &mut i.blocked_by) {
+            if let Some(status) = status_by_id.get(&b.id) {
+                let closed = b.terminal && b.state == "CLOSED";
+                b.terminal = closed || contains_name(&self.cfg.terminal_states, status);
+                b.state = status.clone();
             }
         }
         board
