@@ -217,15 +217,10 @@ pub fn redact_userinfo(text: &str) -> String {
 /// The credential parts of an endpoint's userinfo (user and password, percent-decoded too), to
 /// scrub wherever they appear on their own (a transport error, an echoed body).
 fn endpoint_secrets(endpoint: &str) -> Vec<String> {
-    let Some(i) = endpoint.find("://") else {
-        return Vec::new();
-    };
-    let tail = &endpoint[i + 3..];
+    // Without userinfo every part is empty, and dropped below.
+    let tail = endpoint.split_once("://").map_or("", |(_, tail)| tail);
     let authority = &tail[..tail.find(['/', '?', '#']).unwrap_or(tail.len())];
-    let Some(at) = authority.rfind('@') else {
-        return Vec::new();
-    };
-    let userinfo = &authority[..at];
+    let userinfo = authority.rfind('@').map_or("", |at| &authority[..at]);
     let mut out = vec![userinfo.to_string()];
     for part in userinfo.split(':') {
         out.push(part.to_string());
@@ -467,11 +462,8 @@ impl GraphqlClient {
 
     /// Scrub the token and the endpoint's credentials from `text`.
     pub(crate) fn scrub_all<'a>(&self, text: Cow<'a, str>) -> Cow<'a, str> {
-        let mut out = scrub_secret(text, self.token.expose());
-        for secret in &self.endpoint_secrets {
-            out = scrub_secret(out, secret);
-        }
-        out
+        let out = scrub_secret(text, self.token.expose());
+        (self.endpoint_secrets.iter()).fold(out, |out, secret| scrub_secret(out, secret))
     }
 
     /// The endpoint as it may be shown (userinfo replaced by `***`).
