@@ -95,9 +95,7 @@ pub(crate) fn required(cfg: &TrackerConfig) -> Result<(Secret, String, u64), Vec
         (cfg.project_number.is_none(), TrackerErrorKind::MissingTrackerProject, "tracker.project_number is required (the number in the project's URL)"),
     ];
     let missing = problems.into_iter().filter(|p| p.0);
-    Err(missing
-        .map(|(_, kind, msg)| TrackerError::new(kind, msg))
-        .collect())
+    Err(missing.map(|p| TrackerError::new(p.1, p.2)).collect())
 }
 
 /// The warning for an `http://` endpoint whose host is not loopback: the token would cross the
