@@ -387,11 +387,13 @@ impl GithubTracker {
             |d| &mut d.malformed
         };
         let item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
-            // Only the id (a `Leaf` reads nothing else of an item) names it in the log.
-            let id = serde_json::from_str::<Leaf>(raw.get())
-                .ok()
-                .and_then(|i| i.id);
-            malformed(id.as_deref().unwrap_or_default(), &e.to_string())
+            #[derive(serde::Deserialize)]
+            struct Id {
+                id: Option<String>,
+            }
+            let id = serde_json::from_str::<Id>(raw.get()).ok();
+            let id = id.and_then(|i| i.id).unwrap_or_default();
+            malformed(&id, &e.to_string())
         })?;
         let item_id = item.id.as_deref().unwrap_or("");
         if item.is_archived == Some(true) {
