@@ -202,10 +202,7 @@ pub fn redact_userinfo(text: &str) -> String {
             .unwrap_or(tail.len());
         let authority = &tail[..end];
         match authority.rfind('@') {
-            Some(at) => {
-                out.push_str("***");
-                out.push_str(&authority[at..]);
-            }
+            Some(at) => out.push_str(&format!("***{}", &authority[at..])),
             None => out.push_str(authority),
         }
         rest = &tail[end..];

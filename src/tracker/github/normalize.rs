@@ -240,9 +240,8 @@ pub fn normalize_blockers(
             terminal,
         })
     };
-    Nodes::iter(&content.blocked_by)
-        .filter_map(blocker)
-        .collect()
+    let blockers = Nodes::iter(&content.blocked_by);
+    blockers.filter_map(blocker).collect()
 }
 
 /// Read one page of `issue`'s `projectItems` for project `project_id`: `Ok(Ok(item))` for our
