@@ -202,10 +202,8 @@ fn check_board(r: &mut CheckLines, tracker: &GithubTracker) -> Option<Board> {
         r.push("warn", "malformed items were skipped (see the log)");
     }
     if !tracker.dependencies_supported() {
-        r.push(
-            "warn",
-            "this server has no issue dependencies: blockers are ignored",
-        );
+        let why = "this server has no issue dependencies: blockers are ignored";
+        r.push("warn", why);
     }
     Some(board)
 }

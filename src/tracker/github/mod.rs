@@ -126,10 +126,9 @@ impl GithubTracker {
     /// `missing_tracker_token` or `missing_tracker_project` before any request.
     pub fn new(cfg: &TrackerConfig) -> Result<Self, TrackerError> {
         if cfg.kind.as_deref() != Some(TRACKER_KIND) {
-            return Err(TrackerError::new(
-                TrackerErrorKind::UnsupportedTrackerKind,
-                crate::tracker::config::kind_message(cfg.kind.as_deref()),
-            ));
+            let why = crate::tracker::config::kind_message(cfg.kind.as_deref());
+            let kind = TrackerErrorKind::UnsupportedTrackerKind;
+            return Err(TrackerError::new(kind, why));
         }
         let (token, owner, number) = config::required(cfg).map_err(|mut errs| errs.remove(0))?;
         if let Some(w) = config::cleartext_warning(&cfg.endpoint) {

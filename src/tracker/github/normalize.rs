@@ -392,9 +392,8 @@ fn single_select(f: Option<&NodeRow>, name: &str, at: &str) -> Result<SingleSele
         (None, Some(_), Some(_), Some(opts)) => opts,
         (what, ..) => {
             let what = what.unwrap_or("malformed single-select field");
-            return Err(format!(
-                "field {name:?} on {at} is a {what}, not a single-select field"
-            ));
+            let why = format!("field {name:?} on {at} is a {what}, not a single-select field");
+            return Err(why);
         }
     };
     let options = opts
