@@ -2,7 +2,7 @@
 //! `JOURNAL_STREAM` is set (running under systemd) — sd-daemon priority prefixes `<3>`/`<4>`/`<6>`/`<7>`
 //! and no timestamps (journald adds its own). A failing stderr write never crashes the daemon.
 
-use std::io::{self, Write};
+use std::io::Write;
 use std::time::SystemTime;
 
 use log::Level;
@@ -54,21 +54,6 @@ fn record_allowed(target: &str, level: Level) -> bool {
     !(notify && level > Level::Info)
 }
 
-/// A writer that swallows write errors (closed stderr, EPIPE, full disk): logging must never take the
-/// daemon down.
-struct ForgivingStderr;
-
-impl Write for ForgivingStderr {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let _ = io::stderr().write_all(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        let _ = io::stderr().flush();
-        Ok(())
-    }
-}
-
 /// Install the global logger. `RUST_LOG` is honoured; `level` (from `--log-level`) wins over it.
 /// Default: `info`. Safe to call more than once (later calls are ignored).
 pub fn init(level: Option<log::LevelFilter>) {
@@ -86,7 +71,7 @@ pub fn init(level: Option<log::LevelFilter>) {
     }
     // ureq's protocol layer hex-dumps raw requests (Authorization header included) at TRACE:
     // the formatter below drops every TRACE record of those targets, whatever RUST_LOG says.
-    builder.target(env_logger::Target::Pipe(Box::new(ForgivingStderr)));
+    // env_logger's stderr target ignores write errors (closed stderr, EPIPE, full disk).
     builder.format(move |buf, record| {
         if !crate::tracker::wire_log_allowed(record.target(), record.level())
             || !record_allowed(record.target(), record.level())
@@ -100,9 +85,7 @@ pub fn init(level: Option<log::LevelFilter>) {
             &crate::runlog::with_run_fields(&record.args().to_string()),
             SystemTime::now(),
         );
-        // Errors here are swallowed by ForgivingStderr; never propagate a panic.
-        let _ = writeln!(buf, "{line}");
-        Ok(())
+        writeln!(buf, "{line}")
     });
     let _ = builder.try_init();
 }

@@ -117,18 +117,16 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
         .parent()
         .map(PathBuf::from)
         .unwrap_or_default();
-    if let Err(outcome) = run.prepare(&root) {
-        return outcome;
-    }
-    let Some(ws) = run.workspace.clone() else {
-        return WorkerOutcome::Failed("workspace error: not prepared".into());
+    let workspace = match run.prepare(&root) {
+        Ok(path) => path,
+        Err(outcome) => return outcome,
     };
     run.progress(WorkerProgress::Phase(WorkerPhase::Agent));
     let resume = ctx.resume.as_ref();
     let t = resume.map(|r| r.tokens).unwrap_or_default();
     let sctx = SessionContext {
         issue_identifier: ctx.issue.identifier.clone(),
-        workspace: ws.path,
+        workspace,
         workspace_root: root, // adapters canonicalize it when they validate the cwd
         resume_session_id: resume.map(|r| r.session.clone()),
         resume_usage: crate::agent::TokenUsage {
@@ -213,8 +211,8 @@ impl Run<'_> {
         }
     }
 
-    /// Ensure the workspace and run `before_run`; `Err` carries the outcome when the run ends here.
-    fn prepare(&mut self, root: &Path) -> Result<(), WorkerOutcome> {
+    /// Ensure the workspace and run `before_run`: its path, or the outcome when the run ends here.
+    fn prepare(&mut self, root: &Path) -> Result<PathBuf, WorkerOutcome> {
         let ctx = self.ctx;
         let (host, path, hooks) = (ctx.host.as_ref(), &ctx.workspace_path, &ctx.hooks);
         let (id, ident) = (&ctx.issue.id, &ctx.issue.identifier);
@@ -240,12 +238,13 @@ impl Run<'_> {
         }
         self.hook(HookKind::BeforeRun, hooks.before_run.as_deref(), &ws.path)
             .map_err(|e| self.classify(format!("before_run hook error: {e}"), false))?;
+        let path = ws.path.clone();
         self.workspace = Some(ws);
         if ctx.cancel.is_cancelled() {
             self.finish(None);
             return Err(WorkerOutcome::Cancelled);
         }
-        Ok(())
+        Ok(path)
     }
 
     /// The turn loop with the issue refresh between turns; the caller finishes the run.
