@@ -88,20 +88,16 @@ fn load_for_startup(path: &Path) -> Result<Workflow, String> {
         return Err(format!("{e} ({})", path.display()));
     }
     let errs = wf.config.config.preflight_errors();
-    if let Some(first) = errs.first() {
-        let more = if errs.len() > 1 {
-            format!(" (and {} more problem(s))", errs.len() - 1)
-        } else {
-            String::new()
-        };
-        return Err(format!(
-            "{}: {}: {}{more}",
-            first.class,
-            path.display(),
-            first.message
-        ));
+    let Some(first) = errs.first() else {
+        return Ok(wf);
+    };
+    let (class, file, msg) = (first.class, path.display(), &first.message);
+    match errs.len() - 1 {
+        0 => Err(format!("{class}: {file}: {msg}")),
+        more => Err(format!(
+            "{class}: {file}: {msg} (and {more} more problem(s))"
+        )),
     }
-    Ok(wf)
 }
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset, which preflight rejects, or
@@ -186,7 +182,7 @@ fn start_and_run(
         shutdown_rx,
         control_rx,
         config_env: Arc::new(ProcessEnv),
-        clock: Arc::new(SystemClock::new()),
+        clock: Arc::new(SystemClock::default()),
     };
     let result = crate::runtime::daemon::run_with_state(opts, ops, state, exit_when);
     if let Err(e) = &result {

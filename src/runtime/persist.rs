@@ -151,15 +151,14 @@ impl Persist {
             restore::summary(&state)
         );
         let (tx, reports) = unbounded();
-        let saver = BackgroundSaver::spawn(h.dir.clone(), tx)
-            .map_err(|e| {
-                warn!("cannot start the state writer thread; writing on the main loop error={e}")
-            })
-            .ok();
+        let saver = BackgroundSaver::spawn(h.dir.clone(), tx);
+        if let Err(e) = &saver {
+            warn!("cannot start the state writer thread; writing on the main loop error={e}");
+        }
         let persist = Persist {
             dir: h.dir,
             writer: StateWriter::default(),
-            saver,
+            saver: saver.ok(),
             reports,
             projected_at: None,
             stale: true,

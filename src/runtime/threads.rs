@@ -4,19 +4,16 @@
 //! to be consistent.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::OnceLock;
+use std::sync::LazyLock;
 use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 
-fn fatal_channel() -> &'static (Sender<String>, Receiver<String>) {
-    static CHANNEL: OnceLock<(Sender<String>, Receiver<String>)> = OnceLock::new();
-    CHANNEL.get_or_init(unbounded)
-}
+static FATAL: LazyLock<(Sender<String>, Receiver<String>)> = LazyLock::new(unbounded);
 
 /// Names of supervised threads that panicked; the daemon loop listens on this.
 pub fn fatal_events() -> Receiver<String> {
-    fatal_channel().1.clone()
+    FATAL.1.clone()
 }
 
 /// Start a long-lived thread named `name` under the policy above: when `f` panics the panic is
@@ -25,15 +22,13 @@ pub fn spawn_supervised<F>(name: &str, f: F) -> std::io::Result<JoinHandle<()>>
 where
     F: FnOnce() + Send + 'static,
 {
-    let thread_name = name.to_string();
-    thread::Builder::new()
-        .name(name.to_string())
-        .spawn(move || {
-            if catch_unwind(AssertUnwindSafe(f)).is_err() {
-                log::error!("thread panicked; the daemon shuts down thread={thread_name}");
-                let _ = fatal_channel().0.send(thread_name);
-            }
-        })
+    let name = name.to_string();
+    thread::Builder::new().name(name.clone()).spawn(move || {
+        if catch_unwind(AssertUnwindSafe(f)).is_err() {
+            log::error!("thread panicked; the daemon shuts down thread={name}");
+            let _ = FATAL.0.send(name);
+        }
+    })
 }
 
 /// Route panic messages through the logger (one escaped line with the thread name, location and
