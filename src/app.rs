@@ -53,24 +53,18 @@ where
             println!("baton {}\nfeatures: {features}", env!("CARGO_PKG_VERSION"));
             EXIT_OK
         }
-        Command::Check {
-            workflow,
-            log_level,
-        } => {
-            crate::logging::init(Some(log_level.unwrap_or(log::LevelFilter::Warn)));
-            crate::runtime::threads::install_panic_hook();
+        Command::Check(args) => {
+            crate::logging::init(Some(args.log_level.unwrap_or(log::LevelFilter::Warn)));
             let out = &mut std::io::stdout().lock();
-            crate::check::run_check_with_env(&workflow, &ProcessEnv, out)
+            crate::check::run_check_with_env(&args.workflow, &ProcessEnv, out)
         }
         Command::Run(args) => {
             crate::logging::init(args.log_level);
-            crate::runtime::threads::install_panic_hook();
             run_workflow(&args, None, &|_| {})
         }
         #[cfg(all(feature = "backlog", feature = "http"))]
         Command::Demo(args) => {
             crate::logging::init(args.log_level);
-            crate::runtime::threads::install_panic_hook();
             crate::demo::run(&args, &run_workflow)
         }
         #[cfg(not(all(feature = "backlog", feature = "http")))]

@@ -13,7 +13,6 @@ pub const EXIT_USAGE: i32 = 2;
 /// groups were killed before exiting).
 pub const EXIT_FORCED_SHUTDOWN: i32 = 3;
 
-/// The help text printed by `--help`.
 pub const HELP: &str = "\
 baton — run coding agents on the issues of a GitHub Projects (v2) or Backlog.md board
 
@@ -56,11 +55,8 @@ Reloads WORKFLOW.md automatically when it changes; an invalid edit keeps the las
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Run(RunArgs),
-    /// `baton check [PATH]`.
-    Check {
-        workflow: PathBuf,
-        log_level: Option<log::LevelFilter>,
-    },
+    /// `baton check [PATH]` (never with `--port` or `--bind`).
+    Check(RunArgs),
     Help,
     Version,
     Demo(DemoArgs),
@@ -161,10 +157,7 @@ where
         .pop()
         .map_or_else(|| PathBuf::from("WORKFLOW.md"), PathBuf::from);
     Ok(match is_check {
-        true => Command::Check {
-            workflow: run.workflow,
-            log_level: run.log_level,
-        },
+        true => Command::Check(run),
         false => Command::Run(run),
     })
 }
@@ -210,10 +203,10 @@ mod tests {
     fn check_subcommand() {
         assert_eq!(
             run(&["check", "a.md"]).unwrap(),
-            Command::Check {
+            Command::Check(RunArgs {
                 workflow: PathBuf::from("a.md"),
-                log_level: None
-            }
+                ..RunArgs::default()
+            })
         );
         assert!(run(&["check", "--port", "1"]).is_err());
     }

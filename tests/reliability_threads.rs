@@ -21,7 +21,7 @@ use tempdir::TempDir;
 
 #[test]
 fn a_panicking_tracker_thread_takes_the_daemon_down_with_an_error() {
-    baton::runtime::threads::install_panic_hook();
+    baton::logging::install_panic_hook();
     let dir = TempDir::new("rel-threads");
     let wf_path = dir.join("WORKFLOW.md");
     fs::write(&wf_path, minimal_workflow(&dir)).unwrap();

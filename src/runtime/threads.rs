@@ -31,30 +31,6 @@ where
     })
 }
 
-/// Route panic messages through the logger (one escaped line with the thread name, location and
-/// message) instead of raw stderr. Installed once by the binary.
-pub fn install_panic_hook() {
-    std::panic::set_hook(Box::new(|info| {
-        let thread = thread::current();
-        let location = info.location().map_or_else(
-            || "unknown".to_string(),
-            |l| format!("{}:{}", l.file(), l.line()),
-        );
-        let name = thread.name().unwrap_or("unnamed");
-        log::error!("{}", panic_line(name, &location, info.payload()));
-    }));
-}
-
-/// The logged text of a panic: thread, location and the message (quoted, escaped).
-fn panic_line(thread: &str, location: &str, payload: &(dyn std::any::Any + Send)) -> String {
-    let message = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic payload".into());
-    format!("panic thread={thread} location={location} message={message:?}")
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -80,17 +56,6 @@ pub(crate) mod tests {
                 SEEN.lock().unwrap_or_else(|e| e.into_inner()).push(n);
             }
         }
-    }
-
-    #[test]
-    fn panic_lines_name_the_thread_and_escape_the_message() {
-        let p: Box<dyn std::any::Any + Send> = Box::new(String::from("boom\n\u{1b}[31m"));
-        assert_eq!(
-            panic_line("tracker-poll", "src/x.rs:1", p.as_ref()),
-            "panic thread=tracker-poll location=src/x.rs:1 message=\"boom\\n\\u{1b}[31m\""
-        );
-        let p: Box<dyn std::any::Any + Send> = Box::new(7u8);
-        assert!(panic_line("t", "l", p.as_ref()).ends_with("\"non-string panic payload\""));
     }
 
     #[test]
