@@ -3,6 +3,8 @@
 //! frozen when shutdown begins (the runs shutdown stops stay recorded as interrupted, so the next
 //! start resumes them), written once more when it completes.
 
+use std::time::SystemTime;
+
 use crossbeam_channel::{unbounded, Receiver};
 use log::{error, info, log, warn, Level};
 
@@ -12,15 +14,12 @@ use crate::durable::{
 };
 use crate::orchestrator::restore::{self, check_summary, to_json, ParseError};
 use crate::orchestrator::{Action, Millis, OrchestratorState, Policy};
+use crate::timefmt::unix_millis;
 use crate::workflow::config::ServiceConfig;
 
 /// At most one projection of the engine state per this many ms (the loop steps far more often
 /// during agent output bursts).
 const PROJECT_EVERY_MS: Millis = 100;
-
-fn wall_now() -> u64 {
-    crate::timefmt::unix_millis(std::time::SystemTime::now())
-}
 
 /// The locked state directory and what it held at startup.
 #[derive(Debug)]
@@ -79,7 +78,7 @@ fn move_legacy(cfg: &ServiceConfig, dir: &StateDir) -> Result<(), StoreError> {
     }
     if let Ok(Some(bytes)) = old.read_state() {
         dir.save(&bytes)?;
-        let moved = old.move_aside("moved", wall_now())?;
+        let moved = old.move_aside("moved", unix_millis(SystemTime::now()))?;
         info!(
             "event=state_moved from={} to={}",
             moved.display(),
@@ -98,7 +97,7 @@ fn read(dir: &StateDir) -> Result<OrchestratorState, StoreError> {
         },
         Err(problem) => problem,
     };
-    let moved = dir.move_aside("corrupt", wall_now())?;
+    let moved = dir.move_aside("corrupt", unix_millis(SystemTime::now()))?;
     error!(
         "event=state_corrupt file={} moved_to={} error={problem:?}; starting with an empty state",
         dir.state_file().display(),
