@@ -147,11 +147,8 @@ fn start_and_run(
     }
     // Agents hold descriptors (`runtime::fds`): the soft limit goes up to the hard one.
     match crate::runtime::fds::raise_nofile_limit() {
-        Ok((before, after)) => log::info!(
-            "event=nofile_limit soft_before={} soft={} hard={} agents_allowed={}",
-            before.soft,
-            after.soft,
-            after.hard,
+        Ok(((soft_before, _), (soft, hard))) => log::info!(
+            "event=nofile_limit soft_before={soft_before} soft={soft} hard={hard} agents_allowed={}",
             crate::runtime::fds::agents_allowed_now().unwrap_or(0)
         ),
         Err(e) => log::warn!("event=nofile_limit cannot raise the soft RLIMIT_NOFILE error={e}"),

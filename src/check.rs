@@ -128,13 +128,12 @@ fn print_pacing(r: &mut Report<'_>, cfg: &ServiceConfig, (points, limit): (u64, 
 /// The descriptor limit the daemon raises its soft limit to, and the agents it allows.
 fn print_nofile(r: &mut Report<'_>, cfg: &ServiceConfig) {
     use crate::runtime::fds::{agents_allowed, nofile_limit, open_fds, FD_RESERVE};
-    let Ok(limit) = nofile_limit() else {
+    let Ok((soft, hard)) = nofile_limit() else {
         return r.line("warn", "file descriptors: cannot read RLIMIT_NOFILE");
     };
-    let allowed = agents_allowed(limit.hard, open_fds().unwrap_or(0));
+    let allowed = agents_allowed(hard, open_fds().unwrap_or(0));
     let text = format!(
-        "file descriptors: soft limit {}, hard limit {} (baton raises the soft one to it): room for {allowed} agents with {FD_RESERVE} kept free",
-        limit.soft, limit.hard
+        "file descriptors: soft limit {soft}, hard limit {hard} (baton raises the soft one to it): room for {allowed} agents with {FD_RESERVE} kept free"
     );
     if allowed < u64::from(cfg.agent.max_concurrent_agents) {
         r.line(

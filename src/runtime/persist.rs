@@ -281,11 +281,9 @@ pub fn check_lines(cfg: &ServiceConfig) -> Vec<(&'static str, String)> {
         Err(e) => return vec![("fail", e.to_string())],
     };
     let holder = match dir.lock_holder() {
-        Some(pid) => format!(
-            "a daemon holds the lock (pid {})",
-            pid.map_or_else(|| "unknown".into(), |p| p.to_string())
-        ),
-        None => "no daemon holds the lock".to_string(),
+        Some(Some(pid)) => format!("a daemon holds the lock (pid {pid})"),
+        Some(None) => "a daemon holds the lock (pid unknown)".into(),
+        None => "no daemon holds the lock".into(),
     };
     let file = dir.state_file();
     let stored = match dir.read_state() {
