@@ -6,6 +6,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::host::containment;
 use crate::model::{contains_name, Issue};
 use crate::orchestrator::{rules, Pace};
 use crate::text::{quoted, single_line as truncate};
@@ -75,10 +76,7 @@ fn check(parsed: &ParsedConfig, r: &mut Report<'_>) -> i32 {
         cfg.agent.kind.map_or("unset", |k| k.as_str()),
         cfg.poll_interval_ms
     ));
-    r.ok(format!(
-        "process containment: {}",
-        crate::host::containment()
-    ));
+    r.ok(format!("process containment: {}", containment()));
     for w in &parsed.warnings {
         r.line("warn", w);
     }

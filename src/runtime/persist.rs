@@ -205,9 +205,7 @@ impl Persist {
 
     fn project_now(&mut self, state: &OrchestratorState, now: Millis) {
         match to_json(state) {
-            Ok(bytes) => {
-                self.writer.offer(bytes, now);
-            }
+            Ok(bytes) => _ = self.writer.offer(bytes, now),
             Err(e) => error!("event=state_write_failed error={e}; keeping the last written state"),
         }
         self.projected_at = Some(now);

@@ -24,7 +24,7 @@ use crate::orchestrator::{Event, Policy, Resume, WorkerOutcome, WorkerPhase, Wor
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
 use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
-use crate::workspace::{ensure_workspace, remove_workspace_on, Workspace};
+use crate::workspace::{ensure_workspace, remove_workspace_on};
 
 use super::fds;
 use super::mailbox::{Mailbox, News};
@@ -152,7 +152,7 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
 struct Run<'a> {
     ctx: &'a WorkerContext,
     issue: Issue,
-    workspace: Option<Workspace>,
+    workspace: Option<PathBuf>,
 }
 
 impl Run<'_> {
@@ -166,9 +166,9 @@ impl Run<'_> {
             s.stop();
         }
         self.progress(WorkerProgress::Phase(WorkerPhase::Finishing));
-        if let Some(ws) = &self.workspace {
+        if let Some(path) = &self.workspace {
             let after_run = self.ctx.hooks.after_run.as_deref();
-            let _ = self.hook(HookKind::AfterRun, after_run, &ws.path);
+            let _ = self.hook(HookKind::AfterRun, after_run, path);
         }
     }
 
@@ -238,13 +238,12 @@ impl Run<'_> {
         }
         self.hook(HookKind::BeforeRun, hooks.before_run.as_deref(), &ws.path)
             .map_err(|e| self.classify(format!("before_run hook error: {e}"), false))?;
-        let path = ws.path.clone();
-        self.workspace = Some(ws);
+        self.workspace = Some(ws.path.clone());
         if ctx.cancel.is_cancelled() {
             self.finish(None);
             return Err(WorkerOutcome::Cancelled);
         }
-        Ok(path)
+        Ok(ws.path)
     }
 
     /// The turn loop with the issue refresh between turns; the caller finishes the run.
