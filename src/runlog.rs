@@ -1,8 +1,7 @@
 //! One logging context per run (spec §13.1): while a thread has entered a [`RunLog`], every line it
 //! logs carries `issue_id=` and `issue_identifier=`; the formatter (`logging`) appends whichever
 //! of the two a message does not name itself, so no line of a run (worker, agent adapter, hooks,
-//! session resume) can forget them. The worker thread enters its run's context for its whole life
-//! and hands it to its helper threads.
+//! session resume) can forget them. The worker thread enters its run's context for its whole life.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -34,11 +33,6 @@ impl RunLog {
             ("issue_id=", v(issue_id)),
             ("issue_identifier=", v(issue_identifier)),
         ]))
-    }
-
-    /// The context this thread is in, to carry it to a helper thread.
-    pub fn current() -> Option<RunLog> {
-        RUN.with(|r| r.borrow().clone())
     }
 
     /// Enter the context on this thread until the returned scope drops.
