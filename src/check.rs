@@ -133,17 +133,12 @@ fn print_nofile(r: &mut Report<'_>, cfg: &ServiceConfig) {
     let text = format!(
         "file descriptors: soft limit {soft}, hard limit {hard} (baton raises the soft one to it): room for {allowed} agents with {FD_RESERVE} kept free"
     );
-    if allowed < u64::from(cfg.agent.max_concurrent_agents) {
-        r.line(
-            "warn",
-            format!(
-                "{text}; agent.max_concurrent_agents ({}) is capped to it: raise LimitNOFILE",
-                cfg.agent.max_concurrent_agents
-            ),
-        );
-    } else {
-        r.ok(text);
+    let max = cfg.agent.max_concurrent_agents;
+    if allowed >= u64::from(max) {
+        return r.ok(text);
     }
+    let why = format!("agent.max_concurrent_agents ({max}) is capped to it: raise LimitNOFILE");
+    r.line("warn", format!("{text}; {why}"));
 }
 
 /// One line per SSH worker host: reachable, `workspace.root` writable, agent CLI version.
@@ -215,17 +210,16 @@ fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
     r.ok(format!(
         "budget per issue: {limits} (spend is shown on the dashboard and in the API)"
     ));
-    if let Some(k) = a.kind.filter(|k| !k.reports_cost()) {
-        if a.budget.max_cost_usd_per_issue.is_some() {
-            r.line(
-                "warn",
-                format!(
-                    "agent.max_cost_usd_per_issue does not apply to {} (it reports no cost); \
-                     use agent.max_tokens_per_issue or agent.max_turns_per_issue",
-                    k.as_str()
-                ),
-            );
-        }
+    let cost_limit = a.budget.max_cost_usd_per_issue.is_some();
+    if let Some(k) = a.kind.filter(|k| cost_limit && !k.reports_cost()) {
+        r.line(
+            "warn",
+            format!(
+                "agent.max_cost_usd_per_issue does not apply to {} (it reports no cost); \
+                 use agent.max_tokens_per_issue or agent.max_turns_per_issue",
+                k.as_str()
+            ),
+        );
     }
 }
 
@@ -253,11 +247,8 @@ fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
         }
     }
     ready.sort_by(|a, b| rules::dispatch_order(a, b));
-    let active = ready.len() + held.len();
-    r.raw(format!(
-        "dispatch order ({} of {active} active issues):",
-        ready.len()
-    ));
+    let (n, active) = (ready.len(), ready.len() + held.len());
+    r.raw(format!("dispatch order ({n} of {active} active issues):"));
     let ready = ready.iter().enumerate().map(|(n, i)| {
         let priority = i.priority.map_or("-".into(), |p| p.to_string());
         let (state, title) = (truncate(&i.state, 40), quoted(&i.title));

@@ -71,9 +71,8 @@ pub fn check_reserve() -> Result<(), String> {
         return Ok(());
     }
     Err(format!(
-        "spawn_resource_exhausted: {open} of {} file descriptors in use; {FD_RESERVE} are kept \
-         free for the API, state writes and the log",
-        soft
+        "spawn_resource_exhausted: {open} of {soft} file descriptors in use; {FD_RESERVE} are \
+         kept free for the API, state writes and the log"
     ))
 }
 
