@@ -331,10 +331,8 @@ impl Run<'_> {
         if !rules::is_active(&ctx.policy, &self.issue)
             || !rules::is_routable(&ctx.policy, &self.issue)
         {
-            info!(
-                "issue no longer active/routable; ending run state={:?}",
-                self.issue.state
-            );
+            let state = &self.issue.state;
+            info!("issue no longer active/routable; ending run state={state:?}");
             return Ok(false);
         }
         Ok(true)
