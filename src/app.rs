@@ -4,7 +4,6 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::Path;
-
 use std::sync::Arc;
 
 use crate::agent::claude::ClaudeRunner;

@@ -1,4 +1,4 @@
-//! Timestamp helpers: RFC 3339 UTC formatting/parsing (humantime) and serde adapters.
+//! Timestamp helpers: RFC 3339 UTC formatting and parsing (humantime), never panicking.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
