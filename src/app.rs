@@ -138,10 +138,8 @@ fn start_and_run(
     // agents that run here need a working sandbox: never silently unconfined.
     let cfg = &wf.config.config;
     let state = crate::runtime::persist::acquire(cfg).map_err(|e| e.to_string())?;
-    if let Some(sb) = cfg
-        .agent_sandbox()
-        .filter(|_| cfg.worker.ssh_hosts.is_empty())
-    {
+    let local = cfg.worker.ssh_hosts.is_empty();
+    if let Some(sb) = cfg.agent_sandbox().filter(|_| local) {
         sb.check(&LocalHost)?;
     }
     // Agents hold descriptors (`runtime::fds`): the soft limit goes up to the hard one.

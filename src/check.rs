@@ -228,10 +228,8 @@ fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
     // The scheduler's own rule, so the plan is what the daemon would do (minus claims and slots).
     let policy = cfg.policy();
     let (mut ready, mut held) = (Vec::new(), Vec::new());
-    for i in issues
-        .iter()
-        .filter(|i| contains_name(&policy.active_states, &i.state))
-    {
+    let is_active = |i: &&Issue| contains_name(&policy.active_states, &i.state);
+    for i in issues.iter().filter(is_active) {
         let why: Vec<String> = rules::ineligibility(&policy, i)
             .iter()
             .map(ToString::to_string)

@@ -153,9 +153,7 @@ where
             positional.len()
         ));
     }
-    run.workflow = positional
-        .pop()
-        .map_or_else(|| PathBuf::from("WORKFLOW.md"), PathBuf::from);
+    run.workflow = positional.pop().map_or("WORKFLOW.md".into(), PathBuf::from);
     Ok(match is_check {
         true => Command::Check(run),
         false => Command::Run(run),

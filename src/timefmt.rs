@@ -31,9 +31,7 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn unix_millis(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_millis() as u64
+    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
 }
 
 #[cfg(test)]

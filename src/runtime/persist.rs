@@ -199,8 +199,7 @@ impl Persist {
     }
 
     fn projection_due(&self) -> Option<Millis> {
-        self.projected_at
-            .map(|t| t.saturating_add(PROJECT_EVERY_MS))
+        Some(self.projected_at?.saturating_add(PROJECT_EVERY_MS))
     }
 
     fn project_now(&mut self, state: &OrchestratorState, now: Millis) {

@@ -112,11 +112,7 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
         issue: ctx.issue.clone(),
         workspace: None,
     };
-    let root = ctx
-        .workspace_path
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_default();
+    let root = PathBuf::from(ctx.workspace_path.parent().unwrap_or(Path::new("")));
     let workspace = match run.prepare(&root) {
         Ok(path) => path,
         Err(outcome) => return outcome,
