@@ -192,19 +192,15 @@ impl Run<'_> {
         if self.ctx.cancel.is_cancelled() || self.ctx.host.name().is_none() {
             return self.failed_or_cancelled(msg);
         }
-        if is_host_unavailable(&msg) {
-            return WorkerOutcome::HostFailed {
-                started,
-                error: msg,
-            };
-        }
-        match self.ctx.host.probe() {
-            Err(e) if started => WorkerOutcome::HostFailed {
-                started,
-                error: format!("{msg}; {e}"),
-            },
-            _ => WorkerOutcome::Failed(msg),
-        }
+        let error = if is_host_unavailable(&msg) {
+            msg
+        } else {
+            match self.ctx.host.probe() {
+                Err(e) if started => format!("{msg}; {e}"),
+                _ => return WorkerOutcome::Failed(msg),
+            }
+        };
+        WorkerOutcome::HostFailed { started, error }
     }
 
     /// Ensure the workspace and run `before_run`: its path, or the outcome when the run ends here.
