@@ -249,13 +249,12 @@ impl Run<'_> {
         let max_turns = ctx.max_turns.max(1);
         for turn in 1..=max_turns {
             self.progress(WorkerProgress::TurnStarted(turn));
-            let prompt = if turn == 1 {
-                match ctx.template.render(&self.issue, ctx.attempt) {
+            let prompt = match turn {
+                1 => match ctx.template.render(&self.issue, ctx.attempt) {
                     Ok(p) => p,
                     Err(e) => return WorkerOutcome::Failed(format!("prompt error: {e}")),
-                }
-            } else {
-                continuation_prompt(&self.issue, turn, max_turns)
+                },
+                _ => continuation_prompt(&self.issue, turn, max_turns),
             };
             info!(
                 "turn starting issue_id={id} issue_identifier={ident} turn={turn} max_turns={max_turns} session_id={}",
@@ -320,10 +319,9 @@ impl Run<'_> {
                 info!("issue missing from the between-turn refresh; keeping its previous snapshot")
             }
         }
-        if !rules::is_active(&ctx.policy, &self.issue)
-            || !rules::is_routable(&ctx.policy, &self.issue)
-        {
-            let state = &self.issue.state;
+        let (policy, issue) = (&ctx.policy, &self.issue);
+        if !rules::is_active(policy, issue) || !rules::is_routable(policy, issue) {
+            let state = &issue.state;
             info!("issue no longer active/routable; ending run state={state:?}");
             return Ok(false);
         }
