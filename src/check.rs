@@ -58,14 +58,12 @@ impl Report<'_> {
         }
     }
     fn finish(&mut self) -> i32 {
-        if self.problems == 0 {
-            self.raw("result: healthy (0 problems)");
-            0
-        } else {
-            let s = if self.problems == 1 { "" } else { "s" };
-            self.raw(format!("result: {} problem{s}", self.problems));
-            1
+        match self.problems {
+            0 => self.raw("result: healthy (0 problems)"),
+            1 => self.raw("result: 1 problem"),
+            n => self.raw(format!("result: {n} problems")),
         }
+        i32::from(self.problems > 0)
     }
 }
 

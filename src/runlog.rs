@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 thread_local! {
@@ -60,10 +61,7 @@ pub(crate) fn with_run_fields(msg: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(msg);
     for (key, value) in ctx.0.iter() {
         if !has(key) {
-            let line = out.to_mut();
-            line.push(' ');
-            line.push_str(key);
-            line.push_str(value);
+            let _ = write!(out.to_mut(), " {key}{value}");
         }
     }
     out
