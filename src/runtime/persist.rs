@@ -183,19 +183,15 @@ impl Persist {
                 self.project_now(state, now);
             }
         }
-        let Some(bytes) = self.writer.take_due(now) else {
-            return;
+        let unsent = match (&self.saver, self.writer.take_due(now)) {
+            (Some(s), Some(bytes)) => s.submit(bytes).err(),
+            (_, due) => due,
         };
-        let unsent = match &self.saver {
-            Some(s) => s.submit(bytes).err(),
-            None => Some(bytes),
-        };
-        let Some(bytes) = unsent else {
-            return;
-        };
-        let result = self.dir.save(&bytes);
-        let outcome = self.writer.finish(bytes, result, now);
-        self.log(outcome);
+        if let Some(bytes) = unsent {
+            let result = self.dir.save(&bytes);
+            let outcome = self.writer.finish(bytes, result, now);
+            self.log(outcome);
+        }
     }
 
     fn projection_due(&self) -> Option<Millis> {
