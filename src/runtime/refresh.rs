@@ -78,10 +78,7 @@ impl Refresher {
     pub fn refresh(&self, id: &str, cancel: &CancelToken, held: &AtomicBool) -> Refreshed {
         let (answer, pace) = self.answer(id, cancel, held);
         if !pace.is_zero() {
-            select! {
-                recv(cancel.receiver()) -> _ => {}
-                default(pace) => {}
-            }
+            let _ = cancel.receiver().recv_timeout(pace);
         }
         answer
     }
