@@ -19,13 +19,11 @@ use crate::workflow::loader::load_workflow;
 pub fn run_check_with_env(path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
     let r = &mut Report { out, problems: 0 };
     r.raw(format!("baton check: {}", path.display()));
-    let code = match load_workflow(path, env) {
+    match load_workflow(path, env) {
         Ok(wf) => check(&wf.config, r),
-        Err(e) => {
-            r.fail(format!("workflow: {e}"));
-            r.finish()
-        }
-    };
+        Err(e) => r.fail(format!("workflow: {e}")),
+    }
+    let code = r.finish();
     let _ = r.out.flush();
     code
 }
@@ -67,7 +65,7 @@ impl Report<'_> {
     }
 }
 
-fn check(parsed: &ParsedConfig, r: &mut Report<'_>) -> i32 {
+fn check(parsed: &ParsedConfig, r: &mut Report<'_>) {
     let cfg = &parsed.config;
     r.ok(format!(
         "workflow loaded (agent {}, poll every {} ms)",
@@ -101,7 +99,6 @@ fn check(parsed: &ParsedConfig, r: &mut Report<'_>) -> i32 {
     if let Some(issues) = issues {
         print_plan(r, &issues, cfg);
     }
-    r.finish()
 }
 
 /// The budget plan the daemon starts from, for the board read's measured cost: the poll
