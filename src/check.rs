@@ -164,12 +164,11 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
 /// hosts: in [`check_hosts`]).
 fn check_sandbox(r: &mut Report<'_>, cfg: &ServiceConfig) {
     let Some(sb) = cfg.agent_sandbox() else {
-        r.line(
+        return r.line(
             "warn",
             "sandbox.kind is none: agents run unconfined, with the service user's access to \
              every workspace, the state directory and the home directory (docs/security.md)",
         );
-        return;
     };
     if !cfg.worker.ssh_hosts.is_empty() {
         return;
