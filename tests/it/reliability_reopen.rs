@@ -17,13 +17,13 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::support::stand_ins::run;
 use baton::agent::{
     AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
     TurnResult,
 };
 use baton::model::Issue;
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::run;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
 
@@ -83,7 +83,8 @@ struct Session {
 
 impl AgentRunner for Runner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        let cwd = baton::agent::validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
+        let cwd =
+            crate::support::stand_ins::validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
         let n = self.sessions.fetch_add(1, Ordering::SeqCst) + 1;
         Ok(Box::new(Session { n, cwd }))
     }

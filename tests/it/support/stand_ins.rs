@@ -1,4 +1,4 @@
-//! Stand-ins for a daemon's collaborators in tests that drive `runtime::daemon::run` directly: a
+//! Stand-ins for a daemon's collaborators in tests that drive `runtime::daemon::run_with_state` directly: a
 //! config environment with only the variables a test gives it, a tracker with an empty board, an
 //! agent runner that is never meant to be asked. Depends on `baton` only, so the test binaries
 //! that need a process of their own include it with `#[path = "it/support/stand_ins.rs"]`.
@@ -12,8 +12,10 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
 use baton::model::Issue;
 use baton::runtime::clock::Clock;
-use baton::runtime::daemon::{DaemonOptions, RunError, RunnerFactory, TrackerFactory};
-use baton::status::ControlRequest;
+use baton::runtime::daemon::ControlRequest;
+use baton::runtime::daemon::{
+    DaemonOps, DaemonOptions, ExitWhen, RunError, RunnerFactory, TrackerFactory,
+};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
 use baton::workflow::loader::load_workflow;
@@ -108,6 +110,14 @@ impl AgentRunner for NoRunner {
     }
 }
 
+/// Check that `workspace` is an existing directory strictly inside `root` (both resolved) on this
+/// machine, as every adapter does before launching (spec §9.5): for stand-in runners.
+pub fn validate_workspace_cwd(workspace: &Path, root: &Path) -> Result<PathBuf, AgentError> {
+    use baton::host::Host;
+    let checked = baton::host::LocalHost.check_workspace(root, workspace);
+    checked.map_err(|e| AgentError::new(AgentErrorKind::InvalidWorkspaceCwd, e.0))
+}
+
 /// A minimal WORKFLOW.md: a GitHub tracker with a literal token, the Claude agent, and the
 /// workspace root `<dir>/ws`.
 pub fn minimal_workflow(dir: &Path) -> String {
@@ -128,7 +138,7 @@ pub struct Inputs {
     pub shutdown: Sender<()>,
 }
 
-/// Options for `runtime::daemon::run` reading `workflow` (which must be valid) with `env`, with
+/// Options for [`run`] reading `workflow` (which must be valid) with `env`, with
 /// `tracker` and [`NoRunner`], and the inputs that drive it.
 pub fn daemon_options(
     workflow: &Path,
@@ -170,6 +180,22 @@ pub fn daemon_options_with(
         shutdown,
     };
     (opts, inputs)
+}
+
+/// `runtime::daemon::run_with_state` after taking the state directory's lock, as the binary does.
+pub fn run_with(
+    opts: DaemonOptions,
+    ops: DaemonOps,
+    exit_when: Option<ExitWhen>,
+) -> Result<(), RunError> {
+    let state = baton::runtime::persist::acquire(&opts.initial.config.config)
+        .map_err(|e| RunError::Startup(e.to_string()))?;
+    baton::runtime::daemon::run_with_state(opts, ops, state, exit_when)
+}
+
+/// [`run_with`] without systemd or an exit condition.
+pub fn run(opts: DaemonOptions) -> Result<(), RunError> {
+    run_with(opts, DaemonOps::default(), None)
 }
 
 /// Run `run` on its own thread; the receiver gets its result once it returns.
