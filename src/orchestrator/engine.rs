@@ -813,36 +813,56 @@ impl Core<'_> {
         s.blocked.insert(issue.id.clone(), entry);
     }
 
+    /// Queue a retry of an exited run, on the host that has its workspace.
     fn schedule_retry(
         &mut self,
-        issue: &Issue,
+        e: &RunningEntry,
         attempt: u32,
         kind: RetryKind,
         error: Option<String>,
-        workspace_path: PathBuf,
     ) {
-        let s = &mut *self.s;
         let delay = match kind {
             RetryKind::Continuation => CONTINUATION_DELAY_MS,
-            RetryKind::Failure => rules::failure_backoff_ms(attempt, s.policy.max_retry_backoff_ms),
+            RetryKind::Failure => {
+                rules::failure_backoff_ms(attempt, self.s.policy.max_retry_backoff_ms)
+            }
         };
-        s.counters.retries_scheduled = s.counters.retries_scheduled.saturating_add(1);
-        info!(
-            "retry scheduled issue_id={} issue_identifier={} attempt={} delay_ms={} error={:?}",
-            issue.id,
-            issue.identifier,
+        let r = RetryEntry {
+            issue_id: e.issue.id.clone(),
+            identifier: e.issue.identifier.clone(),
+            url: e.issue.url.clone(),
             attempt,
-            delay,
-            error.as_deref().unwrap_or("")
+            error,
+            kind,
+            workspace_path: e.workspace_path.clone(),
+            host: e.host.clone(),
+            ..RetryEntry::default()
+        };
+        self.queue(r, delay, false);
+    }
+
+    /// Queue `r` `delay` ms from now and remember its error; `waits`: a due retry that could not
+    /// run yet.
+    fn queue(&mut self, mut r: RetryEntry, delay: Millis, waits: bool) {
+        let (what, key) = if waits {
+            ("retry waits", "reason")
+        } else {
+            ("retry scheduled", "error")
+        };
+        info!(
+            "{what} issue_id={} issue_identifier={} attempt={} delay_ms={delay} {key}={:?}",
+            r.issue_id,
+            r.identifier,
+            r.attempt,
+            r.error.as_deref().unwrap_or("")
         );
-        if let Some(e) = &error {
-            s.last_errors.insert(issue.id.clone(), e.clone());
+        let s = &mut *self.s;
+        s.counters.retries_scheduled = s.counters.retries_scheduled.saturating_add(1);
+        if let Some(e) = &r.error {
+            s.last_errors.insert(r.issue_id.clone(), e.clone());
         }
-        let due_at = self.now.saturating_add(delay);
-        let (id, ident) = (&issue.id, &issue.identifier);
-        let entry = s.queue_retry(id, ident, kind, attempt, due_at, workspace_path);
-        entry.url = issue.url.clone();
-        entry.error = error;
+        r.due_at = self.now.saturating_add(delay);
+        s.queue_retry(r);
     }
 
     fn progress(&mut self, id: &str, run_id: u64, progress: WorkerProgress) {
@@ -944,10 +964,6 @@ impl Core<'_> {
             return;
         }
         self.after_exit(id, &e, outcome);
-        // A retry prefers the host that has the workspace.
-        if let Some(r) = self.s.retry_attempts.get_mut(id) {
-            r.host = e.host.clone();
-        }
     }
 
     /// What follows a worker's exit: release, clean, park, or a continuation or failure retry.
@@ -975,7 +991,7 @@ impl Core<'_> {
                 match over_budget(self.s, id) {
                     Some(reason) => self.park(issue, ParkKind::BudgetExceeded, &reason, path()),
                     // A reload raised the limit while the worker was stopping: carry on.
-                    None => self.schedule_retry(issue, 1, RetryKind::Continuation, None, path()),
+                    None => self.schedule_retry(e, 1, RetryKind::Continuation, None),
                 }
                 None
             }
@@ -985,7 +1001,7 @@ impl Core<'_> {
             )),
             (None, WorkerOutcome::Normal) => {
                 self.s.completed.insert(id.to_string());
-                self.schedule_retry(issue, 1, RetryKind::Continuation, None, path());
+                self.schedule_retry(e, 1, RetryKind::Continuation, None);
                 None
             }
             (None, WorkerOutcome::Cancelled) => Some(exited("cancelled")),
@@ -1009,7 +1025,7 @@ impl Core<'_> {
                     *runs = runs.saturating_sub(1);
                 }
                 let (attempt, error) = (e.attempt.unwrap_or(0), Some(exited(&why)));
-                self.schedule_retry(issue, attempt, RetryKind::Continuation, error, path());
+                self.schedule_retry(e, attempt, RetryKind::Continuation, error);
                 None
             }
         };
@@ -1020,7 +1036,7 @@ impl Core<'_> {
                 self.s.last_errors.insert(id.to_string(), error);
                 self.park(issue, ParkKind::MaxAttempts, "max_attempts reached", path());
             } else {
-                self.schedule_retry(issue, attempt, RetryKind::Failure, Some(error), path());
+                self.schedule_retry(e, attempt, RetryKind::Failure, Some(error));
             }
         }
     }
@@ -1078,21 +1094,18 @@ impl Core<'_> {
     /// is not an attempt: it keeps its attempt, kind, host and session, and waits its attempt's
     /// backoff.
     fn wait(&mut self, entry: RetryEntry, issue: &Issue, error: String) {
-        let s = &mut *self.s;
-        let delay = rules::failure_backoff_ms(entry.attempt.max(1), s.policy.max_retry_backoff_ms);
-        info!(
-            "retry waits issue_id={} issue_identifier={} attempt={} delay_ms={delay} reason={error:?}",
-            entry.issue_id, entry.identifier, entry.attempt
+        let cap = self.s.policy.max_retry_backoff_ms;
+        let delay = rules::failure_backoff_ms(entry.attempt.max(1), cap);
+        let url = issue.url.clone().or(entry.url);
+        self.queue(
+            RetryEntry {
+                url,
+                error: Some(error),
+                ..entry
+            },
+            delay,
+            true,
         );
-        s.counters.retries_scheduled = s.counters.retries_scheduled.saturating_add(1);
-        s.last_errors.insert(entry.issue_id.clone(), error.clone());
-        let (id, ident, path) = (&entry.issue_id, &entry.identifier, entry.workspace_path);
-        let due = self.now.saturating_add(delay);
-        let r = s.queue_retry(id, ident, entry.kind, entry.attempt, due, path);
-        r.url = issue.url.clone().or(entry.url);
-        r.error = Some(error);
-        r.host = entry.host;
-        r.resume = entry.resume;
     }
 
     /// The eligibility half of a due retry (spec §16.6): release the claim (and clean the

@@ -290,17 +290,23 @@ pub fn restore(
         if let Some(n) = s.runs_since_active.get_mut(&id) {
             *n = n.saturating_sub(1);
         }
-        let path = known_path(&s, e.workspace_path, &ident);
-        let attempt = e.attempt.unwrap_or(1).max(1);
-        let r = s.queue_retry(&id, &ident, RetryKind::Continuation, attempt, now, path);
-        r.url = e.issue.url;
-        r.error = Some(INTERRUPTED.to_string());
-        r.host = e.host;
-        r.resume = e.agent_session.map(|session| Resume {
-            agent: e.agent,
-            session,
-            tokens: e.tokens,
-            cost_usd: e.cost_usd,
+        s.queue_retry(RetryEntry {
+            workspace_path: known_path(&s, e.workspace_path, &ident),
+            issue_id: id,
+            identifier: ident,
+            url: e.issue.url,
+            attempt: e.attempt.unwrap_or(1).max(1),
+            due_at: now,
+            error: Some(INTERRUPTED.to_string()),
+            kind: RetryKind::Continuation,
+            host: e.host,
+            resume: e.agent_session.map(|session| Resume {
+                agent: e.agent,
+                session,
+                tokens: e.tokens,
+                cost_usd: e.cost_usd,
+            }),
+            ..RetryEntry::default()
         });
     }
     for (id, b) in stored.blocked {
@@ -312,9 +318,11 @@ pub fn restore(
         if s.claimed.contains(&id) || s.blocked.contains_key(&id) {
             continue;
         }
-        let path = known_path(&s, r.workspace_path, &r.identifier);
-        let q = s.queue_retry(&id, &r.identifier, r.kind, r.attempt, r.due_at, path);
-        (q.url, q.error, q.host, q.resume) = (r.url, r.error, r.host, r.resume);
+        let workspace_path = known_path(&s, r.workspace_path, &r.identifier);
+        s.queue_retry(RetryEntry {
+            workspace_path,
+            ..r
+        });
     }
     let mut actions = Vec::new();
     for (id, o) in s.orphans.iter_mut() {

@@ -455,34 +455,12 @@ impl OrchestratorState {
         }
     }
 
-    /// Claim `issue_id` and queue a retry for it with a fresh generation (replacing an entry
-    /// cancels its timer: the old generation no longer matches). Returns the entry so the caller
-    /// can fill in what it knows (`url`, `error`, `host`).
-    pub fn queue_retry(
-        &mut self,
-        issue_id: &str,
-        identifier: &str,
-        kind: RetryKind,
-        attempt: u32,
-        due_at: Millis,
-        workspace_path: PathBuf,
-    ) -> &mut RetryEntry {
-        let seq = self.next_retry_seq;
-        self.next_retry_seq = seq.saturating_add(1);
-        self.claimed.insert(issue_id.to_string());
-        let entry = RetryEntry {
-            issue_id: issue_id.to_string(),
-            identifier: identifier.to_string(),
-            attempt,
-            due_at,
-            kind,
-            seq,
-            workspace_path,
-            ..RetryEntry::default()
-        };
-        self.retry_attempts.insert(issue_id.to_string(), entry);
-        self.retry_attempts
-            .get_mut(issue_id)
-            .expect("the entry was just inserted")
+    /// Claim the issue and queue `r` with a fresh generation (replacing an entry cancels its
+    /// timer: the old generation no longer matches).
+    pub fn queue_retry(&mut self, mut r: RetryEntry) {
+        (r.seq, r.in_flight) = (self.next_retry_seq, false);
+        self.next_retry_seq = r.seq.saturating_add(1);
+        self.claimed.insert(r.issue_id.clone());
+        self.retry_attempts.insert(r.issue_id.clone(), r);
     }
 }
