@@ -561,9 +561,7 @@ impl Core<'_> {
         rate_limit: Option<TrackerBudget>,
     ) {
         self.s.poll.in_flight = false;
-        if rate_limit.is_some() {
-            self.s.poll.rate_limit = rate_limit;
-        }
+        self.s.poll.rate_limit = rate_limit.or(self.s.poll.rate_limit.take());
         self.replan();
         let (now, poll) = (self.now, &mut self.s.poll);
         if let Some(started) = poll.last_started_at {
@@ -821,12 +819,6 @@ impl Core<'_> {
         kind: RetryKind,
         error: Option<String>,
     ) {
-        let delay = match kind {
-            RetryKind::Continuation => CONTINUATION_DELAY_MS,
-            RetryKind::Failure => {
-                rules::failure_backoff_ms(attempt, self.s.policy.max_retry_backoff_ms)
-            }
-        };
         let r = RetryEntry {
             issue_id: e.issue.id.clone(),
             identifier: e.issue.identifier.clone(),
@@ -838,16 +830,18 @@ impl Core<'_> {
             host: e.host.clone(),
             ..RetryEntry::default()
         };
-        self.queue(r, delay, false);
+        self.queue(r, false);
     }
 
-    /// Queue `r` `delay` ms from now and remember its error; `waits`: a due retry that could not
-    /// run yet.
-    fn queue(&mut self, mut r: RetryEntry, delay: Millis, waits: bool) {
-        let (what, key) = if waits {
-            ("retry waits", "reason")
-        } else {
-            ("retry scheduled", "error")
+    /// Queue `r` after its delay (a continuation's, or its attempt's backoff) and remember its
+    /// error; `waits`: a due retry that could not run yet keeps its attempt's backoff.
+    fn queue(&mut self, mut r: RetryEntry, waits: bool) {
+        let s = &mut *self.s;
+        let backoff = rules::failure_backoff_ms(r.attempt.max(1), s.policy.max_retry_backoff_ms);
+        let (what, key, delay) = match (waits, r.kind) {
+            (false, RetryKind::Continuation) => ("retry scheduled", "error", CONTINUATION_DELAY_MS),
+            (false, _) => ("retry scheduled", "error", backoff),
+            (true, _) => ("retry waits", "reason", backoff),
         };
         info!(
             "{what} issue_id={} issue_identifier={} attempt={} delay_ms={delay} {key}={:?}",
@@ -856,7 +850,6 @@ impl Core<'_> {
             r.attempt,
             r.error.as_deref().unwrap_or("")
         );
-        let s = &mut *self.s;
         s.counters.retries_scheduled = s.counters.retries_scheduled.saturating_add(1);
         if let Some(e) = &r.error {
             s.last_errors.insert(r.issue_id.clone(), e.clone());
@@ -1093,19 +1086,10 @@ impl Core<'_> {
     /// Queue a due retry again that could not run yet (no slot or host, a failed refresh). Waiting
     /// is not an attempt: it keeps its attempt, kind, host and session, and waits its attempt's
     /// backoff.
-    fn wait(&mut self, entry: RetryEntry, issue: &Issue, error: String) {
-        let cap = self.s.policy.max_retry_backoff_ms;
-        let delay = rules::failure_backoff_ms(entry.attempt.max(1), cap);
-        let url = issue.url.clone().or(entry.url);
-        self.queue(
-            RetryEntry {
-                url,
-                error: Some(error),
-                ..entry
-            },
-            delay,
-            true,
-        );
+    fn wait(&mut self, mut entry: RetryEntry, issue: &Issue, error: String) {
+        entry.url = issue.url.clone().or(entry.url);
+        entry.error = Some(error);
+        self.queue(entry, true);
     }
 
     /// The eligibility half of a due retry (spec §16.6): release the claim (and clean the
