@@ -239,7 +239,8 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             c.s.poll.gate.pace.note_spent(op, points, now);
             c.replan();
         }
-        Event::TurnRefreshWanted => c.s.poll.gate.pace.want_refresh(now),
+        // The first waiting worker of a batch sets the time.
+        Event::TurnRefreshWanted => _ = c.s.poll.gate.pace.refresh_wanted_at.get_or_insert(now),
         Event::Shutdown => c.shutdown(),
         Event::TerminalAtStartup(issues) => c.clean_terminal_at_startup(issues),
         Event::WorkspaceRemoved { issue_id } => {
@@ -970,14 +971,12 @@ impl Core<'_> {
         }
         let exited = |why: &str| format!("worker exited: {}", bounded_summary(why));
         let failure = match (e.stop, outcome) {
-            (Some(Terminal), _) => {
-                self.release(id, true);
-                self.s.completed.insert(id.to_string());
-                self.clean_workspace(issue.clone(), path(), e.host.clone());
-                None
-            }
-            (Some(r @ (Inactive | Missing | Unroutable | Shutdown)), _) => {
-                self.release(id, matches!(r, Inactive | Missing));
+            (Some(r @ (Terminal | Inactive | Missing | Unroutable | Shutdown)), _) => {
+                self.release(id, matches!(r, Terminal | Inactive | Missing));
+                if r == Terminal {
+                    self.s.completed.insert(id.to_string());
+                    self.clean_workspace(issue.clone(), path(), e.host.clone());
+                }
                 None
             }
             (Some(BudgetExceeded), _) => {
@@ -1133,7 +1132,8 @@ impl Core<'_> {
         }
         // A reload may carry a fixed token: try it at once (a rate-limit pause stays).
         poll.gate.end_auth_backoff();
-        hosts::retain_configured(self.s);
+        let s = &mut *self.s;
+        s.hosts_down.retain(|h, _| s.policy.ssh_hosts.contains(h));
         // Un-park issues parked for a budget the new limits no longer exceed (they are dispatched
         // again by the next poll).
         let s = &*self.s;

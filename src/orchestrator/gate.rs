@@ -176,11 +176,6 @@ impl Pace {
         }
     }
 
-    /// A worker waits for its between-turn refresh (the first of a batch tells the loop).
-    pub fn want_refresh(&mut self, now: Millis) {
-        self.refresh_wanted_at.get_or_insert(now);
-    }
-
     /// Take a batch's `points` from the bucket at `now`. A batch that cost more than the bucket
     /// held leaves a debt: the bucket stays empty until the refill has paid it.
     fn draw(&mut self, points: u64, now: Millis) {

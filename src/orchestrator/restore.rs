@@ -272,7 +272,12 @@ pub fn restore(
     s.spend = stored.spend;
     s.agent_totals = stored.agent_totals;
     s.orphans = stored.orphans;
-    s.workspace_hosts = configured_only(stored.workspace_hosts, &s.policy.ssh_hosts);
+    // No host that is no longer configured is ever contacted (placement, cleanup).
+    s.workspace_hosts = stored.workspace_hosts;
+    s.workspace_hosts.retain(|_, hs| {
+        hs.retain(|h| s.policy.ssh_hosts.contains(h));
+        !hs.is_empty()
+    });
     for (id, e) in stored.running {
         let ident = e.issue.identifier.clone();
         if let Some(pgid) = e.agent_pid {
@@ -332,16 +337,6 @@ pub fn restore(
         }
     }
     (s, actions)
-}
-
-/// The workspace hosts that are still configured: no other host is ever contacted (placement,
-/// cleanup).
-fn configured_only(mut all: WorkspaceHosts, configured: &[String]) -> WorkspaceHosts {
-    all.retain(|_, hs| {
-        hs.retain(|h| configured.contains(h));
-        !hs.is_empty()
-    });
-    all
 }
 
 /// The recorded workspace, or the one the current root gives (a file that did not record it).
