@@ -257,33 +257,24 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
 
 /// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled):
 /// the debounced reload, and either the shutdown grace end or the poll, retry and stall timers.
-pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
-    let mut best: Option<Millis> = None;
-    let mut consider = |t: Millis| best = Some(best.map_or(t, |b| b.min(t)));
-    state.reload_due.into_iter().for_each(&mut consider);
-    if state.shutting_down {
-        state.shutdown_deadline.into_iter().for_each(&mut consider);
-        return best;
+pub fn next_deadline(s: &OrchestratorState) -> Option<Millis> {
+    if s.shutting_down {
+        return s.reload_due.into_iter().chain(s.shutdown_deadline).min();
     }
-    let allowed = state.poll.gate.allowed_at();
-    if !state.poll.in_flight {
-        consider(state.poll.next_poll_at.max(allowed));
-    }
-    if let Some(slot) = state.poll.gate.pace.fetch_due(allowed) {
-        if let Some(at) = state.poll.gate.pace.refresh_wanted_at {
-            consider(slot.max(at));
-        }
-        for r in state.retry_attempts.values().filter(|r| !held(state, r)) {
-            consider(r.due_at.max(slot));
-        }
-    }
-    state.orphans.values().for_each(|o| consider(o.give_up_at));
-    hosts::next_probe(state).into_iter().for_each(&mut consider);
-    let stall = state.policy.stall_timeout_ms;
-    for at in state.running.values().filter_map(|e| stalls_at(stall, e)) {
-        consider(at);
-    }
-    best
+    let (allowed, pace) = (s.poll.gate.allowed_at(), &s.poll.gate.pace);
+    let poll = (!s.poll.in_flight).then(|| s.poll.next_poll_at.max(allowed));
+    let fetch = pace.fetch_due(allowed).into_iter().flat_map(|slot| {
+        let retries = s.retry_attempts.values().filter(|r| !held(s, r));
+        let wanted = pace.refresh_wanted_at.into_iter();
+        let due = wanted.chain(retries.map(|r| r.due_at));
+        due.map(move |t| t.max(slot))
+    });
+    let orphans = s.orphans.values().map(|o| o.give_up_at);
+    let stall = s.policy.stall_timeout_ms;
+    let stalls = s.running.values().filter_map(|e| stalls_at(stall, e));
+    let early = s.reload_due.into_iter().chain(poll);
+    let timers = early.chain(fetch).chain(orphans);
+    timers.chain(hosts::next_probe(s)).chain(stalls).min()
 }
 
 /// When stall measurement starts: last agent event, or phase/turn entry when later or none.
