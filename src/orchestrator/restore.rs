@@ -412,16 +412,10 @@ struct V1Totals {
     output_tokens: u64,
     cache_read_tokens: u64,
     cache_creation_tokens: u64,
-    /// Missing: nothing spent. `null`: how serde_json wrote a non-finite spend, read fail-closed
-    /// as the maximum.
-    #[serde(deserialize_with = "present")]
-    cost_usd: Option<Option<f64>>,
+    /// Missing: nothing spent; `null` (a non-finite spend) reads as the maximum.
+    #[serde(deserialize_with = "super::state::stored_cost")]
+    cost_usd: f64,
     turns: u32,
-}
-
-/// A present field (even `null`) is `Some`; a missing one stays `None` through `default`.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
-    Option::<f64>::deserialize(d).map(Some)
 }
 
 #[derive(Deserialize, Default)]
@@ -457,10 +451,7 @@ fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
         cache_read_input_tokens: t.cache_read_tokens,
         cache_creation_input_tokens: t.cache_creation_tokens,
     };
-    let max = MAX_COST_USD;
-    let cost = t
-        .cost_usd
-        .map_or(0.0, |c| c.map_or(max, |c| c.clamp(0.0, max)));
+    let cost = t.cost_usd;
     if usage != TokenUsage::default() || cost > 0.0 || t.turns > 0 {
         let mut spend = IssueSpend {
             cost_usd: cost,

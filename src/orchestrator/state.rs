@@ -74,7 +74,7 @@ pub struct IssueSpend {
 
 /// A cost read from `state.json`: clamped to `0..=MAX_COST_USD`; `null` (an infinite cost an
 /// older Baton wrote) reads as the maximum, so a budget never resets by a restart.
-fn stored_cost<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub(super) fn stored_cost<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let max = super::budget::MAX_COST_USD;
     let v: Option<f64> = Option::deserialize(d)?;
     Ok(v.map_or(max, |c| c.clamp(0.0, max)))
