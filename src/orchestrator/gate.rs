@@ -63,8 +63,6 @@ pub struct Plan {
 pub struct Pace {
     /// Points the last poll cost (`None` before one reported any).
     pub poll_points: Option<u64>,
-    /// Points the last fetch batch cost.
-    pub fetch_points: u64,
     /// Non-poll points spent in the window before the current one and in the current one.
     spent: [u64; 2],
     /// The first window's start and the current window's index (`None`: nothing spent yet).
@@ -97,7 +95,6 @@ impl Pace {
             TrackerOp::Poll => {}
             TrackerOp::Fetch => {
                 self.fetch_in_flight = false;
-                self.fetch_points = points;
                 if let Some(started) = self.fetch_started_at {
                     self.last_fetch_ms = now.saturating_sub(started);
                 }
@@ -247,10 +244,10 @@ pub enum CallOutcome {
 impl CallOutcome {
     /// The outcome of a tracker call's result.
     pub fn of<T>(result: &Result<T, TrackerError>) -> Self {
-        match result {
-            Ok(_) => CallOutcome::Ok,
-            Err(e) => Self::of_error(e),
-        }
+        result
+            .as_ref()
+            .err()
+            .map_or(CallOutcome::Ok, Self::of_error)
     }
 
     /// The outcome of a failed tracker call.
@@ -266,10 +263,7 @@ impl CallOutcome {
 
     /// True when the rest of an operation should not send another request.
     pub fn stops_operation(self) -> bool {
-        matches!(
-            self,
-            CallOutcome::RateLimited { .. } | CallOutcome::AuthRejected
-        )
+        matches!(self, Self::RateLimited { .. } | Self::AuthRejected)
     }
 }
 
@@ -433,11 +427,10 @@ mod tests {
         assert_eq!(g.allowed_at(), AUTH_BACKOFF_MAX_MS);
     }
 
-    /// A pace that measured `poll` points per poll and `fetch` points per fetch batch.
-    fn measured(poll: Option<u64>, fetch: u64) -> Pace {
+    /// A pace that measured `poll` points per poll.
+    fn measured(poll: Option<u64>) -> Pace {
         Pace {
             poll_points: poll,
-            fetch_points: fetch,
             ..Pace::default()
         }
     }
@@ -446,40 +439,40 @@ mod tests {
     fn the_poll_interval_stretches_until_one_polls_cost_fits_the_share() {
         // A 1,000-item board: 20 points a poll; 5,000 an hour at 0.5 is 2,500 points, aimed at
         // 2,375 (5 % headroom).
-        let plan = measured(Some(20), 0).plan(5_000, 0.5, Some(5_000), 0);
+        let plan = measured(Some(20)).plan(5_000, 0.5, Some(5_000), 0);
         assert_eq!(plan.poll_interval_ms, 30_316);
         assert_eq!(
             (plan.target_per_hour, plan.projected_per_hour),
             (Some(2_500), Some(2_374))
         );
         // A cheap board is polled at the configured interval, never faster.
-        let plan = measured(Some(1), 0).plan(5_000, 0.5, Some(5_000), 0);
+        let plan = measured(Some(1)).plan(5_000, 0.5, Some(5_000), 0);
         assert_eq!(plan.poll_interval_ms, 5_000);
         assert_eq!(plan.projected_per_hour, Some(720));
         // A larger share stretches less.
-        let plan = measured(Some(20), 0).plan(5_000, 1.0, Some(5_000), 0);
+        let plan = measured(Some(20)).plan(5_000, 1.0, Some(5_000), 0);
         assert_eq!(plan.poll_interval_ms, 15_158);
     }
 
     #[test]
     fn without_a_budget_or_a_measurement_nothing_stretches() {
         for (pace, limit) in [
-            (measured(Some(20), 3), None),
-            (measured(Some(20), 3), Some(0)),
-            (measured(Some(20), 3), Some(-5)),
-            (measured(None, 0), Some(5_000)),
+            (measured(Some(20)), None),
+            (measured(Some(20)), Some(0)),
+            (measured(Some(20)), Some(-5)),
+            (measured(None), Some(5_000)),
         ] {
             let plan = pace.plan(5_000, 0.5, limit, 0);
             assert_eq!(plan.poll_interval_ms, 5_000, "{pace:?} {limit:?}");
             assert_eq!(plan.projected_per_hour, None);
         }
-        let plan = measured(Some(20), 3).plan(5_000, 0.5, None, 0);
+        let plan = measured(Some(20)).plan(5_000, 0.5, None, 0);
         assert_eq!(plan.fetch_per_hour, None, "batches a second apart");
     }
 
     #[test]
     fn fetch_batches_draw_half_the_aim_from_a_bucket() {
-        let mut pace = measured(Some(1), 0);
+        let mut pace = measured(Some(1));
         pace.plan = pace.plan(5_000, 0.5, Some(5_000), 0);
         assert_eq!(pace.plan.fetch_per_hour, Some(1_187));
         // A full bucket: batches a second apart, or as far apart as the last one took.
@@ -500,7 +493,7 @@ mod tests {
 
     #[test]
     fn measured_fetch_spend_leaves_the_rest_to_polls() {
-        let mut pace = measured(Some(20), 0);
+        let mut pace = measured(Some(20));
         // 600 points of batches in the first 10 minutes: 3,600 an hour, more than the aim.
         for k in 0..600 {
             pace.fetch_started_at = Some(k * 1_000);
@@ -512,7 +505,7 @@ mod tests {
         assert_eq!(plan.poll_interval_ms, 120_806);
         assert_eq!(plan.projected_per_hour, Some(595 + 3_606));
         // Batches within their half leave the rest to polls.
-        let mut pace = measured(Some(20), 0);
+        let mut pace = measured(Some(20));
         for k in 0..200 {
             pace.note_spent(TrackerOp::Fetch, 1, k * 3_000);
         }

@@ -443,36 +443,31 @@ fn upgrade_v1(issues: Option<Value>, s: &mut OrchestratorState) {
     }
 }
 
-/// A schema-1 issue's totals: its spend and its part of the service totals.
-fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
+/// One schema-1 issue into the engine's maps: its spend (and its part of the service totals),
+/// its run count, and its run, park or retry.
+fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
+    let (id, t) = (i.id, &i.totals);
     let usage = TokenUsage {
         input_tokens: t.input_tokens,
         output_tokens: t.output_tokens,
         cache_read_input_tokens: t.cache_read_tokens,
         cache_creation_input_tokens: t.cache_creation_tokens,
     };
-    let cost = t.cost_usd;
-    if usage != TokenUsage::default() || cost > 0.0 || t.turns > 0 {
+    if usage != TokenUsage::default() || t.cost_usd > 0.0 || t.turns > 0 {
         let mut spend = IssueSpend {
-            cost_usd: cost,
+            cost_usd: t.cost_usd,
             turns: t.turns,
             ..IssueSpend::default()
         };
         spend.tokens.add(&usage);
         let all = &mut s.agent_totals;
         all.tokens.add(&usage);
-        all.cost_usd = add_cost(all.cost_usd, cost);
+        all.cost_usd = add_cost(all.cost_usd, t.cost_usd);
         all.turns = all.turns.saturating_add(u64::from(t.turns));
-        s.spend.insert(id.to_string(), spend);
+        s.spend.insert(id.clone(), spend);
     }
-}
-
-/// One schema-1 issue into the engine's maps.
-fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
-    let id = i.id;
     let host = i.host.filter(|h| h != "local");
     let workspace_path = i.workspace.unwrap_or_default();
-    upgrade_spend(&id, &i.totals, s);
     if i.runs > 0 {
         s.runs_since_active.insert(id.clone(), i.runs);
     }

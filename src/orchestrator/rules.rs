@@ -211,20 +211,15 @@ pub(crate) fn global_slots(s: &OrchestratorState) -> usize {
 
 /// True when another worker in `state` fits the per-state cap (falls back to the global cap).
 pub(crate) fn state_slot_free(s: &OrchestratorState, state: &str) -> bool {
-    let key = normalize_name(state);
-    let cap = s
-        .policy
-        .max_concurrent_agents_by_state
-        .iter()
-        .find(|(k, _)| normalize_name(k) == key)
-        .map(|(_, v)| *v)
-        .unwrap_or(s.policy.max_concurrent_agents) as usize;
-    let used = s
+    let (key, p) = (normalize_name(state), &s.policy);
+    let mut by_state = p.max_concurrent_agents_by_state.iter();
+    let found = by_state.find(|(k, _)| normalize_name(k) == key);
+    let cap = found.map_or(p.max_concurrent_agents, |(_, v)| *v) as usize;
+    let same = s
         .running
         .values()
-        .filter(|r| r.issue.normalized_state() == key)
-        .count();
-    used < cap
+        .filter(|r| r.issue.normalized_state() == key);
+    same.count() < cap
 }
 
 /// Failure backoff: `min(10000 · 2^(attempt−1), cap)` (attempt ≥ 1), without overflow.
@@ -238,12 +233,8 @@ pub(crate) fn block_fingerprint(issue: &Issue) -> String {
     let mut labels: Vec<String> = issue.labels.iter().map(|l| normalize_name(l)).collect();
     labels.sort();
     labels.dedup();
-    format!(
-        "{}|{}|{}",
-        issue.normalized_state(),
-        issue.closed,
-        labels.join(",")
-    )
+    let (state, closed) = (issue.normalized_state(), issue.closed);
+    format!("{state}|{closed}|{}", labels.join(","))
 }
 
 /// Reconciliation from the tick's board read: the running issues the read contains (cloned from
