@@ -438,9 +438,9 @@ impl Core<'_> {
         }
         self.detect_stalls();
         self.give_up_orphans();
-        for host in hosts::due_probes(self.s, now) {
-            self.out.push(Action::ProbeHost { host });
-        }
+        let probes = hosts::due_probes(self.s, now).into_iter();
+        self.out
+            .extend(probes.map(|host| Action::ProbeHost { host }));
         self.start_fetch_if_due();
         self.start_poll_if_due();
     }
@@ -638,13 +638,12 @@ impl Core<'_> {
             let Some(e) = self.s.running.get_mut(id).filter(|e| e.stop.is_none()) else {
                 continue;
             };
-            let found = issues.iter().find(|i| &i.id == id);
-            if let Some(i) = found {
-                e.issue = i.clone();
-            }
-            let reason = match found {
+            let reason = match issues.iter().find(|i| &i.id == id) {
                 None => Some(StopReason::Missing),
-                Some(i) => rules::stop_reason(&self.s.policy, i),
+                Some(i) => {
+                    e.issue = i.clone();
+                    rules::stop_reason(&self.s.policy, i)
+                }
             };
             if let Some(reason) = reason {
                 info!(
@@ -1152,8 +1151,7 @@ impl Core<'_> {
             self.s.shutdown_deadline = Some(self.now.saturating_add(grace));
         }
         self.s.shutting_down = true;
-        let queued: Vec<String> = self.s.retry_attempts.keys().cloned().collect();
-        for id in queued {
+        for id in std::mem::take(&mut self.s.retry_attempts).into_keys() {
             self.release(&id, false);
         }
         for e in self.s.running.values_mut() {

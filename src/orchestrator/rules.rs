@@ -130,17 +130,11 @@ pub fn ineligibility(p: &Policy, issue: &Issue) -> Vec<Ineligible> {
     };
     let missing = labels(false, &p.required_labels);
     let labels_decide = !p.excluded_labels.is_empty() || !missing.is_empty();
-    if !missing.is_empty() {
-        why.push(Ineligible::MissingLabels(missing));
-    }
+    why.extend((!missing.is_empty()).then_some(Ineligible::MissingLabels(missing)));
     let excluded = labels(true, &p.excluded_labels);
-    if !excluded.is_empty() {
-        why.push(Ineligible::ExcludedLabels(excluded));
-    }
+    why.extend((!excluded.is_empty()).then_some(Ineligible::ExcludedLabels(excluded)));
     let blockers = open_blockers(p, issue);
-    if !blockers.is_empty() {
-        why.push(Ineligible::BlockedBy(blockers));
-    }
+    why.extend((!blockers.is_empty()).then_some(Ineligible::BlockedBy(blockers)));
     let cut: Vec<String> = issue
         .truncated
         .iter()
@@ -151,9 +145,7 @@ pub fn ineligibility(p: &Policy, issue: &Issue) -> Vec<Ineligible> {
         })
         .cloned()
         .collect();
-    if !cut.is_empty() {
-        why.push(Ineligible::FieldsTruncated(cut));
-    }
+    why.extend((!cut.is_empty()).then_some(Ineligible::FieldsTruncated(cut)));
     why
 }
 
