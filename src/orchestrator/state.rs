@@ -162,7 +162,7 @@ pub struct RunningEntry {
     /// Events of other runs are ignored.
     pub run_id: u64,
     /// Latest known snapshot (stored: id, identifier and URL only).
-    #[serde(with = "issue_ref")]
+    #[serde(serialize_with = "issue_ref", deserialize_with = "issue_from_ref")]
     pub issue: Issue,
     /// Recorded at dispatch: cleanup uses it, whatever the config says later.
     pub workspace_path: PathBuf,
@@ -237,36 +237,26 @@ pub struct Orphan {
 }
 
 /// `RunningEntry::issue` in `state.json`: only what a restart needs (the rest is refreshed).
-mod issue_ref {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+fn issue_ref<S: serde::Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let mut r = s.serialize_struct("IssueRef", 3)?;
+    r.serialize_field("id", &i.id)?;
+    r.serialize_field("identifier", &i.identifier)?;
+    r.serialize_field("url", &i.url)?;
+    r.end()
+}
 
-    use crate::model::Issue;
-
-    #[derive(Serialize, Deserialize)]
+/// The issue of a stored [`issue_ref`].
+fn issue_from_ref<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
+    #[derive(Deserialize)]
     struct IssueRef {
         id: String,
         identifier: String,
         url: Option<String>,
     }
-
-    pub(super) fn serialize<S: Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
-        let r = IssueRef {
-            id: i.id.clone(),
-            identifier: i.identifier.clone(),
-            url: i.url.clone(),
-        };
-        r.serialize(s)
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
-        let r = IssueRef::deserialize(d)?;
-        Ok(Issue {
-            id: r.id,
-            identifier: r.identifier,
-            url: r.url,
-            ..Issue::default()
-        })
-    }
+    let (r, mut i) = (IssueRef::deserialize(d)?, Issue::default());
+    (i.id, i.identifier, i.url) = (r.id, r.identifier, r.url);
+    Ok(i)
 }
 
 /// Kind of a queued retry: a 1 s re-check after a normal exit, or exponential backoff after a
