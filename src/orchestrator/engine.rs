@@ -398,11 +398,9 @@ fn note_process(e: &mut RunningEntry, ev: &AgentEvent) {
         e.agent_session = Some(raw.chars().take(SESSION_ID_CHARS).collect());
     }
     if let Some(pid) = ev.agent_pid {
-        if e.agent_pid != Some(pid) {
-            e.agent_pid = Some(pid);
-            e.leader_start = None;
-        }
-        e.leader_start = ev.agent_start_time.or(e.leader_start);
+        // Another process: its start time is not the old one's.
+        let same = e.agent_pid.replace(pid) == Some(pid);
+        e.leader_start = ev.agent_start_time.or(e.leader_start.filter(|_| same));
     }
 }
 
@@ -1216,10 +1214,8 @@ impl Core<'_> {
         match result {
             Ok(stopped) => {
                 self.s.orphans.remove(id);
-                if stopped {
-                    let n = &mut self.s.counters.orphans_stopped;
-                    *n = n.saturating_add(1);
-                }
+                let n = &mut self.s.counters.orphans_stopped;
+                *n = n.saturating_add(u64::from(stopped));
                 orphans_done(self.s);
             }
             Err(e) => {

@@ -314,20 +314,15 @@ pub fn restore(
             ..RetryEntry::default()
         });
     }
-    for (id, b) in stored.blocked {
-        if !s.claimed.contains(&id) {
-            s.blocked.insert(id, b);
-        }
-    }
-    for (id, r) in stored.retry_attempts {
+    let parked = stored.blocked.into_iter();
+    s.blocked
+        .extend(parked.filter(|(id, _)| !s.claimed.contains(id)));
+    for (id, mut r) in stored.retry_attempts {
         if s.claimed.contains(&id) || s.blocked.contains_key(&id) {
             continue;
         }
-        let workspace_path = known_path(&s, r.workspace_path, &r.identifier);
-        s.queue_retry(RetryEntry {
-            workspace_path,
-            ..r
-        });
+        r.workspace_path = known_path(&s, r.workspace_path, &r.identifier);
+        s.queue_retry(r);
     }
     let mut actions = Vec::new();
     for (id, o) in s.orphans.iter_mut() {
