@@ -128,9 +128,8 @@ impl Pace {
             return 0;
         };
         let ([prev, cur], idx) = self.windows(now);
-        let into = now
-            .saturating_sub(origin)
-            .saturating_sub(idx.saturating_mul(SPEND_WINDOW_MS));
+        let window_start = origin.saturating_add(idx.saturating_mul(SPEND_WINDOW_MS));
+        let into = now.saturating_sub(window_start);
         if idx == 0 {
             return cur.saturating_mul(HOUR_MS) / into.max(MIN_EXTRAPOLATION_MS);
         }
@@ -181,10 +180,8 @@ impl Pace {
             Some(rate) if rate > 0 => cost.saturating_sub(level).saturating_mul(3_600) / rate,
             _ => 0,
         };
-        self.bucket = (
-            level.saturating_sub(cost),
-            Some(now.saturating_add(debt_ms)),
-        );
+        let refills_from = now.saturating_add(debt_ms);
+        self.bucket = (level.saturating_sub(cost), Some(refills_from));
     }
 
     /// Milli-points the fetch bucket holds at `now` (full without a budget or a batch yet).
@@ -193,9 +190,8 @@ impl Pace {
             return 0;
         };
         let cap = rate.saturating_mul(1_000) / 60;
-        let (level, at) = match self.bucket {
-            (_, None) => return cap,
-            (level, Some(at)) => (level, at),
+        let (level, Some(at)) = self.bucket else {
+            return cap;
         };
         let refill = now.saturating_sub(at).saturating_mul(rate) / 3_600;
         level.saturating_add(refill).min(cap)
