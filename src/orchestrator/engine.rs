@@ -951,8 +951,9 @@ impl Core<'_> {
     /// What follows a worker's exit: release, clean, park, or a continuation or failure retry.
     fn after_exit(&mut self, id: &str, e: &RunningEntry, outcome: WorkerOutcome) {
         use StopReason::*;
+        use WorkerOutcome::*;
         let (issue, path) = (&e.issue, || e.workspace_path.clone());
-        if let (None, WorkerOutcome::HostFailed { error, .. }) = (e.stop, &outcome) {
+        if let (None, HostFailed { error, .. }) = (e.stop, &outcome) {
             if let Some(h) = &e.host {
                 hosts::mark_down(self.s, h, error, self.now);
             }
@@ -979,16 +980,16 @@ impl Core<'_> {
                 "stalled: no agent activity for more than {} ms",
                 self.s.policy.stall_timeout_ms
             )),
-            (None, WorkerOutcome::Normal) => {
+            (None, Normal) => {
                 self.s.completed.insert(id.to_string());
                 self.schedule_retry(e, 1, RetryKind::Continuation, None);
                 None
             }
-            (None, WorkerOutcome::Cancelled) => Some(exited("cancelled")),
+            (None, Cancelled) => Some(exited("cancelled")),
             (
                 None,
-                WorkerOutcome::Failed(why)
-                | WorkerOutcome::HostFailed {
+                Failed(why)
+                | HostFailed {
                     started: true,
                     error: why,
                 },
@@ -996,11 +997,7 @@ impl Core<'_> {
             // Ended before the agent started, not the run's fault (a host down, no descriptors):
             // re-dispatch soon with the same attempt (0 re-dispatches as a first run); the run
             // does not count either.
-            (
-                None,
-                WorkerOutcome::HostFailed { error: why, .. }
-                | WorkerOutcome::ResourceExhausted(why),
-            ) => {
+            (None, HostFailed { error: why, .. } | ResourceExhausted(why)) => {
                 if let Some(runs) = self.s.runs_since_active.get_mut(id) {
                     *runs = runs.saturating_sub(1);
                 }
