@@ -58,10 +58,8 @@ pub fn record_workspace(s: &mut OrchestratorState, id: &str, host: Option<&str>)
 pub fn loads(s: &OrchestratorState) -> BTreeMap<String, usize> {
     let mut m: BTreeMap<String, usize> =
         s.policy.ssh_hosts.iter().map(|h| (h.clone(), 0)).collect();
-    for e in s.running.values() {
-        if let Some(h) = &e.host {
-            *m.entry(h.clone()).or_insert(0) += 1;
-        }
+    for h in s.running.values().filter_map(|e| e.host.as_ref()) {
+        *m.entry(h.clone()).or_insert(0) += 1;
     }
     m
 }

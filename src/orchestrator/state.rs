@@ -246,7 +246,6 @@ fn issue_ref<S: serde::Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
     r.end()
 }
 
-/// The issue of a stored [`issue_ref`].
 fn issue_from_ref<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
     #[derive(Deserialize)]
     struct IssueRef {
