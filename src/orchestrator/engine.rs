@@ -3,7 +3,7 @@
 //! their results back as events; timers are not threads but [`next_deadline`].
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use log::{debug, error, info, warn};
 
@@ -1032,18 +1032,11 @@ impl Core<'_> {
                 let msg = format!("retry refresh failed: {}", bounded_summary(&e));
                 return self.wait(entry, &Issue::default(), msg);
             }
-            Ok(None) => {
-                info!(
-                    "releasing claim issue_id={} issue_identifier={} reason=\"issue no longer on the project\"",
-                    entry.issue_id, entry.identifier
-                );
-                return self.release(id, true);
-            }
-            Ok(Some(i)) => i,
+            Ok(i) => i,
         };
-        if self.release_if_ineligible(&issue, &entry.workspace_path, &entry.host) {
+        let Some(issue) = self.eligible(&entry, issue) else {
             return;
-        }
+        };
         if let Some((kind, reason)) = park_reason(self.s, id) {
             return self.park(&issue, kind, &reason, entry.workspace_path);
         }
@@ -1076,29 +1069,32 @@ impl Core<'_> {
         self.queue(entry, true);
     }
 
-    /// The eligibility half of a due retry (spec §16.6): release the claim (and clean the
-    /// workspace when terminal) unless the refreshed issue may run again now. True when released.
-    fn release_if_ineligible(&mut self, issue: &Issue, path: &Path, host: &Option<String>) -> bool {
+    /// The eligibility half of a due retry (spec §16.6): the refreshed issue when it may run again
+    /// now; else the claim is released (forgetting the issue's counts when it left the board or
+    /// the active states) and, when terminal, the workspace cleaned.
+    fn eligible(&mut self, entry: &RetryEntry, issue: Option<Issue>) -> Option<Issue> {
+        use StopReason::*;
         let p = &self.s.policy;
-        let stop = rules::stop_reason(p, issue);
+        let stop = issue
+            .as_ref()
+            .map_or(Some(Missing), |i| rules::stop_reason(p, i));
+        let state = issue.as_ref().map_or("", |i| i.state.as_str());
+        let blocked = |i: &Issue| !rules::is_eligible(p, i) || self.s.running.contains_key(&i.id);
         let why = match stop {
-            Some(StopReason::Terminal) => format!("terminal state={:?}", issue.state),
-            Some(StopReason::Inactive) => format!("inactive state={:?}", issue.state),
-            _ if !rules::is_eligible(p, issue) || self.s.running.contains_key(&issue.id) => {
-                "\"not routable or blocked\"".to_string()
-            }
-            _ => return false,
+            Some(Missing) => "\"issue no longer on the project\"".to_string(),
+            Some(Terminal) => format!("terminal state={state:?}"),
+            Some(Inactive) => format!("inactive state={state:?}"),
+            _ if issue.as_ref().is_some_and(blocked) => "\"not routable or blocked\"".to_string(),
+            _ => return issue,
         };
-        info!(
-            "releasing claim issue_id={} issue_identifier={} reason={why}",
-            issue.id, issue.identifier
-        );
-        let left_active = matches!(stop, Some(StopReason::Terminal | StopReason::Inactive));
-        self.release(&issue.id, left_active);
-        if stop == Some(StopReason::Terminal) {
-            self.clean_workspace(issue.clone(), path.to_path_buf(), host.clone());
+        let ident = issue.as_ref().map_or(&entry.identifier, |i| &i.identifier);
+        let id = &entry.issue_id;
+        info!("releasing claim issue_id={id} issue_identifier={ident} reason={why}");
+        self.release(id, matches!(stop, Some(Terminal | Inactive | Missing)));
+        if let Some(i) = issue.filter(|_| stop == Some(Terminal)) {
+            self.clean_workspace(i, entry.workspace_path.clone(), entry.host.clone());
         }
-        true
+        None
     }
 
     fn reload(&mut self, policy: Policy) {
