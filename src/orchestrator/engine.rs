@@ -414,17 +414,15 @@ struct Core<'a> {
 impl Core<'_> {
     fn wake(&mut self) {
         let now = self.now;
-        if self.s.reload_due.is_some_and(|t| t <= now) {
+        if self.s.reload_due.take_if(|t| *t <= now).is_some() {
             // Reload first and alone: the new config is applied before anything else due now runs
             // (the runtime wakes again at once, the other deadlines having passed).
-            self.s.reload_due = None;
             self.out.push(Action::ReloadWorkflow);
             return;
         }
         if self.s.shutting_down {
             // Bound the shutdown: once the grace period is over, exit with workers still running.
-            if self.s.shutdown_deadline.is_some_and(|t| t <= now) {
-                self.s.shutdown_deadline = None;
+            if self.s.shutdown_deadline.take_if(|t| *t <= now).is_some() {
                 error!(
                     "shutdown: {} worker(s) did not stop within {} s; exiting anyway",
                     self.s.running.len(),
@@ -532,9 +530,7 @@ impl Core<'_> {
                 poll.next_poll_at = poll.next_poll_at.min(due);
                 self.start_poll_if_due();
             }
-            if self.s.poll.refresh_pending && due > self.now {
-                deferred_until = Some(due);
-            }
+            deferred_until = (self.s.poll.refresh_pending && due > self.now).then_some(due);
         }
         self.out.push(Action::RefreshAck {
             coalesced,
