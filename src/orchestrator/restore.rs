@@ -185,14 +185,11 @@ fn check_common(
 
 /// Whether a stored agent session may be resumed: 1–128 of `[A-Za-z0-9._-]`, not starting with
 /// `-` (never read as a flag). A malformed one is logged; the run itself stays.
-fn session_kept(id: &str, field: &str, s: Option<&str>) -> bool {
-    let ok = |s: &str| {
-        (1..=128).contains(&s.len())
-            && !s.starts_with('-')
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    };
-    let kept = s.is_none_or(ok);
+fn session_kept(id: &str, field: &str, s: &str) -> bool {
+    let kept = (1..=128).contains(&s.len())
+        && !s.starts_with('-')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     if !kept {
         warn!("event=state_entry_dropped issue_id={id:?} field={field}; not resumed");
     }
@@ -204,9 +201,8 @@ impl Entry for RunningEntry {
         self.issue.id = id.to_string();
         let (ident, host) = (&self.issue.identifier, self.host.as_deref());
         check_common("issue.identifier", ident, &self.workspace_path, host)?;
-        if !session_kept(id, "agent_session", self.agent_session.as_deref()) {
-            self.agent_session = None;
-        }
+        let session = self.agent_session.take();
+        self.agent_session = session.filter(|s| session_kept(id, "agent_session", s));
         self.agent_pid = self.agent_pid.filter(|p| (2..=i32::MAX as u32).contains(p));
         self.cost_usd = self.cost_usd.map(|c| c.clamp(0.0, MAX_COST_USD));
         Ok(())
@@ -218,10 +214,8 @@ impl Entry for RetryEntry {
         self.issue_id = id.to_string();
         let host = self.host.as_deref();
         check_common("identifier", &self.identifier, &self.workspace_path, host)?;
-        let session = self.resume.as_ref().map(|r| r.session.as_str());
-        if !session_kept(id, "resume.session", session) {
-            self.resume = None;
-        }
+        let resume = self.resume.take();
+        self.resume = resume.filter(|r| session_kept(id, "resume.session", &r.session));
         Ok(())
     }
 }
