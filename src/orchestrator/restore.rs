@@ -101,9 +101,12 @@ pub fn parse(bytes: &[u8]) -> Result<OrchestratorState, ParseError> {
     Ok(s)
 }
 
-/// An entry of one of the maps, checked (and made safe) after it was read: `Err(field)` drops it.
+/// The result of checking an entry: `Err(field)` drops it.
+type Check = Result<(), &'static str>;
+
+/// An entry of one of the maps, checked (and made safe) after it was read.
 trait Entry: DeserializeOwned {
-    fn check(&mut self, _id: &str) -> Result<(), &'static str> {
+    fn check(&mut self, _id: &str) -> Check {
         Ok(())
     }
 }
@@ -149,7 +152,7 @@ fn bad_field<T: DeserializeOwned>(v: &Value) -> String {
     found.cloned().unwrap_or_else(|| "?".into())
 }
 
-fn need(ok: bool, field: &'static str) -> Result<(), &'static str> {
+fn need(ok: bool, field: &'static str) -> Check {
     ok.then_some(()).ok_or(field)
 }
 
@@ -172,12 +175,7 @@ fn host_ok(h: Option<&str>) -> bool {
 }
 
 /// An entry's identifier (named `field`), workspace and host.
-fn check_common(
-    field: &'static str,
-    ident: &str,
-    path: &Path,
-    host: Option<&str>,
-) -> Result<(), &'static str> {
+fn check_common(field: &'static str, ident: &str, path: &Path, host: Option<&str>) -> Check {
     need(text_ok(ident), field)?;
     need(path_ok(path, ident), "workspace_path")?;
     need(host_ok(host), "host")
@@ -197,7 +195,7 @@ fn session_kept(id: &str, field: &str, s: &str) -> bool {
 }
 
 impl Entry for RunningEntry {
-    fn check(&mut self, id: &str) -> Result<(), &'static str> {
+    fn check(&mut self, id: &str) -> Check {
         self.issue.id = id.to_string();
         let (ident, host) = (&self.issue.identifier, self.host.as_deref());
         check_common("issue.identifier", ident, &self.workspace_path, host)?;
@@ -210,7 +208,7 @@ impl Entry for RunningEntry {
 }
 
 impl Entry for RetryEntry {
-    fn check(&mut self, id: &str) -> Result<(), &'static str> {
+    fn check(&mut self, id: &str) -> Check {
         self.issue_id = id.to_string();
         let host = self.host.as_deref();
         check_common("identifier", &self.identifier, &self.workspace_path, host)?;
@@ -221,14 +219,14 @@ impl Entry for RetryEntry {
 }
 
 impl Entry for BlockedEntry {
-    fn check(&mut self, id: &str) -> Result<(), &'static str> {
+    fn check(&mut self, id: &str) -> Check {
         self.issue_id = id.to_string();
         check_common("identifier", &self.identifier, &self.workspace_path, None)
     }
 }
 
 impl Entry for Orphan {
-    fn check(&mut self, _: &str) -> Result<(), &'static str> {
+    fn check(&mut self, _: &str) -> Check {
         need(text_ok(&self.identifier), "identifier")?;
         need(self.pgid > 1, "pgid")?;
         need(host_ok(self.host.as_deref()), "host")
@@ -240,7 +238,7 @@ impl Entry for u32 {}
 
 /// An issue's workspace hosts: 1 to [`MAX_WORKSPACE_HOSTS`] valid destinations, each once.
 impl Entry for Vec<String> {
-    fn check(&mut self, _: &str) -> Result<(), &'static str> {
+    fn check(&mut self, _: &str) -> Check {
         let mut seen = std::collections::BTreeSet::new();
         let unique = self.iter().all(|h| seen.insert(h.as_str()));
         let valid = self.iter().all(|h| host_ok(Some(h)));
