@@ -18,7 +18,7 @@ use baton::agent::copilot::CopilotRunner;
 use baton::agent::{AgentErrorKind, AgentEventKind, AgentRunner, AgentSession, CancelToken};
 use baton::workflow::config::{CliSection, CopilotConfig};
 
-use agent::{run, run_with, Sandbox, Turn};
+use agent::{run, run_with, Knobs, Sandbox, Turn};
 
 fn manifest() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))

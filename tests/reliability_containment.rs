@@ -14,6 +14,7 @@ mod escapes;
 #[path = "it/support/tempdir.rs"]
 mod tempdir;
 
+use agent::Knobs;
 use std::time::{Duration, Instant};
 use tempdir::TempDir;
 

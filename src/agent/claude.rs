@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use super::config::{AgentKind, ClaudeCodeConfig, CliSection};
 use super::driver::{ProcessEnd, TurnParser};
 pub use super::loose::SUMMARY_MAX as SUMMARY_MAX_CHARS;
-use super::loose::{first_detail, one_line, List, Loose, Num};
+use super::loose::{one_line, Input, List, Loose, Num};
 use super::runner::{Cli, CliRunner, Invocation, Parsed};
 use super::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind as E, AgentRateLimits, TokenUsage,
@@ -238,12 +238,13 @@ impl StreamParser {
         }
     }
 
-    /// Remember a denial reported on its own line (bounded), so that the result line's copy of
-    /// it is not reported twice.
-    fn note_denial(&mut self, tool_use_id: &str) {
-        if self.reported_denials.len() < MAX_TRACKED_DENIALS {
-            self.reported_denials
-                .insert(truncate_chars(tool_use_id, 128));
+    /// Remember a denial (bounded), so that the result line's copy of one reported on its own
+    /// line is not reported twice; false when it was reported before.
+    fn note_denial(&mut self, tool_use_id: &str) -> bool {
+        let id = truncate_chars(tool_use_id, 128);
+        match self.reported_denials.len() < MAX_TRACKED_DENIALS {
+            true => self.reported_denials.insert(id),
+            false => !self.reported_denials.contains(&id),
         }
     }
 
@@ -256,10 +257,7 @@ impl StreamParser {
             let tool = truncate_chars(d.tool_name.as_str().unwrap_or("?"), 60);
             self.asked_for_input |= first && tool == "AskUserQuestion";
             let id = d.tool_use_id.as_str().unwrap_or("");
-            if id.is_empty() || !self.reported_denials.contains(&truncate_chars(id, 128)) {
-                if !id.is_empty() {
-                    self.note_denial(id);
-                }
+            if id.is_empty() || self.note_denial(id) {
                 let text = format!("{tool}: denied (reported in result)");
                 out.push(self.event(E::PermissionDenied, &text));
             }
@@ -297,12 +295,12 @@ impl TurnParser for StreamParser {
         }
         let line = match serde_json::from_str::<Loose<Line>>(trimmed) {
             Ok(Loose::Obj(line)) => line,
-            Ok(_) => {
-                let text = format!("non-object JSON line: {}", truncate_chars(trimmed, 80));
-                return vec![self.event(E::Malformed, &text)];
-            }
-            Err(e) => {
-                let text = format!("non-JSON line ({e}): {}", truncate_chars(trimmed, 80));
+            bad => {
+                let why = bad.map_or_else(
+                    |e| format!("non-JSON line ({e})"),
+                    |_| "non-object JSON line".into(),
+                );
+                let text = format!("{why}: {}", truncate_chars(trimmed, 80));
                 return vec![self.event(E::Malformed, &text)];
             }
         };
@@ -381,21 +379,13 @@ impl TurnParser for StreamParser {
 
 /// `subtype=… terminal_reason=… api_error_status=…: <text> (<exit>)` for a failed result.
 fn failure_detail(r: &ResultInfo, exit: &str) -> String {
-    let mut detail = format!("subtype={}", r.subtype);
-    if let Some(t) = &r.terminal_reason {
-        detail.push_str(&format!(" terminal_reason={t}"));
-    }
-    if let Some(s) = r.api_error_status {
-        detail.push_str(&format!(" api_error_status={s}"));
-    }
-    if let Some(t) = &r.result_text {
-        detail.push_str(&format!(": {}", one_line(t, 300)));
-    }
-    if !r.errors.is_empty() {
-        detail.push_str(&format!(": {}", one_line(&r.errors.join("; "), 300)));
-    }
-    detail.push_str(&format!(" ({exit})"));
-    detail
+    let reason = (r.terminal_reason.as_ref()).map(|t| format!(" terminal_reason={t}"));
+    let status = r.api_error_status.map(|s| format!(" api_error_status={s}"));
+    let errors = Some(r.errors.join("; ")).filter(|e| !e.is_empty());
+    let texts = r.result_text.iter().chain(&errors);
+    let texts = texts.map(|t| format!(": {}", one_line(t, 300)));
+    let parts: String = reason.into_iter().chain(status).chain(texts).collect();
+    format!("subtype={}{parts} ({exit})", r.subtype)
 }
 
 /// One entry of `result.errors`: its text, or its JSON when it is not a string; bounded.
@@ -480,27 +470,6 @@ struct Block<'a> {
     name: Loose<'a>,
     input: Loose<'a, Input<'a>>,
     is_error: Loose<'a>,
-}
-
-/// The tool-call arguments a summary names, in the order it prefers them.
-#[derive(Default, Deserialize)]
-#[serde(default, bound(deserialize = "'de: 'a"))]
-struct Input<'a> {
-    command: Loose<'a>,
-    file_path: Loose<'a>,
-    path: Loose<'a>,
-    pattern: Loose<'a>,
-    url: Loose<'a>,
-    description: Loose<'a>,
-    prompt: Loose<'a>,
-}
-
-impl Input<'_> {
-    fn detail(&self) -> String {
-        let keys = [&self.command, &self.file_path, &self.path, &self.pattern];
-        let more = [&self.url, &self.description, &self.prompt];
-        first_detail(keys.into_iter().chain(more).map(|v| v.as_str()))
-    }
 }
 
 #[derive(Default, Deserialize)]
@@ -725,7 +694,7 @@ mod tests {
                 append_system_prompt: None,
             });
             if let Some(k) = operator {
-                r = r.with_env(k, "1");
+                r.env.push((k.into(), "1".into()));
             }
             let mut i = Invocation {
                 spec: crate::host::ProcessSpec::command("claude", "/"),

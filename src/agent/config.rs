@@ -254,13 +254,7 @@ pub struct CliSection {
 
 impl Default for CliSection {
     fn default() -> Self {
-        CliSection {
-            command: String::new(),
-            model: None,
-            extra_args: Vec::new(),
-            turn_timeout_ms: 3_600_000,
-            stall_timeout_ms: 300_000,
-        }
+        CliSection::new("")
     }
 }
 
@@ -269,7 +263,10 @@ impl CliSection {
     pub fn new(command: impl Into<String>) -> Self {
         CliSection {
             command: command.into(),
-            ..CliSection::default()
+            model: None,
+            extra_args: Vec::new(),
+            turn_timeout_ms: 3_600_000,
+            stall_timeout_ms: 300_000,
         }
     }
 

@@ -24,19 +24,33 @@ pub(crate) fn str_at<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-/// The most telling argument of a tool call (its command, path, pattern, URL…), as one bounded
-/// line; empty when there is none.
+/// The tool-call arguments a summary names, in the order it prefers them.
+#[derive(Default, serde::Deserialize)]
+#[serde(default, bound(deserialize = "'de: 'a"))]
+pub(crate) struct Input<'a> {
+    command: Loose<'a>,
+    file_path: Loose<'a>,
+    path: Loose<'a>,
+    pattern: Loose<'a>,
+    url: Loose<'a>,
+    description: Loose<'a>,
+    prompt: Loose<'a>,
+}
+
+impl Input<'_> {
+    /// The most telling argument of a tool call (its command, path, pattern, URL…), as one
+    /// bounded line; empty when there is none.
+    pub(crate) fn detail(&self) -> String {
+        let keys = [&self.command, &self.file_path, &self.path, &self.pattern];
+        let more = [&self.url, &self.description, &self.prompt];
+        first_detail(keys.into_iter().chain(more).map(|v| v.as_str()))
+    }
+}
+
+/// [`Input::detail`] of an already parsed value (Copilot, Gemini).
 pub(crate) fn tool_input_detail(input: &Value) -> String {
-    const KEYS: [&str; 7] = [
-        "command",
-        "file_path",
-        "path",
-        "pattern",
-        "url",
-        "description",
-        "prompt",
-    ];
-    first_detail(KEYS.map(|k| str_at(input, k)))
+    let input = Loose::<Input>::deserialize(input).unwrap_or_default();
+    input.as_obj().map(Input::detail).unwrap_or_default()
 }
 
 /// The first present value of a tool call's telling arguments, as one bounded line.

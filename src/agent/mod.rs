@@ -20,7 +20,7 @@ use std::sync::Arc;
 use crossbeam_channel::{bounded, Receiver, Sender};
 use serde::Serialize;
 
-use crate::host::{Host, LocalHost};
+use crate::host::Host;
 use config::AgentKind;
 
 pub use driver::{ProcessEnd, TurnParser};
@@ -29,7 +29,7 @@ pub use runner::argv_safe_prompt;
 /// Whether `id` has the form every supported CLI gives its session ids, a hyphenated UUID (Claude
 /// Code's own, Codex's thread id, the ids Baton picks for Copilot and Gemini). Only such an id is
 /// put on a command line, so a stored or reported value cannot become a CLI flag.
-pub fn valid_session_id(_kind: AgentKind, id: &str) -> bool {
+pub fn valid_session_id(id: &str) -> bool {
     id.len() == 36
         && id.bytes().enumerate().all(|(i, c)| match i {
             8 | 13 | 18 | 23 => c == b'-',
@@ -41,7 +41,7 @@ pub fn valid_session_id(_kind: AgentKind, id: &str) -> bool {
 /// (the run then starts a fresh session instead of passing the value to the CLI).
 pub(crate) fn usable_session_id(kind: AgentKind, id: Option<&str>, issue: &str) -> Option<String> {
     let id = id?;
-    if valid_session_id(kind, id) {
+    if valid_session_id(id) {
         return Some(id.to_string());
     }
     log::warn!(
@@ -184,10 +184,9 @@ impl AgentRateLimits {
 impl AgentEvent {
     /// An event with just a kind and summary.
     pub fn new(kind: AgentEventKind, summary: impl Into<String>) -> Self {
-        let summary = summary.into();
         AgentEvent {
             kind,
-            summary,
+            summary: summary.into(),
             ..Default::default()
         }
     }
@@ -345,13 +344,8 @@ pub trait AgentRunner: Send + Sync {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError>;
 }
 
-/// Check that `workspace` is an existing directory strictly inside `root` (both resolved) on this
-/// machine; the invariant every adapter checks before launching (spec §9.5).
-pub fn validate_workspace_cwd(workspace: &Path, root: &Path) -> Result<PathBuf, AgentError> {
-    check_cwd_on(&LocalHost, workspace, root)
-}
-
-/// [`validate_workspace_cwd`] on `host`.
+/// Check that `workspace` is an existing directory strictly inside `root` (both resolved) on
+/// `host`; the invariant every adapter checks before launching (spec §9.5).
 pub(crate) fn check_cwd_on(
     host: &dyn Host,
     workspace: &Path,
@@ -368,14 +362,8 @@ mod tests {
     #[test]
     fn only_uuids_are_session_ids() {
         for kind in [AgentKind::ClaudeCode, AgentKind::Copilot] {
-            assert!(valid_session_id(
-                kind,
-                "0b470000-0000-4000-8000-0000000000a1"
-            ));
-            assert!(valid_session_id(
-                kind,
-                "11111111-2222-3333-4444-55555555555F"
-            ));
+            assert!(valid_session_id("0b470000-0000-4000-8000-0000000000a1"));
+            assert!(valid_session_id("11111111-2222-3333-4444-55555555555F"));
             for bad in [
                 "--dangerously-skip-permissions",
                 "--resume=0000-4000-8000-00000000000a1",
@@ -385,7 +373,7 @@ mod tests {
                 " 0b470000-0000-4000-8000-0000000000a",
                 "",
             ] {
-                assert!(!valid_session_id(kind, bad), "{bad}");
+                assert!(!valid_session_id(bad), "{bad}");
                 assert_eq!(usable_session_id(kind, Some(bad), "acme/repo#1"), None);
             }
         }

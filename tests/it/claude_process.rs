@@ -10,7 +10,7 @@ use baton::agent::{AgentErrorKind, AgentEventKind, AgentRunner, AgentSession, Ca
 use baton::workflow::config::ClaudeCodeConfig;
 
 use crate::support::agent::{
-    claude_config, fake_claude_command, run, run_with, Sandbox, Turn, ISSUE,
+    claude_config, fake_claude_command, run, run_with, Knobs, Sandbox, Turn, ISSUE,
 };
 use crate::support::procs;
 

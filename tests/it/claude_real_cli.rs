@@ -4,7 +4,7 @@
 //! Needs `BATON_CLAUDE_BIN` (set by `source .ci/setup-claude.sh`); the tests are ignored unless
 //! run with `--include-ignored`, where a missing CLI fails them.
 
-use crate::support::agent::{claude_config, run, Sandbox};
+use crate::support::agent::{claude_config, run, Knobs, Sandbox};
 use crate::support::fake_anthropic::{usage_of, FakeAnthropic, Step};
 
 use baton::agent::claude::ClaudeRunner;

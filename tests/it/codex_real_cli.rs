@@ -15,7 +15,7 @@ use baton::agent::{
 };
 use baton::workflow::config::{CliSection, CodexConfig};
 
-use crate::support::agent::{run, run_with, summaries, Sandbox, Turn};
+use crate::support::agent::{run, run_with, summaries, Knobs, Sandbox, Turn};
 use crate::support::fake_responses::{usage_for, FakeResponses};
 use crate::support::procs;
 #[cfg(feature = "ssh")]

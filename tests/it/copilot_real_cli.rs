@@ -13,7 +13,7 @@ use baton::agent::copilot::CopilotRunner;
 use baton::agent::{AgentErrorKind, AgentEventKind, AgentRunner, AgentSession, CancelToken};
 use baton::workflow::config::{CliSection, CopilotConfig};
 
-use crate::support::agent::{run, run_with, summaries, Sandbox};
+use crate::support::agent::{run, run_with, summaries, Knobs, Sandbox};
 use crate::support::fake_openai::{FakeOpenAi, COMPLETION_TOKENS, PROMPT_TOKENS};
 use crate::support::procs;
 

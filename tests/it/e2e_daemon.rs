@@ -73,7 +73,7 @@ fn write_workflow(dir: &Path, github: &FakeGithub, agent_yaml: &str, body: &str)
 /// background grandchild. Every invocation is appended to `$E2E_LOG`.
 const FAKE_AGENT: &str = r#"#!/usr/bin/env bash
 echo "run pid=$$ pgid=$(ps -o pgid= $$ | tr -d ' ') cwd=$PWD resume=$(printf '%s ' "$@" | grep -o -- '--resume [^ ]*' | cut -d' ' -f2)" >> "$E2E_LOG"
-echo "env notify=${NOTIFY_SOCKET:-unset} watchdog=${WATCHDOG_USEC:-unset} wpid=${WATCHDOG_PID:-unset}" >> "$E2E_LOG"
+echo "env notify=${NOTIFY_SOCKET:-unset} watchdog=${WATCHDOG_USEC:-unset} wpid=${WATCHDOG_PID:-unset} tunables=${GLIBC_TUNABLES:-unset}" >> "$E2E_LOG"
 echo '{"type":"system","subtype":"init","session_id":"e2e-session-1","model":"fake","tools":[]}'
 if [ "${E2E_MODE:-ok}" = fail ]; then
   exit 3
@@ -115,6 +115,56 @@ fn fake_agent(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     p
+}
+
+/// Baton runs with glibc's per-thread malloc caches off (it restarts itself once with
+/// `GLIBC_TUNABLES`: same pid), its agents do not inherit the variable, and an operator's own
+/// `GLIBC_TUNABLES` is left alone.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn malloc_thread_caches_are_off_and_agents_do_not_inherit_the_tunable() {
+    for (operator, daemon_env, agent_env) in [
+        (
+            None,
+            "GLIBC_TUNABLES=glibc.malloc.tcache_count=0",
+            "tunables=unset",
+        ),
+        (
+            Some("glibc.malloc.perturb=0"),
+            "GLIBC_TUNABLES=glibc.malloc.perturb=0",
+            "tunables=glibc.malloc.perturb=0",
+        ),
+    ] {
+        let (dir, _github, agent_log, wf) = fake_agent_run(
+            "tunables",
+            "  max_turns: 1\n",
+            "Work on {{ issue.identifier }}",
+        );
+        let envs = [
+            ("BATON_E2E_TOKEN", FAKE_TOKEN.to_string()),
+            ("E2E_LOG", agent_log.display().to_string()),
+        ];
+        let mut cmd = support::daemon_proc::baton_command(&wf, &dir, &envs);
+        match operator {
+            Some(v) => cmd.env("GLIBC_TUNABLES", v),
+            None => cmd.env_remove("GLIBC_TUNABLES"),
+        };
+        let daemon = DaemonProc::spawn(cmd);
+        let env_line = wait_for("the agent's environment", Duration::from_secs(30), || {
+            let log = std::fs::read_to_string(&agent_log).unwrap_or_default();
+            log.lines()
+                .find(|l| l.starts_with("env "))
+                .map(str::to_string)
+        });
+        assert!(env_line.ends_with(agent_env), "{operator:?}: {env_line}");
+        let environ = std::fs::read(format!("/proc/{}/environ", daemon.pid())).unwrap();
+        let daemon_vars: Vec<_> = environ
+            .split(|b| *b == 0)
+            .filter(|v| v.starts_with(b"GLIBC_TUNABLES="))
+            .collect();
+        assert_eq!(daemon_vars, [daemon_env.as_bytes()], "{operator:?}");
+        assert_eq!(daemon.terminate(Duration::from_secs(30)).code(), Some(0));
+    }
 }
 
 #[test]

@@ -15,7 +15,7 @@ use baton::agent::{
 };
 use baton::workflow::config::{CliSection, GeminiConfig};
 
-use crate::support::agent::{run, run_with, summaries, Sandbox, Turn};
+use crate::support::agent::{run, run_with, summaries, Knobs, Sandbox, Turn};
 use crate::support::fake_gemini::{usage_for, FakeGemini};
 use crate::support::procs;
 

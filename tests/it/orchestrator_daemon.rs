@@ -148,7 +148,7 @@ struct FakeSession {
 
 impl AgentRunner for FakeRunner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        baton::agent::validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
+        crate::support::stand_ins::validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
         let mut log = self.log.lock().unwrap();
         log.sessions_started += 1;
         log.cwd.push(ctx.workspace.clone());

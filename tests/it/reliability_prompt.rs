@@ -16,7 +16,7 @@ use baton::workflow::config::HooksConfig;
 use baton::workflow::template::PromptTemplate;
 use baton::workspace::workspace_path;
 
-use crate::support::agent::{claude_config, fake_claude_command, Sandbox};
+use crate::support::agent::{claude_config, fake_claude_command, Knobs, Sandbox};
 use crate::support::stand_ins::serving_refresher;
 
 struct Gone;

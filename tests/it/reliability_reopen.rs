@@ -83,7 +83,8 @@ struct Session {
 
 impl AgentRunner for Runner {
     fn start_session(&self, ctx: &SessionContext) -> Result<Box<dyn AgentSession>, AgentError> {
-        let cwd = baton::agent::validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
+        let cwd =
+            crate::support::stand_ins::validate_workspace_cwd(&ctx.workspace, &ctx.workspace_root)?;
         let n = self.sessions.fetch_add(1, Ordering::SeqCst) + 1;
         Ok(Box::new(Session { n, cwd }))
     }

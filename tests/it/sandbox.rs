@@ -5,7 +5,7 @@
 //! Needs `BATON_BWRAP` (`.ci/setup-sandbox.sh`: Debian's `bubblewrap`); the real-CLI test also
 //! `BATON_CLAUDE_BIN`, the SSH test `BATON_SSHD`.
 
-use crate::support::agent::{claude_config, run, ISSUE};
+use crate::support::agent::{claude_config, run, Knobs, ISSUE};
 use crate::support::fake_anthropic::{FakeAnthropic, Step};
 use crate::support::procs::{processes_matching, wait_none_matching};
 #[cfg(feature = "ssh")]

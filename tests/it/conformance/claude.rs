@@ -8,7 +8,7 @@ use baton::agent::claude::ClaudeRunner;
 use baton::workflow::loader::load_workflow;
 
 use super::{argv, cfg, replay, start};
-use crate::support::agent::{run, Sandbox};
+use crate::support::agent::{run, Knobs, Sandbox};
 use crate::support::stand_ins::TestEnv;
 
 /// The flags every turn carries (the config of `claude_process::cfg`), in order.

@@ -6,16 +6,49 @@
 #![allow(dead_code)]
 
 use super::tempdir::TempDir;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use baton::agent::runner::CliRunner;
 use baton::agent::{
     AgentError, AgentEvent, AgentEventKind, AgentSession, CancelToken, SessionContext,
 };
 use baton::workflow::config::{ClaudeCodeConfig, CliSection};
 use serde_json::Value;
+
+/// The runner's test knobs as builder calls.
+pub trait Knobs: Sized {
+    /// An extra environment variable for every CLI process (it wins over Baton's own).
+    fn with_env(self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self;
+    /// Remove an inherited environment variable from every CLI process (e.g. `GH_TOKEN`).
+    fn without_env(self, key: impl Into<OsString>) -> Self;
+    /// Grace between SIGTERM and SIGKILL when a turn is stopped (default 3 s).
+    fn with_kill_grace(self, grace: Duration) -> Self;
+    /// Bound of one stdout line (default 10 MB).
+    fn with_max_line_bytes(self, n: usize) -> Self;
+}
+
+impl<C> Knobs for CliRunner<C> {
+    fn with_env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+    fn without_env(mut self, key: impl Into<OsString>) -> Self {
+        self.env_remove.push(key.into());
+        self
+    }
+    fn with_kill_grace(mut self, grace: Duration) -> Self {
+        self.kill_grace = grace;
+        self
+    }
+    fn with_max_line_bytes(mut self, n: usize) -> Self {
+        self.max_line_bytes = n;
+        self
+    }
+}
 
 /// The issue every sandbox session works on (the agent sees it as `BATON_ISSUE_IDENTIFIER`).
 pub const ISSUE: &str = "acme/repo#7";

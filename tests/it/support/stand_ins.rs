@@ -108,6 +108,14 @@ impl AgentRunner for NoRunner {
     }
 }
 
+/// Check that `workspace` is an existing directory strictly inside `root` (both resolved) on this
+/// machine, as every adapter does before launching (spec §9.5): for stand-in runners.
+pub fn validate_workspace_cwd(workspace: &Path, root: &Path) -> Result<PathBuf, AgentError> {
+    use baton::host::Host;
+    let checked = baton::host::LocalHost.check_workspace(root, workspace);
+    checked.map_err(|e| AgentError::new(AgentErrorKind::InvalidWorkspaceCwd, e.0))
+}
+
 /// A minimal WORKFLOW.md: a GitHub tracker with a literal token, the Claude agent, and the
 /// workspace root `<dir>/ws`.
 pub fn minimal_workflow(dir: &Path) -> String {
