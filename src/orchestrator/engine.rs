@@ -374,11 +374,9 @@ pub(super) fn check_orphan(issue_id: &str, o: &mut Orphan) -> Action {
 
 /// Once no orphan is left to check, log how many were stopped.
 fn orphans_done(state: &OrchestratorState) {
+    let stopped = state.counters.orphans_stopped;
     if state.orphans.is_empty() {
-        info!(
-            "event=orphans_checked orphans_stopped={}",
-            state.counters.orphans_stopped
-        );
+        info!("event=orphans_checked orphans_stopped={stopped}");
     }
 }
 
@@ -423,11 +421,8 @@ impl Core<'_> {
         if self.s.shutting_down {
             // Bound the shutdown: once the grace period is over, exit with workers still running.
             if self.s.shutdown_deadline.take_if(|t| *t <= now).is_some() {
-                error!(
-                    "shutdown: {} worker(s) did not stop within {} s; exiting anyway",
-                    self.s.running.len(),
-                    self.s.policy.shutdown_grace_ms / 1000
-                );
+                let (n, grace_s) = (self.s.running.len(), self.s.policy.shutdown_grace_ms / 1000);
+                error!("shutdown: {n} worker(s) did not stop within {grace_s} s; exiting anyway");
                 self.out.push(Action::ShutdownComplete);
             }
             return;
@@ -446,13 +441,11 @@ impl Core<'_> {
         let stall = self.s.policy.stall_timeout_ms;
         for e in self.s.running.values_mut() {
             if stalls_at(stall, e).is_some_and(|at| at <= self.now) {
+                let session = e.session_id.as_deref().unwrap_or("-");
+                let idle_ms = self.now.saturating_sub(activity_at(e));
                 warn!(
-                    "agent stalled, stopping worker issue_id={} issue_identifier={} session_id={} idle_ms={} stall_timeout_ms={}",
-                    e.issue.id,
-                    e.issue.identifier,
-                    e.session_id.as_deref().unwrap_or("-"),
-                    self.now.saturating_sub(activity_at(e)),
-                    stall
+                    "agent stalled, stopping worker issue_id={} issue_identifier={} session_id={session} idle_ms={idle_ms} stall_timeout_ms={stall}",
+                    e.issue.id, e.issue.identifier
                 );
                 stop(e, StopReason::Stalled, &mut self.out);
             }
@@ -570,8 +563,7 @@ impl Core<'_> {
         match refreshed {
             Some(Ok(issues)) => self.reconcile(running_ids, issues),
             Some(Err(e)) => warn!(
-                "running issue refresh failed; keeping workers error={:?} running={}",
-                e,
+                "running issue refresh failed; keeping workers error={e:?} running={}",
                 running_ids.len()
             ),
             None => {}
@@ -640,12 +632,10 @@ impl Core<'_> {
                 }
             };
             if let Some(reason) = reason {
+                let (i, why) = (&e.issue, reason.as_str());
                 info!(
-                    "stopping worker issue_id={} issue_identifier={} reason={} state={:?}",
-                    e.issue.id,
-                    e.issue.identifier,
-                    reason.as_str(),
-                    e.issue.state
+                    "stopping worker issue_id={} issue_identifier={} reason={why} state={:?}",
+                    i.id, i.identifier, i.state
                 );
                 stop(e, reason, &mut self.out);
             }
@@ -702,13 +692,13 @@ impl Core<'_> {
         let path = workspace_path(&s.policy.workspace_root, &issue.identifier);
         let runs = s.runs_since_active.entry(issue.id.clone()).or_insert(0);
         *runs += 1;
+        let (shown, ws) = (
+            attempt.map_or("null".into(), |a| a.to_string()),
+            path.display(),
+        );
         info!(
-            "dispatching issue_id={} issue_identifier={} attempt={} run={} workspace={}",
-            issue.id,
-            issue.identifier,
-            attempt.map_or("null".to_string(), |a| a.to_string()),
-            runs,
-            path.display()
+            "dispatching issue_id={} issue_identifier={} attempt={shown} run={runs} workspace={ws}",
+            issue.id, issue.identifier
         );
         s.claimed.insert(issue.id.clone());
         s.retry_attempts.remove(&issue.id);
@@ -770,15 +760,12 @@ impl Core<'_> {
 
     fn park(&mut self, issue: &Issue, kind: ParkKind, reason: &str, workspace_path: PathBuf) {
         let s = &mut *self.s;
+        let runs = s.runs_since_active.get(&issue.id).copied().unwrap_or(0);
+        let (p, max_runs) = (&s.policy, s.policy.max_runs_per_issue);
+        let max_attempts = p.max_attempts.map_or("unlimited".into(), |a| a.to_string());
         warn!(
-            "issue parked as blocked issue_id={} issue_identifier={} reason={:?} state={:?} runs={} max_runs_per_issue={} max_attempts={}; move it out of its active state or change its labels to release it",
-            issue.id,
-            issue.identifier,
-            reason,
-            issue.state,
-            s.runs_since_active.get(&issue.id).copied().unwrap_or(0),
-            s.policy.max_runs_per_issue,
-            s.policy.max_attempts.map_or("unlimited".into(), |a| a.to_string())
+            "issue parked as blocked issue_id={} issue_identifier={} reason={reason:?} state={:?} runs={runs} max_runs_per_issue={max_runs} max_attempts={max_attempts}; move it out of its active state or change its labels to release it",
+            issue.id, issue.identifier, issue.state
         );
         s.claimed.remove(&issue.id);
         s.retry_attempts.remove(&issue.id);
@@ -925,14 +912,11 @@ impl Core<'_> {
         let now = self.now;
         let secs = now.saturating_sub(e.started_at) as f64 / 1000.0;
         self.s.agent_totals.ended_seconds += secs;
+        let session = e.session_id.as_deref().unwrap_or("-");
+        let stopped = e.stop.map_or("none", |s| s.as_str());
         info!(
-            "worker exited issue_id={} issue_identifier={} session_id={} outcome={:?} stop={} runtime_s={:.1}",
-            e.issue.id,
-            e.issue.identifier,
-            e.session_id.as_deref().unwrap_or("-"),
-            outcome,
-            e.stop.map_or("none", |s| s.as_str()),
-            secs
+            "worker exited issue_id={} issue_identifier={} session_id={session} outcome={outcome:?} stop={stopped} runtime_s={secs:.1}",
+            e.issue.id, e.issue.identifier
         );
         if self.s.shutting_down {
             self.release(id, false);
@@ -1130,10 +1114,8 @@ impl Core<'_> {
 
     fn shutdown(&mut self) {
         if !self.s.shutting_down {
-            info!(
-                "shutdown: stopping dispatch and {} worker(s)",
-                self.s.running.len()
-            );
+            let n = self.s.running.len();
+            info!("shutdown: stopping dispatch and {n} worker(s)");
             let grace = self.s.policy.shutdown_grace_ms;
             self.s.shutdown_deadline = Some(self.now.saturating_add(grace));
         }
@@ -1209,11 +1191,10 @@ impl Core<'_> {
             }
             Err(e) => {
                 o.checking = false;
+                let host = o.host.as_deref().unwrap_or("local");
                 warn!(
-                    "event=orphan_unknown issue_id={id} issue_identifier={} host={} pgid={} error={e:?}; the issue waits until the host answers (at most worker.orphan_grace_ms)",
-                    o.identifier,
-                    o.host.as_deref().unwrap_or("local"),
-                    o.pgid
+                    "event=orphan_unknown issue_id={id} issue_identifier={} host={host} pgid={} error={e:?}; the issue waits until the host answers (at most worker.orphan_grace_ms)",
+                    o.identifier, o.pgid
                 );
                 if let Some(h) = o.host.clone() {
                     hosts::mark_down(self.s, &h, &e, self.now);
@@ -1240,11 +1221,10 @@ impl Core<'_> {
         self.s.orphans.retain(|id, o| {
             let keep = o.give_up_at > now;
             if !keep {
+                let host = o.host.as_deref().unwrap_or("local");
                 warn!(
-                    "event=orphan_unknown issue_id={id} issue_identifier={} host={} pgid={}; no answer within worker.orphan_grace_ms, the issue may run again",
-                    o.identifier,
-                    o.host.as_deref().unwrap_or("local"),
-                    o.pgid
+                    "event=orphan_unknown issue_id={id} issue_identifier={} host={host} pgid={}; no answer within worker.orphan_grace_ms, the issue may run again",
+                    o.identifier, o.pgid
                 );
             }
             keep
