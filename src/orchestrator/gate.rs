@@ -332,13 +332,11 @@ impl RequestGate {
         let plan = pace.plan(base_ms, share, limit, now);
         if pace.interval_changed(&plan, base_ms) {
             let shown = |v: Option<u64>| v.map_or("unknown".to_string(), |n| n.to_string());
+            let (projected, target) = (shown(plan.projected_per_hour), shown(plan.target_per_hour));
+            let (points, other) = (shown(pace.poll_points), pace.other_per_hour(now));
             log::info!(
-                "event=poll_interval_stretched poll_interval_ms={} configured_interval_ms={base_ms} projected_points_per_hour={} target_points_per_hour={} poll_points={} other_points_per_hour={}",
-                plan.poll_interval_ms,
-                shown(plan.projected_per_hour),
-                shown(plan.target_per_hour),
-                shown(pace.poll_points),
-                pace.other_per_hour(now)
+                "event=poll_interval_stretched poll_interval_ms={} configured_interval_ms={base_ms} projected_points_per_hour={projected} target_points_per_hour={target} poll_points={points} other_points_per_hour={other}",
+                plan.poll_interval_ms
             );
             pace.logged_interval_ms = plan.poll_interval_ms;
         }
