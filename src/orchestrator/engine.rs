@@ -692,10 +692,8 @@ impl Core<'_> {
         let path = workspace_path(&s.policy.workspace_root, &issue.identifier);
         let runs = s.runs_since_active.entry(issue.id.clone()).or_insert(0);
         *runs += 1;
-        let (shown, ws) = (
-            attempt.map_or("null".into(), |a| a.to_string()),
-            path.display(),
-        );
+        let shown = attempt.map_or("null".into(), |a| a.to_string());
+        let ws = path.display();
         info!(
             "dispatching issue_id={} issue_identifier={} attempt={shown} run={runs} workspace={ws}",
             issue.id, issue.identifier
