@@ -29,6 +29,7 @@ pub mod orchestrator;
 pub mod runlog;
 pub mod runtime;
 pub mod signals;
+#[cfg(feature = "http")]
 pub mod status;
 pub mod text;
 pub mod timefmt;

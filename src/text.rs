@@ -34,7 +34,8 @@ pub(crate) fn quoted_list<S: AsRef<str>>(items: &[S], sep: &str) -> String {
 }
 
 /// `s` with every character that `replace` maps to `Some(text)` replaced by that text (the
-/// escapers of HTML, Prometheus labels and log values).
+/// escapers of HTML and Prometheus labels).
+#[cfg(feature = "http")]
 pub(crate) fn replace_chars(s: &str, replace: impl Fn(char) -> Option<&'static str>) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {

@@ -324,10 +324,12 @@ mod wedge {
     use baton::ops::health::NotLive;
     use baton::ops::shared::OpsShared;
     use baton::runtime::clock::Clock;
-    use baton::runtime::daemon::{run_with, DaemonOps};
+    use baton::runtime::daemon::DaemonOps;
     use crossbeam_channel::Receiver;
 
-    use super::stand_ins::{daemon_options, minimal_workflow, spawn_daemon, StubTracker, TestEnv};
+    use super::stand_ins::{
+        daemon_options, minimal_workflow, run_with, spawn_daemon, StubTracker, TestEnv,
+    };
 
     /// The daemon's clock, able to wedge the main loop: while wedged, the loop blocks in
     /// `timer` (called once per turn, right before its `select!`), as a loop stuck in a slow

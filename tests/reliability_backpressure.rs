@@ -5,6 +5,8 @@
 //! the bytes each thread allocated and did not free itself. An event queued for the main loop is
 //! allocated on the worker thread and freed on the loop thread, so while the loop is held the
 //! worker thread's count is what its run has queued.
+// The loop is held through an exit condition and observed through control requests (HTTP surface).
+#![cfg(feature = "http")]
 
 #[path = "it/support/stand_ins.rs"]
 mod stand_ins;
@@ -25,12 +27,12 @@ use baton::agent::{
 };
 use baton::model::Issue;
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::{run_with, DaemonOps, ExitWhen, RunnerFactory, TrackerFactory};
+use baton::runtime::daemon::{DaemonOps, ExitWhen, RunnerFactory, TrackerFactory};
 use baton::status::ControlRequest;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::ServiceConfig;
 
-use stand_ins::{daemon_options_with, spawn_daemon, TestEnv};
+use stand_ins::{daemon_options_with, run_with, spawn_daemon, TestEnv};
 use tempdir::TempDir;
 
 struct Counting;

@@ -25,12 +25,12 @@ use baton::agent::{
 use baton::host::{Host, Process, ProcessSpec};
 use baton::model::Issue;
 use baton::runtime::clock::Clock;
-use baton::runtime::daemon::{run, RunError, RunnerFactory, TrackerFactory};
+use baton::runtime::daemon::{RunError, RunnerFactory, TrackerFactory};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::ServiceConfig;
 use clock::ManualClock;
 
-use stand_ins::{daemon_options_with, spawn_daemon, TestEnv};
+use stand_ins::{daemon_options_with, run, spawn_daemon, TestEnv};
 use tempdir::TempDir;
 
 fn the_issue() -> Issue {

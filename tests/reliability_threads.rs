@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::{run, RunError};
+use baton::runtime::daemon::RunError;
 
-use stand_ins::{daemon_options, minimal_workflow, spawn_daemon, StubTracker, TestEnv};
+use stand_ins::{daemon_options, minimal_workflow, run, spawn_daemon, StubTracker, TestEnv};
 use tempdir::TempDir;
 
 #[test]

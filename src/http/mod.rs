@@ -80,12 +80,9 @@ pub(crate) fn start(
     ops: &DaemonOps,
     control: crossbeam_channel::Sender<ControlRequest>,
 ) -> Result<Option<HttpHandle>, String> {
-    let Some(opts) = HttpOptions::from_config(cli_port, cli_bind, server, &ops.shared) else {
-        return Ok(None);
-    };
-    spawn(opts, control)
-        .map(Some)
-        .map_err(|e| format!("startup_failed: dashboard/API server: {e}"))
+    let opts = HttpOptions::from_config(cli_port, cli_bind, server, &ops.shared);
+    let started = opts.map(|opts| spawn(opts, control)).transpose();
+    started.map_err(|e| format!("startup_failed: dashboard/API server: {e}"))
 }
 
 #[cfg(test)]

@@ -7,15 +7,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crossbeam_channel::{bounded, RecvTimeoutError, SendTimeoutError, Sender};
+use crossbeam_channel::{bounded, Sender};
 use serde::Serialize;
 use serde_json::json;
 
 use crate::http::{html, webhook};
 use crate::ops::exposition::CONTENT_TYPE as METRICS;
-use crate::ops::health::{NotLive, LIVEZ_DEADLINE, READY_JSON};
+use crate::ops::health::NotLive::{self, Gone, Timeout};
+use crate::ops::health::{LIVEZ_DEADLINE, READY_JSON};
 use crate::ops::shared::OpsShared;
-use crate::status::{ControlRequest, IssueDetail, StateSnapshot};
+use crate::status::ControlRequest;
+use crate::status::IssueDetail;
 use crate::workflow::config::Secret;
 
 /// Longest identifier accepted in a URL (bytes).
@@ -88,25 +90,16 @@ pub fn resolve(method: &str, url: &str) -> Result<Route, Reply> {
 /// A non-empty path segment without `/`, percent-decoded (invalid encodings are kept verbatim
 /// and later fail identifier validation).
 fn single_segment(s: &str) -> Option<String> {
-    if s.is_empty() || s.contains('/') {
-        return None;
-    }
-    Some(percent_decode(s).unwrap_or_else(|| s.to_string()))
+    let decoded = || percent_decode(s).unwrap_or_else(|| s.to_string());
+    (!s.is_empty() && !s.contains('/')).then(decoded)
 }
 
 fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let mut parts = s.split('%');
+    let mut out = parts.next().unwrap_or("").as_bytes().to_vec();
+    for part in parts {
+        out.push(u8::from_str_radix(part.get(..2)?, 16).ok()?);
+        out.extend_from_slice(&part.as_bytes()[2..]);
     }
     String::from_utf8(out).ok()
 }
@@ -120,7 +113,6 @@ pub fn is_plausible_identifier(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
-/// The `Content-Type` of JSON replies.
 pub const JSON: &str = "application/json";
 /// The `Content-Type` of HTML replies (which also get the `Content-Security-Policy`).
 pub const HTML: &str = "text/html; charset=utf-8";
@@ -161,6 +153,11 @@ impl Reply {
         )
     }
 
+    /// A small HTML error page, for the HTML routes.
+    pub fn page(status: u16, title: &str, text: &str) -> Reply {
+        Reply::new(status, HTML, html::render_error_page(title, text))
+    }
+
     pub fn payload_too_large(max: usize) -> Reply {
         let message = format!("request body exceeds {max} bytes");
         Reply::error(413, "payload_too_large", &message)
@@ -190,20 +187,12 @@ impl ControlClient {
         let deadline = Instant::now() + timeout;
         // Capacity 1: a late answer never blocks the main loop, even after we gave up.
         let (reply_tx, reply_rx) = bounded(1);
-        match self.tx.send_timeout(make(reply_tx), timeout) {
-            Ok(()) => {}
-            Err(SendTimeoutError::Timeout(_)) => return Err(NotLive::Timeout),
-            Err(SendTimeoutError::Disconnected(_)) => return Err(NotLive::Gone),
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        reply_rx.recv_timeout(left).map_err(|e| match e {
-            RecvTimeoutError::Timeout => NotLive::Timeout,
-            RecvTimeoutError::Disconnected => NotLive::Gone,
-        })
-    }
-
-    fn state(&self) -> Result<StateSnapshot, NotLive> {
-        self.ask(self.timeout, |reply| ControlRequest::State { reply })
+        let sent = self.tx.send_timeout(make(reply_tx), timeout);
+        let answer = sent.map_err(|e| e.is_timeout()).and_then(|()| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            reply_rx.recv_timeout(left).map_err(|e| e.is_timeout())
+        });
+        answer.map_err(|timeout| if timeout { Timeout } else { Gone })
     }
 
     /// One issue; `Ok(None)` when the main loop does not know it (or `id` is implausible: the
@@ -228,7 +217,7 @@ impl ControlClient {
     /// The 503 for a question the main loop did not answer, as JSON or as an HTML page.
     fn unanswered(&self, e: NotLive, page: bool) -> Reply {
         let (code, message, retry) = match e {
-            NotLive::Timeout => (
+            Timeout => (
                 "snapshot_timeout",
                 format!(
                     "the orchestrator did not answer within {} ms",
@@ -236,7 +225,7 @@ impl ControlClient {
                 ),
                 "; this page retries on its own",
             ),
-            NotLive::Gone => (
+            Gone => (
                 "unavailable",
                 "the orchestrator is not accepting requests".to_string(),
                 "",
@@ -246,11 +235,7 @@ impl ControlClient {
             return Reply::error(503, code, &message);
         }
         let text = format!("The{}{retry}.", &message[3..]);
-        Reply::new(
-            503,
-            HTML,
-            html::render_error_page("Snapshot unavailable", &text),
-        )
+        Reply::page(503, "Snapshot unavailable", &text)
     }
 }
 
@@ -285,18 +270,27 @@ const REFRESH_EVENTS: &[&str] = &["projects_v2_item", "issues"];
 /// (they answer even when the loop is wedged).
 pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Reply {
     let c = &app.control;
+    let page = matches!(route, Route::Dashboard | Route::IssuePage(_));
     match route {
-        Route::State => c
-            .state()
-            .map_or_else(|e| c.unanswered(e, false), |snap| Reply::json(200, &snap)),
-        Route::IssueApi(id) => match c.issue(id) {
-            Ok(Some(detail)) => Reply::json(200, &detail),
-            Ok(None) => Reply::error(
-                404,
-                "issue_not_found",
-                &format!("issue {} is not known to Baton", clip(id)),
-            ),
-            Err(e) => c.unanswered(e, false),
+        Route::State | Route::Dashboard => {
+            match c.ask(c.timeout, |reply| ControlRequest::State { reply }) {
+                Ok(snap) if page => Reply::new(200, HTML, html::render_dashboard(&snap, now)),
+                Ok(snap) => Reply::json(200, &snap),
+                Err(e) => c.unanswered(e, page),
+            }
+        }
+        Route::IssueApi(id) | Route::IssuePage(id) => match c.issue(id) {
+            Ok(Some(d)) if page => Reply::new(200, HTML, html::render_issue_page(&d, now)),
+            Ok(Some(d)) => Reply::json(200, &d),
+            Ok(None) if page => {
+                let text = format!("Baton is not tracking {}.", clip(id));
+                Reply::page(404, "Issue not found", &text)
+            }
+            Ok(None) => {
+                let message = format!("issue {} is not known to Baton", clip(id));
+                Reply::error(404, "issue_not_found", &message)
+            }
+            Err(e) => c.unanswered(e, page),
         },
         Route::Refresh => refresh_reply(app),
         Route::Metrics => Reply::new(200, METRICS, app.ops.render_metrics()),
@@ -306,22 +300,6 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
         },
         Route::Livez => livez_reply(app),
         Route::GithubWebhook => webhook_reply(app, req),
-        Route::Dashboard => c.state().map_or_else(
-            |e| c.unanswered(e, true),
-            |snap| Reply::new(200, HTML, html::render_dashboard(&snap, now)),
-        ),
-        Route::IssuePage(id) => match c.issue(id) {
-            Ok(Some(detail)) => Reply::new(200, HTML, html::render_issue_page(&detail, now)),
-            Ok(None) => Reply::new(
-                404,
-                HTML,
-                html::render_error_page(
-                    "Issue not found",
-                    &format!("Baton is not tracking {}.", clip(id)),
-                ),
-            ),
-            Err(e) => c.unanswered(e, true),
-        },
     }
 }
 
@@ -333,8 +311,8 @@ fn livez_reply(app: &App) -> Reply {
     }
     let reason = match app.control.ping() {
         Ok(()) => return Reply::json(200, &json!({"live": true})),
-        Err(NotLive::Timeout) => "main_loop_timeout",
-        Err(NotLive::Gone) => "main_loop_gone",
+        Err(Timeout) => "main_loop_timeout",
+        Err(Gone) => "main_loop_gone",
     };
     Reply::json(503, &json!({"live": false, "reason": reason}))
 }
@@ -342,10 +320,8 @@ fn livez_reply(app: &App) -> Reply {
 /// Queue a (coalesced) poll + reconcile.
 fn refresh_reply(app: &App) -> Reply {
     let c = &app.control;
-    match c.ask(c.timeout, |reply| ControlRequest::Refresh { reply }) {
-        Ok(ack) => Reply::json(202, &ack),
-        Err(e) => app.control.unanswered(e, false),
-    }
+    let ack = c.ask(c.timeout, |reply| ControlRequest::Refresh { reply });
+    ack.map_or_else(|e| c.unanswered(e, false), |ack| Reply::json(202, &ack))
 }
 
 fn webhook_reply(app: &App, req: &Incoming) -> Reply {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Instant, SystemTime};
 
 use crossbeam_channel::Sender;
-use tiny_http::{ConnectionLimits, Header, Request, Response, Server, StatusCode};
+use tiny_http::{ConnectionLimits, Header, Request, Response, Server};
 
 use super::routes::{self, App, ControlClient, Incoming, Reply};
 use super::{html, webhook, HttpOptions};
@@ -38,7 +38,16 @@ impl HttpHandle {
 
 /// Bind now (errors are returned, not logged) and start serving on background threads.
 pub fn spawn(opts: HttpOptions, control: Sender<ControlRequest>) -> Result<HttpHandle, String> {
-    let addr = resolve_bind(&opts.bind, opts.port)?;
+    let host = opts
+        .bind
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let addr = (host, opts.port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve bind host {host:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("bind host {host:?} resolves to no address"))?;
     let listener = TcpListener::bind(addr).map_err(|e| format!("cannot bind {addr}: {e}"))?;
     serve(listener, opts, control)
 }
@@ -82,15 +91,6 @@ fn serve(
         local_addr,
         _server: server,
     })
-}
-
-fn resolve_bind(host: &str, port: u16) -> Result<SocketAddr, String> {
-    let host = host.trim().trim_start_matches('[').trim_end_matches(']');
-    (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve bind host {host:?}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("bind host {host:?} resolves to no address"))
 }
 
 /// Handler threads (of the pool's 64) that routes other than the probes may hold at once, so
@@ -190,31 +190,21 @@ fn header(rq: &Request, name: &'static str) -> Option<String> {
 
 /// Write `reply` with constant headers only (no request data ever reaches a header).
 fn respond(rq: Request, reply: Reply) {
-    let mut headers: Vec<(&'static str, &'static str)> = vec![
+    let is_html = reply.content_type == routes::HTML;
+    let csp = is_html.then_some(("Content-Security-Policy", html::CONTENT_SECURITY_POLICY));
+    let headers = [
         ("Content-Type", reply.content_type),
         ("Cache-Control", "no-store"),
         ("X-Content-Type-Options", "nosniff"),
         ("Referrer-Policy", "no-referrer"),
         ("X-Frame-Options", "DENY"),
     ];
-    if reply.content_type == routes::HTML {
-        headers.push(("Content-Security-Policy", html::CONTENT_SECURITY_POLICY));
+    let allow = reply.allow.map(|allow| ("Allow", allow));
+    let mut response = Response::from_data(reply.body).with_status_code(reply.status);
+    let headers = headers.into_iter().chain(csp).chain(allow);
+    for header in headers.filter_map(|(k, v)| Header::from_bytes(k, v).ok()) {
+        response.add_header(header);
     }
-    if let Some(allow) = reply.allow {
-        headers.push(("Allow", allow));
-    }
-    let headers = headers
-        .into_iter()
-        .filter_map(|(k, v)| Header::from_bytes(k.as_bytes(), v.as_bytes()).ok())
-        .collect();
-    let len = reply.body.len();
-    let response = Response::new(
-        StatusCode(reply.status),
-        headers,
-        std::io::Cursor::new(reply.body.into_bytes()),
-        Some(len),
-        None,
-    );
     if let Err(e) = rq.respond(response) {
         log::debug!("http response not delivered error={e}");
     }

@@ -20,7 +20,6 @@ pub(crate) const DELIVERY_HEADER: &str = "X-GitHub-Delivery";
 pub struct Deliveries(Mutex<VecDeque<String>>);
 
 impl Deliveries {
-    /// How many ids are remembered.
     pub const REMEMBERED: usize = 1024;
 
     /// Whether `id` was remembered; ids that are not plausibly GitHub's (a 36-byte GUID),

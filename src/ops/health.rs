@@ -77,38 +77,26 @@ pub enum NotReady {
 }
 
 impl NotReady {
-    /// The stable machine-readable reason.
-    pub fn code(&self) -> &'static str {
-        match self {
-            NotReady::Starting => "starting",
-            NotReady::NeverPolled => "never_polled",
-            NotReady::TrackerFailing { .. } => "tracker_failing",
-            NotReady::Stale { .. } => "poll_stale",
-            NotReady::ShuttingDown => "shutting_down",
-            NotReady::ReloadFailed { .. } => "reload_failed",
-        }
-    }
-
-    pub fn message(&self) -> String {
-        match self {
-            NotReady::Starting => "startup recovery is not done".into(),
-            NotReady::NeverPolled => "never polled".into(),
-            NotReady::TrackerFailing { class } => format!("tracker failing with class {class}"),
-            NotReady::Stale { seconds } => format!("no successful poll for {seconds} s"),
-            NotReady::ShuttingDown => "shutting down".into(),
-            NotReady::ReloadFailed { message } => {
-                format!("WORKFLOW.md reload rejected; the previous config is in force: {message}")
-            }
-        }
-    }
-
-    /// The 503 body: `{"ready":false,"reason":…,"message":…}` plus `"class"` when failing.
+    /// The 503 body: `{"ready":false,"reason":…,"message":…}` (`reason` is the stable
+    /// machine-readable code) plus `"class"` when failing.
     pub fn to_json(&self) -> String {
-        let mut body = serde_json::json!({
-            "ready": false,
-            "reason": self.code(),
-            "message": self.message(),
-        });
+        let (reason, message) = match self {
+            NotReady::Starting => ("starting", "startup recovery is not done".into()),
+            NotReady::NeverPolled => ("never_polled", "never polled".into()),
+            NotReady::TrackerFailing { class } => (
+                "tracker_failing",
+                format!("tracker failing with class {class}"),
+            ),
+            NotReady::Stale { seconds } => {
+                ("poll_stale", format!("no successful poll for {seconds} s"))
+            }
+            NotReady::ShuttingDown => ("shutting_down", "shutting down".into()),
+            NotReady::ReloadFailed { message } => (
+                "reload_failed",
+                format!("WORKFLOW.md reload rejected; the previous config is in force: {message}"),
+            ),
+        };
+        let mut body = serde_json::json!({ "ready": false, "reason": reason, "message": message });
         if let NotReady::TrackerFailing { class } = self {
             body["class"] = serde_json::Value::from(class.as_str());
         }

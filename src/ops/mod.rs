@@ -1,10 +1,15 @@
-//! Operations: systemd notify and watchdog, Prometheus metrics, health decisions (ARCHITECTURE.md,
-//! "Operations"). Nothing here reads the orchestrator's state: `runtime::daemon::ops` copies it in.
+//! Operations: systemd notify and watchdog, and (with the HTTP surface) Prometheus metrics and
+//! health decisions (ARCHITECTURE.md, "Operations"). Nothing here reads the orchestrator's state:
+//! `runtime::daemon` copies it in.
 
+#[cfg(feature = "http")]
 pub mod exposition;
+#[cfg(feature = "http")]
 pub mod health;
+#[cfg(feature = "http")]
 pub mod metrics;
 pub mod sdnotify;
+#[cfg(feature = "http")]
 pub mod shared;
 
 use std::sync::Arc;
@@ -14,6 +19,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Default)]
 pub struct DaemonOps {
     /// Metrics and readiness facts (also given to the HTTP server).
+    #[cfg(feature = "http")]
     pub shared: Arc<shared::OpsShared>,
     /// The systemd notifier ([`sdnotify::Notifier::from_env`] in production).
     pub notifier: Arc<sdnotify::Notifier>,

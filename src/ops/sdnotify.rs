@@ -151,7 +151,8 @@ pub fn take_systemd_env() -> DaemonOps {
     }
     DaemonOps {
         notifier: Arc::new(notifier),
-        ..DaemonOps::default()
+        #[cfg(feature = "http")]
+        shared: Default::default(),
     }
 }
 

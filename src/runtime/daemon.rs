@@ -19,9 +19,6 @@ use crate::orchestrator::{
     handle, next_deadline, Action, CallOutcome, Event, OrchestratorState, Policy, PollSkip,
     TrackerOp, WorkerOutcome,
 };
-use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
-use crate::status::StateSnapshot;
-use crate::status::{ControlRequest, RefreshAck};
 use crate::timefmt::unix_millis;
 use crate::tracker::{take_points, BoardRead, Tracker, TrackerError, WatchGuard};
 use crate::workflow::config::{ConfigEnv, ServiceConfig};
@@ -35,18 +32,25 @@ use crate::workspace::remove_workspace_on;
 
 use super::clock::Clock;
 use super::mailbox::Mailbox;
-use super::persist::{self, Persist, StateHandle};
+use super::persist::{Persist, StateHandle};
 use super::refresh::Refresher;
 use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
-use crate::ops::shared::OpsShared;
 
 mod ops;
+#[cfg(feature = "http")]
+mod surface;
 use self::ops::LoopOps;
+#[cfg(feature = "http")]
+pub use self::surface::{ControlRequest, ExitWhen};
 pub use crate::ops::DaemonOps;
 
-/// How often a [`run_with`] condition is re-checked when no event comes (ms).
-const EXIT_RECHECK_MS: u64 = 250;
+/// Without the HTTP surface nothing sends the loop a request or an exit condition (it reads a
+/// status snapshot): these types have no values, and the control input never fires.
+#[cfg(not(feature = "http"))]
+pub type ControlRequest = std::convert::Infallible;
+#[cfg(not(feature = "http"))]
+pub type ExitWhen = std::convert::Infallible;
 
 /// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
@@ -92,9 +96,6 @@ const WORKER_CHANNEL_CAPACITY: usize = 1024;
 /// Builds a tracker for a config (again when `tracker.*` changes on reload).
 pub type TrackerFactory =
     Box<dyn Fn(&ServiceConfig) -> Result<Arc<dyn Tracker>, TrackerError> + Send>;
-/// Says, after each loop event, whether the daemon should shut down by itself (`baton demo`
-/// stops when its board is done); given the current snapshot.
-pub type ExitWhen = Box<dyn FnMut(&StateSnapshot) -> bool>;
 /// Builds an agent runner for a config (again on every valid reload, for future dispatches).
 pub type RunnerFactory = Box<dyn Fn(&ServiceConfig) -> Arc<dyn AgentRunner> + Send>;
 
@@ -121,15 +122,14 @@ pub struct DaemonOptions {
 type ReloadResult = Result<Option<Workflow>, WorkflowError>;
 
 /// Everything the main loop reacts to: the armed engine deadline (`Tick`), an input's message,
-/// an engine event an action produced (`Queued`, handled before any new input), or a real-time
-/// systemd duty (`OpsDue`: a watchdog ping or a deferred status).
+/// an engine event to apply as is (`Queued`: an action's, handled before any new input, or a
+/// tracker thread's), or a real-time systemd duty (`OpsDue`: a watchdog ping or a deferred status).
 enum LoopEvent {
     Tick,
     /// From a worker, a removal or a probe thread.
     Worker(Event),
     /// A run's mailbox has news.
     News(Arc<Mailbox>),
-    Tracker(Event),
     ReloadPing,
     Signal,
     Control(ControlRequest),
@@ -156,8 +156,8 @@ struct Inbox {
     reloaded: Receiver<Box<ReloadResult>>,
 }
 
-/// A job for a tracker thread; its events go to the loop in order.
-type TrackerJob = Box<dyn FnOnce(&OpsShared) -> Vec<Event> + Send>;
+/// A job for a tracker thread: its events (for the loop, in order) and a failed poll's error class.
+type TrackerJob = Box<dyn FnOnce() -> (Vec<Event>, Option<&'static str>) + Send>;
 
 /// A tracker job (one poll: its pages, each under the request timeout) running longer than this
 /// means its thread is stuck (a FIFO read, a connection that never answers): `/livez` answers
@@ -197,8 +197,7 @@ fn read_board(
 /// One poll. The events go out in order: `TrackerCalls` first (the request gate learns how the
 /// calls ended before the engine sees the result), then, with `cleanup` (the terminal states, on
 /// the first tick), `TerminalAtStartup` (so the engine holds those issues for cleanup before it
-/// sees the candidates), then the result. The poll is also recorded in the shared metrics and
-/// readiness facts (its duration, points and error class are known only here).
+/// sees the candidates), then the result.
 ///
 /// Running issues the board read contains need no second request; only the missing ones are
 /// refreshed (shallow). Without a read (validation failed, read failed) every running issue is
@@ -208,9 +207,7 @@ fn poll_job(
     tracker: &dyn Tracker,
     running_ids: Vec<String>,
     cleanup: Option<Vec<String>>,
-    ops: &OpsShared,
-) -> Vec<Event> {
-    let started = Instant::now();
+) -> (Vec<Event>, Option<&'static str>) {
     let _ = take_points();
     let mut calls = Vec::new();
     let also_states = cleanup.as_deref().unwrap_or_default();
@@ -245,21 +242,16 @@ fn poll_job(
             );
             let refreshed = match refresh(&missing) {
                 None if running_ids.is_empty() => None,
-                None => Some(Ok(present)),
-                Some(Ok(more)) => {
+                more => Some(more.unwrap_or(Ok(Vec::new())).map(|more| {
                     present.extend(more);
-                    Some(Ok(present))
-                }
-                Some(Err(e)) => Some(Err(e)),
+                    present
+                })),
             };
             (Ok(r.candidates), refreshed)
         }
     };
     let rate_limit = tracker.rate_limit();
     let points = take_points();
-    let known_points = rate_limit.as_ref().map(|_| points);
-    let now = (SystemTime::now(), Instant::now());
-    ops.record_poll(started.elapsed(), class, known_points, now.0, now.1);
     let op = TrackerOp::Poll;
     let mut out = vec![
         Event::TrackerCalls(calls),
@@ -272,7 +264,7 @@ fn poll_job(
         candidates,
         rate_limit,
     });
-    out
+    (out, class)
 }
 
 /// One fetch batch: the between-turn refreshes (answered to the workers), then one fetch of
@@ -282,7 +274,6 @@ fn fetch_batch(
     tracker: &dyn Tracker,
     retries: Vec<(String, u64)>,
     refresher: Option<&Refresher>,
-    ops: &OpsShared,
 ) -> Vec<Event> {
     let _ = take_points();
     let mut calls = Vec::from_iter(refresher.and_then(|r| r.serve(tracker)));
@@ -297,7 +288,6 @@ fn fetch_batch(
         }
     };
     let points = take_points();
-    ops.update_metrics(|m| m.points_total = m.points_total.saturating_add(points));
     let op = TrackerOp::Fetch;
     let mut out = vec![
         Event::TrackerCalls(calls),
@@ -339,22 +329,21 @@ struct Daemon {
     events_tx: Sender<Event>,
     /// Wake-ups of run mailboxes (bounded; at most one pending per run).
     news_tx: Sender<Arc<Mailbox>>,
-    poll_jobs: Sender<TrackerJob>,
-    retry_jobs: Sender<TrackerJob>,
+    /// The tracker threads' job queues: polls, fetch batches.
+    tracker_jobs: [Sender<TrackerJob>; 2],
     workers: HashMap<String, WorkerHandle>,
     stamp: Option<(SystemTime, u64)>,
     last_reload_error: Option<String>,
-    pending_acks: Vec<Sender<RefreshAck>>,
     done: bool,
     ops: LoopOps,
+    #[cfg(feature = "http")]
+    surface: surface::Surface,
     /// A board read succeeded and its terminal issues went to the startup cleanup; until then
     /// every poll job carries the cleanup.
     swept: bool,
     /// Where the tracker's watch pings (kept for the tracker a reload builds).
     changed_tx: Sender<()>,
     watch: Option<WatchGuard>,
-    /// `None` once it fired.
-    exit_when: Option<ExitWhen>,
     persist: Persist,
     /// Workspace-removal threads, joined (bounded) at shutdown.
     removals: Reaper,
@@ -389,27 +378,12 @@ fn policy_for(cfg: &ServiceConfig, fd_cap: Option<u64>) -> Policy {
     policy
 }
 
-/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done). Startup:
-/// dispatch preflight (config + tracker validation; failure is an `Err`), then an immediate first
+/// Run the daemon until a clean shutdown (all agents stopped, `after_run` done), with the state
+/// directory already locked and loaded (`persist::acquire`, which the binary calls first),
+/// publishing to `ops` (`READY=1` once startup is done), and shutting down gracefully the first
+/// time `exit_when` holds after a loop event (`baton demo`). Startup: dispatch preflight (the
+/// config and the tracker's validation; failure is an `Err`), recovery, then an immediate first
 /// tick whose board read also drives the terminal workspace cleanup, before anything dispatches.
-pub fn run(opts: DaemonOptions) -> Result<(), RunError> {
-    run_with(opts, DaemonOps::default(), None)
-}
-
-/// [`run_with_state`] after taking the state directory's lock ([`persist::acquire`]).
-pub fn run_with(
-    opts: DaemonOptions,
-    ops: DaemonOps,
-    exit_when: Option<ExitWhen>,
-) -> Result<(), RunError> {
-    let state = persist::acquire(config(&opts.initial)).map_err(|e| e.to_string())?;
-    run_with_state(opts, ops, state, exit_when)
-}
-
-/// [`run`] with the state directory already locked and loaded ([`persist::acquire`], which the
-/// binary calls first), publishing to `ops` (`READY=1` once startup is done), and shutting down
-/// gracefully the first time `exit_when` holds after a loop event (`baton demo`). Recovery
-/// happens before startup cleanup and the first dispatch.
 pub fn run_with_state(
     opts: DaemonOptions,
     ops: DaemonOps,
@@ -418,11 +392,6 @@ pub fn run_with_state(
 ) -> Result<(), RunError> {
     limit_malloc_arenas();
     let cfg = config(&opts.initial).clone();
-    let errs = cfg.preflight_errors();
-    if !errs.is_empty() {
-        let msg: Vec<String> = errs.iter().map(|e| e.to_string()).collect();
-        return Err(format!("startup validation failed: {}", msg.join("; ")).into());
-    }
     crate::host::set_env_policy(cfg.env_policy());
     let Some(tracker) = startup_tracker(&cfg, &opts.tracker_factory, &opts.shutdown_rx)? else {
         return Ok(()); // SIGINT/SIGTERM during startup
@@ -437,7 +406,7 @@ pub fn run_with_state(
     let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
-    let (poll_jobs, retry_jobs, tracker_rx) = start_tracker_threads(&ops.shared);
+    let (tracker_jobs, tracker_rx) = start_tracker_threads();
     let (changed_tx, changed_rx) = bounded(1);
     let inbox = Inbox {
         workers: events_rx,
@@ -465,17 +434,20 @@ pub fn run_with_state(
         queue: VecDeque::new(),
         events_tx,
         news_tx,
-        poll_jobs,
-        retry_jobs,
+        tracker_jobs,
         workers: HashMap::new(),
         last_reload_error: None,
-        pending_acks: Vec::new(),
         done: false,
-        ops: LoopOps::new(ops),
+        ops: LoopOps::new(ops.notifier),
+        #[cfg(feature = "http")]
+        surface: surface::Surface {
+            shared: ops.shared,
+            exit_when,
+            pending_acks: Vec::new(),
+        },
         swept: false,
         changed_tx,
         watch: None,
-        exit_when,
         persist,
         removals: Reaper::default(),
         fatal: None,
@@ -488,6 +460,8 @@ pub fn run_with_state(
         fd_cap,
         refresher,
     };
+    #[cfg(not(feature = "http"))]
+    let _ = exit_when; // always `None`
     d.start(startup, inbox)
 }
 
@@ -504,16 +478,14 @@ fn descriptor_cap(cfg: &ServiceConfig) -> Option<u64> {
 }
 
 /// Start the tracker threads: their job senders and their results.
-fn start_tracker_threads(
-    ops: &Arc<OpsShared>,
-) -> (Sender<TrackerJob>, Sender<TrackerJob>, Receiver<Event>) {
+fn start_tracker_threads() -> ([Sender<TrackerJob>; 2], Receiver<Event>) {
     let (out, results) = unbounded();
-    let [poll, retry] = TRACKER_THREADS.map(|name| {
+    let jobs = TRACKER_THREADS.map(|name| {
         let (jobs, rx) = unbounded::<TrackerJob>();
-        let (out, ops) = (out.clone(), Arc::clone(ops));
+        let out = out.clone();
         let spawned = spawn_supervised(name, move || {
             for job in rx {
-                if job(&ops).into_iter().any(|ev| out.send(ev).is_err()) {
+                if job().0.into_iter().any(|ev| out.send(ev).is_err()) {
                     return;
                 }
             }
@@ -523,17 +495,26 @@ fn start_tracker_threads(
         }
         jobs
     });
-    (poll, retry, results)
+    (jobs, results)
 }
 
-/// Build the tracker and validate it (on a helper thread, so SIGTERM interrupts a hung tracker
-/// at once); `None` when SIGINT/SIGTERM came first (or the helper could not report).
+/// The dispatch preflight, then build the tracker and validate it (on a helper thread, so SIGTERM
+/// interrupts a hung tracker at once); `None` when SIGINT/SIGTERM came first (or the helper could
+/// not report).
 fn startup_tracker(
     cfg: &ServiceConfig,
     tracker_factory: &TrackerFactory,
     shutdown: &Receiver<()>,
 ) -> Result<Option<Arc<dyn Tracker>>, String> {
     let failed = |e: String| format!("startup validation failed: {e}");
+    let errs: Vec<String> = cfg
+        .preflight_errors()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    if !errs.is_empty() {
+        return Err(failed(errs.join("; ")));
+    }
     let tracker = tracker_factory(cfg).map_err(|e| failed(e.to_string()))?;
     let (tx, rx) = bounded(1);
     let t = tracker.clone();
@@ -600,6 +581,8 @@ impl Daemon {
             cfg.workspace_root.display()
         );
         info!("process containment {}", crate::host::containment());
+        #[cfg(feature = "http")]
+        self.publish();
         self.ops.ready(&self.state);
         self.run(inbox)
     }
@@ -611,12 +594,8 @@ impl Daemon {
             self.handle_event(ev, &inbox);
             let now = self.clock.now();
             self.persist.after_step(&self.state, now);
-            // The [`run_with`] condition starts the graceful shutdown (once).
-            if (self.exit_when.as_mut()).is_some_and(|f| f(&state_snapshot(&self.state, now))) {
-                self.exit_when = None;
-                info!("event=exit_condition_met; shutting down");
-                self.shut_down(None);
-            }
+            #[cfg(feature = "http")]
+            self.check_exit(now);
         }
         // Producers blocked on a full channel or mailbox get an error instead of waiting.
         drop(inbox);
@@ -667,14 +646,14 @@ impl Daemon {
             return LoopEvent::Queued(ev);
         }
         let now = self.clock.now();
-        // Some of what an exit condition looks at (e.g. a removed workspace) sends no event.
-        let recheck = self
-            .exit_when
-            .as_ref()
-            .map(|_| now.saturating_add(EXIT_RECHECK_MS));
-        let due = [next_deadline(&self.state), self.persist.next_due()];
-        let due = due.into_iter().chain([self.stuck_tracker(now).1, recheck]);
-        let mut timer = self.clock.timer(due.flatten().min());
+        let due = [
+            next_deadline(&self.state),
+            self.persist.next_due(),
+            self.stuck_tracker(now).1,
+        ];
+        #[cfg(feature = "http")]
+        let due = [&due[..], &[self.surface.recheck(now)]].concat();
+        let mut timer = self.clock.timer(due.into_iter().flatten().min());
         let saves = self.persist.reports.clone();
         // Real time, not the injected clock: systemd's watchdog counts wall time.
         let mut ops_timer = match self.ops.deadline() {
@@ -696,7 +675,7 @@ impl Daemon {
                 recv(ops_timer) -> m => input!(m, ops_timer, |_| LoopEvent::OpsDue),
                 recv(inbox.workers) -> m => input!(m, inbox.workers, LoopEvent::Worker),
                 recv(inbox.news) -> m => input!(m, inbox.news, LoopEvent::News),
-                recv(inbox.tracker) -> m => input!(m, inbox.tracker, LoopEvent::Tracker),
+                recv(inbox.tracker) -> m => input!(m, inbox.tracker, LoopEvent::Queued),
                 recv(inbox.control) -> m => input!(m, inbox.control, LoopEvent::Control),
                 recv(inbox.reload) -> m => input!(m, inbox.reload, |()| LoopEvent::ReloadPing),
                 recv(inbox.tracker_changed) -> m => {
@@ -730,7 +709,7 @@ impl Daemon {
                     }
                 }
             }
-            LoopEvent::Tracker(ev) | LoopEvent::Queued(ev) => self.engine(ev),
+            LoopEvent::Queued(ev) => self.engine(ev),
             LoopEvent::ReloadPing => {
                 for _ in inbox.reload.try_iter() {}
                 self.engine(Event::ReloadRequested);
@@ -747,12 +726,13 @@ impl Daemon {
                 self.shut_down(Some(RunError::ThreadDied(name)));
             }
             LoopEvent::Signal => self.shut_down(None),
+            #[cfg(feature = "http")]
             LoopEvent::Control(req) => self.control(req),
             LoopEvent::OpsDue => {}
             LoopEvent::Saved(r) => {
-                let took = r.elapsed;
-                let shared = &self.ops.shared;
-                shared.update_metrics(|m| m.state_write_duration.observe_duration(took));
+                #[cfg(feature = "http")]
+                (self.surface.shared)
+                    .update_metrics(|m| m.state_write_duration.observe_duration(r.elapsed));
                 if let Some(e) = self.persist.finished(r, self.clock.now()) {
                     self.shut_down(Some(RunError::LockLost(e)));
                 }
@@ -765,6 +745,8 @@ impl Daemon {
         }
         let stuck = self.stuck_tracker(self.clock.now()).0;
         self.ops.tracker_stuck(stuck);
+        #[cfg(feature = "http")]
+        self.publish();
         self.ops.after_event(&self.state);
         self.ops.on_due(Instant::now());
     }
@@ -800,18 +782,15 @@ impl Daemon {
     /// worker's exit comes after everything its mailbox still holds (its last turn's usage).
     fn engine(&mut self, ev: Event) {
         if let Event::WorkerExited {
-            issue_id,
-            run_id,
-            outcome,
+            issue_id, run_id, ..
         } = &ev
         {
             let worker = self.workers.get(issue_id).filter(|w| w.run_id == *run_id);
             for news in worker.map(|w| w.mailbox.take()).unwrap_or_default() {
                 self.engine(news);
             }
-            if self.state.running.get(issue_id).map(|e| e.run_id) == Some(*run_id) {
-                self.ops.worker_exit(outcome);
-            }
+            #[cfg(feature = "http")]
+            self.count_exit(&ev);
             if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
                 self.workers.remove(issue_id);
             }
@@ -845,10 +824,9 @@ impl Daemon {
             } => {
                 let tracker = self.tracker.clone();
                 let refresher = refresh_workers.then(|| Arc::clone(&self.refresher));
-                let _ = self.retry_jobs.send(Box::new(move |ops: &OpsShared| {
-                    fetch_batch(&*tracker, retries, refresher.as_deref(), ops)
-                }));
-                self.tracker_busy[1] = Some(self.clock.now());
+                self.send_tracker_job(TrackerOp::Fetch, move || {
+                    (fetch_batch(&*tracker, retries, refresher.as_deref()), None)
+                });
             }
             dispatch @ Action::Dispatch { .. } => self.dispatch(dispatch),
             Action::StopWorker {
@@ -895,21 +873,14 @@ impl Daemon {
                 leader_start,
             } => self.stop_orphan(issue_id, host, pgid, leader_start),
             Action::ReloadWorkflow => self.reload(),
+            #[cfg(feature = "http")]
             Action::RefreshAck {
                 coalesced,
                 deferred_until,
-            } => {
-                let ack = RefreshAck {
-                    queued: true,
-                    coalesced,
-                    requested_at: fmt_millis(self.clock.now()),
-                    operations: vec!["poll".into(), "reconcile".into()],
-                    deferred_until: deferred_until.map(fmt_millis),
-                };
-                for tx in self.pending_acks.drain(..) {
-                    let _ = tx.send(ack.clone());
-                }
-            }
+            } => self.ack(coalesced, deferred_until),
+            // Without the HTTP surface nobody waits for an acknowledgement.
+            #[cfg(not(feature = "http"))]
+            Action::RefreshAck { .. } => {}
             Action::ShutdownComplete => self.done = true,
         }
     }
@@ -995,9 +966,23 @@ impl Daemon {
         }
         let tracker = self.tracker.clone();
         let cleanup = (!self.swept).then(|| config(&self.workflow).tracker.terminal_states.clone());
-        let job = move |ops: &OpsShared| poll_job(&*tracker, running_ids, cleanup, ops);
-        let _ = self.poll_jobs.send(Box::new(job));
-        self.tracker_busy[0] = Some(self.clock.now());
+        self.send_tracker_job(TrackerOp::Poll, move || {
+            poll_job(&*tracker, running_ids, cleanup)
+        });
+    }
+
+    /// Hand `job` to the tracker thread of `op` and note when (see [`TRACKER_JOB_BOUND_MS`]).
+    fn send_tracker_job(
+        &mut self,
+        op: TrackerOp,
+        job: impl FnOnce() -> (Vec<Event>, Option<&'static str>) + Send + 'static,
+    ) {
+        let slot = usize::from(op == TrackerOp::Fetch);
+        let job: TrackerJob = Box::new(job);
+        #[cfg(feature = "http")]
+        let job = self.surface.observed(job);
+        let _ = self.tracker_jobs[slot].send(job);
+        self.tracker_busy[slot] = Some(self.clock.now());
     }
 
     fn dispatch(&mut self, action: Action) {
@@ -1057,25 +1042,6 @@ impl Daemon {
                         "cannot start the worker thread: {e}"
                     )),
                 });
-            }
-        }
-    }
-
-    fn control(&mut self, req: ControlRequest) {
-        let now = self.clock.now();
-        match req {
-            ControlRequest::State { reply } => {
-                let _ = reply.send(state_snapshot(&self.state, now));
-            }
-            ControlRequest::Issue { identifier, reply } => {
-                let _ = reply.send(issue_detail(&self.state, &identifier, now));
-            }
-            ControlRequest::Refresh { reply } => {
-                self.pending_acks.push(reply);
-                self.engine(Event::RefreshRequested);
-            }
-            ControlRequest::Ping { reply } => {
-                let _ = reply.send(());
             }
         }
     }
@@ -1175,9 +1141,6 @@ impl Daemon {
                 "workflow reload failed; keeping the previous config entirely event=workflow_reload_failed error={msg:?}"
             );
         }
-        self.ops
-            .shared
-            .update_health(|h| h.reload_error.clone_from(&error));
         self.last_reload_error = error;
     }
 }

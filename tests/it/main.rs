@@ -46,9 +46,11 @@ mod http_browser;
 mod http_hardening;
 #[cfg(feature = "http")]
 mod ops_health;
+#[cfg(feature = "http")]
 mod ops_metrics;
 mod ops_systemd;
 mod orchestrator_core;
+#[cfg(feature = "http")] // observed through control requests and the shared ops state
 mod orchestrator_daemon;
 mod orchestrator_gate;
 mod orchestrator_pace;
@@ -61,6 +63,7 @@ mod reliability_memory;
 mod reliability_prompt;
 #[cfg(feature = "http")] // the real binary, observed through its HTTP API
 mod reliability_refresh;
+#[cfg(feature = "http")] // observed through control requests
 mod reliability_reload;
 mod reliability_reopen;
 mod reliability_startup;

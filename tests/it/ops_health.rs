@@ -16,16 +16,14 @@ use baton::ops::health::{
 };
 use baton::ops::sdnotify::Notifier;
 use baton::ops::shared::OpsShared;
-use baton::runtime::daemon::{
-    run_with, DaemonOps, RunnerFactory, TrackerFactory, TRACKER_JOB_BOUND_MS,
-};
+use baton::runtime::daemon::{DaemonOps, RunnerFactory, TrackerFactory, TRACKER_JOB_BOUND_MS};
 use baton::status::ControlRequest;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::ServiceConfig;
 use crossbeam_channel::{unbounded, Sender};
 
 use crate::support::stand_ins::{
-    daemon_options_with, minimal_workflow, spawn_daemon, NoRunner, TestEnv,
+    daemon_options_with, minimal_workflow, run_with, spawn_daemon, NoRunner, TestEnv,
 };
 use crate::support::tempdir::TempDir;
 
@@ -135,7 +133,7 @@ fn a_rejected_reload_is_not_ready_until_a_reload_succeeds() {
     let why = "/srv/WORKFLOW.md: missing_tracker_token: tracker.token is missing";
     inputs.reload_error = Some(why.to_string());
     let err = readyz(&inputs, t0).unwrap_err();
-    assert_eq!(err.code(), "reload_failed");
+    assert_eq!(json(&err)["reason"], "reload_failed");
     let body: serde_json::Value = serde_json::from_str(&err.to_json()).unwrap();
     let message = body["message"].as_str().unwrap();
     assert!(
@@ -172,8 +170,13 @@ fn polls_that_stop_happening_flip_after_the_window() {
     let inputs = ready_at(t0);
     let err = readyz(&inputs, t0 + 100 * SEC).unwrap_err();
     assert_eq!(err, NotReady::Stale { seconds: 100 });
-    assert_eq!(err.code(), "poll_stale");
-    assert_eq!(err.message(), "no successful poll for 100 s");
+    assert_eq!(json(&err)["reason"], "poll_stale");
+    assert_eq!(json(&err)["message"], "no successful poll for 100 s");
+}
+
+/// The `/readyz` 503 body of `e`.
+fn json(e: &NotReady) -> serde_json::Value {
+    serde_json::from_str(&e.to_json()).unwrap()
 }
 
 #[test]
@@ -188,7 +191,7 @@ fn shutting_down_wins() {
     assert_eq!(body["reason"], "shutting_down");
     assert_eq!(body["message"], "shutting down");
     assert!(body.get("class").is_none());
-    assert_eq!(NotReady::NeverPolled.message(), "never polled");
+    assert_eq!(json(&NotReady::NeverPolled)["message"], "never polled");
     let ok: serde_json::Value = serde_json::from_str(READY_JSON).unwrap();
     assert_eq!(ok["ready"], true);
 }

@@ -12,10 +12,9 @@ use baton::agent::{AgentEvent, AgentEventKind, TokenUsage};
 use baton::model::{BlockerRef, Issue};
 use baton::orchestrator::engine::{handle, next_deadline, Action, Event, PollSkip};
 use baton::orchestrator::rules::RELOAD_DEBOUNCE_MS;
-use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RetryKind, RECENT_EVENTS_CAP};
-use baton::orchestrator::{
-    Budget, ParkKind, StopReason, WorkerOutcome, WorkerPhase, WorkerProgress,
-};
+use baton::orchestrator::state::{Millis, OrchestratorState, Policy, RetryKind};
+use baton::orchestrator::{Budget, StopReason, WorkerOutcome, WorkerPhase, WorkerProgress};
+#[cfg(feature = "http")] // the status surface's rows
 use baton::status::snapshot::{issue_detail, state_snapshot};
 
 const T0: Millis = 1_700_000_000_000;
@@ -358,6 +357,7 @@ fn reload_reapplies_poll_interval() {
 }
 
 #[test]
+#[cfg(feature = "http")]
 fn preflight_failure_skips_dispatch_but_reconciles() {
     let mut h = H::new(policy());
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -403,6 +403,7 @@ fn reconciliation_with_no_running_issues_requests_no_refresh() {
 }
 
 #[test]
+#[cfg(feature = "http")]
 fn active_refresh_updates_the_running_snapshot() {
     let mut h = H::new(policy());
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -629,6 +630,7 @@ fn abnormal_exits_back_off_exponentially_up_to_the_cap() {
 }
 
 #[test]
+#[cfg(feature = "http")]
 fn retry_entries_show_in_the_snapshot() {
     let mut h = H::new(policy());
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -825,6 +827,7 @@ fn events_from_an_old_run_are_ignored() {
 // ---------------------------------------------------------------- parking
 
 #[test]
+#[cfg(feature = "http")]
 fn max_attempts_parks_the_issue_until_its_state_or_labels_change() {
     let mut h = H::new(Policy {
         max_attempts: Some(2),
@@ -930,6 +933,7 @@ fn leaving_the_active_states_resets_the_run_budget() {
 // ---------------------------------------------------------------- accounting & snapshots
 
 #[test]
+#[cfg(feature = "http")]
 fn tokens_cost_and_runtime_are_accounted_per_13_5() {
     let mut h = H::new(policy());
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -977,6 +981,7 @@ fn tokens_cost_and_runtime_are_accounted_per_13_5() {
 }
 
 #[test]
+#[cfg(feature = "http")]
 fn turn_count_and_recent_events_ring_is_bounded() {
     let mut h = H::new(policy());
     h.tick(None, Ok(vec![issue(1, "Todo")]));
@@ -986,7 +991,7 @@ fn turn_count_and_recent_events_ring_is_bounded() {
         run_id: run,
         progress: WorkerProgress::TurnStarted(3),
     });
-    for i in 0..(RECENT_EVENTS_CAP + 50) {
+    for i in 0..(baton::orchestrator::state::RECENT_EVENTS_CAP + 50) {
         let mut e = ev(AgentEventKind::ToolUse);
         e.summary = format!("event {i}\n{}", "x".repeat(10_000));
         h.agent_event(1, e);
@@ -994,7 +999,10 @@ fn turn_count_and_recent_events_ring_is_bounded() {
     let d = issue_detail(&h.s, "acme__repo-1", h.now).unwrap();
     assert_eq!(d.status, "running");
     assert_eq!(d.running.as_ref().unwrap().turn_count, 3);
-    assert_eq!(d.recent_events.len(), RECENT_EVENTS_CAP);
+    assert_eq!(
+        d.recent_events.len(),
+        baton::orchestrator::state::RECENT_EVENTS_CAP
+    );
     assert!(d.recent_events[0].message.starts_with("event 50 "));
     assert!(d
         .recent_events
@@ -1215,6 +1223,7 @@ impl H {
 }
 
 #[test]
+#[cfg(feature = "http")]
 fn cost_budget_stops_after_the_crossing_turn_and_parks() {
     let mut h = H::new(budget_policy(Budget {
         max_cost_usd_per_issue: Some(0.25),
@@ -1235,7 +1244,7 @@ fn cost_budget_stops_after_the_crossing_turn_and_parks() {
     assert!(dispatched(&a).is_empty());
     let b = &h.s.blocked["I_1"];
     assert_eq!(b.reason, "budget exceeded: cost $0.31 > $0.25");
-    assert_eq!(b.kind, ParkKind::BudgetExceeded);
+    assert_eq!(b.kind, baton::orchestrator::ParkKind::BudgetExceeded);
     assert!(
         h.s.retry_attempts.is_empty(),
         "no retry after a budget stop"
@@ -1253,6 +1262,7 @@ fn cost_budget_stops_after_the_crossing_turn_and_parks() {
 }
 
 #[test]
+#[cfg(feature = "http")]
 fn token_budget_counts_cache_tokens_across_runs() {
     let mut h = H::new(budget_policy(Budget {
         max_tokens_per_issue: Some(1_000),
@@ -1483,6 +1493,7 @@ fn a_tick_reconciled_from_the_board_read_stops_moved_and_missing_issues() {
 }
 
 #[test]
+#[cfg(feature = "http")]
 fn the_latest_agent_rate_limits_reach_the_snapshot() {
     let mut h = H::new(policy());
     h.tick(None, Ok(vec![issue(1, "Todo")]));

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 use crate::support::clock::ManualClock;
+use crate::support::stand_ins::run_with;
 use baton::agent::{
     AgentError, AgentErrorKind, AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken,
     Emit, SessionContext, TokenUsage, TurnResult,
@@ -31,7 +32,7 @@ use baton::ops::health::NotReady;
 use baton::ops::shared::OpsShared;
 use baton::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 use baton::runtime::clock::Clock;
-use baton::runtime::daemon::{run_with, DaemonOps};
+use baton::runtime::daemon::DaemonOps;
 use baton::status::{ControlRequest, IssueDetail, StateSnapshot};
 use baton::timefmt::parse_rfc3339;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind};

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crossbeam_channel::{bounded, Receiver};
 
+use crate::support::stand_ins::run;
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::run;
 use baton::status::ControlRequest;
 use baton::workflow::config::ConfigEnv;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
+use crate::support::stand_ins::run;
 use baton::runtime::clock::SystemClock;
-use baton::runtime::daemon::run;
 
 use crate::support::stand_ins::{
     daemon_options, minimal_workflow, spawn_daemon, StubTracker, TestEnv,

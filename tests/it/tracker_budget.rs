@@ -16,17 +16,18 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{Receiver, Sender};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::support::clock::ManualClock;
+use crate::support::stand_ins::run;
 use baton::agent::{
     AgentError, AgentErrorKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
     TurnResult,
 };
 use baton::runtime::clock::Clock;
-use baton::runtime::daemon::run;
+#[cfg(feature = "http")] // observed through control requests
 use baton::status::{ControlRequest, RefreshAck};
 use baton::tracker::Tracker;
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
@@ -35,6 +36,7 @@ use support::fake_github::{BoardFixture, FakeGithub, Fault, IssueFixture, FAKE_T
 use support::stand_ins::TestEnv;
 
 /// Headers a hostile or broken server could send (issue 12, failures 1–3).
+#[cfg(feature = "http")]
 const HOSTILE: [&str; 6] = [
     "300000000000",
     "18446744073709551616",
@@ -100,6 +102,7 @@ fn wall_millis() -> u64 {
 
 struct Running {
     clock: Arc<ManualClock>,
+    #[cfg(feature = "http")]
     control: Sender<ControlRequest>,
     shutdown: Sender<()>,
     exited: Receiver<Result<(), baton::runtime::daemon::RunError>>,
@@ -127,6 +130,7 @@ fn start_with(dir: TempDir, wf_path: &Path, runner: Arc<dyn AgentRunner>) -> Run
     let exited = spawn_daemon(move || run(opts));
     let r = Running {
         clock,
+        #[cfg(feature = "http")]
         control: inputs.control,
         shutdown: inputs.shutdown,
         exited,
@@ -150,8 +154,9 @@ impl Running {
             assert!(Instant::now() < limit, "the loop never went idle");
         }
     }
+    #[cfg(feature = "http")]
     fn refresh(&self) -> RefreshAck {
-        let (tx, rx) = bounded(1);
+        let (tx, rx) = crossbeam_channel::bounded(1);
         self.control
             .send(ControlRequest::Refresh { reply: tx })
             .unwrap();
@@ -182,8 +187,9 @@ impl Running {
             self.run_for(step_ms, step);
         }
     }
+    #[cfg(feature = "http")]
     fn state(&self) -> baton::status::StateSnapshot {
-        let (tx, rx) = bounded(1);
+        let (tx, rx) = crossbeam_channel::bounded(1);
         self.control
             .send(ControlRequest::State { reply: tx })
             .unwrap();
@@ -211,6 +217,7 @@ fn start_on_empty_board(tag: &str) -> (FakeGithub, Running) {
 
 /// 400 refresh triggers in 20 s of virtual time, then 400 more inside a rate-limit pause.
 /// Returns (requests during the storm, requests during the paused storm).
+#[cfg(feature = "http")]
 fn storm(r: &Running, github: &FakeGithub) -> (usize, usize) {
     let base = github.request_count();
     for _ in 0..400 {
@@ -238,6 +245,7 @@ fn storm(r: &Running, github: &FakeGithub) -> (usize, usize) {
 }
 
 #[test]
+#[cfg(feature = "http")]
 fn refresh_storm_is_coalesced_and_silent_during_a_pause() {
     let (github, r) = start_on_empty_board("storm");
     let (during_storm, during_pause) = storm(&r, &github);
@@ -260,6 +268,7 @@ fn refresh_storm_is_coalesced_and_silent_during_a_pause() {
 /// Failures 1 and 4/5: every hostile header on a poll's reply; the poll thread survives and
 /// polls again after at most the clamped hour, and never inside the pause.
 #[test]
+#[cfg(feature = "http")]
 fn hostile_rate_limit_headers_never_stop_polling() {
     let (github, r) = start_on_empty_board("poll");
     for value in HOSTILE {
@@ -420,6 +429,7 @@ fn between_turn_refreshes_of_many_workers_share_one_request_per_slot() {
 /// points an hour, so the daemon stretches polling to 30.3 s (2,375 of the 2,500 points, half
 /// of GitHub's 5,000) and says so in the state snapshot.
 #[test]
+#[cfg(feature = "http")]
 fn a_costly_board_stretches_the_poll_interval_and_the_state_shows_it() {
     let github = FakeGithub::start(BoardFixture::generated(1_000, "In Review"));
     let dir = TempDir::new("stretch");
@@ -461,6 +471,7 @@ fn a_costly_board_stretches_the_poll_interval_and_the_state_shows_it() {
 /// The binary logs `event=poll_interval_stretched` and shows the interval in force and the
 /// projected spend in `/api/v1/state` and `/metrics`.
 #[test]
+#[cfg(feature = "http")] // the real binary's HTTP API
 fn the_stretched_interval_is_logged_and_shown_in_the_api_and_metrics() {
     let github = FakeGithub::start(BoardFixture::generated(1_000, "In Review"));
     let dir = TempDir::new("stretch-bin");

@@ -1,22 +1,18 @@
-//! The main loop's operations duties: state copied into the shared metrics and health facts after
-//! every event, and systemd's messages, sent from the loop (its `select!` waits for
-//! [`LoopOps::deadline`]) so that a wedged loop stops the watchdog pings.
+//! The main loop's systemd duties: `READY=1`, `STOPPING=1`, a rate-limited `STATUS=` summary and
+//! the watchdog pings, sent from the loop (its `select!` waits for [`LoopOps::deadline`]) so that
+//! a wedged loop stops the pings.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use crate::ops::metrics::MetricsSnapshot;
 use crate::ops::sdnotify::{summary, Notifier, WatchdogPacer};
-use crate::ops::shared::OpsShared;
-use crate::ops::DaemonOps;
-use crate::orchestrator::{OrchestratorState, ParkKind, WorkerOutcome};
+use crate::orchestrator::OrchestratorState;
 
 /// Shortest time between two `STATUS=` messages.
 pub(crate) const STATUS_MIN_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The loop-side state of [`DaemonOps`].
+/// The loop-side state of the systemd notifier.
 pub(crate) struct LoopOps {
-    pub(crate) shared: Arc<OpsShared>,
     notifier: Arc<Notifier>,
     pacer: Option<WatchdogPacer>,
     /// The last `STATUS=` text sent, and when.
@@ -24,41 +20,35 @@ pub(crate) struct LoopOps {
     /// A changed status waiting for the rate limit.
     pending_status: Option<String>,
     /// A tracker thread stuck on one job.
-    stuck: Option<&'static str>,
+    pub(super) stuck: Option<&'static str>,
+    /// Shutdown has started (`STOPPING=1` was sent).
+    pub(super) stopping: bool,
 }
 
 impl LoopOps {
-    pub(crate) fn new(ops: DaemonOps) -> Self {
-        let pacer = ops
-            .notifier
-            .watchdog_interval()
-            .map(|every| WatchdogPacer::new(every, Instant::now()));
+    pub(crate) fn new(notifier: Arc<Notifier>) -> Self {
+        let pacer =
+            (notifier.watchdog_interval()).map(|every| WatchdogPacer::new(every, Instant::now()));
         LoopOps {
-            shared: ops.shared,
-            notifier: ops.notifier,
+            notifier,
             pacer,
             last_status: None,
             pending_status: None,
             stuck: None,
+            stopping: false,
         }
     }
 
-    /// Startup is done: readiness may turn green, systemd gets `READY=1` and a first status.
+    /// Startup is done: systemd gets `READY=1` and a first status.
     pub(crate) fn ready(&mut self, state: &OrchestratorState) {
-        self.shared.update_health(|h| h.recovery_done = true);
         self.after_event(state);
         self.notifier.ready();
         self.on_due(Instant::now());
     }
 
-    /// Shutdown has started: `STOPPING=1` (once) and readiness turns 503.
+    /// Shutdown has started: `STOPPING=1` (once).
     pub(crate) fn stopping(&mut self) {
-        let mut first = false;
-        self.shared.update_health(|h| {
-            first = !h.shutting_down;
-            h.shutting_down = true;
-        });
-        if first {
+        if !std::mem::replace(&mut self.stopping, true) {
             self.notifier.stopping();
         }
     }
@@ -76,31 +66,10 @@ impl LoopOps {
             None => log::info!("event=tracker_thread_recovered"),
         }
         self.stuck = thread;
-        self.shared.update_health(|h| h.stuck_thread = thread);
     }
 
-    pub(crate) fn worker_exit(&self, outcome: &WorkerOutcome) {
-        let label = match outcome {
-            WorkerOutcome::Normal => "normal",
-            WorkerOutcome::Failed(_) => "failed",
-            WorkerOutcome::Cancelled => "cancelled",
-            WorkerOutcome::HostFailed { .. } => "host_failed",
-            WorkerOutcome::ResourceExhausted(_) => "resource_exhausted",
-        };
-        self.shared.update_metrics(|m| m.record_worker_exit(label));
-    }
-
-    /// Copy the gauges and engine counters after an event, and queue a `STATUS=` when the
-    /// summary changed.
+    /// Queue a `STATUS=` when the summary changed after an event.
     pub(crate) fn after_event(&mut self, state: &OrchestratorState) {
-        self.shared.update_metrics(|m| copy_state(m, state));
-        let interval =
-            Duration::from_millis(state.poll.gate.poll_interval(state.policy.poll_interval_ms));
-        let shutting_down = state.shutting_down;
-        self.shared.update_health(|h| {
-            h.polling_interval = interval;
-            h.shutting_down |= shutting_down;
-        });
         if !self.notifier.is_enabled() {
             return;
         }
@@ -150,36 +119,5 @@ impl LoopOps {
         self.last_status
             .as_ref()
             .map(|(_, at)| *at + STATUS_MIN_INTERVAL)
-    }
-}
-
-/// Copy the state-derived gauges and counters (cheap: a few fields and one pass over parked).
-fn copy_state(m: &mut MetricsSnapshot, s: &OrchestratorState) {
-    m.running = s.running.len() as u64;
-    m.retrying = s.retry_attempts.len() as u64;
-    // Every class is always shown (0 when none), so a series never vanishes.
-    let kinds = [
-        ParkKind::MaxAttempts,
-        ParkKind::MaxRuns,
-        ParkKind::BudgetExceeded,
-    ];
-    m.parked = kinds.map(|k| (k.as_str(), 0)).into();
-    for b in s.blocked.values() {
-        let n = m.parked.entry(b.kind.as_str()).or_insert(0);
-        *n = n.saturating_add(1);
-    }
-    m.dispatches = s.counters.dispatches;
-    m.retries_scheduled = s.counters.retries_scheduled;
-    let t = &s.agent_totals;
-    m.tokens = t.tokens;
-    m.cost_usd = t.cost_usd;
-    m.agent_turns = t.turns;
-    let plan = &s.poll.gate.pace.plan;
-    m.poll_interval_seconds = s.poll.gate.poll_interval(s.policy.poll_interval_ms) as f64 / 1000.0;
-    m.points_projected_per_hour = plan.projected_per_hour;
-    if let Some(rl) = &s.poll.rate_limit {
-        let known = |v: Option<i64>| v.and_then(|n| n.try_into().ok());
-        m.rate_limit_remaining = known(rl.remaining);
-        m.rate_limit_limit = known(rl.limit);
     }
 }

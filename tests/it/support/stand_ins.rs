@@ -1,4 +1,4 @@
-//! Stand-ins for a daemon's collaborators in tests that drive `runtime::daemon::run` directly: a
+//! Stand-ins for a daemon's collaborators in tests that drive `runtime::daemon::run_with_state` directly: a
 //! config environment with only the variables a test gives it, a tracker with an empty board, an
 //! agent runner that is never meant to be asked. Depends on `baton` only, so the test binaries
 //! that need a process of their own include it with `#[path = "it/support/stand_ins.rs"]`.
@@ -12,8 +12,10 @@ use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use baton::agent::{AgentError, AgentErrorKind, AgentRunner, AgentSession, SessionContext};
 use baton::model::Issue;
 use baton::runtime::clock::Clock;
-use baton::runtime::daemon::{DaemonOptions, RunError, RunnerFactory, TrackerFactory};
-use baton::status::ControlRequest;
+use baton::runtime::daemon::ControlRequest;
+use baton::runtime::daemon::{
+    DaemonOps, DaemonOptions, ExitWhen, RunError, RunnerFactory, TrackerFactory,
+};
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
 use baton::workflow::config::{ConfigEnv, ServiceConfig};
 use baton::workflow::loader::load_workflow;
@@ -136,7 +138,7 @@ pub struct Inputs {
     pub shutdown: Sender<()>,
 }
 
-/// Options for `runtime::daemon::run` reading `workflow` (which must be valid) with `env`, with
+/// Options for [`run`] reading `workflow` (which must be valid) with `env`, with
 /// `tracker` and [`NoRunner`], and the inputs that drive it.
 pub fn daemon_options(
     workflow: &Path,
@@ -178,6 +180,22 @@ pub fn daemon_options_with(
         shutdown,
     };
     (opts, inputs)
+}
+
+/// `runtime::daemon::run_with_state` after taking the state directory's lock, as the binary does.
+pub fn run_with(
+    opts: DaemonOptions,
+    ops: DaemonOps,
+    exit_when: Option<ExitWhen>,
+) -> Result<(), RunError> {
+    let state = baton::runtime::persist::acquire(&opts.initial.config.config)
+        .map_err(|e| RunError::Startup(e.to_string()))?;
+    baton::runtime::daemon::run_with_state(opts, ops, state, exit_when)
+}
+
+/// [`run_with`] without systemd or an exit condition.
+pub fn run(opts: DaemonOptions) -> Result<(), RunError> {
+    run_with(opts, DaemonOps::default(), None)
 }
 
 /// Run `run` on its own thread; the receiver gets its result once it returns.
