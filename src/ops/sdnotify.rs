@@ -80,7 +80,7 @@ impl Notifier {
             target,
             label,
             watchdog,
-            warned: AtomicBool::new(false),
+            ..Self::default()
         }
     }
 

@@ -996,12 +996,11 @@ impl Daemon {
                     "event=spawn_resource_exhausted issue_id={} issue_identifier={} what=worker_thread error={e}",
                     issue.id, issue.identifier
                 );
+                let why = format!("cannot start the worker thread: {e}");
                 self.queue.push_back(Event::WorkerExited {
                     issue_id: issue.id,
                     run_id,
-                    outcome: WorkerOutcome::ResourceExhausted(format!(
-                        "cannot start the worker thread: {e}"
-                    )),
+                    outcome: WorkerOutcome::ResourceExhausted(why),
                 });
             }
         }
@@ -1093,8 +1092,7 @@ impl Daemon {
     /// Record how the last reload ended (`None`: applied or unchanged); a new error is logged
     /// once and shown by `/readyz` until a reload succeeds.
     fn reload_failed(&mut self, error: Option<String>) {
-        if error.is_some() && error != self.last_reload_error {
-            let msg = error.as_deref().unwrap_or_default();
+        if let Some(msg) = error.as_ref().filter(|_| error != self.last_reload_error) {
             error!(
                 "workflow reload failed; keeping the previous config entirely event=workflow_reload_failed error={msg:?}"
             );
