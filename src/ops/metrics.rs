@@ -111,7 +111,7 @@ impl MetricsSnapshot {
 }
 
 /// Add one to `map[key]`, saturating.
-fn bump(map: &mut BTreeMap<&'static str, u64>, key: &'static str) {
+pub(crate) fn bump(map: &mut BTreeMap<&'static str, u64>, key: &'static str) {
     let n = map.entry(key).or_insert(0);
     *n = n.saturating_add(1);
 }

@@ -71,10 +71,8 @@ impl LoopOps {
         if !self.notifier.is_enabled() {
             return;
         }
-        let last_poll = state
-            .poll
-            .last_success_at
-            .map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
+        let last_poll =
+            (state.poll.last_success_at).map(|ms| UNIX_EPOCH + Duration::from_millis(ms));
         let line = summary(
             state.running.len() as u64,
             state.retry_attempts.len() as u64,

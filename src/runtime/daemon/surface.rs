@@ -10,6 +10,7 @@ use crossbeam_channel::Sender;
 use log::info;
 
 use super::{Daemon, TrackerJob};
+use crate::ops::metrics::bump;
 use crate::ops::shared::OpsShared;
 use crate::orchestrator::{Event, ParkKind, TrackerOp, WorkerOutcome};
 use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
@@ -140,8 +141,7 @@ impl Daemon {
             ];
             m.parked = kinds.map(|k| (k.as_str(), 0)).into();
             for b in s.blocked.values() {
-                let n = m.parked.entry(b.kind.as_str()).or_insert(0);
-                *n = n.saturating_add(1);
+                bump(&mut m.parked, b.kind.as_str());
             }
             (m.dispatches, m.retries_scheduled) =
                 (s.counters.dispatches, s.counters.retries_scheduled);
