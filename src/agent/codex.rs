@@ -48,9 +48,8 @@ impl Cli for CodexConfig {
     }
 
     fn invocation(r: &CodexRunner, i: &mut Invocation<()>) -> Parsed<Self> {
-        i.spec
-            .args
-            .extend(r.cfg.cli.extra_args.iter().map(Into::into));
+        let args = r.cfg.cli.extra_args.iter().map(Into::into);
+        i.spec.args.extend(args);
         i.spec.stdin_pipe = true;
         let thread = i.session.map(String::from);
         Ok(Client::new(&r.cfg, &i.spec.cwd, thread, i.prompt, i.turn))
@@ -252,8 +251,7 @@ impl Client {
             }
             (true, _) => {
                 let d = first_detail(["command", "tool", "query"].map(|k| str_at(item, k)));
-                let text = format!("{item_type}: {d}");
-                self.event(E::ToolUse, &text)
+                self.event(E::ToolUse, &format!("{item_type}: {d}"))
             }
             (false, "agentMessage") => {
                 let text = str_at(item, "text").unwrap_or("");
@@ -287,8 +285,7 @@ impl Client {
                     None => return self.event(E::Malformed, "token usage without last"),
                 }
                 let total = count(p.pointer("/tokenUsage/total/totalTokens"));
-                let text = format!("thread tokens total={total}");
-                self.event(E::OtherMessage, &text)
+                self.event(E::OtherMessage, &format!("thread tokens total={total}"))
             }
             "account/rateLimits/updated" => match p.get("rateLimits").and_then(rate_limits) {
                 Some(rl) => rl.event(|kind, text| self.event(kind, text)),
@@ -300,10 +297,8 @@ impl Client {
                 let status = info.and_then(|o| {
                     (o.values()).find_map(|v| v.get("httpStatusCode").and_then(Value::as_u64))
                 });
-                let mut text = one_line(str_at(err, "message").unwrap_or("?"), 160);
-                if let Some(s) = status {
-                    text.push_str(&format!(" (http {s})"));
-                }
+                let status = status.map(|s| format!(" (http {s})")).unwrap_or_default();
+                let text = one_line(str_at(err, "message").unwrap_or("?"), 160) + &status;
                 let retry = p.get("willRetry").and_then(Value::as_bool) == Some(true);
                 if !retry {
                     self.last_error = Some(text.clone());
@@ -372,10 +367,8 @@ impl TurnParser for Client {
             Ok(_) => return vec![self.event(E::Malformed, "non-object JSON line")],
             Err(e) => return vec![self.event(E::Malformed, &format!("non-JSON line ({e})"))],
         };
-        let (method, params) = (
-            str_at(&v, "method"),
-            v.get("params").unwrap_or(&Value::Null),
-        );
+        let method = str_at(&v, "method");
+        let params = v.get("params").unwrap_or(&Value::Null);
         let ev = match (v.get("id"), method) {
             (Some(_), _) if line.len() > MAX_CONTROL_BYTES => {
                 if self.pending.is_some() {
@@ -459,14 +452,10 @@ impl TurnParser for Client {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if let Some(t) = self.done_at {
-            return Some(t + EXIT_GRACE);
-        }
         let silence = self.last_output.unwrap_or_else(Instant::now) + self.silence;
-        Some(match self.pending {
-            Some((_, _, sent)) => silence.min(sent + self.read_timeout),
-            None => silence,
-        })
+        let reply = self.pending.map(|(.., sent)| sent + self.read_timeout);
+        let bound = reply.map_or(silence, |r| r.min(silence));
+        Some(self.done_at.map_or(bound, |t| t + EXIT_GRACE))
     }
 }
 

@@ -82,8 +82,7 @@ fn cli_home(auth_type: &str, session: &str) -> std::io::Result<PathBuf> {
     });
     let mut file = fs::OpenOptions::new();
     file.write(true).create(true).truncate(true).mode(0o600);
-    let mut f = file.open(home.join(".gemini/settings.json"))?;
-    std::io::Write::write_all(&mut f, settings.to_string().as_bytes())?;
+    serde_json::to_writer(file.open(home.join(".gemini/settings.json"))?, &settings)?;
     Ok(home)
 }
 
@@ -128,8 +127,7 @@ impl StreamParser {
             let t = str_at(e, "type").unwrap_or("?");
             format!("{t}: {}", one_line(str_at(e, "message").unwrap_or(""), 300))
         });
-        let stats = v.get("stats").unwrap_or(&Value::Null);
-        let n = |k: &str| count(stats.get(k));
+        let n = |k: &str| count(v.get("stats").and_then(|s| s.get(k)));
         let (input, cached, total) = (n("input_tokens"), n("cached"), n("total_tokens"));
         self.usage = TokenUsage {
             input_tokens: input.saturating_sub(cached),
