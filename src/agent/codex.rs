@@ -72,8 +72,8 @@ pub struct Client {
     last_output: Option<Instant>,
     thread_id: Option<String>,
     turn_id: Option<String>,
-    /// `turn/completed`: its status and error text.
-    completed: Option<(String, String)>,
+    /// The result `turn/completed` reported.
+    completed: Option<TurnResult>,
     failure: Option<AgentError>,
     done_at: Option<Instant>,
     last_error: Option<String>,
@@ -139,14 +139,12 @@ impl Client {
 
     fn thread_request(&mut self) {
         let mut params = self.thread_params.clone();
-        match self.thread_id.clone() {
-            Some(id) => {
-                params["threadId"] = id.into();
-                params["excludeTurns"] = true.into();
-                self.request(RESUME, params);
-            }
-            None => self.request("thread/start", params),
-        }
+        let Some(id) = self.thread_id.clone() else {
+            return self.request("thread/start", params);
+        };
+        params["threadId"] = id.into();
+        params["excludeTurns"] = true.into();
+        self.request(RESUME, params);
     }
 
     /// A reply to one of Baton's requests.
@@ -317,8 +315,14 @@ impl Client {
                 }
                 let status = str_at(turn, "status").unwrap_or("?").to_string();
                 let error = turn.pointer("/error/message").and_then(Value::as_str);
-                let error = error.map(|e| one_line(e, 300)).unwrap_or_default();
-                self.completed = Some((status.clone(), error));
+                let error = error.map(|e| one_line(e, 300)).filter(|e| !e.is_empty());
+                let error = error.or(self.last_error.clone()).unwrap_or_default();
+                let err = |k, m: String| Err(AgentError::new(k, m));
+                self.completed = Some(match status.as_str() {
+                    "completed" => Ok(()),
+                    "interrupted" => err(K::TurnCancelled, "turn interrupted".into()),
+                    _ => err(K::TurnFailed, format!("turn {status}: {error}")),
+                });
                 self.finish();
                 self.event(E::OtherMessage, &format!("turn/completed status={status}"))
             }
@@ -404,19 +408,7 @@ impl TurnParser for Client {
         match (&self.failure, &self.completed) {
             (Some(e), None) => return Err(e.clone()),
             (Some(e), _) if e.kind == K::TurnInputRequired => return Err(e.clone()),
-            (_, Some((s, _))) if s == "completed" => return Ok(()),
-            (_, Some((s, _))) if s == "interrupted" => {
-                return err(K::TurnCancelled, "turn interrupted".into())
-            }
-            (_, Some((status, e))) => {
-                let e = Some(e)
-                    .filter(|e| !e.is_empty())
-                    .or(self.last_error.as_ref());
-                return err(
-                    K::TurnFailed,
-                    format!("turn {status}: {}", e.map_or("", |e| e)),
-                );
-            }
+            (_, Some(result)) => return result.clone(),
             (None, None) => {}
         }
         let stderr = end.stderr_note();
