@@ -167,7 +167,6 @@ impl Client {
             self.fail(K::StartupFailed, text.clone());
             return self.event(E::Notification, &text);
         }
-        let result = v.get("result").unwrap_or(&Value::Null);
         match method {
             "initialize" => {
                 self.send(json!({"method": "initialized"}));
@@ -175,7 +174,7 @@ impl Client {
                 self.event(E::OtherMessage, "initialized")
             }
             "thread/start" | RESUME => {
-                let Some(id) = result.pointer("/thread/id").and_then(Value::as_str) else {
+                let Some(id) = v.pointer("/result/thread/id").and_then(Value::as_str) else {
                     let text = format!("{method} reply without a thread id");
                     self.fail(K::StartupFailed, text);
                     return self.event(E::Malformed, "thread reply without thread.id");
@@ -192,7 +191,7 @@ impl Client {
                 self.event(E::SessionStarted, &text)
             }
             _ => {
-                let id = result.pointer("/turn/id").and_then(Value::as_str);
+                let id = v.pointer("/result/turn/id").and_then(Value::as_str);
                 self.turn_id = id.map(String::from);
                 self.event(E::OtherMessage, "turn started")
             }
@@ -268,19 +267,14 @@ impl Client {
 
     fn on_notification(&mut self, method: &str, p: &Value) -> AgentEvent {
         match method {
-            "item/started" | "item/completed" => {
-                let item = p.get("item").unwrap_or(&Value::Null);
-                self.on_item(method == "item/started", item)
-            }
+            "item/started" | "item/completed" => self.on_item(method == "item/started", &p["item"]),
             "thread/tokenUsage/updated" => {
                 // The replay after `thread/resume` carries an earlier turn's id: never counted.
-                let same_turn =
-                    self.turn_id.is_some() && str_at(p, "turnId") == self.turn_id.as_deref();
-                let last = p.pointer("/tokenUsage/last").map(usage_of);
-                match last {
-                    Some(u) if same_turn => self.usage.add(&u),
-                    Some(_) => {}
-                    None => return self.event(E::Malformed, "token usage without last"),
+                let Some(last) = p.pointer("/tokenUsage/last").map(usage_of) else {
+                    return self.event(E::Malformed, "token usage without last");
+                };
+                if self.turn_id.is_some() && str_at(p, "turnId") == self.turn_id.as_deref() {
+                    self.usage.add(&last);
                 }
                 let total = count(p.pointer("/tokenUsage/total/totalTokens"));
                 self.event(E::OtherMessage, &format!("thread tokens total={total}"))
@@ -290,13 +284,11 @@ impl Client {
                 None => self.event(E::Malformed, "rate limits without a window"),
             },
             "error" => {
-                let err = p.get("error").unwrap_or(&Value::Null);
+                let err = &p["error"];
                 let info = err.get("codexErrorInfo").and_then(Value::as_object);
-                let status = info.and_then(|o| {
-                    (o.values()).find_map(|v| v.get("httpStatusCode").and_then(Value::as_u64))
-                });
-                let status = status.map(|s| format!(" (http {s})")).unwrap_or_default();
-                let text = one_line(str_at(err, "message").unwrap_or("?"), 160) + &status;
+                let http = info.and_then(|o| o.values().find_map(|v| v["httpStatusCode"].as_u64()));
+                let http = http.map(|s| format!(" (http {s})")).unwrap_or_default();
+                let text = one_line(str_at(err, "message").unwrap_or("?"), 160) + &http;
                 let retry = p.get("willRetry").and_then(Value::as_bool) == Some(true);
                 if !retry {
                     self.last_error = Some(text.clone());
@@ -305,7 +297,7 @@ impl Client {
                 self.event(E::Notification, &format!("api error ({how}): {text}"))
             }
             "turn/completed" => {
-                let turn = p.get("turn").unwrap_or(&Value::Null);
+                let turn = &p["turn"];
                 let ours = match &self.turn_id {
                     Some(o) => str_at(turn, "id") == Some(o),
                     None => self.thread_id.is_some(),
@@ -372,7 +364,7 @@ impl TurnParser for Client {
             Err(e) => return vec![self.event(E::Malformed, &format!("non-JSON line ({e})"))],
         };
         let method = str_at(&v, "method");
-        let params = v.get("params").unwrap_or(&Value::Null);
+        let params = &v["params"];
         let ev = match (v.get("id"), method) {
             (Some(_), _) if line.len() > MAX_CONTROL_BYTES => {
                 if self.pending.is_some() {
@@ -481,7 +473,6 @@ fn rate_limits(rl: &Value) -> Option<AgentRateLimits> {
         rate_limit_type: Some(name.into()),
         utilization: Some((used / 100.0).clamp(0.0, 1.0)),
         resets_at: resets_at.map(AgentRateLimits::reset_time),
-        overage_status: None,
-        is_using_overage: None,
+        ..AgentRateLimits::default()
     })
 }

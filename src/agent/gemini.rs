@@ -127,7 +127,7 @@ impl StreamParser {
             let t = str_at(e, "type").unwrap_or("?");
             format!("{t}: {}", one_line(str_at(e, "message").unwrap_or(""), 300))
         });
-        let n = |k: &str| count(v.get("stats").and_then(|s| s.get(k)));
+        let n = |k: &str| count(v["stats"].get(k));
         let (input, cached, total) = (n("input_tokens"), n("cached"), n("total_tokens"));
         self.usage = TokenUsage {
             input_tokens: input.saturating_sub(cached),
@@ -179,7 +179,7 @@ impl TurnParser for StreamParser {
                 (E::OtherMessage, "tool result success".into())
             }
             "tool_result" => {
-                let e = v.get("error").unwrap_or(&Value::Null);
+                let e = &v["error"];
                 let kind = str_at(e, "type").unwrap_or("?");
                 let text = format!("tool error {kind}: {}", str_at(e, "message").unwrap_or(""));
                 // Default approval mode does not offer write tools: a call to one is a denial.
