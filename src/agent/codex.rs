@@ -330,11 +330,8 @@ impl TurnParser for Client {
         let spawned = std::thread::Builder::new()
             .name("codex-stdin".into())
             .spawn(move || {
-                for msg in rx {
-                    if stdin.write_all(&msg).and_then(|_| stdin.flush()).is_err() {
-                        break;
-                    }
-                }
+                rx.iter()
+                    .try_for_each(|m| stdin.write_all(&m).and_then(|_| stdin.flush()))
             });
         self.tx = spawned.ok().map(|_| tx);
     }
@@ -467,12 +464,11 @@ fn rate_limits(rl: &Value) -> Option<AgentRateLimits> {
         .flatten()
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let reached = rl.get("rateLimitReachedType").is_some_and(|t| !t.is_null());
-    let resets_at = w.get("resetsAt").and_then(Value::as_u64);
     Some(AgentRateLimits {
         status: if reached { "rejected" } else { "allowed" }.into(),
         rate_limit_type: Some(name.into()),
         utilization: Some((used / 100.0).clamp(0.0, 1.0)),
-        resets_at: resets_at.map(AgentRateLimits::reset_time),
+        resets_at: w["resetsAt"].as_u64().map(AgentRateLimits::reset_time),
         ..AgentRateLimits::default()
     })
 }
