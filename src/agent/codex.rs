@@ -111,8 +111,7 @@ impl Client {
     }
 
     fn send(&mut self, msg: Value) {
-        let mut bytes = msg.to_string().into_bytes();
-        bytes.push(b'\n');
+        let bytes = format!("{msg}\n").into_bytes();
         // A full queue means the server stopped reading: end the turn rather than block.
         if matches!(&self.tx, Some(tx) if tx.try_send(bytes).is_err()) {
             self.fail(K::ProcessExit, "app-server stopped reading its stdin");
@@ -154,7 +153,7 @@ impl Client {
         };
         self.pending = None;
         if let Some(err) = v.get("error") {
-            let msg = str_at(err, "message").unwrap_or("?").to_string();
+            let msg = str_at(err, "message").unwrap_or("?");
             if method == RESUME {
                 // An unknown or unreadable thread: start a new one once, in this process.
                 let old = self.thread_id.take().unwrap_or_default();

@@ -170,8 +170,7 @@ impl TurnParser for StreamParser {
             "tool_use" => {
                 let mut out = self.flush_text();
                 let name = one_line(str_at(&v, "tool_name").unwrap_or("?"), 60);
-                let detail = v.get("parameters").map(tool_input_detail);
-                let text = format!("{name}: {}", detail.unwrap_or_default());
+                let text = format!("{name}: {}", tool_input_detail(&v["parameters"]));
                 out.push(self.event(E::ToolUse, &text));
                 return out;
             }
