@@ -61,22 +61,14 @@ fn detect() -> Option<PathBuf> {
     let probe = dir.join(format!("baton-probe-{}", std::process::id()));
     fs::create_dir(&probe).ok()?;
     // A child moves itself from Baton's cgroup into the probe's sibling: both `cgroup.procs`
-    // must be writable (cgroup v2 checks the common ancestor too).
+    // must be writable (cgroup v2 checks the common ancestor too). Opening writes nothing.
+    let open = |d: &Path| OpenOptions::new().write(true).open(d.join("cgroup.procs"));
     let ok = probe.join("cgroup.kill").exists()
         && Path::new("/bin/sh").exists()
-        && writable(&probe.join("cgroup.procs"))
-        && writable(&dir.join("cgroup.procs"));
+        && open(&probe).is_ok()
+        && open(&dir).is_ok();
     let _ = fs::remove_dir(&probe);
     ok.then_some(dir)
-}
-
-fn writable(p: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
-        return false;
-    };
-    // SAFETY: access(2) with a valid NUL-terminated path.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
 /// The mount point of the cgroup2 hierarchy in `/proc/self/mountinfo` text.
@@ -100,7 +92,7 @@ fn sweep_stale(dir: &Path) {
             continue;
         };
         if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            ProcCgroup { dir: e.path() }.kill_and_remove();
+            drop(ProcCgroup { dir: e.path() });
         }
     }
 }
@@ -114,7 +106,9 @@ const JOIN: &str = r#"{ echo 0 >"$1"; } 2>/dev/null; shift; exec "$@""#;
 /// when one is removed.
 const MAX_NESTED: usize = 1024;
 
-/// One process's child cgroup.
+/// One process's child cgroup. Dropping it kills what is left in it, waits (bounded) until it is
+/// empty and removes it with the cgroups an agent nested below it, so a cgroup (or what runs in
+/// it) never leaks, e.g. when a spawn or a supervisor thread failed.
 #[derive(Debug)]
 pub(crate) struct ProcCgroup {
     dir: PathBuf,
@@ -155,10 +149,10 @@ impl ProcCgroup {
             let _ = f.write_all(b"1");
         }
     }
+}
 
-    /// Kill what is left, wait (bounded) until the cgroup is empty, then remove it with the
-    /// cgroups an agent nested below it.
-    pub(crate) fn kill_and_remove(&self) {
+impl Drop for ProcCgroup {
+    fn drop(&mut self) {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(2);
         loop {
@@ -194,15 +188,6 @@ fn remove_tree(dir: &Path, budget: &mut usize) -> io::Result<()> {
     match fs::remove_dir(dir) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),
-    }
-}
-
-impl Drop for ProcCgroup {
-    /// Never leak a cgroup (or what runs in it), e.g. when a spawn or a supervisor thread failed.
-    fn drop(&mut self) {
-        if self.dir.exists() {
-            self.kill_and_remove();
-        }
     }
 }
 

@@ -7,14 +7,12 @@ use std::io;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{after, never, select};
+use crossbeam_channel::{at, never, select};
 
 use super::{Process, ProcessSpec, StdoutItem};
 
 /// Bytes of stdout kept (the head; the rest is read and discarded) and of stderr (the tail).
 pub const MAX_CAPTURE_BYTES: usize = 64 * 1024;
-/// After a SIGKILL on timeout, how long to wait for the reap.
-const REAP_WAIT: Duration = Duration::from_secs(5);
 /// After the exit, how long to wait for the output pipes to close (something may have escaped the
 /// group and still hold them).
 const OUTPUT_WAIT: Duration = Duration::from_secs(2);
@@ -66,7 +64,6 @@ pub(crate) fn supervise(
     let (mut timed_out, mut eof) = (false, false);
     // Pump stdout (so the child never blocks on a full pipe) until the leader is reaped.
     while !proc.has_exited() {
-        let left = deadline.saturating_duration_since(Instant::now());
         select! {
             recv(lines) -> item => {
                 if !keep(item.ok(), &mut stdout) {
@@ -75,10 +72,10 @@ pub(crate) fn supervise(
                 }
             }
             recv(proc.exited()) -> _ => {}
-            recv(after(left)) -> _ => {
+            recv(at(deadline)) -> _ => {
                 timed_out = true;
                 proc.signal_group(libc::SIGKILL);
-                proc.wait_exit(REAP_WAIT);
+                proc.wait_exit(super::REAP_WAIT_AFTER_KILL);
                 break;
             }
         }
@@ -86,28 +83,24 @@ pub(crate) fn supervise(
     // Drain what is left, bounded in case something escaped the group and holds the pipe.
     let drain_until = Instant::now() + OUTPUT_WAIT;
     while !eof {
-        let left = drain_until.saturating_duration_since(Instant::now());
-        eof = !keep(lines.recv_timeout(left).ok(), &mut stdout);
+        eof = !keep(lines.recv_deadline(drain_until).ok(), &mut stdout);
     }
-    let left = drain_until.saturating_duration_since(Instant::now());
-    let _ = proc.stderr_done().recv_timeout(left);
-    let stderr = String::from_utf8_lossy(&proc.stderr_bytes()).into_owned();
-    let output = |code| HookOutput {
-        code,
+    let _ = proc.stderr_done().recv_deadline(drain_until);
+    let status = proc.exit_status().filter(|_| !timed_out);
+    let output = HookOutput {
+        code: status.and_then(|s| s.code()),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
-        stderr: stderr.clone(),
+        stderr: String::from_utf8_lossy(&proc.stderr_bytes()).into_owned(),
         elapsed: started.elapsed(),
     };
-    if timed_out {
-        return Err(HookError::Timeout {
+    match status {
+        _ if timed_out => Err(HookError::Timeout {
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
-            output: output(None),
-        });
-    }
-    match proc.exit_status() {
+            output,
+        }),
         None => Err(HookError::Spawn("wait failed: no exit status".into())),
-        Some(st) if st.success() => Ok(output(Some(0))),
-        Some(st) => Err(HookError::Failed(output(st.code()))),
+        Some(st) if st.success() => Ok(output),
+        Some(_) => Err(HookError::Failed(output)),
     }
 }
 
@@ -115,12 +108,8 @@ pub(crate) fn supervise(
 fn keep(item: Option<StdoutItem>, out: &mut Vec<u8>) -> bool {
     let bytes = match item {
         Some(StdoutItem::Chunk(b)) => b,
-        Some(StdoutItem::Line(l)) => format!("{l}\n").into_bytes(),
-        Some(StdoutItem::Lines(ls)) => ls
-            .iter()
-            .map(|l| format!("{l}\n"))
-            .collect::<String>()
-            .into_bytes(),
+        Some(StdoutItem::Line(l)) => (l + "\n").into_bytes(),
+        Some(StdoutItem::Lines(ls)) => (ls.join("\n") + "\n").into_bytes(),
         Some(StdoutItem::LineTooLong { .. }) | Some(StdoutItem::ReadError(_)) => return true,
         Some(StdoutItem::Eof) | None => return false,
     };
@@ -130,9 +119,9 @@ fn keep(item: Option<StdoutItem>, out: &mut Vec<u8>) -> bool {
 }
 
 /// Longest deadline (a day): `Instant` arithmetic must not overflow on a huge configured value.
-const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+pub(super) const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
 
-fn timed_out(timeout: Duration) -> io::Error {
+pub(super) fn timed_out(timeout: Duration) -> io::Error {
     let ms = timeout.min(MAX_TIMEOUT).as_millis();
     io::Error::new(io::ErrorKind::TimedOut, format!("no answer within {ms} ms"))
 }
@@ -152,34 +141,6 @@ pub(crate) fn output_within(cmd: Command, timeout: Duration) -> io::Result<HookO
         Ok(out) | Err(HookError::Failed(out)) => Ok(out),
         Err(HookError::Timeout { .. }) => Err(timed_out(timeout)),
         Err(e @ HookError::Spawn(_)) => Err(io::Error::other(e.to_string())),
-    }
-}
-
-/// [`output_within`] with stdout and stderr on `/dev/null`, for a command that leaves a daemon
-/// behind (`ssh -f` starting a master), which must not inherit pipes Baton reads.
-#[cfg(feature = "ssh")]
-pub(crate) fn status_within(
-    mut cmd: Command,
-    timeout: Duration,
-) -> io::Result<std::process::ExitStatus> {
-    use std::os::unix::process::CommandExt;
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .process_group(0);
-    let mut child = cmd.spawn()?;
-    let deadline = Instant::now() + timeout.min(MAX_TIMEOUT);
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(status);
-        }
-        if Instant::now() >= deadline {
-            // SAFETY: plain syscall on the group of a child that `try_wait` just found running,
-            // so it is not reaped and its pid still names this group.
-            unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGKILL) };
-            let _ = child.wait();
-            return Err(timed_out(timeout));
-        }
-        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -217,15 +178,6 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
-    }
-
-    #[test]
-    #[cfg(feature = "ssh")]
-    fn a_hung_daemon_starter_is_killed_at_the_timeout() {
-        let mut sleep = Command::new("sleep");
-        sleep.arg("600");
-        let e = status_within(sleep, Duration::from_millis(100));
-        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::TimedOut);
     }
 
     #[test]

@@ -29,7 +29,8 @@ fn fail<'a>(msg: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Work
 impl Host for LocalHost {
     fn create_workspace(&self, root: &Path, path: &Path) -> Result<Workspace, WorkspaceError> {
         check_name(root, path)?;
-        let root_canon = canonical_root(root)?;
+        fs::create_dir_all(root).map_err(fail("cannot create workspace root {}", root))?;
+        let root_canon = resolved_root(root)?;
         let target = root_canon.join(path.file_name().unwrap_or_default());
         let created_now = match fs::symlink_metadata(&target) {
             // An existing symlink is followed only by the containment check below, which rejects
@@ -52,9 +53,7 @@ impl Host for LocalHost {
     }
 
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-        let canon =
-            (root.canonicalize()).map_err(fail("workspace root {} is not accessible", root))?;
-        check_contained(&pinned(root, canon)?, path)
+        check_contained(&resolved_root(root)?, path)
     }
 
     fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal {
@@ -104,15 +103,14 @@ impl Host for LocalHost {
     }
 }
 
-/// Create the root (if needed) and return its canonical path.
-pub(crate) fn canonical_root(root: &Path) -> Result<PathBuf, WorkspaceError> {
-    fs::create_dir_all(root).map_err(fail("cannot create workspace root {}", root))?;
+/// The root's canonical path, pinned (see [`pinned`]).
+fn resolved_root(root: &Path) -> Result<PathBuf, WorkspaceError> {
     let canon = (root.canonicalize()).map_err(fail("workspace root {} is not accessible", root))?;
     pinned(root, canon)
 }
 
 /// Prefix of a workspace being deleted (`.trash-<key>-<ts>`), inside the root.
-pub(crate) const TOMBSTONE_PREFIX: &str = ".trash-";
+const TOMBSTONE_PREFIX: &str = ".trash-";
 
 fn tombstone_path(root_canon: &Path, target: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -129,15 +127,13 @@ fn tombstone_path(root_canon: &Path, target: &Path) -> PathBuf {
 /// how many were removed.
 pub fn sweep_tombstones(root: &Path) -> usize {
     // The first use of the root: pins its resolution (see `pinned`).
-    let Ok(canon) = root.canonicalize() else {
-        return 0;
-    };
-    let root = match pinned(root, canon) {
-        Ok(r) => r,
-        Err(e) => {
+    let root = match root.canonicalize().map(|canon| pinned(root, canon)) {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
             log::warn!("tombstone sweep skipped error={e}");
             return 0;
         }
+        Err(_) => return 0,
     };
     let Ok(entries) = fs::read_dir(&root) else {
         return 0;
@@ -148,11 +144,10 @@ pub fn sweep_tombstones(root: &Path) -> usize {
             continue;
         }
         let path = entry.path();
-        let r = match entry.file_type() {
-            Ok(t) if t.is_dir() => fs::remove_dir_all(&path),
-            Ok(_) => fs::remove_file(&path),
-            Err(e) => Err(e),
-        };
+        let r = (entry.file_type()).and_then(|t| match t.is_dir() {
+            true => fs::remove_dir_all(&path),
+            false => fs::remove_file(&path),
+        });
         match r {
             Ok(()) => n += 1,
             Err(e) => log::warn!(
@@ -169,7 +164,7 @@ static PINNED_ROOTS: std::sync::Mutex<Vec<(PathBuf, PathBuf)>> = std::sync::Mute
 
 /// Pin `root`'s first resolution; refuse (error, nothing touched) when a later resolution of the
 /// same configured root differs, e.g. a symlink in it was re-pointed while Baton runs.
-pub(crate) fn pinned(root: &Path, canon: PathBuf) -> Result<PathBuf, WorkspaceError> {
+fn pinned(root: &Path, canon: PathBuf) -> Result<PathBuf, WorkspaceError> {
     let mut roots = PINNED_ROOTS.lock().unwrap_or_else(|p| p.into_inner());
     match roots.iter().find(|(r, _)| r == root) {
         Some((_, first)) if *first == canon => Ok(canon),
@@ -189,7 +184,7 @@ pub(crate) fn pinned(root: &Path, canon: PathBuf) -> Result<PathBuf, WorkspaceEr
 
 /// Check that `path`, resolved, is a directory strictly inside the canonical root. Returns the
 /// canonical path.
-pub(crate) fn check_contained(root_canon: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
+fn check_contained(root_canon: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
     let canon = (path.canonicalize()).map_err(fail("workspace {} is not accessible", path))?;
     let (p, c, r) = (path.display(), canon.display(), root_canon.display());
     if canon == root_canon || !canon.starts_with(root_canon) {

@@ -9,7 +9,6 @@
 
 mod cgroup;
 pub mod config;
-mod env;
 mod hook;
 mod local;
 #[cfg(not(feature = "ssh"))]
@@ -30,7 +29,6 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 pub use cgroup::{containment, Containment};
-pub use env::{env_policy, set_env_policy, EnvPolicy};
 pub(crate) use hook::command_output;
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::{sweep_tombstones, LocalHost};
@@ -39,12 +37,12 @@ pub use no_ssh::HostPool;
 pub use orphan::OrphanOutcome;
 #[cfg(feature = "ssh")]
 pub use ssh::{HostPool, SshHost, SshSettings};
-pub use supervisor::kill_live_groups;
+pub use supervisor::{kill_live_groups, set_env_policy, EnvPolicy};
 
 pub const DEFAULT_MAX_LINE_BYTES: usize = 10 * 1024 * 1024;
 /// Between SIGTERM and SIGKILL.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(3);
-/// How long [`Process::terminate`] waits for the reap after SIGKILL before giving up.
+/// How long [`Process::terminate`] and a hook's timeout wait for the reap after SIGKILL.
 const REAP_WAIT_AFTER_KILL: Duration = Duration::from_secs(5);
 
 /// A prepared workspace (spec §4.1.4): its canonical path, and whether this call created it.
@@ -126,8 +124,9 @@ pub trait Host: Send + Sync + fmt::Debug {
             env: env.to_vec(),
             ..ProcessSpec::hook(script, cwd)
         };
-        let proc = self.spawn(&spec);
-        let proc = proc.map_err(|e| HookError::Spawn(e.to_string()))?;
+        let proc = self
+            .spawn(&spec)
+            .map_err(|e| HookError::Spawn(e.to_string()))?;
         hook::supervise(proc.as_ref(), started, timeout)
     }
 }

@@ -1,26 +1,13 @@
-//! The one local process supervisor, used by hooks and agents alike.
-//!
-//! * The child is the leader of a **new process group** (`process_group(0)`), stdin `/dev/null`
-//!   (or a pipe the caller takes, `ProcessSpec::stdin_pipe`), stdout/stderr piped.
-//! * One named thread per process ([`Watch`]) reads stdout and stderr and waits for the leader to
-//!   exit, in one `poll(2)` over both pipes and a pidfd (without pidfds: a short poll timeout and
-//!   `waitid(WNOHANG)`). Stdout becomes bounded lines (a longer line is never held in memory: it
-//!   becomes [`StdoutItem::LineTooLong`] and is skipped up to the next newline; a line over
-//!   [`SHRINK_ABOVE`] takes the buffer with it and waits for an empty channel) or raw chunks;
-//!   small lines read together go as one [`StdoutItem::Lines`] batch. While the line channel is
-//!   full, stdout is not read (back-pressure on the child) but stderr and the exit still are.
-//!   Stderr keeps a bounded tail. The exit is detected *without reaping* (`waitid(WNOWAIT)`); the
-//!   thread then kills whatever is left in the group (no orphans) and reaps the leader (no
-//!   zombies). The leader stays a zombie until then, so its pgid cannot be reused while Baton may
-//!   still signal the group; [`Process::signal_group`] only signals while the leader is unreaped
-//!   (checked under the lock the thread holds while reaping).
-//!
-//! * The environment follows the process-wide [`EnvPolicy`](super::EnvPolicy) (`agent.env_*`).
-//! * Spawns go through std's `posix_spawn` path (no `pre_exec` hook, an absolute program), so a
-//!   spawn costs the same with 3,000 threads in Baton as with none. In `cgroup` containment (see
-//!   `cgroup`) the program is started through a `/bin/sh` shim that joins the process's own
-//!   child cgroup first; its thread then ends everything left in it with `cgroup.kill` and
-//!   removes it.
+//! The one local process supervisor, used by hooks and agents alike (ARCHITECTURE.md, "Host
+//! seam"). The child leads a **new process group**, stdin `/dev/null` (or a pipe,
+//! `ProcessSpec::stdin_pipe`), its environment per the process-wide [`EnvPolicy`]; it is spawned
+//! through std's `posix_spawn` path ([`find_program`]), in `cgroup` containment through a shim
+//! that joins its own child cgroup first. One named thread per process ([`Watch`]) polls stdout,
+//! stderr and a pidfd. The exit is detected *without reaping* (`waitid(WNOWAIT)`); the thread then
+//! kills whatever is left in the group and the cgroup (no orphans), reaps the leader (no zombies)
+//! and removes the cgroup. The leader stays a zombie until then, so its pgid cannot be reused
+//! while [`Process::signal_group`] may still signal the group (checked under the lock the thread
+//! holds while reaping).
 //!
 //! Without a cgroup, a grandchild that moves itself into another process group or session
 //! (`setsid`) escapes group signals. The turn driver does not wait for such a process to close
@@ -28,15 +15,15 @@
 
 use std::collections::VecDeque;
 use std::ffi::OsStr;
-use std::io::{self, BufRead, Read};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, SendTimeoutError, Sender};
 
@@ -60,14 +47,15 @@ struct ExitState {
 
 /// Every supervised group whose handle may still be alive: what a forced shutdown stops
 /// ([`kill_live_groups`]). Entries of reaped or dropped processes are pruned as new ones come.
-static LIVE: Mutex<Vec<(u32, std::sync::Weak<Mutex<ExitState>>)>> = Mutex::new(Vec::new());
+static LIVE: Mutex<Vec<(u32, Weak<Mutex<ExitState>>)>> = Mutex::new(Vec::new());
+
+fn reaped(exit: &Mutex<ExitState>) -> bool {
+    exit.lock().map_or(true, |s| s.reaped)
+}
 
 fn register_live(pid: u32, exit: &Arc<Mutex<ExitState>>) {
     let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
-    live.retain(|(_, w)| {
-        w.upgrade()
-            .is_some_and(|e| e.lock().is_ok_and(|s| !s.reaped))
-    });
+    live.retain(|(_, w)| w.upgrade().is_some_and(|e| !reaped(&e)));
     live.push((pid, Arc::downgrade(exit)));
 }
 
@@ -75,27 +63,49 @@ fn register_live(pid: u32, exit: &Arc<Mutex<ExitState>>) {
 /// for their watch threads to reap them (and end their cgroups). Returns how many groups were
 /// signalled. For a forced shutdown: the process is about to exit with workers still running.
 pub fn kill_live_groups(wait: Duration) -> usize {
-    let live: Vec<_> = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
-    let exits: Vec<_> = live
-        .iter()
+    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
+    let exits: Vec<_> = (live.into_iter())
         .filter_map(|(pid, w)| {
-            let exit = w.upgrade()?;
-            let state = exit.lock().ok()?;
-            // SAFETY: plain syscall; the leader is not reaped (checked under the lock the reaper
-            // holds while reaping), so the pgid still names this group.
-            let sent =
-                !state.reaped && unsafe { libc::killpg(*pid as libc::pid_t, libc::SIGKILL) } == 0;
-            drop(state);
-            sent.then_some(exit)
+            w.upgrade()
+                .filter(|e| signal_unreaped(pid, e, libc::SIGKILL))
         })
         .collect();
-    let deadline = std::time::Instant::now() + wait;
-    while std::time::Instant::now() < deadline
-        && exits.iter().any(|e| e.lock().is_ok_and(|s| !s.reaped))
-    {
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline && exits.iter().any(|e| !reaped(e)) {
         thread::sleep(Duration::from_millis(10));
     }
     exits.len()
+}
+
+/// `killpg(pid, signal)` unless the group's leader was reaped; true when sent.
+fn signal_unreaped(pid: u32, exit: &Mutex<ExitState>, signal: i32) -> bool {
+    let Ok(state) = exit.lock() else {
+        return false;
+    };
+    // SAFETY: plain syscall; the leader is not reaped (checked under the lock the reaper holds
+    // while reaping), so the pgid still names this group.
+    !state.reaped && unsafe { libc::killpg(pid as libc::pid_t, signal) } == 0
+}
+
+/// Which inherited variables agents and hooks keep (`agent.env_remove`, `agent.env_keep_only`,
+/// never the `server.webhook_secret` variable): one process-wide policy, set at startup and on
+/// every valid reload, applied before a process's own `BATON_*` variables.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnvPolicy {
+    pub remove: Vec<String>,
+    /// When set, only these inherited variables are passed (then `remove` applies).
+    pub keep_only: Option<Vec<String>>,
+}
+
+/// The current policy: inherit everything until one was set.
+static ENV_POLICY: RwLock<EnvPolicy> = RwLock::new(EnvPolicy {
+    remove: Vec::new(),
+    keep_only: None,
+});
+
+/// Replace the process-wide policy (the daemon does this on startup and reload).
+pub fn set_env_policy(policy: EnvPolicy) {
+    *ENV_POLICY.write().unwrap_or_else(|p| p.into_inner()) = policy;
 }
 
 /// A local process group started by [`spawn`].
@@ -123,22 +133,26 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
         Some(cg) => cg.command(&program),
         None => Command::new(&program),
     };
-    cmd.arg("-lc")
-        .arg(&spec.script)
-        .args(&spec.args)
-        .current_dir(&spec.cwd)
-        .stdin(if spec.stdin_pipe {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-    super::env::apply(&mut cmd);
+    let stdin = if spec.stdin_pipe {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    };
+    cmd.arg("-lc").arg(&spec.script).args(&spec.args);
+    cmd.current_dir(&spec.cwd).stdin(stdin);
+    let policy = ENV_POLICY.read().unwrap_or_else(|p| p.into_inner());
+    if let Some(keep) = &policy.keep_only {
+        cmd.env_clear();
+        cmd.envs(keep.iter().filter_map(|k| Some((k, std::env::var_os(k)?))));
+    }
+    for k in &policy.remove {
+        cmd.env_remove(k);
+    }
+    drop(policy);
     for k in &spec.env_remove {
         cmd.env_remove(k);
     }
-    for (k, v) in &spec.env {
-        cmd.env(k, v);
-    }
+    cmd.envs(spec.env.iter().map(|(k, v)| (k, v)));
     spawn_command(cmd, spec, cgroup, None)
 }
 
@@ -146,70 +160,53 @@ pub(crate) fn spawn(spec: &ProcessSpec) -> io::Result<LocalProcess> {
 /// on Baton's `PATH`. An absolute program keeps std on its `posix_spawn` path even when the
 /// environment policy sets `PATH`, and a missing one fails the spawn (not the shim's `exec`).
 fn find_program(program: &OsStr) -> io::Result<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::MetadataExt;
     if program.as_bytes().contains(&b'/') {
         return Ok(PathBuf::from(program));
     }
     let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    std::env::split_paths(&path)
-        .map(|d| d.join(program))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{} not found on PATH", program.to_string_lossy()),
-            )
-        })
+    let executable =
+        |p: &PathBuf| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0);
+    let mut found = std::env::split_paths(&path).map(|d| d.join(program));
+    found.find(executable).ok_or_else(|| {
+        let p = program.to_string_lossy();
+        io::Error::new(io::ErrorKind::NotFound, format!("{p} not found on PATH"))
+    })
 }
 
 /// Launch a prepared `cmd` (program, arguments, cwd, environment; stdin as the caller set it) as
 /// the leader of a new process group, supervised with `spec`'s stdout mode, stderr tail and
 /// label; `cgroup` (joined by `cmd`'s shim; `None` for the SSH client, whose work is remote) is
 /// removed when it ends. A piped stdin is held open for the life of the handle unless
-/// `spec.stdin_pipe` lends it out. With `pgid`, stdout starts with the SSH wrapper's
-/// `BATON_PGID <n>` line: the group id is sent there and the line is not delivered (stdout is
-/// not read on when it is missing).
+/// `spec.stdin_pipe` lends it out. With `first_line`, stdout's first line (at most
+/// [`FIRST_LINE`] bytes: the SSH wrapper's `BATON_PGID` line) is sent there, not delivered.
 pub(crate) fn spawn_command(
     mut cmd: Command,
     spec: &ProcessSpec,
     cgroup: Option<ProcCgroup>,
-    pgid: Option<PgidSender>,
+    first_line: Option<FirstLine>,
 ) -> io::Result<LocalProcess> {
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
     // A failed spawn drops `cgroup`, which removes it.
     let mut child = cmd.spawn()?;
-    let stdin = child.stdin.take();
-    let pid = child.id();
+    let (pid, stdin) = (child.id(), child.stdin.take());
     let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err(io::Error::other("stdio was not piped"));
     };
-    // From here on the waiter thread owns reaping; dropping a std Child never kills or waits.
-    drop(child);
-    // Until the waiter runs, a failure to start a thread must not leave the group behind.
-    let fail = |e: io::Error| {
-        // SAFETY: plain syscall on a group we just created and have not reaped.
-        unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
-        io::Error::other(format!("could not start a supervisor thread: {e}"))
-    };
-    let label = spec.label;
-
     let (line_tx, lines) = bounded(LINE_CHANNEL_CAPACITY);
-    let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
-    let (stderr_done_tx, stderr_done) = bounded::<()>(0);
-    let exit = Arc::new(Mutex::new(ExitState::default()));
+    let (stderr_done_tx, stderr_done) = bounded(0);
+    let (exited_tx, exited) = bounded(0);
+    let (exit, stderr_tail) = (Arc::default(), Arc::default());
     register_live(pid, &exit);
-    let (exited_tx, exited) = bounded::<()>(0);
     let watch = Watch {
-        pid,
+        child,
         stdout: Some(Stdout {
             pipe: stdout,
             tx: line_tx,
             split: Splitter::new(spec.stdout),
-            pgid: pgid.map(|tx| (tx, Vec::new())),
+            first: first_line.map(|tx| (tx, Vec::new())),
             out: VecDeque::new(),
             eof: false,
         }),
@@ -221,11 +218,14 @@ pub(crate) fn spawn_command(
         exited: Some(exited_tx),
         cgroup,
     };
-    thread::Builder::new()
-        .name(format!("{label}-{pid}"))
-        .spawn(move || watch.run())
-        .map_err(fail)?;
-
+    // From here on the watch thread owns reaping (dropping a std `Child` never kills or waits).
+    let thread = thread::Builder::new().name(format!("{}-{pid}", spec.label));
+    if let Err(e) = thread.spawn(move || watch.run(pidfd_open(pid))) {
+        // SAFETY: plain syscall on a group we just created and have not reaped.
+        unsafe { libc::killpg(pid as libc::pid_t, libc::SIGKILL) };
+        let e = format!("could not start a supervisor thread: {e}");
+        return Err(io::Error::other(e));
+    }
     Ok(LocalProcess {
         pid,
         lines,
@@ -256,7 +256,7 @@ impl Process for LocalProcess {
     }
 
     fn has_exited(&self) -> bool {
-        self.exit.lock().map(|s| s.reaped).unwrap_or(true)
+        reaped(&self.exit)
     }
 
     fn start_time(&self) -> Option<u64> {
@@ -264,15 +264,7 @@ impl Process for LocalProcess {
     }
 
     fn signal_group(&self, signal: i32) -> bool {
-        let Ok(guard) = self.exit.lock() else {
-            return false;
-        };
-        if guard.reaped {
-            return false;
-        }
-        // SAFETY: plain syscall; the leader is not reaped (checked under the lock that the
-        // reaper holds while reaping), so the pgid still names this group.
-        unsafe { libc::killpg(self.pid as libc::pid_t, signal) == 0 }
+        signal_unreaped(self.pid, &self.exit, signal)
     }
 
     fn stderr_bytes(&self) -> Vec<u8> {
@@ -302,21 +294,75 @@ impl Drop for LocalProcess {
     }
 }
 
-/// Accumulates one line with a bound; skips (and measures) longer lines.
-#[derive(Debug, Default)]
-struct LineBuf {
+/// Bytes read from a pipe at once. The buffer is allocated for each read and freed after it, so
+/// an idle agent holds none (a 64 KiB buffer per process was most of the heap at scale).
+const READ_BYTES: usize = 64 * 1024;
+/// While the stdout channel is full, how long one send waits before stderr and the exit are
+/// looked at again.
+const SEND_WAIT: Duration = Duration::from_millis(20);
+/// Reads of a busy stdout done before reaping a leader that already exited, so that its last
+/// lines are queued before `exited` fires (the reap kills the rest of the group).
+const DRAIN_BEFORE_REAP: u32 = 16;
+/// Bytes and lines of small lines sent as one [`StdoutItem::Lines`] at most.
+const BATCH_BYTES: usize = 64 * 1024;
+const BATCH_LINES: usize = 256;
+
+/// What stdout's bytes become: raw chunks, or lines of at most `max` bytes. A longer line is
+/// never held in memory: it becomes [`StdoutItem::LineTooLong`] and is skipped up to the next
+/// newline. The small lines finished in one read go as one [`StdoutItem::Lines`] batch: a fast
+/// producer then costs one consumer wake-up per read instead of one per line (measured: most of
+/// the stream-json CPU was wake-ups).
+#[derive(Default)]
+struct Splitter {
+    chunks: bool,
+    max: usize,
     line: Vec<u8>,
     /// Some(bytes seen) while skipping an overlong line.
     skipping: Option<usize>,
-    max: usize,
+    batch: Vec<String>,
+    batch_bytes: usize,
 }
 
-impl LineBuf {
-    fn new(max: usize) -> Self {
-        LineBuf {
-            max: max.max(1),
+impl Splitter {
+    fn new(mode: StdoutMode) -> Self {
+        let (chunks, max) = match mode {
+            StdoutMode::Lines { max_line_bytes } => (false, max_line_bytes.max(1)),
+            StdoutMode::Chunks => (true, 1),
+        };
+        Splitter {
+            chunks,
+            max,
             ..Default::default()
         }
+    }
+
+    /// Queue the items of one read. Lines finished in it go as one batch, before the next read,
+    /// so a line never waits for more output.
+    fn feed(&mut self, mut chunk: &[u8], out: &mut VecDeque<StdoutItem>) {
+        if self.chunks {
+            return out.push_back(StdoutItem::Chunk(chunk.to_vec()));
+        }
+        while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
+            self.absorb(&chunk[..i]);
+            let line = self.take_line();
+            self.push(line, out);
+            chunk = &chunk[i + 1..];
+        }
+        self.absorb(chunk);
+        self.flush(out);
+    }
+
+    /// End of stdout (`error`: why reading failed): the unfinished line, then `Eof`.
+    fn finish(&mut self, error: Option<String>, out: &mut VecDeque<StdoutItem>) {
+        if !self.line.is_empty() || self.skipping.is_some() {
+            let line = self.take_line();
+            self.push(line, out);
+        }
+        if let Some(e) = error {
+            self.push(StdoutItem::ReadError(e), out);
+        }
+        self.flush(out);
+        out.push_back(StdoutItem::Eof);
     }
 
     fn absorb(&mut self, chunk: &[u8]) {
@@ -330,12 +376,8 @@ impl LineBuf {
         }
     }
 
-    fn pending(&self) -> bool {
-        !self.line.is_empty() || self.skipping.is_some()
-    }
-
     /// The finished line (or the overlong marker); the buffer is reset (and shrunk when big).
-    fn take(&mut self) -> StdoutItem {
+    fn take_line(&mut self) -> StdoutItem {
         if let Some(bytes) = self.skipping.take() {
             return StdoutItem::LineTooLong { bytes };
         }
@@ -357,108 +399,13 @@ impl LineBuf {
         StdoutItem::Line(s)
     }
 
-    #[cfg(test)]
-    fn capacity(&self) -> usize {
-        self.line.capacity()
-    }
-}
-
-/// The group id and leader start time of the wrapper's `BATON_PGID <pgid> <start time>` first
-/// line (at most 64 bytes; the time may be empty).
-pub(crate) fn remote_pgid(r: &mut impl BufRead) -> Option<(u32, Option<u64>)> {
-    let mut line = Vec::new();
-    r.take(65).read_until(b'\n', &mut line).ok()?;
-    let line = std::str::from_utf8(&line)
-        .ok()?
-        .strip_prefix("BATON_PGID ")?;
-    let mut words = line.split(' ');
-    let pgid = words
-        .next()?
-        .trim_end()
-        .parse::<u32>()
-        .ok()
-        .filter(|n| *n > 1)?;
-    Some((pgid, words.next().and_then(|t| t.trim().parse().ok())))
-}
-
-/// Bytes read from a pipe at once. The buffer is allocated for each read and freed after it, so
-/// an idle agent holds none (a 64 KiB buffer per process was most of the heap at scale).
-const READ_BYTES: usize = 64 * 1024;
-/// While the stdout channel is full, how long one send waits before stderr and the exit are
-/// looked at again.
-const SEND_WAIT: Duration = Duration::from_millis(20);
-/// Reads of a busy stdout done before reaping a leader that already exited, so that its last
-/// lines are queued before `exited` fires (the reap kills the rest of the group).
-const DRAIN_BEFORE_REAP: u32 = 16;
-
-/// Bytes and lines of small lines sent as one [`StdoutItem::Lines`] at most.
-const BATCH_BYTES: usize = 64 * 1024;
-const BATCH_LINES: usize = 256;
-
-/// What stdout's bytes become: bounded lines, or raw chunks.
-struct Splitter {
-    chunks: bool,
-    line: LineBuf,
-    batch: Batch,
-}
-
-impl Splitter {
-    fn new(mode: StdoutMode) -> Self {
-        let (chunks, max) = match mode {
-            StdoutMode::Lines { max_line_bytes } => (false, max_line_bytes),
-            StdoutMode::Chunks => (true, 1),
-        };
-        Splitter {
-            chunks,
-            line: LineBuf::new(max),
-            batch: Batch::default(),
-        }
-    }
-
-    /// Queue the items of one read. Lines finished in it go as one batch, before the next read,
-    /// so a line never waits for more output.
-    fn feed(&mut self, mut chunk: &[u8], out: &mut VecDeque<StdoutItem>) {
-        if self.chunks {
-            return out.push_back(StdoutItem::Chunk(chunk.to_vec()));
-        }
-        while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
-            self.line.absorb(&chunk[..i]);
-            self.batch.push(self.line.take(), out);
-            chunk = &chunk[i + 1..];
-        }
-        self.line.absorb(chunk);
-        self.batch.flush(out);
-    }
-
-    /// End of stdout (`error`: why reading failed): the unfinished line, then `Eof`.
-    fn finish(&mut self, error: Option<String>, out: &mut VecDeque<StdoutItem>) {
-        if self.line.pending() {
-            self.batch.push(self.line.take(), out);
-        }
-        if let Some(e) = error {
-            self.batch.push(StdoutItem::ReadError(e), out);
-        }
-        self.batch.flush(out);
-        out.push_back(StdoutItem::Eof);
-    }
-}
-
-/// Small lines waiting to be sent as one item: a fast producer then costs one consumer wake-up
-/// per read instead of one per line (measured: most of the stream-json CPU was wake-ups).
-#[derive(Default)]
-struct Batch {
-    lines: Vec<String>,
-    bytes: usize,
-}
-
-impl Batch {
     /// Add a finished item: a small line joins the batch; anything else is queued after it.
     fn push(&mut self, item: StdoutItem, out: &mut VecDeque<StdoutItem>) {
         match item {
             StdoutItem::Line(l) if l.len() <= BATCH_BYTES => {
-                self.bytes = self.bytes.saturating_add(l.len());
-                self.lines.push(l);
-                if self.bytes >= BATCH_BYTES || self.lines.len() >= BATCH_LINES {
+                self.batch_bytes = self.batch_bytes.saturating_add(l.len());
+                self.batch.push(l);
+                if self.batch_bytes >= BATCH_BYTES || self.batch.len() >= BATCH_LINES {
                     self.flush(out);
                 }
             }
@@ -471,17 +418,19 @@ impl Batch {
 
     /// Queue the waiting lines (one as [`StdoutItem::Line`], more as [`StdoutItem::Lines`]).
     fn flush(&mut self, out: &mut VecDeque<StdoutItem>) {
-        self.bytes = 0;
-        match self.lines.len() {
+        self.batch_bytes = 0;
+        match self.batch.len() {
             0 => {}
-            1 => out.extend(self.lines.pop().map(StdoutItem::Line)),
-            _ => out.push_back(StdoutItem::Lines(std::mem::take(&mut self.lines))),
+            1 => out.extend(self.batch.pop().map(StdoutItem::Line)),
+            _ => out.push_back(StdoutItem::Lines(std::mem::take(&mut self.batch))),
         }
     }
 }
 
-/// Where the SSH wrapper's group id and leader start time go.
-type PgidSender = Sender<(u32, Option<u64>)>;
+/// Where stdout's first line goes instead of the line channel (see [`spawn_command`]).
+pub(crate) type FirstLine = Sender<Vec<u8>>;
+/// The longest first line taken, its newline included.
+pub(crate) const FIRST_LINE: usize = 65;
 
 /// The stdout side of [`Watch`]. `out` holds at most one read's items: the pipe is only read
 /// again once they are all in the channel (back-pressure on the child).
@@ -489,34 +438,28 @@ struct Stdout {
     pipe: ChildStdout,
     tx: Sender<StdoutItem>,
     split: Splitter,
-    /// The SSH wrapper's `BATON_PGID` line still to come, and its bytes so far.
-    pgid: Option<(PgidSender, Vec<u8>)>,
+    /// Where the first line goes while it is still to come, and its bytes so far.
+    first: Option<(FirstLine, Vec<u8>)>,
     out: VecDeque<StdoutItem>,
     eof: bool,
 }
 
 impl Stdout {
-    /// Queue what one read brought (empty: EOF). False when stdout is given up: the wrapper's
-    /// pgid line was missing (the channel then closes without `Eof`).
-    fn take(&mut self, chunk: &[u8]) -> bool {
+    /// Queue what one read brought (empty: EOF).
+    fn take(&mut self, chunk: &[u8]) {
         let eof = chunk.is_empty();
         let mut rest = chunk;
-        if let Some((tx, line)) = &mut self.pgid {
-            let head = &chunk[..chunk.len().min(65 - line.len())];
-            let end = head
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(head.len(), |i| i + 1);
+        if let Some((tx, line)) = &mut self.first {
+            let head = &chunk[..chunk.len().min(FIRST_LINE - line.len())];
+            let end = head.iter().position(|&b| b == b'\n');
+            let end = end.map_or(head.len(), |i| i + 1);
             line.extend_from_slice(&head[..end]);
             rest = &chunk[end..];
-            if !(eof || line.ends_with(b"\n") || line.len() >= 65) {
-                return true;
+            if !(eof || line.ends_with(b"\n") || line.len() >= FIRST_LINE) {
+                return;
             }
-            let Some(p) = remote_pgid(&mut &line[..]) else {
-                return false;
-            };
-            let _ = tx.send(p);
-            self.pgid = None;
+            let _ = tx.send(std::mem::take(line));
+            self.first = None;
         }
         if !rest.is_empty() {
             self.split.feed(rest, &mut self.out);
@@ -525,20 +468,17 @@ impl Stdout {
             self.split.finish(None, &mut self.out);
             self.eof = true;
         }
-        true
     }
 }
 
 /// Poll interval for the leader's exit when no pidfd is available.
 const EXIT_POLL_MS: libc::c_int = 50;
 
-/// The one thread per process: one `poll(2)` over the stdout pipe, the stderr pipe and a pidfd
-/// (without a pidfd, a short timeout and `waitid(WNOHANG)`). It splits stdout into the line
-/// channel, keeps the bounded stderr tail, and once the leader exited kills what is left of its
-/// group and reaps it (see [`Watch::reap`]); it reads both pipes until EOF. While the line
-/// channel is full it stops reading stdout but keeps watching stderr and the exit.
+/// The one thread per process (see the module docs). It reads both pipes until EOF; while the
+/// line channel is full it stops reading stdout but still keeps stderr's tail and sees the exit.
 struct Watch {
-    pid: u32,
+    /// The leader, reaped only by [`Watch::reap`].
+    child: Child,
     /// Dropped at EOF once everything is sent, or when the receiver is gone.
     stdout: Option<Stdout>,
     /// Dropped at EOF (or a read error).
@@ -554,13 +494,8 @@ struct Watch {
 }
 
 impl Watch {
-    fn run(self) {
-        let pidfd = pidfd_open(self.pid);
-        self.run_with(pidfd);
-    }
-
-    /// The poll loop; `pidfd` None exercises the fallback (timeout + `WNOHANG`).
-    fn run_with(mut self, pidfd: Option<OwnedFd>) {
+    /// The poll loop; without a `pidfd` (`pidfd_open`), a timeout and `WNOHANG`.
+    fn run(mut self, pidfd: Option<OwnedFd>) {
         let mut drained = 0;
         loop {
             let full = self.send_stdout();
@@ -585,10 +520,8 @@ impl Watch {
                 _ => EXIT_POLL_MS,
             };
             // SAFETY: `fds` is a valid array of three pollfd; negative fds are ignored by poll.
-            if unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) } < 0 {
-                if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    thread::sleep(Duration::from_millis(10)); // ENOMEM: try again
-                }
+            if retry(|| unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout) }).is_err() {
+                thread::sleep(Duration::from_millis(10)); // ENOMEM: try again
                 continue;
             }
             let stdout_ready = fds[0].revents != 0;
@@ -648,110 +581,91 @@ impl Watch {
         false
     }
 
-    /// One read of stdout into its queue; drops stdout when it is given up.
+    /// One read of stdout into its queue.
     fn read_stdout(&mut self) {
         let Some(s) = &mut self.stdout else {
             return;
         };
-        let keep = match read_fd(&s.pipe) {
+        match read_fd(&s.pipe) {
             Ok(buf) => s.take(&buf),
             Err(e) => {
                 s.split.finish(Some(e.to_string()), &mut s.out);
                 s.eof = true;
-                true
             }
-        };
-        if !keep {
-            self.stdout = None;
         }
     }
 
     /// One read of stderr into the tail; false at EOF or on an error.
     fn read_stderr(&mut self) -> bool {
-        let Some(stderr) = &self.stderr else {
+        let Some(Ok(buf)) = self.stderr.as_ref().map(read_fd) else {
             return false;
-        };
-        let buf = match read_fd(stderr) {
-            Ok(buf) if !buf.is_empty() => buf,
-            _ => return false,
         };
         if let Ok(mut t) = self.tail.lock() {
             t.extend(&buf);
             let excess = t.len().saturating_sub(self.stderr_cap);
             t.drain(..excess);
         }
-        true
+        !buf.is_empty()
     }
 
     /// True once the leader exited, *without reaping it* (`waitid(WNOWAIT | WNOHANG)`); also
     /// true when it cannot be waited for (ECHILD…), so the reaping attempt runs.
     fn leader_exited(&self) -> bool {
-        let flags = libc::WEXITED | libc::WNOWAIT | libc::WNOHANG;
-        loop {
-            // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
-            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            // SAFETY: plain syscall on our own child.
-            let r = unsafe { libc::waitid(libc::P_PID, self.pid as libc::id_t, &mut info, flags) };
-            if r == 0 {
-                // SAFETY: waitid filled `info` (si_pid stays 0 when WNOHANG found nothing).
-                return unsafe { info.si_pid() } != 0;
-            }
-            if io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return true;
-            }
+        let (pid, flags) = (
+            self.child.id(),
+            libc::WEXITED | libc::WNOWAIT | libc::WNOHANG,
+        );
+        // SAFETY: zeroed siginfo_t is a valid out-parameter for waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: plain syscall on our own child.
+        match retry(|| unsafe { libc::waitid(libc::P_PID, pid, &mut info, flags) }) {
+            // SAFETY: waitid filled `info` (si_pid stays 0 when WNOHANG found nothing).
+            Ok(_) => unsafe { info.si_pid() != 0 },
+            Err(_) => true,
         }
     }
+
     /// Kill the rest of the exited leader's group (and of its cgroup, which also reaches
     /// `setsid`'d descendants), then reap it and remove the cgroup. The leader is a zombie until
     /// then, so its pgid cannot be reused while [`Process::signal_group`] may still signal it.
     fn reap(&mut self) {
-        let p = self.pid as libc::pid_t;
         let mut guard = self.exit.lock().unwrap_or_else(|p| p.into_inner());
         // SAFETY: plain syscall; the leader is unreaped, so the pgid is still ours.
-        unsafe {
-            libc::killpg(p, libc::SIGKILL);
-        }
+        unsafe { libc::killpg(self.child.id() as libc::pid_t, libc::SIGKILL) };
         if let Some(cg) = &self.cgroup {
             cg.kill();
         }
-        let mut status: libc::c_int = 0;
-        loop {
-            // SAFETY: plain syscall on our own child.
-            let r = unsafe { libc::waitpid(p, &mut status, 0) };
-            if r == p {
-                guard.status = Some(ExitStatus::from_raw(status));
-                break;
-            }
-            if r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-                continue;
-            }
-            break;
-        }
+        guard.status = self.child.wait().ok(); // `waitpid`, retried on EINTR
         guard.reaped = true;
         drop(guard);
-        if let Some(cg) = self.cgroup.take() {
-            cg.kill_and_remove();
-        }
+        self.cgroup = None; // its drop removes it once empty
         self.exited.take();
     }
 }
 
-/// One `read(2)` of up to [`READ_BYTES`] into a new buffer (empty at EOF), retried on EINTR.
-fn read_fd(fd: &impl AsRawFd) -> io::Result<Vec<u8>> {
-    let mut buf = Vec::<u8>::with_capacity(READ_BYTES);
+/// `call` (a libc call: negative with `errno` set on failure), retried while it fails with EINTR.
+fn retry<T: Default + PartialOrd>(mut call: impl FnMut() -> T) -> io::Result<T> {
     loop {
-        // SAFETY: the kernel writes at most `capacity` bytes into the buffer's spare capacity.
-        let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.capacity()) };
-        if let Ok(n) = usize::try_from(n) {
-            // SAFETY: the first `n` bytes were just written by the kernel.
-            unsafe { buf.set_len(n) };
-            return Ok(buf);
+        let r = call();
+        if r >= T::default() {
+            return Ok(r);
         }
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {
             return Err(e);
         }
     }
+}
+
+/// One `read(2)` of up to [`READ_BYTES`] into a new buffer (empty at EOF), retried on EINTR.
+fn read_fd(fd: &impl AsRawFd) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::<u8>::with_capacity(READ_BYTES);
+    let (fd, ptr) = (fd.as_raw_fd(), buf.as_mut_ptr());
+    // SAFETY: the kernel writes at most `READ_BYTES` (the capacity) bytes into the buffer.
+    let n = retry(|| unsafe { libc::read(fd, ptr.cast(), READ_BYTES) })?;
+    // SAFETY: the first `n` bytes were just written by the kernel.
+    unsafe { buf.set_len(n.unsigned_abs()) };
+    Ok(buf)
 }
 
 /// A pidfd for our (unreaped) child, when the kernel has `pidfd_open` (Linux ≥ 5.3).
@@ -831,13 +745,19 @@ mod tests {
 
     #[test]
     fn buffer_shrinks_after_a_big_line() {
-        let mut buf = LineBuf::new(10 * 1024 * 1024);
+        let mut buf = Splitter::new(StdoutMode::Lines {
+            max_line_bytes: 10 * 1024 * 1024,
+        });
         buf.absorb(&vec![b'x'; 3 * 1024 * 1024]);
-        assert!(buf.capacity() >= 3 * 1024 * 1024);
-        assert!(matches!(buf.take(), StdoutItem::Line(s) if s.len() == 3 * 1024 * 1024));
-        assert!(buf.capacity() <= SHRUNK_CAPACITY, "{}", buf.capacity());
+        assert!(buf.line.capacity() >= 3 * 1024 * 1024);
+        assert!(matches!(buf.take_line(), StdoutItem::Line(s) if s.len() == 3 * 1024 * 1024));
+        assert!(
+            buf.line.capacity() <= SHRUNK_CAPACITY,
+            "{}",
+            buf.line.capacity()
+        );
         buf.absorb(b"ok");
-        assert_eq!(buf.take(), StdoutItem::Line("ok".into()));
+        assert_eq!(buf.take_line(), StdoutItem::Line("ok".into()));
     }
 
     #[test]
@@ -880,7 +800,6 @@ mod tests {
     }
 
     fn watched(script: &str, stderr_cap: usize) -> Watched {
-        #[allow(clippy::zombie_processes)] // `Watch` reaps it (the point of these tests)
         let mut child = Command::new("/bin/sh")
             .args(["-c", script])
             .stdin(Stdio::null())
@@ -894,19 +813,20 @@ mod tests {
         let (exited_tx, exited) = bounded::<()>(0);
         let exit = Arc::new(Mutex::new(ExitState::default()));
         let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let mode = StdoutMode::Lines {
+            max_line_bytes: 1 << 20,
+        };
         let watch = Watch {
-            pid: child.id(),
             stdout: Some(Stdout {
                 pipe: child.stdout.take().expect("piped"),
                 tx: line_tx,
-                split: Splitter::new(StdoutMode::Lines {
-                    max_line_bytes: 1 << 20,
-                }),
-                pgid: None,
+                split: Splitter::new(mode),
+                first: None,
                 out: VecDeque::new(),
                 eof: false,
             }),
             stderr: child.stderr.take(),
+            child,
             stderr_cap,
             tail: Arc::clone(&tail),
             stderr_done: Some(stderr_done_tx),
@@ -950,11 +870,11 @@ mod tests {
                 8,
             );
             let pidfd = if with_pidfd {
-                pidfd_open(w.watch.pid)
+                pidfd_open(w.watch.child.id())
             } else {
                 None
             };
-            w.watch.run_with(pidfd);
+            w.watch.run(pidfd);
             let state = w.exit.lock().unwrap();
             assert!(state.reaped);
             assert_eq!(state.status.and_then(|s| s.code()), Some(3));
@@ -978,7 +898,8 @@ mod tests {
         );
         let w = watched(&script, 64);
         let watch = w.watch;
-        let thread = thread::spawn(move || watch.run());
+        let pidfd = pidfd_open(watch.child.id());
+        let thread = thread::spawn(move || watch.run(pidfd));
         assert!(
             w.exited.recv_timeout(Duration::from_secs(20)).is_err(),
             "exited fires"
@@ -1001,23 +922,6 @@ mod tests {
         assert_eq!(got.len(), n);
         assert!(got.iter().all(|l| l.len() == BATCH_BYTES + 1));
         thread.join().unwrap();
-    }
-
-    #[test]
-    fn the_remote_pgid_line_is_read_strictly() {
-        let pgid = |s: &[u8]| remote_pgid(&mut &s[..]);
-        assert_eq!(pgid(b"BATON_PGID 4242 917\nrest"), Some((4242, Some(917))));
-        assert_eq!(pgid(b"BATON_PGID 4242 \n"), Some((4242, None)));
-        let long = [b'1'; 100];
-        for bad in [
-            &b"BATON_PGID 1\n"[..],
-            b"hello\n",
-            b"BATON_PGID x\n",
-            &long,
-            b"",
-        ] {
-            assert_eq!(pgid(bad), None);
-        }
     }
 
     #[test]

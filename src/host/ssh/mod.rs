@@ -12,12 +12,13 @@ use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use super::hook::{output_within, status_within};
+use super::hook::{output_within, timed_out, MAX_TIMEOUT};
 use super::local::check_name;
 use super::{BeforeRemove, HookOutput, Host, OrphanOutcome, Process, ProcessSpec, Removal};
 use super::{LocalHost, Workspace, WorkspaceError, HOST_UNAVAILABLE};
@@ -315,12 +316,8 @@ impl Host for SshHost {
     }
 
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-        Ok(PathBuf::from(self.workspace_sh(
-            workspace::CHECK,
-            root,
-            path,
-            "check",
-        )?))
+        let resolved = self.workspace_sh(workspace::CHECK, root, path, "check")?;
+        Ok(PathBuf::from(resolved))
     }
 
     fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal {
@@ -357,6 +354,29 @@ impl Host for SshHost {
             let rest: Vec<&OsStr> = args[2..].iter().map(OsStr::new).collect();
             self.sh(args[0], &rest)
         })
+    }
+}
+
+/// `output_within` with stdout and stderr on `/dev/null`, for a command that leaves a daemon
+/// behind (`ssh -f` starting a master), which must not inherit pipes Baton reads.
+fn status_within(mut cmd: Command, timeout: Duration) -> io::Result<ExitStatus> {
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    let mut child = cmd.spawn()?;
+    let deadline = Instant::now() + timeout.min(MAX_TIMEOUT);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if Instant::now() >= deadline {
+            // SAFETY: plain syscall on the group of a child that `try_wait` just found running,
+            // so it is not reaped and its pid still names this group.
+            unsafe { libc::killpg(child.id() as libc::pid_t, libc::SIGKILL) };
+            let _ = child.wait();
+            return Err(timed_out(timeout));
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -537,6 +557,14 @@ mod tests {
         let line = shell_join(["printf", "%s|", "a b", "c'd", "$(x)"]);
         let out = Command::new("sh").arg("-c").arg(&line).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "a b|c'd|$(x)|");
+    }
+
+    #[test]
+    fn a_hung_daemon_starter_is_killed_at_the_timeout() {
+        let mut sleep = Command::new("sleep");
+        sleep.arg("600");
+        let e = status_within(sleep, Duration::from_millis(100));
+        assert_eq!(e.unwrap_err().kind(), io::ErrorKind::TimedOut);
     }
 
     #[test]

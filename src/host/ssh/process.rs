@@ -39,6 +39,21 @@ kill -KILL -"$c" 2>/dev/null
 exit "$s"
 "#;
 
+/// The group id and leader start time of the wrapper's `BATON_PGID <pgid> <start time>` first
+/// line (at most 64 bytes; the time may be empty).
+pub(crate) fn remote_pgid(line: &[u8]) -> Option<(u32, Option<u64>)> {
+    let line = line[..line.len().min(supervisor::FIRST_LINE)]
+        .split(|&b| b == b'\n')
+        .next()?;
+    let line = std::str::from_utf8(line)
+        .ok()?
+        .strip_prefix("BATON_PGID ")?;
+    let mut words = line.split(' ');
+    let pgid = words.next()?.trim_end().parse::<u32>().ok();
+    let time = words.next().and_then(|t| t.trim().parse().ok());
+    Some((pgid.filter(|n| *n > 1)?, time))
+}
+
 /// A remote process group (see the module docs).
 #[derive(Debug)]
 pub(crate) struct SshProcess {
@@ -88,9 +103,10 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
         let session = host.session();
         let mut cmd = host.command(&line, &session);
         cmd.stdin(Stdio::piped());
-        let (pgid_tx, pgid_rx) = bounded::<(u32, Option<u64>)>(1);
-        let client = supervisor::spawn_command(cmd, spec, None, Some(pgid_tx))?;
-        if let Ok((pgid, start_time)) = pgid_rx.recv_timeout(host.settings.timeout()) {
+        let (first_tx, first_rx) = bounded(1);
+        let client = supervisor::spawn_command(cmd, spec, None, Some(first_tx))?;
+        let first = first_rx.recv_timeout(host.settings.timeout());
+        if let Some((pgid, start_time)) = first.ok().as_deref().and_then(remote_pgid) {
             if session_refused(&client.stderr_tail()) {
                 host.refused(&session); // the client fell back to a connection of its own
             }
@@ -257,12 +273,29 @@ mod tests {
         let first = lines.next().unwrap();
         assert!(first.starts_with("BATON_PGID "), "{text}");
         let line = format!("{first}\n");
-        let Some((pgid, start)) = supervisor::remote_pgid(&mut line.as_bytes()) else {
+        let Some((pgid, start)) = remote_pgid(line.as_bytes()) else {
             panic!("{text}");
         };
         assert!(pgid > 1 && start.is_some_and(|t| t > 0), "{first}");
         assert_eq!(lines.next(), Some("hi"));
         assert_eq!(status.code(), Some(3));
+    }
+
+    #[test]
+    fn the_remote_pgid_line_is_read_strictly() {
+        let pgid = remote_pgid;
+        assert_eq!(pgid(b"BATON_PGID 4242 917\nrest"), Some((4242, Some(917))));
+        assert_eq!(pgid(b"BATON_PGID 4242 \n"), Some((4242, None)));
+        let long = [b'1'; 100];
+        for bad in [
+            &b"BATON_PGID 1\n"[..],
+            b"hello\n",
+            b"BATON_PGID x\n",
+            &long,
+            b"",
+        ] {
+            assert_eq!(pgid(bad), None);
+        }
     }
 
     /// In `stdin` mode the program reads the connection's stdin (no watcher takes it), and its
