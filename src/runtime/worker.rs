@@ -23,7 +23,7 @@ use crate::orchestrator::rules;
 use crate::orchestrator::{Event, Policy, Resume, WorkerOutcome, WorkerPhase, WorkerProgress};
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
-use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
+use crate::workspace::hooks::{run_configured_hook, HookEnv};
 use crate::workspace::{ensure_workspace, remove_workspace_on};
 
 use super::fds;
@@ -164,11 +164,11 @@ impl Run<'_> {
         self.progress(WorkerProgress::Phase(WorkerPhase::Finishing));
         if let Some(path) = &self.workspace {
             let after_run = self.ctx.hooks.after_run.as_deref();
-            let _ = self.hook(HookKind::AfterRun, after_run, path);
+            let _ = self.hook("after_run", after_run, path);
         }
     }
 
-    fn hook(&self, kind: HookKind, script: Option<&str>, path: &Path) -> Result<(), String> {
+    fn hook(&self, kind: &str, script: Option<&str>, path: &Path) -> Result<(), String> {
         let env = HookEnv::for_issue(&self.issue, path);
         let (host, timeout) = (self.ctx.host.as_ref(), self.ctx.hooks.timeout_ms);
         run_configured_hook(host, kind, script, path, &env, timeout)
@@ -228,7 +228,7 @@ impl Run<'_> {
         if ctx.cancel.is_cancelled() {
             return Err(WorkerOutcome::Cancelled);
         }
-        self.hook(HookKind::BeforeRun, hooks.before_run.as_deref(), &ws.path)
+        self.hook("before_run", hooks.before_run.as_deref(), &ws.path)
             .map_err(|e| self.classify(format!("before_run hook error: {e}"), false))?;
         self.workspace = Some(ws.path.clone());
         if ctx.cancel.is_cancelled() {
