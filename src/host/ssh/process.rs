@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver};
 
-use super::is_env_name;
-use super::SSH_CONNECTION_FAILED;
-use super::{session_refused, Session, SshHost, HOST_UNAVAILABLE, SIGNAL_TIMEOUT};
+use super::{is_env_name, session_refused, Session, SshHost};
+use super::{HOST_UNAVAILABLE, SIGNAL_TIMEOUT, SSH_CONNECTION_FAILED};
 use crate::host::supervisor::{self, LocalProcess};
 use crate::host::{Process, ProcessSpec, StdoutItem};
 
@@ -127,12 +126,11 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
             refused = true;
             continue;
         }
-        let msg = if code == Some(SSH_CONNECTION_FAILED) || code.is_none() {
-            format!("{HOST_UNAVAILABLE}: ssh {}: {tail}", host.destination)
-        } else {
-            format!("remote start on {} failed: {tail}", host.destination)
-        };
-        return Err(io::Error::other(msg));
+        let d = &host.destination;
+        return Err(io::Error::other(match code {
+            Some(c) if c != SSH_CONNECTION_FAILED => format!("remote start on {d} failed: {tail}"),
+            _ => format!("{HOST_UNAVAILABLE}: ssh {d}: {tail}"),
+        }));
     }
 }
 
