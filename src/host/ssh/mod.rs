@@ -164,8 +164,9 @@ impl SshHost {
         c
     }
 
-    /// A place for one more session: on the first connection with room, else on a new one.
-    pub(crate) fn session(&self) -> Session {
+    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted; stdin `/dev/null`),
+    /// multiplexed over the first connection with room for one more session, else a new one.
+    pub(crate) fn command(&self, line: &OsStr) -> (Command, Session) {
         let limit = self.settings.get().ssh_sessions_per_connection.max(1) as usize;
         let mut conns = self.mux.conns.lock().unwrap_or_else(|p| p.into_inner());
         let conn = conns
@@ -176,10 +177,12 @@ impl SshHost {
                 conns.len() - 1
             });
         conns[conn].0 += 1;
-        Session {
-            mux: Arc::clone(&self.mux),
-            conn,
-        }
+        drop(conns);
+        self.ensure_master(conn);
+        let mut c = self.ssh(false, conn, &["-T"]);
+        c.arg(line);
+        let mux = Arc::clone(&self.mux);
+        (c, Session { mux, conn })
     }
 
     /// The server refused a session on `s`'s connection: take what it carries now as its limit
@@ -194,15 +197,6 @@ impl SshHost {
             self.destination,
             s.conn
         );
-    }
-
-    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted; stdin `/dev/null`),
-    /// multiplexed over `session`'s connection.
-    pub(crate) fn command(&self, line: &OsStr, session: &Session) -> Command {
-        self.ensure_master(session.conn);
-        let mut c = self.ssh(false, session.conn, &["-T"]);
-        c.arg(line);
-        c
     }
 
     /// Start connection `conn`'s master unless its socket exists (within the command timeout); a
@@ -229,8 +223,7 @@ impl SshHost {
     fn run(&self, words: &[&OsStr], timeout: Option<Duration>) -> Result<HookOutput, String> {
         let timeout = timeout.unwrap_or_else(|| self.settings.timeout());
         for _ in 0..2 {
-            let session = self.session();
-            let cmd = self.command(&shell_join(words), &session);
+            let (cmd, session) = self.command(&shell_join(words));
             let out = match output_within(cmd, timeout) {
                 Ok(out) => out,
                 Err(e) if e.kind() == io::ErrorKind::TimedOut => {

@@ -99,8 +99,7 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
     let line = remote_command(spec)?;
     let mut refused = false;
     loop {
-        let session = host.session();
-        let mut cmd = host.command(&line, &session);
+        let (mut cmd, session) = host.command(&line);
         cmd.stdin(Stdio::piped());
         let (first_tx, first_rx) = bounded(1);
         let client = supervisor::spawn_command(cmd, spec, None, Some(first_tx))?;
