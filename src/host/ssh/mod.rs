@@ -91,7 +91,6 @@ pub struct SshHost {
     /// `<dir>/<pid>-<hash>`; connection `n` uses the socket `<base>-<n>` (`None`: no
     /// multiplexing).
     control_base: Option<PathBuf>,
-    connect_timeout_s: u64,
     program: OsString,
     settings: Arc<SshSettings>,
     mux: Arc<Mux>,
@@ -110,7 +109,6 @@ impl SshHost {
         SshHost {
             destination: destination.to_string(),
             control_base: (!control_dir.as_os_str().is_empty()).then(|| control_dir.join(name)),
-            connect_timeout_s: 10,
             program: OsString::from("ssh"),
             settings: Arc::default(),
             mux: Arc::default(),
@@ -121,12 +119,6 @@ impl SshHost {
     /// `-F <ssh_config>` is how a custom config is given).
     pub fn with_ssh_program(mut self, program: impl Into<OsString>) -> Self {
         self.program = program.into();
-        self
-    }
-
-    /// Bound the connection set-up to `secs` seconds (`ConnectTimeout`; default 10).
-    pub fn with_connect_timeout(mut self, secs: u64) -> Self {
-        self.connect_timeout_s = secs.max(1);
         self
     }
 
@@ -148,13 +140,12 @@ impl SshHost {
     fn ssh(&self, master: bool, conn: usize, args: &[&str]) -> Command {
         let mut c = Command::new(&self.program);
         let persist = format!("ControlPersist={CONTROL_PERSIST_S}");
-        let connect = format!("ConnectTimeout={}", self.connect_timeout_s);
         let mux: &[&str] = match master {
             true => &["ControlMaster=yes", &persist],
             false => &["ControlMaster=no"],
         };
         let alive = ["ServerAliveInterval=5", "ServerAliveCountMax=3"];
-        for o in [&["BatchMode=yes", &connect][..], &alive, mux].concat() {
+        for o in [&["BatchMode=yes", "ConnectTimeout=10"][..], &alive, mux].concat() {
             c.arg("-o").arg(o);
         }
         let mut path = OsString::from("ControlPath=");
