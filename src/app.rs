@@ -4,7 +4,6 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::Path;
-
 use std::sync::Arc;
 
 use crate::agent::claude::ClaudeRunner;
@@ -53,24 +52,18 @@ where
             println!("baton {}\nfeatures: {features}", env!("CARGO_PKG_VERSION"));
             EXIT_OK
         }
-        Command::Check {
-            workflow,
-            log_level,
-        } => {
-            crate::logging::init(Some(log_level.unwrap_or(log::LevelFilter::Warn)));
-            crate::runtime::threads::install_panic_hook();
+        Command::Check(args) => {
+            crate::logging::init(Some(args.log_level.unwrap_or(log::LevelFilter::Warn)));
             let out = &mut std::io::stdout().lock();
-            crate::check::run_check_with_env(&workflow, &ProcessEnv, out)
+            crate::check::run_check_with_env(&args.workflow, &ProcessEnv, out)
         }
         Command::Run(args) => {
             crate::logging::init(args.log_level);
-            crate::runtime::threads::install_panic_hook();
             run_workflow(&args, None, &|_| {})
         }
         #[cfg(all(feature = "backlog", feature = "http"))]
         Command::Demo(args) => {
             crate::logging::init(args.log_level);
-            crate::runtime::threads::install_panic_hook();
             crate::demo::run(&args, &run_workflow)
         }
         #[cfg(not(all(feature = "backlog", feature = "http")))]
@@ -88,20 +81,16 @@ fn load_for_startup(path: &Path) -> Result<Workflow, String> {
         return Err(format!("{e} ({})", path.display()));
     }
     let errs = wf.config.config.preflight_errors();
-    if let Some(first) = errs.first() {
-        let more = if errs.len() > 1 {
-            format!(" (and {} more problem(s))", errs.len() - 1)
-        } else {
-            String::new()
-        };
-        return Err(format!(
-            "{}: {}: {}{more}",
-            first.class,
-            path.display(),
-            first.message
-        ));
+    let Some(first) = errs.first() else {
+        return Ok(wf);
+    };
+    let (class, file, msg) = (first.class, path.display(), &first.message);
+    match errs.len() - 1 {
+        0 => Err(format!("{class}: {file}: {msg}")),
+        more => Err(format!(
+            "{class}: {file}: {msg} (and {more} more problem(s))"
+        )),
     }
-    Ok(wf)
 }
 
 /// The agent runner selected by `agent.kind` (Claude Code when unset, which preflight rejects, or
@@ -149,19 +138,14 @@ fn start_and_run(
     // agents that run here need a working sandbox: never silently unconfined.
     let cfg = &wf.config.config;
     let state = crate::runtime::persist::acquire(cfg).map_err(|e| e.to_string())?;
-    if let Some(sb) = cfg
-        .agent_sandbox()
-        .filter(|_| cfg.worker.ssh_hosts.is_empty())
-    {
+    let local = cfg.worker.ssh_hosts.is_empty();
+    if let Some(sb) = cfg.agent_sandbox().filter(|_| local) {
         sb.check(&LocalHost)?;
     }
     // Agents hold descriptors (`runtime::fds`): the soft limit goes up to the hard one.
     match crate::runtime::fds::raise_nofile_limit() {
-        Ok((before, after)) => log::info!(
-            "event=nofile_limit soft_before={} soft={} hard={} agents_allowed={}",
-            before.soft,
-            after.soft,
-            after.hard,
+        Ok(((soft_before, _), (soft, hard))) => log::info!(
+            "event=nofile_limit soft_before={soft_before} soft={soft} hard={hard} agents_allowed={}",
             crate::runtime::fds::agents_allowed_now().unwrap_or(0)
         ),
         Err(e) => log::warn!("event=nofile_limit cannot raise the soft RLIMIT_NOFILE error={e}"),
@@ -186,7 +170,7 @@ fn start_and_run(
         shutdown_rx,
         control_rx,
         config_env: Arc::new(ProcessEnv),
-        clock: Arc::new(SystemClock::new()),
+        clock: Arc::new(SystemClock::default()),
     };
     let result = crate::runtime::daemon::run_with_state(opts, ops, state, exit_when);
     if let Err(e) = &result {

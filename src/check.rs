@@ -6,6 +6,7 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::host::containment;
 use crate::model::{contains_name, Issue};
 use crate::orchestrator::{rules, Pace};
 use crate::text::{quoted, single_line as truncate};
@@ -18,13 +19,11 @@ use crate::workflow::loader::load_workflow;
 pub fn run_check_with_env(path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
     let r = &mut Report { out, problems: 0 };
     r.raw(format!("baton check: {}", path.display()));
-    let code = match load_workflow(path, env) {
+    match load_workflow(path, env) {
         Ok(wf) => check(&wf.config, r),
-        Err(e) => {
-            r.fail(format!("workflow: {e}"));
-            r.finish()
-        }
-    };
+        Err(e) => r.fail(format!("workflow: {e}")),
+    }
+    let code = r.finish();
     let _ = r.out.flush();
     code
 }
@@ -57,28 +56,23 @@ impl Report<'_> {
         }
     }
     fn finish(&mut self) -> i32 {
-        if self.problems == 0 {
-            self.raw("result: healthy (0 problems)");
-            0
-        } else {
-            let s = if self.problems == 1 { "" } else { "s" };
-            self.raw(format!("result: {} problem{s}", self.problems));
-            1
+        match self.problems {
+            0 => self.raw("result: healthy (0 problems)"),
+            1 => self.raw("result: 1 problem"),
+            n => self.raw(format!("result: {n} problems")),
         }
+        i32::from(self.problems > 0)
     }
 }
 
-fn check(parsed: &ParsedConfig, r: &mut Report<'_>) -> i32 {
+fn check(parsed: &ParsedConfig, r: &mut Report<'_>) {
     let cfg = &parsed.config;
     r.ok(format!(
         "workflow loaded (agent {}, poll every {} ms)",
         cfg.agent.kind.map_or("unset", |k| k.as_str()),
         cfg.poll_interval_ms
     ));
-    r.ok(format!(
-        "process containment: {}",
-        crate::host::containment()
-    ));
+    r.ok(format!("process containment: {}", containment()));
     for w in &parsed.warnings {
         r.line("warn", w);
     }
@@ -105,7 +99,6 @@ fn check(parsed: &ParsedConfig, r: &mut Report<'_>) -> i32 {
     if let Some(issues) = issues {
         print_plan(r, &issues, cfg);
     }
-    r.finish()
 }
 
 /// The budget plan the daemon starts from, for the board read's measured cost: the poll
@@ -128,25 +121,19 @@ fn print_pacing(r: &mut Report<'_>, cfg: &ServiceConfig, (points, limit): (u64, 
 /// The descriptor limit the daemon raises its soft limit to, and the agents it allows.
 fn print_nofile(r: &mut Report<'_>, cfg: &ServiceConfig) {
     use crate::runtime::fds::{agents_allowed, nofile_limit, open_fds, FD_RESERVE};
-    let Ok(limit) = nofile_limit() else {
+    let Ok((soft, hard)) = nofile_limit() else {
         return r.line("warn", "file descriptors: cannot read RLIMIT_NOFILE");
     };
-    let allowed = agents_allowed(limit.hard, open_fds().unwrap_or(0));
+    let allowed = agents_allowed(hard, open_fds().unwrap_or(0));
     let text = format!(
-        "file descriptors: soft limit {}, hard limit {} (baton raises the soft one to it): room for {allowed} agents with {FD_RESERVE} kept free",
-        limit.soft, limit.hard
+        "file descriptors: soft limit {soft}, hard limit {hard} (baton raises the soft one to it): room for {allowed} agents with {FD_RESERVE} kept free"
     );
-    if allowed < u64::from(cfg.agent.max_concurrent_agents) {
-        r.line(
-            "warn",
-            format!(
-                "{text}; agent.max_concurrent_agents ({}) is capped to it: raise LimitNOFILE",
-                cfg.agent.max_concurrent_agents
-            ),
-        );
-    } else {
-        r.ok(text);
+    let max = cfg.agent.max_concurrent_agents;
+    if allowed >= u64::from(max) {
+        return r.ok(text);
     }
+    let why = format!("agent.max_concurrent_agents ({max}) is capped to it: raise LimitNOFILE");
+    r.line("warn", format!("{text}; {why}"));
 }
 
 /// One line per SSH worker host: reachable, `workspace.root` writable, agent CLI version.
@@ -177,12 +164,11 @@ fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
 /// hosts: in [`check_hosts`]).
 fn check_sandbox(r: &mut Report<'_>, cfg: &ServiceConfig) {
     let Some(sb) = cfg.agent_sandbox() else {
-        r.line(
+        return r.line(
             "warn",
             "sandbox.kind is none: agents run unconfined, with the service user's access to \
              every workspace, the state directory and the home directory (docs/security.md)",
         );
-        return;
     };
     if !cfg.worker.ssh_hosts.is_empty() {
         return;
@@ -218,17 +204,16 @@ fn print_budget(r: &mut Report<'_>, cfg: &ServiceConfig) {
     r.ok(format!(
         "budget per issue: {limits} (spend is shown on the dashboard and in the API)"
     ));
-    if let Some(k) = a.kind.filter(|k| !k.reports_cost()) {
-        if a.budget.max_cost_usd_per_issue.is_some() {
-            r.line(
-                "warn",
-                format!(
-                    "agent.max_cost_usd_per_issue does not apply to {} (it reports no cost); \
-                     use agent.max_tokens_per_issue or agent.max_turns_per_issue",
-                    k.as_str()
-                ),
-            );
-        }
+    let cost_limit = a.budget.max_cost_usd_per_issue.is_some();
+    if let Some(k) = a.kind.filter(|k| cost_limit && !k.reports_cost()) {
+        r.line(
+            "warn",
+            format!(
+                "agent.max_cost_usd_per_issue does not apply to {} (it reports no cost); \
+                 use agent.max_tokens_per_issue or agent.max_turns_per_issue",
+                k.as_str()
+            ),
+        );
     }
 }
 
@@ -237,10 +222,8 @@ fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
     // The scheduler's own rule, so the plan is what the daemon would do (minus claims and slots).
     let policy = cfg.policy();
     let (mut ready, mut held) = (Vec::new(), Vec::new());
-    for i in issues
-        .iter()
-        .filter(|i| contains_name(&policy.active_states, &i.state))
-    {
+    let is_active = |i: &&Issue| contains_name(&policy.active_states, &i.state);
+    for i in issues.iter().filter(is_active) {
         let why: Vec<String> = rules::ineligibility(&policy, i)
             .iter()
             .map(ToString::to_string)
@@ -256,11 +239,8 @@ fn print_plan(r: &mut Report<'_>, issues: &[Issue], cfg: &ServiceConfig) {
         }
     }
     ready.sort_by(|a, b| rules::dispatch_order(a, b));
-    let active = ready.len() + held.len();
-    r.raw(format!(
-        "dispatch order ({} of {active} active issues):",
-        ready.len()
-    ));
+    let (n, active) = (ready.len(), ready.len() + held.len());
+    r.raw(format!("dispatch order ({n} of {active} active issues):"));
     let ready = ready.iter().enumerate().map(|(n, i)| {
         let priority = i.priority.map_or("-".into(), |p| p.to_string());
         let (state, title) = (truncate(&i.state, 40), quoted(&i.title));

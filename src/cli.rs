@@ -13,7 +13,6 @@ pub const EXIT_USAGE: i32 = 2;
 /// groups were killed before exiting).
 pub const EXIT_FORCED_SHUTDOWN: i32 = 3;
 
-/// The help text printed by `--help`.
 pub const HELP: &str = "\
 baton — run coding agents on the issues of a GitHub Projects (v2) or Backlog.md board
 
@@ -56,11 +55,8 @@ Reloads WORKFLOW.md automatically when it changes; an invalid edit keeps the las
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Run(RunArgs),
-    /// `baton check [PATH]`.
-    Check {
-        workflow: PathBuf,
-        log_level: Option<log::LevelFilter>,
-    },
+    /// `baton check [PATH]` (never with `--port` or `--bind`).
+    Check(RunArgs),
     Help,
     Version,
     Demo(DemoArgs),
@@ -79,7 +75,7 @@ pub struct DemoArgs {
 pub const DEMO_PORT: u16 = 8787;
 
 /// Options of the daemon.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunArgs {
     /// The positional path, else `./WORKFLOW.md`.
     pub workflow: PathBuf,
@@ -88,82 +84,23 @@ pub struct RunArgs {
     pub log_level: Option<log::LevelFilter>,
 }
 
-/// Every flag and positional argument, before the subcommand decides what they mean.
-#[derive(Default)]
-struct Flags {
-    port: Option<u16>,
-    bind: Option<String>,
-    log_level: Option<log::LevelFilter>,
-    agent: Option<String>,
-    positional: Vec<OsString>,
-}
-
 /// Parse arguments (without the program name); `Err` is a usage error (exit code 2).
 pub fn parse<I>(args: I) -> Result<Command, String>
 where
     I: IntoIterator,
     I::Item: Into<OsString>,
 {
-    let mut f = match read_flags(lexopt::Parser::from_args(args))? {
-        Ok(flags) => flags,
-        Err(help_or_version) => return Ok(help_or_version),
-    };
-    if f.positional.first().is_some_and(|p| p == "demo") {
-        if f.positional.len() > 1 || f.bind.is_some() {
-            return Err("`baton demo` takes only --port, --agent and --log-level".into());
-        }
-        return Ok(Command::Demo(DemoArgs {
-            port: f.port.unwrap_or(DEMO_PORT),
-            real_claude: f.agent.as_deref() == Some("claude"),
-            log_level: f.log_level,
-        }));
-    }
-    if f.agent.is_some() {
-        return Err("--agent is an option of `baton demo`".into());
-    }
-    let is_check = f.positional.first().is_some_and(|p| p == "check");
-    if is_check {
-        f.positional.remove(0);
-        if f.port.is_some() || f.bind.is_some() {
-            return Err("`baton check` takes no --port/--bind".into());
-        }
-    }
-    if f.positional.len() > 1 {
-        return Err(format!(
-            "expected at most one workflow path, got {}; try `baton --help`",
-            f.positional.len()
-        ));
-    }
-    let workflow = f
-        .positional
-        .pop()
-        .map_or_else(|| PathBuf::from("WORKFLOW.md"), PathBuf::from);
-    let log_level = f.log_level;
-    Ok(match is_check {
-        true => Command::Check {
-            workflow,
-            log_level,
-        },
-        false => Command::Run(RunArgs {
-            workflow,
-            port: f.port,
-            bind: f.bind,
-            log_level,
-        }),
-    })
-}
-
-/// The flags, each value checked; `Ok(Err(_))` for `--help` and `--version`.
-fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, String> {
     use lexopt::prelude::*;
     let usage = |e: lexopt::Error| format!("{e}; try `baton --help`");
-    let mut f = Flags::default();
+    let mut parser = lexopt::Parser::from_args(args);
+    let (mut run, mut agent) = (RunArgs::default(), None);
+    let mut positional: Vec<OsString> = Vec::new();
     while let Some(arg) = parser.next().map_err(usage)? {
         let flag = match arg {
-            Short('h') | Long("help") => return Ok(Err(Command::Help)),
-            Short('V') | Long("version") => return Ok(Err(Command::Version)),
+            Short('h') | Long("help") => return Ok(Command::Help),
+            Short('V') | Long("version") => return Ok(Command::Version),
             Value(v) => {
-                f.positional.push(v);
+                positional.push(v);
                 continue;
             }
             Long(name @ ("port" | "bind" | "log-level" | "agent")) => name.to_string(),
@@ -171,33 +108,56 @@ fn read_flags(mut parser: lexopt::Parser) -> Result<Result<Flags, Command>, Stri
         };
         let value = parser.value().map_err(usage)?;
         let s = value.to_string_lossy().to_string();
-        let bad = Err;
         match flag.as_str() {
-            "port" => match s.parse() {
-                Ok(port) => f.port = Some(port),
-                Err(_) => {
-                    return bad(format!(
-                        "--port must be an integer from 0 to 65535, got {s:?}"
-                    ))
-                }
-            },
-            "bind" if value.to_str().is_none() => return bad("--bind must be valid UTF-8".into()),
-            "bind" if s.trim().is_empty() => return bad("--bind must not be empty".into()),
-            "bind" => f.bind = Some(s),
-            "log-level" => match s.parse() {
-                Ok(level) => f.log_level = Some(level),
-                Err(_) => {
-                    let levels = "off, error, warn, info, debug, trace";
-                    return bad(format!("--log-level must be one of {levels}; got {s:?}"));
-                }
-            },
-            _ if s != "demo" && s != "claude" => {
-                return bad(format!("--agent must be demo or claude, got {s:?}"))
+            "port" => {
+                let bad = |_| format!("--port must be an integer from 0 to 65535, got {s:?}");
+                run.port = Some(s.parse().map_err(bad)?);
             }
-            _ => f.agent = Some(s),
+            "bind" if value.to_str().is_none() => return Err("--bind must be valid UTF-8".into()),
+            "bind" if s.trim().is_empty() => return Err("--bind must not be empty".into()),
+            "bind" => run.bind = Some(s),
+            "log-level" => {
+                let levels = "off, error, warn, info, debug, trace";
+                let bad = |_| format!("--log-level must be one of {levels}; got {s:?}");
+                run.log_level = Some(s.parse().map_err(bad)?);
+            }
+            _ if s != "demo" && s != "claude" => {
+                return Err(format!("--agent must be demo or claude, got {s:?}"))
+            }
+            _ => agent = Some(s),
         }
     }
-    Ok(Ok(f))
+    if positional.first().is_some_and(|p| p == "demo") {
+        if positional.len() > 1 || run.bind.is_some() {
+            return Err("`baton demo` takes only --port, --agent and --log-level".into());
+        }
+        return Ok(Command::Demo(DemoArgs {
+            port: run.port.unwrap_or(DEMO_PORT),
+            real_claude: agent.as_deref() == Some("claude"),
+            log_level: run.log_level,
+        }));
+    }
+    if agent.is_some() {
+        return Err("--agent is an option of `baton demo`".into());
+    }
+    let is_check = positional.first().is_some_and(|p| p == "check");
+    if is_check {
+        positional.remove(0);
+        if run.port.is_some() || run.bind.is_some() {
+            return Err("`baton check` takes no --port/--bind".into());
+        }
+    }
+    if positional.len() > 1 {
+        return Err(format!(
+            "expected at most one workflow path, got {}; try `baton --help`",
+            positional.len()
+        ));
+    }
+    run.workflow = positional.pop().map_or("WORKFLOW.md".into(), PathBuf::from);
+    Ok(match is_check {
+        true => Command::Check(run),
+        false => Command::Run(run),
+    })
 }
 
 #[cfg(test)]
@@ -241,10 +201,10 @@ mod tests {
     fn check_subcommand() {
         assert_eq!(
             run(&["check", "a.md"]).unwrap(),
-            Command::Check {
+            Command::Check(RunArgs {
                 workflow: PathBuf::from("a.md"),
-                log_level: None
-            }
+                ..RunArgs::default()
+            })
         );
         assert!(run(&["check", "--port", "1"]).is_err());
     }

@@ -18,7 +18,6 @@ use serde_yaml::{Mapping, Value};
 pub struct Secret(String);
 
 impl Secret {
-    /// Wrap a secret value.
     pub fn new(value: impl Into<String>) -> Self {
         Secret(value.into())
     }
@@ -52,7 +51,6 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    /// Build an error.
     pub fn new(class: &'static str, message: impl Into<String>) -> Self {
         ConfigError {
             class,
@@ -150,12 +148,9 @@ impl<'a> FrontMatter<'a> {
                 let mut near = known
                     .iter()
                     .filter(|c| c.split_once('.').map(|p| p.0) == parent);
-                out.push(match near.find(|c| edit_distance(&key, c) == 1) {
-                    Some(h) => {
-                        format!("unknown config key `{key}` is ignored; did you mean `{h}`?")
-                    }
-                    None => format!("unknown config key `{key}` is ignored"),
-                });
+                let hint = near.find(|c| edit_distance(&key, c) == 1);
+                let hint = hint.map_or(String::new(), |h| format!("; did you mean `{h}`?"));
+                out.push(format!("unknown config key `{key}` is ignored{hint}"));
             }
         }
         out
@@ -466,22 +461,18 @@ impl<'de> de::Deserializer<'de> for Field {
             Value::String(s) if variants.contains(&s.as_str()) => {
                 v.visit_enum(s.as_str().into_deserializer())
             }
-            _ => self.bad(&one_of(variants)),
+            _ => match variants.split_last() {
+                Some((last, rest)) if !rest.is_empty() => {
+                    self.bad(&format!("{} or {last}", rest.join(", ")))
+                }
+                _ => self.bad(&variants.concat()),
+            },
         }
     }
 
     forward_to_deserialize_any! {
         i8 i16 i32 i128 u8 u128 f32 char str bytes byte_buf unit unit_struct newtype_struct tuple
         tuple_struct map struct identifier ignored_any
-    }
-}
-
-/// `a, b or c`.
-pub(crate) fn one_of(names: &[&str]) -> String {
-    match names.split_last() {
-        Some((last, [])) => last.to_string(),
-        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-        None => String::new(),
     }
 }
 
@@ -511,10 +502,8 @@ pub(crate) fn describe(v: &Value) -> String {
 /// to the workflow dir. Returns `None` when a referenced variable is unset or empty.
 pub(crate) fn resolve_path(raw: &str, workflow_dir: &Path, env: &dyn ConfigEnv) -> Option<PathBuf> {
     let raw = raw.trim();
-    let expanded: String = if let Some(name) = env_reference(raw) {
-        env.var(name).filter(|v| !v.is_empty())?
-    } else if let Some(rest) = raw.strip_prefix('$') {
-        // `$VAR/sub/dir`: expand the leading variable only.
+    let expanded: String = if let Some(rest) = raw.strip_prefix('$') {
+        // `$VAR` or `$VAR/sub/dir`: expand the leading variable only.
         let end = rest
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .unwrap_or(rest.len());

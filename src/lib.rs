@@ -2,8 +2,6 @@
 //!
 //! See `ARCHITECTURE.md` for how the modules fit together.
 
-// Process groups, `waitid(WNOWAIT)`, pidfd and cgroup v2 have no equivalent Baton could rely on
-// elsewhere (docs/operations.md#platform).
 #[cfg(not(target_os = "linux"))]
 compile_error!(
     "Baton runs on Linux only (process groups, pidfd, cgroup v2); see docs/operations.md#platform"

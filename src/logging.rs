@@ -2,7 +2,7 @@
 //! `JOURNAL_STREAM` is set (running under systemd) — sd-daemon priority prefixes `<3>`/`<4>`/`<6>`/`<7>`
 //! and no timestamps (journald adds its own). A failing stderr write never crashes the daemon.
 
-use std::io::{self, Write};
+use std::io::Write;
 use std::time::SystemTime;
 
 use log::Level;
@@ -54,30 +54,13 @@ fn record_allowed(target: &str, level: Level) -> bool {
     !(notify && level > Level::Info)
 }
 
-/// A writer that swallows write errors (closed stderr, EPIPE, full disk): logging must never take the
-/// daemon down.
-struct ForgivingStderr;
-
-impl Write for ForgivingStderr {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let _ = io::stderr().write_all(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        let _ = io::stderr().flush();
-        Ok(())
-    }
-}
-
 /// Install the global logger. `RUST_LOG` is honoured; `level` (from `--log-level`) wins over it.
 /// Default: `info`. Safe to call more than once (later calls are ignored).
 pub fn init(level: Option<log::LevelFilter>) {
     let journald = std::env::var_os("JOURNAL_STREAM").is_some_and(|v| !v.is_empty());
     let mut builder = env_logger::Builder::new();
     builder.filter_level(log::LevelFilter::Info);
-    if let Ok(spec) = std::env::var("RUST_LOG") {
-        builder.parse_filters(&spec);
-    }
+    builder.parse_env("RUST_LOG");
     if let Some(l) = level {
         // `--log-level` sets Baton's own level and wins over RUST_LOG; dependencies stay at
         // most at info (their debug output is wire noise; use RUST_LOG=ureq=debug to see it).
@@ -86,7 +69,7 @@ pub fn init(level: Option<log::LevelFilter>) {
     }
     // ureq's protocol layer hex-dumps raw requests (Authorization header included) at TRACE:
     // the formatter below drops every TRACE record of those targets, whatever RUST_LOG says.
-    builder.target(env_logger::Target::Pipe(Box::new(ForgivingStderr)));
+    // env_logger's stderr target ignores write errors (closed stderr, EPIPE, full disk).
     builder.format(move |buf, record| {
         if !crate::tracker::wire_log_allowed(record.target(), record.level())
             || !record_allowed(record.target(), record.level())
@@ -100,17 +83,51 @@ pub fn init(level: Option<log::LevelFilter>) {
             &crate::runlog::with_run_fields(&record.args().to_string()),
             SystemTime::now(),
         );
-        // Errors here are swallowed by ForgivingStderr; never propagate a panic.
-        let _ = writeln!(buf, "{line}");
-        Ok(())
+        writeln!(buf, "{line}")
     });
     let _ = builder.try_init();
+    install_panic_hook();
+}
+
+/// Route panic messages through the logger (one escaped line with the thread name, location and
+/// message) instead of raw stderr. Part of [`init`].
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let thread = std::thread::current();
+        let location = info.location().map_or_else(
+            || "unknown".to_string(),
+            |l| format!("{}:{}", l.file(), l.line()),
+        );
+        let name = thread.name().unwrap_or("unnamed");
+        log::error!("{}", panic_line(name, &location, info.payload()));
+    }));
+}
+
+/// The logged text of a panic: thread, location and the message (quoted, escaped).
+fn panic_line(thread: &str, location: &str, payload: &(dyn std::any::Any + Send)) -> String {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into());
+    format!("panic thread={thread} location={location} message={message:?}")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn panic_lines_name_the_thread_and_escape_the_message() {
+        let p: Box<dyn std::any::Any + Send> = Box::new(String::from("boom\n\u{1b}[31m"));
+        assert_eq!(
+            panic_line("tracker-poll", "src/x.rs:1", p.as_ref()),
+            "panic thread=tracker-poll location=src/x.rs:1 message=\"boom\\n\\u{1b}[31m\""
+        );
+        let p: Box<dyn std::any::Any + Send> = Box::new(7u8);
+        assert!(panic_line("t", "l", p.as_ref()).ends_with("\"non-string panic payload\""));
+    }
 
     #[test]
     fn journald_lines_have_priorities_and_no_timestamp() {

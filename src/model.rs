@@ -14,7 +14,6 @@ pub struct Issue {
     /// Human-readable key used for logs and workspace names (GitHub: `<owner>__<repo>-<number>`,
     /// e.g. `acme__myrepo-123`).
     pub identifier: String,
-    /// The issue number (GitHub: within its repository).
     pub number: u64,
     /// `owner/name` of the repository (empty when the tracker has none).
     pub repository: String,
@@ -26,7 +25,6 @@ pub struct Issue {
     pub priority: Option<u32>,
     /// The state name (trimmed), e.g. `In Progress` (GitHub: the project Status option).
     pub state: String,
-    /// Linked branch name, when known.
     pub branch_name: Option<String>,
     /// URL of the issue (GitHub: its HTML page).
     pub url: Option<String>,
@@ -82,7 +80,6 @@ pub(crate) fn contains_name(list: &[String], name: &str) -> bool {
 }
 
 impl Issue {
-    /// The issue's state normalized for comparison.
     pub(crate) fn normalized_state(&self) -> String {
         normalize_name(&self.state)
     }

@@ -1,11 +1,11 @@
 //! One logging context per run (spec §13.1): while a thread has entered a [`RunLog`], every line it
 //! logs carries `issue_id=` and `issue_identifier=`; the formatter (`logging`) appends whichever
 //! of the two a message does not name itself, so no line of a run (worker, agent adapter, hooks,
-//! session resume) can forget them. The worker thread enters its run's context for its whole life
-//! and hands it to its helper threads.
+//! session resume) can forget them. The worker thread enters its run's context for its whole life.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 thread_local! {
@@ -36,11 +36,6 @@ impl RunLog {
         ]))
     }
 
-    /// The context this thread is in, to carry it to a helper thread.
-    pub fn current() -> Option<RunLog> {
-        RUN.with(|r| r.borrow().clone())
-    }
-
     /// Enter the context on this thread until the returned scope drops.
     pub fn enter(self) -> RunLogScope {
         RunLogScope(RUN.with(|r| r.replace(Some(self))))
@@ -66,10 +61,7 @@ pub(crate) fn with_run_fields(msg: &str) -> Cow<'_, str> {
     let mut out = Cow::Borrowed(msg);
     for (key, value) in ctx.0.iter() {
         if !has(key) {
-            let line = out.to_mut();
-            line.push(' ');
-            line.push_str(key);
-            line.push_str(value);
+            let _ = write!(out.to_mut(), " {key}{value}");
         }
     }
     out

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use crossbeam_channel::{bounded, Receiver};
+use crossbeam_channel::{bounded, Receiver, TrySendError};
 
 static PIPE_WRITE_FD: AtomicI32 = AtomicI32::new(-1);
 
@@ -22,15 +22,10 @@ extern "C" fn on_signal(_sig: libc::c_int) {
 /// Call once per process.
 pub(crate) fn shutdown_channel() -> std::io::Result<Receiver<()>> {
     let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: plain pipe(2) call with a valid 2-element array.
-    if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+    // SAFETY: plain pipe2(2) call with a valid 2-element array; close-on-exec so agents never
+    // inherit the descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
         return Err(std::io::Error::last_os_error());
-    }
-    for fd in fds {
-        // SAFETY: fcntl on fds we just created; close-on-exec so agents never inherit them.
-        unsafe {
-            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
-        }
     }
     PIPE_WRITE_FD.store(fds[1], Ordering::SeqCst);
     let (tx, rx) = bounded(4);
@@ -39,13 +34,12 @@ pub(crate) fn shutdown_channel() -> std::io::Result<Receiver<()>> {
         let mut b = [0u8; 1];
         // SAFETY: blocking read into a 1-byte buffer from our own pipe.
         let n = unsafe { libc::read(read_fd, b.as_mut_ptr().cast(), 1) };
-        if n == 1 {
-            if let Err(crossbeam_channel::TrySendError::Disconnected(())) = tx.try_send(()) {
-                return;
-            }
-        } else if n == 0
-            || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
-        {
+        let stop = match n {
+            1 => matches!(tx.try_send(()), Err(TrySendError::Disconnected(()))),
+            0 => true,
+            _ => std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted,
+        };
+        if stop {
             return;
         }
     })?;

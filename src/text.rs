@@ -8,18 +8,10 @@ pub(crate) fn truncate_chars(s: &str, max: usize) -> String {
     }
 }
 
-/// Like [`truncate_chars`], with every control character (newlines included) turned into a space,
-/// so the result is one line. Only the first `max + 1` characters are looked at.
+/// [`truncate_chars`] with every control character (newlines included) turned into a space, so
+/// the result is one line.
 pub(crate) fn single_line(s: &str, max: usize) -> String {
-    let mut out: String = s
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if s.chars().nth(max).is_some() {
-        out.push('…');
-    }
-    out
+    truncate_chars(s, max).replace(char::is_control, " ")
 }
 
 /// Untrusted text quoted for one terminal line (control characters removed, length capped).

@@ -1,4 +1,4 @@
-//! Timestamp helpers: RFC 3339 UTC formatting/parsing (humantime) and serde adapters.
+//! Timestamp helpers: RFC 3339 UTC formatting and parsing (humantime), never panicking.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -31,9 +31,7 @@ pub fn parse_rfc3339(s: &str) -> Option<SystemTime> {
 
 /// Milliseconds since the Unix epoch.
 pub(crate) fn unix_millis(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .unwrap_or(Duration::ZERO)
-        .as_millis() as u64
+    t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis() as u64
 }
 
 #[cfg(test)]

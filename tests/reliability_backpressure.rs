@@ -184,7 +184,7 @@ fn a_flooding_agent_queues_bounded_memory_and_exact_totals() {
         Box::new(|_: &ServiceConfig| Ok(Arc::new(Board) as Arc<dyn Tracker>)),
         Box::new(move |_: &ServiceConfig| Arc::new(agent.clone()) as Arc<dyn AgentRunner>),
     );
-    let clock = Arc::new(SystemClock::new());
+    let clock = Arc::new(SystemClock::default());
     let (opts, inputs) = daemon_options_with(&wf, Arc::new(TestEnv::none()), factories, clock);
     let exited = spawn_daemon(move || {
         // The loop calls this after every event: it holds the loop while the agent floods.

@@ -21,7 +21,7 @@ use tempdir::TempDir;
 
 #[test]
 fn a_panicking_tracker_thread_takes_the_daemon_down_with_an_error() {
-    baton::runtime::threads::install_panic_hook();
+    baton::logging::install_panic_hook();
     let dir = TempDir::new("rel-threads");
     let wf_path = dir.join("WORKFLOW.md");
     fs::write(&wf_path, minimal_workflow(&dir)).unwrap();
@@ -29,7 +29,7 @@ fn a_panicking_tracker_thread_takes_the_daemon_down_with_an_error() {
         candidates: || panic!("injected panic in the poll thread \u{1b}[31m"),
         ..StubTracker::empty()
     };
-    let clock = Arc::new(SystemClock::new());
+    let clock = Arc::new(SystemClock::default());
     let (opts, _inputs) = daemon_options(&wf_path, Arc::new(TestEnv::none()), panicking, clock);
     let rx = spawn_daemon(move || run(opts));
     let result = rx

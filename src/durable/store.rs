@@ -80,32 +80,29 @@ impl StoreError {
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = self.name();
+        write!(f, "{}: ", self.name())?;
         match self {
             StoreError::Locked { dir, pid } => {
                 let pid = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
-                write!(f, "{name}: {} is in use by pid {pid}", dir.display())
+                write!(f, "{} is in use by pid {pid}", dir.display())
             }
             StoreError::VersionUnsupported {
                 path,
                 found,
                 newest,
-            } => write!(
-                f,
-                "{name}: {} has version {found}; this Baton reads up to {newest}",
-                path.display()
-            ),
-            StoreError::Unsafe { dir, reason, .. } => {
-                write!(f, "{name}: {}: {reason}", dir.display())
+            } => {
+                let p = path.display();
+                write!(
+                    f,
+                    "{p} has version {found}; this Baton reads up to {newest}"
+                )
             }
-            StoreError::LockLost { dir } => write!(
-                f,
-                "{name}: {} is no longer the directory this Baton locked",
-                dir.display()
-            ),
-            StoreError::Io { op, path, source } => {
-                write!(f, "{name}: {op} {}: {source}", path.display())
+            StoreError::Unsafe { dir, reason, .. } => write!(f, "{}: {reason}", dir.display()),
+            StoreError::LockLost { dir } => {
+                let dir = dir.display();
+                write!(f, "{dir} is no longer the directory this Baton locked")
             }
+            StoreError::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
         }
     }
 }
@@ -209,15 +206,10 @@ impl StateDir {
     /// Take the instance lock without blocking and write our pid to `pid`. Another holder gives
     /// [`StoreError::Locked`].
     pub fn lock(&self) -> Result<(), StoreError> {
-        match flock(&self.dir, libc::LOCK_EX | libc::LOCK_NB) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                return Err(StoreError::Locked {
-                    dir: self.path.clone(),
-                    pid: read_pid_patiently(self),
-                })
-            }
-            Err(e) => return Err(StoreError::io("lock", &self.path, e)),
+        let taken = flock(&self.dir, libc::LOCK_EX);
+        if !taken.map_err(|e| StoreError::io("lock", &self.path, e))? {
+            let (dir, pid) = (self.path.clone(), read_pid_patiently(self));
+            return Err(StoreError::Locked { dir, pid });
         }
         let pid = format!("{}\n", std::process::id());
         self.write(PID_FILE, pid.as_bytes(), false)
@@ -226,21 +218,20 @@ impl StateDir {
     /// Who holds the lock, without taking it (for `baton check`): `None` when nobody does. The
     /// probe holds a shared lock for an instant.
     pub fn lock_holder(&self) -> Option<Option<u32>> {
-        match flock(&self.dir, libc::LOCK_SH | libc::LOCK_NB) {
-            Ok(()) => {
+        match flock(&self.dir, libc::LOCK_SH) {
+            Ok(true) => {
                 let _ = flock(&self.dir, libc::LOCK_UN);
                 None
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Some(read_pid_patiently(self)),
+            Ok(false) => Some(read_pid_patiently(self)),
             Err(_) => None,
         }
     }
 
     /// True while an older Baton holds the `lock` file it used in this directory.
     pub fn old_lock_held(&self) -> bool {
-        self.open_at("lock", libc::O_RDONLY).is_ok_and(|f| {
-            matches!(flock(&f, libc::LOCK_SH | libc::LOCK_NB), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-        })
+        let lock = self.open_at("lock", libc::O_RDONLY);
+        lock.is_ok_and(|f| matches!(flock(&f, libc::LOCK_SH), Ok(false)))
     }
 
     /// The bytes of `state.json`, `None` if there is none; `Err(problem)` when it cannot be
@@ -359,15 +350,18 @@ fn cvt(r: libc::c_int) -> io::Result<()> {
     }
 }
 
-fn flock(file: &File, op: libc::c_int) -> io::Result<()> {
+/// `flock(op | LOCK_NB)`: `Ok(false)` when another holder has the lock.
+fn flock(file: &File, op: libc::c_int) -> io::Result<bool> {
     loop {
         // SAFETY: flock on a valid open descriptor owned by `file`.
-        if unsafe { libc::flock(file.as_raw_fd(), op) } == 0 {
-            return Ok(());
+        if unsafe { libc::flock(file.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+            return Ok(true);
         }
         let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => return Ok(false),
+            _ => return Err(e),
         }
     }
 }

@@ -1,7 +1,16 @@
-//! When to write `state.json`: only when the projected bytes changed, at most one write per
-//! `min_interval_ms`, a forced final write on shutdown, and after a failure no new attempt before
-//! `retry_after_ms` (a full disk is not hammered, the log not flooded). Pure: every method takes
-//! the caller's clock (orchestrator milliseconds), so tests drive it with a virtual clock.
+//! When `state.json` is written, and by whom. [`StateWriter`] decides when: only when the
+//! projected bytes changed, at most one write per `min_interval_ms`, a forced final write on
+//! shutdown, and after a failure no new attempt before `retry_after_ms` (a full disk is not
+//! hammered, the log not flooded); it is pure (every method takes the caller's clock, orchestrator
+//! milliseconds), so tests drive it with a virtual clock. [`BackgroundSaver`] writes on its own
+//! thread, so the main loop pays for the projection and the hand-off, not for the two fsyncs
+//! (milliseconds to tens of milliseconds on real disks).
+
+use std::io;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Sender};
 
 use super::store::{StateDir, StoreError};
 
@@ -139,7 +148,7 @@ impl StateWriter {
     }
 
     /// Write the pending projection now on this thread, whatever the timer says (shutdown's final
-    /// write). With a [`super::saver::BackgroundSaver`], stop it and [`StateWriter::finish`] its
+    /// write). With a [`BackgroundSaver`], stop it and [`StateWriter::finish`] its
     /// last report first: two writers must never run at once.
     pub fn flush(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
         match self.take() {
@@ -149,6 +158,58 @@ impl StateWriter {
             }
             None => WriteOutcome::Clean,
         }
+    }
+}
+
+/// One finished write; `elapsed` feeds `baton_state_write_duration_seconds`.
+#[derive(Debug)]
+pub struct SaveReport {
+    pub bytes: Vec<u8>,
+    pub result: Result<(), StoreError>,
+    pub elapsed: Duration,
+}
+
+/// The writer thread.
+#[derive(Debug)]
+pub struct BackgroundSaver {
+    jobs: Sender<Vec<u8>>,
+    thread: JoinHandle<()>,
+}
+
+impl BackgroundSaver {
+    /// Start the thread writing into `dir`; reports go to `done`.
+    pub fn spawn(dir: StateDir, done: Sender<SaveReport>) -> io::Result<BackgroundSaver> {
+        let (jobs, rx) = unbounded::<Vec<u8>>();
+        let write = move || {
+            for bytes in rx {
+                let started = Instant::now();
+                let result = dir.save(&bytes);
+                let elapsed = started.elapsed();
+                let report = SaveReport {
+                    bytes,
+                    result,
+                    elapsed,
+                };
+                if done.send(report).is_err() {
+                    break;
+                }
+            }
+        };
+        let thread = thread::Builder::new()
+            .name("baton-state".into())
+            .spawn(write)?;
+        Ok(BackgroundSaver { jobs, thread })
+    }
+
+    /// Queue a write. Returns the bytes back if the thread is gone (write them synchronously).
+    pub fn submit(&self, bytes: Vec<u8>) -> Result<(), Vec<u8>> {
+        self.jobs.send(bytes).map_err(|e| e.into_inner())
+    }
+
+    /// Let the queued writes finish and join the thread.
+    pub fn stop(self) {
+        drop(self.jobs);
+        let _ = self.thread.join();
     }
 }
 

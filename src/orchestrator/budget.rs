@@ -16,9 +16,6 @@ pub struct Budget {
     pub max_turns_per_issue: Option<u32>,
 }
 
-/// The park reason prefix of a budget park.
-pub const BUDGET_EXCEEDED: &str = "budget exceeded";
-
 /// Spend and totals stop growing here (USD): finite, so never `+Inf` in the API, a metric or
 /// `state.json`, and a restart reads back what was written.
 pub const MAX_COST_USD: f64 = 1e12;
@@ -41,7 +38,7 @@ pub fn violation(budget: &Budget, spend: &IssueSpend) -> Option<String> {
         .map(|max| format!("cost ${} {} ${}", usd(cost), cmp(cost > max), usd(max)))
         .or_else(|| over_tokens.map(|max| format!("tokens {tokens} {} {max}", cmp(tokens > max))))
         .or_else(|| over_turns.map(|max| format!("turns {turns} {} {max}", cmp(turns > max))))?;
-    Some(format!("{BUDGET_EXCEEDED}: {what}"))
+    Some(format!("budget exceeded: {what}"))
 }
 
 /// Dollars with at least two and at most four decimals (`0.31`, `0.3125`, `12.00`).

@@ -3,7 +3,7 @@
 //! their results back as events; timers are not threads but [`next_deadline`].
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use log::{debug, error, info, warn};
 
@@ -239,7 +239,8 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             c.s.poll.gate.pace.note_spent(op, points, now);
             c.replan();
         }
-        Event::TurnRefreshWanted => c.s.poll.gate.pace.want_refresh(now),
+        // The first waiting worker of a batch sets the time.
+        Event::TurnRefreshWanted => _ = c.s.poll.gate.pace.refresh_wanted_at.get_or_insert(now),
         Event::Shutdown => c.shutdown(),
         Event::TerminalAtStartup(issues) => c.clean_terminal_at_startup(issues),
         Event::WorkspaceRemoved { issue_id } => {
@@ -256,33 +257,24 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
 
 /// The earliest time at which `Event::Wake` would do something (`None`: nothing scheduled):
 /// the debounced reload, and either the shutdown grace end or the poll, retry and stall timers.
-pub fn next_deadline(state: &OrchestratorState) -> Option<Millis> {
-    let mut best: Option<Millis> = None;
-    let mut consider = |t: Millis| best = Some(best.map_or(t, |b| b.min(t)));
-    state.reload_due.into_iter().for_each(&mut consider);
-    if state.shutting_down {
-        state.shutdown_deadline.into_iter().for_each(&mut consider);
-        return best;
+pub fn next_deadline(s: &OrchestratorState) -> Option<Millis> {
+    if s.shutting_down {
+        return s.reload_due.into_iter().chain(s.shutdown_deadline).min();
     }
-    let allowed = state.poll.gate.allowed_at();
-    if !state.poll.in_flight {
-        consider(state.poll.next_poll_at.max(allowed));
-    }
-    if let Some(slot) = state.poll.gate.pace.fetch_due(allowed) {
-        if let Some(at) = state.poll.gate.pace.refresh_wanted_at {
-            consider(slot.max(at));
-        }
-        for r in state.retry_attempts.values().filter(|r| !held(state, r)) {
-            consider(r.due_at.max(slot));
-        }
-    }
-    state.orphans.values().for_each(|o| consider(o.give_up_at));
-    hosts::next_probe(state).into_iter().for_each(&mut consider);
-    let stall = state.policy.stall_timeout_ms;
-    for at in state.running.values().filter_map(|e| stalls_at(stall, e)) {
-        consider(at);
-    }
-    best
+    let (allowed, pace) = (s.poll.gate.allowed_at(), &s.poll.gate.pace);
+    let poll = (!s.poll.in_flight).then(|| s.poll.next_poll_at.max(allowed));
+    let fetch = pace.fetch_due(allowed).into_iter().flat_map(|slot| {
+        let retries = s.retry_attempts.values().filter(|r| !held(s, r));
+        let wanted = pace.refresh_wanted_at.into_iter();
+        let due = wanted.chain(retries.map(|r| r.due_at));
+        due.map(move |t| t.max(slot))
+    });
+    let orphans = s.orphans.values().map(|o| o.give_up_at);
+    let stall = s.policy.stall_timeout_ms;
+    let stalls = s.running.values().filter_map(|e| stalls_at(stall, e));
+    let early = s.reload_due.into_iter().chain(poll);
+    let timers = early.chain(fetch).chain(orphans);
+    timers.chain(hosts::next_probe(s)).chain(stalls).min()
 }
 
 /// When stall measurement starts: last agent event, or phase/turn entry when later or none.
@@ -382,11 +374,9 @@ pub(super) fn check_orphan(issue_id: &str, o: &mut Orphan) -> Action {
 
 /// Once no orphan is left to check, log how many were stopped.
 fn orphans_done(state: &OrchestratorState) {
+    let stopped = state.counters.orphans_stopped;
     if state.orphans.is_empty() {
-        info!(
-            "event=orphans_checked orphans_stopped={}",
-            state.counters.orphans_stopped
-        );
+        info!("event=orphans_checked orphans_stopped={stopped}");
     }
 }
 
@@ -406,11 +396,9 @@ fn note_process(e: &mut RunningEntry, ev: &AgentEvent) {
         e.agent_session = Some(raw.chars().take(SESSION_ID_CHARS).collect());
     }
     if let Some(pid) = ev.agent_pid {
-        if e.agent_pid != Some(pid) {
-            e.agent_pid = Some(pid);
-            e.leader_start = None;
-        }
-        e.leader_start = ev.agent_start_time.or(e.leader_start);
+        // Another process: its start time is not the old one's.
+        let same = e.agent_pid.replace(pid) == Some(pid);
+        e.leader_start = ev.agent_start_time.or(e.leader_start.filter(|_| same));
     }
 }
 
@@ -424,31 +412,26 @@ struct Core<'a> {
 impl Core<'_> {
     fn wake(&mut self) {
         let now = self.now;
-        if self.s.reload_due.is_some_and(|t| t <= now) {
+        if self.s.reload_due.take_if(|t| *t <= now).is_some() {
             // Reload first and alone: the new config is applied before anything else due now runs
             // (the runtime wakes again at once, the other deadlines having passed).
-            self.s.reload_due = None;
             self.out.push(Action::ReloadWorkflow);
             return;
         }
         if self.s.shutting_down {
             // Bound the shutdown: once the grace period is over, exit with workers still running.
-            if self.s.shutdown_deadline.is_some_and(|t| t <= now) {
-                self.s.shutdown_deadline = None;
-                error!(
-                    "shutdown: {} worker(s) did not stop within {} s; exiting anyway",
-                    self.s.running.len(),
-                    self.s.policy.shutdown_grace_ms / 1000
-                );
+            if self.s.shutdown_deadline.take_if(|t| *t <= now).is_some() {
+                let (n, grace_s) = (self.s.running.len(), self.s.policy.shutdown_grace_ms / 1000);
+                error!("shutdown: {n} worker(s) did not stop within {grace_s} s; exiting anyway");
                 self.out.push(Action::ShutdownComplete);
             }
             return;
         }
         self.detect_stalls();
         self.give_up_orphans();
-        for host in hosts::due_probes(self.s, now) {
-            self.out.push(Action::ProbeHost { host });
-        }
+        let probes = hosts::due_probes(self.s, now).into_iter();
+        self.out
+            .extend(probes.map(|host| Action::ProbeHost { host }));
         self.start_fetch_if_due();
         self.start_poll_if_due();
     }
@@ -458,13 +441,11 @@ impl Core<'_> {
         let stall = self.s.policy.stall_timeout_ms;
         for e in self.s.running.values_mut() {
             if stalls_at(stall, e).is_some_and(|at| at <= self.now) {
+                let session = e.session_id.as_deref().unwrap_or("-");
+                let idle_ms = self.now.saturating_sub(activity_at(e));
                 warn!(
-                    "agent stalled, stopping worker issue_id={} issue_identifier={} session_id={} idle_ms={} stall_timeout_ms={}",
-                    e.issue.id,
-                    e.issue.identifier,
-                    e.session_id.as_deref().unwrap_or("-"),
-                    self.now.saturating_sub(activity_at(e)),
-                    stall
+                    "agent stalled, stopping worker issue_id={} issue_identifier={} session_id={session} idle_ms={idle_ms} stall_timeout_ms={stall}",
+                    e.issue.id, e.issue.identifier
                 );
                 stop(e, StopReason::Stalled, &mut self.out);
             }
@@ -542,9 +523,7 @@ impl Core<'_> {
                 poll.next_poll_at = poll.next_poll_at.min(due);
                 self.start_poll_if_due();
             }
-            if self.s.poll.refresh_pending && due > self.now {
-                deferred_until = Some(due);
-            }
+            deferred_until = (self.s.poll.refresh_pending && due > self.now).then_some(due);
         }
         self.out.push(Action::RefreshAck {
             coalesced,
@@ -561,9 +540,7 @@ impl Core<'_> {
         rate_limit: Option<TrackerBudget>,
     ) {
         self.s.poll.in_flight = false;
-        if rate_limit.is_some() {
-            self.s.poll.rate_limit = rate_limit;
-        }
+        self.s.poll.rate_limit = rate_limit.or(self.s.poll.rate_limit.take());
         self.replan();
         let (now, poll) = (self.now, &mut self.s.poll);
         if let Some(started) = poll.last_started_at {
@@ -586,8 +563,7 @@ impl Core<'_> {
         match refreshed {
             Some(Ok(issues)) => self.reconcile(running_ids, issues),
             Some(Err(e)) => warn!(
-                "running issue refresh failed; keeping workers error={:?} running={}",
-                e,
+                "running issue refresh failed; keeping workers error={e:?} running={}",
                 running_ids.len()
             ),
             None => {}
@@ -648,21 +624,18 @@ impl Core<'_> {
             let Some(e) = self.s.running.get_mut(id).filter(|e| e.stop.is_none()) else {
                 continue;
             };
-            let found = issues.iter().find(|i| &i.id == id);
-            if let Some(i) = found {
-                e.issue = i.clone();
-            }
-            let reason = match found {
+            let reason = match issues.iter().find(|i| &i.id == id) {
                 None => Some(StopReason::Missing),
-                Some(i) => rules::stop_reason(&self.s.policy, i),
+                Some(i) => {
+                    e.issue = i.clone();
+                    rules::stop_reason(&self.s.policy, i)
+                }
             };
             if let Some(reason) = reason {
+                let (i, why) = (&e.issue, reason.as_str());
                 info!(
-                    "stopping worker issue_id={} issue_identifier={} reason={} state={:?}",
-                    e.issue.id,
-                    e.issue.identifier,
-                    reason.as_str(),
-                    e.issue.state
+                    "stopping worker issue_id={} issue_identifier={} reason={why} state={:?}",
+                    i.id, i.identifier, i.state
                 );
                 stop(e, reason, &mut self.out);
             }
@@ -719,13 +692,11 @@ impl Core<'_> {
         let path = workspace_path(&s.policy.workspace_root, &issue.identifier);
         let runs = s.runs_since_active.entry(issue.id.clone()).or_insert(0);
         *runs += 1;
+        let shown = attempt.map_or("null".into(), |a| a.to_string());
+        let ws = path.display();
         info!(
-            "dispatching issue_id={} issue_identifier={} attempt={} run={} workspace={}",
-            issue.id,
-            issue.identifier,
-            attempt.map_or("null".to_string(), |a| a.to_string()),
-            runs,
-            path.display()
+            "dispatching issue_id={} issue_identifier={} attempt={shown} run={runs} workspace={ws}",
+            issue.id, issue.identifier
         );
         s.claimed.insert(issue.id.clone());
         s.retry_attempts.remove(&issue.id);
@@ -787,15 +758,12 @@ impl Core<'_> {
 
     fn park(&mut self, issue: &Issue, kind: ParkKind, reason: &str, workspace_path: PathBuf) {
         let s = &mut *self.s;
+        let runs = s.runs_since_active.get(&issue.id).copied().unwrap_or(0);
+        let (p, max_runs) = (&s.policy, s.policy.max_runs_per_issue);
+        let max_attempts = p.max_attempts.map_or("unlimited".into(), |a| a.to_string());
         warn!(
-            "issue parked as blocked issue_id={} issue_identifier={} reason={:?} state={:?} runs={} max_runs_per_issue={} max_attempts={}; move it out of its active state or change its labels to release it",
-            issue.id,
-            issue.identifier,
-            reason,
-            issue.state,
-            s.runs_since_active.get(&issue.id).copied().unwrap_or(0),
-            s.policy.max_runs_per_issue,
-            s.policy.max_attempts.map_or("unlimited".into(), |a| a.to_string())
+            "issue parked as blocked issue_id={} issue_identifier={} reason={reason:?} state={:?} runs={runs} max_runs_per_issue={max_runs} max_attempts={max_attempts}; move it out of its active state or change its labels to release it",
+            issue.id, issue.identifier, issue.state
         );
         s.claimed.remove(&issue.id);
         s.retry_attempts.remove(&issue.id);
@@ -813,36 +781,51 @@ impl Core<'_> {
         s.blocked.insert(issue.id.clone(), entry);
     }
 
+    /// Queue a retry of an exited run, on the host that has its workspace.
     fn schedule_retry(
         &mut self,
-        issue: &Issue,
+        e: &RunningEntry,
         attempt: u32,
         kind: RetryKind,
         error: Option<String>,
-        workspace_path: PathBuf,
     ) {
-        let s = &mut *self.s;
-        let delay = match kind {
-            RetryKind::Continuation => CONTINUATION_DELAY_MS,
-            RetryKind::Failure => rules::failure_backoff_ms(attempt, s.policy.max_retry_backoff_ms),
-        };
-        s.counters.retries_scheduled = s.counters.retries_scheduled.saturating_add(1);
-        info!(
-            "retry scheduled issue_id={} issue_identifier={} attempt={} delay_ms={} error={:?}",
-            issue.id,
-            issue.identifier,
+        let r = RetryEntry {
+            issue_id: e.issue.id.clone(),
+            identifier: e.issue.identifier.clone(),
+            url: e.issue.url.clone(),
             attempt,
-            delay,
-            error.as_deref().unwrap_or("")
+            error,
+            kind,
+            workspace_path: e.workspace_path.clone(),
+            host: e.host.clone(),
+            ..RetryEntry::default()
+        };
+        self.queue(r, false);
+    }
+
+    /// Queue `r` after its delay (a continuation's, or its attempt's backoff) and remember its
+    /// error; `waits`: a due retry that could not run yet keeps its attempt's backoff.
+    fn queue(&mut self, mut r: RetryEntry, waits: bool) {
+        let s = &mut *self.s;
+        let backoff = rules::failure_backoff_ms(r.attempt.max(1), s.policy.max_retry_backoff_ms);
+        let (what, key, delay) = match (waits, r.kind) {
+            (false, RetryKind::Continuation) => ("retry scheduled", "error", CONTINUATION_DELAY_MS),
+            (false, _) => ("retry scheduled", "error", backoff),
+            (true, _) => ("retry waits", "reason", backoff),
+        };
+        info!(
+            "{what} issue_id={} issue_identifier={} attempt={} delay_ms={delay} {key}={:?}",
+            r.issue_id,
+            r.identifier,
+            r.attempt,
+            r.error.as_deref().unwrap_or("")
         );
-        if let Some(e) = &error {
-            s.last_errors.insert(issue.id.clone(), e.clone());
+        s.counters.retries_scheduled = s.counters.retries_scheduled.saturating_add(1);
+        if let Some(e) = &r.error {
+            s.last_errors.insert(r.issue_id.clone(), e.clone());
         }
-        let due_at = self.now.saturating_add(delay);
-        let (id, ident) = (&issue.id, &issue.identifier);
-        let entry = s.queue_retry(id, ident, kind, attempt, due_at, workspace_path);
-        entry.url = issue.url.clone();
-        entry.error = error;
+        r.due_at = self.now.saturating_add(delay);
+        s.queue_retry(r);
     }
 
     fn progress(&mut self, id: &str, run_id: u64, progress: WorkerProgress) {
@@ -927,14 +910,11 @@ impl Core<'_> {
         let now = self.now;
         let secs = now.saturating_sub(e.started_at) as f64 / 1000.0;
         self.s.agent_totals.ended_seconds += secs;
+        let session = e.session_id.as_deref().unwrap_or("-");
+        let stopped = e.stop.map_or("none", |s| s.as_str());
         info!(
-            "worker exited issue_id={} issue_identifier={} session_id={} outcome={:?} stop={} runtime_s={:.1}",
-            e.issue.id,
-            e.issue.identifier,
-            e.session_id.as_deref().unwrap_or("-"),
-            outcome,
-            e.stop.map_or("none", |s| s.as_str()),
-            secs
+            "worker exited issue_id={} issue_identifier={} session_id={session} outcome={outcome:?} stop={stopped} runtime_s={secs:.1}",
+            e.issue.id, e.issue.identifier
         );
         if self.s.shutting_down {
             self.release(id, false);
@@ -944,38 +924,33 @@ impl Core<'_> {
             return;
         }
         self.after_exit(id, &e, outcome);
-        // A retry prefers the host that has the workspace.
-        if let Some(r) = self.s.retry_attempts.get_mut(id) {
-            r.host = e.host.clone();
-        }
     }
 
     /// What follows a worker's exit: release, clean, park, or a continuation or failure retry.
     fn after_exit(&mut self, id: &str, e: &RunningEntry, outcome: WorkerOutcome) {
         use StopReason::*;
+        use WorkerOutcome::*;
         let (issue, path) = (&e.issue, || e.workspace_path.clone());
-        if let (None, WorkerOutcome::HostFailed { error, .. }) = (e.stop, &outcome) {
+        if let (None, HostFailed { error, .. }) = (e.stop, &outcome) {
             if let Some(h) = &e.host {
                 hosts::mark_down(self.s, h, error, self.now);
             }
         }
         let exited = |why: &str| format!("worker exited: {}", bounded_summary(why));
         let failure = match (e.stop, outcome) {
-            (Some(Terminal), _) => {
-                self.release(id, true);
-                self.s.completed.insert(id.to_string());
-                self.clean_workspace(issue.clone(), path(), e.host.clone());
-                None
-            }
-            (Some(r @ (Inactive | Missing | Unroutable | Shutdown)), _) => {
-                self.release(id, matches!(r, Inactive | Missing));
+            (Some(r @ (Terminal | Inactive | Missing | Unroutable | Shutdown)), _) => {
+                self.release(id, matches!(r, Terminal | Inactive | Missing));
+                if r == Terminal {
+                    self.s.completed.insert(id.to_string());
+                    self.clean_workspace(issue.clone(), path(), e.host.clone());
+                }
                 None
             }
             (Some(BudgetExceeded), _) => {
                 match over_budget(self.s, id) {
                     Some(reason) => self.park(issue, ParkKind::BudgetExceeded, &reason, path()),
                     // A reload raised the limit while the worker was stopping: carry on.
-                    None => self.schedule_retry(issue, 1, RetryKind::Continuation, None, path()),
+                    None => self.schedule_retry(e, 1, RetryKind::Continuation, None),
                 }
                 None
             }
@@ -983,16 +958,16 @@ impl Core<'_> {
                 "stalled: no agent activity for more than {} ms",
                 self.s.policy.stall_timeout_ms
             )),
-            (None, WorkerOutcome::Normal) => {
+            (None, Normal) => {
                 self.s.completed.insert(id.to_string());
-                self.schedule_retry(issue, 1, RetryKind::Continuation, None, path());
+                self.schedule_retry(e, 1, RetryKind::Continuation, None);
                 None
             }
-            (None, WorkerOutcome::Cancelled) => Some(exited("cancelled")),
+            (None, Cancelled) => Some(exited("cancelled")),
             (
                 None,
-                WorkerOutcome::Failed(why)
-                | WorkerOutcome::HostFailed {
+                Failed(why)
+                | HostFailed {
                     started: true,
                     error: why,
                 },
@@ -1000,16 +975,12 @@ impl Core<'_> {
             // Ended before the agent started, not the run's fault (a host down, no descriptors):
             // re-dispatch soon with the same attempt (0 re-dispatches as a first run); the run
             // does not count either.
-            (
-                None,
-                WorkerOutcome::HostFailed { error: why, .. }
-                | WorkerOutcome::ResourceExhausted(why),
-            ) => {
+            (None, HostFailed { error: why, .. } | ResourceExhausted(why)) => {
                 if let Some(runs) = self.s.runs_since_active.get_mut(id) {
                     *runs = runs.saturating_sub(1);
                 }
                 let (attempt, error) = (e.attempt.unwrap_or(0), Some(exited(&why)));
-                self.schedule_retry(issue, attempt, RetryKind::Continuation, error, path());
+                self.schedule_retry(e, attempt, RetryKind::Continuation, error);
                 None
             }
         };
@@ -1020,7 +991,7 @@ impl Core<'_> {
                 self.s.last_errors.insert(id.to_string(), error);
                 self.park(issue, ParkKind::MaxAttempts, "max_attempts reached", path());
             } else {
-                self.schedule_retry(issue, attempt, RetryKind::Failure, Some(error), path());
+                self.schedule_retry(e, attempt, RetryKind::Failure, Some(error));
             }
         }
     }
@@ -1039,18 +1010,11 @@ impl Core<'_> {
                 let msg = format!("retry refresh failed: {}", bounded_summary(&e));
                 return self.wait(entry, &Issue::default(), msg);
             }
-            Ok(None) => {
-                info!(
-                    "releasing claim issue_id={} issue_identifier={} reason=\"issue no longer on the project\"",
-                    entry.issue_id, entry.identifier
-                );
-                return self.release(id, true);
-            }
-            Ok(Some(i)) => i,
+            Ok(i) => i,
         };
-        if self.release_if_ineligible(&issue, &entry.workspace_path, &entry.host) {
+        let Some(issue) = self.eligible(&entry, issue) else {
             return;
-        }
+        };
         if let Some((kind, reason)) = park_reason(self.s, id) {
             return self.park(&issue, kind, &reason, entry.workspace_path);
         }
@@ -1077,47 +1041,38 @@ impl Core<'_> {
     /// Queue a due retry again that could not run yet (no slot or host, a failed refresh). Waiting
     /// is not an attempt: it keeps its attempt, kind, host and session, and waits its attempt's
     /// backoff.
-    fn wait(&mut self, entry: RetryEntry, issue: &Issue, error: String) {
-        let s = &mut *self.s;
-        let delay = rules::failure_backoff_ms(entry.attempt.max(1), s.policy.max_retry_backoff_ms);
-        info!(
-            "retry waits issue_id={} issue_identifier={} attempt={} delay_ms={delay} reason={error:?}",
-            entry.issue_id, entry.identifier, entry.attempt
-        );
-        s.counters.retries_scheduled = s.counters.retries_scheduled.saturating_add(1);
-        s.last_errors.insert(entry.issue_id.clone(), error.clone());
-        let (id, ident, path) = (&entry.issue_id, &entry.identifier, entry.workspace_path);
-        let due = self.now.saturating_add(delay);
-        let r = s.queue_retry(id, ident, entry.kind, entry.attempt, due, path);
-        r.url = issue.url.clone().or(entry.url);
-        r.error = Some(error);
-        r.host = entry.host;
-        r.resume = entry.resume;
+    fn wait(&mut self, mut entry: RetryEntry, issue: &Issue, error: String) {
+        entry.url = issue.url.clone().or(entry.url);
+        entry.error = Some(error);
+        self.queue(entry, true);
     }
 
-    /// The eligibility half of a due retry (spec §16.6): release the claim (and clean the
-    /// workspace when terminal) unless the refreshed issue may run again now. True when released.
-    fn release_if_ineligible(&mut self, issue: &Issue, path: &Path, host: &Option<String>) -> bool {
+    /// The eligibility half of a due retry (spec §16.6): the refreshed issue when it may run again
+    /// now; else the claim is released (forgetting the issue's counts when it left the board or
+    /// the active states) and, when terminal, the workspace cleaned.
+    fn eligible(&mut self, entry: &RetryEntry, issue: Option<Issue>) -> Option<Issue> {
+        use StopReason::*;
         let p = &self.s.policy;
-        let stop = rules::stop_reason(p, issue);
+        let stop = issue
+            .as_ref()
+            .map_or(Some(Missing), |i| rules::stop_reason(p, i));
+        let state = issue.as_ref().map_or("", |i| i.state.as_str());
+        let blocked = |i: &Issue| !rules::is_eligible(p, i) || self.s.running.contains_key(&i.id);
         let why = match stop {
-            Some(StopReason::Terminal) => format!("terminal state={:?}", issue.state),
-            Some(StopReason::Inactive) => format!("inactive state={:?}", issue.state),
-            _ if !rules::is_eligible(p, issue) || self.s.running.contains_key(&issue.id) => {
-                "\"not routable or blocked\"".to_string()
-            }
-            _ => return false,
+            Some(Missing) => "\"issue no longer on the project\"".to_string(),
+            Some(Terminal) => format!("terminal state={state:?}"),
+            Some(Inactive) => format!("inactive state={state:?}"),
+            _ if issue.as_ref().is_some_and(blocked) => "\"not routable or blocked\"".to_string(),
+            _ => return issue,
         };
-        info!(
-            "releasing claim issue_id={} issue_identifier={} reason={why}",
-            issue.id, issue.identifier
-        );
-        let left_active = matches!(stop, Some(StopReason::Terminal | StopReason::Inactive));
-        self.release(&issue.id, left_active);
-        if stop == Some(StopReason::Terminal) {
-            self.clean_workspace(issue.clone(), path.to_path_buf(), host.clone());
+        let ident = issue.as_ref().map_or(&entry.identifier, |i| &i.identifier);
+        let id = &entry.issue_id;
+        info!("releasing claim issue_id={id} issue_identifier={ident} reason={why}");
+        self.release(id, matches!(stop, Some(Terminal | Inactive | Missing)));
+        if let Some(i) = issue.filter(|_| stop == Some(Terminal)) {
+            self.clean_workspace(i, entry.workspace_path.clone(), entry.host.clone());
         }
-        true
+        None
     }
 
     fn reload(&mut self, policy: Policy) {
@@ -1136,7 +1091,8 @@ impl Core<'_> {
         }
         // A reload may carry a fixed token: try it at once (a rate-limit pause stays).
         poll.gate.end_auth_backoff();
-        hosts::retain_configured(self.s);
+        let s = &mut *self.s;
+        s.hosts_down.retain(|h, _| s.policy.ssh_hosts.contains(h));
         // Un-park issues parked for a budget the new limits no longer exceed (they are dispatched
         // again by the next poll).
         let s = &*self.s;
@@ -1156,16 +1112,13 @@ impl Core<'_> {
 
     fn shutdown(&mut self) {
         if !self.s.shutting_down {
-            info!(
-                "shutdown: stopping dispatch and {} worker(s)",
-                self.s.running.len()
-            );
+            let n = self.s.running.len();
+            info!("shutdown: stopping dispatch and {n} worker(s)");
             let grace = self.s.policy.shutdown_grace_ms;
             self.s.shutdown_deadline = Some(self.now.saturating_add(grace));
         }
         self.s.shutting_down = true;
-        let queued: Vec<String> = self.s.retry_attempts.keys().cloned().collect();
-        for id in queued {
+        for id in std::mem::take(&mut self.s.retry_attempts).into_keys() {
             self.release(&id, false);
         }
         for e in self.s.running.values_mut() {
@@ -1230,19 +1183,16 @@ impl Core<'_> {
         match result {
             Ok(stopped) => {
                 self.s.orphans.remove(id);
-                if stopped {
-                    let n = &mut self.s.counters.orphans_stopped;
-                    *n = n.saturating_add(1);
-                }
+                let n = &mut self.s.counters.orphans_stopped;
+                *n = n.saturating_add(u64::from(stopped));
                 orphans_done(self.s);
             }
             Err(e) => {
                 o.checking = false;
+                let host = o.host.as_deref().unwrap_or("local");
                 warn!(
-                    "event=orphan_unknown issue_id={id} issue_identifier={} host={} pgid={} error={e:?}; the issue waits until the host answers (at most worker.orphan_grace_ms)",
-                    o.identifier,
-                    o.host.as_deref().unwrap_or("local"),
-                    o.pgid
+                    "event=orphan_unknown issue_id={id} issue_identifier={} host={host} pgid={} error={e:?}; the issue waits until the host answers (at most worker.orphan_grace_ms)",
+                    o.identifier, o.pgid
                 );
                 if let Some(h) = o.host.clone() {
                     hosts::mark_down(self.s, &h, &e, self.now);
@@ -1269,11 +1219,10 @@ impl Core<'_> {
         self.s.orphans.retain(|id, o| {
             let keep = o.give_up_at > now;
             if !keep {
+                let host = o.host.as_deref().unwrap_or("local");
                 warn!(
-                    "event=orphan_unknown issue_id={id} issue_identifier={} host={} pgid={}; no answer within worker.orphan_grace_ms, the issue may run again",
-                    o.identifier,
-                    o.host.as_deref().unwrap_or("local"),
-                    o.pgid
+                    "event=orphan_unknown issue_id={id} issue_identifier={} host={host} pgid={}; no answer within worker.orphan_grace_ms, the issue may run again",
+                    o.identifier, o.pgid
                 );
             }
             keep

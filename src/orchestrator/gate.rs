@@ -63,15 +63,12 @@ pub struct Plan {
 pub struct Pace {
     /// Points the last poll cost (`None` before one reported any).
     pub poll_points: Option<u64>,
-    /// Points the last fetch batch cost.
-    pub fetch_points: u64,
     /// Non-poll points spent in the window before the current one and in the current one.
     spent: [u64; 2],
     /// The first window's start and the current window's index (`None`: nothing spent yet).
     window: Option<(Millis, u64)>,
     /// A fetch batch is out at a tracker thread.
     pub fetch_in_flight: bool,
-    /// When the last fetch batch started.
     pub fetch_started_at: Option<Millis>,
     /// How long the last fetch batch took (widens the spacing for a slow tracker).
     pub last_fetch_ms: Millis,
@@ -82,7 +79,6 @@ pub struct Pace {
     bucket: (u64, Option<Millis>),
     /// Since when workers wait for their between-turn refresh (the runtime keeps their ids).
     pub refresh_wanted_at: Option<Millis>,
-    /// The plan in force.
     pub plan: Plan,
     /// The poll interval last logged (`event=poll_interval_stretched`).
     pub logged_interval_ms: Millis,
@@ -97,7 +93,6 @@ impl Pace {
             TrackerOp::Poll => {}
             TrackerOp::Fetch => {
                 self.fetch_in_flight = false;
-                self.fetch_points = points;
                 if let Some(started) = self.fetch_started_at {
                     self.last_fetch_ms = now.saturating_sub(started);
                 }
@@ -131,9 +126,8 @@ impl Pace {
             return 0;
         };
         let ([prev, cur], idx) = self.windows(now);
-        let into = now
-            .saturating_sub(origin)
-            .saturating_sub(idx.saturating_mul(SPEND_WINDOW_MS));
+        let window_start = origin.saturating_add(idx.saturating_mul(SPEND_WINDOW_MS));
+        let into = now.saturating_sub(window_start);
         if idx == 0 {
             return cur.saturating_mul(HOUR_MS) / into.max(MIN_EXTRAPOLATION_MS);
         }
@@ -176,11 +170,6 @@ impl Pace {
         }
     }
 
-    /// A worker waits for its between-turn refresh (the first of a batch tells the loop).
-    pub fn want_refresh(&mut self, now: Millis) {
-        self.refresh_wanted_at.get_or_insert(now);
-    }
-
     /// Take a batch's `points` from the bucket at `now`. A batch that cost more than the bucket
     /// held leaves a debt: the bucket stays empty until the refill has paid it.
     fn draw(&mut self, points: u64, now: Millis) {
@@ -189,10 +178,8 @@ impl Pace {
             Some(rate) if rate > 0 => cost.saturating_sub(level).saturating_mul(3_600) / rate,
             _ => 0,
         };
-        self.bucket = (
-            level.saturating_sub(cost),
-            Some(now.saturating_add(debt_ms)),
-        );
+        let refills_from = now.saturating_add(debt_ms);
+        self.bucket = (level.saturating_sub(cost), Some(refills_from));
     }
 
     /// Milli-points the fetch bucket holds at `now` (full without a budget or a batch yet).
@@ -201,9 +188,8 @@ impl Pace {
             return 0;
         };
         let cap = rate.saturating_mul(1_000) / 60;
-        let (level, at) = match self.bucket {
-            (_, None) => return cap,
-            (level, Some(at)) => (level, at),
+        let (level, Some(at)) = self.bucket else {
+            return cap;
         };
         let refill = now.saturating_sub(at).saturating_mul(rate) / 3_600;
         level.saturating_add(refill).min(cap)
@@ -250,15 +236,13 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
-    /// The outcome of a tracker call's result.
     pub fn of<T>(result: &Result<T, TrackerError>) -> Self {
-        match result {
-            Ok(_) => CallOutcome::Ok,
-            Err(e) => Self::of_error(e),
-        }
+        result
+            .as_ref()
+            .err()
+            .map_or(CallOutcome::Ok, Self::of_error)
     }
 
-    /// The outcome of a failed tracker call.
     pub fn of_error(e: &TrackerError) -> Self {
         match e.kind {
             TrackerErrorKind::RateLimited => CallOutcome::RateLimited {
@@ -271,10 +255,7 @@ impl CallOutcome {
 
     /// True when the rest of an operation should not send another request.
     pub fn stops_operation(self) -> bool {
-        matches!(
-            self,
-            CallOutcome::RateLimited { .. } | CallOutcome::AuthRejected
-        )
+        matches!(self, Self::RateLimited { .. } | Self::AuthRejected)
     }
 }
 
@@ -301,7 +282,6 @@ impl RequestGate {
         self.paused_until.max(self.auth_until).unwrap_or(0)
     }
 
-    /// True while requests must wait.
     pub fn blocks(&self, now: Millis) -> bool {
         now < self.allowed_at()
     }
@@ -352,13 +332,11 @@ impl RequestGate {
         let plan = pace.plan(base_ms, share, limit, now);
         if pace.interval_changed(&plan, base_ms) {
             let shown = |v: Option<u64>| v.map_or("unknown".to_string(), |n| n.to_string());
+            let (projected, target) = (shown(plan.projected_per_hour), shown(plan.target_per_hour));
+            let (points, other) = (shown(pace.poll_points), pace.other_per_hour(now));
             log::info!(
-                "event=poll_interval_stretched poll_interval_ms={} configured_interval_ms={base_ms} projected_points_per_hour={} target_points_per_hour={} poll_points={} other_points_per_hour={}",
-                plan.poll_interval_ms,
-                shown(plan.projected_per_hour),
-                shown(plan.target_per_hour),
-                shown(pace.poll_points),
-                pace.other_per_hour(now)
+                "event=poll_interval_stretched poll_interval_ms={} configured_interval_ms={base_ms} projected_points_per_hour={projected} target_points_per_hour={target} poll_points={points} other_points_per_hour={other}",
+                plan.poll_interval_ms
             );
             pace.logged_interval_ms = plan.poll_interval_ms;
         }
@@ -438,11 +416,10 @@ mod tests {
         assert_eq!(g.allowed_at(), AUTH_BACKOFF_MAX_MS);
     }
 
-    /// A pace that measured `poll` points per poll and `fetch` points per fetch batch.
-    fn measured(poll: Option<u64>, fetch: u64) -> Pace {
+    /// A pace that measured `poll` points per poll.
+    fn measured(poll: Option<u64>) -> Pace {
         Pace {
             poll_points: poll,
-            fetch_points: fetch,
             ..Pace::default()
         }
     }
@@ -451,40 +428,40 @@ mod tests {
     fn the_poll_interval_stretches_until_one_polls_cost_fits_the_share() {
         // A 1,000-item board: 20 points a poll; 5,000 an hour at 0.5 is 2,500 points, aimed at
         // 2,375 (5 % headroom).
-        let plan = measured(Some(20), 0).plan(5_000, 0.5, Some(5_000), 0);
+        let plan = measured(Some(20)).plan(5_000, 0.5, Some(5_000), 0);
         assert_eq!(plan.poll_interval_ms, 30_316);
         assert_eq!(
             (plan.target_per_hour, plan.projected_per_hour),
             (Some(2_500), Some(2_374))
         );
         // A cheap board is polled at the configured interval, never faster.
-        let plan = measured(Some(1), 0).plan(5_000, 0.5, Some(5_000), 0);
+        let plan = measured(Some(1)).plan(5_000, 0.5, Some(5_000), 0);
         assert_eq!(plan.poll_interval_ms, 5_000);
         assert_eq!(plan.projected_per_hour, Some(720));
         // A larger share stretches less.
-        let plan = measured(Some(20), 0).plan(5_000, 1.0, Some(5_000), 0);
+        let plan = measured(Some(20)).plan(5_000, 1.0, Some(5_000), 0);
         assert_eq!(plan.poll_interval_ms, 15_158);
     }
 
     #[test]
     fn without_a_budget_or_a_measurement_nothing_stretches() {
         for (pace, limit) in [
-            (measured(Some(20), 3), None),
-            (measured(Some(20), 3), Some(0)),
-            (measured(Some(20), 3), Some(-5)),
-            (measured(None, 0), Some(5_000)),
+            (measured(Some(20)), None),
+            (measured(Some(20)), Some(0)),
+            (measured(Some(20)), Some(-5)),
+            (measured(None), Some(5_000)),
         ] {
             let plan = pace.plan(5_000, 0.5, limit, 0);
             assert_eq!(plan.poll_interval_ms, 5_000, "{pace:?} {limit:?}");
             assert_eq!(plan.projected_per_hour, None);
         }
-        let plan = measured(Some(20), 3).plan(5_000, 0.5, None, 0);
+        let plan = measured(Some(20)).plan(5_000, 0.5, None, 0);
         assert_eq!(plan.fetch_per_hour, None, "batches a second apart");
     }
 
     #[test]
     fn fetch_batches_draw_half_the_aim_from_a_bucket() {
-        let mut pace = measured(Some(1), 0);
+        let mut pace = measured(Some(1));
         pace.plan = pace.plan(5_000, 0.5, Some(5_000), 0);
         assert_eq!(pace.plan.fetch_per_hour, Some(1_187));
         // A full bucket: batches a second apart, or as far apart as the last one took.
@@ -505,7 +482,7 @@ mod tests {
 
     #[test]
     fn measured_fetch_spend_leaves_the_rest_to_polls() {
-        let mut pace = measured(Some(20), 0);
+        let mut pace = measured(Some(20));
         // 600 points of batches in the first 10 minutes: 3,600 an hour, more than the aim.
         for k in 0..600 {
             pace.fetch_started_at = Some(k * 1_000);
@@ -517,7 +494,7 @@ mod tests {
         assert_eq!(plan.poll_interval_ms, 120_806);
         assert_eq!(plan.projected_per_hour, Some(595 + 3_606));
         // Batches within their half leave the rest to polls.
-        let mut pace = measured(Some(20), 0);
+        let mut pace = measured(Some(20));
         for k in 0..200 {
             pace.note_spent(TrackerOp::Fetch, 1, k * 3_000);
         }

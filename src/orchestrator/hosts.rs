@@ -58,10 +58,8 @@ pub fn record_workspace(s: &mut OrchestratorState, id: &str, host: Option<&str>)
 pub fn loads(s: &OrchestratorState) -> BTreeMap<String, usize> {
     let mut m: BTreeMap<String, usize> =
         s.policy.ssh_hosts.iter().map(|h| (h.clone(), 0)).collect();
-    for e in s.running.values() {
-        if let Some(h) = &e.host {
-            *m.entry(h.clone()).or_insert(0) += 1;
-        }
+    for h in s.running.values().filter_map(|e| e.host.as_ref()) {
+        *m.entry(h.clone()).or_insert(0) += 1;
     }
     m
 }
@@ -142,12 +140,6 @@ pub fn next_probe(s: &OrchestratorState) -> Option<Millis> {
         .min()
 }
 
-/// Forget hosts no longer configured (after a reload).
-pub fn retain_configured(s: &mut OrchestratorState) {
-    let hosts = s.policy.ssh_hosts.clone();
-    s.hosts_down.retain(|h, _| hosts.contains(h));
-}
-
 /// Exponential probe backoff: 5 s, 10 s, 20 s, … capped at 5 min.
 pub fn probe_delay(failures: u32) -> u64 {
     let shift = failures.saturating_sub(1).min(16);
@@ -217,8 +209,9 @@ mod tests {
     fn reload_forgets_removed_hosts() {
         let mut s = state(&["a"], None);
         mark_down(&mut s, "a", "x", 0);
-        s.policy.ssh_hosts.clear();
-        retain_configured(&mut s);
+        let mut p = s.policy.clone();
+        p.ssh_hosts.clear();
+        crate::orchestrator::handle(&mut s, crate::orchestrator::Event::ConfigReloaded(p), 0);
         assert!(s.hosts_down.is_empty());
     }
 }

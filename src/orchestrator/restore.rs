@@ -101,9 +101,12 @@ pub fn parse(bytes: &[u8]) -> Result<OrchestratorState, ParseError> {
     Ok(s)
 }
 
-/// An entry of one of the maps, checked (and made safe) after it was read: `Err(field)` drops it.
+/// The result of checking an entry: `Err(field)` drops it.
+type Check = Result<(), &'static str>;
+
+/// An entry of one of the maps, checked (and made safe) after it was read.
 trait Entry: DeserializeOwned {
-    fn check(&mut self, _id: &str) -> Result<(), &'static str> {
+    fn check(&mut self, _id: &str) -> Check {
         Ok(())
     }
 }
@@ -149,7 +152,7 @@ fn bad_field<T: DeserializeOwned>(v: &Value) -> String {
     found.cloned().unwrap_or_else(|| "?".into())
 }
 
-fn need(ok: bool, field: &'static str) -> Result<(), &'static str> {
+fn need(ok: bool, field: &'static str) -> Check {
     ok.then_some(()).ok_or(field)
 }
 
@@ -172,12 +175,7 @@ fn host_ok(h: Option<&str>) -> bool {
 }
 
 /// An entry's identifier (named `field`), workspace and host.
-fn check_common(
-    field: &'static str,
-    ident: &str,
-    path: &Path,
-    host: Option<&str>,
-) -> Result<(), &'static str> {
+fn check_common(field: &'static str, ident: &str, path: &Path, host: Option<&str>) -> Check {
     need(text_ok(ident), field)?;
     need(path_ok(path, ident), "workspace_path")?;
     need(host_ok(host), "host")
@@ -185,14 +183,11 @@ fn check_common(
 
 /// Whether a stored agent session may be resumed: 1–128 of `[A-Za-z0-9._-]`, not starting with
 /// `-` (never read as a flag). A malformed one is logged; the run itself stays.
-fn session_kept(id: &str, field: &str, s: Option<&str>) -> bool {
-    let ok = |s: &str| {
-        (1..=128).contains(&s.len())
-            && !s.starts_with('-')
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    };
-    let kept = s.is_none_or(ok);
+fn session_kept(id: &str, field: &str, s: &str) -> bool {
+    let kept = (1..=128).contains(&s.len())
+        && !s.starts_with('-')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     if !kept {
         warn!("event=state_entry_dropped issue_id={id:?} field={field}; not resumed");
     }
@@ -200,13 +195,12 @@ fn session_kept(id: &str, field: &str, s: Option<&str>) -> bool {
 }
 
 impl Entry for RunningEntry {
-    fn check(&mut self, id: &str) -> Result<(), &'static str> {
+    fn check(&mut self, id: &str) -> Check {
         self.issue.id = id.to_string();
         let (ident, host) = (&self.issue.identifier, self.host.as_deref());
         check_common("issue.identifier", ident, &self.workspace_path, host)?;
-        if !session_kept(id, "agent_session", self.agent_session.as_deref()) {
-            self.agent_session = None;
-        }
+        let session = self.agent_session.take();
+        self.agent_session = session.filter(|s| session_kept(id, "agent_session", s));
         self.agent_pid = self.agent_pid.filter(|p| (2..=i32::MAX as u32).contains(p));
         self.cost_usd = self.cost_usd.map(|c| c.clamp(0.0, MAX_COST_USD));
         Ok(())
@@ -214,27 +208,25 @@ impl Entry for RunningEntry {
 }
 
 impl Entry for RetryEntry {
-    fn check(&mut self, id: &str) -> Result<(), &'static str> {
+    fn check(&mut self, id: &str) -> Check {
         self.issue_id = id.to_string();
         let host = self.host.as_deref();
         check_common("identifier", &self.identifier, &self.workspace_path, host)?;
-        let session = self.resume.as_ref().map(|r| r.session.as_str());
-        if !session_kept(id, "resume.session", session) {
-            self.resume = None;
-        }
+        let resume = self.resume.take();
+        self.resume = resume.filter(|r| session_kept(id, "resume.session", &r.session));
         Ok(())
     }
 }
 
 impl Entry for BlockedEntry {
-    fn check(&mut self, id: &str) -> Result<(), &'static str> {
+    fn check(&mut self, id: &str) -> Check {
         self.issue_id = id.to_string();
         check_common("identifier", &self.identifier, &self.workspace_path, None)
     }
 }
 
 impl Entry for Orphan {
-    fn check(&mut self, _: &str) -> Result<(), &'static str> {
+    fn check(&mut self, _: &str) -> Check {
         need(text_ok(&self.identifier), "identifier")?;
         need(self.pgid > 1, "pgid")?;
         need(host_ok(self.host.as_deref()), "host")
@@ -246,7 +238,7 @@ impl Entry for u32 {}
 
 /// An issue's workspace hosts: 1 to [`MAX_WORKSPACE_HOSTS`] valid destinations, each once.
 impl Entry for Vec<String> {
-    fn check(&mut self, _: &str) -> Result<(), &'static str> {
+    fn check(&mut self, _: &str) -> Check {
         let mut seen = std::collections::BTreeSet::new();
         let unique = self.iter().all(|h| seen.insert(h.as_str()));
         let valid = self.iter().all(|h| host_ok(Some(h)));
@@ -272,7 +264,12 @@ pub fn restore(
     s.spend = stored.spend;
     s.agent_totals = stored.agent_totals;
     s.orphans = stored.orphans;
-    s.workspace_hosts = configured_only(stored.workspace_hosts, &s.policy.ssh_hosts);
+    // No host that is no longer configured is ever contacted (placement, cleanup).
+    s.workspace_hosts = stored.workspace_hosts;
+    s.workspace_hosts.retain(|_, hs| {
+        hs.retain(|h| s.policy.ssh_hosts.contains(h));
+        !hs.is_empty()
+    });
     for (id, e) in stored.running {
         let ident = e.issue.identifier.clone();
         if let Some(pgid) = e.agent_pid {
@@ -290,31 +287,34 @@ pub fn restore(
         if let Some(n) = s.runs_since_active.get_mut(&id) {
             *n = n.saturating_sub(1);
         }
-        let path = known_path(&s, e.workspace_path, &ident);
-        let attempt = e.attempt.unwrap_or(1).max(1);
-        let r = s.queue_retry(&id, &ident, RetryKind::Continuation, attempt, now, path);
-        r.url = e.issue.url;
-        r.error = Some(INTERRUPTED.to_string());
-        r.host = e.host;
-        r.resume = e.agent_session.map(|session| Resume {
-            agent: e.agent,
-            session,
-            tokens: e.tokens,
-            cost_usd: e.cost_usd,
+        s.queue_retry(RetryEntry {
+            workspace_path: known_path(&s, e.workspace_path, &ident),
+            issue_id: id,
+            identifier: ident,
+            url: e.issue.url,
+            attempt: e.attempt.unwrap_or(1).max(1),
+            due_at: now,
+            error: Some(INTERRUPTED.to_string()),
+            kind: RetryKind::Continuation,
+            host: e.host,
+            resume: e.agent_session.map(|session| Resume {
+                agent: e.agent,
+                session,
+                tokens: e.tokens,
+                cost_usd: e.cost_usd,
+            }),
+            ..RetryEntry::default()
         });
     }
-    for (id, b) in stored.blocked {
-        if !s.claimed.contains(&id) {
-            s.blocked.insert(id, b);
-        }
-    }
-    for (id, r) in stored.retry_attempts {
+    let parked = stored.blocked.into_iter();
+    s.blocked
+        .extend(parked.filter(|(id, _)| !s.claimed.contains(id)));
+    for (id, mut r) in stored.retry_attempts {
         if s.claimed.contains(&id) || s.blocked.contains_key(&id) {
             continue;
         }
-        let path = known_path(&s, r.workspace_path, &r.identifier);
-        let q = s.queue_retry(&id, &r.identifier, r.kind, r.attempt, r.due_at, path);
-        (q.url, q.error, q.host, q.resume) = (r.url, r.error, r.host, r.resume);
+        r.workspace_path = known_path(&s, r.workspace_path, &r.identifier);
+        s.queue_retry(r);
     }
     let mut actions = Vec::new();
     for (id, o) in s.orphans.iter_mut() {
@@ -324,16 +324,6 @@ pub fn restore(
         }
     }
     (s, actions)
-}
-
-/// The workspace hosts that are still configured: no other host is ever contacted (placement,
-/// cleanup).
-fn configured_only(mut all: WorkspaceHosts, configured: &[String]) -> WorkspaceHosts {
-    all.retain(|_, hs| {
-        hs.retain(|h| configured.contains(h));
-        !hs.is_empty()
-    });
-    all
 }
 
 /// The recorded workspace, or the one the current root gives (a file that did not record it).
@@ -409,16 +399,10 @@ struct V1Totals {
     output_tokens: u64,
     cache_read_tokens: u64,
     cache_creation_tokens: u64,
-    /// Missing: nothing spent. `null`: how serde_json wrote a non-finite spend, read fail-closed
-    /// as the maximum.
-    #[serde(deserialize_with = "present")]
-    cost_usd: Option<Option<f64>>,
+    /// Missing: nothing spent; `null` (a non-finite spend) reads as the maximum.
+    #[serde(deserialize_with = "super::state::stored_cost")]
+    cost_usd: f64,
     turns: u32,
-}
-
-/// A present field (even `null`) is `Some`; a missing one stays `None` through `default`.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
-    Option::<f64>::deserialize(d).map(Some)
 }
 
 #[derive(Deserialize, Default)]
@@ -446,39 +430,31 @@ fn upgrade_v1(issues: Option<Value>, s: &mut OrchestratorState) {
     }
 }
 
-/// A schema-1 issue's totals: its spend and its part of the service totals.
-fn upgrade_spend(id: &str, t: &V1Totals, s: &mut OrchestratorState) {
+/// One schema-1 issue into the engine's maps: its spend (and its part of the service totals),
+/// its run count, and its run, park or retry.
+fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
+    let (id, t) = (i.id, &i.totals);
     let usage = TokenUsage {
         input_tokens: t.input_tokens,
         output_tokens: t.output_tokens,
         cache_read_input_tokens: t.cache_read_tokens,
         cache_creation_input_tokens: t.cache_creation_tokens,
     };
-    let max = MAX_COST_USD;
-    let cost = t
-        .cost_usd
-        .map_or(0.0, |c| c.map_or(max, |c| c.clamp(0.0, max)));
-    if usage != TokenUsage::default() || cost > 0.0 || t.turns > 0 {
+    if usage != TokenUsage::default() || t.cost_usd > 0.0 || t.turns > 0 {
         let mut spend = IssueSpend {
-            cost_usd: cost,
+            cost_usd: t.cost_usd,
             turns: t.turns,
             ..IssueSpend::default()
         };
         spend.tokens.add(&usage);
         let all = &mut s.agent_totals;
         all.tokens.add(&usage);
-        all.cost_usd = add_cost(all.cost_usd, cost);
+        all.cost_usd = add_cost(all.cost_usd, t.cost_usd);
         all.turns = all.turns.saturating_add(u64::from(t.turns));
-        s.spend.insert(id.to_string(), spend);
+        s.spend.insert(id.clone(), spend);
     }
-}
-
-/// One schema-1 issue into the engine's maps.
-fn upgrade_issue(i: V1Issue, s: &mut OrchestratorState) {
-    let id = i.id;
     let host = i.host.filter(|h| h != "local");
     let workspace_path = i.workspace.unwrap_or_default();
-    upgrade_spend(&id, &i.totals, s);
     if i.runs > 0 {
         s.runs_since_active.insert(id.clone(), i.runs);
     }

@@ -130,17 +130,11 @@ pub fn ineligibility(p: &Policy, issue: &Issue) -> Vec<Ineligible> {
     };
     let missing = labels(false, &p.required_labels);
     let labels_decide = !p.excluded_labels.is_empty() || !missing.is_empty();
-    if !missing.is_empty() {
-        why.push(Ineligible::MissingLabels(missing));
-    }
+    why.extend((!missing.is_empty()).then_some(Ineligible::MissingLabels(missing)));
     let excluded = labels(true, &p.excluded_labels);
-    if !excluded.is_empty() {
-        why.push(Ineligible::ExcludedLabels(excluded));
-    }
+    why.extend((!excluded.is_empty()).then_some(Ineligible::ExcludedLabels(excluded)));
     let blockers = open_blockers(p, issue);
-    if !blockers.is_empty() {
-        why.push(Ineligible::BlockedBy(blockers));
-    }
+    why.extend((!blockers.is_empty()).then_some(Ineligible::BlockedBy(blockers)));
     let cut: Vec<String> = issue
         .truncated
         .iter()
@@ -151,9 +145,7 @@ pub fn ineligibility(p: &Policy, issue: &Issue) -> Vec<Ineligible> {
         })
         .cloned()
         .collect();
-    if !cut.is_empty() {
-        why.push(Ineligible::FieldsTruncated(cut));
-    }
+    why.extend((!cut.is_empty()).then_some(Ineligible::FieldsTruncated(cut)));
     why
 }
 
@@ -211,20 +203,15 @@ pub(crate) fn global_slots(s: &OrchestratorState) -> usize {
 
 /// True when another worker in `state` fits the per-state cap (falls back to the global cap).
 pub(crate) fn state_slot_free(s: &OrchestratorState, state: &str) -> bool {
-    let key = normalize_name(state);
-    let cap = s
-        .policy
-        .max_concurrent_agents_by_state
-        .iter()
-        .find(|(k, _)| normalize_name(k) == key)
-        .map(|(_, v)| *v)
-        .unwrap_or(s.policy.max_concurrent_agents) as usize;
-    let used = s
+    let (key, p) = (normalize_name(state), &s.policy);
+    let mut by_state = p.max_concurrent_agents_by_state.iter();
+    let found = by_state.find(|(k, _)| normalize_name(k) == key);
+    let cap = found.map_or(p.max_concurrent_agents, |(_, v)| *v) as usize;
+    let same = s
         .running
         .values()
-        .filter(|r| r.issue.normalized_state() == key)
-        .count();
-    used < cap
+        .filter(|r| r.issue.normalized_state() == key);
+    same.count() < cap
 }
 
 /// Failure backoff: `min(10000 · 2^(attempt−1), cap)` (attempt ≥ 1), without overflow.
@@ -238,12 +225,8 @@ pub(crate) fn block_fingerprint(issue: &Issue) -> String {
     let mut labels: Vec<String> = issue.labels.iter().map(|l| normalize_name(l)).collect();
     labels.sort();
     labels.dedup();
-    format!(
-        "{}|{}|{}",
-        issue.normalized_state(),
-        issue.closed,
-        labels.join(",")
-    )
+    let (state, closed) = (issue.normalized_state(), issue.closed);
+    format!("{state}|{closed}|{}", labels.join(","))
 }
 
 /// Reconciliation from the tick's board read: the running issues the read contains (cloned from

@@ -74,7 +74,7 @@ pub struct IssueSpend {
 
 /// A cost read from `state.json`: clamped to `0..=MAX_COST_USD`; `null` (an infinite cost an
 /// older Baton wrote) reads as the maximum, so a budget never resets by a restart.
-fn stored_cost<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+pub(super) fn stored_cost<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
     let max = super::budget::MAX_COST_USD;
     let v: Option<f64> = Option::deserialize(d)?;
     Ok(v.map_or(max, |c| c.clamp(0.0, max)))
@@ -162,7 +162,7 @@ pub struct RunningEntry {
     /// Events of other runs are ignored.
     pub run_id: u64,
     /// Latest known snapshot (stored: id, identifier and URL only).
-    #[serde(with = "issue_ref")]
+    #[serde(serialize_with = "issue_ref", deserialize_with = "issue_from_ref")]
     pub issue: Issue,
     /// Recorded at dispatch: cleanup uses it, whatever the config says later.
     pub workspace_path: PathBuf,
@@ -237,36 +237,25 @@ pub struct Orphan {
 }
 
 /// `RunningEntry::issue` in `state.json`: only what a restart needs (the rest is refreshed).
-mod issue_ref {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+fn issue_ref<S: serde::Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let mut r = s.serialize_struct("IssueRef", 3)?;
+    r.serialize_field("id", &i.id)?;
+    r.serialize_field("identifier", &i.identifier)?;
+    r.serialize_field("url", &i.url)?;
+    r.end()
+}
 
-    use crate::model::Issue;
-
-    #[derive(Serialize, Deserialize)]
+fn issue_from_ref<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
+    #[derive(Deserialize)]
     struct IssueRef {
         id: String,
         identifier: String,
         url: Option<String>,
     }
-
-    pub(super) fn serialize<S: Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
-        let r = IssueRef {
-            id: i.id.clone(),
-            identifier: i.identifier.clone(),
-            url: i.url.clone(),
-        };
-        r.serialize(s)
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
-        let r = IssueRef::deserialize(d)?;
-        Ok(Issue {
-            id: r.id,
-            identifier: r.identifier,
-            url: r.url,
-            ..Issue::default()
-        })
-    }
+    let (r, mut i) = (IssueRef::deserialize(d)?, Issue::default());
+    (i.id, i.identifier, i.url) = (r.id, r.identifier, r.url);
+    Ok(i)
 }
 
 /// Kind of a queued retry: a 1 s re-check after a normal exit, or exponential backoff after a
@@ -455,34 +444,12 @@ impl OrchestratorState {
         }
     }
 
-    /// Claim `issue_id` and queue a retry for it with a fresh generation (replacing an entry
-    /// cancels its timer: the old generation no longer matches). Returns the entry so the caller
-    /// can fill in what it knows (`url`, `error`, `host`).
-    pub fn queue_retry(
-        &mut self,
-        issue_id: &str,
-        identifier: &str,
-        kind: RetryKind,
-        attempt: u32,
-        due_at: Millis,
-        workspace_path: PathBuf,
-    ) -> &mut RetryEntry {
-        let seq = self.next_retry_seq;
-        self.next_retry_seq = seq.saturating_add(1);
-        self.claimed.insert(issue_id.to_string());
-        let entry = RetryEntry {
-            issue_id: issue_id.to_string(),
-            identifier: identifier.to_string(),
-            attempt,
-            due_at,
-            kind,
-            seq,
-            workspace_path,
-            ..RetryEntry::default()
-        };
-        self.retry_attempts.insert(issue_id.to_string(), entry);
-        self.retry_attempts
-            .get_mut(issue_id)
-            .expect("the entry was just inserted")
+    /// Claim the issue and queue `r` with a fresh generation (replacing an entry cancels its
+    /// timer: the old generation no longer matches).
+    pub fn queue_retry(&mut self, mut r: RetryEntry) {
+        (r.seq, r.in_flight) = (self.next_retry_seq, false);
+        self.next_retry_seq = r.seq.saturating_add(1);
+        self.claimed.insert(r.issue_id.clone());
+        self.retry_attempts.insert(r.issue_id.clone(), r);
     }
 }

@@ -26,18 +26,12 @@ pub struct SystemClock {
     start: Instant,
 }
 
-impl SystemClock {
-    pub fn new() -> Self {
+impl Default for SystemClock {
+    fn default() -> Self {
         SystemClock {
             base: unix_millis(SystemTime::now()),
             start: Instant::now(),
         }
-    }
-}
-
-impl Default for SystemClock {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -60,7 +54,7 @@ mod tests {
 
     #[test]
     fn system_clock_is_monotonic_wall_time() {
-        let c = SystemClock::new();
+        let c = SystemClock::default();
         let a = c.now();
         assert!(a > 1_600_000_000_000);
         assert!(c.now() >= a);

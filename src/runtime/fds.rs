@@ -11,15 +11,9 @@ pub const FD_RESERVE: u64 = 128;
 /// Descriptors one running agent is counted for.
 pub const FDS_PER_AGENT: u64 = 4;
 
-/// The `RLIMIT_NOFILE` pair: `open` and `pipe` are held to the soft limit, which may be raised up
-/// to the hard one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NofileLimit {
-    pub soft: u64,
-    pub hard: u64,
-}
-
-pub fn nofile_limit() -> io::Result<NofileLimit> {
+/// The `RLIMIT_NOFILE` pair `(soft, hard)`: `open` and `pipe` are held to the soft limit, which
+/// may be raised up to the hard one.
+pub fn nofile_limit() -> io::Result<(u64, u64)> {
     let mut l = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -28,34 +22,29 @@ pub fn nofile_limit() -> io::Result<NofileLimit> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(NofileLimit {
-        soft: l.rlim_cur,
-        hard: l.rlim_max,
-    })
+    Ok((l.rlim_cur, l.rlim_max))
 }
 
 /// Raise the soft limit to the hard one (the kernel's `fs.nr_open` when the hard limit is
 /// unlimited); returns the limits before and after.
-pub fn raise_nofile_limit() -> io::Result<(NofileLimit, NofileLimit)> {
-    let before = nofile_limit()?;
-    let mut target = before.hard;
+pub fn raise_nofile_limit() -> io::Result<((u64, u64), (u64, u64))> {
+    let (soft, hard) = nofile_limit()?;
+    let mut target = hard;
     if target == libc::RLIM_INFINITY {
         let nr_open = std::fs::read_to_string("/proc/sys/fs/nr_open").ok();
-        target = nr_open
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(before.soft);
+        target = nr_open.and_then(|s| s.trim().parse().ok()).unwrap_or(soft);
     }
-    if target > before.soft {
+    if target > soft {
         let l = libc::rlimit {
             rlim_cur: target,
-            rlim_max: before.hard,
+            rlim_max: hard,
         };
         // SAFETY: setrlimit reads one rlimit struct we own.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) } != 0 {
             return Err(io::Error::last_os_error());
         }
     }
-    Ok((before, nofile_limit()?))
+    Ok(((soft, hard), nofile_limit()?))
 }
 
 pub fn open_fds() -> io::Result<u64> {
@@ -69,22 +58,21 @@ pub fn agents_allowed(soft: u64, open: u64) -> u64 {
 
 /// The agents the current limit allows (`None` when the limit cannot be read).
 pub fn agents_allowed_now() -> Option<u64> {
-    Some(agents_allowed(nofile_limit().ok()?.soft, open_fds().ok()?))
+    Some(agents_allowed(nofile_limit().ok()?.0, open_fds().ok()?))
 }
 
 /// `Err` (a `spawn_resource_exhausted` message) while fewer than [`FD_RESERVE`] descriptors are
 /// free: a run does not start spawning then.
 pub fn check_reserve() -> Result<(), String> {
-    let (Ok(limit), Ok(open)) = (nofile_limit(), open_fds()) else {
+    let (Ok((soft, _)), Ok(open)) = (nofile_limit(), open_fds()) else {
         return Ok(());
     };
-    if limit.soft.saturating_sub(open) >= FD_RESERVE {
+    if soft.saturating_sub(open) >= FD_RESERVE {
         return Ok(());
     }
     Err(format!(
-        "spawn_resource_exhausted: {open} of {} file descriptors in use; {FD_RESERVE} are kept \
-         free for the API, state writes and the log",
-        limit.soft
+        "spawn_resource_exhausted: {open} of {soft} file descriptors in use; {FD_RESERVE} are \
+         kept free for the API, state writes and the log"
     ))
 }
 
@@ -126,8 +114,8 @@ mod tests {
 
     #[test]
     fn the_limits_are_read_and_the_soft_one_never_exceeds_the_hard_one() {
-        let l = nofile_limit().unwrap();
-        assert!(l.soft <= l.hard);
+        let (soft, hard) = nofile_limit().unwrap();
+        assert!(soft <= hard);
         assert!(open_fds().unwrap() >= 3);
     }
 }

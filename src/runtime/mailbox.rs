@@ -74,20 +74,18 @@ impl Mailbox {
     pub fn post(self: &Arc<Self>, news: News) {
         let mut slot = self.lock();
         let news = match news {
-            News::Agent(mut ev) if replaceable(&ev) => {
-                if let Some(News::Agent(last)) = slot.items.last_mut() {
-                    if replaceable(last) {
-                        ev.session_id = ev.session_id.or(last.session_id.take());
-                        ev.agent_session_id = ev.agent_session_id.or(last.agent_session_id.take());
-                        ev.agent_pid = ev.agent_pid.or(last.agent_pid);
-                        ev.agent_start_time = ev.agent_start_time.or(last.agent_start_time);
-                        ev.rate_limits = ev.rate_limits.or(last.rate_limits.take());
-                        *last = ev;
-                        return;
-                    }
+            News::Agent(mut ev) if replaceable(&ev) => match slot.items.last_mut() {
+                Some(News::Agent(last)) if replaceable(last) => {
+                    ev.session_id = ev.session_id.or(last.session_id.take());
+                    ev.agent_session_id = ev.agent_session_id.or(last.agent_session_id.take());
+                    ev.agent_pid = ev.agent_pid.or(last.agent_pid);
+                    ev.agent_start_time = ev.agent_start_time.or(last.agent_start_time);
+                    ev.rate_limits = ev.rate_limits.or(last.rate_limits.take());
+                    *last = ev;
+                    return;
                 }
-                News::Agent(ev)
-            }
+                _ => News::Agent(ev),
+            },
             other => other,
         };
         while slot.items.len() >= CAPACITY && !slot.closed {

@@ -3,6 +3,8 @@
 //! frozen when shutdown begins (the runs shutdown stops stay recorded as interrupted, so the next
 //! start resumes them), written once more when it completes.
 
+use std::time::SystemTime;
+
 use crossbeam_channel::{unbounded, Receiver};
 use log::{error, info, log, warn, Level};
 
@@ -12,15 +14,12 @@ use crate::durable::{
 };
 use crate::orchestrator::restore::{self, check_summary, to_json, ParseError};
 use crate::orchestrator::{Action, Millis, OrchestratorState, Policy};
+use crate::timefmt::unix_millis;
 use crate::workflow::config::ServiceConfig;
 
 /// At most one projection of the engine state per this many ms (the loop steps far more often
 /// during agent output bursts).
 const PROJECT_EVERY_MS: Millis = 100;
-
-fn wall_now() -> u64 {
-    crate::timefmt::unix_millis(std::time::SystemTime::now())
-}
 
 /// The locked state directory and what it held at startup.
 #[derive(Debug)]
@@ -79,7 +78,7 @@ fn move_legacy(cfg: &ServiceConfig, dir: &StateDir) -> Result<(), StoreError> {
     }
     if let Ok(Some(bytes)) = old.read_state() {
         dir.save(&bytes)?;
-        let moved = old.move_aside("moved", wall_now())?;
+        let moved = old.move_aside("moved", unix_millis(SystemTime::now()))?;
         info!(
             "event=state_moved from={} to={}",
             moved.display(),
@@ -98,7 +97,7 @@ fn read(dir: &StateDir) -> Result<OrchestratorState, StoreError> {
         },
         Err(problem) => problem,
     };
-    let moved = dir.move_aside("corrupt", wall_now())?;
+    let moved = dir.move_aside("corrupt", unix_millis(SystemTime::now()))?;
     error!(
         "event=state_corrupt file={} moved_to={} error={problem:?}; starting with an empty state",
         dir.state_file().display(),
@@ -151,15 +150,14 @@ impl Persist {
             restore::summary(&state)
         );
         let (tx, reports) = unbounded();
-        let saver = BackgroundSaver::spawn(h.dir.clone(), tx)
-            .map_err(|e| {
-                warn!("cannot start the state writer thread; writing on the main loop error={e}")
-            })
-            .ok();
+        let saver = BackgroundSaver::spawn(h.dir.clone(), tx);
+        if let Err(e) = &saver {
+            warn!("cannot start the state writer thread; writing on the main loop error={e}");
+        }
         let persist = Persist {
             dir: h.dir,
             writer: StateWriter::default(),
-            saver,
+            saver: saver.ok(),
             reports,
             projected_at: None,
             stale: true,
@@ -185,31 +183,24 @@ impl Persist {
                 self.project_now(state, now);
             }
         }
-        let Some(bytes) = self.writer.take_due(now) else {
-            return;
+        let unsent = match (&self.saver, self.writer.take_due(now)) {
+            (Some(s), Some(bytes)) => s.submit(bytes).err(),
+            (_, due) => due,
         };
-        let unsent = match &self.saver {
-            Some(s) => s.submit(bytes).err(),
-            None => Some(bytes),
-        };
-        let Some(bytes) = unsent else {
-            return;
-        };
-        let result = self.dir.save(&bytes);
-        let outcome = self.writer.finish(bytes, result, now);
-        self.log(outcome);
+        if let Some(bytes) = unsent {
+            let result = self.dir.save(&bytes);
+            let outcome = self.writer.finish(bytes, result, now);
+            self.log(outcome);
+        }
     }
 
     fn projection_due(&self) -> Option<Millis> {
-        self.projected_at
-            .map(|t| t.saturating_add(PROJECT_EVERY_MS))
+        Some(self.projected_at?.saturating_add(PROJECT_EVERY_MS))
     }
 
     fn project_now(&mut self, state: &OrchestratorState, now: Millis) {
         match to_json(state) {
-            Ok(bytes) => {
-                self.writer.offer(bytes, now);
-            }
+            Ok(bytes) => _ = self.writer.offer(bytes, now),
             Err(e) => error!("event=state_write_failed error={e}; keeping the last written state"),
         }
         self.projected_at = Some(now);
@@ -283,11 +274,9 @@ pub fn check_lines(cfg: &ServiceConfig) -> Vec<(&'static str, String)> {
         Err(e) => return vec![("fail", e.to_string())],
     };
     let holder = match dir.lock_holder() {
-        Some(pid) => format!(
-            "a daemon holds the lock (pid {})",
-            pid.map_or_else(|| "unknown".into(), |p| p.to_string())
-        ),
-        None => "no daemon holds the lock".to_string(),
+        Some(Some(pid)) => format!("a daemon holds the lock (pid {pid})"),
+        Some(None) => "a daemon holds the lock (pid unknown)".into(),
+        None => "no daemon holds the lock".into(),
     };
     let file = dir.state_file();
     let stored = match dir.read_state() {

@@ -1,17 +1,12 @@
-//! Between-turn refreshes, coalesced (issue 25): a worker whose turn ended sends no request of
-//! its own. It leaves its issue id here and waits; the first waiter of a batch tells the main loop
-//! (`Event::TurnRefreshWanted`), the engine starts a fetch batch when the request gate's slot
-//! comes (`Action::FetchIssues`), and the tracker thread running that batch takes every waiting
-//! id, sends one `refresh_running(ids)` and hands each worker its issue ([`Refresher::serve`]).
-//! The main loop neither waits nor sees the issues. A worker waits until its answer, its cancel,
-//! the gate holding requests ([`Refresher::release_held`]) or [`MAX_WAIT`], whichever is first.
-//!
-//! One batch answers every worker whose turn ended since the last one (about 74 at 1,000 agents),
-//! and their next processes would all start in the same instant. The answers are paced instead:
-//! in the order the workers joined, each one returns [`PACE_GAP`] after the one before, and the
-//! whole batch spreads over at most [`PACE_SPREAD`] (the gap shrinks for bigger batches), about
-//! the time between two batches at 1,000 agents: a `bash` start on 2 cores takes tens of
-//! milliseconds, so a gap under that is a burst again (docs/performance.md, "Scale").
+//! Between-turn refreshes, coalesced (issue 25; ARCHITECTURE.md, "The core", `gate`): a worker
+//! whose turn ended leaves its issue id here and waits; the first waiter of a batch sends
+//! `Event::TurnRefreshWanted`, and the tracker thread running the next fetch batch
+//! (`Action::FetchIssues`) sends one `refresh_running(ids)` for all waiters and hands each its
+//! issue ([`Refresher::serve`]); the main loop neither waits nor sees the issues. A worker waits
+//! until its answer, its cancel, the gate holding requests ([`Refresher::release_held`]) or
+//! [`MAX_WAIT`]. The answers are paced, in join order [`PACE_GAP`] apart within [`PACE_SPREAD`]:
+//! a batch answers about 74 workers at 1,000 agents, whose next processes would otherwise start at
+//! once (a `bash` start on 2 cores takes tens of ms; docs/performance.md, "Scale").
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,10 +78,7 @@ impl Refresher {
     pub fn refresh(&self, id: &str, cancel: &CancelToken, held: &AtomicBool) -> Refreshed {
         let (answer, pace) = self.answer(id, cancel, held);
         if !pace.is_zero() {
-            select! {
-                recv(cancel.receiver()) -> _ => {}
-                default(pace) => {}
-            }
+            let _ = cancel.receiver().recv_timeout(pace);
         }
         answer
     }

@@ -1,5 +1,5 @@
 //! The first turn of a run that resumes an interrupted agent session after a restart: it sends
-//! [`interrupted_prompt`] instead of the task, and when the CLI cannot resume (the session is
+//! an interruption notice instead of the task, and when the CLI cannot resume (the session is
 //! unknown to it) falls back once to a fresh session with the full prompt.
 
 use log::warn;
@@ -8,16 +8,6 @@ use crate::agent::{
     AgentEvent, AgentEventKind, AgentRunner, AgentSession, CancelToken, Emit, SessionContext,
     TurnResult,
 };
-
-/// The prompt of the first turn of a resumed session.
-pub fn interrupted_prompt(identifier: &str) -> String {
-    format!(
-        "Your previous run on GitHub issue {identifier} was interrupted: the Baton service \
-         restarted while you were working, and this is the same conversation resumed. Commands \
-         that were running were stopped. {}",
-        super::worker::CARRY_ON
-    )
-}
 
 /// Run the first turn of `session`, started with `ctx.resume_session_id`: the interruption
 /// notice first; the full `prompt` in the same session when the adapter replaced the session
@@ -45,7 +35,13 @@ pub(crate) fn first_turn(
             );
             emit(ev);
         };
-        let notice = interrupted_prompt(&ctx.issue_identifier);
+        let notice = format!(
+            "Your previous run on GitHub issue {} was interrupted: the Baton service restarted \
+             while you were working, and this is the same conversation resumed. Commands that \
+             were running were stopped. {}",
+            ctx.issue_identifier,
+            super::worker::CARRY_ON
+        );
         session.run_turn(&notice, cancel, &mut watch)
     };
     if cancel.is_cancelled() {

@@ -23,8 +23,8 @@ use crate::orchestrator::rules;
 use crate::orchestrator::{Event, Policy, Resume, WorkerOutcome, WorkerPhase, WorkerProgress};
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
-use crate::workspace::hooks::{run_configured_hook, HookEnv, HookKind};
-use crate::workspace::{ensure_workspace, remove_workspace_on, Workspace};
+use crate::workspace::hooks::{run_configured_hook, HookEnv};
+use crate::workspace::{ensure_workspace, remove_workspace_on};
 
 use super::fds;
 use super::mailbox::{Mailbox, News};
@@ -112,23 +112,17 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
         issue: ctx.issue.clone(),
         workspace: None,
     };
-    let root = ctx
-        .workspace_path
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    if let Err(outcome) = run.prepare(&root) {
-        return outcome;
-    }
-    let Some(ws) = run.workspace.clone() else {
-        return WorkerOutcome::Failed("workspace error: not prepared".into());
+    let root = PathBuf::from(ctx.workspace_path.parent().unwrap_or(Path::new("")));
+    let workspace = match run.prepare(&root) {
+        Ok(path) => path,
+        Err(outcome) => return outcome,
     };
     run.progress(WorkerProgress::Phase(WorkerPhase::Agent));
     let resume = ctx.resume.as_ref();
     let t = resume.map(|r| r.tokens).unwrap_or_default();
     let sctx = SessionContext {
         issue_identifier: ctx.issue.identifier.clone(),
-        workspace: ws.path,
+        workspace,
         workspace_root: root, // adapters canonicalize it when they validate the cwd
         resume_session_id: resume.map(|r| r.session.clone()),
         resume_usage: crate::agent::TokenUsage {
@@ -154,7 +148,7 @@ pub fn run_attempt(ctx: &WorkerContext) -> WorkerOutcome {
 struct Run<'a> {
     ctx: &'a WorkerContext,
     issue: Issue,
-    workspace: Option<Workspace>,
+    workspace: Option<PathBuf>,
 }
 
 impl Run<'_> {
@@ -168,13 +162,13 @@ impl Run<'_> {
             s.stop();
         }
         self.progress(WorkerProgress::Phase(WorkerPhase::Finishing));
-        if let Some(ws) = &self.workspace {
+        if let Some(path) = &self.workspace {
             let after_run = self.ctx.hooks.after_run.as_deref();
-            let _ = self.hook(HookKind::AfterRun, after_run, &ws.path);
+            let _ = self.hook("after_run", after_run, path);
         }
     }
 
-    fn hook(&self, kind: HookKind, script: Option<&str>, path: &Path) -> Result<(), String> {
+    fn hook(&self, kind: &str, script: Option<&str>, path: &Path) -> Result<(), String> {
         let env = HookEnv::for_issue(&self.issue, path);
         let (host, timeout) = (self.ctx.host.as_ref(), self.ctx.hooks.timeout_ms);
         run_configured_hook(host, kind, script, path, &env, timeout)
@@ -198,23 +192,19 @@ impl Run<'_> {
         if self.ctx.cancel.is_cancelled() || self.ctx.host.name().is_none() {
             return self.failed_or_cancelled(msg);
         }
-        if is_host_unavailable(&msg) {
-            return WorkerOutcome::HostFailed {
-                started,
-                error: msg,
-            };
-        }
-        match self.ctx.host.probe() {
-            Err(e) if started => WorkerOutcome::HostFailed {
-                started,
-                error: format!("{msg}; {e}"),
-            },
-            _ => WorkerOutcome::Failed(msg),
-        }
+        let error = if is_host_unavailable(&msg) {
+            msg
+        } else {
+            match self.ctx.host.probe() {
+                Err(e) if started => format!("{msg}; {e}"),
+                _ => return WorkerOutcome::Failed(msg),
+            }
+        };
+        WorkerOutcome::HostFailed { started, error }
     }
 
-    /// Ensure the workspace and run `before_run`; `Err` carries the outcome when the run ends here.
-    fn prepare(&mut self, root: &Path) -> Result<(), WorkerOutcome> {
+    /// Ensure the workspace and run `before_run`: its path, or the outcome when the run ends here.
+    fn prepare(&mut self, root: &Path) -> Result<PathBuf, WorkerOutcome> {
         let ctx = self.ctx;
         let (host, path, hooks) = (ctx.host.as_ref(), &ctx.workspace_path, &ctx.hooks);
         let (id, ident) = (&ctx.issue.id, &ctx.issue.identifier);
@@ -238,14 +228,14 @@ impl Run<'_> {
         if ctx.cancel.is_cancelled() {
             return Err(WorkerOutcome::Cancelled);
         }
-        self.hook(HookKind::BeforeRun, hooks.before_run.as_deref(), &ws.path)
+        self.hook("before_run", hooks.before_run.as_deref(), &ws.path)
             .map_err(|e| self.classify(format!("before_run hook error: {e}"), false))?;
-        self.workspace = Some(ws);
+        self.workspace = Some(ws.path.clone());
         if ctx.cancel.is_cancelled() {
             self.finish(None);
             return Err(WorkerOutcome::Cancelled);
         }
-        Ok(())
+        Ok(ws.path)
     }
 
     /// The turn loop with the issue refresh between turns; the caller finishes the run.
@@ -259,13 +249,12 @@ impl Run<'_> {
         let max_turns = ctx.max_turns.max(1);
         for turn in 1..=max_turns {
             self.progress(WorkerProgress::TurnStarted(turn));
-            let prompt = if turn == 1 {
-                match ctx.template.render(&self.issue, ctx.attempt) {
+            let prompt = match turn {
+                1 => match ctx.template.render(&self.issue, ctx.attempt) {
                     Ok(p) => p,
                     Err(e) => return WorkerOutcome::Failed(format!("prompt error: {e}")),
-                }
-            } else {
-                continuation_prompt(&self.issue, turn, max_turns)
+                },
+                _ => continuation_prompt(&self.issue, turn, max_turns),
             };
             info!(
                 "turn starting issue_id={id} issue_identifier={ident} turn={turn} max_turns={max_turns} session_id={}",
@@ -330,13 +319,10 @@ impl Run<'_> {
                 info!("issue missing from the between-turn refresh; keeping its previous snapshot")
             }
         }
-        if !rules::is_active(&ctx.policy, &self.issue)
-            || !rules::is_routable(&ctx.policy, &self.issue)
-        {
-            info!(
-                "issue no longer active/routable; ending run state={:?}",
-                self.issue.state
-            );
+        let (policy, issue) = (&ctx.policy, &self.issue);
+        if !rules::is_active(policy, issue) || !rules::is_routable(policy, issue) {
+            let state = &issue.state;
+            info!("issue no longer active/routable; ending run state={state:?}");
             return Ok(false);
         }
         Ok(true)

@@ -1,11 +1,5 @@
-//! `tracker.*` (spec §5.3.1) and the registry of tracker kinds.
-//!
-//! The section has keys every kind shares (`kind`, the state lists, the label rules), which the
-//! core reads, and keys that belong to one kind, which only that kind's module parses and reads.
-//! Each kind registers a [`TrackerAdapter`] in [`ADAPTERS`]: its parser (the keys it reads are the
-//! kind's keys), its preflight check, its constructor and its `baton check` lines. Adding a
-//! tracker kind: a module with such an adapter, its fields in [`TrackerConfig`], and one line in
-//! [`ADAPTERS`].
+//! `tracker.*` (spec §5.3.1) and the registry of tracker kinds ([`ADAPTERS`]; ARCHITECTURE.md,
+//! "Tracker seam"): the core reads the shared keys, each kind's module parses its own.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,19 +12,13 @@ use crate::config::{ConfigError, Secret, Section};
 use crate::model::{normalize_name, Issue};
 use crate::text::{quoted, quoted_list};
 
-pub use super::github::config::{OwnerType, DEFAULT_ENDPOINT, DEFAULT_MAX_ITEMS, MAX_MAX_ITEMS};
+pub use super::github::config::{OwnerType, DEFAULT_ENDPOINT};
 
-/// `tracker.budget_share` when unset: half the hourly limit, leaving the rest to the agents and
-/// people sharing the token.
-pub const DEFAULT_BUDGET_SHARE: f64 = 0.5;
-
-/// `tracker.*` (spec §5.3.1; every key in docs/trackers/). `kind` and the state and label lists
-/// are shared by every kind; the other fields belong to one kind and keep their defaults for
-/// the others. The derived fields are the shared and the GitHub keys.
+/// `tracker.*` (every key in docs/trackers/). `kind` and the state and label lists are shared;
+/// the other fields belong to one kind and keep their defaults for the others.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct TrackerConfig {
-    /// `None` when absent.
     pub kind: Option<String>,
     /// Never rewritten.
     pub endpoint: String,
@@ -82,9 +70,10 @@ impl Default for TrackerConfig {
             page_size: 50,
             server_side_filter: false,
             timeout_ms: 30_000,
-            max_items: DEFAULT_MAX_ITEMS,
+            max_items: 20_000,
             path: None,
-            budget_share: DEFAULT_BUDGET_SHARE,
+            // Half the hourly limit, leaving the rest to the agents and people sharing the token.
+            budget_share: 0.5,
         }
     }
 }
@@ -125,7 +114,7 @@ pub(crate) struct TrackerAdapter {
     pub report: fn(&TrackerConfig, &mut CheckLines) -> Option<Vec<Issue>>,
 }
 
-/// The registry of tracker kinds. The first one is the default shown in messages.
+/// The registry of tracker kinds; the first is the default.
 pub(crate) const ADAPTERS: &[&TrackerAdapter] = &[
     &github::config::ADAPTER,
     #[cfg(feature = "backlog")]
@@ -142,8 +131,7 @@ fn adapter_for(kind: Option<&str>) -> &'static TrackerAdapter {
     registered(kind).unwrap_or(ADAPTERS[0])
 }
 
-/// The message for a missing or unregistered `tracker.kind` (the one text for preflight and for
-/// a tracker's constructor).
+/// The message for a missing or unregistered `tracker.kind` (preflight and constructors).
 pub(crate) fn kind_message(kind: Option<&str>) -> String {
     let kinds: Vec<&str> = ADAPTERS.iter().map(|a| a.kind).collect();
     let kinds = kinds.join(" or ");
@@ -204,10 +192,9 @@ pub(crate) fn report_states(
             }
             let (s_q, norm) = (quoted(s), normalize_name(s));
             if let Some(o) = names.iter().find(|o| normalize_name(o) == norm) {
-                let text = format!(
-                    "{which} state {s_q} matches option {} ignoring case/whitespace",
-                    quoted(o)
-                );
+                let o = quoted(o);
+                let text =
+                    format!("{which} state {s_q} matches option {o} ignoring case/whitespace");
                 out.push("note", text);
                 continue;
             }
@@ -218,10 +205,8 @@ pub(crate) fn report_states(
             out.push("fail", text);
         }
         if all_ok {
-            out.push(
-                "ok",
-                format!("{which} states: {}", quoted_list(states, ", ")),
-            );
+            let list = quoted_list(states, ", ");
+            out.push("ok", format!("{which} states: {list}"));
         }
     }
 }

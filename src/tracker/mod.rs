@@ -1,8 +1,6 @@
-//! The issue tracker boundary (spec §11): the `Tracker` trait the orchestrator and workers call,
-//! the tracker-neutral error classes (spec §11.4) and request budget, and the registry of tracker
-//! kinds (`config`): each kind parses its own `tracker.*` keys, checks them, builds its tracker
-//! and writes its section of `baton check`. The kinds: GitHub Projects v2 (`tracker::github`) and
-//! Backlog.md boards in the repository (`tracker::backlog`).
+//! The issue tracker boundary (spec §11): the `Tracker` trait, the tracker-neutral error classes
+//! (spec §11.4) and request budget, and the registry of tracker kinds (`config`). The kinds:
+//! GitHub Projects v2 (`tracker::github`) and Backlog.md boards (`tracker::backlog`).
 
 use std::fmt;
 use std::time::SystemTime;
@@ -16,17 +14,14 @@ use crate::model::Issue;
 /// its own classes (the GitHub tracker keeps `github_api_request`, `github_auth`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TrackerErrorKind {
-    /// `tracker.kind` is missing or names another tracker.
     UnsupportedTrackerKind,
-    /// No credentials for a tracker that needs them.
     MissingTrackerToken,
     /// The board/project is not configured, or does not resolve.
     MissingTrackerProject,
-    /// Transport failure (DNS, connect, TLS, timeout, body too large, I/O).
+    /// DNS, connect, TLS, timeout, body too large, I/O.
     Transport,
     /// An unexpected response status (other than rate limits and auth).
     Status,
-    /// Credentials rejected or insufficient.
     Auth,
     /// The request budget is exhausted; `retry_at` says when to try again.
     RateLimited,
@@ -39,7 +34,7 @@ pub enum TrackerErrorKind {
 }
 
 impl TrackerErrorKind {
-    /// The default class name of the kind, used when a tracker names no class of its own.
+    /// The default class name, for trackers that name no class of their own.
     pub fn as_str(self) -> &'static str {
         match self {
             TrackerErrorKind::UnsupportedTrackerKind => "unsupported_tracker_kind",
@@ -68,12 +63,12 @@ pub struct TrackerError {
 }
 
 impl TrackerError {
-    /// Build an error named by the kind's default class, without a retry time.
+    /// An error named by the kind's default class.
     pub fn new(kind: TrackerErrorKind, message: impl Into<String>) -> Self {
         Self::with_class(kind, kind.as_str(), message)
     }
 
-    /// Build an error with a tracker-specific class name, without a retry time.
+    /// An error with a tracker-specific class name.
     pub(crate) fn with_class(
         kind: TrackerErrorKind,
         class: &'static str,
@@ -114,10 +109,9 @@ thread_local! {
     static POINTS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// The budget points the calling thread's tracker requests cost since its last call. A tracker
-/// with a budget adds every request's cost ([`spend_points`]) on the thread that sent it (calls
-/// are blocking), so a tracker thread learns what one operation cost without asking the tracker
-/// to attribute concurrent calls of other threads.
+/// The budget points the calling thread's tracker requests cost since its last call: a tracker
+/// adds each request's cost ([`spend_points`]) on the thread that sent it (calls are blocking),
+/// so concurrent calls of other threads never need attributing.
 pub fn take_points() -> u64 {
     POINTS.with(|p| p.replace(0))
 }
@@ -150,21 +144,16 @@ pub trait Tracker: Send + Sync {
     /// on the project, are omitted. Empty input makes no request.
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError>;
     /// One poll's board read: the candidates, plus every other issue the read saw whose id is in
-    /// `keep_ids` or whose state is in `also_states` (closed issues count as terminal, so they
-    /// come with terminal `also_states`). A running issue found in either list needs no second
+    /// `keep_ids` or whose state is in `also` (closed issues count as terminal, so they come
+    /// with terminal `also` states). A running issue found in either list needs no second
     /// request; the first tick passes the terminal states for the startup cleanup. The default
-    /// reads the candidates and, when `also_states` is not empty, `fetch_issues_by_states`.
-    fn read_board(
-        &self,
-        keep_ids: &[String],
-        also_states: &[String],
-    ) -> Result<BoardRead, TrackerError> {
+    /// reads the candidates and, when `also` is not empty, `fetch_issues_by_states`.
+    fn read_board(&self, _keep_ids: &[String], also: &[String]) -> Result<BoardRead, TrackerError> {
         let candidates = self.fetch_candidate_issues()?;
         let mut others = Vec::new();
-        if !also_states.is_empty() {
-            others = self.fetch_issues_by_states(also_states)?;
+        if !also.is_empty() {
+            others = self.fetch_issues_by_states(also)?;
         }
-        let _ = keep_ids;
         Ok(BoardRead { candidates, others })
     }
     /// Current state of running issues a board read did not contain, for reconciliation only:
@@ -182,8 +171,7 @@ pub trait Tracker: Send + Sync {
     /// Start watching the tracker's source for changes, sending `()` on `changed` (without
     /// blocking) after each debounced burst; the watch lasts as long as the returned guard.
     /// `Ok(None)` for trackers that cannot be watched (polling only; the default).
-    fn watch(&self, changed: Sender<()>) -> Result<Option<WatchGuard>, TrackerError> {
-        let _ = changed;
+    fn watch(&self, _changed: Sender<()>) -> Result<Option<WatchGuard>, TrackerError> {
         Ok(None)
     }
 }

@@ -112,18 +112,16 @@ pub fn split_workflow(path: &Path, text: &str) -> Result<SplitWorkflow, Workflow
             "line 1: front matter opened with `---` is never closed by a second `---` line".into(),
         ));
     };
-    let Some(FrontMatter {
+    let FrontMatter {
         yaml,
         body,
         body_line,
-    }) = split
-    else {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        return Ok(trimmed(Mapping::new(), text, 1));
-    };
-    if yaml.trim().is_empty() {
-        return Ok(trimmed(Mapping::new(), body, body_line));
-    }
+    } = split.unwrap_or(FrontMatter {
+        yaml: "",
+        body: text.strip_prefix('\u{feff}').unwrap_or(text),
+        body_line: 1,
+    });
+    let yaml = if yaml.trim().is_empty() { "" } else { yaml };
     front_matter::check_yaml(yaml).map_err(|why| {
         err(
             "workflow_front_matter_too_complex",
@@ -160,20 +158,16 @@ pub fn split_workflow(path: &Path, text: &str) -> Result<SplitWorkflow, Workflow
             ));
         }
     };
-    Ok(trimmed(front_matter, body, body_line))
-}
-
-/// The split with its body trimmed; `body_first_line` is the body's first non-blank line.
-fn trimmed(front_matter: Mapping, body: &str, body_line: usize) -> SplitWorkflow {
+    // The body is trimmed; `body_first_line` is its first non-blank line.
     let skip = body
         .split_inclusive('\n')
         .take_while(|l| l.trim().is_empty())
         .count();
-    SplitWorkflow {
+    Ok(SplitWorkflow {
         front_matter,
         body: body.trim().to_string(),
         body_first_line: body_line + skip,
-    }
+    })
 }
 
 /// Load, parse and validate a WORKFLOW.md: config errors and template errors are reported here so

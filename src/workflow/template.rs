@@ -26,23 +26,11 @@ const FILTERS: &[&str] = &[
 
 /// A template error: class `template_parse_error` or `template_render_error`, message with
 /// `line L column C` counted in WORKFLOW.md.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TemplateError {
-    pub class: &'static str,
-    pub message: String,
-}
-
-impl std::fmt::Display for TemplateError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.class, self.message)
-    }
-}
+pub type TemplateError = crate::config::ConfigError;
 
 /// A compiled prompt template (cheap to clone; the compiled form is shared).
 #[derive(Clone)]
-pub struct PromptTemplate {
-    inner: Arc<(upon::Template<'static>, Source)>,
-}
+pub struct PromptTemplate(Arc<(upon::Template<'static>, Source)>);
 
 impl std::fmt::Debug for PromptTemplate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -54,10 +42,7 @@ impl PromptTemplate {
     /// Compile `source`, whose first line is line `first_line` of WORKFLOW.md.
     pub fn compile(source: &str, first_line: usize) -> Result<Self, TemplateError> {
         let src = Source::new(source, first_line);
-        let parse_error = |message| TemplateError {
-            class: "template_parse_error",
-            message,
-        };
+        let parse_error = |message: String| TemplateError::new("template_parse_error", message);
         let template = engine()
             .compile(src.compiled.clone())
             .map_err(|err| parse_error(src.describe(&err, true)))?;
@@ -67,9 +52,7 @@ impl PromptTemplate {
                 src.position(off)
             )));
         }
-        Ok(PromptTemplate {
-            inner: Arc::new((template, src)),
-        })
+        Ok(PromptTemplate(Arc::new((template, src))))
     }
 
     /// Dry-render against a fully populated sample issue with `attempt` null and 1.
@@ -81,8 +64,9 @@ impl PromptTemplate {
 
     /// Render for `issue` and `attempt` (`None` on the first run).
     pub fn render(&self, issue: &Issue, attempt: Option<u32>) -> Result<String, TemplateError> {
-        let ctx = context(issue, attempt);
-        let (template, src) = &*self.inner;
+        let issue = Value::from(issue_fields(issue));
+        let ctx = Value::from([("issue", issue), ("attempt", attempt.into())]);
+        let (template, src) = &*self.0;
         let mut w = BoundedWriter(Vec::new(), false);
         let rendered = std::panic::catch_unwind(AssertUnwindSafe(|| {
             template.render_from(engine(), &ctx).to_writer(&mut w)
@@ -93,10 +77,7 @@ impl PromptTemplate {
             Ok(Err(err)) => src.describe(&err, false),
             Err(_) => "internal error: the template engine panicked".to_string(),
         };
-        Err(TemplateError {
-            class: "template_render_error",
-            message,
-        })
+        Err(TemplateError::new("template_render_error", message))
     }
 }
 
@@ -128,16 +109,11 @@ fn engine() -> &'static Engine<'static> {
         e.add_function("and", |a: Value, b: Value| truthy(&a) && truthy(&b));
         e.add_function("or", |a: Value, b: Value| truthy(&a) || truthy(&b));
         e.add_function("contains", filter_contains);
-        e.add_function(
-            "default",
-            |a: Value, b: Value| if blank(&a) { b } else { a },
-        );
+        e.add_function("default", |a: Value, b| if blank(&a) { b } else { a });
         e.add_function("join", filter_join);
-        e.add_function("upcase", |v: Value| {
-            change_case(v, "upcase", str::to_uppercase)
-        });
+        e.add_function("upcase", |v: Value| cased(v, "upcase", str::to_uppercase));
         e.add_function("downcase", |v: Value| {
-            change_case(v, "downcase", str::to_lowercase)
+            cased(v, "downcase", str::to_lowercase)
         });
         e.add_function("size", filter_size);
         e.add_function("plus", filter_plus);
@@ -147,9 +123,7 @@ fn engine() -> &'static Engine<'static> {
 
 /// Prints scalars as upon does (null prints nothing), lists joined by `", "`, and refuses maps.
 fn format_value(f: &mut upon::fmt::Formatter<'_>, value: &Value) -> upon::fmt::Result {
-    let text = text_of(value).map_err(upon::fmt::Error::from)?;
-    std::fmt::Write::write_str(f, &text)?;
-    Ok(())
+    Ok(std::fmt::Write::write_str(f, &text_of(value)?)?)
 }
 
 fn text_of(value: &Value) -> Result<String, String> {
@@ -225,17 +199,14 @@ fn filter_contains(hay: Value, needle: Value) -> Result<Value, String> {
         (Value::List(items), n) => items.iter().any(|x| values_equal(x, n)),
         (Value::Map(m), Value::String(k)) => m.contains_key(k),
         (Value::String(_) | Value::Map(_), n) => {
+            let (h, n) = (kind(&hay), kind(n));
             return Err(format!(
-                "filter `contains` on {} needs a string argument, got {}",
-                kind(&hay),
-                kind(n)
-            ))
+                "filter `contains` on {h} needs a string argument, got {n}"
+            ));
         }
         (h, _) => {
-            return Err(format!(
-                "filter `contains` needs a string, list or map on its left, got {}",
-                kind(h)
-            ))
+            let (h, want) = (kind(h), "a string, list or map on its left");
+            return Err(format!("filter `contains` needs {want}, got {h}"));
         }
     };
     Ok(Value::Bool(found))
@@ -251,7 +222,7 @@ fn filter_join(v: Value, sep: String) -> Result<Value, String> {
     }
 }
 
-fn change_case(v: Value, name: &str, f: fn(&str) -> String) -> Result<Value, String> {
+fn cased(v: Value, name: &str, f: fn(&str) -> String) -> Result<Value, String> {
     match v {
         Value::String(s) => Ok(Value::String(f(&s))),
         Value::None => Ok(Value::None),
@@ -269,10 +240,10 @@ fn filter_size(v: Value) -> Result<Value, String> {
         Value::List(l) => l.len(),
         Value::Map(m) => m.len(),
         other => {
+            let k = kind(other);
             return Err(format!(
-                "filter `size` needs a string, list or map, got {}",
-                kind(other)
-            ))
+                "filter `size` needs a string, list or map, got {k}"
+            ));
         }
     };
     Ok(Value::Integer(i64::try_from(n).unwrap_or(i64::MAX)))
@@ -294,11 +265,10 @@ fn filter_plus(a: Value, b: Value) -> Result<Value, String> {
         (Some((x, fx)), Some((y, fy))) => Ok(Value::Float(
             fx.unwrap_or(x as f64) + fy.unwrap_or(y as f64),
         )),
-        _ => Err(format!(
-            "filter `plus` needs numbers, got {} and {}",
-            kind(&a),
-            kind(&b)
-        )),
+        _ => {
+            let (a, b) = (kind(&a), kind(&b));
+            Err(format!("filter `plus` needs numbers, got {a} and {b}"))
+        }
     }
 }
 
@@ -333,11 +303,6 @@ fn issue_fields(i: &Issue) -> [(&'static str, Value); 16] {
         ("updated_at", i.updated_at.as_deref().into()),
         ("closed", i.closed.into()),
     ]
-}
-
-fn context(issue: &Issue, attempt: Option<u32>) -> Value {
-    let issue = Value::from(issue_fields(issue));
-    Value::from([("issue", issue), ("attempt", attempt.into())])
 }
 
 /// A fully populated issue for load-time dry renders: every optional field set, lists non-empty.

@@ -2,27 +2,10 @@
 //! over the file, which kills a watch on the file itself) and ping the main loop, which debounces,
 //! re-reads and compares a content hash; a per-tick `stat` is the safety net.
 
-use std::ffi::OsString;
 use std::path::Path;
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver};
 use notify::{Event, EventKind, RecursiveMode, Watcher};
-
-/// True when a notify event may mean the workflow file changed. Our own reads (access events)
-/// never count; events on other files in the directory are ignored.
-pub(crate) fn is_relevant(event: &Event, file_name: &OsString) -> bool {
-    if matches!(event.kind, EventKind::Access(_)) {
-        return false;
-    }
-    // Rescans (overflow) carry no paths: treat them as "maybe changed".
-    if event.paths.is_empty() {
-        return true;
-    }
-    event
-        .paths
-        .iter()
-        .any(|p| p.file_name() == Some(file_name.as_os_str()))
-}
 
 /// Start watching `workflow_path`'s parent directory. Returns the watcher (drop it to stop
 /// watching) and a receiver of undebounced pings (coalesced: at most one is pending at a time).
@@ -30,13 +13,19 @@ pub fn watch_workflow(
     workflow_path: &Path,
 ) -> Result<(notify::RecommendedWatcher, Receiver<()>), String> {
     let abs = super::loader::workflow_dir(workflow_path);
-    let file_name: OsString = workflow_path
+    let file_name = workflow_path
         .file_name()
         .ok_or_else(|| format!("{} has no file name", workflow_path.display()))?
         .to_os_string();
-    let (tx, rx): (Sender<()>, Receiver<()>) = bounded(1);
+    let (tx, rx) = bounded(1);
+    // Our own reads (access events) never count, nor events on other files in the directory;
+    // rescans (overflow) carry no paths: "maybe changed".
+    let relevant = move |ev: &Event| {
+        !matches!(ev.kind, EventKind::Access(_))
+            && (ev.paths.is_empty() || ev.paths.iter().any(|p| p.file_name() == Some(&*file_name)))
+    };
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<Event>| match res {
-        Ok(ev) if is_relevant(&ev, &file_name) => {
+        Ok(ev) if relevant(&ev) => {
             // Full means a ping is already pending; that one covers this change too.
             let _ = tx.try_send(());
         }

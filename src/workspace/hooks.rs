@@ -43,28 +43,7 @@ impl Default for HooksConfig {
     }
 }
 
-/// Which hook (spec §5.3.4): a failed `after_create` or `before_run` fails the attempt; a failed
-/// `after_run` or `before_remove` is logged and ignored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HookKind {
-    AfterCreate,
-    BeforeRun,
-    AfterRun,
-    BeforeRemove,
-}
-
-impl HookKind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            HookKind::AfterCreate => "after_create",
-            HookKind::BeforeRun => "before_run",
-            HookKind::AfterRun => "after_run",
-            HookKind::BeforeRemove => "before_remove",
-        }
-    }
-}
-
-/// The environment a hook sees about its issue (see [`HookEnv::vars`]).
+/// The environment a hook sees about its issue (the `BATON_*` variables).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HookEnv {
     pub issue_id: String,
@@ -88,22 +67,6 @@ impl HookEnv {
             workspace: workspace.to_path_buf(),
         }
     }
-
-    /// The variables as (name, value) pairs. NUL bytes (which no environment can carry, and
-    /// which would fail every spawn) are removed.
-    pub fn vars(&self) -> Vec<(&'static str, OsString)> {
-        let vars = [
-            ("BATON_ISSUE_ID", self.issue_id.as_bytes()),
-            ("BATON_ISSUE_IDENTIFIER", self.issue_identifier.as_bytes()),
-            ("BATON_ISSUE_NUMBER", self.issue_number.as_bytes()),
-            ("BATON_ISSUE_REPO", self.issue_repo.as_bytes()),
-            ("BATON_ISSUE_URL", self.issue_url.as_bytes()),
-            ("BATON_ISSUE_STATUS", self.issue_status.as_bytes()),
-            ("BATON_WORKSPACE", self.workspace.as_os_str().as_bytes()),
-        ];
-        let clean = |v: &[u8]| OsString::from_vec(v.iter().copied().filter(|&b| b != 0).collect());
-        vars.into_iter().map(|(k, v)| (k, clean(v))).collect()
-    }
 }
 
 /// Shorten hook output for one log line: last `LOG_OUTPUT_CHARS` chars, newlines escaped.
@@ -124,15 +87,28 @@ pub fn run_hook(
     env: &HookEnv,
     timeout_ms: u64,
 ) -> Result<HookOutput, HookError> {
-    let vars: Vec<_> = env.vars().into_iter().map(|(k, v)| (k.into(), v)).collect();
+    let vars = [
+        ("BATON_ISSUE_ID", env.issue_id.as_bytes()),
+        ("BATON_ISSUE_IDENTIFIER", env.issue_identifier.as_bytes()),
+        ("BATON_ISSUE_NUMBER", env.issue_number.as_bytes()),
+        ("BATON_ISSUE_REPO", env.issue_repo.as_bytes()),
+        ("BATON_ISSUE_URL", env.issue_url.as_bytes()),
+        ("BATON_ISSUE_STATUS", env.issue_status.as_bytes()),
+        ("BATON_WORKSPACE", env.workspace.as_os_str().as_bytes()),
+    ];
+    // NUL bytes (which no environment can carry, and which would fail every spawn) are removed.
+    let clean = |v: &[u8]| OsString::from_vec(v.iter().copied().filter(|&b| b != 0).collect());
+    let vars = vars.map(|(k, v)| (k.into(), clean(v)));
     host.run_hook(script, cwd, &vars, Duration::from_millis(timeout_ms))
 }
 
-/// Run a hook if configured and log start/failure/timeout with issue context. Returns `Err` with
-/// a one-line reason when it failed (callers decide whether that is fatal).
+/// Run the hook `kind` (`after_create`, …) if configured, in `cwd` (its `BATON_WORKSPACE`), and
+/// log start/failure/timeout with issue context. Returns `Err` with a one-line reason when it
+/// failed: a failed `after_create` or `before_run` fails the attempt; a failed `after_run` or
+/// `before_remove` is logged and ignored.
 pub(crate) fn run_configured_hook(
     host: &dyn Host,
-    kind: HookKind,
+    kind: &str,
     script: Option<&str>,
     cwd: &Path,
     env: &HookEnv,
@@ -141,10 +117,14 @@ pub(crate) fn run_configured_hook(
     let Some(script) = script else {
         return Ok(());
     };
-    let (kind, id, ident) = (kind.as_str(), &env.issue_id, &env.issue_identifier);
+    let (id, ident) = (&env.issue_id, &env.issue_identifier);
     let ctx = format!("hook={kind} issue_id={id} issue_identifier={ident}");
     log::info!("hook starting {ctx} workspace={}", cwd.display());
-    match run_hook(host, script, cwd, env, timeout_ms) {
+    let env = HookEnv {
+        workspace: cwd.to_path_buf(),
+        ..env.clone()
+    };
+    match run_hook(host, script, cwd, &env, timeout_ms) {
         Ok(o) => {
             let (ms, out) = (o.elapsed.as_millis(), truncate_for_log(&o.stdout));
             log::debug!("hook finished {ctx} elapsed_ms={ms} stdout={out:?}");

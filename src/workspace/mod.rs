@@ -9,7 +9,7 @@ pub(crate) mod reaper;
 use std::path::Path;
 
 use crate::host::Host;
-use hooks::{run_configured_hook, HookEnv, HookKind, HooksConfig};
+use hooks::{run_configured_hook, HookEnv, HooksConfig};
 
 pub use crate::host::{sweep_tombstones, Workspace, WorkspaceError};
 pub use key::{workspace_key, workspace_path};
@@ -28,12 +28,8 @@ pub fn ensure_workspace(
     if !ws.created_now {
         return Ok(ws);
     }
-    let env = HookEnv {
-        workspace: ws.path.clone(),
-        ..env.clone()
-    };
-    let (kind, script) = (HookKind::AfterCreate, hooks.after_create.as_deref());
-    let Err(e) = run_configured_hook(host, kind, script, &ws.path, &env, hooks.timeout_ms) else {
+    let (kind, script) = ("after_create", hooks.after_create.as_deref());
+    let Err(e) = run_configured_hook(host, kind, script, &ws.path, env, hooks.timeout_ms) else {
         return Ok(ws);
     };
     if let Err(rm) = host.remove_workspace(root, path, &mut |_| {}) {
@@ -54,12 +50,8 @@ pub fn remove_workspace_on(
     env: &HookEnv,
 ) -> Result<bool, WorkspaceError> {
     let removed = host.remove_workspace(root, path, &mut |target| {
-        let env = HookEnv {
-            workspace: target.to_path_buf(),
-            ..env.clone()
-        };
-        let (kind, script) = (HookKind::BeforeRemove, hooks.before_remove.as_deref());
-        let _ = run_configured_hook(host, kind, script, target, &env, hooks.timeout_ms);
+        let (kind, script) = ("before_remove", hooks.before_remove.as_deref());
+        let _ = run_configured_hook(host, kind, script, target, env, hooks.timeout_ms);
     });
     // The agent CLI's per-issue state (sandboxed runs) goes with the workspace.
     let state = crate::host::sandbox::cli_state_dir(path);

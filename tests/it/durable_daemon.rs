@@ -713,7 +713,7 @@ fn assert_resumed_once(
 #[test]
 #[ignore = "benchmark: run scripts/bench/restart.sh"]
 fn bench_restart_to_first_resumed_agent() {
-    use baton::orchestrator::state::{OrchestratorState, RetryKind, RunningEntry};
+    use baton::orchestrator::state::{OrchestratorState, RetryEntry, RetryKind, RunningEntry};
     let dir = tempdir("bench-restart");
     let github = FakeGithub::start(BoardFixture::generated(1_000, "Todo"));
     let agent = dir.join("fake-claude");
@@ -751,8 +751,16 @@ fn bench_restart_to_first_resumed_agent() {
             (e.issue.id, e.issue.identifier) = (id.clone(), ident);
             st.running.insert(id, e);
         } else {
-            let r = st.queue_retry(&id, &ident, RetryKind::Failure, 2, now + 3_600_000, ws);
-            r.error = Some("worker exited: boom".into());
+            st.queue_retry(RetryEntry {
+                issue_id: id,
+                identifier: ident,
+                attempt: 2,
+                due_at: now + 3_600_000,
+                error: Some("worker exited: boom".into()),
+                kind: RetryKind::Failure,
+                workspace_path: ws,
+                ..RetryEntry::default()
+            });
         }
     }
     let sd = state_dir(&dir);

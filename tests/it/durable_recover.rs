@@ -8,8 +8,8 @@ use baton::orchestrator::restore::{
     check_summary, parse, restore, to_json, ParseError, INTERRUPTED,
 };
 use baton::orchestrator::state::{
-    BlockedEntry, IssueSpend, OrchestratorState, ParkKind, Policy, RetryKind, RunningEntry,
-    TokenCounts,
+    BlockedEntry, IssueSpend, OrchestratorState, ParkKind, Policy, RetryEntry, RetryKind,
+    RunningEntry, TokenCounts,
 };
 use baton::orchestrator::Action;
 use serde_json::json;
@@ -55,15 +55,16 @@ fn stored(s: &OrchestratorState) -> OrchestratorState {
 fn retry(s: &mut OrchestratorState, n: u64, due_at: u64, attempt: u32) {
     let i = issue(n, "Todo");
     let ws = PathBuf::from(format!("/ws/{}", i.identifier));
-    let r = s.queue_retry(
-        &i.id,
-        &i.identifier,
-        RetryKind::Failure,
+    s.queue_retry(RetryEntry {
+        issue_id: i.id.clone(),
+        identifier: i.identifier.clone(),
         attempt,
         due_at,
-        ws,
-    );
-    r.error = Some("boom".into());
+        error: Some("boom".into()),
+        kind: RetryKind::Failure,
+        workspace_path: ws,
+        ..RetryEntry::default()
+    });
 }
 
 #[test]

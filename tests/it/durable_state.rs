@@ -13,7 +13,7 @@ use baton::durable::{
     unsafe_reason, BackgroundSaver, StateDir, StateWriter, StoreError, WriteOutcome,
 };
 use baton::orchestrator::restore::to_json;
-use baton::orchestrator::state::{OrchestratorState, RetryKind};
+use baton::orchestrator::state::{OrchestratorState, RetryEntry, RetryKind};
 
 /// The `state.json` bytes of a state with `n` queued retries (every retry field set), the first
 /// value varying with `v`.
@@ -22,16 +22,17 @@ fn bytes(n: u64, v: u32) -> Vec<u8> {
     for k in 1..=n {
         let i = board_issue(k, "Todo");
         let ws = PathBuf::from(format!("/var/lib/baton/workspaces/{}", i.identifier));
-        let r = s.queue_retry(
-            &i.id,
-            &i.identifier,
-            RetryKind::Failure,
-            2,
-            1_796_000_000_000,
-            ws,
-        );
-        r.error = Some("agent exited with status 1: turn failed after tool error".into());
-        r.url = i.url.clone();
+        s.queue_retry(RetryEntry {
+            issue_id: i.id.clone(),
+            identifier: i.identifier.clone(),
+            url: i.url.clone(),
+            attempt: 2,
+            due_at: 1_796_000_000_000,
+            error: Some("agent exited with status 1: turn failed after tool error".into()),
+            kind: RetryKind::Failure,
+            workspace_path: ws,
+            ..RetryEntry::default()
+        });
         s.runs_since_active.insert(i.id.clone(), v);
     }
     to_json(&s).unwrap()

@@ -7,7 +7,7 @@ use crate::support::issues::issue;
 
 use baton::agent::{AgentEvent, AgentEventKind, TokenUsage};
 use baton::orchestrator::restore::{parse, restore, to_json};
-use baton::orchestrator::state::{Budget, OrchestratorState, Policy, RetryKind};
+use baton::orchestrator::state::{Budget, OrchestratorState, Policy, RetryEntry, RetryKind};
 use baton::orchestrator::{handle, Action, Event, ParkKind, WorkerOutcome};
 
 fn dispatched(actions: &[Action]) -> Vec<(String, u64, Option<u32>, bool)> {
@@ -373,8 +373,16 @@ fn bench_projection_of_1000_issues() {
         let i = issue(n, "Todo");
         st.runs_since_active.insert(i.id.clone(), 3);
         let ws = format!("/ws/{}", i.identifier).into();
-        let r = st.queue_retry(&i.id, &i.identifier, RetryKind::Failure, 2, 60_000, ws);
-        r.error = Some("worker exited: boom".into());
+        st.queue_retry(RetryEntry {
+            issue_id: i.id.clone(),
+            identifier: i.identifier.clone(),
+            attempt: 2,
+            due_at: 60_000,
+            error: Some("worker exited: boom".into()),
+            kind: RetryKind::Failure,
+            workspace_path: ws,
+            ..RetryEntry::default()
+        });
     }
     let mut writer = baton::durable::StateWriter::default();
     let rounds = 200u32;

@@ -63,7 +63,7 @@ fn a_hanging_token_lookup_during_reload_does_not_block_the_loop() {
         entered: entered_tx,
         release,
     });
-    let clock = Arc::new(SystemClock::new());
+    let clock = Arc::new(SystemClock::default());
     let (opts, inputs) = daemon_options(&wf_path, env, StubTracker::empty(), clock);
     let exited = spawn_daemon(move || run(opts));
     // No token in the file: the reload falls back to `gh auth token`, which hangs.

@@ -148,7 +148,7 @@ fn reopened_during_before_remove_waits_and_gets_a_fresh_workspace() {
         Box::new(move |_: &ServiceConfig| Ok(Arc::new(b.clone()) as Arc<dyn Tracker>)),
         Box::new(move |_: &ServiceConfig| Arc::new(r.clone()) as Arc<dyn AgentRunner>),
     );
-    let clock = Arc::new(SystemClock::new());
+    let clock = Arc::new(SystemClock::default());
     let (opts, inputs) = daemon_options_with(&wf_path, env, factories, clock);
     let exited = spawn_daemon(move || run(opts));
     let ws = dir.join("ws").join("acme__repo-1");

@@ -26,7 +26,7 @@ fn sigterm_during_a_hung_startup_validation_returns_at_once() {
         },
         ..StubTracker::empty()
     };
-    let clock = Arc::new(SystemClock::new());
+    let clock = Arc::new(SystemClock::default());
     let (opts, inputs) = daemon_options(&wf_path, Arc::new(TestEnv::none()), hung, clock);
     let rx = spawn_daemon(move || run(opts));
     assert!(

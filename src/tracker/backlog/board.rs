@@ -199,6 +199,7 @@ impl Board {
     /// Map one task to the normalized issue (see the module docs of `tracker::backlog`).
     pub fn to_issue(&self, t: &BoardTask, terminal_states: &[String]) -> Issue {
         let task = &t.task;
+        let blocker = |d: &String| self.blocker(d, terminal_states);
         Issue {
             id: task.id.clone(),
             item_id: String::new(),
@@ -212,11 +213,7 @@ impl Board {
             branch_name: None,
             url: Some(file_url(&t.path)),
             labels: normalize_labels(task.labels.iter().map(String::as_str)),
-            blocked_by: task
-                .dependencies
-                .iter()
-                .map(|d| self.blocker(d, terminal_states))
-                .collect(),
+            blocked_by: task.dependencies.iter().map(blocker).collect(),
             closed: t.location.is_terminal(),
             created_at: task.created_at.clone(),
             updated_at: task.updated_at.clone(),

@@ -46,14 +46,9 @@ fn parse(s: &Section<'_>) -> Result<TrackerConfig, ConfigError> {
 /// Preflight (no I/O): the board path is set. Whether it exists is a startup check
 /// ([`BacklogTracker::validate`]), so that `baton check` can say what it found there.
 fn check(cfg: &TrackerConfig) -> Vec<TrackerError> {
-    match cfg.path {
-        Some(_) => Vec::new(),
-        None => vec![TrackerError::with_class(
-            crate::tracker::TrackerErrorKind::MissingTrackerProject,
-            super::read::MISSING,
-            "tracker.path is not set",
-        )],
-    }
+    let kind = crate::tracker::TrackerErrorKind::MissingTrackerProject;
+    let unset = TrackerError::with_class(kind, super::read::MISSING, "tracker.path is not set");
+    cfg.path.is_none().then_some(unset).into_iter().collect()
 }
 
 /// The board directory of a parsed config (`backlog` in the current directory when unset).
@@ -70,13 +65,9 @@ fn open(cfg: &TrackerConfig) -> Result<Arc<dyn Tracker>, TrackerError> {
 /// One message per configured state that is not a board status (compared trimmed and
 /// lowercased), naming the setting and the state, with a "did you mean" hint when a status is
 /// within 3 edits. Empty when every state is known.
-pub fn validate_states(
-    statuses: &[String],
-    active_states: &[String],
-    terminal_states: &[String],
-) -> Vec<String> {
+pub fn validate_states(statuses: &[String], active: &[String], terminal: &[String]) -> Vec<String> {
     let mut out = Vec::new();
-    for (which, states) in [("active", active_states), ("terminal", terminal_states)] {
+    for (which, states) in [("active", active), ("terminal", terminal)] {
         for s in states {
             if contains_name(statuses, s) {
                 continue;
@@ -97,13 +88,9 @@ pub fn validate_states(
 pub(crate) fn report(cfg: &TrackerConfig, r: &mut CheckLines) -> Option<Vec<Issue>> {
     // Read directly, not through the tracker's reader: the report lists the warnings itself,
     // so they are not logged too.
-    let board = match read_board(&board_dir(cfg)) {
-        Ok(b) => b,
-        Err(e) => {
-            r.push("fail", format!("board: {e}"));
-            return None;
-        }
-    };
+    let board = (read_board(&board_dir(cfg)))
+        .map_err(|e| r.push("fail", format!("board: {e}")))
+        .ok()?;
     r.push("ok", format!("board: {}", board.dir.display()));
     let names: Vec<&str> = board.config.statuses.iter().map(String::as_str).collect();
     let noun = "status of the Backlog.md board (config.yml statuses)";

@@ -1,14 +1,5 @@
-//! A local tracker: a Backlog.md board (npm `backlog.md`) in the repository, read-only. The
-//! board directory (default `backlog/`) holds `config.yml` (its `statuses`) and one Markdown file
-//! per task with YAML front matter, `tasks/task-<n> - <Title>.md`; Baton reads `tasks/`,
-//! `completed/` and `archive/tasks/` (both terminal, like a CLOSED GitHub issue). How a task maps
-//! to an [`Issue`](crate::model::Issue): docs/trackers/backlog.md.
-//!
-//! Layers: [`parse`] (pure text → typed rows), [`board`] (pure assembly, duplicates, mapping,
-//! selection), [`read`] (the filesystem walk), and [`BoardReader`], which logs each warning once
-//! while it persists. On top of them, the tracker kind `backlog_md`: [`config`] (`tracker.path`,
-//! the registry entry, state validation, its section of `baton check`), [`BacklogTracker`] and
-//! [`watch`] (the debounced board watch behind `Tracker::watch`). Baton never writes the board.
+//! A local, read-only tracker: a Backlog.md board (npm `backlog.md`) in the repository; its
+//! layout, layers and mapping to issues: ARCHITECTURE.md and docs/trackers/backlog.md.
 //!
 //! One poll refreshes the running tasks, validates (which reads only `config.yml`) and fetches
 //! the candidates, and a 5,000-task board takes about 110 ms of CPU to read, so while the board
@@ -25,7 +16,7 @@ pub mod watch;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
@@ -64,11 +55,8 @@ impl BoardReader {
         let board = read_board_keeping(&self.dir, &self.owners)?;
         self.owners = board.owners();
         let current: HashSet<BoardWarning> = board.warnings.iter().cloned().collect();
-        for w in board
-            .warnings
-            .iter()
-            .filter(|w| !self.reported.contains(*w))
-        {
+        let reported = &self.reported;
+        for w in board.warnings.iter().filter(|w| !reported.contains(*w)) {
             match w.kind {
                 WarningKind::DuplicateId => log::error!("backlog board: {}", w.message),
                 _ => log::warn!("backlog board: {}", w.message),
@@ -118,7 +106,8 @@ impl BacklogTracker {
     /// The whole board: read now (new warnings are logged once), or the last read while the
     /// board is watched, nothing changed since that read began, and it is under [`REUSE_FOR`] old.
     pub fn board(&self) -> Result<Arc<Board>, TrackerError> {
-        let mut r = self.lock();
+        // A panic while holding the lock leaves only a warning set behind; keep going.
+        let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let changes = self.changes.load(Ordering::SeqCst);
         if let Some((seen, at, board)) = &r.1 {
             if self.watched.load(Ordering::SeqCst) && *seen == changes && at.elapsed() < REUSE_FOR {
@@ -130,11 +119,6 @@ impl BacklogTracker {
         let board = Arc::new(r.0.read()?);
         r.1 = Some((changes, at, board.clone()));
         Ok(board)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Reader> {
-        // A panic while holding the lock leaves only a warning set behind; keep going.
-        self.reader.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -167,12 +151,8 @@ impl Tracker for BacklogTracker {
         if problems.is_empty() {
             return Ok(());
         }
-        let kind = TrackerErrorKind::MissingTrackerProject;
-        Err(TrackerError::with_class(
-            kind,
-            UNKNOWN_STATE_CLASS,
-            problems.join("; "),
-        ))
+        let (kind, why) = (TrackerErrorKind::MissingTrackerProject, problems.join("; "));
+        Err(TrackerError::with_class(kind, UNKNOWN_STATE_CLASS, why))
     }
 
     fn reset_cache(&self) {}

@@ -95,11 +95,9 @@ fn read_config(dir: &Path) -> Result<(BoardConfig, Option<BoardWarning>), Tracke
         return Ok((BoardConfig::default(), Some(warning)));
     };
     let bytes = read_capped(&path)
-        .and_then(|b| b.ok_or_else(|| "cannot read file: not a regular file".into()))
-        .map_err(|p| err(BAD_CONFIG, &path, p))?;
-    let cfg = utf8(&bytes).and_then(parse_config);
-    let cfg = cfg.map_err(|e| err(BAD_CONFIG, &path, e))?;
-    Ok((cfg, None))
+        .and_then(|b| b.ok_or_else(|| "cannot read file: not a regular file".into()));
+    let cfg = bytes.and_then(|b| utf8(&b).and_then(parse_config));
+    Ok((cfg.map_err(|e| err(BAD_CONFIG, &path, e))?, None))
 }
 
 /// Add every task file of one folder to `out`. A missing folder is empty (Backlog.md creates
@@ -127,14 +125,12 @@ fn scan_folder(
             Ok(None) => continue, // deleted meanwhile, or a directory, FIFO, socket, device
             Err(p) => Err(p),
         };
-        out.push(
-            task.map(|task| BoardTask {
-                path: path.clone(),
-                location,
-                task,
-            })
-            .map_err(|p| (path, p)),
-        );
+        let task = task.map(|task| BoardTask {
+            path: path.clone(),
+            location,
+            task,
+        });
+        out.push(task.map_err(|p| (path, p)));
     }
     Ok(())
 }

@@ -29,9 +29,8 @@ pub fn is_relevant(event: &Event, board: &Path) -> bool {
     }
     event.paths.iter().any(|p| {
         let rel = p.strip_prefix(board).unwrap_or(p);
-        let in_drafts = rel
-            .components()
-            .any(|c| c == Component::Normal("drafts".as_ref()));
+        let drafts = Component::Normal("drafts".as_ref());
+        let in_drafts = rel.components().any(|c| c == drafts);
         let name = rel.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let lower = name.to_ascii_lowercase();
         let relevant_name =

@@ -123,21 +123,16 @@ impl Reply {
     /// The budget this reply reports: its body's `rateLimit` when present, else the headers.
     pub fn rate_limit(&self) -> Option<TrackerBudget> {
         let meta = &self.meta;
-        if let Some(rl) = &self.data.rate_limit {
-            return Some(rl.clone());
-        }
-        if meta.remaining.is_none() && meta.limit.is_none() {
-            return None;
-        }
-        Some(TrackerBudget {
+        let from_headers = || TrackerBudget {
             remaining: meta.remaining,
             limit: meta.limit,
-            reset_at: meta
-                .reset_epoch
+            reset_at: (meta.reset_epoch)
                 .and_then(|s| UNIX_EPOCH.checked_add(Duration::from_secs(s)))
                 .map(crate::timefmt::rfc3339),
             last_cost: None,
-        })
+        };
+        let headers = meta.remaining.is_some() || meta.limit.is_some();
+        (self.data.rate_limit.clone()).or_else(|| headers.then(from_headers))
     }
 
     /// Errors other than those `tolerated` (and errors about `rateLimit`, which GHES may lack)
@@ -167,18 +162,13 @@ impl Reply {
 
 /// `TYPE: message; TYPE: message` (at most 3, each truncated, scrubbed).
 pub fn describe_errors(errors: &[GraphqlError], token: &Secret) -> String {
-    let mut parts: Vec<String> = errors
-        .iter()
-        .take(3)
-        .map(|e| {
-            let label = e.kind.as_deref().or(e.code.as_deref()).unwrap_or("ERROR");
-            format!(
-                "{}: {}",
-                single_line(&scrub(label, token), 60),
-                single_line(&scrub(&e.message, token), 300)
-            )
-        })
-        .collect();
+    let describe = |e: &GraphqlError| {
+        let label = e.kind.as_deref().or(e.code.as_deref()).unwrap_or("ERROR");
+        let label = single_line(&scrub(label, token), 60);
+        let message = single_line(&scrub(&e.message, token), 300);
+        format!("{label}: {message}")
+    };
+    let mut parts: Vec<String> = errors.iter().take(3).map(describe).collect();
     if errors.len() > 3 {
         parts.push(format!("and {} more", errors.len() - 3));
     }
@@ -212,10 +202,7 @@ pub fn redact_userinfo(text: &str) -> String {
             .unwrap_or(tail.len());
         let authority = &tail[..end];
         match authority.rfind('@') {
-            Some(at) => {
-                out.push_str("***");
-                out.push_str(&authority[at..]);
-            }
+            Some(at) => out.push_str(&format!("***{}", &authority[at..])),
             None => out.push_str(authority),
         }
         rest = &tail[end..];
@@ -227,15 +214,10 @@ pub fn redact_userinfo(text: &str) -> String {
 /// The credential parts of an endpoint's userinfo (user and password, percent-decoded too), to
 /// scrub wherever they appear on their own (a transport error, an echoed body).
 fn endpoint_secrets(endpoint: &str) -> Vec<String> {
-    let Some(i) = endpoint.find("://") else {
-        return Vec::new();
-    };
-    let tail = &endpoint[i + 3..];
+    // Without userinfo every part is empty, and dropped below.
+    let tail = endpoint.split_once("://").map_or("", |(_, tail)| tail);
     let authority = &tail[..tail.find(['/', '?', '#']).unwrap_or(tail.len())];
-    let Some(at) = authority.rfind('@') else {
-        return Vec::new();
-    };
-    let userinfo = &authority[..at];
+    let userinfo = authority.rfind('@').map_or("", |at| &authority[..at]);
     let mut out = vec![userinfo.to_string()];
     for part in userinfo.split(':') {
         out.push(part.to_string());
@@ -297,29 +279,20 @@ pub fn classify_response(
         errors: parse_errors(errors.as_ref()),
         meta: meta.clone(),
     };
-    let rest_message = message
-        .as_ref()
-        .and_then(Value::as_str)
-        .map(|m| single_line(&scrub(m, token), 300));
+    let rest_message = message.as_ref().and_then(Value::as_str);
+    let rest_message = rest_message.map(|m| single_line(&scrub(m, token), 300));
     if status != 200 {
-        let shown = (rest_message.clone()).unwrap_or_else(|| format!("{} byte body", body.len()));
-        return Err(classify_failure(
-            status,
-            &reply,
-            rest_message,
-            &shown,
-            token,
-            now,
-        ));
+        let failure = classify_failure(status, &reply, rest_message, body.len(), token, now);
+        return Err(failure);
     }
     if reply.errors.iter().any(|e| {
         matches!(e.kind.as_deref(), Some("RATE_LIMITED" | "RATE_LIMIT"))
             || e.code.as_deref() == Some("graphql_rate_limit")
     }) {
+        let default = || clamped_wait(now, SECONDARY_LIMIT_DEFAULT_WAIT.as_secs());
         let at = meta
             .reset_epoch
-            .map(|r| reset_time(r, now))
-            .unwrap_or_else(|| clamped_wait(now, SECONDARY_LIMIT_DEFAULT_WAIT.as_secs()));
+            .map_or_else(default, |r| reset_time(r, now));
         let errors = describe_errors(&reply.errors, token);
         return Err(rate_limited(format!("primary rate limit: {errors}"), at));
     }
@@ -345,17 +318,18 @@ pub fn classify_response(
     Ok(reply)
 }
 
-/// The error for a non-200 reply: auth, rate limit (primary or secondary) or status. `shown` is
-/// the REST message, else the body's size.
+/// The error for a non-200 reply: auth, rate limit (primary or secondary) or status, showing the
+/// REST message, else the body's size.
 fn classify_failure(
     status: u16,
     reply: &Reply,
     rest_message: Option<String>,
-    shown: &str,
+    body_len: usize,
     token: &Secret,
     now: SystemTime,
 ) -> TrackerError {
     let meta = &reply.meta;
+    let shown = (rest_message.clone()).unwrap_or_else(|| format!("{body_len} byte body"));
     if status == 401 {
         let message = format!("GitHub rejected the token (HTTP 401: {shown}); check tracker.token (scopes: read:project and repository read)");
         return super::error(TrackerErrorKind::Auth, message);
@@ -366,10 +340,8 @@ fn classify_failure(
         let (which, at) = match (meta.remaining, meta.reset_epoch) {
             _ if secondary || meta.retry_after_secs.is_some() || status == 429 => {
                 let default = SECONDARY_LIMIT_DEFAULT_WAIT.as_secs();
-                (
-                    "secondary",
-                    clamped_wait(now, meta.retry_after_secs.unwrap_or(default)),
-                )
+                let wait = meta.retry_after_secs.unwrap_or(default);
+                ("secondary", clamped_wait(now, wait))
             }
             (Some(0), Some(reset)) => ("primary", reset_time(reset, now)),
             _ => {
@@ -487,11 +459,8 @@ impl GraphqlClient {
 
     /// Scrub the token and the endpoint's credentials from `text`.
     pub(crate) fn scrub_all<'a>(&self, text: Cow<'a, str>) -> Cow<'a, str> {
-        let mut out = scrub_secret(text, self.token.expose());
-        for secret in &self.endpoint_secrets {
-            out = scrub_secret(out, secret);
-        }
-        out
+        let out = scrub_secret(text, self.token.expose());
+        (self.endpoint_secrets.iter()).fold(out, |out, secret| scrub_secret(out, secret))
     }
 
     /// The endpoint as it may be shown (userinfo replaced by `***`).

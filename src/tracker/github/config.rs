@@ -18,9 +18,6 @@ use crate::tracker::{Tracker, TrackerError, TrackerErrorKind};
 /// Default GitHub GraphQL endpoint.
 pub const DEFAULT_ENDPOINT: &str = "https://api.github.com/graphql";
 
-/// Default `tracker.max_items`: the most project items one board read may return.
-pub const DEFAULT_MAX_ITEMS: u64 = 20_000;
-
 /// Largest accepted `tracker.max_items`.
 pub const MAX_MAX_ITEMS: u64 = 1_000_000;
 
@@ -98,9 +95,7 @@ pub(crate) fn required(cfg: &TrackerConfig) -> Result<(Secret, String, u64), Vec
         (cfg.project_number.is_none(), TrackerErrorKind::MissingTrackerProject, "tracker.project_number is required (the number in the project's URL)"),
     ];
     let missing = problems.into_iter().filter(|p| p.0);
-    Err(missing
-        .map(|(_, kind, msg)| TrackerError::new(kind, msg))
-        .collect())
+    Err(missing.map(|p| TrackerError::new(p.1, p.2)).collect())
 }
 
 /// The warning for an `http://` endpoint whose host is not loopback: the token would cross the
@@ -136,22 +131,16 @@ fn report(cfg: &TrackerConfig, r: &mut CheckLines) -> Option<Vec<Issue>> {
     }
     // It fails only on what the preflight has reported already (the kind, token, owner, number).
     let tracker = GithubTracker::new(cfg).ok()?;
-    if !check_project(r, &tracker, cfg) {
-        return None;
-    }
+    check_project(r, &tracker, cfg)?;
     check_board(r, &tracker).map(|b| b.issues)
 }
 
 /// The project, its Status and priority fields, the configured states and the rate limit;
-/// false when the project cannot be resolved.
-fn check_project(r: &mut CheckLines, tracker: &GithubTracker, cfg: &TrackerConfig) -> bool {
-    let project = match tracker.project() {
-        Ok(p) => p,
-        Err(e) => {
-            r.push("fail", format!("project: {e}"));
-            return false;
-        }
-    };
+/// `None` when the project cannot be resolved.
+fn check_project(r: &mut CheckLines, tracker: &GithubTracker, cfg: &TrackerConfig) -> Option<()> {
+    let project = (tracker.project())
+        .map_err(|e| r.push("fail", format!("project: {e}")))
+        .ok()?;
     let (owner, number, title) = (&tracker.owner, tracker.number, quoted(&project.title));
     let text = format!("project: {owner} #{number} {title} ({})", project.id);
     r.push("ok", text);
@@ -185,7 +174,7 @@ fn check_project(r: &mut CheckLines, tracker: &GithubTracker, cfg: &TrackerConfi
         None => "rate limit: not reported (rate limits disabled on this server)".into(),
     };
     r.push("ok", text);
-    true
+    Some(())
 }
 
 /// Fetch the whole board and summarize what was skipped; `None` when the fetch failed.
@@ -195,13 +184,9 @@ fn check_board(r: &mut CheckLines, tracker: &GithubTracker) -> Option<Board> {
     let points = crate::tracker::take_points();
     let limit = tracker.rate_limit().and_then(|rl| rl.limit);
     r.1 = limit.map(|l| (points, l));
-    let board = match read {
-        Ok(b) => b,
-        Err(e) => {
-            r.push("fail", format!("board: {e}"));
-            return None;
-        }
-    };
+    let board = read
+        .map_err(|e| r.push("fail", format!("board: {e}")))
+        .ok()?;
     let d = &board.dropped;
     r.push("ok", format!(
         "board: {} issues with a Status; skipped {} draft, {} pull request, {} redacted, {} archived, {} malformed, {} without Status",
@@ -217,10 +202,8 @@ fn check_board(r: &mut CheckLines, tracker: &GithubTracker) -> Option<Board> {
         r.push("warn", "malformed items were skipped (see the log)");
     }
     if !tracker.dependencies_supported() {
-        r.push(
-            "warn",
-            "this server has no issue dependencies: blockers are ignored",
-        );
+        let why = "this server has no issue dependencies: blockers are ignored";
+        r.push("warn", why);
     }
     Some(board)
 }

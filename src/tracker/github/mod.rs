@@ -13,6 +13,7 @@ pub(crate) mod config;
 pub(crate) mod normalize;
 pub mod queries;
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,7 +24,7 @@ use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, GraphqlError, Reply};
 use self::config::OwnerType;
-use self::normalize::{selected, ItemRow, ItemsOnPage, Leaf, NodeRow, PriorityField, ProjectInfo};
+use self::normalize::{selected, ItemRow, Leaf, NodeRow, PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
 use crate::text::single_line;
@@ -32,9 +33,6 @@ use crate::tracker::{BoardRead, Tracker, TrackerBudget, TrackerConfig, TrackerEr
 
 /// This tracker's `tracker.kind`.
 pub(crate) const TRACKER_KIND: &str = "github_projects";
-
-/// Ids per `nodes(ids:)` request (GitHub rejects more than 100).
-pub(crate) const MAX_IDS_PER_REQUEST: usize = 100;
 
 /// Log targets of the HTTP stack. At TRACE, `ureq_proto` hex-dumps the raw request bytes,
 /// including the `Authorization: Bearer` header; the process logger MUST cap these targets at
@@ -87,11 +85,10 @@ pub struct Board {
     pub dropped: DroppedCounts,
 }
 
-/// Requests and rate-limit points (`rateLimit.cost`) spent by one operation, logged at debug.
-#[derive(Debug, Default)]
-struct OpStats {
-    requests: u32,
-    cost: i64,
+thread_local! {
+    /// Requests and rate-limit points (`rateLimit.cost`) of the operation running on this
+    /// thread (calls are blocking), logged at debug by [`GithubTracker::with_stats`].
+    static OP_STATS: Cell<(u32, i64)> = const { Cell::new((0, 0)) };
 }
 
 /// The GitHub Projects v2 implementation of [`Tracker`].
@@ -129,10 +126,9 @@ impl GithubTracker {
     /// `missing_tracker_token` or `missing_tracker_project` before any request.
     pub fn new(cfg: &TrackerConfig) -> Result<Self, TrackerError> {
         if cfg.kind.as_deref() != Some(TRACKER_KIND) {
-            return Err(TrackerError::new(
-                TrackerErrorKind::UnsupportedTrackerKind,
-                crate::tracker::config::kind_message(cfg.kind.as_deref()),
-            ));
+            let why = crate::tracker::config::kind_message(cfg.kind.as_deref());
+            let kind = TrackerErrorKind::UnsupportedTrackerKind;
+            return Err(TrackerError::new(kind, why));
         }
         let (token, owner, number) = config::required(cfg).map_err(|mut errs| errs.remove(0))?;
         if let Some(w) = config::cleartext_warning(&cfg.endpoint) {
@@ -157,7 +153,7 @@ impl GithubTracker {
         if let Some(p) = lock(&self.project).clone() {
             return Ok(p);
         }
-        let res = self.with_stats("resolve_project", |s| self.resolve_project(s).map(Arc::new));
+        let res = self.with_stats("resolve_project", || self.resolve_project().map(Arc::new));
         *lock(&self.project) = res.as_ref().ok().cloned();
         res
     }
@@ -167,19 +163,13 @@ impl GithubTracker {
         self.deps_supported.load(Ordering::Relaxed)
     }
 
-    fn resolve_project(&self, stats: &mut OpStats) -> Result<ProjectInfo, TrackerError> {
+    fn resolve_project(&self) -> Result<ProjectInfo, TrackerError> {
         let q = match self.cfg.owner_type {
             OwnerType::Organization => &queries::RESOLVE_ORG_PROJECT,
             OwnerType::User => &queries::RESOLVE_USER_PROJECT,
         };
-        let vars = json!({
-            "owner": self.owner,
-            "number": self.number,
-            "statusField": self.cfg.status_field,
-            "priorityField": self.cfg.priority_field.clone().unwrap_or_default(),
-            "withPriority": self.cfg.priority_field.is_some(),
-        });
-        let reply = self.request(q, vars, stats)?;
+        let vars = json!({ "owner": self.owner, "number": self.number });
+        let reply = self.request(q, vars, None)?;
         let token = self.client.token();
         let p = normalize::parse_project(&reply, &self.cfg, &self.owner, self.number, token)?;
         if let PriorityField::Unusable(why) = &p.priority {
@@ -190,30 +180,39 @@ impl GithubTracker {
         Ok(p)
     }
 
-    fn request(&self, q: &Query, vars: Value, stats: &mut OpStats) -> Result<Reply, TrackerError> {
-        stats.requests += 1;
+    /// POST `q` with `vars` and the field variables every query takes (`withPriority`: the
+    /// priority field is configured while resolving `None`, resolved on `project` after).
+    fn request(
+        &self,
+        q: &Query,
+        mut vars: Value,
+        project: Option<&ProjectInfo>,
+    ) -> Result<Reply, TrackerError> {
+        let priority = self.cfg.priority_field.as_deref();
+        vars["statusField"] = json!(self.cfg.status_field);
+        vars["priorityField"] = json!(priority.unwrap_or_default());
+        vars["withPriority"] = json!(project.map_or(priority.is_some(), |p| {
+            matches!(p.priority, PriorityField::Resolved(_))
+        }));
+        OP_STATS.with(|s| s.set((s.get().0 + 1, s.get().1)));
         let reply = self.client.post(q, vars)?;
         if let Some(rl) = reply.rate_limit() {
             let cost = rl.last_cost.unwrap_or(0);
-            stats.cost = stats.cost.saturating_add(cost);
+            OP_STATS.with(|s| s.set((s.get().0, s.get().1.saturating_add(cost))));
             crate::tracker::spend_points(cost);
             *lock(&self.rate) = Some(rl);
         }
         Ok(reply)
     }
 
-    /// Run one operation `op` and log what it spent.
-    fn with_stats<T>(
-        &self,
-        op: &str,
-        f: impl FnOnce(&mut OpStats) -> Result<T, TrackerError>,
-    ) -> Result<T, TrackerError> {
-        let mut stats = OpStats::default();
-        let res = f(&mut stats);
+    /// Run one operation `op` and log what it spent (an operation nested in it counts apart).
+    fn with_stats<T>(&self, op: &str, f: impl FnOnce() -> T) -> T {
+        let outer = OP_STATS.replace((0, 0));
+        let res = f();
+        let (requests, cost) = OP_STATS.replace(outer);
         let rl = lock(&self.rate).clone().unwrap_or_default();
         let remaining: String = rl.remaining.map_or("unknown".into(), |r| r.to_string());
         let reset_at = rl.reset_at.as_deref().unwrap_or("unknown");
-        let OpStats { requests, cost } = stats;
         log::debug!("tracker_requests op={op} requests={requests} cost={cost} remaining={remaining} reset_at={reset_at}");
         res
     }
@@ -221,9 +220,7 @@ impl GithubTracker {
     /// Page through every non-archived item and normalize the Issues (no repo/status filter).
     /// With `filter_states` and `tracker.server_side_filter`, the pages are narrowed server-side.
     pub fn fetch_board(&self, filter_states: Option<&[String]>) -> Result<Board, TrackerError> {
-        self.with_stats("fetch_board", |s| {
-            self.read_pages(filter_states, &|_| true, s)
-        })
+        self.with_stats("fetch_board", || self.read_pages(filter_states, &|_| true))
     }
 
     /// The paging loop. Each page is normalized as it arrives and then dropped: only the issues
@@ -232,7 +229,6 @@ impl GithubTracker {
         &self,
         filter_states: Option<&[String]>,
         keep: &dyn Fn(&Issue) -> bool,
-        stats: &mut OpStats,
     ) -> Result<Board, TrackerError> {
         let project = self.project()?;
         let filtered = self.cfg.server_side_filter && self.filter_supported.load(Ordering::Relaxed);
@@ -256,7 +252,7 @@ impl GithubTracker {
             if let Some(f) = &filter {
                 vars["query"] = json!(f);
             }
-            let reply = self.request(q, self.field_vars(&project, vars), stats)?;
+            let reply = self.request(q, vars, Some(&project))?;
             if let Some(e) = reply.errors.iter().find(|e| e.is_schema_capability_error()) {
                 if deps && is_about_blockers(e) {
                     self.disable_dependencies();
@@ -265,7 +261,7 @@ impl GithubTracker {
                 if filter.is_some() && !is_about_blockers(e) {
                     log::warn!("tracker_server_side_filter_unavailable reason=\"the server rejects items(query:)\" effect=\"filtering client-side only\"");
                     self.filter_supported.store(false, Ordering::Relaxed);
-                    return self.read_pages(filter_states, keep, stats);
+                    return self.read_pages(filter_states, keep);
                 }
             }
             // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
@@ -285,7 +281,12 @@ impl GithubTracker {
                 None => unknown(e),
                 _ => error(TrackerErrorKind::Pagination, format!("page {pages} {e}")),
             })?;
-            acc.add_items(items.nodes.len(), self.cfg.max_items)?;
+            let (max, got) = (self.cfg.max_items, items.nodes.len() as u64);
+            acc.items = acc.items.saturating_add(got);
+            if acc.items > max {
+                let why = format!("the board has more than tracker.max_items = {max} items; raise tracker.max_items or archive items");
+                return Err(too_large(why));
+            }
             for raw in &items.nodes {
                 self.add_item(&project, raw, keep, &mut acc)?;
             }
@@ -309,14 +310,6 @@ impl GithubTracker {
         TrackerError::new(TrackerErrorKind::MissingTrackerProject, why)
     }
 
-    /// `vars` with the status/priority field variables every item query takes.
-    fn field_vars(&self, project: &ProjectInfo, mut vars: Value) -> Value {
-        vars["statusField"] = json!(self.cfg.status_field);
-        vars["priorityField"] = json!(self.cfg.priority_field.clone().unwrap_or_default());
-        vars["withPriority"] = json!(matches!(project.priority, PriorityField::Resolved(_)));
-        vars
-    }
-
     fn disable_dependencies(&self) {
         log::warn!("tracker_dependencies_unavailable reason=\"the server's schema has no Issue.blockedBy\" effect=\"blocked_by is [] from now on\"");
         self.deps_supported.store(false, Ordering::Relaxed);
@@ -332,12 +325,9 @@ impl GithubTracker {
         acc: &mut BoardAcc,
     ) -> Result<(), TrackerError> {
         let deps = self.deps_supported.load(Ordering::Relaxed);
-        let (content, mut issue) = match self.normalize_item(project, raw) {
-            Ok(found) => found,
-            Err(reason) => {
-                *reason(&mut acc.board.dropped) += 1;
-                return Ok(());
-            }
+        let count = |reason: DropReason| *reason(&mut acc.board.dropped) += 1;
+        let Ok((content, mut issue)) = self.normalize_item(project, raw).map_err(count) else {
+            return Ok(());
         };
         if deps {
             acc.status_by_id
@@ -353,7 +343,12 @@ impl GithubTracker {
             let terminal = &self.cfg.terminal_states;
             issue.blocked_by = normalize::normalize_blockers(&content, terminal, None);
         }
-        acc.add_kept(kept_bytes(&issue))?;
+        acc.kept_bytes = acc.kept_bytes.saturating_add(kept_bytes(&issue));
+        if acc.kept_bytes > MAX_KEPT_BYTES {
+            let mib = MAX_KEPT_BYTES / (1024 * 1024);
+            let why = format!("the board's issues hold more than {mib} MiB of text");
+            return Err(too_large(why));
+        }
         acc.board.issues.push(issue);
         Ok(())
     }
@@ -365,18 +360,14 @@ impl GithubTracker {
     /// archived) fall back to OPEN/CLOSED as the spec allows.
     fn finish_board(&self, acc: BoardAcc) -> Board {
         let (mut board, status_by_id) = (acc.board, acc.status_by_id);
-        let deps = self.deps_supported.load(Ordering::Relaxed);
-        for issue in &mut board.issues {
-            if !deps {
-                issue.blocked_by.clear();
-                continue;
-            }
-            for b in &mut issue.blocked_by {
-                if let Some(status) = status_by_id.get(&b.id) {
-                    let closed = b.terminal && b.state == "CLOSED";
-                    b.terminal = closed || contains_name(&self.cfg.terminal_states, status);
-                    b.state = status.clone();
-                }
+        if !self.deps_supported.load(Ordering::Relaxed) {
+            board.issues.iter_mut().for_each(|i| i.blocked_by.clear());
+        }
+        for b in board.issues.iter_mut().flat_map(|i| &mut i.blocked_by) {
+            if let Some(status) = status_by_id.get(&b.id) {
+                let closed = b.terminal && b.state == "CLOSED";
+                b.terminal = closed || contains_name(&self.cfg.terminal_states, status);
+                b.state = status.clone();
             }
         }
         board
@@ -399,30 +390,26 @@ impl GithubTracker {
             struct Id {
                 id: Option<String>,
             }
-            let id = serde_json::from_str::<Id>(raw.get())
-                .ok()
-                .and_then(|i| i.id);
-            malformed(id.as_deref().unwrap_or_default(), &e.to_string())
+            let id = serde_json::from_str::<Id>(raw.get()).ok();
+            let id = id.and_then(|i| i.id).unwrap_or_default();
+            malformed(&id, &e.to_string())
         })?;
         let item_id = item.id.as_deref().unwrap_or("");
         if item.is_archived == Some(true) {
             return Err(|d| &mut d.archived);
         }
         let typename = item.content.as_ref().and_then(|c| c.typename.as_deref());
-        match (item.kind.as_deref(), typename) {
-            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => return Err(|d| &mut d.drafts),
-            (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => {
-                return Err(|d| &mut d.pull_requests)
-            }
-            (_, Some("Issue")) => {}
-            (Some("REDACTED"), _) | (_, None) => return Err(|d| &mut d.redacted),
-            (_, Some(other)) => {
-                return Err(malformed(
-                    item_id,
-                    &format!("unexpected content type {other}"),
-                ))
-            }
-        }
+        let issue_item: Result<(), DropReason> = match (item.kind.as_deref(), typename) {
+            (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => Err(|d| &mut d.drafts),
+            (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => Err(|d| &mut d.pull_requests),
+            (_, Some("Issue")) => Ok(()),
+            (Some("REDACTED"), _) | (_, None) => Err(|d| &mut d.redacted),
+            (_, Some(other)) => Err(malformed(
+                item_id,
+                &format!("unexpected content type {other}"),
+            )),
+        };
+        issue_item?;
         let Some(status) = selected(item.status.as_ref().and_then(Option::as_ref)) else {
             return Err(|d| &mut d.no_status);
         };
@@ -446,12 +433,8 @@ impl GithubTracker {
             logged.remove(&issue.id);
             return;
         }
-        log::warn!(
-            "event=issue_fields_truncated issue_id={} issue_identifier={} lists={} effect=\"not dispatched while a label or blocker rule depends on them\"",
-            issue.id,
-            issue.identifier,
-            issue.truncated.join(",")
-        );
+        let (id, ident, lists) = (&issue.id, &issue.identifier, issue.truncated.join(","));
+        log::warn!("event=issue_fields_truncated issue_id={id} issue_identifier={ident} lists={lists} effect=\"not dispatched while a label or blocker rule depends on them\"");
         if logged.len() >= 10_000 {
             logged.clear();
         }
@@ -479,12 +462,7 @@ impl GithubTracker {
 
     /// Refresh `ids` (deduplicated, blank ones dropped) 100 per request; `shallow` uses
     /// `RefreshRunning` (no blockers).
-    fn refresh_ids(
-        &self,
-        op: &str,
-        ids: &[String],
-        shallow: bool,
-    ) -> Result<Vec<Issue>, TrackerError> {
+    fn refresh_ids(&self, ids: &[String], shallow: bool) -> Result<Vec<Issue>, TrackerError> {
         let mut seen = HashSet::new();
         let unique: Vec<String> = ids
             .iter()
@@ -496,10 +474,12 @@ impl GithubTracker {
             return Ok(Vec::new());
         }
         let project = self.project()?;
-        self.with_stats(op, |stats| {
+        let op = ["fetch_issue_states_by_ids", "refresh_running"][usize::from(shallow)];
+        self.with_stats(op, || {
             let mut out = Vec::new();
-            for chunk in unique.chunks(MAX_IDS_PER_REQUEST) {
-                self.refresh_chunk(&project, chunk, shallow, stats, &mut out)?;
+            // GitHub rejects more than 100 ids per `nodes(ids:)`.
+            for chunk in unique.chunks(100) {
+                self.refresh_chunk(&project, chunk, shallow, &mut out)?;
             }
             Ok(out)
         })
@@ -510,28 +490,22 @@ impl GithubTracker {
         project: &ProjectInfo,
         ids: &[String],
         shallow: bool,
-        stats: &mut OpStats,
         out: &mut Vec<Issue>,
     ) -> Result<(), TrackerError> {
         // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
         let deps = !shallow && self.deps_supported.load(Ordering::Relaxed);
         let q = [&queries::REFRESH_RUNNING, &queries::REFRESH_ISSUES][usize::from(deps)];
-        let vars = self.field_vars(project, json!({ "ids": ids }));
-        let mut reply = self.request(q, vars.clone(), stats)?;
+        let vars = json!({ "ids": ids });
+        let mut reply = self.request(q, vars.clone(), Some(project))?;
         let no_blockers = |e: &GraphqlError| e.is_schema_capability_error() && is_about_blockers(e);
         if deps && reply.errors.iter().any(no_blockers) {
             self.disable_dependencies();
-            reply = self.request(&queries::REFRESH_RUNNING, vars, stats)?;
+            reply = self.request(&queries::REFRESH_RUNNING, vars, Some(project))?;
         }
         let not_found = |e: &GraphqlError| {
             e.kind.as_deref() == Some("NOT_FOUND") && e.root_field() == Some("nodes")
         };
-        let gone: HashSet<usize> = reply
-            .errors
-            .iter()
-            .filter(|e| not_found(e))
-            .filter_map(GraphqlError::node_index)
-            .collect();
+        let gone = |i| (reply.errors.iter()).any(|e| not_found(e) && e.node_index() == Some(i));
         reply.check_errors(self.client.token(), |e| {
             not_found(e) && e.node_index().is_some()
         })?;
@@ -544,7 +518,7 @@ impl GithubTracker {
         }
         for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
             // A shallow refresh (`RefreshRunning`) reads no blockers: `blocked_by` stays empty.
-            out.extend(self.refreshed_issue(project, id, node, gone.contains(&i), stats)?);
+            out.extend(self.refreshed_issue(project, id, node, gone(i))?);
         }
         Ok(())
     }
@@ -558,7 +532,6 @@ impl GithubTracker {
         project: &ProjectInfo,
         id: &str,
         node: &NodeRow,
-        stats: &mut OpStats,
     ) -> Result<Option<ItemRow>, TrackerError> {
         let unreadable = |why: String| unknown(format!("refresh of issue {id}: {why}"));
         let stuck = |why: String| {
@@ -568,11 +541,11 @@ impl GithubTracker {
         let mut fetched: NodeRow;
         let (mut page, mut after, mut pages) = (node, None, 1);
         loop {
-            let next = match normalize::project_items_page(page, &project.id) {
-                Ok(ItemsOnPage::Ours(item)) => return Ok(Some(item.clone())),
-                Ok(ItemsOnPage::NotHere(None)) => return Ok(None),
-                Ok(ItemsOnPage::NotHere(Some(next))) => next,
-                Err(why) => return Err(unreadable(why)),
+            let found = normalize::project_items_page(page, &project.id).map_err(unreadable)?;
+            let next = match found {
+                Ok(item) => return Ok(Some(item.clone())),
+                Err(None) => return Ok(None),
+                Err(Some(next)) => next,
             };
             if after.as_ref() == Some(&next) {
                 return Err(stuck(format!("repeat cursor {next:?}")));
@@ -581,8 +554,8 @@ impl GithubTracker {
                 return Err(stuck("do not stop paging".into()));
             }
             pages += 1;
-            let vars = self.field_vars(project, json!({ "id": id, "after": next }));
-            let reply = self.request(&queries::ISSUE_PROJECT_ITEMS, vars, stats)?;
+            let vars = json!({ "id": id, "after": next });
+            let reply = self.request(&queries::ISSUE_PROJECT_ITEMS, vars, Some(project))?;
             reply.check_errors(self.client.token(), |_| false)?;
             fetched = reply.data.node.unwrap_or_default();
             if fetched.typename.as_deref() != Some("Issue") {
@@ -606,7 +579,6 @@ impl GithubTracker {
         id: &str,
         node: &RawValue,
         gone: bool,
-        stats: &mut OpStats,
     ) -> Result<Option<Issue>, TrackerError> {
         let unreadable = |why: &str| {
             let why = single_line(why, 200);
@@ -621,18 +593,14 @@ impl GithubTracker {
             }
             return Err(unreadable("null node without NOT_FOUND"));
         };
-        match node.typename.as_deref() {
-            Some("Issue") => {}
-            Some(other) => {
-                let other = single_line(other, 80);
-                log::warn!(
-                    "tracker_issue_gone issue_id={id} reason=\"id is a {other}, not an Issue\""
-                );
-                return Ok(None);
-            }
-            None => return Err(unreadable("node without __typename")),
+        let typename = node.typename.as_deref();
+        let typename = typename.ok_or_else(|| unreadable("node without __typename"))?;
+        if typename != "Issue" {
+            let other = single_line(typename, 80);
+            log::warn!("tracker_issue_gone issue_id={id} reason=\"id is a {other}, not an Issue\"");
+            return Ok(None);
         }
-        let Some(item) = self.item_on_our_project(project, id, &node, stats)? else {
+        let Some(item) = self.item_on_our_project(project, id, &node)? else {
             log::debug!("tracker_issue_left_project issue_id={id}");
             return Ok(None);
         };
@@ -669,31 +637,6 @@ struct BoardAcc {
     status_by_id: HashMap<String, String>,
     items: u64,
     kept_bytes: usize,
-}
-
-impl BoardAcc {
-    /// Count a page's items; past `tracker.max_items` the read fails.
-    fn add_items(&mut self, n: usize, max_items: u64) -> Result<(), TrackerError> {
-        self.items = self.items.saturating_add(n as u64);
-        if self.items > max_items {
-            return Err(too_large(format!(
-                "the board has more than tracker.max_items = {max_items} items; raise tracker.max_items or archive items"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Count the bytes of a kept issue; past [`MAX_KEPT_BYTES`] the read fails.
-    fn add_kept(&mut self, bytes: usize) -> Result<(), TrackerError> {
-        self.kept_bytes = self.kept_bytes.saturating_add(bytes);
-        if self.kept_bytes > MAX_KEPT_BYTES {
-            return Err(too_large(format!(
-                "the board's issues hold more than {} MiB of text",
-                MAX_KEPT_BYTES / (1024 * 1024)
-            )));
-        }
-        Ok(())
-    }
 }
 
 /// Allow the page after page `done` unless that is past the pages `tracker.max_items` needs at
@@ -743,23 +686,20 @@ pub(crate) fn unknown(what: impl Into<String>) -> TrackerError {
     error(TrackerErrorKind::Payload, what)
 }
 
-/// The GitHub tracker's stable class name for an error kind (logs, `baton check`, the API).
-pub(crate) fn class(kind: TrackerErrorKind) -> &'static str {
-    match kind {
-        TrackerErrorKind::Transport => "github_api_request",
-        TrackerErrorKind::Status => "github_api_status",
-        TrackerErrorKind::Auth => "github_auth",
-        TrackerErrorKind::RateLimited => "github_rate_limited",
-        TrackerErrorKind::Query => "github_graphql_errors",
-        TrackerErrorKind::Payload => "github_unknown_payload",
-        TrackerErrorKind::Pagination => "github_missing_end_cursor",
-        _ => kind.as_str(), // the configuration kinds keep their shared names
-    }
-}
-
-/// An error of this tracker, named by [`class`].
+/// An error of this tracker, named by its stable GitHub class (logs, `baton check`, the API).
 pub(crate) fn error(kind: TrackerErrorKind, message: impl Into<String>) -> TrackerError {
-    TrackerError::with_class(kind, class(kind), message)
+    use TrackerErrorKind as K;
+    let class = match kind {
+        K::Transport => "github_api_request",
+        K::Status => "github_api_status",
+        K::Auth => "github_auth",
+        K::RateLimited => "github_rate_limited",
+        K::Query => "github_graphql_errors",
+        K::Payload => "github_unknown_payload",
+        K::Pagination => "github_missing_end_cursor",
+        _ => kind.as_str(), // the configuration kinds keep their shared names
+    };
+    TrackerError::with_class(kind, class, message)
 }
 
 /// The `items(query:)` filter for `states` in GitHub's project filter syntax (best effort; the
@@ -800,19 +740,15 @@ impl Tracker for GithubTracker {
     }
 
     fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        self.refresh_ids("fetch_issue_states_by_ids", ids, false)
+        self.refresh_ids(ids, false)
     }
 
-    /// One read of the board: unfiltered when `also_states` is given (closed issues in any Status
+    /// One read of the board: unfiltered when `also` states are given (closed issues in any Status
     /// are needed then), else narrowed to the active states server-side when configured. Only
     /// the candidates and the issues asked for are kept while the pages are normalized.
-    fn read_board(
-        &self,
-        keep_ids: &[String],
-        also_states: &[String],
-    ) -> Result<BoardRead, TrackerError> {
+    fn read_board(&self, keep_ids: &[String], also: &[String]) -> Result<BoardRead, TrackerError> {
         let active = &self.cfg.active_states;
-        let mut also = also_states.to_vec();
+        let mut also = also.to_vec();
         also.retain(|s| !s.trim().is_empty());
         let also_terminal = self.names_terminal(&also);
         let keep_ids: HashSet<&str> = keep_ids.iter().map(String::as_str).collect();
@@ -829,13 +765,13 @@ impl Tracker for GithubTracker {
                     || (also_terminal && i.closed))
         };
         let filter = also.is_empty().then_some(active.as_slice());
-        let board = self.with_stats("fetch_board", |s| self.read_pages(filter, &keep, s))?;
+        let board = self.with_stats("fetch_board", || self.read_pages(filter, &keep))?;
         let (candidates, others) = board.issues.into_iter().partition(|i| is_candidate(i));
         Ok(BoardRead { candidates, others })
     }
 
     fn refresh_running(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
-        self.refresh_ids("refresh_running", ids, true)
+        self.refresh_ids(ids, true)
     }
 
     fn validate(&self) -> Result<(), TrackerError> {

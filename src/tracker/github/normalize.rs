@@ -1,10 +1,7 @@
-//! Every GitHub reply is read straight into one typed shape ([`Data`]: every member optional,
-//! unknown ones ignored) and normalized into [`Issue`] (spec §4.1.1, §11.3). Board items and
-//! refreshed issues are each read into their row on their own, so one bad record only drops
-//! itself (or fails only its refresh); blockers stay small `Value`s for the same reason. A
-//! `Resolve*Project` reply becomes the cached [`ProjectInfo`] (spec §11.2): the ProjectV2 id, the
-//! Status single-select field and its options, the optional priority field's. Pure functions, so
-//! every bad shape is a unit test away.
+//! Every GitHub reply is read into one typed shape ([`Data`]: every member optional, unknown ones
+//! ignored) and normalized into [`Issue`] (spec §4.1.1, §11.3) or the cached [`ProjectInfo`]
+//! (spec §11.2). Board items, refreshed issues and blockers are each read on their own, so one bad
+//! record only drops itself (or fails only its refresh). Pure functions.
 
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -56,12 +53,6 @@ pub struct NodeRow {
     pub priority_field: Option<Box<NodeRow>>,
     pub name: Option<String>,
     pub options: Option<Vec<Leaf>>,
-}
-
-impl NodeRow {
-    fn repo(&self) -> Option<&str> {
-        self.repository.as_ref()?.name_with_owner.as_deref()
-    }
 }
 
 /// A project's `items` page; each item is read into an [`ItemRow`] on its own.
@@ -189,9 +180,8 @@ pub fn normalize_issue(
     let id = (content.id.as_deref().filter(|s| !s.is_empty())).ok_or("issue without id")?;
     let without = |what: &str| format!("issue {id} without {what}");
     let number = content.number.ok_or_else(|| without("a number"))?;
-    let repository = content
-        .repo()
-        .ok_or_else(|| without("repository.nameWithOwner"))?;
+    let repository = (content.repository.as_ref()).and_then(|r| r.name_with_owner.as_deref());
+    let repository = repository.ok_or_else(|| without("repository.nameWithOwner"))?;
     let identifier = identifier(repository, number)
         .ok_or_else(|| format!("issue {id} has an unusable repository name {repository:?}"))?;
     let title = content.title.as_deref().ok_or_else(|| without("a title"))?;
@@ -233,7 +223,7 @@ pub fn normalize_blockers(
 ) -> Vec<BlockerRef> {
     let blocker = |b: &Value| {
         let b = NodeRow::deserialize(b).ok()?;
-        let identifier = b.repo().zip(b.number).and_then(|(r, n)| identifier(r, n))?;
+        let identifier = identifier(b.repository?.name_with_owner.as_deref()?, b.number?)?;
         let closed = b.state.as_deref() == Some("CLOSED");
         let status = project_id.and_then(|p| {
             let mut items = Nodes::iter(&b.project_items);
@@ -250,44 +240,34 @@ pub fn normalize_blockers(
             terminal,
         })
     };
-    Nodes::iter(&content.blocked_by)
-        .filter_map(blocker)
-        .collect()
+    let blockers = Nodes::iter(&content.blocked_by);
+    blockers.filter_map(blocker).collect()
 }
 
-/// One page of a refreshed issue's `projectItems`, read strictly.
-#[derive(Debug)]
-pub enum ItemsOnPage<'a> {
-    /// Our project's (non-archived) item.
-    Ours(&'a ItemRow),
-    /// Not on this page; the cursor of the next page, `None` on the last one.
-    NotHere(Option<String>),
-}
-
-/// Read one page of `issue`'s `projectItems` for project `project_id`. Unlike the blockers'
-/// (best effort) every member the query asks for must be there: `Err` names what could not be
-/// read, so a malformed reply is never taken as proof that the issue left the project.
+/// Read one page of `issue`'s `projectItems` for project `project_id`: `Ok(Ok(item))` for our
+/// project's (non-archived) item, else `Ok(Err(cursor))` with the next page's cursor (`None` on
+/// the last one). Unlike the blockers' (best effort) every member the query asks for must be
+/// there: `Err` names what could not be read, so a malformed reply is never taken as proof that
+/// the issue left the project.
 pub fn project_items_page<'a>(
     issue: &'a NodeRow,
     project_id: &str,
-) -> Result<ItemsOnPage<'a>, String> {
+) -> Result<Result<&'a ItemRow, Option<String>>, String> {
     let items = (issue.project_items.as_ref()).ok_or("issue without a projectItems object")?;
     let nodes = (items.nodes.as_ref()).ok_or("projectItems without a nodes list")?;
     for it in nodes {
         let no_project = "project item without project.id";
         let it = it.as_ref().ok_or(no_project)?;
-        let pid = it
-            .project_id()
-            .filter(|p| !p.is_empty())
-            .ok_or(no_project)?;
+        let pid = it.project_id().filter(|p| !p.is_empty());
+        let pid = pid.ok_or(no_project)?;
         let archived = it.is_archived.ok_or("project item without isArchived")?;
         if pid == project_id && !archived {
-            return Ok(ItemsOnPage::Ours(it));
+            return Ok(Ok(it));
         }
     }
     let info = (items.page_info.as_ref()).ok_or("projectItems without pageInfo")?;
     let next = info.next().map_err(|e| format!("projectItems {e}"))?;
-    Ok(ItemsOnPage::NotHere(next))
+    Ok(Err(next))
 }
 
 /// A resolved single-select field; its options' `(id, trimmed name)` in board order.
@@ -325,7 +305,6 @@ pub enum PriorityField {
 pub struct ProjectInfo {
     /// ProjectV2 node id (`PVT_…`).
     pub id: String,
-    /// Untrusted text.
     pub title: String,
     pub closed: bool,
     pub status: SingleSelectField,
@@ -399,13 +378,9 @@ pub fn parse_project(
     })
 }
 
-/// The single-select field `name` of `where_`, or why it is not one.
-fn single_select(
-    f: Option<&NodeRow>,
-    name: &str,
-    where_: &str,
-) -> Result<SingleSelectField, String> {
-    let f = f.ok_or_else(|| format!("{where_} has no field named {name:?}"))?;
+/// The single-select field `name` of project `at`, or why it is not one.
+fn single_select(f: Option<&NodeRow>, name: &str, at: &str) -> Result<SingleSelectField, String> {
+    let f = f.ok_or_else(|| format!("{at} has no field named {name:?}"))?;
     let what = match f.typename.as_deref().unwrap_or("") {
         "ProjectV2SingleSelectField" => None,
         "ProjectV2IterationField" => Some("iteration field"),
@@ -417,9 +392,8 @@ fn single_select(
         (None, Some(_), Some(_), Some(opts)) => opts,
         (what, ..) => {
             let what = what.unwrap_or("malformed single-select field");
-            return Err(format!(
-                "field {name:?} on {where_} is a {what}, not a single-select field"
-            ));
+            let why = format!("field {name:?} on {at} is a {what}, not a single-select field");
+            return Err(why);
         }
     };
     let options = opts

@@ -26,13 +26,11 @@ pub use crate::workspace::hooks::HooksConfig;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default)]
 pub struct AgentConfig {
-    /// Which adapter runs the agent. `None` when absent (a preflight error).
+    /// `None` when absent (a preflight error).
     pub kind: Option<AgentKind>,
-    /// Global concurrency cap.
     pub max_concurrent_agents: u32,
     /// Turns per worker run.
     pub max_turns: u32,
-    /// Cap of the failure backoff in ms.
     pub max_retry_backoff_ms: u64,
     /// Per-state caps, keys normalized (trim + lowercase).
     #[serde(skip)]
@@ -44,14 +42,11 @@ pub struct AgentConfig {
     /// `agent.max_*_per_issue`: lifetime spend limits per issue (default unlimited).
     #[serde(skip)]
     pub budget: Budget,
-    /// `agent.env_remove`: inherited variables agents and hooks do not get.
+    /// `agent.env_remove`: inherited variables agents and hooks do not get (and the one
+    /// `server.webhook_secret: $VAR` names, whatever the lists say).
     pub env_remove: Vec<String>,
     /// `agent.env_keep_only`: when set, the only inherited variables agents and hooks get.
     pub env_keep_only: Option<Vec<String>>,
-    /// Variables never passed on whatever the lists say: the one `server.webhook_secret: $VAR`
-    /// names.
-    #[serde(skip)]
-    pub env_never: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -67,7 +62,6 @@ impl Default for AgentConfig {
             budget: Budget::default(),
             env_remove: Vec::new(),
             env_keep_only: None,
-            env_never: Vec::new(),
         }
     }
 }
@@ -99,9 +93,7 @@ pub struct ServiceConfig {
     pub codex: CodexConfig,
     pub gemini: GeminiConfig,
     pub server: ServerConfig,
-    /// `state.dir`, absolute: Baton's own directory for `state.json` (default
-    /// `$STATE_DIRECTORY`, else `$XDG_STATE_HOME/baton/<hash>` or `~/.local/state/baton/<hash>`,
-    /// `<hash>` naming the WORKFLOW.md path).
+    /// `state.dir`, absolute: Baton's own directory for `state.json` (default: `parse_state_dir`).
     pub state_dir: PathBuf,
     /// `state.dir` was not set (a state file at the old default `<workspace.root>/.baton` is
     /// then moved over once).
@@ -179,15 +171,10 @@ impl ServiceConfig {
 
     /// The environment policy for agents and hooks (see `host::EnvPolicy`).
     pub fn env_policy(&self) -> crate::host::EnvPolicy {
-        let mut remove = self.agent.env_remove.clone();
-        remove.extend(self.agent.env_never.iter().cloned());
-        let keep_only = self.agent.env_keep_only.as_ref().map(|keep| {
-            keep.iter()
-                .filter(|k| !self.agent.env_never.contains(k))
-                .cloned()
-                .collect()
-        });
-        crate::host::EnvPolicy { remove, keep_only }
+        crate::host::EnvPolicy {
+            remove: self.agent.env_remove.clone(),
+            keep_only: self.agent.env_keep_only.clone(),
+        }
     }
 
     /// The CLI keys (command, timeouts) of the section `agent.kind` selects (Claude's when unset;
@@ -276,9 +263,12 @@ pub(crate) fn parse_config(
     let mut agent = parse_agent(&fm.section("agent")?, &mut warnings)?;
     let server = fm.section("server")?;
     let secret = server.raw("webhook_secret").and_then(Value::as_str);
-    agent
-        .env_never
-        .extend(secret.and_then(|s| env_reference(s.trim())).map(Into::into));
+    if let Some(never) = secret.and_then(|s| env_reference(s.trim())) {
+        agent.env_remove.push(never.into());
+        if let Some(keep) = &mut agent.env_keep_only {
+            keep.retain(|k| k != never);
+        }
+    }
     let (state_dir, state_dir_is_default) = parse_state_dir(&fm.section("state")?, workflow, env)?;
     let hidden = vec![workflow_dir.to_path_buf(), state_dir.clone()];
     let config = ServiceConfig {
@@ -374,26 +364,24 @@ fn parse_by_state(
     warnings: &mut Vec<String>,
 ) -> Result<BTreeMap<String, u32>, ConfigError> {
     const KEY: &str = "max_concurrent_agents_by_state";
-    let mut by_state = BTreeMap::new();
     let m = match agent.raw(KEY) {
-        None => return Ok(by_state),
+        None => return Ok(BTreeMap::new()),
         Some(Value::Mapping(m)) => m,
         Some(other) => {
             let expected = "a map of state name to positive integer";
             return Err(agent.invalid(KEY, expected, &describe(other)));
         }
     };
+    let mut by_state = BTreeMap::new();
     for (k, v) in m {
-        let key = match k {
-            Value::String(s) if !s.trim().is_empty() => crate::model::normalize_name(s),
-            other => {
-                warnings.push(format!(
-                    "agent.{KEY}: ignoring entry with key {}: keys must be state names",
-                    describe(other)
-                ));
-                continue;
-            }
+        let Some(key) = k.as_str().filter(|s| !s.trim().is_empty()) else {
+            let k = describe(k);
+            warnings.push(format!(
+                "agent.{KEY}: ignoring entry with key {k}: keys must be state names"
+            ));
+            continue;
         };
+        let key = crate::model::normalize_name(key);
         match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
             Some(n) if n >= 1 => {
                 by_state.insert(key, n);
