@@ -207,12 +207,12 @@ impl SshHost {
         }
     }
 
-    /// Run `words` remotely with stdin `/dev/null` and collect the output within `timeout` (the
-    /// command timeout when `None`); a connection failure or a timeout is [`HOST_UNAVAILABLE`].
+    /// Run `words` remotely with stdin `/dev/null` and collect the output within the command
+    /// timeout (at most `cap`); a connection failure or a timeout is [`HOST_UNAVAILABLE`].
     /// A session the server refused (that the client could not replace by a fresh connection)
     /// is tried once more on another connection, and is never `host_unavailable`.
-    fn run(&self, words: &[&OsStr], timeout: Option<Duration>) -> Result<HookOutput, String> {
-        let timeout = timeout.unwrap_or_else(|| self.settings.timeout());
+    fn run(&self, words: &[&OsStr], cap: Duration) -> Result<HookOutput, String> {
+        let timeout = self.settings.timeout().min(cap);
         for _ in 0..2 {
             let (cmd, session) = self.command(&shell_join(words));
             let out = match output_within(cmd, timeout) {
@@ -253,7 +253,7 @@ impl SshHost {
     pub(crate) fn sh(&self, script: &str, args: &[&OsStr]) -> Result<String, String> {
         let mut words = ["sh", "-c", script, "baton"].map(OsStr::new).to_vec();
         words.extend_from_slice(args);
-        let out = self.run(&words, None)?;
+        let out = self.run(&words, MAX_TIMEOUT)?;
         match out.code {
             Some(0) => Ok(out.stdout),
             _ => Err(out.stderr.trim().to_string()),
@@ -312,7 +312,7 @@ impl Host for SshHost {
 
     /// `ssh <dest> true`.
     fn probe(&self) -> Result<(), String> {
-        let out = self.run(&[OsStr::new("true")], None)?;
+        let out = self.run(&[OsStr::new("true")], MAX_TIMEOUT)?;
         match out.code {
             Some(0) => Ok(()),
             _ => Err(self.unavailable(&out.stderr)),

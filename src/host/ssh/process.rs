@@ -137,9 +137,9 @@ impl SshProcess {
     /// `kill -<signal> -<pgid>` on the host within [`SIGNAL_TIMEOUT`]: `Some(sent)`, `None`
     /// when the host did not answer.
     fn remote_signal(&self, signal: &str) -> Option<bool> {
-        let (host, pgid) = (&self.host, format!("-{}", self.pgid));
+        let pgid = format!("-{}", self.pgid);
         let words = ["kill", signal, &pgid].map(OsStr::new);
-        let out = host.run(&words, Some(host.settings.timeout().min(SIGNAL_TIMEOUT)));
+        let out = self.host.run(&words, SIGNAL_TIMEOUT);
         out.ok().map(|o| o.code == Some(0))
     }
 }
