@@ -48,9 +48,8 @@ impl Cli for CodexConfig {
     }
 
     fn invocation(r: &CodexRunner, i: &mut Invocation<()>) -> Parsed<Self> {
-        i.spec
-            .args
-            .extend(r.cfg.cli.extra_args.iter().map(Into::into));
+        let args = r.cfg.cli.extra_args.iter().map(Into::into);
+        i.spec.args.extend(args);
         i.spec.stdin_pipe = true;
         let thread = i.session.map(String::from);
         Ok(Client::new(&r.cfg, &i.spec.cwd, thread, i.prompt, i.turn))
@@ -73,8 +72,8 @@ pub struct Client {
     last_output: Option<Instant>,
     thread_id: Option<String>,
     turn_id: Option<String>,
-    /// `turn/completed`: its status and error text.
-    completed: Option<(String, String)>,
+    /// The result `turn/completed` reported.
+    completed: Option<TurnResult>,
     failure: Option<AgentError>,
     done_at: Option<Instant>,
     last_error: Option<String>,
@@ -112,8 +111,7 @@ impl Client {
     }
 
     fn send(&mut self, msg: Value) {
-        let mut bytes = msg.to_string().into_bytes();
-        bytes.push(b'\n');
+        let bytes = format!("{msg}\n").into_bytes();
         // A full queue means the server stopped reading: end the turn rather than block.
         if matches!(&self.tx, Some(tx) if tx.try_send(bytes).is_err()) {
             self.fail(K::ProcessExit, "app-server stopped reading its stdin");
@@ -140,14 +138,12 @@ impl Client {
 
     fn thread_request(&mut self) {
         let mut params = self.thread_params.clone();
-        match self.thread_id.clone() {
-            Some(id) => {
-                params["threadId"] = id.into();
-                params["excludeTurns"] = true.into();
-                self.request(RESUME, params);
-            }
-            None => self.request("thread/start", params),
-        }
+        let Some(id) = self.thread_id.clone() else {
+            return self.request("thread/start", params);
+        };
+        params["threadId"] = id.into();
+        params["excludeTurns"] = true.into();
+        self.request(RESUME, params);
     }
 
     /// A reply to one of Baton's requests.
@@ -157,7 +153,7 @@ impl Client {
         };
         self.pending = None;
         if let Some(err) = v.get("error") {
-            let msg = str_at(err, "message").unwrap_or("?").to_string();
+            let msg = str_at(err, "message").unwrap_or("?");
             if method == RESUME {
                 // An unknown or unreadable thread: start a new one once, in this process.
                 let old = self.thread_id.take().unwrap_or_default();
@@ -170,7 +166,6 @@ impl Client {
             self.fail(K::StartupFailed, text.clone());
             return self.event(E::Notification, &text);
         }
-        let result = v.get("result").unwrap_or(&Value::Null);
         match method {
             "initialize" => {
                 self.send(json!({"method": "initialized"}));
@@ -178,7 +173,7 @@ impl Client {
                 self.event(E::OtherMessage, "initialized")
             }
             "thread/start" | RESUME => {
-                let Some(id) = result.pointer("/thread/id").and_then(Value::as_str) else {
+                let Some(id) = v.pointer("/result/thread/id").and_then(Value::as_str) else {
                     let text = format!("{method} reply without a thread id");
                     self.fail(K::StartupFailed, text);
                     return self.event(E::Malformed, "thread reply without thread.id");
@@ -195,7 +190,7 @@ impl Client {
                 self.event(E::SessionStarted, &text)
             }
             _ => {
-                let id = result.pointer("/turn/id").and_then(Value::as_str);
+                let id = v.pointer("/result/turn/id").and_then(Value::as_str);
                 self.turn_id = id.map(String::from);
                 self.event(E::OtherMessage, "turn started")
             }
@@ -252,8 +247,7 @@ impl Client {
             }
             (true, _) => {
                 let d = first_detail(["command", "tool", "query"].map(|k| str_at(item, k)));
-                let text = format!("{item_type}: {d}");
-                self.event(E::ToolUse, &text)
+                self.event(E::ToolUse, &format!("{item_type}: {d}"))
             }
             (false, "agentMessage") => {
                 let text = str_at(item, "text").unwrap_or("");
@@ -272,38 +266,28 @@ impl Client {
 
     fn on_notification(&mut self, method: &str, p: &Value) -> AgentEvent {
         match method {
-            "item/started" | "item/completed" => {
-                let item = p.get("item").unwrap_or(&Value::Null);
-                self.on_item(method == "item/started", item)
-            }
+            "item/started" | "item/completed" => self.on_item(method == "item/started", &p["item"]),
             "thread/tokenUsage/updated" => {
                 // The replay after `thread/resume` carries an earlier turn's id: never counted.
-                let same_turn =
-                    self.turn_id.is_some() && str_at(p, "turnId") == self.turn_id.as_deref();
-                let last = p.pointer("/tokenUsage/last").map(usage_of);
-                match last {
-                    Some(u) if same_turn => self.usage.add(&u),
-                    Some(_) => {}
-                    None => return self.event(E::Malformed, "token usage without last"),
+                let Some(last) = p.pointer("/tokenUsage/last").map(usage_of) else {
+                    return self.event(E::Malformed, "token usage without last");
+                };
+                if self.turn_id.is_some() && str_at(p, "turnId") == self.turn_id.as_deref() {
+                    self.usage.add(&last);
                 }
                 let total = count(p.pointer("/tokenUsage/total/totalTokens"));
-                let text = format!("thread tokens total={total}");
-                self.event(E::OtherMessage, &text)
+                self.event(E::OtherMessage, &format!("thread tokens total={total}"))
             }
             "account/rateLimits/updated" => match p.get("rateLimits").and_then(rate_limits) {
                 Some(rl) => rl.event(|kind, text| self.event(kind, text)),
                 None => self.event(E::Malformed, "rate limits without a window"),
             },
             "error" => {
-                let err = p.get("error").unwrap_or(&Value::Null);
+                let err = &p["error"];
                 let info = err.get("codexErrorInfo").and_then(Value::as_object);
-                let status = info.and_then(|o| {
-                    (o.values()).find_map(|v| v.get("httpStatusCode").and_then(Value::as_u64))
-                });
-                let mut text = one_line(str_at(err, "message").unwrap_or("?"), 160);
-                if let Some(s) = status {
-                    text.push_str(&format!(" (http {s})"));
-                }
+                let http = info.and_then(|o| o.values().find_map(|v| v["httpStatusCode"].as_u64()));
+                let http = http.map(|s| format!(" (http {s})")).unwrap_or_default();
+                let text = one_line(str_at(err, "message").unwrap_or("?"), 160) + &http;
                 let retry = p.get("willRetry").and_then(Value::as_bool) == Some(true);
                 if !retry {
                     self.last_error = Some(text.clone());
@@ -312,7 +296,7 @@ impl Client {
                 self.event(E::Notification, &format!("api error ({how}): {text}"))
             }
             "turn/completed" => {
-                let turn = p.get("turn").unwrap_or(&Value::Null);
+                let turn = &p["turn"];
                 let ours = match &self.turn_id {
                     Some(o) => str_at(turn, "id") == Some(o),
                     None => self.thread_id.is_some(),
@@ -322,8 +306,14 @@ impl Client {
                 }
                 let status = str_at(turn, "status").unwrap_or("?").to_string();
                 let error = turn.pointer("/error/message").and_then(Value::as_str);
-                let error = error.map(|e| one_line(e, 300)).unwrap_or_default();
-                self.completed = Some((status.clone(), error));
+                let error = error.map(|e| one_line(e, 300)).filter(|e| !e.is_empty());
+                let error = error.or(self.last_error.clone()).unwrap_or_default();
+                let err = |k, m: String| Err(AgentError::new(k, m));
+                self.completed = Some(match status.as_str() {
+                    "completed" => Ok(()),
+                    "interrupted" => err(K::TurnCancelled, "turn interrupted".into()),
+                    _ => err(K::TurnFailed, format!("turn {status}: {error}")),
+                });
                 self.finish();
                 self.event(E::OtherMessage, &format!("turn/completed status={status}"))
             }
@@ -339,11 +329,8 @@ impl TurnParser for Client {
         let spawned = std::thread::Builder::new()
             .name("codex-stdin".into())
             .spawn(move || {
-                for msg in rx {
-                    if stdin.write_all(&msg).and_then(|_| stdin.flush()).is_err() {
-                        break;
-                    }
-                }
+                rx.iter()
+                    .try_for_each(|m| stdin.write_all(&m).and_then(|_| stdin.flush()))
             });
         self.tx = spawned.ok().map(|_| tx);
     }
@@ -372,10 +359,8 @@ impl TurnParser for Client {
             Ok(_) => return vec![self.event(E::Malformed, "non-object JSON line")],
             Err(e) => return vec![self.event(E::Malformed, &format!("non-JSON line ({e})"))],
         };
-        let (method, params) = (
-            str_at(&v, "method"),
-            v.get("params").unwrap_or(&Value::Null),
-        );
+        let method = str_at(&v, "method");
+        let params = &v["params"];
         let ev = match (v.get("id"), method) {
             (Some(_), _) if line.len() > MAX_CONTROL_BYTES => {
                 if self.pending.is_some() {
@@ -411,19 +396,7 @@ impl TurnParser for Client {
         match (&self.failure, &self.completed) {
             (Some(e), None) => return Err(e.clone()),
             (Some(e), _) if e.kind == K::TurnInputRequired => return Err(e.clone()),
-            (_, Some((s, _))) if s == "completed" => return Ok(()),
-            (_, Some((s, _))) if s == "interrupted" => {
-                return err(K::TurnCancelled, "turn interrupted".into())
-            }
-            (_, Some((status, e))) => {
-                let e = Some(e)
-                    .filter(|e| !e.is_empty())
-                    .or(self.last_error.as_ref());
-                return err(
-                    K::TurnFailed,
-                    format!("turn {status}: {}", e.map_or("", |e| e)),
-                );
-            }
+            (_, Some(result)) => return result.clone(),
             (None, None) => {}
         }
         let stderr = end.stderr_note();
@@ -459,14 +432,10 @@ impl TurnParser for Client {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        if let Some(t) = self.done_at {
-            return Some(t + EXIT_GRACE);
-        }
         let silence = self.last_output.unwrap_or_else(Instant::now) + self.silence;
-        Some(match self.pending {
-            Some((_, _, sent)) => silence.min(sent + self.read_timeout),
-            None => silence,
-        })
+        let reply = self.pending.map(|(.., sent)| sent + self.read_timeout);
+        let bound = reply.map_or(silence, |r| r.min(silence));
+        Some(self.done_at.map_or(bound, |t| t + EXIT_GRACE))
     }
 }
 
@@ -494,13 +463,11 @@ fn rate_limits(rl: &Value) -> Option<AgentRateLimits> {
         .flatten()
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let reached = rl.get("rateLimitReachedType").is_some_and(|t| !t.is_null());
-    let resets_at = w.get("resetsAt").and_then(Value::as_u64);
     Some(AgentRateLimits {
         status: if reached { "rejected" } else { "allowed" }.into(),
         rate_limit_type: Some(name.into()),
         utilization: Some((used / 100.0).clamp(0.0, 1.0)),
-        resets_at: resets_at.map(AgentRateLimits::reset_time),
-        overage_status: None,
-        is_using_overage: None,
+        resets_at: w["resetsAt"].as_u64().map(AgentRateLimits::reset_time),
+        ..AgentRateLimits::default()
     })
 }

@@ -82,8 +82,7 @@ fn cli_home(auth_type: &str, session: &str) -> std::io::Result<PathBuf> {
     });
     let mut file = fs::OpenOptions::new();
     file.write(true).create(true).truncate(true).mode(0o600);
-    let mut f = file.open(home.join(".gemini/settings.json"))?;
-    std::io::Write::write_all(&mut f, settings.to_string().as_bytes())?;
+    serde_json::to_writer(file.open(home.join(".gemini/settings.json"))?, &settings)?;
     Ok(home)
 }
 
@@ -128,8 +127,7 @@ impl StreamParser {
             let t = str_at(e, "type").unwrap_or("?");
             format!("{t}: {}", one_line(str_at(e, "message").unwrap_or(""), 300))
         });
-        let stats = v.get("stats").unwrap_or(&Value::Null);
-        let n = |k: &str| count(stats.get(k));
+        let n = |k: &str| count(v["stats"].get(k));
         let (input, cached, total) = (n("input_tokens"), n("cached"), n("total_tokens"));
         self.usage = TokenUsage {
             input_tokens: input.saturating_sub(cached),
@@ -172,8 +170,7 @@ impl TurnParser for StreamParser {
             "tool_use" => {
                 let mut out = self.flush_text();
                 let name = one_line(str_at(&v, "tool_name").unwrap_or("?"), 60);
-                let detail = v.get("parameters").map(tool_input_detail);
-                let text = format!("{name}: {}", detail.unwrap_or_default());
+                let text = format!("{name}: {}", tool_input_detail(&v["parameters"]));
                 out.push(self.event(E::ToolUse, &text));
                 return out;
             }
@@ -181,7 +178,7 @@ impl TurnParser for StreamParser {
                 (E::OtherMessage, "tool result success".into())
             }
             "tool_result" => {
-                let e = v.get("error").unwrap_or(&Value::Null);
+                let e = &v["error"];
                 let kind = str_at(e, "type").unwrap_or("?");
                 let text = format!("tool error {kind}: {}", str_at(e, "message").unwrap_or(""));
                 // Default approval mode does not offer write tools: a call to one is a denial.

@@ -149,7 +149,7 @@ pub struct AgentEvent {
 
 /// An agent's model rate-limit state, bounded: short strings, a utilization fraction, a reset
 /// time. Untrusted: escape before rendering.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct AgentRateLimits {
     /// `allowed`, `allowed_warning` or `rejected`.
     pub status: String,
