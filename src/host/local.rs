@@ -94,9 +94,7 @@ impl Host for LocalHost {
 
     fn stop_orphan(&self, pgid: u32, leader_start: u64) -> Result<OrphanOutcome, String> {
         orphan::stop_with(pgid, leader_start, |args| {
-            let mut argv = vec!["-c"];
-            argv.extend_from_slice(args);
-            let out = super::command_output("sh", &argv, orphan::CHECK_TIMEOUT);
+            let out = super::command_output("sh", args, orphan::CHECK_TIMEOUT);
             let out = out.ok_or("the orphan check did not finish")?;
             Ok(String::from_utf8_lossy(&out).into_owned())
         })

@@ -71,8 +71,8 @@ impl OrphanOutcome {
 }
 
 /// Stop the recorded group `pgid` (leader started at `start`) by running [`STOP_SCRIPT`] with
-/// `run` (`sh -c <script> baton <pgid> <start>` on the owning host; `Err` when the host could
-/// not run it). Nothing runs for a pgid that can never be an agent's or an unknown start time.
+/// `run` (`sh` with the arguments `-c <script> baton <pgid> <start>` on the owning host; `Err`
+/// when the host could not run it). Nothing runs for a pgid never an agent's or no start time.
 pub(crate) fn stop_with(
     pgid: u32,
     start: u64,
@@ -81,7 +81,8 @@ pub(crate) fn stop_with(
     if pgid <= 1 || i32::try_from(pgid).is_err() || start == 0 {
         return Ok(OrphanOutcome::InvalidPgid);
     }
-    let out = run(&[STOP_SCRIPT, "baton", &pgid.to_string(), &start.to_string()])?;
+    let (p, s) = (pgid.to_string(), start.to_string());
+    let out = run(&["-c", STOP_SCRIPT, "baton", &p, &s])?;
     let out = out.trim();
     OUTCOMES
         .iter()
@@ -134,7 +135,7 @@ mod tests {
             let out = stop_with(pgid, start, |_| panic!("ran a check"));
             assert_eq!(out, Ok(OrphanOutcome::InvalidPgid));
         }
-        let out = stop_with(7, 9, |a| Ok(format!("{} {}\n", a[2], a[3])));
+        let out = stop_with(7, 9, |a| Ok(format!("{} {}\n", a[3], a[4])));
         assert_eq!(out, Err("unexpected orphan check output \"7 9\"".into()));
         for o in OUTCOMES {
             assert_eq!(stop_with(7, 9, |_| Ok(o.1.into())), Ok(o.0));

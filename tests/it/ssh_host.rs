@@ -245,7 +245,7 @@ fn bench_dispatch_to_remote_agent_running() {
     let host = lab.host("h1");
     let root = lab.tmp.join("root");
     let t0 = Instant::now();
-    host.check_reachable().unwrap(); // warm the master
+    host.probe().unwrap(); // warm the master
     if std::env::var_os("BATON_BENCH_DEBUG").is_some() {
         eprintln!("warm {:?}", t0.elapsed());
     }

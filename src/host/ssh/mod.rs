@@ -71,10 +71,9 @@ pub(crate) struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        // Connections are never removed: `conn` stays a valid index.
         let mut conns = self.mux.conns.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = conns.get_mut(self.conn) {
-            c.0 = c.0.saturating_sub(1);
-        }
+        conns[self.conn].0 = conns[self.conn].0.saturating_sub(1);
     }
 }
 
@@ -92,7 +91,6 @@ pub struct SshHost {
     /// `<dir>/<pid>-<hash>`; connection `n` uses the socket `<base>-<n>` (`None`: no
     /// multiplexing).
     control_base: Option<PathBuf>,
-    connect_timeout_s: u64,
     program: OsString,
     settings: Arc<SshSettings>,
     mux: Arc<Mux>,
@@ -111,7 +109,6 @@ impl SshHost {
         SshHost {
             destination: destination.to_string(),
             control_base: (!control_dir.as_os_str().is_empty()).then(|| control_dir.join(name)),
-            connect_timeout_s: 10,
             program: OsString::from("ssh"),
             settings: Arc::default(),
             mux: Arc::default(),
@@ -125,12 +122,6 @@ impl SshHost {
         self
     }
 
-    /// Bound the connection set-up to `secs` seconds (`ConnectTimeout`; default 10).
-    pub fn with_connect_timeout(mut self, secs: u64) -> Self {
-        self.connect_timeout_s = secs.max(1);
-        self
-    }
-
     /// Use `settings` (the pool's, so that a reload reaches every host).
     pub fn with_settings(mut self, settings: Arc<SshSettings>) -> Self {
         self.settings = settings;
@@ -138,10 +129,9 @@ impl SshHost {
     }
 
     fn control_path(&self, conn: usize) -> Option<PathBuf> {
-        let base = self.control_base.as_ref()?;
-        let mut name = base.file_name()?.to_os_string();
-        name.push(format!("-{conn}"));
-        Some(base.with_file_name(name))
+        let mut path = self.control_base.clone()?.into_os_string();
+        path.push(format!("-{conn}"));
+        Some(path.into())
     }
 
     /// `ssh <Baton's options> <args…> -- <destination>` for connection `conn`, stdin `/dev/null`;
@@ -150,13 +140,12 @@ impl SshHost {
     fn ssh(&self, master: bool, conn: usize, args: &[&str]) -> Command {
         let mut c = Command::new(&self.program);
         let persist = format!("ControlPersist={CONTROL_PERSIST_S}");
-        let connect = format!("ConnectTimeout={}", self.connect_timeout_s);
         let mux: &[&str] = match master {
             true => &["ControlMaster=yes", &persist],
             false => &["ControlMaster=no"],
         };
         let alive = ["ServerAliveInterval=5", "ServerAliveCountMax=3"];
-        for o in [&["BatchMode=yes", &connect][..], &alive, mux].concat() {
+        for o in [&["BatchMode=yes", "ConnectTimeout=10"][..], &alive, mux].concat() {
             c.arg("-o").arg(o);
         }
         let mut path = OsString::from("ControlPath=");
@@ -166,8 +155,9 @@ impl SshHost {
         c
     }
 
-    /// A place for one more session: on the first connection with room, else on a new one.
-    pub(crate) fn session(&self) -> Session {
+    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted; stdin `/dev/null`),
+    /// multiplexed over the first connection with room for one more session, else a new one.
+    pub(crate) fn command(&self, line: &OsStr) -> (Command, Session) {
         let limit = self.settings.get().ssh_sessions_per_connection.max(1) as usize;
         let mut conns = self.mux.conns.lock().unwrap_or_else(|p| p.into_inner());
         let conn = conns
@@ -178,45 +168,34 @@ impl SshHost {
                 conns.len() - 1
             });
         conns[conn].0 += 1;
-        Session {
-            mux: Arc::clone(&self.mux),
-            conn,
-        }
+        drop(conns);
+        self.ensure_master(conn);
+        let mut c = self.ssh(false, conn, &["-T"]);
+        c.arg(line);
+        let mux = Arc::clone(&self.mux);
+        (c, Session { mux, conn })
     }
 
     /// The server refused a session on `s`'s connection: take what it carries now as its limit
     /// (the server's `MaxSessions` is lower than `worker.ssh_sessions_per_connection`).
     pub(crate) fn refused(&self, s: &Session) {
         let mut conns = self.mux.conns.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = conns.get_mut(s.conn) {
-            let limit = c.0.saturating_sub(1).max(1);
-            c.1 = Some(limit);
-            log::warn!(
-                "event=ssh_session_refused host={} connection={} sessions={limit}; the server allows fewer sessions per connection (sshd MaxSessions) than worker.ssh_sessions_per_connection",
-                self.destination,
-                s.conn
-            );
-        }
-    }
-
-    /// `ssh … -T -- <dest> <line>` (a remote command line, every word quoted; stdin `/dev/null`),
-    /// multiplexed over `session`'s connection.
-    pub(crate) fn command(&self, line: &OsStr, session: &Session) -> Command {
-        self.ensure_master(session.conn);
-        let mut c = self.ssh(false, session.conn, &["-T"]);
-        c.arg(line);
-        c
+        let c = &mut conns[s.conn];
+        let limit = c.0.saturating_sub(1).max(1);
+        c.1 = Some(limit);
+        log::warn!(
+            "event=ssh_session_refused host={} connection={} sessions={limit}; the server allows fewer sessions per connection (sshd MaxSessions) than worker.ssh_sessions_per_connection",
+            self.destination,
+            s.conn
+        );
     }
 
     /// Start connection `conn`'s master unless its socket exists (within the command timeout); a
     /// failure is left to the operation (it then connects directly and reports the error).
     fn ensure_master(&self, conn: usize) {
-        let Some(path) = self.control_path(conn) else {
+        let Some(path) = self.control_path(conn).filter(|p| !p.exists()) else {
             return;
         };
-        if path.exists() {
-            return;
-        }
         let _one_at_a_time = self.mux.starting.lock();
         if path.exists() {
             return;
@@ -228,15 +207,14 @@ impl SshHost {
         }
     }
 
-    /// Run `words` remotely with stdin `/dev/null` and collect the output within `timeout` (the
-    /// command timeout when `None`); a connection failure or a timeout is [`HOST_UNAVAILABLE`].
+    /// Run `words` remotely with stdin `/dev/null` and collect the output within the command
+    /// timeout (at most `cap`); a connection failure or a timeout is [`HOST_UNAVAILABLE`].
     /// A session the server refused (that the client could not replace by a fresh connection)
     /// is tried once more on another connection, and is never `host_unavailable`.
-    fn run(&self, words: &[&OsStr], timeout: Option<Duration>) -> Result<HookOutput, String> {
-        let timeout = timeout.unwrap_or_else(|| self.settings.timeout());
+    fn run(&self, words: &[&OsStr], cap: Duration) -> Result<HookOutput, String> {
+        let timeout = self.settings.timeout().min(cap);
         for _ in 0..2 {
-            let session = self.session();
-            let cmd = self.command(&shell_join(words), &session);
+            let (cmd, session) = self.command(&shell_join(words));
             let out = match output_within(cmd, timeout) {
                 Ok(out) => out,
                 Err(e) if e.kind() == io::ErrorKind::TimedOut => {
@@ -247,17 +225,15 @@ impl SshHost {
                 }
                 Err(e) => return Err(format!("{HOST_UNAVAILABLE}: cannot run ssh: {e}")),
             };
-            let failed = out.code == Some(SSH_CONNECTION_FAILED);
-            if session_refused(&out.stderr) {
+            let refused = session_refused(&out.stderr);
+            if refused {
                 self.refused(&session);
-                if failed {
-                    continue;
-                }
             }
-            if failed {
-                return Err(self.unavailable(&out.stderr));
+            match out.code == Some(SSH_CONNECTION_FAILED) {
+                true if refused => continue,
+                true => return Err(self.unavailable(&out.stderr)),
+                false => return Ok(out),
             }
-            return Ok(out);
         }
         let host = &self.destination;
         Err(format!(
@@ -272,21 +248,12 @@ impl SshHost {
         format!("{HOST_UNAVAILABLE}: ssh {}: {e}", self.destination)
     }
 
-    /// Check that the host answers (`ssh <dest> true`).
-    pub fn check_reachable(&self) -> Result<(), String> {
-        let out = self.run(&[OsStr::new("true")], None)?;
-        match out.code {
-            Some(0) => Ok(()),
-            _ => Err(self.unavailable(&out.stderr)),
-        }
-    }
-
     /// Run `sh -c <script> baton <args…>` remotely; stdout on success, an error (with the
     /// stderr tail) otherwise.
     pub(crate) fn sh(&self, script: &str, args: &[&OsStr]) -> Result<String, String> {
         let mut words = ["sh", "-c", script, "baton"].map(OsStr::new).to_vec();
         words.extend_from_slice(args);
-        let out = self.run(&words, None)?;
+        let out = self.run(&words, MAX_TIMEOUT)?;
         match out.code {
             Some(0) => Ok(out.stdout),
             _ => Err(out.stderr.trim().to_string()),
@@ -308,16 +275,15 @@ impl Host for SshHost {
         let Some((created, p)) = line.split_once(' ') else {
             return Err(self.workspace_error(format!("unexpected reply {line:?}")));
         };
-        let path = PathBuf::from(p);
         Ok(Workspace {
-            path,
+            path: PathBuf::from(p),
             created_now: created == "1",
         })
     }
 
     fn check_workspace(&self, root: &Path, path: &Path) -> Result<PathBuf, WorkspaceError> {
-        let resolved = self.workspace_sh(workspace::CHECK, root, path, "check")?;
-        Ok(PathBuf::from(resolved))
+        self.workspace_sh(workspace::CHECK, root, path, "check")
+            .map(PathBuf::from)
     }
 
     fn remove_workspace(&self, root: &Path, path: &Path, hook: &mut BeforeRemove) -> Removal {
@@ -344,15 +310,20 @@ impl Host for SshHost {
         Some(&self.destination)
     }
 
+    /// `ssh <dest> true`.
     fn probe(&self) -> Result<(), String> {
-        self.check_reachable()
+        let out = self.run(&[OsStr::new("true")], MAX_TIMEOUT)?;
+        match out.code {
+            Some(0) => Ok(()),
+            _ => Err(self.unavailable(&out.stderr)),
+        }
     }
 
     /// The orphan check run on this host (never a local signal: the pgid is this host's).
     fn stop_orphan(&self, pgid: u32, leader_start: u64) -> Result<OrphanOutcome, String> {
         crate::host::orphan::stop_with(pgid, leader_start, |args| {
-            let rest: Vec<&OsStr> = args[2..].iter().map(OsStr::new).collect();
-            self.sh(args[0], &rest)
+            let rest: Vec<&OsStr> = args[3..].iter().map(OsStr::new).collect();
+            self.sh(args[1], &rest)
         })
     }
 }
@@ -449,7 +420,7 @@ printf '%s\n' "$v" | head -n 1
 /// `baton check`'s per-host probe: SSH reachable, `workspace.root` writable, the agent CLI
 /// present; `Ok(agent version)` or the first problem found.
 pub fn probe_host(host: &SshHost, root: &Path, agent_command: &str) -> Result<String, String> {
-    host.check_reachable()?;
+    host.probe()?;
     let out = host.sh(PROBE, &[root.as_os_str(), OsStr::new(agent_command)])?;
     Ok(out.trim().to_string())
 }
@@ -458,7 +429,8 @@ pub fn probe_host(host: &SshHost, root: &Path, agent_command: &str) -> Result<St
 /// shared [`SshHost`] per destination, so its multiplexing masters are reused.
 #[derive(Debug)]
 pub struct HostPool {
-    control_dir: Option<PathBuf>,
+    /// Empty: no multiplexing.
+    control_dir: PathBuf,
     hosts: Mutex<BTreeMap<String, Arc<SshHost>>>,
     /// Shared by every host: [`HostPool::configure`] reaches the existing ones too.
     settings: Arc<SshSettings>,
@@ -470,7 +442,7 @@ impl HostPool {
     pub fn new() -> Self {
         let control_dir = control_dir()
             .inspect_err(|e| log::warn!("ssh multiplexing disabled: {e}"))
-            .ok();
+            .unwrap_or_default();
         HostPool {
             control_dir,
             hosts: Mutex::new(BTreeMap::new()),
@@ -494,9 +466,8 @@ impl HostPool {
 
     pub fn ssh(&self, destination: &str) -> Arc<SshHost> {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        let dir = self.control_dir.clone().unwrap_or_default();
         Arc::clone(hosts.entry(destination.to_string()).or_insert_with(|| {
-            let h = SshHost::new(destination, &dir);
+            let h = SshHost::new(destination, &self.control_dir);
             Arc::new(h.with_settings(Arc::clone(&self.settings)))
         }))
     }

@@ -11,9 +11,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver};
 
-use super::is_env_name;
-use super::SSH_CONNECTION_FAILED;
-use super::{session_refused, Session, SshHost, HOST_UNAVAILABLE, SIGNAL_TIMEOUT};
+use super::{is_env_name, session_refused, Session, SshHost};
+use super::{HOST_UNAVAILABLE, SIGNAL_TIMEOUT, SSH_CONNECTION_FAILED};
 use crate::host::supervisor::{self, LocalProcess};
 use crate::host::{Process, ProcessSpec, StdoutItem};
 
@@ -100,8 +99,7 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
     let line = remote_command(spec)?;
     let mut refused = false;
     loop {
-        let session = host.session();
-        let mut cmd = host.command(&line, &session);
+        let (mut cmd, session) = host.command(&line);
         cmd.stdin(Stdio::piped());
         let (first_tx, first_rx) = bounded(1);
         let client = supervisor::spawn_command(cmd, spec, None, Some(first_tx))?;
@@ -127,12 +125,11 @@ pub(crate) fn spawn(host: &SshHost, spec: &ProcessSpec) -> io::Result<SshProcess
             refused = true;
             continue;
         }
-        let msg = if code == Some(SSH_CONNECTION_FAILED) || code.is_none() {
-            format!("{HOST_UNAVAILABLE}: ssh {}: {tail}", host.destination)
-        } else {
-            format!("remote start on {} failed: {tail}", host.destination)
-        };
-        return Err(io::Error::other(msg));
+        let d = &host.destination;
+        return Err(io::Error::other(match code {
+            Some(c) if c != SSH_CONNECTION_FAILED => format!("remote start on {d} failed: {tail}"),
+            _ => format!("{HOST_UNAVAILABLE}: ssh {d}: {tail}"),
+        }));
     }
 }
 
@@ -140,9 +137,9 @@ impl SshProcess {
     /// `kill -<signal> -<pgid>` on the host within [`SIGNAL_TIMEOUT`]: `Some(sent)`, `None`
     /// when the host did not answer.
     fn remote_signal(&self, signal: &str) -> Option<bool> {
-        let (host, pgid) = (&self.host, format!("-{}", self.pgid));
+        let pgid = format!("-{}", self.pgid);
         let words = ["kill", signal, &pgid].map(OsStr::new);
-        let out = host.run(&words, Some(host.settings.timeout().min(SIGNAL_TIMEOUT)));
+        let out = self.host.run(&words, SIGNAL_TIMEOUT);
         out.ok().map(|o| o.code == Some(0))
     }
 }

@@ -38,16 +38,15 @@ impl SshClient {
         let cfg = dir.join("ssh_config");
         fs::write(&cfg, "").unwrap();
         fs::write(dir.join("known_hosts"), "").unwrap();
-        let wrapper = dir.join("bin/ssh");
-        fs::write(
-            &wrapper,
-            format!(
-                "#!/bin/sh\nexec /usr/bin/ssh -F '{}' \"$@\"\n",
+        // `bin/ssh` for PATH; `ssh-connect-3s` for `Lab::host` (ssh keeps an option's first value).
+        for (name, opts) in [("bin/ssh", ""), ("ssh-connect-3s", "-o ConnectTimeout=3 ")] {
+            let script = format!(
+                "#!/bin/sh\nexec /usr/bin/ssh {opts}-F '{}' \"$@\"\n",
                 cfg.display()
-            ),
-        )
-        .unwrap();
-        fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+            );
+            fs::write(dir.join(name), script).unwrap();
+            fs::set_permissions(dir.join(name), fs::Permissions::from_mode(0o755)).unwrap();
+        }
         SshClient {
             dir: dir.to_path_buf(),
             bin: dir.join("bin"),
@@ -352,7 +351,6 @@ impl Lab {
     /// A host for `alias` using the lab's client and a private socket directory.
     pub fn host(&self, alias: &str) -> baton::host::SshHost {
         baton::host::SshHost::new(alias, &self.tmp.join("ctl"))
-            .with_ssh_program(self.ssh_program())
-            .with_connect_timeout(3)
+            .with_ssh_program(self.client.dir.join("ssh-connect-3s"))
     }
 }
