@@ -60,7 +60,10 @@ pub fn init(level: Option<log::LevelFilter>) {
     let journald = std::env::var_os("JOURNAL_STREAM").is_some_and(|v| !v.is_empty());
     let mut builder = env_logger::Builder::new();
     builder.filter_level(log::LevelFilter::Info);
-    builder.parse_env("RUST_LOG");
+    // Only the filter: `parse_env` would also read RUST_LOG_STYLE.
+    if let Ok(spec) = std::env::var("RUST_LOG") {
+        builder.parse_filters(&spec);
+    }
     if let Some(l) = level {
         // `--log-level` sets Baton's own level and wins over RUST_LOG; dependencies stay at
         // most at info (their debug output is wire noise; use RUST_LOG=ureq=debug to see it).

@@ -381,7 +381,7 @@ impl TurnParser for StreamParser {
 fn failure_detail(r: &ResultInfo, exit: &str) -> String {
     let reason = (r.terminal_reason.as_ref()).map(|t| format!(" terminal_reason={t}"));
     let status = r.api_error_status.map(|s| format!(" api_error_status={s}"));
-    let errors = Some(r.errors.join("; ")).filter(|e| !e.is_empty());
+    let errors = (!r.errors.is_empty()).then(|| r.errors.join("; "));
     let texts = r.result_text.iter().chain(&errors);
     let texts = texts.map(|t| format!(": {}", one_line(t, 300)));
     let parts: String = reason.into_iter().chain(status).chain(texts).collect();

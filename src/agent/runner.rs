@@ -40,8 +40,7 @@ pub trait Cli: Clone + Debug + Send + Sync + 'static {
     fn invocation(r: &CliRunner<Self>, i: &mut Invocation<Self::State>) -> Parsed<Self>;
     /// After the turn's last invocation ended (Copilot reads its usage file).
     fn ended(_st: &mut Self::State, _p: &mut Self::Parser) {}
-    /// The session had reported `usage` so far, zero unless resumed (Copilot's usage file counts
-    /// from its start).
+    /// A resumed session had reported `usage` so far (Copilot's usage file counts from its start).
     fn resumed(_st: &mut Self::State, _usage: TokenUsage) {}
 }
 
@@ -112,7 +111,9 @@ impl<C: Cli> AgentRunner for CliRunner<C> {
             id => id,
         };
         let mut state = C::State::default();
-        C::resumed(&mut state, ctx.resume_usage);
+        if resume {
+            C::resumed(&mut state, ctx.resume_usage);
+        }
         Ok(Box::new(CliSession {
             runner: self.clone(),
             host: Arc::clone(&ctx.host),

@@ -490,3 +490,19 @@ fn hostile_result_numbers_are_read_leniently_and_bounded() {
         assert_eq!((u, c), (TokenUsage::default(), None), "{cost}");
     }
 }
+
+/// A failed result's `errors` go into the failure text even when each entry is empty (the text
+/// then shows an empty `: ` part), so the message never hides that Claude sent errors.
+#[test]
+fn a_failed_result_with_empty_errors_keeps_its_errors_part() {
+    let mut parser = StreamParser::new(1, None);
+    let line = r#"{"type":"result","subtype":"error_during_execution","is_error":true,"errors":[""],"session_id":"s1"}"#;
+    parser.parse_line(line);
+    let e = parser.outcome(&exited(1)).unwrap_err();
+    assert_eq!(e.kind, AgentErrorKind::TurnFailed);
+    assert!(
+        e.message.starts_with("subtype=error_during_execution:  ("),
+        "{}",
+        e.message
+    );
+}

@@ -471,6 +471,28 @@ fn per_state_limits_are_normalized_and_bad_entries_ignored() {
     assert_eq!(wf.config.warnings.len(), 2, "{:?}", wf.config.warnings);
 }
 
+/// Only plain strings are state names: a tagged key (`!x Review`) or a number is warned about and
+/// ignored, never read as a state.
+#[test]
+fn per_state_limits_ignore_tagged_and_non_string_keys() {
+    let d = TempDir::new("bystate-keys");
+    let p = write(
+        &d,
+        "W.md",
+        "---\nagent:\n  max_concurrent_agents_by_state:\n    !x Review: 2\n    7: 1\n    Todo: 3\n---\n",
+    );
+    let wf = load_workflow(&p, &env(&[])).unwrap();
+    let m = &wf.config.config.agent.max_concurrent_agents_by_state;
+    assert_eq!(m.len(), 1, "{m:?}");
+    assert_eq!(m.get("todo"), Some(&3));
+    let w = &wf.config.warnings;
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w.iter().all(|w| w.contains("keys must be state names")),
+        "{w:?}"
+    );
+}
+
 #[test]
 fn unknown_keys_warn_with_did_you_mean() {
     let d = TempDir::new("unknown");

@@ -374,14 +374,17 @@ fn parse_by_state(
     };
     let mut by_state = BTreeMap::new();
     for (k, v) in m {
-        let Some(key) = k.as_str().filter(|s| !s.trim().is_empty()) else {
-            let k = describe(k);
-            warnings.push(format!(
-                "agent.{KEY}: ignoring entry with key {k}: keys must be state names"
-            ));
-            continue;
+        // Not `as_str`: it strips a tag, and a tagged key (`!x Todo`) is no state name.
+        let key = match k {
+            Value::String(s) if !s.trim().is_empty() => crate::model::normalize_name(s),
+            other => {
+                let k = describe(other);
+                warnings.push(format!(
+                    "agent.{KEY}: ignoring entry with key {k}: keys must be state names"
+                ));
+                continue;
+            }
         };
-        let key = crate::model::normalize_name(key);
         match v.as_u64().and_then(|n| u32::try_from(n).ok()) {
             Some(n) if n >= 1 => {
                 by_state.insert(key, n);
