@@ -29,11 +29,20 @@ fn no_malloc_thread_caches() {
         None if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 => {}
         None => {
             let mut args = std::env::args_os();
-            let _failed = std::process::Command::new("/proc/self/exe")
-                .arg0(args.next().unwrap_or_default())
-                .args(args)
-                .env("GLIBC_TUNABLES", TUNABLES)
-                .exec();
+            let arg0 = args.next().unwrap_or_default();
+            // The resolved path, not `/proc/self/exe`, keeps the process name `baton` (`ps`,
+            // `pgrep`, journald's `_COMM`). Started through the dynamic loader (`ld-linux…
+            // baton`), the running file is the loader: no restart.
+            let Ok(exe) = std::env::current_exe() else {
+                return;
+            };
+            if exe.file_name() == std::path::Path::new(&arg0).file_name() {
+                let _failed = std::process::Command::new(exe)
+                    .arg0(arg0)
+                    .args(args)
+                    .env("GLIBC_TUNABLES", TUNABLES)
+                    .exec();
+            }
         }
     }
 }

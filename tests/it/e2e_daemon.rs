@@ -163,6 +163,9 @@ fn malloc_thread_caches_are_off_and_agents_do_not_inherit_the_tunable() {
             .filter(|v| v.starts_with(b"GLIBC_TUNABLES="))
             .collect();
         assert_eq!(daemon_vars, [daemon_env.as_bytes()], "{operator:?}");
+        // The restart keeps the process name (not `exe`, as `/proc/self/exe` would give).
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", daemon.pid())).unwrap();
+        assert_eq!(comm.trim(), "baton", "{operator:?}");
         assert_eq!(daemon.terminate(Duration::from_secs(30)).code(), Some(0));
     }
 }
