@@ -240,7 +240,7 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
             c.replan();
         }
         // The first waiting worker of a batch sets the time.
-        Event::TurnRefreshWanted => _ = c.s.poll.gate.pace.refresh_wanted_at.get_or_insert(now),
+        Event::TurnRefreshWanted => c.s.poll.gate.pace.want_refresh(now),
         Event::Shutdown => c.shutdown(),
         Event::TerminalAtStartup(issues) => c.clean_terminal_at_startup(issues),
         Event::WorkspaceRemoved { issue_id } => {
@@ -808,18 +808,17 @@ impl Core<'_> {
     fn queue(&mut self, mut r: RetryEntry, waits: bool) {
         let s = &mut *self.s;
         let backoff = rules::failure_backoff_ms(r.attempt.max(1), s.policy.max_retry_backoff_ms);
-        let (what, key, delay) = match (waits, r.kind) {
-            (false, RetryKind::Continuation) => ("retry scheduled", "error", CONTINUATION_DELAY_MS),
-            (false, _) => ("retry scheduled", "error", backoff),
-            (true, _) => ("retry waits", "reason", backoff),
+        let (id, ident, attempt) = (&r.issue_id, &r.identifier, r.attempt);
+        let text = r.error.as_deref().unwrap_or("");
+        let delay = match (waits, r.kind) {
+            (false, RetryKind::Continuation) => CONTINUATION_DELAY_MS,
+            _ => backoff,
         };
-        info!(
-            "{what} issue_id={} issue_identifier={} attempt={} delay_ms={delay} {key}={:?}",
-            r.issue_id,
-            r.identifier,
-            r.attempt,
-            r.error.as_deref().unwrap_or("")
-        );
+        if waits {
+            info!("retry waits issue_id={id} issue_identifier={ident} attempt={attempt} delay_ms={delay} reason={text:?}");
+        } else {
+            info!("retry scheduled issue_id={id} issue_identifier={ident} attempt={attempt} delay_ms={delay} error={text:?}");
+        }
         s.counters.retries_scheduled = s.counters.retries_scheduled.saturating_add(1);
         if let Some(e) = &r.error {
             s.last_errors.insert(r.issue_id.clone(), e.clone());
@@ -1092,7 +1091,7 @@ impl Core<'_> {
         // A reload may carry a fixed token: try it at once (a rate-limit pause stays).
         poll.gate.end_auth_backoff();
         let s = &mut *self.s;
-        s.hosts_down.retain(|h, _| s.policy.ssh_hosts.contains(h));
+        hosts::retain_configured(s);
         // Un-park issues parked for a budget the new limits no longer exceed (they are dispatched
         // again by the next poll).
         let s = &*self.s;

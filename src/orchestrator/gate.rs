@@ -69,6 +69,7 @@ pub struct Pace {
     window: Option<(Millis, u64)>,
     /// A fetch batch is out at a tracker thread.
     pub fetch_in_flight: bool,
+    /// When the last fetch batch started.
     pub fetch_started_at: Option<Millis>,
     /// How long the last fetch batch took (widens the spacing for a slow tracker).
     pub last_fetch_ms: Millis,
@@ -79,6 +80,7 @@ pub struct Pace {
     bucket: (u64, Option<Millis>),
     /// Since when workers wait for their between-turn refresh (the runtime keeps their ids).
     pub refresh_wanted_at: Option<Millis>,
+    /// The plan in force.
     pub plan: Plan,
     /// The poll interval last logged (`event=poll_interval_stretched`).
     pub logged_interval_ms: Millis,
@@ -170,6 +172,11 @@ impl Pace {
         }
     }
 
+    /// A worker waits for its between-turn refresh (the first of a batch tells the loop).
+    pub fn want_refresh(&mut self, now: Millis) {
+        self.refresh_wanted_at.get_or_insert(now);
+    }
+
     /// Take a batch's `points` from the bucket at `now`. A batch that cost more than the bucket
     /// held leaves a debt: the bucket stays empty until the refill has paid it.
     fn draw(&mut self, points: u64, now: Millis) {
@@ -236,6 +243,7 @@ pub enum CallOutcome {
 }
 
 impl CallOutcome {
+    /// The outcome of a tracker call's result.
     pub fn of<T>(result: &Result<T, TrackerError>) -> Self {
         result
             .as_ref()
@@ -243,6 +251,7 @@ impl CallOutcome {
             .map_or(CallOutcome::Ok, Self::of_error)
     }
 
+    /// The outcome of a failed tracker call.
     pub fn of_error(e: &TrackerError) -> Self {
         match e.kind {
             TrackerErrorKind::RateLimited => CallOutcome::RateLimited {
@@ -282,6 +291,7 @@ impl RequestGate {
         self.paused_until.max(self.auth_until).unwrap_or(0)
     }
 
+    /// True while requests must wait.
     pub fn blocks(&self, now: Millis) -> bool {
         now < self.allowed_at()
     }

@@ -140,6 +140,12 @@ pub fn next_probe(s: &OrchestratorState) -> Option<Millis> {
         .min()
 }
 
+/// Forget hosts no longer configured (after a reload).
+pub fn retain_configured(s: &mut OrchestratorState) {
+    let hosts = &s.policy.ssh_hosts;
+    s.hosts_down.retain(|h, _| hosts.contains(h));
+}
+
 /// Exponential probe backoff: 5 s, 10 s, 20 s, … capped at 5 min.
 pub fn probe_delay(failures: u32) -> u64 {
     let shift = failures.saturating_sub(1).min(16);

@@ -474,7 +474,11 @@ impl GithubTracker {
             return Ok(Vec::new());
         }
         let project = self.project()?;
-        let op = ["fetch_issue_states_by_ids", "refresh_running"][usize::from(shallow)];
+        let op = if shallow {
+            "refresh_running"
+        } else {
+            "fetch_issue_states_by_ids"
+        };
         self.with_stats(op, || {
             let mut out = Vec::new();
             // GitHub rejects more than 100 ids per `nodes(ids:)`.
