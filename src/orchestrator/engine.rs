@@ -548,11 +548,12 @@ impl Core<'_> {
             let interval = poll.gate.poll_interval(self.s.policy.poll_interval_ms);
             poll.next_poll_at = started.saturating_add(interval);
         }
-        if let Err(PollSkip::Tracker { retry_at, .. }) = &candidates {
-            if retry_at.is_some() {
-                let retry_at = *retry_at;
-                poll.gate.note(CallOutcome::RateLimited { retry_at }, now);
-            }
+        if let Err(PollSkip::Tracker {
+            retry_at: Some(at), ..
+        }) = candidates
+        {
+            poll.gate
+                .note(CallOutcome::RateLimited { retry_at: Some(at) }, now);
         }
         if poll.refresh_pending {
             // A refresh that arrived meanwhile: the next allowed poll serves it.
@@ -765,8 +766,6 @@ impl Core<'_> {
             "issue parked as blocked issue_id={} issue_identifier={} reason={reason:?} state={:?} runs={runs} max_runs_per_issue={max_runs} max_attempts={max_attempts}; move it out of its active state or change its labels to release it",
             issue.id, issue.identifier, issue.state
         );
-        s.claimed.remove(&issue.id);
-        s.retry_attempts.remove(&issue.id);
         let entry = BlockedEntry {
             issue_id: issue.id.clone(),
             identifier: issue.identifier.clone(),
@@ -779,6 +778,7 @@ impl Core<'_> {
             workspace_path,
         };
         s.blocked.insert(issue.id.clone(), entry);
+        self.release(&issue.id, false); // parked: its events stay
     }
 
     /// Queue a retry of an exited run, on the host that has its workspace.
@@ -1090,23 +1090,22 @@ impl Core<'_> {
         }
         // A reload may carry a fixed token: try it at once (a rate-limit pause stays).
         poll.gate.end_auth_backoff();
-        let s = &mut *self.s;
-        hosts::retain_configured(s);
+        hosts::retain_configured(self.s);
         // Un-park issues parked for a budget the new limits no longer exceed (they are dispatched
         // again by the next poll).
-        let s = &*self.s;
-        let ids: Vec<String> = (s.blocked.values())
-            .filter(|b| b.kind == ParkKind::BudgetExceeded && over_budget(s, &b.issue_id).is_none())
-            .map(|b| b.issue_id.clone())
-            .collect();
-        for id in ids {
-            if let Some(b) = self.s.blocked.remove(&id) {
+        let s = &mut *self.s;
+        let (spend, limits) = (&s.spend, &s.policy.budget);
+        s.blocked.retain(|id, b| {
+            let over = spend.get(id).and_then(|sp| budget::violation(limits, sp));
+            let raised = b.kind == ParkKind::BudgetExceeded && over.is_none();
+            if raised {
                 info!(
                     "issue unblocked issue_id={} issue_identifier={} reason=\"budget raised\"",
                     b.issue_id, b.identifier
                 );
             }
-        }
+            !raised
+        });
     }
 
     fn shutdown(&mut self) {
