@@ -15,12 +15,12 @@ use crate::workspace::workspace_path;
 
 use super::budget;
 use super::gate::{CallOutcome, TrackerOp};
-use super::hosts::{self, Placement};
+use super::hosts;
 use super::rules::{self, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
-    BlockedEntry, EventRecord, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume,
-    RetryEntry, RetryKind, RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS,
-    RECENT_EVENTS_CAP,
+    BlockedEntry, EventRecord, Millis, OrchestratorState, Orphan, ParkKind, Placement, Policy,
+    Resume, RetryEntry, RetryKind, RunningEntry, StopReason, TokenCounts, WorkerPhase,
+    EVENT_SUMMARY_CHARS, RECENT_EVENTS_CAP,
 };
 
 /// Why a poll produced no candidates: the dispatch preflight failed (skip dispatch, keep

@@ -1,43 +1,14 @@
 //! The SSH host pool (spec Appendix A.2): placement and host health, as pure functions of the
 //! state and the time. The hosts that may hold a copy of an issue's workspace are remembered
-//! ([`WorkspaceHosts`]): a run on one holding an older copy replaces it, and terminal cleanup
+//! (`OrchestratorState::workspace_hosts`): a run on one holding an older copy replaces it, and terminal cleanup
 //! removes them all. A host whose connection failed is down until a probe succeeds.
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::state::{Millis, OrchestratorState};
+use super::state::{HostDown, Millis, OrchestratorState, Placement};
 
 pub const PROBE_BASE_MS: u64 = 5_000;
 pub const PROBE_MAX_MS: u64 = 300_000;
-
-/// Where a dispatch goes: this machine (no `worker.ssh_hosts`), an SSH host, or nowhere yet
-/// (`Full`: every up host is at its cap; never a fallback to running locally).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
-    Local,
-    Host(String),
-    Full,
-}
-
-/// A host marked down: since when, its consecutive failures (connections and probes), the next
-/// probe and whether it is in flight, and the last error (bounded).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct HostDown {
-    pub since: Millis,
-    pub failures: u32,
-    pub probe_at: Millis,
-    pub probing: bool,
-    pub error: String,
-}
-
-/// By destination.
-pub type HostsDown = BTreeMap<String, HostDown>;
-
-/// Per issue, the SSH hosts that may hold a copy of its workspace, the latest first (at most one
-/// entry per host; kept until the workspace is removed everywhere).
-pub type WorkspaceHosts = BTreeMap<String, Vec<String>>;
 
 /// Record a dispatch of `id` on `host`. True when `host` holds an older copy of the workspace
 /// (the issue ran on another host since): the run must replace it, never reuse it.

@@ -4,6 +4,10 @@
 pub mod budget;
 pub mod engine;
 pub mod gate;
+#[cfg(feature = "ssh")]
+pub mod hosts;
+#[cfg(not(feature = "ssh"))]
+#[path = "no_ssh.rs"]
 pub mod hosts;
 pub mod restore;
 pub mod rules;

@@ -365,6 +365,26 @@ pub struct Counters {
     pub orphans_stopped: u64,
 }
 
+/// Where a dispatch goes: this machine (no `worker.ssh_hosts`), an SSH host, or nowhere yet
+/// (`Full`: every up host is at its cap; never a fallback to running locally).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    Local,
+    Host(String),
+    Full,
+}
+
+/// A host marked down: since when, its consecutive failures (connections and probes), the next
+/// probe and whether it is in flight, and the last error (bounded).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostDown {
+    pub since: Millis,
+    pub failures: u32,
+    pub probe_at: Millis,
+    pub probing: bool,
+    pub error: String,
+}
+
 /// The poll cycle bookkeeping.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PollState {
@@ -422,11 +442,12 @@ pub struct OrchestratorState {
     /// `Event::WorkspaceRemoved`, so a re-dispatch never shares a directory.
     pub cleaning: BTreeMap<String, u32>,
     /// SSH hosts marked down (connection failures), with their probe schedule.
-    pub hosts_down: super::hosts::HostsDown,
+    pub hosts_down: BTreeMap<String, HostDown>,
     /// Agent groups a previous Baton left behind, not yet known to be stopped.
     pub orphans: BTreeMap<String, Orphan>,
-    /// The SSH hosts that may hold a copy of the workspace, the latest first.
-    pub workspace_hosts: super::hosts::WorkspaceHosts,
+    /// The SSH hosts that may hold a copy of the workspace, the latest first (at most
+    /// one entry per host; kept until the workspace is removed everywhere).
+    pub workspace_hosts: BTreeMap<String, Vec<String>>,
 }
 
 impl OrchestratorState {
