@@ -249,7 +249,7 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
                 c.s.cleaning.insert(issue_id, left - 1);
             }
         }
-        Event::HostProbed { host, result } => c.recheck_orphans(&host, result),
+        Event::HostProbed { host, result } => c.out.extend(hosts::probed(c.s, &host, result, now)),
         Event::OrphanChecked { issue_id, result } => c.orphan_checked(&issue_id, result),
     }
     c.out
@@ -670,7 +670,7 @@ impl Core<'_> {
         }
     }
 
-    /// Dispatch bookkeeping (spec §16.4), on the host [`hosts::place`] picks (`preferred` first);
+    /// Dispatch bookkeeping (spec §16.4), on the host [`hosts::assign`] picks (`preferred` first);
     /// a resumed session starts from the usage it had reported.
     fn dispatch(
         &mut self,
@@ -680,13 +680,7 @@ impl Core<'_> {
         resume: Option<Resume>,
     ) {
         let s = &mut *self.s;
-        let held_by = s.workspace_hosts.get(&issue.id);
-        let latest = held_by.and_then(|h| h.first()).cloned();
-        let host = match hosts::place(s, preferred.or(latest.as_deref())) {
-            Placement::Host(h) => Some(h),
-            _ => None, // this machine (a full pool is checked before)
-        };
-        let stale_workspace = hosts::record_workspace(s, &issue.id, host.as_deref());
+        let (host, stale_workspace) = hosts::assign(s, &issue.id, preferred);
         let run_id = s.next_run_id;
         s.next_run_id += 1;
         s.counters.dispatches = s.counters.dispatches.saturating_add(1);
@@ -1195,18 +1189,6 @@ impl Core<'_> {
                 if let Some(h) = o.host.clone() {
                     hosts::mark_down(self.s, &h, &e, self.now);
                 }
-            }
-        }
-    }
-
-    /// A probe of `host` came back; when it answers again, check its orphans that are not being
-    /// checked.
-    fn recheck_orphans(&mut self, host: &str, result: Result<(), String>) {
-        let up = result.is_ok();
-        hosts::probed(self.s, host, result, self.now);
-        for (id, o) in self.s.orphans.iter_mut().filter(|_| up) {
-            if !o.checking && o.host.as_deref() == Some(host) {
-                self.out.push(check_orphan(id, o));
             }
         }
     }

@@ -5,24 +5,31 @@
 
 use std::collections::BTreeMap;
 
+use super::engine::{check_orphan, Action};
 use super::state::{HostDown, Millis, OrchestratorState, Placement};
 
 pub const PROBE_BASE_MS: u64 = 5_000;
 pub const PROBE_MAX_MS: u64 = 300_000;
 
-/// Record a dispatch of `id` on `host`. True when `host` holds an older copy of the workspace
-/// (the issue ran on another host since): the run must replace it, never reuse it.
-pub fn record_workspace(s: &mut OrchestratorState, id: &str, host: Option<&str>) -> bool {
-    let Some(host) = host else {
-        return false;
+/// The host of a dispatch of `id` ([`place`], `preferred` first, else the host holding its latest
+/// workspace), recorded as holding its workspace. True when that host holds an older copy (the
+/// issue ran on another host since): the run must replace it, never reuse it.
+pub fn assign(
+    s: &mut OrchestratorState,
+    id: &str,
+    preferred: Option<&str>,
+) -> (Option<String>, bool) {
+    let latest = s.workspace_hosts.get(id).and_then(|h| h.first()).cloned();
+    let Placement::Host(host) = place(s, preferred.or(latest.as_deref())) else {
+        return (None, false); // this machine (a full pool is checked before)
     };
     let hosts = s.workspace_hosts.entry(id.to_string()).or_default();
-    let at = hosts.iter().position(|h| h == host);
+    let at = hosts.iter().position(|h| *h == host);
     if let Some(i) = at {
         hosts.remove(i);
     }
-    hosts.insert(0, host.to_string());
-    at.is_some_and(|i| i > 0)
+    hosts.insert(0, host.clone());
+    (Some(host), at.is_some_and(|i| i > 0))
 }
 
 /// Running agents per configured host (hosts with none included).
@@ -78,16 +85,24 @@ pub fn mark_down(s: &mut OrchestratorState, host: &str, error: &str, now: Millis
     );
 }
 
-/// A probe result: up again, or down for longer.
-pub fn probed(s: &mut OrchestratorState, host: &str, result: Result<(), String>, now: Millis) {
-    match result {
-        Ok(()) => {
-            if s.hosts_down.remove(host).is_some() {
-                log::info!("host is up again host={host}");
-            }
-        }
-        Err(e) => mark_down(s, host, &e, now),
+/// A probe result: down for longer, or up again; then the checks of its orphans not being
+/// checked.
+pub fn probed(
+    s: &mut OrchestratorState,
+    host: &str,
+    result: Result<(), String>,
+    now: Millis,
+) -> Vec<Action> {
+    if let Err(e) = result {
+        mark_down(s, host, &e, now);
+        return Vec::new();
     }
+    if s.hosts_down.remove(host).is_some() {
+        log::info!("host is up again host={host}");
+    }
+    let on_host = s.orphans.iter_mut();
+    let due = on_host.filter(|(_, o)| !o.checking && o.host.as_deref() == Some(host));
+    due.map(|(id, o)| check_orphan(id, o)).collect()
 }
 
 /// Hosts whose probe is due at `now`; they are marked as probing.

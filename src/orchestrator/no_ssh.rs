@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::engine::Action;
 use super::state::{Millis, OrchestratorState, Placement};
 
 /// This machine; nowhere when the policy names SSH hosts.
@@ -17,9 +18,9 @@ pub fn place(s: &OrchestratorState, _preferred: Option<&str>) -> Placement {
     }
 }
 
-/// No run is on a host, so none holds an older copy.
-pub fn record_workspace(_: &mut OrchestratorState, _: &str, _: Option<&str>) -> bool {
-    false
+/// This machine.
+pub fn assign(_: &mut OrchestratorState, _: &str, _: Option<&str>) -> (Option<String>, bool) {
+    (None, false)
 }
 
 /// No run is on a host.
@@ -30,7 +31,9 @@ pub fn loads(_: &OrchestratorState) -> BTreeMap<String, usize> {
 /// No host is ever marked down or probed.
 pub fn mark_down(_: &mut OrchestratorState, _: &str, _: &str, _: Millis) {}
 
-pub fn probed(_: &mut OrchestratorState, _: &str, _: Result<(), String>, _: Millis) {}
+pub fn probed(_: &mut OrchestratorState, _: &str, _: Result<(), String>, _: Millis) -> Vec<Action> {
+    Vec::new()
+}
 
 pub fn due_probes(_: &mut OrchestratorState, _: Millis) -> Vec<String> {
     Vec::new()
