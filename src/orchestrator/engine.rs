@@ -801,7 +801,8 @@ impl Core<'_> {
     /// error; `waits`: a due retry that could not run yet keeps its attempt's backoff.
     fn queue(&mut self, mut r: RetryEntry, waits: bool) {
         let s = &mut *self.s;
-        let backoff = rules::failure_backoff_ms(r.attempt.max(1), s.policy.max_retry_backoff_ms);
+        let cap = s.policy.max_retry_backoff_ms;
+        let backoff = rules::backoff_ms(rules::FAILURE_BASE_MS, r.attempt.max(1), cap);
         let (id, ident, attempt) = (&r.issue_id, &r.identifier, r.attempt);
         let text = r.error.as_deref().unwrap_or("");
         let delay = match (waits, r.kind) {

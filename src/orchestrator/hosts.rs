@@ -134,10 +134,7 @@ pub fn retain_configured(s: &mut OrchestratorState) {
 
 /// Exponential probe backoff: 5 s, 10 s, 20 s, … capped at 5 min.
 pub fn probe_delay(failures: u32) -> u64 {
-    let shift = failures.saturating_sub(1).min(16);
-    PROBE_BASE_MS
-        .saturating_mul(1u64 << shift)
-        .min(PROBE_MAX_MS)
+    super::rules::backoff_ms(PROBE_BASE_MS, failures, PROBE_MAX_MS)
 }
 
 #[cfg(test)]

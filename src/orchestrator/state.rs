@@ -237,22 +237,24 @@ pub struct Orphan {
 }
 
 /// `RunningEntry::issue` in `state.json`: only what a restart needs (the rest is refreshed).
+#[derive(Serialize, Deserialize)]
+struct IssueRef {
+    id: String,
+    identifier: String,
+    url: Option<String>,
+}
+
 fn issue_ref<S: serde::Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeStruct;
-    let mut r = s.serialize_struct("IssueRef", 3)?;
-    r.serialize_field("id", &i.id)?;
-    r.serialize_field("identifier", &i.identifier)?;
-    r.serialize_field("url", &i.url)?;
-    r.end()
+    let (id, identifier, url) = (i.id.clone(), i.identifier.clone(), i.url.clone());
+    IssueRef {
+        id,
+        identifier,
+        url,
+    }
+    .serialize(s)
 }
 
 fn issue_from_ref<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
-    #[derive(Deserialize)]
-    struct IssueRef {
-        id: String,
-        identifier: String,
-        url: Option<String>,
-    }
     let (r, mut i) = (IssueRef::deserialize(d)?, Issue::default());
     (i.id, i.identifier, i.url) = (r.id, r.identifier, r.url);
     Ok(i)
