@@ -429,9 +429,7 @@ impl Core<'_> {
         }
         self.detect_stalls();
         self.give_up_orphans();
-        let probes = hosts::due_probes(self.s, now).into_iter();
-        self.out
-            .extend(probes.map(|host| Action::ProbeHost { host }));
+        self.out.extend(hosts::due_probes(self.s, now));
         self.start_fetch_if_due();
         self.start_poll_if_due();
     }
@@ -646,28 +644,26 @@ impl Core<'_> {
     /// Un-park blocked issues whose state or labels changed, or that left the active candidates.
     fn release_changed_blocks(&mut self, candidates: &[Issue]) {
         let s = &mut *self.s;
-        let ids: Vec<String> = s.blocked.keys().cloned().collect();
-        for id in ids {
-            let changed = match candidates.iter().find(|i| i.id == id) {
+        s.blocked.retain(|id, b| {
+            let changed = match candidates.iter().find(|i| &i.id == id) {
                 None => {
                     // Left the active candidates: its budget starts over when it comes back.
-                    s.spend.remove(&id);
+                    s.spend.remove(id);
                     true
                 }
-                Some(i) => s.blocked[&id].fingerprint != rules::block_fingerprint(i),
+                Some(i) => b.fingerprint != rules::block_fingerprint(i),
             };
             if changed {
-                if let Some(b) = s.blocked.remove(&id) {
-                    info!(
-                        "issue unblocked issue_id={} issue_identifier={} reason=\"state or labels changed\"",
-                        b.issue_id, b.identifier
-                    );
-                }
-                s.runs_since_active.remove(&id);
-                s.recent_events.remove(&id);
-                s.last_errors.remove(&id);
+                info!(
+                    "issue unblocked issue_id={} issue_identifier={} reason=\"state or labels changed\"",
+                    b.issue_id, b.identifier
+                );
+                s.runs_since_active.remove(id);
+                s.recent_events.remove(id);
+                s.last_errors.remove(id);
             }
-        }
+            !changed
+        });
     }
 
     /// Dispatch bookkeeping (spec §16.4), on the host [`hosts::assign`] picks (`preferred` first);

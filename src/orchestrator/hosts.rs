@@ -105,13 +105,13 @@ pub fn probed(
     due.map(|(id, o)| check_orphan(id, o)).collect()
 }
 
-/// Hosts whose probe is due at `now`; they are marked as probing.
-pub fn due_probes(s: &mut OrchestratorState, now: Millis) -> Vec<String> {
+/// The probes of hosts whose probe is due at `now`; they are marked as probing.
+pub fn due_probes(s: &mut OrchestratorState, now: Millis) -> Vec<Action> {
     let mut due = Vec::new();
     for (h, d) in s.hosts_down.iter_mut() {
         if !d.probing && d.probe_at <= now {
             d.probing = true;
-            due.push(h.clone());
+            due.push(Action::ProbeHost { host: h.clone() });
         }
     }
     due
@@ -178,7 +178,8 @@ mod tests {
         assert_eq!(place(&s, None), Placement::Full);
         assert_eq!(next_probe(&s), Some(6_000));
         assert!(due_probes(&mut s, 5_999).is_empty());
-        assert_eq!(due_probes(&mut s, 6_000), vec!["a", "b"]);
+        let probe = |h: &str| Action::ProbeHost { host: h.into() };
+        assert_eq!(due_probes(&mut s, 6_000), [probe("a"), probe("b")]);
         assert_eq!(next_probe(&s), None, "in flight");
         probed(&mut s, "a", Ok(()), 6_100);
         probed(&mut s, "b", Err("still down".into()), 6_100);

@@ -35,7 +35,7 @@ pub fn probed(_: &mut OrchestratorState, _: &str, _: Result<(), String>, _: Mill
     Vec::new()
 }
 
-pub fn due_probes(_: &mut OrchestratorState, _: Millis) -> Vec<String> {
+pub fn due_probes(_: &mut OrchestratorState, _: Millis) -> Vec<Action> {
     Vec::new()
 }
 
