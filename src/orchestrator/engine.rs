@@ -676,7 +676,6 @@ impl Core<'_> {
         resume: Option<Resume>,
     ) {
         let s = &mut *self.s;
-        let (host, stale_workspace) = hosts::assign(s, &issue.id, preferred);
         let run_id = s.next_run_id;
         s.next_run_id += 1;
         s.counters.dispatches = s.counters.dispatches.saturating_add(1);
@@ -692,12 +691,7 @@ impl Core<'_> {
         s.claimed.insert(issue.id.clone());
         s.retry_attempts.remove(&issue.id);
         s.blocked.remove(&issue.id);
-        if let Some(h) = &host {
-            info!(
-                "dispatching on host issue_id={} issue_identifier={} host={h}",
-                issue.id, issue.identifier
-            );
-        }
+        let (host, stale_workspace) = hosts::assign(s, &issue, preferred);
         if let Some(r) = &resume {
             info!(
                 "event=session_resume issue_id={} issue_identifier={} agent={} session_id={}",

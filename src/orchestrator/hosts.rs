@@ -1,9 +1,12 @@
 //! The SSH host pool (spec Appendix A.2): placement and host health, as pure functions of the
 //! state and the time. The hosts that may hold a copy of an issue's workspace are remembered
-//! (`OrchestratorState::workspace_hosts`): a run on one holding an older copy replaces it, and terminal cleanup
-//! removes them all. A host whose connection failed is down until a probe succeeds.
+//! (`OrchestratorState::workspace_hosts`): a run on one holding an older copy replaces it, and
+//! terminal cleanup removes them all. A host whose connection failed is down until a probe
+//! succeeds.
 
 use std::collections::BTreeMap;
+
+use crate::model::Issue;
 
 use super::engine::{check_orphan, Action};
 use super::state::{HostDown, Millis, OrchestratorState, Placement};
@@ -11,14 +14,15 @@ use super::state::{HostDown, Millis, OrchestratorState, Placement};
 pub const PROBE_BASE_MS: u64 = 5_000;
 pub const PROBE_MAX_MS: u64 = 300_000;
 
-/// The host of a dispatch of `id` ([`place`], `preferred` first, else the host holding its latest
-/// workspace), recorded as holding its workspace. True when that host holds an older copy (the
-/// issue ran on another host since): the run must replace it, never reuse it.
+/// The host of a dispatch of `issue` ([`place`], `preferred` first, else the host holding its
+/// latest workspace), recorded as holding its workspace. True when that host holds an older copy
+/// (the issue ran on another host since): the run must replace it, never reuse it.
 pub fn assign(
     s: &mut OrchestratorState,
-    id: &str,
+    issue: &Issue,
     preferred: Option<&str>,
 ) -> (Option<String>, bool) {
+    let id = &issue.id;
     let latest = s.workspace_hosts.get(id).and_then(|h| h.first()).cloned();
     let Placement::Host(host) = place(s, preferred.or(latest.as_deref())) else {
         return (None, false); // this machine (a full pool is checked before)
@@ -29,6 +33,10 @@ pub fn assign(
         hosts.remove(i);
     }
     hosts.insert(0, host.clone());
+    log::info!(
+        "dispatching on host issue_id={id} issue_identifier={} host={host}",
+        issue.identifier
+    );
     (Some(host), at.is_some_and(|i| i > 0))
 }
 

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::model::Issue;
+
 use super::engine::Action;
 use super::state::{Millis, OrchestratorState, Placement};
 
@@ -19,7 +21,7 @@ pub fn place(s: &OrchestratorState, _preferred: Option<&str>) -> Placement {
 }
 
 /// This machine.
-pub fn assign(_: &mut OrchestratorState, _: &str, _: Option<&str>) -> (Option<String>, bool) {
+pub fn assign(_: &mut OrchestratorState, _: &Issue, _: Option<&str>) -> (Option<String>, bool) {
     (None, false)
 }
 
