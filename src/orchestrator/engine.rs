@@ -915,10 +915,8 @@ impl Core<'_> {
         use StopReason::*;
         use WorkerOutcome::*;
         let (issue, path) = (&e.issue, || e.workspace_path.clone());
-        if let (None, HostFailed { error, .. }) = (e.stop, &outcome) {
-            if let Some(h) = &e.host {
-                hosts::mark_down(self.s, h, error, self.now);
-            }
+        if let (None, HostFailed { error, .. }, Some(h)) = (e.stop, &outcome, &e.host) {
+            hosts::mark_down(self.s, h, error, self.now);
         }
         let exited = |why: &str| format!("worker exited: {}", bounded_summary(why));
         let failure = match (e.stop, outcome) {
