@@ -183,23 +183,14 @@ pub struct RefreshAck {
     pub deferred_until: Option<String>,
 }
 
-/// A request from the HTTP thread to the main loop; the loop answers on `reply`.
+/// A request from the HTTP thread to the main loop; the loop answers on the sender it carries.
 #[derive(Debug)]
 pub enum ControlRequest {
-    State {
-        reply: Sender<StateSnapshot>,
-    },
+    State(Sender<StateSnapshot>),
     /// One issue by identifier; `None` when unknown.
-    Issue {
-        identifier: String,
-        reply: Sender<Option<IssueDetail>>,
-    },
+    Issue(String, Sender<Option<IssueDetail>>),
     /// Queue an immediate poll + reconcile (coalesced).
-    Refresh {
-        reply: Sender<RefreshAck>,
-    },
+    Refresh(Sender<RefreshAck>),
     /// A sign of life for `GET /livez`: the loop answers `()` at once.
-    Ping {
-        reply: Sender<()>,
-    },
+    Ping(Sender<()>),
 }

@@ -129,12 +129,11 @@ pub struct Reply {
 
 impl Reply {
     pub fn new(status: u16, content_type: &'static str, body: String) -> Reply {
-        let allow = None;
         Reply {
             status,
             content_type,
             body,
-            allow,
+            allow: None,
         }
     }
 
@@ -201,17 +200,15 @@ impl ControlClient {
         if !is_plausible_identifier(id) {
             return Ok(None);
         }
-        let identifier = id.to_string();
-        self.ask(self.timeout, |reply| ControlRequest::Issue {
-            identifier,
-            reply,
+        self.ask(self.timeout, |reply| {
+            ControlRequest::Issue(id.into(), reply)
         })
     }
 
     /// Liveness: the main loop answers a ping within [`LIVEZ_DEADLINE`] (whatever the snapshot
     /// timeout is).
     pub fn ping(&self) -> Result<(), NotLive> {
-        self.ask(LIVEZ_DEADLINE, |reply| ControlRequest::Ping { reply })
+        self.ask(LIVEZ_DEADLINE, ControlRequest::Ping)
     }
 
     /// The 503 for a question the main loop did not answer, as JSON or as an HTML page.
@@ -272,13 +269,11 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
     let c = &app.control;
     let page = matches!(route, Route::Dashboard | Route::IssuePage(_));
     match route {
-        Route::State | Route::Dashboard => {
-            match c.ask(c.timeout, |reply| ControlRequest::State { reply }) {
-                Ok(snap) if page => Reply::new(200, HTML, html::render_dashboard(&snap, now)),
-                Ok(snap) => Reply::json(200, &snap),
-                Err(e) => c.unanswered(e, page),
-            }
-        }
+        Route::State | Route::Dashboard => match c.ask(c.timeout, ControlRequest::State) {
+            Ok(snap) if page => Reply::new(200, HTML, html::render_dashboard(&snap, now)),
+            Ok(snap) => Reply::json(200, &snap),
+            Err(e) => c.unanswered(e, page),
+        },
         Route::IssueApi(id) | Route::IssuePage(id) => match c.issue(id) {
             Ok(Some(d)) if page => Reply::new(200, HTML, html::render_issue_page(&d, now)),
             Ok(Some(d)) => Reply::json(200, &d),
@@ -320,7 +315,7 @@ fn livez_reply(app: &App) -> Reply {
 /// Queue a (coalesced) poll + reconcile.
 fn refresh_reply(app: &App) -> Reply {
     let c = &app.control;
-    let ack = c.ask(c.timeout, |reply| ControlRequest::Refresh { reply });
+    let ack = c.ask(c.timeout, ControlRequest::Refresh);
     ack.map_or_else(|e| c.unanswered(e, false), |ack| Reply::json(202, &ack))
 }
 

@@ -207,7 +207,7 @@ fn spawn_loop() -> (Sender<ControlRequest>, Sender<Wedge>) {
     std::thread::spawn(move || loop {
         crossbeam_channel::select! {
             recv(control_rx) -> request => match request {
-                Ok(ControlRequest::Ping { reply }) => { let _ = reply.send(()); }
+                Ok(ControlRequest::Ping(reply)) => { let _ = reply.send(()); }
                 Ok(_) => {}
                 Err(_) => return,
             },

@@ -183,14 +183,14 @@ impl FakeLoop {
                     continue;
                 }
                 match req {
-                    ControlRequest::State { reply } => {
+                    ControlRequest::State(reply) => {
                         let _ = reply.send(fixture_state());
                     }
-                    ControlRequest::Issue { identifier, reply } => {
+                    ControlRequest::Issue(identifier, reply) => {
                         q.lock().unwrap().push(identifier.clone());
                         let _ = reply.send(issues.get(&identifier).cloned());
                     }
-                    ControlRequest::Refresh { reply } => {
+                    ControlRequest::Refresh(reply) => {
                         let n = r.fetch_add(1, Ordering::SeqCst);
                         let _ = reply.send(RefreshAck {
                             queued: true,
@@ -200,7 +200,7 @@ impl FakeLoop {
                             deferred_until: None,
                         });
                     }
-                    ControlRequest::Ping { reply } => {
+                    ControlRequest::Ping(reply) => {
                         let _ = reply.send(());
                     }
                 }
