@@ -321,8 +321,7 @@ mod wedge {
 
     use super::clock::ManualClock;
     use baton::http::routes::ControlClient;
-    use baton::ops::health::NotLive;
-    use baton::ops::shared::OpsShared;
+    use baton::ops::shared::{NotLive, OpsShared};
     use baton::runtime::clock::Clock;
     use baton::runtime::daemon::DaemonOps;
     use crossbeam_channel::Receiver;

@@ -12,10 +12,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::http::{html, webhook};
-use crate::ops::exposition::CONTENT_TYPE as METRICS;
-use crate::ops::health::NotLive::{self, Gone, Timeout};
-use crate::ops::health::{LIVEZ_DEADLINE, READY_JSON};
-use crate::ops::shared::OpsShared;
+use crate::ops::metrics::{render, CONTENT_TYPE as METRICS};
+use crate::ops::shared::NotLive::{self, Gone, Timeout};
+use crate::ops::shared::{OpsShared, LIVEZ_DEADLINE, READY_JSON};
 use crate::status::ControlRequest;
 use crate::status::IssueDetail;
 use crate::workflow::config::Secret;
@@ -288,7 +287,7 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
             Err(e) => c.unanswered(e, page),
         },
         Route::Refresh => refresh_reply(app),
-        Route::Metrics => Reply::new(200, METRICS, app.ops.render_metrics()),
+        Route::Metrics => Reply::new(200, METRICS, render(&app.ops.metrics())),
         Route::Readyz => match app.ops.readyz(Instant::now()) {
             Ok(()) => Reply::new(200, JSON, READY_JSON.to_string()),
             Err(why) => Reply::new(503, JSON, why.to_json()),

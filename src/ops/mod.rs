@@ -3,10 +3,6 @@
 //! `runtime::daemon` copies it in.
 
 #[cfg(feature = "http")]
-pub mod exposition;
-#[cfg(feature = "http")]
-pub mod health;
-#[cfg(feature = "http")]
 pub mod metrics;
 pub mod sdnotify;
 #[cfg(feature = "http")]

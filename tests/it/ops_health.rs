@@ -11,11 +11,10 @@ use crate::support::clock::ManualClock;
 use baton::agent::AgentRunner;
 use baton::http::routes::{handle, App, ControlClient, Incoming, Route};
 use baton::model::Issue;
-use baton::ops::health::{
-    is_transient_class, ready_window, readyz, HealthFacts, NotLive, NotReady, READY_JSON,
-};
 use baton::ops::sdnotify::Notifier;
-use baton::ops::shared::OpsShared;
+use baton::ops::shared::{
+    is_transient_class, ready_window, readyz, HealthFacts, NotLive, NotReady, OpsShared, READY_JSON,
+};
 use baton::runtime::daemon::{DaemonOps, RunnerFactory, TrackerFactory, TRACKER_JOB_BOUND_MS};
 use baton::status::ControlRequest;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};

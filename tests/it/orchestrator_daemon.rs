@@ -28,8 +28,7 @@ use baton::agent::{
     Emit, SessionContext, TokenUsage, TurnResult,
 };
 use baton::model::Issue;
-use baton::ops::health::NotReady;
-use baton::ops::shared::OpsShared;
+use baton::ops::shared::{NotReady, OpsShared};
 use baton::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 use baton::runtime::clock::Clock;
 use baton::runtime::daemon::DaemonOps;
