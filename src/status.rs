@@ -92,7 +92,6 @@ pub struct TrackerHealth {
     /// Set while the most recent poll failed.
     pub last_error: Option<String>,
     /// The tracker's request budget (GitHub: GraphQL points); null when it reports none.
-    /// Named `rate_limit` in the JSON API.
     pub rate_limit: Option<TrackerBudget>,
     /// The poll interval in force: `polling.interval_ms`, stretched to the budget.
     pub poll_interval_ms: u64,

@@ -420,7 +420,7 @@ mod wedge {
             None,
             std::process::id(),
         );
-        let shared = Arc::new(OpsShared::new());
+        let shared = Arc::new(OpsShared::default());
         let clock = Arc::new(WedgeClock {
             inner: ManualClock::new(1_700_000_000_000),
             state: Mutex::new((false, false)),

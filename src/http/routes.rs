@@ -429,7 +429,7 @@ mod tests {
         let app = App {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
-            ops: Arc::new(OpsShared::new()),
+            ops: Arc::new(OpsShared::default()),
             deliveries: Default::default(),
         };
         let r = handle(
@@ -450,7 +450,7 @@ mod tests {
         let app = App {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
-            ops: Arc::new(OpsShared::new()),
+            ops: Arc::new(OpsShared::default()),
             deliveries: Default::default(),
         };
         let r = handle(&Route::State, &app, &Incoming::default(), SystemTime::now());

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::metrics::MetricsSnapshot;
 
-/// Metrics and health facts shared between the main loop, the tracker thread and HTTP.
+/// Metrics and health facts shared between the main loop, the tracker thread and HTTP
+/// (`Default`: zero counters, not ready: `starting`).
 #[derive(Debug, Default)]
 pub struct OpsShared {
     metrics: Mutex<MetricsSnapshot>,
@@ -23,11 +24,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl OpsShared {
-    /// Zero counters, not ready (`starting`).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     pub fn metrics(&self) -> MetricsSnapshot {
         lock(&self.metrics).clone()
     }
@@ -230,7 +226,7 @@ mod tests {
 
     #[test]
     fn readiness_follows_recorded_polls() {
-        let ops = OpsShared::new();
+        let ops = OpsShared::default();
         let t0 = Instant::now();
         assert_eq!(ops.readyz(t0), Err(NotReady::Starting));
         ops.update_health(|h| {

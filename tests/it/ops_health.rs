@@ -320,7 +320,7 @@ fn a_tracker_thread_stuck_on_one_job_fails_liveness_and_stops_the_watchdog() {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let (opts, inputs) =
         daemon_options_with(&wf, Arc::new(TestEnv::none()), factories, clock.clone());
-    let shared = Arc::new(OpsShared::new());
+    let shared = Arc::new(OpsShared::default());
     let ops = DaemonOps {
         shared: Arc::clone(&shared),
         notifier: Arc::new(notifier),
