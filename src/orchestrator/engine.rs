@@ -18,9 +18,9 @@ use super::gate::{CallOutcome, TrackerOp};
 use super::hosts;
 use super::rules::{self, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
-    BlockedEntry, EventRecord, Millis, OrchestratorState, Orphan, ParkKind, Placement, Policy,
-    Resume, RetryEntry, RetryKind, RunningEntry, StopReason, TokenCounts, WorkerPhase,
-    EVENT_SUMMARY_CHARS, RECENT_EVENTS_CAP,
+    BlockedEntry, EventRecord, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume,
+    RetryEntry, RetryKind, RunningEntry, StopReason, TokenCounts, WorkerPhase, EVENT_SUMMARY_CHARS,
+    RECENT_EVENTS_CAP,
 };
 
 /// Why a poll produced no candidates: the dispatch preflight failed (skip dispatch, keep
@@ -323,7 +323,7 @@ fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
         && !state.cleaning.contains_key(&issue.id)
         && !state.blocked.contains_key(&issue.id)
         && rules::state_slot_free(state, &issue.state)
-        && hosts::place(state, None) != Placement::Full
+        && !hosts::is_full(state)
 }
 
 /// The park reason when the issue's lifetime spend has reached a budget limit.
@@ -1002,7 +1002,7 @@ impl Core<'_> {
         }
         if rules::global_slots(self.s) == 0
             || !rules::state_slot_free(self.s, &issue.state)
-            || hosts::place(self.s, entry.host.as_deref()) == Placement::Full
+            || hosts::is_full(self.s)
         {
             return self.wait(entry, &issue, NO_SLOTS_ERROR.to_string());
         }

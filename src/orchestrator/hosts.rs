@@ -9,10 +9,19 @@ use std::collections::BTreeMap;
 use crate::model::Issue;
 
 use super::engine::{check_orphan, Action};
-use super::state::{HostDown, Millis, OrchestratorState, Placement};
+use super::state::{HostDown, Millis, OrchestratorState};
 
 pub const PROBE_BASE_MS: u64 = 5_000;
 pub const PROBE_MAX_MS: u64 = 300_000;
+
+/// Where a dispatch goes: this machine (no `worker.ssh_hosts`), an SSH host, or nowhere yet
+/// (`Full`: every up host is at its cap; never a fallback to running locally).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    Local,
+    Host(String),
+    Full,
+}
 
 /// The host of a dispatch of `issue` ([`place`], `preferred` first, else the host holding its
 /// latest workspace), recorded as holding its workspace. True when that host holds an older copy
@@ -48,6 +57,12 @@ pub fn loads(s: &OrchestratorState) -> BTreeMap<String, usize> {
         *m.entry(h.clone()).or_insert(0) += 1;
     }
     m
+}
+
+/// True when every configured host is down or at its cap: a dispatch waits, wherever it would
+/// prefer to go (never a fallback to running locally).
+pub fn is_full(s: &OrchestratorState) -> bool {
+    place(s, None) == Placement::Full
 }
 
 /// Choose where the next dispatch goes: `preferred` (the host holding the issue's latest

@@ -9,15 +9,11 @@ use std::collections::BTreeMap;
 use crate::model::Issue;
 
 use super::engine::Action;
-use super::state::{Millis, OrchestratorState, Placement};
+use super::state::{Millis, OrchestratorState};
 
-/// This machine; nowhere when the policy names SSH hosts.
-pub fn place(s: &OrchestratorState, _preferred: Option<&str>) -> Placement {
-    if s.policy.ssh_hosts.is_empty() {
-        Placement::Local
-    } else {
-        Placement::Full
-    }
+/// Nowhere to run when the policy names SSH hosts.
+pub fn is_full(s: &OrchestratorState) -> bool {
+    !s.policy.ssh_hosts.is_empty()
 }
 
 /// This machine.

@@ -367,15 +367,6 @@ pub struct Counters {
     pub orphans_stopped: u64,
 }
 
-/// Where a dispatch goes: this machine (no `worker.ssh_hosts`), an SSH host, or nowhere yet
-/// (`Full`: every up host is at its cap; never a fallback to running locally).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
-    Local,
-    Host(String),
-    Full,
-}
-
 /// A host marked down: since when, its consecutive failures (connections and probes), the next
 /// probe and whether it is in flight, and the last error (bounded).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

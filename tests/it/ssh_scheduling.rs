@@ -7,8 +7,8 @@ use crate::support::issues;
 
 use std::path::PathBuf;
 
-use baton::orchestrator::hosts::probe_delay;
-use baton::orchestrator::state::{Millis, OrchestratorState, Placement, Policy};
+use baton::orchestrator::hosts::{probe_delay, Placement};
+use baton::orchestrator::state::{Millis, OrchestratorState, Policy};
 use baton::orchestrator::{handle, next_deadline, Action, Event, StopReason, WorkerOutcome};
 use issues::issue;
 
