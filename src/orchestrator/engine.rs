@@ -264,7 +264,7 @@ pub fn next_deadline(s: &OrchestratorState) -> Option<Millis> {
     let (allowed, pace) = (s.poll.gate.allowed_at(), &s.poll.gate.pace);
     let poll = (!s.poll.in_flight).then(|| s.poll.next_poll_at.max(allowed));
     let fetch = pace.fetch_due(allowed).into_iter().flat_map(|slot| {
-        let retries = s.retry_attempts.values().filter(|r| !held(s, r));
+        let retries = s.retry_attempts.values().filter(|r| !held(&s.orphans, r));
         let wanted = pace.refresh_wanted_at.into_iter();
         let due = wanted.chain(retries.map(|r| r.due_at));
         due.map(move |t| t.max(slot))
@@ -291,8 +291,8 @@ fn stalls_at(stall_ms: i64, e: &RunningEntry) -> Option<Millis> {
 
 /// A retry that must not start now: its refresh is out, or its issue's previous agent may still
 /// run (an orphan not yet known to be stopped).
-fn held(state: &OrchestratorState, r: &RetryEntry) -> bool {
-    r.in_flight || state.orphans.contains_key(&r.issue_id)
+fn held(orphans: &BTreeMap<String, Orphan>, r: &RetryEntry) -> bool {
+    r.in_flight || orphans.contains_key(&r.issue_id)
 }
 
 /// Remove `map[id]` when `current` says it is the one an event names (an older one's events are
@@ -461,8 +461,7 @@ impl Core<'_> {
         let mut retries = Vec::new();
         let orphans = &self.s.orphans;
         for r in self.s.retry_attempts.values_mut() {
-            // Like `held`: an issue whose old agent may still run waits.
-            if !r.in_flight && !orphans.contains_key(&r.issue_id) && r.due_at <= now {
+            if !held(orphans, r) && r.due_at <= now {
                 r.in_flight = true;
                 debug!(
                     "retry due issue_id={} issue_identifier={} attempt={}",
