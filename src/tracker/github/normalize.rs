@@ -244,15 +244,22 @@ pub fn normalize_blockers(
     blockers.filter_map(blocker).collect()
 }
 
-/// Read one page of `issue`'s `projectItems` for project `project_id`: `Ok(Ok(item))` for our
-/// project's (non-archived) item, else `Ok(Err(cursor))` with the next page's cursor (`None` on
-/// the last one). Unlike the blockers' (best effort) every member the query asks for must be
-/// there: `Err` names what could not be read, so a malformed reply is never taken as proof that
-/// the issue left the project.
+/// One page of a refreshed issue's `projectItems`, read strictly.
+#[derive(Debug)]
+pub enum ItemsOnPage<'a> {
+    /// Our project's (non-archived) item.
+    Ours(&'a ItemRow),
+    /// Not on this page; the cursor of the next page, `None` on the last one.
+    NotHere(Option<String>),
+}
+
+/// Read one page of `issue`'s `projectItems` for project `project_id`. Unlike the blockers'
+/// (best effort) every member the query asks for must be there: `Err` names what could not be
+/// read, so a malformed reply is never taken as proof that the issue left the project.
 pub fn project_items_page<'a>(
     issue: &'a NodeRow,
     project_id: &str,
-) -> Result<Result<&'a ItemRow, Option<String>>, String> {
+) -> Result<ItemsOnPage<'a>, String> {
     let items = (issue.project_items.as_ref()).ok_or("issue without a projectItems object")?;
     let nodes = (items.nodes.as_ref()).ok_or("projectItems without a nodes list")?;
     for it in nodes {
@@ -262,12 +269,12 @@ pub fn project_items_page<'a>(
         let pid = pid.ok_or(no_project)?;
         let archived = it.is_archived.ok_or("project item without isArchived")?;
         if pid == project_id && !archived {
-            return Ok(Ok(it));
+            return Ok(ItemsOnPage::Ours(it));
         }
     }
     let info = (items.page_info.as_ref()).ok_or("projectItems without pageInfo")?;
     let next = info.next().map_err(|e| format!("projectItems {e}"))?;
-    Ok(Err(next))
+    Ok(ItemsOnPage::NotHere(next))
 }
 
 /// A resolved single-select field; its options' `(id, trimmed name)` in board order.
