@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, GraphqlError, Reply};
 use self::config::OwnerType;
-use self::normalize::{selected, ItemRow, ItemsOnPage, Leaf, NodeRow, PriorityField, ProjectInfo};
+use self::normalize::{ItemRow, ItemsOnPage, NodeRow, PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
 use crate::text::single_line;
@@ -390,7 +390,7 @@ impl GithubTracker {
             log::warn!("tracker_item_skipped item_id={id} reason={why:?}");
             |d| &mut d.malformed
         };
-        let item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
+        let mut item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
             #[derive(serde::Deserialize)]
             struct Id {
                 id: Option<String>,
@@ -399,11 +399,12 @@ impl GithubTracker {
             let id = id.and_then(|i| i.id).unwrap_or_default();
             malformed(&id, &e.to_string())
         })?;
-        let item_id = item.id.as_deref().unwrap_or("");
         if item.is_archived == Some(true) {
             return Err(|d| &mut d.archived);
         }
-        let typename = item.content.as_ref().and_then(|c| c.typename.as_deref());
+        let (item_id, content) = (item.id.as_deref().unwrap_or(""), item.content.take());
+        let content = content.unwrap_or_default();
+        let typename = content.typename.as_deref();
         let issue_item: Result<(), DropReason> = match (item.kind.as_deref(), typename) {
             (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => Err(|d| &mut d.drafts),
             (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => Err(|d| &mut d.pull_requests),
@@ -415,16 +416,11 @@ impl GithubTracker {
             )),
         };
         issue_item?;
-        let Some(status) = selected(item.status.as_ref().and_then(Option::as_ref)) else {
-            return Err(|d| &mut d.no_status);
-        };
-        let priority = self.priority_of(project, item.priority.as_ref());
-        let state = status.name.as_deref().unwrap_or_default();
-        let content = item.content.unwrap_or_default();
-        let issue = normalize::normalize_issue(&content, item_id, state, priority);
-        issue
-            .map(|issue| (content, issue))
-            .map_err(|why| malformed(item_id, &why))
+        match normalize::normalize_issue(&content, &item, project) {
+            Ok(Some(issue)) => Ok((content, issue)),
+            Ok(None) => Err(|d| &mut d.no_status),
+            Err(why) => Err(malformed(item_id, &why)),
+        }
     }
 
     /// Log `event=issue_fields_truncated` when the lists cut on `issue` change.
@@ -444,14 +440,6 @@ impl GithubTracker {
             logged.clear();
         }
         logged.insert(issue.id.clone(), issue.truncated.clone());
-    }
-
-    fn priority_of(&self, project: &ProjectInfo, v: Option<&Leaf>) -> Option<u32> {
-        let v = selected(v)?;
-        match &project.priority {
-            PriorityField::Resolved(f) => f.position(v.option_id.as_deref(), v.name.as_deref()),
-            _ => None,
-        }
     }
 
     /// True when `states` names a configured terminal state (closed issues count then).
@@ -616,18 +604,14 @@ impl GithubTracker {
             log::debug!("tracker_issue_left_project issue_id={id}");
             return Ok(None);
         };
-        let Some(status) = &item.status else {
+        if item.status.is_none() {
             return Err(unreadable("project item without a status member"));
-        };
-        let Some(status) = selected(status.as_ref()) else {
+        }
+        let issue = normalize::normalize_issue(&node, &item, project);
+        let Some(mut issue) = issue.map_err(|why| unreadable(&why))? else {
             log::debug!("tracker_issue_left_project issue_id={id} reason=\"no Status value\"");
             return Ok(None);
         };
-        let item_id = item.id.as_deref().unwrap_or("");
-        let priority = self.priority_of(project, item.priority.as_ref());
-        let state = status.name.as_deref().unwrap_or_default();
-        let mut issue = normalize::normalize_issue(&node, item_id, state, priority)
-            .map_err(|why| unreadable(&why))?;
         self.note_truncated(&issue);
         if !self.in_repo_scope(&issue) {
             log::debug!("tracker_issue_out_of_scope issue_id={id} reason=\"tracker.repos\"");
