@@ -13,7 +13,7 @@ pub mod parse;
 pub mod read;
 pub mod watch;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,7 @@ use crossbeam_channel::Sender;
 
 pub use board::{Board, BoardTask, BoardWarning, Location, WarningKind};
 pub use config::validate_states;
-pub use read::{read_board, read_board_keeping, MAX_FILE_BYTES};
+pub use read::{read_board, read_board_after, MAX_FILE_BYTES};
 
 use crate::model::Issue;
 use crate::tracker::config::TrackerConfig;
@@ -35,34 +35,29 @@ use crate::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind, Wat
 #[derive(Debug)]
 pub struct BoardReader {
     dir: PathBuf,
-    reported: HashSet<BoardWarning>,
-    owners: HashMap<String, PathBuf>,
+    /// The last successful read: its tasks' files and the warnings already logged.
+    last: Option<Arc<Board>>,
 }
 
 impl BoardReader {
     /// A reader for the board at `dir` (nothing is read yet).
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        BoardReader {
-            dir: dir.into(),
-            reported: HashSet::new(),
-            owners: HashMap::new(),
-        }
+        let dir = dir.into();
+        BoardReader { dir, last: None }
     }
 
     /// Read the board now. New warnings are logged (`log::error!` for duplicate ids,
     /// `log::warn!` otherwise); all current warnings are also in the returned board.
-    pub fn read(&mut self) -> Result<Board, TrackerError> {
-        let board = read_board_keeping(&self.dir, &self.owners)?;
-        self.owners = board.owners();
-        let current: HashSet<BoardWarning> = board.warnings.iter().cloned().collect();
-        let reported = &self.reported;
-        for w in board.warnings.iter().filter(|w| !reported.contains(*w)) {
+    pub fn read(&mut self) -> Result<Arc<Board>, TrackerError> {
+        let board = Arc::new(read_board_after(&self.dir, self.last.as_deref())?);
+        let reported: HashSet<&BoardWarning> = self.last.iter().flat_map(|b| &b.warnings).collect();
+        for w in board.warnings.iter().filter(|w| !reported.contains(w)) {
             match w.kind {
                 WarningKind::DuplicateId => log::error!("backlog board: {}", w.message),
                 _ => log::warn!("backlog board: {}", w.message),
             }
         }
-        self.reported = current;
+        self.last = Some(board.clone());
         Ok(board)
     }
 }
@@ -73,8 +68,8 @@ pub const UNKNOWN_STATE_CLASS: &str = "backlog_unknown_state";
 /// Longest a board read is reused (only while watched and unchanged).
 pub const REUSE_FOR: Duration = Duration::from_secs(1);
 
-/// The reader, and its last read with the change count seen when that read began.
-type Reader = (BoardReader, Option<(u64, Instant, Arc<Board>)>);
+/// The reader, and the change count seen when its last read began (`None` after a failed read).
+type Reader = (BoardReader, Option<(u64, Instant)>);
 
 /// A Backlog.md board as a tracker (read-only).
 #[derive(Debug)]
@@ -109,15 +104,15 @@ impl BacklogTracker {
         // A panic while holding the lock leaves only a warning set behind; keep going.
         let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let changes = self.changes.load(Ordering::SeqCst);
-        if let Some((seen, at, board)) = &r.1 {
-            if self.watched.load(Ordering::SeqCst) && *seen == changes && at.elapsed() < REUSE_FOR {
+        if let (Some((seen, at)), Some(board)) = (r.1, &r.0.last) {
+            if self.watched.load(Ordering::SeqCst) && seen == changes && at.elapsed() < REUSE_FOR {
                 return Ok(board.clone());
             }
         }
         r.1 = None;
         let at = Instant::now();
-        let board = Arc::new(r.0.read()?);
-        r.1 = Some((changes, at, board.clone()));
+        let board = r.0.read()?;
+        r.1 = Some((changes, at));
         Ok(board)
     }
 }
