@@ -103,14 +103,16 @@ pub fn run_hook(
         env: vars.map(|(k, v)| (k.into(), clean(v))).to_vec(),
         ..ProcessSpec::hook(script, cwd)
     };
-    let proc = (host.spawn(&spec)).map_err(|e| HookError::Spawn(e.to_string()))?;
+    let proc = host
+        .spawn(&spec)
+        .map_err(|e| HookError::Spawn(e.to_string()))?;
     supervise(proc.as_ref(), started, Duration::from_millis(timeout_ms))
 }
 
-/// Run the hook `kind` (`after_create`, …) if configured, in `cwd`, and
-/// log start/failure/timeout with issue context. Returns `Err` with a one-line reason when it
-/// failed: a failed `after_create` or `before_run` fails the attempt; a failed `after_run` or
-/// `before_remove` is logged and ignored.
+/// Run the hook `kind` (`after_create`, …) if configured, in `cwd`, and log start/failure/timeout
+/// with issue context. Returns `Err` with a one-line reason when it failed: a failed
+/// `after_create` or `before_run` fails the attempt; a failed `after_run` or `before_remove` is
+/// logged and ignored.
 pub(crate) fn run_configured_hook(
     host: &dyn Host,
     kind: &str,
