@@ -42,11 +42,6 @@ impl Cli for CodexConfig {
         &self.cli
     }
 
-    /// `turn_timeout_ms` bounds silence here ([`Client::deadline`]); a turn has no total cap.
-    fn turn_limit(&self) -> Duration {
-        Duration::from_secs(30 * 24 * 3600)
-    }
-
     fn invocation(r: &CodexRunner, i: &mut Invocation<()>) -> Parsed<Self> {
         let args = r.cfg.cli.extra_args.iter().map(Into::into);
         i.spec.args.extend(args);
@@ -324,19 +319,18 @@ impl Client {
 }
 
 impl TurnParser for Client {
-    fn attach_stdin(&mut self, mut stdin: Box<dyn Write + Send>) {
-        let (tx, rx) = bounded::<Vec<u8>>(64);
-        let spawned = std::thread::Builder::new()
-            .name("codex-stdin".into())
-            .spawn(move || {
-                rx.iter()
-                    .try_for_each(|m| stdin.write_all(&m).and_then(|_| stdin.flush()))
-            });
-        self.tx = spawned.ok().map(|_| tx);
-    }
-
-    fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
+    fn started(&mut self, stdin: Option<Box<dyn Write + Send>>) -> Vec<AgentEvent> {
         self.last_output = Some(Instant::now());
+        if let Some(mut stdin) = stdin {
+            let (tx, rx) = bounded::<Vec<u8>>(64);
+            let spawned = std::thread::Builder::new()
+                .name("codex-stdin".into())
+                .spawn(move || {
+                    rx.iter()
+                        .try_for_each(|m| stdin.write_all(&m).and_then(|_| stdin.flush()))
+                });
+            self.tx = spawned.ok().map(|_| tx);
+        }
         if self.tx.is_none() {
             let text = "the host gave codex app-server no stdin pipe (needed for JSON-RPC)";
             self.fail(K::StartupFailed, text);
@@ -431,6 +425,7 @@ impl TurnParser for Client {
         self.thread_id.as_deref()
     }
 
+    /// `turn_timeout_ms` bounds silence here, not the turn: a turn has no total cap.
     fn deadline(&self) -> Option<Instant> {
         let silence = self.last_output.unwrap_or_else(Instant::now) + self.silence;
         let reply = self.pending.map(|(.., sent)| sent + self.read_timeout);

@@ -312,7 +312,7 @@ impl StreamParser {
 }
 
 impl TurnParser for StreamParser {
-    fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
+    fn started(&mut self, _stdin: Option<Box<dyn std::io::Write + Send>>) -> Vec<AgentEvent> {
         let text = format!("copilot process started (turn {})", self.turn);
         vec![self.event(E::SessionStarted, &text)]
     }

@@ -28,8 +28,9 @@ const STDERR_WAIT: Duration = Duration::from_millis(500);
 /// An adapter's parser of one invocation: the driver feeds it lines, the shared session
 /// ([`super::runner`]) reads the outcome, usage and session id from it afterwards.
 pub trait TurnParser {
-    /// Events right after the process started (Copilot's stream announces no session).
-    fn started(&mut self, _pid: u32) -> Vec<AgentEvent> {
+    /// Events right after the process started (Copilot's stream announces no session); `stdin`
+    /// is the child's when the spec asked for a pipe and the host gave one (Codex talks back).
+    fn started(&mut self, _stdin: Option<Box<dyn std::io::Write + Send>>) -> Vec<AgentEvent> {
         Vec::new()
     }
     /// The events of one stdout line; a bad line is `malformed`, never a panic.
@@ -62,9 +63,8 @@ pub trait TurnParser {
     fn result_text(&self) -> Option<String> {
         None
     }
-    /// The child's stdin, before `started`, when the spec asked for a pipe and the host gave one.
-    fn attach_stdin(&mut self, _stdin: Box<dyn std::io::Write + Send>) {}
-    /// A deadline of the adapter's own (a silence or reply bound); past it the end is `timed_out`.
+    /// A deadline of the adapter's own (a silence or reply bound) instead of the turn's; past it
+    /// the end is `timed_out`.
     fn deadline(&self) -> Option<Instant> {
         None
     }
@@ -153,15 +153,12 @@ pub(crate) fn run_invocation(
         AgentError::new(K::StartupFailed, text)
     })?;
     let (pid, start) = (proc.pid(), proc.start_time());
-    if let Some(stdin) = proc.take_stdin() {
-        parser.attach_stdin(stdin);
-    }
     let mut emit = |mut ev: AgentEvent| {
         ev.agent_pid.get_or_insert(pid);
         ev.agent_start_time = ev.agent_start_time.or(start);
         emit(ev);
     };
-    for ev in parser.started(pid) {
+    for ev in parser.started(proc.take_stdin()) {
         emit(ev);
     }
     let mut end = pump(proc.as_ref(), parser, limits, cancel, &mut emit);
@@ -202,9 +199,7 @@ fn pump(
             }
             return stop(|_| {});
         }
-        let deadline = parser
-            .deadline()
-            .map_or(limits.deadline, |d| d.min(limits.deadline));
+        let deadline = parser.deadline().unwrap_or(limits.deadline);
         let limit = match (eof_at, exited_at) {
             (Some(t), None) if parser.result_seen() => deadline.min(t + EXIT_WAIT_AFTER_EOF),
             (_, Some(t)) => deadline.min(t + EXIT_WAIT_AFTER_EOF),

@@ -14,10 +14,9 @@ pub mod runner;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use serde::Serialize;
 
 use crate::host::Host;
@@ -286,19 +285,16 @@ pub struct SessionContext {
 /// selects on `receiver()` and stops its process group).
 #[derive(Clone, Debug)]
 pub struct CancelToken {
-    flag: Arc<AtomicBool>,
-    tx: Sender<()>,
+    /// Dropped on cancel: the channel closes, which wakes every waiter on `rx` for good.
+    tx: Arc<Mutex<Option<Sender<()>>>>,
     rx: Receiver<()>,
 }
 
 impl Default for CancelToken {
     fn default() -> Self {
-        let (tx, rx) = bounded(1);
-        CancelToken {
-            flag: Arc::new(AtomicBool::new(false)),
-            tx,
-            rx,
-        }
+        let (tx, rx) = bounded(0);
+        let tx = Arc::new(Mutex::new(Some(tx)));
+        CancelToken { tx, rx }
     }
 }
 
@@ -308,14 +304,12 @@ impl CancelToken {
     }
     /// Idempotent.
     pub fn cancel(&self) {
-        self.flag.store(true, Ordering::SeqCst);
-        let _ = self.tx.try_send(());
+        let _ = self.tx.lock().map(|mut tx| tx.take());
     }
     pub fn is_cancelled(&self) -> bool {
-        self.flag.load(Ordering::SeqCst)
+        self.rx.try_recv() == Err(TryRecvError::Disconnected)
     }
-    /// Ready once cancelled (for `select!`). Only one waiter consumes the wake-up; always
-    /// re-check `is_cancelled()`.
+    /// Ready (disconnected) for every waiter once cancelled, for `select!`.
     pub fn receiver(&self) -> &Receiver<()> {
         &self.rx
     }

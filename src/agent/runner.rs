@@ -32,10 +32,6 @@ pub trait Cli: Clone + Debug + Send + Sync + 'static {
     /// Baton names new sessions (a UUIDv4 on the command line) instead of the CLI.
     const NAMES_SESSION: bool = false;
     fn cli(&self) -> &CliSection;
-    /// The bound of one invocation (Codex's `turn_timeout_ms` bounds silence instead).
-    fn turn_limit(&self) -> Duration {
-        Duration::from_millis(self.cli().turn_timeout_ms.max(1))
-    }
     /// The CLI's arguments and environment added to `i.spec`, and the invocation's parser.
     fn invocation(r: &CliRunner<Self>, i: &mut Invocation<Self::State>) -> Parsed<Self>;
     /// After the turn's last invocation ended (Copilot reads its usage file).
@@ -153,8 +149,9 @@ impl<C: Cli> CliSession<C> {
     /// in the same workspace.
     fn invoke(&mut self, prompt: &str, cancel: &CancelToken, emit: &mut Emit) -> Ran<C::Parser> {
         let name = C::KIND.cli_home().name;
+        let timeout = Duration::from_millis(self.runner.cfg.cli().turn_timeout_ms.max(1));
         let limits = Limits {
-            deadline: Instant::now() + self.runner.cfg.turn_limit(),
+            deadline: Instant::now() + timeout,
             kill_grace: self.runner.kill_grace,
         };
         loop {

@@ -49,8 +49,7 @@ fn client(thread: Option<&str>) -> (Client, Receiver<Vec<u8>>) {
         1,
     );
     let (tx, rx) = unbounded();
-    c.attach_stdin(Box::new(Stdin(tx)));
-    assert!(c.started(4242).is_empty());
+    assert!(c.started(Some(Box::new(Stdin(tx)))).is_empty());
     (c, rx)
 }
 
@@ -385,7 +384,7 @@ fn timeouts_and_exits_map_to_baton_categories() {
     );
     // Without a stdin pipe (a host that cannot forward one) the turn cannot start.
     let mut bare = Client::new(&config(), Path::new("/ws"), None, "p", 1);
-    bare.started(1);
+    bare.started(None);
     let err = bare.outcome(&exited(0)).unwrap_err();
     assert_eq!(err.kind, AgentErrorKind::StartupFailed);
     assert!(err.message.contains("no stdin pipe"));

@@ -127,7 +127,7 @@ fn json_transcripts_have_no_malformed_lines_and_a_uuid_session() {
         assert!(kinds(&r, AgentEventKind::Malformed).is_empty(), "{name}");
         assert!(r.parser.result_seen(), "{name}");
         let mut p = StreamParser::new(SESSION.into(), 1);
-        let started = p.started(7);
+        let started = p.started(None);
         assert_eq!(started[0].kind, AgentEventKind::SessionStarted);
         assert!(started
             .iter()

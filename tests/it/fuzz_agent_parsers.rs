@@ -162,8 +162,7 @@ fn codex_client_never_panics_on_generated_messages() {
     let fresh = |rng: &mut fuzz::Rng| {
         let thread = rng.one_in(2).then(|| "t-1".to_string());
         let mut c = Client::new(&cfg, std::path::Path::new("/ws"), thread, "p", 1);
-        c.attach_stdin(Box::new(std::io::sink()));
-        c.started(1);
+        c.started(Some(Box::new(std::io::sink())));
         c
     };
     let mut client = fresh(&mut fuzz::Rng::new(1));
