@@ -37,20 +37,17 @@ use super::refresh::Refresher;
 use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
 
+#[cfg(not(feature = "http"))]
+mod no_http;
 mod ops;
 #[cfg(feature = "http")]
 mod surface;
+#[cfg(not(feature = "http"))]
+use self::no_http as surface;
 use self::ops::LoopOps;
-#[cfg(feature = "http")]
+use self::surface::Surface;
 pub use self::surface::{ControlRequest, ExitWhen};
 pub use crate::ops::DaemonOps;
-
-/// Without the HTTP surface nothing sends the loop a request or an exit condition (it reads a
-/// status snapshot): these types have no values, and the control input never fires.
-#[cfg(not(feature = "http"))]
-pub type ControlRequest = std::convert::Infallible;
-#[cfg(not(feature = "http"))]
-pub type ExitWhen = std::convert::Infallible;
 
 /// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
@@ -304,8 +301,7 @@ struct Daemon {
     last_reload_error: Option<String>,
     done: bool,
     ops: LoopOps,
-    #[cfg(feature = "http")]
-    surface: surface::Surface,
+    surface: Surface,
     /// A board read succeeded and its terminal issues went to the startup cleanup; until then
     /// every poll job carries the cleanup.
     swept: bool,
@@ -403,13 +399,8 @@ pub fn run_with_state(
         workers: HashMap::new(),
         last_reload_error: None,
         done: false,
+        surface: Surface::new(&ops, exit_when),
         ops: LoopOps::new(ops.notifier),
-        #[cfg(feature = "http")]
-        surface: surface::Surface {
-            shared: ops.shared,
-            exit_when,
-            pending_acks: Vec::new(),
-        },
         swept: false,
         changed_tx,
         watch: None,
@@ -425,8 +416,6 @@ pub fn run_with_state(
         fd_cap,
         refresher,
     };
-    #[cfg(not(feature = "http"))]
-    let _ = exit_when; // always `None`
     d.run(startup, inbox)
 }
 
@@ -558,7 +547,6 @@ impl Daemon {
             cfg.workspace_root.display()
         );
         info!("process containment {}", crate::host::containment());
-        #[cfg(feature = "http")]
         self.publish();
         self.ops.ready(&self.state);
         while !self.done {
@@ -566,8 +554,7 @@ impl Daemon {
             self.handle_event(ev, &inbox);
             let now = self.clock.now();
             self.persist.after_step(&self.state, now);
-            #[cfg(feature = "http")]
-            self.check_exit(now);
+            self.after_step(now);
         }
         // Producers blocked on a full channel or mailbox get an error instead of waiting.
         drop(inbox);
@@ -604,9 +591,8 @@ impl Daemon {
             next_deadline(&self.state),
             self.persist.next_due(),
             self.stuck_tracker(now).1,
+            self.surface.recheck(now),
         ];
-        #[cfg(feature = "http")]
-        let due = [&due[..], &[self.surface.recheck(now)]].concat();
         let mut timer = self.clock.timer(due.into_iter().flatten().min());
         let saves = self.persist.reports.clone();
         // Real time, not the injected clock: systemd's watchdog counts wall time.
@@ -680,13 +666,10 @@ impl Daemon {
                 self.shut_down(Some(RunError::ThreadDied(name)));
             }
             LoopEvent::Signal => self.shut_down(None),
-            #[cfg(feature = "http")]
             LoopEvent::Control(req) => self.control(req),
             LoopEvent::OpsDue => {}
             LoopEvent::Saved(r) => {
-                #[cfg(feature = "http")]
-                (self.surface.shared)
-                    .update_metrics(|m| m.state_write_duration.observe_duration(r.elapsed));
+                self.surface.saved(&r);
                 if let Some(e) = self.persist.finished(r, self.clock.now()) {
                     self.shut_down(Some(RunError::LockLost(e)));
                 }
@@ -699,8 +682,6 @@ impl Daemon {
         }
         let stuck = self.stuck_tracker(self.clock.now()).0;
         self.ops.tracker_stuck(stuck);
-        #[cfg(feature = "http")]
-        self.publish();
         self.ops.after_event(&self.state);
         self.ops.on_due(Instant::now());
     }
@@ -743,7 +724,6 @@ impl Daemon {
             for news in worker.map(|w| w.mailbox.take()).unwrap_or_default() {
                 self.engine(news);
             }
-            #[cfg(feature = "http")]
             self.count_exit(&ev);
             if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
                 self.workers.remove(issue_id);
@@ -821,14 +801,10 @@ impl Daemon {
                 leader_start,
             } => self.stop_orphan(issue_id, host, pgid, leader_start),
             Action::ReloadWorkflow => self.reload(),
-            #[cfg(feature = "http")]
             Action::RefreshAck {
                 coalesced,
                 deferred_until,
             } => self.ack(coalesced, deferred_until),
-            // Without the HTTP surface nobody waits for an acknowledgement.
-            #[cfg(not(feature = "http"))]
-            Action::RefreshAck { .. } => {}
             Action::ShutdownComplete => self.done = true,
         }
     }
@@ -940,9 +916,7 @@ impl Daemon {
             ];
             (head.into_iter().chain(events).collect(), class)
         });
-        #[cfg(feature = "http")]
-        let job = self.surface.observed(job);
-        let _ = self.tracker_jobs[slot].send(job);
+        let _ = self.tracker_jobs[slot].send(self.surface.observed(job));
         self.tracker_busy[slot] = Some(self.clock.now());
     }
 
