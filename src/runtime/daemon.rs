@@ -713,17 +713,12 @@ impl Daemon {
         self.engine(Event::Shutdown);
     }
 
-    /// One engine step: apply `ev` at the current time and execute the resulting actions. A
-    /// worker's exit comes after everything its mailbox still holds (its last turn's usage).
+    /// One engine step: apply `ev` at the current time and execute the resulting actions.
     fn engine(&mut self, ev: Event) {
         if let Event::WorkerExited {
             issue_id, run_id, ..
         } = &ev
         {
-            let worker = self.workers.get(issue_id).filter(|w| w.run_id == *run_id);
-            for news in worker.map(|w| w.mailbox.take()).unwrap_or_default() {
-                self.engine(news);
-            }
             self.count_exit(&ev);
             if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
                 self.workers.remove(issue_id);
@@ -948,7 +943,6 @@ impl Daemon {
             runner: self.runner.clone(),
             refresher: Arc::clone(&self.refresher),
             cancel: cancel.clone(),
-            events: self.events_tx.clone(),
             mailbox: Arc::clone(&mailbox),
             host: self.hosts.get(host.as_deref()),
             stale_workspace,
