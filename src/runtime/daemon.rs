@@ -112,11 +112,11 @@ pub struct DaemonOptions {
 type ReloadResult = Result<Option<Workflow>, WorkflowError>;
 
 /// Everything the main loop reacts to: the armed engine deadline (`Tick`), an input's message,
-/// an engine event to apply as is (`Queued`: an action's, handled before any new input, or a
-/// tracker thread's), or a real-time systemd duty (`OpsDue`: a watchdog ping or a deferred status).
+/// an engine event to apply as is (`Queued`: an action's, handled before any new input), or a
+/// real-time systemd duty (`OpsDue`: a watchdog ping or a deferred status).
 enum LoopEvent {
     Tick,
-    /// From a worker, a removal or a probe thread.
+    /// From a background thread: a tracker thread, a worker's refresh, a removal or a probe.
     Worker(Event),
     /// A run's mailbox has news.
     News(Arc<Mailbox>),
@@ -137,7 +137,6 @@ enum LoopEvent {
 struct Inbox {
     workers: Receiver<Event>,
     news: Receiver<Arc<Mailbox>>,
-    tracker: Receiver<Event>,
     reload: Receiver<()>,
     signals: Receiver<()>,
     control: Receiver<ControlRequest>,
@@ -290,7 +289,7 @@ struct Daemon {
     clock: Arc<dyn Clock>,
     /// Engine events produced by actions, handled before any new input.
     queue: VecDeque<Event>,
-    /// Events of workers, removals and probes (bounded: producers wait, the loop never sends).
+    /// Events of background threads (bounded: producers wait, the loop never sends).
     events_tx: Sender<Event>,
     /// Wake-ups of run mailboxes (bounded; at most one pending per run).
     news_tx: Sender<Arc<Mailbox>>,
@@ -367,12 +366,11 @@ pub fn run_with_state(
     let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
-    let (tracker_jobs, tracker_rx) = start_tracker_threads();
+    let tracker_jobs = start_tracker_threads(&events_tx);
     let (changed_tx, changed_rx) = bounded(1);
     let inbox = Inbox {
         workers: events_rx,
         news: news_rx,
-        tracker: tracker_rx,
         reload: opts.reload_rx,
         signals: opts.shutdown_rx,
         control: opts.control_rx,
@@ -431,10 +429,9 @@ fn descriptor_cap(cfg: &ServiceConfig) -> Option<u64> {
     cap
 }
 
-/// Start the tracker threads: their job senders and their results.
-fn start_tracker_threads() -> ([Sender<TrackerJob>; 2], Receiver<Event>) {
-    let (out, results) = unbounded();
-    let jobs = TRACKER_THREADS.map(|name| {
+/// Start the tracker threads, which send their jobs' events on `out`: their job senders.
+fn start_tracker_threads(out: &Sender<Event>) -> [Sender<TrackerJob>; 2] {
+    TRACKER_THREADS.map(|name| {
         let (jobs, rx) = unbounded::<TrackerJob>();
         let out = out.clone();
         let spawned = spawn_supervised(name, move || {
@@ -448,8 +445,7 @@ fn start_tracker_threads() -> ([Sender<TrackerJob>; 2], Receiver<Event>) {
             error!("cannot start tracker thread error={e}");
         }
         jobs
-    });
-    (jobs, results)
+    })
 }
 
 /// The dispatch preflight, then build the tracker and validate it (on a helper thread, so SIGTERM
@@ -615,7 +611,6 @@ impl Daemon {
                 recv(ops_timer) -> m => input!(m, ops_timer, |_| LoopEvent::OpsDue),
                 recv(inbox.workers) -> m => input!(m, inbox.workers, LoopEvent::Worker),
                 recv(inbox.news) -> m => input!(m, inbox.news, LoopEvent::News),
-                recv(inbox.tracker) -> m => input!(m, inbox.tracker, LoopEvent::Queued),
                 recv(inbox.control) -> m => input!(m, inbox.control, LoopEvent::Control),
                 recv(inbox.reload) -> m => input!(m, inbox.reload, |()| LoopEvent::ReloadPing),
                 recv(inbox.tracker_changed) -> m => {
