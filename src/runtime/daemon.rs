@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -317,8 +316,6 @@ struct Daemon {
     /// Another reload was requested meanwhile: start it when the running one is done.
     reload_again: bool,
     hosts: Arc<HostPool>,
-    /// The request gate holds tracker requests (see `WorkerContext::tracker_held`).
-    tracker_held: Arc<AtomicBool>,
     /// When each tracker thread's job was sent; its `TrackerSpent` event ends it.
     tracker_busy: [Option<u64>; 2],
     /// The agents the file-descriptor limit allows (`runtime::fds`), measured at startup.
@@ -409,7 +406,6 @@ pub fn run_with_state(
         reload_in_flight: false,
         reload_again: false,
         hosts,
-        tracker_held: Arc::new(AtomicBool::new(false)),
         tracker_busy: [None; 2],
         fd_cap,
         refresher,
@@ -729,11 +725,7 @@ impl Daemon {
             _ => {}
         }
         let actions = handle(&mut self.state, ev, now);
-        let held = self.state.poll.gate.blocks(now);
-        self.tracker_held.store(held, Ordering::SeqCst);
-        if held {
-            self.refresher.release_held();
-        }
+        self.refresher.set_held(self.state.poll.gate.blocks(now));
         for action in actions {
             self.execute(action);
         }
@@ -941,7 +933,6 @@ impl Daemon {
             mailbox: Arc::clone(&mailbox),
             host: self.hosts.get(host.as_deref()),
             stale_workspace,
-            tracker_held: Arc::clone(&self.tracker_held),
             resume,
         };
         match spawn_worker(ctx) {

@@ -6,7 +6,6 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
@@ -42,7 +41,8 @@ pub struct WorkerContext {
     /// States/labels for the between-turns active check.
     pub policy: Policy,
     pub runner: Arc<dyn AgentRunner>,
-    /// Where the between-turn refresh waits for its batch.
+    /// Where the between-turn refresh waits for its batch (or is not asked for while the request
+    /// gate holds requests).
     pub refresher: Arc<Refresher>,
     pub cancel: CancelToken,
     /// Progress, agent events and the exit, coalesced for the main loop.
@@ -51,10 +51,6 @@ pub struct WorkerContext {
     pub host: Arc<dyn Host>,
     /// Remove the host's older copy of the workspace first.
     pub stale_workspace: bool,
-    /// Set by the main loop while its request gate holds tracker requests (a rate-limit pause or
-    /// the credential back-off). The between-turn refresh is not asked for then: the run ends
-    /// normally, and its continuation retry waits for the gate like every other request.
-    pub tracker_held: Arc<AtomicBool>,
     /// The agent session of an interrupted run (after a restart).
     pub resume: Option<Resume>,
 }
@@ -292,7 +288,7 @@ impl Run<'_> {
     fn refresh(&mut self, turn: u32) -> Result<bool, String> {
         let ctx = self.ctx;
         let id = &ctx.issue.id;
-        let result = match ctx.refresher.refresh(id, &ctx.cancel, &ctx.tracker_held) {
+        let result = match ctx.refresher.refresh(id, &ctx.cancel) {
             Refreshed::Done(result) => result,
             Refreshed::Cancelled => return Err("cancelled during the issue state refresh".into()),
             Refreshed::Held => {

@@ -4,7 +4,6 @@
 use crate::support::stand_ins::serving_refresher;
 use crate::support::tempdir::TempDir;
 use std::fs;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -161,6 +160,7 @@ fn run_case(
     }
     let log = Arc::new(Mutex::new(Log::default()));
     let (refresher, events) = serving_refresher(Arc::new(tracker));
+    refresher.set_held(tracker_held);
     let ctx = WorkerContext {
         run_id: 1,
         issue: issue(),
@@ -183,7 +183,6 @@ fn run_case(
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace,
-        tracker_held: Arc::new(AtomicBool::new(tracker_held)),
         resume: None,
     };
     let outcome = run_attempt(&ctx);
@@ -445,7 +444,6 @@ fn a_cancel_ends_a_hanging_between_turn_refresh_at_once() {
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
-        tracker_held: Arc::new(AtomicBool::new(false)),
         resume: None,
     };
     let cancel = ctx.cancel.clone();
@@ -510,7 +508,6 @@ fn a_spawn_without_descriptors_is_a_resource_retry_not_a_failure() {
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
-        tracker_held: Arc::new(AtomicBool::new(false)),
         resume: None,
     };
     let out = run_attempt(&ctx);

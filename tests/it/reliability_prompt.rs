@@ -78,7 +78,6 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
-        tracker_held: Default::default(),
         resume: None,
     };
     let outcome = run_attempt(&ctx);

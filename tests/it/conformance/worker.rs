@@ -7,7 +7,6 @@
 
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::unbounded;
@@ -74,7 +73,6 @@ fn run_with(
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
-        tracker_held: Arc::new(AtomicBool::new(false)),
         resume: None,
     };
     run_attempt(&ctx)
