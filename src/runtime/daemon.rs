@@ -91,8 +91,7 @@ pub type RunnerFactory = Box<dyn Fn(&ServiceConfig) -> Arc<dyn AgentRunner> + Se
 
 /// Everything the daemon needs from `main` (CLI, watcher, signals and HTTP live there).
 pub struct DaemonOptions {
-    pub workflow_path: PathBuf,
-    /// Already loaded and validated.
+    /// Already loaded and validated; reloads re-read its `path`.
     pub initial: Workflow,
     pub tracker_factory: TrackerFactory,
     pub runner_factory: RunnerFactory,
@@ -277,7 +276,6 @@ struct WorkerHandle {
 }
 
 struct Daemon {
-    opts_path: PathBuf,
     env: Arc<dyn ConfigEnv + Send + Sync>,
     tracker_factory: TrackerFactory,
     runner_factory: RunnerFactory,
@@ -377,8 +375,7 @@ pub fn run_with_state(
     };
     let refresher = Refresher::new(events_tx.clone());
     let d = Daemon {
-        stamp: stat_fingerprint(&opts.workflow_path),
-        opts_path: opts.workflow_path,
+        stamp: stat_fingerprint(&opts.initial.path),
         env: opts.config_env,
         tracker_factory: opts.tracker_factory,
         runner_factory: opts.runner_factory,
@@ -533,7 +530,7 @@ impl Daemon {
         let cfg = &self.workflow.config.config;
         info!(
             "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
-            self.opts_path.display(),
+            self.workflow.path.display(),
             cfg.poll_interval_ms,
             cfg.agent.max_concurrent_agents,
             cfg.workspace_root.display()
@@ -866,7 +863,7 @@ impl Daemon {
 
     fn start_poll(&mut self, running_ids: Vec<String>) {
         // Safety net for missed watch events: re-read the file when its stamp changed.
-        let stamp = stat_fingerprint(&self.opts_path);
+        let stamp = stat_fingerprint(&self.workflow.path);
         if stamp != self.stamp {
             self.reload();
         }
@@ -967,9 +964,9 @@ impl Daemon {
             self.reload_again = true;
             return;
         }
-        self.stamp = stat_fingerprint(&self.opts_path);
+        self.stamp = stat_fingerprint(&self.workflow.path);
         // Off the loop: the parse may run `gh auth token` and the template dry-renders.
-        let (path, env) = (self.opts_path.clone(), self.env.clone());
+        let (path, env) = (self.workflow.path.clone(), self.env.clone());
         let (hash, tx) = (self.workflow.content_hash, self.reload_tx.clone());
         let reread = move || {
             // Compare the raw bytes first: touches, watcher noise and saves without changes cost
@@ -1020,7 +1017,7 @@ impl Daemon {
             }
         }
         if !problems.is_empty() {
-            let file = self.opts_path.display();
+            let file = self.workflow.path.display();
             return self.reload_failed(Some(format!("{file}: {}", problems.join("; "))));
         }
         self.reload_failed(None);
@@ -1039,7 +1036,7 @@ impl Daemon {
         self.hosts.configure(&new_cfg.worker);
         let policy = policy_for(new_cfg, self.fd_cap);
         self.workflow = wf;
-        info!("workflow reloaded file={}", self.opts_path.display());
+        info!("workflow reloaded file={}", self.workflow.path.display());
         self.queue.push_back(Event::ConfigReloaded(policy));
     }
 

@@ -164,7 +164,6 @@ pub fn daemon_options_with(
     let (reload, reload_rx) = unbounded();
     let (shutdown, shutdown_rx) = bounded(1);
     let opts = DaemonOptions {
-        workflow_path: workflow.to_path_buf(),
         initial: load_workflow(workflow, &*env).expect("valid workflow"),
         tracker_factory,
         runner_factory,
