@@ -42,24 +42,18 @@ fn missing(cfg: Option<&ServiceConfig>, cmd: Option<&Command>, built: &[&str]) -
         _ => {}
     }
     if let Some(c) = cfg {
-        let s = &c.server;
-        for (set, key) in [
-            (s.port.is_some(), "server.port"),
-            (s.host.is_some(), "server.host"),
-            (s.webhook_secret.is_some(), "server.webhook_secret"),
+        let (s, kind) = (&c.server, c.agent.kind.map(AgentKind::as_str));
+        let backlog = c.tracker.kind.as_deref() == Some("backlog_md");
+        for (set, what, feature) in [
+            (s.port.is_some(), "server.port", "http"),
+            (s.host.is_some(), "server.host", "http"),
+            (s.webhook_secret.is_some(), "server.webhook_secret", "http"),
+            (!c.worker.ssh_hosts.is_empty(), "worker.ssh_hosts", "ssh"),
+            (backlog, "tracker.kind: backlog_md", "backlog"),
+            (kind == Some("codex"), "agent.kind: codex", "codex"),
+            (kind == Some("gemini"), "agent.kind: gemini", "gemini"),
         ] {
-            wanted.extend(set.then_some((key, "http")));
-        }
-        if !c.worker.ssh_hosts.is_empty() {
-            wanted.push(("worker.ssh_hosts", "ssh"));
-        }
-        if c.tracker.kind.as_deref() == Some("backlog_md") {
-            wanted.push(("tracker.kind: backlog_md", "backlog"));
-        }
-        match c.agent.kind {
-            Some(AgentKind::Codex) => wanted.push(("agent.kind: codex", "codex")),
-            Some(AgentKind::Gemini) => wanted.push(("agent.kind: gemini", "gemini")),
-            _ => {}
+            wanted.extend(set.then_some((what, feature)));
         }
     }
     wanted

@@ -8,6 +8,7 @@ pub mod snapshot;
 use crossbeam_channel::Sender;
 use serde::Serialize;
 
+pub use crate::orchestrator::state::{IssueSpend, TokenCounts};
 pub use crate::orchestrator::Budget;
 use crate::tracker::TrackerBudget;
 
@@ -17,12 +18,6 @@ pub struct Counts {
     pub retrying: usize,
     pub blocked: usize,
 }
-
-/// Token counters of the API rows: input, output, cache reads and writes, and their total.
-pub use crate::orchestrator::state::TokenCounts as Tokens;
-
-/// What one issue has spent since it last entered an active state (across runs).
-pub use crate::orchestrator::state::IssueSpend as Spend;
 
 /// One running worker (spec §13.3).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,8 +34,8 @@ pub struct RunningRow {
     pub last_message: Option<String>,
     pub started_at: String,
     pub last_event_at: Option<String>,
-    pub tokens: Tokens,
-    pub spend: Spend,
+    pub tokens: TokenCounts,
+    pub spend: IssueSpend,
     /// Latest session-cumulative cost in USD.
     pub cost_usd: Option<f64>,
     /// Retry attempt number of this run (null on a first run).
@@ -82,7 +77,7 @@ pub struct BlockedRow {
 pub struct AgentTotals {
     /// Token totals of all runs (flat in the JSON: `input_tokens`, `output_tokens`, …).
     #[serde(flatten)]
-    pub tokens: Tokens,
+    pub tokens: TokenCounts,
     pub turns: u64,
     /// Ended sessions' runtime plus live elapsed time of running ones.
     pub seconds_running: f64,
@@ -97,7 +92,6 @@ pub struct TrackerHealth {
     /// Set while the most recent poll failed.
     pub last_error: Option<String>,
     /// The tracker's request budget (GitHub: GraphQL points); null when it reports none.
-    /// Named `rate_limit` in the JSON API.
     pub rate_limit: Option<TrackerBudget>,
     /// The poll interval in force: `polling.interval_ms`, stretched to the budget.
     pub poll_interval_ms: u64,
@@ -163,7 +157,7 @@ pub struct IssueDetail {
     pub retry: Option<RetryRow>,
     pub blocked: Option<BlockedRow>,
     pub last_error: Option<String>,
-    pub spend: Spend,
+    pub spend: IssueSpend,
     pub budget: Budget,
     /// The most recent events, oldest first (bounded ring).
     pub recent_events: Vec<RecentEvent>,
@@ -183,23 +177,14 @@ pub struct RefreshAck {
     pub deferred_until: Option<String>,
 }
 
-/// A request from the HTTP thread to the main loop; the loop answers on `reply`.
+/// A request from the HTTP thread to the main loop; the loop answers on the sender it carries.
 #[derive(Debug)]
 pub enum ControlRequest {
-    State {
-        reply: Sender<StateSnapshot>,
-    },
+    State(Sender<StateSnapshot>),
     /// One issue by identifier; `None` when unknown.
-    Issue {
-        identifier: String,
-        reply: Sender<Option<IssueDetail>>,
-    },
+    Issue(String, Sender<Option<IssueDetail>>),
     /// Queue an immediate poll + reconcile (coalesced).
-    Refresh {
-        reply: Sender<RefreshAck>,
-    },
+    Refresh(Sender<RefreshAck>),
     /// A sign of life for `GET /livez`: the loop answers `()` at once.
-    Ping {
-        reply: Sender<()>,
-    },
+    Ping(Sender<()>),
 }

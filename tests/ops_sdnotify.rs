@@ -321,8 +321,7 @@ mod wedge {
 
     use super::clock::ManualClock;
     use baton::http::routes::ControlClient;
-    use baton::ops::health::NotLive;
-    use baton::ops::shared::OpsShared;
+    use baton::ops::shared::{NotLive, OpsShared};
     use baton::runtime::clock::Clock;
     use baton::runtime::daemon::DaemonOps;
     use crossbeam_channel::Receiver;
@@ -421,7 +420,7 @@ mod wedge {
             None,
             std::process::id(),
         );
-        let shared = Arc::new(OpsShared::new());
+        let shared = Arc::new(OpsShared::default());
         let clock = Arc::new(WedgeClock {
             inner: ManualClock::new(1_700_000_000_000),
             state: Mutex::new((false, false)),

@@ -206,10 +206,7 @@ fn a_flooding_agent_queues_bounded_memory_and_exact_totals() {
             "no flood and three turns within 60 s"
         );
         let (tx, rx) = bounded(1);
-        inputs
-            .control
-            .send(ControlRequest::State { reply: tx })
-            .unwrap();
+        inputs.control.send(ControlRequest::State(tx)).unwrap();
         let snap = rx.recv_timeout(Duration::from_secs(20)).unwrap();
         if kept.lock().unwrap().is_some() && snap.agent_totals.turns >= 3 {
             break snap.agent_totals;

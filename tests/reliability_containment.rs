@@ -229,7 +229,10 @@ fn bench_spawn_latency_with_idle_threads() {
         took.sort();
         println!(
             "FIGURE spawn_latency containment={} idle_threads={threads} median_us={} p95_us={} max_us={}",
-            containment().name(),
+            match containment() {
+                Containment::Cgroup(_) => "cgroup",
+                Containment::ProcessGroup => "process_group",
+            },
             took[took.len() / 2].as_micros(),
             took[took.len() * 95 / 100].as_micros(),
             took[took.len() - 1].as_micros()

@@ -17,7 +17,7 @@ fn process_group_mode_kills_the_group_and_the_turn_still_ends() {
     // Set before the first spawn: detection runs once per process.
     std::env::set_var("BATON_CONTAINMENT", "process_group");
     assert_eq!(containment(), &Containment::ProcessGroup);
-    assert_eq!(containment().name(), "process_group");
+    assert_eq!(containment().to_string(), "containment=process_group");
     let dir = std::env::temp_dir();
     let in_group = escapes::marker(3);
     let escaped = escapes::marker(4);

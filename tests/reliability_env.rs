@@ -33,7 +33,7 @@ impl ConfigEnv for Env {
 
 /// The variables the `env` hook sees for `issue` in `d`, one `K=V` a line.
 fn hook_env(d: &Path, issue: &Issue) -> String {
-    run_hook(&LocalHost, "env", d, &HookEnv::for_issue(issue, d), 5_000)
+    run_hook(&LocalHost, "env", d, &HookEnv::for_issue(issue), 5_000)
         .expect("hook runs")
         .stdout
 }

@@ -28,82 +28,41 @@ const PID_FILE: &str = "pid";
 /// A state file larger than this is not read; it is treated as corrupt (ours stay far below).
 const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Errors of the state directory. Display strings start with the error name the binary prints
-/// after `baton: `.
+/// An error of the state directory: a stable name (logs, `baton check`; the binary prints it
+/// after `baton: `) and a message naming the path.
 #[derive(Debug)]
-pub enum StoreError {
-    /// Another process holds the directory's lock (`pid` as written in `pid`, if readable).
-    Locked { dir: PathBuf, pid: Option<u32> },
-    /// `state.json` was written by a newer Baton; it is left untouched.
-    VersionUnsupported {
-        path: PathBuf,
-        found: u64,
-        newest: u64,
-    },
-    /// The directory (or a parent) could be changed by someone else; `what` is the error name
-    /// (`state_dir_unsafe`, `workspace_root_unsafe`).
-    Unsafe {
-        what: &'static str,
-        dir: PathBuf,
-        reason: String,
-    },
-    /// The path no longer names the directory this process locked (renamed or replaced).
-    LockLost { dir: PathBuf },
-    /// `op` names what was being done (`create state dir`, `write state`, ...).
-    Io {
-        op: &'static str,
-        path: PathBuf,
-        source: io::Error,
-    },
+pub struct StoreError {
+    /// `state_locked`, `state_version_unsupported`, `state_lock_lost`, `state_io`, or the
+    /// `what` of [`check_private`] (`state_dir_unsafe`, `workspace_root_unsafe`).
+    name: &'static str,
+    message: String,
 }
 
 impl StoreError {
-    /// The stable error name (logs, `baton check`).
-    pub fn name(&self) -> &'static str {
-        match self {
-            StoreError::Locked { .. } => "state_locked",
-            StoreError::VersionUnsupported { .. } => "state_version_unsupported",
-            StoreError::Unsafe { what, .. } => what,
-            StoreError::LockLost { .. } => "state_lock_lost",
-            StoreError::Io { .. } => "state_io",
-        }
+    pub(crate) fn new(name: &'static str, message: String) -> Self {
+        StoreError { name, message }
     }
 
-    pub(crate) fn io(op: &'static str, path: &Path, source: io::Error) -> Self {
-        StoreError::Io {
-            op,
-            path: path.to_path_buf(),
-            source,
-        }
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// `op` names what was being done (`create state dir`, `write state`, ...).
+    pub fn io(op: &'static str, path: &Path, source: io::Error) -> Self {
+        StoreError::new("state_io", format!("{op} {}: {source}", path.display()))
+    }
+
+    /// Another process holds the directory's lock (`pid` as written in `pid`, if readable).
+    pub(crate) fn locked(dir: &Path, pid: Option<u32>) -> Self {
+        let pid = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
+        let message = format!("{} is in use by pid {pid}", dir.display());
+        StoreError::new("state_locked", message)
     }
 }
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: ", self.name())?;
-        match self {
-            StoreError::Locked { dir, pid } => {
-                let pid = pid.map_or_else(|| "unknown".to_string(), |p| p.to_string());
-                write!(f, "{} is in use by pid {pid}", dir.display())
-            }
-            StoreError::VersionUnsupported {
-                path,
-                found,
-                newest,
-            } => {
-                let p = path.display();
-                write!(
-                    f,
-                    "{p} has version {found}; this Baton reads up to {newest}"
-                )
-            }
-            StoreError::Unsafe { dir, reason, .. } => write!(f, "{}: {reason}", dir.display()),
-            StoreError::LockLost { dir } => {
-                let dir = dir.display();
-                write!(f, "{dir} is no longer the directory this Baton locked")
-            }
-            StoreError::Io { op, path, source } => write!(f, "{op} {}: {source}", path.display()),
-        }
+        write!(f, "{}: {}", self.name, self.message)
     }
 }
 
@@ -160,11 +119,10 @@ pub fn create_private(dir: &Path) -> io::Result<()> {
 pub fn check_private(what: &'static str, dir: &Path) -> Result<(), StoreError> {
     match unsafe_reason(dir) {
         None => Ok(()),
-        Some(reason) => Err(StoreError::Unsafe {
+        Some(reason) => Err(StoreError::new(
             what,
-            dir: dir.to_path_buf(),
-            reason,
-        }),
+            format!("{}: {reason}", dir.display()),
+        )),
     }
 }
 
@@ -208,8 +166,7 @@ impl StateDir {
     pub fn lock(&self) -> Result<(), StoreError> {
         let taken = flock(&self.dir, libc::LOCK_EX);
         if !taken.map_err(|e| StoreError::io("lock", &self.path, e))? {
-            let (dir, pid) = (self.path.clone(), read_pid_patiently(self));
-            return Err(StoreError::Locked { dir, pid });
+            return Err(StoreError::locked(&self.path, read_pid_patiently(self)));
         }
         let pid = format!("{}\n", std::process::id());
         self.write(PID_FILE, pid.as_bytes(), false)
@@ -280,9 +237,9 @@ impl StateDir {
         match (std::fs::metadata(&self.path), self.dir.metadata()) {
             (Ok(a), Ok(b)) if a.dev() == b.dev() && a.ino() == b.ino() => {}
             _ => {
-                return Err(StoreError::LockLost {
-                    dir: self.path.clone(),
-                })
+                let dir = self.path.display();
+                let message = format!("{dir} is no longer the directory this Baton locked");
+                return Err(StoreError::new("state_lock_lost", message));
             }
         }
         self.write(STATE_FILE, bytes, true)

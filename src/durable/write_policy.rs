@@ -14,10 +14,6 @@ use crossbeam_channel::{unbounded, Sender};
 
 use super::store::{StateDir, StoreError};
 
-/// The daemon's spacing of writes, and its wait after a failed write.
-pub const MIN_INTERVAL_MS: u64 = 100;
-pub const RETRY_AFTER_FAILURE_MS: u64 = 5_000;
-
 /// What [`StateWriter::finish`] or [`StateWriter::flush`] did: nothing (`Clean`: no change since
 /// the last write), a write (`recovered`: it ended a streak of failures), or a failed write
 /// (`first` of a streak; the in-memory state is kept and retried later).
@@ -46,8 +42,9 @@ pub struct StateWriter {
 }
 
 impl Default for StateWriter {
+    /// The daemon's: at most one write per 100 ms, and 5 s after a failed write.
     fn default() -> Self {
-        StateWriter::new(MIN_INTERVAL_MS, RETRY_AFTER_FAILURE_MS)
+        StateWriter::new(100, 5_000)
     }
 }
 
@@ -105,13 +102,8 @@ impl StateWriter {
         if self.next_due().is_none_or(|d| now < d) {
             return None;
         }
-        self.take()
-    }
-
-    fn take(&mut self) -> Option<Vec<u8>> {
-        let bytes = self.pending.take()?;
-        self.in_flight = true;
-        Some(bytes)
+        self.in_flight = true; // `next_due` is `None` without a pending write
+        self.pending.take()
     }
 
     /// Record the result of writing `bytes` (from [`StateWriter::take_due`]) at `now`. On
@@ -151,7 +143,7 @@ impl StateWriter {
     /// write). With a [`BackgroundSaver`], stop it and [`StateWriter::finish`] its
     /// last report first: two writers must never run at once.
     pub fn flush(&mut self, dir: &StateDir, now: u64) -> WriteOutcome {
-        match self.take() {
+        match self.pending.take() {
             Some(bytes) => {
                 let result = dir.save(&bytes);
                 self.finish(bytes, result, now)

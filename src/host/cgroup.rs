@@ -19,16 +19,6 @@ pub enum Containment {
     ProcessGroup,
 }
 
-impl Containment {
-    /// `cgroup` or `process_group` (log and `baton check` spelling).
-    pub fn name(&self) -> &'static str {
-        match self {
-            Containment::Cgroup(_) => "cgroup",
-            Containment::ProcessGroup => "process_group",
-        }
-    }
-}
-
 impl std::fmt::Display for Containment {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -5,7 +5,8 @@
 //! Adding a host: implement the three workspace operations with [`LocalHost`]'s containment
 //! rules, and `spawn`, returning a [`Process`] whose `pid` is the (remote) group id, whose
 //! `signal_group` reaches that group only while its leader is unreaped, and whose channels close
-//! when the process ends (a dropped connection too). `run_hook` is built on `spawn`.
+//! when the process ends (a dropped connection too). Hooks run on `spawn` too
+//! (`workspace::hooks::run_hook`).
 
 mod cgroup;
 pub mod config;
@@ -29,7 +30,7 @@ use std::time::Duration;
 use crossbeam_channel::Receiver;
 
 pub use cgroup::{containment, Containment};
-pub(crate) use hook::command_output;
+pub(crate) use hook::{command_output, supervise};
 pub use hook::{HookError, HookOutput, MAX_CAPTURE_BYTES};
 pub use local::{sweep_tombstones, LocalHost};
 #[cfg(not(feature = "ssh"))]
@@ -108,26 +109,6 @@ pub trait Host: Send + Sync + fmt::Debug {
     fn stop_orphan(&self, pgid: u32, leader_start: u64) -> Result<OrphanOutcome, String> {
         let _ = (pgid, leader_start);
         Err(format!("{:?} cannot check orphaned agents", self))
-    }
-
-    /// Run a hook script (`sh -lc <script>`) in `cwd` with `env` on this host, killing its whole
-    /// group after `timeout`. Output: the head of stdout and the tail of stderr, bounded.
-    fn run_hook(
-        &self,
-        script: &str,
-        cwd: &Path,
-        env: &[(OsString, OsString)],
-        timeout: Duration,
-    ) -> Result<HookOutput, HookError> {
-        let started = std::time::Instant::now();
-        let spec = ProcessSpec {
-            env: env.to_vec(),
-            ..ProcessSpec::hook(script, cwd)
-        };
-        let proc = self
-            .spawn(&spec)
-            .map_err(|e| HookError::Spawn(e.to_string()))?;
-        hook::supervise(proc.as_ref(), started, timeout)
     }
 }
 

@@ -93,9 +93,12 @@ pub(crate) fn stop_with(
 
 /// The check (`$1` pgid, `$2` start time; digits): the leader must exist with that start time
 /// and belong to this user; then TERM to the group, up to 3 s, KILL. A group of zombies is gone.
-/// Prints the outcome.
+/// Prints the outcome. `running` scans `/proc` (0.26 s with 1,900 processes) unless `kill -0`
+/// answers ESRCH: then the group has no process at all, zombies included (any other answer,
+/// e.g. EPERM for another user's members, scans).
 pub const STOP_SCRIPT: &str = r#"p=$1; t=$2
-running() { for f in /proc/[0-9]*/stat; do read -r l < "$f" 2>/dev/null || continue; set -- ${l##*) }; [ "$3" = "$p" ] && [ "$1" != Z ] && return 0; done; return 1; }
+absent() { case $(LC_ALL=C kill -0 -"$p" 2>&1) in *"No such process"*) return 0;; esac; return 1; }
+running() { absent && return 1; for f in /proc/[0-9]*/stat; do read -r l < "$f" 2>/dev/null || continue; set -- ${l##*) }; [ "$3" = "$p" ] && [ "$1" != Z ] && return 0; done; return 1; }
 s=$(cat "/proc/$p/stat" 2>/dev/null) || { running && echo leader_gone || echo not_running; exit 0; }
 set -- ${s##*) }
 [ "${20}" = "$t" ] || { echo start_time_mismatch; exit 0; }

@@ -542,7 +542,7 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
-    use crate::status::{Counts, RecentEvent, Tokens};
+    use crate::status::{Counts, RecentEvent, TokenCounts};
 
     fn now() -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(1_700_000_100)
@@ -561,11 +561,11 @@ mod tests {
             last_message: Some("did <b>things</b>".into()),
             started_at: "2023-11-14T22:13:20Z".into(),
             last_event_at: Some("2023-11-14T22:14:20Z".into()),
-            tokens: Tokens {
+            tokens: TokenCounts {
                 input_tokens: 1200,
                 output_tokens: 34,
                 total_tokens: 1234,
-                ..Tokens::default()
+                ..TokenCounts::default()
             },
             spend: Default::default(),
             cost_usd: Some(0.5),

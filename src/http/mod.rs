@@ -46,7 +46,7 @@ impl HttpOptions {
             snapshot_timeout: Duration::from_secs(2),
             // GitHub `projects_v2_item` deliveries are a few KiB.
             max_body_bytes: 256 * 1024,
-            ops: Arc::new(OpsShared::new()),
+            ops: Arc::new(OpsShared::default()),
         }
     }
 
@@ -96,7 +96,7 @@ mod tests {
             host: Some("0.0.0.0".into()),
             webhook_secret: Some(Secret::new("s")),
         };
-        let ops = Arc::new(OpsShared::new());
+        let ops = Arc::new(OpsShared::default());
         let o = HttpOptions::from_config(Some(9000), Some("::1"), &cfg, &ops).unwrap();
         assert_eq!((o.bind.as_str(), o.port), ("::1", 9000));
         assert!(o.webhook_secret.is_some());

@@ -12,10 +12,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::http::{html, webhook};
-use crate::ops::exposition::CONTENT_TYPE as METRICS;
-use crate::ops::health::NotLive::{self, Gone, Timeout};
-use crate::ops::health::{LIVEZ_DEADLINE, READY_JSON};
-use crate::ops::shared::OpsShared;
+use crate::ops::metrics::{render, CONTENT_TYPE as METRICS};
+use crate::ops::shared::NotLive::{self, Gone, Timeout};
+use crate::ops::shared::{OpsShared, LIVEZ_DEADLINE, READY_JSON};
 use crate::status::ControlRequest;
 use crate::status::IssueDetail;
 use crate::workflow::config::Secret;
@@ -129,12 +128,11 @@ pub struct Reply {
 
 impl Reply {
     pub fn new(status: u16, content_type: &'static str, body: String) -> Reply {
-        let allow = None;
         Reply {
             status,
             content_type,
             body,
-            allow,
+            allow: None,
         }
     }
 
@@ -201,17 +199,15 @@ impl ControlClient {
         if !is_plausible_identifier(id) {
             return Ok(None);
         }
-        let identifier = id.to_string();
-        self.ask(self.timeout, |reply| ControlRequest::Issue {
-            identifier,
-            reply,
+        self.ask(self.timeout, |reply| {
+            ControlRequest::Issue(id.into(), reply)
         })
     }
 
     /// Liveness: the main loop answers a ping within [`LIVEZ_DEADLINE`] (whatever the snapshot
     /// timeout is).
     pub fn ping(&self) -> Result<(), NotLive> {
-        self.ask(LIVEZ_DEADLINE, |reply| ControlRequest::Ping { reply })
+        self.ask(LIVEZ_DEADLINE, ControlRequest::Ping)
     }
 
     /// The 503 for a question the main loop did not answer, as JSON or as an HTML page.
@@ -272,13 +268,11 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
     let c = &app.control;
     let page = matches!(route, Route::Dashboard | Route::IssuePage(_));
     match route {
-        Route::State | Route::Dashboard => {
-            match c.ask(c.timeout, |reply| ControlRequest::State { reply }) {
-                Ok(snap) if page => Reply::new(200, HTML, html::render_dashboard(&snap, now)),
-                Ok(snap) => Reply::json(200, &snap),
-                Err(e) => c.unanswered(e, page),
-            }
-        }
+        Route::State | Route::Dashboard => match c.ask(c.timeout, ControlRequest::State) {
+            Ok(snap) if page => Reply::new(200, HTML, html::render_dashboard(&snap, now)),
+            Ok(snap) => Reply::json(200, &snap),
+            Err(e) => c.unanswered(e, page),
+        },
         Route::IssueApi(id) | Route::IssuePage(id) => match c.issue(id) {
             Ok(Some(d)) if page => Reply::new(200, HTML, html::render_issue_page(&d, now)),
             Ok(Some(d)) => Reply::json(200, &d),
@@ -293,7 +287,7 @@ pub fn handle(route: &Route, app: &App, req: &Incoming, now: SystemTime) -> Repl
             Err(e) => c.unanswered(e, page),
         },
         Route::Refresh => refresh_reply(app),
-        Route::Metrics => Reply::new(200, METRICS, app.ops.render_metrics()),
+        Route::Metrics => Reply::new(200, METRICS, render(&app.ops.metrics())),
         Route::Readyz => match app.ops.readyz(Instant::now()) {
             Ok(()) => Reply::new(200, JSON, READY_JSON.to_string()),
             Err(why) => Reply::new(503, JSON, why.to_json()),
@@ -320,7 +314,7 @@ fn livez_reply(app: &App) -> Reply {
 /// Queue a (coalesced) poll + reconcile.
 fn refresh_reply(app: &App) -> Reply {
     let c = &app.control;
-    let ack = c.ask(c.timeout, |reply| ControlRequest::Refresh { reply });
+    let ack = c.ask(c.timeout, ControlRequest::Refresh);
     ack.map_or_else(|e| c.unanswered(e, false), |ack| Reply::json(202, &ack))
 }
 
@@ -435,7 +429,7 @@ mod tests {
         let app = App {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
-            ops: Arc::new(OpsShared::new()),
+            ops: Arc::new(OpsShared::default()),
             deliveries: Default::default(),
         };
         let r = handle(
@@ -456,7 +450,7 @@ mod tests {
         let app = App {
             control: ControlClient::new(tx, Duration::from_millis(10)),
             webhook_secret: None,
-            ops: Arc::new(OpsShared::new()),
+            ops: Arc::new(OpsShared::default()),
             deliveries: Default::default(),
         };
         let r = handle(&Route::State, &app, &Incoming::default(), SystemTime::now());

@@ -3,10 +3,6 @@
 //! `runtime::daemon` copies it in.
 
 #[cfg(feature = "http")]
-pub mod exposition;
-#[cfg(feature = "http")]
-pub mod health;
-#[cfg(feature = "http")]
 pub mod metrics;
 pub mod sdnotify;
 #[cfg(feature = "http")]
@@ -21,6 +17,6 @@ pub struct DaemonOps {
     /// Metrics and readiness facts (also given to the HTTP server).
     #[cfg(feature = "http")]
     pub shared: Arc<shared::OpsShared>,
-    /// The systemd notifier ([`sdnotify::Notifier::from_env`] in production).
+    /// The systemd notifier (from the environment in production: [`sdnotify::take_systemd_env`]).
     pub notifier: Arc<sdnotify::Notifier>,
 }

@@ -28,8 +28,8 @@ pub const WATCHDOG_MIN_INTERVAL: Duration = Duration::from_millis(10);
 /// Longest watchdog ping interval returned (a huge `WATCHDOG_USEC` must not overflow timers).
 pub const WATCHDOG_MAX_INTERVAL: Duration = Duration::from_secs(3600);
 
-/// Sends `READY=1`, `STATUS=…`, `WATCHDOG=1` and `STOPPING=1` to systemd. Build it once at
-/// startup with [`Notifier::from_env`].
+/// Sends `READY=1`, `STATUS=…`, `WATCHDOG=1` and `STOPPING=1` to systemd. Built once at
+/// startup by [`take_systemd_env`].
 #[derive(Debug, Default)]
 pub struct Notifier {
     target: Option<(UnixDatagram, SocketAddr)>,
@@ -41,19 +41,7 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    /// Read `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` from the process environment.
-    pub fn from_env() -> Self {
-        let [socket, usec, pid] = CHILD_ENV_REMOVE.map(std::env::var_os);
-        Self::from_vars(
-            socket.as_deref(),
-            usec.as_deref(),
-            pid.as_deref(),
-            std::process::id(),
-        )
-    }
-
-    /// Build from explicit values (tests; [`Notifier::from_env`] passes the real environment).
-    ///
+    /// Build from `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID` (tests pass their own).
     /// An empty, unsupported (e.g. `vsock:`) or unusable socket address logs one warning and
     /// yields a disabled notifier.
     pub fn from_vars(
@@ -145,7 +133,9 @@ impl Notifier {
 /// starts a thread; signal handlers, the watcher, HTTP, tracker and worker threads all come
 /// later. Every child process is spawned later too, so none can inherit the variables.
 pub fn take_systemd_env() -> DaemonOps {
-    let notifier = Notifier::from_env();
+    let [socket, usec, pid] = CHILD_ENV_REMOVE.map(std::env::var_os);
+    let (socket, usec, pid) = (socket.as_deref(), usec.as_deref(), pid.as_deref());
+    let notifier = Notifier::from_vars(socket, usec, pid, std::process::id());
     for name in CHILD_ENV_REMOVE {
         std::env::remove_var(name);
     }

@@ -802,7 +802,7 @@ impl Daemon {
             // Whatever happens in the removal, the issue must be released afterwards.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let root = path.parent().unwrap_or(Path::new("/"));
-                let env = HookEnv::for_issue(&issue, &path);
+                let env = HookEnv::for_issue(&issue);
                 match remove_workspace_on(host.as_ref(), root, &path, &hooks, &env) {
                     Ok(true) => info!(
                         "workspace removed issue_id={} issue_identifier={} workspace={} host={}",

@@ -31,7 +31,7 @@ pub struct StateHandle {
 /// Check the workspace root (a local one: created 0700 when missing, refused as
 /// `workspace_root_unsafe` when someone else could change it), open and lock `state.dir`
 /// (`state_dir_unsafe`, `state_locked`) and read `state.json`: a corrupt file is moved aside and
-/// the state starts empty; a newer version is [`StoreError::VersionUnsupported`]. Run before
+/// the state starts empty; a newer version is `state_version_unsupported`. Run before
 /// anything else at startup.
 pub fn acquire(cfg: &ServiceConfig) -> Result<StateHandle, StoreError> {
     if cfg.worker.ssh_hosts.is_empty() {
@@ -71,10 +71,7 @@ fn move_legacy(cfg: &ServiceConfig, dir: &StateDir) -> Result<(), StoreError> {
         }
     };
     if old.old_lock_held() {
-        return Err(StoreError::Locked {
-            dir: legacy,
-            pid: None,
-        });
+        return Err(StoreError::locked(&legacy, None));
     }
     if let Ok(Some(bytes)) = old.read_state() {
         dir.save(&bytes)?;
@@ -112,11 +109,14 @@ fn parse(dir: &StateDir, bytes: &[u8]) -> Result<Result<OrchestratorState, Strin
     match restore::parse(bytes) {
         Ok(s) => Ok(Ok(s)),
         Err(ParseError::Corrupt(problem)) => Ok(Err(problem)),
-        Err(ParseError::Newer(found)) => Err(StoreError::VersionUnsupported {
-            path: dir.state_file(),
-            found,
-            newest: restore::VERSION,
-        }),
+        Err(ParseError::Newer(found)) => {
+            let (path, newest) = (dir.state_file(), restore::VERSION);
+            let message = format!(
+                "{} has version {found}; this Baton reads up to {newest}",
+                path.display()
+            );
+            Err(StoreError::new("state_version_unsupported", message))
+        }
     }
 }
 
@@ -220,10 +220,7 @@ impl Persist {
             WriteOutcome::Written { recovered: true } => {
                 info!("event=state_write_recovered file={}", file.display())
             }
-            WriteOutcome::Failed {
-                error: e @ StoreError::LockLost { .. },
-                ..
-            } => {
+            WriteOutcome::Failed { error: e, .. } if e.name() == "state_lock_lost" => {
                 error!("event=state_lock_lost error={e}; shutting down");
                 return Some(e.to_string());
             }

@@ -158,7 +158,7 @@ impl Run<'_> {
     }
 
     fn hook(&self, kind: &str, script: Option<&str>, path: &Path) -> Result<(), String> {
-        let env = HookEnv::for_issue(&self.issue, path);
+        let env = HookEnv::for_issue(&self.issue);
         let (host, timeout) = (self.ctx.host.as_ref(), self.ctx.hooks.timeout_ms);
         run_configured_hook(host, kind, script, path, &env, timeout)
     }
@@ -197,7 +197,7 @@ impl Run<'_> {
         let ctx = self.ctx;
         let (host, path, hooks) = (ctx.host.as_ref(), &ctx.workspace_path, &ctx.hooks);
         let (id, ident) = (&ctx.issue.id, &ctx.issue.identifier);
-        let env = HookEnv::for_issue(&ctx.issue, path);
+        let env = HookEnv::for_issue(&ctx.issue);
         if ctx.stale_workspace {
             info!(
                 "removing a stale workspace issue_id={id} issue_identifier={ident} workspace={} host={}",

@@ -4,8 +4,8 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use super::{
-    AgentTotals, BlockedRow, Counts, HostRow, IssueDetail, RecentEvent, RetryRow, RunningRow,
-    Spend, StateSnapshot, TrackerHealth,
+    AgentTotals, BlockedRow, Counts, HostRow, IssueDetail, IssueSpend, RecentEvent, RetryRow,
+    RunningRow, StateSnapshot, TrackerHealth,
 };
 use crate::timefmt::rfc3339_millis;
 
@@ -15,7 +15,7 @@ use crate::orchestrator::state::{
 };
 
 /// The issue's lifetime spend row (zero when it has spent nothing yet).
-fn spend(s: &OrchestratorState, issue_id: &str) -> Spend {
+fn spend(s: &OrchestratorState, issue_id: &str) -> IssueSpend {
     s.spend.get(issue_id).copied().unwrap_or_default()
 }
 

@@ -78,16 +78,6 @@ impl Default for TrackerConfig {
     }
 }
 
-/// The keys every kind has.
-#[cfg_attr(not(feature = "backlog"), allow(dead_code))] // read by the Backlog.md kind
-pub(crate) const SHARED_KEYS: &[&str] = &[
-    "kind",
-    "active_states",
-    "terminal_states",
-    "required_labels",
-    "excluded_labels",
-];
-
 /// The lines of a `baton check` section: `(tag, text)` with tag `ok`, `note`, `warn` or `fail`;
 /// and, for a tracker with a budget, what one board read cost and the hourly limit (the check
 /// shows the poll interval the daemon starts from).

@@ -29,14 +29,8 @@ const FILTERS: &[&str] = &[
 pub type TemplateError = crate::config::ConfigError;
 
 /// A compiled prompt template (cheap to clone; the compiled form is shared).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct PromptTemplate(Arc<(upon::Template<'static>, Source)>);
-
-impl std::fmt::Debug for PromptTemplate {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PromptTemplate").finish_non_exhaustive()
-    }
-}
 
 impl PromptTemplate {
     /// Compile `source`, whose first line is line `first_line` of WORKFLOW.md.
@@ -334,6 +328,7 @@ pub fn sample_issue() -> Issue {
 }
 
 /// The text upon compiles, and what maps upon's error positions back to WORKFLOW.md.
+#[derive(Debug)]
 struct Source {
     original: String,
     first_line: usize,

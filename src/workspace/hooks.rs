@@ -5,10 +5,10 @@
 
 use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
-use crate::host::Host;
+use crate::host::{supervise, Host, ProcessSpec};
 use crate::model::Issue;
 
 pub use crate::host::{HookError, HookOutput, MAX_CAPTURE_BYTES};
@@ -43,7 +43,8 @@ impl Default for HooksConfig {
     }
 }
 
-/// The environment a hook sees about its issue (the `BATON_*` variables).
+/// The environment a hook sees about its issue (the `BATON_*` variables; `BATON_WORKSPACE` is
+/// the hook's `cwd`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HookEnv {
     pub issue_id: String,
@@ -52,11 +53,10 @@ pub struct HookEnv {
     pub issue_repo: String,
     pub issue_url: String,
     pub issue_status: String,
-    pub workspace: PathBuf,
 }
 
 impl HookEnv {
-    pub fn for_issue(issue: &Issue, workspace: &Path) -> Self {
+    pub fn for_issue(issue: &Issue) -> Self {
         HookEnv {
             issue_id: issue.id.clone(),
             issue_identifier: issue.identifier.clone(),
@@ -64,7 +64,6 @@ impl HookEnv {
             issue_repo: issue.repository.clone(),
             issue_url: issue.url.clone().unwrap_or_default(),
             issue_status: issue.state.clone(),
-            workspace: workspace.to_path_buf(),
         }
     }
 }
@@ -80,6 +79,7 @@ pub fn truncate_for_log(s: &str) -> String {
 
 /// Run `script` with `sh -lc` in `cwd` on `host` with the hook environment; kill its whole
 /// process group after `timeout_ms`. Never leaves a process of the group behind on timeout.
+/// Output: the head of stdout and the tail of stderr, bounded.
 pub fn run_hook(
     host: &dyn Host,
     script: &str,
@@ -94,18 +94,25 @@ pub fn run_hook(
         ("BATON_ISSUE_REPO", env.issue_repo.as_bytes()),
         ("BATON_ISSUE_URL", env.issue_url.as_bytes()),
         ("BATON_ISSUE_STATUS", env.issue_status.as_bytes()),
-        ("BATON_WORKSPACE", env.workspace.as_os_str().as_bytes()),
+        ("BATON_WORKSPACE", cwd.as_os_str().as_bytes()),
     ];
     // NUL bytes (which no environment can carry, and which would fail every spawn) are removed.
     let clean = |v: &[u8]| OsString::from_vec(v.iter().copied().filter(|&b| b != 0).collect());
-    let vars = vars.map(|(k, v)| (k.into(), clean(v)));
-    host.run_hook(script, cwd, &vars, Duration::from_millis(timeout_ms))
+    let started = Instant::now();
+    let spec = ProcessSpec {
+        env: vars.map(|(k, v)| (k.into(), clean(v))).to_vec(),
+        ..ProcessSpec::hook(script, cwd)
+    };
+    let proc = host
+        .spawn(&spec)
+        .map_err(|e| HookError::Spawn(e.to_string()))?;
+    supervise(proc.as_ref(), started, Duration::from_millis(timeout_ms))
 }
 
-/// Run the hook `kind` (`after_create`, …) if configured, in `cwd` (its `BATON_WORKSPACE`), and
-/// log start/failure/timeout with issue context. Returns `Err` with a one-line reason when it
-/// failed: a failed `after_create` or `before_run` fails the attempt; a failed `after_run` or
-/// `before_remove` is logged and ignored.
+/// Run the hook `kind` (`after_create`, …) if configured, in `cwd`, and log start/failure/timeout
+/// with issue context. Returns `Err` with a one-line reason when it failed: a failed
+/// `after_create` or `before_run` fails the attempt; a failed `after_run` or `before_remove` is
+/// logged and ignored.
 pub(crate) fn run_configured_hook(
     host: &dyn Host,
     kind: &str,
@@ -120,11 +127,7 @@ pub(crate) fn run_configured_hook(
     let (id, ident) = (&env.issue_id, &env.issue_identifier);
     let ctx = format!("hook={kind} issue_id={id} issue_identifier={ident}");
     log::info!("hook starting {ctx} workspace={}", cwd.display());
-    let env = HookEnv {
-        workspace: cwd.to_path_buf(),
-        ..env.clone()
-    };
-    match run_hook(host, script, cwd, &env, timeout_ms) {
+    match run_hook(host, script, cwd, env, timeout_ms) {
         Ok(o) => {
             let (ms, out) = (o.elapsed.as_millis(), truncate_for_log(&o.stdout));
             log::debug!("hook finished {ctx} elapsed_ms={ms} stdout={out:?}");

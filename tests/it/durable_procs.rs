@@ -148,3 +148,26 @@ fn a_group_of_another_user_is_left_alone() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The leader exited but a member of its group lives on: whose group that is cannot be proven,
+/// so nothing is signalled. (`kill -0` finds the group, so the check scans `/proc`.)
+#[test]
+fn a_group_whose_leader_is_gone_is_left_alone() {
+    let out = Command::new("sh")
+        .args(["-c", "sleep 60 >/dev/null 2>&1 & echo $$ $!"])
+        .stdin(Stdio::null())
+        .process_group(0)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let pids: Vec<u32> = text
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    let (pgid, member) = (pids[0], pids[1]);
+    let out = stop_local(pgid, 12345);
+    assert_eq!(out, OrphanOutcome::LeaderGone);
+    assert!(pid_alive(member as i32), "the member was not signalled");
+    // SAFETY: plain syscall on the member this test started (it is alive, so not reused).
+    unsafe { libc::kill(member as i32, libc::SIGKILL) };
+}

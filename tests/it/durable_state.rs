@@ -387,11 +387,11 @@ fn a_failed_background_write_is_retried_with_the_newest_state() {
     assert!(w.offer(bytes(1, 1), 0));
     let job = w.take_due(0).unwrap();
     assert!(w.offer(bytes(1, 2), 5));
-    let err = StoreError::Io {
-        op: "write temp state",
-        path: PathBuf::from("/x"),
-        source: std::io::Error::other("disk full"),
-    };
+    let err = StoreError::io(
+        "write temp state",
+        Path::new("/x"),
+        std::io::Error::other("disk full"),
+    );
     assert!(matches!(
         w.finish(job, Err(err), 10),
         WriteOutcome::Failed { first: true, .. }

@@ -425,7 +425,7 @@ fn ops_server(ops: &Arc<OpsShared>, mode: LoopMode) -> (baton::http::HttpHandle,
 
 #[test]
 fn metrics_is_a_strict_exposition_of_the_shared_snapshot() {
-    let ops = Arc::new(OpsShared::new());
+    let ops = Arc::new(OpsShared::default());
     let (h, _fake) = ops_server(&ops, LoopMode::Silent);
     let addr = h.local_addr();
     let r = request(addr, "GET", "/metrics", &[], b"");
@@ -466,7 +466,7 @@ fn metrics_is_a_strict_exposition_of_the_shared_snapshot() {
 
 #[test]
 fn readyz_follows_the_shared_health_facts() {
-    let ops = Arc::new(OpsShared::new());
+    let ops = Arc::new(OpsShared::default());
     let (h, _fake) = ops_server(&ops, LoopMode::Silent);
     let addr = h.local_addr();
     let r = request(addr, "GET", "/readyz", &[], b"");
@@ -515,7 +515,7 @@ fn readyz_follows_the_shared_health_facts() {
 
 #[test]
 fn livez_asks_the_main_loop_and_gives_up_after_two_seconds() {
-    let ops = Arc::new(OpsShared::new());
+    let ops = Arc::new(OpsShared::default());
     let (h, _fake) = ops_server(&ops, LoopMode::Answer);
     let r = request(h.local_addr(), "GET", "/livez", &[], b"");
     assert_eq!(r.status, 200, "{}", r.body);

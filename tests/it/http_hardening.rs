@@ -447,7 +447,7 @@ mod trickling {
 
     /// A Baton server whose `/readyz` is ready, answered by a fake main loop.
     pub(super) fn baton_server() -> (HttpHandle, FakeLoop) {
-        let ops = Arc::new(OpsShared::new());
+        let ops = Arc::new(OpsShared::default());
         ops.update_health(|f| {
             f.recovery_done = true;
             f.polling_interval = Duration::from_secs(30);

@@ -11,11 +11,10 @@ use crate::support::clock::ManualClock;
 use baton::agent::AgentRunner;
 use baton::http::routes::{handle, App, ControlClient, Incoming, Route};
 use baton::model::Issue;
-use baton::ops::health::{
-    is_transient_class, ready_window, readyz, HealthFacts, NotLive, NotReady, READY_JSON,
-};
 use baton::ops::sdnotify::Notifier;
-use baton::ops::shared::OpsShared;
+use baton::ops::shared::{
+    is_transient_class, ready_window, readyz, HealthFacts, NotLive, NotReady, OpsShared, READY_JSON,
+};
 use baton::runtime::daemon::{DaemonOps, RunnerFactory, TrackerFactory, TRACKER_JOB_BOUND_MS};
 use baton::status::ControlRequest;
 use baton::tracker::{Tracker, TrackerBudget, TrackerError};
@@ -207,7 +206,7 @@ fn spawn_loop() -> (Sender<ControlRequest>, Sender<Wedge>) {
     std::thread::spawn(move || loop {
         crossbeam_channel::select! {
             recv(control_rx) -> request => match request {
-                Ok(ControlRequest::Ping { reply }) => { let _ = reply.send(()); }
+                Ok(ControlRequest::Ping(reply)) => { let _ = reply.send(()); }
                 Ok(_) => {}
                 Err(_) => return,
             },
@@ -321,7 +320,7 @@ fn a_tracker_thread_stuck_on_one_job_fails_liveness_and_stops_the_watchdog() {
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let (opts, inputs) =
         daemon_options_with(&wf, Arc::new(TestEnv::none()), factories, clock.clone());
-    let shared = Arc::new(OpsShared::new());
+    let shared = Arc::new(OpsShared::default());
     let ops = DaemonOps {
         shared: Arc::clone(&shared),
         notifier: Arc::new(notifier),

@@ -9,8 +9,8 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use prom::{family, parse, parse_value, value, Family};
 
-use baton::ops::exposition::{format_float, Exposition, Histogram, MetricType, CONTENT_TYPE};
-use baton::ops::metrics::{render, MetricsSnapshot, TokenCounts};
+use baton::ops::metrics::{format_float, render, Exposition, Histogram, MetricType, CONTENT_TYPE};
+use baton::ops::metrics::{MetricsSnapshot, TokenCounts};
 
 fn parsed(m: &MetricsSnapshot) -> Vec<Family> {
     let text = render(m);

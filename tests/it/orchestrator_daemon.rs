@@ -28,8 +28,7 @@ use baton::agent::{
     Emit, SessionContext, TokenUsage, TurnResult,
 };
 use baton::model::Issue;
-use baton::ops::health::NotReady;
-use baton::ops::shared::OpsShared;
+use baton::ops::shared::{NotReady, OpsShared};
 use baton::orchestrator::rules::RELOAD_DEBOUNCE_MS;
 use baton::runtime::clock::Clock;
 use baton::runtime::daemon::DaemonOps;
@@ -312,13 +311,10 @@ impl Running {
         rx.recv_timeout(WAIT_LIMIT).expect("control reply")
     }
     fn snapshot(&self) -> StateSnapshot {
-        self.request(|reply| ControlRequest::State { reply })
+        self.request(ControlRequest::State)
     }
     fn detail(&self, identifier: &str) -> Option<IssueDetail> {
-        self.request(|reply| ControlRequest::Issue {
-            identifier: identifier.into(),
-            reply,
-        })
+        self.request(|reply| ControlRequest::Issue(identifier.into(), reply))
     }
     /// Let the daemon progress once: wait for a loop turn beyond `seen` (a report arrived and
     /// was handled); when none comes within [`IDLE`], advance virtual time toward the loop's
@@ -481,9 +477,7 @@ fn shutdown_cancels_running_agents_runs_after_run_and_returns() {
         .any(|e| e.event == "notification"));
     // A refresh request is acknowledged without waiting for GitHub.
     let (tx, rx) = bounded(1);
-    d.control
-        .send(ControlRequest::Refresh { reply: tx })
-        .unwrap();
+    d.control.send(ControlRequest::Refresh(tx)).unwrap();
     let ack = rx.recv_timeout(Duration::from_secs(5)).unwrap();
     assert!(ack.queued);
     d.stop();
@@ -618,9 +612,7 @@ fn a_rate_limit_holds_the_between_turn_refresh_and_ends_the_run_for_a_later_cont
     let refreshes = tracker.board.lock().unwrap().refreshes;
     d.wait_until("the request gate to hold requests", || {
         let (tx, rx) = bounded(1);
-        d.control
-            .send(ControlRequest::Refresh { reply: tx })
-            .unwrap();
+        d.control.send(ControlRequest::Refresh(tx)).unwrap();
         d.requests.set(d.requests.get() + 1);
         // Deferred to the pause's end once the gate holds requests (before that, at most by
         // the one-second refresh spacing).

@@ -43,7 +43,7 @@ fn creates_then_reuses_and_runs_after_create_only_once() {
         after_create: Some("echo created >> marker".into()),
         ..hooks()
     };
-    let env = HookEnv::for_issue(&issue(), &path);
+    let env = HookEnv::for_issue(&issue());
     let w1 = ensure_workspace(&LocalHost, &root, &path, &h, &env).unwrap();
     assert!(w1.created_now && w1.path.is_dir());
     fs::write(w1.path.join("work.txt"), "keep me").unwrap();
@@ -68,14 +68,8 @@ fn failing_after_create_removes_the_half_made_directory() {
         after_create: Some("touch partial; exit 3".into()),
         ..hooks()
     };
-    let err = ensure_workspace(
-        &LocalHost,
-        &root,
-        &path,
-        &h,
-        &HookEnv::for_issue(&issue(), &path),
-    )
-    .unwrap_err();
+    let err =
+        ensure_workspace(&LocalHost, &root, &path, &h, &HookEnv::for_issue(&issue())).unwrap_err();
     assert!(
         err.0.contains("after_create") && err.0.contains("status 3"),
         "{err}"
@@ -93,7 +87,7 @@ fn an_existing_file_at_the_workspace_path_fails_safely() {
         &root,
         &path,
         &hooks(),
-        &HookEnv::for_issue(&issue(), &path),
+        &HookEnv::for_issue(&issue()),
     )
     .unwrap_err();
     assert!(err.0.contains("not a directory"), "{err}");
@@ -114,7 +108,7 @@ fn a_symlink_escaping_the_root_is_rejected_and_never_followed_on_removal() {
     fs::write(outside.join("precious"), "x").unwrap();
     let path = workspace_path(&root, "acme__repo-12");
     std::os::unix::fs::symlink(&outside, &path).unwrap();
-    let env = HookEnv::for_issue(&issue(), &path);
+    let env = HookEnv::for_issue(&issue());
     let err = ensure_workspace(&LocalHost, &root, &path, &hooks(), &env).unwrap_err();
     assert!(err.0.contains("outside the workspace root"), "{err}");
     let h = HooksConfig {
@@ -158,7 +152,7 @@ fn paths_that_are_not_a_direct_child_of_the_root_are_refused() {
 fn remove_runs_before_remove_and_ignores_its_failure() {
     let root = TempDir::new("remove");
     let path = workspace_path(&root, "acme__repo-12");
-    let env = HookEnv::for_issue(&issue(), &path);
+    let env = HookEnv::for_issue(&issue());
     ensure_workspace(&LocalHost, &root, &path, &hooks(), &env).unwrap();
     let log = root.join("before_remove.log");
     let h = HooksConfig {
@@ -186,10 +180,10 @@ fn hooks_get_the_baton_environment_and_run_in_the_workspace() {
         &root,
         &path,
         &hooks(),
-        &HookEnv::for_issue(&issue(), &path),
+        &HookEnv::for_issue(&issue()),
     )
     .unwrap();
-    let env = HookEnv::for_issue(&issue(), &ws.path);
+    let env = HookEnv::for_issue(&issue());
     let out = run_hook(
         &LocalHost,
         "pwd; echo \"$BATON_ISSUE_ID|$BATON_ISSUE_IDENTIFIER|$BATON_ISSUE_NUMBER|$BATON_ISSUE_REPO|$BATON_ISSUE_URL|$BATON_ISSUE_STATUS|$BATON_WORKSPACE\"",

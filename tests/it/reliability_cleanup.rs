@@ -205,7 +205,7 @@ fn removal_runs_before_remove_in_place_with_full_env_then_tombstones() {
         ..HooksConfig::default()
     };
     let i = issue(7, "Done");
-    let env = HookEnv::for_issue(&i, &path);
+    let env = HookEnv::for_issue(&i);
     let ws = ensure_workspace(&baton::host::LocalHost, &root, &path, &hooks, &env).unwrap();
     assert!(ws.created_now);
     assert!(remove_workspace_on(&baton::host::LocalHost, &root, &path, &hooks, &env).unwrap());
@@ -257,7 +257,7 @@ fn a_re_pointed_root_symlink_is_refused_and_nothing_is_deleted() {
         timeout_ms: 5_000,
         ..HooksConfig::default()
     };
-    let env = HookEnv::for_issue(&issue(9, "Done"), &path);
+    let env = HookEnv::for_issue(&issue(9, "Done"));
     // First use pins the root's resolution.
     ensure_workspace(&baton::host::LocalHost, &link, &path, &hooks, &env).unwrap();
     fs::remove_file(&link).unwrap();

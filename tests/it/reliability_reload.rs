@@ -48,7 +48,7 @@ fn text(dir: &std::path::Path, token: &str, interval: u32) -> String {
 /// True when the loop answers a snapshot request within 2 s.
 fn answers(control: &crossbeam_channel::Sender<ControlRequest>) -> bool {
     let (reply, rx) = bounded(1);
-    control.send(ControlRequest::State { reply }).is_ok()
+    control.send(ControlRequest::State(reply)).is_ok()
         && rx.recv_timeout(Duration::from_secs(2)).is_ok()
 }
 

@@ -5,13 +5,13 @@
 use crate::support::procs;
 use crate::support::sshd;
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::procs::wait_none_matching;
 use baton::host::{Host, ProcessSpec, StdoutItem};
+use baton::workspace::hooks::{run_hook, HookEnv};
 use sshd::Lab;
 
 fn lines_of(p: &dyn baton::host::Process) -> Vec<String> {
@@ -111,28 +111,16 @@ fn remote_workspaces_follow_the_containment_rules() {
         .unwrap());
     // Hooks run remotely in the workspace with the given environment.
     let ws = host.create_workspace(&root, &root.join("repo-2")).unwrap();
-    let env = vec![(
-        OsString::from("BATON_ISSUE_IDENTIFIER"),
-        OsString::from("repo-2"),
-    )];
-    let out = host
-        .run_hook(
-            "pwd; echo \"$BATON_ISSUE_IDENTIFIER $BATON_TEST_HOST\"",
-            &ws.path,
-            &env,
-            Duration::from_secs(10),
-        )
-        .unwrap();
+    let env = HookEnv {
+        issue_identifier: "repo-2".into(),
+        ..HookEnv::default()
+    };
+    let script = "pwd; echo \"$BATON_ISSUE_IDENTIFIER $BATON_TEST_HOST\"";
+    let out = run_hook(&host, script, &ws.path, &env, 10_000).unwrap();
     assert_eq!(out.stdout, format!("{}\nrepo-2 h1\n", ws.path.display()));
     // A hook timeout kills the remote group.
-    let e = host
-        .run_hook(
-            "sleep 1000 # baton-hook-timeout-marker",
-            &ws.path,
-            &[],
-            Duration::from_millis(800),
-        )
-        .unwrap_err();
+    let script = "sleep 1000 # baton-hook-timeout-marker";
+    let e = run_hook(&host, script, &ws.path, &HookEnv::default(), 800).unwrap_err();
     assert!(e.to_string().contains("timed out"), "{e}");
     assert!(wait_none_matching("baton-hook-timeout-marker", Duration::from_secs(5)).is_empty());
 }

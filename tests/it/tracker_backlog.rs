@@ -12,7 +12,7 @@ use baton::timefmt::parse_rfc3339;
 use baton::tracker::backlog::board::MISSING_BLOCKER_STATE;
 use baton::tracker::backlog::parse::id_number_text;
 use baton::tracker::backlog::{
-    read_board, validate_states, Board, BoardReader, WarningKind, MAX_FILE_BYTES,
+    read_board, validate_states, BacklogTracker, Board, WarningKind, MAX_FILE_BYTES,
 };
 
 use crate::support::backlog::BacklogCli;
@@ -21,6 +21,16 @@ fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/backlog")
         .join(name)
+}
+
+/// The tracker over the board at `dir`: it re-reads the board on every `board()` (never watched).
+fn tracker_at(dir: &Path) -> BacklogTracker {
+    let cfg = baton::tracker::TrackerConfig {
+        kind: Some("backlog_md".into()),
+        path: Some(dir.to_path_buf()),
+        ..Default::default()
+    };
+    BacklogTracker::new(&cfg).unwrap()
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -283,11 +293,11 @@ fn a_duplicate_id_appearing_keeps_the_task_read_before() {
     write(&b.join("config.yml"), b"statuses: [\"To Do\", \"Done\"]\n");
     let own = b.join("tasks/task-1 - Mine.md");
     write(&own, b"---\nid: task-1\ntitle: Mine\nstatus: To Do\n---\n");
-    let mut reader = BoardReader::new(&b);
-    assert_eq!(ids(&reader.read().unwrap().issues(&[])), ["task-1"]);
+    let reader = tracker_at(&b);
+    assert_eq!(ids(&reader.board().unwrap().issues(&[])), ["task-1"]);
     let copy = b.join("tasks/task-1 - Copy.md");
     write(&copy, b"---\nid: TASK-1\ntitle: Copy\nstatus: Done\n---\n");
-    let board = reader.read().unwrap();
+    let board = reader.board().unwrap();
     let all = board.issues(&[]);
     assert_eq!(ids(&all), ["task-1"]);
     assert_eq!(
@@ -309,10 +319,10 @@ fn a_duplicate_id_appearing_keeps_the_task_read_before() {
     );
     // Its own file gone: the copy is now the only file of the id.
     std::fs::remove_file(&own).unwrap();
-    assert_eq!(reader.read().unwrap().issues(&[])[0].title, "Copy");
+    assert_eq!(reader.board().unwrap().issues(&[])[0].title, "Copy");
     // A fresh reader (no previous read) skips both, as before.
     write(&own, b"---\nid: task-1\ntitle: Mine\nstatus: To Do\n---\n");
-    assert!(BoardReader::new(&b).read().unwrap().tasks.is_empty());
+    assert!(tracker_at(&b).board().unwrap().tasks.is_empty());
 }
 
 /// A task file or `config.yml` of nested flow collections (195 KB cost 47 CPU-s per board
@@ -360,12 +370,12 @@ fn reader_reports_a_warning_again_only_after_it_went_away() {
     write(&b.join("config.yml"), b"statuses: [\"To Do\", \"Done\"]\n");
     let bad = b.join("tasks/task-1 - Bad.md");
     write(&bad, b"---\nid: task-1\n---\n");
-    let mut reader = BoardReader::new(&b);
-    assert_eq!(reader.read().unwrap().warnings.len(), 1);
+    let reader = tracker_at(&b);
+    assert_eq!(reader.board().unwrap().warnings.len(), 1);
     // Still reported in every snapshot (the logger dedupes, the data does not).
-    assert_eq!(reader.read().unwrap().warnings.len(), 1);
+    assert_eq!(reader.board().unwrap().warnings.len(), 1);
     write(&bad, b"---\nid: task-1\ntitle: Fixed\nstatus: Done\n---\n");
-    let board = reader.read().unwrap();
+    let board = reader.board().unwrap();
     assert!(board.warnings.is_empty());
     assert_eq!(board.issues(&[])[0].state, "Done");
 }

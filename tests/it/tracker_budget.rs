@@ -157,9 +157,7 @@ impl Running {
     #[cfg(feature = "http")]
     fn refresh(&self) -> RefreshAck {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.control
-            .send(ControlRequest::Refresh { reply: tx })
-            .unwrap();
+        self.control.send(ControlRequest::Refresh(tx)).unwrap();
         rx.recv_timeout(Duration::from_secs(10)).expect("ack")
     }
     /// Let `ms` of virtual time pass in steps of at most `step`, settling after each.
@@ -190,9 +188,7 @@ impl Running {
     #[cfg(feature = "http")]
     fn state(&self) -> baton::status::StateSnapshot {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        self.control
-            .send(ControlRequest::State { reply: tx })
-            .unwrap();
+        self.control.send(ControlRequest::State(tx)).unwrap();
         rx.recv_timeout(Duration::from_secs(10)).expect("state")
     }
     fn stop(self) {

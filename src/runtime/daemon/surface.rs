@@ -86,17 +86,17 @@ impl Daemon {
     pub(super) fn control(&mut self, req: ControlRequest) {
         let now = self.clock.now();
         match req {
-            ControlRequest::State { reply } => {
+            ControlRequest::State(reply) => {
                 let _ = reply.send(state_snapshot(&self.state, now));
             }
-            ControlRequest::Issue { identifier, reply } => {
+            ControlRequest::Issue(identifier, reply) => {
                 let _ = reply.send(issue_detail(&self.state, &identifier, now));
             }
-            ControlRequest::Refresh { reply } => {
+            ControlRequest::Refresh(reply) => {
                 self.surface.pending_acks.push(reply);
                 self.engine(Event::RefreshRequested);
             }
-            ControlRequest::Ping { reply } => {
+            ControlRequest::Ping(reply) => {
                 let _ = reply.send(());
             }
         }

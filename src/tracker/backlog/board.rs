@@ -78,14 +78,13 @@ pub struct Board {
 impl Board {
     /// Assemble a board from the files read (a task, or the file and why it is not one):
     /// unreadable files become warnings, and every file of an id claimed by more than one file is
-    /// dropped with one warning naming them all, except the file `owners` names for that id (the
-    /// task's file in the previous read): a copy that appears later must not take away a task
-    /// that may be running.
+    /// dropped with one warning naming them all, except the id's file in the `previous` read: a
+    /// copy that appears later must not take away a task that may be running.
     pub fn assemble(
         dir: &Path,
         config: BoardConfig,
         files: Vec<Result<BoardTask, (PathBuf, TaskProblem)>>,
-        owners: &HashMap<String, PathBuf>,
+        previous: Option<&Board>,
     ) -> Board {
         let mut warnings = Vec::new();
         let mut groups: HashMap<String, Vec<BoardTask>> = HashMap::new();
@@ -105,7 +104,7 @@ impl Board {
                 tasks.extend(group.pop());
                 continue;
             }
-            let owner = owners.get(&id);
+            let owner = previous.and_then(|p| p.get(&id)).map(|t| &t.path);
             let kept = group.iter().position(|t| Some(&t.path) == owner);
             let kept = kept.map(|i| group.swap_remove(i));
             let mut paths: Vec<PathBuf> = group.into_iter().map(|t| t.path).collect();
@@ -138,14 +137,6 @@ impl Board {
             warnings,
             by_id,
         }
-    }
-
-    /// Each task's id and file, what the next read's [`Board::assemble`] keeps on a duplicate.
-    pub fn owners(&self) -> HashMap<String, PathBuf> {
-        self.tasks
-            .iter()
-            .map(|t| (t.task.id.clone(), t.path.clone()))
-            .collect()
     }
 
     /// The task with this id (any spelling `canonical_id` accepts).
@@ -291,12 +282,7 @@ mod tests {
                 })
             })
             .collect();
-        Board::assemble(
-            Path::new("/b"),
-            BoardConfig::default(),
-            files,
-            &HashMap::new(),
-        )
+        Board::assemble(Path::new("/b"), BoardConfig::default(), files, None)
     }
 
     #[test]

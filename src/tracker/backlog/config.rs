@@ -10,7 +10,6 @@ use super::read::LOCATIONS;
 use super::{read_board, BacklogTracker};
 use crate::config::{resolve_path, ConfigError, Section};
 use crate::model::{contains_name, Issue};
-use crate::tracker::config::SHARED_KEYS;
 use crate::tracker::config::{closest, report_states, CheckLines, TrackerAdapter, TrackerConfig};
 use crate::tracker::{Tracker, TrackerError};
 
@@ -19,6 +18,15 @@ pub const TRACKER_KIND: &str = "backlog_md";
 
 /// The default `tracker.path`, relative to WORKFLOW.md's directory.
 pub const DEFAULT_BOARD_DIR: &str = "backlog";
+
+/// The keys every kind has, the ones this kind reads besides `path`.
+const SHARED_KEYS: &[&str] = &[
+    "kind",
+    "active_states",
+    "terminal_states",
+    "required_labels",
+    "excluded_labels",
+];
 
 /// The `backlog_md` entry of the tracker registry.
 pub(crate) const ADAPTER: TrackerAdapter = TrackerAdapter {

@@ -13,7 +13,7 @@ pub mod parse;
 pub mod read;
 pub mod watch;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,49 +23,11 @@ use crossbeam_channel::Sender;
 
 pub use board::{Board, BoardTask, BoardWarning, Location, WarningKind};
 pub use config::validate_states;
-pub use read::{read_board, read_board_keeping, MAX_FILE_BYTES};
+pub use read::{read_board, read_board_after, MAX_FILE_BYTES};
 
 use crate::model::Issue;
 use crate::tracker::config::TrackerConfig;
 use crate::tracker::{Tracker, TrackerBudget, TrackerError, TrackerErrorKind, WatchGuard};
-
-/// Reads one board repeatedly (each refresh re-reads it) and logs each warning once: when it
-/// first appears, and again only if it disappears and comes back. A task keeps its file when a
-/// duplicate of its id appears later (the newcomer is skipped).
-#[derive(Debug)]
-pub struct BoardReader {
-    dir: PathBuf,
-    reported: HashSet<BoardWarning>,
-    owners: HashMap<String, PathBuf>,
-}
-
-impl BoardReader {
-    /// A reader for the board at `dir` (nothing is read yet).
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        BoardReader {
-            dir: dir.into(),
-            reported: HashSet::new(),
-            owners: HashMap::new(),
-        }
-    }
-
-    /// Read the board now. New warnings are logged (`log::error!` for duplicate ids,
-    /// `log::warn!` otherwise); all current warnings are also in the returned board.
-    pub fn read(&mut self) -> Result<Board, TrackerError> {
-        let board = read_board_keeping(&self.dir, &self.owners)?;
-        self.owners = board.owners();
-        let current: HashSet<BoardWarning> = board.warnings.iter().cloned().collect();
-        let reported = &self.reported;
-        for w in board.warnings.iter().filter(|w| !reported.contains(*w)) {
-            match w.kind {
-                WarningKind::DuplicateId => log::error!("backlog board: {}", w.message),
-                _ => log::warn!("backlog board: {}", w.message),
-            }
-        }
-        self.reported = current;
-        Ok(board)
-    }
-}
 
 /// The class of a configured state that is not a status of the board.
 pub const UNKNOWN_STATE_CLASS: &str = "backlog_unknown_state";
@@ -73,14 +35,17 @@ pub const UNKNOWN_STATE_CLASS: &str = "backlog_unknown_state";
 /// Longest a board read is reused (only while watched and unchanged).
 pub const REUSE_FOR: Duration = Duration::from_secs(1);
 
-/// The reader, and its last read with the change count seen when that read began.
-type Reader = (BoardReader, Option<(u64, Instant, Arc<Board>)>);
+/// The last successful read (its tasks' files, the warnings already logged), and the change
+/// count seen when it began (`None` once a later read failed: never reused then).
+type LastRead = (Option<Arc<Board>>, Option<(u64, Instant)>);
 
-/// A Backlog.md board as a tracker (read-only).
+/// A Backlog.md board as a tracker (read-only). It re-reads the board for each call and logs
+/// each warning once: when it first appears, and again only if it disappears and comes back. A
+/// task keeps its file when a duplicate of its id appears later (the newcomer is skipped).
 #[derive(Debug)]
 pub struct BacklogTracker {
     dir: PathBuf,
-    reader: Mutex<Reader>,
+    last: Mutex<LastRead>,
     /// Bumped by the watch on every relevant change event (before the debounce).
     changes: Arc<AtomicU64>,
     /// True once a watch is running; reads are reused only then.
@@ -92,10 +57,9 @@ pub struct BacklogTracker {
 impl BacklogTracker {
     /// A tracker for the board at `tracker.path` (nothing is read yet).
     pub fn new(cfg: &TrackerConfig) -> Result<Self, TrackerError> {
-        let dir = config::board_dir(cfg);
         Ok(BacklogTracker {
-            reader: Mutex::new((BoardReader::new(&dir), None)),
-            dir,
+            dir: config::board_dir(cfg),
+            last: Mutex::new((None, None)),
             changes: Arc::new(AtomicU64::new(0)),
             watched: AtomicBool::new(false),
             active_states: cfg.active_states.clone(),
@@ -103,21 +67,29 @@ impl BacklogTracker {
         })
     }
 
-    /// The whole board: read now (new warnings are logged once), or the last read while the
-    /// board is watched, nothing changed since that read began, and it is under [`REUSE_FOR`] old.
+    /// The whole board: read now (new warnings are logged, `log::error!` for duplicate ids), or
+    /// the last read while the board is watched, nothing changed since that read began, and it
+    /// is under [`REUSE_FOR`] old.
     pub fn board(&self) -> Result<Arc<Board>, TrackerError> {
-        // A panic while holding the lock leaves only a warning set behind; keep going.
-        let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
+        // A panic while holding the lock leaves only the last read behind; keep going.
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let changes = self.changes.load(Ordering::SeqCst);
-        if let Some((seen, at, board)) = &r.1 {
+        if let (Some(board), Some((seen, at))) = &*last {
             if self.watched.load(Ordering::SeqCst) && *seen == changes && at.elapsed() < REUSE_FOR {
                 return Ok(board.clone());
             }
         }
-        r.1 = None;
+        last.1 = None;
         let at = Instant::now();
-        let board = Arc::new(r.0.read()?);
-        r.1 = Some((changes, at, board.clone()));
+        let board = Arc::new(read_board_after(&self.dir, last.0.as_deref())?);
+        let reported: HashSet<&BoardWarning> = last.0.iter().flat_map(|b| &b.warnings).collect();
+        for w in board.warnings.iter().filter(|w| !reported.contains(w)) {
+            match w.kind {
+                WarningKind::DuplicateId => log::error!("backlog board: {}", w.message),
+                _ => log::warn!("backlog board: {}", w.message),
+            }
+        }
+        *last = (Some(board.clone()), Some((changes, at)));
         Ok(board)
     }
 }

@@ -1,7 +1,6 @@
 //! The thin filesystem side of the Backlog.md reader: find the board's files, bound their size,
 //! read their bytes, and hand them to the pure parser and [`Board::assemble`].
 
-use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
@@ -38,15 +37,12 @@ fn err(class: &'static str, path: &Path, message: impl std::fmt::Display) -> Tra
 /// result are absolute. Bad task files become warnings; only a missing/unlistable board or a bad
 /// `config.yml` is an error.
 pub fn read_board(dir: &Path) -> Result<Board, TrackerError> {
-    read_board_keeping(dir, &HashMap::new())
+    read_board_after(dir, None)
 }
 
-/// [`read_board`] that keeps, on a duplicate id, the file `owners` names for it (see
+/// [`read_board`] that keeps, on a duplicate id, the file of the `previous` read (see
 /// [`Board::assemble`]).
-pub fn read_board_keeping(
-    dir: &Path,
-    owners: &HashMap<String, PathBuf>,
-) -> Result<Board, TrackerError> {
+pub fn read_board_after(dir: &Path, previous: Option<&Board>) -> Result<Board, TrackerError> {
     let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
     check_dir(&dir)?;
     let (config, config_warning) = read_config(&dir)?;
@@ -54,7 +50,7 @@ pub fn read_board_keeping(
     for loc in LOCATIONS {
         scan_folder(&dir.join(loc.dir()), loc, &config.task_prefix, &mut files)?;
     }
-    let mut board = Board::assemble(&dir, config, files, owners);
+    let mut board = Board::assemble(&dir, config, files, previous);
     board.warnings.extend(config_warning);
     Ok(board)
 }

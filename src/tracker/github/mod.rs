@@ -13,7 +13,6 @@ pub(crate) mod config;
 pub(crate) mod normalize;
 pub mod queries;
 
-use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -24,7 +23,7 @@ use serde_json::{json, Value};
 
 use self::client::{GraphqlClient, GraphqlError, Reply};
 use self::config::OwnerType;
-use self::normalize::{selected, ItemRow, Leaf, NodeRow, PriorityField, ProjectInfo};
+use self::normalize::{ItemRow, ItemsOnPage, NodeRow, PriorityField, ProjectInfo};
 use self::queries::Query;
 use crate::model::{contains_name, Issue};
 use crate::text::single_line;
@@ -85,10 +84,12 @@ pub struct Board {
     pub dropped: DroppedCounts,
 }
 
-thread_local! {
-    /// Requests and rate-limit points (`rateLimit.cost`) of the operation running on this
-    /// thread (calls are blocking), logged at debug by [`GithubTracker::with_stats`].
-    static OP_STATS: Cell<(u32, i64)> = const { Cell::new((0, 0)) };
+/// Requests and rate-limit points (`rateLimit.cost`) spent by one operation, logged at debug by
+/// [`GithubTracker::with_stats`]. Every request takes it, so none can go uncounted.
+#[derive(Debug, Default)]
+struct OpStats {
+    requests: u32,
+    cost: i64,
 }
 
 /// The GitHub Projects v2 implementation of [`Tracker`].
@@ -153,7 +154,7 @@ impl GithubTracker {
         if let Some(p) = lock(&self.project).clone() {
             return Ok(p);
         }
-        let res = self.with_stats("resolve_project", || self.resolve_project().map(Arc::new));
+        let res = self.with_stats("resolve_project", |s| self.resolve_project(s).map(Arc::new));
         *lock(&self.project) = res.as_ref().ok().cloned();
         res
     }
@@ -163,13 +164,13 @@ impl GithubTracker {
         self.deps_supported.load(Ordering::Relaxed)
     }
 
-    fn resolve_project(&self) -> Result<ProjectInfo, TrackerError> {
+    fn resolve_project(&self, stats: &mut OpStats) -> Result<ProjectInfo, TrackerError> {
         let q = match self.cfg.owner_type {
             OwnerType::Organization => &queries::RESOLVE_ORG_PROJECT,
             OwnerType::User => &queries::RESOLVE_USER_PROJECT,
         };
         let vars = json!({ "owner": self.owner, "number": self.number });
-        let reply = self.request(q, vars, None)?;
+        let reply = self.request(q, vars, None, stats)?;
         let token = self.client.token();
         let p = normalize::parse_project(&reply, &self.cfg, &self.owner, self.number, token)?;
         if let PriorityField::Unusable(why) = &p.priority {
@@ -187,6 +188,7 @@ impl GithubTracker {
         q: &Query,
         mut vars: Value,
         project: Option<&ProjectInfo>,
+        stats: &mut OpStats,
     ) -> Result<Reply, TrackerError> {
         let priority = self.cfg.priority_field.as_deref();
         vars["statusField"] = json!(self.cfg.status_field);
@@ -194,11 +196,11 @@ impl GithubTracker {
         vars["withPriority"] = json!(project.map_or(priority.is_some(), |p| {
             matches!(p.priority, PriorityField::Resolved(_))
         }));
-        OP_STATS.with(|s| s.set((s.get().0 + 1, s.get().1)));
+        stats.requests += 1;
         let reply = self.client.post(q, vars)?;
         if let Some(rl) = reply.rate_limit() {
             let cost = rl.last_cost.unwrap_or(0);
-            OP_STATS.with(|s| s.set((s.get().0, s.get().1.saturating_add(cost))));
+            stats.cost = stats.cost.saturating_add(cost);
             crate::tracker::spend_points(cost);
             *lock(&self.rate) = Some(rl);
         }
@@ -206,10 +208,10 @@ impl GithubTracker {
     }
 
     /// Run one operation `op` and log what it spent (an operation nested in it counts apart).
-    fn with_stats<T>(&self, op: &str, f: impl FnOnce() -> T) -> T {
-        let outer = OP_STATS.replace((0, 0));
-        let res = f();
-        let (requests, cost) = OP_STATS.replace(outer);
+    fn with_stats<T>(&self, op: &str, f: impl FnOnce(&mut OpStats) -> T) -> T {
+        let mut stats = OpStats::default();
+        let res = f(&mut stats);
+        let OpStats { requests, cost } = stats;
         let rl = lock(&self.rate).clone().unwrap_or_default();
         let remaining: String = rl.remaining.map_or("unknown".into(), |r| r.to_string());
         let reset_at = rl.reset_at.as_deref().unwrap_or("unknown");
@@ -220,7 +222,9 @@ impl GithubTracker {
     /// Page through every non-archived item and normalize the Issues (no repo/status filter).
     /// With `filter_states` and `tracker.server_side_filter`, the pages are narrowed server-side.
     pub fn fetch_board(&self, filter_states: Option<&[String]>) -> Result<Board, TrackerError> {
-        self.with_stats("fetch_board", || self.read_pages(filter_states, &|_| true))
+        self.with_stats("fetch_board", |s| {
+            self.read_pages(filter_states, &|_| true, s)
+        })
     }
 
     /// The paging loop. Each page is normalized as it arrives and then dropped: only the issues
@@ -229,6 +233,7 @@ impl GithubTracker {
         &self,
         filter_states: Option<&[String]>,
         keep: &dyn Fn(&Issue) -> bool,
+        stats: &mut OpStats,
     ) -> Result<Board, TrackerError> {
         let project = self.project()?;
         let filtered = self.cfg.server_side_filter && self.filter_supported.load(Ordering::Relaxed);
@@ -252,7 +257,7 @@ impl GithubTracker {
             if let Some(f) = &filter {
                 vars["query"] = json!(f);
             }
-            let reply = self.request(q, vars, Some(&project))?;
+            let reply = self.request(q, vars, Some(&project), stats)?;
             if let Some(e) = reply.errors.iter().find(|e| e.is_schema_capability_error()) {
                 if deps && is_about_blockers(e) {
                     self.disable_dependencies();
@@ -261,7 +266,7 @@ impl GithubTracker {
                 if filter.is_some() && !is_about_blockers(e) {
                     log::warn!("tracker_server_side_filter_unavailable reason=\"the server rejects items(query:)\" effect=\"filtering client-side only\"");
                     self.filter_supported.store(false, Ordering::Relaxed);
-                    return self.read_pages(filter_states, keep);
+                    return self.read_pages(filter_states, keep, stats);
                 }
             }
             // Per-item execution errors (e.g. FORBIDDEN content) leave that item's content null;
@@ -385,7 +390,7 @@ impl GithubTracker {
             log::warn!("tracker_item_skipped item_id={id} reason={why:?}");
             |d| &mut d.malformed
         };
-        let item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
+        let mut item = serde_json::from_str::<ItemRow>(raw.get()).map_err(|e| {
             #[derive(serde::Deserialize)]
             struct Id {
                 id: Option<String>,
@@ -394,11 +399,12 @@ impl GithubTracker {
             let id = id.and_then(|i| i.id).unwrap_or_default();
             malformed(&id, &e.to_string())
         })?;
-        let item_id = item.id.as_deref().unwrap_or("");
         if item.is_archived == Some(true) {
             return Err(|d| &mut d.archived);
         }
-        let typename = item.content.as_ref().and_then(|c| c.typename.as_deref());
+        let (item_id, content) = (item.id.as_deref().unwrap_or(""), item.content.take());
+        let content = content.unwrap_or_default();
+        let typename = content.typename.as_deref();
         let issue_item: Result<(), DropReason> = match (item.kind.as_deref(), typename) {
             (_, Some("DraftIssue")) | (Some("DRAFT_ISSUE"), _) => Err(|d| &mut d.drafts),
             (_, Some("PullRequest")) | (Some("PULL_REQUEST"), _) => Err(|d| &mut d.pull_requests),
@@ -410,16 +416,11 @@ impl GithubTracker {
             )),
         };
         issue_item?;
-        let Some(status) = selected(item.status.as_ref().and_then(Option::as_ref)) else {
-            return Err(|d| &mut d.no_status);
-        };
-        let priority = self.priority_of(project, item.priority.as_ref());
-        let state = status.name.as_deref().unwrap_or_default();
-        let content = item.content.unwrap_or_default();
-        let issue = normalize::normalize_issue(&content, item_id, state, priority);
-        issue
-            .map(|issue| (content, issue))
-            .map_err(|why| malformed(item_id, &why))
+        match normalize::normalize_issue(&content, &item, project) {
+            Ok(Some(issue)) => Ok((content, issue)),
+            Ok(None) => Err(|d| &mut d.no_status),
+            Err(why) => Err(malformed(item_id, &why)),
+        }
     }
 
     /// Log `event=issue_fields_truncated` when the lists cut on `issue` change.
@@ -439,14 +440,6 @@ impl GithubTracker {
             logged.clear();
         }
         logged.insert(issue.id.clone(), issue.truncated.clone());
-    }
-
-    fn priority_of(&self, project: &ProjectInfo, v: Option<&Leaf>) -> Option<u32> {
-        let v = selected(v)?;
-        match &project.priority {
-            PriorityField::Resolved(f) => f.position(v.option_id.as_deref(), v.name.as_deref()),
-            _ => None,
-        }
     }
 
     /// True when `states` names a configured terminal state (closed issues count then).
@@ -479,11 +472,11 @@ impl GithubTracker {
         } else {
             "fetch_issue_states_by_ids"
         };
-        self.with_stats(op, || {
+        self.with_stats(op, |stats| {
             let mut out = Vec::new();
             // GitHub rejects more than 100 ids per `nodes(ids:)`.
             for chunk in unique.chunks(100) {
-                self.refresh_chunk(&project, chunk, shallow, &mut out)?;
+                self.refresh_chunk(&project, chunk, shallow, stats, &mut out)?;
             }
             Ok(out)
         })
@@ -494,17 +487,18 @@ impl GithubTracker {
         project: &ProjectInfo,
         ids: &[String],
         shallow: bool,
+        stats: &mut OpStats,
         out: &mut Vec<Issue>,
     ) -> Result<(), TrackerError> {
         // Without blockers (shallow, or a server without them) the refresh is RefreshRunning.
         let deps = !shallow && self.deps_supported.load(Ordering::Relaxed);
         let q = [&queries::REFRESH_RUNNING, &queries::REFRESH_ISSUES][usize::from(deps)];
         let vars = json!({ "ids": ids });
-        let mut reply = self.request(q, vars.clone(), Some(project))?;
+        let mut reply = self.request(q, vars.clone(), Some(project), stats)?;
         let no_blockers = |e: &GraphqlError| e.is_schema_capability_error() && is_about_blockers(e);
         if deps && reply.errors.iter().any(no_blockers) {
             self.disable_dependencies();
-            reply = self.request(&queries::REFRESH_RUNNING, vars, Some(project))?;
+            reply = self.request(&queries::REFRESH_RUNNING, vars, Some(project), stats)?;
         }
         let not_found = |e: &GraphqlError| {
             e.kind.as_deref() == Some("NOT_FOUND") && e.root_field() == Some("nodes")
@@ -522,7 +516,7 @@ impl GithubTracker {
         }
         for (i, (id, node)) in ids.iter().zip(nodes).enumerate() {
             // A shallow refresh (`RefreshRunning`) reads no blockers: `blocked_by` stays empty.
-            out.extend(self.refreshed_issue(project, id, node, gone(i))?);
+            out.extend(self.refreshed_issue(project, id, node, gone(i), stats)?);
         }
         Ok(())
     }
@@ -536,6 +530,7 @@ impl GithubTracker {
         project: &ProjectInfo,
         id: &str,
         node: &NodeRow,
+        stats: &mut OpStats,
     ) -> Result<Option<ItemRow>, TrackerError> {
         let unreadable = |why: String| unknown(format!("refresh of issue {id}: {why}"));
         let stuck = |why: String| {
@@ -547,9 +542,9 @@ impl GithubTracker {
         loop {
             let found = normalize::project_items_page(page, &project.id).map_err(unreadable)?;
             let next = match found {
-                Ok(item) => return Ok(Some(item.clone())),
-                Err(None) => return Ok(None),
-                Err(Some(next)) => next,
+                ItemsOnPage::Ours(item) => return Ok(Some(item.clone())),
+                ItemsOnPage::NotHere(None) => return Ok(None),
+                ItemsOnPage::NotHere(Some(next)) => next,
             };
             if after.as_ref() == Some(&next) {
                 return Err(stuck(format!("repeat cursor {next:?}")));
@@ -559,7 +554,7 @@ impl GithubTracker {
             }
             pages += 1;
             let vars = json!({ "id": id, "after": next });
-            let reply = self.request(&queries::ISSUE_PROJECT_ITEMS, vars, Some(project))?;
+            let reply = self.request(&queries::ISSUE_PROJECT_ITEMS, vars, Some(project), stats)?;
             reply.check_errors(self.client.token(), |_| false)?;
             fetched = reply.data.node.unwrap_or_default();
             if fetched.typename.as_deref() != Some("Issue") {
@@ -583,6 +578,7 @@ impl GithubTracker {
         id: &str,
         node: &RawValue,
         gone: bool,
+        stats: &mut OpStats,
     ) -> Result<Option<Issue>, TrackerError> {
         let unreadable = |why: &str| {
             let why = single_line(why, 200);
@@ -604,22 +600,18 @@ impl GithubTracker {
             log::warn!("tracker_issue_gone issue_id={id} reason=\"id is a {other}, not an Issue\"");
             return Ok(None);
         }
-        let Some(item) = self.item_on_our_project(project, id, &node)? else {
+        let Some(item) = self.item_on_our_project(project, id, &node, stats)? else {
             log::debug!("tracker_issue_left_project issue_id={id}");
             return Ok(None);
         };
-        let Some(status) = &item.status else {
+        if item.status.is_none() {
             return Err(unreadable("project item without a status member"));
-        };
-        let Some(status) = selected(status.as_ref()) else {
+        }
+        let issue = normalize::normalize_issue(&node, &item, project);
+        let Some(mut issue) = issue.map_err(|why| unreadable(&why))? else {
             log::debug!("tracker_issue_left_project issue_id={id} reason=\"no Status value\"");
             return Ok(None);
         };
-        let item_id = item.id.as_deref().unwrap_or("");
-        let priority = self.priority_of(project, item.priority.as_ref());
-        let state = status.name.as_deref().unwrap_or_default();
-        let mut issue = normalize::normalize_issue(&node, item_id, state, priority)
-            .map_err(|why| unreadable(&why))?;
         self.note_truncated(&issue);
         if !self.in_repo_scope(&issue) {
             log::debug!("tracker_issue_out_of_scope issue_id={id} reason=\"tracker.repos\"");
@@ -769,7 +761,7 @@ impl Tracker for GithubTracker {
                     || (also_terminal && i.closed))
         };
         let filter = also.is_empty().then_some(active.as_slice());
-        let board = self.with_stats("fetch_board", || self.read_pages(filter, &keep))?;
+        let board = self.with_stats("fetch_board", |s| self.read_pages(filter, &keep, s))?;
         let (candidates, others) = board.issues.into_iter().partition(|i| is_candidate(i));
         Ok(BoardRead { candidates, others })
     }

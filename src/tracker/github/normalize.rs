@@ -170,13 +170,21 @@ fn timestamp(v: Option<&str>) -> Option<String> {
     Some(crate::timefmt::rfc3339(t))
 }
 
-/// Normalize Issue `content` (without blockers). `Err` names what made the record malformed.
+/// Normalize Issue `content` on our project's `item` (without blockers), the one step of board
+/// reads and refreshes: `Ok(None)` when the item has no Status value; `Err` names what made the
+/// record malformed.
 pub fn normalize_issue(
     content: &NodeRow,
-    item_id: &str,
-    state: &str,
-    priority: Option<u32>,
-) -> Result<Issue, String> {
+    item: &ItemRow,
+    project: &ProjectInfo,
+) -> Result<Option<Issue>, String> {
+    let Some(status) = selected(item.status.as_ref().and_then(Option::as_ref)) else {
+        return Ok(None);
+    };
+    let priority = selected(item.priority.as_ref()).and_then(|v| match &project.priority {
+        PriorityField::Resolved(f) => f.position(v.option_id.as_deref(), v.name.as_deref()),
+        _ => None,
+    });
     let id = (content.id.as_deref().filter(|s| !s.is_empty())).ok_or("issue without id")?;
     let without = |what: &str| format!("issue {id} without {what}");
     let number = content.number.ok_or_else(|| without("a number"))?;
@@ -192,16 +200,21 @@ pub fn normalize_issue(
     };
     let (labels_cut, blockers_cut) = (Nodes::cut(&content.labels), Nodes::cut(&content.blocked_by));
     let cut = [("labels", labels_cut), ("blocked_by", blockers_cut)];
-    Ok(Issue {
+    Ok(Some(Issue {
         id: id.to_string(),
-        item_id: item_id.to_string(),
+        item_id: item.id.clone().unwrap_or_default(),
         identifier,
         number,
         repository: repository.to_string(),
         title: title.to_string(),
         description: (content.body.clone()).filter(|b| !b.trim().is_empty()),
         priority,
-        state: state.trim().to_string(),
+        state: status
+            .name
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
         branch_name: None,
         url: content.url.clone(),
         labels: normalize_labels(Nodes::iter(&content.labels).filter_map(|l| l.name.as_deref())),
@@ -210,7 +223,7 @@ pub fn normalize_issue(
         created_at: timestamp(content.created_at.as_deref()),
         updated_at: timestamp(content.updated_at.as_deref()),
         truncated: cut.iter().filter(|c| c.1).map(|c| c.0.into()).collect(),
-    })
+    }))
 }
 
 /// Normalize `content`'s blockers. With `project_id`, a blocker's Status is read from its own
@@ -244,15 +257,22 @@ pub fn normalize_blockers(
     blockers.filter_map(blocker).collect()
 }
 
-/// Read one page of `issue`'s `projectItems` for project `project_id`: `Ok(Ok(item))` for our
-/// project's (non-archived) item, else `Ok(Err(cursor))` with the next page's cursor (`None` on
-/// the last one). Unlike the blockers' (best effort) every member the query asks for must be
-/// there: `Err` names what could not be read, so a malformed reply is never taken as proof that
-/// the issue left the project.
+/// One page of a refreshed issue's `projectItems`, read strictly.
+#[derive(Debug)]
+pub enum ItemsOnPage<'a> {
+    /// Our project's (non-archived) item.
+    Ours(&'a ItemRow),
+    /// Not on this page; the cursor of the next page, `None` on the last one.
+    NotHere(Option<String>),
+}
+
+/// Read one page of `issue`'s `projectItems` for project `project_id`. Unlike the blockers'
+/// (best effort) every member the query asks for must be there: `Err` names what could not be
+/// read, so a malformed reply is never taken as proof that the issue left the project.
 pub fn project_items_page<'a>(
     issue: &'a NodeRow,
     project_id: &str,
-) -> Result<Result<&'a ItemRow, Option<String>>, String> {
+) -> Result<ItemsOnPage<'a>, String> {
     let items = (issue.project_items.as_ref()).ok_or("issue without a projectItems object")?;
     let nodes = (items.nodes.as_ref()).ok_or("projectItems without a nodes list")?;
     for it in nodes {
@@ -262,12 +282,12 @@ pub fn project_items_page<'a>(
         let pid = pid.ok_or(no_project)?;
         let archived = it.is_archived.ok_or("project item without isArchived")?;
         if pid == project_id && !archived {
-            return Ok(Ok(it));
+            return Ok(ItemsOnPage::Ours(it));
         }
     }
     let info = (items.page_info.as_ref()).ok_or("projectItems without pageInfo")?;
     let next = info.next().map_err(|e| format!("projectItems {e}"))?;
-    Ok(Err(next))
+    Ok(ItemsOnPage::NotHere(next))
 }
 
 /// A resolved single-select field; its options' `(id, trimmed name)` in board order.
@@ -411,9 +431,28 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn norm(c: &Value, state: &str, priority: Option<u32>) -> Result<Issue, String> {
+    /// `c` on an item with Status `state` and priority option `priority` (of `P1`, `P2`).
+    fn norm(c: &Value, state: &str, priority: Option<&str>) -> Result<Issue, String> {
         let row = NodeRow::deserialize(c).map_err(|e| e.to_string())?;
-        normalize_issue(&row, "PVTI_1", state, priority)
+        let item =
+            json!({"id": "PVTI_1", "status": {"name": state}, "priority": {"name": priority}});
+        let item = ItemRow::deserialize(item).unwrap();
+        let options = vec![("o1".into(), "P1".into()), ("o2".into(), "P2".into())];
+        let field = SingleSelectField {
+            name: "Priority".into(),
+            options,
+        };
+        let project = ProjectInfo {
+            id: "P".into(),
+            title: String::new(),
+            closed: false,
+            status: SingleSelectField {
+                name: "Status".into(),
+                options: Vec::new(),
+            },
+            priority: PriorityField::Resolved(field),
+        };
+        Ok(normalize_issue(&row, &item, &project)?.expect("a Status value"))
     }
 
     fn content() -> Value {
@@ -425,7 +464,7 @@ mod tests {
 
     #[test]
     fn normalizes_identifier_labels_timestamps() {
-        let i = norm(&content(), " In Progress ", Some(2)).unwrap();
+        let i = norm(&content(), " In Progress ", Some("p2")).unwrap();
         assert_eq!(i.identifier, "acme__app-12");
         assert_eq!(i.labels, vec!["bug", "p1"]);
         assert_eq!(i.state, "In Progress");

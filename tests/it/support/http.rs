@@ -13,7 +13,7 @@ use std::time::Duration;
 use baton::http::{spawn, HttpHandle, HttpOptions};
 use baton::status::{
     AgentTotals, BlockedRow, ControlRequest, Counts, IssueDetail, RecentEvent, RefreshAck,
-    RetryRow, RunningRow, StateSnapshot, Tokens, TrackerHealth,
+    RetryRow, RunningRow, StateSnapshot, TokenCounts, TrackerHealth,
 };
 use baton::tracker::TrackerBudget;
 use baton::workflow::config::Secret;
@@ -38,11 +38,11 @@ pub fn running_row(identifier: &str, title: &str, url: &str) -> RunningRow {
         last_message: Some("ran <b>cargo test</b>".into()),
         started_at: "2026-01-01T00:00:00Z".into(),
         last_event_at: Some("2026-01-01T00:01:00Z".into()),
-        tokens: Tokens {
+        tokens: TokenCounts {
             input_tokens: 1000,
             output_tokens: 234,
             total_tokens: 1234,
-            ..Tokens::default()
+            ..TokenCounts::default()
         },
         spend: Default::default(),
         cost_usd: Some(0.25),
@@ -88,11 +88,11 @@ pub fn fixture_state() -> StateSnapshot {
             since: "2026-01-01T00:00:30Z".into(),
         }],
         agent_totals: AgentTotals {
-            tokens: Tokens {
+            tokens: TokenCounts {
                 input_tokens: 2000,
                 output_tokens: 468,
                 total_tokens: 2468,
-                ..Tokens::default()
+                ..TokenCounts::default()
             },
             seconds_running: 240.5,
             cost_usd: 0.5,
@@ -183,14 +183,14 @@ impl FakeLoop {
                     continue;
                 }
                 match req {
-                    ControlRequest::State { reply } => {
+                    ControlRequest::State(reply) => {
                         let _ = reply.send(fixture_state());
                     }
-                    ControlRequest::Issue { identifier, reply } => {
+                    ControlRequest::Issue(identifier, reply) => {
                         q.lock().unwrap().push(identifier.clone());
                         let _ = reply.send(issues.get(&identifier).cloned());
                     }
-                    ControlRequest::Refresh { reply } => {
+                    ControlRequest::Refresh(reply) => {
                         let n = r.fetch_add(1, Ordering::SeqCst);
                         let _ = reply.send(RefreshAck {
                             queued: true,
@@ -200,7 +200,7 @@ impl FakeLoop {
                             deferred_until: None,
                         });
                     }
-                    ControlRequest::Ping { reply } => {
+                    ControlRequest::Ping(reply) => {
                         let _ = reply.send(());
                     }
                 }

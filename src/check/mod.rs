@@ -14,6 +14,9 @@ use crate::tracker::config::CheckLines;
 use crate::workflow::config::{ConfigEnv, ParsedConfig, ServiceConfig};
 use crate::workflow::loader::load_workflow;
 
+#[cfg(feature = "ssh")]
+mod ssh;
+
 /// Write the report to `out`; returns the exit code. `env` is [`crate::workflow::config::ProcessEnv`]
 /// in the binary.
 pub fn run_check_with_env(path: &Path, env: &dyn ConfigEnv, out: &mut dyn Write) -> i32 {
@@ -86,7 +89,7 @@ fn check(parsed: &ParsedConfig, r: &mut Report<'_>) {
         r.fail(format!("{}: {}", e.class, e.message));
     }
     #[cfg(feature = "ssh")]
-    check_hosts(r, cfg);
+    ssh::check_hosts(r, cfg);
     r.lines(crate::runtime::persist::check_lines(cfg));
     // The tracker kind's own section: what it resolved, found and skipped; the plan needs
     // every issue it could read.
@@ -136,32 +139,8 @@ fn print_nofile(r: &mut Report<'_>, cfg: &ServiceConfig) {
     r.line("warn", format!("{text}; {why}"));
 }
 
-/// One line per SSH worker host: reachable, `workspace.root` writable, agent CLI version.
-#[cfg(feature = "ssh")]
-fn check_hosts(r: &mut Report<'_>, cfg: &ServiceConfig) {
-    if cfg.worker.ssh_hosts.is_empty() {
-        return;
-    }
-    let pool = crate::host::HostPool::new();
-    pool.configure(&cfg.worker);
-    let command = &cfg.agent_cli().command;
-    for h in &cfg.worker.ssh_hosts {
-        match crate::host::ssh::probe_host(&pool.ssh(h), &cfg.workspace_root, command) {
-            Ok(v) => r.ok(format!(
-                "host {h}: reachable, {} writable, agent {}",
-                cfg.workspace_root.display(),
-                quoted(&v)
-            )),
-            Err(e) => r.fail(format!("host {h}: {}", truncate(&e, 200))),
-        }
-        if let Some(Err(e)) = cfg.agent_sandbox().map(|sb| sb.check(pool.ssh(h).as_ref())) {
-            r.fail(e);
-        }
-    }
-}
-
 /// Whether agents run confined: a warning when not, else whether the sandbox starts here (SSH
-/// hosts: in [`check_hosts`]).
+/// hosts: in `ssh::check_hosts`).
 fn check_sandbox(r: &mut Report<'_>, cfg: &ServiceConfig) {
     let Some(sb) = cfg.agent_sandbox() else {
         return r.line(
