@@ -703,17 +703,18 @@ impl Daemon {
 
     /// One engine step: apply `ev` at the current time and execute the resulting actions.
     fn engine(&mut self, ev: Event) {
-        if let Event::WorkerExited {
-            issue_id, run_id, ..
-        } = &ev
-        {
-            self.count_exit(&ev);
-            if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
-                self.workers.remove(issue_id);
-            }
-        }
         let now = self.clock.now();
         match &ev {
+            Event::WorkerExited {
+                issue_id,
+                run_id,
+                outcome,
+            } => {
+                self.count_exit(issue_id, *run_id, outcome);
+                if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
+                    self.workers.remove(issue_id);
+                }
+            }
             Event::Shutdown => self.persist.freeze(&self.state, now),
             Event::TerminalAtStartup(_) => self.swept = true,
             Event::TrackerSpent { op, .. } => {

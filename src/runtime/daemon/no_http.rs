@@ -5,7 +5,7 @@
 use super::{Daemon, TrackerJob};
 use crate::durable::SaveReport;
 use crate::ops::DaemonOps;
-use crate::orchestrator::Event;
+use crate::orchestrator::WorkerOutcome;
 
 pub type ControlRequest = std::convert::Infallible;
 pub type ExitWhen = std::convert::Infallible;
@@ -33,7 +33,7 @@ impl Daemon {
         match request {}
     }
 
-    pub(super) fn count_exit(&self, _: &Event) {}
+    pub(super) fn count_exit(&self, _: &str, _: u64, _: &WorkerOutcome) {}
     pub(super) fn ack(&mut self, _: bool, _: Option<u64>) {}
     pub(super) fn publish(&self) {}
     pub(super) fn after_step(&mut self, _: u64) {}

@@ -103,16 +103,8 @@ impl Daemon {
     }
 
     /// Count a worker's exit by outcome (while its run is still the issue's running one).
-    pub(super) fn count_exit(&self, ev: &Event) {
-        let Event::WorkerExited {
-            issue_id,
-            run_id,
-            outcome,
-        } = ev
-        else {
-            return;
-        };
-        if self.state.running.get(issue_id).map(|e| e.run_id) != Some(*run_id) {
+    pub(super) fn count_exit(&self, issue_id: &str, run_id: u64, outcome: &WorkerOutcome) {
+        if self.state.running.get(issue_id).map(|e| e.run_id) != Some(run_id) {
             return;
         }
         let label = match outcome {
