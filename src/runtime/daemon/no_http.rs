@@ -7,7 +7,9 @@ use crate::durable::SaveReport;
 use crate::ops::DaemonOps;
 use crate::orchestrator::WorkerOutcome;
 
+/// Has no value: nothing sends the loop a request.
 pub type ControlRequest = std::convert::Infallible;
+/// Has no value: no exit condition is set.
 pub type ExitWhen = std::convert::Infallible;
 
 pub(super) struct Surface;
