@@ -80,7 +80,7 @@ impl std::fmt::Display for RunError {
     }
 }
 
-/// Capacity of the worker events channel and of the mailbox wake-up channel.
+/// Capacity of the background events channel and of the mailbox wake-up channel.
 const WORKER_CHANNEL_CAPACITY: usize = 1024;
 
 /// Builds a tracker for a config (again when `tracker.*` changes on reload).
