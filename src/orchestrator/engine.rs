@@ -15,7 +15,7 @@ use crate::workspace::workspace_path;
 
 use super::budget;
 use super::gate::{CallOutcome, TrackerOp};
-use super::hosts::{self, Placement};
+use super::hosts;
 use super::rules::{self, CONTINUATION_DELAY_MS, NO_SLOTS_ERROR, RELOAD_DEBOUNCE_MS};
 use super::state::{
     BlockedEntry, EventRecord, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume,
@@ -249,7 +249,7 @@ pub fn handle(state: &mut OrchestratorState, event: Event, now: Millis) -> Vec<A
                 c.s.cleaning.insert(issue_id, left - 1);
             }
         }
-        Event::HostProbed { host, result } => c.recheck_orphans(&host, result),
+        Event::HostProbed { host, result } => c.out.extend(hosts::probed(c.s, &host, result, now)),
         Event::OrphanChecked { issue_id, result } => c.orphan_checked(&issue_id, result),
     }
     c.out
@@ -264,7 +264,7 @@ pub fn next_deadline(s: &OrchestratorState) -> Option<Millis> {
     let (allowed, pace) = (s.poll.gate.allowed_at(), &s.poll.gate.pace);
     let poll = (!s.poll.in_flight).then(|| s.poll.next_poll_at.max(allowed));
     let fetch = pace.fetch_due(allowed).into_iter().flat_map(|slot| {
-        let retries = s.retry_attempts.values().filter(|r| !held(s, r));
+        let retries = s.retry_attempts.values().filter(|r| !held(&s.orphans, r));
         let wanted = pace.refresh_wanted_at.into_iter();
         let due = wanted.chain(retries.map(|r| r.due_at));
         due.map(move |t| t.max(slot))
@@ -291,8 +291,8 @@ fn stalls_at(stall_ms: i64, e: &RunningEntry) -> Option<Millis> {
 
 /// A retry that must not start now: its refresh is out, or its issue's previous agent may still
 /// run (an orphan not yet known to be stopped).
-fn held(state: &OrchestratorState, r: &RetryEntry) -> bool {
-    r.in_flight || state.orphans.contains_key(&r.issue_id)
+fn held(orphans: &BTreeMap<String, Orphan>, r: &RetryEntry) -> bool {
+    r.in_flight || orphans.contains_key(&r.issue_id)
 }
 
 /// Remove `map[id]` when `current` says it is the one an event names (an older one's events are
@@ -323,7 +323,7 @@ fn should_dispatch(state: &OrchestratorState, issue: &Issue) -> bool {
         && !state.cleaning.contains_key(&issue.id)
         && !state.blocked.contains_key(&issue.id)
         && rules::state_slot_free(state, &issue.state)
-        && hosts::place(state, None) != Placement::Full
+        && !hosts::is_full(state)
 }
 
 /// The park reason when the issue's lifetime spend has reached a budget limit.
@@ -429,9 +429,7 @@ impl Core<'_> {
         }
         self.detect_stalls();
         self.give_up_orphans();
-        let probes = hosts::due_probes(self.s, now).into_iter();
-        self.out
-            .extend(probes.map(|host| Action::ProbeHost { host }));
+        self.out.extend(hosts::due_probes(self.s, now));
         self.start_fetch_if_due();
         self.start_poll_if_due();
     }
@@ -463,8 +461,7 @@ impl Core<'_> {
         let mut retries = Vec::new();
         let orphans = &self.s.orphans;
         for r in self.s.retry_attempts.values_mut() {
-            // Like `held`: an issue whose old agent may still run waits.
-            if !r.in_flight && !orphans.contains_key(&r.issue_id) && r.due_at <= now {
+            if !held(orphans, r) && r.due_at <= now {
                 r.in_flight = true;
                 debug!(
                     "retry due issue_id={} issue_identifier={} attempt={}",
@@ -548,11 +545,12 @@ impl Core<'_> {
             let interval = poll.gate.poll_interval(self.s.policy.poll_interval_ms);
             poll.next_poll_at = started.saturating_add(interval);
         }
-        if let Err(PollSkip::Tracker { retry_at, .. }) = &candidates {
-            if retry_at.is_some() {
-                let retry_at = *retry_at;
-                poll.gate.note(CallOutcome::RateLimited { retry_at }, now);
-            }
+        if let Err(PollSkip::Tracker {
+            retry_at: Some(at), ..
+        }) = candidates
+        {
+            poll.gate
+                .note(CallOutcome::RateLimited { retry_at: Some(at) }, now);
         }
         if poll.refresh_pending {
             // A refresh that arrived meanwhile: the next allowed poll serves it.
@@ -645,31 +643,29 @@ impl Core<'_> {
     /// Un-park blocked issues whose state or labels changed, or that left the active candidates.
     fn release_changed_blocks(&mut self, candidates: &[Issue]) {
         let s = &mut *self.s;
-        let ids: Vec<String> = s.blocked.keys().cloned().collect();
-        for id in ids {
-            let changed = match candidates.iter().find(|i| i.id == id) {
+        s.blocked.retain(|id, b| {
+            let changed = match candidates.iter().find(|i| &i.id == id) {
                 None => {
                     // Left the active candidates: its budget starts over when it comes back.
-                    s.spend.remove(&id);
+                    s.spend.remove(id);
                     true
                 }
-                Some(i) => s.blocked[&id].fingerprint != rules::block_fingerprint(i),
+                Some(i) => b.fingerprint != rules::block_fingerprint(i),
             };
             if changed {
-                if let Some(b) = s.blocked.remove(&id) {
-                    info!(
-                        "issue unblocked issue_id={} issue_identifier={} reason=\"state or labels changed\"",
-                        b.issue_id, b.identifier
-                    );
-                }
-                s.runs_since_active.remove(&id);
-                s.recent_events.remove(&id);
-                s.last_errors.remove(&id);
+                info!(
+                    "issue unblocked issue_id={} issue_identifier={} reason=\"state or labels changed\"",
+                    b.issue_id, b.identifier
+                );
+                s.runs_since_active.remove(id);
+                s.recent_events.remove(id);
+                s.last_errors.remove(id);
             }
-        }
+            !changed
+        });
     }
 
-    /// Dispatch bookkeeping (spec §16.4), on the host [`hosts::place`] picks (`preferred` first);
+    /// Dispatch bookkeeping (spec §16.4), on the host [`hosts::assign`] picks (`preferred` first);
     /// a resumed session starts from the usage it had reported.
     fn dispatch(
         &mut self,
@@ -679,13 +675,6 @@ impl Core<'_> {
         resume: Option<Resume>,
     ) {
         let s = &mut *self.s;
-        let held_by = s.workspace_hosts.get(&issue.id);
-        let latest = held_by.and_then(|h| h.first()).cloned();
-        let host = match hosts::place(s, preferred.or(latest.as_deref())) {
-            Placement::Host(h) => Some(h),
-            _ => None, // this machine (a full pool is checked before)
-        };
-        let stale_workspace = hosts::record_workspace(s, &issue.id, host.as_deref());
         let run_id = s.next_run_id;
         s.next_run_id += 1;
         s.counters.dispatches = s.counters.dispatches.saturating_add(1);
@@ -701,12 +690,7 @@ impl Core<'_> {
         s.claimed.insert(issue.id.clone());
         s.retry_attempts.remove(&issue.id);
         s.blocked.remove(&issue.id);
-        if let Some(h) = &host {
-            info!(
-                "dispatching on host issue_id={} issue_identifier={} host={h}",
-                issue.id, issue.identifier
-            );
-        }
+        let (host, stale_workspace) = hosts::assign(s, &issue, preferred);
         if let Some(r) = &resume {
             info!(
                 "event=session_resume issue_id={} issue_identifier={} agent={} session_id={}",
@@ -765,8 +749,6 @@ impl Core<'_> {
             "issue parked as blocked issue_id={} issue_identifier={} reason={reason:?} state={:?} runs={runs} max_runs_per_issue={max_runs} max_attempts={max_attempts}; move it out of its active state or change its labels to release it",
             issue.id, issue.identifier, issue.state
         );
-        s.claimed.remove(&issue.id);
-        s.retry_attempts.remove(&issue.id);
         let entry = BlockedEntry {
             issue_id: issue.id.clone(),
             identifier: issue.identifier.clone(),
@@ -779,6 +761,7 @@ impl Core<'_> {
             workspace_path,
         };
         s.blocked.insert(issue.id.clone(), entry);
+        self.release(&issue.id, false); // parked: its events stay
     }
 
     /// Queue a retry of an exited run, on the host that has its workspace.
@@ -807,7 +790,8 @@ impl Core<'_> {
     /// error; `waits`: a due retry that could not run yet keeps its attempt's backoff.
     fn queue(&mut self, mut r: RetryEntry, waits: bool) {
         let s = &mut *self.s;
-        let backoff = rules::failure_backoff_ms(r.attempt.max(1), s.policy.max_retry_backoff_ms);
+        let cap = s.policy.max_retry_backoff_ms;
+        let backoff = rules::backoff_ms(rules::FAILURE_BASE_MS, r.attempt.max(1), cap);
         let (id, ident, attempt) = (&r.issue_id, &r.identifier, r.attempt);
         let text = r.error.as_deref().unwrap_or("");
         let delay = match (waits, r.kind) {
@@ -930,10 +914,8 @@ impl Core<'_> {
         use StopReason::*;
         use WorkerOutcome::*;
         let (issue, path) = (&e.issue, || e.workspace_path.clone());
-        if let (None, HostFailed { error, .. }) = (e.stop, &outcome) {
-            if let Some(h) = &e.host {
-                hosts::mark_down(self.s, h, error, self.now);
-            }
+        if let (None, HostFailed { error, .. }, Some(h)) = (e.stop, &outcome, &e.host) {
+            hosts::mark_down(self.s, h, error, self.now);
         }
         let exited = |why: &str| format!("worker exited: {}", bounded_summary(why));
         let failure = match (e.stop, outcome) {
@@ -1019,7 +1001,7 @@ impl Core<'_> {
         }
         if rules::global_slots(self.s) == 0
             || !rules::state_slot_free(self.s, &issue.state)
-            || hosts::place(self.s, entry.host.as_deref()) == Placement::Full
+            || hosts::is_full(self.s)
         {
             return self.wait(entry, &issue, NO_SLOTS_ERROR.to_string());
         }
@@ -1090,23 +1072,22 @@ impl Core<'_> {
         }
         // A reload may carry a fixed token: try it at once (a rate-limit pause stays).
         poll.gate.end_auth_backoff();
-        let s = &mut *self.s;
-        hosts::retain_configured(s);
+        hosts::retain_configured(self.s);
         // Un-park issues parked for a budget the new limits no longer exceed (they are dispatched
         // again by the next poll).
-        let s = &*self.s;
-        let ids: Vec<String> = (s.blocked.values())
-            .filter(|b| b.kind == ParkKind::BudgetExceeded && over_budget(s, &b.issue_id).is_none())
-            .map(|b| b.issue_id.clone())
-            .collect();
-        for id in ids {
-            if let Some(b) = self.s.blocked.remove(&id) {
+        let s = &mut *self.s;
+        let (spend, limits) = (&s.spend, &s.policy.budget);
+        s.blocked.retain(|id, b| {
+            let over = spend.get(id).and_then(|sp| budget::violation(limits, sp));
+            let raised = b.kind == ParkKind::BudgetExceeded && over.is_none();
+            if raised {
                 info!(
                     "issue unblocked issue_id={} issue_identifier={} reason=\"budget raised\"",
                     b.issue_id, b.identifier
                 );
             }
-        }
+            !raised
+        });
     }
 
     fn shutdown(&mut self) {
@@ -1196,18 +1177,6 @@ impl Core<'_> {
                 if let Some(h) = o.host.clone() {
                     hosts::mark_down(self.s, &h, &e, self.now);
                 }
-            }
-        }
-    }
-
-    /// A probe of `host` came back; when it answers again, check its orphans that are not being
-    /// checked.
-    fn recheck_orphans(&mut self, host: &str, result: Result<(), String>) {
-        let up = result.is_ok();
-        hosts::probed(self.s, host, result, self.now);
-        for (id, o) in self.s.orphans.iter_mut().filter(|_| up) {
-            if !o.checking && o.host.as_deref() == Some(host) {
-                self.out.push(check_orphan(id, o));
             }
         }
     }

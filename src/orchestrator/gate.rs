@@ -318,10 +318,8 @@ impl RequestGate {
             }
             CallOutcome::AuthRejected => {
                 self.auth_failures = self.auth_failures.saturating_add(1);
-                let shift = self.auth_failures.saturating_sub(1).min(16);
-                let wait = AUTH_BACKOFF_BASE_MS
-                    .saturating_mul(1u64 << shift)
-                    .min(AUTH_BACKOFF_MAX_MS);
+                let (base, max) = (AUTH_BACKOFF_BASE_MS, AUTH_BACKOFF_MAX_MS);
+                let wait = super::rules::backoff_ms(base, self.auth_failures, max);
                 self.auth_until = Some(now.saturating_add(wait));
             }
             CallOutcome::Failed => {}

@@ -1,13 +1,15 @@
 //! The SSH host pool (spec Appendix A.2): placement and host health, as pure functions of the
 //! state and the time. The hosts that may hold a copy of an issue's workspace are remembered
-//! ([`WorkspaceHosts`]): a run on one holding an older copy replaces it, and terminal cleanup
-//! removes them all. A host whose connection failed is down until a probe succeeds.
+//! (`OrchestratorState::workspace_hosts`): a run on one holding an older copy replaces it, and
+//! terminal cleanup removes them all. A host whose connection failed is down until a probe
+//! succeeds.
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use crate::model::Issue;
 
-use super::state::{Millis, OrchestratorState};
+use super::engine::{check_orphan, Action};
+use super::state::{HostDown, Millis, OrchestratorState};
 
 pub const PROBE_BASE_MS: u64 = 5_000;
 pub const PROBE_MAX_MS: u64 = 300_000;
@@ -21,37 +23,30 @@ pub enum Placement {
     Full,
 }
 
-/// A host marked down: since when, its consecutive failures (connections and probes), the next
-/// probe and whether it is in flight, and the last error (bounded).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct HostDown {
-    pub since: Millis,
-    pub failures: u32,
-    pub probe_at: Millis,
-    pub probing: bool,
-    pub error: String,
-}
-
-/// By destination.
-pub type HostsDown = BTreeMap<String, HostDown>;
-
-/// Per issue, the SSH hosts that may hold a copy of its workspace, the latest first (at most one
-/// entry per host; kept until the workspace is removed everywhere).
-pub type WorkspaceHosts = BTreeMap<String, Vec<String>>;
-
-/// Record a dispatch of `id` on `host`. True when `host` holds an older copy of the workspace
+/// The host of a dispatch of `issue` ([`place`], `preferred` first, else the host holding its
+/// latest workspace), recorded as holding its workspace. True when that host holds an older copy
 /// (the issue ran on another host since): the run must replace it, never reuse it.
-pub fn record_workspace(s: &mut OrchestratorState, id: &str, host: Option<&str>) -> bool {
-    let Some(host) = host else {
-        return false;
+pub fn assign(
+    s: &mut OrchestratorState,
+    issue: &Issue,
+    preferred: Option<&str>,
+) -> (Option<String>, bool) {
+    let id = &issue.id;
+    let latest = s.workspace_hosts.get(id).and_then(|h| h.first()).cloned();
+    let Placement::Host(host) = place(s, preferred.or(latest.as_deref())) else {
+        return (None, false); // this machine (a full pool is checked before)
     };
     let hosts = s.workspace_hosts.entry(id.to_string()).or_default();
-    let at = hosts.iter().position(|h| h == host);
+    let at = hosts.iter().position(|h| *h == host);
     if let Some(i) = at {
         hosts.remove(i);
     }
-    hosts.insert(0, host.to_string());
-    at.is_some_and(|i| i > 0)
+    hosts.insert(0, host.clone());
+    log::info!(
+        "dispatching on host issue_id={id} issue_identifier={} host={host}",
+        issue.identifier
+    );
+    (Some(host), at.is_some_and(|i| i > 0))
 }
 
 /// Running agents per configured host (hosts with none included).
@@ -62,6 +57,12 @@ pub fn loads(s: &OrchestratorState) -> BTreeMap<String, usize> {
         *m.entry(h.clone()).or_insert(0) += 1;
     }
     m
+}
+
+/// True when every configured host is down or at its cap: a dispatch waits, wherever it would
+/// prefer to go (never a fallback to running locally).
+pub fn is_full(s: &OrchestratorState) -> bool {
+    place(s, None) == Placement::Full
 }
 
 /// Choose where the next dispatch goes: `preferred` (the host holding the issue's latest
@@ -107,25 +108,33 @@ pub fn mark_down(s: &mut OrchestratorState, host: &str, error: &str, now: Millis
     );
 }
 
-/// A probe result: up again, or down for longer.
-pub fn probed(s: &mut OrchestratorState, host: &str, result: Result<(), String>, now: Millis) {
-    match result {
-        Ok(()) => {
-            if s.hosts_down.remove(host).is_some() {
-                log::info!("host is up again host={host}");
-            }
-        }
-        Err(e) => mark_down(s, host, &e, now),
+/// A probe result: down for longer, or up again; then the checks of its orphans not being
+/// checked.
+pub fn probed(
+    s: &mut OrchestratorState,
+    host: &str,
+    result: Result<(), String>,
+    now: Millis,
+) -> Vec<Action> {
+    if let Err(e) = result {
+        mark_down(s, host, &e, now);
+        return Vec::new();
     }
+    if s.hosts_down.remove(host).is_some() {
+        log::info!("host is up again host={host}");
+    }
+    let on_host = s.orphans.iter_mut();
+    let due = on_host.filter(|(_, o)| !o.checking && o.host.as_deref() == Some(host));
+    due.map(|(id, o)| check_orphan(id, o)).collect()
 }
 
-/// Hosts whose probe is due at `now`; they are marked as probing.
-pub fn due_probes(s: &mut OrchestratorState, now: Millis) -> Vec<String> {
+/// The probes of hosts whose probe is due at `now`; they are marked as probing.
+pub fn due_probes(s: &mut OrchestratorState, now: Millis) -> Vec<Action> {
     let mut due = Vec::new();
     for (h, d) in s.hosts_down.iter_mut() {
         if !d.probing && d.probe_at <= now {
             d.probing = true;
-            due.push(h.clone());
+            due.push(Action::ProbeHost { host: h.clone() });
         }
     }
     due
@@ -148,10 +157,7 @@ pub fn retain_configured(s: &mut OrchestratorState) {
 
 /// Exponential probe backoff: 5 s, 10 s, 20 s, … capped at 5 min.
 pub fn probe_delay(failures: u32) -> u64 {
-    let shift = failures.saturating_sub(1).min(16);
-    PROBE_BASE_MS
-        .saturating_mul(1u64 << shift)
-        .min(PROBE_MAX_MS)
+    super::rules::backoff_ms(PROBE_BASE_MS, failures, PROBE_MAX_MS)
 }
 
 #[cfg(test)]
@@ -195,7 +201,8 @@ mod tests {
         assert_eq!(place(&s, None), Placement::Full);
         assert_eq!(next_probe(&s), Some(6_000));
         assert!(due_probes(&mut s, 5_999).is_empty());
-        assert_eq!(due_probes(&mut s, 6_000), vec!["a", "b"]);
+        let probe = |h: &str| Action::ProbeHost { host: h.into() };
+        assert_eq!(due_probes(&mut s, 6_000), [probe("a"), probe("b")]);
         assert_eq!(next_probe(&s), None, "in flight");
         probed(&mut s, "a", Ok(()), 6_100);
         probed(&mut s, "b", Err("still down".into()), 6_100);

@@ -4,6 +4,10 @@
 pub mod budget;
 pub mod engine;
 pub mod gate;
+#[cfg(feature = "ssh")]
+pub mod hosts;
+#[cfg(not(feature = "ssh"))]
+#[path = "no_ssh.rs"]
 pub mod hosts;
 pub mod restore;
 pub mod rules;
@@ -12,8 +16,7 @@ pub mod state;
 pub use self::engine::{
     handle, next_deadline, Action, Event, PollSkip, WorkerOutcome, WorkerProgress,
 };
-pub use self::gate::{CallOutcome, Pace, Plan, RequestGate, TrackerOp};
+pub use self::gate::{CallOutcome, Pace, TrackerOp};
 pub use self::state::{
-    Budget, IssueSpend, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume, StopReason,
-    WorkerPhase,
+    Budget, Millis, OrchestratorState, ParkKind, Policy, Resume, StopReason, WorkerPhase,
 };

@@ -16,7 +16,6 @@ use crate::workspace::{workspace_key, workspace_path};
 
 use super::budget::{add_cost, MAX_COST_USD};
 use super::engine::Action;
-use super::hosts::WorkspaceHosts;
 use super::state::{
     BlockedEntry, IssueSpend, Millis, OrchestratorState, Orphan, ParkKind, Policy, Resume,
     RetryEntry, RetryKind, RunningEntry, Totals,
@@ -43,7 +42,7 @@ struct View<'a> {
     spend: &'a BTreeMap<String, IssueSpend>,
     agent_totals: &'a Totals,
     orphans: &'a BTreeMap<String, Orphan>,
-    workspace_hosts: &'a WorkspaceHosts,
+    workspace_hosts: &'a BTreeMap<String, Vec<String>>,
 }
 
 /// The `state.json` bytes of `s`.

@@ -214,10 +214,11 @@ pub(crate) fn state_slot_free(s: &OrchestratorState, state: &str) -> bool {
     same.count() < cap
 }
 
-/// Failure backoff: `min(10000 · 2^(attempt−1), cap)` (attempt ≥ 1), without overflow.
-pub(crate) fn failure_backoff_ms(attempt: u32, cap_ms: u64) -> u64 {
-    let exp = attempt.saturating_sub(1).min(40);
-    FAILURE_BASE_MS.saturating_mul(1u64 << exp).min(cap_ms)
+/// Exponential backoff `min(base · 2^(n−1), cap)` (n ≥ 1), without overflow: failure retries
+/// (spec §8.4, base [`FAILURE_BASE_MS`]), host probes and the credential back-off.
+pub(crate) fn backoff_ms(base: u64, n: u32, cap_ms: u64) -> u64 {
+    let exp = n.saturating_sub(1).min(40);
+    base.saturating_mul(1u64 << exp).min(cap_ms)
 }
 
 /// A fingerprint of what un-parks a blocked issue: normalized state and sorted labels.
@@ -270,6 +271,7 @@ mod tests {
 
     #[test]
     fn backoff_doubles_and_caps() {
+        let failure_backoff_ms = |n, cap| backoff_ms(FAILURE_BASE_MS, n, cap);
         assert_eq!(failure_backoff_ms(1, 300_000), 10_000);
         assert_eq!(failure_backoff_ms(2, 300_000), 20_000);
         assert_eq!(failure_backoff_ms(3, 300_000), 40_000);

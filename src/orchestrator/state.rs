@@ -237,22 +237,24 @@ pub struct Orphan {
 }
 
 /// `RunningEntry::issue` in `state.json`: only what a restart needs (the rest is refreshed).
+#[derive(Serialize, Deserialize)]
+struct IssueRef {
+    id: String,
+    identifier: String,
+    url: Option<String>,
+}
+
 fn issue_ref<S: serde::Serializer>(i: &Issue, s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeStruct;
-    let mut r = s.serialize_struct("IssueRef", 3)?;
-    r.serialize_field("id", &i.id)?;
-    r.serialize_field("identifier", &i.identifier)?;
-    r.serialize_field("url", &i.url)?;
-    r.end()
+    let (id, identifier, url) = (i.id.clone(), i.identifier.clone(), i.url.clone());
+    IssueRef {
+        id,
+        identifier,
+        url,
+    }
+    .serialize(s)
 }
 
 fn issue_from_ref<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Issue, D::Error> {
-    #[derive(Deserialize)]
-    struct IssueRef {
-        id: String,
-        identifier: String,
-        url: Option<String>,
-    }
     let (r, mut i) = (IssueRef::deserialize(d)?, Issue::default());
     (i.id, i.identifier, i.url) = (r.id, r.identifier, r.url);
     Ok(i)
@@ -365,6 +367,17 @@ pub struct Counters {
     pub orphans_stopped: u64,
 }
 
+/// A host marked down: since when, its consecutive failures (connections and probes), the next
+/// probe and whether it is in flight, and the last error (bounded).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostDown {
+    pub since: Millis,
+    pub failures: u32,
+    pub probe_at: Millis,
+    pub probing: bool,
+    pub error: String,
+}
+
 /// The poll cycle bookkeeping.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PollState {
@@ -422,11 +435,12 @@ pub struct OrchestratorState {
     /// `Event::WorkspaceRemoved`, so a re-dispatch never shares a directory.
     pub cleaning: BTreeMap<String, u32>,
     /// SSH hosts marked down (connection failures), with their probe schedule.
-    pub hosts_down: super::hosts::HostsDown,
+    pub hosts_down: BTreeMap<String, HostDown>,
     /// Agent groups a previous Baton left behind, not yet known to be stopped.
     pub orphans: BTreeMap<String, Orphan>,
-    /// The SSH hosts that may hold a copy of the issue's workspace, the latest first.
-    pub workspace_hosts: super::hosts::WorkspaceHosts,
+    /// The SSH hosts that may hold a copy of the issue's workspace, the latest first (at most
+    /// one entry per host; kept until the workspace is removed everywhere).
+    pub workspace_hosts: BTreeMap<String, Vec<String>>,
 }
 
 impl OrchestratorState {

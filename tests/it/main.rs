@@ -73,6 +73,7 @@ mod sandbox;
 mod ssh_daemon;
 #[cfg(feature = "ssh")]
 mod ssh_host;
+#[cfg(feature = "ssh")] // the host pool; without `ssh` every run is local
 mod ssh_scheduling;
 mod template;
 #[cfg(feature = "backlog")]
