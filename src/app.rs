@@ -162,7 +162,6 @@ fn start_and_run(
     #[cfg(not(feature = "http"))]
     let _ = (server, control_tx, on_listen); // nothing serves (the flags and keys are refused)
     let opts = DaemonOptions {
-        workflow_path: args.workflow.clone(),
         initial: wf,
         tracker_factory: Box::new(|cfg| crate::tracker::open(&cfg.tracker)),
         runner_factory: Box::new(agent_runner),

@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime};
@@ -37,20 +36,17 @@ use super::refresh::Refresher;
 use super::threads::{fatal_events, spawn_supervised};
 use super::worker::{spawn_worker, WorkerContext};
 
+#[cfg(not(feature = "http"))]
+mod no_http;
 mod ops;
 #[cfg(feature = "http")]
 mod surface;
+#[cfg(not(feature = "http"))]
+use self::no_http as surface;
 use self::ops::LoopOps;
-#[cfg(feature = "http")]
+use self::surface::Surface;
 pub use self::surface::{ControlRequest, ExitWhen};
 pub use crate::ops::DaemonOps;
-
-/// Without the HTTP surface nothing sends the loop a request or an exit condition (it reads a
-/// status snapshot): these types have no values, and the control input never fires.
-#[cfg(not(feature = "http"))]
-pub type ControlRequest = std::convert::Infallible;
-#[cfg(not(feature = "http"))]
-pub type ExitWhen = std::convert::Infallible;
 
 /// Most worker reports drained into one burst before other inputs get a turn.
 const BURST: usize = 256;
@@ -84,7 +80,7 @@ impl std::fmt::Display for RunError {
     }
 }
 
-/// Capacity of the worker events channel and of the mailbox wake-up channel.
+/// Capacity of the background events channel and of the mailbox wake-up channel.
 const WORKER_CHANNEL_CAPACITY: usize = 1024;
 
 /// Builds a tracker for a config (again when `tracker.*` changes on reload).
@@ -95,8 +91,7 @@ pub type RunnerFactory = Box<dyn Fn(&ServiceConfig) -> Arc<dyn AgentRunner> + Se
 
 /// Everything the daemon needs from `main` (CLI, watcher, signals and HTTP live there).
 pub struct DaemonOptions {
-    pub workflow_path: PathBuf,
-    /// Already loaded and validated.
+    /// Already loaded and validated; reloads re-read its `path`.
     pub initial: Workflow,
     pub tracker_factory: TrackerFactory,
     pub runner_factory: RunnerFactory,
@@ -115,11 +110,11 @@ pub struct DaemonOptions {
 type ReloadResult = Result<Option<Workflow>, WorkflowError>;
 
 /// Everything the main loop reacts to: the armed engine deadline (`Tick`), an input's message,
-/// an engine event to apply as is (`Queued`: an action's, handled before any new input, or a
-/// tracker thread's), or a real-time systemd duty (`OpsDue`: a watchdog ping or a deferred status).
+/// an engine event to apply as is (`Queued`: an action's, handled before any new input), or a
+/// real-time systemd duty (`OpsDue`: a watchdog ping or a deferred status).
 enum LoopEvent {
     Tick,
-    /// From a worker, a removal or a probe thread.
+    /// From a background thread: a tracker thread, a worker's refresh, a removal or a probe.
     Worker(Event),
     /// A run's mailbox has news.
     News(Arc<Mailbox>),
@@ -140,7 +135,6 @@ enum LoopEvent {
 struct Inbox {
     workers: Receiver<Event>,
     news: Receiver<Arc<Mailbox>>,
-    tracker: Receiver<Event>,
     reload: Receiver<()>,
     signals: Receiver<()>,
     control: Receiver<ControlRequest>,
@@ -282,7 +276,6 @@ struct WorkerHandle {
 }
 
 struct Daemon {
-    opts_path: PathBuf,
     env: Arc<dyn ConfigEnv + Send + Sync>,
     tracker_factory: TrackerFactory,
     runner_factory: RunnerFactory,
@@ -293,7 +286,7 @@ struct Daemon {
     clock: Arc<dyn Clock>,
     /// Engine events produced by actions, handled before any new input.
     queue: VecDeque<Event>,
-    /// Events of workers, removals and probes (bounded: producers wait, the loop never sends).
+    /// Events of background threads (bounded: producers wait, the loop never sends).
     events_tx: Sender<Event>,
     /// Wake-ups of run mailboxes (bounded; at most one pending per run).
     news_tx: Sender<Arc<Mailbox>>,
@@ -304,8 +297,7 @@ struct Daemon {
     last_reload_error: Option<String>,
     done: bool,
     ops: LoopOps,
-    #[cfg(feature = "http")]
-    surface: surface::Surface,
+    surface: Surface,
     /// A board read succeeded and its terminal issues went to the startup cleanup; until then
     /// every poll job carries the cleanup.
     swept: bool,
@@ -322,8 +314,6 @@ struct Daemon {
     /// Another reload was requested meanwhile: start it when the running one is done.
     reload_again: bool,
     hosts: Arc<HostPool>,
-    /// The request gate holds tracker requests (see `WorkerContext::tracker_held`).
-    tracker_held: Arc<AtomicBool>,
     /// When each tracker thread's job was sent; its `TrackerSpent` event ends it.
     tracker_busy: [Option<u64>; 2],
     /// The agents the file-descriptor limit allows (`runtime::fds`), measured at startup.
@@ -371,12 +361,11 @@ pub fn run_with_state(
     let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
-    let (tracker_jobs, tracker_rx) = start_tracker_threads();
+    let tracker_jobs = start_tracker_threads(&events_tx);
     let (changed_tx, changed_rx) = bounded(1);
     let inbox = Inbox {
         workers: events_rx,
         news: news_rx,
-        tracker: tracker_rx,
         reload: opts.reload_rx,
         signals: opts.shutdown_rx,
         control: opts.control_rx,
@@ -386,8 +375,7 @@ pub fn run_with_state(
     };
     let refresher = Refresher::new(events_tx.clone());
     let d = Daemon {
-        stamp: stat_fingerprint(&opts.workflow_path),
-        opts_path: opts.workflow_path,
+        stamp: stat_fingerprint(&opts.initial.path),
         env: opts.config_env,
         tracker_factory: opts.tracker_factory,
         runner_factory: opts.runner_factory,
@@ -403,13 +391,8 @@ pub fn run_with_state(
         workers: HashMap::new(),
         last_reload_error: None,
         done: false,
+        surface: Surface::new(&ops, exit_when),
         ops: LoopOps::new(ops.notifier),
-        #[cfg(feature = "http")]
-        surface: surface::Surface {
-            shared: ops.shared,
-            exit_when,
-            pending_acks: Vec::new(),
-        },
         swept: false,
         changed_tx,
         watch: None,
@@ -420,13 +403,10 @@ pub fn run_with_state(
         reload_in_flight: false,
         reload_again: false,
         hosts,
-        tracker_held: Arc::new(AtomicBool::new(false)),
         tracker_busy: [None; 2],
         fd_cap,
         refresher,
     };
-    #[cfg(not(feature = "http"))]
-    let _ = exit_when; // always `None`
     d.run(startup, inbox)
 }
 
@@ -442,10 +422,9 @@ fn descriptor_cap(cfg: &ServiceConfig) -> Option<u64> {
     cap
 }
 
-/// Start the tracker threads: their job senders and their results.
-fn start_tracker_threads() -> ([Sender<TrackerJob>; 2], Receiver<Event>) {
-    let (out, results) = unbounded();
-    let jobs = TRACKER_THREADS.map(|name| {
+/// Start the tracker threads, which send their jobs' events on `out`: their job senders.
+fn start_tracker_threads(out: &Sender<Event>) -> [Sender<TrackerJob>; 2] {
+    TRACKER_THREADS.map(|name| {
         let (jobs, rx) = unbounded::<TrackerJob>();
         let out = out.clone();
         let spawned = spawn_supervised(name, move || {
@@ -459,8 +438,7 @@ fn start_tracker_threads() -> ([Sender<TrackerJob>; 2], Receiver<Event>) {
             error!("cannot start tracker thread error={e}");
         }
         jobs
-    });
-    (jobs, results)
+    })
 }
 
 /// The dispatch preflight, then build the tracker and validate it (on a helper thread, so SIGTERM
@@ -552,13 +530,12 @@ impl Daemon {
         let cfg = &self.workflow.config.config;
         info!(
             "event=startup workflow={} poll_interval_ms={} max_concurrent_agents={} workspace_root={}",
-            self.opts_path.display(),
+            self.workflow.path.display(),
             cfg.poll_interval_ms,
             cfg.agent.max_concurrent_agents,
             cfg.workspace_root.display()
         );
         info!("process containment {}", crate::host::containment());
-        #[cfg(feature = "http")]
         self.publish();
         self.ops.ready(&self.state);
         while !self.done {
@@ -566,8 +543,7 @@ impl Daemon {
             self.handle_event(ev, &inbox);
             let now = self.clock.now();
             self.persist.after_step(&self.state, now);
-            #[cfg(feature = "http")]
-            self.check_exit(now);
+            self.after_step(now);
         }
         // Producers blocked on a full channel or mailbox get an error instead of waiting.
         drop(inbox);
@@ -604,9 +580,8 @@ impl Daemon {
             next_deadline(&self.state),
             self.persist.next_due(),
             self.stuck_tracker(now).1,
+            self.surface.recheck(now),
         ];
-        #[cfg(feature = "http")]
-        let due = [&due[..], &[self.surface.recheck(now)]].concat();
         let mut timer = self.clock.timer(due.into_iter().flatten().min());
         let saves = self.persist.reports.clone();
         // Real time, not the injected clock: systemd's watchdog counts wall time.
@@ -629,7 +604,6 @@ impl Daemon {
                 recv(ops_timer) -> m => input!(m, ops_timer, |_| LoopEvent::OpsDue),
                 recv(inbox.workers) -> m => input!(m, inbox.workers, LoopEvent::Worker),
                 recv(inbox.news) -> m => input!(m, inbox.news, LoopEvent::News),
-                recv(inbox.tracker) -> m => input!(m, inbox.tracker, LoopEvent::Queued),
                 recv(inbox.control) -> m => input!(m, inbox.control, LoopEvent::Control),
                 recv(inbox.reload) -> m => input!(m, inbox.reload, |()| LoopEvent::ReloadPing),
                 recv(inbox.tracker_changed) -> m => {
@@ -680,13 +654,10 @@ impl Daemon {
                 self.shut_down(Some(RunError::ThreadDied(name)));
             }
             LoopEvent::Signal => self.shut_down(None),
-            #[cfg(feature = "http")]
             LoopEvent::Control(req) => self.control(req),
             LoopEvent::OpsDue => {}
             LoopEvent::Saved(r) => {
-                #[cfg(feature = "http")]
-                (self.surface.shared)
-                    .update_metrics(|m| m.state_write_duration.observe_duration(r.elapsed));
+                self.surface.saved(&r);
                 if let Some(e) = self.persist.finished(r, self.clock.now()) {
                     self.shut_down(Some(RunError::LockLost(e)));
                 }
@@ -699,8 +670,6 @@ impl Daemon {
         }
         let stuck = self.stuck_tracker(self.clock.now()).0;
         self.ops.tracker_stuck(stuck);
-        #[cfg(feature = "http")]
-        self.publish();
         self.ops.after_event(&self.state);
         self.ops.on_due(Instant::now());
     }
@@ -732,25 +701,20 @@ impl Daemon {
         self.engine(Event::Shutdown);
     }
 
-    /// One engine step: apply `ev` at the current time and execute the resulting actions. A
-    /// worker's exit comes after everything its mailbox still holds (its last turn's usage).
+    /// One engine step: apply `ev` at the current time and execute the resulting actions.
     fn engine(&mut self, ev: Event) {
-        if let Event::WorkerExited {
-            issue_id, run_id, ..
-        } = &ev
-        {
-            let worker = self.workers.get(issue_id).filter(|w| w.run_id == *run_id);
-            for news in worker.map(|w| w.mailbox.take()).unwrap_or_default() {
-                self.engine(news);
-            }
-            #[cfg(feature = "http")]
-            self.count_exit(&ev);
-            if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
-                self.workers.remove(issue_id);
-            }
-        }
         let now = self.clock.now();
         match &ev {
+            Event::WorkerExited {
+                issue_id,
+                run_id,
+                outcome,
+            } => {
+                self.count_exit(issue_id, *run_id, outcome);
+                if self.workers.get(issue_id).map(|w| w.run_id) == Some(*run_id) {
+                    self.workers.remove(issue_id);
+                }
+            }
             Event::Shutdown => self.persist.freeze(&self.state, now),
             Event::TerminalAtStartup(_) => self.swept = true,
             Event::TrackerSpent { op, .. } => {
@@ -759,11 +723,7 @@ impl Daemon {
             _ => {}
         }
         let actions = handle(&mut self.state, ev, now);
-        let held = self.state.poll.gate.blocks(now);
-        self.tracker_held.store(held, Ordering::SeqCst);
-        if held {
-            self.refresher.release_held();
-        }
+        self.refresher.set_held(self.state.poll.gate.blocks(now));
         for action in actions {
             self.execute(action);
         }
@@ -821,14 +781,10 @@ impl Daemon {
                 leader_start,
             } => self.stop_orphan(issue_id, host, pgid, leader_start),
             Action::ReloadWorkflow => self.reload(),
-            #[cfg(feature = "http")]
             Action::RefreshAck {
                 coalesced,
                 deferred_until,
             } => self.ack(coalesced, deferred_until),
-            // Without the HTTP surface nobody waits for an acknowledgement.
-            #[cfg(not(feature = "http"))]
-            Action::RefreshAck { .. } => {}
             Action::ShutdownComplete => self.done = true,
         }
     }
@@ -908,7 +864,7 @@ impl Daemon {
 
     fn start_poll(&mut self, running_ids: Vec<String>) {
         // Safety net for missed watch events: re-read the file when its stamp changed.
-        let stamp = stat_fingerprint(&self.opts_path);
+        let stamp = stat_fingerprint(&self.workflow.path);
         if stamp != self.stamp {
             self.reload();
         }
@@ -940,9 +896,7 @@ impl Daemon {
             ];
             (head.into_iter().chain(events).collect(), class)
         });
-        #[cfg(feature = "http")]
-        let job = self.surface.observed(job);
-        let _ = self.tracker_jobs[slot].send(job);
+        let _ = self.tracker_jobs[slot].send(self.surface.observed(job));
         self.tracker_busy[slot] = Some(self.clock.now());
     }
 
@@ -974,11 +928,9 @@ impl Daemon {
             runner: self.runner.clone(),
             refresher: Arc::clone(&self.refresher),
             cancel: cancel.clone(),
-            events: self.events_tx.clone(),
             mailbox: Arc::clone(&mailbox),
             host: self.hosts.get(host.as_deref()),
             stale_workspace,
-            tracker_held: Arc::clone(&self.tracker_held),
             resume,
         };
         match spawn_worker(ctx) {
@@ -1013,9 +965,9 @@ impl Daemon {
             self.reload_again = true;
             return;
         }
-        self.stamp = stat_fingerprint(&self.opts_path);
+        self.stamp = stat_fingerprint(&self.workflow.path);
         // Off the loop: the parse may run `gh auth token` and the template dry-renders.
-        let (path, env) = (self.opts_path.clone(), self.env.clone());
+        let (path, env) = (self.workflow.path.clone(), self.env.clone());
         let (hash, tx) = (self.workflow.content_hash, self.reload_tx.clone());
         let reread = move || {
             // Compare the raw bytes first: touches, watcher noise and saves without changes cost
@@ -1066,7 +1018,7 @@ impl Daemon {
             }
         }
         if !problems.is_empty() {
-            let file = self.opts_path.display();
+            let file = self.workflow.path.display();
             return self.reload_failed(Some(format!("{file}: {}", problems.join("; "))));
         }
         self.reload_failed(None);
@@ -1085,7 +1037,7 @@ impl Daemon {
         self.hosts.configure(&new_cfg.worker);
         let policy = policy_for(new_cfg, self.fd_cap);
         self.workflow = wf;
-        info!("workflow reloaded file={}", self.opts_path.display());
+        info!("workflow reloaded file={}", self.workflow.path.display());
         self.queue.push_back(Event::ConfigReloaded(policy));
     }
 

@@ -7,16 +7,17 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use crossbeam_channel::Sender;
 
 use crate::agent::{AgentEvent, AgentEventKind};
-use crate::orchestrator::{Event, WorkerProgress};
+use crate::orchestrator::{Event, WorkerOutcome, WorkerProgress};
 
 /// Most items a mailbox holds before its worker waits for the loop.
 pub const CAPACITY: usize = 64;
 
-/// One report of a run, in the order the worker made it.
+/// One report of a run, in the order the worker made it; `Exited` is its last.
 #[derive(Debug, Clone, PartialEq)]
 pub enum News {
     Progress(WorkerProgress),
     Agent(AgentEvent),
+    Exited(WorkerOutcome),
 }
 
 #[derive(Default)]
@@ -118,6 +119,11 @@ impl Mailbox {
                     issue_id: self.issue_id.clone(),
                     run_id: self.run_id,
                     progress,
+                }),
+                News::Exited(outcome) => out.push(Event::WorkerExited {
+                    issue_id: self.issue_id.clone(),
+                    run_id: self.run_id,
+                    outcome,
                 }),
                 News::Agent(ev) => match out.last_mut() {
                     Some(Event::AgentUpdates { events, .. }) => events.push(ev),

@@ -3,13 +3,12 @@
 //! `Event::TurnRefreshWanted`, and the tracker thread running the next fetch batch
 //! (`Action::FetchIssues`) sends one `refresh_running(ids)` for all waiters and hands each its
 //! issue ([`Refresher::serve`]); the main loop neither waits nor sees the issues. A worker waits
-//! until its answer, its cancel, the gate holding requests ([`Refresher::release_held`]) or
+//! until its answer, its cancel, the gate holding requests ([`Refresher::set_held`]) or
 //! [`MAX_WAIT`]. The answers are paced, in join order [`PACE_GAP`] apart within [`PACE_SPREAD`]:
 //! a batch answers about 74 workers at 1,000 agents, whose next processes would otherwise start at
 //! once (a `bash` start on 2 cores takes tens of ms; docs/performance.md, "Scale").
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -50,9 +49,16 @@ pub enum Refreshed {
 type Answer = (Refreshed, Duration);
 
 /// The waiting workers of the next batch in the order they joined (one per issue: an issue runs
-/// once at a time).
+/// once at a time), and whether the gate holds requests.
+#[derive(Default)]
+struct Batch {
+    waiting: Vec<(String, Sender<Answer>)>,
+    held: bool,
+}
+
+/// Where workers wait for their between-turn refresh (see the module docs).
 pub struct Refresher {
-    waiting: Mutex<Vec<(String, Sender<Answer>)>>,
+    batch: Mutex<Batch>,
     events: Sender<Event>,
     /// [`PACE_GAP`] and [`PACE_SPREAD`] (tests set their own).
     pace: (Duration, Duration),
@@ -62,21 +68,19 @@ impl Refresher {
     /// An empty refresher whose first waiter of each batch sends `TurnRefreshWanted` on `events`.
     pub fn new(events: Sender<Event>) -> Arc<Self> {
         Arc::new(Refresher {
-            waiting: Mutex::new(Vec::new()),
+            batch: Mutex::default(),
             events,
             pace: (PACE_GAP, PACE_SPREAD),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<(String, Sender<Answer>)>> {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Batch> {
+        self.batch.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wait for issue `id` from the next fetch batch (see the module docs). `held` is the main
-    /// loop's "the gate holds requests" flag: it is read before and after joining, so a worker
-    /// either sees it or is released by [`Refresher::release_held`].
-    pub fn refresh(&self, id: &str, cancel: &CancelToken, held: &AtomicBool) -> Refreshed {
-        let (answer, pace) = self.answer(id, cancel, held);
+    /// Wait for issue `id` from the next fetch batch (see the module docs).
+    pub fn refresh(&self, id: &str, cancel: &CancelToken) -> Refreshed {
+        let (answer, pace) = self.answer(id, cancel);
         if !pace.is_zero() {
             let _ = cancel.receiver().recv_timeout(pace);
         }
@@ -84,27 +88,23 @@ impl Refresher {
     }
 
     /// [`Refresher::refresh`] without the pacing wait: the answer and its delay.
-    fn answer(&self, id: &str, cancel: &CancelToken, held: &AtomicBool) -> Answer {
+    fn answer(&self, id: &str, cancel: &CancelToken) -> Answer {
         let not_paced = |r| (r, Duration::ZERO);
-        if held.load(Ordering::SeqCst) {
-            return not_paced(Refreshed::Held);
-        }
         let (tx, rx) = bounded(1);
         let first = {
-            let mut waiting = self.lock();
-            waiting.retain(|(w, _)| w != id);
-            let first = waiting.is_empty();
-            waiting.push((id.to_string(), tx));
-            first
+            let mut batch = self.lock();
+            if batch.held {
+                return not_paced(Refreshed::Held);
+            }
+            batch.waiting.retain(|(w, _)| w != id);
+            batch.waiting.push((id.to_string(), tx));
+            batch.waiting.len() == 1
         };
         if first {
             let _ = self.events.send(Event::TurnRefreshWanted);
         }
         let deadline = Instant::now() + MAX_WAIT;
         let ended = loop {
-            if held.load(Ordering::SeqCst) {
-                break Refreshed::Held;
-            }
             if cancel.is_cancelled() {
                 break Refreshed::Cancelled;
             }
@@ -118,16 +118,22 @@ impl Refresher {
                 default(left.min(CANCEL_CHECK)) => {}
             }
         };
-        self.lock().retain(|(w, _)| w != id);
+        self.lock().waiting.retain(|(w, _)| w != id);
         // An answer may have arrived meanwhile; it wins (its request was already sent).
         rx.try_recv().unwrap_or(not_paced(ended))
     }
 
-    /// The gate holds requests: release every waiting worker (their runs end normally).
-    pub fn release_held(&self) {
-        let waiting = std::mem::take(&mut *self.lock());
-        for (_, tx) in waiting {
-            let _ = tx.try_send((Refreshed::Held, Duration::ZERO));
+    /// Whether the main loop's request gate holds tracker requests (a rate-limit pause or the
+    /// credential back-off). While it does, no refresh is asked for and every waiting worker is
+    /// released: its run ends normally, and its continuation retry waits for the gate like every
+    /// other request.
+    pub fn set_held(&self, held: bool) {
+        let mut batch = self.lock();
+        batch.held = held;
+        if held {
+            for (_, tx) in batch.waiting.drain(..) {
+                let _ = tx.try_send((Refreshed::Held, Duration::ZERO));
+            }
         }
     }
 
@@ -135,7 +141,7 @@ impl Refresher {
     /// each worker, paced (see the module docs). Returns how the call ended (`None`: nobody
     /// waited, nothing was sent).
     pub fn serve(&self, tracker: &dyn Tracker) -> Option<CallOutcome> {
-        let waiting = std::mem::take(&mut *self.lock());
+        let waiting = std::mem::take(&mut self.lock().waiting);
         if waiting.is_empty() {
             return None;
         }
@@ -166,7 +172,7 @@ mod tests {
     use super::*;
     use crate::tracker::{TrackerBudget, TrackerErrorKind};
     use crossbeam_channel::unbounded;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::thread;
 
     /// A tracker whose `refresh_running` answers `answer` (issues for the ids it knows) and
@@ -218,22 +224,18 @@ mod tests {
     }
 
     /// `n` workers waiting for ids `I_0..`, each on its own thread.
-    fn waiters(
-        r: &Arc<Refresher>,
-        ids: &[&str],
-        held: &Arc<AtomicBool>,
-    ) -> Vec<thread::JoinHandle<Refreshed>> {
+    fn waiters(r: &Arc<Refresher>, ids: &[&str]) -> Vec<thread::JoinHandle<Refreshed>> {
         ids.iter()
             .map(|id| {
-                let (r, held, id) = (Arc::clone(r), Arc::clone(held), id.to_string());
-                thread::spawn(move || r.refresh(&id, &CancelToken::new(), &held))
+                let (r, id) = (Arc::clone(r), id.to_string());
+                thread::spawn(move || r.refresh(&id, &CancelToken::new()))
             })
             .collect()
     }
 
     fn wait_for_waiters(r: &Refresher, n: usize) {
         let t0 = Instant::now();
-        while r.lock().len() < n {
+        while r.lock().waiting.len() < n {
             assert!(
                 t0.elapsed() < Duration::from_secs(10),
                 "waiters never joined"
@@ -246,9 +248,8 @@ mod tests {
     fn one_request_answers_every_waiting_worker_and_the_loop_hears_once() {
         let (tx, rx) = unbounded();
         let r = Refresher::new(tx);
-        let held = Arc::new(AtomicBool::new(false));
         let ids = ["I_1", "I_2", "I_3", "I_gone"];
-        let workers = waiters(&r, &ids, &held);
+        let workers = waiters(&r, &ids);
         wait_for_waiters(&r, ids.len());
         let t = T::new(Ok(()));
         assert_eq!(r.serve(&t), Some(CallOutcome::Ok));
@@ -280,17 +281,15 @@ mod tests {
     #[test]
     fn a_batch_answers_its_workers_paced_in_the_order_they_joined() {
         let (tx, _rx) = unbounded();
-        let held = Arc::new(AtomicBool::new(false));
         let ms = Duration::from_millis;
         for (n, gap, spread, want) in [(4, ms(10), ms(1000), ms(10)), (5, ms(10), ms(20), ms(4))] {
             let mut r = Refresher::new(tx.clone());
             Arc::get_mut(&mut r).unwrap().pace = (gap, spread);
             let workers: Vec<_> = (0..n)
                 .map(|k| {
-                    let (r2, held) = (Arc::clone(&r), Arc::clone(&held));
-                    let w = thread::spawn(move || {
-                        r2.answer(&format!("I_{k}"), &CancelToken::new(), &held)
-                    });
+                    let r2 = Arc::clone(&r);
+                    let w =
+                        thread::spawn(move || r2.answer(&format!("I_{k}"), &CancelToken::new()));
                     wait_for_waiters(&r, k + 1);
                     w
                 })
@@ -307,14 +306,13 @@ mod tests {
     #[test]
     fn a_refused_batch_releases_its_workers_and_other_errors_reach_them() {
         let (tx, _rx) = unbounded();
-        let held = Arc::new(AtomicBool::new(false));
         for (kind, held_answer) in [
             (TrackerErrorKind::RateLimited, true),
             (TrackerErrorKind::Auth, true),
             (TrackerErrorKind::Status, false),
         ] {
             let r = Refresher::new(tx.clone());
-            let workers = waiters(&r, &["I_1", "I_2"], &held);
+            let workers = waiters(&r, &["I_1", "I_2"]);
             wait_for_waiters(&r, 2);
             let t = T::new(Err(TrackerError::new(kind, "no")));
             r.serve(&t);
@@ -333,25 +331,26 @@ mod tests {
     fn a_held_gate_or_a_cancel_ends_the_wait() {
         let (tx, _rx) = unbounded();
         let r = Refresher::new(tx);
-        let held = Arc::new(AtomicBool::new(true));
+        r.set_held(true);
         let cancel = CancelToken::new();
-        assert_eq!(r.refresh("I_1", &cancel, &held), Refreshed::Held);
-        assert!(r.lock().is_empty(), "a held gate is not joined");
-        held.store(false, Ordering::SeqCst);
-        let workers = waiters(&r, &["I_1", "I_2"], &held);
+        assert_eq!(r.refresh("I_1", &cancel), Refreshed::Held);
+        assert!(r.lock().waiting.is_empty(), "a held gate is not joined");
+        r.set_held(false);
+        let workers = waiters(&r, &["I_1", "I_2"]);
         wait_for_waiters(&r, 2);
-        held.store(true, Ordering::SeqCst);
-        r.release_held();
+        r.set_held(true);
         for w in workers {
             assert_eq!(w.join().unwrap(), Refreshed::Held);
         }
-        held.store(false, Ordering::SeqCst);
+        r.set_held(false);
         let (r2, c2) = (Arc::clone(&r), cancel.clone());
-        let h2 = Arc::clone(&held);
-        let worker = thread::spawn(move || r2.refresh("I_3", &c2, &h2));
+        let worker = thread::spawn(move || r2.refresh("I_3", &c2));
         wait_for_waiters(&r, 1);
         cancel.cancel();
         assert_eq!(worker.join().unwrap(), Refreshed::Cancelled);
-        assert!(r.lock().is_empty(), "a cancelled worker leaves the batch");
+        assert!(
+            r.lock().waiting.is_empty(),
+            "a cancelled worker leaves the batch"
+        );
     }
 }

@@ -1,16 +1,14 @@
 //! One worker thread per running issue: the §16 attempt algorithm (workspace, `before_run`, agent
 //! session, turn loop with an issue refresh between turns, `after_run`) against the
 //! `AgentRunner` trait. Progress and agent events go to its run's `Mailbox` (coalesced; see
-//! `runtime::mailbox`); the between-turn refresh waits for a fetch batch (`runtime::refresh`); its
-//! last message, always `WorkerExited` (even after a panic), goes on the bounded events channel.
+//! `runtime::mailbox`), and so does its last report, always its exit (even after a panic); the
+//! between-turn refresh waits for a fetch batch (`runtime::refresh`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
-use crossbeam_channel::Sender;
 use log::{info, warn};
 
 use crate::agent::{
@@ -20,7 +18,7 @@ use crate::host::is_host_unavailable;
 use crate::host::Host;
 use crate::model::Issue;
 use crate::orchestrator::rules;
-use crate::orchestrator::{Event, Policy, Resume, WorkerOutcome, WorkerPhase, WorkerProgress};
+use crate::orchestrator::{Policy, Resume, WorkerOutcome, WorkerPhase, WorkerProgress};
 use crate::workflow::config::HooksConfig;
 use crate::workflow::template::PromptTemplate;
 use crate::workspace::hooks::{run_configured_hook, HookEnv};
@@ -43,21 +41,16 @@ pub struct WorkerContext {
     /// States/labels for the between-turns active check.
     pub policy: Policy,
     pub runner: Arc<dyn AgentRunner>,
-    /// Where the between-turn refresh waits for its batch.
+    /// Where the between-turn refresh waits for its batch (or is not asked for while the request
+    /// gate holds requests).
     pub refresher: Arc<Refresher>,
     pub cancel: CancelToken,
-    /// The few events the main loop must get (a refresh wanted, the exit); bounded.
-    pub events: Sender<Event>,
-    /// Progress and agent events, coalesced for the main loop.
+    /// Progress, agent events and the exit, coalesced for the main loop.
     pub mailbox: Arc<Mailbox>,
     /// Where the workspace, the hooks and the agent run.
     pub host: Arc<dyn Host>,
     /// Remove the host's older copy of the workspace first.
     pub stale_workspace: bool,
-    /// Set by the main loop while its request gate holds tracker requests (a rate-limit pause or
-    /// the credential back-off). The between-turn refresh is not asked for then: the run ends
-    /// normally, and its continuation retry waits for the gate like every other request.
-    pub tracker_held: Arc<AtomicBool>,
     /// The agent session of an interrupted run (after a restart).
     pub resume: Option<Resume>,
 }
@@ -88,11 +81,7 @@ pub(crate) fn spawn_worker(ctx: WorkerContext) -> std::io::Result<JoinHandle<()>
             warn!("worker panicked issue_id={id} issue_identifier={ident}");
             WorkerOutcome::Failed("worker panicked".into())
         });
-        let _ = ctx.events.send(Event::WorkerExited {
-            issue_id: id.clone(),
-            run_id: ctx.run_id,
-            outcome,
-        });
+        ctx.mailbox.post(News::Exited(outcome));
     })
 }
 
@@ -299,7 +288,7 @@ impl Run<'_> {
     fn refresh(&mut self, turn: u32) -> Result<bool, String> {
         let ctx = self.ctx;
         let id = &ctx.issue.id;
-        let result = match ctx.refresher.refresh(id, &ctx.cancel, &ctx.tracker_held) {
+        let result = match ctx.refresher.refresh(id, &ctx.cancel) {
             Refreshed::Done(result) => result,
             Refreshed::Cancelled => return Err("cancelled during the issue state refresh".into()),
             Refreshed::Held => {

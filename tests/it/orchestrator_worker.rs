@@ -4,7 +4,6 @@
 use crate::support::stand_ins::serving_refresher;
 use crate::support::tempdir::TempDir;
 use std::fs;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -160,7 +159,8 @@ fn run_case(
         fs::write(ws.join("stale-marker"), "old run").unwrap();
     }
     let log = Arc::new(Mutex::new(Log::default()));
-    let (refresher, tx, events) = serving_refresher(Arc::new(tracker));
+    let (refresher, events) = serving_refresher(Arc::new(tracker));
+    refresher.set_held(tracker_held);
     let ctx = WorkerContext {
         run_id: 1,
         issue: issue(),
@@ -180,11 +180,9 @@ fn run_case(
         }),
         refresher,
         cancel: CancelToken::new(),
-        events: tx,
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace,
-        tracker_held: Arc::new(AtomicBool::new(tracker_held)),
         resume: None,
     };
     let outcome = run_attempt(&ctx);
@@ -425,7 +423,7 @@ fn a_cancel_ends_a_hanging_between_turn_refresh_at_once() {
     let dir = TempDir::new("w-hang");
     let (_never, hang) = crossbeam_channel::bounded::<()>(0);
     let (asked_tx, asked) = crossbeam_channel::bounded::<()>(1);
-    let (refresher, tx, _events) = serving_refresher(Arc::new(Hanging(asked_tx, hang)));
+    let (refresher, _events) = serving_refresher(Arc::new(Hanging(asked_tx, hang)));
     let log = Arc::new(Mutex::new(Log::default()));
     let ctx = WorkerContext {
         run_id: 1,
@@ -443,11 +441,9 @@ fn a_cancel_ends_a_hanging_between_turn_refresh_at_once() {
         }),
         refresher,
         cancel: CancelToken::new(),
-        events: tx,
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
-        tracker_held: Arc::new(AtomicBool::new(false)),
         resume: None,
     };
     let cancel = ctx.cancel.clone();
@@ -496,7 +492,7 @@ impl AgentSession for NoDescriptorsSession {
 fn a_spawn_without_descriptors_is_a_resource_retry_not_a_failure() {
     // Issue 25, item 3: EMFILE at spawn is retried without counting an attempt.
     let dir = TempDir::new("w-emfile");
-    let (refresher, tx, _events) = serving_refresher(Arc::new(T(Ok(vec![issue()]))));
+    let (refresher, _events) = serving_refresher(Arc::new(T(Ok(vec![issue()]))));
     let ctx = WorkerContext {
         run_id: 1,
         issue: issue(),
@@ -509,11 +505,9 @@ fn a_spawn_without_descriptors_is_a_resource_retry_not_a_failure() {
         runner: Arc::new(NoDescriptors),
         refresher,
         cancel: CancelToken::new(),
-        events: tx,
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
-        tracker_held: Arc::new(AtomicBool::new(false)),
         resume: None,
     };
     let out = run_attempt(&ctx);

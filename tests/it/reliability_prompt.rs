@@ -59,7 +59,7 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         state: "Todo".into(),
         ..Issue::default()
     };
-    let (refresher, tx, _rx) = serving_refresher(Arc::new(Gone));
+    let (refresher, _rx) = serving_refresher(Arc::new(Gone));
     let ctx = WorkerContext {
         run_id: 1,
         issue,
@@ -75,11 +75,9 @@ fn nul_in_the_issue_body_is_stripped_and_the_turn_runs() {
         runner: Arc::new(runner),
         refresher,
         cancel: CancelToken::new(),
-        events: tx,
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
-        tracker_held: Default::default(),
         resume: None,
     };
     let outcome = run_attempt(&ctx);

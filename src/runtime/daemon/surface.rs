@@ -10,8 +10,10 @@ use crossbeam_channel::Sender;
 use log::info;
 
 use super::{Daemon, TrackerJob};
+use crate::durable::SaveReport;
 use crate::ops::metrics::bump;
 use crate::ops::shared::OpsShared;
+use crate::ops::DaemonOps;
 use crate::orchestrator::{Event, ParkKind, TrackerOp, WorkerOutcome};
 use crate::status::snapshot::{fmt_millis, issue_detail, state_snapshot};
 pub use crate::status::ControlRequest;
@@ -25,13 +27,21 @@ pub type ExitWhen = Box<dyn FnMut(&StateSnapshot) -> bool>;
 const EXIT_RECHECK_MS: u64 = 250;
 
 pub(super) struct Surface {
-    pub(super) shared: Arc<OpsShared>,
-    pub(super) pending_acks: Vec<Sender<RefreshAck>>,
+    shared: Arc<OpsShared>,
+    pending_acks: Vec<Sender<RefreshAck>>,
     /// `None` once it fired.
-    pub(super) exit_when: Option<ExitWhen>,
+    exit_when: Option<ExitWhen>,
 }
 
 impl Surface {
+    pub(super) fn new(ops: &DaemonOps, exit_when: Option<ExitWhen>) -> Self {
+        Surface {
+            shared: Arc::clone(&ops.shared),
+            pending_acks: Vec::new(),
+            exit_when,
+        }
+    }
+
     /// When to re-check the exit condition: some of what it looks at (e.g. a removed workspace)
     /// sends no event.
     pub(super) fn recheck(&self, now: u64) -> Option<u64> {
@@ -66,6 +76,10 @@ impl Surface {
             (events, class)
         })
     }
+
+    pub(super) fn saved(&self, r: &SaveReport) {
+        (self.shared).update_metrics(|m| m.state_write_duration.observe_duration(r.elapsed));
+    }
 }
 
 impl Daemon {
@@ -89,16 +103,8 @@ impl Daemon {
     }
 
     /// Count a worker's exit by outcome (while its run is still the issue's running one).
-    pub(super) fn count_exit(&self, ev: &Event) {
-        let Event::WorkerExited {
-            issue_id,
-            run_id,
-            outcome,
-        } = ev
-        else {
-            return;
-        };
-        if self.state.running.get(issue_id).map(|e| e.run_id) != Some(*run_id) {
+    pub(super) fn count_exit(&self, issue_id: &str, run_id: u64, outcome: &WorkerOutcome) {
+        if self.state.running.get(issue_id).map(|e| e.run_id) != Some(run_id) {
             return;
         }
         let label = match outcome {
@@ -164,14 +170,15 @@ impl Daemon {
         });
     }
 
-    /// Start the graceful shutdown the first time the exit condition holds.
-    pub(super) fn check_exit(&mut self, now: u64) {
+    /// After each loop step: start the graceful shutdown the first time the exit condition
+    /// holds, then publish.
+    pub(super) fn after_step(&mut self, now: u64) {
         let exit_when = self.surface.exit_when.as_mut();
         if exit_when.is_some_and(|f| f(&state_snapshot(&self.state, now))) {
             self.surface.exit_when = None;
             info!("event=exit_condition_met; shutting down");
             self.shut_down(None);
-            self.publish();
         }
+        self.publish();
     }
 }

@@ -7,7 +7,6 @@
 
 use std::fs;
 use std::path::Path;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::unbounded;
@@ -55,7 +54,7 @@ fn run_with(
     tracker: T,
     runner: Arc<dyn AgentRunner>,
 ) -> WorkerOutcome {
-    let (refresher, tx, _events) = serving_refresher(Arc::new(tracker));
+    let (refresher, _events) = serving_refresher(Arc::new(tracker));
     let ctx = WorkerContext {
         run_id: 1,
         workspace_path: workspace_path(&dir.join("ws"), &issue.identifier),
@@ -71,11 +70,9 @@ fn run_with(
         runner,
         refresher,
         cancel: CancelToken::new(),
-        events: tx,
         mailbox: Mailbox::new("I_1", 1, unbounded().0),
         host: baton::host::LocalHost::shared(),
         stale_workspace: false,
-        tracker_held: Arc::new(AtomicBool::new(false)),
         resume: None,
     };
     run_attempt(&ctx)

@@ -164,7 +164,6 @@ pub fn daemon_options_with(
     let (reload, reload_rx) = unbounded();
     let (shutdown, shutdown_rx) = bounded(1);
     let opts = DaemonOptions {
-        workflow_path: workflow.to_path_buf(),
         initial: load_workflow(workflow, &*env).expect("valid workflow"),
         tracker_factory,
         runner_factory,
@@ -211,19 +210,18 @@ pub fn spawn_daemon(
 
 /// The main loop's part in a worker's between-turn refresh, for tests that run a worker without
 /// a daemon: a refresher whose batches `tracker` serves at once, each batch's call outcome
-/// reported as `Event::TrackerCalls`. Returns the refresher, the worker's event sender and the
-/// receiver of everything the worker sent (it ends once the worker's senders are dropped).
+/// reported as `Event::TrackerCalls`. Returns the refresher and the receiver of everything it
+/// sent (it ends once the refresher is dropped).
 pub fn serving_refresher(
     tracker: Arc<dyn Tracker>,
 ) -> (
     Arc<baton::runtime::refresh::Refresher>,
-    Sender<baton::orchestrator::Event>,
     Receiver<baton::orchestrator::Event>,
 ) {
     use baton::orchestrator::Event;
     let (tx, inner) = unbounded::<Event>();
     let (out_tx, out) = unbounded::<Event>();
-    let refresher = baton::runtime::refresh::Refresher::new(tx.clone());
+    let refresher = baton::runtime::refresh::Refresher::new(tx);
     let weak = Arc::downgrade(&refresher);
     std::thread::spawn(move || {
         for ev in inner {
@@ -240,5 +238,5 @@ pub fn serving_refresher(
             let _ = out_tx.send(ev);
         }
     });
-    (refresher, tx, out)
+    (refresher, out)
 }
