@@ -830,19 +830,20 @@ impl Daemon {
         }
     }
 
-    /// Stop an orphaned agent group through the host that owns it; the answer comes back as
+    /// Stop an orphaned agent group through the host that owns it; the answer is
     /// `Event::OrphanChecked`. A remote check runs on the background pool. A local one only
     /// comes from the restore at startup and runs here, before the loop and the first spawn (at
-    /// most the orphan grace plus 2 s each), so nothing else touches the group first.
+    /// most the orphan grace plus 2 s each), so nothing else touches the group first; its answer
+    /// goes straight to the engine (sent, a state file's thousands of orphans would fill the
+    /// loop's own bounded channel before the loop reads it, and block startup for ever).
     fn stop_orphan(&mut self, issue_id: String, host: Option<String>, pgid: u32, start: u64) {
         let h = self.hosts.get(host.as_deref());
-        let events = self.events_tx.clone();
         let ident = self
             .state
             .orphans
             .get(&issue_id)
             .map(|o| o.identifier.clone());
-        let job = move || {
+        let check = move || {
             let on = h.name().unwrap_or("local").to_string();
             let result = h.stop_orphan(pgid, start).map(|outcome| {
                 let event = if outcome.stopped() { "orphan_stopped" } else { "orphan_check" };
@@ -853,11 +854,14 @@ impl Daemon {
                 );
                 outcome.stopped()
             });
-            let _ = events.send(Event::OrphanChecked { issue_id, result });
+            Event::OrphanChecked { issue_id, result }
         };
+        let events = self.events_tx.clone();
         if host.is_none() {
-            job();
-        } else if let Err(e) = self.removals.submit(Box::new(job)) {
+            self.engine(check());
+        } else if let Err(e) = self.removals.submit(Box::new(move || {
+            let _ = events.send(check());
+        })) {
             warn!("cannot start an orphan check error={e}");
         }
     }

@@ -508,6 +508,41 @@ fn a_recorded_pgid_whose_start_time_differs_is_left_alone() {
     let _ = bystander.wait();
 }
 
+/// A state file can hold up to 10,000 runs. Each becomes a local orphan check at startup, on the
+/// loop thread before the loop reads its channels; their answers must not have to fit in the
+/// loop's bounded channel (1,024), or startup blocks for ever. The groups (above any `pid_max`)
+/// do not exist: each check answers `not_running` and the board's issue is dispatched.
+#[test]
+fn a_state_file_with_more_local_orphans_than_the_loop_channel_holds_still_starts() {
+    const ORPHANS: u32 = 1_100;
+    let (dir, _github, wf) = fake_setup("manyorphans");
+    let issues: Vec<Value> = (0..ORPHANS)
+        .map(|n| {
+            serde_json::json!({
+                "id": format!("I_orphan{n}"),
+                "identifier": format!("acme__gone-{n}"),
+                "attempt": 0,
+                "runs": 1,
+                "running": {"pgid": 5_000_000 + n, "leader_start_time": 1, "agent": "claude"}
+            })
+        })
+        .collect();
+    let sd = state_dir(&dir);
+    std::fs::create_dir_all(&sd).unwrap();
+    let doc = serde_json::json!({"schema_version": 1, "issues": issues});
+    std::fs::write(sd.join("state.json"), doc.to_string()).unwrap();
+    let d = start(&dir, &wf);
+    d.wait(
+        "the board issue's dispatch after the orphan checks",
+        LIMIT,
+        || runs(&dir).first().cloned(),
+    );
+    let log = d.log();
+    let checked = log.matches("event=orphan_check ").count();
+    assert_eq!(checked, ORPHANS as usize, "one check per recorded group");
+    assert_eq!(log.matches("outcome=not_running").count(), ORPHANS as usize);
+}
+
 fn group_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit(')')
