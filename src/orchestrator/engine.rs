@@ -691,6 +691,10 @@ impl Core<'_> {
         s.retry_attempts.remove(&issue.id);
         s.blocked.remove(&issue.id);
         let (host, stale_workspace) = hosts::assign(s, &issue, preferred);
+        if let Some(h) = &host {
+            let (id, ident) = (&issue.id, &issue.identifier);
+            info!("dispatching on host issue_id={id} issue_identifier={ident} host={h}");
+        }
         if let Some(r) = &resume {
             info!(
                 "event=session_resume issue_id={} issue_identifier={} agent={} session_id={}",

@@ -42,10 +42,6 @@ pub fn assign(
         hosts.remove(i);
     }
     hosts.insert(0, host.clone());
-    log::info!(
-        "dispatching on host issue_id={id} issue_identifier={} host={host}",
-        issue.identifier
-    );
     (Some(host), at.is_some_and(|i| i > 0))
 }
 

@@ -29,16 +29,20 @@ pub fn loads(_: &OrchestratorState) -> BTreeMap<String, usize> {
 /// No host is ever marked down or probed.
 pub fn mark_down(_: &mut OrchestratorState, _: &str, _: &str, _: Millis) {}
 
+/// No host is probed, so no orphan is re-checked by a probe.
 pub fn probed(_: &mut OrchestratorState, _: &str, _: Result<(), String>, _: Millis) -> Vec<Action> {
     Vec::new()
 }
 
+/// No probe is ever due.
 pub fn due_probes(_: &mut OrchestratorState, _: Millis) -> Vec<Action> {
     Vec::new()
 }
 
+/// No probe to wake up for.
 pub fn next_probe(_: &OrchestratorState) -> Option<Millis> {
     None
 }
 
+/// No host is remembered, so none to forget on a reload.
 pub fn retain_configured(_: &mut OrchestratorState) {}

@@ -264,6 +264,51 @@ fn an_unreachable_host_holds_the_issue_until_it_answers_or_the_grace_passes() {
     assert!(fetched, "{acts:?}");
 }
 
+/// A run recorded on an SSH host that is no longer configured (or a state file from a build with
+/// `ssh` read by one without it): that host is never contacted, probed or marked down, and the
+/// issue waits out the orphan grace before it may run again.
+#[test]
+fn a_remote_orphan_of_an_unconfigured_host_holds_the_issue_until_the_grace_passes() {
+    let t0 = 1_796_000_000_000;
+    let policy = Policy {
+        active_states: vec!["Todo".into()],
+        workspace_root: "/ws".into(),
+        orphan_grace_ms: 600_000,
+        ..Policy::default()
+    };
+    let mut st = OrchestratorState::new(policy.clone(), t0);
+    let _ = handle(&mut st, Event::Wake, t0);
+    let d = dispatched(&handle(&mut st, poll(vec![issue(1, "Todo")]), t0));
+    let mut ev = claude_turn("sess-1", 1, 0.1);
+    ev.agent_pid = Some(777);
+    let _ = handle(&mut st, update("I_1", d[0].1, ev), t0);
+    st.running.get_mut("I_1").unwrap().host = Some("old-host".into());
+    let (mut st2, actions) = restore(parse(&to_json(&st).unwrap()).unwrap(), policy, t0 + 10);
+    assert!(actions.is_empty(), "{actions:?}");
+    let mut now = t0 + 10;
+    loop {
+        now = baton::orchestrator::next_deadline(&st2)
+            .unwrap()
+            .max(now + 1);
+        if now >= t0 + 10 + 600_000 {
+            break;
+        }
+        for a in handle(&mut st2, Event::Wake, now) {
+            assert!(
+                matches!(a, Action::StartPoll { .. }),
+                "only polls while the orphan is unknown: {a:?}"
+            );
+        }
+    }
+    assert!(st2.hosts_down.is_empty());
+    let acts = handle(&mut st2, Event::Wake, t0 + 10 + 600_000);
+    assert!(st2.orphans.is_empty());
+    let fetched = acts
+        .iter()
+        .any(|a| matches!(a, Action::FetchIssues { retries, .. } if retries[0].0 == "I_1"));
+    assert!(fetched, "{acts:?}");
+}
+
 /// The per-issue cost budget parks an issue after the same turn whether or not Baton restarted
 /// (killed mid-run) in between: the resumed session's cumulative cost is counted once.
 #[test]
