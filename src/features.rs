@@ -42,7 +42,7 @@ fn missing(cfg: Option<&ServiceConfig>, cmd: Option<&Command>, built: &[&str]) -
         _ => {}
     }
     if let Some(c) = cfg {
-        let (s, kind) = (&c.server, c.agent.kind.map(AgentKind::as_str));
+        let (s, kind) = (&c.server, c.agent.kind);
         let backlog = c.tracker.kind.as_deref() == Some("backlog_md");
         for (set, what, feature) in [
             (s.port.is_some(), "server.port", "http"),
@@ -50,8 +50,12 @@ fn missing(cfg: Option<&ServiceConfig>, cmd: Option<&Command>, built: &[&str]) -
             (s.webhook_secret.is_some(), "server.webhook_secret", "http"),
             (!c.worker.ssh_hosts.is_empty(), "worker.ssh_hosts", "ssh"),
             (backlog, "tracker.kind: backlog_md", "backlog"),
-            (kind == Some("codex"), "agent.kind: codex", "codex"),
-            (kind == Some("gemini"), "agent.kind: gemini", "gemini"),
+            (kind == Some(AgentKind::Codex), "agent.kind: codex", "codex"),
+            (
+                kind == Some(AgentKind::Gemini),
+                "agent.kind: gemini",
+                "gemini",
+            ),
         ] {
             wanted.extend(set.then_some((what, feature)));
         }

@@ -64,7 +64,8 @@ pub trait TurnParser {
         None
     }
     /// A deadline of the adapter's own (a silence or reply bound) instead of the turn's; past it
-    /// the end is `timed_out`.
+    /// the end is `timed_out`. An adapter that returns one opts out of `turn_timeout_ms`'s total
+    /// cap (only Codex does: its stream has no total cap).
     fn deadline(&self) -> Option<Instant> {
         None
     }

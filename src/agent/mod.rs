@@ -14,7 +14,7 @@ pub mod runner;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crossbeam_channel::{bounded, Receiver, Sender, TryRecvError};
 use serde::Serialize;
@@ -302,9 +302,12 @@ impl CancelToken {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Idempotent.
+    /// Idempotent. A poisoned lock still cancels: nothing may keep a worker from stopping.
     pub fn cancel(&self) {
-        let _ = self.tx.lock().map(|mut tx| tx.take());
+        self.tx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
     pub fn is_cancelled(&self) -> bool {
         self.rx.try_recv() == Err(TryRecvError::Disconnected)
@@ -352,6 +355,27 @@ pub(crate) fn check_cwd_on(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cancel wakes every waiter, for good, and cancelling again is harmless.
+    #[test]
+    fn a_cancel_wakes_every_waiter_and_stays() {
+        let token = CancelToken::new();
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let t = token.clone();
+                std::thread::spawn(move || t.receiver().recv().is_err())
+            })
+            .collect();
+        assert!(!token.is_cancelled());
+        token.cancel();
+        token.cancel();
+        assert!(waiters.into_iter().all(|w| w.join().unwrap()));
+        assert!(token.is_cancelled());
+        assert!(
+            token.receiver().recv().is_err(),
+            "a later wait returns at once"
+        );
+    }
 
     #[test]
     fn only_uuids_are_session_ids() {

@@ -5,5 +5,5 @@
 pub mod store;
 pub mod write_policy;
 
-pub use store::{check_private, create_private, unsafe_reason, StateDir, StoreError};
+pub use store::{check_private, create_private, unsafe_reason, StateDir, StoreError, LOCK_LOST};
 pub use write_policy::{BackgroundSaver, SaveReport, StateWriter, WriteOutcome};

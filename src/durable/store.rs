@@ -28,6 +28,9 @@ const PID_FILE: &str = "pid";
 /// A state file larger than this is not read; it is treated as corrupt (ours stay far below).
 const MAX_STATE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The name of the error that ends the daemon: another instance may own the directory now.
+pub const LOCK_LOST: &str = "state_lock_lost";
+
 /// An error of the state directory: a stable name (logs, `baton check`; the binary prints it
 /// after `baton: `) and a message naming the path.
 #[derive(Debug)]
@@ -162,7 +165,7 @@ impl StateDir {
     }
 
     /// Take the instance lock without blocking and write our pid to `pid`. Another holder gives
-    /// [`StoreError::Locked`].
+    /// `state_locked`.
     pub fn lock(&self) -> Result<(), StoreError> {
         let taken = flock(&self.dir, libc::LOCK_EX);
         if !taken.map_err(|e| StoreError::io("lock", &self.path, e))? {
@@ -239,7 +242,7 @@ impl StateDir {
             _ => {
                 let dir = self.path.display();
                 let message = format!("{dir} is no longer the directory this Baton locked");
-                return Err(StoreError::new("state_lock_lost", message));
+                return Err(StoreError::new(LOCK_LOST, message));
             }
         }
         self.write(STATE_FILE, bytes, true)

@@ -102,8 +102,9 @@ impl StateWriter {
         if self.next_due().is_none_or(|d| now < d) {
             return None;
         }
-        self.in_flight = true; // `next_due` is `None` without a pending write
-        self.pending.take()
+        let bytes = self.pending.take()?;
+        self.in_flight = true;
+        Some(bytes)
     }
 
     /// Record the result of writing `bytes` (from [`StateWriter::take_due`]) at `now`. On

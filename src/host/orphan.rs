@@ -93,7 +93,7 @@ pub(crate) fn stop_with(
 
 /// The check (`$1` pgid, `$2` start time; digits): the leader must exist with that start time
 /// and belong to this user; then TERM to the group, up to 3 s, KILL. A group of zombies is gone.
-/// Prints the outcome. `running` scans `/proc` (0.26 s with 1,900 processes) unless `kill -0`
+/// Prints the outcome. `running` scans `/proc` (0.26–0.65 s with 1,600–1,900 processes) unless `kill -0`
 /// answers ESRCH: then the group has no process at all, zombies included (any other answer,
 /// e.g. EPERM for another user's members, scans).
 pub const STOP_SCRIPT: &str = r#"p=$1; t=$2

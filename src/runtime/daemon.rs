@@ -625,16 +625,31 @@ impl Daemon {
     fn handle_event(&mut self, ev: LoopEvent, inbox: &Inbox) {
         match ev {
             LoopEvent::Tick => self.engine(Event::Wake),
+            // A burst stops where an action queued an event: that goes before any more input.
             LoopEvent::Worker(first) => {
-                for ev in std::iter::once(first).chain(inbox.workers.try_iter().take(BURST)) {
+                let mut rest = inbox.workers.try_iter().take(BURST);
+                let mut next = Some(first);
+                while let Some(ev) = next {
                     self.engine(ev);
+                    next = if self.queue.is_empty() {
+                        rest.next()
+                    } else {
+                        None
+                    };
                 }
             }
             LoopEvent::News(first) => {
-                for mailbox in std::iter::once(first).chain(inbox.news.try_iter().take(BURST)) {
+                let mut rest = inbox.news.try_iter().take(BURST);
+                let mut next = Some(first);
+                while let Some(mailbox) = next {
                     for ev in mailbox.take() {
                         self.engine(ev);
                     }
+                    next = if self.queue.is_empty() {
+                        rest.next()
+                    } else {
+                        None
+                    };
                 }
             }
             LoopEvent::Queued(ev) => self.engine(ev),
@@ -834,8 +849,8 @@ impl Daemon {
     /// `Event::OrphanChecked`. A remote check runs on the background pool. A local one only
     /// comes from the restore at startup and runs here, before the loop and the first spawn (at
     /// most the orphan grace plus 2 s each), so nothing else touches the group first; its answer
-    /// goes straight to the engine (sent, a state file's thousands of orphans would fill the
-    /// loop's own bounded channel before the loop reads it, and block startup for ever).
+    /// is queued (sent, a state file's thousands of orphans would fill the loop's own bounded
+    /// channel before the loop reads it, and block startup for ever).
     fn stop_orphan(&mut self, issue_id: String, host: Option<String>, pgid: u32, start: u64) {
         let h = self.hosts.get(host.as_deref());
         let ident = self
@@ -858,7 +873,7 @@ impl Daemon {
         };
         let events = self.events_tx.clone();
         if host.is_none() {
-            self.engine(check());
+            self.queue.push_back(check());
         } else if let Err(e) = self.removals.submit(Box::new(move || {
             let _ = events.send(check());
         })) {

@@ -10,7 +10,7 @@ use log::{error, info, log, warn, Level};
 
 use crate::durable::{
     check_private, create_private, BackgroundSaver, SaveReport, StateDir, StateWriter, StoreError,
-    WriteOutcome,
+    WriteOutcome, LOCK_LOST,
 };
 use crate::orchestrator::restore::{self, check_summary, to_json, ParseError};
 use crate::orchestrator::{Action, Millis, OrchestratorState, Policy};
@@ -220,7 +220,7 @@ impl Persist {
             WriteOutcome::Written { recovered: true } => {
                 info!("event=state_write_recovered file={}", file.display())
             }
-            WriteOutcome::Failed { error: e, .. } if e.name() == "state_lock_lost" => {
+            WriteOutcome::Failed { error: e, .. } if e.name() == LOCK_LOST => {
                 error!("event=state_lock_lost error={e}; shutting down");
                 return Some(e.to_string());
             }

@@ -28,9 +28,9 @@ pub const PACE_GAP: Duration = Duration::from_millis(40);
 /// The longest one batch's answers are spread over.
 pub const PACE_SPREAD: Duration = Duration::from_secs(2);
 
-/// How often a waiting worker re-checks its cancel flag (a cancel's wake-up may have been taken
-/// by the turn that ended).
-const CANCEL_CHECK: Duration = Duration::from_secs(1);
+/// How often a waiting worker re-checks whether the gate holds requests: [`Refresher::set_held`]
+/// releases the workers still waiting, not those whose batch is already in flight.
+const HELD_CHECK: Duration = Duration::from_secs(1);
 
 /// How a worker's between-turn refresh ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -108,6 +108,9 @@ impl Refresher {
             if cancel.is_cancelled() {
                 break Refreshed::Cancelled;
             }
+            if self.lock().held {
+                break Refreshed::Held;
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break Refreshed::Held;
@@ -115,7 +118,7 @@ impl Refresher {
             select! {
                 recv(rx) -> answer => return answer.unwrap_or(not_paced(Refreshed::Held)),
                 recv(cancel.receiver()) -> _ => {}
-                default(left.min(CANCEL_CHECK)) => {}
+                default(left.min(HELD_CHECK)) => {}
             }
         };
         self.lock().waiting.retain(|(w, _)| w != id);
@@ -221,6 +224,58 @@ mod tests {
         fn rate_limit(&self) -> Option<TrackerBudget> {
             None
         }
+    }
+
+    /// A tracker whose `refresh_running` says it started, then blocks until `release` closes.
+    struct Slow {
+        started: Sender<()>,
+        release: crossbeam_channel::Receiver<()>,
+    }
+
+    impl Tracker for Slow {
+        fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
+            Ok(vec![])
+        }
+        fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+            Ok(vec![])
+        }
+        fn fetch_issue_states_by_ids(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
+            let _ = self.started.send(());
+            let _ = self.release.recv();
+            Ok(vec![])
+        }
+        fn validate(&self) -> Result<(), TrackerError> {
+            Ok(())
+        }
+        fn reset_cache(&self) {}
+        fn rate_limit(&self) -> Option<TrackerBudget> {
+            None
+        }
+    }
+
+    /// A worker whose batch is already in flight is released too once the gate holds requests
+    /// (at its next `HELD_CHECK`), not kept waiting on the slow request for up to `MAX_WAIT`.
+    #[test]
+    fn a_worker_whose_batch_is_in_flight_is_released_when_the_gate_holds() {
+        let r = Refresher::new(unbounded().0);
+        let (done_tx, done) = bounded(1);
+        let worker = Arc::clone(&r);
+        thread::spawn(move || done_tx.send(worker.refresh("I_1", &CancelToken::new())));
+        wait_for_waiters(&r, 1);
+        let (started_tx, started) = bounded(1);
+        let (release_tx, release) = bounded::<()>(0);
+        let server = Arc::clone(&r);
+        let slow = Slow {
+            started: started_tx,
+            release,
+        };
+        let served = thread::spawn(move || server.serve(&slow));
+        started.recv().unwrap();
+        r.set_held(true);
+        let answer = done.recv_timeout(Duration::from_secs(30));
+        drop(release_tx);
+        assert_eq!(answer, Ok(Refreshed::Held));
+        assert_eq!(served.join().unwrap(), Some(CallOutcome::Ok));
     }
 
     /// `n` workers waiting for ids `I_0..`, each on its own thread.

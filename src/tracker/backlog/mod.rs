@@ -36,7 +36,9 @@ pub const UNKNOWN_STATE_CLASS: &str = "backlog_unknown_state";
 pub const REUSE_FOR: Duration = Duration::from_secs(1);
 
 /// The last successful read (its tasks' files, the warnings already logged), and the change
-/// count seen when it began (`None` once a later read failed: never reused then).
+/// count seen when it began (`None` once a later read failed: never reused then). It is kept
+/// while the next read runs, so a read holds two boards at its peak (the board is the
+/// repository's own task files, each at most [`MAX_FILE_BYTES`]).
 type LastRead = (Option<Arc<Board>>, Option<(u64, Instant)>);
 
 /// A Backlog.md board as a tracker (read-only). It re-reads the board for each call and logs
