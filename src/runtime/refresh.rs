@@ -179,11 +179,13 @@ mod tests {
     use std::thread;
 
     /// A tracker whose `refresh_running` answers `answer` (issues for the ids it knows) and
-    /// counts its calls and ids.
+    /// counts its calls and ids; with `slow`, it first says it started, then blocks until the
+    /// second channel closes.
     struct T {
         answer: Result<(), TrackerError>,
         calls: AtomicUsize,
         ids: Mutex<Vec<String>>,
+        slow: Option<(Sender<()>, crossbeam_channel::Receiver<()>)>,
     }
 
     impl T {
@@ -192,6 +194,7 @@ mod tests {
                 answer,
                 calls: AtomicUsize::new(0),
                 ids: Mutex::new(Vec::new()),
+                slow: None,
             }
         }
     }
@@ -206,6 +209,10 @@ mod tests {
         fn fetch_issue_states_by_ids(&self, ids: &[String]) -> Result<Vec<Issue>, TrackerError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             self.ids.lock().unwrap().extend(ids.iter().cloned());
+            if let Some((started, release)) = &self.slow {
+                let _ = started.send(());
+                let _ = release.recv();
+            }
             self.answer.clone()?;
             // "I_gone" is no longer on the project.
             let known = ids.iter().filter(|id| *id != "I_gone");
@@ -216,33 +223,6 @@ mod tests {
                     ..Issue::default()
                 })
                 .collect())
-        }
-        fn validate(&self) -> Result<(), TrackerError> {
-            Ok(())
-        }
-        fn reset_cache(&self) {}
-        fn rate_limit(&self) -> Option<TrackerBudget> {
-            None
-        }
-    }
-
-    /// A tracker whose `refresh_running` says it started, then blocks until `release` closes.
-    struct Slow {
-        started: Sender<()>,
-        release: crossbeam_channel::Receiver<()>,
-    }
-
-    impl Tracker for Slow {
-        fn fetch_candidate_issues(&self) -> Result<Vec<Issue>, TrackerError> {
-            Ok(vec![])
-        }
-        fn fetch_issues_by_states(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
-            Ok(vec![])
-        }
-        fn fetch_issue_states_by_ids(&self, _: &[String]) -> Result<Vec<Issue>, TrackerError> {
-            let _ = self.started.send(());
-            let _ = self.release.recv();
-            Ok(vec![])
         }
         fn validate(&self) -> Result<(), TrackerError> {
             Ok(())
@@ -265,9 +245,9 @@ mod tests {
         let (started_tx, started) = bounded(1);
         let (release_tx, release) = bounded::<()>(0);
         let server = Arc::clone(&r);
-        let slow = Slow {
-            started: started_tx,
-            release,
+        let slow = T {
+            slow: Some((started_tx, release)),
+            ..T::new(Ok(()))
         };
         let served = thread::spawn(move || server.serve(&slow));
         started.recv().unwrap();

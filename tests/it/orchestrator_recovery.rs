@@ -204,6 +204,17 @@ fn restart_restores_retries_parked_counts_and_resumes_the_interrupted_session() 
     assert_eq!(st2.counters.orphans_stopped, 1);
 }
 
+/// Issue 1 dispatched at `t0` under `policy`, its agent group 777 and session `sess-1` reported.
+fn running_with_group(policy: &Policy, t0: u64) -> OrchestratorState {
+    let mut st = OrchestratorState::new(policy.clone(), t0);
+    let _ = handle(&mut st, Event::Wake, t0);
+    let d = dispatched(&handle(&mut st, poll(vec![issue(1, "Todo")]), t0));
+    let mut ev = claude_turn("sess-1", 1, 0.1);
+    ev.agent_pid = Some(777);
+    let _ = handle(&mut st, update("I_1", d[0].1, ev), t0);
+    st
+}
+
 #[cfg(feature = "ssh")] // the host pool marks the host down and probes it
 #[test]
 fn an_unreachable_host_holds_the_issue_until_it_answers_or_the_grace_passes() {
@@ -215,13 +226,8 @@ fn an_unreachable_host_holds_the_issue_until_it_answers_or_the_grace_passes() {
         orphan_grace_ms: 600_000,
         ..Policy::default()
     };
-    let mut st = OrchestratorState::new(policy.clone(), t0);
-    let _ = handle(&mut st, Event::Wake, t0);
-    let d = dispatched(&handle(&mut st, poll(vec![issue(1, "Todo")]), t0));
+    let st = running_with_group(&policy, t0);
     assert_eq!(st.running["I_1"].host.as_deref(), Some("a"));
-    let mut ev = claude_turn("sess-1", 1, 0.1);
-    ev.agent_pid = Some(777);
-    let _ = handle(&mut st, update("I_1", d[0].1, ev), t0);
     let (mut st2, actions) = restore(parse(&to_json(&st).unwrap()).unwrap(), policy, t0 + 10);
     assert!(
         matches!(&actions[..], [Action::StopOrphan { host: Some(h), pgid: 777, .. }] if h == "a")
@@ -233,31 +239,47 @@ fn an_unreachable_host_holds_the_issue_until_it_answers_or_the_grace_passes() {
     let _ = handle(&mut st2, unreachable, t0 + 20);
     assert!(st2.hosts_down.contains_key("a"), "probed until it answers");
     // While unknown, the issue is not run anywhere, however often the loop wakes.
-    let mut now = t0 + 20;
-    loop {
-        now = baton::orchestrator::next_deadline(&st2)
-            .unwrap()
-            .max(now + 1);
-        if now >= t0 + 10 + 600_000 {
-            break;
+    wake_until(&mut st2, t0 + 20, t0 + 10 + 600_000, |st, a, now| {
+        assert!(!matches!(
+            a,
+            Action::FetchIssues { .. } | Action::Dispatch { .. }
+        ));
+        if let Action::ProbeHost { host } = a {
+            let failed = Event::HostProbed {
+                host,
+                result: Err("host_unavailable: still down".into()),
+            };
+            let _ = handle(st, failed, now);
         }
-        for a in handle(&mut st2, Event::Wake, now) {
-            assert!(!matches!(
-                a,
-                Action::FetchIssues { .. } | Action::Dispatch { .. }
-            ));
-            if let Action::ProbeHost { host } = a {
-                let failed = Event::HostProbed {
-                    host,
-                    result: Err("host_unavailable: still down".into()),
-                };
-                let _ = handle(&mut st2, failed, now);
-            }
+    });
+    // The grace is over: the issue may run again, on the host that is up.
+    assert_fetched_after_grace(&mut st2, t0 + 10 + 600_000);
+}
+
+/// Wake the engine at each of its deadlines after `from` and before `until`, handing every action
+/// (with the state and the time) to `check`.
+fn wake_until(
+    st: &mut OrchestratorState,
+    from: u64,
+    until: u64,
+    mut check: impl FnMut(&mut OrchestratorState, Action, u64),
+) {
+    let mut now = from;
+    loop {
+        now = baton::orchestrator::next_deadline(st).unwrap().max(now + 1);
+        if now >= until {
+            return;
+        }
+        for a in handle(st, Event::Wake, now) {
+            check(st, a, now);
         }
     }
-    // The grace is over: the issue may run again, on the host that is up.
-    let acts = handle(&mut st2, Event::Wake, t0 + 10 + 600_000);
-    assert!(st2.orphans.is_empty());
+}
+
+/// At `at` the orphan of issue 1 is given up and its retry fetched.
+fn assert_fetched_after_grace(st: &mut OrchestratorState, at: u64) {
+    let acts = handle(st, Event::Wake, at);
+    assert!(st.orphans.is_empty());
     let fetched = acts
         .iter()
         .any(|a| matches!(a, Action::FetchIssues { retries, .. } if retries[0].0 == "I_1"));
@@ -276,37 +298,18 @@ fn a_remote_orphan_of_an_unconfigured_host_holds_the_issue_until_the_grace_passe
         orphan_grace_ms: 600_000,
         ..Policy::default()
     };
-    let mut st = OrchestratorState::new(policy.clone(), t0);
-    let _ = handle(&mut st, Event::Wake, t0);
-    let d = dispatched(&handle(&mut st, poll(vec![issue(1, "Todo")]), t0));
-    let mut ev = claude_turn("sess-1", 1, 0.1);
-    ev.agent_pid = Some(777);
-    let _ = handle(&mut st, update("I_1", d[0].1, ev), t0);
+    let mut st = running_with_group(&policy, t0);
     st.running.get_mut("I_1").unwrap().host = Some("old-host".into());
     let (mut st2, actions) = restore(parse(&to_json(&st).unwrap()).unwrap(), policy, t0 + 10);
     assert!(actions.is_empty(), "{actions:?}");
-    let mut now = t0 + 10;
-    loop {
-        now = baton::orchestrator::next_deadline(&st2)
-            .unwrap()
-            .max(now + 1);
-        if now >= t0 + 10 + 600_000 {
-            break;
-        }
-        for a in handle(&mut st2, Event::Wake, now) {
-            assert!(
-                matches!(a, Action::StartPoll { .. }),
-                "only polls while the orphan is unknown: {a:?}"
-            );
-        }
-    }
+    wake_until(&mut st2, t0 + 10, t0 + 10 + 600_000, |_, a, _| {
+        assert!(
+            matches!(a, Action::StartPoll { .. }),
+            "only polls while the orphan is unknown: {a:?}"
+        );
+    });
     assert!(st2.hosts_down.is_empty());
-    let acts = handle(&mut st2, Event::Wake, t0 + 10 + 600_000);
-    assert!(st2.orphans.is_empty());
-    let fetched = acts
-        .iter()
-        .any(|a| matches!(a, Action::FetchIssues { retries, .. } if retries[0].0 == "I_1"));
-    assert!(fetched, "{acts:?}");
+    assert_fetched_after_grace(&mut st2, t0 + 10 + 600_000);
 }
 
 /// The per-issue cost budget parks an issue after the same turn whether or not Baton restarted
