@@ -81,7 +81,7 @@ impl std::fmt::Display for RunError {
 }
 
 /// Capacity of the background events channel and of the mailbox wake-up channel.
-const WORKER_CHANNEL_CAPACITY: usize = 1024;
+const CHANNEL_CAPACITY: usize = 1024;
 
 /// Builds a tracker for a config (again when `tracker.*` changes on reload).
 pub type TrackerFactory =
@@ -115,7 +115,7 @@ type ReloadResult = Result<Option<Workflow>, WorkflowError>;
 enum LoopEvent {
     Tick,
     /// From a background thread: a tracker thread, a worker's refresh, a removal or a probe.
-    Worker(Event),
+    Background(Event),
     /// A run's mailbox has news.
     News(Arc<Mailbox>),
     ReloadPing,
@@ -133,7 +133,7 @@ enum LoopEvent {
 
 /// The loop's input channels; a disconnected one is replaced by `never()`.
 struct Inbox {
-    workers: Receiver<Event>,
+    background: Receiver<Event>,
     news: Receiver<Arc<Mailbox>>,
     reload: Receiver<()>,
     signals: Receiver<()>,
@@ -358,13 +358,13 @@ pub fn run_with_state(
     let hosts = Arc::new(HostPool::new());
     hosts.configure(&cfg.worker);
     let runner = (opts.runner_factory)(&cfg);
-    let (events_tx, events_rx) = bounded(WORKER_CHANNEL_CAPACITY);
-    let (news_tx, news_rx) = bounded(WORKER_CHANNEL_CAPACITY);
+    let (events_tx, events_rx) = bounded(CHANNEL_CAPACITY);
+    let (news_tx, news_rx) = bounded(CHANNEL_CAPACITY);
     let (reload_tx, reloaded_rx) = unbounded();
     let tracker_jobs = start_tracker_threads(&events_tx);
     let (changed_tx, changed_rx) = bounded(1);
     let inbox = Inbox {
-        workers: events_rx,
+        background: events_rx,
         news: news_rx,
         reload: opts.reload_rx,
         signals: opts.shutdown_rx,
@@ -602,7 +602,7 @@ impl Daemon {
         loop {
             select! {
                 recv(ops_timer) -> m => input!(m, ops_timer, |_| LoopEvent::OpsDue),
-                recv(inbox.workers) -> m => input!(m, inbox.workers, LoopEvent::Worker),
+                recv(inbox.background) -> m => input!(m, inbox.background, LoopEvent::Background),
                 recv(inbox.news) -> m => input!(m, inbox.news, LoopEvent::News),
                 recv(inbox.control) -> m => input!(m, inbox.control, LoopEvent::Control),
                 recv(inbox.reload) -> m => input!(m, inbox.reload, |()| LoopEvent::ReloadPing),
@@ -620,14 +620,14 @@ impl Daemon {
         }
     }
 
-    /// React to one loop event, coalescing bursts: worker reports are drained (bounded) and
-    /// their agent updates merged, reload pings are drained into one.
+    /// React to one loop event, coalescing bursts: background events and run mailboxes are
+    /// drained (bounded), reload pings into one.
     fn handle_event(&mut self, ev: LoopEvent, inbox: &Inbox) {
         match ev {
             LoopEvent::Tick => self.engine(Event::Wake),
             // A burst stops where an action queued an event: that goes before any more input.
-            LoopEvent::Worker(first) => {
-                let mut rest = inbox.workers.try_iter().take(BURST);
+            LoopEvent::Background(first) => {
+                let mut rest = inbox.background.try_iter().take(BURST);
                 let mut next = Some(first);
                 while let Some(ev) = next {
                     self.engine(ev);
